@@ -1,0 +1,25 @@
+"""Diagnostics: source files and spans, the diagnostic type, the code registry, text and JSON rendering.
+
+Used by every stage; depends on none of them.
+"""
+
+from .codes import CODES, CodeInfo
+from .diagnostic import Diagnostic, Diagnostics, Severity, did_you_mean
+from .render import diagnostic_to_json, render_json, render_summary, render_text
+from .source import Position, SourceFile, Span
+
+__all__ = [
+    "CODES",
+    "CodeInfo",
+    "Diagnostic",
+    "Diagnostics",
+    "Position",
+    "Severity",
+    "SourceFile",
+    "Span",
+    "did_you_mean",
+    "diagnostic_to_json",
+    "render_json",
+    "render_summary",
+    "render_text",
+]

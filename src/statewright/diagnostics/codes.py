@@ -1,0 +1,243 @@
+"""The registry of diagnostic codes. Codes are stable: never renumber, never reuse a retired code.
+
+SW1xxx syntax · SW2xxx names · SW3xxx machine structure · SW4xxx types and guards ·
+SW5xxx templates · SW6xxx test blocks · SW7xxx warnings about unused or dead parts · SW9xxx internal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class _Sev(str, Enum):  # mirrors diagnostic.Severity without importing it (avoids a cycle)
+    ERROR = "error"
+    WARNING = "warning"
+
+
+@dataclass(frozen=True)
+class CodeInfo:
+    code: str
+    title: str
+    severity: _Sev
+    explanation: str
+    wrong: str = ""
+    right: str = ""
+
+
+def _e(code: str, title: str, explanation: str, wrong: str = "", right: str = "") -> CodeInfo:
+    return CodeInfo(code, title, _Sev.ERROR, explanation, wrong, right)
+
+
+def _w(code: str, title: str, explanation: str, wrong: str = "", right: str = "") -> CodeInfo:
+    return CodeInfo(code, title, _Sev.WARNING, explanation, wrong, right)
+
+
+_ALL = [
+    # --- syntax -------------------------------------------------------------------------------
+    _e("SW1001", "unexpected character",
+       "The file contains a character that cannot start any token of the language.",
+       'state draft { agent writer; }', "state draft { agent writer }"),
+    _e("SW1002", "unexpected token",
+       "The parser found a token where the grammar does not allow it. The message lists what it expected.",
+       "state draft { agent }", "state draft { agent writer }"),
+    _e("SW1003", "unexpected end of file",
+       "The file ended while a block or statement was still open; usually a missing '}'.",
+       "machine m {\n    final state done\n", "machine m {\n    final state done\n}"),
+    _e("SW1004", "unterminated string",
+       "A string literal has no closing quote. Single-quoted strings end on the same line; "
+       'use """triple quotes""" for text over several lines.',
+       'do "Write the draft', 'do "Write the draft"'),
+    _e("SW1005", "file is not valid UTF-8 text",
+       "statewright source files are UTF-8 text. The file holds bytes that are not valid UTF-8 "
+       "(it may be binary or in another encoding).", "", ""),
+    _e("SW1006", "invalid escape sequence",
+       'Inside "double-quoted" strings, backslash escapes are \\\\ \\" \\n \\t \\r and \\uXXXX. '
+       'Triple-quoted strings take backslashes literally.',
+       r'do "C:\path"', r'do "C:\\path"'),
+    _e("SW1010", "'=' used as a comparison",
+       "Guards compare with '=='. A single '=' is only used for input defaults and tool-call arguments.",
+       "when output.status = \"ok\" -> done", "when output.status == \"ok\" -> done"),
+    _e("SW1011", "'else' is not a keyword",
+       "The catch-all transition is written 'otherwise -> state' (or 'otherwise stay').",
+       "else -> failed", "otherwise -> failed"),
+    _e("SW1012", "'&&', '||' or '!' in a guard",
+       "Guards use the words 'and', 'or' and 'not'.",
+       "when output.ok && output.score > 3 -> done", "when output.ok and output.score > 3 -> done"),
+    _e("SW1013", "missing 'state' keyword",
+       "'start' and 'final' modify a state declaration: write 'start state NAME' or 'final state NAME'.",
+       "final done", "final state done"),
+    _e("SW1014", "missing '->' in a transition",
+       "A transition names its target after an arrow: 'when GUARD -> STATE', '-> STATE', 'otherwise -> STATE'.",
+       "when output.ok done", "when output.ok -> done"),
+    _e("SW1015", "':' used to start a block",
+       "Blocks are written with braces: 'state draft { ... }'.",
+       "state draft:\n    agent writer", "state draft {\n    agent writer\n}"),
+    _e("SW1020", "nesting too deep",
+       "An expression or value is nested deeper than the compiler accepts (200 levels). "
+       "Split it into simpler parts.", "", ""),
+    _e("SW1021", "file too large",
+       "The file is larger than the compiler accepts (16 MB).", "", ""),
+    # --- names --------------------------------------------------------------------------------
+    _e("SW2001", "duplicate name",
+       "Two declarations of the same kind share a name. Names of states, agents, types, tools, inputs, "
+       "fields and tests must each be unique.",
+       "state draft { ... }\nstate draft { ... }", "state draft { ... }\nstate redraft { ... }"),
+    _e("SW2002", "unknown state",
+       "A transition, listener, test or guard names a state that is not declared.",
+       "-> reviw", "-> review"),
+    _e("SW2003", "unknown agent",
+       "A state or a 'tell' list names an agent that is not declared.",
+       "agent writr", "agent writer"),
+    _e("SW2004", "unknown type",
+       "A type reference names neither a built-in type (str, int, float, bool, list[T]) nor a declared 'type'.",
+       "output Critque", "output Critique"),
+    _e("SW2005", "unknown tool",
+       "An agent or action state uses a tool that is neither a standard 'std.*' tool nor declared with 'tool'.",
+       "tools [std.pyton]", "tools [std.python]"),
+    _e("SW2006", "unknown field",
+       "An expression or template reads a field that the type does not have.",
+       "when output.scor > 80 -> done", "when output.score > 80 -> done"),
+    _e("SW2007", "unknown name in a guard",
+       "A guard may use 'output', the machine's inputs, state names (for 'STATE.output') and the functions "
+       "len() and visits().", "when scroe > 3 -> done", "when output.score > 3 -> done"),
+    _e("SW2008", "unknown template variable",
+       "A Jinja2 template uses a variable that is not in scope. Instructions and results can use the "
+       "machine's inputs and state names ('STATE.output').",
+       'do "Write about {{ topc }}"', 'do "Write about {{ topic }}"'),
+    _e("SW2009", "unknown function",
+       "Guards may call only len(x) and visits(state).",
+       "when length(output.fixes) == 0 -> done", "when len(output.fixes) == 0 -> done"),
+    _e("SW2010", "setting given twice",
+       "A setting such as 'model', 'prompt' or 'agent' appears twice in the same block.",
+       'agent a { model "x" model "y" }', 'agent a { model "y" }'),
+    _e("SW2011", "unknown setting or option",
+       "A limit, memory policy or tool option is not one the language knows.",
+       "limits { step 10 }", "limits { steps 10 }"),
+    _e("SW2012", "tool not enabled",
+       "std.shell and std.http_get are off unless the machine enables them with a 'tool' declaration.",
+       "agent a { tools [std.shell] }", "tool std.shell\nagent a { tools [std.shell] }"),
+    # --- structure ----------------------------------------------------------------------------
+    _e("SW3001", "no start state",
+       "Every machine needs exactly one 'start state'.", "state draft { ... }", "start state draft { ... }"),
+    _e("SW3002", "more than one start state",
+       "A machine has exactly one 'start state'.", "start state a { ... }\nstart state b { ... }",
+       "start state a { ... }\nstate b { ... }"),
+    _e("SW3003", "no final state",
+       "A run ends when it reaches a 'final state'; a machine without one can only end by a limit.",
+       "", "final state done"),
+    _e("SW3005", "no final state can be reached",
+       "From this state no sequence of transitions leads to a final state, so a run that gets here can only "
+       "end by exhausting a limit.", "state loop { ... -> loop max 3 }", "state loop { ... -> loop max 3\n"
+       "    otherwise -> done }"),
+    _e("SW3006", "transition out of a final state",
+       "Reaching a final state ends the run; transitions there can never be taken.",
+       "final state done { -> draft }", "final state done"),
+    _e("SW3007", "transition can never fire",
+       "Transitions are tried in source order. After an unconditional '-> s' or 'otherwise' without a bound, "
+       "nothing later can be reached. (A bounded edge such as '-> s max 2' falls through once exhausted.)",
+       "-> review\nwhen output.ok -> done", "when output.ok -> done\n-> review"),
+    _e("SW3008", "cycle with no bound",
+       "Every loop must be bounded: put 'max N' on one of its edges or 'visits N' on one of its states. "
+       "The message names the states that form the cycle.",
+       "state a { ... -> b }\nstate b { ... -> a }", "state a { ... -> b }\nstate b { ... -> a max 3 }"),
+    _e("SW3009", "state does no work",
+       "A non-final state needs an 'agent' (with an instruction) or a tool 'call'.",
+       "state draft { -> done }", 'state draft { agent writer do "Write." -> done }'),
+    _e("SW3010", "state has both an agent and a tool call",
+       "A state is either an agent state or a tool-only action state, not both.",
+       'state t { agent a  call std.python(code = "1") }', 'state t { call std.python(code = "1") }'),
+    _e("SW3011", "final state does work",
+       "A final state ends the run; it may have a 'result' but no agent, instruction, output or call.",
+       'final state done { agent writer }', 'final state done { result "{{ draft.output }}" }'),
+    _e("SW3012", "state has no transitions",
+       "A non-final state must say where the run goes next.",
+       'state draft { agent writer do "Write." }', 'state draft { agent writer do "Write." -> done }'),
+    _e("SW3013", "bound must be at least 1",
+       "'max N', 'visits N' and 'retries N' (which may be 0) need a sensible count.",
+       "-> review max 0", "-> review max 2"),
+    _e("SW3014", "agent state without instruction",
+       "An agent state needs 'do \"...\"' telling the agent what this step is.",
+       "state draft { agent writer -> done }", 'state draft { agent writer do "Write." -> done }'),
+    _e("SW3015", "value out of range",
+       "A number is outside the range its setting allows (temperature 0–2, limits above 0).",
+       "temperature 7", "temperature 0.7"),
+    _e("SW3016", "'otherwise stay' needs a bound",
+       "'otherwise stay' re-runs the state; bound it with 'max N' or give the state 'visits N'.",
+       "otherwise stay", "otherwise stay max 2"),
+    # --- types and guards ---------------------------------------------------------------------
+    _e("SW4001", "type mismatch",
+       "The operands of a comparison, arithmetic or 'in' do not have compatible types.",
+       'when output.score == "high" -> done', "when output.score >= 85 -> done"),
+    _e("SW4002", "state has no typed output",
+       "'output.FIELD' needs the state to declare 'output TYPE'. Without it the output is plain text (str).",
+       "state a { agent w do \"...\" when output.ok -> b }",
+       "state a { agent w do \"...\" output Check when output.ok -> b }"),
+    _e("SW4004", "guard is not a boolean",
+       "A guard must evaluate to true or false: compare the value with something.",
+       "when output.score -> done", "when output.score > 0 -> done"),
+    _e("SW4005", "wrong arguments to a function",
+       "len() takes one str or list; visits() takes one state name.",
+       "when len() > 0 -> done", "when len(output.fixes) > 0 -> done"),
+    _e("SW4006", "value does not fit the type",
+       "A default, test input, test reply or tool argument does not have the declared type.",
+       'input retries: int = "two"', "input retries: int = 2"),
+    _e("SW4008", "invalid index",
+       "Only lists can be indexed, and only with an int.", "when output.fixes[\"a\"] == \"x\" -> done",
+       'when output.fixes[0] == "x" -> done'),
+    _e("SW4009", "recursive type",
+       "A type may not contain itself, directly or through other types: structured output needs a finite schema.",
+       "type Node { child: Node }", "type Node { children: list[str] }"),
+    _e("SW4010", "invalid enum",
+       "An enum lists distinct string values.", 'status: "ok" | "ok"', 'status: "ok" | "failed"'),
+    _e("SW4011", "invalid tool call",
+       "A tool call names parameters the tool does not take, or omits a required one.",
+       "call std.python(source = \"print(1)\")", "call std.python(code = \"print(1)\")"),
+    _e("SW4012", "attribute access on a value without fields",
+       "Only values of a declared type have fields.", "when output.score.value > 3 -> done",
+       "when output.score > 3 -> done"),
+    # --- templates ----------------------------------------------------------------------------
+    _e("SW5001", "template syntax error",
+       "Instructions, prompts and results are Jinja2 templates; this one does not parse.",
+       'do "Write about {{ topic }"', 'do "Write about {{ topic }}"'),
+    _e("SW5002", "output of a state used where it is not typed",
+       "A template reads 'STATE.output.FIELD' but that state has no typed output.",
+       'do "{{ draft.output.title }}"', 'do "{{ draft.output }}"'),
+    # --- tests --------------------------------------------------------------------------------
+    _e("SW6001", "test names an unknown state",
+       "A 'reply', 'verdict' or 'expect' in a test block names a state the machine does not have.",
+       "reply drat \"text\"", "reply draft \"text\""),
+    _e("SW6002", "reply does not fit the state's output type",
+       "A scripted reply must be a valid value of the state's 'output' type (text for untyped states).",
+       "reply review { score \"high\" }", "reply review { score 90 fixes [] }"),
+    _e("SW6003", "reply for a state that does no work",
+       "Only agent states and action states produce output that a test can script.",
+       'reply done "x"', 'reply draft "x"'),
+    _e("SW6004", "test input problem",
+       "A test gives an input the machine does not declare, or omits one without a default.",
+       "input { topc \"x\" }", "input { topic \"x\" }"),
+    _e("SW6005", "verdict names no condition of the state",
+       "A 'verdict STATE \"condition\"' must repeat one of that state's natural-language conditions, "
+       "or be 'verdict STATE none'.", "", ""),
+    _e("SW6006", "unknown expectation",
+       "A test expects 'path [...]', 'final STATE', 'result VALUE' or 'failure KIND'.",
+       "expect failure stepz", "expect failure steps"),
+    # --- warnings -----------------------------------------------------------------------------
+    _w("SW7001", "unused agent", "The agent is declared but no state uses it and no state tells it anything.",
+       "agent helper { ... }", ""),
+    _w("SW7002", "unused type", "The type is declared but nothing refers to it.", "type Unused { x: int }", ""),
+    _w("SW7003", "unused tool", "The tool is declared but no agent or action state uses it.",
+       'tool lookup = "pkg.mod:lookup"', ""),
+    _w("SW7004", "unreachable state",
+       "No transition path from the start state leads here; the state can never run. "
+       "The dead-state pass removes it from compiled runners.", "", ""),
+    _w("SW7005", "unused input", "The input is declared but no template or guard reads it.", "", ""),
+    _w("SW7006", "test has no expectation",
+       "A test block without 'expect' only checks that the run does not crash.", "", ""),
+    # --- internal -----------------------------------------------------------------------------
+    _e("SW9001", "internal compiler error",
+       "The compiler hit a bug. Please report it with the input file.", "", ""),
+]
+
+CODES: dict[str, CodeInfo] = {info.code: info for info in _ALL}
+assert len(CODES) == len(_ALL), "duplicate diagnostic code in the registry"

@@ -1,0 +1,101 @@
+"""The diagnostic type and the collector every stage reports into."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import Enum
+
+from .codes import CODES
+from .source import Span
+
+
+class Severity(str, Enum):
+    ERROR = "error"
+    WARNING = "warning"
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One problem: a stable code, where it is, what is wrong and, where possible, how to fix it."""
+
+    code: str
+    message: str
+    span: Span | None
+    label: str = ""
+    help: str = ""
+    notes: tuple[str, ...] = ()
+    severity: Severity = field(default=Severity.ERROR)
+
+    @property
+    def path(self) -> str:
+        return self.span.path if self.span is not None else "<input>"
+
+    def sort_key(self) -> tuple[str, int, int, str]:
+        start = self.span.start if self.span is not None else -1
+        end = self.span.end if self.span is not None else -1
+        return (self.path, start, end, self.code)
+
+
+def did_you_mean(name: str, candidates: Iterable[str]) -> str:
+    """A short 'did you mean' help text, or '' when nothing is close."""
+    close = difflib.get_close_matches(name, sorted(set(candidates)), n=3, cutoff=0.6)
+    if not close:
+        return ""
+    if len(close) == 1:
+        return f"did you mean '{close[0]}'?"
+    return "did you mean one of " + ", ".join(f"'{c}'" for c in close) + "?"
+
+
+class Diagnostics:
+    """Collects diagnostics; stages report every problem rather than stopping at the first."""
+
+    def __init__(self) -> None:
+        self.items: list[Diagnostic] = []
+
+    def report(
+        self,
+        code: str,
+        message: str,
+        span: Span | None,
+        *,
+        label: str = "",
+        help: str = "",
+        notes: Iterable[str] = (),
+    ) -> Diagnostic:
+        info = CODES[code]  # a KeyError here is a bug: every code must be registered
+        diag = Diagnostic(code, message, span, label, help, tuple(notes), info.severity)
+        self.items.append(diag)
+        return diag
+
+    def extend(self, other: Iterable[Diagnostic]) -> None:
+        self.items.extend(other)
+
+    @property
+    def errors(self) -> list[Diagnostic]:
+        return [d for d in self.items if d.severity is Severity.ERROR]
+
+    @property
+    def warnings(self) -> list[Diagnostic]:
+        return [d for d in self.items if d.severity is Severity.WARNING]
+
+    @property
+    def has_errors(self) -> bool:
+        return any(d.severity is Severity.ERROR for d in self.items)
+
+    def sorted(self) -> list[Diagnostic]:
+        seen: set[tuple[object, ...]] = set()
+        out = []
+        for d in sorted(self.items, key=Diagnostic.sort_key):
+            key = (d.sort_key(), d.message)
+            if key not in seen:
+                seen.add(key)
+                out.append(d)
+        return out
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self.items)

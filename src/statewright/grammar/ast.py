@@ -1,0 +1,459 @@
+"""The syntax tree: one dataclass per grammar rule, spans kept out of equality.
+
+Two trees that differ only in layout (whitespace, comments, positions) compare equal, which is what the
+formatter's round-trip property relies on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+from ..diagnostics import Span
+
+
+def _span() -> Span:
+    return field(default=None, compare=False, repr=False)  # type: ignore[return-value]
+
+
+# ---- names and literals --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Name:
+    value: str
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class String:
+    """A string literal after escapes are applied and triple-quoted text is dedented."""
+
+    value: str
+    triple: bool = field(default=False, compare=False)
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Number:
+    value: int | float
+    span: Span = _span()
+
+
+# ---- values (defaults, tool options, test data) --------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ObjectEntry:
+    key: Name
+    value: Value
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Value:
+    """A literal value: str, int, float, bool, None, list of values or object (dict of values)."""
+
+    kind: str  # "str" | "int" | "float" | "bool" | "none" | "list" | "object"
+    value: object  # python value for scalars; tuple[Value, ...] for list; tuple[ObjectEntry, ...] for object
+    span: Span = _span()
+
+    def to_python(self) -> object:
+        if self.kind == "list":
+            return [v.to_python() for v in self.value]  # type: ignore[union-attr]
+        if self.kind == "object":
+            return {e.key.value: e.value.to_python() for e in self.value}  # type: ignore[union-attr]
+        return self.value
+
+
+# ---- types --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NamedType:
+    name: Name
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class ListType:
+    item: TypeRef
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class OptionalType:
+    inner: TypeRef
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class EnumType:
+    values: tuple[String, ...]
+    span: Span = _span()
+
+
+TypeRef = Union[NamedType, ListType, OptionalType, EnumType]
+
+
+@dataclass(frozen=True)
+class FieldDecl:
+    name: Name
+    type: TypeRef
+    doc: String | None = None
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class TypeDecl:
+    name: Name
+    fields: tuple[FieldDecl, ...]
+    span: Span = _span()
+
+
+# ---- guard expressions --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NameExpr:
+    name: str
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Literal:
+    value: str | int | float | bool | None
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class ListExpr:
+    items: tuple[Expr, ...]
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Attribute:
+    value: Expr
+    attr: Name
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Index:
+    value: Expr
+    index: Expr
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Call:
+    func: Name
+    args: tuple[Expr, ...]
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class UnaryOp:
+    op: str  # "not" | "-"
+    operand: Expr
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class BinaryOp:
+    op: str  # "and" "or" "==" "!=" "<" "<=" ">" ">=" "in" "not in" "+" "-" "*" "/" "%"
+    left: Expr
+    right: Expr
+    span: Span = _span()
+
+
+Expr = Union[NameExpr, Literal, ListExpr, Attribute, Index, Call, UnaryOp, BinaryOp]
+
+
+# ---- machine settings, tools, agents ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Description:
+    text: String
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class InputDecl:
+    name: Name
+    type: TypeRef
+    default: Value | None = None
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class ModelSetting:
+    model: String
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class VerifierModelSetting:
+    model: String
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class TemperatureSetting:
+    value: Number
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Limit:
+    name: Name
+    value: Number
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Limits:
+    items: tuple[Limit, ...]
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class ToolName:
+    """A dotted tool name: `std.python`, `lookup`."""
+
+    parts: tuple[str, ...]
+    span: Span = _span()
+
+    @property
+    def dotted(self) -> str:
+        return ".".join(self.parts)
+
+
+@dataclass(frozen=True)
+class ToolOption:
+    name: Name
+    value: Value
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class ToolDecl:
+    name: ToolName
+    import_path: String | None = None  # "pkg.mod:func" for user tools
+    options: tuple[ToolOption, ...] = ()
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class PromptSetting:
+    text: String
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class ToolsSetting:
+    tools: tuple[ToolName, ...]
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class MemorySetting:
+    policy: Name  # all | none | last
+    count: Number | None = None
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class FallbacksSetting:
+    models: tuple[String, ...]
+    span: Span = _span()
+
+
+AgentItem = Union[ModelSetting, TemperatureSetting, PromptSetting, ToolsSetting, MemorySetting, FallbacksSetting]
+
+
+@dataclass(frozen=True)
+class AgentDecl:
+    name: Name
+    items: tuple[AgentItem, ...]
+    span: Span = _span()
+
+
+# ---- states and transitions ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AgentRef:
+    name: Name
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Instruction:
+    text: String
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class OutputDecl:
+    type: TypeRef
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Tell:
+    agents: tuple[Name, ...]
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Visits:
+    count: Number
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Retries:
+    count: Number
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class CallArg:
+    name: Name
+    value: Expr
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    tool: ToolName
+    args: tuple[CallArg, ...]
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Result:
+    text: String
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Transition:
+    """One outgoing edge, in source order.
+
+    kind: "guard" (`when EXPR`), "condition" (`when "text"`, judged by the verifier), "always" (`-> s`),
+    "otherwise" (`otherwise -> s`) or "stay" (`otherwise stay`).
+    """
+
+    kind: str
+    target: Name | None
+    guard: Expr | None = None
+    condition: String | None = None
+    max: Number | None = None
+    span: Span = _span()
+
+
+StateItem = Union[AgentRef, Instruction, OutputDecl, Tell, Visits, Retries, ToolCall, Result, Transition]
+
+
+@dataclass(frozen=True)
+class StateDecl:
+    name: Name
+    start: bool
+    final: bool
+    items: tuple[StateItem, ...]
+    has_body: bool = field(default=True, compare=False)
+    span: Span = _span()
+
+    @property
+    def transitions(self) -> tuple[Transition, ...]:
+        return tuple(i for i in self.items if isinstance(i, Transition))
+
+
+# ---- tests --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TestInput:
+    values: Value  # kind "object"
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Reply:
+    state: Name
+    value: Value
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class Verdict:
+    state: Name
+    condition: String | None  # None means `verdict STATE none`
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class ExpectPath:
+    states: tuple[Name, ...]
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class ExpectFinal:
+    state: Name
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class ExpectResult:
+    value: Value
+    span: Span = _span()
+
+
+@dataclass(frozen=True)
+class ExpectFailure:
+    kind: Name
+    span: Span = _span()
+
+
+TestItem = Union[TestInput, Reply, Verdict, ExpectPath, ExpectFinal, ExpectResult, ExpectFailure]
+
+
+@dataclass(frozen=True)
+class TestDecl:
+    __test__ = False  # not a pytest test class
+
+    name: String
+    items: tuple[TestItem, ...]
+    span: Span = _span()
+
+
+# ---- the machine --------------------------------------------------------------------------------
+
+MachineItem = Union[
+    Description, InputDecl, ModelSetting, VerifierModelSetting, TemperatureSetting, Limits, TypeDecl,
+    ToolDecl, AgentDecl, StateDecl, TestDecl,
+]
+
+
+@dataclass(frozen=True)
+class Machine:
+    name: Name
+    items: tuple[MachineItem, ...]
+    span: Span = _span()
+
+    def of(self, kind: type) -> list:  # type: ignore[type-arg]
+        """The machine's items of one kind, in source order."""
+        return [i for i in self.items if isinstance(i, kind)]
+
+
+@dataclass(frozen=True)
+class Comment:
+    """A `#` comment, collected by the lexer for the formatter (the grammar ignores comments)."""
+
+    text: str
+    span: Span = _span()

@@ -1,0 +1,644 @@
+"""The parser front: source text in, syntax tree (or positioned diagnostics) out.
+
+Lark types never leave this module. The tree is built by one explicit, non-recursive Transformer, so
+deeply nested input cannot exhaust Python's recursion limit here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import textwrap
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from lark import Lark, Token, v_args
+from lark.visitors import Transformer_NonRecursive
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
+
+from ..diagnostics import Diagnostics, SourceFile, Span
+from . import ast
+
+GRAMMAR_PATH = Path(__file__).with_name("statewright.lark")
+MAX_NESTING = 200
+MAX_FILE_CHARS = 16 * 1024 * 1024
+
+
+@dataclass
+class ParseResult:
+    source: SourceFile
+    machine: ast.Machine | None
+    comments: list[ast.Comment] = field(default_factory=list)
+    diagnostics: Diagnostics = field(default_factory=Diagnostics)
+
+
+class _CommentSink:
+    """Receives COMMENT tokens from the lexer (the grammar ignores them; the formatter needs them)."""
+
+    def __init__(self) -> None:
+        self.tokens: list[Token] = []
+
+    def __call__(self, token: Token) -> None:
+        self.tokens.append(token)
+
+
+_COMMENTS = _CommentSink()
+
+
+def build_parser(*, strict: bool = False, cache: bool = True) -> Lark:
+    """The Lark parser for the grammar. Tests build it with strict=True so a grammar conflict fails CI."""
+    options: dict[str, object] = dict(
+        parser="lalr",
+        lexer="contextual",
+        propagate_positions=True,
+        maybe_placeholders=False,
+        lexer_callbacks={"COMMENT": _COMMENTS},
+        strict=strict,
+    )
+    if cache and not strict:
+        cache_dir = Path(os.environ.get("STATEWRIGHT_CACHE_DIR", tempfile.gettempdir()))
+        options["cache"] = str(cache_dir / f".statewright-grammar-{_grammar_digest()}-{os.getuid()}.lark")
+    return Lark(GRAMMAR_PATH.read_text(encoding="utf-8"), **options)  # type: ignore[arg-type]
+
+
+@lru_cache(maxsize=1)
+def _grammar_digest() -> str:
+    import hashlib
+
+    import lark
+
+    text = GRAMMAR_PATH.read_bytes() + lark.__version__.encode()
+    return hashlib.sha256(text).hexdigest()[:16]
+
+
+@lru_cache(maxsize=1)
+def _parser() -> tuple[Lark, _BuildAst]:
+    builder = _BuildAst()
+    try:
+        return build_parser(), builder
+    except OSError:  # an unwritable cache directory must not break parsing
+        return build_parser(cache=False), builder
+
+
+# ---- strings -------------------------------------------------------------------------------------
+
+_ESCAPES = {"\\": "\\", '"': '"', "n": "\n", "t": "\t", "r": "\r"}
+_ESCAPE_RE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)", re.DOTALL)
+
+
+class _BadEscape(Exception):
+    def __init__(self, offset: int, text: str) -> None:
+        self.offset = offset
+        self.text = text
+
+
+def decode_string(raw: str) -> str:
+    """The value of a "double-quoted" string token (quotes included)."""
+    body = raw[1:-1]
+
+    def replace(m: re.Match[str]) -> str:
+        esc = m.group(1)
+        if esc in _ESCAPES:
+            return _ESCAPES[esc]
+        if esc.startswith("u") and len(esc) == 5:
+            return chr(int(esc[1:], 16))
+        raise _BadEscape(m.start() + 1, m.group(0))
+
+    return _ESCAPE_RE.sub(replace, body)
+
+
+def decode_long_string(raw: str) -> str:
+    """The value of a \"\"\"triple-quoted\"\"\" string: taken literally, common indentation removed.
+
+    A line break right after the opening quotes and the whitespace before the closing quotes are dropped,
+    so a block written indented inside a state reads back as the text the author meant.
+    """
+    body = raw[3:-3].replace("\r\n", "\n")
+    if body.startswith("\n"):
+        body = body[1:]
+    lines = body.split("\n")
+    if len(lines) > 1 and lines[-1].strip() == "":
+        lines[-1] = ""
+    body = textwrap.dedent("\n".join(lines))
+    return body.rstrip(" \t\n") if len(lines) > 1 else body
+
+
+# ---- tree building -------------------------------------------------------------------------------
+
+
+class _Failure(Exception):
+    """A problem found while building the tree, reported as a diagnostic."""
+
+    def __init__(self, code: str, message: str, start: int, end: int, help: str = "") -> None:
+        self.code, self.message, self.start, self.end, self.help = code, message, start, end, help
+
+
+@v_args(meta=True, inline=True)
+class _BuildAst(Transformer_NonRecursive):
+    def __init__(self) -> None:
+        super().__init__()
+        self.source = SourceFile("<none>", "")
+
+    def _span(self, meta: object) -> Span:
+        if getattr(meta, "empty", True):
+            return self.source.span(0, 0)
+        return self.source.span(meta.start_pos, meta.end_pos)  # type: ignore[attr-defined]
+
+    def _tok_span(self, tok: Token) -> Span:
+        return self.source.span(tok.start_pos or 0, tok.end_pos or 0)
+
+    def _name(self, tok: Token) -> ast.Name:
+        return ast.Name(str(tok), self._tok_span(tok))
+
+    # tokens and literals
+    def string(self, meta: object, tok: Token) -> ast.String:
+        raw = str(tok)
+        try:
+            if tok.type == "LONG_STRING":
+                return ast.String(decode_long_string(raw), True, self._tok_span(tok))
+            return ast.String(decode_string(raw), False, self._tok_span(tok))
+        except _BadEscape as e:
+            start = (tok.start_pos or 0) + e.offset
+            raise _Failure(
+                "SW1006", f"invalid escape sequence '{e.text}'", start, start + len(e.text),
+                help='use \\\\ for a backslash, or a """triple-quoted""" string, which takes backslashes literally',
+            ) from None
+
+    def number(self, meta: object, tok: Token) -> ast.Number:
+        text = str(tok)
+        value: int | float = int(text) if tok.type == "INT" else float(text)
+        return ast.Number(value, self._tok_span(tok))
+
+    # machine
+    def start(self, meta: object, machine: ast.Machine) -> ast.Machine:
+        return machine
+
+    def machine(self, meta: object, name: Token, *items: object) -> ast.Machine:
+        return ast.Machine(self._name(name), tuple(items), self._span(meta))  # type: ignore[arg-type]
+
+    def description(self, meta: object, text: ast.String) -> ast.Description:
+        return ast.Description(text, self._span(meta))
+
+    def input_decl(self, meta: object, name: Token, type_: ast.TypeRef, default: ast.Value | None = None):
+        return ast.InputDecl(self._name(name), type_, default, self._span(meta))
+
+    def model_setting(self, meta: object, model: ast.String) -> ast.ModelSetting:
+        return ast.ModelSetting(model, self._span(meta))
+
+    def verifier_model_setting(self, meta: object, model: ast.String) -> ast.VerifierModelSetting:
+        return ast.VerifierModelSetting(model, self._span(meta))
+
+    def temperature_setting(self, meta: object, value: ast.Number) -> ast.TemperatureSetting:
+        return ast.TemperatureSetting(value, self._span(meta))
+
+    def limits(self, meta: object, *items: ast.Limit) -> ast.Limits:
+        return ast.Limits(tuple(items), self._span(meta))
+
+    def limit(self, meta: object, name: Token, value: ast.Number) -> ast.Limit:
+        return ast.Limit(self._name(name), value, self._span(meta))
+
+    # types
+    def type_decl(self, meta: object, name: Token, *fields: ast.FieldDecl) -> ast.TypeDecl:
+        return ast.TypeDecl(self._name(name), tuple(fields), self._span(meta))
+
+    def field_decl(self, meta: object, name: Token, type_: ast.TypeRef, doc: ast.String | None = None):
+        return ast.FieldDecl(self._name(name), type_, doc, self._span(meta))
+
+    def named_type(self, meta: object, name: Token) -> ast.NamedType:
+        return ast.NamedType(self._name(name), self._span(meta))
+
+    def list_type(self, meta: object, item: ast.TypeRef) -> ast.ListType:
+        return ast.ListType(item, self._span(meta))
+
+    def optional_type(self, meta: object, inner: ast.TypeRef) -> ast.OptionalType:
+        return ast.OptionalType(inner, self._span(meta))
+
+    def enum_type(self, meta: object, *values: ast.String) -> ast.EnumType:
+        return ast.EnumType(tuple(values), self._span(meta))
+
+    # tools and agents
+    def tool_decl(self, meta: object, name: ast.ToolName, *rest: object) -> ast.ToolDecl:
+        path = next((r for r in rest if isinstance(r, ast.String)), None)
+        options = next((r for r in rest if isinstance(r, tuple)), ())
+        return ast.ToolDecl(name, path, options, self._span(meta))
+
+    def tool_name(self, meta: object, *parts: Token) -> ast.ToolName:
+        return ast.ToolName(tuple(str(p) for p in parts), self._span(meta))
+
+    def tool_options(self, meta: object, *options: ast.ToolOption) -> tuple[ast.ToolOption, ...]:
+        return tuple(options)
+
+    def tool_option(self, meta: object, name: Token, value: ast.Value) -> ast.ToolOption:
+        return ast.ToolOption(self._name(name), value, self._span(meta))
+
+    def agent_decl(self, meta: object, name: Token, *items: ast.AgentItem) -> ast.AgentDecl:
+        return ast.AgentDecl(self._name(name), tuple(items), self._span(meta))
+
+    def prompt_setting(self, meta: object, text: ast.String) -> ast.PromptSetting:
+        return ast.PromptSetting(text, self._span(meta))
+
+    def tools_setting(self, meta: object, *tools: ast.ToolName) -> ast.ToolsSetting:
+        return ast.ToolsSetting(tuple(t for t in tools if t is not None), self._span(meta))
+
+    def memory_setting(self, meta: object, policy: Token, count: Token | None = None) -> ast.MemorySetting:
+        number = ast.Number(int(str(count)), self._tok_span(count)) if count is not None else None
+        return ast.MemorySetting(self._name(policy), number, self._span(meta))
+
+    def fallbacks_setting(self, meta: object, *models: ast.String) -> ast.FallbacksSetting:
+        return ast.FallbacksSetting(tuple(m for m in models if m is not None), self._span(meta))
+
+    # states
+    def state_decl(self, meta: object, *parts: object) -> ast.StateDecl:
+        modifiers = [p for p in parts if isinstance(p, Token) and p.type in ("START", "FINAL")]
+        name = next(p for p in parts if isinstance(p, Token) and p.type == "NAME")
+        items = tuple(p for p in parts if not isinstance(p, Token))
+        has_body = self.source.text[name.end_pos : meta.end_pos].strip() != ""  # type: ignore[attr-defined]
+        return ast.StateDecl(
+            self._name(name),
+            start=any(m.type == "START" for m in modifiers),
+            final=any(m.type == "FINAL" for m in modifiers),
+            items=items,  # type: ignore[arg-type]
+            has_body=has_body,
+            span=self._span(meta),
+        )
+
+    def state_modifier(self, meta: object, tok: Token) -> Token:
+        return tok
+
+    def agent_ref(self, meta: object, name: Token) -> ast.AgentRef:
+        return ast.AgentRef(self._name(name), self._span(meta))
+
+    def instruction(self, meta: object, text: ast.String) -> ast.Instruction:
+        return ast.Instruction(text, self._span(meta))
+
+    def output_decl(self, meta: object, type_: ast.TypeRef) -> ast.OutputDecl:
+        return ast.OutputDecl(type_, self._span(meta))
+
+    def tell(self, meta: object, *names: Token) -> ast.Tell:
+        return ast.Tell(tuple(self._name(n) for n in names if n is not None), self._span(meta))
+
+    def visits(self, meta: object, count: Token) -> ast.Visits:
+        return ast.Visits(ast.Number(int(str(count)), self._tok_span(count)), self._span(meta))
+
+    def retries(self, meta: object, count: Token) -> ast.Retries:
+        return ast.Retries(ast.Number(int(str(count)), self._tok_span(count)), self._span(meta))
+
+    def call(self, meta: object, tool: ast.ToolName, *args: ast.CallArg) -> ast.ToolCall:
+        return ast.ToolCall(tool, tuple(a for a in args if a is not None), self._span(meta))
+
+    def call_arg(self, meta: object, name: Token, value: ast.Expr) -> ast.CallArg:
+        return ast.CallArg(self._name(name), value, self._span(meta))
+
+    def result(self, meta: object, text: ast.String) -> ast.Result:
+        return ast.Result(text, self._span(meta))
+
+    def bound(self, meta: object, count: Token) -> ast.Number:
+        return ast.Number(int(str(count)), self._tok_span(count))
+
+    def when_transition(self, meta: object, cond: ast.Expr, target: Token, bound: ast.Number | None = None):
+        span = self._span(meta)
+        if isinstance(cond, ast.Literal) and isinstance(cond.value, str):
+            text = ast.String(cond.value, False, cond.span)
+            return ast.Transition("condition", self._name(target), None, text, bound, span)
+        return ast.Transition("guard", self._name(target), cond, None, bound, span)
+
+    def always_transition(self, meta: object, target: Token, bound: ast.Number | None = None):
+        return ast.Transition("always", self._name(target), None, None, bound, self._span(meta))
+
+    def otherwise_transition(self, meta: object, target: Token, bound: ast.Number | None = None):
+        return ast.Transition("otherwise", self._name(target), None, None, bound, self._span(meta))
+
+    def stay_transition(self, meta: object, bound: ast.Number | None = None) -> ast.Transition:
+        return ast.Transition("stay", None, None, None, bound, self._span(meta))
+
+    # expressions
+    def _binary(self, meta: object, op: str, left: ast.Expr, right: ast.Expr) -> ast.BinaryOp:
+        return ast.BinaryOp(op, left, right, self._span(meta))
+
+    def or_op(self, meta: object, left: ast.Expr, right: ast.Expr) -> ast.BinaryOp:
+        return self._binary(meta, "or", left, right)
+
+    def and_op(self, meta: object, left: ast.Expr, right: ast.Expr) -> ast.BinaryOp:
+        return self._binary(meta, "and", left, right)
+
+    def not_op(self, meta: object, operand: ast.Expr) -> ast.UnaryOp:
+        return ast.UnaryOp("not", operand, self._span(meta))
+
+    def compare(self, meta: object, left: ast.Expr, op: Token, right: ast.Expr) -> ast.BinaryOp:
+        return self._binary(meta, str(op), left, right)
+
+    def in_op(self, meta: object, left: ast.Expr, right: ast.Expr) -> ast.BinaryOp:
+        return self._binary(meta, "in", left, right)
+
+    def not_in_op(self, meta: object, left: ast.Expr, right: ast.Expr) -> ast.BinaryOp:
+        return self._binary(meta, "not in", left, right)
+
+    def arith(self, meta: object, left: ast.Expr, op: Token, right: ast.Expr) -> ast.BinaryOp:
+        return self._binary(meta, str(op), left, right)
+
+    def neg(self, meta: object, operand: ast.Expr) -> ast.UnaryOp:
+        return ast.UnaryOp("-", operand, self._span(meta))
+
+    def attribute(self, meta: object, value: ast.Expr, name: Token) -> ast.Attribute:
+        return ast.Attribute(value, self._name(name), self._span(meta))
+
+    def index(self, meta: object, value: ast.Expr, idx: ast.Expr) -> ast.Index:
+        return ast.Index(value, idx, self._span(meta))
+
+    def call_expr(self, meta: object, func: Token, *args: ast.Expr) -> ast.Call:
+        return ast.Call(self._name(func), tuple(a for a in args if a is not None), self._span(meta))
+
+    def name(self, meta: object, tok: Token) -> ast.NameExpr:
+        return ast.NameExpr(str(tok), self._tok_span(tok))
+
+    def literal(self, meta: object, lit: ast.String | ast.Number) -> ast.Literal:
+        return ast.Literal(lit.value, lit.span)
+
+    def true_lit(self, meta: object) -> ast.Literal:
+        return ast.Literal(True, self._span(meta))
+
+    def false_lit(self, meta: object) -> ast.Literal:
+        return ast.Literal(False, self._span(meta))
+
+    def none_lit(self, meta: object) -> ast.Literal:
+        return ast.Literal(None, self._span(meta))
+
+    def list_expr(self, meta: object, *items: ast.Expr) -> ast.ListExpr:
+        return ast.ListExpr(tuple(i for i in items if i is not None), self._span(meta))
+
+    # values
+    def value_literal(self, meta: object, lit: ast.String | ast.Number) -> ast.Value:
+        kind = "str" if isinstance(lit, ast.String) else ("int" if isinstance(lit.value, int) else "float")
+        return ast.Value(kind, lit.value, self._span(meta))
+
+    def value_negative(self, meta: object, lit: ast.Number) -> ast.Value:
+        kind = "int" if isinstance(lit.value, int) else "float"
+        return ast.Value(kind, -lit.value, self._span(meta))
+
+    def value_true(self, meta: object) -> ast.Value:
+        return ast.Value("bool", True, self._span(meta))
+
+    def value_false(self, meta: object) -> ast.Value:
+        return ast.Value("bool", False, self._span(meta))
+
+    def value_none(self, meta: object) -> ast.Value:
+        return ast.Value("none", None, self._span(meta))
+
+    def value_list(self, meta: object, *items: ast.Value) -> ast.Value:
+        return ast.Value("list", tuple(i for i in items if i is not None), self._span(meta))
+
+    def object(self, meta: object, *entries: ast.ObjectEntry) -> ast.Value:
+        return ast.Value("object", tuple(entries), self._span(meta))
+
+    def object_entry(self, meta: object, key: Token, value: ast.Value) -> ast.ObjectEntry:
+        return ast.ObjectEntry(self._name(key), value, self._span(meta))
+
+    # tests
+    def test_decl(self, meta: object, name: ast.String, *items: ast.TestItem) -> ast.TestDecl:
+        return ast.TestDecl(name, tuple(items), self._span(meta))
+
+    def test_input(self, meta: object, values: ast.Value) -> ast.TestInput:
+        return ast.TestInput(values, self._span(meta))
+
+    def reply(self, meta: object, state: Token, value: ast.Value) -> ast.Reply:
+        return ast.Reply(self._name(state), value, self._span(meta))
+
+    def verdict(self, meta: object, state: Token, cond: ast.String | Token) -> ast.Verdict:
+        text = cond if isinstance(cond, ast.String) else None
+        return ast.Verdict(self._name(state), text, self._span(meta))
+
+    def expect_path(self, meta: object, *states: Token) -> ast.ExpectPath:
+        return ast.ExpectPath(tuple(self._name(s) for s in states if s is not None), self._span(meta))
+
+    def expect_final(self, meta: object, state: Token) -> ast.ExpectFinal:
+        return ast.ExpectFinal(self._name(state), self._span(meta))
+
+    def expect_result(self, meta: object, value: ast.Value) -> ast.ExpectResult:
+        return ast.ExpectResult(value, self._span(meta))
+
+    def expect_failure(self, meta: object, kind: Token) -> ast.ExpectFailure:
+        return ast.ExpectFailure(self._name(kind), self._span(meta))
+
+
+# ---- errors in words people know -----------------------------------------------------------------
+
+_TERMINAL_WORDS = {
+    "NAME": "a name",
+    "STRING": "a string",
+    "LONG_STRING": "a string",
+    "INT": "a whole number",
+    "FLOAT": "a number",
+    "COMPARE": "a comparison ('==', '<', ...)",
+    "ADD_OP": "'+' or '-'",
+    "MUL_OP": "'*', '/' or '%'",
+    "START": "'start'",
+    "FINAL": "'final'",
+    "NONE": "'none'",
+    "$END": "the end of the file",
+}
+
+
+def _describe_terminals(parser: Lark, names: set[str]) -> list[str]:
+    patterns = {t.name: t.pattern for t in parser.terminals}
+    words = set()
+    for name in names:
+        if name in _TERMINAL_WORDS:
+            words.add(_TERMINAL_WORDS[name])
+        elif name in patterns and patterns[name].type == "str":
+            words.add(f"'{patterns[name].value}'")
+        else:
+            words.add(name.lower())
+    # names of things first, then punctuation and keywords, alphabetically
+    return sorted(words, key=lambda w: (w.startswith("'"), w))
+
+
+def _expected_text(parser: Lark, names: set[str]) -> str:
+    words = _describe_terminals(parser, names)
+    if not words:
+        return ""
+    if len(words) == 1:
+        return f"expected {words[0]}"
+    if len(words) > 12:
+        words = words[:12] + ["..."]
+    return "expected one of: " + ", ".join(words)
+
+
+def _syntax_failure(err: UnexpectedInput, source: SourceFile, parser: Lark) -> _Failure:
+    text = source.text
+    if isinstance(err, UnexpectedCharacters):
+        pos = err.pos_in_stream
+        ch = text[pos] if pos < len(text) else ""
+        two = text[pos : pos + 2]
+        if ch == '"':
+            line_end = text.find("\n", pos)
+            end = len(text) if line_end < 0 else line_end
+            if text.startswith('"""', pos):
+                end = len(text)
+            return _Failure("SW1004", "unterminated string", pos, end,
+                            help='close the string with a matching quote; use """triple quotes""" '
+                                 "for text over several lines")
+        if two in ("&&", "||"):
+            word = "and" if two == "&&" else "or"
+            return _Failure("SW1012", f"'{two}' is not an operator here", pos, pos + 2, help=f"write '{word}'")
+        if ch == "!":
+            return _Failure("SW1012", "'!' is not an operator here", pos, pos + 1,
+                            help="write 'not' (or '!=' for 'not equal')")
+        if ch == "&":
+            return _Failure("SW1012", "'&' is not an operator here", pos, pos + 1, help="write 'and'")
+        shown = repr(ch) if ch.isprintable() and ch else f"U+{ord(ch):04X}" if ch else "end of file"
+        expected = _expected_text(parser, set(err.allowed or ()))
+        return _Failure("SW1001", f"unexpected character {shown}", pos, pos + 1, help=expected)
+    if isinstance(err, UnexpectedEOF):
+        end = len(text)
+        return _Failure("SW1003", "unexpected end of file", end, end,
+                        help=_expected_text(parser, set(err.expected or ())) or "a '}' may be missing")
+    assert isinstance(err, UnexpectedToken)
+    tok = err.token
+    if tok.type == "$END" and not text.strip(" \t\r\n\ufeff"):
+        return _Failure("SW1003", "the file is empty", 0, 0,
+                        help="a statewright file holds one machine: machine NAME { ... }")
+    if tok.type == "$END":
+        end = len(text)
+        return _Failure("SW1003", "unexpected end of file", end, end,
+                        help=_expected_text(parser, set(err.accepts or err.expected or ())) + "; a '}' may be missing")
+    start, end = tok.start_pos or 0, tok.end_pos or 0
+    value = str(tok)
+    accepts = set(err.accepts or err.expected or ())
+    expected = _expected_text(parser, accepts)
+    if value == "=" and ("COMPARE" in accepts or "__ANON_0" in accepts or _accepts_arrow(parser, accepts)):
+        return _Failure("SW1010", "'=' used as a comparison", start, end, help="compare with '=='")
+    if value == "else":
+        return _Failure("SW1011", "'else' is not a keyword", start, end,
+                        help="write 'otherwise -> STATE' or 'otherwise stay'")
+    if value in ("|", "&") and text[end : end + 1] == value:
+        word = "or" if value == "|" else "and"
+        return _Failure("SW1012", f"'{value * 2}' is not an operator here", start, end + 1, help=f"write '{word}'")
+    if tok.type == "NAME" and _accepts_value(parser, accepts, "state") and not _accepts_value(parser, accepts, "{"):
+        return _Failure("SW1013", "missing 'state' keyword", start, end,
+                        help=f"write 'state {value}' after 'start' or 'final'")
+    if _accepts_arrow(parser, accepts) and tok.type in ("NAME",) and "COMPARE" in accepts:
+        return _Failure("SW1014", "missing '->' before the target state", start, end,
+                        help=f"write '-> {value}'")
+    if value == ":" and _accepts_value(parser, accepts, "{"):
+        return _Failure("SW1015", "':' cannot start a block", start, end, help="use braces: NAME { ... }")
+    shown = value if len(value) <= 40 else value[:37] + "..."
+    return _Failure("SW1002", f"unexpected {_token_kind(tok)} '{shown}'", start, end, help=expected)
+
+
+def _token_kind(tok: Token) -> str:
+    return {"NAME": "name", "STRING": "string", "LONG_STRING": "string", "INT": "number",
+            "FLOAT": "number"}.get(tok.type, "token")
+
+
+def _accepts_value(parser: Lark, accepts: set[str], literal: str) -> bool:
+    return any(t.name in accepts and t.pattern.type == "str" and t.pattern.value == literal
+               for t in parser.terminals)
+
+
+def _accepts_arrow(parser: Lark, accepts: set[str]) -> bool:
+    return _accepts_value(parser, accepts, "->")
+
+
+# ---- nesting -------------------------------------------------------------------------------------
+
+
+def _too_deep(machine: ast.Machine) -> ast.Expr | ast.Value | None:
+    """The first node nested deeper than MAX_NESTING, found without recursion."""
+    stack: list[tuple[object, int]] = [(machine, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_NESTING and isinstance(node, (ast.BinaryOp, ast.UnaryOp, ast.Attribute, ast.Index,
+                                                     ast.Call, ast.ListExpr, ast.Value)):
+            return node  # type: ignore[return-value]
+        children: tuple[object, ...]
+        if isinstance(node, ast.Value) and node.kind in ("list", "object"):
+            children = tuple(node.value)  # type: ignore[arg-type]
+        elif isinstance(node, ast.ObjectEntry):
+            children = (node.value,)
+        elif hasattr(node, "__dataclass_fields__") and not isinstance(node, ast.Value):
+            children = tuple(
+                v for f in node.__dataclass_fields__ if f != "span"  # type: ignore[attr-defined]
+                for v in (getattr(node, f),)
+            )
+            flat: list[object] = []
+            for c in children:
+                if isinstance(c, tuple):
+                    flat.extend(c)
+                else:
+                    flat.append(c)
+            children = tuple(flat)
+        else:
+            continue
+        for child in children:
+            if hasattr(child, "__dataclass_fields__"):
+                stack.append((child, depth + 1))
+    return None
+
+
+# ---- entry points --------------------------------------------------------------------------------
+
+
+def read_source(path: str, data: bytes, diagnostics: Diagnostics) -> SourceFile | None:
+    """Decode a file's bytes as UTF-8; report SW1005 with the position of the first bad byte."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        prefix = data[: e.start].decode("utf-8", errors="replace")
+        source = SourceFile(path, prefix + "\ufffd")
+        diagnostics.report("SW1005", f"the file is not valid UTF-8 (byte 0x{data[e.start]:02x})",
+                           source.span(len(prefix), len(prefix) + 1),
+                           help="save the file as UTF-8 text")
+        return None
+    if text.startswith("\ufeff"):
+        text = text[1:]  # a byte-order mark is not content
+    return SourceFile(path, text)
+
+
+def parse_source(source: SourceFile) -> ParseResult:
+    """Parse one source file. Never raises for bad input: problems come back as diagnostics."""
+    result = ParseResult(source, None)
+    if len(source.text) > MAX_FILE_CHARS:
+        result.diagnostics.report("SW1021", f"the file has {len(source.text):,} characters; the limit is "
+                                  f"{MAX_FILE_CHARS:,}", source.span(0, 0))
+        return result
+    parser, builder = _parser()
+    builder.source = source
+    _COMMENTS.tokens = []
+    try:
+        machine = builder.transform(parser.parse(source.text))
+    except UnexpectedInput as err:
+        f = _syntax_failure(err, source, parser)
+        result.diagnostics.report(f.code, f.message, source.span(f.start, f.end), help=f.help)
+        return result
+    except VisitError as err:  # unwrap: users never see Lark internals
+        inner = err.orig_exc
+        if isinstance(inner, _Failure):
+            result.diagnostics.report(inner.code, inner.message, source.span(inner.start, inner.end),
+                                      help=inner.help)
+            return result
+        raise inner from None
+    except _Failure as f:
+        result.diagnostics.report(f.code, f.message, source.span(f.start, f.end), help=f.help)
+        return result
+    except RecursionError:
+        result.diagnostics.report("SW1020", f"the input is nested more than {MAX_NESTING} levels deep",
+                                  source.span(0, 0))
+        return result
+    finally:
+        comment_tokens, _COMMENTS.tokens = _COMMENTS.tokens, []
+    deep = _too_deep(machine)
+    if deep is not None:
+        result.diagnostics.report("SW1020", f"the input is nested more than {MAX_NESTING} levels deep",
+                                  deep.span, help="split the expression into simpler parts")
+        return result
+    result.machine = machine
+    result.comments = [
+        ast.Comment(str(t), source.span(t.start_pos or 0, t.end_pos or 0)) for t in comment_tokens
+    ]
+    return result
+
+
+def parse_text(text: str, path: str = "<string>") -> ParseResult:
+    return parse_source(SourceFile(path, text))
