@@ -1,0 +1,245 @@
+"""The IR: a checked machine with references bound, defaults filled and origins kept as spans.
+
+It holds everything code generation and the interpreter need; nothing downstream looks at the AST.
+Spans stay out of equality (`compare=False`), so passes and tests can compare machines structurally.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+from ..diagnostics import Span
+from ..grammar import ast
+
+DEFAULT_MODEL = "openai/gpt-4o-mini"
+DEFAULT_RETRIES = 2
+DEFAULT_STEP_LIMIT = 100
+DEFAULT_MEMORY = "all"
+
+# The guard expression tree is the AST's own: it is small, immutable and already exact.
+Expr = ast.Expr
+
+
+def _origin() -> Span | None:
+    return field(default=None, compare=False, repr=False)  # type: ignore[return-value]
+
+
+# ---- types ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Prim:
+    """str, int, float, bool, none, or any (the result of a user tool: not checked)."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class ListOf:
+    item: Type
+
+
+@dataclass(frozen=True)
+class Optional_:
+    inner: Type
+
+
+@dataclass(frozen=True)
+class Enum:
+    values: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Named:
+    """A reference to a declared `type`; its fields are in Machine.types."""
+
+    name: str
+
+
+Type = Union[Prim, ListOf, Optional_, Enum, Named]
+
+STR, INT, FLOAT, BOOL, NONE, ANY = (Prim(n) for n in ("str", "int", "float", "bool", "none", "any"))
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    type: Type
+    doc: str = ""
+    origin: Span | None = _origin()
+
+
+@dataclass(frozen=True)
+class TypeDef:
+    name: str
+    fields: tuple[Field, ...]
+    origin: Span | None = _origin()
+
+
+# ---- machine parts -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Input:
+    name: str
+    type: Type
+    default: object = None
+    has_default: bool = False
+    origin: Span | None = _origin()
+
+
+@dataclass(frozen=True)
+class Limits:
+    steps: int = DEFAULT_STEP_LIMIT
+    cost_usd: float | None = None
+    tokens: int | None = None
+    seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A tool the machine may use: a standard one (`std.python`) or a user tool by import path."""
+
+    name: str  # as written in the spec: "std.python", "lookup"
+    import_path: str | None  # "pkg.mod:func" for user tools; None for std.*
+    options: tuple[tuple[str, object], ...] = ()  # sorted by key
+    origin: Span | None = _origin()
+
+    @property
+    def is_std(self) -> bool:
+        return self.import_path is None
+
+
+@dataclass(frozen=True)
+class Agent:
+    name: str
+    prompt: str
+    model: str
+    temperature: float | None
+    tools: tuple[str, ...]
+    memory: str = DEFAULT_MEMORY  # "all" | "none" | "last"
+    memory_count: int | None = None  # for "last"
+    fallbacks: tuple[str, ...] = ()
+    origin: Span | None = _origin()
+
+
+@dataclass(frozen=True)
+class Transition:
+    """One outgoing edge, in source order (order carries priority).
+
+    kind: "guard" | "condition" | "always" | "otherwise" | "stay". For "stay", target is the state itself.
+    """
+
+    kind: str
+    target: str
+    guard: Expr | None = None
+    condition: str | None = None
+    max: int | None = None
+    origin: Span | None = _origin()
+
+
+@dataclass(frozen=True)
+class ToolCallArg:
+    name: str
+    value: Expr
+    origin: Span | None = _origin()
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    tool: str
+    args: tuple[ToolCallArg, ...]
+    origin: Span | None = _origin()
+
+
+@dataclass(frozen=True)
+class State:
+    """kind: "agent" (an agent does the step), "action" (a tool call, no model) or "final"."""
+
+    name: str
+    kind: str
+    agent: str | None = None
+    instruction: str | None = None
+    output: Type | None = None  # None: the output is plain text (agent) or the tool's result (action)
+    tell: tuple[str, ...] = ()
+    visits: int | None = None
+    retries: int = DEFAULT_RETRIES
+    call: ToolCall | None = None
+    result: str | None = None
+    transitions: tuple[Transition, ...] = ()
+    origin: Span | None = _origin()
+    # every source span this state stands for: more than one after states are merged
+    origins: tuple[Span, ...] = field(default=(), compare=False, repr=False)
+
+
+# ---- tests ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Reply:
+    state: str
+    value: object  # str for untyped agent states; dict/list/scalar for typed ones and tools
+    origin: Span | None = _origin()
+
+
+@dataclass(frozen=True)
+class Verdict:
+    state: str
+    condition: str | None  # None: the verifier answers "none"
+    origin: Span | None = _origin()
+
+
+@dataclass(frozen=True)
+class Test:
+    name: str
+    inputs: tuple[tuple[str, object], ...]
+    steps: tuple[Reply | Verdict, ...]  # in source order
+    expect_path: tuple[str, ...] | None = None
+    expect_final: str | None = None
+    expect_result: object = None
+    has_expect_result: bool = False
+    expect_failure: str | None = None
+    origin: Span | None = _origin()
+
+
+@dataclass(frozen=True)
+class Machine:
+    name: str
+    description: str
+    inputs: tuple[Input, ...]
+    model: str
+    verifier_model: str
+    temperature: float | None
+    limits: Limits
+    types: tuple[TypeDef, ...]
+    tools: tuple[Tool, ...]
+    agents: tuple[Agent, ...]
+    states: tuple[State, ...]  # source order; states[0] need not be the start
+    start: str
+    tests: tuple[Test, ...] = ()
+    origin: Span | None = _origin()
+
+    def state(self, name: str) -> State:
+        for s in self.states:
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
+    def agent(self, name: str) -> Agent:
+        for a in self.agents:
+            if a.name == name:
+                return a
+        raise KeyError(name)
+
+    def type(self, name: str) -> TypeDef:
+        for t in self.types:
+            if t.name == name:
+                return t
+        raise KeyError(name)
+
+    def tool(self, name: str) -> Tool:
+        for t in self.tools:
+            if t.name == name:
+                return t
+        raise KeyError(name)

@@ -1,0 +1,137 @@
+"""The machine as the engine runs it: plain, frozen data plus the callables code generation emits.
+
+Both faces build this same structure: `statewright run` from the IR (guards evaluated by an interpreter),
+a generated runner from literal Python (guards as small generated functions). The engine sees no
+difference, which is what keeps the two faces from drifting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Scope:
+    """What a guard or a tool-call argument can see while a state's transitions are evaluated."""
+
+    output: Any
+    inputs: Mapping[str, Any]
+    outputs: Mapping[str, Any]  # state name -> its latest output (absent if the state has not run)
+    visits: Mapping[str, int]  # state name -> completed visits
+
+
+Guard = Callable[[Scope], Any]
+
+
+@dataclass(frozen=True)
+class TransitionSpec:
+    """kind: "guard" | "condition" | "always" | "otherwise" | "stay" (target is then the state itself)."""
+
+    kind: str
+    target: str
+    guard: Guard | None = None
+    text: str = ""  # the guard as written, or the natural-language condition
+    max: int | None = None
+    origin: str = ""  # "path/to/spec.fsm:LINE:COL"
+
+
+@dataclass(frozen=True)
+class ToolCallSpec:
+    tool: str
+    args: Callable[[Scope], dict[str, Any]]  # builds the call's arguments from the scope
+    origin: str = ""
+
+
+@dataclass(frozen=True)
+class StateSpec:
+    """kind: "agent" | "action" | "final"."""
+
+    name: str
+    kind: str
+    agent: str | None = None
+    instruction: str | None = None  # Jinja2 template source
+    output: type | None = None  # a pydantic model class; None for plain text / a tool's raw result
+    output_wrapped: bool = False  # the model wraps a non-object type in a single field named `value`
+    tell: tuple[str, ...] = ()
+    visits: int | None = None
+    retries: int = 2
+    call: ToolCallSpec | None = None
+    result: str | None = None  # Jinja2 template source, for final states
+    transitions: tuple[TransitionSpec, ...] = ()
+    origin: str = ""
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    name: str
+    prompt: str  # Jinja2 template source (rendered with the inputs)
+    model: str
+    temperature: float | None = None
+    tools: tuple[str, ...] = ()
+    memory: str = "all"  # "all" | "none" | "last"
+    memory_count: int | None = None
+    fallbacks: tuple[str, ...] = ()
+    origin: str = ""
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool the machine enables: std.* by name, user tools by "pkg.mod:func"."""
+
+    name: str
+    import_path: str | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    name: str
+    annotation: Any  # a Python type for pydantic's TypeAdapter: str, int, list[str], Optional[...], Literal[...]
+    required: bool = True
+    default: Any = None
+
+
+@dataclass(frozen=True)
+class LimitsSpec:
+    steps: int = 100
+    cost_usd: float | None = None
+    tokens: int | None = None
+    seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class TestSpec:
+    """A `test` block: inputs, the scripted replies and verdicts in source order, expectations."""
+
+    __test__ = False
+
+    name: str
+    inputs: Mapping[str, Any]
+    # ("reply", state, value) for an agent's or tool's reply; ("verdict", state, condition-or-None)
+    steps: tuple[tuple[str, str, Any], ...]
+    expect_path: tuple[str, ...] | None = None
+    expect_final: str | None = None
+    expect_result: Any = None
+    has_expect_result: bool = False
+    expect_failure: str | None = None
+    origin: str = ""
+
+
+@dataclass(frozen=True)
+class MachineSpec:
+    name: str
+    description: str
+    inputs: tuple[InputSpec, ...]
+    model: str
+    verifier_model: str
+    temperature: float | None
+    limits: LimitsSpec
+    agents: Mapping[str, AgentSpec]
+    states: Mapping[str, StateSpec]  # in source order
+    start: str
+    tools: Mapping[str, ToolSpec] = field(default_factory=dict)
+    tests: tuple[TestSpec, ...] = ()
+    source_sha256: str = ""
+    source_path: str = ""
