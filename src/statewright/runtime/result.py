@@ -1,0 +1,80 @@
+"""What a run ends with: a final state and its result, or a typed failure that names its cause."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# Failure kinds. "limit" names the machine limit in `limit`; "bound" means every transition of a state
+# was disabled by its bounds; the rest name the step that failed.
+FAILURE_KINDS = ("limit", "bound", "output", "model", "tool", "guard", "script", "input", "template")
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    llm_calls: int = 0
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cost_usd": self.cost_usd,
+            "llm_calls": self.llm_calls,
+        }
+
+
+@dataclass
+class Failure:
+    kind: str  # one of FAILURE_KINDS
+    message: str
+    state: str | None = None
+    limit: str | None = None  # "steps" | "cost_usd" | "tokens" | "seconds" when kind == "limit"
+    origin: str = ""  # the .fsm position of the failing construct, when there is one
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "message": self.message, "state": self.state, "limit": self.limit,
+                "origin": self.origin}
+
+
+class RunFailed(Exception):
+    """Raised inside the engine to end a run with a typed failure; never escapes `Engine.run`."""
+
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(failure.message)
+        self.failure = failure
+
+
+@dataclass
+class RunResult:
+    status: str  # "final" | "failed"
+    run_id: str
+    machine: str
+    final_state: str | None
+    result: Any
+    path: list[str] = field(default_factory=list)
+    outputs: dict[str, Any] = field(default_factory=dict)
+    failure: Failure | None = None
+    usage: Usage = field(default_factory=Usage)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "final"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "run_id": self.run_id,
+            "machine": self.machine,
+            "final_state": self.final_state,
+            "result": self.result,
+            "path": self.path,
+            "failure": self.failure.to_json() if self.failure else None,
+            "usage": self.usage.to_json(),
+        }
