@@ -7,6 +7,7 @@ Heavy modules (pydantic, jinja2, litellm) are imported inside the functions that
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -61,3 +62,168 @@ def check_file(path: str | Path) -> Compilation:
     """Check a file on disk. A missing or unreadable file is an OSError for the caller to report."""
     p = Path(path)
     return check_bytes(p.read_bytes(), str(path))
+
+
+# ---- views of a compiled machine -----------------------------------------------------------------
+
+
+def dump_ast(comp: Compilation) -> dict[str, object]:
+    from .compiler.ir_json import ast_to_json
+
+    assert comp.ast is not None
+    return ast_to_json(comp.ast)
+
+
+def optimize(comp: Compilation, *, level: int = 1, disabled: Sequence[str] = ()) -> object:
+    """The IR after the optimization passes (`level` 0 runs none; `disabled` names passes to skip)."""
+    from .compiler.passes import run_passes
+
+    assert comp.ir is not None
+    return run_passes(comp.ir, level=level, disabled=disabled)  # type: ignore[arg-type]
+
+
+def dump_ir(comp: Compilation, *, optimized: bool = False, level: int = 1,
+            disabled: Sequence[str] = ()) -> dict[str, object]:
+    from .compiler.ir_json import ir_to_json
+
+    ir = optimize(comp, level=level, disabled=disabled) if optimized else comp.ir
+    return ir_to_json(ir)  # type: ignore[arg-type]
+
+
+def format_bytes(data: bytes, path: str) -> FormatOutcome:
+    """Format source bytes; `text` is None (and diagnostics say why) when the file cannot be formatted."""
+    from .compiler.formatter import format_source
+
+    diags = Diagnostics()
+    source = read_source(path, data, diags)
+    if source is None:
+        return FormatOutcome(None, diags.sorted())
+    res = format_source(source)
+    return FormatOutcome(res.text, list(res.diagnostics))
+
+
+def format_text(text: str, path: str = "<string>") -> FormatOutcome:
+    return format_bytes(text.encode("utf-8"), path)
+
+
+def unified_diff(old: str, new: str, path: str) -> str:
+    from .compiler.formatter import unified_diff as diff
+
+    return diff(old, new, path)
+
+
+def render_graph(comp: Compilation, fmt: str = "mermaid") -> str:
+    from .compiler.graph import render_graph as render
+
+    assert comp.ir is not None
+    return render(comp.ir, fmt)  # type: ignore[arg-type]
+
+
+@dataclass
+class FormatOutcome:
+    text: str | None
+    diagnostics: list[Diagnostic]
+
+
+# ---- code generation and execution ---------------------------------------------------------------
+
+
+class RunnerOverwriteError(Exception):
+    """The output path holds a file that statewright did not generate."""
+
+
+def source_sha256(comp: Compilation) -> str:
+    import hashlib
+
+    assert comp.source is not None
+    return hashlib.sha256(comp.source.text.encode("utf-8")).hexdigest()
+
+
+def generate_runner(comp: Compilation, *, level: int = 1, disabled: Sequence[str] = ()) -> str:
+    """The source of the standalone runner module for a checked machine (optimized unless level 0)."""
+    from .compiler.codegen import render_runner
+
+    assert comp.source is not None
+    ir = optimize(comp, level=level, disabled=disabled)
+    return render_runner(ir, source_text=comp.source.text, source_path=comp.source.path)  # type: ignore[arg-type]
+
+
+def runner_is_current(path: str | Path, text: str) -> bool:
+    from .compiler.codegen import runner_is_current as current
+
+    return current(str(path), text)
+
+
+def write_runner(path: str | Path, text: str, *, force: bool = False) -> None:
+    from .compiler.codegen import RunnerOverwriteRefused, write_runner as write
+
+    try:
+        write(str(path), text, force=force)
+    except RunnerOverwriteRefused as e:
+        raise RunnerOverwriteError(str(e)) from None
+
+
+def runtime_machine(comp: Compilation, *, level: int = 1, disabled: Sequence[str] = ()) -> object:
+    """The machine as the engine runs it (`statewright run`): the IR with interpreted guards."""
+    from .compiler.to_runtime import to_runtime
+
+    assert comp.source is not None
+    ir = optimize(comp, level=level, disabled=disabled)
+    return to_runtime(ir, source_sha256=source_sha256(comp), source_path=comp.source.path)  # type: ignore[arg-type]
+
+
+def run_tests(comp: Compilation, *, trace_dir: str | None = None, trace_content: bool = False,
+              name_filter: str | None = None) -> list[object]:
+    """Run the machine's test blocks with the scripted provider; one outcome per test block.
+
+    Tests run against the unoptimized machine: they describe the source as written.
+    """
+    from .compiler.to_runtime import to_runtime
+    from .runtime.testing import run_tests as run
+
+    assert comp.ir is not None and comp.source is not None
+    machine = to_runtime(comp.ir, source_sha256=source_sha256(comp), source_path=comp.source.path)  # type: ignore[arg-type]
+    return list(run(machine, trace_dir=trace_dir, trace_content=trace_content, name_filter=name_filter))
+
+
+# ---- design and LLM-judged optimization ----------------------------------------------------------
+
+
+def design(task: str, *, output: str, model: str | None = None, max_repairs: int = 3, optimize: bool = True,
+           trace_path: str | None = None, client: object = None) -> object:
+    """Draft a machine from a task description; see designer.design. Returns a DesignOutcome."""
+    from .designer import design as run_design
+
+    trace = _open_trace(trace_path)
+    try:
+        return run_design(task, output=output, model=model, max_repairs=max_repairs, optimize=optimize,
+                          client=client, trace=trace)
+    finally:
+        if trace is not None:
+            trace.close()
+
+
+def optimize_with_llm(comp: Compilation, *, model: str, write: bool = False, trace_path: str | None = None,
+                      client: object = None) -> object:
+    """Propose LLM-judged merges for a checked file; returns a MergeReport with a unified diff."""
+    from .designer.llm_merge import judge_and_merge
+
+    assert comp.source is not None
+    trace = _open_trace(trace_path)
+    try:
+        report = judge_and_merge(comp.source.text, comp.source.path, model=model, client=client, trace=trace)
+    finally:
+        if trace is not None:
+            trace.close()
+    if write and report.ok and report.source != comp.source.text:
+        Path(comp.source.path).write_text(report.source, encoding="utf-8")
+        report.log.append(f"wrote {comp.source.path}")
+    return report
+
+
+def _open_trace(path: str | None) -> object:
+    if path is None:
+        return None
+    from .runtime.trace import Trace
+
+    return Trace(path)

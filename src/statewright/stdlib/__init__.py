@@ -1,0 +1,1 @@
+"""The standard library: prompts (designer, repair) and the reference material they are built from."""

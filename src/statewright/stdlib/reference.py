@@ -1,0 +1,28 @@
+"""The language reference the designer model reads, built from the real grammar and the bundled examples.
+
+The grammar is read from the package itself and the examples from copies of `examples/*.fsm` kept in
+`stdlib/examples/` (a test fails when a copy differs from its original), so the prompt cannot drift from
+the language.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+_HERE = Path(__file__).parent
+GRAMMAR = _HERE.parent / "grammar" / "statewright.lark"
+EXAMPLES = _HERE / "examples"
+
+
+def example_paths() -> list[Path]:
+    return sorted(EXAMPLES.glob("*.fsm"))
+
+
+@lru_cache(maxsize=1)
+def designer_system_prompt() -> str:
+    parts = [(_HERE / "designer.md").read_text(encoding="utf-8").strip(), "", "## The grammar (Lark)", "",
+             "```lark", GRAMMAR.read_text(encoding="utf-8").strip(), "```"]
+    for path in example_paths():
+        parts += ["", f"## Example: {path.name}", "", "```fsm", path.read_text(encoding="utf-8").strip(), "```"]
+    return "\n".join(parts) + "\n"
