@@ -65,7 +65,7 @@ class Diagnostics:
         notes: Iterable[str] = (),
     ) -> Diagnostic:
         info = CODES[code]  # a KeyError here is a bug: every code must be registered
-        diag = Diagnostic(code, message, span, label, help, tuple(notes), info.severity)
+        diag = Diagnostic(code, message, span, label, help, tuple(notes), Severity(info.severity.value))
         self.items.append(diag)
         return diag
 
