@@ -1,0 +1,883 @@
+"""The tools agents and action states call: standard ones in a sandbox, user ones by import path."""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import importlib
+import inspect
+import json
+import math
+import os
+import re
+import selectors
+import signal
+import subprocess
+import sys
+import time
+import typing
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from .spec import ToolSpec
+from .tool_signatures import STD_TOOLS
+
+
+class ToolError(Exception):
+    """A tool call that was refused or failed. The message is written to be shown to a model as is:
+    what was wrong and how to call the tool right. It never carries a traceback."""
+
+    def __init__(self, message: str, *, tool: str | None = None) -> None:
+        super().__init__(message)
+        self.tool = tool
+
+
+# Tool code gets its own temporary directory inside the workspace, hidden from std.list_files.
+_SANDBOX_TMP_DIR = ".tmp"
+_SANDBOX_READ_CHUNK = 65536
+# Exception text shown to a model is cut here: a model needs the gist, not a megabyte of repr.
+_TOOLS_ERROR_TEXT_CAP = 2000
+# std.list_files stops walking here however large `max_files` is, so a huge tree cannot exhaust memory.
+_WORKSPACE_WALK_CEILING = 100_000
+
+
+# ---- sandboxed processes (std.python, std.shell) ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _SandboxLimits:
+    timeout: float  # wall-clock seconds
+    memory_mb: int
+    max_output: int  # bytes kept of stdout and of stderr each
+    max_file_mb: int
+    max_processes: int
+
+
+def _sandbox_environment(workspace: str, tmpdir: str) -> dict[str, str]:
+    """A fresh environment with nothing taken from the parent: API keys and tokens never reach tool code."""
+    interpreter_dir = os.path.dirname(sys.executable)
+    return {
+        "PATH": os.pathsep.join([interpreter_dir, "/usr/local/bin", "/usr/bin", "/bin"]),
+        "LANG": "C.UTF-8",
+        "HOME": workspace,
+        "TMPDIR": tmpdir,
+        "PYTHONIOENCODING": "utf-8",
+    }
+
+
+def _sandbox_process_ceiling(extra: int) -> int | None:
+    """RLIMIT_NPROC counts every process and thread of the user, not of the call, so the ceiling is what
+    the user runs now plus `extra`. None when it cannot apply: root is exempt, and counting needs /proc."""
+    if os.geteuid() == 0:
+        return None
+    uid = os.getuid()
+    count = 0
+    try:
+        with os.scandir("/proc") as entries:
+            for entry in entries:
+                if not entry.name.isdigit():
+                    continue
+                try:
+                    if entry.stat().st_uid == uid:
+                        count += len(os.listdir(os.path.join(entry.path, "task")))
+                except OSError:
+                    continue  # the process ended while we counted
+    except OSError:
+        return None
+    return count + extra
+
+
+def _sandbox_preexec(limits: _SandboxLimits) -> Callable[[], None]:
+    """The function the child runs between fork and exec: it only sets resource limits (computed here, in
+    the parent, so the child does as little as possible before exec)."""
+    import resource  # POSIX only: imported here so the module still loads where tools are never run
+
+    wanted = [
+        # soft == hard, so the tool code cannot raise its own limits again
+        (resource.RLIMIT_AS, limits.memory_mb * 1024 * 1024, limits.memory_mb * 1024 * 1024),
+        # CPU time a little above the wall timeout: SIGXCPU at the soft limit, SIGKILL at the hard one
+        (resource.RLIMIT_CPU, math.ceil(limits.timeout) + 1, math.ceil(limits.timeout) + 2),
+        (resource.RLIMIT_FSIZE, limits.max_file_mb * 1024 * 1024, limits.max_file_mb * 1024 * 1024),
+    ]
+    ceiling = _sandbox_process_ceiling(limits.max_processes)
+    if ceiling is not None:
+        wanted.append((resource.RLIMIT_NPROC, ceiling, ceiling))
+    settings = []
+    for which, soft, hard in wanted:
+        _, current_hard = resource.getrlimit(which)
+        if current_hard != resource.RLIM_INFINITY:
+            soft, hard = min(soft, current_hard), min(hard, current_hard)
+        settings.append((which, (soft, hard)))
+
+    def apply_limits() -> None:
+        for which, pair in settings:
+            resource.setrlimit(which, pair)
+
+    return apply_limits
+
+
+def _sandbox_kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass  # the group is already gone
+
+
+def _sandbox_text(data: bytes | bytearray, truncated: bool, cap: int) -> str:
+    text = bytes(data).decode("utf-8", errors="replace")
+    if truncated:
+        text += f"\n[output truncated at {cap} bytes]"
+    return text
+
+
+def _sandbox_run(argv: list[str], workspace: str, limits: _SandboxLimits,
+                 stdin_data: bytes | None = None) -> dict[str, Any]:
+    """Run argv in its own session under the limits; return {exit_code, stdout, stderr, timed_out}.
+
+    The whole process group is killed when the wall clock runs out, when either stream passes the byte
+    cap, and when the main process ends (so nothing the call started outlives it). exit_code is negative
+    (minus the signal number) when the process was killed by a signal.
+    """
+    if os.name != "posix":
+        raise ToolError("the tool sandbox needs a POSIX system (Linux or macOS)")
+    tmpdir = os.path.join(workspace, _SANDBOX_TMP_DIR)
+    os.makedirs(tmpdir, exist_ok=True)
+    try:
+        proc = subprocess.Popen(
+            argv,
+            cwd=workspace,
+            env=_sandbox_environment(workspace, tmpdir),
+            stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            # The child only calls setrlimit with values computed above: none of the locks that make
+            # preexec_fn unsafe next to threads are taken between fork and exec.
+            preexec_fn=_sandbox_preexec(limits),  # noqa: PLW1509
+            start_new_session=True,
+            close_fds=True,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise ToolError(f"could not start {argv[0]}: {exc}") from exc
+    try:
+        return _sandbox_collect(proc, limits, stdin_data)
+    finally:
+        _sandbox_kill_group(proc.pid)
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+        if proc.returncode is None:
+            proc.kill()
+            proc.wait()
+
+
+def _sandbox_collect(proc: subprocess.Popen[bytes], limits: _SandboxLimits,
+                     stdin_data: bytes | None) -> dict[str, Any]:
+    deadline = time.monotonic() + limits.timeout
+    buffers = {"stdout": bytearray(), "stderr": bytearray()}
+    selector = selectors.DefaultSelector()
+    assert proc.stdout is not None and proc.stderr is not None
+    selector.register(proc.stdout, selectors.EVENT_READ, "stdout")
+    selector.register(proc.stderr, selectors.EVENT_READ, "stderr")
+    pending = memoryview(stdin_data or b"")
+    if proc.stdin is not None:
+        if pending:
+            os.set_blocking(proc.stdin.fileno(), False)
+            selector.register(proc.stdin, selectors.EVENT_WRITE, "stdin")
+        else:
+            proc.stdin.close()
+    timed_out = False
+    truncated: str | None = None
+    main_exited = False
+    try:
+        while selector.get_map() and truncated is None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                timed_out = True
+                break
+            # wake up now and then even without output, to notice the main process ending
+            for key, _ in selector.select(min(remaining, 0.1)):
+                stream = typing.cast(Any, key.fileobj)
+                if key.data == "stdin":
+                    try:
+                        pending = pending[os.write(stream.fileno(), pending[:_SANDBOX_READ_CHUNK]):]
+                    except BlockingIOError:
+                        continue
+                    except OSError:
+                        pending = pending[:0]  # the process stopped reading; its output says why
+                    if not pending:
+                        selector.unregister(stream)
+                        stream.close()
+                    continue
+                chunk = os.read(stream.fileno(), _SANDBOX_READ_CHUNK)
+                if not chunk:
+                    selector.unregister(stream)
+                    continue
+                buffer = buffers[key.data]
+                buffer += chunk
+                if len(buffer) > limits.max_output:
+                    del buffer[limits.max_output:]
+                    truncated = key.data
+                    break
+            if not main_exited and proc.poll() is not None:
+                # Background children may still hold the pipes open; the call ends with its main process.
+                main_exited = True
+                _sandbox_kill_group(proc.pid)
+    finally:
+        selector.close()
+    if timed_out or truncated:
+        _sandbox_kill_group(proc.pid)
+    try:
+        proc.wait(timeout=max(deadline - time.monotonic(), 0.0))
+    except subprocess.TimeoutExpired:
+        # the process closed its output but kept running past the deadline
+        timed_out = True
+        _sandbox_kill_group(proc.pid)
+        proc.wait()
+    return {
+        "exit_code": proc.returncode,
+        "stdout": _sandbox_text(buffers["stdout"], truncated == "stdout", limits.max_output),
+        "stderr": _sandbox_text(buffers["stderr"], truncated == "stderr", limits.max_output),
+        "timed_out": timed_out,
+    }
+
+
+# ---- workspace paths (std.read_file, std.write_file, std.list_files) ----------------------------------
+
+
+def _workspace_contains(root: str, path: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _workspace_resolve(root: str, path: str, tool: str) -> tuple[str, str]:
+    """Check a model-given path and return (its real absolute path, its normalised relative form).
+
+    Refuses absolute paths, `..` that climbs out, and symlinks (on the path or any existing parent) whose
+    target lies outside the workspace.
+    """
+    example = "such as 'notes/todo.txt'"
+    if "\x00" in path:
+        raise ToolError(f"{tool}: the path contains a NUL character; give a plain relative path {example}")
+    if os.path.isabs(path) or path.startswith("~"):
+        raise ToolError(f"{tool}: {path!r} is an absolute path; paths are relative to the workspace, "
+                        f"{example}")
+    relative = os.path.normpath(path) if path.strip() else "."
+    if relative == ".." or relative.startswith(".." + os.sep):
+        raise ToolError(f"{tool}: {path!r} leaves the workspace; stay inside it, with a path {example}")
+    absolute = os.path.join(root, relative)
+    parent = root
+    for part in relative.split(os.sep)[:-1]:
+        parent = os.path.join(parent, part)
+        if os.path.lexists(parent) and not _workspace_contains(root, os.path.realpath(parent)):
+            raise ToolError(f"{tool}: {path!r} goes through a symlink that points outside the workspace")
+    real = os.path.realpath(absolute)
+    if not _workspace_contains(root, real):
+        raise ToolError(f"{tool}: {path!r} is a symlink that points outside the workspace")
+    return real, relative
+
+
+def _workspace_open_flags() -> int:
+    # The path is already resolved, so it names no symlink: O_NOFOLLOW makes the open fail if one has been
+    # swapped in since.
+    return getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _workspace_read(root: str, path: str, max_bytes: int) -> str:
+    real, relative = _workspace_resolve(root, path, "std.read_file")
+    if os.path.isdir(real):
+        raise ToolError(f"std.read_file: {relative!r} is a directory; list it with std.list_files")
+    if not os.path.exists(real):
+        raise ToolError(f"std.read_file: there is no file {relative!r} in the workspace; "
+                        "std.list_files shows what there is")
+    try:
+        fd = os.open(real, os.O_RDONLY | _workspace_open_flags())
+    except OSError as exc:
+        raise ToolError(f"std.read_file: cannot open {relative!r}: {exc.strerror}") from exc
+    with os.fdopen(fd, "rb") as handle:
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise ToolError(f"std.read_file: {relative!r} is larger than {max_bytes} bytes, the most this tool "
+                        "reads (option max_bytes); read a smaller part with std.python")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ToolError(f"std.read_file: {relative!r} is not UTF-8 text; inspect binary files with "
+                        "std.python") from exc
+
+
+def _workspace_write(root: str, path: str, content: str, max_bytes: int) -> str:
+    real, relative = _workspace_resolve(root, path, "std.write_file")
+    if relative == "." or real == root:
+        raise ToolError("std.write_file: give the path of a file to write, such as 'notes/todo.txt'")
+    data = content.encode("utf-8")
+    if len(data) > max_bytes:
+        raise ToolError(f"std.write_file: the content is {len(data)} bytes; this tool writes at most "
+                        f"{max_bytes} bytes (option max_bytes)")
+    if os.path.isdir(real):
+        raise ToolError(f"std.write_file: {relative!r} is a directory; give a file path inside it")
+    try:
+        os.makedirs(os.path.dirname(real), exist_ok=True)
+        fd = os.open(real, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _workspace_open_flags(), 0o644)
+    except OSError as exc:
+        raise ToolError(f"std.write_file: cannot write {relative!r}: {exc.strerror}") from exc
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+    return f"wrote {len(data)} bytes to {relative.replace(os.sep, '/')}"
+
+
+def _workspace_list(root: str, path: str, max_files: int) -> list[str]:
+    real, relative = _workspace_resolve(root, path, "std.list_files")
+    if not os.path.isdir(real):
+        kind = "a file" if os.path.exists(real) else "not in the workspace"
+        raise ToolError(f"std.list_files: {relative!r} is {kind}; give a directory, or nothing for the "
+                        "whole workspace")
+    found: list[str] = []
+    complete = True
+    for dirpath, dirnames, filenames in os.walk(real):
+        if dirpath == root and _SANDBOX_TMP_DIR in dirnames:
+            dirnames.remove(_SANDBOX_TMP_DIR)
+        for filename in filenames:
+            full = os.path.join(dirpath, filename)
+            if os.path.islink(full):
+                target = os.path.realpath(full)
+                if not (_workspace_contains(root, target) and os.path.isfile(target)):
+                    continue
+            found.append(os.path.relpath(full, root).replace(os.sep, "/"))
+        if len(found) >= _WORKSPACE_WALK_CEILING:
+            complete = False
+            break
+    found.sort()
+    if len(found) > max_files:
+        total = f"{len(found)}" if complete else f"more than {len(found)}"
+        return found[:max_files] + [f"[listing truncated: {max_files} of {total} files shown]"]
+    return found
+
+
+# ---- std.http_get -----------------------------------------------------------------------------------------
+
+
+def _http_host_allowed(host: str, allow: list[str]) -> bool:
+    host = host.lower().rstrip(".")
+    for entry in allow:
+        entry = str(entry).lower().rstrip(".")
+        if host == entry or (entry.startswith("*.") and host.endswith(entry[1:])):
+            return True
+    return False
+
+
+def _http_check_url(url: str, allow: list[str]) -> None:
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        raise ToolError(f"std.http_get: {url!r} is not an http:// or https:// URL")
+    host = parts.hostname
+    if not host:
+        raise ToolError(f"std.http_get: {url!r} names no host")
+    if not _http_host_allowed(host, allow):
+        allowed = ", ".join(repr(str(entry)) for entry in allow) or "none (the machine's allow list is empty)"
+        raise ToolError(f"std.http_get: host {host!r} is not allowed; allowed hosts: {allowed}")
+
+
+class _HttpAllowListRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect only to an allowed host: the allow list holds for every hop, not just the first."""
+
+    def __init__(self, allow: list[str]) -> None:
+        self.allow = allow
+
+    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any,
+                         newurl: str) -> Any:
+        try:
+            _http_check_url(newurl, self.allow)
+        except ToolError as exc:
+            raise ToolError(f"std.http_get: refused a redirect to {newurl!r}: {exc}") from None
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+def _http_get(url: str, allow: list[str], timeout: float, max_bytes: int) -> dict[str, Any]:
+    _http_check_url(url, allow)
+    opener = urllib.request.build_opener(_HttpAllowListRedirects(allow))
+    request = urllib.request.Request(url, headers={"User-Agent": "statewright"})
+    try:
+        with opener.open(request, timeout=timeout) as response:
+            status = response.status
+            charset = response.headers.get_content_charset() or "utf-8"
+            data = response.read(max_bytes + 1)
+    except urllib.error.HTTPError as exc:
+        # An error status is a result the caller can route on, not a failed call.
+        status = exc.code
+        charset = exc.headers.get_content_charset() if exc.headers else None
+        charset = charset or "utf-8"
+        data = exc.read(max_bytes + 1) if exc.fp is not None else b""
+    except urllib.error.URLError as exc:
+        raise ToolError(f"std.http_get: could not fetch {url!r}: {exc.reason}") from exc
+    except (OSError, ValueError) as exc:
+        raise ToolError(f"std.http_get: could not fetch {url!r}: {exc}") from exc
+    try:
+        body = data[:max_bytes].decode(charset, errors="replace")
+    except LookupError:
+        body = data[:max_bytes].decode("utf-8", errors="replace")
+    if len(data) > max_bytes:
+        body += f"\n[body truncated at {max_bytes} bytes]"
+    return {"status": status, "body": body}
+
+
+# ---- argument models and function schemas ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _ToolParam:
+    field: str  # the field name inside the argument model (the parameter's name is its alias)
+    name: str
+    kind: Any  # inspect.Parameter kind
+    required: bool
+    default: Any
+    type_text: str
+
+
+@dataclass
+class _ToolEntry:
+    name: str
+    function_name: str
+    description: str
+    args_model: type[BaseModel]
+    params: tuple[_ToolParam, ...]
+    function: Callable[..., Any] | None = None  # the user's function; None for std tools
+
+    def usage(self) -> str:
+        parts = []
+        for param in self.params:
+            text = f"{param.name}: {param.type_text}"
+            if not param.required:
+                text += " (optional)" if self.function is None else f" = {param.default!r}"
+            parts.append(text)
+        return f"{self.function_name}({', '.join(parts)})"
+
+
+_TOOLS_NOTATION_TYPES: dict[str, Any] = {"str": str, "int": int, "float": float, "bool": bool, "any": Any}
+
+
+def _tools_notation_type(notation: str) -> Any:
+    """A Python type for a type in the language's notation ("str", "list[int]", "float?")."""
+    notation = notation.strip()
+    if notation.endswith("?"):
+        return typing.Optional[_tools_notation_type(notation[:-1])]  # noqa: UP045 - built at runtime
+    if notation.startswith("list[") and notation.endswith("]"):
+        return list[_tools_notation_type(notation[5:-1])]  # type: ignore[misc]
+    return _TOOLS_NOTATION_TYPES[notation]
+
+
+def _tools_function_name(name: str) -> str:
+    # Most providers accept only [A-Za-z0-9_-] in function names.
+    return re.sub(r"[^A-Za-z0-9_-]", "_", name)
+
+
+_TOOLS_ARGS_HEADER = re.compile(r"^(Args|Arguments|Parameters|Params):\s*$")
+_TOOLS_ARG_LINE = re.compile(r"^\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+_TOOLS_SPHINX_PARAM = re.compile(r"^:param\s+(?:[^:]*\s)?(\w+)\s*:\s*(.*)$")
+
+
+def _tools_parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
+    """Split a docstring into its first paragraph and per-parameter docs (Google `Args:` or `:param x:`)."""
+    if not doc:
+        return "", {}
+    lines = inspect.cleandoc(doc).splitlines()
+    summary: list[str] = []
+    for line in lines:
+        stripped = line.strip()
+        if not stripped or _TOOLS_ARGS_HEADER.match(stripped) or stripped.startswith(":"):
+            break
+        summary.append(stripped)
+    param_docs: dict[str, str] = {}
+    in_args = False
+    args_indent: int | None = None
+    current: str | None = None
+    for line in lines:
+        stripped = line.strip()
+        indent = len(line) - len(line.lstrip())
+        if indent == 0 and _TOOLS_ARGS_HEADER.match(stripped):
+            in_args, args_indent, current = True, None, None
+            continue
+        sphinx = _TOOLS_SPHINX_PARAM.match(stripped)
+        if sphinx:
+            current = sphinx.group(1)
+            param_docs[current] = sphinx.group(2).strip()
+            continue
+        if not stripped:
+            continue
+        if in_args and indent == 0:
+            in_args, current = False, None  # the next section begins
+        if in_args:
+            if args_indent is None:
+                args_indent = indent
+            match = _TOOLS_ARG_LINE.match(stripped)
+            if indent <= args_indent and match:
+                current = match.group(1)
+                param_docs[current] = match.group(2).strip()
+                continue
+        if current is not None and (in_args or indent > 0):
+            param_docs[current] = f"{param_docs[current]} {stripped}".strip()
+        elif not in_args:
+            current = None
+    return " ".join(summary), param_docs
+
+
+def _tools_type_text(annotation: Any) -> str:
+    if annotation is Any:
+        return "Any"
+    if isinstance(annotation, type) and not typing.get_args(annotation):
+        return annotation.__name__
+    return str(annotation).replace("typing.", "")
+
+
+def _tools_clean_schema(schema: Any) -> Any:
+    """Drop pydantic's generated titles: they add tokens and tell a model nothing the names do not."""
+    if isinstance(schema, dict):
+        cleaned = {}
+        for key, value in schema.items():
+            if key == "title" and isinstance(value, str):
+                continue
+            if key in ("properties", "$defs") and isinstance(value, dict):
+                cleaned[key] = {name: _tools_clean_schema(sub) for name, sub in value.items()}
+            else:
+                cleaned[key] = _tools_clean_schema(value)
+        return cleaned
+    if isinstance(schema, list):
+        return [_tools_clean_schema(item) for item in schema]
+    return schema
+
+
+def _tools_args_model(model_name: str, params: list[tuple[_ToolParam, Any, str]]) -> type[BaseModel]:
+    # Fields get neutral names with the parameter name as alias, so a parameter called `schema`, `json` or
+    # `model_config` cannot collide with pydantic's own attributes.
+    fields: dict[str, Any] = {}
+    for param, annotation, doc in params:
+        default = ... if param.required else param.default
+        fields[param.field] = (annotation, Field(default, alias=param.name, description=doc or None))
+    config = ConfigDict(extra="forbid", populate_by_name=False, arbitrary_types_allowed=False)
+    return create_model(model_name, __config__=config, **fields)
+
+
+def _tools_std_entry(name: str) -> _ToolEntry:
+    info = STD_TOOLS[name]
+    param_docs = info.get("param_docs", {})
+    params = []
+    for index, (param_name, (notation, required)) in enumerate(info["params"].items()):
+        param = _ToolParam(field=f"arg{index}", name=param_name, kind=inspect.Parameter.KEYWORD_ONLY,
+                           required=required, default=None, type_text=notation)
+        params.append((param, _tools_notation_type(notation), param_docs.get(param_name, "")))
+    function_name = _tools_function_name(name)
+    return _ToolEntry(name=name, function_name=function_name, description=info["doc"],
+                      args_model=_tools_args_model(f"{function_name}_args", params),
+                      params=tuple(param for param, _, _ in params))
+
+
+def _tools_import(name: str, import_path: str) -> Callable[..., Any]:
+    module_name, sep, attribute = import_path.partition(":")
+    if not sep or not module_name or not attribute:
+        raise ToolError(f"tool {name!r}: import path {import_path!r} must look like 'package.module:function'")
+    try:
+        target: Any = importlib.import_module(module_name)
+    except Exception as exc:  # an import can fail in any way the module's own code can
+        raise ToolError(f"tool {name!r}: cannot import module {module_name!r} ({type(exc).__name__}: "
+                        f"{exc}); is it installed or on PYTHONPATH?") from exc
+    for part in attribute.split("."):
+        if not hasattr(target, part):
+            raise ToolError(f"tool {name!r}: module {module_name!r} has no attribute {attribute!r}")
+        target = getattr(target, part)
+    if not callable(target):
+        raise ToolError(f"tool {name!r}: {import_path!r} is a {type(target).__name__}, not a function")
+    return typing.cast(Callable[..., Any], target)
+
+
+def _tools_user_entry(name: str, import_path: str) -> _ToolEntry:
+    function = _tools_import(name, import_path)
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError) as exc:
+        raise ToolError(f"tool {name!r}: cannot read the signature of {import_path!r}: {exc}") from exc
+    try:
+        hints = typing.get_type_hints(function, include_extras=True)
+    except (NameError, TypeError, AttributeError, SyntaxError):
+        # an annotation that does not resolve: fall back to the raw annotations below
+        hints = {}
+    description, param_docs = _tools_parse_docstring(inspect.getdoc(function))
+    params = []
+    for index, parameter in enumerate(signature.parameters.values()):
+        if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            continue
+        annotation = hints.get(parameter.name, parameter.annotation)
+        if annotation is inspect.Parameter.empty or isinstance(annotation, str):
+            annotation = Any
+        required = parameter.default is inspect.Parameter.empty
+        param = _ToolParam(field=f"arg{index}", name=parameter.name, kind=parameter.kind, required=required,
+                           default=None if required else parameter.default,
+                           type_text=_tools_type_text(annotation))
+        params.append((param, annotation, param_docs.get(parameter.name, "")))
+    function_name = _tools_function_name(name)
+    try:
+        model = _tools_args_model(f"{function_name}_args", params)
+        model.model_json_schema()
+    except Exception as exc:  # pydantic cannot describe some parameter type
+        raise ToolError(f"tool {name!r}: cannot build an argument schema for {import_path!r}: "
+                        f"{type(exc).__name__}: {exc}") from exc
+    return _ToolEntry(name=name, function_name=function_name, description=description or f"Calls {import_path}.",
+                      args_model=model, params=tuple(param for param, _, _ in params), function=function)
+
+
+def _tools_error_text(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    if len(text) > _TOOLS_ERROR_TEXT_CAP:
+        text = text[:_TOOLS_ERROR_TEXT_CAP] + " [...]"
+    return text
+
+
+# ---- the registry -------------------------------------------------------------------------------------------
+
+
+class ToolRegistry:
+    """The tools one machine may use, by the names its spec gives them.
+
+    Standard tools that are on by default are always there; std.shell and std.http_get only when the
+    machine declares them. Models see each tool under a function name without dots (`std.python` ->
+    `std_python`); `call` accepts either form.
+    """
+
+    def __init__(self, machine_tools: Mapping[str, ToolSpec], workspace: str) -> None:
+        self.workspace = os.path.realpath(os.path.abspath(workspace))
+        os.makedirs(self.workspace, exist_ok=True)
+        specs = {name: ToolSpec(name=name) for name, info in STD_TOOLS.items() if info["enabled_by_default"]}
+        specs.update(machine_tools)
+        self._specs: dict[str, ToolSpec] = specs
+        self._by_function: dict[str, str] = {}
+        for name in specs:
+            function_name = _tools_function_name(name)
+            if function_name in self._by_function:
+                raise ToolError(f"tools {self._by_function[function_name]!r} and {name!r} would both be "
+                                f"offered to models as {function_name!r}; rename one of them")
+            self._by_function[function_name] = name
+        self._entries: dict[str, _ToolEntry] = {}
+
+    def names(self) -> list[str]:
+        return list(self._specs)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._specs or name in self._by_function
+
+    def function_name(self, name: str) -> str:
+        """The name models see for a tool (`std.python` -> `std_python`)."""
+        return _tools_function_name(self.tool_name(name))
+
+    def tool_name(self, name: str) -> str:
+        """The spec's name for a tool given either its spec name or its function name."""
+        if name in self._specs:
+            return name
+        if name in self._by_function:
+            return self._by_function[name]
+        dotted = name.replace("_", ".", 1) if name.startswith("std_") else name
+        if dotted in STD_TOOLS:
+            raise ToolError(f"{dotted} is off for this machine: it must declare `tool {dotted}` to enable it",
+                            tool=dotted)
+        known = sorted(self._by_function)
+        close = difflib.get_close_matches(name, known, n=3)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        raise ToolError(f"there is no tool named {name!r}; available tools: {', '.join(known)}.{hint}",
+                        tool=name)
+
+    def schema(self, name: str) -> dict[str, Any]:
+        """The OpenAI function-tool schema for a tool: {"type": "function", "function": {...}}."""
+        entry = self._entry(name)
+        parameters = _tools_clean_schema(entry.args_model.model_json_schema(by_alias=True))
+        parameters.setdefault("properties", {})
+        if entry.function is None:
+            # a standard tool's optional parameters default to its options, not to the null pydantic shows
+            for prop in parameters["properties"].values():
+                prop.pop("default", None)
+        return {"type": "function", "function": {"name": entry.function_name,
+                                                 "description": entry.description,
+                                                 "parameters": parameters}}
+
+    def schemas(self, names: list[str] | tuple[str, ...] | None = None) -> list[dict[str, Any]]:
+        return [self.schema(name) for name in (self.names() if names is None else names)]
+
+    def options(self, name: str) -> dict[str, Any]:
+        """A standard tool's options: the machine's values over the defaults."""
+        name = self.tool_name(name)
+        merged = dict(STD_TOOLS.get(name, {}).get("option_defaults", {}))
+        merged.update(self._specs[name].options)
+        return merged
+
+    def call(self, name: str, args: Mapping[str, Any] | str | None = None) -> Any:
+        """Validate the arguments, run the tool and return its JSON-ready result; ToolError otherwise."""
+        entry = self._entry(name)
+        positional, keywords = self._arguments(entry, args)
+        if entry.function is None:
+            try:
+                return self._run_std(entry.name, keywords)
+            except ToolError:
+                raise
+            except Exception as exc:
+                raise ToolError(f"{entry.name} failed: {_tools_error_text(exc)}", tool=entry.name) from exc
+        try:
+            result = entry.function(*positional, **keywords)
+            if inspect.isawaitable(result):
+                result = self._await_outside_loop(entry, result)
+        except ToolError:
+            raise
+        except Exception as exc:
+            raise ToolError(f"tool {entry.name!r} raised {_tools_error_text(exc)}", tool=entry.name) from exc
+        return self._json_ready(entry, result)
+
+    async def acall(self, name: str, args: Mapping[str, Any] | str | None = None) -> Any:
+        """`call` for async code: coroutine tools are awaited, everything else runs in a worker thread."""
+        entry = self._entry(name)
+        if entry.function is not None and inspect.iscoroutinefunction(entry.function):
+            positional, keywords = self._arguments(entry, args)
+            try:
+                result = await entry.function(*positional, **keywords)
+            except ToolError:
+                raise
+            except Exception as exc:
+                raise ToolError(f"tool {entry.name!r} raised {_tools_error_text(exc)}",
+                                tool=entry.name) from exc
+            return self._json_ready(entry, result)
+        return await asyncio.to_thread(self.call, name, args)
+
+    # -- internals --
+
+    def _entry(self, name: str) -> _ToolEntry:
+        name = self.tool_name(name)
+        entry = self._entries.get(name)
+        if entry is None:
+            spec = self._specs[name]
+            if spec.import_path:
+                entry = _tools_user_entry(name, spec.import_path)
+            elif name in STD_TOOLS:
+                entry = _tools_std_entry(name)
+            else:
+                known = ", ".join(sorted(STD_TOOLS))
+                raise ToolError(f"{name!r} is not a standard tool (they are: {known}) and has no import path",
+                                tool=name)
+            self._entries[name] = entry
+        return entry
+
+    def _arguments(self, entry: _ToolEntry, args: Mapping[str, Any] | str | None
+                   ) -> tuple[list[Any], dict[str, Any]]:
+        if args is None:
+            args = {}
+        if isinstance(args, str):
+            try:
+                args = json.loads(args) if args.strip() else {}
+            except json.JSONDecodeError as exc:
+                raise ToolError(f"{entry.name}: the arguments are not valid JSON ({exc}); send a JSON object. "
+                                f"Call it as {entry.usage()}.", tool=entry.name) from exc
+        if not isinstance(args, Mapping):
+            raise ToolError(f"{entry.name}: the arguments must be a JSON object, not {type(args).__name__}. "
+                            f"Call it as {entry.usage()}.", tool=entry.name)
+        if entry.function is None:
+            # models often send null for an optional parameter they mean to leave out
+            optional = {param.name for param in entry.params if not param.required}
+            args = {key: value for key, value in args.items() if not (value is None and key in optional)}
+        try:
+            validated = entry.args_model.model_validate(dict(args))
+        except ValidationError as exc:
+            raise ToolError(self._problems(entry, exc), tool=entry.name) from None
+        given = validated.model_fields_set
+        positional: list[Any] = []
+        keywords: dict[str, Any] = {}
+        for param in entry.params:
+            if param.kind == inspect.Parameter.POSITIONAL_ONLY:
+                positional.append(getattr(validated, param.field) if param.field in given else param.default)
+            elif param.field in given:
+                keywords[param.name] = getattr(validated, param.field)
+        return positional, keywords
+
+    def _problems(self, entry: _ToolEntry, exc: ValidationError) -> str:
+        names = [param.name for param in entry.params]
+        lines = []
+        for error in exc.errors(include_url=False):
+            where = ".".join(str(part) for part in error["loc"]) or "(arguments)"
+            message = error["msg"]
+            if error["type"] == "extra_forbidden":
+                close = difflib.get_close_matches(str(error["loc"][-1]), names, n=1)
+                message = "unexpected argument" + (f" (did you mean {close[0]!r}?)" if close else "")
+            elif error["type"] == "missing":
+                message = "missing required argument"
+            lines.append(f"- {where}: {message}")
+        return f"{entry.name}: bad arguments:\n" + "\n".join(lines) + f"\nCall it as {entry.usage()}."
+
+    def _await_outside_loop(self, entry: _ToolEntry, awaitable: Any) -> Any:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(_tools_awaited(awaitable))
+        if inspect.iscoroutine(awaitable):
+            awaitable.close()
+        raise ToolError(f"tool {entry.name!r} is async; inside an event loop call it with `await "
+                        "registry.acall(...)`", tool=entry.name)
+
+    def _json_ready(self, entry: _ToolEntry, result: Any) -> Any:
+        if isinstance(result, BaseModel):
+            result = result.model_dump(mode="json")
+        try:
+            json.dumps(result)
+        except (TypeError, ValueError) as exc:
+            raise ToolError(f"tool {entry.name!r} returned a value of type {type(result).__name__!r}, which "
+                            f"is not JSON-serialisable ({exc}); tools must return str, numbers, bools, None, "
+                            "lists and dicts", tool=entry.name) from exc
+        return result
+
+    def _positive_option(self, name: str, key: str) -> float:
+        value = self.options(name).get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            raise ToolError(f"{name}: option {key} must be a positive number, not {value!r}", tool=name)
+        return value
+
+    def _sandbox_limits(self, name: str, timeout: float | None) -> _SandboxLimits:
+        default = self._positive_option(name, "timeout")
+        if timeout is None:
+            timeout = default
+        elif not timeout > 0:
+            raise ToolError(f"{name}: timeout must be a positive number of seconds, not {timeout!r}", tool=name)
+        ceiling = max(self._positive_option(name, "max_timeout"), default)
+        return _SandboxLimits(timeout=min(timeout, ceiling),
+                              memory_mb=int(self._positive_option(name, "memory_mb")),
+                              max_output=int(self._positive_option(name, "max_output")),
+                              max_file_mb=int(self._positive_option(name, "max_file_mb")),
+                              max_processes=int(self._positive_option(name, "max_processes")))
+
+    def _run_std(self, name: str, args: dict[str, Any]) -> Any:
+        if name == "std.python":
+            # -E -s: ignore PYTHON* variables and user site-packages (what -I does) while keeping the
+            # workspace on sys.path, so code can import modules it wrote there. -u: unbuffered, so output
+            # printed before a timeout is not lost. The code comes on stdin: no argv length limit.
+            if not sys.executable:
+                raise ToolError("std.python: no Python interpreter is known to this process", tool=name)
+            argv = [sys.executable, "-E", "-s", "-u", "-X", "utf8", "-"]
+            return _sandbox_run(argv, self.workspace, self._sandbox_limits(name, args.get("timeout")),
+                                stdin_data=args["code"].encode("utf-8", errors="replace"))
+        if name == "std.shell":
+            return _sandbox_run(["/bin/sh", "-c", args["command"]], self.workspace,
+                                self._sandbox_limits(name, args.get("timeout")))
+        if name == "std.read_file":
+            return _workspace_read(self.workspace, args["path"], int(self._positive_option(name, "max_bytes")))
+        if name == "std.write_file":
+            return _workspace_write(self.workspace, args["path"], args["content"],
+                                    int(self._positive_option(name, "max_bytes")))
+        if name == "std.list_files":
+            return _workspace_list(self.workspace, args.get("path") or ".",
+                                   int(self._positive_option(name, "max_files")))
+        if name == "std.http_get":
+            allow = self.options(name).get("allow") or []
+            if isinstance(allow, str):
+                allow = [allow]
+            return _http_get(args["url"], list(allow), self._positive_option(name, "timeout"),
+                             int(self._positive_option(name, "max_bytes")))
+        raise ToolError(f"{name!r} has no implementation in this runtime", tool=name)
+
+
+async def _tools_awaited(awaitable: Any) -> Any:
+    return await awaitable
