@@ -37,12 +37,14 @@ def parse_text(text: str, path: str = "<string>") -> ParseResult:
 def check_source(source: SourceFile) -> Compilation:
     """Parse and check one source file; every problem is reported, none raised."""
     from .compiler.check import check_machine
+    from .grammar.parser import paused_gc
 
-    parsed = parse_source(source)
-    diags = parsed.diagnostics
-    ir = None
-    if parsed.machine is not None:
-        ir = check_machine(source, parsed.machine, diags)
+    with paused_gc():
+        parsed = parse_source(source)
+        diags = parsed.diagnostics
+        ir = None
+        if parsed.machine is not None:
+            ir = check_machine(source, parsed.machine, diags)
     return Compilation(source, parsed.machine, parsed.comments, ir, diags.sorted())
 
 

@@ -22,6 +22,7 @@ class ModelRequest:
     tools: list[dict[str, Any]] | None = None  # OpenAI-style function tools
     fallbacks: tuple[str, ...] = ()
     timeout: float | None = None
+    max_tokens: int | None = None  # a cap on the reply's length, when the run sets one
     # identifies the call for scripted providers and traces: run_id, state, role, seq
     metadata: dict[str, Any] = field(default_factory=dict)
 

@@ -1,0 +1,184 @@
+"""The command line, as a user types it: exit codes, output forms, and what each command may import."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from statewright.cli import main
+
+ROOT = Path(__file__).parent.parent
+EXAMPLE = ROOT / "examples" / "content_pipeline.fsm"
+
+BROKEN = """machine m {
+    agent writer {
+        prompt "You write."
+    }
+
+    start state draft {
+        agent writer
+        do "Write about {{ topc }}."
+        -> reviw
+    }
+
+    final state done
+}
+"""
+
+
+@pytest.fixture
+def broken(tmp_path: Path) -> Path:
+    p = tmp_path / "broken.fsm"
+    p.write_text(BROKEN)
+    return p
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.startswith("statewright ")
+
+
+def test_check_ok(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", str(EXAMPLE)]) == 0
+    assert "ok: 1 file checked" in capsys.readouterr().err
+
+
+def test_check_reports_every_error_with_position_code_and_help(broken: Path, capsys) -> None:
+    assert main(["check", str(broken)]) == 1
+    out = capsys.readouterr().out
+    assert "error[SW2002]: unknown state 'reviw'" in out
+    assert f"--> {broken}:9:12" in out
+    assert "error[SW2008]: unknown template variable 'topc'" in out
+    assert "^^^^^" in out
+    assert "= help:" in out
+
+
+def test_check_json_form(broken: Path, capsys) -> None:
+    assert main(["check", "--format", "json", str(broken)]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["valid"] is False
+    assert doc["error_count"] == len([d for d in doc["diagnostics"] if d["severity"] == "error"]) >= 2
+    first = doc["diagnostics"][0]
+    assert set(first) == {"file", "severity", "code", "message", "help", "range"}
+    assert set(first["range"]["start"]) == {"line", "column", "offset"}
+    codes = {d["code"] for d in doc["diagnostics"]}
+    assert {"SW2002", "SW2008"} <= codes
+
+
+def test_check_many_files_one_json_object(broken: Path, capsys) -> None:
+    assert main(["check", "--format", "json", str(EXAMPLE), str(broken)]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert {d["file"] for d in doc["diagnostics"]} == {str(broken)}
+
+
+def test_usage_errors_exit_2(tmp_path: Path, capsys) -> None:
+    assert main(["check", str(tmp_path / "missing.fsm")]) == 2
+    assert "cannot read" in capsys.readouterr().err
+    assert main(["no-such-command"]) == 2
+    assert main(["explain", "SW0000"]) == 2
+    assert main(["compile", str(EXAMPLE), "--check"]) == 2
+
+
+def test_explain_prints_wrong_and_right(capsys) -> None:
+    assert main(["explain", "SW3008"]) == 0
+    out = capsys.readouterr().out
+    assert "SW3008" in out and "bound" in out
+
+
+def test_dump_stages(capsys) -> None:
+    for stage in ("ast", "ir", "optimized"):
+        assert main(["dump", "--stage", stage, str(EXAMPLE)]) == 0
+        data = json.loads(capsys.readouterr().out)
+        assert data
+    assert main(["dump", "--stage", "optimized", "--no-pass", "nope", str(EXAMPLE)]) == 2
+
+
+def test_graph_formats(capsys) -> None:
+    from statewright import api
+
+    names = [s.name for s in api.check_file(EXAMPLE).ir.states]
+    assert main(["graph", str(EXAMPLE), "--format", "mermaid"]) == 0
+    mermaid = capsys.readouterr().out
+    assert all(name in mermaid for name in names)
+    assert main(["graph", str(EXAMPLE), "--format", "dot"]) == 0
+    assert capsys.readouterr().out.lstrip().startswith("digraph")
+
+
+def test_fmt_check_and_diff(tmp_path: Path, capsys) -> None:
+    messy = tmp_path / "messy.fsm"
+    messy.write_text(EXAMPLE.read_text().replace("\n    ", "\n  "))
+    assert main(["fmt", "--check", str(EXAMPLE)]) == 0
+    assert main(["fmt", "--check", str(messy)]) == 1
+    assert "would reformat" in capsys.readouterr().err
+    assert main(["fmt", "--diff", str(messy)]) == 0
+    assert capsys.readouterr().out.startswith("---")
+    assert main(["fmt", str(messy)]) == 0
+    assert messy.read_text() == EXAMPLE.read_text()
+
+
+def test_fmt_stdin(monkeypatch, capsys) -> None:
+    import io
+
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(EXAMPLE.read_bytes())))
+    assert main(["fmt", "-"]) == 0
+    assert capsys.readouterr().out == EXAMPLE.read_text()
+
+
+def test_fmt_refuses_syntax_errors(tmp_path: Path, capsys) -> None:
+    bad = tmp_path / "bad.fsm"
+    bad.write_text("machine m {\n    state a {\n")
+    assert main(["fmt", str(bad)]) == 1
+    assert "error[SW1003]" in capsys.readouterr().err
+    assert bad.read_text() == "machine m {\n    state a {\n"
+
+
+def test_compile_writes_checks_and_refuses_foreign_files(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "runner.py"
+    assert main(["compile", str(EXAMPLE), "-o", str(out)]) == 0
+    assert main(["compile", str(EXAMPLE), "-o", str(out), "--check"]) == 0
+    out.write_text(out.read_text() + "# edited\n")
+    assert main(["compile", str(EXAMPLE), "-o", str(out), "--check"]) == 1
+    foreign = tmp_path / "mine.py"
+    foreign.write_text("print('hand written')\n")
+    assert main(["compile", str(EXAMPLE), "-o", str(foreign)]) == 1
+    assert foreign.read_text() == "print('hand written')\n"
+
+
+def test_test_command_runs_test_blocks(capsys) -> None:
+    assert main(["test", str(EXAMPLE)]) == 0
+    assert "0 failed" in capsys.readouterr().err
+
+
+LIGHT_COMMANDS = [
+    ["check", str(EXAMPLE)],
+    ["check", "--format", "json", str(EXAMPLE)],
+    ["fmt", "--check", str(EXAMPLE)],
+    ["graph", str(EXAMPLE)],
+    ["dump", "--stage", "ir", str(EXAMPLE)],
+    ["compile", str(EXAMPLE)],
+]
+
+
+@pytest.mark.parametrize("argv", LIGHT_COMMANDS, ids=lambda a: " ".join(a[:2]))
+def test_commands_that_call_no_model_never_import_litellm(argv: list[str]) -> None:
+    code = (
+        "import sys\nfrom statewright.cli import main\n"
+        f"rc = main({argv!r})\n"
+        "assert rc == 0, rc\n"
+        "heavy = [m for m in ('litellm', 'openai', 'httpx') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_check_stays_off_pydantic() -> None:
+    code = ("import sys\nfrom statewright.cli import main\n"
+            f"assert main(['check', {str(EXAMPLE)!r}]) == 0\n"
+            "assert 'pydantic' not in sys.modules\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
