@@ -50,7 +50,9 @@ _ALL = [
        'do "Write the draft', 'do "Write the draft"'),
     _e("SW1005", "file is not valid UTF-8 text",
        "statewright source files are UTF-8 text. The file holds bytes that are not valid UTF-8 "
-       "(it may be binary or in another encoding).", "", ""),
+       "(it may be binary or in another encoding).",
+       'description "caf\\xe9"   # saved as Latin-1: the byte 0xe9 alone',
+       'description "café"       # saved as UTF-8'),
     _e("SW1006", "invalid escape sequence",
        'Inside "double-quoted" strings, backslash escapes are \\\\ \\" \\n \\t \\r and \\uXXXX. '
        'Triple-quoted strings take backslashes literally.',
@@ -68,20 +70,24 @@ _ALL = [
        "'start' and 'final' modify a state declaration: write 'start state NAME' or 'final state NAME'.",
        "final done", "final state done"),
     _e("SW1014", "missing '->' in a transition",
-       "A transition names its target after an arrow: 'when GUARD -> STATE', '-> STATE', 'otherwise -> STATE'.",
+       "A transition names its target after an arrow: 'when GUARD -> STATE', '-> STATE', 'otherwise -> "
+       "STATE'.",
        "when output.ok done", "when output.ok -> done"),
     _e("SW1015", "':' used to start a block",
        "Blocks are written with braces: 'state draft { ... }'.",
        "state draft:\n    agent writer", "state draft {\n    agent writer\n}"),
     _e("SW1020", "nesting too deep",
        "An expression or value is nested deeper than the compiler accepts (200 levels). "
-       "Split it into simpler parts.", "", ""),
+       "Split it into simpler parts.",
+       "input deep: list[str] = [[[[ ... 201 levels ... ]]]]", 'input flat: list[str] = ["a", "b"]'),
     _e("SW1021", "file too large",
-       "The file is larger than the compiler accepts (16 MB).", "", ""),
+       "The file is larger than the compiler accepts (16 MB). Keep long texts such as prompts short, or load "
+       "large data at run time with a tool.", "", ""),
     # --- names --------------------------------------------------------------------------------
     _e("SW2001", "duplicate name",
        "Two declarations of the same kind share a name. Names of states, agents, types, tools, inputs, "
-       "fields and tests must each be unique.",
+       "fields and tests must each be unique. Inputs and states also share one namespace (guards and "
+       "templates read both by name), and 'output' is reserved for the current state's output.",
        "state draft { ... }\nstate draft { ... }", "state draft { ... }\nstate redraft { ... }"),
     _e("SW2002", "unknown state",
        "A transition, listener, test or guard names a state that is not declared.",
@@ -90,10 +96,12 @@ _ALL = [
        "A state or a 'tell' list names an agent that is not declared.",
        "agent writr", "agent writer"),
     _e("SW2004", "unknown type",
-       "A type reference names neither a built-in type (str, int, float, bool, list[T]) nor a declared 'type'.",
+       "A type reference names neither a built-in type (str, int, float, bool, list[T]) nor a declared "
+       "'type'.",
        "output Critque", "output Critique"),
     _e("SW2005", "unknown tool",
-       "An agent or action state uses a tool that is neither a standard 'std.*' tool nor declared with 'tool'.",
+       "An agent or action state uses a tool that is neither a standard 'std.*' tool nor declared with "
+       "'tool'.",
        "tools [std.pyton]", "tools [std.python]"),
     _e("SW2006", "unknown field",
        "An expression or template reads a field that the type does not have.",
@@ -103,7 +111,8 @@ _ALL = [
        "len() and visits().", "when scroe > 3 -> done", "when output.score > 3 -> done"),
     _e("SW2008", "unknown template variable",
        "A Jinja2 template uses a variable that is not in scope. Instructions and results can use the "
-       "machine's inputs and state names ('STATE.output').",
+       "machine's inputs and state names ('STATE.output'). An agent's prompt is rendered once with the "
+       "inputs only.",
        'do "Write about {{ topc }}"', 'do "Write about {{ topic }}"'),
     _e("SW2009", "unknown function",
        "Guards may call only len(x) and visits(state).",
@@ -112,11 +121,18 @@ _ALL = [
        "A setting such as 'model', 'prompt' or 'agent' appears twice in the same block.",
        'agent a { model "x" model "y" }', 'agent a { model "y" }'),
     _e("SW2011", "unknown setting or option",
-       "A limit, memory policy or tool option is not one the language knows.",
+       "A limit (steps, cost_usd, tokens, seconds), memory policy (all, none, last N) or tool option is not "
+       "one the language knows. 'memory last' needs a count; 'all' and 'none' take none. User tools take no "
+       "options.",
        "limits { step 10 }", "limits { steps 10 }"),
     _e("SW2012", "tool not enabled",
        "std.shell and std.http_get are off unless the machine enables them with a 'tool' declaration.",
        "agent a { tools [std.shell] }", "tool std.shell\nagent a { tools [std.shell] }"),
+    _e("SW2013", "invalid tool declaration",
+       "A user tool is declared with the import path of its Python function: 'tool NAME = "
+       "\"package.module:function\"'. Standard tools ('std.*') are declared by name alone, to enable them or"
+       " set their options.",
+       "tool lookup", 'tool lookup = "mypkg.tools:lookup"'),
     # --- structure ----------------------------------------------------------------------------
     _e("SW3001", "no start state",
        "Every machine needs exactly one 'start state'.", "state draft { ... }", "start state draft { ... }"),
@@ -125,7 +141,8 @@ _ALL = [
        "start state a { ... }\nstate b { ... }"),
     _e("SW3003", "no final state",
        "A run ends when it reaches a 'final state'; a machine without one can only end by a limit.",
-       "", "final state done"),
+       "start state draft { agent writer do \"Write.\" -> draft max 3 }",
+       "start state draft { agent writer do \"Write.\" -> done }\nfinal state done"),
     _e("SW3005", "no final state can be reached",
        "From this state no sequence of transitions leads to a final state, so a run that gets here can only "
        "end by exhausting a limit.", "state loop { ... -> loop max 3 }", "state loop { ... -> loop max 3\n"
@@ -165,6 +182,14 @@ _ALL = [
     _e("SW3016", "'otherwise stay' needs a bound",
        "'otherwise stay' re-runs the state; bound it with 'max N' or give the state 'visits N'.",
        "otherwise stay", "otherwise stay max 2"),
+    _e("SW3017", "instruction in an action state",
+       "An action state calls a tool and runs no agent, so nothing would read its 'do' instruction.",
+       'state test { call std.python(code = "1") do "Run it." -> done }',
+       'state test { call std.python(code = "1") -> done }'),
+    _e("SW3018", "result in a state that is not final",
+       "'result' is what a run ends with, so only a final state can have one.",
+       'state draft { agent writer do "Write." result "{{ draft.output }}" -> done }',
+       'final state done { result "{{ draft.output }}" }'),
     # --- types and guards ---------------------------------------------------------------------
     _e("SW4001", "type mismatch",
        "The operands of a comparison, arithmetic or 'in' do not have compatible types.",
@@ -174,7 +199,8 @@ _ALL = [
        "state a { agent w do \"...\" when output.ok -> b }",
        "state a { agent w do \"...\" output Check when output.ok -> b }"),
     _e("SW4004", "guard is not a boolean",
-       "A guard must evaluate to true or false: compare the value with something.",
+       "A guard must evaluate to true or false, and so must each operand of 'and', 'or' and 'not': compare "
+       "the value with something.",
        "when output.score -> done", "when output.score > 0 -> done"),
     _e("SW4005", "wrong arguments to a function",
        "len() takes one str or list; visits() takes one state name.",
@@ -186,7 +212,8 @@ _ALL = [
        "Only lists can be indexed, and only with an int.", "when output.fixes[\"a\"] == \"x\" -> done",
        'when output.fixes[0] == "x" -> done'),
     _e("SW4009", "recursive type",
-       "A type may not contain itself, directly or through other types: structured output needs a finite schema.",
+       "A type may not contain itself, directly or through other types: structured output needs a finite "
+       "schema.",
        "type Node { child: Node }", "type Node { children: list[str] }"),
     _e("SW4010", "invalid enum",
        "An enum lists distinct string values.", 'status: "ok" | "ok"', 'status: "ok" | "failed"'),
@@ -196,6 +223,10 @@ _ALL = [
     _e("SW4012", "attribute access on a value without fields",
        "Only values of a declared type have fields.", "when output.score.value > 3 -> done",
        "when output.score > 3 -> done"),
+    _e("SW4013", "state name used as a value",
+       "In a guard, a state name on its own is not a value: read its output with 'STATE.output' or count its "
+       "runs with 'visits(STATE)'.",
+       'when draft == "x" -> done', 'when draft.output == "x" -> done'),
     # --- templates ----------------------------------------------------------------------------
     _e("SW5001", "template syntax error",
        "Instructions, prompts and results are Jinja2 templates; this one does not parse.",
@@ -218,22 +249,38 @@ _ALL = [
        "input { topc \"x\" }", "input { topic \"x\" }"),
     _e("SW6005", "verdict names no condition of the state",
        "A 'verdict STATE \"condition\"' must repeat one of that state's natural-language conditions, "
-       "or be 'verdict STATE none'.", "", ""),
+       "or be 'verdict STATE none'.",
+       'when "the draft is finished" -> done\n...\nverdict draft "the draft is done"',
+       'when "the draft is finished" -> done\n...\nverdict draft "the draft is finished"'),
     _e("SW6006", "unknown expectation",
-       "A test expects 'path [...]', 'final STATE', 'result VALUE' or 'failure KIND'.",
+       "A test expects 'path [...]', 'final STATE', 'result VALUE' or 'failure KIND', where KIND is a "
+       "failure kind (limit, bound, output, model, tool, guard, script, input, template) or a limit name "
+       "(steps, cost_usd, tokens, seconds). A run cannot both reach a final state and fail.",
        "expect failure stepz", "expect failure steps"),
+    _e("SW6007", "expected final state is not final",
+       "'expect final STATE' names the final state a run ends in; the named state is not a final state.",
+       "expect final review", "expect final publish"),
     # --- warnings -----------------------------------------------------------------------------
     _w("SW7001", "unused agent", "The agent is declared but no state uses it and no state tells it anything.",
-       "agent helper { ... }", ""),
-    _w("SW7002", "unused type", "The type is declared but nothing refers to it.", "type Unused { x: int }", ""),
+       'agent helper { prompt "You help." }   # no state says \'agent helper\' or tells it',
+       'agent helper { prompt "You help." }\nstate check { agent helper do "Check it." -> done }'),
+    _w("SW7002", "unused type", "The type is declared but nothing refers to it.", "type Unused { x: int }",
+       "type Check { ok: bool }\nstate review { ... output Check ... }"),
     _w("SW7003", "unused tool", "The tool is declared but no agent or action state uses it.",
-       'tool lookup = "pkg.mod:lookup"', ""),
+       'tool lookup = "pkg.mod:lookup"',
+       'tool lookup = "pkg.mod:lookup"\nagent researcher { prompt "..." tools [lookup] }'),
     _w("SW7004", "unreachable state",
        "No transition path from the start state leads here; the state can never run. "
-       "The dead-state pass removes it from compiled runners.", "", ""),
-    _w("SW7005", "unused input", "The input is declared but no template or guard reads it.", "", ""),
+       "The dead-state pass removes it from compiled runners.",
+       "start state draft { ... -> done }\nstate polish { ... -> done }\nfinal state done",
+       "start state draft { ... -> polish }\nstate polish { ... -> done }\nfinal state done"),
+    _w("SW7005", "unused input", "The input is declared but no template or guard reads it.",
+       'input audience: str = "engineers"\n...\ndo "Write about {{ topic }}."',
+       'input audience: str = "engineers"\n...\ndo "Write about {{ topic }} for {{ audience }}."'),
     _w("SW7006", "test has no expectation",
-       "A test block without 'expect' only checks that the run does not crash.", "", ""),
+       "A test block without 'expect' only checks that the run does not crash.",
+       'test "drafts" { input { topic "FSMs" } reply draft "A draft." }',
+       'test "drafts" { input { topic "FSMs" } reply draft "A draft." expect final done }'),
     # --- internal -----------------------------------------------------------------------------
     _e("SW9001", "internal compiler error",
        "The compiler hit a bug. Please report it with the input file.", "", ""),

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import bisect
+import re
 from dataclasses import dataclass, field
+
+
+_NEWLINE = re.compile("\n")
 
 
 @dataclass(frozen=True)
@@ -24,11 +28,7 @@ class SourceFile:
     def __init__(self, path: str, text: str) -> None:
         self.path = path
         self.text = text
-        starts = [0]
-        for i, ch in enumerate(text):
-            if ch == "\n":
-                starts.append(i + 1)
-        self._line_starts = starts
+        self._line_starts = [0] + [m.end() for m in _NEWLINE.finditer(text)]
 
     def position(self, offset: int) -> Position:
         offset = max(0, min(offset, len(self.text)))

@@ -109,7 +109,20 @@ def decode_string(raw: str) -> str:
             return chr(int(esc[1:], 16))
         raise _BadEscape(m.start() + 1, m.group(0))
 
-    return _ESCAPE_RE.sub(replace, body)
+    value = _ESCAPE_RE.sub(replace, body)
+    if any("\ud800" <= ch <= "\udfff" for ch in value):
+        value = _join_surrogates(raw, value)
+    return value
+
+
+def _join_surrogates(raw: str, value: str) -> str:
+    """Join \\uD83D\\uDE00-style escape pairs into one character; a lone surrogate is an error."""
+    joined = value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    if "\ufffd" in joined and "\ufffd" not in value:
+        m = re.search(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}", raw)
+        offset = m.start() if m else 1
+        raise _BadEscape(offset, m.group(0) if m else "\\u")
+    return joined
 
 
 def decode_long_string(raw: str) -> str:

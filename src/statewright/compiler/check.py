@@ -1,0 +1,54 @@
+"""The compiler's front door: resolve names, check types, templates and graph, lower to IR.
+
+Every stage reports into one Diagnostics and none stops the others, so a single run shows every problem.
+"""
+
+from __future__ import annotations
+
+from ..diagnostics import Diagnostics, SourceFile
+from ..grammar import ast
+from . import ir
+from .graph_checks import check_graph
+from .lower import lower_machine
+from .resolve import Symbols, resolve_names
+from .templates import check_templates
+from .typecheck import check_types
+
+
+def check_machine(source: SourceFile, machine: ast.Machine, diagnostics: Diagnostics) -> ir.Machine | None:
+    """Check one parsed machine; its IR, or None when any error was reported."""
+    symbols = resolve_names(machine, diagnostics)
+    check_types(machine, symbols, diagnostics)
+    check_templates(machine, symbols, diagnostics)
+    lowered = lower_machine(machine, symbols, diagnostics)
+    check_graph(machine, diagnostics)
+    report_unused(symbols, diagnostics)
+    if diagnostics.has_errors:
+        return None
+    return lowered
+
+
+def report_unused(symbols: Symbols, diagnostics: Diagnostics) -> None:
+    """Warnings for declarations nothing uses (read after every other check has recorded its uses)."""
+    for name, agent in symbols.agents.items():
+        if name not in symbols.used_agents:
+            diagnostics.report("SW7001", f"agent '{name}' is never used", agent.decl.name.span,
+                               label="no state runs it and no state tells it anything",
+                               help=f"use it with 'agent {name}' in a state, or remove it")
+    for name, type_decl in symbols.types.items():
+        if name not in symbols.used_types:
+            diagnostics.report("SW7002", f"type '{name}' is never used", type_decl.name.span,
+                               label="nothing refers to this type",
+                               help="use it with 'output NAME' in a state, in an input or a field, "
+                                    "or remove it")
+    for name, tool in symbols.tools.items():
+        if name not in symbols.used_tools:
+            diagnostics.report("SW7003", f"tool '{name}' is never used", tool.name.span,
+                               label="no agent lists it and no state calls it",
+                               help=f"add it to an agent's 'tools [...]' or 'call {name}(...)' in a state, "
+                                    "or remove it")
+    for name, decl in symbols.inputs.items():
+        if name not in symbols.used_inputs:
+            diagnostics.report("SW7005", f"input '{name}' is never used", decl.name.span,
+                               label="no template or guard reads it",
+                               help=f"read it in an instruction as '{{{{ {name} }}}}', or remove it")

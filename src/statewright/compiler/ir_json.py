@@ -1,0 +1,310 @@
+"""JSON views of the syntax tree and of the IR, and the JSON Schema the IR view follows.
+
+Both views are deterministic: lists keep source order, objects are built in a fixed key order, and spans
+appear as `{"file", "start": {line, column, offset}, "end": ...}`. Guard expressions are nested objects
+tagged by `kind`. docs/ir.md documents the IR shape and carries a copy of IR_JSON_SCHEMA (a test keeps the
+two equal).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from ..diagnostics import Span
+from ..grammar import ast
+from . import ir
+
+IR_JSON_VERSION = 1
+
+
+def span_to_json(span: Span | None) -> dict[str, Any] | None:
+    if span is None:
+        return None
+    return {"file": span.path, "start": span.start_pos.to_json(), "end": span.end_pos.to_json()}
+
+
+# ---- the syntax tree -----------------------------------------------------------------------------
+
+
+def ast_to_json(machine: ast.Machine) -> dict[str, Any]:
+    """The syntax tree as nested objects: `{"node": CLASS, <fields>..., "span": SPAN}`."""
+    result = _node_to_json(machine)
+    assert isinstance(result, dict)
+    return result
+
+
+def _node_to_json(node: object) -> Any:
+    if isinstance(node, tuple):
+        return [_node_to_json(item) for item in node]
+    if not dataclasses.is_dataclass(node) or isinstance(node, type):
+        return node
+    out: dict[str, Any] = {"node": type(node).__name__}
+    for f in dataclasses.fields(node):
+        if f.name != "span":
+            out[f.name] = _node_to_json(getattr(node, f.name))
+    out["span"] = span_to_json(getattr(node, "span", None))
+    return out
+
+
+# ---- the IR --------------------------------------------------------------------------------------
+
+
+def type_to_json(t: ir.Type) -> dict[str, Any]:
+    if isinstance(t, ir.Prim):
+        return {"kind": "prim", "name": t.name}
+    if isinstance(t, ir.ListOf):
+        return {"kind": "list", "item": type_to_json(t.item)}
+    if isinstance(t, ir.Optional_):
+        return {"kind": "optional", "inner": type_to_json(t.inner)}
+    if isinstance(t, ir.Enum):
+        return {"kind": "enum", "values": list(t.values)}
+    return {"kind": "named", "name": t.name}
+
+
+def expr_to_json(e: ast.Expr) -> dict[str, Any]:
+    span = span_to_json(e.span)
+    if isinstance(e, ast.NameExpr):
+        return {"kind": "name", "name": e.name, "span": span}
+    if isinstance(e, ast.Literal):
+        return {"kind": "literal", "value": e.value, "span": span}
+    if isinstance(e, ast.ListExpr):
+        return {"kind": "list", "items": [expr_to_json(i) for i in e.items], "span": span}
+    if isinstance(e, ast.Attribute):
+        return {"kind": "attribute", "value": expr_to_json(e.value), "attr": e.attr.value, "span": span}
+    if isinstance(e, ast.Index):
+        return {"kind": "index", "value": expr_to_json(e.value), "index": expr_to_json(e.index), "span": span}
+    if isinstance(e, ast.Call):
+        return {"kind": "call", "func": e.func.value, "args": [expr_to_json(a) for a in e.args], "span": span}
+    if isinstance(e, ast.UnaryOp):
+        return {"kind": "unary", "op": e.op, "operand": expr_to_json(e.operand), "span": span}
+    return {"kind": "binary", "op": e.op, "left": expr_to_json(e.left), "right": expr_to_json(e.right),
+            "span": span}
+
+
+def _transition(t: ir.Transition) -> dict[str, Any]:
+    return {
+        "kind": t.kind,
+        "target": t.target,
+        "guard": expr_to_json(t.guard) if t.guard is not None else None,
+        "condition": t.condition,
+        "max": t.max,
+        "origin": span_to_json(t.origin),
+    }
+
+
+def _call(call: ir.ToolCall | None) -> dict[str, Any] | None:
+    if call is None:
+        return None
+    return {
+        "tool": call.tool,
+        "args": [{"name": a.name, "value": expr_to_json(a.value), "origin": span_to_json(a.origin)}
+                 for a in call.args],
+        "origin": span_to_json(call.origin),
+    }
+
+
+def _state(s: ir.State) -> dict[str, Any]:
+    return {
+        "name": s.name,
+        "kind": s.kind,
+        "agent": s.agent,
+        "instruction": s.instruction,
+        "output": type_to_json(s.output) if s.output is not None else None,
+        "tell": list(s.tell),
+        "visits": s.visits,
+        "retries": s.retries,
+        "call": _call(s.call),
+        "result": s.result,
+        "transitions": [_transition(t) for t in s.transitions],
+        "origin": span_to_json(s.origin),
+        "origins": [span_to_json(o) for o in s.origins],
+    }
+
+
+def _test(t: ir.Test) -> dict[str, Any]:
+    steps: list[dict[str, Any]] = []
+    for step in t.steps:
+        if isinstance(step, ir.Reply):
+            steps.append({"kind": "reply", "state": step.state, "value": step.value,
+                          "origin": span_to_json(step.origin)})
+        else:
+            steps.append({"kind": "verdict", "state": step.state, "condition": step.condition,
+                          "origin": span_to_json(step.origin)})
+    return {
+        "name": t.name,
+        "inputs": dict(t.inputs),
+        "steps": steps,
+        "expect_path": list(t.expect_path) if t.expect_path is not None else None,
+        "expect_final": t.expect_final,
+        "expect_result": t.expect_result,
+        "has_expect_result": t.has_expect_result,
+        "expect_failure": t.expect_failure,
+        "origin": span_to_json(t.origin),
+    }
+
+
+def ir_to_json(machine: ir.Machine) -> dict[str, Any]:
+    """The IR as plain JSON data, in the shape IR_JSON_SCHEMA describes."""
+    return {
+        "ir_version": IR_JSON_VERSION,
+        "name": machine.name,
+        "description": machine.description,
+        "inputs": [
+            {"name": i.name, "type": type_to_json(i.type), "default": i.default, "has_default": i.has_default,
+             "origin": span_to_json(i.origin)}
+            for i in machine.inputs
+        ],
+        "model": machine.model,
+        "verifier_model": machine.verifier_model,
+        "temperature": machine.temperature,
+        "limits": {"steps": machine.limits.steps, "cost_usd": machine.limits.cost_usd,
+                   "tokens": machine.limits.tokens, "seconds": machine.limits.seconds},
+        "types": [
+            {"name": t.name,
+             "fields": [{"name": f.name, "type": type_to_json(f.type), "doc": f.doc,
+                         "origin": span_to_json(f.origin)}
+                        for f in t.fields],
+             "origin": span_to_json(t.origin)}
+            for t in machine.types
+        ],
+        "tools": [
+            {"name": t.name, "import_path": t.import_path, "options": dict(t.options),
+             "origin": span_to_json(t.origin)}
+            for t in machine.tools
+        ],
+        "agents": [
+            {"name": a.name, "prompt": a.prompt, "model": a.model, "temperature": a.temperature,
+             "tools": list(a.tools), "memory": a.memory, "memory_count": a.memory_count,
+             "fallbacks": list(a.fallbacks), "origin": span_to_json(a.origin)}
+            for a in machine.agents
+        ],
+        "states": [_state(s) for s in machine.states],
+        "start": machine.start,
+        "tests": [_test(t) for t in machine.tests],
+        "origin": span_to_json(machine.origin),
+    }
+
+
+# ---- the schema ----------------------------------------------------------------------------------
+
+
+def _obj(properties: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": list(properties),
+            "additionalProperties": False}
+
+
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+_REF = {name: {"$ref": f"#/$defs/{name}"} for name in ("span", "type", "expr", "value")}
+_STR = {"type": "string"}
+_INT = {"type": "integer"}
+_NUM = {"type": "number"}
+_STRS = {"type": "array", "items": _STR}
+_ORIGIN = _nullable(_REF["span"])
+
+IR_JSON_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": "https://statewright.dev/schemas/ir.json",
+    "title": "statewright IR",
+    "description": "A checked machine: references bound, defaults filled, origins kept as source spans.",
+    **_obj({
+        "ir_version": {"const": IR_JSON_VERSION},
+        "name": _STR,
+        "description": _STR,
+        "inputs": {"type": "array", "items": _obj({
+            "name": _STR, "type": _REF["type"], "default": _REF["value"], "has_default": {"type": "boolean"},
+            "origin": _ORIGIN,
+        })},
+        "model": _STR,
+        "verifier_model": _STR,
+        "temperature": _nullable(_NUM),
+        "limits": _obj({"steps": {"type": "integer", "minimum": 1}, "cost_usd": _nullable(_NUM),
+                        "tokens": _nullable(_INT), "seconds": _nullable(_NUM)}),
+        "types": {"type": "array", "items": _obj({
+            "name": _STR,
+            "fields": {"type": "array", "items": _obj({"name": _STR, "type": _REF["type"], "doc": _STR,
+                                                       "origin": _ORIGIN})},
+            "origin": _ORIGIN,
+        })},
+        "tools": {"type": "array", "items": _obj({
+            "name": _STR, "import_path": _nullable(_STR), "options": {"type": "object"}, "origin": _ORIGIN,
+        })},
+        "agents": {"type": "array", "items": _obj({
+            "name": _STR, "prompt": _STR, "model": _STR, "temperature": _nullable(_NUM), "tools": _STRS,
+            "memory": {"enum": ["all", "none", "last"]}, "memory_count": _nullable(_INT), "fallbacks": _STRS,
+            "origin": _ORIGIN,
+        })},
+        "states": {"type": "array", "items": {"$ref": "#/$defs/state"}},
+        "start": _STR,
+        "tests": {"type": "array", "items": {"$ref": "#/$defs/test"}},
+        "origin": _ORIGIN,
+    }),
+    "$defs": {
+        "position": _obj({"line": {"type": "integer", "minimum": 1},
+                          "column": {"type": "integer", "minimum": 1},
+                          "offset": {"type": "integer", "minimum": 0}}),
+        "span": _obj({"file": _STR, "start": {"$ref": "#/$defs/position"},
+                      "end": {"$ref": "#/$defs/position"}}),
+        "value": {"description": "A literal value: string, number, boolean, null, array or object of "
+                                 "values."},
+        "type": {"oneOf": [
+            _obj({"kind": {"const": "prim"},
+                  "name": {"enum": ["str", "int", "float", "bool", "none", "any"]}}),
+            _obj({"kind": {"const": "list"}, "item": _REF["type"]}),
+            _obj({"kind": {"const": "optional"}, "inner": _REF["type"]}),
+            _obj({"kind": {"const": "enum"}, "values": _STRS}),
+            _obj({"kind": {"const": "named"}, "name": _STR}),
+        ]},
+        "expr": {"oneOf": [
+            _obj({"kind": {"const": "name"}, "name": _STR, "span": _ORIGIN}),
+            _obj({"kind": {"const": "literal"}, "value": {"type": ["string", "number", "boolean", "null"]},
+                  "span": _ORIGIN}),
+            _obj({"kind": {"const": "list"}, "items": {"type": "array", "items": _REF["expr"]},
+                  "span": _ORIGIN}),
+            _obj({"kind": {"const": "attribute"}, "value": _REF["expr"], "attr": _STR, "span": _ORIGIN}),
+            _obj({"kind": {"const": "index"}, "value": _REF["expr"], "index": _REF["expr"], "span": _ORIGIN}),
+            _obj({"kind": {"const": "call"}, "func": _STR, "args": {"type": "array", "items": _REF["expr"]},
+                  "span": _ORIGIN}),
+            _obj({"kind": {"const": "unary"}, "op": {"enum": ["not", "-"]}, "operand": _REF["expr"],
+                  "span": _ORIGIN}),
+            _obj({"kind": {"const": "binary"},
+                  "op": {"enum": ["and", "or", "==", "!=", "<", "<=", ">", ">=", "in", "not in",
+                                  "+", "-", "*", "/", "%"]},
+                  "left": _REF["expr"], "right": _REF["expr"], "span": _ORIGIN}),
+        ]},
+        "transition": _obj({
+            "kind": {"enum": ["guard", "condition", "always", "otherwise", "stay"]},
+            "target": _STR, "guard": _nullable(_REF["expr"]), "condition": _nullable(_STR),
+            "max": _nullable({"type": "integer", "minimum": 1}), "origin": _ORIGIN,
+        }),
+        "call": _obj({
+            "tool": _STR,
+            "args": {"type": "array",
+                     "items": _obj({"name": _STR, "value": _REF["expr"], "origin": _ORIGIN})},
+            "origin": _ORIGIN,
+        }),
+        "state": _obj({
+            "name": _STR, "kind": {"enum": ["agent", "action", "final"]}, "agent": _nullable(_STR),
+            "instruction": _nullable(_STR), "output": _nullable(_REF["type"]), "tell": _STRS,
+            "visits": _nullable({"type": "integer", "minimum": 1}),
+            "retries": {"type": "integer", "minimum": 0},
+            "call": _nullable({"$ref": "#/$defs/call"}), "result": _nullable(_STR),
+            "transitions": {"type": "array", "items": {"$ref": "#/$defs/transition"}},
+            "origin": _ORIGIN, "origins": {"type": "array", "items": _REF["span"]},
+        }),
+        "test": _obj({
+            "name": _STR,
+            "inputs": {"type": "object"},
+            "steps": {"type": "array", "items": {"oneOf": [
+                _obj({"kind": {"const": "reply"}, "state": _STR, "value": _REF["value"], "origin": _ORIGIN}),
+                _obj({"kind": {"const": "verdict"}, "state": _STR, "condition": _nullable(_STR),
+                      "origin": _ORIGIN}),
+            ]}},
+            "expect_path": _nullable(_STRS), "expect_final": _nullable(_STR), "expect_result": _REF["value"],
+            "has_expect_result": {"type": "boolean"}, "expect_failure": _nullable(_STR), "origin": _ORIGIN,
+        }),
+    },
+}

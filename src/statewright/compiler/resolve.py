@@ -1,0 +1,493 @@
+"""Name resolution: symbol tables for the machine's declarations, and every reference checked against them.
+
+Each declaration kind gets one table; the first declaration of a name wins and later ones are reported
+(SW2001), so a duplicate never hides the checks of what follows. Blocks whose settings may appear once
+(machine, agent, state, test) are read into views that keep the first occurrence and report the rest
+(SW2010). Unknown references are reported here once; later stages treat them as `any` and stay quiet.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from ..diagnostics import Diagnostics, Span, did_you_mean
+from ..grammar import ast
+from ..runtime.tool_signatures import STD_TOOLS
+from . import ir
+
+BUILTIN_TYPES = {"str": ir.STR, "int": ir.INT, "float": ir.FLOAT, "bool": ir.BOOL}
+GUARD_OUTPUT = "output"  # the name of the current state's output in guards
+IMPORT_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+
+
+def list_items(value: ast.Value) -> tuple[ast.Value, ...]:
+    """The items of a list value (kind "list")."""
+    return cast("tuple[ast.Value, ...]", value.value) if value.kind == "list" else ()
+
+
+def object_entries(value: ast.Value) -> tuple[ast.ObjectEntry, ...]:
+    """The entries of an object value (kind "object"), in source order."""
+    return cast("tuple[ast.ObjectEntry, ...]", value.value) if value.kind == "object" else ()
+
+
+def closest(name: str, candidates: Iterable[str]) -> str | None:
+    """The likeliest intended name for a misspelling, or None.
+
+    A misspelled reference counts as a use of the name it most likely meant, so one typo does not also
+    produce an 'unused' warning for the declaration it was meant to reach.
+    """
+    close = difflib.get_close_matches(name, sorted(set(candidates)), n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
+# ---- views: one block's settings, first occurrence kept ------------------------------------------
+
+
+@dataclass
+class MachineView:
+    description: ast.Description | None = None
+    model: ast.ModelSetting | None = None
+    verifier_model: ast.VerifierModelSetting | None = None
+    temperature: ast.TemperatureSetting | None = None
+    limits: ast.Limits | None = None
+
+
+@dataclass
+class AgentView:
+    decl: ast.AgentDecl
+    prompt: ast.PromptSetting | None = None
+    model: ast.ModelSetting | None = None
+    temperature: ast.TemperatureSetting | None = None
+    tools: ast.ToolsSetting | None = None
+    memory: ast.MemorySetting | None = None
+    fallbacks: ast.FallbacksSetting | None = None
+
+
+@dataclass
+class StateView:
+    decl: ast.StateDecl
+    agent: ast.AgentRef | None = None
+    instruction: ast.Instruction | None = None
+    output: ast.OutputDecl | None = None
+    tell: ast.Tell | None = None
+    visits: ast.Visits | None = None
+    retries: ast.Retries | None = None
+    call: ast.ToolCall | None = None
+    result: ast.Result | None = None
+
+    @property
+    def name(self) -> str:
+        return self.decl.name.value
+
+    @property
+    def kind(self) -> str:
+        """"final", "agent", "action", or "none" for a state that does no work (already reported)."""
+        if self.decl.final:
+            return "final"
+        if self.agent is not None:
+            return "agent"
+        if self.call is not None:
+            return "action"
+        return "none"
+
+    @property
+    def transitions(self) -> tuple[ast.Transition, ...]:
+        return self.decl.transitions
+
+    @property
+    def conditions(self) -> list[str]:
+        return [t.condition.value for t in self.transitions if t.kind == "condition" and t.condition]
+
+
+@dataclass
+class TestView:
+    decl: ast.TestDecl
+    input: ast.TestInput | None = None
+    expect_path: ast.ExpectPath | None = None
+    expect_final: ast.ExpectFinal | None = None
+    expect_result: ast.ExpectResult | None = None
+    expect_failure: ast.ExpectFailure | None = None
+
+    @property
+    def has_expectation(self) -> bool:
+        return any(x is not None for x in (self.expect_path, self.expect_final, self.expect_result,
+                                           self.expect_failure))
+
+
+@dataclass
+class Symbols:
+    """Every declared name, by kind, plus what the checks learn about which declarations are used."""
+
+    machine: MachineView
+    inputs: dict[str, ast.InputDecl] = field(default_factory=dict)
+    types: dict[str, ast.TypeDecl] = field(default_factory=dict)
+    tools: dict[str, ast.ToolDecl] = field(default_factory=dict)  # declared with `tool`
+    agents: dict[str, AgentView] = field(default_factory=dict)
+    states: dict[str, StateView] = field(default_factory=dict)
+    tests: list[TestView] = field(default_factory=list)
+    # std tools referenced without a declaration, in order of first reference (lowered as implicit tools)
+    implicit_tools: list[str] = field(default_factory=list)
+    used_types: set[str] = field(default_factory=set)
+    used_tools: set[str] = field(default_factory=set)
+    used_agents: set[str] = field(default_factory=set)
+    used_inputs: set[str] = field(default_factory=set)
+
+    def known_tool(self, name: str) -> bool:
+        return name in self.tools or name in STD_TOOLS
+
+    def resolve_type(self, ref: ast.TypeRef) -> ir.Type:
+        """The IR type a reference denotes; unknown names (reported during resolution) become `any`."""
+        if isinstance(ref, ast.NamedType):
+            name = ref.name.value
+            if name in BUILTIN_TYPES:
+                return BUILTIN_TYPES[name]
+            return ir.Named(name) if name in self.types else ir.ANY
+        if isinstance(ref, ast.ListType):
+            return ir.ListOf(self.resolve_type(ref.item))
+        if isinstance(ref, ast.OptionalType):
+            inner = self.resolve_type(ref.inner)
+            return inner if isinstance(inner, ir.Optional_) else ir.Optional_(inner)
+        return ir.Enum(tuple(dict.fromkeys(v.value for v in ref.values)))
+
+    def fields_of(self, type_name: str) -> dict[str, ir.Type]:
+        decl = self.types.get(type_name)
+        if decl is None:
+            return {}
+        out: dict[str, ir.Type] = {}
+        for f in decl.fields:
+            out.setdefault(f.name.value, self.resolve_type(f.type))
+        return out
+
+
+# ---- resolution ----------------------------------------------------------------------------------
+
+
+class _Resolver:
+    def __init__(self, machine: ast.Machine, diags: Diagnostics) -> None:
+        self.machine = machine
+        self.diags = diags
+        self.symbols = Symbols(MachineView())
+
+    # -- helpers
+
+    def _duplicate(self, kind: str, name: ast.Name, first: Span | None) -> None:
+        where = f" (line {first.start_pos.line})" if first is not None else ""
+        self.diags.report("SW2001", f"{kind} '{name.value}' is declared twice", name.span,
+                          label=f"a second {kind} with this name",
+                          help=f"rename one of them; the first declaration{where} is the one used")
+
+    def _twice(self, setting: str, where: str, item: object) -> None:
+        span = getattr(item, "span", None)
+        self.diags.report("SW2010", f"'{setting}' is given twice in {where}", span,
+                          label="second occurrence", help=f"keep one '{setting}'; the first one is used")
+
+    def _keep_first(self, view: object, attr: str, item: object, setting: str, where: str) -> None:
+        if getattr(view, attr) is None:
+            setattr(view, attr, item)
+        else:
+            self._twice(setting, where, item)
+
+    # -- declarations
+
+    def declare(self) -> None:
+        s = self.symbols
+        mv = s.machine
+        where = f"machine '{self.machine.name.value}'"
+        for item in self.machine.items:
+            if isinstance(item, ast.Description):
+                self._keep_first(mv, "description", item, "description", where)
+            elif isinstance(item, ast.ModelSetting):
+                self._keep_first(mv, "model", item, "model", where)
+            elif isinstance(item, ast.VerifierModelSetting):
+                self._keep_first(mv, "verifier_model", item, "verifier model", where)
+            elif isinstance(item, ast.TemperatureSetting):
+                self._keep_first(mv, "temperature", item, "temperature", where)
+            elif isinstance(item, ast.Limits):
+                self._keep_first(mv, "limits", item, "limits", where)
+            elif isinstance(item, ast.InputDecl):
+                self._declare(s.inputs, "input", item.name, item)
+            elif isinstance(item, ast.TypeDecl):
+                self._declare(s.types, "type", item.name, item)
+                self._check_fields(item)
+            elif isinstance(item, ast.ToolDecl):
+                name = item.name.dotted
+                if name in s.tools:
+                    self._duplicate_tool(item, s.tools[name])
+                else:
+                    s.tools[name] = item
+            elif isinstance(item, ast.AgentDecl):
+                if self._declare(s.agents, "agent", item.name, None):
+                    s.agents[item.name.value] = self._agent_view(item)
+            elif isinstance(item, ast.StateDecl):
+                if self._declare(s.states, "state", item.name, None):
+                    s.states[item.name.value] = self._state_view(item)
+            elif isinstance(item, ast.TestDecl):
+                self._declare_test(item)
+        self._check_reserved_and_collisions()
+
+    def _declare(self, table: dict[str, Any], kind: str, name: ast.Name, value: object) -> bool:
+        existing = table.get(name.value)
+        if existing is not None:
+            first = getattr(existing, "decl", existing)
+            self._duplicate(kind, name, getattr(getattr(first, "name", None), "span", None))
+            return False
+        if value is not None:
+            table[name.value] = value
+        return True
+
+    def _duplicate_tool(self, item: ast.ToolDecl, first: ast.ToolDecl) -> None:
+        self.diags.report("SW2001", f"tool '{item.name.dotted}' is declared twice", item.name.span,
+                          label="a second tool with this name",
+                          help="merge the two declarations; the first (line "
+                               f"{first.name.span.start_pos.line}) "
+                               "is the one used")
+
+    def _check_fields(self, decl: ast.TypeDecl) -> None:
+        seen: dict[str, ast.FieldDecl] = {}
+        for f in decl.fields:
+            if f.name.value in seen:
+                self.diags.report("SW2001", f"field '{f.name.value}' is declared twice in type "
+                                  f"'{decl.name.value}'", f.name.span, label="a second field with this name",
+                                  help="rename or remove one of the fields")
+            else:
+                seen[f.name.value] = f
+
+    def _agent_view(self, decl: ast.AgentDecl) -> AgentView:
+        view = AgentView(decl)
+        where = f"agent '{decl.name.value}'"
+        for item in decl.items:
+            if isinstance(item, ast.PromptSetting):
+                self._keep_first(view, "prompt", item, "prompt", where)
+            elif isinstance(item, ast.ModelSetting):
+                self._keep_first(view, "model", item, "model", where)
+            elif isinstance(item, ast.TemperatureSetting):
+                self._keep_first(view, "temperature", item, "temperature", where)
+            elif isinstance(item, ast.ToolsSetting):
+                self._keep_first(view, "tools", item, "tools", where)
+            elif isinstance(item, ast.MemorySetting):
+                self._keep_first(view, "memory", item, "memory", where)
+            elif isinstance(item, ast.FallbacksSetting):
+                self._keep_first(view, "fallbacks", item, "fallbacks", where)
+        return view
+
+    def _state_view(self, decl: ast.StateDecl) -> StateView:
+        view = StateView(decl)
+        where = f"state '{decl.name.value}'"
+        slots = {
+            ast.AgentRef: ("agent", "agent"), ast.Instruction: ("instruction", "do"),
+            ast.OutputDecl: ("output", "output"), ast.Tell: ("tell", "tell"),
+            ast.Visits: ("visits", "visits"), ast.Retries: ("retries", "retries"),
+            ast.ToolCall: ("call", "call"), ast.Result: ("result", "result"),
+        }
+        for item in decl.items:
+            slot = slots.get(type(item))
+            if slot is not None:
+                self._keep_first(view, slot[0], item, slot[1], where)
+        return view
+
+    def _declare_test(self, decl: ast.TestDecl) -> None:
+        for other in self.symbols.tests:
+            if other.decl.name.value == decl.name.value:
+                self.diags.report("SW2001", f"test \"{decl.name.value}\" is declared twice", decl.name.span,
+                                  label="a second test with this name",
+                                  help=f"give each test its own name (the first is at line "
+                                       f"{other.decl.name.span.start_pos.line})")
+                break
+        view = TestView(decl)
+        where = f'test "{decl.name.value}"'
+        slots = {
+            ast.TestInput: ("input", "input"), ast.ExpectPath: ("expect_path", "expect path"),
+            ast.ExpectFinal: ("expect_final", "expect final"),
+            ast.ExpectResult: ("expect_result", "expect result"),
+            ast.ExpectFailure: ("expect_failure", "expect failure"),
+        }
+        for item in decl.items:
+            slot = slots.get(type(item))
+            if slot is not None:
+                self._keep_first(view, slot[0], item, slot[1], where)
+        self.symbols.tests.append(view)
+
+    def _check_reserved_and_collisions(self) -> None:
+        s = self.symbols
+        # Guards and templates see inputs and states in one namespace, next to the reserved `output`.
+        for name, decl in s.inputs.items():
+            if name in s.states:
+                state = s.states[name].decl
+                self.diags.report("SW2001", f"input '{name}' has the same name as a state", decl.name.span,
+                                  label="also a state name",
+                                  help=f"guards and templates could not tell '{name}' the input from "
+                                       f"'{name}' the state (line {state.name.span.start_pos.line}); "
+                                       "rename one")
+        for table, kind in ((s.inputs, "input"), (s.states, "state")):
+            if GUARD_OUTPUT in table:
+                item = table[GUARD_OUTPUT]
+                name_node = item.decl.name if isinstance(item, StateView) else item.name
+                self.diags.report("SW2001", f"{kind} name 'output' is reserved", name_node.span,
+                                  label="reserved name",
+                                  help="'output' names the current state's output in guards; "
+                                       "choose another name")
+
+    # -- references
+
+    def check_references(self) -> None:
+        s = self.symbols
+        for item in self.machine.items:
+            if isinstance(item, ast.InputDecl):
+                self._type_ref(item.type)
+            elif isinstance(item, ast.TypeDecl):
+                for f in item.fields:
+                    self._type_ref(f.type, owner=item.name.value)
+            elif isinstance(item, ast.ToolDecl):
+                self._tool_decl(item)
+        for agent in s.agents.values():
+            if agent.tools is not None:
+                seen: set[str] = set()
+                for tool in agent.tools.tools:
+                    if tool.dotted in seen:
+                        self.diags.report("SW2001", f"tool '{tool.dotted}' is listed twice", tool.span,
+                                          label="listed again", help="list each tool once")
+                        continue
+                    seen.add(tool.dotted)
+                    self._tool_ref(tool)
+        for view in s.states.values():
+            self._state_refs(view)
+        for test in s.tests:
+            self._test_refs(test)
+
+    def _type_ref(self, ref: ast.TypeRef, owner: str | None = None) -> None:
+        stack: list[ast.TypeRef] = [ref]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, ast.ListType):
+                stack.append(node.item)
+            elif isinstance(node, ast.OptionalType):
+                stack.append(node.inner)
+            elif isinstance(node, ast.NamedType):
+                name = node.name.value
+                if name in BUILTIN_TYPES:
+                    continue
+                if name in self.symbols.types:
+                    if name != owner:
+                        self.symbols.used_types.add(name)
+                    continue
+                candidates = list(BUILTIN_TYPES) + list(self.symbols.types)
+                hint = did_you_mean(name, candidates)
+                self.symbols.used_types.add(closest(name, self.symbols.types) or "")
+                if name == "list":
+                    hint = "write the item type in brackets: list[str]"
+                elif name in ("string", "integer", "number", "boolean", "dict", "object", "any", "none"):
+                    hint = hint or ("the built-in types are str, int, float, bool, list[T] and T?; "
+                                    "declare a 'type' for structured values")
+                self.diags.report("SW2004", f"unknown type '{name}'", node.name.span,
+                                  label="no type with this name",
+                                  help=hint or "the built-in types are str, int, float, bool, list[T] "
+                                               "and T?; declare other types with 'type NAME { ... }'")
+
+    def _tool_decl(self, decl: ast.ToolDecl) -> None:
+        name = decl.name.dotted
+        if decl.name.parts[0] == "std":
+            if name not in STD_TOOLS:
+                self.diags.report("SW2005", f"unknown standard tool '{name}'", decl.name.span,
+                                  label="not a standard tool",
+                                  help=did_you_mean(name, STD_TOOLS) or "the standard tools are "
+                                       + ", ".join(sorted(STD_TOOLS)))
+            elif decl.import_path is not None:
+                self.diags.report("SW2013", f"standard tool '{name}' cannot take an import path",
+                                  decl.import_path.span, label="not allowed for std.* tools",
+                                  help=f"write 'tool {name}' (std.* names are reserved for the standard "
+                                       "tools); give a user tool a name of its own")
+            return
+        if decl.import_path is None:
+            self.diags.report("SW2013", f"tool '{name}' has no import path", decl.name.span,
+                              label="where is this tool's code?",
+                              help=f'name the Python function: tool {name} = "package.module:function"')
+        elif not IMPORT_PATH.match(decl.import_path.value):
+            self.diags.report("SW2013", f"'{decl.import_path.value}' is not an import path",
+                              decl.import_path.span, label="expected \"package.module:function\"",
+                              help='write the module and the function separated by a colon, e.g. '
+                                   '"mypkg.tools:lookup"')
+
+    def _tool_ref(self, tool: ast.ToolName) -> None:
+        """A tool used by an agent or a `call`: declared, or a standard tool enabled by default."""
+        name = tool.dotted
+        s = self.symbols
+        s.used_tools.add(name)
+        if name in s.tools:
+            return
+        if name in STD_TOOLS:
+            if not STD_TOOLS[name]["enabled_by_default"]:
+                self.diags.report("SW2012", f"'{name}' is not enabled", tool.span,
+                                  label="declare it to enable it",
+                                  help=f"add 'tool {name}' to the machine"
+                                       + (" with an 'allow' list of hosts" if name == "std.http_get" else ""))
+            elif name not in s.implicit_tools:
+                s.implicit_tools.append(name)
+            return
+        candidates = list(s.tools) + list(STD_TOOLS)
+        hint = did_you_mean(name, candidates)
+        s.used_tools.add(closest(name, s.tools) or "")
+        if not hint and tool.parts[0] != "std":
+            hint = f'declare it first: tool {name} = "package.module:function"'
+        self.diags.report("SW2005", f"unknown tool '{name}'", tool.span, label="no tool with this name",
+                          help=hint)
+
+    def _state_ref(self, name: ast.Name, code: str = "SW2002", context: str = "") -> bool:
+        if name.value in self.symbols.states:
+            return True
+        self.diags.report(code, f"unknown state '{name.value}'{context}", name.span,
+                          label="no state with this name",
+                          help=did_you_mean(name.value, self.symbols.states))
+        return False
+
+    def _agent_ref(self, name: ast.Name) -> None:
+        s = self.symbols
+        if name.value in s.agents:
+            s.used_agents.add(name.value)
+            return
+        s.used_agents.add(closest(name.value, s.agents) or "")
+        self.diags.report("SW2003", f"unknown agent '{name.value}'", name.span,
+                          label="no agent with this name",
+                          help=did_you_mean(name.value, s.agents)
+                          or ("declare it with 'agent NAME { prompt \"...\" }'" if not s.agents else ""))
+
+    def _state_refs(self, view: StateView) -> None:
+        if view.agent is not None:
+            self._agent_ref(view.agent.name)
+        if view.output is not None:
+            self._type_ref(view.output.type)
+        if view.call is not None:
+            self._tool_ref(view.call.tool)
+        if view.tell is not None:
+            seen: set[str] = set()
+            for name in view.tell.agents:
+                if name.value in seen:
+                    self.diags.report("SW2001", f"agent '{name.value}' is listed twice", name.span,
+                                      label="listed again", help="list each listener once")
+                    continue
+                seen.add(name.value)
+                self._agent_ref(name)
+        for t in view.transitions:
+            if t.target is not None:
+                self._state_ref(t.target)
+
+    def _test_refs(self, test: TestView) -> None:
+        for item in test.decl.items:
+            if isinstance(item, (ast.Reply, ast.Verdict)):
+                self._state_ref(item.state, "SW6001", " in a test")
+            elif isinstance(item, ast.ExpectPath):
+                for name in item.states:
+                    self._state_ref(name, "SW6001", " in a test")
+            elif isinstance(item, ast.ExpectFinal):
+                self._state_ref(item.state, "SW6001", " in a test")
+
+
+def resolve_names(machine: ast.Machine, diagnostics: Diagnostics) -> Symbols:
+    """Build the symbol tables and check every reference to a state, agent, type or tool."""
+    resolver = _Resolver(machine, diagnostics)
+    resolver.declare()
+    resolver.check_references()
+    return resolver.symbols

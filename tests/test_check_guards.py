@@ -1,0 +1,140 @@
+"""Guard type checking: which guards are accepted, and which code each mistake gets."""
+
+from __future__ import annotations
+
+import pytest
+
+from statewright.api import check_text
+
+MACHINE = """machine guards {{
+    input limit: int = 3
+    input ratio: float = 0.5
+    input tags: list[str] = []
+    input note: str? 
+    type Critique {{
+        score: int
+        ratio: float
+        fixes: list[str]
+        level: "low" | "high"
+        comment: str?
+        ok: bool
+    }}
+    tool lookup = "mypkg.tools:lookup"
+    agent critic {{ prompt "You review for {{{{ limit }}}} {{{{ ratio }}}} {{{{ tags }}}} {{{{ note }}}}." }}
+    agent writer {{ prompt "You write." }}
+    start state draft {{
+        agent writer
+        do "Write."
+        -> review
+    }}
+    state review {{
+        agent critic
+        do "Score {{{{ draft.output }}}}."
+        output Critique
+        when {guard} -> done
+        otherwise -> run
+    }}
+    state run {{
+        call std.python(code = "print(1)")
+        -> ask
+    }}
+    state ask {{
+        call lookup(query = draft.output)
+        when {action_guard} -> done
+        otherwise -> done
+    }}
+    final state done
+}}
+"""
+
+
+def codes_for(guard: str, action_guard: str = "true") -> list[str]:
+    compilation = check_text(MACHINE.format(guard=guard, action_guard=action_guard), "guards.fsm")
+    return [d.code for d in compilation.diagnostics]
+
+
+@pytest.mark.parametrize("guard", [
+    "output.score >= 85",
+    "output.score > output.ratio",  # ints and floats compare
+    "output.ratio == 1",
+    "output.comment == none",  # none compares with optionals
+    "output.comment != none and \"x\" in output.comment",
+    'output.level == "high"',
+    'output.level in ["low", "high"]',
+    '"fix" in output.fixes',
+    "output.ok",
+    "not output.ok or output.score < limit",
+    "len(output.fixes) > 0 and len(draft.output) < 100",
+    "visits(review) <= 2",
+    "output.fixes[0] == \"a\"",
+    "output.score + 1 > limit * 2 - ratio",
+    'draft.output + "!" == "x!"',
+    "-output.score < 0",
+    "tags == []",
+    "note == none",
+    "output.fixes == tags",
+])
+def test_well_typed_guards_are_accepted(guard: str) -> None:
+    assert codes_for(guard) == []
+
+
+@pytest.mark.parametrize("guard, code", [
+    ('output.score == "85"', "SW4001"),
+    ('output.level == "medium"', "SW4001"),
+    ('output.level in ["low", "hihg"]', "SW4001"),
+    ("output.score in output.fixes", "SW4001"),
+    ("output.score in 3", "SW4001"),
+    ('output.fixes < "a"', "SW4001"),
+    ("output.ok == none", "SW4001"),
+    ("-output.fixes == 1", "SW4001"),
+    ('output.score + "a" > 1', "SW4001"),
+    ("draft.output.title == \"x\"", "SW4002"),
+    ("output.score", "SW4004"),
+    ("output.ok and output.fixes", "SW4004"),
+    ("not output.level", "SW4004"),
+    ("len(output.score) > 1", "SW4005"),
+    ("len() > 1", "SW4005"),
+    ("visits(limit) > 1", "SW4005"),
+    ("visits(review, draft) > 1", "SW4005"),
+    ("output.fixes[\"a\"] == \"x\"", "SW4008"),
+    ("output.score[0] == 1", "SW4008"),
+    ("output.score.value == 1", "SW4012"),
+    ("review == none", "SW4013"),
+    ("output.scor > 1", "SW2006"),
+    ("draft.outptu == \"x\"", "SW2006"),
+    ("score > 1", "SW2007"),
+    ("True", "SW2007"),
+    ("size(output.fixes) > 1", "SW2009"),
+    ("visits(reviw) > 1", "SW2002"),
+])
+def test_each_guard_mistake_gets_its_code(guard: str, code: str) -> None:
+    assert codes_for(guard) == [code]
+
+
+def test_a_standard_tool_result_has_the_fields_the_tool_returns() -> None:
+    source = MACHINE.format(guard="true", action_guard="true").replace(
+        "        -> ask\n", "        when output.exit_code == 0 and not output.timed_out -> ask\n"
+                           "        when output.exitcode == 0 -> ask\n        otherwise -> ask\n")
+    diags = check_text(source, "guards.fsm").diagnostics
+    assert [(d.code, d.span.text if d.span else None) for d in diags] == [("SW2006", "exitcode")]
+    assert "did you mean 'exit_code'?" in diags[0].help
+
+
+def test_a_user_tool_result_is_unchecked() -> None:
+    assert codes_for("true", action_guard="output.anything.at.all == 3") == []
+
+
+def test_output_is_not_in_scope_in_tool_call_arguments() -> None:
+    source = MACHINE.format(guard="true", action_guard="true").replace("query = draft.output",
+                                                                       "query = output")
+    assert [d.code for d in check_text(source, "guards.fsm").diagnostics] == ["SW2007"]
+
+
+def test_an_unknown_name_causes_no_follow_on_errors_in_the_expression_around_it() -> None:
+    # one report per use of the name; the field reads, the index, len() and '+' around it stay quiet
+    assert codes_for("mystery.field[0] + len(mystery.items) > 2") == ["SW2007", "SW2007"]
+
+
+def test_a_misspelled_input_suggests_the_input() -> None:
+    diags = check_text(MACHINE.format(guard="limt > 1", action_guard="true"), "guards.fsm").diagnostics
+    assert [d.help for d in diags] == ["did you mean 'limit'?"]
