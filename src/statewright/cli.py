@@ -40,6 +40,15 @@ def _print_diagnostics(diags: Sequence[object], *, stream: object = None) -> Non
         write(render_text(d) + "\n")  # type: ignore[arg-type]
 
 
+def _check_pass_names(args: argparse.Namespace) -> None:
+    from .compiler.passes import PASSES
+
+    known = [p.name for p in PASSES]
+    for name in getattr(args, "no_pass", ()):
+        if name not in known:
+            raise UsageError(f"unknown pass {name!r}; the passes are: {', '.join(known)}")
+
+
 def _compile_or_report(path: str) -> object:
     """Check a file; print its diagnostics to stderr; return the Compilation (ir None on errors)."""
     from . import api
@@ -94,6 +103,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 def cmd_dump(args: argparse.Namespace) -> int:
     from . import api
 
+    _check_pass_names(args)
     comp = _compile_or_report(args.path)
     if args.stage == "ast":
         if comp.ast is None:  # type: ignore[attr-defined]
@@ -162,6 +172,7 @@ def cmd_graph(args: argparse.Namespace) -> int:
 def cmd_compile(args: argparse.Namespace) -> int:
     from . import api
 
+    _check_pass_names(args)
     comp = _compile_or_report(args.path)
     if not comp.ok:  # type: ignore[attr-defined]
         return EXIT_INPUT

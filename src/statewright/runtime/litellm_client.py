@@ -1,0 +1,503 @@
+"""The default model client: every model call goes through litellm, with retries, fallbacks and timeouts."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import email.utils
+import json
+import os
+import random
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from .client import ModelError, ModelRequest, ModelResponse, ToolCallRequest
+from .scripted import ScriptExhausted
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How hard one model is tried before the next fallback: exponential backoff with jitter.
+
+    `max_retries` counts retries after the first attempt; `timeout` (seconds) bounds each attempt.
+    A server's Retry-After is honoured up to `max_delay`.
+    """
+
+    max_retries: int = 3
+    initial_delay: float = 0.5
+    max_delay: float = 8.0
+    multiplier: float = 2.0
+    jitter: float = 0.25  # +/- this fraction of the delay, so clients that failed together spread out
+    timeout: float = 60.0
+
+    def delay(self, retry: int, rng: random.Random) -> float:
+        """Seconds to wait before retry number `retry` (1-based)."""
+        base = min(self.max_delay, self.initial_delay * self.multiplier ** (retry - 1))
+        if self.jitter:
+            base *= 1.0 + rng.uniform(-self.jitter, self.jitter)
+        return max(0.0, min(self.max_delay, base))
+
+
+# Model prefixes litellm has no capability data for but whose servers speak the full OpenAI protocol:
+# OpenAI-compatible local servers (llama.cpp, vLLM, ...) and our own scripted provider.
+_LLM_OPENAI_LIKE_PREFIXES = ("openai/", "scripted/")
+_TOOL_PROTOCOL_KEY_CALLS = "tool_calls"
+_TOOL_PROTOCOL_KEY_FINAL = "final"
+_LLM_ERROR_TEXT_LIMIT = 600
+
+
+@dataclass
+class LiteLLMClient:
+    """Calls models through litellm; `litellm` is imported on the first call, never before.
+
+    `api_base`/`api_key` override what litellm reads from the environment (OPENAI_API_BASE,
+    OPENAI_API_KEY, ANTHROPIC_API_KEY, ...) for every model this client calls.
+    `structured_mode` ("auto" | "json_schema" | "json_object") and `tool_mode` ("auto" | "native" |
+    "prompt") force a mode instead of asking litellm what the model supports.
+    """
+
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    api_base: str | None = None
+    api_key: str | None = None
+    structured_mode: str = "auto"
+    tool_mode: str = "auto"
+    seed: int | None = None  # seeds the backoff jitter, for reproducible waits
+
+    def __post_init__(self) -> None:
+        if self.structured_mode not in ("auto", "json_schema", "json_object"):
+            raise ValueError("structured_mode must be auto, json_schema or json_object, "
+                             f"not {self.structured_mode!r}")
+        if self.tool_mode not in ("auto", "native", "prompt"):
+            raise ValueError(f"tool_mode must be auto, native or prompt, not {self.tool_mode!r}")
+        self._rng = random.Random(self.seed)
+
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        litellm = _llm_litellm_module()
+        calls = _ModelCallPlan(self, litellm, request)
+        for model in calls.models():
+            for attempt in calls.attempts(model):
+                try:
+                    raw = litellm.completion(**calls.kwargs(model))
+                except Exception as error:  # noqa: BLE001 - litellm maps provider errors to many types
+                    wait = calls.failed(model, attempt, error)
+                    if wait is None:
+                        break
+                    time.sleep(wait)
+                    continue
+                return calls.response(model, raw)
+        raise calls.final_error()
+
+    async def acomplete(self, request: ModelRequest) -> ModelResponse:
+        litellm = _llm_litellm_module()
+        calls = _ModelCallPlan(self, litellm, request)
+        for model in calls.models():
+            for attempt in calls.attempts(model):
+                try:
+                    raw = await litellm.acompletion(**calls.kwargs(model))
+                except Exception as error:  # noqa: BLE001 - litellm maps provider errors to many types
+                    wait = calls.failed(model, attempt, error)
+                    if wait is None:
+                        break
+                    await asyncio.sleep(wait)
+                    continue
+                return calls.response(model, raw)
+        raise calls.final_error()
+
+
+def _llm_litellm_module() -> Any:
+    # The bundled cost map: no network fetch at import time, and prices stay reproducible.
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    # litellm prints banners to stdout on errors; a runner's stdout carries its result.
+    litellm.suppress_debug_info = True
+    return litellm
+
+
+class _ModelCallPlan:
+    """One request's way through its model and fallbacks: builds each call, judges each failure."""
+
+    def __init__(self, client: LiteLLMClient, litellm: Any, request: ModelRequest) -> None:
+        self.client = client
+        self.litellm = litellm
+        self.request = request
+        self.events: list[dict[str, Any]] = []
+        self.total_attempts = 0
+        self.last_error = "no attempt was made"
+        self.last_error_text = ""
+        self.started = time.perf_counter()
+        self.secrets = _llm_known_secrets(client.api_key)
+        self.prompt_protocol = False
+
+    def models(self) -> Iterator[str]:
+        """The request's model, then each fallback in order (recording that it took over)."""
+        models = [self.request.model]
+        models.extend(m for m in self.request.fallbacks if m not in models)
+        for index, model in enumerate(models):
+            if index:
+                self.events.append({"type": "fallback", "model": model, "after": models[index - 1],
+                                    "error": self.last_error_text})
+            yield model
+
+    def attempts(self, model: str) -> range:
+        """Attempt numbers for one model: the first try and its retries."""
+        return range(1, self.client.retry.max_retries + 2)
+
+    def kwargs(self, model: str) -> dict[str, Any]:
+        self.total_attempts += 1
+        request = self.request
+        messages = [dict(m) for m in request.messages]
+        kwargs: dict[str, Any] = {
+            "model": model,
+            "timeout": self._timeout(),
+            "num_retries": 0,  # retries are ours: counted, backed off and recorded in the trace
+            "drop_params": True,  # e.g. a temperature a model does not take is dropped, not fatal
+            "metadata": copy.deepcopy(request.metadata),
+        }
+        if request.temperature is not None:
+            kwargs["temperature"] = request.temperature
+        if self.client.api_base:
+            kwargs["api_base"] = self.client.api_base
+        if self.client.api_key:
+            kwargs["api_key"] = self.client.api_key
+        self.prompt_protocol = bool(request.tools) and not self._native_tools(model)
+        if request.tools:
+            mode = "prompt" if self.prompt_protocol else "native"
+            self._note_mode({"type": "tool_mode", "mode": mode, "model": model})
+            if self.prompt_protocol:
+                messages = _tool_protocol_messages(messages, request.tools, request.response_schema)
+                kwargs["response_format"] = {"type": "json_object",
+                                             "schema": _tool_protocol_schema(request.response_schema)}
+            else:
+                kwargs["tools"] = request.tools
+        if request.response_schema is not None and not self.prompt_protocol:
+            mode = self._structured_mode(model)
+            self._note_mode({"type": "structured_output", "mode": mode, "model": model})
+            if mode == "json_schema":
+                kwargs["response_format"] = {"type": "json_schema", "json_schema": {
+                    "name": _llm_schema_name(request.schema_name), "schema": request.response_schema,
+                    "strict": False}}
+            else:
+                # llama.cpp's server enforces a schema given this way; others at least get JSON mode,
+                # and the schema in the system message tells the model what the JSON must look like.
+                kwargs["response_format"] = {"type": "json_object", "schema": request.response_schema}
+                messages = _llm_with_system_text(messages, _llm_schema_instruction(request.response_schema))
+        kwargs["messages"] = messages
+        return kwargs
+
+    def failed(self, model: str, attempt: int, error: Exception) -> float | None:
+        """Records a failed attempt; returns the wait before retrying, or None to move on."""
+        exhausted = _llm_script_exhausted_cause(error)
+        if exhausted is not None:
+            raise exhausted  # a test script ran out: no retry or fallback can produce a reply
+        self.last_error_text = self._error_text(error)
+        self.last_error = f"{model}: {self.last_error_text}"
+        retryable = _llm_is_retryable(error, self.litellm)
+        if not retryable or attempt > self.client.retry.max_retries:
+            if not retryable:
+                self.events.append({"type": "error", "model": model, "attempt": attempt,
+                                    "error": self._error_text(error), "retryable": False})
+            return None
+        wait = self.client.retry.delay(attempt, self.client._rng)
+        event: dict[str, Any] = {"type": "retry", "model": model, "attempt": attempt,
+                                 "error": self._error_text(error), "wait_s": round(wait, 4)}
+        retry_after = _llm_retry_after_seconds(error)
+        if retry_after is not None:
+            event["retry_after_s"] = retry_after
+            wait = max(wait, min(retry_after, self.client.retry.max_delay))
+            event["wait_s"] = round(wait, 4)
+        self.events.append(event)
+        return wait
+
+    def response(self, model: str, raw: Any) -> ModelResponse:
+        message = raw.choices[0].message
+        content = message.content or ""
+        tool_calls: list[ToolCallRequest] = []
+        if self.prompt_protocol:
+            try:
+                content, tool_calls = parse_tool_protocol(content)
+            except ToolProtocolError as problem:
+                self.events.append({"type": "tool_protocol_error", "model": model, "error": str(problem)})
+        else:
+            for index, call in enumerate(getattr(message, "tool_calls", None) or []):
+                function = call.function
+                tool_calls.append(ToolCallRequest(id=call.id or f"call_{index}", name=function.name or "",
+                                                  arguments=function.arguments or "{}"))
+        usage = getattr(raw, "usage", None)
+        return ModelResponse(
+            content=content,
+            model=model,
+            tool_calls=tool_calls,
+            prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+            completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+            cost_usd=self._cost(model, raw),
+            latency_ms=(time.perf_counter() - self.started) * 1000.0,
+            attempts=self.total_attempts,
+            events=self.events,
+        )
+
+    def final_error(self) -> ModelError:
+        message = _llm_redact(self.last_error, self.secrets)
+        error = ModelError(self.request.model, message, self.total_attempts)
+        error.events = self.events  # type: ignore[attr-defined]  # retries and fallbacks, for the trace
+        return error
+
+    def _timeout(self) -> float:
+        # the request's timeout (e.g. what is left of the run's time limit) can only shorten the policy's
+        policy = self.client.retry.timeout
+        return policy if self.request.timeout is None else min(policy, self.request.timeout)
+
+    def _native_tools(self, model: str) -> bool:
+        if self.client.tool_mode != "auto":
+            return self.client.tool_mode == "native"
+        if model.startswith(_LLM_OPENAI_LIKE_PREFIXES):
+            return True
+        try:
+            return bool(self.litellm.supports_function_calling(model=model))
+        except Exception:  # noqa: BLE001 - unknown model: litellm raises instead of answering False
+            return False
+
+    def _structured_mode(self, model: str) -> str:
+        if self.client.structured_mode != "auto":
+            return self.client.structured_mode
+        if model.startswith("scripted/"):
+            return "json_schema"
+        try:
+            supported = bool(self.litellm.supports_response_schema(model=model))
+        except Exception:  # noqa: BLE001 - unknown model
+            supported = False
+        return "json_schema" if supported else "json_object"
+
+    def _note_mode(self, event: dict[str, Any]) -> None:
+        if event not in self.events:  # once per model, not once per retry
+            self.events.append(event)
+
+    def _error_text(self, error: Exception) -> str:
+        return _llm_redact(_llm_describe_error(error), self.secrets)
+
+    def _cost(self, model: str, raw: Any) -> float:
+        if model.startswith("scripted/"):
+            return 0.0  # nothing to price, and litellm would only fail to find the model
+        try:
+            cost = float(self.litellm.completion_cost(completion_response=raw) or 0.0)
+        except Exception:  # noqa: BLE001 - no price known for this model: cost is unknown, not an error
+            return 0.0
+        return cost if cost > 0 else 0.0
+
+
+# --- failures ---------------------------------------------------------------------------------------
+
+_LLM_RETRYABLE_ERROR_NAMES = ("RateLimitError", "InternalServerError", "ServiceUnavailableError",
+                              "BadGatewayError", "APIConnectionError", "Timeout")
+_LLM_FINAL_ERROR_NAMES = ("BadRequestError", "AuthenticationError", "PermissionDeniedError", "NotFoundError",
+                          "UnprocessableEntityError", "ContextWindowExceededError",
+                          "ContentPolicyViolationError", "UnsupportedParamsError", "BudgetExceededError")
+
+
+def _llm_error_classes(litellm: Any, names: tuple[str, ...]) -> tuple[type, ...]:
+    return tuple(cls for cls in (getattr(litellm, name, None) for name in names) if isinstance(cls, type))
+
+
+def _llm_is_retryable(error: Exception, litellm: Any) -> bool:
+    """429, 5xx, connection errors and timeouts are worth another try; 4xx mistakes are not."""
+    if isinstance(error, _llm_error_classes(litellm, _LLM_FINAL_ERROR_NAMES)):
+        return False
+    if isinstance(error, _llm_error_classes(litellm, _LLM_RETRYABLE_ERROR_NAMES)):
+        return True
+    if isinstance(error, (TimeoutError, ConnectionError)):
+        return True
+    status = getattr(error, "status_code", None)
+    return isinstance(status, int) and (status in (408, 409, 429) or status >= 500)
+
+
+def _llm_script_exhausted_cause(error: BaseException) -> ScriptExhausted | None:
+    # litellm wraps what a custom provider raises (as APIConnectionError); the original stays in the chain.
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, ScriptExhausted):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def _llm_retry_after_seconds(error: Exception) -> float | None:
+    headers = getattr(error, "litellm_response_headers", None)
+    if headers is None:
+        response = getattr(error, "response", None)
+        headers = getattr(response, "headers", None)
+    if not headers:
+        return None
+    try:
+        value = headers.get("retry-after") or headers.get("Retry-After")
+    except Exception:  # noqa: BLE001 - headers of an unexpected shape
+        return None
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    parsed = email.utils.parsedate_to_datetime(value) if isinstance(value, str) else None
+    if parsed is None:
+        return None
+    return max(0.0, parsed.timestamp() - time.time())
+
+
+def _llm_describe_error(error: Exception) -> str:
+    # litellm appends the provider's stack to some messages; the first line says what happened.
+    lines = str(error).strip().splitlines()
+    text = lines[0].strip() if lines else ""
+    if not text.startswith("litellm.") and not text.startswith(type(error).__name__):
+        text = f"{type(error).__name__}: {text}" if text else type(error).__name__
+    if len(text) > _LLM_ERROR_TEXT_LIMIT:
+        text = text[:_LLM_ERROR_TEXT_LIMIT] + "..."
+    return text
+
+
+_LLM_SECRET_ENV_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL)", re.IGNORECASE)
+_LLM_SECRET_PATTERNS = (
+    (re.compile(r"(?i)(authorization['\"]?\s*[:=]\s*['\"]?)(bearer\s+|basic\s+)?[^\s'\",}]+"),
+     r"\1\2[redacted]"),
+    (re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=\-]{6,}"), r"\1[redacted]"),
+    (re.compile(r"(?i)((?:x-)?api[-_]?key['\"]?\s*[:=]\s*['\"]?)[^\s'\",}]+"), r"\1[redacted]"),
+    (re.compile(r"\b(sk|pk|rk)-[A-Za-z0-9_\-]{8,}"), r"\1-[redacted]"),
+)
+
+
+def _llm_known_secrets(api_key: str | None) -> list[str]:
+    secrets = [api_key] if api_key else []
+    secrets += [value for name, value in os.environ.items()
+                if _LLM_SECRET_ENV_NAME.search(name) and len(value) >= 6]
+    return sorted(set(secrets), key=len, reverse=True)
+
+
+def _llm_redact(text: str, secrets: list[str]) -> str:
+    """Error texts end up in traces and terminals: keys and Authorization headers never do."""
+    for secret in secrets:
+        text = text.replace(secret, "[redacted]")
+    for pattern, replacement in _LLM_SECRET_PATTERNS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+# --- structured output and the tool prompt protocol -------------------------------------------------
+
+def _llm_schema_name(name: str) -> str:
+    cleaned = re.sub(r"[^A-Za-z0-9_-]", "_", name or "output")[:64]
+    return cleaned or "output"
+
+
+def _llm_schema_instruction(schema: dict[str, Any]) -> str:
+    return ("Reply with one JSON object and nothing else. It must conform to this JSON Schema:\n"
+            + json.dumps(schema, indent=2, sort_keys=True))
+
+
+def _llm_with_system_text(messages: list[dict[str, Any]], text: str) -> list[dict[str, Any]]:
+    # Merged into a leading system message: some local chat templates reject a second system message.
+    if messages and messages[0].get("role") == "system" and isinstance(messages[0].get("content"), str):
+        first = dict(messages[0])
+        first["content"] = f"{first['content']}\n\n{text}" if first["content"] else text
+        return [first, *messages[1:]]
+    return [{"role": "system", "content": text}, *messages]
+
+
+def _tool_protocol_schema(response_schema: dict[str, Any] | None) -> dict[str, Any]:
+    calls = {
+        "type": "object",
+        "properties": {_TOOL_PROTOCOL_KEY_CALLS: {"type": "array", "minItems": 1, "items": {
+            "type": "object",
+            "properties": {"name": {"type": "string"}, "arguments": {"type": "object"}},
+            "required": ["name", "arguments"]}}},
+        "required": [_TOOL_PROTOCOL_KEY_CALLS],
+    }
+    final = {"type": "object",
+             "properties": {_TOOL_PROTOCOL_KEY_FINAL: response_schema or {"type": "string"}},
+             "required": [_TOOL_PROTOCOL_KEY_FINAL]}
+    return {"anyOf": [calls, final]}
+
+
+def _tool_protocol_messages(messages: list[dict[str, Any]], tools: list[dict[str, Any]],
+                            response_schema: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """For models without native tool calling: tools described in the system message, and earlier tool
+    calls and results rewritten as plain turns the model can read."""
+    lines = ["You can call tools. Available tools:"]
+    for tool in tools:
+        function = tool.get("function", tool)
+        lines.append(f"- {function.get('name')}: {function.get('description', '').strip()}")
+        parameters = json.dumps(function.get("parameters", {}), sort_keys=True)
+        lines.append(f"  arguments (JSON Schema): {parameters}")
+    final_shape = ('{"final": <an object conforming to the schema below>}' if response_schema
+                   else '{"final": "<your answer>"}')
+    lines += [
+        "",
+        "Reply with exactly one JSON object and nothing else, in one of two forms:",
+        '{"tool_calls": [{"name": "<tool name>", "arguments": {...}}]} to call one or more tools, or',
+        f"{final_shape} when you have the answer.",
+    ]
+    if response_schema:
+        lines.append(json.dumps(response_schema, indent=2, sort_keys=True))
+    names_by_id: dict[str, str] = {}
+    rewritten: list[dict[str, Any]] = []
+    for message in messages:
+        if message.get("role") == "assistant" and message.get("tool_calls"):
+            calls = []
+            for call in message["tool_calls"]:
+                function = call.get("function", {})
+                names_by_id[call.get("id", "")] = function.get("name", "")
+                try:
+                    arguments = json.loads(function.get("arguments") or "{}")
+                except ValueError:
+                    arguments = function.get("arguments")
+                calls.append({"name": function.get("name"), "arguments": arguments})
+            rewritten.append({"role": "assistant", "content": json.dumps({_TOOL_PROTOCOL_KEY_CALLS: calls})})
+        elif message.get("role") == "tool":
+            name = message.get("name") or names_by_id.get(message.get("tool_call_id", ""), "tool")
+            result = message.get("content", "")
+            rewritten.append({"role": "user", "content": f"Result of tool {name}:\n{result}"})
+        else:
+            rewritten.append(message)
+    return _llm_with_system_text(rewritten, "\n".join(lines))
+
+
+class ToolProtocolError(Exception):
+    """A reply in prompt-protocol mode is neither `{"tool_calls": [...]}` nor `{"final": ...}`."""
+
+
+def parse_tool_protocol(text: str) -> tuple[str, list[ToolCallRequest]]:
+    """Reads a prompt-protocol reply: `{"tool_calls": [...]}` or `{"final": ...}`, nothing else.
+
+    Returns (final content, tool calls); raises ToolProtocolError saying what is wrong with the reply.
+    """
+    stripped = text.strip()
+    fenced = re.fullmatch(r"```(?:json)?\s*(.*?)\s*```", stripped, re.DOTALL)
+    if fenced:
+        stripped = fenced.group(1)
+    try:
+        data = json.loads(stripped)
+    except ValueError as error:
+        raise ToolProtocolError(f"reply is not JSON: {error}") from None
+    if not isinstance(data, dict) or len(data) != 1 or not set(data) <= {_TOOL_PROTOCOL_KEY_CALLS,
+                                                                         _TOOL_PROTOCOL_KEY_FINAL}:
+        raise ToolProtocolError('reply must be an object with exactly one key, "tool_calls" or "final"')
+    if _TOOL_PROTOCOL_KEY_FINAL in data:
+        final = data[_TOOL_PROTOCOL_KEY_FINAL]
+        return (final if isinstance(final, str) else json.dumps(final)), []
+    calls = data.get(_TOOL_PROTOCOL_KEY_CALLS)
+    if not isinstance(calls, list) or not calls:
+        raise ToolProtocolError('"tool_calls" must be a non-empty list')
+    requests = []
+    for index, call in enumerate(calls):
+        if not isinstance(call, dict) or set(call) != {"name", "arguments"}:
+            raise ToolProtocolError(f'tool call #{index + 1} must be {{"name": ..., "arguments": {{...}}}}')
+        if not isinstance(call["name"], str) or not call["name"]:
+            raise ToolProtocolError(f"tool call #{index + 1} has no tool name")
+        if not isinstance(call["arguments"], dict):
+            raise ToolProtocolError(f"tool call #{index + 1}: arguments must be an object")
+        requests.append(ToolCallRequest(id=f"call_{index}", name=call["name"],
+                                        arguments=json.dumps(call["arguments"])))
+    return "", requests

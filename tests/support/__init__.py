@@ -1,0 +1,1 @@
+"""Test support: local stand-ins for the services statewright talks to."""

@@ -1,0 +1,229 @@
+"""A local OpenAI-compatible chat server that replays scripted replies and faults over real HTTP.
+
+Tests point litellm at it (model "openai/<name>", api_base=server.url + "/v1") so the whole HTTP path —
+the OpenAI SDK, litellm's exception mapping, our retries and timeouts — runs for real, without a network.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from typing_extensions import Self
+
+
+@dataclass
+class Reply:
+    """A 200 answer: plain text, a JSON value (sent as the message content) or tool calls."""
+
+    text: str | None = None
+    json: Any = None
+    tool_calls: list[dict[str, Any]] | None = None  # [{"name": ..., "arguments": {...} or "raw text"}]
+    prompt_tokens: int = 11
+    completion_tokens: int = 7
+
+
+@dataclass
+class Fail:
+    """An HTTP error status with an OpenAI-style error body."""
+
+    status: int
+    message: str = "scripted failure"
+    retry_after: float | None = None
+
+
+@dataclass
+class Slow:
+    """Wait `seconds`, then answer with `then`; longer than the client's timeout, the client gives up."""
+
+    seconds: float
+    then: Reply | Fail = field(default_factory=lambda: Reply(text="too late"))
+
+
+@dataclass
+class Malformed:
+    """A 200 whose body is not JSON."""
+
+    body: str = '{"id": "chatcmpl-broken", "choices": [ {"message": '
+
+
+@dataclass
+class Truncated:
+    """Headers promise more bytes than are sent, then the connection closes."""
+
+    body: str = '{"id": "chatcmpl-cut", "object": "chat.com'
+
+
+Behaviour = Reply | Fail | Slow | Malformed | Truncated
+
+
+@dataclass
+class RecordedRequest:
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any] | None
+    raw: bytes
+
+    @property
+    def model(self) -> str | None:
+        return (self.body or {}).get("model")
+
+
+class FakeOpenAIServer:
+    """Serves POST /v1/chat/completions (and /chat/completions) from queues of behaviours.
+
+    `enqueue(b)` adds to the shared queue; `enqueue(b, model="x")` to a queue only requests for model "x"
+    draw from (they fall back to the shared queue when their own is empty). With nothing queued the
+    server answers 500 "fake server: nothing queued" so a test that under-scripts fails loudly.
+    """
+
+    def __init__(self) -> None:
+        self._queues: dict[str | None, deque[Behaviour]] = {}
+        self._lock = threading.Lock()
+        self._closing = threading.Event()
+        self.requests: list[RecordedRequest] = []
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02},
+                                        name="fake-openai", daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def enqueue(self, *behaviours: Behaviour, model: str | None = None) -> None:
+        with self._lock:
+            self._queues.setdefault(model, deque()).extend(behaviours)
+
+    def requests_for(self, model: str) -> list[RecordedRequest]:
+        return [r for r in self.requests if r.model == model]
+
+    def start(self) -> Self:
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._closing.set()  # wakes handlers sleeping in a Slow behaviour
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _next_behaviour(self, model: str | None) -> Behaviour | None:
+        with self._lock:
+            for key in (model, None):
+                queue = self._queues.get(key)
+                if queue:
+                    return queue.popleft()
+        return None
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class ChatCompletionsHandler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length)
+                try:
+                    body = json.loads(raw)
+                except ValueError:
+                    body = None
+                server.requests.append(RecordedRequest(self.path, dict(self.headers.items()), body, raw))
+                if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
+                    self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+                    return
+                model = body.get("model") if isinstance(body, dict) else None
+                self._perform(server._next_behaviour(model), model or "unknown")
+
+            def _perform(self, behaviour: Behaviour | None, model: str) -> None:
+                if behaviour is None:
+                    error = {"message": "fake server: nothing queued", "type": "server"}
+                    self._send_json(500, {"error": error})
+                elif isinstance(behaviour, Slow):
+                    if server._closing.wait(behaviour.seconds):
+                        return
+                    self._perform(behaviour.then, model)
+                elif isinstance(behaviour, Fail):
+                    headers = {}
+                    if behaviour.retry_after is not None:
+                        headers["Retry-After"] = f"{behaviour.retry_after:g}"
+                    error = {"message": behaviour.message, "type": "scripted", "code": str(behaviour.status)}
+                    self._send_json(behaviour.status, {"error": error}, headers)
+                elif isinstance(behaviour, Malformed):
+                    self._send_raw(200, behaviour.body.encode())
+                elif isinstance(behaviour, Truncated):
+                    data = behaviour.body.encode()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data) + 200))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    self.wfile.flush()
+                    self.close_connection = True
+                else:
+                    self._send_json(200, completion_body(behaviour, model))
+
+            def _send_json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+                self._send_raw(status, json.dumps(payload).encode(), headers)
+
+            def _send_raw(self, status: int, data: bytes, headers: dict[str, str] | None = None) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+        return ChatCompletionsHandler
+
+
+def completion_body(reply: Reply, model: str) -> dict[str, Any]:
+    """The OpenAI chat.completion object for a Reply."""
+    message: dict[str, Any] = {"role": "assistant", "content": None}
+    finish_reason = "stop"
+    if reply.tool_calls:
+        message["tool_calls"] = [
+            {
+                "id": f"call_{index}",
+                "type": "function",
+                "function": {
+                    "name": call["name"],
+                    "arguments": call["arguments"] if isinstance(call["arguments"], str)
+                    else json.dumps(call["arguments"]),
+                },
+            }
+            for index, call in enumerate(reply.tool_calls)
+        ]
+        finish_reason = "tool_calls"
+    elif reply.json is not None:
+        message["content"] = json.dumps(reply.json)
+    else:
+        message["content"] = reply.text if reply.text is not None else ""
+    return {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+        "usage": {
+            "prompt_tokens": reply.prompt_tokens,
+            "completion_tokens": reply.completion_tokens,
+            "total_tokens": reply.prompt_tokens + reply.completion_tokens,
+        },
+    }

@@ -1,0 +1,323 @@
+"""Faults on the real HTTP path: litellm's OpenAI client against a local server that misbehaves on cue."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from statewright.runtime.client import ModelError, ModelRequest, ToolCallRequest
+from statewright.runtime.litellm_client import LiteLLMClient, RetryPolicy
+from tests.support.fake_openai_server import Fail, FakeOpenAIServer, Malformed, Reply, Slow, Truncated
+
+CLIENT_KEY = "sk-client-SECRET-0123456789abcdef"
+ENV_KEY = "sk-env-SECRET-fedcba9876543210"
+FAST = RetryPolicy(max_retries=2, initial_delay=0.01, max_delay=0.05, multiplier=2, jitter=0, timeout=5)
+CRITIQUE = {
+    "type": "object",
+    "properties": {"score": {"type": "integer"}, "fixes": {"type": "array", "items": {"type": "string"}}},
+    "required": ["score", "fixes"],
+}
+LOOKUP_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "lookup",
+        "description": "Find a word in the glossary.",
+        "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
+    },
+}
+
+
+@pytest.fixture
+def server():
+    with FakeOpenAIServer() as running:
+        yield running
+
+
+def client_for(server: FakeOpenAIServer, retry: RetryPolicy = FAST, **options) -> LiteLLMClient:
+    return LiteLLMClient(retry=retry, api_base=server.url + "/v1", api_key=CLIENT_KEY, **options)
+
+
+def ask(model: str = "openai/test-model", **fields) -> ModelRequest:
+    fields.setdefault("messages", [{"role": "user", "content": "Write one sentence."}])
+    return ModelRequest(role="agent", state="draft", model=model, **fields)
+
+
+def test_a_reply_arrives_with_its_usage(server):
+    server.enqueue(Reply(text="One sentence.", prompt_tokens=12, completion_tokens=3))
+
+    response = client_for(server).complete(ask())
+
+    assert response.content == "One sentence."
+    assert response.model == "openai/test-model"
+    assert (response.prompt_tokens, response.completion_tokens) == (12, 3)
+    assert response.attempts == 1
+    assert response.cost_usd == 0.0  # a model with no known price costs "unknown", reported as 0
+    assert response.latency_ms > 0
+    assert server.requests[0].body["model"] == "test-model"
+    assert server.requests[0].headers["authorization"] == f"Bearer {CLIENT_KEY}"
+
+
+def test_rate_limit_then_success_is_retried_and_the_backoff_recorded(server):
+    server.enqueue(Fail(429, "slow down", retry_after=0), Reply(text="ok"))
+
+    response = client_for(server).complete(ask())
+
+    assert response.content == "ok"
+    assert response.attempts == 2
+    assert len(server.requests) == 2
+    [retry] = [e for e in response.events if e["type"] == "retry"]
+    assert retry["attempt"] == 1
+    assert "RateLimitError" in retry["error"] and "slow down" in retry["error"]
+    assert retry["wait_s"] == FAST.initial_delay
+    assert retry["retry_after_s"] == 0
+
+
+def test_retry_after_is_honoured_up_to_the_maximum_delay(server):
+    server.enqueue(Fail(429, retry_after=30), Reply(text="ok"))
+
+    response = client_for(server).complete(ask())
+
+    [retry] = [e for e in response.events if e["type"] == "retry"]
+    assert retry["retry_after_s"] == 30
+    assert retry["wait_s"] == FAST.max_delay
+
+
+def test_server_errors_past_the_retry_budget_raise_a_model_error_naming_model_and_last_error(server):
+    server.enqueue(Fail(500, "first"), Fail(502, "second"), Fail(503, "overloaded-third"))
+
+    with pytest.raises(ModelError) as caught:
+        client_for(server).complete(ask())
+
+    error = caught.value
+    assert error.model == "openai/test-model"
+    assert error.attempts == 3
+    assert "ServiceUnavailableError" in error.last_error and "overloaded-third" in error.last_error
+    assert "'openai/test-model' failed after 3 attempt(s)" in str(error)
+    assert len(server.requests) == 3  # litellm and the OpenAI SDK did not retry behind our back
+    waits = [e["wait_s"] for e in error.events if e["type"] == "retry"]
+    assert waits == [0.01, 0.02]  # exponential backoff
+
+
+@pytest.mark.parametrize("status", [400, 401, 404])
+def test_client_errors_are_not_retried(server, status):
+    server.enqueue(Fail(status, "you asked wrong"), Reply(text="never served"))
+
+    with pytest.raises(ModelError) as caught:
+        client_for(server).complete(ask())
+
+    assert caught.value.attempts == 1
+    assert "you asked wrong" in caught.value.last_error
+    assert len(server.requests) == 1
+
+
+def test_a_reply_slower_than_the_timeout_is_retried_then_fails(server):
+    policy = RetryPolicy(max_retries=1, initial_delay=0.01, jitter=0, timeout=0.2)
+    server.enqueue(Slow(5), Slow(5))
+
+    with pytest.raises(ModelError) as caught:
+        client_for(server, policy).complete(ask())
+
+    assert caught.value.attempts == 2
+    assert "Timeout" in caught.value.last_error
+    [retry] = [e for e in caught.value.events if e["type"] == "retry"]
+    assert "Timeout" in retry["error"]
+    assert server.requests[0].headers["x-stainless-read-timeout"] == "0.2"  # the timeout reached the client
+
+
+def test_the_request_timeout_overrides_the_policy_timeout(server):
+    server.enqueue(Slow(5), Reply(text="in time"))
+
+    response = client_for(server).complete(ask(timeout=0.2))
+
+    assert response.content == "in time"
+    assert response.attempts == 2
+
+
+@pytest.mark.parametrize("fault", [Malformed(), Truncated()], ids=["malformed-json", "truncated-body"])
+def test_a_broken_response_body_is_retried(server, fault):
+    server.enqueue(fault, Reply(text="whole"))
+
+    response = client_for(server).complete(ask())
+
+    assert response.content == "whole"
+    [retry] = [e for e in response.events if e["type"] == "retry"]
+    assert retry["attempt"] == 1 and retry["error"]
+
+
+def test_a_fallback_model_takes_over_with_retries_of_its_own(server):
+    server.enqueue(Fail(503), Fail(503), Fail(503), model="test-model")
+    server.enqueue(Fail(500), Reply(text="from the backup"), model="backup-model")
+
+    response = client_for(server).complete(ask(fallbacks=("openai/backup-model",)))
+
+    assert response.content == "from the backup"
+    assert response.model == "openai/backup-model"
+    assert response.attempts == 5
+    assert len(server.requests_for("test-model")) == 3
+    assert len(server.requests_for("backup-model")) == 2
+    kinds = [(e["type"], e["model"]) for e in response.events if e["type"] in ("retry", "fallback")]
+    assert kinds == [
+        ("retry", "openai/test-model"), ("retry", "openai/test-model"),
+        ("fallback", "openai/backup-model"),
+        ("retry", "openai/backup-model"),
+    ]
+    fallback = next(e for e in response.events if e["type"] == "fallback")
+    assert fallback["after"] == "openai/test-model" and "ServiceUnavailableError" in fallback["error"]
+
+
+def test_a_client_error_moves_straight_to_the_fallback(server):
+    server.enqueue(Fail(404, "no such model"), model="test-model")
+    server.enqueue(Reply(text="backup"), model="backup-model")
+
+    response = client_for(server).complete(ask(fallbacks=("openai/backup-model",)))
+
+    assert response.content == "backup"
+    assert len(server.requests_for("test-model")) == 1
+
+
+def test_when_every_model_fails_the_error_names_the_requested_model_and_the_last_error(server):
+    server.enqueue(Fail(400, "primary refused"), model="test-model")
+    server.enqueue(Fail(400, "backup refused"), model="backup-model")
+
+    with pytest.raises(ModelError) as caught:
+        client_for(server).complete(ask(fallbacks=("openai/backup-model",)))
+
+    assert caught.value.model == "openai/test-model"
+    assert caught.value.attempts == 2
+    assert "openai/backup-model" in caught.value.last_error and "backup refused" in caught.value.last_error
+
+
+def test_structured_output_without_schema_support_sends_json_mode_with_the_schema(server):
+    server.enqueue(Reply(json={"score": 90, "fixes": []}))
+
+    response = client_for(server).complete(ask(response_schema=CRITIQUE, schema_name="Critique",
+                                               messages=[{"role": "system", "content": "You review."},
+                                                         {"role": "user", "content": "Score it."}]))
+
+    assert json.loads(response.content) == {"score": 90, "fixes": []}
+    body = server.requests[0].body
+    assert body["response_format"] == {"type": "json_object", "schema": CRITIQUE}
+    system = body["messages"][0]
+    assert system["role"] == "system" and system["content"].startswith("You review.")
+    assert '"fixes"' in system["content"]  # the schema is stated to the model, in the one system message
+    assert [m["role"] for m in body["messages"]] == ["system", "user"]
+    assert {"type": "structured_output", "mode": "json_object", "model": "openai/test-model"} in \
+        response.events
+
+
+def test_structured_output_uses_json_schema_for_models_litellm_knows_support_it(server):
+    # gpt-4o-mini is in litellm's capability map; api_base sends the call to the local server anyway
+    server.enqueue(Reply(json={"score": 90, "fixes": []}))
+
+    response = client_for(server).complete(ask("openai/gpt-4o-mini", response_schema=CRITIQUE,
+                                               schema_name="Critique"))
+
+    assert server.requests[0].body["response_format"] == {
+        "type": "json_schema", "json_schema": {"name": "Critique", "schema": CRITIQUE, "strict": False},
+    }
+    assert {"type": "structured_output", "mode": "json_schema", "model": "openai/gpt-4o-mini"} in \
+        response.events
+    assert response.cost_usd > 0  # a priced model: cost from litellm.completion_cost
+
+
+def test_structured_output_mode_can_be_forced(server):
+    server.enqueue(Reply(json={"score": 1, "fixes": []}))
+
+    client_for(server, structured_mode="json_schema").complete(ask(response_schema=CRITIQUE))
+
+    assert server.requests[0].body["response_format"]["type"] == "json_schema"
+    assert server.requests[0].body["messages"] == [{"role": "user", "content": "Write one sentence."}]
+
+
+def test_tools_are_sent_natively_and_tool_calls_come_back(server):
+    server.enqueue(Reply(tool_calls=[{"name": "lookup", "arguments": {"q": "FSM"}}]))
+
+    response = client_for(server).complete(ask(tools=[LOOKUP_TOOL]))
+
+    assert server.requests[0].body["tools"] == [LOOKUP_TOOL]
+    assert response.tool_calls == [ToolCallRequest(id="call_0", name="lookup", arguments='{"q": "FSM"}')]
+    assert {"type": "tool_mode", "mode": "native", "model": "openai/test-model"} in response.events
+
+
+def test_the_tool_prompt_protocol_describes_tools_and_parses_tool_calls(server):
+    server.enqueue(Reply(json={"tool_calls": [{"name": "lookup", "arguments": {"q": "FSM"}}]}))
+    messages = [
+        {"role": "system", "content": "You define words."},
+        {"role": "user", "content": "Define FSM."},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "t1", "type": "function", "function": {"name": "lookup", "arguments": '{"q": "state"}'}}]},
+        {"role": "tool", "tool_call_id": "t1", "content": "state: a condition"},
+    ]
+
+    response = client_for(server, tool_mode="prompt").complete(ask(tools=[LOOKUP_TOOL], messages=messages))
+
+    assert response.tool_calls == [ToolCallRequest(id="call_0", name="lookup", arguments='{"q": "FSM"}')]
+    assert response.content == ""
+    body = server.requests[0].body
+    assert "tools" not in body
+    assert body["response_format"]["type"] == "json_object"
+    system = body["messages"][0]["content"]
+    assert system.startswith("You define words.")
+    assert "lookup: Find a word in the glossary." in system and '{"tool_calls": [' in system
+    # earlier tool turns are rewritten into plain turns a model without tool support can read
+    assert [m["role"] for m in body["messages"]] == ["system", "user", "assistant", "user"]
+    assert json.loads(body["messages"][2]["content"]) == {
+        "tool_calls": [{"name": "lookup", "arguments": {"q": "state"}}]}
+    assert body["messages"][3]["content"] == "Result of tool lookup:\nstate: a condition"
+    assert {"type": "tool_mode", "mode": "prompt", "model": "openai/test-model"} in response.events
+
+
+def test_the_tool_prompt_protocol_final_answer_becomes_the_content(server):
+    server.enqueue(Reply(json={"final": "A finite-state machine."}))
+
+    response = client_for(server, tool_mode="prompt").complete(ask(tools=[LOOKUP_TOOL]))
+
+    assert response.content == "A finite-state machine."
+    assert response.tool_calls == []
+
+
+def test_a_reply_outside_the_tool_prompt_protocol_is_kept_as_content_and_noted(server):
+    server.enqueue(Reply(text="I think FSM means finite-state machine."))
+
+    response = client_for(server, tool_mode="prompt").complete(ask(tools=[LOOKUP_TOOL]))
+
+    assert response.content == "I think FSM means finite-state machine."
+    assert response.tool_calls == []
+    [problem] = [e for e in response.events if e["type"] == "tool_protocol_error"]
+    assert "not JSON" in problem["error"]
+
+
+def test_api_keys_never_appear_in_errors_or_events(server, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", ENV_KEY)
+    # a server that echoes credentials back in its error text
+    leak = f"invalid key {CLIENT_KEY}; env {ENV_KEY}; header Authorization: Bearer {CLIENT_KEY}"
+    server.enqueue(Fail(500, leak), Fail(500, leak), Fail(500, leak))
+
+    with pytest.raises(ModelError) as caught:
+        client_for(server).complete(ask())
+
+    visible = str(caught.value) + caught.value.last_error + json.dumps(caught.value.events)
+    assert "invalid key" in visible
+    assert CLIENT_KEY not in visible and ENV_KEY not in visible
+    assert "SECRET" not in visible
+
+
+def test_the_api_key_comes_from_the_environment_as_litellm_reads_it(server, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", ENV_KEY)
+    server.enqueue(Reply(text="ok"))
+
+    LiteLLMClient(retry=FAST, api_base=server.url + "/v1").complete(ask())
+
+    assert server.requests[0].headers["authorization"] == f"Bearer {ENV_KEY}"
+
+
+def test_the_async_path_retries_too(server):
+    server.enqueue(Fail(429), Reply(text="async ok"))
+
+    response = asyncio.run(client_for(server).acomplete(ask()))
+
+    assert response.content == "async ok"
+    assert response.attempts == 2
+    assert [e["attempt"] for e in response.events if e["type"] == "retry"] == [1]
