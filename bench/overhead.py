@@ -1,0 +1,180 @@
+"""What the engine costs per transition, against a hand-written loop doing the same model calls.
+
+A three-state loop (a -> b -> c -> a ...) leaves for a final state after TRANSITIONS transitions. Timed,
+median of RUNS runs each:
+  plain       a hand-written while/if loop calling the same instant in-process client
+  engine      the engine with that client (the ModelClient seam): the engine's own overhead
+  litellm     the engine through litellm and the scripted provider (fewer transitions: litellm is slow)
+  checkpoint  the engine with a SQLite checkpoint committed after every transition
+
+Run: python bench/overhead.py [--transitions N] [--runs N]. The last line is `RESULT {json}`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from statewright.runtime.checkpoint import CheckpointStore
+from statewright.runtime.client import ModelRequest, ModelResponse
+from statewright.runtime.engine import Engine
+from statewright.runtime.spec import (
+    AgentSpec,
+    LimitsSpec,
+    MachineSpec,
+    StateSpec,
+    TransitionSpec,
+)
+
+MODEL = "bench/instant"
+
+
+class InstantClient:
+    """Answers every request at once with the same reply: what remains is the caller's own cost."""
+
+    def __init__(self) -> None:
+        self.reply = ModelResponse(content="ok", model=MODEL, prompt_tokens=1, completion_tokens=1)
+
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        return self.reply
+
+
+def loop_machine(transitions: int) -> MachineSpec:
+    """a -> b -> c -> a ...; `a` leaves for `done` on its visit after `cycles` full cycles."""
+    cycles = (transitions - 1) // 3
+
+    def leave(scope):
+        return scope.visits["a"] > cycles
+
+    agent = AgentSpec("worker", "You follow instructions.", MODEL, memory="last", memory_count=4)
+    states = {
+        "a": StateSpec("a", "agent", agent="worker", instruction="Step A.",
+                       transitions=(TransitionSpec("guard", "done", guard=leave, text="visits(a) > N"),
+                                    TransitionSpec("always", "b"))),
+        "b": StateSpec("b", "agent", agent="worker", instruction="Step B.",
+                       transitions=(TransitionSpec("always", "c"),)),
+        "c": StateSpec("c", "agent", agent="worker", instruction="Step C.",
+                       transitions=(TransitionSpec("always", "a"),)),
+        "done": StateSpec("done", "final"),
+    }
+    return MachineSpec(name="bench_loop", description="", inputs=(), model=MODEL, verifier_model=MODEL,
+                       temperature=None, limits=LimitsSpec(steps=transitions * 2), agents={"worker": agent},
+                       states=states, start="a", source_sha256="bench")
+
+
+def plain_loop(transitions: int, client: InstantClient) -> int:
+    """The same calls and control flow, written by hand: the floor any orchestration sits on."""
+    cycles = (transitions - 1) // 3
+    instructions = {"a": "Step A.", "b": "Step B.", "c": "Step C."}
+    visits = {"a": 0, "b": 0, "c": 0}
+    memory: list[dict[str, str]] = []
+    state = "a"
+    moves = 0
+    while state != "done":
+        visits[state] += 1
+        user = {"role": "user", "content": instructions[state]}
+        request = ModelRequest(role="agent", state=state, model=MODEL,
+                               messages=[{"role": "system", "content": "You follow instructions."}, *memory[-4:],
+                                         user])
+        reply = client.complete(request)
+        memory += [user, {"role": "assistant", "content": reply.content}]
+        if state == "a":
+            state = "done" if visits["a"] > cycles else "b"
+        elif state == "b":
+            state = "c"
+        else:
+            state = "a"
+        moves += 1
+    return moves
+
+
+def median_us(runs: int, transitions: int, once: Callable[[], object]) -> float:
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        once()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times) / transitions * 1e6
+
+
+def check(result: object, transitions: int) -> None:
+    path = getattr(result, "path", None)
+    if not getattr(result, "ok", False) or path is None or len(path) != transitions + 1:
+        raise SystemExit(f"the benchmark machine did not run as intended: {result}")
+
+
+def measure_litellm(spec: MachineSpec, transitions: int, runs: int) -> float:
+    from statewright.runtime.litellm_client import LiteLLMClient, RetryPolicy
+    from statewright.runtime.scripted import Script, register_scripted_provider
+
+    steps_per_state = transitions // 3 + 2
+    script = Script({("agent", s): ["ok"] * steps_per_state for s in "abc"})
+    register_scripted_provider(script)
+    engine = Engine(spec, client=LiteLLMClient(retry=RetryPolicy(max_retries=0)),
+                    model_map={"*": "scripted/bench"})
+    check(engine.run({}), transitions)  # warm-up: litellm's first call loads much
+    return median_us(runs, transitions, lambda: check(engine.run({}), transitions))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--transitions", type=int, default=10_000)
+    parser.add_argument("--litellm-transitions", type=int, default=1_000)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--skip-litellm", action="store_true")
+    args = parser.parse_args()
+    n, runs = args.transitions, args.runs
+    client = InstantClient()
+    spec = loop_machine(n)
+
+    assert plain_loop(n, client) == n
+    plain = median_us(runs, n, lambda: plain_loop(n, client))
+
+    engine = Engine(spec, client=client)
+    check(engine.run({}), n)
+    engine_us = median_us(runs, n, lambda: check(engine.run({}), n))
+
+    with tempfile.TemporaryDirectory() as tmp:
+        store = CheckpointStore(os.path.join(tmp, "bench.db"))
+        checkpointed = Engine(spec, client=client, checkpoint=store)
+        check(checkpointed.run({}), n)
+        checkpoint_us = median_us(runs, n, lambda: check(checkpointed.run({}), n))
+        store.close()
+
+    litellm_us = None
+    if not args.skip_litellm:
+        m = args.litellm_transitions
+        litellm_us = measure_litellm(loop_machine(m), m, runs)
+
+    result = {
+        "transitions": n,
+        "plain_us": round(plain, 3),
+        "engine_us": round(engine_us, 3),
+        "litellm_us": round(litellm_us, 3) if litellm_us is not None else None,
+        "checkpoint_us": round(checkpoint_us, 3),
+        "engine_ratio": round(engine_us / plain, 2),
+        "engine_overhead_us": round(engine_us - plain, 3),
+        "checkpoint_overhead_us": round(checkpoint_us - plain, 3),
+    }
+    print(f"transitions: {n} (litellm: {args.litellm_transitions}), median of {runs} runs, per transition:")
+    print(f"  plain loop              {plain:9.2f} us")
+    print(f"  engine                  {engine_us:9.2f} us  ({engine_us / plain:.1f}x plain, "
+          f"+{engine_us - plain:.2f} us)")
+    print(f"  engine + checkpoints    {checkpoint_us:9.2f} us  ({checkpoint_us / plain:.1f}x plain, "
+          f"+{checkpoint_us - plain:.2f} us)")
+    if litellm_us is not None:
+        print(f"  engine via litellm      {litellm_us:9.2f} us  ({litellm_us / engine_us:.0f}x the engine alone)")
+    print("RESULT " + json.dumps(result))
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

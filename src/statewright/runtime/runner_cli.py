@@ -1,0 +1,283 @@
+"""The runner's command-line face and its Python entry points: inputs in, a RunResult (as JSON) out."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from .checkpoint import CheckpointError, CheckpointStore
+from .client import ModelClient
+from .engine import Engine, InputError, prepare_inputs, validate_input
+from .result import RunResult
+from .spec import InputSpec, MachineSpec
+from .trace import Trace
+
+EXIT_FINAL = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+class RunnerUsageError(Exception):
+    """The command line asks for something that cannot be done; exit status 2."""
+
+
+# ---- the Python entry points ---------------------------------------------------------------------
+
+
+def _runner_engine(machine: MachineSpec, *, client: ModelClient | None, trace: Trace | str | None,
+                   trace_content: bool, checkpoint: CheckpointStore | str | None,
+                   model_map: Mapping[str, str] | None, workspace: str | None, script: Any,
+                   tools: Any) -> tuple[Engine, Trace | None]:
+    opened = Trace(trace, content=trace_content) if isinstance(trace, str) else None
+    store = CheckpointStore(checkpoint) if isinstance(checkpoint, str) else checkpoint
+    engine = Engine(machine, client=client, trace=opened or trace, checkpoint=store,  # type: ignore[arg-type]
+                    model_map=model_map, script=script, workspace=workspace, tools=tools)
+    return engine, opened
+
+
+def run(machine: MachineSpec, inputs: Mapping[str, Any] | None = None, *, client: ModelClient | None = None,
+        trace: Trace | str | None = None, trace_content: bool = False,
+        checkpoint: CheckpointStore | str | None = None, resume: str | None = None, run_id: str | None = None,
+        model_map: Mapping[str, str] | None = None, workspace: str | None = None, script: Any = None,
+        tools: Any = None) -> RunResult:
+    """Run `machine` once. `trace` and `checkpoint` take a path or an open Trace/CheckpointStore;
+    `resume` is the id of a checkpointed run to continue (its stored inputs are used).
+
+    Never raises for a failed run — the RunResult says how it failed; raises CheckpointError when a
+    resume is impossible."""
+    engine, opened = _runner_engine(machine, client=client, trace=trace, trace_content=trace_content,
+                                    checkpoint=checkpoint, model_map=model_map, workspace=workspace,
+                                    script=script, tools=tools)
+    try:
+        if resume:
+            return engine.run(None, run_id=resume, resume=True)
+        return engine.run(inputs or {}, run_id=run_id)
+    finally:
+        if opened is not None:
+            opened.close()
+
+
+async def arun(machine: MachineSpec, inputs: Mapping[str, Any] | None = None, *,
+               client: ModelClient | None = None, trace: Trace | str | None = None, trace_content: bool = False,
+               checkpoint: CheckpointStore | str | None = None, resume: str | None = None,
+               run_id: str | None = None, model_map: Mapping[str, str] | None = None,
+               workspace: str | None = None, script: Any = None, tools: Any = None) -> RunResult:
+    """`run` for async code: the engine runs in a worker thread (see Engine.arun)."""
+    engine, opened = _runner_engine(machine, client=client, trace=trace, trace_content=trace_content,
+                                    checkpoint=checkpoint, model_map=model_map, workspace=workspace,
+                                    script=script, tools=tools)
+    try:
+        if resume:
+            return await engine.arun(None, run_id=resume, resume=True)
+        return await engine.arun(inputs or {}, run_id=run_id)
+    finally:
+        if opened is not None:
+            opened.close()
+
+
+# ---- the command line ----------------------------------------------------------------------------
+
+
+def _runner_type_text(annotation: Any) -> str:
+    if isinstance(annotation, type):
+        return annotation.__name__
+    return str(annotation).replace("typing.", "")
+
+
+def _runner_parser(machine: MachineSpec, prog: str | None) -> argparse.ArgumentParser:
+    lines = []
+    for spec in machine.inputs:
+        default = "" if spec.required else f" (default {json.dumps(spec.default, default=str)})"
+        lines.append(f"  {spec.name}: {_runner_type_text(spec.annotation)}{default}")
+    epilog = ("inputs:\n" + "\n".join(lines)) if lines else "this machine takes no inputs"
+    epilog += ("\n\nexit status: 0 the run reached a final state, 1 it failed (the failure is in the JSON "
+               "result), 2 usage error")
+    parser = argparse.ArgumentParser(
+        prog=prog, description=f"Run the state machine '{machine.name}'. {machine.description}".strip(),
+        epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--input", action="append", default=[], metavar="KEY=VALUE",
+                        help="an input value (repeatable); VALUE is read as JSON when it parses, else as text")
+    parser.add_argument("--inputs-file", metavar="FILE", help="a JSON object of inputs (--input overrides it)")
+    parser.add_argument("--trace", metavar="FILE", help="append the run's JSONL trace to FILE")
+    parser.add_argument("--trace-content", action="store_true",
+                        help="include messages, replies and tool arguments/results in the trace")
+    parser.add_argument("--checkpoint", metavar="DB", help="checkpoint the run after every transition to the "
+                                                           "SQLite database DB")
+    parser.add_argument("--resume", metavar="RUN_ID", help="continue the checkpointed run RUN_ID "
+                                                           "(needs --checkpoint; uses the run's stored inputs)")
+    parser.add_argument("--run-id", metavar="ID", help="the id of a new run (default: a random one)")
+    parser.add_argument("--list-runs", action="store_true", help="list the runs in --checkpoint DB and exit")
+    parser.add_argument("--model-map", action="append", default=[], metavar="OLD=NEW",
+                        help="call model NEW wherever the machine names OLD (repeatable; OLD '*' maps every "
+                             "model not mapped otherwise)")
+    parser.add_argument("--workspace", metavar="DIR", help="the directory tools work in (default: the current "
+                                                           "directory)")
+    parser.add_argument("--selftest", action="store_true", help="run the machine's test blocks with scripted "
+                                                                "replies and exit")
+    return parser
+
+
+def _runner_pairs(items: list[str], option: str) -> list[tuple[str, str]]:
+    pairs = []
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise RunnerUsageError(f"{option} takes KEY=VALUE, not {item!r}")
+        pairs.append((key.strip(), value))
+    return pairs
+
+
+def _runner_cli_value(spec: InputSpec, raw: str) -> Any:
+    """A command-line value: JSON when it parses and fits the input's type, else the text itself."""
+    try:
+        parsed: Any = json.loads(raw)
+    except ValueError:
+        return validate_input(spec, raw)
+    try:
+        return validate_input(spec, parsed)
+    except ValueError as first:
+        try:
+            return validate_input(spec, raw)
+        except ValueError:
+            raise first from None
+
+
+def read_inputs(machine: MachineSpec, pairs: list[str], inputs_file: str | None) -> dict[str, Any]:
+    """The inputs a command line gives, checked against the machine's declarations (RunnerUsageError)."""
+    given: dict[str, Any] = {}
+    if inputs_file:
+        try:
+            with open(inputs_file, encoding="utf-8") as handle:
+                data = json.load(handle)
+        except OSError as exc:
+            raise RunnerUsageError(f"cannot read --inputs-file {inputs_file}: {exc.strerror or exc}") from None
+        except ValueError as exc:
+            raise RunnerUsageError(f"--inputs-file {inputs_file} is not valid JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise RunnerUsageError(f"--inputs-file {inputs_file} must hold a JSON object of inputs")
+        given.update(data)
+    specs = {spec.name: spec for spec in machine.inputs}
+    problems = []
+    unusable = set()
+    for key, raw in _runner_pairs(pairs, "--input"):
+        spec = specs.get(key)
+        if spec is None:
+            given[key] = raw  # reported as unknown, with a suggestion, below
+            continue
+        try:
+            given[key] = _runner_cli_value(spec, raw)
+        except ValueError as exc:
+            problems.append(f"input '{key}': {exc}")
+            unusable.add(key)
+    values: dict[str, Any] = {}
+    try:
+        values = prepare_inputs(machine, {k: v for k, v in given.items() if k not in unusable})
+    except InputError as exc:
+        problems += [p for p in exc.problems if not any(f"input '{key}'" in p for key in unusable)]
+    if problems:
+        raise RunnerUsageError("invalid inputs:\n  " + "\n  ".join(problems))
+    return values
+
+
+def main(machine: MachineSpec, argv: list[str] | None = None, *, prog: str | None = None) -> int:
+    """Parse `argv` (default: sys.argv[1:]), run the machine, print the RunResult JSON on stdout.
+
+    Exit status: 0 final state, 1 typed failure (or failing self-tests), 2 usage error."""
+    parser = _runner_parser(machine, prog)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, or argparse's own usage error
+        return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
+    try:
+        if args.selftest:
+            return _runner_selftest(machine)
+        if args.list_runs:
+            return _runner_list_runs(args.checkpoint)
+        return _runner_main(machine, args)
+    except RunnerUsageError as exc:
+        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _runner_main(machine: MachineSpec, args: argparse.Namespace) -> int:
+    model_map = dict(_runner_pairs(args.model_map, "--model-map"))
+    if args.resume and not args.checkpoint:
+        raise RunnerUsageError("--resume needs --checkpoint DB: the database the run was checkpointed to")
+    if args.resume and (args.input or args.inputs_file):
+        print("note: a resumed run uses its stored inputs; --input/--inputs-file are ignored", file=sys.stderr)
+    inputs = {} if args.resume else read_inputs(machine, args.input, args.inputs_file)
+    run_id = args.resume or args.run_id or uuid.uuid4().hex[:16]
+    try:
+        store = CheckpointStore(args.checkpoint) if args.checkpoint else None
+    except Exception as exc:  # noqa: BLE001 - sqlite3 errors: not a database, unwritable directory
+        raise RunnerUsageError(f"cannot open --checkpoint {args.checkpoint}: {exc}") from None
+    try:
+        trace = Trace(args.trace, content=args.trace_content) if args.trace else None
+    except OSError as exc:
+        raise RunnerUsageError(f"cannot write --trace {args.trace}: {exc.strerror or exc}") from None
+    if store is not None:
+        print(f"run {run_id} (checkpoints in {args.checkpoint})", file=sys.stderr)
+    engine = Engine(machine, trace=trace, checkpoint=store, model_map=model_map, workspace=args.workspace)
+    try:
+        result = engine.run(inputs, run_id=run_id, resume=bool(args.resume))
+    except CheckpointError as exc:
+        raise RunnerUsageError(str(exc)) from None
+    except KeyboardInterrupt:
+        print(f"interrupted{_runner_resume_hint(run_id, store, args)}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # noqa: BLE001 - a crash is reported in one line, with how to resume
+        print(f"error: the run stopped: {type(exc).__name__}: {exc}{_runner_resume_hint(run_id, store, args)}",
+              file=sys.stderr)
+        return EXIT_FAILED
+    finally:
+        if trace is not None:
+            trace.close()
+    print(json.dumps(result.to_json(), indent=2, ensure_ascii=False, default=str))
+    print(_runner_summary(result, store, args), file=sys.stderr)
+    return EXIT_FINAL if result.ok else EXIT_FAILED
+
+
+def _runner_resume_hint(run_id: str, store: CheckpointStore | None, args: argparse.Namespace) -> str:
+    if store is None:
+        return ""
+    return f"; continue it with --checkpoint {args.checkpoint} --resume {run_id}"
+
+
+def _runner_summary(result: RunResult, store: CheckpointStore | None, args: argparse.Namespace) -> str:
+    usage = result.usage
+    spent = f"{len(result.path)} states, {usage.tokens} tokens, ${usage.cost_usd:.4f}"
+    if result.ok:
+        return f"final state {result.final_state} ({spent})"
+    failure = result.failure
+    assert failure is not None
+    kind = f"limit {failure.limit}" if failure.kind == "limit" else failure.kind
+    hint = _runner_resume_hint(result.run_id, store, args) if failure.kind in ("model", "script") else ""
+    return f"run failed ({kind}): {failure.message} ({spent}){hint}"
+
+
+def _runner_list_runs(checkpoint: str | None) -> int:
+    if not checkpoint:
+        raise RunnerUsageError("--list-runs needs --checkpoint DB")
+    print(json.dumps(CheckpointStore(checkpoint).list_runs(), indent=2))
+    return EXIT_FINAL
+
+
+def _runner_selftest(machine: MachineSpec) -> int:
+    from .testing import format_outcome, run_test
+
+    if not machine.tests:
+        print(f"machine '{machine.name}' has no test blocks", file=sys.stderr)
+        return EXIT_FINAL
+    failed = 0
+    for test in machine.tests:
+        outcome = run_test(machine, test)
+        failed += not outcome.passed
+        print(format_outcome(outcome))
+    print(f"{len(machine.tests) - failed} passed, {failed} failed", file=sys.stderr)
+    return EXIT_FAILED if failed else EXIT_FINAL
