@@ -557,6 +557,53 @@ def _accepts_arrow(parser: Lark, accepts: set[str]) -> bool:
     return _accepts_value(parser, accepts, "->")
 
 
+# ---- keywords used as names ---------------------------------------------------------------------
+
+
+def _keyword_as_name(parser: Lark):  # type: ignore[no-untyped-def]
+    """An LALR error handler that reads a keyword as a name where only a name can go.
+
+    The contextual lexer picks terminals by parser state, but LALR merges states that share a core, so
+    after `a: str` in a type block the lexer still expects the machine-level keywords that may follow
+    `input x: str`, and a field named `description` comes out as a keyword. When the parser then rejects
+    that keyword and would accept a name, it is fed as the name it was meant to be.
+    """
+    keywords = _keyword_terminals(parser)
+
+    def on_error(err: UnexpectedInput) -> bool:
+        if not isinstance(err, UnexpectedToken) or err.token.type not in keywords:
+            return False
+        interactive = err.interactive_parser
+        if "NAME" not in err.accepts:  # computed (and cached) before the parser state moves on
+            return False
+        on_error.converted.append(err)  # type: ignore[attr-defined]
+        interactive.feed_token(Token.new_borrow_pos("NAME", str(err.token), err.token))
+        return True
+
+    on_error.converted = []  # type: ignore[attr-defined]
+    return on_error
+
+
+def _original_error(err: UnexpectedInput, converted: list[UnexpectedToken]) -> UnexpectedInput:
+    """If reading a keyword as a name led straight into an error on the same line, the keyword was the
+    mistake (say, a missing '}' before `agent`): report that instead."""
+    if converted and getattr(err, "line", None) == converted[-1].token.line:
+        return converted[-1]
+    return err
+
+
+@lru_cache(maxsize=1)
+def _keyword_terminals_cached(names: tuple[tuple[str, str], ...]) -> frozenset[str]:
+    word = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+    return frozenset(name for name, value in names if word.match(value))
+
+
+def _keyword_terminals(parser: Lark) -> frozenset[str]:
+    return _keyword_terminals_cached(tuple(
+        (t.name, t.pattern.value) for t in parser.terminals if t.pattern.type == "str"
+    ))
+
+
 # ---- nesting -------------------------------------------------------------------------------------
 
 
@@ -640,10 +687,11 @@ def parse_source(source: SourceFile) -> ParseResult:
     builder.source = source
     _COMMENTS.tokens = []
     try:
+        on_error = _keyword_as_name(parser)
         with paused_gc():
-            machine = builder.transform(parser.parse(source.text))
+            machine = builder.transform(parser.parse(source.text, on_error=on_error))
     except UnexpectedInput as err:
-        f = _syntax_failure(err, source, parser)
+        f = _syntax_failure(_original_error(err, on_error.converted), source, parser)
         result.diagnostics.report(f.code, f.message, source.span(f.start, f.end), help=f.help)
         return result
     except VisitError as err:  # unwrap: users never see Lark internals

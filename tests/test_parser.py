@@ -1,0 +1,114 @@
+"""The parser front: the grammar has no conflicts, strings decode exactly, mistakes get named errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from statewright.grammar import ast, build_parser, parse_text
+
+
+def only_error(text: str) -> tuple[str, str, int, int]:
+    result = parse_text(text, "t.fsm")
+    assert result.machine is None
+    [diag] = result.diagnostics.items
+    pos = diag.span.start_pos
+    return diag.code, diag.message, pos.line, pos.column
+
+
+def test_the_grammar_has_no_conflicts() -> None:
+    build_parser(strict=True, cache=False)  # raises on any shift/reduce or reduce/reduce conflict
+
+
+@pytest.mark.parametrize("keyword", ["description", "model", "result", "state", "input", "type", "agent", "max"])
+def test_keywords_are_usable_as_field_and_entry_names(keyword: str) -> None:
+    text = f"""machine m {{
+    type T {{
+        a: str "doc"
+        {keyword}: int
+    }}
+
+    start state s {{
+        agent w
+        do "x"
+        -> d
+    }}
+
+    final state d
+
+    test "t" {{
+        reply s {{ a 1  {keyword} "x" }}
+    }}
+}}
+"""
+    result = parse_text(text, "t.fsm")
+    assert not result.diagnostics.items, [d.message for d in result.diagnostics]
+    [type_decl] = result.machine.of(ast.TypeDecl)
+    assert [f.name.value for f in type_decl.fields] == ["a", keyword]
+    [test] = result.machine.of(ast.TestDecl)
+    assert [e.key.value for e in test.items[0].value.value] == ["a", keyword]
+
+
+def test_a_missing_brace_before_a_keyword_is_reported_at_the_keyword() -> None:
+    code, message, line, column = only_error('machine m {\n    type T {\n        a: str\n    agent w {\n    }\n}\n')
+    assert (code, message, line, column) == ("SW1002", "unexpected token 'agent'", 4, 5)
+
+
+@pytest.mark.parametrize(
+    ("raw", "value"),
+    [
+        (r'"a\"b"', 'a"b'),
+        (r'"tab\there"', "tab\there"),
+        (r'"\\"', "\\"),
+        (r'"\u00e9"', "é"),
+        (r'"\ud83d\ude00"', "😀"),
+        ('"{{ x }}"', "{{ x }}"),
+    ],
+)
+def test_double_quoted_strings_decode_exactly(raw: str, value: str) -> None:
+    result = parse_text(f"machine m {{\n    description {raw}\n}}\n")
+    assert result.machine.items[0].text.value == value
+
+
+def test_triple_quoted_strings_are_literal_and_dedented() -> None:
+    text = 'machine m {\n    description """\n        First line.\n          Indented \\n kept.\n    """\n}\n'
+    [desc] = parse_text(text).machine.of(ast.Description)
+    assert desc.text.value == "First line.\n  Indented \\n kept."
+    assert desc.text.triple
+
+
+@pytest.mark.parametrize(
+    ("text", "code"),
+    [
+        (r'machine m { description "\q" }', "SW1006"),
+        (r'machine m { description "\ud800" }', "SW1006"),
+        ('machine m { description "open\n}', "SW1004"),
+        ("machine m { start state a { when x = 1 -> b } }", "SW1010"),
+        ("machine m { start state a { else -> b } }", "SW1011"),
+        ("machine m { start state a { when x && y -> b } }", "SW1012"),
+        ("machine m { final done }", "SW1013"),
+        ("machine m { start state a { when x b } }", "SW1014"),
+        ("machine m { state a: }", "SW1015"),
+        ("machine m { state a { agent w; } }", "SW1001"),
+        ("machine m {", "SW1003"),
+        ("", "SW1003"),
+    ],
+)
+def test_common_mistakes_get_named_errors(text: str, code: str) -> None:
+    assert only_error(text)[0] == code
+
+
+def test_positions_are_one_based_characters() -> None:
+    code, _, line, column = only_error('machine m {\n    description "é" ;\n}\n')
+    assert (code, line, column) == ("SW1001", 2, 21)  # "é" is one column
+
+
+def test_comments_are_collected_with_spans() -> None:
+    result = parse_text("# head\nmachine m { # trailing\n}\n")
+    assert [c.text for c in result.comments] == ["# head", "# trailing"]
+    assert result.comments[1].span.start_pos.line == 2
+
+
+def test_layout_does_not_change_the_tree() -> None:
+    a = parse_text('machine m { start state a { agent w do "x" -> b } final state b }').machine
+    b = parse_text('machine m {\n  start state a {\n    agent w\n    do "x"\n    -> b\n  }\n\n  final state b\n}\n').machine
+    assert a == b
