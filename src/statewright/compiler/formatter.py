@@ -1,0 +1,620 @@
+"""The canonical formatter: one layout for every `.fsm` file, comments kept, nothing ever reordered.
+
+The layout is printed from the syntax tree, so it never depends on how the input was laid out; comments
+(which the grammar ignores) are attached to the printed lines by their source positions. Before a result
+is handed back it is parsed again and compared with the input, so a formatter bug can never silently
+change a machine or drop a comment: it becomes an SW9001 diagnostic and the file is left alone.
+"""
+
+from __future__ import annotations
+
+import bisect
+import difflib
+import math
+import re
+import unicodedata
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import cast
+
+from ..diagnostics import Diagnostic, Diagnostics, SourceFile, Span
+from ..grammar import ast, parse_source
+from ..grammar.parser import GRAMMAR_PATH, decode_long_string
+
+INDENT = "    "
+
+# Machine items in one of these groups sit on consecutive lines; every other pair of neighbours (and any
+# two items of different groups) is separated by one blank line.
+_CONSECUTIVE_GROUPS = frozenset({"description", "inputs", "defaults", "tools"})
+
+_LONG_STRING = re.compile(r'"""(?:[^"]|"(?!""))*"""')
+_WHITESPACE = " \t\f\r\n"
+_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+# Binding strength of each expression form, loosest first; mirrors the precedence chain in the grammar.
+_OR, _AND, _NOT, _COMPARE, _SUM, _PRODUCT, _UNARY, _POSTFIX, _ATOM = range(9)
+_BINARY_LEVEL = {
+    "or": _OR, "and": _AND,
+    "==": _COMPARE, "!=": _COMPARE, "<": _COMPARE, "<=": _COMPARE, ">": _COMPARE, ">=": _COMPARE,
+    "in": _COMPARE, "not in": _COMPARE,
+    "+": _SUM, "-": _SUM, "*": _PRODUCT, "/": _PRODUCT, "%": _PRODUCT,
+}
+
+
+@dataclass
+class FormatResult:
+    """The canonical text of a file, or None with the diagnostics that explain why it has none."""
+
+    text: str | None
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+
+def format_text(text: str, path: str = "<stdin>") -> FormatResult:
+    return format_source(SourceFile(path, text))
+
+
+def format_source(source: SourceFile) -> FormatResult:
+    """Format one file. A file with syntax errors is refused: text None, the parser's diagnostics."""
+    parsed = parse_source(source)
+    if parsed.machine is None or parsed.diagnostics.has_errors:
+        return FormatResult(None, parsed.diagnostics.sorted())
+    text = _Layout(source, parsed.machine, parsed.comments).render()
+    problem = _round_trip_problem(parsed.machine, parsed.comments, text, source.path)
+    if problem:
+        diagnostics = Diagnostics()
+        diagnostics.report(
+            "SW9001", f"the formatter would {problem}; the file was left unchanged", parsed.machine.span,
+            help="please report this with the input file",
+        )
+        return FormatResult(None, diagnostics.sorted())
+    return FormatResult(text, [])
+
+
+def unified_diff(old: str, new: str, path: str) -> str:
+    """The change from `old` to `new` as a unified diff (`--- PATH.orig` / `+++ PATH`), '' when equal."""
+    lines = difflib.unified_diff(_diff_lines(old), _diff_lines(new), f"{path}.orig", path)
+    return "".join(lines)
+
+
+def comment_texts(comments: list[ast.Comment]) -> Counter[str]:
+    """The comments of a file as the formatter keeps them: trailing whitespace is not part of a comment."""
+    return Counter(c.text.rstrip(_WHITESPACE) for c in comments)
+
+
+def _diff_lines(text: str) -> list[str]:
+    # split on "\n" only: str.splitlines would also break at U+2028 and friends inside strings
+    lines = [line + "\n" for line in text.split("\n")]
+    lines[-1] = lines[-1][:-1]
+    if lines[-1] == "":
+        lines.pop()
+    elif lines:
+        lines[-1] += "\n\\ No newline at end of file\n"
+    return lines
+
+
+def _round_trip_problem(machine: ast.Machine, comments: list[ast.Comment], text: str, path: str) -> str:
+    reparsed = parse_source(SourceFile(path, text))
+    if reparsed.machine is None or reparsed.diagnostics.has_errors:
+        return "produce text that does not parse"
+    if reparsed.machine != machine:
+        return "change the meaning of the machine"
+    if comment_texts(reparsed.comments) != comment_texts(comments):
+        return "lose or alter a comment"
+    return ""
+
+
+# ---- the printed shape: lines and blocks, each remembering where it came from ----------------------
+
+
+@dataclass
+class _Comment:
+    text: str
+    blank_before: bool = False
+
+
+@dataclass
+class _Element:
+    """One printed statement (a line) or block (`header {` ... `}`), with the comments attached to it."""
+
+    start: int  # source range of the whole statement, used to place comments
+    end: int
+    text: str  # a line's full text (may span lines: triple-quoted strings); a block's header
+    block: bool = False
+    open_pos: int = -1  # source offset of a block's opening bracket
+    opener: str = "{"
+    closer: str = "}"
+    children: list[_Element] = field(default_factory=list)
+    group: str = ""
+    leading: list[_Comment] = field(default_factory=list)  # own-line comments before the element
+    inner: list[_Comment] = field(default_factory=list)  # comments that were inside a single statement
+    trailing: list[str] = field(default_factory=list)  # after the line, or after a block's opening bracket
+    end_comments: list[_Comment] = field(default_factory=list)  # own-line comments before a block's closer
+    close_trailing: list[str] = field(default_factory=list)
+
+
+def _line(node_span: Span, text: str, group: str = "") -> _Element:
+    return _Element(node_span.start, node_span.end, text, group=group)
+
+
+class _Layout:
+    def __init__(self, source: SourceFile, machine: ast.Machine, comments: list[ast.Comment]) -> None:
+        self.source = source
+        self.text = source.text
+        self.machine = machine
+        self.comments = comments
+        self.file_end: list[_Comment] = []
+
+    # ---- rendering -------------------------------------------------------------------------------
+
+    def render(self) -> str:
+        root = self._machine(self.machine)
+        for comment in self.comments:
+            self._attach(root, comment)
+        out: list[str] = []
+        self._emit_leading(out, root, "", first=True, separated=False)
+        self._emit(out, root, 0)
+        for last in self.file_end:
+            if last.blank_before:
+                out.append("")
+            out.append(last.text)
+        return "\n".join(out) + "\n"
+
+    def _emit_leading(self, out: list[str], e: _Element, indent: str, *, first: bool, separated: bool) -> None:
+        comments = list(e.leading)
+        blank_after = bool(comments) and self._blank_before(e.start)
+        if e.inner:
+            # comments that sat inside the statement follow the ones written before it
+            first_inner = _Comment(e.inner[0].text, blank_after and bool(comments))
+            comments += [first_inner, *(_Comment(c.text) for c in e.inner[1:])]
+            blank_after = False
+        for i, comment in enumerate(comments):
+            blank = separated or comment.blank_before if i == 0 else comment.blank_before
+            if blank and not (i == 0 and first):
+                out.append("")
+            out.append(indent + comment.text)
+        if (blank_after or (separated and not comments)) and not (first and not comments):
+            out.append("")
+
+    def _emit(self, out: list[str], e: _Element, depth: int) -> None:
+        indent = INDENT * depth
+        if not e.block:
+            out.append(indent + e.text + _trailing(e.trailing[:1]))
+            out.extend(indent + extra for extra in e.trailing[1:])
+            return
+        head = indent + (f"{e.text} {e.opener}" if e.text else e.opener)
+        if not e.children and not e.end_comments and not e.trailing:
+            out.append(head + e.closer + _trailing(e.close_trailing[:1]))
+            out.extend(indent + extra for extra in e.close_trailing[1:])
+            return
+        out.append(head + _trailing(e.trailing[:1]))
+        inner = INDENT * (depth + 1)
+        out.extend(inner + extra for extra in e.trailing[1:])
+        previous: _Element | None = None
+        for child in e.children:
+            separated = previous is not None and depth == 0 and _separated(previous, child)
+            self._emit_leading(out, child, inner, first=previous is None, separated=separated)
+            self._emit(out, child, depth + 1)
+            previous = child
+        for i, comment in enumerate(e.end_comments):
+            if comment.blank_before and (i > 0 or previous is not None):
+                out.append("")
+            out.append(inner + comment.text)
+        out.append(indent + e.closer + _trailing(e.close_trailing[:1]))
+        out.extend(indent + extra for extra in e.close_trailing[1:])
+
+    # ---- comments --------------------------------------------------------------------------------
+
+    def _attach(self, root: _Element, comment: ast.Comment) -> None:
+        pos = comment.span.start
+        text = comment.text.rstrip(_WHITESPACE)
+        after_code = self._code_before_on_line(pos)
+        if pos < root.start:
+            root.leading.append(_Comment(text, self._blank_before(pos) and bool(root.leading)))
+        elif pos >= root.end:
+            if after_code and not self.file_end:
+                root.close_trailing.append(text)
+            else:
+                self.file_end.append(_Comment(text, self._blank_before(pos)))
+        else:
+            self._attach_in_block(root, pos, text, after_code)
+
+    def _attach_in_block(self, block: _Element, pos: int, text: str, after_code: bool) -> None:
+        while True:
+            if pos < block.open_pos:  # between the statement's first word and its bracket
+                block.inner.append(_Comment(text))
+                return
+            i = bisect.bisect_left(block.children, pos, key=_start_of)
+            if i > 0 and pos < block.children[i - 1].end:
+                child = block.children[i - 1]
+                if child.block:
+                    block = child
+                    continue
+                child.inner.append(_Comment(text))
+                return
+            break
+        previous = block.children[i - 1] if i > 0 else None
+        if after_code:
+            if previous is None:
+                block.trailing.append(text)
+            elif previous.block:
+                previous.close_trailing.append(text)
+            else:
+                previous.trailing.append(text)
+        elif i < len(block.children):
+            block.children[i].leading.append(_Comment(text, self._blank_before(pos)))
+        else:
+            block.end_comments.append(_Comment(text, self._blank_before(pos)))
+
+    def _code_before_on_line(self, pos: int) -> bool:
+        i = pos - 1
+        while i >= 0 and self.text[i] in " \t\f\r":
+            i -= 1
+        return i >= 0 and self.text[i] != "\n"
+
+    def _blank_before(self, pos: int) -> bool:
+        """Whether a blank line separates `pos` from the code or comment before it."""
+        newlines = 0
+        i = pos - 1
+        while i >= 0 and self.text[i] in _WHITESPACE:
+            newlines += self.text[i] == "\n"
+            i -= 1
+        return newlines >= 2 and i >= 0
+
+    def _next_code(self, pos: int) -> int:
+        """The offset of the first character of code at or after `pos`, skipping whitespace and comments."""
+        text = self.text
+        while pos < len(text):
+            if text[pos] in _WHITESPACE:
+                pos += 1
+            elif text[pos] == "#":
+                end = text.find("\n", pos)
+                pos = len(text) if end < 0 else end
+            else:
+                break
+        return pos
+
+    # ---- the machine and its declarations ------------------------------------------------------
+
+    def _block(self, span: Span, header: str, after_header: int, children: list[_Element], group: str = ""
+               ) -> _Element:
+        """A `header { ... }` declaration; its `{` is the first code after `after_header`."""
+        open_pos = self._next_code(after_header)
+        return _Element(span.start, span.end, header, block=True, open_pos=open_pos, children=children,
+                        group=group)
+
+    def _machine(self, m: ast.Machine) -> _Element:
+        children = [self._machine_item(item) for item in m.items]
+        return self._block(m.span, f"machine {m.name.value}", m.name.span.end, children)
+
+    def _machine_item(self, item: ast.MachineItem) -> _Element:
+        depth = 1
+        if isinstance(item, ast.Description):
+            return _line(item.span, f"description {self._string(item.text, depth)}", "description")
+        if isinstance(item, ast.InputDecl):
+            text = f"input {item.name.value}: {self._type(item.type, depth)}"
+            if item.default is None:
+                return _line(item.span, text, "inputs")
+            return self._valued(item.span, text + " =", item.default, depth, group="inputs")
+        if isinstance(item, ast.ModelSetting):
+            return _line(item.span, f"model {self._string(item.model, depth)}", "defaults")
+        if isinstance(item, ast.VerifierModelSetting):
+            return _line(item.span, f"verifier model {self._string(item.model, depth)}", "defaults")
+        if isinstance(item, ast.TemperatureSetting):
+            return _line(item.span, f"temperature {_number(item.value.value)}", "defaults")
+        if isinstance(item, ast.Limits):
+            limits = [_line(lim.span, f"{lim.name.value} {_number(lim.value.value)}") for lim in item.items]
+            return self._block(item.span, "limits", item.span.start + len("limits"), limits, "defaults")
+        if isinstance(item, ast.TypeDecl):
+            fields = [self._field(f) for f in item.fields]
+            return self._block(item.span, f"type {item.name.value}", item.name.span.end, fields, "type")
+        if isinstance(item, ast.ToolDecl):
+            return self._tool(item)
+        if isinstance(item, ast.AgentDecl):
+            items = [self._agent_item(i) for i in item.items]
+            return self._block(item.span, f"agent {item.name.value}", item.name.span.end, items, "agent")
+        if isinstance(item, ast.StateDecl):
+            return self._state(item)
+        if isinstance(item, ast.TestDecl):
+            items = [self._test_item(i) for i in item.items]
+            header = f"test {self._string(item.name, depth)}"
+            return self._block(item.span, header, item.name.span.end, items, "test")
+        raise TypeError(f"unknown machine item {type(item).__name__}")
+
+    def _field(self, f: ast.FieldDecl) -> _Element:
+        text = f"{f.name.value}: {self._type(f.type, 2)}"
+        if f.doc is not None:
+            text += " " + self._string(f.doc, 2)
+        return _line(f.span, text)
+
+    def _tool(self, tool: ast.ToolDecl) -> _Element:
+        text = f"tool {tool.name.dotted}"
+        after = tool.name.span.end
+        if tool.import_path is not None:
+            text += f" = {self._string(tool.import_path, 1)}"
+            after = tool.import_path.span.end
+        if not tool.options:
+            return _line(tool.span, text, "tools")
+        options = [self._valued(o.span, o.name.value, o.value, 2) for o in tool.options]
+        return self._block(tool.span, text, after, options, "tools")
+
+    def _agent_item(self, item: ast.AgentItem) -> _Element:
+        depth = 2
+        if isinstance(item, ast.PromptSetting):
+            return _line(item.span, f"prompt {self._string(item.text, depth)}")
+        if isinstance(item, ast.ModelSetting):
+            return _line(item.span, f"model {self._string(item.model, depth)}")
+        if isinstance(item, ast.TemperatureSetting):
+            return _line(item.span, f"temperature {_number(item.value.value)}")
+        if isinstance(item, ast.ToolsSetting):
+            return _line(item.span, "tools [" + ", ".join(t.dotted for t in item.tools) + "]")
+        if isinstance(item, ast.MemorySetting):
+            count = f" {_number(item.count.value)}" if item.count is not None else ""
+            return _line(item.span, f"memory {item.policy.value}{count}")
+        if isinstance(item, ast.FallbacksSetting):
+            models = ", ".join(self._string(m, depth) for m in item.models)
+            return _line(item.span, f"fallbacks [{models}]")
+        raise TypeError(f"unknown agent item {type(item).__name__}")
+
+    def _state(self, state: ast.StateDecl) -> _Element:
+        header = "start " * state.start + "final " * state.final + f"state {state.name.value}"
+        if not state.items and not state.has_body:
+            return _line(state.span, header, "state")
+        items = [self._state_item(i) for i in state.items]
+        return self._block(state.span, header, state.name.span.end, items, "state")
+
+    def _state_item(self, item: ast.StateItem) -> _Element:
+        depth = 2
+        if isinstance(item, ast.AgentRef):
+            return _line(item.span, f"agent {item.name.value}")
+        if isinstance(item, ast.Instruction):
+            return _line(item.span, f"do {self._string(item.text, depth)}")
+        if isinstance(item, ast.OutputDecl):
+            return _line(item.span, f"output {self._type(item.type, depth)}")
+        if isinstance(item, ast.Tell):
+            return _line(item.span, "tell [" + ", ".join(n.value for n in item.agents) + "]")
+        if isinstance(item, ast.Visits):
+            return _line(item.span, f"visits {_number(item.count.value)}")
+        if isinstance(item, ast.Retries):
+            return _line(item.span, f"retries {_number(item.count.value)}")
+        if isinstance(item, ast.ToolCall):
+            args = ", ".join(f"{a.name.value} = {self._expr(a.value, depth)}" for a in item.args)
+            return _line(item.span, f"call {item.tool.dotted}({args})")
+        if isinstance(item, ast.Result):
+            return _line(item.span, f"result {self._string(item.text, depth)}")
+        if isinstance(item, ast.Transition):
+            return _line(item.span, self._transition(item, depth))
+        raise TypeError(f"unknown state item {type(item).__name__}")
+
+    def _transition(self, t: ast.Transition, depth: int) -> str:
+        target = t.target.value if t.target is not None else ""
+        if t.kind == "guard":
+            assert t.guard is not None
+            text = f"when {self._expr(t.guard, depth)} -> {target}"
+        elif t.kind == "condition":
+            assert t.condition is not None
+            text = f"when {self._string(t.condition, depth)} -> {target}"
+        elif t.kind == "always":
+            text = f"-> {target}"
+        elif t.kind == "otherwise":
+            text = f"otherwise -> {target}"
+        else:
+            text = "otherwise stay"
+        if t.max is not None:
+            text += f" max {_number(t.max.value)}"
+        return text
+
+    def _test_item(self, item: ast.TestItem) -> _Element:
+        depth = 2
+        if isinstance(item, ast.TestInput):
+            return self._valued(item.span, "input", item.values, depth)
+        if isinstance(item, ast.Reply):
+            return self._valued(item.span, f"reply {item.state.value}", item.value, depth)
+        if isinstance(item, ast.Verdict):
+            answer = self._string(item.condition, depth) if item.condition is not None else "none"
+            return _line(item.span, f"verdict {item.state.value} {answer}")
+        if isinstance(item, ast.ExpectPath):
+            return _line(item.span, "expect path [" + ", ".join(s.value for s in item.states) + "]")
+        if isinstance(item, ast.ExpectFinal):
+            return _line(item.span, f"expect final {item.state.value}")
+        if isinstance(item, ast.ExpectResult):
+            return self._valued(item.span, "expect result", item.value, depth)
+        if isinstance(item, ast.ExpectFailure):
+            return _line(item.span, f"expect failure {item.kind.value}")
+        raise TypeError(f"unknown test item {type(item).__name__}")
+
+    # ---- values: objects and lists of objects are blocks, everything else stays on its line --------
+
+    def _valued(self, span: Span, owner: str, value: ast.Value, depth: int, *, suffix: str = "",
+                group: str = "") -> _Element:
+        """`owner value` as one element: a block when the value is an object or holds objects."""
+        if not _spans_lines(value):
+            text = f"{owner} {self._value(value, depth)}" if owner else self._value(value, depth)
+            return _line(span, text + suffix, group)
+        children: list[_Element]
+        if value.kind == "object":
+            entries = _entries(value)
+            keys = [e.key.value for e in entries[1:]] + [""]
+            # the lexer reads a keyword-named key right after a value as the keyword; a comma prevents that
+            children = [
+                self._valued(e.span, e.key.value, e.value, depth + 1, suffix="," if key in _keywords() else "")
+                for e, key in zip(entries, keys)
+            ]
+            opener, closer = "{", "}"
+        else:
+            children = [self._valued(v.span, "", v, depth + 1, suffix=",") for v in _items(value)]
+            opener, closer = "[", "]"
+        return _Element(span.start, span.end, owner, block=True, open_pos=value.span.start, opener=opener,
+                        closer=closer + suffix, children=children, group=group)
+
+    def _value(self, value: ast.Value, depth: int) -> str:
+        kind = value.kind
+        if kind == "str":
+            return self._string_value(str(value.value), value.span, depth)
+        if kind in ("int", "float"):
+            return _signed_number(cast(float, value.value))
+        if kind == "bool":
+            return "true" if value.value else "false"
+        if kind == "none":
+            return "none"
+        if kind == "list":
+            return "[" + ", ".join(self._value(v, depth) for v in _items(value)) + "]"
+        if kind == "object" and not value.value:
+            return "{}"
+        raise TypeError(f"value of kind {kind} cannot be printed on one line")
+
+    # ---- types and expressions -----------------------------------------------------------------
+
+    def _type(self, t: ast.TypeRef, depth: int) -> str:
+        if isinstance(t, ast.NamedType):
+            return t.name.value
+        if isinstance(t, ast.ListType):
+            return f"list[{self._type(t.item, depth)}]"
+        if isinstance(t, ast.OptionalType):
+            return f"{self._type(t.inner, depth)}?"
+        if isinstance(t, ast.EnumType):
+            return " | ".join(self._string(v, depth) for v in t.values)
+        raise TypeError(f"unknown type {type(t).__name__}")
+
+    def _expr(self, e: ast.Expr, depth: int, need: int = _OR) -> str:
+        """`e` printed with the fewest parentheses that keep its tree: wrapped only when it binds looser
+        than its position (`need`) requires."""
+        level, text = self._expr_level(e, depth)
+        return f"({text})" if level < need else text
+
+    def _expr_level(self, e: ast.Expr, depth: int) -> tuple[int, str]:
+        if isinstance(e, ast.BinaryOp):
+            level = _BINARY_LEVEL[e.op]
+            # left-associative chains keep their left operand bare; comparisons do not chain at all
+            left_need, right_need = (level + 1, level + 1) if level == _COMPARE else (level, level + 1)
+            left = self._expr(e.left, depth, left_need)
+            right = self._expr(e.right, depth, right_need)
+            return level, f"{left} {e.op} {right}"
+        if isinstance(e, ast.UnaryOp):
+            if e.op == "not":
+                return _NOT, f"not {self._expr(e.operand, depth, _NOT)}"
+            return _UNARY, f"-{self._expr(e.operand, depth, _UNARY)}"
+        if isinstance(e, ast.Attribute):
+            return _POSTFIX, f"{self._expr(e.value, depth, _POSTFIX)}.{e.attr.value}"
+        if isinstance(e, ast.Index):
+            return _POSTFIX, f"{self._expr(e.value, depth, _POSTFIX)}[{self._expr(e.index, depth)}]"
+        if isinstance(e, ast.Call):
+            return _POSTFIX, f"{e.func.value}(" + ", ".join(self._expr(a, depth) for a in e.args) + ")"
+        if isinstance(e, ast.ListExpr):
+            return _ATOM, "[" + ", ".join(self._expr(i, depth) for i in e.items) + "]"
+        if isinstance(e, ast.NameExpr):
+            return _ATOM, e.name
+        if isinstance(e, ast.Literal):
+            v = e.value
+            if v is None:
+                return _ATOM, "none"
+            if isinstance(v, bool):
+                return _ATOM, "true" if v else "false"
+            if isinstance(v, str):
+                return _ATOM, self._string_value(v, e.span, depth)
+            return _ATOM, _number(v)
+        raise TypeError(f"unknown expression {type(e).__name__}")
+
+    # ---- strings -------------------------------------------------------------------------------
+
+    def _string(self, s: ast.String, depth: int) -> str:
+        return self._string_value(s.value, s.span, depth, triple=s.triple)
+
+    def _string_value(self, value: str, span: Span | None, depth: int, *, triple: bool = False) -> str:
+        """A string in the kind its author chose: triple-quoted stays triple-quoted when the value reads
+        back unchanged that way; everything else is printed double-quoted with escapes."""
+        written = span.text if span is not None and span.source is self.source else ""
+        if triple or written.startswith('"""'):
+            as_block = "\n" in written or "\n" in value
+            text = _triple_quoted(value, depth, as_block) or _triple_quoted(value, depth, True)
+            if text is not None:
+                return text
+        return _double_quoted(value)
+
+
+@lru_cache(maxsize=1)
+def _keywords() -> frozenset[str]:
+    """Every word the grammar spells literally."""
+    rules = re.sub(r"//[^\n]*", "", GRAMMAR_PATH.read_text(encoding="utf-8"))
+    return frozenset(re.findall(r'"([a-z_]+)"', rules))
+
+
+def _start_of(element: _Element) -> int:
+    return element.start
+
+
+def _separated(previous: _Element, current: _Element) -> bool:
+    return previous.group != current.group or current.group not in _CONSECUTIVE_GROUPS
+
+
+def _trailing(comments: list[str]) -> str:
+    return "  " + comments[0] if comments else ""
+
+
+def _spans_lines(value: ast.Value) -> bool:
+    """Objects with entries, and lists holding such objects, are printed one entry per line."""
+    if value.kind == "object":
+        return bool(value.value)
+    if value.kind == "list":
+        return any(_spans_lines(v) for v in _items(value))
+    return False
+
+
+def _items(value: ast.Value) -> tuple[ast.Value, ...]:
+    return cast("tuple[ast.Value, ...]", value.value)
+
+
+def _entries(value: ast.Value) -> tuple[ast.ObjectEntry, ...]:
+    return cast("tuple[ast.ObjectEntry, ...]", value.value)
+
+
+def _is_control(ch: str) -> bool:
+    # A lone surrogate is not escaped: the parser rejects `\uD800`-style escapes that do not pair up, so
+    # one can only have been written raw (a str handed to format_text) and is kept that way.
+    return unicodedata.category(ch) in ("Cc", "Zl", "Zp")
+
+
+def _double_quoted(value: str) -> str:
+    out = ['"']
+    for ch in value:
+        if ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif _is_control(ch):
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def _triple_quoted(value: str, depth: int, as_block: bool) -> str | None:
+    """`value` as a \"\"\"triple-quoted\"\"\" string, or None when that would not read back as `value`.
+
+    The block form puts the text one level deeper than the line that holds it and the closing quotes at
+    that line's own indentation, which is exactly what the parser's dedenting undoes.
+    """
+    if any(_is_control(ch) and ch not in "\t\n" for ch in value):
+        return None  # raw control characters would be invisible (or line breaks) in the file
+    if as_block:
+        inner = INDENT * (depth + 1)
+        body = "\n".join(inner + line if line else "" for line in value.split("\n"))
+        text = f'"""\n{body}\n{INDENT * depth}"""'
+    else:
+        text = f'"""{value}"""'
+    if not _LONG_STRING.fullmatch(text) or decode_long_string(text) != value:
+        return None
+    return text
+
+
+def _number(value: float) -> str:
+    if isinstance(value, int):
+        return str(value)
+    if math.isinf(value):
+        return "1e999"  # the literal that overflowed to infinity reads back as infinity
+    return repr(value)
+
+
+def _signed_number(value: float) -> str:
+    if value < 0 or (isinstance(value, float) and math.copysign(1.0, value) < 0):
+        return "-" + _number(-value)
+    return _number(value)
