@@ -112,3 +112,9 @@ def test_layout_does_not_change_the_tree() -> None:
     a = parse_text('machine m { start state a { agent w do "x" -> b } final state b }').machine
     b = parse_text('machine m {\n  start state a {\n    agent w\n    do "x"\n    -> b\n  }\n\n  final state b\n}\n').machine
     assert a == b
+
+
+def test_numbers_with_absurdly_many_digits_are_diagnosed() -> None:
+    code, message, line, _ = only_error("machine m {\n    limits {\n        steps " + "9" * 5000 + "\n    }\n}\n")
+    assert (code, line) == ("SW3015", 3)
+    assert "5,000 digits" in message

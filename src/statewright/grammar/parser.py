@@ -26,6 +26,7 @@ from . import ast
 
 GRAMMAR_PATH = Path(__file__).with_name("statewright.lark")
 MAX_NESTING = 200
+MAX_NUMBER_DIGITS = 100
 MAX_FILE_CHARS = 16 * 1024 * 1024
 
 
@@ -184,6 +185,10 @@ class _BuildAst(Transformer_NonRecursive):
 
     def number(self, meta: object, tok: Token) -> ast.Number:
         text = str(tok)
+        if len(text) > MAX_NUMBER_DIGITS:
+            start = tok.start_pos or 0
+            raise _Failure("SW3015", f"a number with {len(text):,} digits is out of range", start,
+                           start + len(text), help=f"numbers have at most {MAX_NUMBER_DIGITS} digits")
         value: int | float = int(text) if tok.type == "INT" else float(text)
         return ast.Number(value, self._tok_span(tok))
 
@@ -259,7 +264,7 @@ class _BuildAst(Transformer_NonRecursive):
         return ast.ToolsSetting(tuple(t for t in tools if t is not None), self._span(meta))
 
     def memory_setting(self, meta: object, policy: Token, count: Token | None = None) -> ast.MemorySetting:
-        number = ast.Number(int(str(count)), self._tok_span(count)) if count is not None else None
+        number = self.number(None, count) if count is not None else None
         return ast.MemorySetting(self._name(policy), number, self._span(meta))
 
     def fallbacks_setting(self, meta: object, *models: ast.String) -> ast.FallbacksSetting:
@@ -296,10 +301,10 @@ class _BuildAst(Transformer_NonRecursive):
         return ast.Tell(tuple(self._name(n) for n in names if n is not None), self._span(meta))
 
     def visits(self, meta: object, count: Token) -> ast.Visits:
-        return ast.Visits(ast.Number(int(str(count)), self._tok_span(count)), self._span(meta))
+        return ast.Visits(self.number(None, count), self._span(meta))
 
     def retries(self, meta: object, count: Token) -> ast.Retries:
-        return ast.Retries(ast.Number(int(str(count)), self._tok_span(count)), self._span(meta))
+        return ast.Retries(self.number(None, count), self._span(meta))
 
     def call(self, meta: object, tool: ast.ToolName, *args: ast.CallArg) -> ast.ToolCall:
         return ast.ToolCall(tool, tuple(a for a in args if a is not None), self._span(meta))
@@ -311,7 +316,7 @@ class _BuildAst(Transformer_NonRecursive):
         return ast.Result(text, self._span(meta))
 
     def bound(self, meta: object, count: Token) -> ast.Number:
-        return ast.Number(int(str(count)), self._tok_span(count))
+        return self.number(None, count)
 
     def when_transition(self, meta: object, cond: ast.Expr, target: Token, bound: ast.Number | None = None):
         span = self._span(meta)
