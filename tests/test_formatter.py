@@ -512,15 +512,15 @@ def test_lists_holding_objects_put_each_item_on_its_own_line_with_a_comma() -> N
     ''')
 
 
-def test_an_object_key_spelled_like_a_keyword_follows_a_comma_so_it_reads_back_as_a_key() -> None:
+def test_an_object_key_spelled_like_a_keyword_reads_back_as_a_key() -> None:
     source = 'machine m { test "t" { reply r { score: 1, model: "x", state: {}, output: 2, note "n" } } }'
     assert fmt(source) == src('''
         machine m {
             test "t" {
                 reply r {
-                    score 1,
-                    model "x",
-                    state {},
+                    score 1
+                    model "x"
+                    state {}
                     output 2
                     note "n"
                 }

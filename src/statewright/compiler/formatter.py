@@ -15,12 +15,11 @@ import re
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import cast
 
 from ..diagnostics import Diagnostic, Diagnostics, SourceFile, Span
 from ..grammar import ast, parse_source
-from ..grammar.parser import GRAMMAR_PATH, decode_long_string
+from ..grammar.parser import decode_long_string
 
 INDENT = "    "
 
@@ -433,13 +432,7 @@ class _Layout:
             return _line(span, text + suffix, group)
         children: list[_Element]
         if value.kind == "object":
-            entries = _entries(value)
-            keys = [e.key.value for e in entries[1:]] + [""]
-            # the lexer reads a keyword-named key right after a value as the keyword; a comma prevents that
-            children = [
-                self._valued(e.span, e.key.value, e.value, depth + 1, suffix="," if key in _keywords() else "")
-                for e, key in zip(entries, keys)
-            ]
+            children = [self._valued(e.span, e.key.value, e.value, depth + 1) for e in _entries(value)]
             opener, closer = "{", "}"
         else:
             children = [self._valued(v.span, "", v, depth + 1, suffix=",") for v in _items(value)]
@@ -530,13 +523,6 @@ class _Layout:
             if text is not None:
                 return text
         return _double_quoted(value)
-
-
-@lru_cache(maxsize=1)
-def _keywords() -> frozenset[str]:
-    """Every word the grammar spells literally."""
-    rules = re.sub(r"//[^\n]*", "", GRAMMAR_PATH.read_text(encoding="utf-8"))
-    return frozenset(re.findall(r'"([a-z_]+)"', rules))
 
 
 def _start_of(element: _Element) -> int:
