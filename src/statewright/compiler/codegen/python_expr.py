@@ -1,0 +1,403 @@
+"""Guard and tool-argument expressions as text: readable Python for generated runners, and the spec's own
+syntax for messages and traces.
+
+The Python written here computes exactly what the interpreter in compiler/evaluate.py computes: the same
+name resolution (`reference_of`), Python's operators, and `guard_attribute` wherever a field's owner is not
+statically a declared type.
+"""
+
+from __future__ import annotations
+
+import ast as pyast
+import itertools
+import math
+from dataclasses import dataclass, field
+
+from ...grammar import ast
+from .. import ir
+from ..evaluate import FUNCTIONS, GuardCompileError, GuardNames, reference_of, state_argument
+from ..types_py import ModelPlans, is_plain_attribute, py_string
+
+# Binding strength, weakest first; the same ladder in Python and in the spec language.
+OR, AND, NOT, COMPARE, SUM, PRODUCT, NEGATE, POSTFIX, ATOM = range(1, 10)
+
+BINARY_PRECEDENCE = {
+    "or": OR, "and": AND,
+    "==": COMPARE, "!=": COMPARE, "<": COMPARE, "<=": COMPARE, ">": COMPARE, ">=": COMPARE,
+    "in": COMPARE, "not in": COMPARE,
+    "+": SUM, "-": SUM, "*": PRODUCT, "/": PRODUCT, "%": PRODUCT,
+}
+NEGATED = {"==": "!=", "!=": "==", "in": "not in", "not in": "in"}
+ORDERING = {"<": "ascending", "<=": "ascending", ">": "descending", ">=": "descending"}
+
+
+# ---- the spec's own syntax -----------------------------------------------------------------------
+
+
+def spec_string(value: str) -> str:
+    """A string literal in the spec language: the escapes its parser reads back (\\\\ \\" \\n \\t \\r \\uXXXX)."""
+    out = []
+    for ch in value:
+        if ch == "\\":
+            out.append("\\\\")
+        elif ch == '"':
+            out.append('\\"')
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ch == "\r":
+            out.append("\\r")
+        elif not ch.isprintable() and ord(ch) <= 0xFFFF:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def spec_source(expr: ast.Expr) -> str:
+    """A guard written back in the spec's syntax, with only the parentheses its meaning needs."""
+    return _SpecWriter().write(expr)[0]
+
+
+# ---- Python --------------------------------------------------------------------------------------
+
+
+@dataclass
+class ExprContext:
+    """What Python rendering needs to know about where an expression sits."""
+
+    machine: ir.Machine
+    plans: ModelPlans
+    state: ir.State | None = None  # the state whose `output` the expression sees
+    scope: str = "s"  # the name of the Scope parameter in the generated function
+    names: GuardNames = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.names = GuardNames.of(self.machine)
+
+
+def python_source(expr: ast.Expr, context: ExprContext) -> str:
+    """The expression as Python over a Scope named `context.scope`."""
+    return _PythonWriter(context).write(expr)[0]
+
+
+def guard_return(expr: ast.Expr, context: ExprContext) -> str:
+    """The `return` line of a guard function: the expression, as a bool, with any `noqa` it needs."""
+    code = python_source(expr, context)
+    if not yields_bool(expr):
+        code = f"bool({code})"
+    return with_suppressions(f"return {code}", code)
+
+
+def with_suppressions(line: str, code: str) -> str:
+    codes = lint_suppressions(code)
+    return f"{line}  # noqa: {', '.join(codes)}" if codes else line
+
+
+def yields_bool(expr: ast.Expr) -> bool:
+    """Whether the Python for `expr` already yields a bool (so a guard needs no bool() around it)."""
+    if isinstance(expr, ast.BinaryOp):
+        return expr.op not in ("and", "or", "+", "-", "*", "/", "%")
+    if isinstance(expr, ast.UnaryOp):
+        return expr.op == "not"
+    return isinstance(expr, ast.Literal) and isinstance(expr.value, bool)
+
+
+def python_literal(value: object) -> str:
+    """A scalar as a Python literal; the non-finite floats (which have no literal) as a float() call."""
+    if isinstance(value, str):
+        return py_string(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return f'float("{value}")'
+    return repr(value)
+
+
+class _Writer:
+    """Precedence-aware writing shared by both syntaxes; subclasses supply the leaves."""
+
+    def write(self, expr: ast.Expr) -> tuple[str, int]:
+        if isinstance(expr, ast.BinaryOp):
+            return self.binary(expr)
+        if isinstance(expr, ast.UnaryOp):
+            return self.unary(expr)
+        if isinstance(expr, ast.ListExpr):
+            return "[" + ", ".join(self.write(i)[0] for i in expr.items) + "]", ATOM
+        if isinstance(expr, ast.Index):
+            return f"{self.operand(expr.value, POSTFIX)}[{self.write(expr.index)[0]}]", POSTFIX
+        return self.leaf(expr)
+
+    def leaf(self, expr: ast.Expr) -> tuple[str, int]:
+        raise NotImplementedError
+
+    def operand(self, expr: ast.Expr, at_least: int, *, strictly: bool = False) -> str:
+        text, prec = self.write(expr)
+        return f"({text})" if prec < at_least or (strictly and prec == at_least) else text
+
+    def binary(self, expr: ast.BinaryOp) -> tuple[str, int]:
+        prec = BINARY_PRECEDENCE[expr.op]
+        # Comparisons do not chain in the spec and chain differently in Python: parenthesize both sides.
+        left = self.operand(expr.left, prec, strictly=prec == COMPARE)
+        right = self.operand(expr.right, prec, strictly=True)
+        return f"{left} {expr.op} {right}", prec
+
+    def unary(self, expr: ast.UnaryOp) -> tuple[str, int]:
+        if expr.op == "not":
+            return f"not {self.operand(expr.operand, NOT)}", NOT
+        inner = expr.operand
+        nested = isinstance(inner, ast.UnaryOp) or (
+            isinstance(inner, ast.Literal) and isinstance(inner.value, (int, float)) and inner.value < 0
+        )
+        return f"-{self.operand(inner, NEGATE, strictly=nested)}", NEGATE
+
+
+class _SpecWriter(_Writer):
+    def leaf(self, expr: ast.Expr) -> tuple[str, int]:
+        if isinstance(expr, ast.NameExpr):
+            return expr.name, ATOM
+        if isinstance(expr, ast.Literal):
+            return _spec_literal(expr.value)
+        if isinstance(expr, ast.Attribute):
+            return f"{self.operand(expr.value, POSTFIX)}.{expr.attr.value}", POSTFIX
+        if isinstance(expr, ast.Call):
+            return f"{expr.func.value}(" + ", ".join(self.write(a)[0] for a in expr.args) + ")", POSTFIX
+        raise GuardCompileError(f"not an expression: {type(expr).__name__}")
+
+
+def _spec_literal(value: object) -> tuple[str, int]:
+    if value is True:
+        return "true", ATOM
+    if value is False:
+        return "false", ATOM
+    if value is None:
+        return "none", ATOM
+    if isinstance(value, str):
+        return spec_string(value), ATOM
+    text = repr(value)
+    return text, NEGATE if text.startswith("-") else ATOM
+
+
+class _PythonWriter(_Writer):
+    def __init__(self, context: ExprContext) -> None:
+        self.context = context
+
+    def leaf(self, expr: ast.Expr) -> tuple[str, int]:
+        ctx = self.context
+        ref = reference_of(expr, ctx.names)
+        if ref is not None:
+            if ref.kind == "output":
+                return f"{ctx.scope}.output", POSTFIX
+            if ref.kind == "input":
+                return f"{ctx.scope}.inputs[{py_string(ref.name)}]", POSTFIX
+            if ref.kind == "state_output":
+                return f"{ctx.scope}.outputs.get({py_string(ref.name)})", POSTFIX
+            raise GuardCompileError(f"cannot resolve {ref.name}.output")
+        if isinstance(expr, ast.Literal):
+            text = python_literal(expr.value)
+            return text, NEGATE if text.startswith("-") else ATOM
+        if isinstance(expr, ast.Attribute):
+            return self.attribute(expr)
+        if isinstance(expr, ast.Call):
+            if FUNCTIONS.get(expr.func.value) != len(expr.args):
+                raise GuardCompileError(f"unknown function {expr.func.value}()")
+            if expr.func.value == "visits":
+                return f"{ctx.scope}.visits.get({py_string(state_argument(expr))}, 0)", POSTFIX
+            return f"len({self.write(expr.args[0])[0]})", POSTFIX
+        if isinstance(expr, ast.NameExpr):
+            raise GuardCompileError(f"unknown name {expr.name!r}")
+        raise GuardCompileError(f"not an expression: {type(expr).__name__}")
+
+    def unary(self, expr: ast.UnaryOp) -> tuple[str, int]:
+        # Written the way a linter wants it, with the same value: `a != b` for `not a == b`,
+        # `bool(x)` for `not not x`.
+        inner = expr.operand
+        if expr.op == "not" and isinstance(inner, ast.BinaryOp) and inner.op in NEGATED:
+            return self.binary(ast.BinaryOp(NEGATED[inner.op], inner.left, inner.right))
+        if expr.op == "not" and isinstance(inner, ast.UnaryOp) and inner.op == "not":
+            if isinstance(inner.operand, ast.Literal) and isinstance(inner.operand.value, bool):
+                return self.write(inner.operand)  # bool(True) is True, and linters say so
+            return f"bool({self.write(inner.operand)[0]})", POSTFIX
+        return super().unary(expr)
+
+    def binary(self, expr: ast.BinaryOp) -> tuple[str, int]:
+        if expr.op == "%" and isinstance(expr.left, ast.Literal) and isinstance(expr.left.value, str):
+            # `"text" % x` is printf-style formatting to a linter; the same call, spelled out, is not
+            return f"str.__mod__({self.write(expr.left)[0]}, {self.write(expr.right)[0]})", POSTFIX
+        chained = self.chained_comparison(expr)
+        return chained if chained is not None else super().binary(expr)
+
+    def chained_comparison(self, expr: ast.BinaryOp) -> tuple[str, int] | None:
+        """`a < b and b < c` as `a < b < c` (the same value; b is the same plain expression on both sides)."""
+        left, right = expr.left, expr.right
+        if not (
+            expr.op == "and"
+            and isinstance(left, ast.BinaryOp)
+            and isinstance(right, ast.BinaryOp)
+            and left.op in ORDERING
+            and ORDERING.get(right.op) == ORDERING[left.op]
+            and left.right == right.left
+        ):
+            return None
+        first = self.operand(left.left, COMPARE, strictly=True)
+        middle = self.operand(left.right, COMPARE, strictly=True)
+        last = self.operand(right.right, COMPARE, strictly=True)
+        return f"{first} {left.op} {middle} {right.op} {last}", COMPARE
+
+    def attribute(self, expr: ast.Attribute) -> tuple[str, int]:
+        owner = self.operand(expr.value, POSTFIX)
+        if isinstance(expr.value, ast.Literal) and type(expr.value.value) is int:
+            owner = f"({owner})"  # `1.x` would read as a float literal
+        name = expr.attr.value
+        owner_type = self.type_of(expr.value)
+        if isinstance(owner_type, ir.Named) and is_plain_attribute(name):
+            fields = self.context.machine.type(owner_type.name).fields
+            if any(f.name == name for f in fields):
+                return f"{owner}.{name}", POSTFIX
+        return f"guard_attribute({owner}, {py_string(name)})", POSTFIX
+
+    def type_of(self, expr: ast.Expr) -> ir.Type | None:
+        """The declared type of a value, as far as codegen needs it: whether it is a model (or may be one)."""
+        t = _static_type(expr, self.context)
+        while isinstance(t, ir.Optional_):
+            t = t.inner
+        return t
+
+
+def _static_type(expr: ast.Expr, ctx: ExprContext) -> ir.Type | None:
+    ref = reference_of(expr, ctx.names)
+    if ref is not None:
+        if ref.kind == "output":
+            return _output_type(ctx.state)
+        if ref.kind == "input":
+            return next((i.type for i in ctx.machine.inputs if i.name == ref.name), None)
+        if ref.kind == "state_output":
+            return _output_type(ctx.machine.state(ref.name))
+        return None
+    if isinstance(expr, ast.Attribute):
+        owner = _static_type(expr.value, ctx)
+        while isinstance(owner, ir.Optional_):
+            owner = owner.inner
+        if isinstance(owner, ir.Named):
+            for f in ctx.machine.type(owner.name).fields:
+                if f.name == expr.attr.value:
+                    return f.type
+        return None
+    if isinstance(expr, ast.Index):
+        owner = _static_type(expr.value, ctx)
+        while isinstance(owner, ir.Optional_):
+            owner = owner.inner
+        return owner.item if isinstance(owner, ir.ListOf) else None
+    return None
+
+
+def _output_type(state: ir.State | None) -> ir.Type | None:
+    """A state's output type: the declared one, str for an untyped agent state; None for a tool's result."""
+    if state is None:
+        return None
+    if state.output is not None:
+        return state.output
+    return ir.STR if state.kind == "agent" else None
+
+
+# ---- what a linter would say ---------------------------------------------------------------------
+
+
+def lint_suppressions(code: str) -> list[str]:
+    """The ruff rules the Python for one expression breaks, for a `# noqa` on its line.
+
+    Only degenerate guards get here (a constant operand of and/or, two constants compared, a literal
+    indexed by a literal of the wrong type, a double minus): the checker lets them through, and rewriting
+    them would change what they mean. The rules are modelled exactly, since ruff also reports an unneeded
+    `noqa`; a property test holds this model to ruff's verdicts.
+    """
+    found: set[str] = set()
+    _lint(pyast.parse(code, mode="eval").body, False, found)
+    return sorted(found)
+
+
+def _lint(node: pyast.AST, boolean_test: bool, found: set[str]) -> None:
+    if isinstance(node, pyast.BoolOp):
+        if _short_circuits(node, boolean_test):
+            found.add("SIM222" if isinstance(node.op, pyast.Or) else "SIM223")
+        for value in node.values:
+            _lint(value, boolean_test, found)
+        return
+    if isinstance(node, pyast.UnaryOp):
+        if isinstance(node.op, pyast.USub) and isinstance(node.operand, pyast.UnaryOp) and isinstance(
+            node.operand.op, pyast.USub
+        ):
+            found.add("B002")
+        _lint(node.operand, isinstance(node.op, pyast.Not), found)
+        return
+    if isinstance(node, pyast.Call) and isinstance(node.func, pyast.Name) and node.func.id == "bool":
+        for arg in node.args:
+            _lint(arg, True, found)
+        return
+    if isinstance(node, pyast.Compare):
+        pairs = itertools.pairwise([node.left, *node.comparators])
+        if any(isinstance(a, pyast.Constant) and isinstance(b, pyast.Constant) for a, b in pairs):
+            found.add("PLR0133")
+    if isinstance(node, pyast.Subscript) and _wrong_literal_index(node):
+        found.add("RUF016")
+    if isinstance(node, pyast.Subscript) and _index_out_of_range(node):
+        found.add("PLE0643")
+    for child in pyast.iter_child_nodes(node):
+        _lint(child, False, found)
+
+
+def _truthiness(node: pyast.AST) -> bool | None:
+    if isinstance(node, pyast.Constant):
+        return bool(node.value)
+    if isinstance(node, (pyast.List, pyast.Tuple, pyast.Set)):
+        return bool(node.elts)
+    if isinstance(node, pyast.Dict):
+        return bool(node.keys)
+    return None
+
+
+def _has_effect(node: pyast.AST) -> bool:
+    """Whether ruff counts evaluating `node` as possibly doing something (calls, indexing, operators)."""
+    if isinstance(node, (pyast.Call, pyast.Subscript)):
+        return True
+    if isinstance(node, pyast.BinOp) and not (_is_literal(node.left) and _is_literal(node.right)):
+        return True
+    return any(_has_effect(child) for child in pyast.iter_child_nodes(node))
+
+
+def _is_literal(node: pyast.AST) -> bool:
+    return isinstance(node, (pyast.Constant, pyast.List, pyast.Tuple, pyast.Set, pyast.Dict))
+
+
+def _short_circuits(node: pyast.BoolOp, boolean_test: bool) -> bool:
+    decisive = isinstance(node.op, pyast.Or)  # the operand value that ends the chain
+    for value, following in itertools.pairwise(node.values):
+        known = _truthiness(value)
+        if known is None and (not boolean_test or _has_effect(value)):
+            continue
+        if known == decisive or _truthiness(following) == decisive:
+            return True
+    return False
+
+
+def _index_out_of_range(node: pyast.Subscript) -> bool:
+    if not isinstance(node.value, (pyast.List, pyast.Tuple)):
+        return False
+    index, sign = node.slice, 1
+    if isinstance(index, pyast.UnaryOp) and isinstance(index.op, pyast.USub):
+        index, sign = index.operand, -1
+    if not (isinstance(index, pyast.Constant) and type(index.value) is int):
+        return False
+    position, size = sign * index.value, len(node.value.elts)
+    return position >= size or position < -size
+
+
+def _wrong_literal_index(node: pyast.Subscript) -> bool:
+    container = node.value
+    if not (isinstance(container, (pyast.List, pyast.Tuple)) or (
+        isinstance(container, pyast.Constant) and isinstance(container.value, str)
+    )):
+        return False
+    index = node.slice
+    if isinstance(index, pyast.Constant):
+        return index.value is None or isinstance(index.value, (str, float))
+    return isinstance(index, (pyast.List, pyast.Tuple, pyast.Dict))

@@ -1,0 +1,500 @@
+"""IR -> the source of a standalone runner module, rendered through templates/runner.py.jinja.
+
+Everything the template prints is made here as finished Python source: names, annotations and every string
+written with repr(). The template only loops and places blocks, so no spec text is ever interpreted by Jinja
+or pasted into code unescaped.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import hashlib
+import math
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ...runtime import spec as runtime_spec
+from .. import ir
+from ..to_runtime import effective_agent, origin, scripted_step, transition_text
+from ..types_py import ModelPlan, ModelPlans, NameAllocator, annotation_source, plan_models, py_string
+from . import GENERATED_MARKER
+from .inline_runtime import SPEC_IMPORTS, HoistedImport, InlinedRuntime, installed_runtime, reserved_names
+from .python_expr import ExprContext, guard_return, python_source, spec_source, with_suppressions
+
+TEMPLATE = "runner.py.jinja"
+WIDTH = 100  # preferred line length of generated code
+INDENT = "    "
+
+
+def render_runner(machine: ir.Machine, *, source_text: str, source_path: str) -> str:
+    """The runner module for a checked machine: byte-identical for the same input, whatever the hash seed."""
+    import jinja2
+
+    from ... import __version__
+
+    runtime = installed_runtime()
+    view = _RunnerView(machine, runtime, source_text, source_path, __version__)
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("statewright.compiler.codegen", "templates"),
+        autoescape=False,  # the output is Python, and every value is finished source already
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    return env.get_template(TEMPLATE).render(view.context())
+
+
+# ---- the view: finished strings for the template ---------------------------------------------------
+
+
+class _RunnerView:
+    def __init__(self, machine: ir.Machine, runtime: InlinedRuntime, source_text: str, source_path: str,
+                 version: str) -> None:
+        self.machine = machine
+        self.runtime = runtime
+        self.source_path = source_path
+        self.version = version
+        self.sha256 = hashlib.sha256(source_text.encode("utf-8")).hexdigest()
+        self.plans = plan_models(machine, reserved_names(runtime.names))
+        # Function names avoid the runtime's names and the classes', and the state names (which share
+        # SOURCE_MAP with them).
+        self.names = NameAllocator([*reserved_names(runtime.names), *self.plans.class_names.values(),
+                                    *(p.class_name for p in self.plans.outputs.values()),
+                                    *(s.name for s in machine.states)])
+        self.source_map: dict[str, str] = {}
+        self.guards: list[str] = []
+        self.arg_builders: list[str] = []
+        self.guard_names: dict[tuple[str, int], str] = {}
+        self.args_names: dict[str, str] = {}
+        for state in machine.states:
+            self.source_map[state.name] = origin(state.origin)
+        for state in machine.states:
+            self._functions_for(state)
+
+    def context(self) -> dict[str, Any]:
+        classes = [self._model_source(p) for p in self.plans.types]
+        classes += [self._model_source(p) for p in self._wrappers()]
+        rebuilds = [f"{p.class_name}.model_rebuild()" for p in self.plans.types if p.forward]
+        api = self._api()
+        machine_literal = "MACHINE = " + py_source(self._machine_call())
+        source_map = "SOURCE_MAP = " + py_source(self.source_map)
+        spec_part = "\n".join([*classes, *rebuilds, *self.guards, *self.arg_builders, source_map,
+                               machine_literal, *api])
+        return {
+            "header": [
+                f"{GENERATED_MARKER} {self.version} from {comment_text(self.source_path)} — do not edit.",
+                f"# source-sha256: {self.sha256}",
+            ],
+            "docstring": self._docstring(),
+            "imports": import_block([*self.runtime.imports, *SPEC_IMPORTS], self.runtime.body + "\n" + spec_part),
+            "runtime_version": self.version,
+            "runtime_modules": _wrap_words(", ".join(self.runtime.modules), WIDTH - 2),
+            "runtime": self.runtime.body,
+            "machine_name": self.machine.name,
+            "source_path": comment_text(self.source_path),
+            "classes": classes,
+            "rebuilds": rebuilds,
+            "guards": self.guards,
+            "arg_builders": self.arg_builders,
+            "source_map": source_map,
+            "machine": machine_literal,
+            "api": api,
+        }
+
+    # -- header
+
+    def _docstring(self) -> str:
+        lines = [f"Runner for the statewright machine `{self.machine.name}`."]
+        description = self.machine.description.strip()
+        if description and _fits_docstring(description):
+            lines += ["", description]
+        lines += [
+            "",
+            "Python: `run(inputs)` or `await arun(inputs)` return a RunResult.",
+            "Command line: `python <this file> --help`. Needs litellm, pydantic and jinja2; not statewright.",
+        ]
+        return '"""' + "\n".join(lines) + '\n"""'
+
+    # -- types
+
+    def _wrappers(self) -> list[ModelPlan]:
+        seen: list[str] = []
+        out = []
+        for plan in self.plans.outputs.values():
+            if plan.wrapper and plan.class_name not in seen:
+                seen.append(plan.class_name)
+                out.append(plan)
+        return out
+
+    def _model_source(self, plan: ModelPlan) -> str:
+        # No docstring: pydantic would put it into the JSON schema the model sees.
+        lines = []
+        if plan.wrapper:
+            lines.append(f"# the output of state `{_state_of(self.plans, plan)}`, wrapped in an object for the model")
+        lines.append(f"class {plan.class_name}(BaseModel):")
+        if plan.title != plan.class_name:
+            lines.append(f"{INDENT}model_config = ConfigDict(title={py_string(plan.title)})")
+        for f in plan.fields:
+            ann = annotation_source(f.type, self.plans.class_names)
+            arguments: list[tuple[str, object]] = []
+            if f.optional:
+                arguments.append(("default", None))
+            if f.attribute != f.name:
+                arguments.append(("alias", f.name))
+            if f.doc:
+                arguments.append(("description", f.doc))
+            if not arguments:
+                lines.append(f"{INDENT}{f.attribute}: {ann}")
+            elif [k for k, _ in arguments] == ["default"]:
+                lines.append(f"{INDENT}{f.attribute}: {ann} = None")
+            else:
+                prefix = f"{INDENT}{f.attribute}: {ann} = "
+                lines.append(prefix + py_source(Call("Field", arguments), 1))
+        return "\n".join(lines) + "\n"
+
+    # -- guards and tool arguments
+
+    def _functions_for(self, state: ir.State) -> None:
+        context = ExprContext(self.machine, self.plans, state)
+        for index, t in enumerate(state.transitions):
+            if t.kind != "guard" or t.guard is None:
+                continue
+            name = self.names.claim(f"guard_{state.name}_{index}")
+            self.guard_names[(state.name, index)] = name
+            self.source_map[name] = origin(t.origin)
+            where = f"{origin(t.origin)}  " if t.origin is not None else ""
+            self.guards.append(
+                f"# {comment_text(where + 'when ' + spec_source(t.guard) + ' -> ' + t.target)}\n"
+                f"def {name}(s: Scope) -> bool:\n"
+                f"{INDENT}{guard_return(t.guard, context)}\n"
+            )
+        if state.call is not None:
+            call = state.call
+            name = self.names.claim(f"args_{state.name}")
+            self.args_names[state.name] = name
+            self.source_map[name] = origin(call.origin)
+            written = ", ".join(f"{a.name} = {spec_source(a.value)}" for a in call.args)
+            where = f"{origin(call.origin)}  " if call.origin is not None else ""
+            items = ""
+            for a in call.args:
+                code = python_source(a.value, context)
+                items += INDENT * 2 + with_suppressions(f"{py_string(a.name)}: {code},", code) + "\n"
+            body = f"{{\n{items}{INDENT}}}" if items else "{}"
+            self.arg_builders.append(
+                f"# {comment_text(where + 'call ' + call.tool + '(' + written + ')')}\n"
+                f"def {name}(s: Scope) -> dict[str, Any]:\n"
+                f"{INDENT}return {body}\n"
+            )
+
+    # -- the MachineSpec literal
+
+    def _machine_call(self) -> Call:
+        m = self.machine
+        return _spec_call(runtime_spec.MachineSpec, [
+            ("name", m.name),
+            ("description", m.description),
+            ("inputs", tuple(self._input(i) for i in m.inputs)),
+            ("model", m.model),
+            ("verifier_model", m.verifier_model),
+            ("temperature", m.temperature),
+            ("limits", _spec_call(runtime_spec.LimitsSpec, [
+                ("steps", m.limits.steps), ("cost_usd", m.limits.cost_usd),
+                ("tokens", m.limits.tokens), ("seconds", m.limits.seconds),
+            ])),
+            ("agents", {a.name: self._agent(a) for a in m.agents}),
+            ("states", {s.name: self._state(s) for s in m.states}),
+            ("start", m.start),
+            ("tools", {t.name: _spec_call(runtime_spec.ToolSpec, [
+                ("name", t.name), ("import_path", t.import_path), ("options", dict(t.options)),
+            ]) for t in m.tools}),
+            ("tests", tuple(self._test(t) for t in m.tests)),
+            ("source_sha256", self.sha256),
+            ("source_path", self.source_path),
+        ])
+
+    def _input(self, i: ir.Input) -> Call:
+        return _spec_call(runtime_spec.InputSpec, [
+            ("name", i.name),
+            ("annotation", Raw(annotation_source(i.type, self.plans.class_names))),
+            ("required", not i.has_default),
+            ("default", i.default),
+        ])
+
+    def _agent(self, a: ir.Agent) -> Call:
+        a = effective_agent(self.machine, a)
+        return _spec_call(runtime_spec.AgentSpec, [
+            ("name", a.name), ("prompt", a.prompt), ("model", a.model), ("temperature", a.temperature),
+            ("tools", a.tools), ("memory", a.memory), ("memory_count", a.memory_count),
+            ("fallbacks", a.fallbacks), ("origin", origin(a.origin)),
+        ])
+
+    def _state(self, s: ir.State) -> Call:
+        plan = self.plans.output_of(s.name)
+        call = None
+        if s.call is not None:
+            call = _spec_call(runtime_spec.ToolCallSpec, [
+                ("tool", s.call.tool),
+                ("args", Raw(self.args_names[s.name])),
+                ("origin", Raw(f"SOURCE_MAP[{py_string(self.args_names[s.name])}]")),
+            ])
+        transitions = []
+        for index, t in enumerate(s.transitions):
+            guard = self.guard_names.get((s.name, index))
+            transitions.append(_spec_call(runtime_spec.TransitionSpec, [
+                ("kind", t.kind),
+                ("target", t.target),
+                ("guard", Raw(guard) if guard else None),
+                ("text", transition_text(t)),
+                ("max", t.max),
+                ("origin", Raw(f"SOURCE_MAP[{py_string(guard)}]") if guard else origin(t.origin)),
+            ]))
+        return _spec_call(runtime_spec.StateSpec, [
+            ("name", s.name),
+            ("kind", s.kind),
+            ("agent", s.agent),
+            ("instruction", s.instruction),
+            ("output", Raw(plan.class_name) if plan is not None else None),
+            ("output_wrapped", plan is not None and plan.wrapper),
+            ("tell", s.tell),
+            ("visits", s.visits),
+            ("retries", s.retries),
+            ("call", call),
+            ("result", s.result),
+            ("transitions", tuple(transitions)),
+            ("origin", Raw(f"SOURCE_MAP[{py_string(s.name)}]")),
+        ])
+
+    def _test(self, t: ir.Test) -> Call:
+        return _spec_call(runtime_spec.TestSpec, [
+            ("name", t.name),
+            ("inputs", dict(t.inputs)),
+            ("steps", tuple(scripted_step(step) for step in t.steps)),
+            ("expect_path", t.expect_path),
+            ("expect_final", t.expect_final),
+            ("expect_result", t.expect_result),
+            ("has_expect_result", t.has_expect_result),
+            ("expect_failure", t.expect_failure),
+            ("origin", origin(t.origin)),
+        ])
+
+    # -- the module's own API
+
+    def _api(self) -> list[str]:
+        names = set(self.runtime.names)  # membership only
+        run, arun = ("run_machine", "arun_machine") if "run_machine" in names else ("run", "arun")
+        lines = []
+        if run == "run":
+            lines.append(
+                "# The runtime's run() and arun() take a machine; this module's own, below, run MACHINE.\n"
+                "_run_machine = run\n_arun_machine = arun\n"
+            )
+            run, arun = "_run_machine", "_arun_machine"
+        lines.append(
+            "def run(inputs: Mapping[str, Any] | None = None, **options: Any) -> RunResult:\n"
+            f'{INDENT}"""Run the machine to its end and return the RunResult; a failed run is a result too.\n\n'
+            f"{INDENT}Options: trace, trace_content, checkpoint, resume, run_id, model_map, workspace, client.\n"
+            f'{INDENT}"""\n'
+            f"{INDENT}return {run}(MACHINE, dict(inputs or {{}}), **options)\n"
+        )
+        lines.append(
+            "async def arun(inputs: Mapping[str, Any] | None = None, **options: Any) -> RunResult:\n"
+            f'{INDENT}"""`run` for async code: the run happens in a worker thread."""\n'
+            f"{INDENT}return await {arun}(MACHINE, dict(inputs or {{}}), **options)\n"
+        )
+        return lines
+
+
+def _state_of(plans: ModelPlans, plan: ModelPlan) -> str:
+    return next(state for state, p in plans.outputs.items() if p is plan)
+
+
+def _spec_call(cls: type, arguments: Sequence[tuple[str, object]]) -> Call:
+    """A constructor call for a runtime spec dataclass, leaving out arguments equal to their defaults."""
+    defaults: dict[str, object] = {}
+    for f in dataclasses.fields(cls):
+        if f.default is not dataclasses.MISSING:
+            defaults[f.name] = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            defaults[f.name] = f.default_factory()
+    kept = []
+    for key, value in arguments:
+        if key in defaults and not isinstance(value, Raw) and _same(value, defaults[key]):
+            continue
+        kept.append((key, value))
+    return Call(cls.__name__, kept)
+
+
+def _same(value: object, default: object) -> bool:
+    return type(value) is type(default) and value == default
+
+
+def _wrap_words(text: str, width: int) -> list[str]:
+    lines: list[str] = []
+    for word in text.split(" "):
+        if lines and len(lines[-1]) + 1 + len(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return lines
+
+
+def _fits_docstring(text: str) -> bool:
+    """Whether text can sit in a triple-quoted docstring as it is (no escapes to interpret, no quotes to end it)."""
+    return (
+        "\\" not in text
+        and '"""' not in text
+        and not text.endswith('"')
+        and all(ch == "\n" or ch.isprintable() for ch in text)
+    )
+
+
+def comment_text(text: str) -> str:
+    """Text safe inside a `#` comment: anything that could end the line is written as an escape."""
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
+# ---- imports -------------------------------------------------------------------------------------
+
+
+def import_block(imports: Iterable[HoistedImport], body: str) -> str:
+    """The module's imports, isort-style (ruff's defaults), keeping only those `body` uses."""
+    used = _used_names(body)
+    chosen: dict[str, HoistedImport] = {}
+    for imp in imports:
+        if imp.bound in used and (imp.name is None or imp.bound not in chosen):
+            chosen.setdefault(imp.bound if imp.name is not None else f"import {imp.module}", imp)
+    stdlib = [i for i in chosen.values() if i.module.split(".")[0] in sys.stdlib_module_names]
+    third_party = [i for i in chosen.values() if i.module.split(".")[0] not in sys.stdlib_module_names]
+    sections = ["from __future__ import annotations"]
+    for group in (stdlib, third_party):
+        if group:
+            sections.append("\n".join(_import_lines(group)))
+    return "\n\n".join(sections)
+
+
+def _import_lines(group: list[HoistedImport]) -> list[str]:
+    straight = sorted({i.module for i in group if i.name is None}, key=lambda m: (m.lower(), m))
+    lines = [f"import {m}" for m in straight]
+    by_module: dict[str, list[str]] = {}
+    for i in group:
+        if i.name is not None:
+            text = i.name if i.bound == i.name else f"{i.name} as {i.bound}"
+            by_module.setdefault(i.module, []).append(text)
+    for module in sorted(by_module, key=lambda m: (m.lower(), m)):
+        names = sorted(set(by_module[module]), key=_member_key)
+        line = f"from {module} import {', '.join(names)}"
+        if len(line) > 88:  # ruff's default line length: wrapped the way its isort wraps
+            line = f"from {module} import (\n" + "".join(f"{INDENT}{n},\n" for n in names) + ")"
+        lines.append(line)
+    return lines
+
+
+def _member_key(name: str) -> tuple[int, str, str]:
+    """isort's order-by-type: CONSTANTS, then Classes, then functions and variables."""
+    bare = name.split(" as ")[0]
+    kind = 0 if bare.isupper() and len(bare) > 1 else 1 if bare[:1].isupper() else 2
+    return (kind, bare.lower(), bare)
+
+
+def _used_names(body: str) -> set[str]:
+    return {n.id for n in ast.walk(ast.parse(body)) if isinstance(n, ast.Name)}
+
+
+# ---- Python literals -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Raw:
+    """Source text used as it is: a name, an annotation, a reference into SOURCE_MAP."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Call:
+    """`func(key=value, ...)` with data or Raw values: on one line if it fits, else one argument per line."""
+
+    func: str
+    arguments: Sequence[tuple[str, object]]
+
+
+def py_scalar(value: object) -> str:
+    if isinstance(value, str):
+        return py_string(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return f'float("{value}")'  # inf and nan have no literal
+    if value is None or isinstance(value, (bool, int, float)):
+        return repr(value)
+    raise TypeError(f"cannot write {type(value).__name__} as a Python literal")
+
+
+def py_source(value: object, indent: int = 0) -> str:
+    """`value` as Python source starting `indent` levels deep (continuation lines indented to match)."""
+    flat = _flat(value)
+    if flat is not None and len(flat) + (indent + 1) * len(INDENT) <= WIDTH:
+        return flat
+    pad = INDENT * (indent + 1)
+    end = INDENT * indent
+    if isinstance(value, str):
+        pieces = string_pieces(value, WIDTH - len(pad) - 2)
+        if len(pieces) == 1:
+            return py_string(value)  # one piece that cannot be cut
+        return "(\n" + "".join(f"{pad}{py_string(p)}\n" for p in pieces) + f"{end})"
+    if isinstance(value, Call):
+        items = [f"{pad}{k}={py_source(v, indent + 1)},\n" for k, v in value.arguments]
+        return f"{value.func}(\n" + "".join(items) + f"{end})"
+    if isinstance(value, dict):
+        items = [f"{pad}{py_source(k, indent + 1)}: {py_source(v, indent + 1)},\n" for k, v in value.items()]
+        return "{\n" + "".join(items) + f"{end}}}"
+    if isinstance(value, (list, tuple)):
+        items = [f"{pad}{py_source(v, indent + 1)},\n" for v in value]
+        opening, closing = ("[", "]") if isinstance(value, list) else ("(", ")")
+        return opening + "\n" + "".join(items) + f"{end}{closing}"
+    return py_scalar(value)
+
+
+def _flat(value: object) -> str | None:
+    """The one-line form, or None when the value must span lines (a string with a line break inside)."""
+    if isinstance(value, Raw):
+        return value.text
+    if isinstance(value, str):
+        return None if "\n" in value[:-1] else py_string(value)
+    if isinstance(value, Call):
+        args = [(k, _flat(v)) for k, v in value.arguments]
+        if any(text is None for _, text in args):
+            return None
+        return f"{value.func}(" + ", ".join(f"{k}={text}" for k, text in args) + ")"
+    if isinstance(value, dict):
+        entries = [(_flat(k), _flat(v)) for k, v in value.items()]
+        if any(k is None or v is None for k, v in entries):
+            return None
+        return "{" + ", ".join(f"{k}: {v}" for k, v in entries) + "}"
+    if isinstance(value, (list, tuple)):
+        items = [_flat(v) for v in value]
+        if any(i is None for i in items):
+            return None
+        inner = ", ".join(items)  # type: ignore[arg-type]
+        if isinstance(value, list):
+            return f"[{inner}]"
+        return f"({inner},)" if len(items) == 1 else f"({inner})"
+    return py_scalar(value)
+
+
+def string_pieces(value: str, width: int) -> list[str]:
+    """`value` cut into pieces that join back to it: after each line break, and at a space (anywhere, in a
+    run without spaces) so that no piece is much wider than `width`."""
+    width = max(width, 20)
+    pieces: list[str] = []
+    for line in value.splitlines(keepends=True):
+        while len(line) > width:
+            cut = line.rfind(" ", width // 2, width) + 1 or width
+            pieces.append(line[:cut])
+            line = line[cut:]
+        if line:
+            pieces.append(line)
+    return pieces or [value]
+

@@ -1,0 +1,254 @@
+"""IR types as Python: annotations (objects and source text) and the pydantic classes `statewright run` uses.
+
+One plan (`plan_models`) decides every class name, field attribute and wrapper; both faces build from it,
+so the models `statewright run` validates with and those a generated runner defines are the same.
+"""
+
+from __future__ import annotations
+
+import builtins
+import keyword
+import re
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from . import ir
+
+PRIMITIVES: dict[str, Any] = {"str": str, "int": int, "float": float, "bool": bool, "none": None, "any": Any}
+PRIMITIVE_SOURCE = {"str": "str", "int": "int", "float": "float", "bool": "bool", "none": "None", "any": "Any"}
+
+# Attributes of pydantic.BaseModel that a field may not take over (fixed here rather than read from
+# dir(BaseModel), so that generated code does not change with the installed pydantic).
+_BASEMODEL_ATTRIBUTES = frozenset({
+    "construct", "copy", "dict", "from_orm", "json", "parse_file", "parse_obj", "parse_raw", "schema",
+    "schema_json", "update_forward_refs", "validate",
+})
+
+WRAPPER_FIELD = "value"
+
+
+class NameAllocator:
+    """Hands out Python names that collide neither with reserved names nor with each other."""
+
+    def __init__(self, reserved: Iterable[str] = ()) -> None:
+        self._taken: set[str] = set(reserved)  # membership only: never iterated, so order cannot leak
+
+    def claim(self, preferred: str, suffix: str = "_") -> str:
+        candidate = preferred
+        n = 1
+        while candidate in self._taken or keyword.iskeyword(candidate):
+            n += 1
+            candidate = f"{preferred}{suffix}" if n == 2 else f"{preferred}{suffix}{n - 1}"
+        self._taken.add(candidate)
+        return candidate
+
+    def taken(self, name: str) -> bool:
+        return name in self._taken
+
+
+def is_plain_attribute(name: str) -> bool:
+    """Whether a field can be a pydantic attribute under its own name."""
+    return (
+        name.isidentifier()
+        and not keyword.iskeyword(name)
+        and not name.startswith("_")
+        and not name.startswith("model_")
+        and name not in _BASEMODEL_ATTRIBUTES
+    )
+
+
+@dataclass(frozen=True)
+class FieldPlan:
+    name: str  # as in the spec: the JSON key the model produces (the alias when attribute differs)
+    attribute: str  # the Python attribute
+    type: ir.Type
+    doc: str = ""
+
+    @property
+    def optional(self) -> bool:
+        return isinstance(self.type, ir.Optional_)
+
+
+@dataclass(frozen=True)
+class ModelPlan:
+    """One pydantic class: a declared type, or the single-field wrapper of a state's non-object output."""
+
+    title: str  # the name the spec gives it (the JSON schema title)
+    class_name: str  # the Python class name (differs from title only to avoid a clash)
+    fields: tuple[FieldPlan, ...]
+    wrapper: bool = False
+    forward: bool = False  # refers to a class defined after it (recursive types): rebuild once all exist
+
+
+@dataclass(frozen=True)
+class ModelPlans:
+    types: tuple[ModelPlan, ...]  # declared types, each after the types it uses (source order otherwise)
+    outputs: Mapping[str, ModelPlan] = field(default_factory=dict)  # state -> output class, typed states
+    class_names: Mapping[str, str] = field(default_factory=dict)  # declared type name -> Python class name
+
+    def output_of(self, state: str) -> ModelPlan | None:
+        return self.outputs.get(state)
+
+
+def plan_models(machine: ir.Machine, reserved: Collection[str] = ()) -> ModelPlans:
+    """Class names, field attributes and output wrappers for a machine, avoiding `reserved` names."""
+    names = NameAllocator([*reserved, *dir(builtins)])
+    class_names = {t.name: names.claim(t.name, "Type") for t in machine.types}
+    ordered, forward = _dependency_order(machine.types)
+    plans = [
+        ModelPlan(t.name, class_names[t.name], _field_plans(t.fields), forward=t.name in forward)
+        for t in ordered
+    ]
+    by_title = {p.title: p for p in plans}
+    outputs: dict[str, ModelPlan] = {}
+    for state in machine.states:
+        if state.output is None:
+            continue
+        if isinstance(state.output, ir.Named):
+            outputs[state.name] = by_title[state.output.name]
+        else:
+            class_name = names.claim(_camel(state.name) + "Output")
+            outputs[state.name] = ModelPlan(
+                class_name, class_name, (FieldPlan(WRAPPER_FIELD, WRAPPER_FIELD, state.output),), wrapper=True
+            )
+    return ModelPlans(tuple(plans), outputs, class_names)
+
+
+def _field_plans(fields: tuple[ir.Field, ...]) -> tuple[FieldPlan, ...]:
+    attributes = NameAllocator(f.name for f in fields if is_plain_attribute(f.name))
+    plans = []
+    for f in fields:
+        if is_plain_attribute(f.name):
+            attribute = f.name
+        else:
+            stem = f.name.lstrip("_") or "field"
+            attribute = attributes.claim(f"{stem}_" if is_plain_attribute(f"{stem}_") else f"field_{stem}")
+        plans.append(FieldPlan(f.name, attribute, f.type, f.doc))
+    return tuple(plans)
+
+
+def _camel(name: str) -> str:
+    parts = [p for p in re.split(r"_+", name) if p]
+    return "".join(p[:1].upper() + p[1:] for p in parts) or "State"
+
+
+def _named_in(t: ir.Type) -> list[str]:
+    if isinstance(t, ir.Named):
+        return [t.name]
+    if isinstance(t, ir.ListOf):
+        return _named_in(t.item)
+    if isinstance(t, ir.Optional_):
+        return _named_in(t.inner)
+    return []
+
+
+def _dependency_order(types: tuple[ir.TypeDef, ...]) -> tuple[list[ir.TypeDef], set[str]]:
+    """Types ordered so each follows the types its fields use; names that must refer forward (cycles)."""
+    by_name = {t.name: t for t in types}
+    done: dict[str, bool] = {}  # name -> finished (False while on the current path)
+    order: list[ir.TypeDef] = []
+    forward: set[str] = set()
+
+    def visit(t: ir.TypeDef) -> None:
+        done[t.name] = False
+        for f in t.fields:
+            for dep in _named_in(f.type):
+                if dep not in by_name:
+                    continue
+                if dep not in done:
+                    visit(by_name[dep])
+                elif not done[dep]:
+                    forward.add(t.name)  # a cycle: this class refers to one not yet defined
+        done[t.name] = True
+        order.append(t)
+
+    for t in types:
+        if t.name not in done:
+            visit(t)
+    return order, forward
+
+
+# ---- annotations ---------------------------------------------------------------------------------
+
+
+def py_string(value: str) -> str:
+    """A str as Python source: repr(), in double quotes when the string holds none (the project's style)."""
+    text = repr(value)
+    if text.startswith("'") and '"' not in value:
+        text = '"' + text[1:-1] + '"'
+    return text
+
+
+def annotation(t: ir.Type, classes: Mapping[str, Any]) -> Any:
+    """The Python annotation of an IR type; `classes` maps declared type names to classes."""
+    if isinstance(t, ir.Prim):
+        return PRIMITIVES[t.name]
+    if isinstance(t, ir.ListOf):
+        return list[annotation(t.item, classes)]  # type: ignore[misc]
+    if isinstance(t, ir.Optional_):
+        inner = annotation(t.inner, classes)
+        return None if inner is None else inner | None
+    if isinstance(t, ir.Enum):
+        return Literal.__getitem__(tuple(t.values))  # type: ignore[attr-defined]
+    if isinstance(t, ir.Named):
+        return classes[t.name]
+    raise TypeError(f"not an IR type: {t!r}")
+
+
+def annotation_source(t: ir.Type, class_names: Mapping[str, str]) -> str:
+    """The same annotation as Python source text (may need `Any` and `Literal` from typing)."""
+    if isinstance(t, ir.Prim):
+        return PRIMITIVE_SOURCE[t.name]
+    if isinstance(t, ir.ListOf):
+        return f"list[{annotation_source(t.item, class_names)}]"
+    if isinstance(t, ir.Optional_):
+        inner = annotation_source(t.inner, class_names)
+        return inner if inner == "None" else f"{inner} | None"
+    if isinstance(t, ir.Enum):
+        return "Literal[" + ", ".join(py_string(v) for v in t.values) + "]"
+    if isinstance(t, ir.Named):
+        return class_names[t.name]
+    raise TypeError(f"not an IR type: {t!r}")
+
+
+# ---- model classes for `statewright run` ---------------------------------------------------------
+
+
+def build_models(plans: ModelPlans) -> dict[str, type]:
+    """The pydantic classes of a plan, keyed by Python class name (declared types and output wrappers)."""
+    from pydantic import ConfigDict, Field, create_model
+
+    classes: dict[str, Any] = {}
+    by_type: dict[str, Any] = {}
+
+    def make(plan: ModelPlan) -> type:
+        definitions: dict[str, Any] = {}
+        for f in plan.fields:
+            # In a cycle some class does not exist yet: such a plan's annotations are source text,
+            # resolved by model_rebuild once every class exists.
+            ann = annotation_source(f.type, plans.class_names) if plan.forward else annotation(f.type, by_type)
+            kwargs: dict[str, Any] = {}
+            if f.doc:
+                kwargs["description"] = f.doc
+            if f.attribute != f.name:
+                kwargs["alias"] = f.name
+            if f.optional:
+                kwargs["default"] = None
+            definitions[f.attribute] = (ann, Field(**kwargs))
+        config = ConfigDict(title=plan.title) if plan.title != plan.class_name else None
+        model = create_model(plan.class_name, __config__=config, **definitions)  # type: ignore[call-overload]
+        classes[plan.class_name] = model
+        return model
+
+    for plan in plans.types:
+        by_type[plan.title] = make(plan)
+    namespace = {**classes, "Any": Any, "Literal": Literal}
+    for plan in plans.types:
+        model = by_type[plan.title]
+        if not model.__pydantic_complete__:
+            model.model_rebuild(_types_namespace=namespace)
+    for plan in plans.outputs.values():
+        if plan.wrapper:
+            make(plan)
+    return classes

@@ -1,0 +1,288 @@
+"""Guards in both faces: the interpreter (`statewright run`) and the Python a generated runner carries
+compute the same value, or raise the same error, for every expression over the same scope."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from statewright.api import check_text, parse_text
+from statewright.compiler import ir
+from statewright.compiler.codegen.python_expr import (
+    ExprContext,
+    guard_return,
+    python_source,
+    spec_source,
+    spec_string,
+    with_suppressions,
+)
+from statewright.compiler.evaluate import GuardCompileError, GuardNames, compile_expr, compile_guard
+from statewright.compiler.to_runtime import to_runtime
+from statewright.compiler.types_py import plan_models
+from statewright.grammar import ast
+from statewright.runtime.guard_access import guard_attribute
+from statewright.runtime.spec import Scope
+
+SPEC = '''
+machine m {
+    input topic: str
+    input count: int = 2
+    input tags: list[str] = []
+    type Critique {
+        score: int "0-100"
+        fixes: list[str]
+        level: "low" | "high"
+        note: str?
+        class: str?
+    }
+    agent critic { prompt "p" }
+    tool lookup = "json:loads"
+    start state review {
+        agent critic
+        do "x"
+        output Critique
+        when output.score >= 85 and len(output.fixes) == 0 and count > 0 and len(tags) >= 0 -> run
+        -> draft max 2
+        otherwise -> done
+    }
+    state draft { agent critic  do "d"  -> review }
+    state run { call lookup(s = topic) -> done }
+    final state done
+}
+'''
+
+
+def machine() -> ir.Machine:
+    comp = check_text(SPEC, "m.fsm")
+    assert comp.ok, comp.diagnostics
+    return comp.ir  # type: ignore[return-value]
+
+
+MACHINE = machine()
+RUNTIME = to_runtime(MACHINE)
+Critique = RUNTIME.states["review"].output
+assert Critique is not None
+
+
+def critique(**values: Any) -> Any:
+    fields = {"score": 90, "fixes": [], "level": "low", **values}
+    return Critique.model_validate(fields)
+
+
+def generated(expr: ast.Expr, state: str = "review") -> Any:
+    """The generated runner's form of `expr`, compiled: a function of the scope."""
+    context = ExprContext(MACHINE, plan_models(MACHINE), MACHINE.state(state))
+    code = python_source(expr, context)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SyntaxWarning)  # `1[0]` and the like, which the checker rejects
+        return eval(f"lambda s: {code}", {"guard_attribute": guard_attribute})
+
+
+def outcome(function: Any, scope: Scope) -> tuple[str, Any]:
+    try:
+        value = function(scope)
+    except Exception as e:  # noqa: BLE001 - the error itself is what is compared
+        return ("error", (type(e).__name__, str(e)))
+    if hasattr(value, "model_dump"):
+        return ("model", (type(value).__name__, value.model_dump()))
+    return ("value", (type(value).__name__, value))
+
+
+def guard(text: str) -> ast.Expr:
+    """A guard expression parsed from spec source."""
+    parsed = parse_text(f"machine g {{ start state a {{ when {text} -> a }} }}")
+    assert parsed.machine is not None, [d.message for d in parsed.diagnostics]
+    state = parsed.machine.of(ast.StateDecl)[0]
+    return state.transitions[0].guard
+
+
+SCOPES = [
+    Scope(critique(), {"topic": "FSMs", "count": 2, "tags": ["a", "b"]}, {"review": critique()}, {"review": 1}),
+    Scope(critique(score=10, fixes=["x"], note="n"), {"topic": "", "count": 0, "tags": []},
+          {"review": critique(score=10), "run": {"status": 200, "body": "ok"}}, {"review": 3, "draft": 2}),
+    Scope(None, {"topic": "t", "count": -1, "tags": ["t"]}, {}, {}),
+    Scope(critique(**{"class": "c"}), {"topic": "x", "count": 5, "tags": ["x"]}, {"run": {"status": 404}}, {}),
+]
+
+
+# ---- what guards mean ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("output.score >= 85", [True, False, "error", True]),
+    ("review.output.score >= 85", [True, False, "error", "error"]),
+    ("len(output.fixes) == 0 and count > 0", [True, False, "error", True]),
+    ("topic in tags or \"a\" in tags", [True, False, True, True]),
+    ("visits(review) >= 2 or visits(draft) == 2", [False, True, False, False]),
+    ("run.output.status == 200", ["error", True, "error", False]),
+    ("not output.note == none", [False, True, "error", False]),
+    ("output.class == \"c\"", [False, False, "error", True]),
+    ("count * 2 + 1 > 4 and count % 2 == 0", [True, False, False, False]),
+    ("tags[0] == topic", [False, "error", True, True]),
+    ("output.level in [\"low\", \"mid\"]", [True, True, "error", True]),
+])
+def test_a_guard_means_the_same_in_the_interpreter_and_in_generated_code(text: str, expected: list) -> None:
+    expr = guard(text)
+    interpreted = compile_guard(expr, GuardNames.of(MACHINE))
+    compiled = generated(expr)
+    for scope, want in zip(SCOPES, expected):
+        got = outcome(interpreted, scope)
+        assert outcome(lambda s: bool(compiled(s)), scope) == got
+        assert (got[0] if want == "error" else got[1][1]) == want, (text, scope)
+
+
+def test_state_output_is_none_until_the_state_has_run() -> None:
+    expr = guard("review.output == none")
+    assert compile_guard(expr, GuardNames.of(MACHINE))(SCOPES[2]) is True
+    assert generated(expr)(SCOPES[2]) is True
+
+
+def test_and_or_yield_an_operand_as_in_python_and_guards_yield_bools() -> None:
+    expr = guard("topic or count")
+    names = GuardNames.of(MACHINE)
+    assert compile_expr(expr, names)(SCOPES[1]) == 0
+    assert generated(expr)(SCOPES[1]) == 0
+    assert compile_guard(expr, names)(SCOPES[1]) is False
+
+
+def test_a_field_a_tool_result_lacks_is_an_error_naming_the_field() -> None:
+    expr = guard("run.output.missing")
+    with pytest.raises(AttributeError, match="no field 'missing'.*'status'"):
+        compile_expr(expr, GuardNames.of(MACHINE))(SCOPES[3])
+
+
+def test_without_the_machines_names_an_input_wins_over_a_state_that_has_not_run() -> None:
+    expr = guard("review.output")
+    evaluate = compile_expr(expr)
+    assert evaluate(Scope(None, {}, {"review": 7}, {})) == 7
+    assert evaluate(Scope(None, {"review": {"output": "in"}}, {}, {})) == "in"
+
+
+@pytest.mark.parametrize("text", ["nope(1)", "len(1, 2)", "visits(1)"])
+def test_an_expression_the_checker_would_reject_is_a_compile_error(text: str) -> None:
+    with pytest.raises(GuardCompileError):
+        compile_guard(guard(text), GuardNames.of(MACHINE))
+
+
+# ---- generated Python reads well -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text, python", [
+    ("output.score >= 85", "s.output.score >= 85"),
+    ("review.output.fixes", "s.outputs.get(\"review\").fixes"),
+    ("len(output.fixes) > visits(draft)", "len(s.output.fixes) > s.visits.get(\"draft\", 0)"),
+    ("run.output.status == 200", "guard_attribute(s.outputs.get(\"run\"), \"status\") == 200"),
+    ("output.class", "guard_attribute(s.output, \"class\")"),
+    ("topic", "s.inputs[\"topic\"]"),
+    ("not output.score == 1", "s.output.score != 1"),
+    ("not (topic in tags)", "s.inputs[\"topic\"] not in s.inputs[\"tags\"]"),
+    ("not not count", "bool(s.inputs[\"count\"])"),
+    ("1 < count and count < 5", "1 < s.inputs[\"count\"] < 5"),
+    ("(count + 1) * 2", "(s.inputs[\"count\"] + 1) * 2"),
+    ("count - (1 - 2)", "s.inputs[\"count\"] - (1 - 2)"),
+    ("- -count", "-(-s.inputs[\"count\"])"),
+    ("(1 == 1) == true", "(1 == 1) == True"),
+    ("not (count > 1 and count < 0)", "not (s.inputs[\"count\"] > 1 and s.inputs[\"count\"] < 0)"),
+])
+def test_generated_python_is_the_plain_expression(text: str, python: str) -> None:
+    context = ExprContext(MACHINE, plan_models(MACHINE), MACHINE.state("review"))
+    assert python_source(guard(text), context) == python
+
+
+# ---- random expressions ----------------------------------------------------------------------------
+
+_LEAVES = [
+    ast.NameExpr("output"), ast.NameExpr("topic"), ast.NameExpr("count"), ast.NameExpr("tags"),
+    ast.Attribute(ast.NameExpr("review"), ast.Name("output")),
+    ast.Attribute(ast.NameExpr("run"), ast.Name("output")),
+    ast.Call(ast.Name("visits"), (ast.NameExpr("draft"),)),
+]
+_FIELDS = ["score", "fixes", "level", "note", "class", "status", "body", "missing"]
+
+literals = st.one_of(
+    st.integers(0, 10**20), st.floats(0, 1e20, allow_nan=False, allow_infinity=False),
+    st.text(max_size=8), st.booleans(), st.none(),
+).map(ast.Literal)
+
+
+def expressions() -> st.SearchStrategy[ast.Expr]:
+    leaves = st.one_of(st.sampled_from(_LEAVES), literals)
+
+    def extend(children: st.SearchStrategy[ast.Expr]) -> st.SearchStrategy[ast.Expr]:
+        return st.one_of(
+            st.builds(ast.Attribute, children, st.sampled_from(_FIELDS).map(ast.Name)),
+            st.builds(ast.Index, children, children),
+            st.builds(lambda a: ast.Call(ast.Name("len"), (a,)), children),
+            st.builds(ast.UnaryOp, st.sampled_from(["not", "-"]), children),
+            st.builds(ast.BinaryOp, st.sampled_from(sorted(
+                ["and", "or", "==", "!=", "<", "<=", ">", ">=", "in", "not in", "+", "-", "*", "/", "%"])),
+                children, children),
+            st.builds(lambda items: ast.ListExpr(tuple(items)), st.lists(children, max_size=3)),
+        )
+
+    return st.recursive(leaves, extend, max_leaves=12)
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(expressions())
+def test_random_expressions_agree_between_the_faces(expr: ast.Expr) -> None:
+    interpreted = compile_expr(expr, GuardNames.of(MACHINE))
+    compiled = generated(expr)
+    for scope in SCOPES:
+        expected = outcome(interpreted, scope)
+        if expected[0] == "error" and expected[1][0] in ("RecursionError", "MemoryError", "OverflowError"):
+            continue
+        assert outcome(compiled, scope) == expected, python_source(
+            expr, ExprContext(MACHINE, plan_models(MACHINE), MACHINE.state("review")))
+
+
+def read_back(source: str) -> ast.Expr:
+    # inside a list, so that a lone string reads as an expression and not as a verifier condition
+    listed = guard(f"[{source}]")
+    assert isinstance(listed, ast.ListExpr)
+    return listed.items[0]
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(expressions())
+def test_spec_source_reads_back_as_the_same_expression(expr: ast.Expr) -> None:
+    assert read_back(spec_source(expr)) == expr
+
+
+@given(st.text())
+def test_spec_strings_read_back_verbatim(value: str) -> None:
+    assert read_back(spec_string(value)) == ast.Literal(value)
+
+
+def test_generated_guards_pass_ruff(tmp_path: Path) -> None:
+    """Every guard shape is written the way the linter wants it, or carries exactly the `noqa` it needs."""
+    context = ExprContext(MACHINE, plan_models(MACHINE), MACHINE.state("review"))
+    examples: list[ast.Expr] = []
+
+    @settings(max_examples=1000, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(expressions())
+    def collect(expr: ast.Expr) -> None:
+        examples.append(expr)
+
+    collect()
+    lines = ['"""Guards."""', "", "from __future__ import annotations", "", "", "def guard_attribute(v, n):",
+             "    return v", ""]
+    for i, expr in enumerate(examples):
+        code = python_source(expr, context)
+        lines += ["", f"def guard_{i}(s):", f"    {guard_return(expr, context)}", "", "",
+                  f"def value_{i}(s):", f"    {with_suppressions(f'return {code}', code)}", ""]
+    path = tmp_path / "guards.py"
+    path.write_text("\n".join(lines), encoding="utf-8")
+    result = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--config", str(Path(__file__).parents[1] / "pyproject.toml"),
+         "--no-cache", str(path)],
+        capture_output=True, text=True, check=False,
+    )
+    assert result.returncode == 0, result.stdout[-4000:]
