@@ -182,3 +182,8 @@ def test_check_stays_off_pydantic() -> None:
             "assert 'pydantic' not in sys.modules\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_compile_into_a_missing_directory_is_a_usage_error(tmp_path: Path, capsys) -> None:
+    assert main(["compile", str(EXAMPLE), "-o", str(tmp_path / "no" / "such" / "dir" / "runner.py")]) == 2
+    assert "cannot write" in capsys.readouterr().err

@@ -193,6 +193,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     except api.RunnerOverwriteError as e:
         _err(f"error: {e}")
         return EXIT_INPUT
+    except OSError as e:
+        raise UsageError(f"cannot write {args.output}: {e.strerror or e}") from None
     _err(f"wrote {args.output}")
     return EXIT_OK
 
