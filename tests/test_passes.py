@@ -135,7 +135,7 @@ class RandomReplies:
         if request.role == "verifier":
             choices = request.response_schema["properties"]["choice"]["enum"]
             choice = self.rng.choice(choices)
-            content = '{"choice": %s, "reason": "r", "feedback": "f"}' % __import__("json").dumps(choice)
+            content = __import__("json").dumps({"choice": choice, "reason": "r", "feedback": "f"})
         else:
             self.agent_calls.append((request.model, request.messages[-1]["content"]))
             content = self.rng.choice(["ok", "no", "route 0", "route 1", "ok route 1"])
@@ -203,3 +203,292 @@ def test_optimized_and_unoptimized_machines_behave_identically(text: str, seed: 
     optimized = to_runtime(optimized_ir)
     assert run_passes(optimized_ir) == optimized_ir
     assert _run(plain, seed) == _run(optimized, seed)
+
+
+# ---- behaviour, strictly: every model request is the same, word for word -------------------------
+
+
+class RecordingReplies:
+    """Seeded replies, and a record of everything each model is sent — what it would see, not the names
+    statewright uses internally to route the call."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.requests: list[tuple[object, ...]] = []
+
+    def complete(self, request):  # type: ignore[no-untyped-def]
+        import json
+
+        self.requests.append((request.role, request.model, json.dumps(request.messages, sort_keys=True),
+                              json.dumps(request.response_schema, sort_keys=True), request.temperature))
+        if request.role == "verifier":
+            choice = self.rng.choice(request.response_schema["properties"]["choice"]["enum"])
+            content = json.dumps({"choice": choice, "reason": "r", "feedback": "f"})
+        else:
+            content = self.rng.choice(["ok", "no", "redo", "route 0", "route 0 redo", "ok redo"])
+        return ModelResponse(content=content, model=request.model, prompt_tokens=1, completion_tokens=1)
+
+
+@st.composite
+def machines_with_loops_and_listeners(draw):  # type: ignore[no-untyped-def]
+    """Machines whose twins sit on bounded loops, tell listeners, or are read by name — the places where a
+    careless merge changes what an agent is sent — next to twins that may be merged."""
+    n = draw(st.integers(3, 6))
+    bodies = []
+    for i in range(n):
+        later = [f"s{j}" for j in range(i + 1, n)] + ["done", "failed"]
+        agent, instruction = draw(st.sampled_from(["a", "b"])), draw(st.sampled_from(["Plan.", "Fix."]))
+        lines = [f"agent {agent}", f'do "{instruction}"']
+        if i > 0 and draw(st.booleans()):
+            lines[1] = 'do "Fix {{ s0.output }}."'  # reads s0 by name
+        if draw(st.booleans()):
+            lines.append(f"tell [{draw(st.sampled_from(['a', 'b']))}]")
+        if i > 0 and draw(st.booleans()):  # a loop back, bounded on this edge
+            back = draw(st.integers(0, i))
+            kind = draw(st.sampled_from(["guard", "condition"]))
+            edge = '"redo" in output' if kind == "guard" else '"it must be redone"'
+            lines.append(f"when {edge} -> s{back} max {draw(st.integers(1, 2))}")
+        for _ in range(draw(st.integers(0, 1))):
+            lines.append(f'when "ok" in output -> {draw(st.sampled_from(later))}')
+        # half the time on to the next state: long runs, where a twin's output reaches a later listener
+        lines.append(f"otherwise -> {later[0] if draw(st.booleans()) else draw(st.sampled_from(later))}")
+        bodies.append(lines)
+    states = [(f"s{i}", lines) for i, lines in enumerate(bodies)]
+    for d in draw(st.lists(st.integers(1, n - 2), max_size=3, unique=True)):  # twins with states after them
+        states.append((f"s{d}_twin", list(bodies[d])))
+        # some state reaches the twin: an earlier one, or a later one on a loop back through the original
+        source = draw(st.sampled_from([i for i in range(n) if i != d]))
+        states[source][1].insert(2, f'when "route 0" in output -> s{d}_twin')
+    text = ["machine m {"] + [f'    agent {x} {{\n        prompt "{x.upper()}."\n    }}' for x in "ab"]
+    for i, (name, lines) in enumerate(states):
+        head = "start state" if i == 0 else "state"
+        text.append(f"    {head} {name} {{\n" + "\n".join(f"        {x}" for x in lines) + "\n    }")
+    text += ["    final state done", "    final state failed", "}"]
+    return "\n\n".join(text) + "\n"
+
+
+@st.composite
+def twins_in_context(draw):  # type: ignore[no-untyped-def]
+    """A start state that routes to `work` or its twin, both handing over to `check`. `check` may send the
+    run back to the start (a bounded loop: a run can enter `work` and, on the next lap, `work_twin`), and
+    the twins may tell `check`'s agent their output (it arrives tagged with the producing state's name)."""
+    loop = draw(st.sampled_from(["", 'when "redo" in output -> plan', 'when "it must be redone" -> plan']))
+    bound = draw(st.sampled_from(["edge", "visits"]))
+    listener = draw(st.sampled_from(["a", "b"]))
+    tell = draw(st.sampled_from(["", f"tell [{listener}]"]))
+    work = [f"agent {draw(st.sampled_from(['a', 'b']))}", 'do "Fix."', tell, "-> check"]
+    plan = ["agent a", 'do "Plan."'] + (["visits 3"] if loop and bound == "visits" else []) + [
+        'when "route 0" in output -> work_twin', "otherwise -> work"]
+    check = [f"agent {listener}", 'do "Check."', loop + (" max 2" if loop and bound == "edge" else ""),
+             "otherwise -> done"]
+    states = [("start state plan", plan), ("state work", work), ("state work_twin", list(work)),
+              ("state check", check)]
+    text = ["machine m {"] + [f'    agent {x} {{\n        prompt "{x.upper()}."\n    }}' for x in "ab"]
+    for head, lines in states:
+        text.append(f"    {head} {{\n" + "\n".join(f"        {x}" for x in lines if x) + "\n    }")
+    text += ["    final state done", "}"]
+    return "\n\n".join(text) + "\n"
+
+
+def _requests(machine, seed: int):  # type: ignore[no-untyped-def]
+    from statewright.runtime.engine import Engine
+
+    client = RecordingReplies(seed)
+    result = Engine(machine, client=client).run({})
+    failure = result.failure.kind if result.failure is not None else None
+    return client.requests, (result.status, result.final_state, result.result, failure)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(machines_with_loops_and_listeners(), st.integers(0, 10_000))
+def test_every_model_is_sent_exactly_the_same_messages_after_the_passes(text: str, seed: int) -> None:
+    from statewright.compiler.to_runtime import to_runtime
+
+    comp = api.check_text(text, "m.fsm")
+    assume(comp.ok)
+    optimized = api.optimize(comp)
+    assert run_passes(optimized) == optimized
+    plain, fast = to_runtime(comp.ir), to_runtime(optimized)
+    for run in range(8):  # several runs per machine: the paths that tell twins apart are rare
+        assert _requests(plain, seed + run) == _requests(fast, seed + run)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(twins_in_context(), st.integers(0, 10_000))
+def test_twins_on_loops_or_with_listeners_keep_what_every_model_is_sent(text: str, seed: int) -> None:
+    from statewright.compiler.to_runtime import to_runtime
+
+    comp = compile_ok(text)
+    optimized = api.optimize(comp)
+    plain, fast = to_runtime(comp.ir), to_runtime(optimized)
+    for run in range(8):
+        assert _requests(plain, seed + run) == _requests(fast, seed + run)
+    if "tell" not in text and "-> plan" not in text:
+        assert len(optimized.states) == len(comp.ir.states) - 1  # a plain twin is merged
+
+
+def test_twins_on_a_bounded_loop_are_not_merged() -> None:
+    # b and b_twin are alike, but a run can enter b, loop back, and enter b_twin: in the source b_twin's
+    # first visit gets no "sent back" note, while a merged state would have been visited before
+    text = """machine m {
+    agent a {
+        prompt "A."
+    }
+
+    start state s0 {
+        agent a
+        do "Plan."
+        when "route 0" in output -> b_twin
+        otherwise -> b
+    }
+
+    state b {
+        agent a
+        do "Fix."
+        -> c
+    }
+
+    state b_twin {
+        agent a
+        do "Fix."
+        -> c
+    }
+
+    state c {
+        agent a
+        do "Check."
+        when "redo" in output -> s0 max 1
+        otherwise -> done
+    }
+
+    final state done
+}
+"""
+    comp = compile_ok(text)
+    assert equivalence_classes(comp.ir) == {}
+    acyclic = text.replace('        when "redo" in output -> s0 max 1\n', "")
+    assert equivalence_classes(compile_ok(acyclic).ir) == {"b": ["b", "b_twin"]}
+
+
+def test_twins_that_tell_listeners_are_not_merged() -> None:
+    text = chain_with_duplicates(1).replace('        do "Review the draft."\n',
+                                            '        do "Review the draft."\n        tell [writer]\n')
+    assert equivalence_classes(compile_ok(text).ir) == {}
+
+
+def test_a_state_only_a_template_reads_is_not_removed_even_if_unreachable() -> None:
+    text = chain_with_duplicates(1).replace("    final state done", """    state orphan {
+        agent critic
+        do "Never runs."
+        -> done
+    }
+
+    final state done {
+        result "{{ orphan.output }}"
+    }""")
+    comp = compile_ok(text)
+    assert "orphan" in {s.name for s in api.optimize(comp).states}
+
+
+# ---- partition refinement: exact, and O(m log n) -------------------------------------------------
+
+
+def _naive_refinement(initial: list[int], edges: list[dict[int, int]]) -> set[frozenset[int]]:
+    """Refine by (block, blocks of successors per label) until nothing changes — obviously right, slow."""
+    block = list(initial)
+    while True:
+        keys = [(block[i], tuple(sorted((label, block[t]) for label, t in edges[i].items())))
+                for i in range(len(block))]
+        numbering: dict[object, int] = {}
+        new = [numbering.setdefault(k, len(numbering)) for k in keys]
+        if len(set(new)) == len(set(block)):
+            groups: dict[int, set[int]] = {}
+            for i, b in enumerate(new):
+                groups.setdefault(b, set()).add(i)
+            return {frozenset(g) for g in groups.values()}
+        block = new
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_refinement_finds_the_coarsest_stable_partition(data) -> None:  # type: ignore[no-untyped-def]
+    from statewright.compiler.passes.merge_equivalent import refine_partition
+
+    n = data.draw(st.integers(1, 30))
+    labels = data.draw(st.integers(1, 3))
+    initial_blocks = data.draw(st.integers(1, 3))
+    initial = [data.draw(st.integers(0, initial_blocks - 1)) for _ in range(n)]
+    # each initial block uses the same labels for all its elements, as the pass guarantees
+    block_labels = {b: data.draw(st.sets(st.integers(0, labels - 1))) for b in set(initial)}
+    edges = [{label: data.draw(st.integers(0, n - 1)) for label in sorted(block_labels[initial[i]])}
+             for i in range(n)]
+    numbering: dict[int, int] = {}
+    initial = [numbering.setdefault(b, len(numbering)) for b in initial]
+    incoming: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+    for i, out in enumerate(edges):
+        for label, target in out.items():
+            incoming[target].append((label, i))
+    blocks, _ = refine_partition(initial, incoming)
+    assert {frozenset(b) for b in blocks} == _naive_refinement(initial, edges)
+
+
+@pytest.mark.parametrize("n", [1_000, 8_000])
+def test_refinement_work_is_m_log_n_on_a_chain(n: int) -> None:
+    """A chain of n look-alike states splits one state off at a time: a refinement that scans the whole
+    block per split does n^2/2 work; Hopcroft's smaller-half rule keeps it within m log n."""
+    import math
+
+    from statewright.compiler.passes.merge_equivalent import refine_partition
+
+    initial = [0] * n + [1]  # n look-alikes, then the final state
+    incoming: list[list[tuple[int, int]]] = [[(0, i - 1)] if i else [] for i in range(n + 1)]
+    blocks, work = refine_partition(initial, incoming)
+    assert len(blocks) == n + 1
+    m = n
+    assert work <= 4 * m * math.log2(n)
+
+
+class ScriptedRecorder:
+    """Answers from a test block's script (by role, state and call number) and records every request."""
+
+    def __init__(self, script) -> None:  # type: ignore[no-untyped-def]
+        self.script = script
+        self.requests: list[tuple[object, ...]] = []
+
+    def complete(self, request):  # type: ignore[no-untyped-def]
+        import json
+
+        self.requests.append((request.role, request.model, json.dumps(request.messages, sort_keys=True),
+                              json.dumps(request.response_schema, sort_keys=True)))
+        meta = request.metadata["statewright"]
+        value = self.script.next(meta["role"], meta["state"], meta["seq"]).value
+        content = value if isinstance(value, str) else json.dumps(value)
+        return ModelResponse(content=content, model=request.model, prompt_tokens=1, completion_tokens=1)
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_examples_send_the_same_requests_and_pass_their_tests_when_optimized(path: Path) -> None:
+    from statewright.compiler.to_runtime import to_runtime
+    from statewright.runtime.engine import Engine
+    from statewright.runtime.scripted import Script
+
+    comp = api.check_file(path)
+    plain, optimized = to_runtime(comp.ir), to_runtime(api.optimize(comp))
+    assert optimized.tests
+    for test_plain, test_optimized in zip(plain.tests, optimized.tests):
+        runs = []
+        for machine, test in ((plain, test_plain), (optimized, test_optimized)):
+            script = Script.from_test(machine, test)
+            client = ScriptedRecorder(script)
+            result = Engine(machine, client=client, script=script).run(dict(test.inputs))
+            if test.expect_path is not None:
+                assert list(result.path) == list(test.expect_path), test.name
+            runs.append((client.requests, result.status, result.final_state, result.result))
+        assert runs[0] == runs[1], test.name
+
+
+def test_only_template_code_reads_a_state_name_not_plain_words() -> None:
+    plain = chain_with_duplicates(1).replace('prompt "You write."', 'prompt "You write what review1 reads."')
+    assert equivalence_classes(compile_ok(plain).ir) == {"review0": ["review0", "review1"]}
+    read = chain_with_duplicates(1).replace('do "Write."', 'do "Write. {% if review1.output %}Again.{% endif %}"')
+    assert equivalence_classes(compile_ok(read).ir) == {}

@@ -7,10 +7,12 @@ text by span (so everything else, comments included, stays as written) and leave
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from ..diagnostics import Diagnostics, SourceFile
 from ..grammar import ast, parse_text
+from . import ir
 
 
 class SourceEditError(ValueError):
@@ -25,6 +27,7 @@ class _Edit:
 
 
 def _apply(text: str, edits: Iterable[_Edit]) -> str:
+    # stable sort: insertions at one offset keep the order they were made in
     ordered = sorted(edits, key=lambda e: (e.start, e.end))
     out, pos = [], 0
     for e in ordered:
@@ -39,7 +42,7 @@ def _apply(text: str, edits: Iterable[_Edit]) -> str:
 
 def _parse(text: str, path: str) -> ast.Machine:
     result = parse_text(text, path)
-    if result.machine is None:
+    if result.machine is None or result.diagnostics.has_errors:
         raise SourceEditError("the source has syntax errors")
     return result.machine
 
@@ -63,6 +66,114 @@ def _line_extent(text: str, start: int, end: int) -> tuple[int, int]:
     return start, end
 
 
+def _delete(text: str, span: object) -> _Edit:
+    return _Edit(*_line_extent(text, span.start, span.end), "")  # type: ignore[attr-defined]
+
+
+def _indent_of(text: str, offset: int, default: str = "        ") -> str:
+    line_start = text.rfind("\n", 0, offset) + 1
+    before = text[line_start:offset]
+    return before if before.strip() == "" else default
+
+
+def check_text_ir(text: str, path: str) -> tuple[ir.Machine | None, Diagnostics]:
+    """Parse and check source text with the compiler's own front door: the IR (None on errors) and every
+    diagnostic."""
+    from ..grammar import parse_source
+    from ..grammar.parser import paused_gc
+    from .check import check_machine
+
+    source = SourceFile(path, text)
+    with paused_gc():
+        parsed = parse_source(source)
+        machine = check_machine(source, parsed.machine, parsed.diagnostics) if parsed.machine else None
+    return machine, parsed.diagnostics
+
+
+# ---- references ----------------------------------------------------------------------------------
+
+
+def _redirect_references(text: str, machine: ast.Machine, renames: Mapping[str, str],
+                         skip: Iterable[ast.StateDecl] = (),
+                         skip_items: Iterable[object] = ()) -> list[_Edit]:
+    """Edits that make every reference to a renamed state name the new one: transition targets, guards,
+    tool-call arguments, templates, prompts and test blocks. Declarations in `skip` and the items in
+    `skip_items` are left alone."""
+    skipped = [(d.span.start, d.span.end) for d in skip]
+    skipped_items = {id(i) for i in skip_items}
+
+    def outside(offset: int) -> bool:
+        return not any(a <= offset < b for a, b in skipped)
+
+    edits: list[_Edit] = []
+    for s in machine.of(ast.StateDecl):
+        if not outside(s.span.start):
+            continue
+        for item in s.items:
+            if id(item) in skipped_items:
+                continue
+            if isinstance(item, ast.Transition):
+                if item.target is not None and item.target.value in renames:
+                    target = item.target
+                    edits.append(_Edit(target.span.start, target.span.end, renames[target.value]))
+                if item.guard is not None:
+                    edits.extend(_rename_in_expr(item.guard, renames))
+            elif isinstance(item, ast.ToolCall):
+                for arg in item.args:
+                    edits.extend(_rename_in_expr(arg.value, renames))
+            elif isinstance(item, (ast.Instruction, ast.Result)):
+                edits.extend(_rename_in_template(text, item.text, renames))
+    for agent in machine.of(ast.AgentDecl):
+        for item in agent.items:
+            if isinstance(item, ast.PromptSetting):
+                edits.extend(_rename_in_template(text, item.text, renames))
+    for test in machine.of(ast.TestDecl):
+        for item in test.items:
+            if id(item) in skipped_items:
+                continue
+            if isinstance(item, (ast.Reply, ast.Verdict, ast.ExpectFinal)):
+                if item.state.value in renames:
+                    edits.append(_Edit(item.state.span.start, item.state.span.end, renames[item.state.value]))
+            elif isinstance(item, ast.ExpectPath):
+                edits.extend(_Edit(n.span.start, n.span.end, renames[n.value]) for n in item.states
+                             if n.value in renames)
+    return edits
+
+
+def _rename_in_expr(expr: ast.Expr, renames: Mapping[str, str], base: int = 0) -> list[_Edit]:
+    """Edits renaming state names in a guard (`STATE.output`, `visits(STATE)`); offsets minus `base`."""
+    edits = []
+    stack: list[object] = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.NameExpr) and node.name in renames:
+            edits.append(_Edit(node.span.start - base, node.span.end - base, renames[node.name]))
+        elif isinstance(node, ast.Attribute):
+            stack.append(node.value)
+        elif isinstance(node, ast.Index):
+            stack.extend((node.value, node.index))
+        elif isinstance(node, ast.Call):
+            stack.extend(node.args)
+        elif isinstance(node, ast.UnaryOp):
+            stack.append(node.operand)
+        elif isinstance(node, ast.BinaryOp):
+            stack.extend((node.left, node.right))
+        elif isinstance(node, ast.ListExpr):
+            stack.extend(node.items)
+    return edits
+
+
+def _rename_in_template(text: str, string: ast.String, renames: Mapping[str, str]) -> list[_Edit]:
+    """Rename `STATE.output` / `STATE.visits` inside a template string literal, in its source text."""
+    if not renames:
+        return []
+    raw = text[string.span.start : string.span.end]
+    names = "|".join(re.escape(n) for n in sorted(renames, key=len, reverse=True))
+    pattern = re.compile(r"(?<![A-Za-z0-9_.])(" + names + r")(?=\s*\.\s*(output|visits)\b)")
+    return [_Edit(string.span.start + m.start(), string.span.start + m.end(), renames[m.group(1)])
+            for m in pattern.finditer(raw)]
+
+
 # ---- removing states -----------------------------------------------------------------------------
 
 
@@ -73,11 +184,28 @@ def remove_states(text: str, names: Iterable[str], path: str = "<source>") -> st
     edits = []
     for s in machine.of(ast.StateDecl):
         if s.name.value in doomed:
-            edits.append(_Edit(*_line_extent(text, s.span.start, s.span.end), ""))
+            edits.append(_delete(text, s.span))
     for test in machine.of(ast.TestDecl):
         for item in test.items:
             if isinstance(item, (ast.Reply, ast.Verdict)) and item.state.value in doomed:
-                edits.append(_Edit(*_line_extent(text, item.span.start, item.span.end), ""))
+                edits.append(_delete(text, item.span))
+    return _apply(text, edits)
+
+
+def replace_equivalent_states(text: str, replacements: Mapping[str, str], path: str = "<source>") -> str:
+    """Replace each state `old` in `replacements` by its equivalent `new`: every reference is redirected and
+    the declaration of `old` is deleted. For states the merge-equivalent pass found equivalent, this is the
+    exact source form of that pass."""
+    machine = _parse(text, path)
+    states = _states(machine)
+    for old, new in replacements.items():
+        if old not in states or new not in states:
+            raise SourceEditError(f"no state named {old if old not in states else new!r}")
+        if new in replacements:
+            raise SourceEditError(f"{new!r} is replaced itself; replace by the representative")
+    doomed = [states[old] for old in replacements]
+    edits = _redirect_references(text, machine, replacements, skip=doomed)
+    edits.extend(_delete(text, d.span) for d in doomed)
     return _apply(text, edits)
 
 
@@ -89,8 +217,13 @@ def merge_state_into(text: str, keep: str, drop: str, path: str = "<source>") ->
 
     Every reference to `drop` (transition targets, guards, templates, test blocks) is redirected to
     `keep`; `drop`'s transitions that `keep` lacks are added to `keep` before its catch-all transitions, so
-    no distinct condition is lost; a `visits` bound of `drop` is kept when `keep` has none. A start state is
-    never merged with a final one.
+    no distinct condition is lost; a `visits` bound of `drop` is kept when `keep` has none, and `drop`'s
+    listeners join `keep`'s. When `keep` moves on to `drop` by its catch-all (`-> drop` or
+    `otherwise -> drop`), `drop`'s transitions take that edge's place; when that edge was all `keep` did
+    after its step, the merged step is `drop`'s in the test blocks (its replies, its output type) and the
+    expected paths name it once. Test replies for `drop` that no longer fit the merged state's output type
+    are removed. A start state is never merged with a final one, and a merge that would turn an edge
+    between the two states into a loop is refused.
     """
     machine = _parse(text, path)
     states = _states(machine)
@@ -107,108 +240,144 @@ def merge_state_into(text: str, keep: str, drop: str, path: str = "<source>") ->
     if d.start:
         raise SourceEditError(f"{drop!r} is the start state: merge the other state into it instead")
 
-    edits: list[_Edit] = []
-    inside_drop = (d.span.start, d.span.end)
+    def targets(t: ast.Transition, name: str) -> bool:
+        return t.kind != "stay" and t.target is not None and t.target.value == name
 
-    def outside(span_start: int) -> bool:
-        return not inside_drop[0] <= span_start < inside_drop[1]
+    if any(targets(t, keep) for t in d.transitions):
+        raise SourceEditError(f"{drop!r} leads back to {keep!r}: merged, that edge would loop on one state")
+    k_transitions = list(k.transitions)
+    first_catch_all = next((t for t in k_transitions if t.kind in ("always", "otherwise", "stay")), None)
+    into_drop = [t for t in k_transitions if targets(t, drop)]
+    inline_at: ast.Transition | None = None
+    if into_drop:
+        edge = into_drop[0]
+        if len(into_drop) > 1 or edge is not first_catch_all or edge.max is not None:
+            raise SourceEditError(f"{keep!r} moves on to {drop!r} only under a condition or a bound; merged, "
+                                  "that edge would loop on one state")
+        inline_at = edge  # `drop`'s transitions take the place of keep's catch-all edge into it
+    only_step = inline_at is not None and len(k_transitions) == 1
 
-    # 1. references to `drop` everywhere else
-    for s in machine.of(ast.StateDecl):
-        for item in s.items:
-            if isinstance(item, ast.Transition):
-                if item.target is not None and item.target.value == drop and outside(item.target.span.start):
-                    edits.append(_Edit(item.target.span.start, item.target.span.end, keep))
-                if item.guard is not None and outside(item.span.start):
-                    edits.extend(_rename_in_expr(item.guard, drop, keep))
-            elif isinstance(item, ast.ToolCall) and outside(item.span.start):
-                for arg in item.args:
-                    edits.extend(_rename_in_expr(arg.value, drop, keep))
-            elif isinstance(item, (ast.Instruction, ast.Result)) and outside(item.span.start):
-                edits.extend(_rename_in_template(text, item.text, drop, keep))
-    for agent in machine.of(ast.AgentDecl):
-        for item in agent.items:
-            if isinstance(item, ast.PromptSetting):
-                edits.extend(_rename_in_template(text, item.text, drop, keep))
-    for test in machine.of(ast.TestDecl):
-        for item in test.items:
-            if isinstance(item, (ast.Reply, ast.Verdict, ast.ExpectFinal)):
-                name = item.state
-                if name.value == drop:
-                    edits.append(_Edit(name.span.start, name.span.end, keep))
-            elif isinstance(item, ast.ExpectPath):
-                edits.extend(_Edit(n.span.start, n.span.end, keep) for n in item.states if n.value == drop)
+    k_output = next((i for i in k.items if isinstance(i, ast.OutputDecl)), None)
+    d_output = next((i for i in d.items if isinstance(i, ast.OutputDecl)), None)
+    same_output = (k_output.type if k_output else None) == (d_output.type if d_output else None)
+    # test replies scripted for `drop` only fit the merged state when its output has drop's type
+    drop_replies = [] if same_output or only_step else [
+        item for test in machine.of(ast.TestDecl) for item in test.items
+        if isinstance(item, ast.Reply) and item.state.value == drop]
 
-    # 2. `drop`'s distinct transitions move into `keep`, before keep's catch-alls
+    renames = {drop: keep}
+    skip_items: list[object] = [inline_at] if inline_at is not None else []
+    edits = _redirect_references(text, machine, renames, skip=[d], skip_items=skip_items + drop_replies)
+    edits.extend(_delete(text, item.span) for item in drop_replies)
+    if only_step and not same_output:
+        # the merged step's output is what `drop` produced: later states and drop's guards read it
+        drop_type = text[d_output.span.start : d_output.span.end] if d_output else ""
+        if k_output is not None:
+            edits.append(_Edit(k_output.span.start, k_output.span.end, drop_type) if drop_type
+                         else _delete(text, k_output.span))
+        else:
+            edits.append(_insert_before(text, k_transitions[0], [drop_type]))
+
+    # settings that bound or feed the merged work
+    settings = []
+    k_visits = next((i for i in k.items if isinstance(i, ast.Visits)), None)
+    d_visits = next((i for i in d.items if isinstance(i, ast.Visits)), None)
+    if d_visits is not None and k_visits is None:
+        settings.append(f"visits {d_visits.count.value}")
+    k_tell = next((i for i in k.items if isinstance(i, ast.Tell)), None)
+    d_tell = next((i for i in d.items if isinstance(i, ast.Tell)), None)
+    if d_tell is not None:
+        heard = [a.value for a in k_tell.agents] if k_tell is not None else []
+        extra = [a.value for a in d_tell.agents if a.value not in heard]
+        if extra and k_tell is not None:
+            edits.append(_Edit(k_tell.span.start, k_tell.span.end, f"tell [{', '.join(heard + extra)}]"))
+        elif extra:
+            settings.append(f"tell [{', '.join(extra)}]")
+    if settings:
+        if k_transitions:
+            edits.append(_insert_before(text, k_transitions[0], settings))
+        else:
+            edits.append(_append_to_state(text, k, settings))
+
+    # `drop`'s transitions that `keep` lacks, with `drop` renamed inside them
     def key(t: ast.Transition, owner: str) -> tuple[object, ...]:
         target = owner if t.kind == "stay" else (t.target.value if t.target else None)
         target = keep if target == drop else target
         return (t.kind, t.guard, t.condition, t.max.value if t.max else None, target)
 
-    keep_keys = {key(t, keep) for t in k.transitions}
-    moved = []
+    keep_keys = {key(t, keep) for t in k_transitions if t is not inline_at}
+    conditional, catch_alls = [], []
     for t in d.transitions:
         if key(t, drop) in keep_keys:
             continue
-        t_text = text[t.span.start : t.span.end]
-        if t.target is not None:
-            rel_s, rel_e = t.target.span.start - t.span.start, t.target.span.end - t.span.start
-            target = keep if t.target.value == drop else t.target.value
-            t_text = t_text[:rel_s] + target + t_text[rel_e:]
-        moved.append(t_text)
-    additions = list(moved)
-    has_visits = any(isinstance(i, ast.Visits) for i in k.items)
-    drop_visits = next((i for i in d.items if isinstance(i, ast.Visits)), None)
-    if drop_visits is not None and not has_visits:
-        additions.insert(0, f"visits {drop_visits.count.value}")
-    if additions:
-        catch_all = next((t for t in k.transitions if t.kind in ("always", "otherwise", "stay") and t.max is None),
-                         None)
-        if catch_all is not None:
-            at = text.rfind("\n", 0, catch_all.span.start) + 1
-            indent = text[at : catch_all.span.start]
-            indent = indent if indent.strip() == "" else "        "
-            insertion = "".join(f"{indent}{a}\n" for a in additions)
-        elif k.has_body:
-            at = text.rfind("}", k.span.start, k.span.end)
-            insertion = "\n" + "".join(f"    {a}\n" for a in additions)
+        t_text = _transition_text(text, t, renames)
+        if t.kind in ("always", "otherwise", "stay") and t.max is None:
+            catch_alls.append(t_text)
         else:
-            at = k.name.span.end
-            insertion = " {\n" + "".join(f"    {a}\n" for a in additions) + "}"
-        edits.append(_Edit(at, at, insertion))
+            conditional.append(t_text)
 
-    # 3. `drop` goes away
-    edits.append(_Edit(*_line_extent(text, d.span.start, d.span.end), ""))
+    indent = _indent_of(text, (k_transitions[0] if k_transitions else k).span.start)
+    if inline_at is not None:
+        moved = conditional + catch_alls
+        if moved:
+            edits.append(_Edit(inline_at.span.start, inline_at.span.end, f"\n{indent}".join(moved)))
+        else:
+            edits.append(_delete(text, inline_at.span))
+    else:
+        if conditional:
+            if first_catch_all is not None:
+                edits.append(_insert_before(text, first_catch_all, conditional))
+            else:
+                edits.append(_append_to_state(text, k, conditional))
+        has_unbounded_catch_all = any(t.kind in ("always", "otherwise", "stay") and t.max is None
+                                      for t in k_transitions)
+        if catch_alls and not has_unbounded_catch_all:
+            edits.append(_append_to_state(text, k, catch_alls[:1]))  # a second catch-all could never fire
+
+    # test blocks: when `keep` did nothing but hand over to `drop`, one step of the merged state does what
+    # the two did: its reply is `drop`'s, and the path no longer names the hand-over twice
+    if only_step:
+        for test in machine.of(ast.TestDecl):
+            for item in test.items:
+                if isinstance(item, ast.Reply) and item.state.value == keep:
+                    edits.append(_delete(text, item.span))
+                elif isinstance(item, ast.ExpectPath):
+                    names = item.states
+                    for i, n in enumerate(names):
+                        if n.value == drop and i > 0 and names[i - 1].value == keep:
+                            edits = [e for e in edits if (e.start, e.end) != (n.span.start, n.span.end)]
+                            start = names[i - 1].span.end  # remove ", drop"
+                            edits.append(_Edit(start, n.span.end, ""))
+
+    edits.append(_delete(text, d.span))
     return _apply(text, edits)
 
 
-def _rename_in_expr(expr: ast.Expr, old: str, new: str) -> list[_Edit]:
-    edits = []
-    stack: list[object] = [expr]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.NameExpr) and node.name == old:
-            edits.append(_Edit(node.span.start, node.span.end, new))
-        elif isinstance(node, ast.Attribute):
-            stack.append(node.value)
-        elif isinstance(node, ast.Index):
-            stack.extend((node.value, node.index))
-        elif isinstance(node, ast.Call):
-            stack.extend(node.args)
-        elif isinstance(node, ast.UnaryOp):
-            stack.append(node.operand)
-        elif isinstance(node, ast.BinaryOp):
-            stack.extend((node.left, node.right))
-        elif isinstance(node, ast.ListExpr):
-            stack.extend(node.items)
-    return edits
+def _transition_text(text: str, t: ast.Transition, renames: Mapping[str, str]) -> str:
+    base = t.span.start
+    local: list[_Edit] = []
+    if t.target is not None and t.target.value in renames:
+        local.append(_Edit(t.target.span.start - base, t.target.span.end - base, renames[t.target.value]))
+    if t.guard is not None:
+        local.extend(_rename_in_expr(t.guard, renames, base))
+    return _apply(text[t.span.start : t.span.end], local)
 
 
-def _rename_in_template(text: str, string: ast.String, old: str, new: str) -> list[_Edit]:
-    """Rename `old.output` / `old.visits` inside a template string literal, in its source text."""
-    raw = text[string.span.start : string.span.end]
-    pattern = re.compile(r"(?<![A-Za-z0-9_.])" + re.escape(old) + r"(?=\s*\.\s*(output|visits)\b)")
-    return [_Edit(string.span.start + m.start(), string.span.start + m.end(), new) for m in pattern.finditer(raw)]
+def _insert_before(text: str, item: ast.Transition, lines: list[str]) -> _Edit:
+    indent = _indent_of(text, item.span.start)
+    return _Edit(item.span.start, item.span.start, "".join(f"{line}\n{indent}" for line in lines))
+
+
+def _append_to_state(text: str, state: ast.StateDecl, lines: list[str]) -> _Edit:
+    if state.items:
+        last = max(state.items, key=lambda i: i.span.end)
+        indent = _indent_of(text, state.items[0].span.start)
+        return _Edit(last.span.end, last.span.end, "".join(f"\n{indent}{line}" for line in lines))
+    if state.has_body:
+        at = text.rfind("}", state.span.start, state.span.end)
+        return _Edit(at, at, "\n" + "".join(f"        {line}\n" for line in lines) + "    ")
+    return _Edit(state.name.span.end, state.name.span.end,
+                 " {\n" + "".join(f"        {line}\n" for line in lines) + "    }")
 
 
 # ---- the exact passes, applied to source ---------------------------------------------------------
@@ -220,28 +389,29 @@ def apply_exact_passes_to_source(text: str, path: str = "<source>") -> tuple[str
     Returns the new text and notes on what changed. When the rewritten source would not check cleanly the
     original is returned unchanged (with a note): a rewrite must never make a machine worse.
     """
-    from .. import api
-    from .passes.dead_states import reachable_states
+    from .passes.dead_states import live_states
     from .passes.merge_equivalent import equivalence_classes
 
-    comp = api.check_text(text, path)
-    if not comp.ok:
+    machine, _ = check_text_ir(text, path)
+    if machine is None:
         return text, []
     notes = []
-    machine = comp.ir
-    dead = [s.name for s in machine.states if s.name not in reachable_states(machine)]  # type: ignore[union-attr]
+    live = live_states(machine)
+    dead = [s.name for s in machine.states if s.name not in live]
     new = text
     if dead:
         new = remove_states(new, dead, path)
         notes.append("removed unreachable state(s): " + ", ".join(dead))
-        comp = api.check_text(new, path)
-        if not comp.ok:
+        machine, _ = check_text_ir(new, path)
+        if machine is None:
             return text, ["left the source unchanged: removing unreachable states broke it"]
-    for rep, members in equivalence_classes(comp.ir).items():  # type: ignore[arg-type]
-        for member in members:
-            if member != rep:
-                new = merge_state_into(new, rep, member, path)
-                notes.append(f"merged state {member!r} into the equivalent state {rep!r}")
-    if new != text and not api.check_text(new, path).ok:
+    replacements = {member: rep for rep, members in equivalence_classes(machine).items()
+                    for member in members if member != rep}
+    if replacements:
+        new = replace_equivalent_states(new, replacements, path)
+        for rep, members in equivalence_classes(machine).items():
+            others = ", ".join(repr(m) for m in members if m != rep)
+            notes.append(f"merged state(s) {others} into the equivalent state {rep!r}")
+    if new != text and check_text_ir(new, path)[0] is None:
         return text, ["left the source unchanged: the rewritten machine did not check"]
     return new, notes

@@ -8,16 +8,21 @@ every failing test block is fed back, and the model repairs its text, up to `max
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
+import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..diagnostics import render_json
+from ..diagnostics import Diagnostic, diagnostic_to_json
 
 DEFAULT_DESIGNER_MODEL = "openai/gpt-4o-mini"
+HEADER_WIDTH = 100
 AVAILABLE_TOOLS = ("std.python", "std.read_file", "std.write_file", "std.list_files")
 
 AGENTS_SCHEMA: dict[str, Any] = {
@@ -42,23 +47,29 @@ AGENTS_SCHEMA: dict[str, Any] = {
 
 @dataclass
 class Attempt:
+    """One version of the machine the model wrote, and what the compiler and the test blocks said."""
+
     number: int
     source: str
     diagnostics: list[dict[str, Any]] = field(default_factory=list)
     test_failures: list[str] = field(default_factory=list)
 
     @property
+    def errors(self) -> list[dict[str, Any]]:
+        return [d for d in self.diagnostics if d["severity"] == "error"]
+
+    @property
     def ok(self) -> bool:
-        return not any(d["severity"] == "error" for d in self.diagnostics) and not self.test_failures
+        return not self.errors and not self.test_failures
 
 
 @dataclass
 class DesignOutcome:
     ok: bool
     output: str
-    source: str | None
+    source: str | None  # the file written, when ok
     attempts: list[Attempt]
-    log: list[str]
+    log: list[str]  # what happened, one line per event, for people
     last_attempt_path: str | None = None
     diagnostics_path: str | None = None
 
@@ -81,59 +92,102 @@ def design(
     client: Any = None,
     trace: Any = None,
 ) -> DesignOutcome:
-    """Design a machine for `task` and write it to `output`; on failure keep the last attempt beside it."""
-    from .. import api
+    """Design a machine for `task` and write it to `output`; on failure keep the last attempt beside it.
+
+    Never raises for a failed design or an unreachable model: the outcome is not ok and its log says why.
+    """
     from ..stdlib.reference import designer_system_prompt
 
     model = model or default_model()
-    caller = _DesignerCalls(model, client, trace)
     log: list[str] = []
-    system = {"role": "system", "content": designer_system_prompt()}
-    task_text = task.strip()
-
-    # stage 1: the agents
-    stage1 = [system, {"role": "user", "content": _agents_request(task_text)}]
-    agents_reply = caller.call("agents", stage1, schema=AGENTS_SCHEMA)
-    agents = _parse_agents(agents_reply)
-    log.append(f"designer proposed {len(agents)} agent(s): {', '.join(a['name'] for a in agents) or '(none)'}")
-
-    # stage 2: the machine, then repairs
-    conversation = [system, {"role": "user", "content": _machine_request(task_text, agents)}]
-    text = extract_source(caller.call("machine", conversation))
     attempts: list[Attempt] = []
-    for number in range(1, max_repairs + 2):
-        attempt = _evaluate(api, text, output, number)
-        attempts.append(attempt)
-        caller.emit("designer_attempt", attempt=number, error_count=_errors(attempt),
-                    codes=sorted({d["code"] for d in attempt.diagnostics if d["severity"] == "error"}),
-                    test_failures=len(attempt.test_failures))
-        if attempt.ok:
-            break
-        log.append(f"attempt {number}: {_errors(attempt)} error(s), {len(attempt.test_failures)} failing test(s)")
-        if number == max_repairs + 1:
-            break
-        feedback = repair_request(attempt)
-        caller.emit("designer_feedback", attempt=number, diagnostics=attempt.diagnostics,
-                    test_failures=attempt.test_failures)
-        conversation += [{"role": "assistant", "content": text}, {"role": "user", "content": feedback}]
-        text = extract_source(caller.call("repair", conversation))
+    task_text = task.strip()
+    problem = _bad_arguments(task_text, output, max_repairs)
+    if problem:
+        return DesignOutcome(False, output, None, attempts, [f"error: {problem}"])
+    caller = _DesignerCalls(model, client, trace)
+    caller.emit("designer_start", task=task_text, model=model, max_repairs=max_repairs, output=output)
+    try:
+        # stage 1: the agents
+        system = {"role": "system", "content": designer_system_prompt()}
+        request = {"role": "user", "content": _agents_request(task_text)}
+        agents = _parse_agents(caller.call("agents", [system, request], schema=AGENTS_SCHEMA))
+        names = ", ".join(a["name"] for a in agents) or "(none)"
+        log.append(f"designer proposed {len(agents)} agent(s): {names}")
+
+        # stage 2: the machine, then up to `max_repairs` repairs
+        conversation = [system, {"role": "user", "content": _machine_request(task_text, agents)}]
+        text = extract_source(caller.call("machine", conversation))
+        for number in range(1, max_repairs + 2):
+            attempt = evaluate_attempt(text, Path(output).name, number)
+            attempts.append(attempt)
+            caller.emit("designer_attempt", attempt=number, ok=attempt.ok, error_count=len(attempt.errors),
+                        codes=sorted({d["code"] for d in attempt.errors}),
+                        test_failures=len(attempt.test_failures))
+            log.append(f"attempt {number}: {_attempt_summary(attempt)}")
+            if attempt.ok or number == max_repairs + 1:
+                break
+            feedback = repair_request(attempt)
+            caller.emit("designer_feedback", attempt=number, diagnostics=attempt.diagnostics,
+                        test_failures=attempt.test_failures, message=feedback)
+            conversation += [{"role": "assistant", "content": text}, {"role": "user", "content": feedback}]
+            text = extract_source(caller.call("repair", conversation))
+    except DesignError as e:
+        log.append(f"error: the designer model failed: {e}")
+        outcome = _failed(output, attempts, log)
+        caller.emit("designer_end", ok=False, attempts=len(attempts), error=str(e))
+        return outcome
 
     final = attempts[-1]
     if not final.ok:
-        last_path, diag_path = _keep_failed_attempt(output, final)
-        log.append(f"design failed after {max_repairs} repair attempt(s); the last attempt is in {last_path} "
-                   f"and its diagnostics in {diag_path}")
-        return DesignOutcome(False, output, None, attempts, log, last_path, diag_path)
+        outcome = _failed(output, attempts, log, repairs=max_repairs)
+        caller.emit("designer_end", ok=False, attempts=len(attempts))
+        return outcome
 
-    source = final.source
-    if optimize:
-        source = _optimize_source(api, source, output, log)
-    formatted = api.format_text(source, output)
-    source = formatted.text if formatted.text is not None else source
-    source = _with_header(source, task_text, model)
+    source = _finish(final.source, Path(output).name, task_text, model, optimize, log)
     Path(output).write_text(source, encoding="utf-8")
     log.append(f"wrote {output} after {len(attempts)} attempt(s)")
+    for stale in (output + ".last-attempt", output + ".diagnostics.json"):  # from an earlier failed run
+        if Path(stale).is_file():
+            Path(stale).unlink()
+            log.append(f"removed {stale}, left by an earlier design that failed")
+    caller.emit("designer_end", ok=True, attempts=len(attempts), output=output)
     return DesignOutcome(True, output, source, attempts, log)
+
+
+def _bad_arguments(task: str, output: str, max_repairs: int) -> str | None:
+    if not task:
+        return "the task description is empty"
+    if max_repairs < 0:
+        return f"the number of repairs must be 0 or more, not {max_repairs}"
+    folder = Path(output).parent
+    if not folder.is_dir():
+        return f"cannot write {output}: the folder {str(folder)!r} does not exist"
+    return None
+
+
+def _attempt_summary(attempt: Attempt) -> str:
+    if attempt.ok:
+        return "the machine checks and its tests pass"
+    errors = attempt.errors
+    parts = []
+    if errors:
+        codes = ", ".join(sorted({d["code"] for d in errors}))
+        parts.append(f"{len(errors)} error(s) ({codes})")
+    if attempt.test_failures:
+        parts.append(f"{len(attempt.test_failures)} test problem(s)")
+    return ", ".join(parts)
+
+
+def _failed(output: str, attempts: list[Attempt], log: list[str],
+            repairs: int | None = None) -> DesignOutcome:
+    if not attempts:
+        return DesignOutcome(False, output, None, attempts, log)
+    last_path, diag_path = _keep_failed_attempt(output, attempts[-1])
+    if repairs is not None:
+        log.append(f"design failed: the machine still has problems after {repairs} repair attempt(s)")
+    log.append(f"the last attempt is in {last_path} and its diagnostics in {diag_path}")
+    return DesignOutcome(False, output, None, attempts, log, last_path, diag_path)
 
 
 # ---- prompts -------------------------------------------------------------------------------------
@@ -165,7 +219,7 @@ def repair_request(attempt: Attempt) -> str:
     """The message that feeds one attempt's problems back to the designer model."""
     parts = ["The statewright compiler checked your machine."]
     if attempt.diagnostics:
-        errors = [d for d in attempt.diagnostics if d["severity"] == "error"]
+        errors = attempt.errors
         parts.append(
             f"It reported {len(errors)} error(s). Here are its diagnostics as JSON (codes, positions, "
             "messages and help):\n```json\n" + json.dumps(
@@ -174,16 +228,18 @@ def repair_request(attempt: Attempt) -> str:
                  "diagnostics": attempt.diagnostics}, indent=2, ensure_ascii=False) + "\n```"
         )
     if attempt.test_failures:
-        parts.append("Its test blocks failed:\n" + "\n\n".join(attempt.test_failures))
+        parts.append("Its test blocks did not pass:\n" + "\n\n".join(attempt.test_failures))
     parts.append("Fix every problem and reply with the complete corrected source, in one ```fsm code block.")
     return "\n\n".join(parts)
 
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_-]*)[ \t]*\n(.*?)```", re.DOTALL)
+_OPEN_FENCE = re.compile(r"\A\s*```[ \t]*[A-Za-z0-9_-]*[ \t]*\n")
 
 
 def extract_source(reply: str) -> str:
-    """The machine source in a reply: the fenced block holding `machine`, else the whole reply."""
+    """The machine source in a reply: the fenced block holding `machine`, else the whole reply (without an
+    opening fence that was never closed, as in a reply cut off at its length limit)."""
     blocks = _FENCE.findall(reply)
     for lang, body in blocks:
         if lang in ("fsm", "statewright", "") and re.search(r"\bmachine\b", body):
@@ -191,7 +247,7 @@ def extract_source(reply: str) -> str:
     for _, body in blocks:
         if re.search(r"\bmachine\b", body):
             return body.strip() + "\n"
-    return reply.strip() + "\n"
+    return _OPEN_FENCE.sub("", reply).strip() + "\n"
 
 
 def _parse_agents(reply: str) -> list[dict[str, Any]]:
@@ -204,6 +260,7 @@ def _parse_agents(reply: str) -> list[dict[str, Any]]:
 
 
 def extract_json_object(text: str) -> str:
+    """The outermost `{...}` of a reply that may wrap its JSON in prose or a code fence."""
     start, end = text.find("{"), text.rfind("}")
     return text[start : end + 1] if 0 <= start < end else text
 
@@ -211,54 +268,116 @@ def extract_json_object(text: str) -> str:
 # ---- checking an attempt -------------------------------------------------------------------------
 
 
-def _evaluate(api: Any, text: str, output: str, number: int) -> Attempt:
-    from ..diagnostics import diagnostic_to_json
-
-    comp = api.check_text(text, Path(output).name)
-    attempt = Attempt(number, text, [diagnostic_to_json(d) for d in comp.diagnostics])
-    if not comp.ok:
+def evaluate_attempt(text: str, path: str, number: int = 1) -> Attempt:
+    """Check one version of the source as `statewright check` does, then run its test blocks."""
+    machine, diagnostics = check_source_text(text, path)
+    attempt = Attempt(number, text, [diagnostic_to_json(d) for d in diagnostics])
+    if machine is None:
         return attempt
-    if not comp.ir.tests:
+    if not machine.tests:
         attempt.test_failures.append("The machine has no test block. Add at least one `test` block that "
                                      "scripts the replies and states the expected path.")
         return attempt
-    from ..runtime.testing import format_outcome
-
-    for outcome in api.run_tests(comp):
-        if not outcome.passed:
-            attempt.test_failures.append(format_outcome(outcome))
+    attempt.test_failures.extend(failing_tests(machine, text, path))
     return attempt
 
 
-def _errors(attempt: Attempt) -> int:
-    return sum(1 for d in attempt.diagnostics if d["severity"] == "error")
+def check_source_text(text: str, path: str) -> tuple[Any, list[Diagnostic]]:
+    """The IR (None when there are errors) and the sorted diagnostics of one source text."""
+    from ..compiler.source_edit import check_text_ir
+
+    machine, diagnostics = check_text_ir(text, path)
+    return machine, diagnostics.sorted()
+
+
+def failing_tests(machine: Any, text: str, path: str) -> list[str]:
+    """A report for each test block of a checked machine that does not pass (as `statewright test`)."""
+    from ..runtime.testing import format_outcome
+
+    try:
+        outcomes = run_test_blocks(machine, text, path)
+    except Exception as e:  # noqa: BLE001 - whatever breaks, the model hears about it as a test problem
+        return [f"The test blocks could not run: {type(e).__name__}: {e}"]
+    return [format_outcome(o) for o in outcomes if not o.passed]
+
+
+def run_test_blocks(machine: Any, text: str, path: str) -> list[Any]:
+    """Run the test blocks of a checked machine (its IR) with their scripted replies; one outcome each."""
+    from ..compiler.to_runtime import to_runtime
+    from ..runtime.testing import run_tests
+
+    with _scripted_provider_kept():
+        runtime = to_runtime(machine, source_sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(),
+                             source_path=path)
+        return list(run_tests(runtime))
+
+
+@contextmanager
+def _scripted_provider_kept() -> Iterator[None]:
+    """Test blocks install their own script behind litellm's `scripted` provider. When the designer model
+    is scripted too (`--model scripted/...`), its script must answer again once the tests are done."""
+    from ..runtime import scripted
+
+    handler = scripted._SCRIPTED_PROVIDER.get("handler")
+    previous = getattr(handler, "script", None)
+    try:
+        yield
+    finally:
+        if previous is not None:
+            scripted.register_scripted_provider(previous)
 
 
 def _keep_failed_attempt(output: str, attempt: Attempt) -> tuple[str, str]:
     last_path = output + ".last-attempt"
     diag_path = output + ".diagnostics.json"
     Path(last_path).write_text(attempt.source, encoding="utf-8")
-    errors = [d for d in attempt.diagnostics if d["severity"] == "error"]
-    doc = {"valid": not errors, "error_count": len(errors), "warning_count": len(attempt.diagnostics) - len(errors),
+    errors = attempt.errors
+    doc = {"valid": not errors, "error_count": len(errors),
+           "warning_count": len(attempt.diagnostics) - len(errors),
            "diagnostics": attempt.diagnostics, "test_failures": attempt.test_failures}
     Path(diag_path).write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return last_path, diag_path
 
 
-def _optimize_source(api: Any, source: str, output: str, log: list[str]) -> str:
-    """Apply the exact passes to the source: drop unreachable states, merge equivalent ones."""
+# ---- the file that is written --------------------------------------------------------------------
+
+
+def _finish(source: str, path: str, task: str, model: str, optimize: bool, log: list[str]) -> str:
+    """Optimize (exact passes only), format and add the header. Every version must still check and pass its
+    tests; an optimization that breaks either is left out."""
+    plain = _formatted(with_header(source, task, model), path)
+    if not optimize:
+        return plain
     from ..compiler.source_edit import apply_exact_passes_to_source
 
-    new_source, notes = apply_exact_passes_to_source(source, Path(output).name)
+    optimized, notes = apply_exact_passes_to_source(source, path)
+    if optimized == source:
+        log.extend(notes)
+        return plain
+    candidate = _formatted(with_header(optimized, task, model), path)
+    machine, _ = check_source_text(candidate, path)
+    if machine is None or not machine.tests or failing_tests(machine, candidate, path):
+        log.append("kept the machine as designed: the optimized version did not pass its tests")
+        return plain
     log.extend(notes)
-    return new_source
+    return candidate
 
 
-def _with_header(source: str, task: str, model: str) -> str:
+def _formatted(source: str, path: str) -> str:
+    from ..compiler.formatter import format_text
+
+    formatted = format_text(source, path)
+    return formatted.text if formatted.text is not None else source
+
+
+def with_header(source: str, task: str, model: str) -> str:
+    """The source with a comment naming the task it was designed for and the designer model."""
     lines = ["# Designed by statewright from this task description:"]
     for line in task.splitlines() or [""]:
-        lines.append(f"#   {line}".rstrip())
+        # long lines are wrapped, so the header reads well beside the formatted source
+        lines.extend(f"#   {part}" for part in textwrap.wrap(line, HEADER_WIDTH - 4) or [""])
     lines.append(f"# Designer model: {model}")
+    lines = [line.rstrip() for line in lines]
     return "\n".join(lines) + "\n\n" + source
 
 
@@ -291,10 +410,20 @@ class _DesignerCalls:
         try:
             response = self.client.complete(request)
         except ModelError as e:
+            self.emit("llm_call", role="designer", state=stage, model=self.model, call_index=seq,
+                      error=str(e))
             raise DesignError(str(e)) from None
-        self.emit("llm_call", role="designer", state=stage, model=response.model,
-                  prompt_tokens=response.prompt_tokens, completion_tokens=response.completion_tokens,
-                  cost_usd=response.cost_usd, latency_ms=response.latency_ms, attempts=response.attempts)
+        fields: dict[str, Any] = {
+            "role": "designer", "state": stage, "model": response.model or self.model, "call_index": seq,
+            "prompt_tokens": response.prompt_tokens, "completion_tokens": response.completion_tokens,
+            "cost_usd": response.cost_usd, "latency_ms": response.latency_ms, "attempts": response.attempts,
+        }
+        if response.events:
+            fields["events"] = response.events
+        if getattr(self.trace, "content", False):  # as for agents: messages only when asked for
+            fields["messages"] = request.messages
+            fields["reply"] = {"content": response.content}
+        self.emit("llm_call", **fields)
         return response.content
 
     def emit(self, event: str, **fields: Any) -> None:

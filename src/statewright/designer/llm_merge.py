@@ -11,6 +11,8 @@ so at most (2 + k) * n pairs, and 3n with the default k = 1.
 from __future__ import annotations
 
 import difflib
+import itertools
+import json
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -18,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..compiler import ir
-from ..compiler.source_edit import SourceEditError, merge_state_into
+from ..compiler.source_edit import SourceEditError, check_text_ir, merge_state_into
 
 MERGE_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -43,9 +45,12 @@ class MergeReport:
     diff: str = ""
     source: str = ""
     log: list[str] = field(default_factory=list)
+    calls: int = 0  # questions asked: one per candidate, less those a merge made moot
+    failing_tests: list[str] = field(default_factory=list)  # test blocks that fail after the merges
 
 
 def candidate_pairs(machine: ir.Machine, *, k: int = 1) -> list[Candidate]:
+    """At most (2 + k) pairs per state; never a final state, and never the start state as the one dropped."""
     order = {s.name: i for i, s in enumerate(machine.states)}
     by_name = {s.name: s for s in machine.states}
     seen: set[tuple[str, str]] = set()
@@ -54,9 +59,8 @@ def candidate_pairs(machine: ir.Machine, *, k: int = 1) -> list[Candidate]:
     def add(a: str, b: str, why: str) -> None:
         if a == b or a not in by_name or b not in by_name:
             return
-        first, second = sorted((a, b), key=lambda n: (n != machine.start, order[n]))
-        sa, sb = by_name[first], by_name[second]
-        if sa.kind == "final" or sb.kind == "final" or second == machine.start:
+        first, second = _keep_first(machine, order, a, b)
+        if by_name[first].kind == "final" or by_name[second].kind == "final":
             return
         pair = (first, second)
         if pair not in seen:
@@ -72,12 +76,18 @@ def candidate_pairs(machine: ir.Machine, *, k: int = 1) -> list[Candidate]:
         if s.agent:
             by_agent[s.agent].append(s.name)
     for names in by_agent.values():
-        for a, b in zip(names, names[1:]):
+        for a, b in itertools.pairwise(names):
             add(a, b, "same agent")
 
     for a, b in _most_similar_instructions(machine, k):
         add(a, b, "similar instruction")
     return out
+
+
+def _keep_first(machine: ir.Machine, order: dict[str, int], a: str, b: str) -> tuple[str, str]:
+    """The pair in merge order: the start state is always kept, otherwise the earlier state in the source."""
+    first, second = sorted((a, b), key=lambda n: (n != machine.start, order.get(n, len(order))))
+    return first, second
 
 
 _WORDS = re.compile(r"[a-z0-9]+")
@@ -89,13 +99,13 @@ def _most_similar_instructions(machine: ir.Machine, k: int) -> list[tuple[str, s
     An inverted index visits only states that share a word; words shared by more than √n states carry
     little signal and are skipped, which keeps the work near-linear.
     """
-    words = {s.name: set(_WORDS.findall((s.instruction or "").lower())) for s in machine.states if s.instruction}
+    words = {s.name: set(_WORDS.findall(s.instruction.lower())) for s in machine.states if s.instruction}
     index: dict[str, list[str]] = defaultdict(list)
     for name, ws in words.items():
-        for w in ws:
+        for w in sorted(ws):
             index[w].append(name)
     cap = max(4, int(len(words) ** 0.5))
-    pairs = []
+    pairs: list[tuple[str, str]] = []
     for name, ws in words.items():
         shared: dict[str, int] = defaultdict(int)
         for w in ws:
@@ -121,16 +131,19 @@ def judge_and_merge(
     trace: Any = None,
     k: int = 1,
 ) -> MergeReport:
-    """Ask the model about each candidate pair; apply accepted merges to the source, re-checking each."""
-    from .. import api
-    from ..runtime.client import ModelRequest
+    """Ask the model about each candidate pair; apply accepted merges to the source, re-checking each.
 
-    comp = api.check_text(text, path)
-    if not comp.ok:
-        return MergeReport(False, [], log=["the machine has errors; fix them before optimizing"])
-    machine = comp.ir
-    candidates = candidate_pairs(machine, k=k)  # type: ignore[arg-type]
-    n = len(machine.states)  # type: ignore[union-attr]
+    A merge is kept only when the merged source checks without errors (so every cycle is still bounded and
+    no transition is left that could never fire). With no merge accepted the source comes back byte for
+    byte. A model that fails makes the report not ok and changes nothing.
+    """
+    from ..runtime.client import ModelError, ModelRequest
+
+    machine, _ = check_text_ir(text, path)
+    if machine is None:
+        return MergeReport(False, [], source=text, log=["the machine has errors; fix them before optimizing"])
+    candidates = candidate_pairs(machine, k=k)
+    n = len(machine.states)
     report = MergeReport(True, candidates, source=text)
     report.log.append(f"{len(candidates)} candidate pair(s) for {n} states "
                       f"(all pairs would be {n * (n - 1) // 2})")
@@ -138,49 +151,90 @@ def judge_and_merge(
         from ..runtime.litellm_client import LiteLLMClient
 
         client = LiteLLMClient()
+    order = {s.name: i for i, s in enumerate(machine.states)}
     merged_into: dict[str, str] = {}
     current = text
-    for seq, cand in enumerate(candidates):
+    skipped = 0
+    for cand in candidates:
         first, second = _resolve(merged_into, cand.first), _resolve(merged_into, cand.second)
         if first == second:
+            skipped += 1  # an earlier merge already made them one state
             continue
+        first, second = _keep_first(machine, order, first, second)
         request = ModelRequest(
             role="designer", state="merge", model=model,
             messages=[{"role": "system", "content": _MERGE_SYSTEM},
                       {"role": "user", "content": _merge_question(current, path, first, second)}],
             response_schema=MERGE_SCHEMA, schema_name="merge_decision",
-            metadata={"statewright": {"run_id": "optimize", "state": "merge", "role": "designer", "seq": seq}},
+            metadata={"statewright": {"run_id": "optimize", "state": "merge", "role": "designer",
+                                      "seq": report.calls}},
         )
-        response = client.complete(request)
+        report.calls += 1
+        try:
+            response = client.complete(request)
+        except ModelError as e:
+            if trace is not None:
+                trace.emit("llm_call", role="designer", state="merge", model=model, error=str(e))
+            report.ok = False
+            report.source, report.accepted = text, []
+            report.log.append(f"error: the model failed, nothing was changed: {e}")
+            return report
         if trace is not None:
-            trace.emit("llm_call", role="designer", state="merge", model=response.model,
+            trace.emit("llm_call", role="designer", state="merge", model=response.model or model,
                        prompt_tokens=response.prompt_tokens, completion_tokens=response.completion_tokens,
                        cost_usd=response.cost_usd, latency_ms=response.latency_ms, attempts=response.attempts)
         verdict, reason = _parse_decision(response.content)
+        decided = Candidate(first, second, cand.why)
         if not verdict:
-            report.rejected.append((cand, reason or "the model said no"))
+            report.rejected.append((decided, reason or "the model said no"))
             continue
         try:
-            candidate_text = merge_state_into(current, first, second, path)
+            merged_text = merge_state_into(current, first, second, path)
         except SourceEditError as e:
-            report.rejected.append((cand, f"cannot merge: {e}"))
+            report.rejected.append((decided, f"cannot merge: {e}"))
+            report.log.append(f"not merging {second!r} into {first!r}: {e}")
             continue
-        if not api.check_text(candidate_text, path).ok:
-            report.rejected.append((cand, "the merged machine does not check"))
+        merged_ir, merged_diagnostics = check_text_ir(merged_text, path)
+        if merged_ir is None:
+            codes = ", ".join(sorted({d.code for d in merged_diagnostics.errors}))
+            report.rejected.append((decided, f"the merged machine does not check ({codes})"))
+            report.log.append(f"not merging {second!r} into {first!r}: the result does not check ({codes})")
             continue
-        current = candidate_text
+        current = merged_text
         merged_into[second] = first
-        report.accepted.append((cand, reason))
-        report.log.append(f"merged {second!r} into {first!r}: {reason}")
+        report.accepted.append((decided, reason))
+        report.log.append(f"merged {second!r} into {first!r} ({cand.why}): {reason}")
     if current != text:
-        formatted = api.format_text(current, path)
+        from ..compiler.formatter import format_text
+
+        formatted = format_text(current, path)
         current = formatted.text if formatted.text is not None else current
+        report.failing_tests = _failing_tests(current, path)
     report.source = current
     report.diff = "".join(difflib.unified_diff(
         text.splitlines(keepends=True), current.splitlines(keepends=True),
         fromfile=f"a/{Path(path).name}", tofile=f"b/{Path(path).name}"))
-    report.log.append(f"{len(report.accepted)} merge(s) accepted, {len(report.rejected)} rejected")
+    if skipped:
+        report.log.append(f"{skipped} candidate pair(s) needed no question: an earlier merge joined them")
+    report.log.append(f"asked the model {report.calls} time(s): {len(report.accepted)} merge(s) accepted, "
+                      f"{len(report.rejected)} rejected")
+    for name in report.failing_tests:
+        report.log.append(f"note: test {name!r} no longer passes after the merges; update it when you review "
+                          "the diff")
     return report
+
+
+def _failing_tests(text: str, path: str) -> list[str]:
+    from .design import check_source_text, run_test_blocks
+
+    machine, _ = check_source_text(text, path)
+    if machine is None:
+        return []
+    try:
+        outcomes = run_test_blocks(machine, text, path)
+    except Exception as e:  # noqa: BLE001 - reported, never raised: the merges themselves are done
+        return [f"(the test blocks could not run: {type(e).__name__}: {e})"]
+    return [o.name for o in outcomes if not o.passed]
 
 
 def _resolve(merged_into: dict[str, str], name: str) -> str:
@@ -202,13 +256,12 @@ def _merge_question(text: str, path: str, first: str, second: str) -> str:
     machine = parse_text(text, path).machine
     assert machine is not None
     decls = {s.name.value: text[s.span.start : s.span.end] for s in machine.of(ast.StateDecl)}
-    return (f"State {first!r}:\n```\n{decls.get(first, '')}\n```\n\nState {second!r}:\n```\n{decls.get(second, '')}"
-            f"\n```\n\nShould {second!r} be merged into {first!r}?")
+    return (f"State {first!r}:\n```\n{decls.get(first, '')}\n```\n\n"
+            f"State {second!r}:\n```\n{decls.get(second, '')}\n```\n\n"
+            f"Should {second!r} be merged into {first!r}?")
 
 
 def _parse_decision(content: str) -> tuple[bool, str]:
-    import json
-
     from .design import extract_json_object
 
     try:

@@ -6,23 +6,45 @@ import dataclasses
 from collections import deque
 
 from .. import ir
+from .merge_equivalent import prompt_mentions, state_mentions
 
 
 def reachable_states(machine: ir.Machine) -> set[str]:
-    names = {s.name for s in machine.states}
+    """States some sequence of transitions leads to from the start state."""
+    by_name = {s.name: s for s in machine.states}
     seen = {machine.start}
     queue = deque([machine.start])
     while queue:
-        state = machine.state(queue.popleft())
-        for t in state.transitions:
-            if t.target in names and t.target not in seen:
+        for t in by_name[queue.popleft()].transitions:
+            if t.target in by_name and t.target not in seen:
                 seen.add(t.target)
                 queue.append(t.target)
     return seen
 
 
+def live_states(machine: ir.Machine) -> set[str]:
+    """Reachable states, and the states a live state (or an agent's prompt) mentions by name, with what
+    they lead to.
+
+    Templates and guards see every state's name (`STATE.output` is none until the state runs), so a state
+    that is mentioned stays even when it can never run: dropping it would turn `none` into an undefined name.
+    """
+    by_name = {s.name: s for s in machine.states}
+    names = set(by_name)
+    seen = {machine.start} | prompt_mentions(machine, names)
+    queue = deque(sorted(seen))
+    while queue:
+        state = by_name[queue.popleft()]
+        leads_to = {t.target for t in state.transitions if t.target in names}
+        for name in sorted(leads_to | state_mentions(state, names)):
+            if name not in seen:
+                seen.add(name)
+                queue.append(name)
+    return seen
+
+
 def eliminate_dead_states(machine: ir.Machine) -> ir.Machine:
-    live = reachable_states(machine)
+    live = live_states(machine)
     if len(live) == len(machine.states):
         return machine
     states = tuple(s for s in machine.states if s.name in live)
