@@ -272,6 +272,17 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 # ---- argument parsing ----------------------------------------------------------------------------
 
 
+def _count(text: str) -> int:
+    """An argparse type: a whole number, zero or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected zero or more, got {value}")
+    return value
+
+
 def _add_pass_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-O0", dest="opt_level", action="store_const", const=0, default=1,
                    help="turn off every optimization pass")
@@ -348,7 +359,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True, metavar="FILE")
     p.add_argument("--model", default=None, help="the designer model (default: $STATEWRIGHT_DESIGNER_MODEL "
                    "or openai/gpt-4o-mini)")
-    p.add_argument("--max-repairs", type=int, default=3, metavar="N")
+    p.add_argument("--max-repairs", type=_count, default=3, metavar="N",
+                   help="how many times the designer may repair its source (default 3)")
     p.add_argument("--no-optimize", action="store_true")
     p.add_argument("--trace", metavar="FILE", help="write the designer's calls to a trace file")
     p.set_defaults(func=cmd_design)
