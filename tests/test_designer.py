@@ -300,18 +300,18 @@ def test_a_model_that_fails_during_repairs_still_leaves_its_last_attempt(tmp_pat
 
 
 @pytest.mark.parametrize(
-    ("argv", "message"),
+    ("argv", "status", "message"),
     [
-        (["--max-repairs", "-1"], "the number of repairs must be 0 or more, not -1"),
-        (["-o", "/no/such/folder/m.fsm"], "the folder '/no/such/folder' does not exist"),
+        (["--max-repairs", "-1"], 2, "expected zero or more, got -1"),
+        (["-o", "/no/such/folder/m.fsm"], 1, "the folder '/no/such/folder' does not exist"),
     ],
 )
 def test_bad_arguments_are_reported_before_any_model_call(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], status: int, message: str
 ) -> None:
     script = script_for(GOOD, [])
     args = ["design", TASK, "-o", str(tmp_path / "m.fsm"), "--model", MODEL, *argv]
-    assert main(args) == 1
+    assert main(args) == status
     assert message in capsys.readouterr().err
     assert script.calls == []
 
