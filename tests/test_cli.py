@@ -63,7 +63,7 @@ def test_check_json_form(broken: Path, capsys) -> None:
     assert doc["valid"] is False
     assert doc["error_count"] == len([d for d in doc["diagnostics"] if d["severity"] == "error"]) >= 2
     first = doc["diagnostics"][0]
-    assert set(first) == {"file", "severity", "code", "message", "help", "range"}
+    assert set(first) == {"file", "severity", "code", "message", "help", "notes", "range"}
     assert set(first["range"]["start"]) == {"line", "column", "offset"}
     codes = {d["code"] for d in doc["diagnostics"]}
     assert {"SW2002", "SW2008"} <= codes

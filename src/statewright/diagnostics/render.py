@@ -55,6 +55,7 @@ def diagnostic_to_json(diag: Diagnostic) -> dict[str, object]:
         "code": diag.code,
         "message": diag.message,
         "help": diag.help,
+        "notes": list(diag.notes),
         "range": rng,
     }
 
