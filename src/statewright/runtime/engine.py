@@ -31,6 +31,16 @@ SNAPSHOT_VERSION = 1
 NEUTRAL_RETRY = "Your previous answer to this step did not let the run move on. Do this step again, better."
 # failures that leave the last checkpoint as it was, so that resuming the run retries the step
 RETRYABLE_FAILURES = ("model", "script")
+# where a run's tools work when no workspace is given: a fresh directory per run, under the current one
+DEFAULT_WORKSPACE_ROOT = os.path.join(".statewright", "runs")
+
+
+def default_workspace(run_id: str) -> str:
+    """`.statewright/runs/<run_id>/workspace` under the current directory, as an absolute path.
+
+    A run id is only a name here: characters that could leave the runs directory are replaced."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", run_id).strip(".") or "run"
+    return os.path.abspath(os.path.join(DEFAULT_WORKSPACE_ROOT, safe, "workspace"))
 
 
 # ---- inputs --------------------------------------------------------------------------------------
@@ -212,9 +222,10 @@ class _Run:
         "system_prompts",
         "usage",
         "visits",
+        "workspace",
     )
 
-    def __init__(self, run_id: str, inputs: dict[str, Any], start: str) -> None:
+    def __init__(self, run_id: str, inputs: dict[str, Any], start: str, workspace: str) -> None:
         self.run_id = run_id
         self.inputs = inputs
         self.inputs_json = to_jsonable(inputs)
@@ -235,6 +246,7 @@ class _Run:
         self.elapsed_before = 0.0
         self.system_prompts: dict[str, str] = {}
         self.context_cache: dict[str, Any] | None = None
+        self.workspace = workspace  # the directory tools work in; created by the first step that uses tools
 
     def elapsed(self) -> float:
         return self.elapsed_before + (time.monotonic() - self.started)
@@ -257,6 +269,7 @@ class Engine:
         script: Any = None,
         workspace: str | None = None,
         tools: Any = None,
+        max_tokens: int | None = None,
     ) -> None:
         self.machine = machine
         self._client = client
@@ -264,8 +277,10 @@ class Engine:
         self.checkpoint = checkpoint
         self.model_map = dict(model_map or {})
         self.script = script
-        self.workspace = workspace
-        self._tools = tools
+        self.workspace = os.path.abspath(workspace) if workspace else None
+        self.max_tokens = max_tokens
+        self._tools = tools  # a registry the caller supplies serves every run
+        self._registries: dict[str, Any] = {}  # else one per workspace, made on first use
         self._agents = {name: _AgentPlan(spec, machine, self._map_model) for name, spec in machine.agents.items()}
         self._plans = {name: _StatePlan(spec, machine, self._agents) for name, spec in machine.states.items()}
         self._verifier_model = self._map_model(machine.verifier_model or machine.model)
@@ -290,13 +305,15 @@ class Engine:
             self._client = LiteLLMClient()
         return self._client
 
-    @property
-    def tools(self) -> Any:
-        if self._tools is None:
+    def _tool_registry(self, run: _Run) -> Any:
+        if self._tools is not None:
+            return self._tools
+        registry = self._registries.get(run.workspace)
+        if registry is None:
             from .tools import ToolRegistry
 
-            self._tools = ToolRegistry(self.machine.tools, self.workspace or os.getcwd())
-        return self._tools
+            registry = self._registries[run.workspace] = ToolRegistry(self.machine.tools, run.workspace)
+        return registry
 
     def _map_model(self, name: str) -> str:
         mapped = self.model_map.get(name)
@@ -322,14 +339,15 @@ class Engine:
             if self.checkpoint is not None and self.checkpoint.load(run_id) is not None:
                 raise CheckpointError(f"run '{run_id}' already exists in {self.checkpoint.path}; "
                                       "resume it or choose another run id")
+            workspace = self.workspace or default_workspace(run_id)
             try:
                 clean = prepare_inputs(self.machine, inputs or {})
             except InputError as exc:
-                run = _Run(run_id, {}, self.machine.start)
+                run = _Run(run_id, {}, self.machine.start, workspace)
                 run.inputs_json = to_jsonable(dict(inputs or {}))
                 self._emit_start(run, resumed=False)
                 return self._fail(run, Failure("input", str(exc)))
-            run = _Run(run_id, clean, self.machine.start)
+            run = _Run(run_id, clean, self.machine.start, workspace)
             self._new_memories(run, {})
             self._emit_start(run, resumed=False)
             self._save(run, "running")
@@ -441,7 +459,7 @@ class Engine:
             return self._call_model(run, "agent", plan.name, plan.agent_key, agent, messages, plan.schema,
                                     plan.schema_name, None)
         try:
-            schemas, names = self._agent_tools(agent)
+            schemas, names = self._agent_tools(run, agent)
         except Exception as exc:  # noqa: BLE001 - ToolError, or a user tool that does not import
             raise RunFailed(Failure("tool", f"state '{plan.name}': the tools of agent '{agent.name}' are not "
                                             f"available: {exc}", state=plan.name, origin=plan.spec.origin)) from None
@@ -462,24 +480,26 @@ class Engine:
             })
             for call in response.tool_calls:
                 conversation.append({"role": "tool", "tool_call_id": call.id,
-                                     "content": self._agent_tool_call(plan.name, agent, names, call)})
+                                     "content": self._agent_tool_call(run, plan.name, agent, names, call)})
         raise RunFailed(Failure(
             "tool", f"state '{plan.name}': agent '{agent.name}' still asked for tools after "
                     f"{MAX_TOOL_ROUNDS} rounds of tool calls", state=plan.name, origin=plan.spec.origin))
 
-    def _agent_tools(self, agent: _AgentPlan) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    def _agent_tools(self, run: _Run, agent: _AgentPlan) -> tuple[list[dict[str, Any]], dict[str, str]]:
         cached = self._tool_schemas.get(agent.name)
         if cached is None:
             schemas, names = [], {}
+            registry = self._tool_registry(run)
             for tool in agent.tools:
-                schema = self.tools.schema(tool)
+                schema = registry.schema(tool)
                 schemas.append(schema)
                 function = schema.get("function", schema)
                 names[str(function.get("name", tool))] = tool
             cached = self._tool_schemas[agent.name] = (schemas, names)
         return cached
 
-    def _agent_tool_call(self, state: str, agent: _AgentPlan, names: dict[str, str], call: Any) -> str:
+    def _agent_tool_call(self, run: _Run, state: str, agent: _AgentPlan, names: dict[str, str],
+                         call: Any) -> str:
         """Run one tool call a model asked for; any problem becomes the tool message the model reads."""
         tool = names.get(call.name) or (call.name if call.name in agent.tools else None)
         started = time.perf_counter()
@@ -496,7 +516,7 @@ class Engine:
                 content = f"error: the arguments are not a valid JSON object: {exc}"
             else:
                 try:
-                    result = self.tools.call(tool, args)
+                    result = self._tool_registry(run).call(tool, args)
                 except Exception as exc:  # noqa: BLE001 - a failing tool is reported to the model
                     content = f"error: {exc}"
                 else:
@@ -534,7 +554,7 @@ class Engine:
                 raise RunFailed(Failure("tool", f"state '{name}': the arguments of {call.tool}(...) could not "
                                                 f"be computed: {exc}", state=name, origin=call.origin)) from None
             try:
-                result = self.tools.call(call.tool, args)
+                result = self._tool_registry(run).call(call.tool, args)
             except Exception as exc:  # noqa: BLE001 - tools raise ToolError; anything else is the tool's too
                 self._emit_tool(name, call.tool, False, started, args, None, str(exc), False)
                 raise RunFailed(Failure("tool", f"state '{name}': tool {call.tool} failed: {exc}",
@@ -598,7 +618,7 @@ class Engine:
         request = ModelRequest(
             role=role, state=state, model=model, messages=messages, temperature=temperature,
             response_schema=schema, schema_name=schema_name, tools=tools, fallbacks=fallbacks, timeout=timeout,
-            metadata={"statewright": {"run_id": run.run_id, "state": state, "role": role, "seq": seq}},
+            max_tokens=self.max_tokens, metadata={"statewright": {"run_id": run.run_id, "state": state, "role": role, "seq": seq}},
         )
         try:
             response = self.client.complete(request)
@@ -875,11 +895,12 @@ class Engine:
         return RunResult(status=status, run_id=run.run_id, machine=self.machine.name, final_state=final_state,
                          result=result, path=list(run.path), outputs=dict(run.outputs), failure=failure,
                          usage=Usage(usage.prompt_tokens, usage.completion_tokens, usage.cost_usd,
-                                     usage.llm_calls))
+                                     usage.llm_calls), workspace=run.workspace)
 
     def _emit_start(self, run: _Run, resumed: bool) -> None:
         if self.trace is not None:
-            fields: dict[str, Any] = {"run_id": run.run_id, "machine": self.machine.name, "inputs": run.inputs_json}
+            fields: dict[str, Any] = {"run_id": run.run_id, "machine": self.machine.name, "inputs": run.inputs_json,
+                                      "workspace": run.workspace}
             if resumed:
                 fields.update(resumed=True, state=run.state, steps=run.steps)
             self.trace.emit("run_start", **fields)
@@ -911,7 +932,8 @@ class Engine:
             "inputs": run.inputs_json, "outputs": run.outputs_json, "visits": run.visits, "edges": run.edges,
             "seqs": run.seqs, "feedback": run.feedback, "usage": run.usage.to_json(), "steps": run.steps,
             "elapsed": run.elapsed(), "last_state": run.last_state, "result": result,
-            "final_state": final_state, "failure": failure.to_json() if failure else None, "logs": logs,
+            "final_state": final_state, "failure": failure.to_json() if failure else None,
+            "workspace": run.workspace, "logs": logs,
         })
 
     def _resume(self, run_id: str | None) -> _Run | RunResult:
@@ -936,7 +958,9 @@ class Engine:
             inputs = prepare_inputs(self.machine, stored_inputs)  # typed inputs come back as their types
         except InputError:
             inputs = stored_inputs
-        run = _Run(run_id, inputs, snapshot["state"])
+        # the workspace the run started with, unless this engine was given one
+        workspace = self.workspace or snapshot.get("workspace") or default_workspace(run_id)
+        run = _Run(run_id, inputs, snapshot["state"], workspace)
         run.inputs_json = stored_inputs
         try:
             for name, data in (snapshot.get("outputs") or {}).items():

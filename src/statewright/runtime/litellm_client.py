@@ -159,6 +159,8 @@ class _ModelCallPlan:
         }
         if request.temperature is not None:
             kwargs["temperature"] = request.temperature
+        if request.max_tokens is not None:
+            kwargs["max_tokens"] = request.max_tokens
         if self.client.api_base:
             kwargs["api_base"] = self.client.api_base
         if self.client.api_key:

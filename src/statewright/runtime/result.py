@@ -62,6 +62,7 @@ class RunResult:
     outputs: dict[str, Any] = field(default_factory=dict)
     failure: Failure | None = None
     usage: Usage = field(default_factory=Usage)
+    workspace: str | None = None  # the directory the run's tools worked in
 
     @property
     def ok(self) -> bool:
@@ -77,4 +78,5 @@ class RunResult:
             "path": self.path,
             "failure": self.failure.to_json() if self.failure else None,
             "usage": self.usage.to_json(),
+            "workspace": self.workspace,
         }

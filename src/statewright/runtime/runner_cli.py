@@ -12,7 +12,9 @@ from typing import Any
 from .checkpoint import CheckpointError, CheckpointStore
 from .client import ModelClient
 from .engine import Engine, InputError, prepare_inputs, validate_input
+from .litellm_client import LiteLLMClient, RetryPolicy
 from .result import RunResult
+from .scripted import Script, ScriptError, register_scripted_provider
 from .spec import InputSpec, MachineSpec
 from .trace import Trace
 
@@ -20,6 +22,8 @@ EXIT_FINAL = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+# With a script, every model of the machine — agents, fallbacks, verifier — answers from it.
+SCRIPTED_RUN_MODEL = "scripted/run"
 
 
 class RunnerUsageError(Exception):
@@ -29,30 +33,68 @@ class RunnerUsageError(Exception):
 # ---- the Python entry points ---------------------------------------------------------------------
 
 
+def _runner_client(client: ModelClient | None, retries: int | None, retry_delay: float | None,
+                   scripted: bool) -> ModelClient | None:
+    """The model client a run uses: the one given, else litellm with the retry policy asked for."""
+    if client is not None:
+        return client
+    if retries is None and retry_delay is None and not scripted:
+        return None  # the engine makes the default client when the first call needs it
+    policy = RetryPolicy()
+    # a script never has transient faults: retrying one would only repeat the same answer
+    max_retries = retries if retries is not None else (0 if scripted else policy.max_retries)
+    delay = retry_delay if retry_delay is not None else policy.initial_delay
+    return LiteLLMClient(retry=RetryPolicy(max_retries=max_retries, initial_delay=delay,
+                                           max_delay=max(policy.max_delay, delay)))
+
+
+def _runner_script(script: Script | Mapping[str, Any] | None) -> Script | None:
+    """A script given as a Script or in its JSON form, installed behind the scripted provider."""
+    if script is None:
+        return None
+    if not isinstance(script, Script):
+        script = Script.from_json(script)
+    register_scripted_provider(script)
+    return script
+
+
 def _runner_engine(machine: MachineSpec, *, client: ModelClient | None, trace: Trace | str | None,
                    trace_content: bool, checkpoint: CheckpointStore | str | None,
-                   model_map: Mapping[str, str] | None, workspace: str | None, script: Any,
-                   tools: Any) -> tuple[Engine, Trace | None]:
+                   model_map: Mapping[str, str] | None, workspace: str | None,
+                   script: Script | Mapping[str, Any] | None, tools: Any, max_tokens: int | None,
+                   retries: int | None, retry_delay: float | None) -> tuple[Engine, Trace | None]:
+    scripted = _runner_script(script)
+    if scripted is not None:
+        model_map = {"*": SCRIPTED_RUN_MODEL}
+    client = _runner_client(client, retries, retry_delay, scripted is not None)
     opened = Trace(trace, content=trace_content) if isinstance(trace, str) else None
     store = CheckpointStore(checkpoint) if isinstance(checkpoint, str) else checkpoint
     engine = Engine(machine, client=client, trace=opened or trace, checkpoint=store,  # type: ignore[arg-type]
-                    model_map=model_map, script=script, workspace=workspace, tools=tools)
+                    model_map=model_map, script=scripted, workspace=workspace, tools=tools,
+                    max_tokens=max_tokens)
     return engine, opened
 
 
 def run(machine: MachineSpec, inputs: Mapping[str, Any] | None = None, *, client: ModelClient | None = None,
         trace: Trace | str | None = None, trace_content: bool = False,
         checkpoint: CheckpointStore | str | None = None, resume: str | None = None, run_id: str | None = None,
-        model_map: Mapping[str, str] | None = None, workspace: str | None = None, script: Any = None,
-        tools: Any = None) -> RunResult:
+        model_map: Mapping[str, str] | None = None, workspace: str | None = None,
+        script: Script | Mapping[str, Any] | None = None, tools: Any = None, max_tokens: int | None = None,
+        retries: int | None = None, retry_delay: float | None = None) -> RunResult:
     """Run `machine` once. `trace` and `checkpoint` take a path or an open Trace/CheckpointStore;
     `resume` is the id of a checkpointed run to continue (its stored inputs are used).
+
+    `script` (a Script, or its JSON form) makes every model answer from it, as `--script` does.
+    `max_tokens` caps each reply; `retries`/`retry_delay` set the default client's retry policy (they do
+    not apply to a `client` given here). Without `workspace`, tools work in a fresh directory
+    `.statewright/runs/<run_id>/workspace` (RunResult.workspace).
 
     Never raises for a failed run — the RunResult says how it failed; raises CheckpointError when a
     resume is impossible."""
     engine, opened = _runner_engine(machine, client=client, trace=trace, trace_content=trace_content,
                                     checkpoint=checkpoint, model_map=model_map, workspace=workspace,
-                                    script=script, tools=tools)
+                                    script=script, tools=tools, max_tokens=max_tokens, retries=retries,
+                                    retry_delay=retry_delay)
     try:
         if resume:
             return engine.run(None, run_id=resume, resume=True)
@@ -66,11 +108,14 @@ async def arun(machine: MachineSpec, inputs: Mapping[str, Any] | None = None, *,
                client: ModelClient | None = None, trace: Trace | str | None = None, trace_content: bool = False,
                checkpoint: CheckpointStore | str | None = None, resume: str | None = None,
                run_id: str | None = None, model_map: Mapping[str, str] | None = None,
-               workspace: str | None = None, script: Any = None, tools: Any = None) -> RunResult:
+               workspace: str | None = None, script: Script | Mapping[str, Any] | None = None,
+               tools: Any = None, max_tokens: int | None = None, retries: int | None = None,
+               retry_delay: float | None = None) -> RunResult:
     """`run` for async code: the engine runs in a worker thread (see Engine.arun)."""
     engine, opened = _runner_engine(machine, client=client, trace=trace, trace_content=trace_content,
                                     checkpoint=checkpoint, model_map=model_map, workspace=workspace,
-                                    script=script, tools=tools)
+                                    script=script, tools=tools, max_tokens=max_tokens, retries=retries,
+                                    retry_delay=retry_delay)
     try:
         if resume:
             return await engine.arun(None, run_id=resume, resume=True)
@@ -116,11 +161,61 @@ def _runner_parser(machine: MachineSpec, prog: str | None) -> argparse.ArgumentP
     parser.add_argument("--model-map", action="append", default=[], metavar="OLD=NEW",
                         help="call model NEW wherever the machine names OLD (repeatable; OLD '*' maps every "
                              "model not mapped otherwise)")
-    parser.add_argument("--workspace", metavar="DIR", help="the directory tools work in (default: the current "
-                                                           "directory)")
+    parser.add_argument("--workspace", metavar="DIR", help="the directory tools work in (default: a fresh "
+                                                           ".statewright/runs/RUN_ID/workspace)")
+    parser.add_argument("--max-tokens", type=_runner_positive_int, metavar="N",
+                        help="cap every model reply at N tokens")
+    parser.add_argument("--retries", type=_runner_count, metavar="N",
+                        help="retries of a failed model call before a fallback takes over (default 3)")
+    parser.add_argument("--retry-delay", type=_runner_seconds, metavar="S",
+                        help="seconds before the first retry, doubling for each next one (default 0.5)")
+    parser.add_argument("--script", metavar="FILE",
+                        help="answer every model call from the JSON script FILE instead of a model "
+                             "(the format of docs/execution.md)")
     parser.add_argument("--selftest", action="store_true", help="run the machine's test blocks with scripted "
                                                                 "replies and exit")
     return parser
+
+
+def _runner_positive_int(text: str) -> int:
+    value = _runner_count(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {text}")
+    return value
+
+
+def _runner_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, not {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, not {text}")
+    return value
+
+
+def _runner_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, not {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds >= 0, not {text}")
+    return value
+
+
+def _runner_read_script(path: str) -> Script:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except OSError as exc:
+        raise RunnerUsageError(f"cannot read --script {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise RunnerUsageError(f"--script {path} is not valid JSON: {exc}") from None
+    try:
+        return Script.from_json(data)
+    except (ScriptError, TypeError, ValueError) as exc:
+        raise RunnerUsageError(f"--script {path}: {exc}") from None
 
 
 def _runner_pairs(items: list[str], option: str) -> list[tuple[str, str]]:
@@ -207,6 +302,9 @@ def main(machine: MachineSpec, argv: list[str] | None = None, *, prog: str | Non
 
 def _runner_main(machine: MachineSpec, args: argparse.Namespace) -> int:
     model_map = dict(_runner_pairs(args.model_map, "--model-map"))
+    if args.script and model_map:
+        raise RunnerUsageError("--script answers every model call; it cannot be combined with --model-map")
+    script = _runner_read_script(args.script) if args.script else None
     if args.resume and not args.checkpoint:
         raise RunnerUsageError("--resume needs --checkpoint DB: the database the run was checkpointed to")
     if args.resume and (args.input or args.inputs_file):
@@ -223,7 +321,12 @@ def _runner_main(machine: MachineSpec, args: argparse.Namespace) -> int:
         raise RunnerUsageError(f"cannot write --trace {args.trace}: {exc.strerror or exc}") from None
     if store is not None:
         print(f"run {run_id} (checkpoints in {args.checkpoint})", file=sys.stderr)
-    engine = Engine(machine, trace=trace, checkpoint=store, model_map=model_map, workspace=args.workspace)
+    if script is not None:
+        register_scripted_provider(script)
+        model_map = {"*": SCRIPTED_RUN_MODEL}
+    client = _runner_client(None, args.retries, args.retry_delay, script is not None)
+    engine = Engine(machine, client=client, trace=trace, checkpoint=store, model_map=model_map,
+                    workspace=args.workspace, script=script, max_tokens=args.max_tokens)
     try:
         result = engine.run(inputs, run_id=run_id, resume=bool(args.resume))
     except CheckpointError as exc:

@@ -14,7 +14,7 @@ from typing import Any
 from .client import ModelError
 from .spec import MachineSpec, TestSpec
 
-SCRIPT_ROLES = ("agent", "verifier", "tool", "designer")  # "designer": `statewright design` and `optimize --llm`
+SCRIPT_ROLES = ("agent", "verifier", "tool", "designer")  # designer: `design` and `optimize --llm`
 SCRIPT_LOG_ENV = "STATEWRIGHT_SCRIPT_LOG"
 
 
@@ -62,6 +62,8 @@ class Script:
             for item in items:
                 self.add(role, state, item)
         self.calls: list[tuple[str, str, int]] = []  # every reply served: (role, state, seq)
+        # what the provider received for each call, as litellm delivered it: role, state, seq, model, messages
+        self.received: list[dict[str, Any]] = []
         self._lock = threading.Lock()
 
     def add(self, role: str, state: str, reply: ScriptedReply | Any) -> None:
@@ -154,6 +156,8 @@ def _script_log_call(role: str, state: str, seq: int, run_id: str | None) -> Non
 # --- the litellm custom provider --------------------------------------------------------------------
 
 _SCRIPTED_PROVIDER: dict[str, Any] = {"handler": None}
+# request options a script records with each call it answers (Script.received)
+_SCRIPTED_RECORDED_OPTIONS = ("max_tokens", "temperature", "response_format", "tools")
 
 
 def register_scripted_provider(script: Script) -> None:
@@ -201,6 +205,12 @@ def _scripted_handler_class(litellm: Any) -> type:
                 raise RuntimeError("no script registered for the scripted provider")
             call = _scripted_call_identity(kwargs)
             reply = self.script.next(call["role"], call["state"], call["seq"], run_id=call["run_id"])
+            options = kwargs.get("optional_params") or {}
+            self.script.received.append(json.loads(json.dumps({
+                "role": call["role"], "state": call["state"], "seq": call["seq"], "model": kwargs.get("model"),
+                "messages": kwargs.get("messages") or [],
+                "options": {k: options[k] for k in _SCRIPTED_RECORDED_OPTIONS if k in options},
+            }, default=str)))
             return reply, call
 
     return ScriptedLLM

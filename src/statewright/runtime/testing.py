@@ -7,6 +7,7 @@ import importlib
 import json
 import os
 import re
+import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,9 +46,11 @@ def run_test(machine: MachineSpec, test: TestSpec, *, trace_path: str | None = N
     # A script never has transient faults: retrying one would only repeat the same answer.
     client = LiteLLMClient(retry=RetryPolicy(max_retries=0))
     expected = list(test.expect_path) if test.expect_path is not None else None
+    # tools a test lets run (an agent's scripted tool calls) work in a directory that goes with the test
+    workspace = tempfile.TemporaryDirectory(prefix="statewright-test-")
     try:
         engine = engine_class(machine, client=client, trace=trace, script=script,
-                              model_map=_testing_model_map(machine))
+                              model_map=_testing_model_map(machine), workspace=workspace.name)
         result = engine.run(dict(test.inputs))
     except ScriptExhausted as exhausted:
         return TestOutcome(test.name, False, expected, [], [f"the run failed (script): {exhausted}"],
@@ -58,6 +61,7 @@ def run_test(machine: MachineSpec, test: TestSpec, *, trace_path: str | None = N
     finally:
         if trace is not None:
             trace.close()
+        workspace.cleanup()
     messages = check_expectations(test, result)
     return TestOutcome(test.name, not messages, expected, list(result.path), messages, result, test.origin)
 

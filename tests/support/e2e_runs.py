@@ -1,0 +1,100 @@
+"""What the end-to-end tests share: running the CLI and generated runners as users do, and reading traces."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted((ROOT / "examples").glob("*.fsm"))
+EXAMPLE_IDS = [p.stem for p in EXAMPLES]
+
+# Trace fields that differ between two runs doing the same thing: clock readings, durations, the random
+# run id, and the per-run workspace directory (a temporary one under test blocks). Every other field —
+# seq, states, models, tokens, messages, replies, guards, verdicts, transitions — must match exactly.
+VOLATILE_TRACE_FIELDS = frozenset({"time", "run_id", "seconds", "workspace"})
+
+
+def normalized_event(event: Mapping[str, Any]) -> dict[str, Any]:
+    """An event without its volatile fields: those in VOLATILE_TRACE_FIELDS and every `*_ms` duration
+    (latency_ms of calls and tools), at the top level and inside nested `events` lists."""
+    kept: dict[str, Any] = {}
+    for key, value in event.items():
+        if key in VOLATILE_TRACE_FIELDS or key.endswith("_ms"):
+            continue
+        if key == "events" and isinstance(value, list):
+            value = [normalized_event(v) if isinstance(v, Mapping) else v for v in value]
+        kept[key] = value
+    return kept
+
+
+def read_events(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def normalized_trace(path: Path) -> list[dict[str, Any]]:
+    return [normalized_event(e) for e in read_events(path)]
+
+
+def cli(*args: str, cwd: Path | None = None, env: Mapping[str, str] | None = None,
+        timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """`statewright ARGS...` in a fresh process."""
+    return subprocess.run([sys.executable, "-m", "statewright", *args], capture_output=True, text=True,
+                          check=False, cwd=cwd, env=_environment(env), timeout=timeout)
+
+
+def compile_runner(spec: Path, output: Path) -> Path:
+    """`statewright compile SPEC -o OUTPUT`; the generated runner's path."""
+    done = cli("compile", str(spec), "-o", str(output))
+    assert done.returncode == 0, done.stderr
+    return output
+
+
+def runner_process(python: str | Path, runner: Path, *args: str, cwd: Path | None = None,
+                   env: Mapping[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(python), str(runner), *args], capture_output=True, text=True, check=False,
+                          cwd=cwd, env=_environment(env), timeout=timeout)
+
+
+def import_runner(path: Path, name: str) -> ModuleType:
+    """A generated runner imported from its file, as a module of its own."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # pydantic resolves the module's annotations through sys.modules
+    spec.loader.exec_module(module)
+    return module
+
+
+def wait_for(condition: Callable[[], bool], what: str, limit: float = 60.0) -> None:
+    """Poll until `condition()` holds; fails the test (naming `what`) if it never does."""
+    deadline = time.monotonic() + limit
+    while not condition():
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        time.sleep(0.02)
+
+
+def files_containing(roots: Sequence[Path], needle: bytes) -> list[str]:
+    """Every file under `roots` whose bytes contain `needle`."""
+    found = []
+    for root in roots:
+        for path in sorted(root.rglob("*")):
+            if path.is_file() and needle in path.read_bytes():
+                found.append(str(path))
+    return found
+
+
+def _environment(extra: Mapping[str, str] | None) -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    env.pop("STATEWRIGHT_SCRIPT_LOG", None)
+    env.update(extra or {})
+    return env

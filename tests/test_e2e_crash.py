@@ -1,0 +1,114 @@
+"""A run killed mid-step resumes from its checkpoint and ends as an uninterrupted run does; the script's call
+log proves that no step completed before the kill ran again — only the interrupted one repeats."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.e2e_runs import ROOT, compile_runner, wait_for
+
+from statewright import api
+from statewright.runtime.checkpoint import CheckpointStore
+from statewright.runtime.runner_cli import run
+from statewright.runtime.scripted import Script
+
+EXAMPLE = ROOT / "examples" / "evaluator_optimizer.fsm"
+INPUTS = {"subject": "finite-state machines"}
+TIMED = "every section has a length in minutes"
+DELAY = 0.3  # per reply: long enough for the kill to land while a call is in flight
+
+# seven calls: outline, its verdict (none: stay), outline again, its verdict, evaluate, revise, evaluate
+REPLIES: dict[str, dict[str, list[Any]]] = {
+    "agent": {
+        "outline": ["1. Why loops go wrong", "1. Why loops go wrong (10 min) 2. Bounds (15 min)"],
+        "evaluate": [{"decision": "revise", "strengths": ["arc"], "problems": ["no demo"]},
+                     {"decision": "accept", "strengths": ["the demo"], "problems": []}],
+        "revise": ["1. Why loops go wrong (10 min) 2. Demo (15 min)"],
+    },
+    "verifier": {
+        "outline": [{"choice": "none", "reason": "no timings", "feedback": "Give each section its minutes."},
+                    {"choice": TIMED, "reason": "all timed", "feedback": ""}],
+    },
+}
+KILL_AFTER_COMPLETED = 3
+
+
+def delayed(replies: dict[str, dict[str, list[Any]]]) -> dict[str, Any]:
+    return {role: {state: [{"value": r, "delay": DELAY} for r in items] for state, items in states.items()}
+            for role, states in replies.items()}
+
+
+def call_key(entry: dict[str, Any]) -> tuple[str, str, int]:
+    return entry["role"], entry["state"], entry["seq"]
+
+
+def comparable(result: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in result.items() if k not in ("run_id", "workspace")}
+
+
+def command(face: str, tmp_path: Path) -> list[str]:
+    if face == "statewright run":
+        return [sys.executable, "-m", "statewright", "run", str(EXAMPLE)]
+    return [sys.executable, str(compile_runner(EXAMPLE, tmp_path / "runner.py"))]
+
+
+@pytest.mark.parametrize("face", ["statewright run", "generated runner"])
+def test_a_killed_run_resumes_to_the_same_result_without_repeating_a_completed_step(face: str,
+                                                                                    tmp_path: Path) -> None:
+    machine: Any = api.runtime_machine(api.check_file(EXAMPLE))
+    reference = Script.from_json(REPLIES)
+    uninterrupted = run(machine, INPUTS, script=reference, workspace=str(tmp_path / "reference"))
+    assert uninterrupted.ok and len(reference.calls) == 7
+
+    script, log, db = tmp_path / "script.json", tmp_path / "calls.jsonl", tmp_path / "runs.db"
+    script.write_text(json.dumps(delayed(REPLIES)), encoding="utf-8")
+    env = {**os.environ, "STATEWRIGHT_SCRIPT_LOG": str(log)}
+    base = [*command(face, tmp_path), "--script", str(script), "--checkpoint", str(db)]
+
+    def logged() -> list[dict[str, Any]]:
+        return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+    victim = subprocess.Popen([*base, "--input", f"subject={INPUTS['subject']}", "--run-id", "r1"], env=env,
+                              cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        # calls are made one after another: once call k+1 is served, k calls have completed
+        wait_for(lambda: len(logged()) > KILL_AFTER_COMPLETED, f"{KILL_AFTER_COMPLETED} completed calls")
+        victim.send_signal(signal.SIGKILL)
+    finally:
+        victim.kill()
+        victim.communicate(timeout=30)
+    assert victim.returncode == -signal.SIGKILL
+    before_kill = logged()
+    assert {entry["pid"] for entry in before_kill} == {victim.pid}
+
+    # what the last checkpoint before the kill holds: the step to run next and the calls committed so far
+    snapshot = CheckpointStore(str(db)).load("r1")
+    assert snapshot is not None and snapshot["status"] == "running"
+    committed = snapshot["seqs"]
+
+    resumed = subprocess.run([*base, "--resume", "r1"], env=env, cwd=tmp_path, capture_output=True, text=True,
+                             check=False, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    result = json.loads(resumed.stdout)
+    assert comparable(result) == comparable(uninterrupted.to_json())
+    assert result["workspace"] == str(tmp_path / ".statewright" / "runs" / "r1" / "workspace")
+
+    after_resume = logged()[len(before_kill):]
+    assert after_resume and victim.pid not in {entry["pid"] for entry in after_resume}
+    repeated = [call_key(e) for e in after_resume if call_key(e) in {call_key(b) for b in before_kill}]
+    # only the step in flight at the kill may run again: calls of the state the checkpoint runs next,
+    # made after its last commit, at the end of the killed run's log
+    in_flight = [call_key(e) for e in before_kill
+                 if e["state"] == snapshot["state"] and e["seq"] >= committed.get(f"{e['role']}:{e['state']}", 0)]
+    assert set(repeated) <= set(in_flight), (repeated, in_flight, committed)
+    assert [call_key(e) for e in before_kill[len(before_kill) - len(in_flight):]] == in_flight
+    # and together the two processes made exactly the uninterrupted run's calls
+    made = [call_key(e) for e in before_kill if call_key(e) not in repeated] + [call_key(e) for e in after_resume]
+    assert len(made) == len(set(made)) and set(made) == set(reference.calls)

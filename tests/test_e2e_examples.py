@@ -1,0 +1,114 @@
+"""Every bundled example, end to end: its test blocks pass under `statewright test` and under its generated
+runner in an environment without statewright, and both execute them identically, trace for trace."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.e2e_runs import (
+    EXAMPLE_IDS,
+    EXAMPLES,
+    cli,
+    compile_runner,
+    import_runner,
+    normalized_trace,
+    runner_process,
+)
+
+from statewright import api
+from statewright.runtime.testing import run_test
+
+
+def _test_names(example: Path) -> list[str]:
+    machine: Any = api.runtime_machine(api.check_file(example))
+    names = [t.name for t in machine.tests]
+    assert names, f"{example.name} has no test blocks"
+    return names
+
+
+def _module_file(name: str) -> str:
+    """Where a package is installed, found without importing it."""
+    spec = importlib.util.find_spec(name)
+    assert spec is not None and spec.origin is not None, f"{name} is not installed"
+    return spec.origin
+
+
+@pytest.fixture(scope="module")
+def bare_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A virtual environment's python that can import litellm, pydantic and jinja2, but not statewright.
+
+    The environment borrows this interpreter's site-packages through a .pth line. Python does not read
+    .pth files in a directory added that way, so the editable statewright install (itself a .pth file
+    there) stays invisible."""
+    home = tmp_path_factory.mktemp("bare-venv")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(home)], check=True, timeout=120)
+    python = home / "bin" / "python"
+    probe = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    site_packages = Path(subprocess.run([str(python), "-c", probe], capture_output=True, text=True,
+                                        check=True).stdout.strip())
+    borrowed = sorted({str(Path(_module_file(name)).parents[1]) for name in ("litellm", "pydantic", "jinja2")})
+    (site_packages / "borrowed_dependencies.pth").write_text("\n".join(borrowed) + "\n", encoding="utf-8")
+
+    dependencies = subprocess.run([str(python), "-c", "import litellm, pydantic, jinja2"], capture_output=True,
+                                  text=True, check=False, timeout=120)
+    assert dependencies.returncode == 0, dependencies.stderr
+    statewright = subprocess.run([str(python), "-c", "import statewright"], capture_output=True, text=True,
+                                 check=False, timeout=60)
+    assert statewright.returncode != 0, "statewright is importable in the bare environment: the test proves nothing"
+    assert "No module named 'statewright'" in statewright.stderr
+    return python
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=EXAMPLE_IDS)
+def test_statewright_test_passes_every_test_block(example: Path) -> None:
+    done = cli("test", str(example))
+    assert done.returncode == 0, done.stdout + done.stderr
+    names = _test_names(example)
+    assert done.stdout.splitlines() == [f"PASS  {name}" for name in names]
+    assert f"{len(names)} passed, 0 failed" in done.stderr
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=EXAMPLE_IDS)
+def test_the_generated_runner_passes_its_self_tests_without_statewright(example: Path, bare_python: Path,
+                                                                        tmp_path: Path) -> None:
+    runner = compile_runner(example, tmp_path / f"{example.stem}_runner.py")
+    done = runner_process(bare_python, runner, "--selftest", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    names = _test_names(example)
+    assert done.stdout.splitlines() == [f"PASS  {name}" for name in names]
+    assert f"{len(names)} passed, 0 failed" in done.stderr
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=EXAMPLE_IDS)
+def test_interpreted_and_generated_runs_write_the_same_traces(example: Path, tmp_path: Path) -> None:
+    """Same test block, same machine: `statewright run`'s engine and the runner's inlined engine produce
+    the same events in the same order, with the same content (see VOLATILE_TRACE_FIELDS for what may
+    differ)."""
+    comp = api.check_file(example)
+    interpreted = api.runtime_machine(comp)
+    runner_path = tmp_path / f"{example.stem}_runner.py"
+    runner_path.write_text(api.generate_runner(comp), encoding="utf-8")
+    runner = import_runner(runner_path, f"e2e_runner_{example.stem}")
+    try:
+        assert [t.name for t in runner.MACHINE.tests] == [t.name for t in interpreted.tests]  # type: ignore[attr-defined]
+        for index, (ours, theirs) in enumerate(zip(interpreted.tests, runner.MACHINE.tests)):  # type: ignore[attr-defined]
+            ours_trace, theirs_trace = tmp_path / f"interpreted-{index}.jsonl", tmp_path / f"generated-{index}.jsonl"
+            expected = run_test(interpreted, ours, trace_path=str(ours_trace), trace_content=True)  # type: ignore[arg-type]
+            actual = runner.run_test(runner.MACHINE, theirs, trace_path=str(theirs_trace), trace_content=True)
+            assert (actual.passed, actual.actual_path, actual.messages) == (
+                expected.passed, expected.actual_path, expected.messages), ours.name
+            actual_json, expected_json = actual.result.to_json(), expected.result.to_json()  # type: ignore[union-attr]
+            for volatile in ("run_id", "workspace"):
+                actual_json.pop(volatile), expected_json.pop(volatile)
+            assert actual_json == expected_json, ours.name
+            expected_events = normalized_trace(ours_trace)
+            assert {e["event"] for e in expected_events} >= {"run_start", "state_enter", "llm_call", "transition",
+                                                             "run_end"}
+            assert normalized_trace(theirs_trace) == expected_events, ours.name
+    finally:
+        sys.modules.pop(f"e2e_runner_{example.stem}", None)

@@ -1,0 +1,261 @@
+"""Model faults end to end: `statewright run` over the real litellm HTTP path against a local OpenAI-compatible
+server that fails on cue — failures are typed, checkpoints survive them, tools and outputs are repaired or
+re-asked within their bounds, fallbacks take over, and the API key ends up nowhere on disk."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.e2e_runs import files_containing, read_events
+from support.fake_openai_server import Fail, FakeOpenAIServer, Reply
+
+from statewright import cli
+from statewright.runtime.checkpoint import CheckpointStore
+
+SPEC = """\
+machine notes {
+    input topic: str
+    model "openai/gpt-4o-mini"
+
+    type Score {
+        score: int "0-100"
+    }
+
+    agent writer {
+        prompt "You write notes."
+        tools [std.write_file]
+    }
+
+    agent critic {
+        prompt "You score notes."
+        model "openai/gpt-4o"
+        fallbacks ["openai/gpt-4o-mini"]
+    }
+
+    start state draft {
+        agent writer
+        do "Write notes about {{ topic }} into notes.txt, then say what you wrote."
+        -> review
+    }
+
+    state review {
+        agent critic
+        do "Score the notes."
+        output Score
+        retries 1
+        when output.score >= 50 -> done
+        otherwise -> weak
+    }
+
+    final state done {
+        result "{{ draft.output }} / {{ review.output.score }}"
+    }
+
+    final state weak
+}
+"""
+PRIMARY, BACKUP = "primary-model", "backup-model"  # what the server sees; litellm strips "openai/"
+TO_SERVER = ["--model-map", f"openai/gpt-4o=openai/{PRIMARY}", "--model-map", f"openai/gpt-4o-mini=openai/{BACKUP}"]
+FAST = ["--retries", "1", "--retry-delay", "0"]
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAIServer]:
+    with FakeOpenAIServer() as running:
+        monkeypatch.setenv("OPENAI_API_BASE", running.url + "/v1")
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-dummy-0000")
+        yield running
+
+
+@pytest.fixture
+def spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)  # the default workspace goes under the current directory
+    path = tmp_path / "notes.fsm"
+    path.write_text(SPEC, encoding="utf-8")
+    return path
+
+
+def statewright_run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, Any] | None, str]:
+    code = cli.main(["run", *args])
+    captured = capsys.readouterr()
+    return code, (json.loads(captured.out) if captured.out.strip() else None), captured.err
+
+
+def bodies(server: FakeOpenAIServer, model: str) -> list[dict[str, Any]]:
+    return [r.body for r in server.requests_for(model) if r.body is not None]
+
+
+def test_a_model_failing_past_its_retries_is_a_typed_failure_and_resume_finishes_after_recovery(
+        server: FakeOpenAIServer, spec: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    server.enqueue(Reply(text="Notes on FSMs."), model=BACKUP)
+    server.enqueue(Fail(500, "upstream exploded"), Fail(500, "upstream exploded"), model=PRIMARY)
+    server.enqueue(Fail(500, "backup down too"), Fail(503, "backup still down"), model=BACKUP)
+    db = str(tmp_path / "runs.db")
+    common = [str(spec), "--checkpoint", db, *TO_SERVER, *FAST]
+
+    code, result, err = statewright_run(capsys, *common, "--input", "topic=FSMs", "--run-id", "r1")
+
+    assert code == 1 and result is not None
+    failure = result["failure"]
+    assert (failure["kind"], failure["state"]) == ("model", "review")
+    assert f"'openai/{PRIMARY}'" in failure["message"]  # the model the state asked for ...
+    assert "backup still down" in failure["message"]  # ... and the last error, from its fallback
+    assert "4 attempt(s)" in failure["message"]  # 1 + 1 retry, for each of the two models
+    assert len(bodies(server, PRIMARY)) == 2 and len(bodies(server, BACKUP)) == 3
+    assert "--resume r1" in err
+    snapshot = CheckpointStore(db).load("r1")
+    assert snapshot is not None and (snapshot["status"], snapshot["state"]) == ("running", "review")
+    assert snapshot["outputs"]["draft"] == "Notes on FSMs."
+
+    server.enqueue(Reply(json={"score": 80}), model=PRIMARY)  # the provider has recovered
+    code, result, _ = statewright_run(capsys, *common, "--resume", "r1")
+
+    assert code == 0 and result is not None
+    assert (result["path"], result["result"]) == (["draft", "review", "done"], "Notes on FSMs. / 80")
+    assert len(bodies(server, BACKUP)) == 3  # the completed draft step was not asked again
+
+
+def test_tool_arguments_that_are_not_json_are_fed_back_and_the_next_call_succeeds(
+        server: FakeOpenAIServer, spec: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    server.enqueue(
+        Reply(tool_calls=[{"name": "std_write_file", "arguments": '{"path": "notes.txt", "content": '}]),
+        Reply(tool_calls=[{"name": "std_write_file", "arguments": {"path": "notes.txt", "content": "FSM notes"}}]),
+        Reply(text="I wrote notes.txt."),
+        model=BACKUP,
+    )
+    server.enqueue(Reply(json={"score": 90}), model=PRIMARY)
+    trace = tmp_path / "trace.jsonl"
+
+    code, result, _ = statewright_run(capsys, str(spec), "--input", "topic=FSMs", "--run-id", "r2",
+                                      "--trace", str(trace), *TO_SERVER, *FAST)
+
+    assert code == 0 and result is not None and result["result"] == "I wrote notes.txt. / 90"
+    second = bodies(server, BACKUP)[1]["messages"]
+    [fed_back] = [m for m in second if m["role"] == "tool"]
+    assert fed_back["content"].startswith("error: the arguments are not a valid JSON object")
+    tool_calls = [e for e in read_events(trace) if e["event"] == "tool_call"]
+    assert [(e["tool"], e["ok"]) for e in tool_calls] == [("std.write_file", False), ("std.write_file", True)]
+    # no --workspace: the run's own directory under the current one, named in the result and the trace
+    workspace = tmp_path / ".statewright" / "runs" / "r2" / "workspace"
+    assert (workspace / "notes.txt").read_text(encoding="utf-8") == "FSM notes"
+    assert result["workspace"] == str(workspace)
+    assert read_events(trace)[0]["workspace"] == str(workspace)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".statewright", "notes.fsm", "trace.jsonl"]
+
+
+def test_a_fallback_model_takes_over_when_the_primary_keeps_failing(
+        server: FakeOpenAIServer, spec: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    server.enqueue(Reply(text="Notes."), Reply(json={"score": 75}), model=BACKUP)
+    server.enqueue(Fail(503, "overloaded"), Fail(429, "slow down"), model=PRIMARY)
+    trace = tmp_path / "trace.jsonl"
+
+    code, result, _ = statewright_run(capsys, str(spec), "--input", "topic=FSMs", "--trace", str(trace),
+                                      *TO_SERVER, *FAST)
+
+    assert code == 0 and result is not None and result["result"] == "Notes. / 75"
+    [review] = [e for e in read_events(trace) if e["event"] == "llm_call" and e["state"] == "review"]
+    assert review["model"] == f"openai/{BACKUP}" and review["attempts"] == 3
+    [fallback] = [e for e in review["events"] if e["type"] == "fallback"]
+    assert (fallback["model"], fallback["after"]) == (f"openai/{BACKUP}", f"openai/{PRIMARY}")
+    assert "slow down" in fallback["error"]
+
+
+def test_json_in_a_fence_with_a_trailing_comma_is_repaired_without_asking_again(
+        server: FakeOpenAIServer, spec: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    server.enqueue(Reply(text="Notes."), model=BACKUP)
+    server.enqueue(Reply(text='Here you go:\n```json\n{"score": 77,}\n```'), model=PRIMARY)
+    trace = tmp_path / "trace.jsonl"
+
+    code, result, _ = statewright_run(capsys, str(spec), "--input", "topic=FSMs", "--trace", str(trace),
+                                      *TO_SERVER, *FAST)
+
+    assert code == 0 and result is not None and result["result"] == "Notes. / 77"
+    assert len(bodies(server, PRIMARY)) == 1
+    [repair] = [e for e in read_events(trace) if e["event"] == "repair"]
+    assert repair["state"] == "review" and repair["repairs"]
+
+
+def test_a_reply_that_breaks_the_schema_is_sent_back_with_the_errors_and_asked_again(
+        server: FakeOpenAIServer, spec: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    server.enqueue(Reply(text="Notes."), model=BACKUP)
+    server.enqueue(Reply(json={"score": "very good"}), Reply(json={"score": 64}), model=PRIMARY)
+
+    code, result, _ = statewright_run(capsys, str(spec), "--input", "topic=FSMs", *TO_SERVER, *FAST)
+
+    assert code == 0 and result is not None and result["result"] == "Notes. / 64"
+    first, second = bodies(server, PRIMARY)
+    added = second["messages"][len(first["messages"]):]
+    assert [m["role"] for m in added] == ["assistant", "user"]
+    assert "very good" in added[0]["content"] and "score" in added[1]["content"]
+
+
+def test_output_that_never_validates_ends_after_its_retries(server: FakeOpenAIServer, spec: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    server.enqueue(Reply(text="Notes."), model=BACKUP)
+    server.enqueue(Reply(text="{not json"), Reply(json={"score": "high"}), Reply(json={"score": 99}),
+                   model=PRIMARY)
+
+    code, result, _ = statewright_run(capsys, str(spec), "--input", "topic=FSMs", *TO_SERVER, *FAST)
+
+    assert code == 1 and result is not None
+    failure = result["failure"]
+    assert (failure["kind"], failure["state"]) == ("output", "review")
+    assert "after 2 attempt(s)" in failure["message"]  # `retries 1`: one more try, and no more
+    assert len(bodies(server, PRIMARY)) == 2
+
+
+def test_max_tokens_reaches_the_provider_on_every_call(server: FakeOpenAIServer, spec: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    server.enqueue(Reply(text="Notes."), model=BACKUP)
+    server.enqueue(Reply(json={"score": 51}), model=PRIMARY)
+
+    code, _, _ = statewright_run(capsys, str(spec), "--input", "topic=FSMs", "--max-tokens", "64",
+                                 *TO_SERVER, *FAST)
+
+    assert code == 0
+    assert [r.body["max_tokens"] for r in server.requests if r.body] == [64, 64]
+
+
+def test_the_api_key_is_nowhere_on_disk_after_a_traced_checkpointed_run_with_an_error(
+        server: FakeOpenAIServer, spec: Path, tmp_path: Path) -> None:
+    key = f"sk-test-SECRET-{uuid.uuid4().hex}"
+    env_overrides = {"OPENAI_API_KEY": key, "OPENAI_API_BASE": server.url + "/v1"}
+    # a provider that quotes the key back in its error text
+    echo = f"Incorrect API key provided: {key}. Authorization: Bearer {key}"
+    server.enqueue(
+        Reply(tool_calls=[{"name": "std_write_file", "arguments": {"path": "notes.txt", "content": "notes"}}]),
+        Reply(text="Wrote notes.txt."),
+        model=BACKUP,
+    )
+    server.enqueue(Fail(500, echo), Fail(500, echo), model=PRIMARY)
+    server.enqueue(Fail(500, echo), Fail(500, echo), model=BACKUP)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    common = [str(spec), "--checkpoint", str(tmp_path / "runs.db"), "--trace", str(tmp_path / "trace.jsonl"),
+              "--trace-content", *TO_SERVER, *FAST]
+
+    def statewright_process(name: str, *args: str) -> int:
+        with open(logs / f"{name}.out", "w") as out, open(logs / f"{name}.err", "w") as err:
+            return subprocess.run([sys.executable, "-m", "statewright", "run", *common, *args], stdout=out,
+                                  stderr=err, cwd=tmp_path, env={**os.environ, **env_overrides},
+                                  check=False, timeout=120).returncode
+
+    assert statewright_process("failing", "--input", "topic=FSMs", "--run-id", "r1") == 1
+    assert "Incorrect API key provided" in (logs / "failing.out").read_text()  # the error is reported ...
+    server.enqueue(Reply(json={"score": 70}), model=PRIMARY)
+    assert statewright_process("resumed", "--resume", "r1") == 0
+
+    assert {r.headers.get("authorization") for r in server.requests} == {f"Bearer {key}"}  # the key was used
+    assert (tmp_path / ".statewright" / "runs" / "r1" / "workspace" / "notes.txt").exists()
+    written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
+    assert {"runs.db", "trace.jsonl", "logs/failing.err", "logs/resumed.out"} <= set(written)
+    secret = key.removeprefix("sk-test-").encode()
+    assert files_containing([tmp_path], secret) == []  # ... and the key is nowhere: db, wal, trace, logs

@@ -1,0 +1,173 @@
+"""Awkward text everywhere a spec holds text — quotes, triple quotes, backslashes, template markup, unicode,
+code-like fragments — compiles to a lint-clean runner, and reaches the model verbatim: what the scripted
+provider receives is exactly what the spec says (templates rendered once, values never re-rendered)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.e2e_runs import import_runner
+
+from statewright import api
+from statewright.runtime.runner_cli import run
+from statewright.runtime.scripted import Script
+
+ROOT = Path(__file__).resolve().parents[1]
+
+AWKWARD = (
+    'a "quoted" word, \'single\' ones, triple """ and \'\'\' quotes; back\\slash, \\n, \\\\ and \\u0041; '
+    "{{ braces }} {% if x %}tag{% endif %} {# note #}; \"); import os; os.system(\"x; '''); raise SystemExit('x; "
+    "unicode é ß 漢字 🙂 \u200f rtl \u2028 separator; tab\there\nand a second line"
+)
+CONDITION = "the review agrees: " + AWKWARD
+TOPIC = "topic: " + AWKWARD
+
+
+def fsm(text: str) -> str:
+    """`text` as a double-quoted string literal of the language."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
+    return '"' + "".join(c if c.isprintable() or c == " " else f"\\u{ord(c):04x}" for c in escaped) + '"'
+
+
+def literal_template(text: str) -> str:
+    """A template (prompt, instruction) that renders to `text` itself."""
+    return "{% raw %}" + text + "{% endraw %}"
+
+
+# a triple-quoted prompt: literal, so it may hold quotes and backslashes unescaped — but not three quotes
+CRITIC_PROMPT = ('"""\n            A critic\'s prompt, "quoted" and back\\slashed: '
+                 + literal_template(AWKWARD.replace('"""', "").replace("\n", " ")) + '\n        """')
+
+SPEC = f"""\
+machine awkward {{
+    description {fsm(AWKWARD)}
+    input topic: str
+    input note: str = {fsm(AWKWARD)}
+    model "openai/gpt-4o-mini"
+
+    type Finding {{
+        text: str {fsm(AWKWARD)}
+        level: {fsm(AWKWARD)} | "plain"
+    }}
+
+    agent writer {{
+        prompt {fsm("Prompt. " + literal_template(AWKWARD))}
+    }}
+
+    agent critic {{
+        prompt {CRITIC_PROMPT}
+    }}
+
+    start state write {{
+        agent writer
+        do {fsm(literal_template(AWKWARD) + " | {{ topic }} | {{ note }}")}
+        -> judge
+    }}
+
+    state judge {{
+        agent critic
+        do {fsm("Judge it. " + literal_template(AWKWARD))}
+        output Finding
+        when output.level == {fsm(AWKWARD)} and output.text == {fsm(AWKWARD)} -> review
+        otherwise -> rejected
+    }}
+
+    state review {{
+        agent critic
+        do "Review it."
+        when {fsm(CONDITION)} -> done
+        otherwise -> rejected
+    }}
+
+    final state done {{
+        result "{{{{ write.output }}}}"
+    }}
+
+    final state rejected
+
+    test {fsm("awkward: " + AWKWARD)} {{
+        input {{
+            topic {fsm(TOPIC)}
+        }}
+        reply write {fsm(AWKWARD)}
+        reply judge {{
+            text {fsm(AWKWARD)}
+            level {fsm(AWKWARD)}
+        }}
+        reply review {fsm(AWKWARD)}
+        verdict review {fsm(CONDITION)}
+        expect path [write, judge, review, done]
+        expect result {fsm(AWKWARD)}
+    }}
+}}
+"""
+
+
+@pytest.fixture(scope="module")
+def compiled() -> Any:
+    comp = api.check_text(SPEC, "awkward.fsm")
+    assert comp.ok, [d.message for d in comp.diagnostics]
+    return comp
+
+
+@pytest.fixture(scope="module")
+def runner(compiled: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("awkward") / "awkward_runner.py"
+    path.write_text(api.generate_runner(compiled), encoding="utf-8")
+    return path
+
+
+def test_the_runner_for_awkward_text_is_ruff_clean(runner: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--config",
+                           str(ROOT / "pyproject.toml"), str(runner)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout[-4000:]
+
+
+def test_the_runner_passes_its_test_block_and_keeps_every_text(runner: Path) -> None:
+    done = subprocess.run([sys.executable, str(runner), "--selftest"], capture_output=True, text=True,
+                          check=False, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.strip() == f"PASS  awkward: {AWKWARD}"
+
+
+def received_messages(machine: Any, script: Script, tmp_path: Path) -> list[dict[str, Any]]:
+    result = run(machine, {"topic": TOPIC}, script=script, workspace=str(tmp_path))
+    assert result.ok and result.result == AWKWARD, result.failure
+    return script.received
+
+
+def test_the_model_receives_every_text_verbatim(compiled: Any, runner: Path, tmp_path: Path) -> None:
+    module = import_runner(runner, "awkward_runner")
+    try:
+        assert module.MACHINE.description == AWKWARD
+        generated_script = module.Script.from_test(module.MACHINE, module.MACHINE.tests[0])
+        result = module.run({"topic": TOPIC}, script=generated_script, workspace=str(tmp_path / "generated"))
+        assert result.ok and result.result == AWKWARD, result.failure
+        generated = generated_script.received
+    finally:
+        sys.modules.pop("awkward_runner", None)
+
+    machine: Any = api.runtime_machine(compiled)
+    interpreted = received_messages(machine, Script.from_test(machine, machine.tests[0]), tmp_path / "interpreted")
+    assert generated == interpreted  # both faces send the same requests, byte for byte
+
+    calls = {(c["role"], c["state"]): c for c in interpreted}
+    write = calls["agent", "write"]["messages"]
+    assert write[0] == {"role": "system", "content": "Prompt. " + AWKWARD}
+    assert write[-1] == {"role": "user", "content": f"{AWKWARD} | {TOPIC} | {AWKWARD}"}
+
+    judge = calls["agent", "judge"]
+    assert judge["messages"][0]["content"].startswith('A critic\'s prompt, "quoted" and back\\slashed: ')
+    assert judge["messages"][-1]["content"] == "Judge it. " + AWKWARD
+    schema = judge["options"]["response_format"]["json_schema"]["schema"]
+    assert schema["properties"]["text"]["description"] == AWKWARD
+    assert schema["properties"]["level"]["enum"] == [AWKWARD, "plain"]
+
+    verifier = "\n".join(m["content"] for m in calls["verifier", "review"]["messages"])
+    assert CONDITION in verifier  # the condition, as written, for the verifier alone
+    assert AWKWARD in verifier  # and the state's output it judges
+    assert all(CONDITION not in m["content"] for c in interpreted if c["role"] == "agent" for m in c["messages"])
