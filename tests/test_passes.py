@@ -467,7 +467,7 @@ class ScriptedRecorder:
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
-def test_examples_send_the_same_requests_and_pass_their_tests_when_optimized(path: Path) -> None:
+def test_examples_send_the_same_requests_and_pass_their_tests_when_optimized(path: Path, tmp_path: Path) -> None:
     from statewright.compiler.to_runtime import to_runtime
     from statewright.runtime.engine import Engine
     from statewright.runtime.scripted import Script
@@ -480,7 +480,7 @@ def test_examples_send_the_same_requests_and_pass_their_tests_when_optimized(pat
         for machine, test in ((plain, test_plain), (optimized, test_optimized)):
             script = Script.from_test(machine, test)
             client = ScriptedRecorder(script)
-            result = Engine(machine, client=client, script=script).run(dict(test.inputs))
+            result = Engine(machine, client=client, script=script, workspace=str(tmp_path)).run(dict(test.inputs))
             if test.expect_path is not None:
                 assert list(result.path) == list(test.expect_path), test.name
             runs.append((client.requests, result.status, result.final_state, result.result))
