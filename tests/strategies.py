@@ -443,7 +443,10 @@ class _Layout:
             if roll < 88:
                 return "\n\n\n" + indent
             return " "
-        if roll < 10 and not (previous[-1] in _WORD and token[0] in _WORD):
+        # no gap only where the two tokens cannot run together: not two words, not two strings (`""""`)
+        if roll < 10 and not (previous[-1] in _WORD and token[0] in _WORD) and not (
+            previous[-1] == '"' and token[0] == '"'
+        ):
             return ""
         if roll < 80:
             return " "

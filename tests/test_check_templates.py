@@ -75,3 +75,21 @@ def test_a_state_read_without_output_is_an_unknown_field() -> None:
 
 def test_an_input_read_only_by_a_template_counts_as_used() -> None:
     assert [d.code for d in diagnose('"Write {{ topic }}."')] == ["SW7005"]  # `limits` is read nowhere
+
+
+def test_a_block_left_open_is_reported_at_the_tag_that_opens_it() -> None:
+    instruction = ('"""\n            {% for s in draft.output.sections %}\n'
+                   '            {% if s.heading %}{{ s.heading }}{% endif %}\n'
+                   '            {{ topic }} {{ limits }}\n        """')
+    (d,) = diagnose(instruction)
+    assert d.code == "SW5001" and d.span is not None
+    assert d.message.endswith("'{% for %}' is never closed")
+    assert d.span.text == "for"
+    assert d.span.source.line_text(d.span.start_pos.line).strip() == "{% for s in draft.output.sections %}"
+    assert d.help == "close the block with {% endfor %} where it should end"
+
+
+def test_an_unknown_filter_with_no_close_name_points_to_the_built_in_ones() -> None:
+    (d,) = diagnose('"Write {{ topic | yell_loudly }} {{ limits }}."')
+    assert d.code == "SW5001"
+    assert d.help.startswith("templates have Jinja2's built-in filters only")

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import textwrap
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from statewright.compiler.graph_checks import check_graph, strongly_connected_components
+from statewright.compiler.evaluate import compile_expr
+from statewright.compiler.graph_checks import check_graph, known_value, strongly_connected_components
 from statewright.diagnostics import Diagnostic, Diagnostics, Severity
-from statewright.grammar import parse_text
+from statewright.grammar import ast, parse_text
+from statewright.runtime.spec import Scope
 
 
 def graph_diagnostics(source: str) -> list[Diagnostic]:
@@ -236,7 +239,7 @@ def test_guards_and_conditions_never_hide_later_transitions() -> None:
         """
         machine m {
             start state a {
-                when true -> done
+                when output.ok -> done
                 when "looks fine" -> done
                 otherwise -> done
             }
@@ -244,6 +247,90 @@ def test_guards_and_conditions_never_hide_later_transitions() -> None:
         }
         """
     ) == []
+
+
+# ---- guards whose value never changes ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("guard", [
+    "true", "not false", "1 == 1", '"a" in "abc"', "2 * 3 > 5", "len([1, 2]) == 2", '[1, 2][0] < 2',
+    "1 / 2 == 0.5",
+])
+def test_a_guard_that_reads_nothing_the_run_decides_is_always_true(guard: str) -> None:
+    d = only(f"machine m {{ start state a {{ when {guard} -> done }} final state done }}", "SW7007")
+    assert d.severity is Severity.WARNING
+    assert d.message == "the guard is always true"
+    assert where(d)[2] == guard
+    assert "like '-> done'" in d.help
+
+
+@pytest.mark.parametrize("guard", ["false", "1 > 2", '"x" in []', "not (1 == 1)"])
+def test_a_guard_that_is_always_false_is_a_warning_that_its_transition_never_fires(guard: str) -> None:
+    d = only(f"machine m {{ start state a {{ when {guard} -> done\n -> done }} final state done }}", "SW7007")
+    assert d.message == "the guard is always false"
+    assert where(d)[2] == guard
+    assert d.help.startswith("the transition never fires")
+
+
+@pytest.mark.parametrize("guard", [
+    "visits(a) > 1",  # the run decides
+    "true or output.ok",  # it reads `output`, so it is the run's to decide, whatever the rest says
+    "topic == topic",  # an input: the same in one run, not in every run
+    "1 / 0 == 1",  # fails at run time: a guard failure, not a value
+    '"a" * 1000000000000 == "b"',  # never computed: `*` on text is a type error, reported elsewhere
+    "1 + 1",  # not a boolean: SW4004, reported by the type checker
+    '"abc".x == 1',
+])
+def test_guards_whose_value_is_not_known_or_not_a_boolean_get_no_warning(guard: str) -> None:
+    assert codes(f"machine m {{ start state a {{ when {guard} -> done\n -> done }} final state done }}") == []
+
+
+def test_transitions_after_a_guard_that_is_always_true_can_never_fire() -> None:
+    found = graph_diagnostics(
+        """
+        machine m {
+            start state a {
+                when 1 == 1 -> done
+                when "looks fine" -> a
+                otherwise -> done
+            }
+            final state done
+        }
+        """
+    )
+    assert [(d.code, where(d)[0]) for d in found] == [("SW7007", 3), ("SW3007", 4), ("SW3007", 5)]
+    assert "line 3: 'when 1 == 1 -> done' always fires before it" in found[1].help
+
+
+def test_a_bounded_guard_that_is_always_true_falls_through_like_a_bounded_edge() -> None:
+    found = graph_diagnostics(
+        """
+        machine m {
+            start state a {
+                when true -> a max 2
+                otherwise -> done
+            }
+            final state done
+        }
+        """
+    )
+    assert [d.code for d in found] == ["SW7007"]
+    assert "like '-> a max 2'" in found[0].help
+
+
+def test_an_edge_whose_guard_is_always_false_closes_no_cycle() -> None:
+    assert codes(
+        """
+        machine m {
+            start state a { -> b }
+            state b {
+                when false -> a
+                -> done
+            }
+            final state done
+        }
+        """
+    ) == ["SW7007"]
 
 
 # ---- reachability -----------------------------------------------------------------------------------
@@ -328,8 +415,10 @@ def test_a_run_stuck_going_round_several_states_names_them_all() -> None:
         """
     )
     assert [(d.code, where(d)[2]) for d in found] == [("SW3005", "b"), ("SW3005", "c")]
-    assert found[0].notes == ("from here the run ends up going round 'b', 'c'",)
-    assert found[0].help == "add a transition from one of those states to a final state, e.g. 'otherwise -> done'"
+    assert found[0].notes == ("from here the run ends up going round 'b' and 'c'",)
+    assert found[0].help == (
+        "add a transition from one of those states to a final state, e.g. 'otherwise -> done'"
+    )
 
 
 def test_an_unreachable_dead_end_is_only_reported_as_unreachable() -> None:
@@ -663,3 +752,30 @@ def test_components_leave_out_excluded_nodes_and_edges_into_them() -> None:
     successors = [[1], [2], [0]]
     assert strongly_connected_components(3, successors, include=[True, True, True]) == [[0, 1, 2]]
     assert strongly_connected_components(3, successors, include=[True, False, True]) == [[0], [2]]
+
+
+_LITERALS = st.one_of(
+    st.none(), st.booleans(), st.integers(-5, 10**6), st.floats(allow_nan=False), st.text(max_size=4),
+).map(ast.Literal)
+
+
+def _literal_compounds(children: st.SearchStrategy[ast.Expr]) -> st.SearchStrategy[ast.Expr]:
+    ops = st.sampled_from(
+        ["and", "or", "==", "!=", "<", "<=", ">", ">=", "in", "not in", "+", "-", "*", "/", "%"]
+    )
+    return st.one_of(
+        st.builds(ast.BinaryOp, ops, children, children),
+        st.builds(ast.UnaryOp, st.sampled_from(["not", "-"]), children),
+        st.builds(ast.Index, children, children),
+        st.builds(ast.Call, st.just(ast.Name("len")), st.lists(children, min_size=1, max_size=1).map(tuple)),
+        st.lists(children, max_size=3).map(lambda items: ast.ListExpr(tuple(items))),
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.recursive(_LITERALS, _literal_compounds, max_leaves=10))
+def test_a_known_value_is_what_the_guard_interpreter_computes(expr: ast.Expr) -> None:
+    known = known_value(expr)  # never raises, whatever the expression
+    if known is not None:
+        computed = compile_expr(expr)(Scope(output=None, inputs={}, outputs={}, visits={}))
+        assert repr(computed) == repr(known.value)  # repr: a NaN computed twice is the same result

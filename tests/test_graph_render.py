@@ -17,7 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from statewright.compiler import ir
-from statewright.compiler.graph import dot_text, expr_to_source, mermaid_text, render_graph
+from statewright.compiler.formatter import expr_to_source
+from statewright.compiler.graph import dot_text, mermaid_text, render_graph
 from statewright.grammar import ast, parse_text
 
 HAVE_CHECKER = importlib.util.find_spec("statewright.compiler.check") is not None
@@ -156,7 +157,8 @@ def edge_lines(m: ir.Machine, fmt: str) -> list[str]:
 def test_a_long_condition_is_shortened_to_forty_characters_with_an_ellipsis() -> None:
     m = machine(
         ir.State("draft", "agent", transitions=(
-            ir.Transition("condition", "done", condition="the article   covers\nevery key point and cites a source for each"),
+            ir.Transition("condition", "done",
+                          condition="the article   covers\nevery key point and cites a source for each"),
             ir.Transition("always", "done"),
         )),
         ir.State("done", "final"),
@@ -230,18 +232,24 @@ def test_mermaid_text_leaves_only_plain_characters_and_decodes_back(text: str) -
     assert decode_mermaid(label) == shown(text)
 
 
-@pytest.mark.parametrize("text", [HOSTILE, '"', "\\", "\\N", "\\l", "a\\", "x\ny", "&lt;&#38;", "日本 🙂", ""])
+@pytest.mark.parametrize(
+    "text", [HOSTILE, '"', "\\", "\\N", "\\l", "a\\", "x\ny", "&lt;&#38;", "日本 🙂", ""]
+)
 def test_dot_text_escapes_quotes_and_backslashes_and_decodes_back(text: str) -> None:
     label = dot_text(text)
-    assert re.fullmatch(r'(?:[^"\\&]|\\["\\]|&amp;)*', label)  # no bare quote or entity; each backslash escapes
+    # no bare quote or entity; each backslash escapes
+    assert re.fullmatch(r'(?:[^"\\&]|\\["\\]|&amp;)*', label)
     assert decode_dot(label) == shown(text)
+
+
+HOSTILE_GUARD = ast.BinaryOp("==", ast.NameExpr("output"), ast.Literal(HOSTILE))
 
 
 def hostile_machine() -> ir.Machine:
     return machine(
         ir.State("end", "agent", visits=2, transitions=(
             ir.Transition("condition", "o", condition=HOSTILE[:38]),
-            ir.Transition("guard", "o", guard=ast.BinaryOp("==", ast.NameExpr("output"), ast.Literal(HOSTILE))),
+            ir.Transition("guard", "o", guard=HOSTILE_GUARD),
         )),
         ir.State("o", "final"),
         start="end",
@@ -260,7 +268,7 @@ def test_hostile_labels_stay_inside_their_quotes_in_mermaid() -> None:
         assert edge.fullmatch(line) or node.fullmatch(line) or other.fullmatch(line), line
     labels = [decode_mermaid(lab) for lab in re.findall(r'\|"([^"]*)"\|', text)]
     assert labels[0] == shown(HOSTILE[:38])
-    assert labels[1] == shown(expr_to_source(ast.BinaryOp("==", ast.NameExpr("output"), ast.Literal(HOSTILE))))
+    assert labels[1] == shown(expr_to_source(HOSTILE_GUARD))
 
 
 def test_hostile_labels_stay_inside_their_quotes_in_dot() -> None:
@@ -319,7 +327,9 @@ _LITERALS = st.one_of(
     st.floats(min_value=0, max_value=1e20, allow_nan=False, allow_infinity=False),
     st.text(max_size=8),
 ).map(ast.Literal)
-_OPS = st.sampled_from(["and", "or", "==", "!=", "<", "<=", ">", ">=", "in", "not in", "+", "-", "*", "/", "%"])
+_OPS = st.sampled_from(
+    ["and", "or", "==", "!=", "<", "<=", ">", ">=", "in", "not in", "+", "-", "*", "/", "%"]
+)
 
 
 def _compound(children: st.SearchStrategy[ast.Expr]) -> st.SearchStrategy[ast.Expr]:

@@ -19,7 +19,9 @@ def test_the_grammar_has_no_conflicts() -> None:
     build_parser(strict=True, cache=False)  # raises on any shift/reduce or reduce/reduce conflict
 
 
-@pytest.mark.parametrize("keyword", ["description", "model", "result", "state", "input", "type", "agent", "max"])
+@pytest.mark.parametrize(
+    "keyword", ["description", "model", "result", "state", "input", "type", "agent", "max"]
+)
 def test_keywords_are_usable_as_field_and_entry_names(keyword: str) -> None:
     text = f"""machine m {{
     type T {{
@@ -49,7 +51,9 @@ def test_keywords_are_usable_as_field_and_entry_names(keyword: str) -> None:
 
 
 def test_a_missing_brace_before_a_keyword_is_reported_at_the_keyword() -> None:
-    code, message, line, column = only_error('machine m {\n    type T {\n        a: str\n    agent w {\n    }\n}\n')
+    code, message, line, column = only_error(
+        'machine m {\n    type T {\n        a: str\n    agent w {\n    }\n}\n'
+    )
     assert (code, message, line, column) == ("SW1002", "unexpected token 'agent'", 4, 5)
 
 
@@ -110,11 +114,60 @@ def test_comments_are_collected_with_spans() -> None:
 
 def test_layout_does_not_change_the_tree() -> None:
     a = parse_text('machine m { start state a { agent w do "x" -> b } final state b }').machine
-    b = parse_text('machine m {\n  start state a {\n    agent w\n    do "x"\n    -> b\n  }\n\n  final state b\n}\n').machine
+    b = parse_text(
+        'machine m {\n  start state a {\n    agent w\n    do "x"\n    -> b\n  }\n\n  final state b\n}\n'
+    ).machine
     assert a == b
 
 
 def test_numbers_with_absurdly_many_digits_are_diagnosed() -> None:
-    code, message, line, _ = only_error("machine m {\n    limits {\n        steps " + "9" * 5000 + "\n    }\n}\n")
+    code, message, line, _ = only_error(
+        "machine m {\n    limits {\n        steps " + "9" * 5000 + "\n    }\n}\n"
+    )
     assert (code, line) == ("SW3015", 3)
     assert "5,000 digits" in message
+
+
+# ---- walking the syntax tree ------------------------------------------------------------------------
+
+
+def guard_of(expression: str) -> ast.Expr:
+    machine = parse_text(f"machine m {{ start state s {{ when {expression} -> s }} }}").machine
+    assert machine is not None
+    [state] = machine.of(ast.StateDecl)
+    guard = state.transitions[0].guard
+    assert guard is not None
+    return guard
+
+
+def test_iter_expr_gives_each_expression_before_the_ones_inside_it_in_source_order() -> None:
+    walked = list(ast.iter_expr(guard_of("len(output.fixes[0]) > -limit and not [a, 1]")))
+    assert [type(e).__name__ for e in walked] == [
+        "BinaryOp",  # and
+        "BinaryOp", "Call", "Index", "Attribute", "NameExpr", "Literal", "UnaryOp", "NameExpr",  # left
+        "UnaryOp", "ListExpr", "NameExpr", "Literal",  # right
+    ]
+    assert [e.name for e in walked if isinstance(e, ast.NameExpr)] == ["output", "limit", "a"]
+
+
+def test_iter_expr_reversed_puts_every_expression_after_what_it_contains() -> None:
+    walked = list(reversed(list(ast.iter_expr(guard_of("(a + b) * -c == [d]")))))
+    position = {id(e): i for i, e in enumerate(walked)}
+    for e in walked:
+        assert all(position[id(child)] < position[id(e)] for child in ast.expr_children(e))
+
+
+def test_iter_expr_walks_any_depth_without_recursion() -> None:
+    expr: ast.Expr = ast.Literal(1)
+    for _ in range(50_000):
+        expr = ast.UnaryOp("-", expr)
+    assert sum(1 for _ in ast.iter_expr(expr)) == 50_001
+
+
+def test_iter_type_ref_gives_the_type_references_outermost_first() -> None:
+    machine = parse_text('machine m { input x: list[list[Item]?]  input y: "a" | "b" }').machine
+    assert machine is not None
+    x, y = machine.of(ast.InputDecl)
+    assert [type(t).__name__ for t in ast.iter_type_ref(x.type)] == [
+        "ListType", "OptionalType", "ListType", "NamedType"]
+    assert [type(t).__name__ for t in ast.iter_type_ref(y.type)] == ["EnumType"]

@@ -1,4 +1,5 @@
-"""The compiler pipeline: resolve names -> check -> lower to IR -> passes -> codegen.
+"""The compiler: a parsed machine checked, lowered to IR, optimized and written out as a runner.
 
-    grammar.parse_source  ->  resolve.py / checks  ->  lower.py (ir.py)  ->  passes/  ->  codegen/
+    check.py:  resolve -> typecheck -> templates -> testblocks -> lower (ir.py) -> graph_checks
+    then:      passes/ -> codegen/
 """

@@ -1,4 +1,6 @@
-"""The compiler's front door: resolve names, check types, templates and graph, lower to IR.
+"""The compiler's front door: one parsed machine through every check, and its IR.
+
+    resolve -> typecheck -> templates -> testblocks -> lower -> graph_checks
 
 Every stage reports into one Diagnostics and none stops the others, so a single run shows every problem.
 """
@@ -12,6 +14,7 @@ from .graph_checks import check_graph
 from .lower import lower_machine
 from .resolve import Symbols, resolve_names
 from .templates import check_templates
+from .testblocks import check_tests
 from .typecheck import check_types
 
 
@@ -20,6 +23,7 @@ def check_machine(source: SourceFile, machine: ast.Machine, diagnostics: Diagnos
     symbols = resolve_names(machine, diagnostics)
     check_types(machine, symbols, diagnostics)
     check_templates(machine, symbols, diagnostics)
+    check_tests(symbols, diagnostics)
     lowered = lower_machine(machine, symbols, diagnostics)
     check_graph(machine, diagnostics)
     report_unused(symbols, diagnostics)

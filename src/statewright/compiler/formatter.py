@@ -4,6 +4,9 @@ The layout is printed from the syntax tree, so it never depends on how the input
 (which the grammar ignores) are attached to the printed lines by their source positions. Before a result
 is handed back it is parsed again and compared with the input, so a formatter bug can never silently
 change a machine or drop a comment: it becomes an SW9001 diagnostic and the file is left alone.
+
+`expr_to_source` is the one writer of guard expressions as source text; graph labels and the compiler's
+messages quote guards through it too.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import math
 import re
 import unicodedata
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -74,6 +78,59 @@ def unified_diff(old: str, new: str, path: str) -> str:
     """The change from `old` to `new` as a unified diff (`--- PATH.orig` / `+++ PATH`), '' when equal."""
     lines = difflib.unified_diff(_diff_lines(old), _diff_lines(new), f"{path}.orig", path)
     return "".join(lines)
+
+
+def expr_to_source(expr: ast.Expr, string: Callable[[ast.Literal], str] | None = None) -> str:
+    """A guard expression as source text that parses back to the same tree.
+
+    Parentheses appear only where precedence or associativity needs them: `(a + b) * c`, `a - (b - c)`,
+    `not (a and b)`, but `a and b or c`. String literals are written double-quoted with escapes unless
+    `string` writes them (the formatter keeps a triple-quoted literal triple-quoted). The walk is bottom-up
+    over `ast.iter_expr`, so no nesting depth can exhaust the stack.
+    """
+    written: dict[int, tuple[int, str]] = {}  # id of a sub-expression -> how tightly it binds, its text
+
+    def operand(e: ast.Expr, need: int) -> str:
+        level, text = written[id(e)]
+        return f"({text})" if level < need else text
+
+    for e in reversed(list(ast.iter_expr(expr))):
+        if isinstance(e, ast.BinaryOp):
+            level = _BINARY_LEVEL[e.op]
+            # left-associative chains keep their left operand bare; comparisons do not chain at all
+            left_need = level + 1 if level == _COMPARE else level
+            written[id(e)] = level, f"{operand(e.left, left_need)} {e.op} {operand(e.right, level + 1)}"
+        elif isinstance(e, ast.UnaryOp):
+            level = _NOT if e.op == "not" else _UNARY
+            written[id(e)] = level, ("not " if e.op == "not" else "-") + operand(e.operand, level)
+        elif isinstance(e, ast.Attribute):
+            written[id(e)] = _POSTFIX, f"{operand(e.value, _POSTFIX)}.{e.attr.value}"
+        elif isinstance(e, ast.Index):
+            written[id(e)] = _POSTFIX, f"{operand(e.value, _POSTFIX)}[{operand(e.index, _OR)}]"
+        elif isinstance(e, ast.Call):
+            written[id(e)] = _POSTFIX, f"{e.func.value}(" + ", ".join(operand(a, _OR) for a in e.args) + ")"
+        elif isinstance(e, ast.ListExpr):
+            written[id(e)] = _ATOM, "[" + ", ".join(operand(i, _OR) for i in e.items) + "]"
+        elif isinstance(e, ast.NameExpr):
+            written[id(e)] = _ATOM, e.name
+        elif isinstance(e, ast.Literal):
+            written[id(e)] = _literal_source(e, string)
+        else:
+            raise TypeError(f"not a guard expression: {type(e).__name__}")
+    return written[id(expr)][1]
+
+
+def _literal_source(literal: ast.Literal, string: Callable[[ast.Literal], str] | None) -> tuple[int, str]:
+    value = literal.value
+    if value is None:
+        return _ATOM, "none"
+    if isinstance(value, bool):
+        return _ATOM, "true" if value else "false"
+    if isinstance(value, str):
+        return _ATOM, string(literal) if string is not None else _double_quoted(value)
+    text = _signed_number(value)
+    # a negative number is written (and parsed) as unary minus applied to a literal
+    return (_UNARY if text.startswith("-") else _ATOM), text
 
 
 def comment_texts(comments: list[ast.Comment]) -> Counter[str]:
@@ -159,7 +216,8 @@ class _Layout:
             out.append(last.text)
         return "\n".join(out) + "\n"
 
-    def _emit_leading(self, out: list[str], e: _Element, indent: str, *, first: bool, separated: bool) -> None:
+    def _emit_leading(self, out: list[str], e: _Element, indent: str, *, first: bool, separated: bool
+                      ) -> None:
         comments = list(e.leading)
         blank_after = bool(comments) and self._blank_before(e.start)
         if e.inner:
@@ -432,10 +490,11 @@ class _Layout:
             return _line(span, text + suffix, group)
         children: list[_Element]
         if value.kind == "object":
-            children = [self._valued(e.span, e.key.value, e.value, depth + 1) for e in _entries(value)]
+            children = [self._valued(e.span, e.key.value, e.value, depth + 1)
+                        for e in ast.object_entries(value)]
             opener, closer = "{", "}"
         else:
-            children = [self._valued(v.span, "", v, depth + 1, suffix=",") for v in _items(value)]
+            children = [self._valued(v.span, "", v, depth + 1, suffix=",") for v in ast.list_items(value)]
             opener, closer = "[", "]"
         return _Element(span.start, span.end, owner, block=True, open_pos=value.span.start, opener=opener,
                         closer=closer + suffix, children=children, group=group)
@@ -451,7 +510,7 @@ class _Layout:
         if kind == "none":
             return "none"
         if kind == "list":
-            return "[" + ", ".join(self._value(v, depth) for v in _items(value)) + "]"
+            return "[" + ", ".join(self._value(v, depth) for v in ast.list_items(value)) + "]"
         if kind == "object" and not value.value:
             return "{}"
         raise TypeError(f"value of kind {kind} cannot be printed on one line")
@@ -469,44 +528,8 @@ class _Layout:
             return " | ".join(self._string(v, depth) for v in t.values)
         raise TypeError(f"unknown type {type(t).__name__}")
 
-    def _expr(self, e: ast.Expr, depth: int, need: int = _OR) -> str:
-        """`e` printed with the fewest parentheses that keep its tree: wrapped only when it binds looser
-        than its position (`need`) requires."""
-        level, text = self._expr_level(e, depth)
-        return f"({text})" if level < need else text
-
-    def _expr_level(self, e: ast.Expr, depth: int) -> tuple[int, str]:
-        if isinstance(e, ast.BinaryOp):
-            level = _BINARY_LEVEL[e.op]
-            # left-associative chains keep their left operand bare; comparisons do not chain at all
-            left_need, right_need = (level + 1, level + 1) if level == _COMPARE else (level, level + 1)
-            left = self._expr(e.left, depth, left_need)
-            right = self._expr(e.right, depth, right_need)
-            return level, f"{left} {e.op} {right}"
-        if isinstance(e, ast.UnaryOp):
-            if e.op == "not":
-                return _NOT, f"not {self._expr(e.operand, depth, _NOT)}"
-            return _UNARY, f"-{self._expr(e.operand, depth, _UNARY)}"
-        if isinstance(e, ast.Attribute):
-            return _POSTFIX, f"{self._expr(e.value, depth, _POSTFIX)}.{e.attr.value}"
-        if isinstance(e, ast.Index):
-            return _POSTFIX, f"{self._expr(e.value, depth, _POSTFIX)}[{self._expr(e.index, depth)}]"
-        if isinstance(e, ast.Call):
-            return _POSTFIX, f"{e.func.value}(" + ", ".join(self._expr(a, depth) for a in e.args) + ")"
-        if isinstance(e, ast.ListExpr):
-            return _ATOM, "[" + ", ".join(self._expr(i, depth) for i in e.items) + "]"
-        if isinstance(e, ast.NameExpr):
-            return _ATOM, e.name
-        if isinstance(e, ast.Literal):
-            v = e.value
-            if v is None:
-                return _ATOM, "none"
-            if isinstance(v, bool):
-                return _ATOM, "true" if v else "false"
-            if isinstance(v, str):
-                return _ATOM, self._string_value(v, e.span, depth)
-            return _ATOM, _number(v)
-        raise TypeError(f"unknown expression {type(e).__name__}")
+    def _expr(self, e: ast.Expr, depth: int) -> str:
+        return expr_to_source(e, lambda literal: self._string_value(str(literal.value), literal.span, depth))
 
     # ---- strings -------------------------------------------------------------------------------
 
@@ -542,16 +565,8 @@ def _spans_lines(value: ast.Value) -> bool:
     if value.kind == "object":
         return bool(value.value)
     if value.kind == "list":
-        return any(_spans_lines(v) for v in _items(value))
+        return any(_spans_lines(v) for v in ast.list_items(value))
     return False
-
-
-def _items(value: ast.Value) -> tuple[ast.Value, ...]:
-    return cast("tuple[ast.Value, ...]", value.value)
-
-
-def _entries(value: ast.Value) -> tuple[ast.ObjectEntry, ...]:
-    return cast("tuple[ast.ObjectEntry, ...]", value.value)
 
 
 def _is_control(ch: str) -> bool:

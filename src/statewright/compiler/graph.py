@@ -19,93 +19,11 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from ..grammar import ast
 from . import ir
+from .formatter import expr_to_source
 
 CONDITION_LABEL_CHARS = 40
 TRACEBACK_COLOUR = "#c2410c"
-
-# ---- guard expressions back to source text ------------------------------------------------------
-
-# Binding strength of each operator, loosest first, mirroring the grammar's precedence climb
-# (or_expr < and_expr < not_expr < comparison < sum < product < unary < postfix < atom).
-_OR, _AND, _NOT, _COMPARE, _SUM, _PRODUCT, _UNARY, _POSTFIX, _ATOM = range(1, 10)
-_BINARY_PRECEDENCE = {
-    "or": _OR, "and": _AND,
-    "==": _COMPARE, "!=": _COMPARE, "<": _COMPARE, "<=": _COMPARE, ">": _COMPARE, ">=": _COMPARE,
-    "in": _COMPARE, "not in": _COMPARE,
-    "+": _SUM, "-": _SUM,
-    "*": _PRODUCT, "/": _PRODUCT, "%": _PRODUCT,
-}
-_STRING_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r"}
-
-
-def expr_to_source(expr: ast.Expr) -> str:
-    """A guard expression as statewright source text that parses back to the same tree.
-
-    Parentheses appear only where precedence or associativity needs them: `(a + b) * c`, `a - (b - c)`,
-    `not (a and b)` — but `a and b or c`.
-    """
-    text, _ = _expr_source(expr)
-    return text
-
-
-def _expr_source(expr: ast.Expr) -> tuple[str, int]:
-    """The source text of `expr` and how tightly it binds."""
-    if isinstance(expr, ast.NameExpr):
-        return expr.name, _ATOM
-    if isinstance(expr, ast.Literal):
-        return _literal_source(expr.value)
-    if isinstance(expr, ast.ListExpr):
-        return "[" + ", ".join(expr_to_source(item) for item in expr.items) + "]", _ATOM
-    if isinstance(expr, ast.Attribute):
-        return f"{_operand(expr.value, _POSTFIX)}.{expr.attr.value}", _POSTFIX
-    if isinstance(expr, ast.Index):
-        return f"{_operand(expr.value, _POSTFIX)}[{expr_to_source(expr.index)}]", _POSTFIX
-    if isinstance(expr, ast.Call):
-        return f"{expr.func.value}(" + ", ".join(expr_to_source(a) for a in expr.args) + ")", _POSTFIX
-    if isinstance(expr, ast.UnaryOp):
-        if expr.op == "not":
-            return f"not {_operand(expr.operand, _NOT)}", _NOT
-        return f"-{_operand(expr.operand, _UNARY)}", _UNARY
-    if isinstance(expr, ast.BinaryOp):
-        prec = _BINARY_PRECEDENCE[expr.op]
-        if prec == _COMPARE:
-            # comparisons do not chain in the grammar: both sides must bind tighter
-            left, right = _operand(expr.left, _SUM), _operand(expr.right, _SUM)
-        else:
-            # left-associative: the right side must bind strictly tighter
-            left, right = _operand(expr.left, prec), _operand(expr.right, prec + 1)
-        return f"{left} {expr.op} {right}", prec
-    raise TypeError(f"not a guard expression: {expr!r}")
-
-
-def _operand(expr: ast.Expr, least: int) -> str:
-    text, prec = _expr_source(expr)
-    return text if prec >= least else f"({text})"
-
-
-def _literal_source(value: object) -> tuple[str, int]:
-    if value is None:
-        return "none", _ATOM
-    if isinstance(value, bool):
-        return ("true" if value else "false"), _ATOM
-    if isinstance(value, str):
-        return '"' + "".join(_string_char(c) for c in value) + '"', _ATOM
-    if isinstance(value, (int, float)):
-        text = repr(value)
-        # a negative number is written (and parsed) as unary minus applied to a literal
-        return text, (_UNARY if text.startswith("-") else _ATOM)
-    raise TypeError(f"not a literal value: {value!r}")
-
-
-def _string_char(c: str) -> str:
-    if c in _STRING_ESCAPES:
-        return _STRING_ESCAPES[c]
-    if ord(c) < 0x20 or ord(c) == 0x7F:
-        return f"\\u{ord(c):04x}"
-    return c
-
 
 # ---- the view model: what both formats draw -------------------------------------------------------
 
@@ -209,7 +127,9 @@ def _printable(text: str) -> str:
 # ---- Mermaid -------------------------------------------------------------------------------------
 
 _MERMAID_START = "sw_start"  # state ids all begin "s_", so this cannot collide with one
-_MERMAID_PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 .,:_-+*/=!?'()[]{}@^~\\")
+_MERMAID_PLAIN = frozenset(
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 .,:_-+*/=!?'()[]{}@^~\\"
+)
 _MERMAID_STROKES = {"dashed": "stroke-dasharray:6 4", "dotted": "stroke-dasharray:2 3"}
 
 

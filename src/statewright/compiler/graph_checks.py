@@ -1,5 +1,5 @@
 """Machine-structure checks over the state graph: start and final states, reachability, transitions
-that can never fire, and cycles that nothing bounds.
+that always or never fire, and cycles that nothing bounds.
 
 Works on the syntax tree, so it runs even when other checks fail. Unknown transition targets are
 reported elsewhere (SW2002); here they are skipped. Every walk is iterative and linear in the size of
@@ -9,12 +9,14 @@ the machine, so a generated machine of many thousands of states checks quickly a
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from ..diagnostics import Diagnostics
+from ..diagnostics import Diagnostics, quoted_list
 from ..grammar import ast
-from .graph import expr_to_source, shorten
+from .formatter import expr_to_source
+from .graph import shorten
 
 _SHOWN_NAMES = 12  # longer lists of states in a message are cut in the middle
 
@@ -24,7 +26,7 @@ class _Edge:
     source: int
     target: int
     transition: ast.Transition
-    fires: bool  # False when an earlier transition of the same state always takes precedence
+    fires: bool  # False when an earlier transition always takes precedence, or its guard is always false
 
 
 @dataclass
@@ -43,14 +45,14 @@ class _Graph:
 
 
 def check_graph(machine: ast.Machine, diagnostics: Diagnostics) -> None:
-    """Report SW3001-SW3003, SW3005-SW3008 and SW7004 for `machine`."""
+    """Report SW3001-SW3003, SW3005-SW3008, SW7004 and SW7007 for `machine`."""
     decls: list[ast.StateDecl] = machine.of(ast.StateDecl)
     _check_start_and_final(machine, decls, diagnostics)
     for decl in decls:
         if decl.final:
             _check_final_has_no_transitions(decl, diagnostics)
-    dead = _check_never_firing(decls, diagnostics)
-    graph = _build_graph(decls, dead)
+    never = _check_never_firing(decls, diagnostics)
+    graph = _build_graph(decls, never)
     start = next((d for d in decls if d.start), None)
     if start is not None:
         reachable = _reachable_from(graph, graph.index[start.name.value])
@@ -63,7 +65,9 @@ def check_graph(machine: ast.Machine, diagnostics: Diagnostics) -> None:
 # ---- start and final states -----------------------------------------------------------------------
 
 
-def _check_start_and_final(machine: ast.Machine, decls: list[ast.StateDecl], diagnostics: Diagnostics) -> None:
+def _check_start_and_final(
+    machine: ast.Machine, decls: list[ast.StateDecl], diagnostics: Diagnostics
+) -> None:
     name = machine.name.value
     starts = [d for d in decls if d.start]
     if not starts:
@@ -98,24 +102,26 @@ def _check_final_has_no_transitions(decl: ast.StateDecl, diagnostics: Diagnostic
         )
 
 
-# ---- transitions that can never fire --------------------------------------------------------------
+# ---- transitions that always or never fire ---------------------------------------------------------
 
 
 def _check_never_firing(decls: list[ast.StateDecl], diagnostics: Diagnostics) -> set[int]:
-    """Report transitions that an earlier, always-firing one shadows; return their ids.
+    """Report guards whose value is known (SW7007) and transitions that an earlier, always-firing one
+    shadows (SW3007); return the ids of the transitions that never fire.
 
-    A transition always fires when it is `-> s`, `otherwise -> s` or `otherwise stay` with no `max N`
-    and its target has no `visits N`: a bound on either lets evaluation fall through once exhausted.
+    A transition always fires when it is `-> s`, `otherwise -> s`, `otherwise stay` or a guard that is
+    always true, with no `max N` and no `visits N` on its target: a bound on either lets evaluation fall
+    through once exhausted. A guard that is always false never fires.
     """
     visits_bounded = {d.name.value for d in decls if any(isinstance(i, ast.Visits) for i in d.items)}
-    dead: set[int] = set()
+    never: set[int] = set()
     for decl in decls:
         if decl.final:
             continue  # SW3006 already covers every transition here
         shadow: ast.Transition | None = None
         for t in decl.transitions:
             if shadow is not None:
-                dead.add(id(t))
+                never.add(id(t))
                 diagnostics.report(
                     "SW3007", f"transition in state '{decl.name.value}' can never fire", t.span,
                     label="never tried",
@@ -123,16 +129,113 @@ def _check_never_firing(decls: list[ast.StateDecl], diagnostics: Diagnostics) ->
                          "transition above that one, or bound that one with 'max N'",
                 )
                 continue
+            always = t.kind in ("always", "otherwise", "stay")
+            if t.kind == "guard" and t.guard is not None:
+                value = _report_known_guard(t, t.guard, diagnostics)
+                always = value is True
+                if value is False:
+                    never.add(id(t))
             target = decl.name.value if t.kind == "stay" else (t.target.value if t.target else "")
-            if t.kind in ("always", "otherwise", "stay") and t.max is None and target not in visits_bounded:
+            if always and t.max is None and target not in visits_bounded:
                 shadow = t
-    return dead
+    return never
+
+
+def _report_known_guard(t: ast.Transition, guard: ast.Expr, diagnostics: Diagnostics) -> bool | None:
+    """SW7007 when `guard` is always true or always false; that value, or None when the run decides it."""
+    known = known_value(guard)
+    if known is None or not isinstance(known.value, bool):
+        return None  # a guard that is not a boolean is SW4004's to report
+    target = t.target.value if t.target is not None else "?"
+    runtime_names = "output, an input, STATE.output or visits(STATE)"
+    if known.value:
+        equivalent = f"-> {target}" + (f" max {t.max.value}" if t.max is not None else "")
+        diagnostics.report(
+            "SW7007", "the guard is always true", guard.span,
+            label="nothing in it can change during a run",
+            help=f"the transition always fires, like '{equivalent}': write that, or test something the run "
+                 f"decides ({runtime_names})",
+        )
+    else:
+        diagnostics.report(
+            "SW7007", "the guard is always false", guard.span,
+            label="nothing in it can change during a run",
+            help="the transition never fires: remove it, or test something the run decides "
+                 f"({runtime_names})",
+        )
+    return known.value
+
+
+@dataclass(frozen=True)
+class Known:
+    """The value of an expression, known before the machine runs."""
+
+    value: Any
+
+
+_FAILURES = (TypeError, ValueError, ArithmeticError, LookupError)
+
+
+def known_value(expr: ast.Expr) -> Known | None:
+    """The value of an expression that reads nothing a run decides, or None when it does or may fail.
+
+    Only literals and operators on them qualify (`true`, `1 == 1`, `"a" in "abc"`, `len([1, 2]) > 1`):
+    any name (`output`, an input, `STATE.output`, `visits(STATE)`) makes the value unknown. Operators mean
+    what they mean at run time (Python's, `ast.BINARY_OPERATORS`, as in the guard interpreter). An operation
+    that would fail at run time leaves it unknown too, and `*` and `%` are only applied to numbers, so a
+    file cannot make the compiler build a huge string (`"a" * 1000000000`).
+    """
+    values: dict[int, Any] = {}  # id of a sub-expression -> its value; sub-expressions come first
+    for e in reversed(list(ast.iter_expr(expr))):
+        if isinstance(e, ast.Literal):
+            values[id(e)] = e.value
+        elif isinstance(e, ast.ListExpr):
+            values[id(e)] = [values[id(i)] for i in e.items]
+        elif isinstance(e, ast.UnaryOp):
+            operand = values[id(e.operand)]
+            if e.op == "not":
+                values[id(e)] = not operand
+            elif _is_number(operand):
+                values[id(e)] = -operand
+            else:
+                return None
+        elif isinstance(e, ast.BinaryOp):
+            left, right = values[id(e.left)], values[id(e.right)]
+            if e.op == "and":
+                values[id(e)] = left and right
+            elif e.op == "or":
+                values[id(e)] = left or right
+            else:
+                apply = ast.BINARY_OPERATORS.get(e.op)
+                if apply is None or (e.op in ("*", "%") and not (_is_number(left) and _is_number(right))):
+                    return None
+                try:
+                    values[id(e)] = apply(left, right)
+                except _FAILURES:
+                    return None
+        elif isinstance(e, ast.Index):
+            try:
+                values[id(e)] = values[id(e.value)][values[id(e.index)]]
+            except _FAILURES:
+                return None
+        elif isinstance(e, ast.Call) and e.func.value == "len" and len(e.args) == 1:
+            try:
+                values[id(e)] = len(values[id(e.args[0])])
+            except _FAILURES:
+                return None
+        else:
+            return None  # a name, a field read or another call: the run decides
+    return Known(values[id(expr)])
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float))
 
 
 # ---- reachability ---------------------------------------------------------------------------------
 
 
-def _build_graph(decls: list[ast.StateDecl], dead: set[int]) -> _Graph:
+def _build_graph(decls: list[ast.StateDecl], never: set[int]) -> _Graph:
     index: dict[str, int] = {}
     states: list[ast.StateDecl] = []
     for decl in decls:
@@ -156,7 +259,7 @@ def _build_graph(decls: list[ast.StateDecl], dead: set[int]) -> _Graph:
             if target is None:
                 unknown[i] = True
                 continue
-            edges[i].append(_Edge(i, target, t, id(t) not in dead))
+            edges[i].append(_Edge(i, target, t, id(t) not in never))
     return _Graph(states, index, edges, unknown, final, duplicated)
 
 
@@ -234,7 +337,7 @@ def _check_finals_reachable(graph: _Graph, reachable: list[bool], diagnostics: D
         elif len(sink) == 1:
             note = f"from here the run ends in '{sink_names[0]}', which only leads back to itself"
         else:
-            note = f"from here the run ends up going round {_name_list(sink_names)}"
+            note = f"from here the run ends up going round {quoted_list(sink_names, _SHOWN_NAMES)}"
         way_out = f"'{sink_names[0]}'" if len(sink) == 1 else "one of those states"
         diagnostics.report(
             "SW3005", f"no final state can be reached from '{name}'", graph.states[i].name.span,
@@ -275,8 +378,8 @@ def _check_cycles_bounded(graph: _Graph, diagnostics: Diagnostics) -> None:
         if len(component) > len(cycle):
             on_cycle = set(cycle)
             others = [graph.states[i].name.value for i in component if i not in on_cycle]
-            notes.append(f"{_name_list(others)} also loop{'s' if len(others) == 1 else ''} with these "
-                         "states without a bound")
+            verb = "loops" if len(others) == 1 else "loop"
+            notes.append(f"{quoted_list(others, _SHOWN_NAMES)} also {verb} with these states without a bound")
         diagnostics.report(
             "SW3008", "cycle with no bound: " + _path_text(names), graph.states[first].name.span,
             label="this state is on a cycle that nothing bounds",
@@ -392,14 +495,6 @@ def _line_of(node: ast.Name | ast.Transition) -> str:
 
 def _at_line(name: ast.Name) -> str:
     return f" (line {name.span.start_pos.line})" if name.span is not None else ""
-
-
-def _name_list(names: Iterable[str]) -> str:
-    quoted = [f"'{n}'" for n in names]
-    if len(quoted) > _SHOWN_NAMES:
-        hidden = len(quoted) - _SHOWN_NAMES
-        quoted = quoted[:_SHOWN_NAMES] + [f"and {hidden} more"]
-    return ", ".join(quoted)
 
 
 def _path_text(names: list[str]) -> str:

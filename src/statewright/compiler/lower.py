@@ -11,8 +11,7 @@ from __future__ import annotations
 from ..diagnostics import Diagnostics, did_you_mean
 from ..grammar import ast
 from . import ir
-from .resolve import AgentView, StateView, Symbols, TestView, object_entries
-from .typecheck import LIMIT_NAMES
+from .resolve import LIMIT_NAMES, AgentView, StateView, Symbols, TestView
 
 MEMORY_POLICIES = ("all", "none", "last")
 TEMPERATURE_RANGE = (0.0, 2.0)
@@ -253,7 +252,7 @@ class _Lowerer:
     def test(self, view: TestView) -> ir.Test:
         inputs: dict[str, object] = {}
         if view.input is not None:
-            for entry in object_entries(view.input.values):
+            for entry in ast.object_entries(view.input.values):
                 inputs.setdefault(entry.key.value, entry.value.to_python())
         steps: list[ir.Reply | ir.Verdict] = []
         for item in view.decl.items:

@@ -12,26 +12,17 @@ import difflib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
-from ..diagnostics import Diagnostics, Span, did_you_mean
+from ..diagnostics import Diagnostics, Span, did_you_mean, quoted_list
 from ..grammar import ast
 from ..runtime.tool_signatures import STD_TOOLS
 from . import ir
 
 BUILTIN_TYPES = {"str": ir.STR, "int": ir.INT, "float": ir.FLOAT, "bool": ir.BOOL}
 GUARD_OUTPUT = "output"  # the name of the current state's output in guards
+LIMIT_NAMES = ("steps", "cost_usd", "tokens", "seconds")  # what `limits { ... }` may bound
 IMPORT_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
-
-
-def list_items(value: ast.Value) -> tuple[ast.Value, ...]:
-    """The items of a list value (kind "list")."""
-    return cast("tuple[ast.Value, ...]", value.value) if value.kind == "list" else ()
-
-
-def object_entries(value: ast.Value) -> tuple[ast.ObjectEntry, ...]:
-    """The entries of an object value (kind "object"), in source order."""
-    return cast("tuple[ast.ObjectEntry, ...]", value.value) if value.kind == "object" else ()
 
 
 def closest(name: str, candidates: Iterable[str]) -> str | None:
@@ -163,6 +154,31 @@ class Symbols:
         return out
 
 
+# For each block kind: the setting classes read into its view, each with the view attribute it fills and
+# the word it is written with (for "given twice" messages).
+_MACHINE_SETTINGS: dict[type, tuple[str, str]] = {
+    ast.Description: ("description", "description"), ast.ModelSetting: ("model", "model"),
+    ast.VerifierModelSetting: ("verifier_model", "verifier model"),
+    ast.TemperatureSetting: ("temperature", "temperature"), ast.Limits: ("limits", "limits"),
+}
+_AGENT_SETTINGS: dict[type, tuple[str, str]] = {
+    ast.PromptSetting: ("prompt", "prompt"), ast.ModelSetting: ("model", "model"),
+    ast.TemperatureSetting: ("temperature", "temperature"), ast.ToolsSetting: ("tools", "tools"),
+    ast.MemorySetting: ("memory", "memory"), ast.FallbacksSetting: ("fallbacks", "fallbacks"),
+}
+_STATE_SETTINGS: dict[type, tuple[str, str]] = {
+    ast.AgentRef: ("agent", "agent"), ast.Instruction: ("instruction", "do"),
+    ast.OutputDecl: ("output", "output"), ast.Tell: ("tell", "tell"),
+    ast.Visits: ("visits", "visits"), ast.Retries: ("retries", "retries"),
+    ast.ToolCall: ("call", "call"), ast.Result: ("result", "result"),
+}
+_TEST_SETTINGS: dict[type, tuple[str, str]] = {
+    ast.TestInput: ("input", "input"), ast.ExpectPath: ("expect_path", "expect path"),
+    ast.ExpectFinal: ("expect_final", "expect final"), ast.ExpectResult: ("expect_result", "expect result"),
+    ast.ExpectFailure: ("expect_failure", "expect failure"),
+}
+
+
 # ---- resolution ----------------------------------------------------------------------------------
 
 
@@ -180,35 +196,29 @@ class _Resolver:
                           label=f"a second {kind} with this name",
                           help=f"rename one of them; the first declaration{where} is the one used")
 
-    def _twice(self, setting: str, where: str, item: object) -> None:
-        span = getattr(item, "span", None)
-        self.diags.report("SW2010", f"'{setting}' is given twice in {where}", span,
-                          label="second occurrence", help=f"keep one '{setting}'; the first one is used")
-
-    def _keep_first(self, view: object, attr: str, item: object, setting: str, where: str) -> None:
-        if getattr(view, attr) is None:
-            setattr(view, attr, item)
-        else:
-            self._twice(setting, where, item)
+    def _read_settings(self, view: object, items: Iterable[object], slots: dict[type, tuple[str, str]],
+                       where: str) -> None:
+        """Fill `view` from the settings among `items`: the first of each kind is kept, a repeat reported."""
+        for item in items:
+            slot = slots.get(type(item))
+            if slot is None:
+                continue
+            attr, setting = slot
+            if getattr(view, attr) is None:
+                setattr(view, attr, item)
+            else:
+                self.diags.report("SW2010", f"'{setting}' is given twice in {where}",
+                                  getattr(item, "span", None), label="second occurrence",
+                                  help=f"keep one '{setting}'; the first one is used")
 
     # -- declarations
 
     def declare(self) -> None:
         s = self.symbols
-        mv = s.machine
-        where = f"machine '{self.machine.name.value}'"
+        self._read_settings(s.machine, self.machine.items, _MACHINE_SETTINGS,
+                            f"machine '{self.machine.name.value}'")
         for item in self.machine.items:
-            if isinstance(item, ast.Description):
-                self._keep_first(mv, "description", item, "description", where)
-            elif isinstance(item, ast.ModelSetting):
-                self._keep_first(mv, "model", item, "model", where)
-            elif isinstance(item, ast.VerifierModelSetting):
-                self._keep_first(mv, "verifier_model", item, "verifier model", where)
-            elif isinstance(item, ast.TemperatureSetting):
-                self._keep_first(mv, "temperature", item, "temperature", where)
-            elif isinstance(item, ast.Limits):
-                self._keep_first(mv, "limits", item, "limits", where)
-            elif isinstance(item, ast.InputDecl):
+            if isinstance(item, ast.InputDecl):
                 self._declare(s.inputs, "input", item.name, item)
             elif isinstance(item, ast.TypeDecl):
                 self._declare(s.types, "type", item.name, item)
@@ -258,35 +268,12 @@ class _Resolver:
 
     def _agent_view(self, decl: ast.AgentDecl) -> AgentView:
         view = AgentView(decl)
-        where = f"agent '{decl.name.value}'"
-        for item in decl.items:
-            if isinstance(item, ast.PromptSetting):
-                self._keep_first(view, "prompt", item, "prompt", where)
-            elif isinstance(item, ast.ModelSetting):
-                self._keep_first(view, "model", item, "model", where)
-            elif isinstance(item, ast.TemperatureSetting):
-                self._keep_first(view, "temperature", item, "temperature", where)
-            elif isinstance(item, ast.ToolsSetting):
-                self._keep_first(view, "tools", item, "tools", where)
-            elif isinstance(item, ast.MemorySetting):
-                self._keep_first(view, "memory", item, "memory", where)
-            elif isinstance(item, ast.FallbacksSetting):
-                self._keep_first(view, "fallbacks", item, "fallbacks", where)
+        self._read_settings(view, decl.items, _AGENT_SETTINGS, f"agent '{decl.name.value}'")
         return view
 
     def _state_view(self, decl: ast.StateDecl) -> StateView:
         view = StateView(decl)
-        where = f"state '{decl.name.value}'"
-        slots = {
-            ast.AgentRef: ("agent", "agent"), ast.Instruction: ("instruction", "do"),
-            ast.OutputDecl: ("output", "output"), ast.Tell: ("tell", "tell"),
-            ast.Visits: ("visits", "visits"), ast.Retries: ("retries", "retries"),
-            ast.ToolCall: ("call", "call"), ast.Result: ("result", "result"),
-        }
-        for item in decl.items:
-            slot = slots.get(type(item))
-            if slot is not None:
-                self._keep_first(view, slot[0], item, slot[1], where)
+        self._read_settings(view, decl.items, _STATE_SETTINGS, f"state '{decl.name.value}'")
         return view
 
     def _declare_test(self, decl: ast.TestDecl) -> None:
@@ -298,17 +285,7 @@ class _Resolver:
                                        f"{other.decl.name.span.start_pos.line})")
                 break
         view = TestView(decl)
-        where = f'test "{decl.name.value}"'
-        slots = {
-            ast.TestInput: ("input", "input"), ast.ExpectPath: ("expect_path", "expect path"),
-            ast.ExpectFinal: ("expect_final", "expect final"),
-            ast.ExpectResult: ("expect_result", "expect result"),
-            ast.ExpectFailure: ("expect_failure", "expect failure"),
-        }
-        for item in decl.items:
-            slot = slots.get(type(item))
-            if slot is not None:
-                self._keep_first(view, slot[0], item, slot[1], where)
+        self._read_settings(view, decl.items, _TEST_SETTINGS, f'test "{decl.name.value}"')
         self.symbols.tests.append(view)
 
     def _check_reserved_and_collisions(self) -> None:
@@ -359,33 +336,26 @@ class _Resolver:
             self._test_refs(test)
 
     def _type_ref(self, ref: ast.TypeRef, owner: str | None = None) -> None:
-        stack: list[ast.TypeRef] = [ref]
-        while stack:
-            node = stack.pop()
-            if isinstance(node, ast.ListType):
-                stack.append(node.item)
-            elif isinstance(node, ast.OptionalType):
-                stack.append(node.inner)
-            elif isinstance(node, ast.NamedType):
-                name = node.name.value
-                if name in BUILTIN_TYPES:
-                    continue
-                if name in self.symbols.types:
-                    if name != owner:
-                        self.symbols.used_types.add(name)
-                    continue
-                candidates = list(BUILTIN_TYPES) + list(self.symbols.types)
-                hint = did_you_mean(name, candidates)
-                self.symbols.used_types.add(closest(name, self.symbols.types) or "")
-                if name == "list":
-                    hint = "write the item type in brackets: list[str]"
-                elif name in ("string", "integer", "number", "boolean", "dict", "object", "any", "none"):
-                    hint = hint or ("the built-in types are str, int, float, bool, list[T] and T?; "
-                                    "declare a 'type' for structured values")
-                self.diags.report("SW2004", f"unknown type '{name}'", node.name.span,
-                                  label="no type with this name",
-                                  help=hint or "the built-in types are str, int, float, bool, list[T] "
-                                               "and T?; declare other types with 'type NAME { ... }'")
+        """Check the names in a type reference; `owner` is the type whose field it is (not a use of it)."""
+        for node in ast.iter_type_ref(ref):
+            if not isinstance(node, ast.NamedType) or node.name.value in BUILTIN_TYPES:
+                continue
+            name = node.name.value
+            if name in self.symbols.types:
+                if name != owner:
+                    self.symbols.used_types.add(name)
+                continue
+            hint = did_you_mean(name, list(BUILTIN_TYPES) + list(self.symbols.types))
+            self.symbols.used_types.add(closest(name, self.symbols.types) or "")
+            if name == "list":
+                hint = "write the item type in brackets: list[str]"
+            elif name in ("string", "integer", "number", "boolean", "dict", "object", "any", "none"):
+                hint = hint or ("the built-in types are str, int, float, bool, list[T] and T?; "
+                                "declare a 'type' for structured values")
+            self.diags.report("SW2004", f"unknown type '{name}'", node.name.span,
+                              label="no type with this name",
+                              help=hint or "the built-in types are str, int, float, bool, list[T] "
+                                           "and T?; declare other types with 'type NAME { ... }'")
 
     def _tool_decl(self, decl: ast.ToolDecl) -> None:
         name = decl.name.dotted
@@ -393,8 +363,7 @@ class _Resolver:
             if name not in STD_TOOLS:
                 self.diags.report("SW2005", f"unknown standard tool '{name}'", decl.name.span,
                                   label="not a standard tool",
-                                  help=did_you_mean(name, STD_TOOLS) or "the standard tools are "
-                                       + ", ".join(sorted(STD_TOOLS)))
+                                  help=did_you_mean(name, STD_TOOLS) or _standard_tools())
             elif decl.import_path is not None:
                 self.diags.report("SW2013", f"standard tool '{name}' cannot take an import path",
                                   decl.import_path.span, label="not allowed for std.* tools",
@@ -430,18 +399,17 @@ class _Resolver:
         candidates = list(s.tools) + list(STD_TOOLS)
         hint = did_you_mean(name, candidates)
         s.used_tools.add(closest(name, s.tools) or "")
-        if not hint and tool.parts[0] != "std":
-            hint = f'declare it first: tool {name} = "package.module:function"'
+        if not hint:
+            hint = (_standard_tools() if tool.parts[0] == "std"
+                    else f'declare it first: tool {name} = "package.module:function"')
         self.diags.report("SW2005", f"unknown tool '{name}'", tool.span, label="no tool with this name",
                           help=hint)
 
-    def _state_ref(self, name: ast.Name, code: str = "SW2002", context: str = "") -> bool:
-        if name.value in self.symbols.states:
-            return True
-        self.diags.report(code, f"unknown state '{name.value}'{context}", name.span,
-                          label="no state with this name",
-                          help=did_you_mean(name.value, self.symbols.states))
-        return False
+    def _state_ref(self, name: ast.Name, code: str = "SW2002", context: str = "") -> None:
+        if name.value not in self.symbols.states:
+            self.diags.report(code, f"unknown state '{name.value}'{context}", name.span,
+                              label="no state with this name",
+                              help=unknown_state_help(name.value, self.symbols))
 
     def _agent_ref(self, name: ast.Name) -> None:
         s = self.symbols
@@ -449,10 +417,12 @@ class _Resolver:
             s.used_agents.add(name.value)
             return
         s.used_agents.add(closest(name.value, s.agents) or "")
+        declare = f"declare it: agent {name.value} {{ prompt \"...\" }}"
         self.diags.report("SW2003", f"unknown agent '{name.value}'", name.span,
                           label="no agent with this name",
                           help=did_you_mean(name.value, s.agents)
-                          or ("declare it with 'agent NAME { prompt \"...\" }'" if not s.agents else ""))
+                          or (f"the agents are {quoted_list(s.agents)}, or {declare}" if s.agents
+                              else declare))
 
     def _state_refs(self, view: StateView) -> None:
         if view.agent is not None:
@@ -483,6 +453,17 @@ class _Resolver:
                     self._state_ref(name, "SW6001", " in a test")
             elif isinstance(item, ast.ExpectFinal):
                 self._state_ref(item.state, "SW6001", " in a test")
+
+
+def unknown_state_help(name: str, symbols: Symbols) -> str:
+    """Help for a reference to a state that does not exist: the likely one, or the states there are."""
+    if not symbols.states:
+        return "the machine declares no states"
+    return did_you_mean(name, symbols.states) or f"the states are {quoted_list(symbols.states)}"
+
+
+def _standard_tools() -> str:
+    return f"the standard tools are {quoted_list(sorted(STD_TOOLS), limit=len(STD_TOOLS))}"
 
 
 def resolve_names(machine: ast.Machine, diagnostics: Diagnostics) -> Symbols:

@@ -7,6 +7,7 @@ with the inputs only. Jinja reports positions as lines within the template; they
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable, Iterator
 
@@ -17,7 +18,7 @@ from ..diagnostics import Diagnostics, Span, did_you_mean
 from ..grammar import ast
 from . import ir
 from .resolve import StateView, Symbols, closest
-from .typecheck import ExprChecker, Record, TextOutput, TypeLike, type_text
+from .typecheck import Record, TextOutput, TypeLike, fields_of, output_type, type_text, unknown_field_help
 
 _ENV = jinja2.Environment()
 
@@ -105,6 +106,38 @@ def _undeclared(tree: nodes.Template) -> set[str]:
         return {n.name for n in tree.find_all(nodes.Name) if n.ctx == "load"} - local
 
 
+_BUILTIN_EXAMPLES = {"filter": "upper, join, length and default", "test": "defined, none and number"}
+_INNERMOST_BLOCK = re.compile(r"The innermost block that needs to be closed is '(\w+)'")
+
+
+def _unclosed_block(error: jinja2.TemplateSyntaxError, text: str) -> tuple[str, int] | None:
+    """For "Unexpected end of template": the block tag left open and the template line it opens on.
+
+    Jinja names the innermost open block but reports the end of the template as the place; the tag that
+    opened the block is where the mistake is seen.
+    """
+    found = _INNERMOST_BLOCK.search(error.message or "")
+    if found is None:
+        return None
+    tag = found.group(1)
+    open_tags: list[tuple[str, int]] = []
+    try:
+        tokens = [token for token in _ENV.lex(text) if token[1] != "whitespace"]
+    except jinja2.TemplateSyntaxError:
+        return None
+    for (lineno, kind, _), (_, next_kind, value) in itertools.pairwise(tokens):
+        if kind != "block_begin" or next_kind != "name":
+            continue
+        if value.startswith("end"):
+            for i in range(len(open_tags) - 1, -1, -1):
+                if open_tags[i][0] == value[3:]:
+                    del open_tags[i:]
+                    break
+        else:
+            open_tags.append((value, lineno))
+    return next(((t, line) for t, line in reversed(open_tags) if t == tag), None)
+
+
 def _step(parent: nodes.Node | None, child: nodes.Node) -> str | int | None:
     """The field or index `parent` reads from `child` (`x.f`, `x["f"]`, `x[0]`), or None."""
     if isinstance(parent, nodes.Getattr) and parent.node is child:
@@ -119,7 +152,6 @@ class _TemplateChecker:
     def __init__(self, symbols: Symbols, diags: Diagnostics) -> None:
         self.symbols = symbols
         self.diags = diags
-        self.types = ExprChecker(symbols, Diagnostics(), None)  # only for output types; reports nothing
 
     def check(self, string: ast.String, where: str, *, states_in_scope: bool) -> None:
         text = string.value
@@ -131,9 +163,7 @@ class _TemplateChecker:
         except jinja2.TemplateSyntaxError as e:
             # the names it reads are unknown, so count every input it mentions as read
             self.symbols.used_inputs.update(set(re.findall(r"[A-Za-z_]\w*", text)) & set(self.symbols.inputs))
-            self.diags.report("SW5001", f"template syntax error in {where}: {e.message}",
-                              mapping.line_span(e.lineno or 1), label="Jinja2 cannot parse this",
-                              help="write variables as {{ name }} and blocks as {% if ... %}...{% endif %}")
+            self._syntax_error(e, text, mapping, where)
             return
         undeclared = _undeclared(tree) - set(_ENV.globals)
         parents = _parents(tree)
@@ -145,10 +175,25 @@ class _TemplateChecker:
             elif isinstance(node, nodes.Name) and node.ctx == "load" and node.name in undeclared:
                 self._name(node, parents, mapping, where, states_in_scope)
 
+    def _syntax_error(self, e: jinja2.TemplateSyntaxError, text: str, mapping: _TemplateText, where: str
+                      ) -> None:
+        opener = _unclosed_block(e, text)
+        if opener is not None:
+            tag, lineno = opener
+            self.diags.report("SW5001", f"template syntax error in {where}: '{{% {tag} %}}' is never closed",
+                              mapping.find(lineno, tag), label=f"this '{tag}' has no '{{% end{tag} %}}'",
+                              help=f"close the block with {{% end{tag} %}} where it should end")
+            return
+        self.diags.report("SW5001", f"template syntax error in {where}: {e.message}",
+                          mapping.line_span(e.lineno or 1), label="Jinja2 cannot parse this",
+                          help="write variables as {{ name }} and blocks as {% if ... %}...{% endif %}")
+
     def _unknown_helper(self, kind: str, name: str, known: Iterable[str], mapping: _TemplateText, lineno: int,
                         where: str) -> None:
         self.diags.report("SW5001", f"unknown Jinja2 {kind} '{name}' in {where}", mapping.find(lineno, name),
-                          label=f"no {kind} with this name", help=did_you_mean(name, known))
+                          label=f"no {kind} with this name",
+                          help=did_you_mean(name, known) or f"templates have Jinja2's built-in {kind}s only, "
+                                                            f"such as {_BUILTIN_EXAMPLES[kind]}")
 
     def _name(self, node: nodes.Name, parents: dict[int, nodes.Node], mapping: _TemplateText, where: str,
               states_in_scope: bool) -> None:
@@ -188,7 +233,7 @@ class _TemplateChecker:
                               help=f"a template reads a state's result as '{view.name}.output'")
             return
         assert parent is not None
-        self._fields(parent, self.types.output_type(view), parents, mapping, f"{view.name}.output")
+        self._fields(parent, output_type(view, self.symbols), parents, mapping, f"{view.name}.output")
 
     def _fields(self, node: nodes.Node, t: TypeLike, parents: dict[int, nodes.Node], mapping: _TemplateText,
                 shown: str) -> None:
@@ -208,13 +253,11 @@ class _TemplateChecker:
                                        f"or use '{shown}' as a whole")
                 return
             if isinstance(t, (ir.Named, Record)) and isinstance(step, str):
-                fields = self.symbols.fields_of(t.name) if isinstance(t, ir.Named) else dict(t.fields)
+                fields = fields_of(t, self.symbols)
                 if step not in fields:
                     self.diags.report("SW2006", f"{type_text(t)} has no field '{step}'",
                                       mapping.find(parent.lineno, step, after_dot=True),
-                                      label="unknown field",
-                                      help=did_you_mean(step, fields) or "its fields are "
-                                           + ", ".join(f"'{f}'" for f in fields))
+                                      label="unknown field", help=unknown_field_help(step, fields))
                     return
                 t, shown, node = fields[step], f"{shown}.{step}", parent
                 continue

@@ -1,33 +1,24 @@
-"""Type checking: type declarations, guards, tool-call arguments, defaults, tool options and test data.
+"""Type checking: type declarations, input defaults, tool options, guards and tool-call arguments.
 
 Types here are the IR's own (`ir.Type`) plus two the checker needs while inferring: `Record` (a standard
 tool's result, an object without a declared type) and `TextOutput` (the plain-text output of an agent state
 without `output TYPE`: a str whose fields are a mistake worth its own message). Anything unknown is `any`,
-which keeps one mistake from cascading into many.
+which keeps one mistake from cascading into many. What a value must look like to fit a type
+(`value_problems`) is shared with the test-block checks.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ..diagnostics import Diagnostics, Span, did_you_mean
+from ..diagnostics import Diagnostics, Span, did_you_mean, quoted_list
 from ..grammar import ast
-from ..runtime.result import FAILURE_KINDS
 from ..runtime.tool_signatures import STD_TOOLS
 from . import ir
-from .resolve import (
-    BUILTIN_TYPES,
-    GUARD_OUTPUT,
-    StateView,
-    Symbols,
-    TestView,
-    closest,
-    list_items,
-    object_entries,
-)
+from .resolve import BUILTIN_TYPES, GUARD_OUTPUT, StateView, Symbols, closest, unknown_state_help
 
-LIMIT_NAMES = ("steps", "cost_usd", "tokens", "seconds")
 FUNCTIONS = ("len", "visits")
 
 
@@ -82,6 +73,40 @@ def std_tool_result(name: str) -> TypeLike:
         return Record(tuple((k, parse_signature_type(v)) for k, v in returns.items()),
                       f"the result of {name}")
     return parse_signature_type(returns)
+
+
+def tool_result_type(name: str, symbols: Symbols) -> TypeLike:
+    """What an action state calling `name` outputs (for tools outside the standard set: `any`)."""
+    if name in STD_TOOLS and (name not in symbols.tools or symbols.tools[name].import_path is None):
+        return std_tool_result(name)
+    return ir.ANY
+
+
+def output_type(view: StateView, symbols: Symbols) -> TypeLike:
+    """The type of a state's output: its `output TYPE`, plain text for an agent, a tool's result."""
+    if view.output is not None:
+        return symbols.resolve_type(view.output.type)
+    if view.kind == "agent":
+        return TextOutput(view.name)
+    if view.kind == "action" and view.call is not None:
+        return tool_result_type(view.call.tool.dotted, symbols)
+    return ir.ANY
+
+
+def fields_of(t: TypeLike, symbols: Symbols) -> dict[str, ir.Type]:
+    """The fields of a declared type or of a tool's result; {} for every other type."""
+    if isinstance(t, ir.Named):
+        return symbols.fields_of(t.name)
+    if isinstance(t, Record):
+        return dict(t.fields)
+    return {}
+
+
+def unknown_field_help(name: str, fields: dict[str, ir.Type]) -> str:
+    """Help for a field `name` that a type lacks: the likely intended field, or the fields there are."""
+    if not fields:
+        return "the type has no fields"
+    return did_you_mean(name, fields) or f"its fields are {quoted_list(fields)}"
 
 
 def _norm(t: TypeLike) -> TypeLike:
@@ -176,27 +201,30 @@ def value_problems(value: ast.Value, t: TypeLike, symbols: Symbols) -> list[Valu
         if isinstance(want, ir.Prim):
             fits = (v.kind == want.name) or (want == ir.FLOAT and v.kind == "int")
             if not fits:
-                out.append(ValueProblem(v.span, f"expected {type_text(want)}, found {got}"))
+                out.append(ValueProblem(v.span, f"expected {type_text(want)}, found {got}",
+                                        _scalar_hint(v, want)))
         elif isinstance(want, ir.Enum):
             if v.kind != "str":
-                out.append(ValueProblem(v.span, f"expected one of {type_text(want)}, found {got}"))
+                out.append(ValueProblem(v.span, f"expected one of {type_text(want)}, found {got}",
+                                        "write one of the values, in quotes"))
             elif v.value not in want.values:
                 out.append(ValueProblem(v.span, f"\"{v.value}\" is not one of {type_text(want)}",
                                         did_you_mean(str(v.value), want.values)))
         elif isinstance(want, ir.ListOf):
             if v.kind != "list":
-                out.append(ValueProblem(v.span, f"expected {type_text(want)}, found {got}"))
+                out.append(ValueProblem(v.span, f"expected {type_text(want)}, found {got}",
+                                        "write a list in brackets: [ITEM, ...], or [] for none"))
             else:
-                stack.extend((item, want.item) for item in reversed(list_items(v)))
+                stack.extend((item, want.item) for item in reversed(ast.list_items(v)))
         elif isinstance(want, (ir.Named, Record)):
-            fields = symbols.fields_of(want.name) if isinstance(want, ir.Named) else dict(want.fields)
+            fields = fields_of(want, symbols)
             if v.kind != "object":
                 out.append(ValueProblem(v.span, f"expected an object of type {type_text(want)}, found {got}",
                                         "write { " + "  ".join(f"{k} ..." for k in fields) + " }"))
                 continue
             seen: set[str] = set()
             pending: list[tuple[ast.Value, TypeLike]] = []
-            for entry in object_entries(v):
+            for entry in ast.object_entries(v):
                 key = entry.key.value
                 if key in seen:
                     out.append(ValueProblem(entry.key.span, f"field '{key}' is given twice"))
@@ -204,16 +232,42 @@ def value_problems(value: ast.Value, t: TypeLike, symbols: Symbols) -> list[Valu
                 seen.add(key)
                 if key not in fields:
                     out.append(ValueProblem(entry.key.span, f"{type_text(want)} has no field '{key}'",
-                                            did_you_mean(key, fields)))
+                                            unknown_field_help(key, fields)))
                     continue
                 pending.append((entry.value, fields[key]))
             stack.extend(reversed(pending))
             missing = [k for k, ft in fields.items() if k not in seen and not isinstance(ft, ir.Optional_)]
             if missing:
                 out.append(ValueProblem(v.span, f"missing field{'s' if len(missing) > 1 else ''} "
-                                        + ", ".join(f"'{k}'" for k in missing) + f" of {type_text(want)}",
+                                        f"{quoted_list(missing, len(missing))} of {type_text(want)}",
                                         "optional fields (T?) may be left out; the others are required"))
     return out
+
+
+_EXAMPLES = {"int": "a whole number, e.g. 3", "float": "a number, e.g. 0.5", "bool": "true or false",
+             "str": 'text in quotes, e.g. "..."'}
+
+
+def _scalar_hint(v: ast.Value, want: ir.Prim) -> str:
+    """How to write a value of the wanted built-in type, from the value that was written instead."""
+    text = str(v.value).strip() if v.kind == "str" else ""
+    if text and want in (ir.INT, ir.FLOAT) and _is_number_text(text, want):
+        return f"write the number without quotes: {text}"
+    if text.lower() in ("true", "false") and want == ir.BOOL:
+        return f"write {text.lower()} without quotes"
+    if want == ir.STR and v.kind in ("int", "float", "bool") and v.span is not None:
+        return f'write it in quotes: "{v.span.text}"'
+    return f"write {_EXAMPLES[want.name]}" if want.name in _EXAMPLES else ""
+
+
+def _is_number_text(text: str, want: ir.Prim) -> bool:
+    """Whether `text` (a string's content) is a number of type `want` as the language writes numbers."""
+    pattern = _INT_TEXT if want == ir.INT else _NUMBER_TEXT if want == ir.FLOAT else None
+    return pattern is not None and pattern.fullmatch(text.strip()) is not None
+
+
+_INT_TEXT = re.compile(r"-?[0-9]+")
+_NUMBER_TEXT = re.compile(r"-?[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?")
 
 
 # ---- expressions ---------------------------------------------------------------------------------
@@ -230,15 +284,6 @@ class ExprChecker:
         self.symbols = symbols
         self.diags = diags
         self.state = state
-
-    def output_type(self, view: StateView) -> TypeLike:
-        if view.output is not None:
-            return self.symbols.resolve_type(view.output.type)
-        if view.kind == "agent":
-            return TextOutput(view.name)
-        if view.kind == "action" and view.call is not None:
-            return tool_result_type(view.call.tool.dotted, self.symbols)
-        return ir.ANY
 
     def infer(self, e: ast.Expr) -> TypeLike:
         if isinstance(e, ast.Literal):
@@ -275,16 +320,18 @@ class ExprChecker:
 
     def _name(self, e: ast.NameExpr) -> TypeLike:
         s = self.symbols
-        if e.name in s.inputs:
-            s.used_inputs.add(e.name)
-            return s.resolve_type(s.inputs[e.name].type)
+        # `output` is this state's output even where an input is (wrongly, SW2001) named so: the runtime
+        # reads it that way too
         if e.name == GUARD_OUTPUT:
             if self.state is None:
                 self.diags.report("SW2007", "'output' is not available in a tool call's arguments", e.span,
                                   label="the call runs before this state has an output",
                                   help="use the machine's inputs or another state's 'STATE.output'")
                 return ir.ANY
-            return self.output_type(self.state)
+            return output_type(self.state, s)
+        if e.name in s.inputs:
+            s.used_inputs.add(e.name)
+            return s.resolve_type(s.inputs[e.name].type)
         if e.name in s.states:
             self.diags.report("SW4013", f"'{e.name}' is a state, not a value", e.span,
                               label="a state name on its own",
@@ -292,27 +339,19 @@ class ExprChecker:
                                    "number of times it ran")
             return ir.ANY
         hint = ""
-        if self.state is not None:
-            out = _strip_optional(self.output_type(self.state))
-            fields = self._fields(out)
-            if e.name in fields:
-                hint = f"did you mean 'output.{e.name}'?"
+        if self.state is not None and e.name in fields_of(_strip_optional(output_type(self.state, s)), s):
+            hint = f"did you mean 'output.{e.name}'?"
         hint = hint or did_you_mean(e.name, self._scope_names())
         s.used_inputs.add(closest(e.name, s.inputs) or "")
         if not hint and e.name in ("True", "False", "None", "null"):
             hint = "the literals are written true, false and none"
         where = "a guard" if self.state is not None else "a tool call's arguments"
+        scope = "the machine's inputs, 'STATE.output', len() and visits()"
+        if self.state is not None:
+            scope = "'output', " + scope
         self.diags.report("SW2007", f"unknown name '{e.name}' in {where}", e.span, label="not in scope",
-                          help=hint or "in scope: 'output', the machine's inputs, 'STATE.output', "
-                                       "len() and visits()")
+                          help=hint or f"in scope: {scope}")
         return ir.ANY
-
-    def _fields(self, t: TypeLike) -> dict[str, ir.Type]:
-        if isinstance(t, ir.Named):
-            return self.symbols.fields_of(t.name)
-        if isinstance(t, Record):
-            return dict(t.fields)
-        return {}
 
     def _attribute(self, e: ast.Attribute) -> TypeLike:
         attr = e.attr.value
@@ -320,7 +359,7 @@ class ExprChecker:
         if (isinstance(base_expr, ast.NameExpr) and base_expr.name in self.symbols.states
                 and base_expr.name not in self.symbols.inputs):
             if attr == "output":
-                return self.output_type(self.symbols.states[base_expr.name])
+                return output_type(self.symbols.states[base_expr.name], self.symbols)
             self.diags.report("SW2006", f"state '{base_expr.name}' has no field '{attr}'", e.attr.span,
                               label="unknown field",
                               help=f"a state's value in a guard is '{base_expr.name}.output'")
@@ -335,13 +374,11 @@ class ExprChecker:
         if stripped == ir.ANY:
             return ir.ANY
         if isinstance(stripped, (ir.Named, Record)):
-            fields = self._fields(stripped)
+            fields = fields_of(stripped, self.symbols)
             if attr in fields:
                 return fields[attr]
             self.diags.report("SW2006", f"{type_text(stripped)} has no field '{attr}'", e.attr.span,
-                              label="unknown field",
-                              help=did_you_mean(attr, fields) or "its fields are "
-                                   + ", ".join(f"'{f}'" for f in fields))
+                              label="unknown field", help=unknown_field_help(attr, fields))
             return ir.ANY
         self.diags.report("SW4012", f"'{base_expr.span.text}' is {type_text(stripped)} and has no fields",
                           e.attr.span, label=f"no field '{attr}' on {type_text(stripped)}",
@@ -361,7 +398,8 @@ class ExprChecker:
             return base.item if isinstance(base, ir.ListOf) else ir.STR
         self.diags.report("SW4008", f"'{e.value.span.text}' is {type_text(base)} and cannot be indexed",
                           e.span, label="only lists and strings can be indexed",
-                          help="read a field with '.NAME'" if isinstance(base, (ir.Named, Record)) else "")
+                          help="read a field with '.NAME'" if isinstance(base, (ir.Named, Record))
+                          else f"index a list or a str; '{e.value.span.text}' is {type_text(base)}")
         return ir.ANY
 
     def _call(self, e: ast.Call) -> TypeLike:
@@ -380,7 +418,9 @@ class ExprChecker:
                     self.diags.report("SW4005", f"len() takes a str or a list, not {type_text(t)}",
                                       e.args[0].span, label=f"this is {type_text(t)}",
                                       help="a value that may be none must be compared with none first"
-                                      if isinstance(t, ir.Optional_) else "")
+                                      if isinstance(t, ir.Optional_) else
+                                      "len() counts the characters of a str or the items of a list; "
+                                      f"use the number itself: {e.args[0].span.text}")
             return ir.INT
         self.diags.report("SW2009", f"unknown function '{func}'", e.func.span, label="not a function",
                           help=did_you_mean(func, FUNCTIONS) or "guards may call len(x) and visits(STATE)")
@@ -400,11 +440,13 @@ class ExprChecker:
         if isinstance(arg, ast.NameExpr) and arg.name not in self.symbols.inputs and arg.name != GUARD_OUTPUT:
             self.diags.report("SW2002", f"unknown state '{arg.name}'", arg.span,
                               label="no state with this name",
-                              help=did_you_mean(arg.name, self.symbols.states))
+                              help=unknown_state_help(arg.name, self.symbols))
             return
         self.infer(arg)
+        states = self.symbols.states
         self.diags.report("SW4005", "visits() takes a state name", arg.span, label="not a state name",
-                          help="write visits(STATE) with the name of a state")
+                          help="write visits(STATE) with the name of a state"
+                               + (f": {quoted_list(states, last='or')}" if states else ""))
 
     def _list(self, e: ast.ListExpr) -> TypeLike:
         types = [_norm(self.infer(i)) for i in e.items]
@@ -434,8 +476,8 @@ class ExprChecker:
     def _require_bool(self, t: TypeLike, expr: ast.Expr, where: str) -> None:
         if not _is_bool(t):
             self.diags.report("SW4004", f"operand of {where} is {type_text(_norm(t))}, not a boolean",
-                              expr.span,
-                              label="not true/false", help="compare it with something: ==, !=, <, >, in")
+                              expr.span, label="not true/false",
+                              help=_boolean_hint(expr.span.text, _strip_optional(t)))
 
     def _binary(self, e: ast.BinaryOp) -> TypeLike:  # type: ignore[override]
         left, right = self.infer(e.left), self.infer(e.right)
@@ -510,14 +552,33 @@ class ExprChecker:
         return ir.ANY
 
     def _mismatch(self, e: ast.BinaryOp, left: TypeLike, right: TypeLike, message: str) -> None:
-        lt, rt = _strip_optional(left), _strip_optional(right)
-        hint = ""
-        if (_numeric(lt) and rt == ir.STR) or (lt == ir.STR and _numeric(rt)):
-            hint = "numbers and strings never compare; write the number without quotes"
-        elif isinstance(lt, (ir.Named, Record)) or isinstance(rt, (ir.Named, Record)):
-            hint = "compare one of the object's fields: output.FIELD"
         self.diags.report("SW4001", message, e.span,
-                          label=f"{type_text(_norm(left))} {e.op} {type_text(_norm(right))}", help=hint)
+                          label=f"{type_text(_norm(left))} {e.op} {type_text(_norm(right))}",
+                          help=_mismatch_hint(e, _strip_optional(left), _strip_optional(right)))
+
+
+def _mismatch_hint(e: ast.BinaryOp, lt: TypeLike, rt: TypeLike) -> str:
+    """How to repair an operation on operands of the types `lt` and `rt` that do not go together."""
+    if (_numeric(lt) and _stringy(rt)) or (_stringy(lt) and _numeric(rt)):
+        number_side, text_side = (e.left, e.right) if _numeric(lt) else (e.right, e.left)
+        if (isinstance(text_side, ast.Literal) and isinstance(text_side.value, str)
+                and _is_number_text(text_side.value, ir.FLOAT)):
+            return f"write the number without quotes: {text_side.value.strip()}"
+        if e.op in ("+", "-", "*", "/", "%"):
+            if e.op == "+":
+                return "'+' adds two numbers or joins two strings"
+            return f"'{e.op}' takes two numbers"
+        return f"'{number_side.span.text}' is a number; compare it with a number, not a string"
+    for side, t in ((e.left, lt), (e.right, rt)):
+        if isinstance(t, (ir.Named, Record)):
+            return f"use one of its fields: {side.span.text}.FIELD"
+    if e.op in ("<", "<=", ">", ">="):
+        return f"'{e.op}' orders two numbers or two strings"
+    if e.op in ("==", "!="):
+        return "values of these types are never equal"
+    if e.op in ("in", "not in"):
+        return "an item is looked for in a list of items of its type, or a str in a str"
+    return "'+' adds numbers or joins two strings or two lists; '-', '*', '/' and '%' take numbers"
 
 
 # ---- checks over the machine ---------------------------------------------------------------------
@@ -535,35 +596,22 @@ def _type_refs(machine: ast.Machine) -> Iterator[ast.TypeRef]:
 
 def _check_enums(machine: ast.Machine, diags: Diagnostics) -> None:
     for ref in _type_refs(machine):
-        stack: list[ast.TypeRef] = [ref]
-        while stack:
-            node = stack.pop()
-            if isinstance(node, ast.ListType):
-                stack.append(node.item)
-            elif isinstance(node, ast.OptionalType):
-                stack.append(node.inner)
-            elif isinstance(node, ast.EnumType):
-                seen: set[str] = set()
-                for v in node.values:
-                    if v.value in seen:
-                        diags.report("SW4010", f"enum value \"{v.value}\" is listed twice", v.span,
-                                     label="repeated value", help="list each value once")
-                    elif v.value.strip() == "":
-                        diags.report("SW4010", "an enum value may not be empty", v.span,
-                                     label="empty value", help="give each choice a name: \"ok\" | \"failed\"")
-                    seen.add(v.value)
+        for node in ast.iter_type_ref(ref):
+            if not isinstance(node, ast.EnumType):
+                continue
+            seen: set[str] = set()
+            for v in node.values:
+                if v.value in seen:
+                    diags.report("SW4010", f"enum value \"{v.value}\" is listed twice", v.span,
+                                 label="repeated value", help="list each value once")
+                elif v.value.strip() == "":
+                    diags.report("SW4010", "an enum value may not be empty", v.span,
+                                 label="empty value", help="give each choice a name: \"ok\" | \"failed\"")
+                seen.add(v.value)
 
 
 def _named_refs(ref: ast.TypeRef) -> Iterator[ast.NamedType]:
-    stack: list[ast.TypeRef] = [ref]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.ListType):
-            stack.append(node.item)
-        elif isinstance(node, ast.OptionalType):
-            stack.append(node.inner)
-        elif isinstance(node, ast.NamedType):
-            yield node
+    return (node for node in ast.iter_type_ref(ref) if isinstance(node, ast.NamedType))
 
 
 def _check_recursive_types(symbols: Symbols, diags: Diagnostics) -> None:
@@ -625,14 +673,14 @@ def _check_tool_options(symbols: Symbols, diags: Diagnostics) -> None:
             key = opt.name.value
             if key in seen:
                 diags.report("SW2010", f"option '{key}' is given twice for '{name}'", opt.name.span,
-                             label="second occurrence", help=f"keep one '{key}'")
+                             label="second occurrence", help=f"keep one '{key}'; the first one is used")
                 continue
             seen.add(key)
             if key not in allowed:
                 diags.report("SW2011", f"'{name}' has no option '{key}'", opt.name.span,
                              label="unknown option",
                              help=did_you_mean(key, allowed) or (
-                                 f"its options are {', '.join(sorted(allowed))}" if allowed else
+                                 f"its options are {quoted_list(sorted(allowed))}" if allowed else
                                  f"'{name}' takes no options"))
                 continue
             want = parse_signature_type(allowed[key])
@@ -695,12 +743,13 @@ def _check_call(call: ast.ToolCall, symbols: Symbols, diags: Diagnostics) -> Non
                 hint = f"did you mean '{missing[0]}'? ('{name}' needs it)"
             diags.report("SW4011", f"'{name}' has no parameter '{key}'", arg.name.span,
                          label="unknown parameter",
-                         help=hint or "its parameters are " + ", ".join(f"'{p}'" for p in params))
+                         help=hint or f"its parameters are {quoted_list(params)}")
             continue
         want = parse_signature_type(params[key][0])
         if not _assignable(t, want):
             diags.report("SW4006", f"argument '{key}' of '{name}' must be {type_text(want)}, "
-                         f"not {type_text(_norm(t))}", arg.value.span, label=f"this is {type_text(_norm(t))}")
+                         f"not {type_text(_norm(t))}", arg.value.span, label=f"this is {type_text(_norm(t))}",
+                         help=_argument_hint(key, arg.value, want))
     misspelled = len(unknown) == 1 and len(missing) == 1  # then reported above as a misspelling
     if missing and not misspelled:
         diags.report("SW4011", f"'{name}' needs the argument{'s' if len(missing) > 1 else ''} "
@@ -709,130 +758,25 @@ def _check_call(call: ast.ToolCall, symbols: Symbols, diags: Diagnostics) -> Non
                      help=f"write {name}(" + ", ".join(f"{m} = ..." for m in missing) + ")")
 
 
-# ---- test blocks ---------------------------------------------------------------------------------
+def _argument_hint(key: str, value: ast.Expr, want: ir.Type) -> str:
+    """How to pass a value of the wanted type as argument `key`."""
+    wanted = _strip_optional(want)
+    if not isinstance(wanted, ir.Prim) or wanted.name not in _EXAMPLE_ARGUMENTS:
+        return ""
+    if (isinstance(value, ast.Literal) and isinstance(value.value, str)
+            and _is_number_text(value.value, wanted)):
+        return f"write the number without quotes: {key} = {value.value.strip()}"
+    return f"write e.g. {key} = {_EXAMPLE_ARGUMENTS[wanted.name]}"
 
 
-def _reply_type(view: StateView, checker: ExprChecker) -> TypeLike:
-    t = checker.output_type(view)
-    return ir.STR if isinstance(t, TextOutput) else t
-
-
-def _check_test(test: TestView, symbols: Symbols, diags: Diagnostics) -> None:
-    checker = ExprChecker(symbols, diags, None)
-    _check_test_inputs(test, symbols, diags)
-    for item in test.decl.items:
-        if isinstance(item, ast.Reply):
-            view = symbols.states.get(item.state.value)
-            if view is None:
-                continue
-            if view.kind in ("final", "none"):
-                why = "is final" if view.kind == "final" else "runs no agent and no tool"
-                diags.report("SW6003", f"state '{view.name}' {why}, so it takes no reply", item.state.span,
-                             label="nothing here reads a reply",
-                             help="script the replies of agent states and action states only")
-                continue
-            want = _reply_type(view, checker)
-            for p in value_problems(item.value, want, symbols):
-                message = f"the reply for '{view.name}' does not fit its output type {type_text(want)}"
-                help = p.help
-                if view.kind == "agent" and view.output is None:
-                    message = f"state '{view.name}' has no typed output, so its reply must be text"
-                    help = help or "write the reply as a string, or declare 'output TYPE' in the state"
-                diags.report("SW6002", message, p.span, label=p.message, help=help)
-        elif isinstance(item, ast.Verdict):
-            _check_verdict(item, symbols, diags)
-    if test.expect_final is not None:
-        view = symbols.states.get(test.expect_final.state.value)
-        if view is not None and not view.decl.final:
-            finals = [s for s, v in symbols.states.items() if v.decl.final]
-            diags.report("SW6007", f"'{view.name}' is not a final state", test.expect_final.state.span,
-                         label="a run ends only in a final state",
-                         help=did_you_mean(view.name, finals) or (
-                             "final states: " + ", ".join(finals) if finals else "")
-                         or "use 'expect path [...]' to check the states a run passes through")
-    if test.expect_failure is not None:
-        kind = test.expect_failure.kind
-        known = list(FAILURE_KINDS) + list(LIMIT_NAMES)
-        if kind.value not in known:
-            diags.report("SW6006", f"unknown failure kind '{kind.value}'", kind.span,
-                         label="not a failure kind",
-                         help=did_you_mean(kind.value, known) or "expect one of: " + ", ".join(known))
-    if test.expect_failure is not None and test.expect_final is not None:
-        diags.report("SW6006", "a test cannot expect both a final state and a failure",
-                     test.expect_failure.span,
-                     label="contradicts 'expect final'", help="a run either reaches a final state or fails")
-    if not test.has_expectation:
-        diags.report("SW7006", f"test \"{test.decl.name.value}\" has no expectation", test.decl.name.span,
-                     label="checks only that the run does not crash",
-                     help="add 'expect path [...]', 'expect final STATE', 'expect result ...' or "
-                          "'expect failure KIND'")
-
-
-def _check_test_inputs(test: TestView, symbols: Symbols, diags: Diagnostics) -> None:
-    given: set[str] = set()
-    if test.input is not None:
-        for entry in object_entries(test.input.values):
-            key = entry.key.value
-            if key in given:
-                diags.report("SW6004", f"input '{key}' is given twice", entry.key.span, label="second value",
-                             help="give each input once")
-                continue
-            given.add(key)
-            decl = symbols.inputs.get(key)
-            if decl is None:
-                diags.report("SW6004", f"the machine has no input '{key}'", entry.key.span,
-                             label="unknown input", help=did_you_mean(key, symbols.inputs) or (
-                                 "declared inputs: " + ", ".join(symbols.inputs) if symbols.inputs
-                                 else "the machine declares no inputs"))
-                continue
-            want = symbols.resolve_type(decl.type)
-            for p in value_problems(entry.value, want, symbols):
-                diags.report("SW4006", f"test input '{key}' does not fit its type {type_text(want)}", p.span,
-                             label=p.message, help=p.help)
-    missing = [name for name, decl in symbols.inputs.items()
-               if name not in given and decl.default is None and not isinstance(decl.type, ast.OptionalType)]
-    if missing:
-        span = test.input.span if test.input is not None else test.decl.name.span
-        plural = "s" if len(missing) > 1 else ""
-        diags.report("SW6004", f"test \"{test.decl.name.value}\" does not give the required input{plural} "
-                     + ", ".join(f"'{m}'" for m in missing), span, label=f"missing {', '.join(missing)}",
-                     help="inputs without a default must be given: input { "
-                          + "  ".join(f"{m} ..." for m in missing) + " }")
-
-
-def _check_verdict(item: ast.Verdict, symbols: Symbols, diags: Diagnostics) -> None:
-    view = symbols.states.get(item.state.value)
-    if view is None:
-        return
-    conditions = view.conditions
-    if not conditions:
-        diags.report("SW6005", f"state '{view.name}' has no natural-language conditions", item.state.span,
-                     label="the verifier never judges this state",
-                     help="a verdict answers a state's 'when \"...\"' conditions")
-        return
-    if item.condition is not None and item.condition.value not in conditions:
-        diags.report("SW6005", f"state '{view.name}' has no condition \"{item.condition.value}\"",
-                     item.condition.span, label="not one of the state's conditions",
-                     help=did_you_mean(item.condition.value, conditions)
-                     or "repeat a condition word for word, "
-                          "or write 'verdict STATE none'",
-                     notes=[f"the conditions of '{view.name}': " + "; ".join(f'"{c}"' for c in conditions)])
+_EXAMPLE_ARGUMENTS = {"int": "3", "float": "30", "bool": "true", "str": '"..."'}
 
 
 def check_types(machine: ast.Machine, symbols: Symbols, diagnostics: Diagnostics) -> None:
-    """Type declarations, defaults, tool options, guards, tool-call arguments and test data."""
+    """Type declarations, input defaults, tool options, guards and tool-call arguments."""
     _check_enums(machine, diagnostics)
     _check_recursive_types(symbols, diagnostics)
     _check_inputs(symbols, diagnostics)
     _check_tool_options(symbols, diagnostics)
     _check_guards_and_calls(symbols, diagnostics)
-    for test in symbols.tests:
-        _check_test(test, symbols, diagnostics)
-
-
-def tool_result_type(name: str, symbols: Symbols) -> TypeLike:
-    """What an action state calling `name` outputs (for tools outside the standard set: `any`)."""
-    if name in STD_TOOLS and (name not in symbols.tools or symbols.tools[name].import_path is None):
-        return std_tool_result(name)
-    return ir.ANY
 

@@ -4,7 +4,7 @@ Used by every stage; depends on none of them.
 """
 
 from .codes import CODES, CodeInfo
-from .diagnostic import Diagnostic, Diagnostics, Severity, did_you_mean
+from .diagnostic import Diagnostic, Diagnostics, Severity, did_you_mean, quoted_list
 from .render import diagnostic_to_json, render_json, render_summary, render_text
 from .source import Position, SourceFile, Span
 
@@ -17,8 +17,9 @@ __all__ = [
     "Severity",
     "SourceFile",
     "Span",
-    "did_you_mean",
     "diagnostic_to_json",
+    "did_you_mean",
+    "quoted_list",
     "render_json",
     "render_summary",
     "render_text",

@@ -151,8 +151,9 @@ _ALL = [
        "Reaching a final state ends the run; transitions there can never be taken.",
        "final state done { -> draft }", "final state done"),
     _e("SW3007", "transition can never fire",
-       "Transitions are tried in source order. After an unconditional '-> s' or 'otherwise' without a bound, "
-       "nothing later can be reached. (A bounded edge such as '-> s max 2' falls through once exhausted.)",
+       "Transitions are tried in source order. After an unconditional '-> s', an 'otherwise' or a guard that "
+       "is always true (SW7007), without a bound, nothing later can be reached. (A bounded edge such as "
+       "'-> s max 2' falls through once exhausted.)",
        "-> review\nwhen output.ok -> done", "when output.ok -> done\n-> review"),
     _e("SW3008", "cycle with no bound",
        "Every loop must be bounded: put 'max N' on one of its edges or 'visits N' on one of its states. "
@@ -281,6 +282,12 @@ _ALL = [
        "A test block without 'expect' only checks that the run does not crash.",
        'test "drafts" { input { topic "FSMs" } reply draft "A draft." }',
        'test "drafts" { input { topic "FSMs" } reply draft "A draft." expect final done }'),
+    _w("SW7007", "guard whose value never changes",
+       "The guard reads nothing a run decides (no 'output', input, 'STATE.output' or 'visits(STATE)'), so it "
+       "has the same value every time. Always true, the transition always fires, exactly like '-> s', and "
+       "the transitions after it can never fire (SW3007); always false, it never fires. Usually a "
+       "placeholder left behind, or a comparison that lost the value it was meant to test.",
+       'when 1 == 1 -> done\notherwise -> review', 'when output.score == 1 -> done\notherwise -> review'),
     # --- internal -----------------------------------------------------------------------------
     _e("SW9001", "internal compiler error",
        "The compiler hit a bug. Please report it with the input file.", "", ""),

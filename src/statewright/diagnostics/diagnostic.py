@@ -48,6 +48,17 @@ def did_you_mean(name: str, candidates: Iterable[str]) -> str:
     return "did you mean one of " + ", ".join(f"'{c}'" for c in close) + "?"
 
 
+def quoted_list(names: Iterable[str], limit: int = 8, last: str = "and") -> str:
+    """Names for a message, quoted: `'a', 'b' and 'c'` (or `... or 'c'` with last="or"); past `limit` of
+    them, the first `limit` and how many more."""
+    quoted = [f"'{n}'" for n in names]
+    if len(quoted) > limit:
+        quoted = [*quoted[:limit], f"{len(quoted) - limit} more"]
+    if len(quoted) < 2:
+        return "".join(quoted)
+    return ", ".join(quoted[:-1]) + f" {last} " + quoted[-1]
+
+
 class Diagnostics:
     """Collects diagnostics; stages report every problem rather than stopping at the first."""
 

@@ -6,7 +6,6 @@ import bisect
 import re
 from dataclasses import dataclass, field
 
-
 _NEWLINE = re.compile("\n")
 
 

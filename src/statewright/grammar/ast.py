@@ -6,8 +6,10 @@ formatter's round-trip property relies on.
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Union
+from typing import Any, Union, cast
 
 from ..diagnostics import Span
 
@@ -60,10 +62,20 @@ class Value:
 
     def to_python(self) -> object:
         if self.kind == "list":
-            return [v.to_python() for v in self.value]  # type: ignore[union-attr]
+            return [v.to_python() for v in list_items(self)]
         if self.kind == "object":
-            return {e.key.value: e.value.to_python() for e in self.value}  # type: ignore[union-attr]
+            return {e.key.value: e.value.to_python() for e in object_entries(self)}
         return self.value
+
+
+def list_items(value: Value) -> tuple[Value, ...]:
+    """The items of a list value; () for a value of any other kind."""
+    return cast("tuple[Value, ...]", value.value) if value.kind == "list" else ()
+
+
+def object_entries(value: Value) -> tuple[ObjectEntry, ...]:
+    """The entries of an object value, in source order; () for a value of any other kind."""
+    return cast("tuple[ObjectEntry, ...]", value.value) if value.kind == "object" else ()
 
 
 # ---- types --------------------------------------------------------------------------------------
@@ -94,6 +106,20 @@ class EnumType:
 
 
 TypeRef = Union[NamedType, ListType, OptionalType, EnumType]
+
+
+def iter_type_ref(ref: TypeRef) -> Iterator[TypeRef]:
+    """`ref` and the type references inside it, outermost first: `list[Critique?]` gives the list, the
+    optional, then `Critique`. (A type reference is a chain: only lists and optionals hold another.)"""
+    node = ref
+    while True:
+        yield node
+        if isinstance(node, ListType):
+            node = node.item
+        elif isinstance(node, OptionalType):
+            node = node.inner
+        else:
+            return
 
 
 @dataclass(frozen=True)
@@ -168,7 +194,47 @@ class BinaryOp:
     span: Span = _span()
 
 
+# What each operator but `and` / `or` (which short-circuit) computes: the Python operator of the same name.
+BINARY_OPERATORS: dict[str, Callable[[Any, Any], Any]] = {
+    "==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
+    ">=": operator.ge, "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
+    "%": operator.mod, "in": lambda item, container: item in container,
+    "not in": lambda item, container: item not in container,
+}
+
+
 Expr = Union[NameExpr, Literal, ListExpr, Attribute, Index, Call, UnaryOp, BinaryOp]
+
+
+def expr_children(expr: Expr) -> tuple[Expr, ...]:
+    """The sub-expressions directly inside `expr`, in source order (names and literals have none)."""
+    if isinstance(expr, BinaryOp):
+        return (expr.left, expr.right)
+    if isinstance(expr, UnaryOp):
+        return (expr.operand,)
+    if isinstance(expr, Attribute):
+        return (expr.value,)
+    if isinstance(expr, Index):
+        return (expr.value, expr.index)
+    if isinstance(expr, Call):
+        return expr.args
+    if isinstance(expr, ListExpr):
+        return expr.items
+    return ()
+
+
+def iter_expr(expr: Expr) -> Iterator[Expr]:
+    """`expr` and every expression inside it, each before its sub-expressions, in source order.
+
+    The walk keeps its own stack, so an expression nested as deep as the parser allows costs no recursion.
+    Reversed, the order puts every expression after all of its sub-expressions, which is what a bottom-up
+    computation (a value, a printed form) needs: `for e in reversed(list(iter_expr(root)))`.
+    """
+    stack: list[Expr] = [expr]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(reversed(expr_children(node)))
 
 
 # ---- machine settings, tools, agents ------------------------------------------------------------
