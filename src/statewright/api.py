@@ -157,7 +157,8 @@ def runner_is_current(path: str | Path, text: str) -> bool:
 
 
 def write_runner(path: str | Path, text: str, *, force: bool = False) -> None:
-    from .compiler.codegen import RunnerOverwriteRefused, write_runner as write
+    from .compiler.codegen import RunnerOverwriteRefused
+    from .compiler.codegen import write_runner as write
 
     try:
         write(str(path), text, force=force)

@@ -7,7 +7,6 @@ Spans stay out of equality (`compare=False`), so passes and tests can compare ma
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
 
 from ..diagnostics import Span
 from ..grammar import ast
@@ -57,7 +56,7 @@ class Named:
     name: str
 
 
-Type = Union[Prim, ListOf, Optional_, Enum, Named]
+Type = Prim | ListOf | Optional_ | Enum | Named
 
 STR, INT, FLOAT, BOOL, NONE, ANY = (Prim(n) for n in ("str", "int", "float", "bool", "none", "any"))
 

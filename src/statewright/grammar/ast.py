@@ -9,7 +9,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Union, cast
+from typing import Any, cast
 
 from ..diagnostics import Span
 
@@ -105,7 +105,7 @@ class EnumType:
     span: Span = _span()
 
 
-TypeRef = Union[NamedType, ListType, OptionalType, EnumType]
+TypeRef = NamedType | ListType | OptionalType | EnumType
 
 
 def iter_type_ref(ref: TypeRef) -> Iterator[TypeRef]:
@@ -203,7 +203,7 @@ BINARY_OPERATORS: dict[str, Callable[[Any, Any], Any]] = {
 }
 
 
-Expr = Union[NameExpr, Literal, ListExpr, Attribute, Index, Call, UnaryOp, BinaryOp]
+Expr = NameExpr | Literal | ListExpr | Attribute | Index | Call | UnaryOp | BinaryOp
 
 
 def expr_children(expr: Expr) -> tuple[Expr, ...]:
@@ -337,7 +337,9 @@ class FallbacksSetting:
     span: Span = _span()
 
 
-AgentItem = Union[ModelSetting, TemperatureSetting, PromptSetting, ToolsSetting, MemorySetting, FallbacksSetting]
+AgentItem = (
+    ModelSetting | TemperatureSetting | PromptSetting | ToolsSetting | MemorySetting | FallbacksSetting
+)
 
 
 @dataclass(frozen=True)
@@ -422,7 +424,7 @@ class Transition:
     span: Span = _span()
 
 
-StateItem = Union[AgentRef, Instruction, OutputDecl, Tell, Visits, Retries, ToolCall, Result, Transition]
+StateItem = AgentRef | Instruction | OutputDecl | Tell | Visits | Retries | ToolCall | Result | Transition
 
 
 @dataclass(frozen=True)
@@ -486,7 +488,7 @@ class ExpectFailure:
     span: Span = _span()
 
 
-TestItem = Union[TestInput, Reply, Verdict, ExpectPath, ExpectFinal, ExpectResult, ExpectFailure]
+TestItem = TestInput | Reply | Verdict | ExpectPath | ExpectFinal | ExpectResult | ExpectFailure
 
 
 @dataclass(frozen=True)
@@ -500,10 +502,10 @@ class TestDecl:
 
 # ---- the machine --------------------------------------------------------------------------------
 
-MachineItem = Union[
-    Description, InputDecl, ModelSetting, VerifierModelSetting, TemperatureSetting, Limits, TypeDecl,
-    ToolDecl, AgentDecl, StateDecl, TestDecl,
-]
+MachineItem = (
+    Description | InputDecl | ModelSetting | VerifierModelSetting | TemperatureSetting | Limits | TypeDecl
+    | ToolDecl | AgentDecl | StateDecl | TestDecl
+)
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from lark import Lark, Token, v_args
-from lark.visitors import Transformer_NonRecursive
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
+from lark.visitors import Transformer_NonRecursive
 
 from ..diagnostics import Diagnostics, SourceFile, Span
 from . import ast
@@ -53,14 +53,14 @@ _COMMENTS = _CommentSink()
 
 def build_parser(*, strict: bool = False, cache: bool = True) -> Lark:
     """The Lark parser for the grammar. Tests build it with strict=True so a grammar conflict fails CI."""
-    options: dict[str, object] = dict(
-        parser="lalr",
-        lexer="contextual",
-        propagate_positions=True,
-        maybe_placeholders=False,
-        lexer_callbacks={"COMMENT": _COMMENTS},
-        strict=strict,
-    )
+    options: dict[str, object] = {
+        "parser": "lalr",
+        "lexer": "contextual",
+        "propagate_positions": True,
+        "maybe_placeholders": False,
+        "lexer_callbacks": {"COMMENT": _COMMENTS},
+        "strict": strict,
+    }
     if cache and not strict:
         cache_dir = Path(os.environ.get("STATEWRIGHT_CACHE_DIR", tempfile.gettempdir()))
         options["cache"] = str(cache_dir / f".statewright-grammar-{_grammar_digest()}-{os.getuid()}.lark")
@@ -133,8 +133,7 @@ def decode_long_string(raw: str) -> str:
     so a block written indented inside a state reads back as the text the author meant.
     """
     body = raw[3:-3].replace("\r\n", "\n")
-    if body.startswith("\n"):
-        body = body[1:]
+    body = body.removeprefix("\n")
     lines = body.split("\n")
     if len(lines) > 1 and lines[-1].strip() == "":
         lines[-1] = ""
@@ -676,8 +675,7 @@ def read_source(path: str, data: bytes, diagnostics: Diagnostics) -> SourceFile 
                            source.span(len(prefix), len(prefix) + 1),
                            help="save the file as UTF-8 text")
         return None
-    if text.startswith("\ufeff"):
-        text = text[1:]  # a byte-order mark is not content
+    text = text.removeprefix("\ufeff")  # a byte-order mark is not content
     return SourceFile(path, text)
 
 
