@@ -28,7 +28,7 @@ from statewright.compiler.codegen import (
     runner_is_current,
     write_runner,
 )
-from statewright.compiler.codegen.python_expr import spec_string
+from statewright.compiler.formatter import double_quoted as spec_string
 from statewright.compiler.to_runtime import to_runtime
 from statewright.runtime.spec import MachineSpec, Scope
 

@@ -20,10 +20,10 @@ from statewright.compiler.codegen.python_expr import (
     guard_return,
     python_source,
     spec_source,
-    spec_string,
     with_suppressions,
 )
 from statewright.compiler.evaluate import GuardCompileError, GuardNames, compile_expr, compile_guard
+from statewright.compiler.formatter import double_quoted as spec_string
 from statewright.compiler.to_runtime import to_runtime
 from statewright.compiler.types_py import plan_models
 from statewright.grammar import ast

@@ -127,7 +127,7 @@ def _literal_source(literal: ast.Literal, string: Callable[[ast.Literal], str] |
     if isinstance(value, bool):
         return _ATOM, "true" if value else "false"
     if isinstance(value, str):
-        return _ATOM, string(literal) if string is not None else _double_quoted(value)
+        return _ATOM, string(literal) if string is not None else double_quoted(value)
     text = _signed_number(value)
     # a negative number is written (and parsed) as unary minus applied to a literal
     return (_UNARY if text.startswith("-") else _ATOM), text
@@ -545,7 +545,7 @@ class _Layout:
             text = _triple_quoted(value, depth, as_block) or _triple_quoted(value, depth, True)
             if text is not None:
                 return text
-        return _double_quoted(value)
+        return double_quoted(value)
 
 
 def _start_of(element: _Element) -> int:
@@ -575,7 +575,8 @@ def _is_control(ch: str) -> bool:
     return unicodedata.category(ch) in ("Cc", "Zl", "Zp")
 
 
-def _double_quoted(value: str) -> str:
+def double_quoted(value: str) -> str:
+    """A "double-quoted" string literal that the parser reads back as exactly `value`."""
     out = ['"']
     for ch in value:
         if ch in _ESCAPES:

@@ -142,25 +142,11 @@ def _redirect_references(text: str, machine: ast.Machine, renames: Mapping[str, 
 
 def _rename_in_expr(expr: ast.Expr, renames: Mapping[str, str], base: int = 0) -> list[_Edit]:
     """Edits renaming state names in a guard (`STATE.output`, `visits(STATE)`); offsets minus `base`."""
-    edits = []
-    stack: list[object] = [expr]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.NameExpr) and node.name in renames:
-            edits.append(_Edit(node.span.start - base, node.span.end - base, renames[node.name]))
-        elif isinstance(node, ast.Attribute):
-            stack.append(node.value)
-        elif isinstance(node, ast.Index):
-            stack.extend((node.value, node.index))
-        elif isinstance(node, ast.Call):
-            stack.extend(node.args)
-        elif isinstance(node, ast.UnaryOp):
-            stack.append(node.operand)
-        elif isinstance(node, ast.BinaryOp):
-            stack.extend((node.left, node.right))
-        elif isinstance(node, ast.ListExpr):
-            stack.extend(node.items)
-    return edits
+    return [
+        _Edit(node.span.start - base, node.span.end - base, renames[node.name])
+        for node in ast.iter_expr(expr)
+        if isinstance(node, ast.NameExpr) and node.name in renames
+    ]
 
 
 def _rename_in_template(text: str, string: ast.String, renames: Mapping[str, str]) -> list[_Edit]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from ...grammar import ast
 from .. import ir
 from ..evaluate import FUNCTIONS, GuardCompileError, GuardNames, reference_of, state_argument
+from ..formatter import expr_to_source
 from ..types_py import ModelPlans, is_plain_attribute, py_string
 
 # Binding strength, weakest first; the same ladder in Python and in the spec language.
@@ -34,30 +35,9 @@ ORDERING = {"<": "ascending", "<=": "ascending", ">": "descending", ">=": "desce
 # ---- the spec's own syntax -----------------------------------------------------------------------
 
 
-def spec_string(value: str) -> str:
-    """A string literal in the spec language: the escapes its parser reads back (\\\\ \\" \\n \\t \\r \\uXXXX)."""
-    out = []
-    for ch in value:
-        if ch == "\\":
-            out.append("\\\\")
-        elif ch == '"':
-            out.append('\\"')
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ch == "\r":
-            out.append("\\r")
-        elif not ch.isprintable() and ord(ch) <= 0xFFFF:
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'
-
-
 def spec_source(expr: ast.Expr) -> str:
     """A guard written back in the spec's syntax, with only the parentheses its meaning needs."""
-    return _SpecWriter().write(expr)[0]
+    return expr_to_source(expr)
 
 
 # ---- Python --------------------------------------------------------------------------------------
@@ -149,32 +129,6 @@ class _Writer:
             isinstance(inner, ast.Literal) and isinstance(inner.value, (int, float)) and inner.value < 0
         )
         return f"-{self.operand(inner, NEGATE, strictly=nested)}", NEGATE
-
-
-class _SpecWriter(_Writer):
-    def leaf(self, expr: ast.Expr) -> tuple[str, int]:
-        if isinstance(expr, ast.NameExpr):
-            return expr.name, ATOM
-        if isinstance(expr, ast.Literal):
-            return _spec_literal(expr.value)
-        if isinstance(expr, ast.Attribute):
-            return f"{self.operand(expr.value, POSTFIX)}.{expr.attr.value}", POSTFIX
-        if isinstance(expr, ast.Call):
-            return f"{expr.func.value}(" + ", ".join(self.write(a)[0] for a in expr.args) + ")", POSTFIX
-        raise GuardCompileError(f"not an expression: {type(expr).__name__}")
-
-
-def _spec_literal(value: object) -> tuple[str, int]:
-    if value is True:
-        return "true", ATOM
-    if value is False:
-        return "false", ATOM
-    if value is None:
-        return "none", ATOM
-    if isinstance(value, str):
-        return spec_string(value), ATOM
-    text = repr(value)
-    return text, NEGATE if text.startswith("-") else ATOM
 
 
 class _PythonWriter(_Writer):

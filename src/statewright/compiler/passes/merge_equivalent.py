@@ -258,25 +258,7 @@ def state_mentions(state: ir.State, names: set[str]) -> set[str]:
 
 
 def _expr_names(expr: ast.Expr) -> set[str]:
-    out: set[str] = set()
-    stack: list[object] = [expr]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.NameExpr):
-            out.add(node.name)
-        elif isinstance(node, ast.Attribute):
-            stack.append(node.value)
-        elif isinstance(node, ast.Index):
-            stack.extend((node.value, node.index))
-        elif isinstance(node, ast.Call):
-            stack.extend(node.args)
-        elif isinstance(node, ast.UnaryOp):
-            stack.append(node.operand)
-        elif isinstance(node, ast.BinaryOp):
-            stack.extend((node.left, node.right))
-        elif isinstance(node, ast.ListExpr):
-            stack.extend(node.items)
-    return out
+    return {node.name for node in ast.iter_expr(expr) if isinstance(node, ast.NameExpr)}
 
 
 def _rewrite(machine: ir.Machine, groups: dict[str, list[str]], merged: dict[str, str]) -> ir.Machine:
