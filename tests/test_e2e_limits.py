@@ -58,15 +58,16 @@ def write_case(tmp_path: Path, limits: str, loop_bound: int, delay: float = 0.0)
     return spec, script
 
 
-@pytest.mark.parametrize("limits, loop_bound, delay, kind, limit, steps", [
-    ("steps 7", 50, 0.0, "limit", "steps", 7),
-    ("steps 100", 3, 0.0, "bound", None, 8),
-    ("tokens 400", 50, 0.0, "limit", "tokens", None),
-    ("seconds 1", 50, 0.2, "limit", "seconds", None),
+# the token limit stops the run before a call whose prompt would take it past 400 tokens, not once spent
+@pytest.mark.parametrize("limits, loop_bound, delay, kind, limit, steps, says", [
+    ("steps 7", 50, 0.0, "limit", "steps", 7, "exhausted before the next step"),
+    ("steps 100", 3, 0.0, "bound", None, 8, None),
+    ("tokens 400", 50, 0.0, "limit", "tokens", None, "would be exceeded by the next model call"),
+    ("seconds 1", 50, 0.2, "limit", "seconds", None, "exhausted before the next model call"),
 ], ids=["step-limit", "edge-bound", "token-limit", "time-limit"])
 def test_an_endless_loop_ends_with_the_typed_failure(limits: str, loop_bound: int, delay: float, kind: str,
-                                                      limit: str | None, steps: int | None, tmp_path: Path,
-                                                      capsys: pytest.CaptureFixture[str]) -> None:
+                                                      limit: str | None, steps: int | None, says: str | None,
+                                                      tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spec, script = write_case(tmp_path, limits, loop_bound, delay)
     trace = tmp_path / "trace.jsonl"
     code = cli.main(["run", str(spec), "--script", str(script), "--trace", str(trace)])
@@ -78,7 +79,7 @@ def test_an_endless_loop_ends_with_the_typed_failure(limits: str, loop_bound: in
     assert (failure["kind"], failure["limit"]) == (kind, limit)
     assert f"run failed ({'limit ' + limit if limit else kind})" in captured.err
     if limit:
-        assert f"limit {limit} exhausted" in failure["message"]
+        assert f"limit {limit} {says}" in failure["message"]
     else:
         assert "no transition can fire" in failure["message"] and failure["state"] == "check"
     if steps is not None:

@@ -17,6 +17,14 @@ def looping(limits: LimitsSpec):
     return machine(state("a", go("b")), state("b", go("a")), final("never"), limits=limits)
 
 
+class UnestimatedClient(FakeClient):
+    """Estimates every call at nothing: only the usage already spent can stop a run (the estimates before
+    each call are tested in test_budget.py)."""
+
+    def estimate(self, request):
+        return 0, 0.0
+
+
 def run(spec, client):
     events: list[dict] = []
     result = Engine(spec, client=client, trace=Trace(sink=events)).run({})
@@ -40,7 +48,7 @@ def test_the_step_limit_ends_the_run_before_the_step_that_would_exceed_it():
     (LimitsSpec(cost_usd=0.25), "cost_usd", 3),  # 0.1 per call: 0.3 >= 0.25 after three
 ])
 def test_usage_limits_stop_the_run_before_a_call_once_reached(limits, name, calls):
-    client = FakeClient(default=lambda request: "x", prompt_tokens=10, completion_tokens=5, cost_usd=0.1)
+    client = UnestimatedClient(default=lambda request: "x", prompt_tokens=10, completion_tokens=5, cost_usd=0.1)
     result, _ = run(looping(limits), client)
     assert (result.failure.kind, result.failure.limit) == ("limit", name)
     assert len(client.requests) == calls
@@ -52,7 +60,7 @@ class Out(BaseModel):
 
 def test_usage_limits_apply_between_the_calls_of_one_step():
     spec = machine(state("s", go("done"), output=Out, retries=5), final("done"), limits=LimitsSpec(tokens=20))
-    client = FakeClient({("agent", "s"): ["bad", "bad", "bad"]})
+    client = UnestimatedClient({("agent", "s"): ["bad", "bad", "bad"]})
     result, _ = run(spec, client)
     assert result.failure.limit == "tokens"
     assert len(client.requests) == 2  # 15 + 15 >= 20: no third attempt

@@ -17,7 +17,9 @@ from statewright.runtime.scripted import (
     ScriptedReply,
     ScriptError,
     ScriptExhausted,
+    current_script,
     register_scripted_provider,
+    scripted_provider,
 )
 from statewright.runtime.spec import (
     AgentSpec,
@@ -396,3 +398,48 @@ def test_run_tests_filters_by_name_and_writes_one_trace_per_test(tmp_path):
     assert sorted(p.name for p in (tmp_path / "traces").iterdir()) == [
         "good-draft-publishes.jsonl", "good-draft-twice.jsonl"]
     assert [o.name for o in run_tests(machine, name_filter="sent back")] == ["sent back once"]
+
+
+# --- who answers for the provider: scripted_provider / current_script ------------------------------------
+
+def test_scripted_provider_answers_from_its_script_inside_the_block_and_restores_the_one_before():
+    outer = install({"agent": {"draft": ["from the outer script"]}})
+    inner = Script.from_json({"agent": {"draft": ["from the inner script"]}})
+
+    with scripted_provider(inner) as active:
+        assert active is inner and current_script() is inner
+        assert ask("agent", "draft", 0) == "from the inner script"
+
+    assert current_script() is outer
+    assert ask("agent", "draft", 0) == "from the outer script"
+
+
+def test_scripted_provider_restores_the_script_before_when_the_block_raises():
+    outer = install({"agent": {"draft": ["outer"]}})
+
+    with pytest.raises(RuntimeError, match="inside the block"), scripted_provider(Script()):
+        raise RuntimeError("inside the block")
+
+    assert current_script() is outer
+
+
+def test_after_a_block_with_no_script_before_the_provider_has_none():
+    handler = scripted_module._SCRIPTED_PROVIDER["handler"]
+    install({})
+    handler.script = None  # as before any script was registered
+
+    with scripted_provider(Script.from_json({"agent": {"draft": ["inside"]}})):
+        assert ask("agent", "draft", 0) == "inside"
+
+    assert current_script() is None
+
+
+def test_running_a_test_block_leaves_the_script_registered_before_it_answering():
+    outer = install({"designer": {"machine": ["the designer's machine"]}})
+    test = block("good draft publishes", expect_final="publish")
+
+    assert run_test(review_machine(test), test).passed
+
+    assert current_script() is outer
+    assert ask("designer", "machine", 0) == "the designer's machine"
+

@@ -95,6 +95,8 @@ class FakeOpenAIServer:
     @property
     def url(self) -> str:
         host, port = self._httpd.server_address[:2]
+        if isinstance(host, bytes):  # typeshed allows bytes for a socket address; an IPv4 server gives str
+            host = host.decode("ascii")
         return f"http://{host}:{port}"
 
     def enqueue(self, *behaviours: Behaviour, model: str | None = None) -> None:

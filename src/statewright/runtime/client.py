@@ -6,6 +6,7 @@ before). Tests and benchmarks can inject a client here to measure or script the 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -61,3 +62,53 @@ class ModelError(Exception):
 
 class ModelClient(Protocol):
     def complete(self, request: ModelRequest) -> ModelResponse: ...
+
+
+# ---- estimating a call before it is made (for `tokens` and `cost_usd` limits) ----------------------
+
+# The reply tokens an estimate counts when a request sets no `max_tokens`: none. Before a call only its
+# prompt is known; a reply could be any length, and guessing one would refuse calls that fit. Set
+# `max_tokens` (`--max-tokens N`) to make the limits hold for the replies too.
+DEFAULT_REPLY_ALLOWANCE = 0
+
+
+class CallEstimator(Protocol):
+    """Optional on a ModelClient: what a call would use at most, asked before it is made.
+
+    `estimate(request)` returns (tokens, cost_usd): the prompt's tokens plus the reply allowance
+    (`reply_allowance(request)`), and their price (0.0 when the client knows none). The engine asks only
+    when the machine has a `tokens` or `cost_usd` limit; a client without `estimate` gets
+    `rough_call_estimate`."""
+
+    def estimate(self, request: ModelRequest) -> tuple[int, float]: ...
+
+
+def reply_allowance(request: ModelRequest) -> int:
+    """The reply tokens an estimate counts: the request's `max_tokens`, else DEFAULT_REPLY_ALLOWANCE."""
+    return request.max_tokens if request.max_tokens is not None else DEFAULT_REPLY_ALLOWANCE
+
+
+def rough_tokens(request: ModelRequest) -> int:
+    """A tokenizer-free count of what a request sends: one token per four characters of the messages'
+    text, the tool calls in them, the tool schemas and the response schema."""
+    chars = 0
+    for message in request.messages:
+        content = message.get("content")
+        if isinstance(content, str):
+            chars += len(content)
+        elif isinstance(content, list):  # content parts: only text parts carry characters
+            chars += sum(len(str(part.get("text") or "")) for part in content if isinstance(part, dict))
+        for call in message.get("tool_calls") or ():
+            function = call.get("function", {}) if isinstance(call, dict) else {}
+            chars += len(str(function.get("name") or "")) + len(str(function.get("arguments") or ""))
+    if request.tools:
+        chars += len(json.dumps(request.tools, default=str))
+    if request.response_schema is not None:
+        chars += len(json.dumps(request.response_schema, default=str))
+    return (chars + 3) // 4
+
+
+def rough_call_estimate(request: ModelRequest) -> tuple[int, float]:
+    """(tokens, cost_usd) for a client that cannot estimate: `rough_tokens` plus the reply
+    allowance; no price is known, so the cost is 0.0."""
+    return rough_tokens(request) + reply_allowance(request), 0.0

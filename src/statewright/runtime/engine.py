@@ -2,7 +2,8 @@
 
 One step: enter a state, do its work (an agent's model call, or an action's tool call), deliver its
 output to listeners, evaluate its transitions in source order, commit a checkpoint. Limits are checked
-before every step and every model call; every decision goes into the trace with its cause.
+before every step and every model call, and a call whose estimate would exceed the `tokens` or `cost_usd`
+budget is not made; every decision goes into the trace with its cause.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .checkpoint import CheckpointError, CheckpointStore
-from .client import ModelClient, ModelError, ModelRequest, ModelResponse
+from .client import ModelClient, ModelError, ModelRequest, ModelResponse, reply_allowance, rough_call_estimate
 from .memory import AgentMemory
 from .result import Failure, RunFailed, RunResult, Usage
 from .spec import AgentSpec, InputSpec, MachineSpec, Scope, StateSpec
@@ -288,6 +289,8 @@ class Engine:
         self._usage_limited = any(
             v is not None for v in (machine.limits.tokens, machine.limits.cost_usd, machine.limits.seconds)
         )
+        # only a machine with a budget pays for estimating each call before it is made
+        self._budget_limited = machine.limits.tokens is not None or machine.limits.cost_usd is not None
         self._state_names = tuple(machine.states)
         conditions = sorted({t.text for s in machine.states.values() for t in s.transitions
                              if t.kind == "condition" and t.text.strip()}, key=len, reverse=True)
@@ -620,6 +623,8 @@ class Engine:
             response_schema=schema, schema_name=schema_name, tools=tools, fallbacks=fallbacks, timeout=timeout,
             max_tokens=self.max_tokens, metadata={"statewright": {"run_id": run.run_id, "state": state, "role": role, "seq": seq}},
         )
+        if self._budget_limited:
+            self._check_budget(run, request)
         try:
             response = self.client.complete(request)
         except ModelError as exc:
@@ -834,6 +839,33 @@ class Engine:
         if limits.seconds is not None and run.elapsed() >= limits.seconds:
             self._limit_reached(state, "seconds", f"the run took {run.elapsed():.1f} s; its limit is "
                                                   f"{limits.seconds:g} s")
+
+    def _check_budget(self, run: _Run, request: ModelRequest) -> None:
+        """Refuse a call whose estimate would take the run past its `tokens` or `cost_usd` limit.
+
+        The estimate is the client's (`estimate(request) -> (tokens, cost_usd)`) when it has one, else a
+        token per four characters of the prompt at no known price; both count the prompt plus the reply
+        allowance (`max_tokens`, when the run sets one)."""
+        estimator = getattr(self.client, "estimate", None)
+        try:
+            tokens, cost = estimator(request) if estimator is not None else rough_call_estimate(request)
+            tokens, cost = int(tokens), float(cost)
+        except Exception:  # noqa: BLE001 - a client whose estimate fails still gets its budget checked
+            tokens, cost = rough_call_estimate(request)
+        limits, usage, state = self._limits, run.usage, request.state
+        if limits.tokens is not None and usage.tokens + tokens > limits.tokens:
+            allowance = reply_allowance(request)
+            self._budget_exceeded(state, "tokens", f"the run used {usage.tokens} tokens and the call is "
+                                                   f"estimated at {tokens} ({tokens - allowance} prompt + "
+                                                   f"{allowance} reply allowance); its limit is {limits.tokens}")
+        if limits.cost_usd is not None and usage.cost_usd + cost > limits.cost_usd:
+            self._budget_exceeded(state, "cost_usd", f"the run cost ${usage.cost_usd:.4f} and the call is "
+                                                     f"estimated at ${cost:.4f} ({tokens} tokens of "
+                                                     f"{request.model}); its limit is ${limits.cost_usd:.4f}")
+
+    def _budget_exceeded(self, state: str, limit: str, message: str) -> None:
+        raise RunFailed(Failure("limit", f"limit {limit} would be exceeded by the next model call in state "
+                                         f"'{state}': {message}", state=state, limit=limit))
 
     def _limit_reached(self, state: str, limit: str, message: str) -> None:
         where = "before the next model call" if limit != "steps" else "before the next step"

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .client import ModelError, ModelRequest, ModelResponse, ToolCallRequest
+from .client import ModelError, ModelRequest, ModelResponse, ToolCallRequest, reply_allowance, rough_tokens
 from .scripted import ScriptExhausted
 
 
@@ -105,6 +105,44 @@ class LiteLLMClient:
                     continue
                 return calls.response(model, raw)
         raise calls.final_error()
+
+    def estimate(self, request: ModelRequest) -> tuple[int, float]:
+        """(tokens, cost_usd) the call may use, before it is made — what `tokens` and `cost_usd` limits
+        compare against. Tokens: the prompt counted with the model's tokenizer (`litellm.token_counter`;
+        messages, tools and the response schema) plus the reply allowance (`max_tokens`, else
+        DEFAULT_REPLY_ALLOWANCE). Cost: those tokens at the price of the dearest of the request's model
+        and its fallbacks (`litellm.cost_per_token`; 0.0 for a model with no known price).
+
+        Imports litellm: the engine asks only just before it makes the call."""
+        litellm = _llm_litellm_module()
+        prompt = _llm_prompt_tokens(litellm, request)
+        allowance = reply_allowance(request)
+        models = [request.model, *(m for m in request.fallbacks if m != request.model)]
+        cost = max(_llm_price(litellm, model, prompt, allowance) for model in models)
+        return prompt + allowance, cost
+
+
+def _llm_prompt_tokens(litellm: Any, request: ModelRequest) -> int:
+    try:
+        count = int(litellm.token_counter(model=request.model, messages=request.messages,
+                                          tools=request.tools or None))
+        if request.response_schema is not None:
+            count += int(litellm.token_counter(model=request.model, text=json.dumps(request.response_schema)))
+    except Exception:  # noqa: BLE001 - a message shape the tokenizer does not take: count characters instead
+        return rough_tokens(request)
+    return count
+
+
+def _llm_price(litellm: Any, model: str, prompt_tokens: int, completion_tokens: int) -> float:
+    if model.startswith("scripted/"):
+        return 0.0  # as in _cost: nothing to price
+    try:
+        prompt_cost, completion_cost = litellm.cost_per_token(model=model, prompt_tokens=prompt_tokens,
+                                                               completion_tokens=completion_tokens)
+    except Exception:  # noqa: BLE001 - no price known for this model: its cost is unknown, counted as 0
+        return 0.0
+    cost = float(prompt_cost or 0.0) + float(completion_cost or 0.0)
+    return cost if cost > 0 else 0.0
 
 
 def _llm_litellm_module() -> Any:

@@ -7,7 +7,8 @@ import json
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -180,6 +181,28 @@ def register_scripted_provider(script: Script) -> None:
     setup = getattr(litellm.utils, "custom_llm_setup", None)  # litellm also runs it before each call
     if setup is not None:
         setup()
+
+
+def current_script() -> Script | None:
+    """The script the `scripted` provider answers from now; None when none is registered."""
+    return getattr(_SCRIPTED_PROVIDER["handler"], "script", None)
+
+
+@contextmanager
+def scripted_provider(script: Script) -> Iterator[Script]:
+    """`script` answers for the `scripted` provider inside the block; afterwards the script registered
+    before answers again (or none, when there was none). Test blocks run this way, so running them never
+    takes the provider from whoever registered it first — e.g. a scripted designer model."""
+    previous = current_script()
+    register_scripted_provider(script)
+    try:
+        yield script
+    finally:
+        handler = _SCRIPTED_PROVIDER["handler"]
+        if previous is not None:
+            register_scripted_provider(previous)
+        elif handler is not None:
+            handler.script = None
 
 
 def _scripted_handler_class(litellm: Any) -> type:

@@ -13,7 +13,7 @@ from typing import Any
 
 from .litellm_client import LiteLLMClient, RetryPolicy
 from .result import Failure, RunResult
-from .scripted import Script, ScriptExhausted, register_scripted_provider
+from .scripted import Script, ScriptExhausted, scripted_provider
 from .spec import MachineSpec, TestSpec
 
 # Every model a test runs — agents, fallbacks, verifier — answers from the script.
@@ -37,10 +37,10 @@ def run_test(machine: MachineSpec, test: TestSpec, *, trace_path: str | None = N
              trace_content: bool = False) -> TestOutcome:
     """Runs one test block: its replies and verdicts play the models, then its expectations are checked.
 
-    A run that asks for more replies than the test scripted fails the test; it never raises.
+    A run that asks for more replies than the test scripted fails the test; it never raises. The test's
+    script answers for the `scripted` provider only while the test runs (see `scripted_provider`).
     """
     script = Script.from_test(machine, test)
-    register_scripted_provider(script)
     trace = _testing_runtime_name("trace", "Trace")(trace_path, content=trace_content) if trace_path else None
     engine_class = _testing_runtime_name("engine", "Engine")
     # A script never has transient faults: retrying one would only repeat the same answer.
@@ -51,7 +51,8 @@ def run_test(machine: MachineSpec, test: TestSpec, *, trace_path: str | None = N
     try:
         engine = engine_class(machine, client=client, trace=trace, script=script,
                               model_map=_testing_model_map(machine), workspace=workspace.name)
-        result = engine.run(dict(test.inputs))
+        with scripted_provider(script):
+            result = engine.run(dict(test.inputs))
     except ScriptExhausted as exhausted:
         return TestOutcome(test.name, False, expected, [], [f"the run failed (script): {exhausted}"],
                            None, test.origin)

@@ -123,75 +123,200 @@ class _TraceTotals:
 
 def render_trace(path: str) -> str:
     """A readable timeline of a trace: states, calls, guards, transitions with their causes, then totals
-    per state and per agent. Raises OSError when the file cannot be read."""
-    events = read_trace(path)
-    lines: list[str] = []
-    per_state: dict[str, _TraceTotals] = {}
-    per_agent: dict[str, _TraceTotals] = {}
-    for event in events:
-        kind = event["event"]
-        if kind == "run_start":
-            resumed = " (resumed)" if event.get("resumed") else ""
-            lines.append(f"run {event.get('run_id')} of machine {event.get('machine')}{resumed}"
-                         f"  {event.get('time', '')}")
-            inputs = event.get("inputs")
-            if inputs:
-                shown = ", ".join(f"{k}={_trace_brief(v)}" for k, v in inputs.items())
-                lines.append(f"  inputs: {shown}")
-        elif kind == "state_enter":
-            state = str(event.get("state"))
-            per_state.setdefault(state, _TraceTotals()).visits += 1
-            lines.append(f"  {state} (visit {event.get('visit')})")
-        elif kind == "llm_call":
-            state = str(event.get("state"))
-            who = "verifier" if event.get("role") == "verifier" else str(event.get("agent") or "agent")
-            per_state.setdefault(state, _TraceTotals()).add_call(event)
-            per_agent.setdefault(who, _TraceTotals()).add_call(event)
-            retried = f"  {event.get('attempts')} attempts" if (event.get("attempts") or 1) > 1 else ""
-            caller = "verifier" if who == "verifier" else f"agent    {who}"
-            lines.append(
-                f"      {caller} via {event.get('model')}: "
-                f"{event.get('prompt_tokens', 0)}+{event.get('completion_tokens', 0)} tokens, "
+    per state and per agent. A designer's trace (`design`, `optimize --llm`) shows its attempts and the
+    feedback each got, with totals per designer stage. An event this version does not know is shown as a
+    generic line. Raises OSError when the file cannot be read."""
+    timeline = _TraceTimeline()
+    for event in read_trace(path):
+        timeline.add(event)
+    return timeline.text()
+
+
+# fields every event has: not repeated in a generic line
+_TRACE_LINE_IDENTITY = ("event", "seq", "time")
+
+
+class _TraceTimeline:
+    """The lines of a rendered trace and the totals gathered while reading it, one event at a time."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.per_state: dict[str, _TraceTotals] = {}
+        self.per_agent: dict[str, _TraceTotals] = {}
+        self.per_stage: dict[str, _TraceTotals] = {}  # designer calls, by stage (agents, machine, repair, merge)
+
+    def add(self, event: dict[str, Any]) -> None:
+        render = getattr(self, f"_on_{event['event']}", None) if isinstance(event["event"], str) else None
+        if render is None:
+            self._generic(event)
+            return
+        mark = len(self.lines)
+        try:
+            render(event)
+        except (AttributeError, KeyError, TypeError, ValueError):  # a field of an unexpected shape
+            del self.lines[mark:]
+            self._generic(event)
+
+    def text(self) -> str:
+        lines = list(self.lines)
+        for title, rows, with_visits in (("state", self.per_state, True), ("agent", self.per_agent, False),
+                                         ("designer stage", self.per_stage, False)):
+            if rows:
+                lines += ["", _trace_table(title, rows, with_visits=with_visits)]
+        return "\n".join(lines) + "\n"
+
+    def _generic(self, event: dict[str, Any]) -> None:
+        fields = ", ".join(f"{k}={_trace_brief(v)}" for k, v in event.items() if k not in _TRACE_LINE_IDENTITY)
+        self.lines.append(f"      {event['event']}{': ' + fields if fields else ''}")
+
+    # -- a run ---------------------------------------------------------------------------------------
+
+    def _on_run_start(self, event: dict[str, Any]) -> None:
+        resumed = " (resumed)" if event.get("resumed") else ""
+        self.lines.append(f"run {event.get('run_id')} of machine {event.get('machine')}{resumed}"
+                          f"  {event.get('time', '')}")
+        inputs = event.get("inputs")
+        if inputs:
+            shown = ", ".join(f"{k}={_trace_brief(v)}" for k, v in inputs.items())
+            self.lines.append(f"  inputs: {shown}")
+
+    def _on_state_enter(self, event: dict[str, Any]) -> None:
+        state = str(event.get("state"))
+        self.per_state.setdefault(state, _TraceTotals()).visits += 1
+        self.lines.append(f"  {state} (visit {event.get('visit')})")
+
+    def _on_state_exit(self, event: dict[str, Any]) -> None:
+        pass  # the next transition says where the run went
+
+    def _on_llm_call(self, event: dict[str, Any]) -> None:
+        role = event.get("role")
+        state = str(event.get("state"))
+        if role == "designer":
+            caller, who, per_place = f"designer {state}", "designer", self.per_stage
+        elif role == "verifier":
+            caller, who, per_place = "verifier", "verifier", self.per_state
+        else:
+            who = str(event.get("agent") or "agent")
+            caller, per_place = f"agent    {who}", self.per_state
+        if event.get("error"):  # a designer call that failed is an llm_call with its error
+            self.lines.append(f"      {caller} via {event.get('model')}: failed: {event['error']}")
+            return
+        retried = f"  {event.get('attempts')} attempts" if int(event.get("attempts") or 1) > 1 else ""
+        line = (f"      {caller} via {event.get('model')}: "
+                f"{int(event.get('prompt_tokens') or 0)}+{int(event.get('completion_tokens') or 0)} tokens, "
                 f"{_trace_money(float(event.get('cost_usd') or 0.0))}, "
-                f"{float(event.get('latency_ms') or 0.0):.0f} ms{retried}"
-            )
-        elif kind == "llm_error":
-            lines.append(f"      {event.get('role', 'agent')} call failed after {event.get('attempts')} "
-                         f"attempt(s): {event.get('error', '')}")
-        elif kind == "tool_call":
-            status = "ok" if event.get("ok") else f"failed: {event.get('error', '')}"
-            scripted = " (scripted)" if event.get("scripted") else ""
-            lines.append(f"      tool     {event.get('tool')}{scripted}: {status}, "
-                         f"{float(event.get('latency_ms') or 0.0):.0f} ms")
-        elif kind == "guard":
-            lines.append(f"      guard    #{event.get('index')} `{event.get('text')}` -> "
-                         f"{'true' if event.get('value') else 'false'}")
-        elif kind == "verdict":
-            lines.append(f"      verdict  {_trace_brief(event.get('choice'))}: {event.get('reason', '')}")
-        elif kind == "bound_skip":
-            lines.append(f"      skipped  #{event.get('index')} -> {event.get('to')}: {event.get('bound')} "
-                         "exhausted")
-        elif kind == "repair":
-            lines.append(f"      repaired {event.get('role')} reply: {', '.join(event.get('repairs', []))}")
-        elif kind == "transition":
-            reason = event.get("reason") or ""
-            target = event.get("to") or "(none)"
-            lines.append(f"  -> {target}  ({event.get('cause')}{': ' + reason if reason else ''})")
-        elif kind == "run_end":
-            usage = event.get("usage") or {}
-            tokens = int(usage.get("prompt_tokens") or 0) + int(usage.get("completion_tokens") or 0)
-            outcome = (f"final state {event.get('final_state')}" if event.get("status") == "final"
-                       else _trace_failure_text(event.get("failure")))
-            lines.append(f"end: {outcome}; {event.get('steps', 0)} steps, {tokens} tokens, "
-                         f"{_trace_money(float(usage.get('cost_usd') or 0.0))}, "
-                         f"{usage.get('llm_calls', 0)} model calls")
-    if per_state:
-        lines.append("")
-        lines.append(_trace_table("state", per_state, with_visits=True))
-    if per_agent:
-        lines.append("")
-        lines.append(_trace_table("agent", per_agent, with_visits=False))
-    return "\n".join(lines) + "\n"
+                f"{float(event.get('latency_ms') or 0.0):.0f} ms{retried}")
+        per_place.setdefault(state, _TraceTotals()).add_call(event)
+        self.per_agent.setdefault(who, _TraceTotals()).add_call(event)
+        self.lines.append(line)
+
+    def _on_llm_error(self, event: dict[str, Any]) -> None:
+        self.lines.append(f"      {event.get('role', 'agent')} call failed after {event.get('attempts')} "
+                          f"attempt(s): {event.get('error', '')}")
+
+    def _on_tool_call(self, event: dict[str, Any]) -> None:
+        status = "ok" if event.get("ok") else f"failed: {event.get('error', '')}"
+        scripted = " (scripted)" if event.get("scripted") else ""
+        self.lines.append(f"      tool     {event.get('tool')}{scripted}: {status}, "
+                          f"{float(event.get('latency_ms') or 0.0):.0f} ms")
+
+    def _on_guard(self, event: dict[str, Any]) -> None:
+        self.lines.append(f"      guard    #{event.get('index')} `{event.get('text')}` -> "
+                          f"{'true' if event.get('value') else 'false'}")
+
+    def _on_verdict(self, event: dict[str, Any]) -> None:
+        self.lines.append(f"      verdict  {_trace_brief(event.get('choice'))}: {event.get('reason', '')}")
+
+    def _on_bound_skip(self, event: dict[str, Any]) -> None:
+        self.lines.append(f"      skipped  #{event.get('index')} -> {event.get('to')}: {event.get('bound')} "
+                          "exhausted")
+
+    def _on_repair(self, event: dict[str, Any]) -> None:
+        self.lines.append(f"      repaired {event.get('role')} reply: {', '.join(event.get('repairs', []))}")
+
+    def _on_transition(self, event: dict[str, Any]) -> None:
+        reason = event.get("reason") or ""
+        target = event.get("to") or "(none)"
+        self.lines.append(f"  -> {target}  ({event.get('cause')}{': ' + reason if reason else ''})")
+
+    def _on_run_end(self, event: dict[str, Any]) -> None:
+        usage = event.get("usage") or {}
+        tokens = int(usage.get("prompt_tokens") or 0) + int(usage.get("completion_tokens") or 0)
+        outcome = (f"final state {event.get('final_state')}" if event.get("status") == "final"
+                   else _trace_failure_text(event.get("failure")))
+        self.lines.append(f"end: {outcome}; {event.get('steps', 0)} steps, {tokens} tokens, "
+                          f"{_trace_money(float(usage.get('cost_usd') or 0.0))}, "
+                          f"{usage.get('llm_calls', 0)} model calls")
+
+    # -- a designer session ------------------------------------------------------------------------------
+
+    def _on_designer_start(self, event: dict[str, Any]) -> None:
+        self.lines.append(f"design of {event.get('output')} with model {event.get('model')} "
+                          f"(up to {event.get('max_repairs')} repairs)  {event.get('time', '')}")
+        self.lines.append(f"  task: {_trace_brief(event.get('task'), 100)}")
+
+    def _on_designer_attempt(self, event: dict[str, Any]) -> None:
+        if event.get("ok"):
+            self.lines.append(f"  attempt {event.get('attempt')}: ok, the machine checks and its tests pass")
+            return
+        problems = []
+        errors = int(event.get("error_count") or 0)
+        if errors:
+            codes = ", ".join(str(code) for code in _trace_list(event.get("codes")))
+            problems.append(f"{_trace_count(errors, 'error')}{f' ({codes})' if codes else ''}")
+        failing = event.get("test_failures")
+        failing_count = len(failing) if isinstance(failing, list) else int(failing or 0)
+        if failing_count:
+            problems.append(_trace_count(failing_count, "failing test"))
+        self.lines.append(f"  attempt {event.get('attempt')}: {', '.join(problems) or 'not accepted'}")
+
+    def _on_designer_feedback(self, event: dict[str, Any]) -> None:
+        diagnostics = [d for d in _trace_list(event.get("diagnostics")) if isinstance(d, dict)]
+        failing = [str(report) for report in _trace_list(event.get("test_failures"))]
+        severities: dict[str, int] = {}
+        for diagnostic in diagnostics:
+            severity = str(diagnostic.get("severity") or "diagnostic")
+            severities[severity] = severities.get(severity, 0) + 1
+        parts = [_trace_count(count, severity) for severity, count in
+                 sorted(severities.items(), key=lambda item: (item[0] != "error", item[0]))]
+        if failing:
+            parts.append(_trace_count(len(failing), "failing test"))
+        self.lines.append(f"      feedback on attempt {event.get('attempt')}: {', '.join(parts) or 'sent'}")
+        for diagnostic in diagnostics:
+            self.lines.append(f"        {_trace_diagnostic_text(diagnostic)}")
+        for report in failing:
+            first = report.strip().splitlines()[0] if report.strip() else "(no report)"
+            name = first[len("FAIL"):].strip() if first.startswith("FAIL") else first
+            self.lines.append(f"        test failed: {name}")
+
+    def _on_designer_end(self, event: dict[str, Any]) -> None:
+        attempts = _trace_count(int(event.get("attempts") or 0), "attempt")
+        if event.get("ok"):
+            self.lines.append(f"end: designed {event.get('output')} after {attempts}")
+        else:
+            error = f": {event['error']}" if event.get("error") else ""
+            self.lines.append(f"end: design failed after {attempts}{error}")
+
+
+def _trace_list(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise TypeError(f"expected a list, not {type(value).__name__}")
+    return value
+
+
+def _trace_count(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def _trace_diagnostic_text(diagnostic: dict[str, Any]) -> str:
+    """`error[SW2002] m.fsm:44:42 unknown state 'sned'`, from a diagnostic's JSON form."""
+    start = (diagnostic.get("range") or {}).get("start") or {}
+    where = ":".join(str(p) for p in (diagnostic.get("file"), start.get("line"), start.get("column"))
+                     if p is not None)
+    return (f"{diagnostic.get('severity', 'error')}[{diagnostic.get('code', '?')}]"
+            f"{' ' + where if where else ''} {diagnostic.get('message', '')}").rstrip()
 
 
 def _trace_failure_text(failure: Any) -> str:
@@ -203,9 +328,9 @@ def _trace_failure_text(failure: Any) -> str:
     return f"failed ({label}){where}: {failure.get('message', '')}"
 
 
-def _trace_brief(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+def _trace_brief(value: Any, width: int = 60) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= width else text[:width - 3] + "..."
 
 
 def _trace_table(title: str, rows: dict[str, _TraceTotals], with_visits: bool) -> str:
