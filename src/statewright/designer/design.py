@@ -13,8 +13,6 @@ import json
 import os
 import re
 import textwrap
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -306,25 +304,10 @@ def run_test_blocks(machine: Any, text: str, path: str) -> list[Any]:
     from ..compiler.to_runtime import to_runtime
     from ..runtime.testing import run_tests
 
-    with _scripted_provider_kept():
-        runtime = to_runtime(machine, source_sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(),
-                             source_path=path)
-        return list(run_tests(runtime))
-
-
-@contextmanager
-def _scripted_provider_kept() -> Iterator[None]:
-    """Test blocks install their own script behind litellm's `scripted` provider. When the designer model
-    is scripted too (`--model scripted/...`), its script must answer again once the tests are done."""
-    from ..runtime import scripted
-
-    handler = scripted._SCRIPTED_PROVIDER.get("handler")
-    previous = getattr(handler, "script", None)
-    try:
-        yield
-    finally:
-        if previous is not None:
-            scripted.register_scripted_provider(previous)
+    # run_tests puts back whatever script was registered before, so a scripted designer model (in tests,
+    # `--model scripted/...`) answers again once the test blocks are done
+    runtime = to_runtime(machine, source_sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(), source_path=path)
+    return list(run_tests(runtime))
 
 
 def _keep_failed_attempt(output: str, attempt: Attempt) -> tuple[str, str]:
