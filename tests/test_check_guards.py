@@ -144,3 +144,12 @@ def test_an_unknown_name_causes_no_follow_on_errors_in_the_expression_around_it(
 def test_a_misspelled_input_suggests_the_input() -> None:
     diags = check_text(MACHINE.format(guard="limt > 1", action_guard=ACTION_GUARD), "guards.fsm").diagnostics
     assert [d.help for d in diags] == ["did you mean 'limit'?"]
+
+
+@pytest.mark.parametrize("guard", ["output.comment == None", "output.ok == True", "output.comment != null"])
+def test_python_literals_are_pointed_to_the_language_literals_even_when_a_state_name_is_close(
+    guard: str,
+) -> None:
+    # `None` is one letter from the state `done`; the hint must not send the writer there
+    diags = check_text(MACHINE.format(guard=guard, action_guard=ACTION_GUARD), "guards.fsm").diagnostics
+    assert [(d.code, d.help) for d in diags] == [("SW2007", "the literals are written true, false and none")]

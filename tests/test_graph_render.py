@@ -80,12 +80,12 @@ def test_mermaid_draws_a_flowchart_with_start_marker_final_circles_and_styled_ed
             s_failed((("failed")))
             sw_start --> s_draft
             s_draft --> s_review
-            s_review -->|"output.score #62;= 85"| s_publish
+            s_review ==>|"output.score #62;= 85"| s_publish
             s_review -.->|"the draft makes claims without sources"| s_draft
             s_review -->|"max 2"| s_revise
             s_review -.->|"otherwise"| s_ask
             s_revise --> s_review
-            s_ask -->|"output == #34;yes#34;"| s_publish
+            s_ask ==>|"output == #34;yes#34;"| s_publish
             s_ask -.->|"stay<br>max 1"| s_ask
             s_ask -.->|"otherwise"| s_failed
             linkStyle 3 stroke-dasharray:6 4,stroke:#c2410c,color:#c2410c
@@ -111,13 +111,13 @@ def test_dot_draws_a_digraph_with_a_point_start_double_circle_finals_and_styled_
             "failed" [label="failed", shape=doublecircle];
             "(start)" -> "draft";
             "draft" -> "review";
-            "review" -> "publish" [label="output.score >= 85"];
+            "review" -> "publish" [label="output.score >= 85", style=bold];
             "review" -> "draft" [label="the draft makes claims without sources", style=dashed, \
 color="#c2410c", fontcolor="#c2410c"];
             "review" -> "revise" [label="max 2"];
             "review" -> "ask" [label="otherwise", style=dotted];
             "revise" -> "review" [color="#c2410c", fontcolor="#c2410c"];
-            "ask" -> "publish" [label="output == \\"yes\\""];
+            "ask" -> "publish" [label="output == \\"yes\\"", style=bold];
             "ask" -> "ask" [label="stay\\nmax 1", style=dotted];
             "ask" -> "failed" [label="otherwise", style=dotted];
         }
@@ -180,7 +180,7 @@ def test_a_traceback_goes_to_a_state_no_later_in_breadth_first_order_and_stay_is
     )
     dot = render_graph(m, "dot")
     assert '"late" -> "draft" [color="#c2410c", fontcolor="#c2410c"];' in dot
-    assert '"draft" -> "late" [label="visits(draft) > 1"];' in dot
+    assert '"draft" -> "late" [label="visits(draft) > 1", style=bold];' in dot
     assert '"draft" -> "draft" [label="try again", style=dashed, color="#c2410c"' in dot
     assert '"draft" -> "draft" [label="stay\\nmax 2", style=dotted];' in dot
 
@@ -259,7 +259,7 @@ def hostile_machine() -> ir.Machine:
 
 def test_hostile_labels_stay_inside_their_quotes_in_mermaid() -> None:
     text = render_graph(hostile_machine(), "mermaid")
-    edge = re.compile(r'    s_\w+ (-->|-\.->)(\|"[^"]*"\|)? s_\w+')
+    edge = re.compile(r'    s_\w+ (-->|==>|-\.->)(\|"[^"]*"\|)? s_\w+')
     node = re.compile(r'    (sw_start\(\( \)\)|s_\w+\("[^"]*"\)|s_\w+\(\(\("[^"]*"\)\)\))')
     other = re.compile(r"    (linkStyle \d+ [^;\n]+|style sw_start .+|sw_start --> s_\w+)")
     lines = text.splitlines()

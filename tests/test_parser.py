@@ -101,6 +101,36 @@ def test_common_mistakes_get_named_errors(text: str, code: str) -> None:
     assert only_error(text)[0] == code
 
 
+STATE_WITH = 'machine m {{\n    start state a {{\n        agent w\n        do "x"\n        {line}\n    }}\n' \
+             '    final state b\n}}\n'
+
+
+@pytest.mark.parametrize(
+    ("line", "code", "message", "help"),
+    [
+        ("when output => b", "SW1014", "'=>' is not an arrow", "write '->'"),
+        ("when output == 'x' -> b", "SW1001", "unexpected character \"'\"", 'strings use double quotes'),
+        ("-> b;", "SW1001", "unexpected character ';'", "statements need no ';'"),
+        ("when output is none -> b", "SW1002", "unexpected name 'is'", "compare with '==' or '!='"),
+        ("when output.ok and -> b", "SW1002", "unexpected '->'", "an expression is missing before '->'"),
+        ("when -> b", "SW1002", "unexpected '->'", "an expression is missing before '->'"),
+    ],
+)
+def test_more_common_mistakes_are_named_in_the_message_or_the_help(line: str, code: str, message: str,
+                                                                   help: str) -> None:
+    [diag] = parse_text(STATE_WITH.format(line=line), "t.fsm").diagnostics.items
+    assert (diag.code, diag.message) == (code, message)
+    assert diag.help.startswith(help)
+
+
+def test_a_block_left_open_before_the_next_declaration_says_its_brace_may_be_missing() -> None:
+    text = 'machine m {\n    start state a {\n        agent w\n        do "x"\n        -> b\n\n' \
+           '    final state b\n}\n'
+    [diag] = parse_text(text, "t.fsm").diagnostics.items
+    assert (diag.code, diag.message, diag.span.start_pos.line) == ("SW1002", "unexpected token 'final'", 7)
+    assert diag.help == "the block before this line may be missing its closing '}'"
+
+
 def test_positions_are_one_based_characters() -> None:
     code, _, line, column = only_error('machine m {\n    description "é" ;\n}\n')
     assert (code, line, column) == ("SW1001", 2, 21)  # "é" is one column

@@ -4,7 +4,7 @@ Both formats draw the same picture, built once as a view model of ready-made lab
 only escapes and arranges them. Output is deterministic: states and edges come out in source order.
 
 Edge styles (the legend in docs/graphs.md):
-    guard `when EXPR`          solid, labelled with the expression
+    guard `when EXPR`          thick, labelled with the expression
     condition `when "text"`    dashed, labelled with the (shortened) condition the verifier judges
     unconditional `-> s`       solid, no label
     `otherwise -> s`           dotted, "otherwise"
@@ -39,7 +39,7 @@ class _Node:
 class _Edge:
     source: str
     target: str
-    style: str  # "solid" | "dashed" | "dotted"
+    style: str  # "thick" | "solid" | "dashed" | "dotted"
     lines: tuple[str, ...]
     traceback: bool
 
@@ -70,7 +70,7 @@ def _view(machine: ir.Machine) -> _View:
 def _edge(source: str, t: ir.Transition, order: dict[str, int], finals: set[str]) -> _Edge:
     target = source if t.kind == "stay" else t.target
     if t.kind == "guard" and t.guard is not None:
-        style, label = "solid", expr_to_source(t.guard)
+        style, label = "thick", expr_to_source(t.guard)
     elif t.kind == "condition":
         style, label = "dashed", shorten(t.condition or "", CONDITION_LABEL_CHARS)
     elif t.kind == "otherwise":
@@ -168,7 +168,7 @@ def _render_mermaid(view: _View) -> str:
     out.append(f"    {_MERMAID_START} --> {_mermaid_id(view.start)}")
     link_styles = []
     for number, edge in enumerate(view.edges, start=1):  # link 0 is the start marker's
-        arrow = "-->" if edge.style == "solid" else "-.->"
+        arrow = {"solid": "-->", "thick": "==>"}.get(edge.style, "-.->")
         label = f"|{_mermaid_label(edge.lines)}|" if edge.lines else ""
         out.append(f"    {_mermaid_id(edge.source)} {arrow}{label} {_mermaid_id(edge.target)}")
         style = [_MERMAID_STROKES[edge.style]] if edge.style in _MERMAID_STROKES else []
@@ -184,6 +184,7 @@ def _render_mermaid(view: _View) -> str:
 # ---- Graphviz dot --------------------------------------------------------------------------------
 
 _DOT_START = "(start)"  # parentheses cannot occur in a state name, so this id is free
+_DOT_STYLES = {"thick": "bold"}
 
 
 def dot_text(text: str) -> str:
@@ -217,7 +218,7 @@ def _render_dot(view: _View) -> str:
         if edge.lines:
             attrs.append(f"label={_dot_quote(edge.lines)}")
         if edge.style != "solid":
-            attrs.append(f"style={edge.style}")
+            attrs.append(f"style={_DOT_STYLES.get(edge.style, edge.style)}")
         if edge.traceback:
             attrs.append(f'color="{TRACEBACK_COLOUR}", fontcolor="{TRACEBACK_COLOUR}"')
         suffix = f" [{', '.join(attrs)}]" if attrs else ""

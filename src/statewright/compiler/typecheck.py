@@ -341,10 +341,11 @@ class ExprChecker:
         hint = ""
         if self.state is not None and e.name in fields_of(_strip_optional(output_type(self.state, s)), s):
             hint = f"did you mean 'output.{e.name}'?"
+        if not hint and e.name in ("True", "False", "None", "null"):
+            # before did-you-mean: Python's `None` is one letter from a state named `done`
+            hint = "the literals are written true, false and none"
         hint = hint or did_you_mean(e.name, self._scope_names())
         s.used_inputs.add(closest(e.name, s.inputs) or "")
-        if not hint and e.name in ("True", "False", "None", "null"):
-            hint = "the literals are written true, false and none"
         where = "a guard" if self.state is not None else "a tool call's arguments"
         scope = "the machine's inputs, 'STATE.output', len() and visits()"
         if self.state is not None:

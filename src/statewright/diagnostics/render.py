@@ -12,6 +12,7 @@ def render_text(diag: Diagnostic) -> str:
     """error[SW2002]: message / --> file:line:col / the source line / carets / = help: …"""
     lines = [f"{diag.severity.value}[{diag.code}]: {diag.message}"]
     span = diag.span
+    gutter = " "  # the width of the line number, so that '|' and '=' stand in one column
     if span is None:
         lines.append(f"  --> {diag.path}")
     else:
@@ -30,9 +31,9 @@ def render_text(diag: Diagnostic) -> str:
         label = f" {diag.label}" if diag.label else ""
         lines.append(f"{gutter} | {carets}{label}".rstrip())
     for note in diag.notes:
-        lines.append(f"  = note: {note}")
+        lines.append(f"{gutter} = note: {note}")
     if diag.help:
-        lines.append(f"  = help: {diag.help}")
+        lines.append(f"{gutter} = help: {diag.help}")
     return "\n".join(lines)
 
 

@@ -507,6 +507,12 @@ def _syntax_failure(err: UnexpectedInput, source: SourceFile, parser: Lark) -> _
                             help="write 'not' (or '!=' for 'not equal')")
         if ch == "&":
             return _Failure("SW1012", "'&' is not an operator here", pos, pos + 1, help="write 'and'")
+        if ch == "'":
+            return _Failure("SW1001", "unexpected character \"'\"", pos, pos + 1,
+                            help='strings use double quotes: "text" (or """text""" over several lines)')
+        if ch == ";":
+            return _Failure("SW1001", "unexpected character ';'", pos, pos + 1,
+                            help="statements need no ';': each one starts with its keyword; remove it")
         shown = repr(ch) if ch.isprintable() and ch else f"U+{ord(ch):04X}" if ch else "end of file"
         expected = _expected_text(parser, set(err.allowed or ()))
         return _Failure("SW1001", f"unexpected character {shown}", pos, pos + 1, help=expected)
@@ -527,6 +533,12 @@ def _syntax_failure(err: UnexpectedInput, source: SourceFile, parser: Lark) -> _
     value = str(tok)
     accepts = set(err.accepts or err.expected or ())
     expected = _expected_text(parser, accepts)
+    if value == "=" and text[end : end + 1] == ">":
+        return _Failure("SW1014", "'=>' is not an arrow", start, end + 1, help="write '->'")
+    if value == ">" and start > 0 and text[start - 1 : start] == "-":
+        # `->` where an expression was due: the lexer read the arrow as a minus sign and '>'
+        return _Failure("SW1002", "unexpected '->'", start - 1, end,
+                        help="an expression is missing before '->'")
     if value == "=" and ("COMPARE" in accepts or "__ANON_0" in accepts or _accepts_arrow(parser, accepts)):
         return _Failure("SW1010", "'=' used as a comparison", start, end, help="compare with '=='")
     if value == "else":
@@ -535,6 +547,9 @@ def _syntax_failure(err: UnexpectedInput, source: SourceFile, parser: Lark) -> _
     if value in ("|", "&") and text[end : end + 1] == value:
         word = "or" if value == "|" else "and"
         return _Failure("SW1012", f"'{value * 2}' is not an operator here", start, end + 1, help=f"write '{word}'")
+    if value == "is" and "COMPARE" in accepts:
+        return _Failure("SW1002", "unexpected name 'is'", start, end,
+                        help="compare with '==' or '!=', e.g. 'output != none'")
     if tok.type == "NAME" and _accepts_value(parser, accepts, "state") and not _accepts_value(parser, accepts, "{"):
         return _Failure("SW1013", "missing 'state' keyword", start, end,
                         help=f"write 'state {value}' after 'start' or 'final'")
@@ -543,8 +558,17 @@ def _syntax_failure(err: UnexpectedInput, source: SourceFile, parser: Lark) -> _
                         help=f"write '-> {value}'")
     if value == ":" and _accepts_value(parser, accepts, "{"):
         return _Failure("SW1015", "':' cannot start a block", start, end, help="use braces: NAME { ... }")
+    if value in _DECLARATION_KEYWORDS and _accepts_value(parser, accepts, "}"):
+        return _Failure("SW1002", f"unexpected token '{value}'", start, end,
+                        help="the block before this line may be missing its closing '}'")
     shown = value if len(value) <= 40 else value[:37] + "..."
     return _Failure("SW1002", f"unexpected {_token_kind(tok)} '{shown}'", start, end, help=expected)
+
+
+# Keywords that begin a machine-level declaration: met where a block's items or its '}' are due, they
+# most often mean that block was not closed.
+_DECLARATION_KEYWORDS = frozenset({"start", "final", "state", "agent", "type", "tool", "test", "input",
+                                   "limits", "description", "verifier", "machine"})
 
 
 def _token_kind(tok: Token) -> str:
