@@ -201,3 +201,42 @@ def test_iter_type_ref_gives_the_type_references_outermost_first() -> None:
     assert [type(t).__name__ for t in ast.iter_type_ref(x.type)] == [
         "ListType", "OptionalType", "ListType", "NamedType"]
     assert [type(t).__name__ for t in ast.iter_type_ref(y.type)] == ["EnumType"]
+
+
+def test_every_broken_declaration_reports_its_own_syntax_error() -> None:
+    text = """machine m {
+    start state draft {
+        agent writer
+        do "Write." ;
+        -> review
+    }
+
+    state review {
+        agent writer
+        do "Review."
+        when output.ok = true -> done
+    }
+
+    state fine {
+        agent writer
+        do "Fine."
+        -> done
+    }
+
+    state polish {
+        else -> done
+    }
+
+    final state done
+}
+"""
+    result = parse_text(text, "t.fsm")
+    assert result.machine is None
+    found = [(d.code, d.span.start_pos.line, d.span.start_pos.column) for d in result.diagnostics.items]
+    assert found == [("SW1001", 4, 21), ("SW1010", 11, 24), ("SW1011", 21, 9)]
+
+
+def test_a_missing_brace_does_not_cascade_into_later_declarations() -> None:
+    text = 'machine m {\n    start state a {\n        agent w\n        do "x"\n        -> b\n\n    final state b\n}\n'
+    result = parse_text(text, "t.fsm")
+    assert len(result.diagnostics.items) == 1

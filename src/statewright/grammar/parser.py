@@ -713,30 +713,30 @@ def parse_source(source: SourceFile) -> ParseResult:
     parser, builder = _parser()
     builder.source = source
     _COMMENTS.tokens = []
+    failures: list[_Failure] = []
     try:
         on_error = _keyword_as_name(parser)
         with paused_gc():
             machine = builder.transform(parser.parse(source.text, on_error=on_error))
     except UnexpectedInput as err:
-        f = _syntax_failure(_original_error(err, on_error.converted), source, parser)
-        result.diagnostics.report(f.code, f.message, source.span(f.start, f.end), help=f.help)
-        return result
+        failures.append(_syntax_failure(_original_error(err, on_error.converted), source, parser))
     except VisitError as err:  # unwrap: users never see Lark internals
-        inner = err.orig_exc
-        if isinstance(inner, _Failure):
-            result.diagnostics.report(inner.code, inner.message, source.span(inner.start, inner.end),
-                                      help=inner.help)
-            return result
-        raise inner from None
+        if not isinstance(err.orig_exc, _Failure):
+            raise err.orig_exc from None
+        failures.append(err.orig_exc)
     except _Failure as f:
-        result.diagnostics.report(f.code, f.message, source.span(f.start, f.end), help=f.help)
-        return result
+        failures.append(f)
     except RecursionError:
         result.diagnostics.report("SW1020", f"the input is nested more than {MAX_NESTING} levels deep",
                                   source.span(0, 0))
         return result
     finally:
         comment_tokens, _COMMENTS.tokens = _COMMENTS.tokens, []
+    if failures:
+        failures += _later_failures(source, failures[0], parser)
+        for f in failures:
+            result.diagnostics.report(f.code, f.message, source.span(f.start, f.end), help=f.help)
+        return result
     deep = _too_deep(machine)
     if deep is not None:
         result.diagnostics.report("SW1020", f"the input is nested more than {MAX_NESTING} levels deep",
@@ -747,6 +747,75 @@ def parse_source(source: SourceFile) -> ParseResult:
         ast.Comment(str(t), source.span(t.start_pos or 0, t.end_pos or 0)) for t in comment_tokens
     ]
     return result
+
+
+# ---- more than one syntax error ------------------------------------------------------------------
+
+MAX_RECOVERY_CHARS = 400_000
+MAX_SYNTAX_ERRORS = 20
+
+_MACHINE_HEADER = re.compile(r"(?:\s|#[^\n]*)*machine\s+[A-Za-z_][A-Za-z0-9_]*\s*\{")
+_DECLARATION = re.compile(
+    r"[ \t]*(?:(?:start|final)\s+)*(?:state|agent|type|tool|test|input|model|verifier|temperature|limits"
+    r"|description)\b"
+)
+
+
+def _later_failures(source: SourceFile, first: _Failure, parser: Lark) -> list[_Failure]:
+    """One syntax error for each later top-level declaration that has one.
+
+    The parser stops at the first error, so every declaration after the one holding it is parsed again on
+    its own: the text is kept as it is up to the machine's opening brace and in the declaration, and
+    everything else is blanked (newlines kept), so positions stay exact. A declaration is found by its
+    keyword at the start of a line, at the indentation of the machine's first declaration.
+    """
+    text = source.text
+    header = _MACHINE_HEADER.match(text)
+    if header is None or len(text) > MAX_RECOVERY_CHARS:
+        return []
+    starts: list[int] = []
+    indent: int | None = None
+    offset = header.end()
+    for line in text[header.end():].splitlines(keepends=True):
+        if _DECLARATION.match(line):
+            width = len(line) - len(line.lstrip(" \t"))
+            indent = width if indent is None else indent
+            if width == indent:
+                starts.append(offset + width)
+        offset += len(line)
+    closing = text.rfind("}")
+    closing = closing if closing > header.end() else len(text)
+    found: list[_Failure] = []
+    for start, end in zip(starts, [*starts[1:], closing]):
+        if start <= first.start or end <= start:
+            continue
+        alone = (text[: header.end()] + _blank(text[header.end() : start]) + text[start:end] + _blank(text[end:])
+                 + "\n}")
+        failure = _failure_in(SourceFile(source.path, alone), parser)
+        if failure is not None and start <= failure.start < end:
+            found.append(failure)
+            if len(found) >= MAX_SYNTAX_ERRORS - 1:
+                break
+    return found
+
+
+def _blank(text: str) -> str:
+    return re.sub(r"[^\n]", " ", text)
+
+
+def _failure_in(source: SourceFile, parser: Lark) -> _Failure | None:
+    builder = _BuildAst()
+    builder.source = source
+    on_error = _keyword_as_name(parser)
+    try:
+        builder.transform(parser.parse(source.text, on_error=on_error))
+    except UnexpectedInput as err:
+        return _syntax_failure(_original_error(err, on_error.converted), source, parser)
+    except VisitError as err:
+        return err.orig_exc if isinstance(err.orig_exc, _Failure) else None
+    except _Failure as f:
+        return f
+    return None
 
 
 def parse_text(text: str, path: str = "<string>") -> ParseResult:
