@@ -187,3 +187,52 @@ def test_check_stays_off_pydantic() -> None:
 def test_compile_into_a_missing_directory_is_a_usage_error(tmp_path: Path, capsys) -> None:
     assert main(["compile", str(EXAMPLE), "-o", str(tmp_path / "no" / "such" / "dir" / "runner.py")]) == 2
     assert "cannot write" in capsys.readouterr().err
+
+
+def test_dump_optimized_lists_what_each_pass_did(tmp_path: Path, capsys) -> None:
+    src = tmp_path / "dup.fsm"
+    src.write_text("""machine m {
+    agent w {
+        prompt "p"
+    }
+
+    start state a {
+        agent w
+        do "x"
+        when "1" in output -> b1
+        otherwise -> b2
+    }
+
+    state b1 {
+        agent w
+        do "y"
+        -> done
+    }
+
+    state b2 {
+        agent w
+        do "y"
+        -> done
+    }
+
+    state orphan {
+        agent w
+        do "z"
+        -> done
+    }
+
+    final state done
+}
+""")
+    assert main(["dump", "--stage", "optimized", str(src)]) == 0
+    captured = capsys.readouterr()
+    assert "pass dead-states: removed 'orphan'" in captured.err
+    assert "pass merge-equivalent: merged 'b2' into 'b1'" in captured.err
+    assert [s["name"] for s in json.loads(captured.out)["states"]] == ["a", "b1", "done"]
+    assert main(["dump", "--stage", "optimized", "-O0", str(src)]) == 0
+    assert "pass merge-equivalent: off" in capsys.readouterr().err
+
+
+def test_dump_ast_only_parses(tmp_path: Path, broken: Path, capsys) -> None:
+    assert main(["dump", "--stage", "ast", str(broken)]) == 0  # unknown names are not syntax errors
+    assert json.loads(capsys.readouterr().out)["node"] == "Machine"

@@ -69,27 +69,41 @@ def check_file(path: str | Path) -> Compilation:
 # ---- views of a compiled machine -----------------------------------------------------------------
 
 
-def dump_ast(comp: Compilation) -> dict[str, object]:
+def dump_ast(parsed: ParseResult) -> dict[str, object]:
     from .compiler.ir_json import ast_to_json
 
-    assert comp.ast is not None
-    return ast_to_json(comp.ast)
+    assert parsed.machine is not None
+    return ast_to_json(parsed.machine)
 
 
-def optimize(comp: Compilation, *, level: int = 1, disabled: Sequence[str] = ()) -> object:
-    """The IR after the optimization passes (`level` 0 runs none; `disabled` names passes to skip)."""
+def optimize(comp: Compilation, *, level: int = 1, disabled: Sequence[str] = (),
+             log: list[str] | None = None) -> object:
+    """The IR after the optimization passes (`level` 0 runs none; `disabled` names passes to skip).
+
+    `log`, when given, receives one line per pass saying what it changed."""
     from .compiler.passes import run_passes
 
     assert comp.ir is not None
-    return run_passes(comp.ir, level=level, disabled=disabled)  # type: ignore[arg-type]
+    return run_passes(comp.ir, level=level, disabled=disabled, log=log)  # type: ignore[arg-type]
 
 
 def dump_ir(comp: Compilation, *, optimized: bool = False, level: int = 1,
-            disabled: Sequence[str] = ()) -> dict[str, object]:
+            disabled: Sequence[str] = (), log: list[str] | None = None) -> dict[str, object]:
     from .compiler.ir_json import ir_to_json
 
-    ir = optimize(comp, level=level, disabled=disabled) if optimized else comp.ir
+    ir = optimize(comp, level=level, disabled=disabled, log=log) if optimized else comp.ir
     return ir_to_json(ir)  # type: ignore[arg-type]
+
+
+def parse_file(path: str | Path) -> ParseResult:
+    """Parse a file without checking it (what `dump --stage ast` shows)."""
+    diags = Diagnostics()
+    source = read_source(str(path), Path(path).read_bytes(), diags)
+    if source is None:
+        result = ParseResult(SourceFile(str(path), ""), None)
+        result.diagnostics = diags
+        return result
+    return parse_source(source)
 
 
 def format_bytes(data: bytes, path: str) -> FormatOutcome:

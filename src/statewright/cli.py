@@ -104,15 +104,24 @@ def cmd_dump(args: argparse.Namespace) -> int:
     from . import api
 
     _check_pass_names(args)
-    comp = _compile_or_report(args.path)
-    if args.stage == "ast":
-        if comp.ast is None:  # type: ignore[attr-defined]
+    if args.stage == "ast":  # the syntax tree needs a file that parses, not one that checks
+        try:
+            parsed = api.parse_file(args.path)
+        except OSError as e:
+            raise UsageError(f"cannot read {args.path}: {e.strerror or e}") from None
+        _print_diagnostics(parsed.diagnostics.sorted())
+        if parsed.machine is None:
             return EXIT_INPUT
-        _out(json.dumps(api.dump_ast(comp), indent=2, ensure_ascii=False))  # type: ignore[arg-type]
+        _out(json.dumps(api.dump_ast(parsed), indent=2, ensure_ascii=False))
         return EXIT_OK
+    comp = _compile_or_report(args.path)
     if not comp.ok:  # type: ignore[attr-defined]
         return EXIT_INPUT
-    data = api.dump_ir(comp, optimized=args.stage == "optimized", disabled=args.no_pass, level=args.opt_level)  # type: ignore[arg-type]
+    log: list[str] = []
+    data = api.dump_ir(comp, optimized=args.stage == "optimized", disabled=args.no_pass,  # type: ignore[arg-type]
+                       level=args.opt_level, log=log)
+    for line in log:
+        _err(f"pass {line}")
     _out(json.dumps(data, indent=2, ensure_ascii=False))
     return EXIT_OK
 

@@ -32,14 +32,42 @@ class UnknownPass(ValueError):
     pass
 
 
-def run_passes(machine: ir.Machine, *, level: int = 1, disabled: Sequence[str] = ()) -> ir.Machine:
+def run_passes(machine: ir.Machine, *, level: int = 1, disabled: Sequence[str] = (),
+               log: list[str] | None = None) -> ir.Machine:
+    """Run the enabled passes in order; `log`, when given, receives one line per pass saying what it did."""
     known = {p.name for p in PASSES}
     unknown = [name for name in disabled if name not in known]
     if unknown:
         raise UnknownPass(f"unknown pass {unknown[0]!r}; passes are: {', '.join(sorted(known))}")
-    if level <= 0:
-        return machine
     for p in PASSES:
-        if p.name not in disabled:
-            machine = p.run(machine)
+        if level <= 0 or p.name in disabled:
+            if log is not None:
+                log.append(f"{p.name}: off")
+            continue
+        before = machine
+        machine = p.run(machine)
+        if log is not None:
+            log.append(f"{p.name}: {describe_change(before, machine)}")
     return machine
+
+
+def describe_change(before: ir.Machine, after: ir.Machine) -> str:
+    """What a pass did to the states, in words: removed ones, and merged ones with where they went."""
+    kept = {s.name for s in after.states}
+    gone = [s for s in before.states if s.name not in kept]
+    if not gone:
+        return "no change"
+    into = {}
+    for s in after.states:
+        for origin in s.origins:
+            into[(origin.start, origin.end)] = s.name
+    merged, removed = [], []
+    for s in gone:
+        target = into.get((s.origin.start, s.origin.end)) if s.origin is not None else None
+        (merged if target else removed).append(f"'{s.name}' into '{target}'" if target else f"'{s.name}'")
+    parts = []
+    if removed:
+        parts.append("removed " + ", ".join(removed))
+    if merged:
+        parts.append("merged " + ", ".join(merged))
+    return "; ".join(parts)
