@@ -56,6 +56,45 @@ def test_json_is_recovered_from_fences_and_prose_and_every_repair_is_traced(repl
     assert [e["repairs"] for e in events if e["event"] == "repair"] == [repairs]
 
 
+@pytest.mark.parametrize("reply, repairs", [
+    ('{"score": "70", "fixes": ["a"]}', ["coerced"]),
+    ('{"score": 70.0, "fixes": ["a"]}', ["coerced"]),
+    ('```json\n{"score": "70", "fixes": ["a"]}\n```', ["fence", "coerced"]),
+    ('{"score": 70, "fixes": ["a"]}', None),
+])
+def test_a_value_converted_to_fit_its_type_is_accepted_and_the_coercion_traced(reply, repairs):
+    spec = machine(state("review", go("done"), output=Critique), final("done"))
+    result, _, events = run(spec, {("agent", "review"): [reply]})
+    assert result.outputs["review"].score == 70
+    assert [e["repairs"] for e in events if e["event"] == "repair"] == ([repairs] if repairs else [])
+
+
+def test_each_reply_sent_back_is_traced_as_a_reask_with_the_errors_the_model_was_told():
+    spec = machine(state("review", go("done"), output=Critique, retries=2), final("done"))
+    result, client, events = run(spec, {("agent", "review"): [
+        '{"score": "high", "fixes": []}',
+        "no JSON here",
+        '{"score": 80, "fixes": []}',
+    ]})
+    assert result.ok
+    reasks = [e for e in events if e["event"] == "reask"]
+    assert [(e["state"], e["role"], e["attempt"]) for e in reasks] == [("review", "agent", 1), ("review", "agent", 2)]
+    told = [call.messages[-1]["content"] for call in client.calls("agent", "review")[1:]]
+    assert [e["error"] in text for e, text in zip(reasks, told)] == [True, True]
+    assert "valid integer" in reasks[0]["error"] and "no JSON value" in reasks[1]["error"]
+    # each re-ask comes before the call it leads to
+    kinds = [e["event"] for e in events if e["event"] in ("llm_call", "reask")]
+    assert kinds == ["llm_call", "reask", "llm_call", "reask", "llm_call"]
+
+
+def test_a_last_unusable_reply_is_not_sent_back():
+    spec = machine(state("review", go("done"), output=Critique, retries=1), final("done"))
+    result, client, events = run(spec, {("agent", "review"): ["nope", "still nope"]})
+    assert result.failure is not None and result.failure.kind == "output"
+    assert len(client.calls("agent", "review")) == 2
+    assert [e["attempt"] for e in events if e["event"] == "reask"] == [1]
+
+
 def test_an_invalid_reply_is_fed_back_with_its_errors_and_retried():
     spec = machine(state("review", go("done"), output=Critique, retries=2), final("done"))
     result, client, _ = run(spec, {("agent", "review"): [

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -45,14 +46,28 @@ def _model_map(path: Path) -> list[str]:
     return args
 
 
+def schema_constrained_calls(path: Path, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The calls for a typed output or a verifier answer; each must have sent its JSON schema."""
+    machine: Any = api.runtime_machine(api.check_file(path))
+    typed = {name for name, state in machine.states.items() if state.output is not None}
+    constrained = [c for c in calls if c["role"] == "verifier" or c["state"] in typed]
+    for call in constrained:
+        modes = {e["mode"] for e in call.get("events", []) if e.get("type") == "structured_output"}
+        assert modes and modes <= {"json_schema", "json_object"}, call
+    return constrained
+
+
 @pytest.mark.parametrize(
-    ("example", "inputs"),
+    ("example", "inputs", "asks_the_verifier"),
     [
-        ("content_pipeline.fsm", {"topic": "finite-state machines"}),
-        ("trivia_writing.fsm", {"theme": "the solar system"}),
+        # typed outputs (Signals, Critique) routed by guards
+        ("content_pipeline.fsm", {"topic": "finite-state machines"}, False),
+        # a typed list, then a story judged by the verifier: its path always reaches the verifier
+        ("trivia_writing.fsm", {"theme": "the solar system"}, True),
     ],
 )
-def test_an_example_runs_end_to_end_against_a_real_model(example: str, inputs: dict[str, str], server_url: str,
+def test_an_example_runs_end_to_end_against_a_real_model(example: str, inputs: dict[str, str],
+                                                          asks_the_verifier: bool, server_url: str,
                                                           tmp_path: Path) -> None:
     path = ROOT / "examples" / example
     machine = api.check_file(path).ir
@@ -77,6 +92,10 @@ def test_an_example_runs_end_to_end_against_a_real_model(example: str, inputs: d
     calls = [e for e in events if e["event"] == "llm_call"]
     assert calls, "no model call was traced"
     assert all(c["prompt_tokens"] > 0 and c["completion_tokens"] > 0 for c in calls)  # real counts from the server
+    constrained = schema_constrained_calls(path, calls)
+    assert any(c["role"] == "agent" for c in constrained), "no typed output was asked for"
+    if asks_the_verifier:
+        assert any(c["role"] == "verifier" for c in constrained), "the verifier was never asked"
     transitions = [e for e in events if e["event"] == "transition"]
     assert transitions and all(t["cause"] for t in transitions)
     assert "sk-local-test-key" not in trace.read_text()

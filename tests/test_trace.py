@@ -152,6 +152,29 @@ def test_render_trace_shows_the_timeline_and_totals_per_state_and_agent(tmp_path
     assert any(line.startswith("critic") and line.split()[1] == "3" for line in agent_table.splitlines())
 
 
+def test_render_trace_shows_repairs_and_reasks(tmp_path):
+    path = tmp_path / "trace.jsonl"
+    spec = machine(state("review", go("done"), output=Score), final("done"))
+    client = FakeClient({("agent", "review"): ["no JSON here", '```json\n{"score": "85"}\n```']})
+    trace = Trace(str(path))
+    assert Engine(spec, client=client, trace=trace).run({}).ok
+    trace.close()
+    text = render_trace(str(path))
+    assert "re-asked agent: reply 1 was not usable: the reply holds no JSON value" in text
+    assert "repaired agent reply: fence, coerced" in text
+
+
+def test_a_verifier_answer_sent_back_is_a_reask_of_role_verifier():
+    spec = machine(state("judge", cond("the text is done", "done"), otherwise("done")), final("done"))
+    client = FakeClient({("agent", "judge"): ["text"],
+                         ("verifier", "judge"): ['{"choice": "maybe"}', verdict("the text is done", "ok", "")]})
+    events: list[dict] = []
+    assert Engine(spec, client=client, trace=Trace(sink=events)).run({}).ok
+    [reask] = [e for e in events if e["event"] == "reask"]
+    assert (reask["state"], reask["role"], reask["attempt"]) == ("judge", "verifier", 1)
+    assert "choice must be exactly one of" in reask["error"]
+
+
 def test_render_trace_rejects_a_file_that_is_not_a_trace(tmp_path):
     other = tmp_path / "notes.txt"
     other.write_text("just some notes\n")

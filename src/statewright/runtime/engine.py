@@ -442,6 +442,7 @@ class Engine:
                     lambda text: parse_typed_reply(model, wrapped, text),
                     plan.retries,
                     lambda repairs: self._emit_repair(plan.name, "agent", repairs),
+                    lambda attempt, error: self._emit_reask(plan.name, "agent", attempt, error),
                 )
             except ReplyError as exc:
                 raise RunFailed(Failure(
@@ -670,6 +671,10 @@ class Engine:
         if self.trace is not None:
             self.trace.emit("repair", state=state, role=role, repairs=repairs)
 
+    def _emit_reask(self, state: str, role: str, attempt: int, error: str) -> None:
+        if self.trace is not None:
+            self.trace.emit("reask", state=state, role=role, attempt=attempt, error=error)
+
     # -- transitions -------------------------------------------------------------------------------
 
     def _fire_direct(self, run: _Run, plan: _StatePlan) -> None:
@@ -809,6 +814,7 @@ class Engine:
                 lambda text: parse_verdict(text, conditions),
                 plan.retries,
                 lambda repairs: self._emit_repair(plan.name, "verifier", repairs),
+                lambda attempt, error: self._emit_reask(plan.name, "verifier", attempt, error),
             )
         except ReplyError as exc:
             raise RunFailed(Failure(

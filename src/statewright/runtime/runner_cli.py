@@ -360,8 +360,9 @@ def _runner_summary(result: RunResult, store: CheckpointStore | None, args: argp
     failure = result.failure
     assert failure is not None
     kind = f"limit {failure.limit}" if failure.kind == "limit" else failure.kind
+    where = f" at {failure.origin}" if failure.origin else ""  # the .fsm line of the construct that failed
     hint = _runner_resume_hint(result.run_id, store, args) if failure.kind in ("model", "script") else ""
-    return f"run failed ({kind}): {failure.message} ({spent}){hint}"
+    return f"run failed ({kind}){where}: {failure.message} ({spent}){hint}"
 
 
 def _runner_list_runs(checkpoint: str | None) -> int:

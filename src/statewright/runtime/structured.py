@@ -109,14 +109,33 @@ def _structured_short(value: Any) -> str:
 
 
 def parse_typed_reply(model: type, wrapped: bool, text: str) -> tuple[Any, list[str]]:
-    """Extract and validate a typed reply; a wrapped scalar may come as bare text."""
+    """Extract and validate a typed reply; a wrapped scalar may come as bare text.
+
+    A value that fits the type only after conversion ("90" for an int, 90.0 for an int) is accepted, and
+    the conversion is reported as the repair "coerced"."""
     try:
         data, repairs = extract_json(text)
     except ValueError:
         if not wrapped:
             raise
         data, repairs = text.strip(), ["bare_text"]
-    return validate_typed(model, data, wrapped), repairs
+    exact = _structured_strict(model, data, wrapped)
+    if exact is not None:
+        return exact, repairs
+    return validate_typed(model, data, wrapped), [*repairs, "coerced"]
+
+
+def _structured_strict(model: type, data: Any, wrapped: bool) -> Any:
+    """The validated value when `data` fits the type with no conversion at all; None when it does not."""
+    from pydantic import ValidationError
+
+    if wrapped and not (isinstance(data, dict) and set(data) == {"value"}):
+        data = {"value": data}
+    try:
+        instance = model.model_validate(data, strict=True)  # type: ignore[attr-defined]
+    except ValidationError:
+        return None
+    return instance.value if wrapped else instance
 
 
 def ask_until_valid(
@@ -125,11 +144,13 @@ def ask_until_valid(
     parse: Callable[[str], tuple[Any, list[str]]],
     retries: int,
     on_repair: Callable[[list[str]], None] | None = None,
+    on_reask: Callable[[int, str], None] | None = None,
 ) -> tuple[Any, ModelResponse]:
     """Call, parse, and on a bad reply feed the error back and ask again, `retries` more times at most.
 
     The bad reply and the error message go into the conversation of the retry only; the caller decides
-    what to keep. Raises ReplyError when every attempt failed.
+    what to keep. `on_reask(attempt, error)` hears of each reply sent back (attempt counts from 1).
+    Raises ReplyError when every attempt failed.
     """
     conversation = messages
     last_error = ""
@@ -139,6 +160,10 @@ def ask_until_valid(
             value, repairs = parse(response.content)
         except ValueError as exc:
             last_error = str(exc)
+            if attempt == retries:
+                break
+            if on_reask is not None:
+                on_reask(attempt + 1, last_error)
             conversation = conversation + [
                 {"role": "assistant", "content": response.content},
                 {"role": "user", "content": f"Your reply could not be used: {last_error}\n"

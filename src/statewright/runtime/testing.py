@@ -158,7 +158,8 @@ def _testing_file_name(name: str) -> str:
 
 def _testing_failure_text(failure: Failure) -> str:
     kind = f"{failure.kind}: {failure.limit}" if failure.limit else failure.kind
-    return f"({kind}): {failure.message}"
+    where = f" at {failure.origin}" if failure.origin else ""  # the .fsm line of the construct that failed
+    return f"({kind}){where}: {failure.message}"
 
 
 def _testing_plain(value: Any) -> Any:

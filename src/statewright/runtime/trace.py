@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import os
 import re
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from .structured import to_jsonable
 
 REDACTED = "[REDACTED]"
+# UTC spelled without `timezone.utc`: ruff asks for `datetime.UTC` there when a repo targets Python 3.11+,
+# which a runner (it supports 3.10) cannot use, and generated runners must lint clean in any repo.
+_TRACE_UTC = timezone(timedelta(0))
 _TRACE_KEY_SHAPES = re.compile(
     r"\bsk-[A-Za-z0-9_\-]{12,}"  # OpenAI / Anthropic style keys
     r"|\bBearer\s+[A-Za-z0-9._~+/=\-]{8,}"
@@ -57,7 +60,7 @@ class Trace:
     def emit(self, event: str, **fields: Any) -> None:
         self._seq += 1
         record = {"event": event, "seq": self._seq,
-                  "time": datetime.now(timezone.utc).isoformat(timespec="milliseconds")}
+                  "time": datetime.now(_TRACE_UTC).isoformat(timespec="milliseconds")}
         record.update(fields)
         record["event"], record["seq"] = event, self._seq  # fields never overwrite the line's identity
         line = redact(json.dumps(record, ensure_ascii=False, default=_trace_json_default), self._secrets)
@@ -234,6 +237,11 @@ class _TraceTimeline:
     def _on_repair(self, event: dict[str, Any]) -> None:
         self.lines.append(f"      repaired {event.get('role')} reply: {', '.join(event.get('repairs', []))}")
 
+    def _on_reask(self, event: dict[str, Any]) -> None:
+        error = str(event.get("error") or "").strip().splitlines()
+        self.lines.append(f"      re-asked {event.get('role')}: reply {event.get('attempt')} was not usable"
+                          f"{': ' + ' '.join(line.strip() for line in error) if error else ''}")
+
     def _on_transition(self, event: dict[str, Any]) -> None:
         reason = event.get("reason") or ""
         target = event.get("to") or "(none)"
@@ -325,6 +333,8 @@ def _trace_failure_text(failure: Any) -> str:
     kind = failure.get("kind")
     label = f"limit {failure.get('limit')}" if kind == "limit" else str(kind)
     where = f" in state {failure.get('state')}" if failure.get("state") else ""
+    if failure.get("origin"):
+        where += f" at {failure['origin']}"
     return f"failed ({label}){where}: {failure.get('message', '')}"
 
 
