@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from support.e2e_runs import files_containing, read_events
-from support.fake_openai_server import Fail, FakeOpenAIServer, Reply
+from support.fake_openai_server import Fail, FakeOpenAIServer, Reply, Slow
 
 from statewright import cli
 from statewright.runtime.checkpoint import CheckpointStore
@@ -259,3 +259,16 @@ def test_the_api_key_is_nowhere_on_disk_after_a_traced_checkpointed_run_with_an_
     assert {"runs.db", "trace.jsonl", "logs/failing.err", "logs/resumed.out"} <= set(written)
     secret = key.removeprefix("sk-test-").encode()
     assert files_containing([tmp_path], secret) == []  # ... and the key is nowhere: db, wal, trace, logs
+
+
+def test_timeout_bounds_each_model_call(server: FakeOpenAIServer, spec: Path, tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    server.enqueue(Slow(5.0), Reply(text="Notes on FSMs."), model=BACKUP)
+    server.enqueue(Reply(json={"score": 90}), model=PRIMARY)
+    trace = tmp_path / "trace.jsonl"
+    code, result, _ = statewright_run(capsys, str(spec), "--input", "topic=FSMs", *TO_SERVER, "--retries", "1",
+                                      "--retry-delay", "0", "--timeout", "0.5", "--trace", str(trace))
+    assert code == 0 and result is not None and result["final_state"] == "done"
+    retries = [e for call in read_events(trace) if call["event"] == "llm_call" for e in call.get("events", [])
+               if e.get("type") == "retry"]
+    assert retries, "the slow first reply was not retried after --timeout"

@@ -34,18 +34,19 @@ class RunnerUsageError(Exception):
 
 
 def _runner_client(client: ModelClient | None, retries: int | None, retry_delay: float | None,
-                   scripted: bool) -> ModelClient | None:
+                   scripted: bool, timeout: float | None = None) -> ModelClient | None:
     """The model client a run uses: the one given, else litellm with the retry policy asked for."""
     if client is not None:
         return client
-    if retries is None and retry_delay is None and not scripted:
+    if retries is None and retry_delay is None and timeout is None and not scripted:
         return None  # the engine makes the default client when the first call needs it
     policy = RetryPolicy()
     # a script never has transient faults: retrying one would only repeat the same answer
     max_retries = retries if retries is not None else (0 if scripted else policy.max_retries)
     delay = retry_delay if retry_delay is not None else policy.initial_delay
     return LiteLLMClient(retry=RetryPolicy(max_retries=max_retries, initial_delay=delay,
-                                           max_delay=max(policy.max_delay, delay)))
+                                           max_delay=max(policy.max_delay, delay),
+                                           timeout=timeout if timeout is not None else policy.timeout))
 
 
 def _runner_script(script: Script | Mapping[str, Any] | None) -> Script | None:
@@ -62,11 +63,12 @@ def _runner_engine(machine: MachineSpec, *, client: ModelClient | None, trace: T
                    trace_content: bool, checkpoint: CheckpointStore | str | None,
                    model_map: Mapping[str, str] | None, workspace: str | None,
                    script: Script | Mapping[str, Any] | None, tools: Any, max_tokens: int | None,
-                   retries: int | None, retry_delay: float | None) -> tuple[Engine, Trace | None]:
+                   retries: int | None, retry_delay: float | None,
+                   timeout: float | None = None) -> tuple[Engine, Trace | None]:
     scripted = _runner_script(script)
     if scripted is not None:
         model_map = {"*": SCRIPTED_RUN_MODEL}
-    client = _runner_client(client, retries, retry_delay, scripted is not None)
+    client = _runner_client(client, retries, retry_delay, scripted is not None, timeout)
     opened = Trace(trace, content=trace_content) if isinstance(trace, str) else None
     store = CheckpointStore(checkpoint) if isinstance(checkpoint, str) else checkpoint
     engine = Engine(machine, client=client, trace=opened or trace, checkpoint=store,  # type: ignore[arg-type]
@@ -80,13 +82,13 @@ def run(machine: MachineSpec, inputs: Mapping[str, Any] | None = None, *, client
         checkpoint: CheckpointStore | str | None = None, resume: str | None = None, run_id: str | None = None,
         model_map: Mapping[str, str] | None = None, workspace: str | None = None,
         script: Script | Mapping[str, Any] | None = None, tools: Any = None, max_tokens: int | None = None,
-        retries: int | None = None, retry_delay: float | None = None) -> RunResult:
+        retries: int | None = None, retry_delay: float | None = None, timeout: float | None = None) -> RunResult:
     """Run `machine` once. `trace` and `checkpoint` take a path or an open Trace/CheckpointStore;
     `resume` is the id of a checkpointed run to continue (its stored inputs are used).
 
     `script` (a Script, or its JSON form) makes every model answer from it, as `--script` does.
-    `max_tokens` caps each reply; `retries`/`retry_delay` set the default client's retry policy (they do
-    not apply to a `client` given here). Without `workspace`, tools work in a fresh directory
+    `max_tokens` caps each reply; `retries`/`retry_delay`/`timeout` (seconds per model call) set the
+    default client's retry policy (they do not apply to a `client` given here). Without `workspace`, tools work in a fresh directory
     `.statewright/runs/<run_id>/workspace` (RunResult.workspace).
 
     Never raises for a failed run — the RunResult says how it failed; raises CheckpointError when a
@@ -94,7 +96,7 @@ def run(machine: MachineSpec, inputs: Mapping[str, Any] | None = None, *, client
     engine, opened = _runner_engine(machine, client=client, trace=trace, trace_content=trace_content,
                                     checkpoint=checkpoint, model_map=model_map, workspace=workspace,
                                     script=script, tools=tools, max_tokens=max_tokens, retries=retries,
-                                    retry_delay=retry_delay)
+                                    retry_delay=retry_delay, timeout=timeout)
     try:
         if resume:
             return engine.run(None, run_id=resume, resume=True)
@@ -110,12 +112,12 @@ async def arun(machine: MachineSpec, inputs: Mapping[str, Any] | None = None, *,
                run_id: str | None = None, model_map: Mapping[str, str] | None = None,
                workspace: str | None = None, script: Script | Mapping[str, Any] | None = None,
                tools: Any = None, max_tokens: int | None = None, retries: int | None = None,
-               retry_delay: float | None = None) -> RunResult:
+               retry_delay: float | None = None, timeout: float | None = None) -> RunResult:
     """`run` for async code: the engine runs in a worker thread (see Engine.arun)."""
     engine, opened = _runner_engine(machine, client=client, trace=trace, trace_content=trace_content,
                                     checkpoint=checkpoint, model_map=model_map, workspace=workspace,
                                     script=script, tools=tools, max_tokens=max_tokens, retries=retries,
-                                    retry_delay=retry_delay)
+                                    retry_delay=retry_delay, timeout=timeout)
     try:
         if resume:
             return await engine.arun(None, run_id=resume, resume=True)
@@ -169,6 +171,8 @@ def _runner_parser(machine: MachineSpec, prog: str | None) -> argparse.ArgumentP
                         help="retries of a failed model call before a fallback takes over (default 3)")
     parser.add_argument("--retry-delay", type=_runner_seconds, metavar="S",
                         help="seconds before the first retry, doubling for each next one (default 0.5)")
+    parser.add_argument("--timeout", type=_runner_seconds, metavar="S",
+                        help="seconds one model call may take before it is retried (default 60)")
     parser.add_argument("--script", metavar="FILE",
                         help="answer every model call from the JSON script FILE instead of a model "
                              "(the format of docs/execution.md)")
@@ -324,7 +328,7 @@ def _runner_main(machine: MachineSpec, args: argparse.Namespace) -> int:
     if script is not None:
         register_scripted_provider(script)
         model_map = {"*": SCRIPTED_RUN_MODEL}
-    client = _runner_client(None, args.retries, args.retry_delay, script is not None)
+    client = _runner_client(None, args.retries, args.retry_delay, script is not None, args.timeout)
     engine = Engine(machine, client=client, trace=trace, checkpoint=store, model_map=model_map,
                     workspace=args.workspace, script=script, max_tokens=args.max_tokens)
     try:
