@@ -236,3 +236,20 @@ def test_dump_optimized_lists_what_each_pass_did(tmp_path: Path, capsys) -> None
 def test_dump_ast_only_parses(tmp_path: Path, broken: Path, capsys) -> None:
     assert main(["dump", "--stage", "ast", str(broken)]) == 0  # unknown names are not syntax errors
     assert json.loads(capsys.readouterr().out)["node"] == "Machine"
+
+
+def test_a_runner_names_its_spec_relative_to_itself_however_the_path_is_typed(tmp_path: Path, monkeypatch,
+                                                                               capsys) -> None:
+    spec = tmp_path / "flows" / "content.fsm"
+    spec.parent.mkdir()
+    spec.write_text(EXAMPLE.read_text())
+    out = tmp_path / "runners" / "content_runner.py"
+    out.parent.mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert main(["compile", "flows/content.fsm", "-o", str(out)]) == 0
+    first = out.read_text()
+    assert "../flows/content.fsm" in first and str(tmp_path) not in first
+    for typed in ("./flows/content.fsm", str(spec), "flows/../flows/content.fsm"):
+        assert main(["compile", typed, "-o", "runners/content_runner.py", "--check"]) == 0, typed
+    assert main(["compile", "flows/content.fsm", "-o", "runners/missing.py", "--check"]) == 1
+    assert "does not exist" in capsys.readouterr().err

@@ -164,6 +164,20 @@ def generate_runner(comp: Compilation, *, level: int = 1, disabled: Sequence[str
     return render_runner(ir, source_text=comp.source.text, source_path=comp.source.path)  # type: ignore[arg-type]
 
 
+def runner_source_name(spec_path: str | Path, output_path: str | Path | None) -> str:
+    """How a runner names its spec: relative to the runner's directory, with `/` separators.
+
+    The name is in the runner's header and in every source position it reports, so it must not depend on
+    how the path was typed (`x.fsm`, `./x.fsm`, `/home/me/x.fsm`) nor leak the machine's directories
+    into a committed file.
+    """
+    import os
+
+    base = os.path.dirname(os.path.abspath(output_path)) if output_path else os.getcwd()
+    relative = os.path.relpath(os.path.abspath(spec_path), base)
+    return Path(relative).as_posix()
+
+
 def runner_is_current(path: str | Path, text: str) -> bool:
     from .compiler.codegen import runner_is_current as current
 

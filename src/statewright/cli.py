@@ -182,13 +182,19 @@ def cmd_compile(args: argparse.Namespace) -> int:
     from . import api
 
     _check_pass_names(args)
+    if args.check and not args.output:
+        raise UsageError("--check needs -o FILE: the runner on disk to compare with")
     comp = _compile_or_report(args.path)
     if not comp.ok:  # type: ignore[attr-defined]
         return EXIT_INPUT
+    name = api.runner_source_name(args.path, args.output)
+    if name != comp.source.path:  # type: ignore[attr-defined]
+        comp = api.check_text(comp.source.text, name)  # type: ignore[attr-defined]
     text = api.generate_runner(comp, disabled=args.no_pass, level=args.opt_level)  # type: ignore[arg-type]
     if args.check:
-        if not args.output:
-            raise UsageError("--check needs -o FILE: the runner on disk to compare with")
+        if not Path(args.output).exists():
+            _err(f"{args.output} does not exist: run `statewright compile {args.path} -o {args.output}`")
+            return EXIT_INPUT
         if api.runner_is_current(args.output, text):
             _err(f"{args.output} is up to date")
             return EXIT_OK
