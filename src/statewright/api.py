@@ -10,9 +10,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .diagnostics import Diagnostic, Diagnostics, SourceFile
 from .grammar import ParseResult, ast, parse_source, read_source
+
+if TYPE_CHECKING:  # imported for annotations only: these modules are heavy or call models
+    from .compiler import ir
+    from .designer.design import DesignOutcome
+    from .designer.llm_merge import MergeReport
+    from .runtime.spec import MachineSpec
+    from .runtime.testing import TestOutcome
+    from .runtime.trace import Trace
+
+
+_Comment = ast.Comment  # the `ast` field below shadows the module inside the class body
 
 
 @dataclass
@@ -21,8 +33,8 @@ class Compilation:
 
     source: SourceFile | None
     ast: ast.Machine | None
-    comments: list[ast.Comment]
-    ir: object | None  # compiler.ir.Machine when the file has no errors
+    comments: list[_Comment]
+    ir: ir.Machine | None  # when the file has no errors
     diagnostics: list[Diagnostic] = field(default_factory=list)
 
     @property
@@ -77,14 +89,14 @@ def dump_ast(parsed: ParseResult) -> dict[str, object]:
 
 
 def optimize(comp: Compilation, *, level: int = 1, disabled: Sequence[str] = (),
-             log: list[str] | None = None) -> object:
+             log: list[str] | None = None) -> ir.Machine:
     """The IR after the optimization passes (`level` 0 runs none; `disabled` names passes to skip).
 
     `log`, when given, receives one line per pass saying what it changed."""
     from .compiler.passes import run_passes
 
     assert comp.ir is not None
-    return run_passes(comp.ir, level=level, disabled=disabled, log=log)  # type: ignore[arg-type]
+    return run_passes(comp.ir, level=level, disabled=disabled, log=log)
 
 
 def dump_ir(comp: Compilation, *, optimized: bool = False, level: int = 1,
@@ -194,7 +206,7 @@ def write_runner(path: str | Path, text: str, *, force: bool = False) -> None:
         raise RunnerOverwriteError(str(e)) from None
 
 
-def runtime_machine(comp: Compilation, *, level: int = 1, disabled: Sequence[str] = ()) -> object:
+def runtime_machine(comp: Compilation, *, level: int = 1, disabled: Sequence[str] = ()) -> MachineSpec:
     """The machine as the engine runs it (`statewright run`): the IR with interpreted guards."""
     from .compiler.to_runtime import to_runtime
 
@@ -204,7 +216,7 @@ def runtime_machine(comp: Compilation, *, level: int = 1, disabled: Sequence[str
 
 
 def run_tests(comp: Compilation, *, trace_dir: str | None = None, trace_content: bool = False,
-              name_filter: str | None = None) -> list[object]:
+              name_filter: str | None = None) -> list[TestOutcome]:
     """Run the machine's test blocks with the scripted provider; one outcome per test block.
 
     Tests run against the unoptimized machine: they describe the source as written.
@@ -221,7 +233,7 @@ def run_tests(comp: Compilation, *, trace_dir: str | None = None, trace_content:
 
 
 def design(task: str, *, output: str, model: str | None = None, max_repairs: int = 3, optimize: bool = True,
-           trace_path: str | None = None, client: object = None) -> object:
+           trace_path: str | None = None, client: Any = None) -> DesignOutcome:
     """Draft a machine from a task description; see designer.design. Returns a DesignOutcome."""
     from .designer import design as run_design
 
@@ -235,7 +247,7 @@ def design(task: str, *, output: str, model: str | None = None, max_repairs: int
 
 
 def optimize_with_llm(comp: Compilation, *, model: str, write: bool = False, trace_path: str | None = None,
-                      client: object = None) -> object:
+                      client: Any = None) -> MergeReport:
     """Propose LLM-judged merges for a checked file; returns a MergeReport with a unified diff."""
     from .designer.llm_merge import judge_and_merge
 
@@ -252,7 +264,7 @@ def optimize_with_llm(comp: Compilation, *, model: str, write: bool = False, tra
     return report
 
 
-def _open_trace(path: str | None) -> object:
+def _open_trace(path: str | None) -> Trace | None:
     if path is None:
         return None
     from .runtime.trace import Trace

@@ -11,8 +11,13 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import __version__
+
+if TYPE_CHECKING:
+    from .api import Compilation
+    from .diagnostics import Diagnostic
 
 EXIT_OK, EXIT_INPUT, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -32,12 +37,12 @@ def _err(text: str) -> None:
     sys.stderr.write(text if text.endswith("\n") else text + "\n")
 
 
-def _print_diagnostics(diags: Sequence[object], *, stream: object = None) -> None:
+def _print_diagnostics(diags: Sequence[Diagnostic], *, stream: object = None) -> None:
     from .diagnostics import render_text
 
     write = _err if stream is None else _out
     for d in diags:
-        write(render_text(d) + "\n")  # type: ignore[arg-type]
+        write(render_text(d) + "\n")
 
 
 def _check_pass_names(args: argparse.Namespace) -> None:
@@ -49,7 +54,7 @@ def _check_pass_names(args: argparse.Namespace) -> None:
             raise UsageError(f"unknown pass {name!r}; the passes are: {', '.join(known)}")
 
 
-def _compile_or_report(path: str) -> object:
+def _compile_or_report(path: str) -> Compilation:
     """Check a file; print its diagnostics to stderr; return the Compilation (ir None on errors)."""
     from . import api
 
@@ -115,10 +120,10 @@ def cmd_dump(args: argparse.Namespace) -> int:
         _out(json.dumps(api.dump_ast(parsed), indent=2, ensure_ascii=False))
         return EXIT_OK
     comp = _compile_or_report(args.path)
-    if not comp.ok:  # type: ignore[attr-defined]
+    if not comp.ok:
         return EXIT_INPUT
     log: list[str] = []
-    data = api.dump_ir(comp, optimized=args.stage == "optimized", disabled=args.no_pass,  # type: ignore[arg-type]
+    data = api.dump_ir(comp, optimized=args.stage == "optimized", disabled=args.no_pass,
                        level=args.opt_level, log=log)
     for line in log:
         _err(f"pass {line}")
@@ -168,9 +173,9 @@ def cmd_graph(args: argparse.Namespace) -> int:
     from . import api
 
     comp = _compile_or_report(args.path)
-    if not comp.ok:  # type: ignore[attr-defined]
+    if not comp.ok:
         return EXIT_INPUT
-    text = api.render_graph(comp, args.format)  # type: ignore[arg-type]
+    text = api.render_graph(comp, args.format)
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
     else:
@@ -185,12 +190,12 @@ def cmd_compile(args: argparse.Namespace) -> int:
     if args.check and not args.output:
         raise UsageError("--check needs -o FILE: the runner on disk to compare with")
     comp = _compile_or_report(args.path)
-    if not comp.ok:  # type: ignore[attr-defined]
+    if not comp.ok or comp.source is None:
         return EXIT_INPUT
     name = api.runner_source_name(args.path, args.output)
-    if name != comp.source.path:  # type: ignore[attr-defined]
-        comp = api.check_text(comp.source.text, name)  # type: ignore[attr-defined]
-    text = api.generate_runner(comp, disabled=args.no_pass, level=args.opt_level)  # type: ignore[arg-type]
+    if name != comp.source.path:
+        comp = api.check_text(comp.source.text, name)
+    text = api.generate_runner(comp, disabled=args.no_pass, level=args.opt_level)
     if args.check:
         if not Path(args.output).exists():
             _err(f"{args.output} does not exist: run `statewright compile {args.path} -o {args.output}`")
@@ -218,9 +223,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     from . import api
 
     comp = _compile_or_report(args.path)
-    if not comp.ok:  # type: ignore[attr-defined]
+    if not comp.ok:
         return EXIT_INPUT
-    machine = api.runtime_machine(comp)  # type: ignore[arg-type]
+    machine = api.runtime_machine(comp)
     from .runtime.runner_cli import main as runner_main
 
     return runner_main(machine, args.runner_args, prog=f"statewright run {args.path}")
@@ -233,10 +238,10 @@ def cmd_test(args: argparse.Namespace) -> int:
     failed = total = 0
     for path in args.paths:
         comp = _compile_or_report(path)
-        if not comp.ok:  # type: ignore[attr-defined]
+        if not comp.ok:
             failed += 1
             continue
-        outcomes = api.run_tests(comp, trace_dir=args.trace, trace_content=args.trace_content,  # type: ignore[arg-type]
+        outcomes = api.run_tests(comp, trace_dir=args.trace, trace_content=args.trace_content,
                                  name_filter=args.filter)
         for outcome in outcomes:
             total += 1
@@ -274,9 +279,9 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     from . import api
 
     comp = _compile_or_report(args.path)
-    if not comp.ok:  # type: ignore[attr-defined]
+    if not comp.ok:
         return EXIT_INPUT
-    report = api.optimize_with_llm(comp, model=args.llm, write=args.write, trace_path=args.trace)  # type: ignore[arg-type]
+    report = api.optimize_with_llm(comp, model=args.llm, write=args.write, trace_path=args.trace)
     for line in report.log:
         _err(line)
     if report.diff and not args.write:

@@ -57,11 +57,12 @@ def describe_change(before: ir.Machine, after: ir.Machine) -> str:
     gone = [s for s in before.states if s.name not in kept]
     if not gone:
         return "no change"
-    into = {}
+    into: dict[tuple[int, int], str] = {}
     for s in after.states:
         for origin in s.origins:
             into[(origin.start, origin.end)] = s.name
-    merged, removed = [], []
+    merged: list[str] = []
+    removed: list[str] = []
     for s in gone:
         target = into.get((s.origin.start, s.origin.end)) if s.origin is not None else None
         (merged if target else removed).append(f"'{s.name}' into '{target}'" if target else f"'{s.name}'")
