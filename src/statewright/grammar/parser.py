@@ -19,6 +19,7 @@ from pathlib import Path
 
 from lark import Lark, Token, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
+from lark.tree import Meta
 from lark.visitors import Transformer_NonRecursive
 
 from ..diagnostics import Diagnostics, SourceFile, Span
@@ -157,7 +158,7 @@ class _BuildAst(Transformer_NonRecursive):
         super().__init__()
         self.source = SourceFile("<none>", "")
 
-    def _span(self, meta: object) -> Span:
+    def _span(self, meta: Meta) -> Span:
         if getattr(meta, "empty", True):
             return self.source.span(0, 0)
         return self.source.span(meta.start_pos, meta.end_pos)  # type: ignore[attr-defined]
@@ -169,7 +170,7 @@ class _BuildAst(Transformer_NonRecursive):
         return ast.Name(str(tok), self._tok_span(tok))
 
     # tokens and literals
-    def string(self, meta: object, tok: Token) -> ast.String:
+    def string(self, meta: Meta, tok: Token) -> ast.String:
         raw = str(tok)
         try:
             if tok.type == "LONG_STRING":
@@ -182,7 +183,7 @@ class _BuildAst(Transformer_NonRecursive):
                 help='use \\\\ for a backslash, or a """triple-quoted""" string, which takes backslashes literally',
             ) from None
 
-    def number(self, meta: object, tok: Token) -> ast.Number:
+    def number(self, meta: Meta | None, tok: Token) -> ast.Number:
         text = str(tok)
         if len(text) > MAX_NUMBER_DIGITS:
             start = tok.start_pos or 0
@@ -192,85 +193,85 @@ class _BuildAst(Transformer_NonRecursive):
         return ast.Number(value, self._tok_span(tok))
 
     # machine
-    def start(self, meta: object, machine: ast.Machine) -> ast.Machine:
+    def start(self, meta: Meta, machine: ast.Machine) -> ast.Machine:
         return machine
 
-    def machine(self, meta: object, name: Token, *items: object) -> ast.Machine:
+    def machine(self, meta: Meta, name: Token, *items: object) -> ast.Machine:
         return ast.Machine(self._name(name), tuple(items), self._span(meta))  # type: ignore[arg-type]
 
-    def description(self, meta: object, text: ast.String) -> ast.Description:
+    def description(self, meta: Meta, text: ast.String) -> ast.Description:
         return ast.Description(text, self._span(meta))
 
-    def input_decl(self, meta: object, name: Token, type_: ast.TypeRef, default: ast.Value | None = None):
+    def input_decl(self, meta: Meta, name: Token, type_: ast.TypeRef, default: ast.Value | None = None):
         return ast.InputDecl(self._name(name), type_, default, self._span(meta))
 
-    def model_setting(self, meta: object, model: ast.String) -> ast.ModelSetting:
+    def model_setting(self, meta: Meta, model: ast.String) -> ast.ModelSetting:
         return ast.ModelSetting(model, self._span(meta))
 
-    def verifier_model_setting(self, meta: object, model: ast.String) -> ast.VerifierModelSetting:
+    def verifier_model_setting(self, meta: Meta, model: ast.String) -> ast.VerifierModelSetting:
         return ast.VerifierModelSetting(model, self._span(meta))
 
-    def temperature_setting(self, meta: object, value: ast.Number) -> ast.TemperatureSetting:
+    def temperature_setting(self, meta: Meta, value: ast.Number) -> ast.TemperatureSetting:
         return ast.TemperatureSetting(value, self._span(meta))
 
-    def limits(self, meta: object, *items: ast.Limit) -> ast.Limits:
+    def limits(self, meta: Meta, *items: ast.Limit) -> ast.Limits:
         return ast.Limits(tuple(items), self._span(meta))
 
-    def limit(self, meta: object, name: Token, value: ast.Number) -> ast.Limit:
+    def limit(self, meta: Meta, name: Token, value: ast.Number) -> ast.Limit:
         return ast.Limit(self._name(name), value, self._span(meta))
 
     # types
-    def type_decl(self, meta: object, name: Token, *fields: ast.FieldDecl) -> ast.TypeDecl:
+    def type_decl(self, meta: Meta, name: Token, *fields: ast.FieldDecl) -> ast.TypeDecl:
         return ast.TypeDecl(self._name(name), tuple(fields), self._span(meta))
 
-    def field_decl(self, meta: object, name: Token, type_: ast.TypeRef, doc: ast.String | None = None):
+    def field_decl(self, meta: Meta, name: Token, type_: ast.TypeRef, doc: ast.String | None = None):
         return ast.FieldDecl(self._name(name), type_, doc, self._span(meta))
 
-    def named_type(self, meta: object, name: Token) -> ast.NamedType:
+    def named_type(self, meta: Meta, name: Token) -> ast.NamedType:
         return ast.NamedType(self._name(name), self._span(meta))
 
-    def list_type(self, meta: object, item: ast.TypeRef) -> ast.ListType:
+    def list_type(self, meta: Meta, item: ast.TypeRef) -> ast.ListType:
         return ast.ListType(item, self._span(meta))
 
-    def optional_type(self, meta: object, inner: ast.TypeRef) -> ast.OptionalType:
+    def optional_type(self, meta: Meta, inner: ast.TypeRef) -> ast.OptionalType:
         return ast.OptionalType(inner, self._span(meta))
 
-    def enum_type(self, meta: object, *values: ast.String) -> ast.EnumType:
+    def enum_type(self, meta: Meta, *values: ast.String) -> ast.EnumType:
         return ast.EnumType(tuple(values), self._span(meta))
 
     # tools and agents
-    def tool_decl(self, meta: object, name: ast.ToolName, *rest: object) -> ast.ToolDecl:
+    def tool_decl(self, meta: Meta, name: ast.ToolName, *rest: object) -> ast.ToolDecl:
         path = next((r for r in rest if isinstance(r, ast.String)), None)
         options = next((r for r in rest if isinstance(r, tuple)), ())
         return ast.ToolDecl(name, path, options, self._span(meta))
 
-    def tool_name(self, meta: object, *parts: Token) -> ast.ToolName:
+    def tool_name(self, meta: Meta, *parts: Token) -> ast.ToolName:
         return ast.ToolName(tuple(str(p) for p in parts), self._span(meta))
 
-    def tool_options(self, meta: object, *options: ast.ToolOption) -> tuple[ast.ToolOption, ...]:
+    def tool_options(self, meta: Meta, *options: ast.ToolOption) -> tuple[ast.ToolOption, ...]:
         return tuple(options)
 
-    def tool_option(self, meta: object, name: Token, value: ast.Value) -> ast.ToolOption:
+    def tool_option(self, meta: Meta, name: Token, value: ast.Value) -> ast.ToolOption:
         return ast.ToolOption(self._name(name), value, self._span(meta))
 
-    def agent_decl(self, meta: object, name: Token, *items: ast.AgentItem) -> ast.AgentDecl:
+    def agent_decl(self, meta: Meta, name: Token, *items: ast.AgentItem) -> ast.AgentDecl:
         return ast.AgentDecl(self._name(name), tuple(items), self._span(meta))
 
-    def prompt_setting(self, meta: object, text: ast.String) -> ast.PromptSetting:
+    def prompt_setting(self, meta: Meta, text: ast.String) -> ast.PromptSetting:
         return ast.PromptSetting(text, self._span(meta))
 
-    def tools_setting(self, meta: object, *tools: ast.ToolName) -> ast.ToolsSetting:
+    def tools_setting(self, meta: Meta, *tools: ast.ToolName) -> ast.ToolsSetting:
         return ast.ToolsSetting(tuple(t for t in tools if t is not None), self._span(meta))
 
-    def memory_setting(self, meta: object, policy: Token, count: Token | None = None) -> ast.MemorySetting:
+    def memory_setting(self, meta: Meta, policy: Token, count: Token | None = None) -> ast.MemorySetting:
         number = self.number(None, count) if count is not None else None
         return ast.MemorySetting(self._name(policy), number, self._span(meta))
 
-    def fallbacks_setting(self, meta: object, *models: ast.String) -> ast.FallbacksSetting:
+    def fallbacks_setting(self, meta: Meta, *models: ast.String) -> ast.FallbacksSetting:
         return ast.FallbacksSetting(tuple(m for m in models if m is not None), self._span(meta))
 
     # states
-    def state_decl(self, meta: object, *parts: object) -> ast.StateDecl:
+    def state_decl(self, meta: Meta, *parts: object) -> ast.StateDecl:
         modifiers = [p for p in parts if isinstance(p, Token) and p.type in ("START", "FINAL")]
         name = next(p for p in parts if isinstance(p, Token) and p.type == "NAME")
         items = tuple(p for p in parts if not isinstance(p, Token))
@@ -284,161 +285,161 @@ class _BuildAst(Transformer_NonRecursive):
             span=self._span(meta),
         )
 
-    def state_modifier(self, meta: object, tok: Token) -> Token:
+    def state_modifier(self, meta: Meta, tok: Token) -> Token:
         return tok
 
-    def agent_ref(self, meta: object, name: Token) -> ast.AgentRef:
+    def agent_ref(self, meta: Meta, name: Token) -> ast.AgentRef:
         return ast.AgentRef(self._name(name), self._span(meta))
 
-    def instruction(self, meta: object, text: ast.String) -> ast.Instruction:
+    def instruction(self, meta: Meta, text: ast.String) -> ast.Instruction:
         return ast.Instruction(text, self._span(meta))
 
-    def output_decl(self, meta: object, type_: ast.TypeRef) -> ast.OutputDecl:
+    def output_decl(self, meta: Meta, type_: ast.TypeRef) -> ast.OutputDecl:
         return ast.OutputDecl(type_, self._span(meta))
 
-    def tell(self, meta: object, *names: Token) -> ast.Tell:
+    def tell(self, meta: Meta, *names: Token) -> ast.Tell:
         return ast.Tell(tuple(self._name(n) for n in names if n is not None), self._span(meta))
 
-    def visits(self, meta: object, count: Token) -> ast.Visits:
+    def visits(self, meta: Meta, count: Token) -> ast.Visits:
         return ast.Visits(self.number(None, count), self._span(meta))
 
-    def retries(self, meta: object, count: Token) -> ast.Retries:
+    def retries(self, meta: Meta, count: Token) -> ast.Retries:
         return ast.Retries(self.number(None, count), self._span(meta))
 
-    def call(self, meta: object, tool: ast.ToolName, *args: ast.CallArg) -> ast.ToolCall:
+    def call(self, meta: Meta, tool: ast.ToolName, *args: ast.CallArg) -> ast.ToolCall:
         return ast.ToolCall(tool, tuple(a for a in args if a is not None), self._span(meta))
 
-    def call_arg(self, meta: object, name: Token, value: ast.Expr) -> ast.CallArg:
+    def call_arg(self, meta: Meta, name: Token, value: ast.Expr) -> ast.CallArg:
         return ast.CallArg(self._name(name), value, self._span(meta))
 
-    def result(self, meta: object, text: ast.String) -> ast.Result:
+    def result(self, meta: Meta, text: ast.String) -> ast.Result:
         return ast.Result(text, self._span(meta))
 
-    def bound(self, meta: object, count: Token) -> ast.Number:
+    def bound(self, meta: Meta, count: Token) -> ast.Number:
         return self.number(None, count)
 
-    def when_transition(self, meta: object, cond: ast.Expr, target: Token, bound: ast.Number | None = None):
+    def when_transition(self, meta: Meta, cond: ast.Expr, target: Token, bound: ast.Number | None = None):
         span = self._span(meta)
         if isinstance(cond, ast.Literal) and isinstance(cond.value, str):
             text = ast.String(cond.value, False, cond.span)
             return ast.Transition("condition", self._name(target), None, text, bound, span)
         return ast.Transition("guard", self._name(target), cond, None, bound, span)
 
-    def always_transition(self, meta: object, target: Token, bound: ast.Number | None = None):
+    def always_transition(self, meta: Meta, target: Token, bound: ast.Number | None = None):
         return ast.Transition("always", self._name(target), None, None, bound, self._span(meta))
 
-    def otherwise_transition(self, meta: object, target: Token, bound: ast.Number | None = None):
+    def otherwise_transition(self, meta: Meta, target: Token, bound: ast.Number | None = None):
         return ast.Transition("otherwise", self._name(target), None, None, bound, self._span(meta))
 
-    def stay_transition(self, meta: object, bound: ast.Number | None = None) -> ast.Transition:
+    def stay_transition(self, meta: Meta, bound: ast.Number | None = None) -> ast.Transition:
         return ast.Transition("stay", None, None, None, bound, self._span(meta))
 
     # expressions
-    def _binary(self, meta: object, op: str, left: ast.Expr, right: ast.Expr) -> ast.BinaryOp:
+    def _binary(self, meta: Meta, op: str, left: ast.Expr, right: ast.Expr) -> ast.BinaryOp:
         return ast.BinaryOp(op, left, right, self._span(meta))
 
-    def or_op(self, meta: object, left: ast.Expr, right: ast.Expr) -> ast.BinaryOp:
+    def or_op(self, meta: Meta, left: ast.Expr, right: ast.Expr) -> ast.BinaryOp:
         return self._binary(meta, "or", left, right)
 
-    def and_op(self, meta: object, left: ast.Expr, right: ast.Expr) -> ast.BinaryOp:
+    def and_op(self, meta: Meta, left: ast.Expr, right: ast.Expr) -> ast.BinaryOp:
         return self._binary(meta, "and", left, right)
 
-    def not_op(self, meta: object, operand: ast.Expr) -> ast.UnaryOp:
+    def not_op(self, meta: Meta, operand: ast.Expr) -> ast.UnaryOp:
         return ast.UnaryOp("not", operand, self._span(meta))
 
-    def compare(self, meta: object, left: ast.Expr, op: Token, right: ast.Expr) -> ast.BinaryOp:
+    def compare(self, meta: Meta, left: ast.Expr, op: Token, right: ast.Expr) -> ast.BinaryOp:
         return self._binary(meta, str(op), left, right)
 
-    def in_op(self, meta: object, left: ast.Expr, right: ast.Expr) -> ast.BinaryOp:
+    def in_op(self, meta: Meta, left: ast.Expr, right: ast.Expr) -> ast.BinaryOp:
         return self._binary(meta, "in", left, right)
 
-    def not_in_op(self, meta: object, left: ast.Expr, right: ast.Expr) -> ast.BinaryOp:
+    def not_in_op(self, meta: Meta, left: ast.Expr, right: ast.Expr) -> ast.BinaryOp:
         return self._binary(meta, "not in", left, right)
 
-    def arith(self, meta: object, left: ast.Expr, op: Token, right: ast.Expr) -> ast.BinaryOp:
+    def arith(self, meta: Meta, left: ast.Expr, op: Token, right: ast.Expr) -> ast.BinaryOp:
         return self._binary(meta, str(op), left, right)
 
-    def neg(self, meta: object, operand: ast.Expr) -> ast.UnaryOp:
+    def neg(self, meta: Meta, operand: ast.Expr) -> ast.UnaryOp:
         return ast.UnaryOp("-", operand, self._span(meta))
 
-    def attribute(self, meta: object, value: ast.Expr, name: Token) -> ast.Attribute:
+    def attribute(self, meta: Meta, value: ast.Expr, name: Token) -> ast.Attribute:
         return ast.Attribute(value, self._name(name), self._span(meta))
 
-    def index(self, meta: object, value: ast.Expr, idx: ast.Expr) -> ast.Index:
+    def index(self, meta: Meta, value: ast.Expr, idx: ast.Expr) -> ast.Index:
         return ast.Index(value, idx, self._span(meta))
 
-    def call_expr(self, meta: object, func: Token, *args: ast.Expr) -> ast.Call:
+    def call_expr(self, meta: Meta, func: Token, *args: ast.Expr) -> ast.Call:
         return ast.Call(self._name(func), tuple(a for a in args if a is not None), self._span(meta))
 
-    def name(self, meta: object, tok: Token) -> ast.NameExpr:
+    def name(self, meta: Meta, tok: Token) -> ast.NameExpr:
         return ast.NameExpr(str(tok), self._tok_span(tok))
 
-    def literal(self, meta: object, lit: ast.String | ast.Number) -> ast.Literal:
+    def literal(self, meta: Meta, lit: ast.String | ast.Number) -> ast.Literal:
         return ast.Literal(lit.value, lit.span)
 
-    def true_lit(self, meta: object) -> ast.Literal:
+    def true_lit(self, meta: Meta) -> ast.Literal:
         return ast.Literal(True, self._span(meta))
 
-    def false_lit(self, meta: object) -> ast.Literal:
+    def false_lit(self, meta: Meta) -> ast.Literal:
         return ast.Literal(False, self._span(meta))
 
-    def none_lit(self, meta: object) -> ast.Literal:
+    def none_lit(self, meta: Meta) -> ast.Literal:
         return ast.Literal(None, self._span(meta))
 
-    def list_expr(self, meta: object, *items: ast.Expr) -> ast.ListExpr:
+    def list_expr(self, meta: Meta, *items: ast.Expr) -> ast.ListExpr:
         return ast.ListExpr(tuple(i for i in items if i is not None), self._span(meta))
 
     # values
-    def value_literal(self, meta: object, lit: ast.String | ast.Number) -> ast.Value:
+    def value_literal(self, meta: Meta, lit: ast.String | ast.Number) -> ast.Value:
         kind = "str" if isinstance(lit, ast.String) else ("int" if isinstance(lit.value, int) else "float")
         return ast.Value(kind, lit.value, self._span(meta))
 
-    def value_negative(self, meta: object, lit: ast.Number) -> ast.Value:
+    def value_negative(self, meta: Meta, lit: ast.Number) -> ast.Value:
         kind = "int" if isinstance(lit.value, int) else "float"
         return ast.Value(kind, -lit.value, self._span(meta))
 
-    def value_true(self, meta: object) -> ast.Value:
+    def value_true(self, meta: Meta) -> ast.Value:
         return ast.Value("bool", True, self._span(meta))
 
-    def value_false(self, meta: object) -> ast.Value:
+    def value_false(self, meta: Meta) -> ast.Value:
         return ast.Value("bool", False, self._span(meta))
 
-    def value_none(self, meta: object) -> ast.Value:
+    def value_none(self, meta: Meta) -> ast.Value:
         return ast.Value("none", None, self._span(meta))
 
-    def value_list(self, meta: object, *items: ast.Value) -> ast.Value:
+    def value_list(self, meta: Meta, *items: ast.Value) -> ast.Value:
         return ast.Value("list", tuple(i for i in items if i is not None), self._span(meta))
 
-    def object(self, meta: object, *entries: ast.ObjectEntry) -> ast.Value:
+    def object(self, meta: Meta, *entries: ast.ObjectEntry) -> ast.Value:
         return ast.Value("object", tuple(entries), self._span(meta))
 
-    def object_entry(self, meta: object, key: Token, value: ast.Value) -> ast.ObjectEntry:
+    def object_entry(self, meta: Meta, key: Token, value: ast.Value) -> ast.ObjectEntry:
         return ast.ObjectEntry(self._name(key), value, self._span(meta))
 
     # tests
-    def test_decl(self, meta: object, name: ast.String, *items: ast.TestItem) -> ast.TestDecl:
+    def test_decl(self, meta: Meta, name: ast.String, *items: ast.TestItem) -> ast.TestDecl:
         return ast.TestDecl(name, tuple(items), self._span(meta))
 
-    def test_input(self, meta: object, values: ast.Value) -> ast.TestInput:
+    def test_input(self, meta: Meta, values: ast.Value) -> ast.TestInput:
         return ast.TestInput(values, self._span(meta))
 
-    def reply(self, meta: object, state: Token, value: ast.Value) -> ast.Reply:
+    def reply(self, meta: Meta, state: Token, value: ast.Value) -> ast.Reply:
         return ast.Reply(self._name(state), value, self._span(meta))
 
-    def verdict(self, meta: object, state: Token, cond: ast.String | Token) -> ast.Verdict:
+    def verdict(self, meta: Meta, state: Token, cond: ast.String | Token) -> ast.Verdict:
         text = cond if isinstance(cond, ast.String) else None
         return ast.Verdict(self._name(state), text, self._span(meta))
 
-    def expect_path(self, meta: object, *states: Token) -> ast.ExpectPath:
+    def expect_path(self, meta: Meta, *states: Token) -> ast.ExpectPath:
         return ast.ExpectPath(tuple(self._name(s) for s in states if s is not None), self._span(meta))
 
-    def expect_final(self, meta: object, state: Token) -> ast.ExpectFinal:
+    def expect_final(self, meta: Meta, state: Token) -> ast.ExpectFinal:
         return ast.ExpectFinal(self._name(state), self._span(meta))
 
-    def expect_result(self, meta: object, value: ast.Value) -> ast.ExpectResult:
+    def expect_result(self, meta: Meta, value: ast.Value) -> ast.ExpectResult:
         return ast.ExpectResult(value, self._span(meta))
 
-    def expect_failure(self, meta: object, kind: Token) -> ast.ExpectFailure:
+    def expect_failure(self, meta: Meta, kind: Token) -> ast.ExpectFailure:
         return ast.ExpectFailure(self._name(kind), self._span(meta))
 
 
@@ -488,7 +489,7 @@ def _expected_text(parser: Lark, names: set[str]) -> str:
 def _syntax_failure(err: UnexpectedInput, source: SourceFile, parser: Lark) -> _Failure:
     text = source.text
     if isinstance(err, UnexpectedCharacters):
-        pos = err.pos_in_stream
+        pos = err.pos_in_stream or 0
         ch = text[pos] if pos < len(text) else ""
         two = text[pos : pos + 2]
         if ch == '"':
@@ -734,8 +735,9 @@ def parse_source(source: SourceFile) -> ParseResult:
         comment_tokens, _COMMENTS.tokens = _COMMENTS.tokens, []
     if failures:
         failures += _later_failures(source, failures[0], parser)
-        for f in failures:
-            result.diagnostics.report(f.code, f.message, source.span(f.start, f.end), help=f.help)
+        for failure in failures:
+            result.diagnostics.report(failure.code, failure.message, source.span(failure.start, failure.end),
+                                      help=failure.help)
         return result
     deep = _too_deep(machine)
     if deep is not None:
