@@ -253,3 +253,10 @@ def test_a_runner_names_its_spec_relative_to_itself_however_the_path_is_typed(tm
         assert main(["compile", typed, "-o", "runners/content_runner.py", "--check"]) == 0, typed
     assert main(["compile", "flows/content.fsm", "-o", "runners/missing.py", "--check"]) == 1
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_a_file_that_does_not_check_is_not_counted_as_a_test(broken: Path, capsys) -> None:
+    assert main(["test", str(EXAMPLE), str(broken)]) == 1
+    err = capsys.readouterr().err
+    assert "1 file did not check" in err
+    assert err.rstrip().endswith("3 passed, 0 failed")

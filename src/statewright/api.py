@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .diagnostics import Diagnostic, Diagnostics, SourceFile
-from .grammar import ParseResult, ast, parse_source, read_source
+from .grammar import ParseResult, ast, parse_source, parse_text, read_source  # noqa: F401 - parse_text is API
 
 if TYPE_CHECKING:  # imported for annotations only: these modules are heavy or call models
     from .compiler import ir
@@ -40,10 +40,6 @@ class Compilation:
     @property
     def ok(self) -> bool:
         return self.ir is not None and not any(d.severity.value == "error" for d in self.diagnostics)
-
-
-def parse_text(text: str, path: str = "<string>") -> ParseResult:
-    return parse_source(SourceFile(path, text))
 
 
 def check_source(source: SourceFile) -> Compilation:

@@ -235,21 +235,24 @@ def cmd_test(args: argparse.Namespace) -> int:
     from . import api
     from .runtime.testing import format_outcome
 
-    failed = total = 0
+    passed = failed = broken = 0
     for path in args.paths:
         comp = _compile_or_report(path)
         if not comp.ok:
-            failed += 1
+            broken += 1  # its diagnostics are printed; its tests cannot run
             continue
         outcomes = api.run_tests(comp, trace_dir=args.trace, trace_content=args.trace_content,
                                  name_filter=args.filter)
         for outcome in outcomes:
-            total += 1
-            if not outcome.passed:
+            if outcome.passed:
+                passed += 1
+            else:
                 failed += 1
             _out(format_outcome(outcome))
-    _err(f"{total - failed if total >= failed else 0} passed, {failed} failed")
-    return EXIT_INPUT if failed else EXIT_OK
+    if broken:
+        _err(f"{broken} file{'s' if broken != 1 else ''} did not check; their tests did not run")
+    _err(f"{passed} passed, {failed} failed")
+    return EXIT_INPUT if failed or broken else EXIT_OK
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
