@@ -296,7 +296,9 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 
 
 def _count(text: str) -> int:
-    """An argparse type: a whole number, zero or more."""
+    """An argparse type: a whole number, zero or more.
+
+    Not the runner's own validator: importing runtime.runner_cli would load pydantic on every command."""
     try:
         value = int(text)
     except ValueError:
