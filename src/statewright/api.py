@@ -203,25 +203,23 @@ def write_runner(path: str | Path, text: str, *, force: bool = False) -> None:
 
 
 def runtime_machine(comp: Compilation, *, level: int = 1, disabled: Sequence[str] = ()) -> MachineSpec:
-    """The machine as the engine runs it (`statewright run`): the IR with interpreted guards."""
-    from .compiler.to_runtime import to_runtime
+    """The machine as every face runs it: the machine part of its runner, compiled in memory (and cached
+    per source, so loading it again costs nothing)."""
+    from .compiler.codegen import load_machine
 
     assert comp.source is not None
     ir = optimize(comp, level=level, disabled=disabled)
-    return to_runtime(ir, source_sha256=source_sha256(comp), source_path=comp.source.path)  # type: ignore[arg-type]
+    return load_machine(ir, source_text=comp.source.text, source_path=comp.source.path)  # type: ignore[no-any-return]
 
 
 def run_tests(comp: Compilation, *, trace_dir: str | None = None, trace_content: bool = False,
-              name_filter: str | None = None) -> list[TestOutcome]:
-    """Run the machine's test blocks with the scripted provider; one outcome per test block.
+              name_filter: str | None = None, level: int = 0) -> list[TestOutcome]:
+    """Run the machine's test blocks with scripted replies; one outcome per test block.
 
-    Tests run against the unoptimized machine: they describe the source as written.
-    """
-    from .compiler.to_runtime import to_runtime
+    Tests run the machine as written (`level` 0) unless asked otherwise."""
     from .runtime.testing import run_tests as run
 
-    assert comp.ir is not None and comp.source is not None
-    machine = to_runtime(comp.ir, source_sha256=source_sha256(comp), source_path=comp.source.path)  # type: ignore[arg-type]
+    machine = runtime_machine(comp, level=level)
     return list(run(machine, trace_dir=trace_dir, trace_content=trace_content, name_filter=name_filter))
 
 

@@ -5,25 +5,24 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .checkpoint import CheckpointError, CheckpointStore
 from .client import ModelClient
-from .engine import Engine, InputError, prepare_inputs, validate_input
-from .litellm_client import LiteLLMClient, RetryPolicy
+from .core import InputError
+from .engine import Engine, Listener, new_run_id, prepare_inputs, validate_input
+from .progress import Progress
 from .result import RunResult
-from .scripted import Script, ScriptError, register_scripted_provider
+from .scripted import Script, ScriptError
 from .spec import InputSpec, MachineSpec
+from .sync import run_sync
 from .trace import Trace
 
 EXIT_FINAL = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
-# With a script, every model of the machine — agents, fallbacks, verifier — answers from it.
-SCRIPTED_RUN_MODEL = "scripted/run"
 
 
 class RunnerUsageError(Exception):
@@ -32,99 +31,87 @@ class RunnerUsageError(Exception):
 
 # ---- the Python entry points ---------------------------------------------------------------------
 
+# Every option of `run_machine`/`arun_machine` (and of a generated runner's own `run`/`arun`, whose
+# signature and docstring are written from this table): name, annotation, default, what it does.
+RUN_OPTIONS: tuple[tuple[str, str, str, str], ...] = (
+    ("trace", "str | Trace | None", "None", "append the run's JSONL trace to this file (or an open Trace)"),
+    ("trace_content", "bool", "False", "include messages, replies and tool arguments/results in the trace"),
+    ("checkpoint", "str | CheckpointStore | None", "None",
+     "checkpoint after every transition to this SQLite file (or an open CheckpointStore)"),
+    ("resume", "str | None", "None", "the id of a checkpointed run to continue (its stored inputs are used)"),
+    ("run_id", "str | None", "None", "the id of a new run (default: a random one)"),
+    ("model_map", "Mapping[str, str] | None", "None",
+     "call model NEW wherever the machine names OLD; the key '*' maps every other model"),
+    ("workspace", "str | None", "None",
+     "the directory tools work in (default: a fresh .statewright/runs/RUN_ID/workspace)"),
+    ("script", "Script | Mapping[str, Any] | None", "None",
+     "answer every model call from this script (a Script or its JSON form) instead of a model"),
+    ("client", "ModelClient | None", "None", "the model client (default: litellm)"),
+    ("tools", "Any", "None", "a tool registry to use instead of the machine's own tools"),
+    ("max_tokens", "int | None", "None", "cap every model reply at this many tokens"),
+    ("retries", "int | None", "None", "retries of a failed model call before a fallback takes over (default 3)"),
+    ("retry_delay", "float | None", "None", "seconds before the first retry, doubling for each next one"),
+    ("timeout", "float | None", "None", "seconds one model call may take (default 60)"),
+    ("listeners", "Sequence[Callable[[str, dict[str, Any]], None]]", "()",
+     "called with (event, fields) for every event of the run, as it happens"),
+)
+
 
 def _runner_client(client: ModelClient | None, retries: int | None, retry_delay: float | None,
-                   scripted: bool, timeout: float | None = None) -> ModelClient | None:
+                   timeout: float | None = None) -> ModelClient | None:
     """The model client a run uses: the one given, else litellm with the retry policy asked for."""
     if client is not None:
         return client
-    if retries is None and retry_delay is None and timeout is None and not scripted:
+    if retries is None and retry_delay is None and timeout is None:
         return None  # the engine makes the default client when the first call needs it
+    from .litellm_client import LiteLLMClient, RetryPolicy
+
     policy = RetryPolicy()
-    # a script never has transient faults: retrying one would only repeat the same answer
-    max_retries = retries if retries is not None else (0 if scripted else policy.max_retries)
     delay = retry_delay if retry_delay is not None else policy.initial_delay
-    return LiteLLMClient(retry=RetryPolicy(max_retries=max_retries, initial_delay=delay,
-                                           max_delay=max(policy.max_delay, delay),
+    return LiteLLMClient(retry=RetryPolicy(max_retries=retries if retries is not None else policy.max_retries,
+                                           initial_delay=delay, max_delay=max(policy.max_delay, delay),
                                            timeout=timeout if timeout is not None else policy.timeout))
 
 
 def _runner_script(script: Script | Mapping[str, Any] | None) -> Script | None:
-    """A script given as a Script or in its JSON form, installed behind the scripted provider."""
-    if script is None:
-        return None
-    if not isinstance(script, Script):
-        script = Script.from_json(script)
-    register_scripted_provider(script)
-    return script
+    if script is None or isinstance(script, Script):
+        return script
+    return Script.from_json(script)
 
 
-def _runner_engine(machine: MachineSpec, *, client: ModelClient | None, trace: Trace | str | None,
-                   trace_content: bool, checkpoint: CheckpointStore | str | None,
-                   model_map: Mapping[str, str] | None, workspace: str | None,
-                   script: Script | Mapping[str, Any] | None, tools: Any, max_tokens: int | None,
-                   retries: int | None, retry_delay: float | None,
-                   timeout: float | None = None) -> tuple[Engine, Trace | None]:
-    scripted = _runner_script(script)
-    if scripted is not None:
-        model_map = {"*": SCRIPTED_RUN_MODEL}
-    client = _runner_client(client, retries, retry_delay, scripted is not None, timeout)
-    opened = Trace(trace, content=trace_content) if isinstance(trace, str) else None
-    store = CheckpointStore(checkpoint) if isinstance(checkpoint, str) else checkpoint
-    engine = Engine(machine, client=client, trace=opened or trace, checkpoint=store,  # type: ignore[arg-type]
-                    model_map=model_map, script=scripted, workspace=workspace, tools=tools,
-                    max_tokens=max_tokens)
-    return engine, opened
-
-
-def run(machine: MachineSpec, inputs: Mapping[str, Any] | None = None, *, client: ModelClient | None = None,
-        trace: Trace | str | None = None, trace_content: bool = False,
-        checkpoint: CheckpointStore | str | None = None, resume: str | None = None, run_id: str | None = None,
-        model_map: Mapping[str, str] | None = None, workspace: str | None = None,
-        script: Script | Mapping[str, Any] | None = None, tools: Any = None, max_tokens: int | None = None,
-        retries: int | None = None, retry_delay: float | None = None, timeout: float | None = None) -> RunResult:
-    """Run `machine` once. `trace` and `checkpoint` take a path or an open Trace/CheckpointStore;
-    `resume` is the id of a checkpointed run to continue (its stored inputs are used).
-
-    `script` (a Script, or its JSON form) makes every model answer from it, as `--script` does.
-    `max_tokens` caps each reply; `retries`/`retry_delay`/`timeout` (seconds per model call) set the
-    default client's retry policy (they do not apply to a `client` given here). Without `workspace`, tools work in a fresh directory
-    `.statewright/runs/<run_id>/workspace` (RunResult.workspace).
+async def arun_machine(machine: MachineSpec, inputs: Mapping[str, Any] | None = None, *,
+                       trace: Trace | str | None = None, trace_content: bool = False,
+                       checkpoint: CheckpointStore | str | None = None, resume: str | None = None,
+                       run_id: str | None = None, model_map: Mapping[str, str] | None = None,
+                       workspace: str | None = None, script: Script | Mapping[str, Any] | None = None,
+                       client: ModelClient | None = None, tools: Any = None, max_tokens: int | None = None,
+                       retries: int | None = None, retry_delay: float | None = None,
+                       timeout: float | None = None, listeners: Sequence[Listener] = ()) -> RunResult:
+    """Run `machine` once, to a final state or a typed failure (see RUN_OPTIONS for every option).
 
     Never raises for a failed run — the RunResult says how it failed; raises CheckpointError when a
-    resume is impossible."""
-    engine, opened = _runner_engine(machine, client=client, trace=trace, trace_content=trace_content,
-                                    checkpoint=checkpoint, model_map=model_map, workspace=workspace,
-                                    script=script, tools=tools, max_tokens=max_tokens, retries=retries,
-                                    retry_delay=retry_delay, timeout=timeout)
+    resume is impossible. `retries`, `retry_delay` and `timeout` set the default litellm client's policy
+    (not that of a `client` given here)."""
+    opened = Trace(trace, content=trace_content) if isinstance(trace, str) else None
+    store = CheckpointStore(checkpoint) if isinstance(checkpoint, str) else checkpoint
     try:
-        if resume:
-            return engine.run(None, run_id=resume, resume=True)
-        return engine.run(inputs or {}, run_id=run_id)
-    finally:
-        if opened is not None:
-            opened.close()
-
-
-async def arun(machine: MachineSpec, inputs: Mapping[str, Any] | None = None, *,
-               client: ModelClient | None = None, trace: Trace | str | None = None, trace_content: bool = False,
-               checkpoint: CheckpointStore | str | None = None, resume: str | None = None,
-               run_id: str | None = None, model_map: Mapping[str, str] | None = None,
-               workspace: str | None = None, script: Script | Mapping[str, Any] | None = None,
-               tools: Any = None, max_tokens: int | None = None, retries: int | None = None,
-               retry_delay: float | None = None, timeout: float | None = None) -> RunResult:
-    """`run` for async code: the engine runs in a worker thread (see Engine.arun)."""
-    engine, opened = _runner_engine(machine, client=client, trace=trace, trace_content=trace_content,
-                                    checkpoint=checkpoint, model_map=model_map, workspace=workspace,
-                                    script=script, tools=tools, max_tokens=max_tokens, retries=retries,
-                                    retry_delay=retry_delay, timeout=timeout)
-    try:
+        engine = Engine(machine, client=_runner_client(client, retries, retry_delay, timeout),
+                        trace=opened or trace, checkpoint=store, model_map=model_map,  # type: ignore[arg-type]
+                        script=_runner_script(script), workspace=workspace, tools=tools, max_tokens=max_tokens,
+                        listeners=listeners)
         if resume:
             return await engine.arun(None, run_id=resume, resume=True)
         return await engine.arun(inputs or {}, run_id=run_id)
     finally:
         if opened is not None:
             opened.close()
+        if store is not None and store is not checkpoint:
+            store.close()
+
+
+def run_machine(machine: MachineSpec, inputs: Mapping[str, Any] | None = None, **options: Any) -> RunResult:
+    """`arun_machine` for synchronous code: the same run, the same options."""
+    return run_sync(arun_machine(machine, inputs, **options))  # type: ignore[no-any-return]
 
 
 # ---- the command line ----------------------------------------------------------------------------
@@ -178,6 +165,8 @@ def _runner_parser(machine: MachineSpec, prog: str | None) -> argparse.ArgumentP
                              "(the format of docs/execution.md)")
     parser.add_argument("--selftest", action="store_true", help="run the machine's test blocks with scripted "
                                                                 "replies and exit")
+    parser.add_argument("--quiet", action="store_true",
+                        help="print no progress on stderr (states, model calls, transitions)")
     return parser
 
 
@@ -314,7 +303,7 @@ def _runner_main(machine: MachineSpec, args: argparse.Namespace) -> int:
     if args.resume and (args.input or args.inputs_file):
         print("note: a resumed run uses its stored inputs; --input/--inputs-file are ignored", file=sys.stderr)
     inputs = {} if args.resume else read_inputs(machine, args.input, args.inputs_file)
-    run_id = args.resume or args.run_id or uuid.uuid4().hex[:16]
+    run_id = args.resume or args.run_id or new_run_id()
     try:
         store = CheckpointStore(args.checkpoint) if args.checkpoint else None
     except Exception as exc:  # noqa: BLE001 - sqlite3 errors: not a database, unwritable directory
@@ -325,12 +314,9 @@ def _runner_main(machine: MachineSpec, args: argparse.Namespace) -> int:
         raise RunnerUsageError(f"cannot write --trace {args.trace}: {exc.strerror or exc}") from None
     if store is not None:
         print(f"run {run_id} (checkpoints in {args.checkpoint})", file=sys.stderr)
-    if script is not None:
-        register_scripted_provider(script)
-        model_map = {"*": SCRIPTED_RUN_MODEL}
-    client = _runner_client(None, args.retries, args.retry_delay, script is not None, args.timeout)
-    engine = Engine(machine, client=client, trace=trace, checkpoint=store, model_map=model_map,
-                    workspace=args.workspace, script=script, max_tokens=args.max_tokens)
+    engine = Engine(machine, client=_runner_client(None, args.retries, args.retry_delay, args.timeout),
+                    trace=trace, checkpoint=store, model_map=model_map, workspace=args.workspace, script=script,
+                    max_tokens=args.max_tokens, listeners=() if args.quiet else (Progress(),))
     try:
         result = engine.run(inputs, run_id=run_id, resume=bool(args.resume))
     except CheckpointError as exc:
