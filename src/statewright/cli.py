@@ -231,6 +231,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     return runner_main(machine, args.runner_args, prog=f"statewright run {args.path}")
 
 
+def cmd_batch(args: argparse.Namespace) -> int:
+    from . import api
+
+    comp = _compile_or_report(args.path)
+    if not comp.ok:
+        return EXIT_INPUT
+    machine = api.runtime_machine(comp)
+    from .runtime.runner_cli import main as runner_main
+
+    return runner_main(machine, ["batch", *args.runner_args], batch_prog=f"statewright batch {args.path}")
+
+
 def cmd_test(args: argparse.Namespace) -> int:
     from . import api
     from .runtime.testing import format_outcome
@@ -268,12 +280,29 @@ def cmd_trace(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _progress(args: argparse.Namespace) -> list[object]:
+    """The listeners that show a command's progress on stderr: none with --quiet."""
+    if getattr(args, "quiet", False):
+        return []
+    from .runtime.progress import Progress
+
+    return [Progress()]
+
+
 def cmd_design(args: argparse.Namespace) -> int:
     from . import api
 
-    outcome = api.design(args.task, output=args.output, model=args.model, max_repairs=args.max_repairs,
-                         optimize=not args.no_optimize, trace_path=args.trace)
-    for line in outcome.log:
+    try:
+        outcome = api.design(args.task, output=args.output, model=args.model, max_repairs=args.max_repairs,
+                             optimize=not args.no_optimize, trace_path=args.trace, script=args.script,
+                             listeners=_progress(args))
+    except api.ScriptFileError as e:
+        raise UsageError(str(e)) from None
+    lines = outcome.log
+    if not args.quiet:  # the attempts were shown as they happened: only what came after them is new
+        last = max((i for i, line in enumerate(lines) if line.startswith("attempt ")), default=-1)
+        lines = lines[last + 1:]
+    for line in lines:
         _err(line)
     return EXIT_OK if outcome.ok else EXIT_INPUT
 
@@ -284,7 +313,11 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     comp = _compile_or_report(args.path)
     if not comp.ok:
         return EXIT_INPUT
-    report = api.optimize_with_llm(comp, model=args.llm, write=args.write, trace_path=args.trace)
+    try:
+        report = api.optimize_with_llm(comp, model=args.llm, write=args.write, trace_path=args.trace,
+                                       script=args.script, listeners=_progress(args))
+    except api.ScriptFileError as e:
+        raise UsageError(str(e)) from None
     for line in report.log:
         _err(line)
     if report.diff and not args.write:
@@ -365,6 +398,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("runner_args", nargs=argparse.REMAINDER)
     p.set_defaults(func=cmd_run)
 
+    p = sub.add_parser("batch", help="run a machine over many inputs concurrently (options: batch PATH --help)",
+                       add_help=False)
+    p.add_argument("path", metavar="PATH")
+    p.add_argument("runner_args", nargs=argparse.REMAINDER)
+    p.set_defaults(func=cmd_batch)
+
     p = sub.add_parser("test", help="run the test blocks of .fsm files with scripted replies")
     p.add_argument("paths", nargs="+", metavar="PATH")
     p.add_argument("--trace", metavar="DIR", help="write one trace file per test block into DIR")
@@ -388,6 +427,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how many times the designer may repair its source (default 3)")
     p.add_argument("--no-optimize", action="store_true")
     p.add_argument("--trace", metavar="FILE", help="write the designer's calls to a trace file")
+    p.add_argument("--script", metavar="FILE", help="answer the designer's calls from a JSON script file "
+                                                    "instead of a model (try the designer without a key)")
+    p.add_argument("--quiet", action="store_true", help="print no progress while designing")
     p.set_defaults(func=cmd_design)
 
     p = sub.add_parser("optimize", help="propose LLM-judged state merges as a reviewable source diff")
@@ -397,6 +439,8 @@ def build_parser() -> argparse.ArgumentParser:
     mode.add_argument("--write", action="store_true", help="apply accepted merges to the file")
     mode.add_argument("--diff", action="store_true", help="print the diff (the default)")
     p.add_argument("--trace", metavar="FILE")
+    p.add_argument("--script", metavar="FILE", help="answer the judge's calls from a JSON script file")
+    p.add_argument("--quiet", action="store_true", help="print no progress while judging")
     p.set_defaults(func=cmd_optimize)
     return parser
 

@@ -387,6 +387,7 @@ class _DesignerCalls:
             response_schema=schema, schema_name="agents" if schema else "output",
             metadata={"statewright": {"run_id": "design", "state": stage, "role": "designer", "seq": seq}},
         )
+        self.emit("llm_request", role="designer", state=stage, model=self.model)
         try:
             response = self.client.complete(request)
         except ModelError as e:

@@ -107,10 +107,12 @@ class Engine:
         """Run the machine to a final state or a typed failure (see `arun`), from synchronous code."""
         return run_sync(self.arun(inputs, run_id=run_id, resume=resume))  # type: ignore[no-any-return]
 
+
     async def arun(self, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
-                   resume: bool = False) -> RunResult:
+                   resume: bool = False, trace: Trace | None = None) -> RunResult:
         """Run the machine to a final state or a typed failure. With `resume=True`, continue the
-        checkpointed run `run_id` (its stored inputs are used; `inputs` is ignored).
+        checkpointed run `run_id` (its stored inputs are used; `inputs` is ignored). `trace`, when given,
+        takes this run's events instead of the engine's trace (a batch writes one trace per case).
 
         Raises CheckpointError when resuming is impossible (no store, unknown run, different machine)."""
         core = self.core
@@ -129,8 +131,9 @@ class Engine:
             try:
                 run = core.start(run_id, given, workspace)
             except InputError as exc:
-                return core.fail_input(run_id, given, workspace, Failure("input", str(exc)), self._emitter())
-        self._attach(run)
+                return core.fail_input(run_id, given, workspace, Failure("input", str(exc)),
+                                       self._emitter(trace or self.trace))
+        self._attach(run, trace or self.trace)
         core.begin(run, resumed=resume)
         return await self._drive(core.execute(run), _LocalEffects(self, run))  # type: ignore[no-any-return]
 
@@ -147,12 +150,12 @@ class Engine:
         workspace = self.workspace or snapshot.get("workspace") or default_workspace(run_id)
         return self.core.restore(run_id, snapshot, workspace)
 
-    def _attach(self, run: Run) -> None:
-        run.listen(self._emitter(), content=self.trace.content if self.trace is not None else False,
+    def _attach(self, run: Run, trace: Trace | None) -> None:
+        run.listen(self._emitter(trace), content=trace.content if trace is not None else False,
                    save=self.checkpoint.save if self.checkpoint is not None else None)
 
-    def _emitter(self) -> Listener | None:
-        sinks: list[Listener] = [self.trace.record] if self.trace is not None else []
+    def _emitter(self, trace: Trace | None) -> Listener | None:
+        sinks: list[Listener] = [trace.record] if trace is not None else []
         sinks += self.listeners
         if not sinks:
             return None

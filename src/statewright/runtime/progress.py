@@ -49,9 +49,10 @@ def printable(text: Any, limit: int | None = None) -> str:
 class Progress:
     """Writes one line per step a person follows to `stream` (stderr by default)."""
 
-    def __init__(self, stream: IO[str] | None = None, *, color: bool | None = None) -> None:
+    def __init__(self, stream: IO[str] | None = None, *, color: bool | None = None, end: bool = True) -> None:
         self.stream = stream if stream is not None else sys.stderr
         self.color = wants_color(self.stream) if color is None else color
+        self.end = end  # a line when the run ends (a caller printing its own summary turns it off)
 
     def __call__(self, event: str, fields: dict[str, Any]) -> None:
         line = self.line(event, fields)
@@ -65,6 +66,15 @@ class Progress:
     def paint(self, style: str, text: str) -> str:
         return f"\x1b[{_PROGRESS_STYLES[style]}m{text}\x1b[0m" if self.color else text
 
+    @staticmethod
+    def _caller(fields: dict[str, Any]) -> str:
+        role = fields.get("role")
+        if role == "verifier":
+            return "verifier"
+        if role == "designer":
+            return f"designer ({printable(fields.get('state'))})"
+        return f"agent {printable(fields.get('agent'))}"
+
     def line(self, event: str, fields: dict[str, Any]) -> str | None:
         """The line for one event, or None for events nobody needs to watch."""
         p = self.paint
@@ -76,13 +86,13 @@ class Progress:
             again = f" (visit {visit})" if visit > 1 else ""
             return f"{p('state', printable(fields.get('state')))}{again}"
         if event == "llm_request":
-            who = "verifier" if fields.get("role") == "verifier" else f"agent {printable(fields.get('agent'))}"
-            return p("dim", f"  calling {who} ({printable(fields.get('model'))})")
+            return p("dim", f"  calling {self._caller(fields)} ({printable(fields.get('model'))})")
         if event == "llm_call":
-            who = "verifier" if fields.get("role") == "verifier" else f"agent {printable(fields.get('agent'))}"
+            if fields.get("error"):
+                return p("fail", f"  {self._caller(fields)} failed: {printable(fields.get('error'), 300)}")
             tokens = int(fields.get("prompt_tokens") or 0) + int(fields.get("completion_tokens") or 0)
             seconds = float(fields.get("latency_ms") or 0.0) / 1000
-            return (f"  {who} {p('model', printable(fields.get('model')))}: {tokens} tokens, "
+            return (f"  {self._caller(fields)} {p('model', printable(fields.get('model')))}: {tokens} tokens, "
                     f"{seconds:.1f} s")
         if event == "llm_error":
             return p("fail", f"  model call failed: {printable(fields.get('error'), 300)}")
@@ -97,7 +107,25 @@ class Progress:
             if target is None:
                 return p("fail", f"  stopped ({because})")
             return f"  -> {printable(target)} {p('cause', '(' + because + ')')}"
+        if event == "designer_start":
+            return p("dim", f"designing {printable(fields.get('output'))} with {printable(fields.get('model'))}")
+        if event == "designer_attempt":
+            if fields.get("ok"):
+                return p("ok", f"attempt {fields.get('attempt')}: the machine checks and its tests pass")
+            codes = ", ".join(printable(c) for c in fields.get("codes") or [])
+            problems = [f"{fields.get('error_count', 0)} error(s)" + (f" ({codes})" if codes else "")]
+            if fields.get("test_failures"):
+                problems.append(f"{fields.get('test_failures')} failing test(s)")
+            return p("fail", f"attempt {fields.get('attempt')}: {', '.join(problems)}")
+        if event == "designer_feedback":
+            return p("dim", f"  sending the diagnostics of attempt {fields.get('attempt')} back")
+        if event == "designer_end":
+            if fields.get("ok"):
+                return p("ok", f"designed {printable(fields.get('output'))}")
+            return p("fail", f"design failed{': ' + printable(fields['error'], 300) if fields.get('error') else ''}")
         if event == "run_end":
+            if not self.end:
+                return None
             if fields.get("status") == "final":
                 return p("ok", f"done: final state {printable(fields.get('final_state'))}")
             failure = fields.get("failure") or {}

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .batch import MATCH_MODES, BatchError, BatchSummary, default_batch_checkpoint, run_batch
 from .checkpoint import CheckpointError, CheckpointStore
 from .client import ModelClient
 from .core import InputError
@@ -130,7 +132,8 @@ def _runner_parser(machine: MachineSpec, prog: str | None) -> argparse.ArgumentP
         lines.append(f"  {spec.name}: {_runner_type_text(spec.annotation)}{default}")
     epilog = ("inputs:\n" + "\n".join(lines)) if lines else "this machine takes no inputs"
     epilog += ("\n\nexit status: 0 the run reached a final state, 1 it failed (the failure is in the JSON "
-               "result), 2 usage error")
+               "result), 2 usage error, 130 interrupted\n\n"
+               "The command `batch` runs the machine over a file of many inputs at once (see `batch --help`).")
     parser = argparse.ArgumentParser(
         prog=prog, description=f"Run the state machine '{machine.name}'. {machine.description}".strip(),
         epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -273,10 +276,14 @@ def read_inputs(machine: MachineSpec, pairs: list[str], inputs_file: str | None)
     return values
 
 
-def main(machine: MachineSpec, argv: list[str] | None = None, *, prog: str | None = None) -> int:
+def main(machine: MachineSpec, argv: list[str] | None = None, *, prog: str | None = None,
+         batch_prog: str | None = None) -> int:
     """Parse `argv` (default: sys.argv[1:]), run the machine, print the RunResult JSON on stdout.
 
     Exit status: 0 final state, 1 typed failure (or failing self-tests), 2 usage error."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["batch"]:
+        return _runner_batch(machine, argv[1:], batch_prog or f"{prog or os.path.basename(sys.argv[0])} batch")
     parser = _runner_parser(machine, prog)
     try:
         args = parser.parse_args(argv)
@@ -316,7 +323,7 @@ def _runner_main(machine: MachineSpec, args: argparse.Namespace) -> int:
         print(f"run {run_id} (checkpoints in {args.checkpoint})", file=sys.stderr)
     engine = Engine(machine, client=_runner_client(None, args.retries, args.retry_delay, args.timeout),
                     trace=trace, checkpoint=store, model_map=model_map, workspace=args.workspace, script=script,
-                    max_tokens=args.max_tokens, listeners=() if args.quiet else (Progress(),))
+                    max_tokens=args.max_tokens, listeners=() if args.quiet else (Progress(end=False),))
     try:
         result = engine.run(inputs, run_id=run_id, resume=bool(args.resume))
     except CheckpointError as exc:
@@ -375,3 +382,84 @@ def _runner_selftest(machine: MachineSpec) -> int:
         print(format_outcome(outcome))
     print(f"{len(machine.tests) - failed} passed, {failed} failed", file=sys.stderr)
     return EXIT_FAILED if failed else EXIT_FINAL
+
+
+# ---- batch: one machine over many inputs -----------------------------------------------------------
+
+
+def _runner_batch_parser(prog: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=prog, description="Run the machine once per line of a JSON Lines file of cases, concurrently.",
+        epilog="a case: {\"inputs\": {...}, \"id\": \"...\", \"expect\": ...} (id and expect optional)\n\n"
+               "exit status: 0 every case reached a final state (and matched its expect), 1 otherwise, "
+               "2 usage error, 130 interrupted (finished cases are kept; --resume continues)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--inputs", required=True, metavar="CASES.jsonl", help="the cases, one JSON object per line")
+    parser.add_argument("--concurrency", type=_runner_positive_int, default=8, metavar="N",
+                        help="cases running at the same time (default 8)")
+    parser.add_argument("--out", metavar="FILE", help="write one JSON line per case to FILE (default: stdout)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the batch whose results are in --out: finished cases are skipped")
+    parser.add_argument("--checkpoint", metavar="DB", help="checkpoint every case's run to DB (default with "
+                                                           "--out: FILE.checkpoints.sqlite)")
+    parser.add_argument("--match", choices=MATCH_MODES, default="exact",
+                        help="how a result is compared with a case's expect (default exact)")
+    parser.add_argument("--trace", metavar="DIR", help="write one trace file per case into DIR")
+    parser.add_argument("--trace-content", action="store_true", help="include messages and replies in traces")
+    parser.add_argument("--model-map", action="append", default=[], metavar="OLD=NEW",
+                        help="call model NEW wherever the machine names OLD (repeatable)")
+    parser.add_argument("--max-tokens", type=_runner_positive_int, metavar="N", help="cap every model reply")
+    parser.add_argument("--retries", type=_runner_count, metavar="N", help="retries of a failed model call")
+    parser.add_argument("--retry-delay", type=_runner_seconds, metavar="S", help="seconds before the first retry")
+    parser.add_argument("--timeout", type=_runner_seconds, metavar="S", help="seconds one model call may take")
+    parser.add_argument("--script", metavar="FILE", help="answer every model call from the JSON script FILE")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar or per-case lines on stderr")
+    return parser
+
+
+def _runner_batch(machine: MachineSpec, argv: list[str], prog: str) -> int:
+    parser = _runner_batch_parser(prog)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
+    try:
+        return _runner_batch_main(machine, args)
+    except (RunnerUsageError, BatchError) as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _runner_batch_main(machine: MachineSpec, args: argparse.Namespace) -> int:
+    model_map = dict(_runner_pairs(args.model_map, "--model-map"))
+    if args.script and model_map:
+        raise RunnerUsageError("--script answers every model call; it cannot be combined with --model-map")
+    script = _runner_read_script(args.script) if args.script else None
+    checkpoint = args.checkpoint or (default_batch_checkpoint(args.out) if args.out else None)
+    if args.resume and args.out and not os.path.exists(args.out):
+        raise RunnerUsageError(f"--resume: there is no results file {args.out} to continue")
+    try:
+        store = CheckpointStore(checkpoint) if checkpoint else None
+    except Exception as exc:  # noqa: BLE001 - sqlite3 errors: not a database, unwritable directory
+        raise RunnerUsageError(f"cannot open the checkpoint database {checkpoint}: {exc}") from None
+    if args.trace:
+        os.makedirs(args.trace, exist_ok=True)
+    engine = Engine(machine, client=_runner_client(None, args.retries, args.retry_delay, args.timeout),
+                    checkpoint=store, model_map=model_map, script=script, max_tokens=args.max_tokens)
+    summary = BatchSummary()
+    try:
+        run_sync(run_batch(engine, args.inputs, out_path=args.out, concurrency=args.concurrency,
+                           resume=args.resume, match=args.match, trace_dir=args.trace,
+                           trace_content=args.trace_content, quiet=args.quiet, summary=summary))
+    except KeyboardInterrupt:
+        summary.interrupted = True
+    finally:
+        if store is not None:
+            store.close()
+    print(summary.table(), file=sys.stderr)
+    if summary.interrupted:
+        hint = f"; continue with --out {args.out} --resume" if args.out else ""
+        print(f"interrupted{hint}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return EXIT_FINAL if summary.ok else EXIT_FAILED

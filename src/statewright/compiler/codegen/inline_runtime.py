@@ -19,9 +19,10 @@ from functools import lru_cache
 from importlib import resources
 
 RUNTIME_PACKAGE = "statewright.runtime"
-# What a runner may import besides the standard library; litellm only inside a function (lazily).
+# What a runner may import besides the standard library; litellm only inside a function (lazily), and tqdm
+# (which litellm brings) only inside a function that does without it when it is missing.
 ALLOWED_PACKAGES = ("pydantic", "jinja2")
-LAZY_PACKAGES = ("litellm",)
+LAZY_PACKAGES = ("litellm", "tqdm")
 
 
 class RuntimeInlineError(Exception):
