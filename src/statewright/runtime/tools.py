@@ -40,6 +40,8 @@ class ToolError(Exception):
 # Tool code gets its own temporary directory inside the workspace, hidden from std.list_files.
 _SANDBOX_TMP_DIR = ".tmp"
 _SANDBOX_READ_CHUNK = 65536
+# seconds a killed call's pipes get to deliver what is already in them
+_SANDBOX_DRAIN_GRACE = 0.5
 # Exception text shown to a model is cut here: a model needs the gist, not a megabyte of repr.
 _TOOLS_ERROR_TEXT_CAP = 2000
 # std.list_files stops walking here however large `max_files` is, so a huge tree cannot exhaust memory.
@@ -235,9 +237,10 @@ async def _sandbox_collect(transport: asyncio.SubprocessTransport, protocol: _Sa
         if not done:
             timed_out = True
         _sandbox_kill_group(pid)
-        # what the killed group left in the pipes is still read, until the pipes close or the deadline
+        # what the killed group left in the pipes is still read, until the pipes close or the deadline —
+        # with a moment's grace, so output written just before a kill at the deadline is not lost
         if not capped:
-            _, pending = await asyncio.wait(readers, timeout=max(deadline - loop.time(), 0.0))
+            _, pending = await asyncio.wait(readers, timeout=max(deadline - loop.time(), _SANDBOX_DRAIN_GRACE))
             if pending:
                 timed_out = True
     finally:
