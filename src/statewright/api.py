@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # imported for annotations only: these modules are heavy or c
     from .compiler import ir
     from .designer.design import DesignOutcome
     from .designer.llm_merge import MergeReport
+    from .importers import ImportOutcome
     from .runtime.spec import MachineSpec
     from .runtime.testing import TestOutcome
     from .runtime.trace import Trace
@@ -223,6 +224,29 @@ def run_tests(comp: Compilation, *, trace_dir: str | None = None, trace_content:
     assert comp.ir is not None and comp.source is not None
     machine = to_runtime(comp.ir, source_sha256=source_sha256(comp), source_path=comp.source.path)  # type: ignore[arg-type]
     return list(run(machine, trace_dir=trace_dir, trace_content=trace_content, name_filter=name_filter))
+
+
+# ---- importing other systems' specs --------------------------------------------------------------
+
+
+IMPORT_FORMATS = ("metaagent", "autoagent")
+
+
+def import_bytes(source_format: str, data: bytes, path: str, *, repair: bool = False, bound: int = 2
+                 ) -> ImportOutcome:
+    """A MetaAgent FSM (JSON) or an AutoAgent workflow form (XML) as canonical `.fsm` text.
+
+    Literal by default; `repair` bounds back edges with `max bound` and more, each change listed in the
+    file's header. Problems in the input come back as diagnostics on it (`text` is None after an error).
+    """
+    from .importers import import_spec
+
+    return import_spec(source_format, data, path, repair=repair, bound=bound)
+
+
+def import_file(source_format: str, path: str | Path, *, repair: bool = False, bound: int = 2) -> ImportOutcome:
+    """Import a file on disk. A missing or unreadable file is an OSError for the caller to report."""
+    return import_bytes(source_format, Path(path).read_bytes(), str(path), repair=repair, bound=bound)
 
 
 # ---- design and LLM-judged optimization ----------------------------------------------------------
