@@ -13,7 +13,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from ..diagnostics import Diagnostics, SourceFile, Span, did_you_mean
+from ..diagnostics import Diagnostics, SourceFile, Span, did_you_mean, quoted_list
 from . import fallbacks, repair
 from .emit import literal_template
 from .header import Header
@@ -181,7 +181,7 @@ def _read_agent(element: XmlElement, spec: _Spec, diags: Diagnostics) -> None:
     for other in spec.agents:
         if other.name == name:
             diags.report("SW8007", f"two agents are named '{name}'", element.span, label="declared again here",
-                         help="give every agent its own name")
+                         notes=[f"first declared at {other.span.label()}"], help="give every agent its own name")
             return
     spec.agents.append(_Agent(name, element.span, prompt, tools))
 
@@ -234,7 +234,7 @@ def _read_event(element: XmlElement, spec: _Spec, diags: Diagnostics) -> None:
     for other in spec.events:
         if other.name == name:
             diags.report("SW8007", f"two events are named '{name}'", element.span, label="declared again here",
-                         help="give every event its own name")
+                         notes=[f"first declared at {other.span.label()}"], help="give every event its own name")
             return
     spec.events.append(_Event(name, element.span, inputs, task, outputs, listens, agent_name, agent_span, model))
 
@@ -369,9 +369,11 @@ def _build(spec: _Spec, order: list[str], source: SourceFile, header: Header
     state_of = {e.name: e.state for e in working}
     agent_for = _agents(spec, working, machine, header, input_names)
     listens = {e.state: [state_of.get(s, s) for s, _ in e.listens] for e in working}
-    following, parallel = fallbacks.sequence_parallel_branches([state_of[n] for n in order], listens)
+    following, parallel, branches = fallbacks.sequence_parallel_branches([state_of[n] for n in order], listens,
+                                                                         START_EVENT)
     state_of[START_EVENT] = state_of[order[0]]
-    success = State(values.claim(spec.output_key or "done", "state"), final=True)
+    output_name = identifier(spec.output_key or "done", "state")
+    success = State(values.claim(output_name if output_name not in values.taken else "done", "state"), final=True)
     if spec.output_description:
         success.comments.append(f"The system output: {spec.output_description}")
     abort_events: dict[str, list[str]] = {}
@@ -387,14 +389,7 @@ def _build(spec: _Spec, order: list[str], source: SourceFile, header: Header
         state = State(event.state, start=event.name == order[0], agent=agent_for[event.name], origin=event.span)
         if event.state != event.name:
             state.comments.append(f"AutoAgent event \"{event.name}\"")
-        if event.state in parallel:
-            state.comments.append(parallel[event.state].capitalize())
-        if state.start:
-            starters = [state_of[e.name] for e in working if START_EVENT in [s for s, _ in e.listens]]
-            if len(starters) > 1:
-                quoted = ", ".join(f"'{s}'" for s in starters)
-                state.comments.append(f"The original starts {quoted} in parallel; here they run in sequence, "
-                                      "in file order")
+        state.comments.extend(parallel.get(event.state, []))
         state.instruction = _instruction(event, input_names, producers, unproduced)
         for output in event.outputs:
             if output.action == "RESULT":
@@ -408,7 +403,7 @@ def _build(spec: _Spec, order: list[str], source: SourceFile, header: Header
         machine.states.append(state)
     machine.states.append(success)
     machine.states.extend(aborts.values())
-    _describe(spec, machine, header, parallel, aborts)
+    _describe(machine, header, branches, aborts)
     return machine, unproduced
 
 
@@ -526,33 +521,30 @@ def _declare_unproduced_inputs(machine: Machine, unproduced: dict[str, list[str]
     return changes
 
 
-def _describe(spec: _Spec, machine: Machine, header: Header, parallel: dict[str, str],
-              aborts: dict[str, State]) -> None:
-    header.differences[:0] = [
-        ("A verifier judges which output an event ends with when its outputs have conditions; in the "
-        "original the event's agent chose."),
-        ("A loop ends the run in a typed failure once its bound or the step limit is used up; the original "
-        "bounds no loop."),
-    ]
+def _describe(machine: Machine, header: Header, branches: list[str], aborts: dict[str, State]) -> None:
+    transitions = [t for s in machine.states for t in s.transitions]
+    if any(t.condition is not None for t in transitions):
+        header.differences.insert(0, "A verifier judges which output an event ends with when its outputs have "
+                                     "conditions; in the original the event's agent chose.")
     only_conditions = [s.name for s in machine.states
                        if s.transitions and all(t.condition is not None for t in s.transitions)]
     if only_conditions:
         header.differences.append(
             "When the verifier finds that none of a state's conditions holds, the run ends in a typed failure "
-            "(" + ", ".join(f"'{s}'" for s in only_conditions) + ").")
+            f"({quoted_list(only_conditions)}).")
+    if machine.has_cycle():
+        header.differences.append("A loop ends the run in a typed failure once its bound or the step limit is "
+                                  "used up; the original bounds no loop.")
     header.differences += [
         "Tool lists are enforced: an agent can call only the tools listed for it.",
         ("There is no shared transcript: each instruction carries the event's inputs, and an agent keeps only "
-        "its own exchanges."),
+         "its own exchanges."),
     ]
-    starters = [e for e in spec.events if START_EVENT in [s for s, _ in e.listens]]
-    if parallel or len(starters) > 1:
-        names = sorted({*parallel, *(e.state for e in starters if len(starters) > 1)},
-                       key=[s.name for s in machine.states].index)
-        header.stand_ins.append(fallbacks.PARALLEL_NOTE.format(names=", ".join(f"'{n}'" for n in names)))
+    if branches:
+        header.stand_ins.append(fallbacks.PARALLEL_NOTE.format(names=quoted_list(branches)))
     if aborts:
-        header.stand_ins.append(fallbacks.FAILING_FINAL_NOTE.format(
-            names=", ".join(f"'{s.name}'" for s in aborts.values())))
+        header.stand_ins.append(fallbacks.FAILING_FINAL_NOTE.format(names=quoted_list(s.name for s in
+                                                                                      aborts.values())))
     for tool in machine.tools:
         header.stand_ins.append(f"Tool '{tool.name}' is a stand-in ({tool.import_path}) until you point it at "
                                 "your own function.")

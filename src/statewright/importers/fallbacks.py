@@ -7,6 +7,7 @@ header of every file where one applies (docs/import.md lists them).
 
 from __future__ import annotations
 
+from ..diagnostics import quoted_list
 from .model import State, Transition
 from .names import Namespace
 
@@ -27,7 +28,7 @@ FAILING_FINAL_NOTE = (
     "until the language has failing final states."
 )
 PARALLEL_NOTE = (
-    "Events the original runs in parallel run here in sequence, in file order ({names}), until the "
+    "Branches the original runs in parallel run here one after another, in file order ({names}), until the "
     "language has parallel branches."
 )
 
@@ -61,38 +62,46 @@ def failing_final(name: str, names: Namespace, reason: str) -> State:
     Until the language has failing final states, a final state named for the failure, with a comment that
     says what it stands for. Without a result, the run ends with the output of the state that aborted.
     """
-    state = State(names.claim(name, "state"), final=True)
+    state = State(names.claim(name, "state"), final=True, failing=True)
     state.comments.append(f"{reason}: a failing final state once the language has one")
     return state
 
 
-def sequence_parallel_branches(order: list[str], listens: dict[str, list[str]]
-                               ) -> tuple[dict[str, str | None], dict[str, str]]:
+def sequence_parallel_branches(order: list[str], listens: dict[str, list[str]], start: str
+                               ) -> tuple[dict[str, str | None], dict[str, list[str]], list[str]]:
     """Fan-out and join, until the language has parallel branches: run the events one after another.
 
-    `order` is the events that follow from the start, in the order they run (file order, made topological);
-    `listens` maps every event to the events it listens to. Returns, for every event, the event a RESULT
-    continues with (None: the run is done) and, for some, a comment saying what the original ran in
-    parallel there: on an event several events listen to (a fan-out) and on one that listens to several (a
-    join). An event outside `order` (one only a GOTO reaches) continues with the first event that listens
-    to it.
+    `order` is the events that follow from the start event `start`, in the order they run (file order, made
+    topological); `listens` maps every event to the events it listens to. Returns:
+
+    - for every event, the event a RESULT continues with (None: the run is done); an event outside `order`
+      (one only a GOTO reaches) continues with the first event in `listens` that listens to it;
+    - comments on the events where the original runs branches in parallel: a fan-out (several events
+      listen to one) and a join (one event listens to several), and on the first event when several
+      listen to `start`;
+    - the branches that now run in sequence, in run order.
     """
     following: dict[str, str | None] = {}
     for i, name in enumerate(order):
         following[name] = order[i + 1] if i + 1 < len(order) else None
     for name in listens:
         if name not in following:
-            following[name] = next((e for e in order if name in listens.get(e, [])), None)
-    comments: dict[str, str] = {}
+            following[name] = next((e for e in listens if name in listens[e]), None)
+    comments: dict[str, list[str]] = {name: [] for name in order}
+    branches: set[str] = set()
+    starters = [e for e in order if start in listens.get(e, [])]
+    if len(starters) > 1:
+        comments[order[0]].append(f"The original starts {quoted_list(starters)} in parallel: here they run "
+                                  "one after another, in file order.")
+        branches.update(starters)
     for name in order:
-        branches = [e for e in order if name in listens.get(e, [])]
-        if len(branches) > 1:
-            quoted = ", ".join(f"'{b}'" for b in branches)
-            comments[name] = (f"fans out to {quoted}, which the original runs in parallel; here they run in "
-                              "sequence, in file order")
         sources = [s for s in listens.get(name, []) if s in following]
         if len(sources) > 1:
-            quoted = ", ".join(f"'{s}'" for s in sources)
-            note = f"joins {quoted}: it runs once they have all run, one after another"
-            comments[name] = f"{comments[name]}; {note}" if name in comments else note
-    return following, comments
+            comments[name].append(f"Joins {quoted_list(sources)}, which the original runs in parallel: here "
+                                  "this state runs after all of them.")
+        fanned = [e for e in order if name in listens.get(e, [])]
+        if len(fanned) > 1:
+            comments[name].append(f"Fans out to {quoted_list(fanned)}, which the original runs in parallel: "
+                                  "here they run one after another, in file order.")
+            branches.update(fanned)
+    return following, {k: v for k, v in comments.items() if v}, [e for e in order if e in branches]

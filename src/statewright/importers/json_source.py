@@ -73,9 +73,14 @@ def parse_json(source: SourceFile, diagnostics: Diagnostics) -> JsonValue | None
                                source.span(e.pos, e.pos), label="the file ends here",
                                help="close every '{' and '[' that is still open")
         else:
+            before = source.text[: e.pos].rstrip()
+            if before.endswith(",") and source.text[e.pos] in "]}":
+                hint = "JSON allows no comma after the last item"
+            elif not looks_like_xml:
+                hint = ""
             diagnostics.report("SW8001", f"not valid JSON: {e.msg[0].lower() + e.msg[1:]}",
                                source.span(e.pos, e.pos + 1), label="the JSON parser stopped here",
-                               help=hint if looks_like_xml else "")
+                               help=hint)
         return None
     except RecursionError:
         diagnostics.report("SW8001", "not valid JSON: nested too deeply to read", source.span(0, 1))

@@ -37,6 +37,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
 @dataclass
 class _Agent:
     id: str
+    span: Span  # the agent_id value
     name: str
     prompt: JsonValue | None
     tools: list[tuple[str, Span]]
@@ -142,9 +143,10 @@ def _read_agent(agent: JsonValue, schema: JsonSchema, spec: _Spec) -> None:
     for other in spec.agents:
         if other.id == agent_id:
             schema.diagnostics.report("SW8007", f"two agents have the id '{agent_id}'", id_value.span,
-                                      label="used again here", help="give every agent its own 'agent_id'")
+                                      label="used again here", notes=[f"first used at {other.span.label()}"],
+                                      help="give every agent its own 'agent_id'")
             return
-    spec.agents.append(_Agent(agent_id, name or agent_id, prompt if prompt and prompt.kind == "string" else None,
+    spec.agents.append(_Agent(agent_id, id_value.span, name or agent_id, prompt if prompt and prompt.kind == "string" else None,
                               tools))
 
 
@@ -169,7 +171,8 @@ def _read_state(state: JsonValue, schema: JsonSchema, spec: _Spec) -> None:
     for other in spec.states:
         if other.id == state_id:
             schema.diagnostics.report("SW8007", f"two states have the id '{state_id}'", id_value.span,
-                                      label="used again here", help="give every state its own 'state_id'")
+                                      label="used again here", notes=[f"first used at {other.span.label()}"],
+                                      help="give every state its own 'state_id'")
             return
     spec.states.append(_State(state_id, id_value.span, agent_id, agent_value.span, instruction, initial, final,
                               listeners))
@@ -300,7 +303,7 @@ def _build(spec: _Spec, source: SourceFile, diags: Diagnostics, header: Header) 
     for a in spec.agents:
         agent = Agent(agent_names.claim(a.name, "agent"))
         agent_name[a.id] = agent.name
-        if agent.name != a.name:
+        if agent.name != a.id:  # listeners and states name agents by id: say which one this is
             agent.comments.append(f"MetaAgent agent \"{a.name}\" (id {a.id})" if a.name != a.id else
                                   f"MetaAgent agent id {a.id}")
         prompt = strip_routing(str(a.prompt.value)) if a.prompt is not None else ""

@@ -42,6 +42,7 @@ class State:
     tell_origins: list[Span | None] = field(default_factory=list)
     transitions: list[Transition] = field(default_factory=list)
     result: str | None = None  # a Jinja template, for final states
+    failing: bool = False  # a final state that stands for a failure of the original (AutoAgent's ABORT)
     comments: list[str] = field(default_factory=list)  # printed above the state
     origin: Span | None = None
 
@@ -133,3 +134,7 @@ class Machine:
             seen.append(name)
             todo.extend(self.successors(self.state(name)))
         return seen
+
+    def has_cycle(self) -> bool:
+        """Whether some state can be reached again from itself."""
+        return any(state.name in self.reachable_from(self.successors(state)) for state in self.states)

@@ -1,5 +1,8 @@
 """The test block every import gets: one scripted reply per state on the shortest path to a final state.
 
+A final state that stands for a failure of the original (an AutoAgent ABORT) is chosen only when no other
+final state can be reached.
+
 With the verdicts that steer the run along that path, `statewright test` runs on an import at once; the
 replies are placeholders to replace with real ones.
 """
@@ -50,19 +53,21 @@ def shortest_path_test(machine: Machine, inputs: dict[str, str], step_limit: int
     names = {s.name for s in machine.states}
     came_from: dict[str, tuple[str, list[str | None]] | None] = {start.name: None}
     queue = [start.name]
-    goal = None
+    reached: list[str] = []  # final states, nearest first
     while queue:
         name = queue.pop(0)
         state = machine.state(name)
         if state.final:
-            goal = name
-            break
+            reached.append(name)
+            continue
         for target, verdicts in first_visit_routes(state):
             if target in names and target not in came_from:
                 came_from[target] = (name, verdicts)
                 queue.append(target)
-    if goal is None:
+    if not reached:
         return None
+    # the nearest final state that is not a failure of the original, if there is one
+    goal = min(reached, key=lambda n: (machine.state(n).failing, reached.index(n)))
     path = [goal]
     hops: list[tuple[str, list[str | None]]] = []
     while (hop := came_from[path[-1]]) is not None:

@@ -92,7 +92,6 @@ def parse_xml(source: SourceFile, diagnostics: Diagnostics) -> XmlElement | None
     parser.CharacterDataHandler = characters
     parser.StartDoctypeDeclHandler = doctype
     parser.EntityDeclHandler = doctype
-    parser.buffer_text = True
     try:
         parser.Parse(data, True)
     except expat.ExpatError as e:
