@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from statewright import api
@@ -145,6 +145,85 @@ def test_both_modes_and_both_formats_are_covered() -> None:
 def test_case_names_say_what_they_show() -> None:
     for case in _case_dirs():
         assert re.fullmatch(r"(metaagent|autoagent)(-[a-z0-9]+)+", case.name), case.name
+
+
+# ---- properties over generated specs ----------------------------------------------------------------
+
+_CONDITIONS = st.sampled_from(["If the work is done", "If the work is wrong", "If more is needed", "", "  "])
+_PROMPTS = st.sampled_from(["You work.", "If done, output `<STATE_TRANS>: 2`.", "Braces {{ x }} {% y %}", "",
+                            "Line one.\n  Line two."])
+
+
+@st.composite
+def metaagent_specs(draw: st.DrawFn) -> bytes:
+    import json
+
+    agent_ids = [str(i) for i in range(draw(st.integers(1, 3)))]
+    state_ids = draw(st.lists(st.sampled_from(["1", "2", "3", "task", "output", "plan", "s 5"]), min_size=1,
+                              max_size=6, unique=True))
+    initial = draw(st.sampled_from(state_ids))
+    agents = [{"agent_id": a, "name": draw(st.sampled_from(["Writer", "Critic", "test", "Plan Maker"])),
+               "system_prompt": draw(_PROMPTS),
+               "tools": draw(st.lists(st.sampled_from(["code_interpreter", "search_engine", "file_writer"]),
+                                      max_size=2, unique=True))} for a in agent_ids]
+    states = [{"state_id": s, "agent_id": draw(st.sampled_from(agent_ids)), "instruction": "Do the work.",
+               "is_initial": s == initial, "is_final": draw(st.booleans()),
+               "listener": draw(st.lists(st.sampled_from(agent_ids), max_size=3))} for s in state_ids]
+    transitions = [{"from_state": draw(st.sampled_from(state_ids)), "to_state": draw(st.sampled_from(state_ids)),
+                    "condition": draw(_CONDITIONS)} for _ in range(draw(st.integers(0, 8)))]
+    return json.dumps({"agents": agents, "states": {"states": states, "transitions": transitions}}).encode()
+
+
+@st.composite
+def autoagent_specs(draw: st.DrawFn) -> bytes:
+    events = [f"e{i}" for i in range(draw(st.integers(1, 5)))]
+    keys = ["topic", "nowhere"] + [f"k{i}" for i in range(len(events))]
+    parts = ["<workflow><name>w</name><system_input><key>topic</key></system_input>",
+             "<agents><agent><name>Writer</name></agent><agent><name>Critic</name></agent></agents><events>",
+             ("<event><name>on_start</name><outputs><output><key>topic</key><action><type>RESULT</type></action>"
+             "</output></outputs></event>")]
+    for i, name in enumerate(events):
+        listens = ["on_start"] if i == 0 else draw(st.lists(st.sampled_from(["on_start", *events[:i]]),
+                                                            max_size=2, unique=True))
+        outputs = []
+        for j in range(draw(st.integers(1, 3))):
+            kind = draw(st.sampled_from(["RESULT", "GOTO", "ABORT"]))
+            value = f"<value>{draw(st.sampled_from(events))}</value>" if kind == "GOTO" else ""
+            condition = f"<condition>case {j}</condition>" if draw(st.booleans()) else ""
+            outputs.append(f"<output><key>k{i}</key>{condition}<action><type>{kind}</type>{value}</action></output>")
+        inputs = "".join(f"<input><key>{k}</key></input>" for k in draw(st.lists(st.sampled_from(keys), max_size=2)))
+        parts.append(f"<event><name>{name}</name><inputs>{inputs}</inputs><task>Do {{topic}}.</task>"
+                     f"<outputs>{''.join(outputs)}</outputs>"
+                     f"<listen>{''.join(f'<event>{e}</event>' for e in listens)}</listen>"
+                     f"<agent><name>{draw(st.sampled_from(['Writer', 'Critic']))}</name>"
+                     f"<model>{draw(st.sampled_from(['openai/a', 'openai/b']))}</model></agent></event>")
+    parts.append("</events></workflow>")
+    return "".join(parts).encode()
+
+
+def _holds_for_every_mode(source_format: str, data: bytes) -> None:
+    for repair in (False, True):
+        outcome = api.import_bytes(source_format, data, "spec", repair=repair)
+        assert outcome.text is not None, [d.message for d in outcome.diagnostics]
+        assert api.format_text(outcome.text).text == outcome.text
+        compilation = api.check_text(outcome.text)
+        errors = [(d.code, d.message) for d in compilation.diagnostics if d.severity.value == "error"]
+        if repair:
+            assert errors == []
+        if not errors:
+            assert [r.messages for r in api.run_tests(compilation) if not r.passed] == []
+
+
+@settings(max_examples=40, deadline=None)
+@given(metaagent_specs())
+def test_any_metaagent_spec_imports_and_repairs_into_a_machine_that_tests(data: bytes) -> None:
+    _holds_for_every_mode("metaagent", data)
+
+
+@settings(max_examples=40, deadline=None)
+@given(autoagent_specs())
+def test_any_autoagent_spec_imports_and_repairs_into_a_machine_that_tests(data: bytes) -> None:
+    _holds_for_every_mode("autoagent", data)
 
 
 # ---- the command line ------------------------------------------------------------------------------
