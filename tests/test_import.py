@@ -5,7 +5,7 @@ optional `args` file with the options it is imported with (`--repair`, `--bound 
 
 - `expected-import.txt`: the diagnostics on the input (errors and lint notes) and the summary line;
 - `expected.fsm`: the imported file (absent when the input has errors);
-- `expected-check.txt`: what `statewright check` reports on `expected.fsm`.
+- `expected-check.txt`: what `statewright check` reports on `expected.fsm`, named as the input with `.fsm`.
 
 UPDATE_EXPECT=1 rewrites the expectations; review the diff.
 """
@@ -82,6 +82,11 @@ def _compare(path: Path, actual: str | None) -> None:
     assert actual == path.read_text(encoding="utf-8"), f"{path} differs (UPDATE_EXPECT=1 rewrites it)"
 
 
+def _output_name(case: Path) -> str:
+    """What the imported file is called in the expected check output: the input's name, as `.fsm`."""
+    return _input(case).with_suffix(".fsm").name
+
+
 def _case_id(case: Path) -> str:
     return case.name
 
@@ -91,7 +96,7 @@ def test_case_imports_to_exactly_its_expected_file(case: Path, monkeypatch: pyte
     outcome = _import(case, monkeypatch)
     _compare(case / "expected-import.txt", _rendered(outcome.diagnostics))
     _compare(case / "expected.fsm", outcome.text)
-    checked = api.check_text(outcome.text, "expected.fsm") if outcome.text is not None else None
+    checked = api.check_text(outcome.text, _output_name(case)) if outcome.text is not None else None
     _compare(case / "expected-check.txt", _rendered(checked.diagnostics) if checked is not None else None)
     has_errors = any(d.severity.value == "error" for d in outcome.diagnostics)
     assert (outcome.text is None) == has_errors, "an import fails exactly when the input has errors"
@@ -293,6 +298,39 @@ def test_import_does_not_load_litellm() -> None:
     result = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 0, result.stderr
+
+
+# ---- the documentation ----------------------------------------------------------------------------
+
+DOCS = Path(__file__).parent.parent / "docs"
+
+
+@pytest.mark.parametrize("quoted", [
+    "metaagent-linear-chain/question_answering.json",
+    "metaagent-linear-chain/expected.fsm",
+    "metaagent-loop-literal/expected-check.txt",
+    "metaagent-routing-protocol-stripped/expected-import.txt",
+    "metaagent-unknown-ids/expected-import.txt",
+])
+def test_the_import_page_quotes_the_golden_cases_exactly(quoted: str) -> None:
+    page = (DOCS / "import.md").read_text(encoding="utf-8")
+    assert (CASES / quoted).read_text(encoding="utf-8").rstrip("\n") in page
+
+
+def test_the_import_page_quotes_the_repairs_exactly() -> None:
+    page = (DOCS / "import.md").read_text(encoding="utf-8")
+    lines = (CASES / "metaagent-loop-repaired" / "expected.fsm").read_text(encoding="utf-8").split("\n")
+    start = lines.index("# Repairs:")
+    assert "\n".join(lines[start : lines.index("", start)]) in page
+
+
+def test_the_import_page_documents_every_importer_diagnostic_and_stand_in() -> None:
+    from statewright.importers import fallbacks
+
+    page = (DOCS / "import.md").read_text(encoding="utf-8")
+    assert [c for c in CODES if c.startswith("SW8") and c not in page] == []
+    stand_ins = ["work_in_final_state", "no_exit_budget", "failing_final", "sequence_parallel_branches"]
+    assert all(callable(getattr(fallbacks, name)) and f"`{name}`" in page for name in stand_ins)
 
 
 # ---- the parts ---------------------------------------------------------------------------------------
