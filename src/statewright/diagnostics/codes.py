@@ -301,7 +301,8 @@ _ALL = [
        "(<!DOCTYPE ...>) are refused, since a workflow form needs none and they can expand without bound.",
        "<workflow><name>review</workflow>", "<workflow><name>review</name></workflow>"),
     _e("SW8003", "input is empty",
-       "The file holds nothing but white space, so there is no machine to import.", "", ""),
+       "The file holds nothing but white space, so there is no machine to import.",
+       "(nothing but blank lines)", '{"agents": [...], "states": {"states": [...], "transitions": [...]}}'),
     _e("SW8004", "required part missing",
        "A key of the MetaAgent JSON or an element of the AutoAgent XML that the format requires is missing: "
        "for example a state without 'agent_id', a transition without 'to_state', an event without <outputs> "
