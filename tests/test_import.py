@@ -291,6 +291,26 @@ def test_a_repaired_import_that_still_has_errors_exits_1(monkeypatch: pytest.Mon
     assert main(["import", "metaagent", str(LINEAR), "-o", str(tmp_path / "o.fsm")]) == 0
 
 
+def test_the_command_offers_exactly_the_importers_formats() -> None:
+    from statewright.importers import FORMATS
+
+    assert build_parser().parse_args(["import", "autoagent", "x"]).format == "autoagent"
+    for name in FORMATS:
+        assert build_parser().parse_args(["import", name, "x"]).format == name
+
+
+def test_a_bug_in_an_importer_exits_3_without_a_traceback(monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    def fail(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("simulated importer bug")
+
+    monkeypatch.delenv("STATEWRIGHT_DEBUG", raising=False)
+    monkeypatch.setattr(api, "import_bytes", fail)
+    assert main(["import", "metaagent", str(LINEAR)]) == 3
+    err = capsys.readouterr().err
+    assert "internal error: RuntimeError: simulated importer bug" in err and "Traceback" not in err
+
+
 def test_import_does_not_load_litellm() -> None:
     code = ("import sys; from statewright.cli import main; "
             f"rc = main(['import', 'metaagent', {str(LINEAR)!r}]); "

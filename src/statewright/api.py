@@ -229,9 +229,6 @@ def run_tests(comp: Compilation, *, trace_dir: str | None = None, trace_content:
 # ---- importing other systems' specs --------------------------------------------------------------
 
 
-IMPORT_FORMATS = ("metaagent", "autoagent")
-
-
 def import_bytes(source_format: str, data: bytes, path: str, *, repair: bool = False, bound: int = 2
                  ) -> ImportOutcome:
     """A MetaAgent FSM (JSON) or an AutoAgent workflow form (XML) as canonical `.fsm` text.
