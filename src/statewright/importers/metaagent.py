@@ -251,9 +251,8 @@ def _lint_routing(text: JsonValue, exits: set[str], where: str, diags: Diagnosti
                          help="MetaAgent recognises only '<STATE_TRANS>'; an agent that prints this never "
                               "leaves the state (the importer drops the routing text either way)")
             continue
-        target = m.group(2)
-        if target is not None and target.rstrip(".") not in exits and target.rstrip(".").lower() != "none":
-            target = target.rstrip(".")
+        target = (m.group(2) or "").rstrip(".")  # the full stop of "output `<STATE_TRANS>: 3`." is no id
+        if target and target not in exits and target.lower() != "none":  # None: MetaAgent's "stay"
             diags.report("SW8101", f"{where} routes to state '{target}', which is not one of its exits",
                          text.string_span(m.start(2), m.start(2) + len(target)), label="no transition to it",
                          help="the exits are: " + (", ".join(f"'{e}'" for e in sorted(exits)) or "none"))
