@@ -76,8 +76,9 @@ def test_valid_cases_report_no_errors(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_every_registered_code_is_shown_by_a_golden_case() -> None:
     shown: set[str] = set()
-    for case in _case_dirs():
-        expected = case / "expected.txt"
+    expectations = [case / "expected.txt" for case in _case_dirs()]
+    expectations += CASES.glob("import/*/expected-import.txt")  # the importers' cases (tests/test_import.py)
+    for expected in expectations:
         if expected.exists():
             shown.update(re.findall(r"^(?:error|warning)\[(SW\d{4})\]", expected.read_text("utf-8"),
                                     re.MULTILINE))

@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # imported for annotations only: these modules are heavy or c
     from .compiler import ir
     from .designer.design import DesignOutcome
     from .designer.llm_merge import MergeReport
+    from .importers import ImportOutcome
     from .runtime.result import RunResult
     from .runtime.spec import MachineSpec
     from .runtime.testing import TestOutcome
@@ -351,6 +352,24 @@ def load(path: str | Path, *, level: int = 1, disabled: Sequence[str] = ()) -> M
 def load_text(text: str, path: str = "<string>", *, level: int = 1, disabled: Sequence[str] = ()) -> Machine:
     """`load` for source text (its diagnostics name `path`)."""
     return Machine(check_text(text, path), level=level, disabled=disabled)
+# ---- importing other systems' specs --------------------------------------------------------------
+
+
+def import_bytes(source_format: str, data: bytes, path: str, *, repair: bool = False, bound: int = 2
+                 ) -> ImportOutcome:
+    """A MetaAgent FSM (JSON) or an AutoAgent workflow form (XML) as canonical `.fsm` text.
+
+    Literal by default; `repair` bounds back edges with `max bound` and more, each change listed in the
+    file's header. Problems in the input come back as diagnostics on it (`text` is None after an error).
+    """
+    from .importers import import_spec
+
+    return import_spec(source_format, data, path, repair=repair, bound=bound)
+
+
+def import_file(source_format: str, path: str | Path, *, repair: bool = False, bound: int = 2) -> ImportOutcome:
+    """Import a file on disk. A missing or unreadable file is an OSError for the caller to report."""
+    return import_bytes(source_format, Path(path).read_bytes(), str(path), repair=repair, bound=bound)
 
 
 # ---- design and LLM-judged optimization ----------------------------------------------------------

@@ -267,6 +267,44 @@ def cmd_test(args: argparse.Namespace) -> int:
     return EXIT_INPUT if failed or broken else EXIT_OK
 
 
+def cmd_import(args: argparse.Namespace) -> int:
+    from . import api
+    from .diagnostics import render_summary
+
+    if args.bound is not None and not args.repair:
+        raise UsageError("--bound needs --repair: a literal import bounds nothing")
+    bound = 2 if args.bound is None else args.bound
+    if bound < 1:
+        raise UsageError(f"--bound must be at least 1, not {bound}")
+    if args.path == "-":
+        data, name = sys.stdin.buffer.read(), "<stdin>"
+    else:
+        try:
+            data, name = Path(args.path).read_bytes(), args.path
+        except OSError as e:
+            raise UsageError(f"cannot read {args.path}: {e.strerror or e}") from None
+    outcome = api.import_bytes(args.format, data, name, repair=args.repair, bound=bound)
+    _print_diagnostics(outcome.diagnostics)
+    if outcome.text is None:
+        _err(f"failed: {name} was not imported ({render_summary(outcome.diagnostics)})")
+        return EXIT_INPUT
+    output = args.output or "-"
+    if output == "-":
+        sys.stdout.write(outcome.text)
+    else:
+        try:
+            Path(output).write_text(outcome.text, encoding="utf-8", newline="\n")
+        except OSError as e:
+            raise UsageError(f"cannot write {output}: {e.strerror or e}") from None
+    checked = api.check_text(outcome.text, output if output != "-" else "<stdout>")
+    mode = "repair" if args.repair else "literal"
+    notes = render_summary(outcome.diagnostics).replace("no problems", "no notes")
+    target = "the result" if output == "-" else output
+    _err(f"imported {name} ({mode} mode, {notes}); `statewright check` on {target}: "
+         f"{render_summary(checked.diagnostics)}")
+    return EXIT_INPUT if args.repair and not checked.ok else EXIT_OK
+
+
 def cmd_trace(args: argparse.Namespace) -> int:
     from .runtime.trace import render_trace
 
@@ -410,6 +448,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trace-content", action="store_true", help="include messages and replies in traces")
     p.add_argument("--filter", metavar="TEXT", help="run only tests whose name contains TEXT")
     p.set_defaults(func=cmd_test)
+
+    p = sub.add_parser("import", help="import a MetaAgent FSM (JSON) or an AutoAgent workflow form (XML)")
+    p.add_argument("format", choices=["metaagent", "autoagent"], metavar="FORMAT",
+                   help="the input's format: metaagent or autoagent")
+    p.add_argument("path", metavar="FILE", help="the file to import; '-' for standard input")
+    p.add_argument("-o", "--output", metavar="OUT", help="where to write the .fsm file (default, or '-': "
+                   "standard output)")
+    p.add_argument("--repair", action="store_true", help="bound back edges, drop duplicate and self "
+                   "listeners and more, each change listed in the header")
+    p.add_argument("--bound", type=int, default=None, metavar="N",
+                   help="with --repair: the bound put on each back edge (default 2)")
+    p.set_defaults(func=cmd_import)
 
     p = sub.add_parser("trace", help="read trace files")
     tsub = p.add_subparsers(dest="trace_command", metavar="SUBCOMMAND")

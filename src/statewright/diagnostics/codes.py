@@ -1,7 +1,8 @@
 """The registry of diagnostic codes. Codes are stable: never renumber, never reuse a retired code.
 
 SW1xxx syntax · SW2xxx names · SW3xxx machine structure · SW4xxx types and guards ·
-SW5xxx templates · SW6xxx test blocks · SW7xxx warnings about unused or dead parts · SW9xxx internal.
+SW5xxx templates · SW6xxx test blocks · SW7xxx warnings about unused or dead parts ·
+SW8xxx importers (`statewright import`: SW80xx errors in the input, SW81xx lint notes) · SW9xxx internal.
 """
 
 from __future__ import annotations
@@ -288,6 +289,84 @@ _ALL = [
        "the transitions after it can never fire (SW3007); always false, it never fires. Usually a "
        "placeholder left behind, or a comparison that lost the value it was meant to test.",
        'when 1 == 1 -> done\notherwise -> review', 'when output.score == 1 -> done\notherwise -> review'),
+    # --- importers: problems in a MetaAgent or AutoAgent file given to `statewright import` ------
+    _e("SW8001", "input is not valid JSON",
+       "The MetaAgent importer reads the FSM as JSON, and this file does not parse. The message gives the "
+       "JSON parser's reason at the position where it stopped.",
+       '{"agents": [], "states": {"states": [], "transitions": [],}}',
+       '{"agents": [], "states": {"states": [], "transitions": []}}'),
+    _e("SW8002", "input is not well-formed XML",
+       "The AutoAgent importer reads the workflow form as XML, and this file is not well-formed: the message "
+       "gives the XML parser's reason at the position where it stopped. Document type declarations "
+       "(<!DOCTYPE ...>) are refused, since a workflow form needs none and they can expand without bound.",
+       "<workflow><name>review</workflow>", "<workflow><name>review</name></workflow>"),
+    _e("SW8003", "input is empty",
+       "The file holds nothing but white space, so there is no machine to import.",
+       "(nothing but blank lines)", '{"agents": [...], "states": {"states": [...], "transitions": [...]}}'),
+    _e("SW8004", "required part missing",
+       "A key of the MetaAgent JSON or an element of the AutoAgent XML that the format requires is missing: "
+       "for example a state without 'agent_id', a transition without 'to_state', an event without <outputs> "
+       "or a GOTO action without the <value> naming its target.",
+       '{"state_id": "2", "instruction": "Review the code."}',
+       '{"state_id": "2", "agent_id": "reviewer", "instruction": "Review the code."}'),
+    _e("SW8005", "value of the wrong kind",
+       "A key or element holds the wrong kind of value: a list where an object belongs, a number where "
+       "text belongs, 'true' or 'false' written as text, or an action type other than RESULT, ABORT and "
+       "GOTO.",
+       '"is_final": "yes"', '"is_final": true'),
+    _e("SW8006", "unknown reference",
+       "An id or name refers to nothing: a state names an agent id no agent has, a transition a state id no "
+       "state has, a listener an unknown agent, or an event listens to, jumps to or is run by an event or "
+       "agent the file does not declare.",
+       '{"from_state": "1", "to_state": "9", "condition": "If the tests pass"}   # there is no state 9',
+       '{"from_state": "1", "to_state": "2", "condition": "If the tests pass"}'),
+    _e("SW8007", "duplicate id",
+       "Two agents, states or events share an id or a name, so references to it are ambiguous.",
+       '{"state_id": "1", ...}, {"state_id": "1", ...}', '{"state_id": "1", ...}, {"state_id": "2", ...}'),
+    _e("SW8008", "no single start",
+       "A machine starts in exactly one place. In MetaAgent JSON exactly one state has \"is_initial\": true; "
+       "in an AutoAgent workflow the on_start event takes the system input and every other event follows "
+       "from it.",
+       '"is_initial": true   # on two states', '"is_initial": true   # on one state'),
+    _w("SW8101", "prompt routes to a state that is not an exit",
+       "A prompt or instruction tells the agent to print '<STATE_TRANS>: N', but no transition leads from "
+       "the agent's states to N. MetaAgent moves only along declared transitions, so this exit never fires; "
+       "usually a prompt left behind after the machine changed. The importer removes the routing text "
+       "either way: statewright's verifier judges the declared transitions.",
+       "If the tests pass, output `<STATE_TRANS>: 7`.   # no transition to state 7",
+       "If the tests pass, output `<STATE_TRANS>: 3`.   # a transition to state 3 exists"),
+    _w("SW8102", "misspelt routing token",
+       "The text looks like MetaAgent's routing token but is not exactly '<STATE_TRANS>' ('<STATUS_TRANS>', "
+       "'<state_trans>', '<STATE TRANS>'). MetaAgent matches the exact token, so an agent that follows this "
+       "text never leaves its state. The importer removes it with the rest of the routing protocol.",
+       "output `<STATUS_TRANS>: 2`", "output `<STATE_TRANS>: 2`"),
+    _w("SW8103", "traceback into the initial state",
+       "A transition leads back to the initial state. MetaAgent then sends the sender's output to every "
+       "agent as if it were the user's task; statewright keeps the task and delivers the output only to the "
+       "listeners, so the imported machine behaves differently here. Check that the state really means to "
+       "start over.",
+       '{"from_state": "3", "to_state": "1", "condition": "If the plan is wrong"}   # 1 is initial',
+       '{"from_state": "3", "to_state": "2", "condition": "If the plan is wrong"}'),
+    _w("SW8104", "listener never runs after the state",
+       "A state lists an agent as a listener, but no state reachable from it uses that agent, so what the "
+       "listener is told is never read. Common on final states, after which the run ends.",
+       '{"state_id": "3", "is_final": true, "listener": ["writer"]}',
+       '{"state_id": "3", "is_final": true, "listener": []}'),
+    _w("SW8105", "GOTO into an event that listens to it",
+       "A GOTO action jumps to an event that also listens to this one. AutoAgent's own rules forbid it: "
+       "the target would run both because of the jump and because of the result.",
+       "<event><name>review</name>...<type>GOTO</type><value>publish</value>   # publish listens to review",
+       "<event><name>review</name>...<type>GOTO</type><value>draft</value>"),
+    _w("SW8106", "event listens to a later event",
+       "AutoAgent requires the events of a workflow to be written in an order where every event comes after "
+       "the events it listens to. The importer orders the events itself (keeping file order where it can), "
+       "but AutoAgent's validator would refuse this file.",
+       "<event><name>b</name><listen><event>c</event></listen></event>\n<event><name>c</name>...</event>",
+       "<event><name>c</name>...</event>\n<event><name>b</name><listen><event>c</event></listen></event>"),
+    _w("SW8107", "unknown tool",
+       "MetaAgent knows the tools code_interpreter, search_engine and file_writer. The importer declares any "
+       "other tool as a user tool with a stand-in import path that you must replace with your own function.",
+       '"tools": ["web_browser"]', '"tools": ["search_engine"]'),
     # --- internal -----------------------------------------------------------------------------
     _e("SW9001", "internal compiler error",
        "The compiler hit a bug. Please report it with the input file.", "", ""),

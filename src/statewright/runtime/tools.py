@@ -248,9 +248,13 @@ async def _sandbox_collect(transport: asyncio.SubprocessTransport, protocol: _Sa
             task.cancel()
         await asyncio.gather(*readers, *waits, return_exceptions=True)
     if transport.get_returncode() is None:
+        # the group was killed: wait for asyncio's child watcher to see the exit (killing through the
+        # transport would reap the child under the watcher's feet, and it would report status 255)
         _sandbox_kill_group(pid)
-        transport.kill()
-        await asyncio.wait_for(protocol.exited.wait(), timeout=5.0)
+        try:
+            await asyncio.wait_for(protocol.exited.wait(), timeout=5.0)
+        except asyncio.TimeoutError:
+            transport.kill()
     truncated = capped[0] if capped else None
     return {
         "exit_code": transport.get_returncode(),

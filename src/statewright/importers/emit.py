@@ -1,0 +1,155 @@
+"""Printing an imported machine as `.fsm` text, then through the formatter so the file is canonical.
+
+Everything quoted here is a value first (a prompt, a condition, a template) and is written in the form
+the parser reads back as exactly that value; the formatter then settles the layout.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+
+from ..compiler.formatter import double_quoted, format_source
+from ..diagnostics import SourceFile
+from ..grammar.parser import decode_long_string
+from .model import Agent, Input, Machine, State, TestBlock, Tool, Transition
+
+_LONG_STRING = re.compile(r'"""(?:[^"]|"(?!""))*"""')
+_JINJA_MARKUP = re.compile(r"\{[{%#]")
+_WIDTH = 110
+
+
+def literal_template(text: str) -> str:
+    """A Jinja template that renders to exactly `text`: every `{{`, `{%` and `{#` is printed by an expression.
+
+    Imported prompts are plain text; braces in them (code samples, JSON) must not become template markup.
+    """
+    return _JINJA_MARKUP.sub(lambda m: "{{ '" + m.group(0) + "' }}", text)
+
+
+def fsm_string(value: str) -> str:
+    """A string literal for `value`: triple-quoted when it spans lines and reads back unchanged that way."""
+    if "\n" in value:
+        text = f'"""\n{value}\n"""'
+        if _LONG_STRING.fullmatch(text) and decode_long_string(text) == value:
+            return text
+    return double_quoted(value)
+
+
+def _comments(lines: list[str], indent: str) -> list[str]:
+    """Comment lines at `indent`, long ones wrapped to the project's 110 columns."""
+    out = []
+    for line in lines:
+        if not line:
+            out.append(f"{indent}#")
+            continue
+        width = max(40, _WIDTH - len(indent) - 2)
+        lead = line[: len(line) - len(line.lstrip())]
+        for part in textwrap.wrap(line, width, subsequent_indent=lead, break_long_words=False,
+                                  break_on_hyphens=False) or [line]:
+            out.append(f"{indent}# {part}".rstrip())
+    return out
+
+
+def render_machine(machine: Machine, path: str) -> str:
+    """The canonical `.fsm` text of `machine` (`path` only names the text in a formatter error)."""
+    out = _comments(machine.header, "")
+    if machine.header:
+        out.append("")
+    out.append(f"machine {machine.name} {{")
+    for item in machine.inputs:
+        out.extend(_input(item))
+    if machine.model is not None:
+        out.append(f"    model {fsm_string(machine.model)}")
+    if machine.steps is not None:
+        out.extend(_comments([machine.steps_comment] if machine.steps_comment else [], "    "))
+        out.append(f"    limits {{ steps {machine.steps} }}")
+    for tool in machine.tools:
+        out.extend(_tool(tool))
+    for agent in machine.agents:
+        out.extend(_agent(agent))
+    for state in machine.states:
+        out.extend(_state(state))
+    if machine.test is not None:
+        out.extend(_test(machine.test))
+    elif machine.test_comment:
+        out.extend(_comments([machine.test_comment], "    "))
+    out.append("}")
+    text = "\n".join(out) + "\n"
+    formatted = format_source(SourceFile(path, text))
+    if formatted.text is None:
+        problems = "; ".join(d.message for d in formatted.diagnostics)
+        raise RuntimeError(f"the importer wrote a file the formatter refuses: {problems}\n{text}")
+    return formatted.text
+
+
+def _input(item: Input) -> list[str]:
+    default = f" = {double_quoted(item.default)}" if item.default is not None else ""
+    return [*_comments(item.comments, "    "), f"    input {item.name}: str{default}"]
+
+
+def _tool(tool: Tool) -> list[str]:
+    path = f" = {double_quoted(tool.import_path)}" if tool.import_path is not None else ""
+    return [*_comments(tool.comments, "    "), f"    tool {tool.name}{path}"]
+
+
+def _agent(agent: Agent) -> list[str]:
+    lines = [*_comments(agent.comments, "    "), f"    agent {agent.name} {{"]
+    if agent.prompt is not None:
+        lines.append(f"        prompt {fsm_string(agent.prompt)}")
+    if agent.model is not None:
+        lines.append(f"        model {fsm_string(agent.model)}")
+    if agent.tools:
+        lines.append(f"        tools [{', '.join(agent.tools)}]")
+    lines.append("    }")
+    return lines
+
+
+def _state(state: State) -> list[str]:
+    head = ("start " if state.start else "") + ("final " if state.final else "") + f"state {state.name}"
+    lines = _comments(state.comments, "    ")
+    body: list[str] = []
+    if state.agent is not None:
+        body.append(f"agent {state.agent}")
+    if state.instruction is not None:
+        body.append(f"do {fsm_string(state.instruction)}")
+    if state.tell:
+        body.append(f"tell [{', '.join(state.tell)}]")
+    if state.result is not None:
+        body.append(f"result {fsm_string(state.result)}")
+    body.extend(_transition(t) for t in state.transitions)
+    if not body:
+        return [*lines, f"    {head}"]
+    return [*lines, f"    {head} {{", *(f"        {line}" for line in body), "    }"]
+
+
+def _transition(t: Transition) -> str:
+    bound = f" max {t.bound}" if t.bound is not None else ""
+    if t.stay:
+        return f"otherwise stay{bound}"
+    if t.otherwise:
+        return f"otherwise -> {t.target}{bound}"
+    if t.condition is not None:
+        return f"when {double_quoted(t.condition)} -> {t.target}{bound}"
+    return f"-> {t.target}{bound}"
+
+
+def _test(test: TestBlock) -> list[str]:
+    lines = [f"    test {double_quoted(test.name)} {{"]
+    if test.inputs:
+        lines.append("        input {")
+        lines.extend(f"            {name} {double_quoted(value)}" for name, value in test.inputs.items())
+        lines.append("        }")
+    for step in test.steps:
+        if step.kind == "reply":
+            lines.append(f"        reply {step.state} {double_quoted(step.text or '')}")
+        else:
+            verdict = double_quoted(step.text) if step.text is not None else "none"
+            lines.append(f"        verdict {step.state} {verdict}")
+    lines.append(f"        expect path [{', '.join(test.path)}]")
+    if test.failure is not None:
+        lines.append(f"        expect failure {test.failure}")
+    else:
+        lines.append(f"        expect final {test.final}")
+    lines.append("    }")
+    return lines

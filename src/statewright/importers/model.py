@@ -1,0 +1,140 @@
+"""The machine an importer builds: just enough structure to repair, lint and print a `.fsm` file.
+
+Texts are kept as the values they stand for (`Template` for Jinja templates, plain `str` for conditions),
+so the printer alone decides how to quote them. `origin` points into the imported file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..diagnostics import Span
+
+
+@dataclass
+class Transition:
+    """`when "condition" -> target`, `-> target`, `otherwise -> target` or `otherwise stay`, with `max N`."""
+
+    target: str | None  # None for `otherwise stay`
+    condition: str | None = None  # a natural-language condition, judged by the verifier
+    otherwise: bool = False
+    bound: int | None = None
+    origin: Span | None = None
+
+    @property
+    def stay(self) -> bool:
+        return self.target is None
+
+    @property
+    def unconditional(self) -> bool:
+        """Fires whenever evaluation reaches it (until its bound runs out)."""
+        return self.condition is None
+
+
+@dataclass
+class State:
+    name: str
+    start: bool = False
+    final: bool = False
+    agent: str | None = None
+    instruction: str | None = None  # a Jinja template
+    tell: list[str] = field(default_factory=list)
+    tell_origins: list[Span | None] = field(default_factory=list)
+    transitions: list[Transition] = field(default_factory=list)
+    result: str | None = None  # a Jinja template, for final states
+    failing: bool = False  # a final state that stands for a failure of the original (AutoAgent's ABORT)
+    comments: list[str] = field(default_factory=list)  # printed above the state
+    origin: Span | None = None
+
+
+@dataclass
+class Agent:
+    name: str
+    prompt: str | None = None  # a Jinja template
+    model: str | None = None
+    tools: list[str] = field(default_factory=list)
+    comments: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Tool:
+    name: str  # `std.python`, or the name of a user tool
+    import_path: str | None = None
+    comments: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Input:
+    name: str
+    default: str | None = None
+    comments: list[str] = field(default_factory=list)
+
+
+@dataclass
+class TestStep:
+    kind: str  # "reply" or "verdict"
+    state: str
+    text: str | None  # the reply, or the verdict's condition (None: `verdict STATE none`)
+
+
+@dataclass
+class TestBlock:
+    name: str
+    inputs: dict[str, str]
+    steps: list[TestStep]
+    path: list[str]
+    final: str
+    failure: str | None = None  # a failure kind the run ends in instead of reaching `final`
+
+
+@dataclass
+class Machine:
+    name: str
+    inputs: list[Input] = field(default_factory=list)
+    model: str | None = None
+    steps: int | None = None
+    steps_comment: str = ""
+    tools: list[Tool] = field(default_factory=list)
+    agents: list[Agent] = field(default_factory=list)
+    states: list[State] = field(default_factory=list)
+    test: TestBlock | None = None
+    test_comment: str = ""  # printed in place of a test block the importer could not write
+    header: list[str] = field(default_factory=list)  # comment lines, without the leading '# '
+
+    def state(self, name: str) -> State:
+        for s in self.states:
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
+    @property
+    def start(self) -> State | None:
+        return next((s for s in self.states if s.start), None)
+
+    def agent_of(self, state_name: str) -> str | None:
+        return self.state(state_name).agent
+
+    def successors(self, state: State) -> list[str]:
+        names = {s.name for s in self.states}
+        out: list[str] = []
+        for t in state.transitions:
+            target = state.name if t.stay else t.target
+            if target in names and target not in out:
+                out.append(target)  # type: ignore[arg-type]
+        return out
+
+    def reachable_from(self, names: list[str]) -> list[str]:
+        """Every state reachable from `names` (included), in the order they are found."""
+        seen: list[str] = []
+        todo = list(names)
+        while todo:
+            name = todo.pop(0)
+            if name in seen:
+                continue
+            seen.append(name)
+            todo.extend(self.successors(self.state(name)))
+        return seen
+
+    def has_cycle(self) -> bool:
+        """Whether some state can be reached again from itself."""
+        return any(state.name in self.reachable_from(self.successors(state)) for state in self.states)
