@@ -157,3 +157,45 @@ def test_untidy_modules_are_reported_by_the_rule_check() -> None:
 def test_an_import_cycle_between_modules_is_an_error() -> None:
     with pytest.raises(RuntimeInlineError, match="cycle: a, b"):
         dependency_order({"a": ["b"], "b": ["a"], "c": []})
+
+
+def test_the_runtime_keeps_no_module_level_mutable_state() -> None:
+    """Everything a run uses is per run: no module-level caches, registries or counters in runtime/.
+
+    A module-level table is allowed only as an UPPERCASE constant that no code in the runtime ever changes
+    (no item assignment, no mutating method, no `global`)."""
+    import ast
+
+    mutators = {"append", "extend", "insert", "pop", "popitem", "remove", "clear", "update", "setdefault",
+                "add", "discard", "__setitem__"}
+    problems = []
+    sources = runtime_sources()
+    tables: dict[str, str] = {}
+    for name, text in sources.items():
+        for stmt in ast.parse(text).body:
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(
+                stmt, ast.AnnAssign) else []
+            value = getattr(stmt, "value", None)
+            mutable = isinstance(value, (ast.Dict, ast.List, ast.Set)) or (
+                isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
+                and value.func.id in ("dict", "list", "set", "defaultdict", "OrderedDict"))
+            for target in targets:
+                if isinstance(target, ast.Name) and mutable:
+                    if not target.id.lstrip("_").isupper():
+                        problems.append(f"{name}.py: module-level mutable {target.id!r}")
+                    tables[target.id] = name
+    for name, text in sources.items():
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Global):
+                problems.append(f"{name}.py:{node.lineno}: global {', '.join(node.names)}")
+            target = None
+            if isinstance(node, (ast.Assign, ast.AugAssign)):
+                for t in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                    if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name):
+                        target = t.value.id
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and (
+                    node.func.attr in mutators and isinstance(node.func.value, ast.Name)):
+                target = node.func.value.id
+            if target in tables:
+                problems.append(f"{name}.py:{node.lineno}: changes the module-level table {target!r}")
+    assert problems == []
