@@ -167,8 +167,15 @@ class _ModelCallPlan:
         self.last_error = "no attempt was made"
         self.last_error_text = ""
         self.started = time.perf_counter()
-        self.secrets = _llm_known_secrets(client.api_key)
+        self._secrets: list[str] | None = None
         self.prompt_protocol = False
+
+    @property
+    def secrets(self) -> list[str]:
+        """The values to redact from error texts, read from the environment once a call has failed."""
+        if self._secrets is None:
+            self._secrets = _llm_known_secrets(self.client.api_key)
+        return self._secrets
 
     def models(self) -> Iterator[str]:
         """The request's model, then each fallback in order (recording that it took over)."""
@@ -322,10 +329,12 @@ class _ModelCallPlan:
         if model.startswith("scripted/"):
             return 0.0  # nothing to price, and litellm would only fail to find the model
         # litellm prices every response it returns (its logging does); pricing it again costs as much
+        # (None there: litellm knows no price for the model, and neither would a second try)
         hidden = getattr(raw, "_hidden_params", None)
-        known = hidden.get("response_cost") if isinstance(hidden, dict) else None
-        if isinstance(known, (int, float)) and not isinstance(known, bool):
-            return float(known) if known > 0 else 0.0
+        if isinstance(hidden, dict) and "response_cost" in hidden:
+            known = hidden["response_cost"]
+            valid = isinstance(known, (int, float)) and not isinstance(known, bool) and known > 0
+            return float(known) if valid else 0.0
         try:
             cost = float(self.litellm.completion_cost(completion_response=raw) or 0.0)
         except Exception:  # noqa: BLE001 - no price known for this model: cost is unknown, not an error
