@@ -24,6 +24,7 @@ from lark.visitors import Transformer_NonRecursive
 
 from ..diagnostics import Diagnostics, SourceFile, Span
 from . import ast
+from .node import Node, field_names
 
 GRAMMAR_PATH = Path(__file__).with_name("statewright.lark")
 MAX_NESTING = 200
@@ -649,11 +650,8 @@ def _too_deep(machine: ast.Machine) -> ast.Expr | ast.Value | None:
             children = tuple(node.value)  # type: ignore[arg-type]
         elif isinstance(node, ast.ObjectEntry):
             children = (node.value,)
-        elif hasattr(node, "__dataclass_fields__") and not isinstance(node, ast.Value):
-            children = tuple(
-                v for f in node.__dataclass_fields__ if f != "span"  # type: ignore[attr-defined]
-                for v in (getattr(node, f),)
-            )
+        elif isinstance(node, Node) and not isinstance(node, ast.Value):
+            children = tuple(getattr(node, f) for f in field_names(node) if f != "span")
             flat: list[object] = []
             for c in children:
                 if isinstance(c, tuple):
@@ -664,7 +662,7 @@ def _too_deep(machine: ast.Machine) -> ast.Expr | ast.Value | None:
         else:
             continue
         for child in children:
-            if hasattr(child, "__dataclass_fields__"):
+            if isinstance(child, Node):
                 stack.append((child, depth + 1))
     return None
 
