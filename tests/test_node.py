@@ -93,9 +93,36 @@ def test_match_statements_see_the_fields_in_order() -> None:
 
 
 def test_nodes_survive_pickling_and_copying() -> None:
-    node = ast.BinaryOp(">=", ast.NameExpr("score"), ast.Literal(85))
+    node = ast.BinaryOp(">=", ast.NameExpr("score", SOURCE.span(0, 5)), ast.Literal(85), SOURCE.span(0, 12))
     assert pickle.loads(pickle.dumps(node)) == node
     assert copy.deepcopy(node) == node and copy.copy(node) == node
+    copied = copy.deepcopy(node.span)
+    assert (copied.start, copied.end, copied.text) == (0, 12, "draft review")
+    assert copy.copy(node.span) == node.span and pickle.loads(pickle.dumps(node.span.start_pos)).column == 1
+
+
+def test_spans_and_positions_are_immutable_values() -> None:
+    span = SOURCE.span(0, 5)
+    assert span == SOURCE.span(0, 5) and hash(span) == hash(SOURCE.span(0, 5))
+    assert span != SourceFile("a.fsm", "draft review").span(0, 5)  # another file, even with the same text
+    assert span.start_pos == span.start_pos and repr(span) == "Span(start=0, end=5)"
+    with pytest.raises(AttributeError):
+        span.start = 1  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        span.start_pos.line = 2  # type: ignore[misc]
+
+
+def test_a_class_may_define_its_own_equality() -> None:
+    class Exact(Node):
+        value: object
+
+        def __eq__(self, other: object) -> bool:
+            return isinstance(other, Exact) and type(self.value) is type(other.value) and self.value == other.value
+
+        def __hash__(self) -> int:
+            return hash((type(self.value).__name__, self.value))
+
+    assert Exact(1) != Exact(1.0) and Exact(1) == Exact(1)
 
 
 def test_a_subclass_keeps_its_parents_fields_first() -> None:
