@@ -254,3 +254,23 @@ def test_explain_list_gives_every_code_with_its_severity_and_summary(capsys) -> 
 def test_explain_needs_exactly_one_of_a_code_and_list(argv: list[str], capsys) -> None:
     assert main(argv) == 2
     assert "--list" in capsys.readouterr().err
+
+
+# ---- the short commands end without tearing the interpreter down: nothing they write may be lost ----------
+
+
+def test_files_and_output_written_by_the_short_commands_are_complete(tmp_path: Path) -> None:
+    runner = tmp_path / "runner.py"
+    assert statewright("compile", str(EXAMPLE), "-o", str(runner)).returncode == 0
+    assert statewright("compile", str(EXAMPLE), "-o", str(runner), "--check").returncode == 0
+    printed = statewright("compile", str(EXAMPLE))  # to stdout: the spec is named relative to the cwd
+    expected = api.generate_runner(api.check_text(EXAMPLE.read_text(encoding="utf-8"),
+                                                  "examples/content_pipeline.fsm"))
+    assert printed.returncode == 0 and printed.stdout == expected and len(expected.splitlines()) > 1000
+    graph = tmp_path / "graph.mmd"
+    assert statewright("graph", str(EXAMPLE), "-o", str(graph)).returncode == 0
+    assert graph.read_text(encoding="utf-8") == statewright("graph", str(EXAMPLE)).stdout
+    messy = tmp_path / "messy.fsm"
+    messy.write_text(EXAMPLE.read_text(encoding="utf-8").replace("\n    ", "\n  "), encoding="utf-8")
+    assert statewright("fmt", str(messy)).returncode == 0
+    assert messy.read_text(encoding="utf-8") == EXAMPLE.read_text(encoding="utf-8")
