@@ -152,3 +152,24 @@ def test_importing_the_tree_compiles_no_methods() -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+class Tally(Node, frozen=False):
+    name: str
+    seen: set[str] = field(default_factory=set)
+
+
+def test_a_mutable_node_is_assignable_and_unhashable_like_a_plain_dataclass() -> None:
+    tally = Tally("a")
+    tally.name = "b"
+    tally.seen.add("x")
+    assert tally == Tally("b", {"x"}) and Tally("a").seen is not Tally("a").seen
+    with pytest.raises(TypeError):
+        hash(tally)
+    assert dataclasses.fields(Tally)[0].name == "name" and dataclasses.replace(tally, name="c").name == "c"
+
+
+def test_frozen_and_mutable_nodes_do_not_inherit_from_each_other() -> None:
+    with pytest.raises(TypeError, match="cannot inherit"):
+        class Frozen(Tally):
+            pass

@@ -8,12 +8,13 @@ Heavy modules (pydantic, jinja2, litellm) are imported inside the functions that
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .diagnostics import Diagnostic, Diagnostics, SourceFile
 from .grammar import ParseResult, ast, parse_source, parse_text, read_source  # noqa: F401 - parse_text is API
+from .grammar.node import Node
 
 if TYPE_CHECKING:  # imported for annotations only: these modules are heavy or call models
     from .compiler import ir
@@ -28,8 +29,7 @@ if TYPE_CHECKING:  # imported for annotations only: these modules are heavy or c
 _Comment = ast.Comment  # the `ast` field below shadows the module inside the class body
 
 
-@dataclass
-class Compilation:
+class Compilation(Node, frozen=False):
     """Everything one pass of the front end learned about one file."""
 
     source: SourceFile | None
@@ -173,8 +173,7 @@ def render_graph(comp: Compilation, fmt: str = "mermaid") -> str:
     return render(comp.ir, fmt)  # type: ignore[arg-type]
 
 
-@dataclass
-class FormatOutcome:
+class FormatOutcome(Node, frozen=False):
     text: str | None
     diagnostics: list[Diagnostic]
 

@@ -1,6 +1,7 @@
 """The base of syntax-tree and IR nodes: immutable records declared like frozen dataclasses.
 
-A node class is written as a dataclass would be, annotations and `field(...)` included:
+A node class is written as a dataclass would be, annotations and `field(...)` included (and
+`class View(Node, frozen=False)` for a mutable record, as `@dataclass` alone would make it):
 
     class Attribute(Node):
         value: Expr
@@ -68,7 +69,8 @@ class _DataclassFields:
         cached = owner.__dict__.get("_dataclass_fields")
         if cached is None:
             shadow = dataclasses.make_dataclass(
-                owner.__name__, [(f.name, f.annotation, f.as_field()) for f in owner._field_specs], frozen=True)
+                owner.__name__, [(f.name, f.annotation, f.as_field()) for f in owner._field_specs],
+                frozen=owner._frozen)
             cached = shadow.__dataclass_fields__  # type: ignore[attr-defined]
             type.__setattr__(owner, "_dataclass_fields", cached)
         return cached  # type: ignore[no-any-return]
@@ -80,13 +82,21 @@ class Node:
 
     __slots__ = ()
 
+    _frozen: ClassVar[bool] = True
     _field_specs: ClassVar[tuple[_FieldSpec, ...]] = ()
     _field_names: ClassVar[tuple[str, ...]] = ()
     _compared: ClassVar[Callable[[Any], Any]] = staticmethod(lambda node: ())  # type: ignore[assignment]
     __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]] = _DataclassFields()  # type: ignore[assignment]
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
+    def __init_subclass__(cls, *, frozen: bool = True, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        if frozen != cls._frozen and cls.__mro__[1] is not Node:
+            raise TypeError(f"{cls.__qualname__}: a frozen and a mutable node cannot inherit from each other")
+        cls._frozen = frozen
+        if not frozen:  # `class View(Node, frozen=False)`: assignable and, like such a dataclass, unhashable
+            cls.__setattr__ = object.__setattr__  # type: ignore[method-assign,assignment]
+            cls.__delattr__ = object.__delattr__  # type: ignore[method-assign,assignment]
+            cls.__hash__ = None  # type: ignore[assignment]
         specs = {s.name: s for s in cls._field_specs}  # inherited fields first, as dataclasses order them
         for name, annotation in inspect.get_annotations(cls).items():
             if str(annotation).startswith(("ClassVar", "typing.ClassVar")):

@@ -13,7 +13,7 @@ import tempfile
 import textwrap
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import lru_cache
 from pathlib import Path
 
@@ -32,8 +32,7 @@ MAX_NUMBER_DIGITS = 100
 MAX_FILE_CHARS = 16 * 1024 * 1024
 
 
-@dataclass
-class ParseResult:
+class ParseResult(Node, frozen=False):
     source: SourceFile
     machine: ast.Machine | None
     comments: list[ast.Comment] = field(default_factory=list)
