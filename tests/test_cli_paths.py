@@ -156,3 +156,16 @@ def test_the_example_folder_is_what_the_docs_say(tmp_path: Path, capsys) -> None
     shutil.copytree(ROOT / "examples", tmp_path / "examples")
     assert main(["check", str(tmp_path / "examples")]) == 0
     assert "ok: 5 files checked, no problems" in capsys.readouterr().err
+
+
+def test_a_line_git_cannot_read_is_skipped_and_a_bad_exclude_is_a_usage_error(repo: Path, capsys) -> None:
+    (repo / "flows" / ".gitignore").write_text("!\nold/\n", encoding="utf-8")  # '!' alone is no pattern
+    assert "flows/old/c.fsm" not in find_spec_files(["flows"]).files
+    assert main(["check", ".", "--exclude", "!"]) == 2
+    assert "--exclude '!' is not a .gitignore pattern" in capsys.readouterr().err
+
+
+def test_a_directory_that_does_not_exist_is_one_diagnostic(tmp_path: Path, capsys) -> None:
+    assert main(["check", str(tmp_path / "nowhere")]) == 1
+    captured = capsys.readouterr()
+    assert captured.out.count("SW1022") == 1 and "warning" not in captured.err

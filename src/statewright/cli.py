@@ -110,9 +110,12 @@ def _compile_or_report(path: str, args: argparse.Namespace) -> Compilation:
 def _spec_files(args: argparse.Namespace) -> tuple[list[str], list[Diagnostic]]:
     """The files PATH... stands for (directories expanded) and SW1022 for directories that cannot be read."""
     from . import api
-    from .spec_paths import unreadable_file
+    from .spec_paths import ExcludePatternError, unreadable_file
 
-    found = api.spec_files(args.paths, args.exclude)
+    try:
+        found = api.spec_files(args.paths, args.exclude)
+    except ExcludePatternError as e:
+        raise UsageError(str(e)) from None
     for directory in found.empty_directories:
         _err(f"statewright: warning: no .fsm files under {directory}")
     return found.files, [unreadable_file(path, e) for path, e in found.unreadable]

@@ -20,7 +20,7 @@ patterns, negation, escapes) that pathspec already gets right and tests against 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -48,11 +48,12 @@ def find_spec_files(paths: Sequence[str], exclude: Sequence[str] = ()) -> SpecFi
     named twice (or named and also found in a directory) is listed once, where it first appears."""
     out = SpecFiles()
     seen: set[str] = set()
-    excludes = _spec(exclude) if exclude else None
+    excludes = _exclude_spec(exclude) if exclude else None
     for path in paths:
         if os.path.isdir(path):
+            unreadable = len(out.unreadable)
             found = _walk(path, excludes, out.unreadable)
-            if not found:
+            if not found and not any(p == path for p, _ in out.unreadable[unreadable:]):
                 out.empty_directories.append(path)
         else:
             found = [path]
@@ -210,10 +211,34 @@ def _read_ignore_file(path: str) -> GitIgnoreSpec | None:
             lines = f.read().splitlines()
     except OSError:  # none there (the usual case), or unreadable: git too goes on without it
         return None
-    return _spec(lines) if any(line.strip() and not line.startswith("#") for line in lines) else None
-
-
-def _spec(lines: Iterable[str]) -> GitIgnoreSpec:
+    if not any(line.strip() and not line.startswith("#") for line in lines):
+        return None
     from pathspec import GitIgnoreSpec  # here: only a directory argument needs it
 
-    return GitIgnoreSpec.from_lines(lines)
+    try:
+        return GitIgnoreSpec.from_lines(lines)
+    except ValueError:  # a line git cannot read either: git skips it, and so do we, keeping the others
+        return GitIgnoreSpec.from_lines(line for line in lines if _valid_pattern(line))
+
+
+def _valid_pattern(line: str) -> bool:
+    from pathspec import GitIgnoreSpec
+
+    try:
+        GitIgnoreSpec.from_lines([line])
+    except ValueError:  # pathspec's pattern error (its name differs between versions) is a ValueError
+        return False
+    return True
+
+
+class ExcludePatternError(ValueError):
+    """An --exclude PATTERN that is not a valid .gitignore pattern."""
+
+
+def _exclude_spec(patterns: Sequence[str]) -> GitIgnoreSpec:
+    from pathspec import GitIgnoreSpec
+
+    bad = [p for p in patterns if not _valid_pattern(p)]
+    if bad:
+        raise ExcludePatternError(f"--exclude {bad[0]!r} is not a .gitignore pattern")
+    return GitIgnoreSpec.from_lines(patterns)
