@@ -173,3 +173,13 @@ def test_frozen_and_mutable_nodes_do_not_inherit_from_each_other() -> None:
     with pytest.raises(TypeError, match="cannot inherit"):
         class Frozen(Tally):
             pass
+
+
+def test_a_frozen_node_with_its_own_equality_stays_hashable_as_a_frozen_dataclass_does() -> None:
+    class Loose(Node):
+        value: int
+
+        def __eq__(self, other: object) -> bool:
+            return isinstance(other, Loose) and abs(self.value - other.value) < 2
+
+    assert Loose(1) == Loose(2) and isinstance(hash(Loose(1)), int)

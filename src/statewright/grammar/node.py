@@ -93,10 +93,15 @@ class Node:
         if frozen != cls._frozen and cls.__mro__[1] is not Node:
             raise TypeError(f"{cls.__qualname__}: a frozen and a mutable node cannot inherit from each other")
         cls._frozen = frozen
+        own_hash = cls.__dict__.get("__hash__", _MISSING)
         if not frozen:  # `class View(Node, frozen=False)`: assignable and, like such a dataclass, unhashable
             cls.__setattr__ = object.__setattr__  # type: ignore[method-assign,assignment]
             cls.__delattr__ = object.__delattr__  # type: ignore[method-assign,assignment]
-            cls.__hash__ = None  # type: ignore[assignment]
+            if own_hash is _MISSING or own_hash is None:
+                cls.__hash__ = None  # type: ignore[assignment]
+        elif own_hash is None and "__eq__" in cls.__dict__:
+            # Python unsets __hash__ for a class that defines __eq__ alone; a frozen dataclass hashes anyway
+            cls.__hash__ = Node.__hash__  # type: ignore[method-assign]
         specs = {s.name: s for s in cls._field_specs}  # inherited fields first, as dataclasses order them
         for name, annotation in inspect.get_annotations(cls).items():
             if str(annotation).startswith(("ClassVar", "typing.ClassVar")):
