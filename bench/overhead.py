@@ -112,8 +112,12 @@ def check(result: object, transitions: int) -> None:
 
 
 def measure_litellm(spec: MachineSpec, transitions: int, runs: int) -> float:
+    # the scripted provider behind litellm's real call path lives with the tests that prove its contract
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
+    from support.scripted_litellm import register_scripted_provider
+
     from statewright.runtime.litellm_client import LiteLLMClient, RetryPolicy
-    from statewright.runtime.scripted import Script, register_scripted_provider
+    from statewright.runtime.scripted import Script
 
     steps_per_state = transitions // 3 + 2
     script = Script({("agent", s): ["ok"] * steps_per_state for s in "abc"})

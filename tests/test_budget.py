@@ -17,12 +17,13 @@ import pytest
 from support.fake_client import FakeClient
 from support.fake_openai_server import FakeOpenAIServer, Reply
 from support.machines import final, go, machine, state
+from support.scripted_litellm import register_scripted_provider
 
 from statewright import cli
 from statewright.runtime.client import ModelRequest, rough_tokens
 from statewright.runtime.engine import Engine
 from statewright.runtime.litellm_client import LiteLLMClient, RetryPolicy
-from statewright.runtime.scripted import Script, register_scripted_provider
+from statewright.runtime.scripted import Script
 from statewright.runtime.spec import LimitsSpec
 from statewright.runtime.trace import Trace
 
@@ -183,7 +184,7 @@ class RecordingLiteLLMClient(LiteLLMClient):
 
 def test_through_the_scripted_provider_a_run_stops_before_the_call_that_would_cross_its_token_limit():
     script = Script.from_json({"agent": {"a": ["A short answer."] * 20, "b": ["Another short answer."] * 20}})
-    register_scripted_provider(script)
+    served = register_scripted_provider(script)
     client = RecordingLiteLLMClient(retry=RetryPolicy(max_retries=0))
     limit, allowance = 400, 40
     result, events = run(looping(LimitsSpec(tokens=limit)), client, max_tokens=allowance,
@@ -191,7 +192,7 @@ def test_through_the_scripted_provider_a_run_stops_before_the_call_that_would_cr
     assert (result.failure.kind, result.failure.limit) == ("limit", "tokens")
     assert "would be exceeded by the next model call" in result.failure.message
     calls = [e for e in events if e["event"] == "llm_call"]
-    assert calls and len(script.calls) == len(calls)
+    assert calls and len(served.calls) == len(calls)
     # every call was estimated first; each made call fitted in what was left, and the last one did not
     assert len(client.estimates) == len(calls) + 1
     used = 0
@@ -200,17 +201,16 @@ def test_through_the_scripted_provider_a_run_stops_before_the_call_that_would_cr
         used += call["prompt_tokens"] + call["completion_tokens"]
     assert used == result.usage.tokens
     assert used + client.estimates[-1][0] > limit
-    assert all(received["options"]["max_tokens"] == allowance for received in script.received)
+    assert all(received["options"]["max_tokens"] == allowance for received in served.received)
 
 
 def test_through_the_scripted_provider_nothing_reaches_the_provider_when_the_first_call_cannot_fit():
-    script = Script.from_json({"agent": {"a": ["never sent"]}})
-    register_scripted_provider(script)
+    served = register_scripted_provider(Script.from_json({"agent": {"a": ["never sent"]}}))
     client = LiteLLMClient(retry=RetryPolicy(max_retries=0))
     result, _ = run(one_step(LimitsSpec(tokens=100)), client, max_tokens=500,
                     model_map={"*": "scripted/budget"})
     assert result.failure.limit == "tokens"
-    assert script.calls == [] and script.received == []
+    assert served.calls == [] and served.received == []
 
 
 # ---- `statewright run` against a priced model over HTTP --------------------------------------------------

@@ -158,6 +158,7 @@ LIGHT_COMMANDS = [
     ["graph", str(EXAMPLE)],
     ["dump", "--stage", "ir", str(EXAMPLE)],
     ["compile", str(EXAMPLE)],
+    ["test", str(EXAMPLE)],  # scripted replies are answered in process: a spec's own tests start fast
 ]
 
 
@@ -171,6 +172,28 @@ def test_commands_that_call_no_model_never_import_litellm(argv: list[str]) -> No
         "assert not heavy, heavy\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_scripted_runs_and_a_runners_selftest_never_import_litellm(tmp_path: Path) -> None:
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"agent": {"harvest": [{"key_points": ["k"], "open_questions": []}],
+                                            "draft": ["A draft."], "review": [{"score": 90, "fixes": []}]}}))
+    runner = tmp_path / "runner.py"
+    assert main(["compile", str(EXAMPLE), "-o", str(runner)]) == 0
+    code = (
+        "import runpy, sys\nfrom statewright.cli import main\n"
+        f"rc = main(['run', {str(EXAMPLE)!r}, '--input', 'topic=x', '--script', {str(script)!r}, '--quiet'])\n"
+        "assert rc == 0, rc\n"
+        f"sys.argv = [{str(runner)!r}, '--selftest']\n"
+        "try:\n"
+        f"    runpy.run_path({str(runner)!r}, run_name='__main__')\n"
+        "except SystemExit as done:\n"
+        "    assert done.code == 0, done.code\n"
+        "heavy = [m for m in ('litellm', 'openai', 'httpx') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
 
 

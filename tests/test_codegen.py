@@ -18,9 +18,10 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from support.machines import runtime_of
 
 import statewright
-from statewright.api import Compilation, check_file, check_text, generate_runner, run_tests
+from statewright.api import Compilation, check_file, check_text, generate_runner, run_tests, runtime_machine
 from statewright.compiler.codegen import (
     GENERATED_MARKER,
     RunnerOverwriteRefused,
@@ -29,7 +30,6 @@ from statewright.compiler.codegen import (
     write_runner,
 )
 from statewright.compiler.formatter import double_quoted as spec_string
-from statewright.compiler.to_runtime import to_runtime
 from statewright.runtime.spec import MachineSpec, Scope
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -101,6 +101,7 @@ def test_a_runner_opens_with_the_generated_header_and_a_docstring(path: Path) ->
 
 @pytest.mark.parametrize("path", FIXTURES, ids=FIXTURE_IDS)
 def test_a_runner_imports_only_the_standard_library_pydantic_jinja2_and_lazily_litellm(path: Path) -> None:
+    # (and, lazily, tqdm for batch progress bars: litellm brings it, and batches do without it)
     tree = ast.parse(runner_source(path))
     top_level = {id(node) for node in tree.body}
     for node in ast.walk(tree):
@@ -111,7 +112,7 @@ def test_a_runner_imports_only_the_standard_library_pydantic_jinja2_and_lazily_l
                 package = (name or "").split(".")[0]
                 allowed = set(sys.stdlib_module_names) | {"pydantic", "jinja2"}
                 if id(node) not in top_level:
-                    allowed.add("litellm")
+                    allowed |= {"litellm", "tqdm"}
                 assert package in allowed, f"{path.name}:{node.lineno} imports {name}"
 
 
@@ -124,9 +125,23 @@ def test_the_spec_part_reads_like_python_written_by_hand() -> None:
     assert '"code": s.outputs.get("implement").test_code,' in text
     assert 'SOURCE_MAP = {\n    "write_prd": "examples/software_team.fsm:' in text
     assert "MACHINE = MachineSpec(\n" in text
-    assert "def run(inputs: Mapping[str, Any] | None = None, **options: Any) -> RunResult:" in text
+    assert "def run(\n    inputs: Mapping[str, Any] | None = None,\n    *,\n" in text
     assert "async def arun(" in text
     assert text.endswith('if __name__ == "__main__":\n    raise SystemExit(main(MACHINE))\n')
+
+
+def test_a_runners_run_and_arun_spell_out_every_option_in_signature_and_docstring(tmp_path: Path) -> None:
+    import inspect
+
+    from statewright.runtime.runner_cli import RUN_OPTIONS, arun_machine
+
+    runner = load_runner(runner_source(ROOT / "examples" / "content_pipeline.fsm"), tmp_path, "options_runner")
+    names = [name for name, _, _, _ in RUN_OPTIONS]
+    assert list(inspect.signature(arun_machine).parameters)[2:] == names  # the table is the runtime's truth
+    for function in (runner.run, runner.arun):
+        assert list(inspect.signature(function).parameters) == ["inputs", *names]
+        for name in names:
+            assert f"        {name}: " in (function.__doc__ or ""), (function.__name__, name)
 
 
 # ---- determinism and lint ---------------------------------------------------------------------------
@@ -255,8 +270,7 @@ def spec_strings(m: MachineSpec) -> list[Any]:
 def test_every_spec_string_reaches_the_runner_verbatim(tmp_path: Path) -> None:
     comp = hostile_compilation()
     runner = load_runner(hostile_runner(), tmp_path)
-    interpreted = to_runtime(comp.ir, source_sha256=hashlib.sha256(comp.source.text.encode()).hexdigest(),  # type: ignore
-                             source_path=HOSTILE_PATH)
+    interpreted = runtime_machine(comp)
     assert spec_strings(runner.MACHINE) == spec_strings(interpreted)
     machine = comp.ir
     assert runner.MACHINE.description == HOSTILE[0]
@@ -269,10 +283,10 @@ def test_every_spec_string_reaches_the_runner_verbatim(tmp_path: Path) -> None:
     assert [a.prompt for a in runner.MACHINE.agents.values()] == [a.prompt for a in machine.agents]  # type: ignore
 
 
-def test_guards_over_hostile_strings_behave_the_same_in_both_faces(tmp_path: Path) -> None:
+def test_guards_over_hostile_strings_behave_the_same_in_the_runner_and_in_memory(tmp_path: Path) -> None:
     comp = hostile_compilation()
     runner = load_runner(hostile_runner(), tmp_path)
-    interpreted = to_runtime(comp.ir)  # type: ignore[arg-type]
+    interpreted = runtime_machine(comp)
     for kind in HOSTILE[:4]:
         for topic in (HOSTILE[5], "other"):
             outputs = []
@@ -329,12 +343,11 @@ def outcome(function: Any, scope: Scope) -> tuple[str, Any]:
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=FIXTURE_IDS)
-def test_the_generated_machine_is_the_interpreted_machine(path: Path, tmp_path: Path) -> None:
+def test_the_written_runner_defines_the_machine_that_runs_in_memory(path: Path, tmp_path: Path) -> None:
     comp = compiled(path)
     runner = load_runner(runner_source(path), tmp_path)
     generated: MachineSpec = runner.MACHINE
-    interpreted = to_runtime(comp.ir, source_sha256=generated.source_sha256,  # type: ignore[arg-type]
-                             source_path=comp.source.path)  # type: ignore[union-attr]
+    interpreted = runtime_of(comp.ir, comp.source.text, comp.source.path)  # type: ignore[union-attr]
     assert spec_strings(generated) == spec_strings(interpreted)
     assert transitions(generated) == transitions(interpreted)
     # (the runner defines its own copies of the spec classes: compare their fields, not their identity)

@@ -10,7 +10,7 @@ from statewright.compiler.codegen.inline_runtime import (
     RuntimeInlineError,
     dependency_order,
     inline_runtime,
-    installed_runtime_names,
+    installed_runtime_index,
     runtime_rule_violations,
     runtime_sources,
 )
@@ -32,7 +32,10 @@ def test_the_installed_runtime_inlines_into_code_that_compiles() -> None:
     assert "from ." not in inlined.body
     assert set(inlined.modules) == set(runtime_sources())
     assert {"MachineSpec", "Engine", "main", "guard_attribute"} <= set(inlined.names)
-    assert installed_runtime_names() == inlined.names  # the cheap way `statewright run` gets them
+    index = installed_runtime_index()  # the cheap way the in-memory machine modules learn them
+    assert index.names == inlined.names
+    assert {index.defined_in[n] for n in ("MachineSpec", "Engine", "RunCore", "main")} == {
+        "spec", "engine", "core", "runner_cli"}
 
 
 SPEC = module('''

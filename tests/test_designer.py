@@ -10,11 +10,12 @@ import json
 from pathlib import Path
 
 import pytest
+from support.scripted_litellm import Served, register_scripted_provider
 
 from statewright import api
 from statewright.cli import main
 from statewright.designer import design, extract_source
-from statewright.runtime.scripted import Script, register_scripted_provider
+from statewright.runtime.scripted import Script
 from statewright.runtime.trace import Trace
 from statewright.stdlib.reference import designer_system_prompt, example_paths
 
@@ -123,15 +124,14 @@ def fenced(source: str) -> str:
     return f"Here is the machine.\n\n```fsm\n{source}```\n"
 
 
-def script_for(machine: str, repairs: list[str]) -> Script:
-    script = Script.from_json({"designer": {
+def script_for(machine: str, repairs: list[str]) -> Served:
+    """The designer's replies, served through litellm's real call path (the scripted provider)."""
+    return register_scripted_provider(Script.from_json({"designer": {
         "agents": [AGENTS], "machine": [fenced(machine)], "repair": [fenced(r) for r in repairs],
-    }})
-    register_scripted_provider(script)
-    return script
+    }}))
 
 
-def stage_calls(script: Script, *stages: str) -> list[tuple[str, str, int]]:
+def stage_calls(script: Served, *stages: str) -> list[tuple[str, str, int]]:
     return [c for c in script.calls if c[0] == "designer" and c[1] in stages]
 
 

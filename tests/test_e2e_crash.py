@@ -16,8 +16,8 @@ from support.e2e_runs import ROOT, compile_runner, wait_for
 
 from statewright import api
 from statewright.runtime.checkpoint import CheckpointStore
-from statewright.runtime.runner_cli import run
-from statewright.runtime.scripted import Script
+from statewright.runtime.runner_cli import run_machine as run
+from statewright.runtime.scripted import Script, ScriptedClient
 
 EXAMPLE = ROOT / "examples" / "evaluator_optimizer.fsm"
 INPUTS = {"subject": "finite-state machines"}
@@ -63,8 +63,8 @@ def command(face: str, tmp_path: Path) -> list[str]:
 def test_a_killed_run_resumes_to_the_same_result_without_repeating_a_completed_step(face: str,
                                                                                     tmp_path: Path) -> None:
     machine: Any = api.runtime_machine(api.check_file(EXAMPLE))
-    reference = Script.from_json(REPLIES)
-    uninterrupted = run(machine, INPUTS, script=reference, workspace=str(tmp_path / "reference"))
+    reference = ScriptedClient(Script.from_json(REPLIES))
+    uninterrupted = run(machine, INPUTS, client=reference, workspace=str(tmp_path / "reference"))
     assert uninterrupted.ok and len(reference.calls) == 7
 
     script, log, db = tmp_path / "script.json", tmp_path / "calls.jsonl", tmp_path / "runs.db"

@@ -13,8 +13,8 @@ import pytest
 from support.e2e_runs import import_runner
 
 from statewright import api
-from statewright.runtime.runner_cli import run
-from statewright.runtime.scripted import Script
+from statewright.runtime.runner_cli import run_machine as run
+from statewright.runtime.scripted import Script, ScriptedClient
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -135,9 +135,10 @@ def test_the_runner_passes_its_test_block_and_keeps_every_text(runner: Path) -> 
 
 
 def received_messages(machine: Any, script: Script, tmp_path: Path) -> list[dict[str, Any]]:
-    result = run(machine, {"topic": TOPIC}, script=script, workspace=str(tmp_path))
+    client = ScriptedClient(script)
+    result = run(machine, {"topic": TOPIC}, client=client, workspace=str(tmp_path))
     assert result.ok and result.result == AWKWARD, result.failure
-    return script.received
+    return client.received
 
 
 def test_the_model_receives_every_text_verbatim(compiled: Any, runner: Path, tmp_path: Path) -> None:
@@ -145,9 +146,10 @@ def test_the_model_receives_every_text_verbatim(compiled: Any, runner: Path, tmp
     try:
         assert module.MACHINE.description == AWKWARD
         generated_script = module.Script.from_test(module.MACHINE, module.MACHINE.tests[0])
-        result = module.run({"topic": TOPIC}, script=generated_script, workspace=str(tmp_path / "generated"))
+        generated_client = module.ScriptedClient(generated_script)
+        result = module.run({"topic": TOPIC}, client=generated_client, workspace=str(tmp_path / "generated"))
         assert result.ok and result.result == AWKWARD, result.failure
-        generated = generated_script.received
+        generated = generated_client.received
     finally:
         sys.modules.pop("awkward_runner", None)
 
@@ -163,7 +165,7 @@ def test_the_model_receives_every_text_verbatim(compiled: Any, runner: Path, tmp
     judge = calls["agent", "judge"]
     assert judge["messages"][0]["content"].startswith('A critic\'s prompt, "quoted" and back\\slashed: ')
     assert judge["messages"][-1]["content"] == "Judge it. " + AWKWARD
-    schema = judge["options"]["response_format"]["json_schema"]["schema"]
+    schema = judge["options"]["response_schema"]
     assert schema["properties"]["text"]["description"] == AWKWARD
     assert schema["properties"]["level"]["enum"] == [AWKWARD, "plain"]
 

@@ -11,9 +11,12 @@ import textwrap
 import pytest
 from support.fake_client import FakeClient
 from support.machines import final, go, machine, state, when
+from support.scripted_litellm import register_scripted_provider
 
-from statewright.runtime.runner_cli import arun, main, run
-from statewright.runtime.scripted import Script, register_scripted_provider
+from statewright.runtime.runner_cli import arun_machine as arun
+from statewright.runtime.runner_cli import main
+from statewright.runtime.runner_cli import run_machine as run
+from statewright.runtime.scripted import Script
 from statewright.runtime.spec import InputSpec, LimitsSpec, TestSpec
 
 SCRIPTED = ["--model-map", "*=scripted/any"]
@@ -35,8 +38,7 @@ def scripted(**replies):
     for state_name, values in replies.items():
         for value in values:
             script.add("agent", state_name, value)
-    register_scripted_provider(script)
-    return script
+    return register_scripted_provider(script)
 
 
 def test_help_lists_the_inputs_and_does_not_import_litellm():

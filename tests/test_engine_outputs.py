@@ -209,7 +209,8 @@ def test_requests_carry_models_metadata_and_the_model_map():
                                                     "openai/gpt-4o-mini": "scripted/b"}).run({}, run_id="r1")
     first, second = client.requests
     assert (first.model, first.fallbacks, first.temperature) == ("scripted/a", ("scripted/b",), 0.7)
-    assert first.metadata == {"statewright": {"run_id": "r1", "state": "a", "role": "agent", "seq": 0}}
+    assert first.metadata == {"statewright": {"run_id": "r1", "state": "a", "role": "agent", "seq": 0,
+                                              "agent": "writer"}}
     assert second.metadata["statewright"]["seq"] == 0  # seq counts calls per (role, state)
     assert result.run_id == "r1"
     assert result.usage.llm_calls == 2 and result.usage.prompt_tokens == 20

@@ -8,7 +8,8 @@ from typing import Any
 from support.fake_client import FakeClient, tool_calls
 from support.machines import action, agent, final, go, machine, state, when
 
-from statewright.runtime.engine import MAX_TOOL_ROUNDS, Engine
+from statewright.runtime.core import MAX_TOOL_ROUNDS
+from statewright.runtime.engine import Engine
 from statewright.runtime.scripted import Script
 from statewright.runtime.tools import ToolError
 from statewright.runtime.trace import Trace

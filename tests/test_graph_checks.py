@@ -8,8 +8,8 @@ import textwrap
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.guard_oracle import compile_expr
 
-from statewright.compiler.evaluate import compile_expr
 from statewright.compiler.graph_checks import check_graph, known_value, strongly_connected_components
 from statewright.diagnostics import Diagnostic, Diagnostics, Severity
 from statewright.grammar import ast, parse_text

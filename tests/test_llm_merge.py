@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
+from support.scripted_litellm import Served, register_scripted_provider
 
 from statewright import api
 from statewright.cli import main
 from statewright.designer.llm_merge import candidate_pairs
-from statewright.runtime.scripted import Script, register_scripted_provider
+from statewright.runtime.scripted import Script
 from statewright.runtime.trace import Trace
 from tests.test_passes import machines_with_duplicates
 
@@ -110,10 +111,9 @@ PIPELINE = """machine pipeline {
 """
 
 
-def scripted(replies: list[dict[str, object]]) -> Script:
-    script = Script.from_json({"designer": {"merge": replies}})
-    register_scripted_provider(script)
-    return script
+def scripted(replies: list[dict[str, object]]) -> Served:
+    """The merge judge's replies, served through litellm's real call path (the scripted provider)."""
+    return register_scripted_provider(Script.from_json({"designer": {"merge": replies}}))
 
 
 def guards_and_conditions(text: str, state: str) -> list[str]:

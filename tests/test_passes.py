@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from support.machines import runtime_of
 
 from statewright import api
 from statewright.compiler.passes import PASSES, UnknownPass, run_passes
@@ -194,13 +195,12 @@ def _run(machine, seed: int):  # type: ignore[no-untyped-def]
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(machines_with_duplicates(), st.integers(0, 10_000))
 def test_optimized_and_unoptimized_machines_behave_identically(text: str, seed: int) -> None:
-    from statewright.compiler.to_runtime import to_runtime
 
     comp = api.check_text(text, "m.fsm")
     assume(comp.ok)
-    plain = to_runtime(comp.ir)
+    plain = runtime_of(comp.ir)
     optimized_ir = api.optimize(comp)
-    optimized = to_runtime(optimized_ir)
+    optimized = runtime_of(optimized_ir)
     assert run_passes(optimized_ir) == optimized_ir
     assert _run(plain, seed) == _run(optimized, seed)
 
@@ -302,13 +302,12 @@ def _requests(machine, seed: int):  # type: ignore[no-untyped-def]
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(machines_with_loops_and_listeners(), st.integers(0, 10_000))
 def test_every_model_is_sent_exactly_the_same_messages_after_the_passes(text: str, seed: int) -> None:
-    from statewright.compiler.to_runtime import to_runtime
 
     comp = api.check_text(text, "m.fsm")
     assume(comp.ok)
     optimized = api.optimize(comp)
     assert run_passes(optimized) == optimized
-    plain, fast = to_runtime(comp.ir), to_runtime(optimized)
+    plain, fast = runtime_of(comp.ir), runtime_of(optimized)
     for run in range(8):  # several runs per machine: the paths that tell twins apart are rare
         assert _requests(plain, seed + run) == _requests(fast, seed + run)
 
@@ -316,11 +315,10 @@ def test_every_model_is_sent_exactly_the_same_messages_after_the_passes(text: st
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(twins_in_context(), st.integers(0, 10_000))
 def test_twins_on_loops_or_with_listeners_keep_what_every_model_is_sent(text: str, seed: int) -> None:
-    from statewright.compiler.to_runtime import to_runtime
 
     comp = compile_ok(text)
     optimized = api.optimize(comp)
-    plain, fast = to_runtime(comp.ir), to_runtime(optimized)
+    plain, fast = runtime_of(comp.ir), runtime_of(optimized)
     for run in range(8):
         assert _requests(plain, seed + run) == _requests(fast, seed + run)
     if "tell" not in text and "-> plan" not in text:
@@ -468,12 +466,11 @@ class ScriptedRecorder:
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
 def test_examples_send_the_same_requests_and_pass_their_tests_when_optimized(path: Path, tmp_path: Path) -> None:
-    from statewright.compiler.to_runtime import to_runtime
     from statewright.runtime.engine import Engine
     from statewright.runtime.scripted import Script
 
     comp = api.check_file(path)
-    plain, optimized = to_runtime(comp.ir), to_runtime(api.optimize(comp))
+    plain, optimized = runtime_of(comp.ir), runtime_of(api.optimize(comp))
     assert optimized.tests
     for test_plain, test_optimized in zip(plain.tests, optimized.tests):
         runs = []

@@ -156,7 +156,7 @@ def test_secrets_in_the_parent_environment_never_reach_tool_code(
     result = python(tools, "import json, os\nprint(json.dumps(dict(os.environ)))")
     seen = json.loads(result["stdout"])
     assert "OPENAI_API_KEY" not in seen and "MY_SECRET_TOKEN" not in seen
-    assert set(seen) <= {"PATH", "LANG", "HOME", "TMPDIR", "PYTHONIOENCODING", "LC_CTYPE"}
+    assert set(seen) <= {"PATH", "LANG", "HOME", "TMPDIR", "PYTHONIOENCODING", "PYTHONDONTWRITEBYTECODE", "LC_CTYPE"}
 
 
 def test_code_runs_in_the_workspace_with_home_and_tmpdir_inside_it(tools: ToolRegistry, workspace: Path) -> None:

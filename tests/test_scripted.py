@@ -1,25 +1,28 @@
-"""The scripted provider: replies per (role, state) in order, answered through litellm's own call path."""
+"""Scripted replies: a Script answered in process by the ScriptedClient (test blocks, `--script`), with the
+same request and response contract as the litellm client — proved here through litellm's real call path."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 import types
+from dataclasses import replace
 
-import litellm
 import pytest
+from support.scripted_litellm import register_scripted_provider
 
 from statewright.runtime import scripted as scripted_module
 from statewright.runtime.client import ModelError, ModelRequest, ToolCallRequest
+from statewright.runtime.engine import Engine
 from statewright.runtime.litellm_client import LiteLLMClient, RetryPolicy
 from statewright.runtime.scripted import (
     Script,
+    ScriptedClient,
     ScriptedReply,
     ScriptError,
     ScriptExhausted,
-    current_script,
-    register_scripted_provider,
-    scripted_provider,
 )
 from statewright.runtime.spec import (
     AgentSpec,
@@ -33,113 +36,92 @@ from statewright.runtime.spec import (
 from statewright.runtime.testing import format_outcome, run_test, run_tests
 
 MESSAGES = [{"role": "user", "content": "Write a haiku about state machines."}]
+TOOLS = [{"type": "function", "function": {"name": "lookup", "parameters": {}}}]
+SCHEMA = {"type": "object", "properties": {"score": {"type": "integer"}}, "required": ["score"]}
 
 
-def ask(role: str, state: str, seq: int | None, *, run_id: str = "run-1") -> str:
-    """One litellm.completion call the way statewright makes it, returning the reply text."""
+def request(role: str = "agent", state: str = "draft", seq: int | None = 0, *, model: str = "openai/gpt-4o-mini",
+            run_id: str = "run-1", **options) -> ModelRequest:
     identity = {"run_id": run_id, "state": state, "role": role}
     if seq is not None:
         identity["seq"] = seq
-    response = litellm.completion(model="scripted/test", messages=MESSAGES,
-                                  metadata={"statewright": identity})
-    return response.choices[0].message.content
+    return ModelRequest(role=role, state=state, model=model, messages=MESSAGES,
+                        metadata={"statewright": identity}, **options)
 
 
-def install(data: dict) -> Script:
-    script = Script.from_json(data)
-    register_scripted_provider(script)
-    return script
+def ask(client: ScriptedClient, role: str, state: str, seq: int | None, **options) -> str:
+    return client.complete(request(role, state, seq, **options)).content
 
+
+def client_for(data: dict) -> ScriptedClient:
+    return ScriptedClient(Script.from_json(data))
+
+
+# --- the scripted client ------------------------------------------------------------------------------
 
 def test_replies_come_in_order_for_each_role_and_state():
-    install({
+    client = client_for({
         "agent": {"draft": ["first draft", "second draft"], "review": ["looks fine"]},
         "verifier": {"draft": [{"choice": "none", "reason": "ok", "feedback": ""}]},
     })
 
-    assert ask("agent", "draft", 0) == "first draft"
-    assert ask("agent", "review", 0) == "looks fine"
-    assert ask("agent", "draft", 1) == "second draft"
-    assert json.loads(ask("verifier", "draft", 0)) == {"choice": "none", "reason": "ok", "feedback": ""}
+    assert ask(client, "agent", "draft", 0) == "first draft"
+    assert ask(client, "agent", "review", 0) == "looks fine"
+    assert ask(client, "agent", "draft", 1) == "second draft"
+    assert json.loads(ask(client, "verifier", "draft", 0)) == {"choice": "none", "reason": "ok", "feedback": ""}
 
 
-def test_the_seq_from_the_engine_picks_the_reply_so_a_resumed_run_gets_the_right_one():
-    script = install({"agent": {"draft": ["first", "second", "third"]}})
+def test_the_seq_from_the_core_picks_the_reply_so_a_resumed_run_gets_the_right_one():
+    client = client_for({"agent": {"draft": ["first", "second", "third"]}})
 
     # a resumed run whose first two draft calls completed before the crash asks for #3 directly
-    assert ask("agent", "draft", 2) == "third"
-    assert script.calls == [("agent", "draft", 2)]
+    assert ask(client, "agent", "draft", 2) == "third"
+    assert client.calls == [("agent", "draft", 2)]
 
 
 def test_without_a_seq_the_next_unserved_reply_answers():
-    install({"agent": {"draft": ["first", "second"]}})
+    client = client_for({"agent": {"draft": ["first", "second"]}})
 
-    assert [ask("agent", "draft", None), ask("agent", "draft", None)] == ["first", "second"]
+    assert [ask(client, "agent", "draft", None), ask(client, "agent", "draft", None)] == ["first", "second"]
 
 
 def test_values_that_are_not_strings_are_sent_as_json():
-    install({"agent": {"review": [{"score": 90, "fixes": []}, ["a", "b"], 42, None]}})
+    client = client_for({"agent": {"review": [{"score": 90, "fixes": []}, ["a", "b"], 42, None]}})
 
-    replies = [ask("agent", "review", n) for n in range(4)]
+    replies = [ask(client, "agent", "review", n) for n in range(4)]
 
     assert replies == ['{"score": 90, "fixes": []}', '["a", "b"]', "42", "null"]
 
 
-def test_usage_numbers_are_plausible():
-    install({"agent": {"draft": ["x" * 40]}})
+def test_usage_numbers_are_plausible_and_nothing_is_charged():
+    response = client_for({"agent": {"draft": ["x" * 40]}}).complete(request())
 
-    response = litellm.completion(model="scripted/test", messages=MESSAGES,
-                                  metadata={"statewright": {"role": "agent", "state": "draft", "seq": 0}})
-
-    assert response.usage.completion_tokens == 10
-    assert response.usage.prompt_tokens == len(MESSAGES[0]["content"]) // 4
-    assert response.usage.total_tokens == response.usage.prompt_tokens + 10
+    assert response.completion_tokens == 10
+    assert response.prompt_tokens == len(MESSAGES[0]["content"]) // 4
+    assert response.cost_usd == 0.0 and response.attempts == 1
+    assert response.model == "openai/gpt-4o-mini"  # the model the request named: scripted runs keep names
 
 
-def test_a_missing_reply_names_the_call_and_what_the_script_has():
-    install({"agent": {"review": ["one", "two"]}})
-
-    with pytest.raises(Exception) as caught:
-        ask("agent", "review", 2)
-
-    exhausted = caught.value
-    while not isinstance(exhausted, ScriptExhausted):  # litellm wraps what a provider raises
-        exhausted = exhausted.__cause__ or exhausted.__context__
-    assert str(exhausted) == "script has no reply #3 for agent of state 'review' (it has 2)"
-
-
-def test_the_client_raises_script_exhausted_itself_without_retrying():
-    script = install({"agent": {"review": ["only"]}})
-    client = LiteLLMClient(retry=RetryPolicy(max_retries=3, initial_delay=0.01, jitter=0))
-    request = ModelRequest(role="agent", state="review", model="scripted/test", messages=MESSAGES,
-                           fallbacks=("scripted/other",),
-                           metadata={"statewright": {"role": "agent", "state": "review", "seq": 1}})
+def test_a_missing_reply_is_a_model_error_that_names_the_call_and_what_the_script_has():
+    client = client_for({"agent": {"review": ["one", "two"]}})
 
     with pytest.raises(ScriptExhausted) as caught:
-        client.complete(request)
+        ask(client, "agent", "review", 2)
 
-    assert isinstance(caught.value, ModelError)  # caught where model failures are; reported as "script"
-    assert str(caught.value) == "script has no reply #2 for agent of state 'review' (it has 1)"
-    assert script.calls == []
-
-
-def test_a_call_without_statewright_metadata_is_refused_not_retried():
-    install({"agent": {"draft": ["x"]}})
-
-    with pytest.raises(litellm.BadRequestError, match="needs metadata"):
-        litellm.completion(model="scripted/test", messages=MESSAGES)
+    assert isinstance(caught.value, ModelError) and caught.value.scripted  # the core reports kind "script"
+    assert str(caught.value) == "script has no reply #3 for agent of state 'review' (it has 2)"
+    assert client.calls == []
 
 
 def test_every_answered_call_is_recorded_and_logged_to_the_script_log(tmp_path, monkeypatch):
     log = tmp_path / "calls.jsonl"
     monkeypatch.setenv("STATEWRIGHT_SCRIPT_LOG", str(log))
-    script = install({"agent": {"draft": ["a", "b"]}, "verifier": {"draft": ["{}"]}})
+    client = client_for({"agent": {"draft": ["a", "b"]}, "verifier": {"draft": ["{}"]}})
 
-    ask("agent", "draft", 0, run_id="r7")
-    ask("verifier", "draft", 0, run_id="r7")
-    ask("agent", "draft", 1, run_id="r7")
+    for role, seq in (("agent", 0), ("verifier", 0), ("agent", 1)):
+        client.complete(request(role, "draft", seq, run_id="r7"))
 
-    assert script.calls == [("agent", "draft", 0), ("verifier", "draft", 0), ("agent", "draft", 1)]
+    assert client.calls == [("agent", "draft", 0), ("verifier", "draft", 0), ("agent", "draft", 1)]
     lines = [json.loads(line) for line in log.read_text().splitlines()]
     assert [(x["role"], x["state"], x["seq"], x["run_id"]) for x in lines] == [
         ("agent", "draft", 0, "r7"), ("verifier", "draft", 0, "r7"), ("agent", "draft", 1, "r7")]
@@ -147,10 +129,11 @@ def test_every_answered_call_is_recorded_and_logged_to_the_script_log(tmp_path, 
 
 def test_a_delay_is_slept_before_answering(monkeypatch):
     slept: list[float] = []
-    monkeypatch.setattr(scripted_module, "time", types.SimpleNamespace(sleep=slept.append))
-    install({"agent": {"draft": [{"value": "slow", "delay": 0.25}, "quick"]}})
+    monkeypatch.setattr(scripted_module, "time", types.SimpleNamespace(sleep=slept.append,
+                                                                       perf_counter=lambda: 0.0))
+    client = client_for({"agent": {"draft": [{"value": "slow", "delay": 0.25}, "quick"]}})
 
-    assert [ask("agent", "draft", 0), ask("agent", "draft", 1)] == ["slow", "quick"]
+    assert [ask(client, "agent", "draft", 0), ask(client, "agent", "draft", 1)] == ["slow", "quick"]
     assert slept == [0.25]
 
 
@@ -161,55 +144,74 @@ def test_the_async_path_answers_and_awaits_the_delay(monkeypatch):
         slept.append(seconds)
 
     monkeypatch.setattr(scripted_module, "asyncio", types.SimpleNamespace(sleep=fake_sleep))
-    install({"agent": {"draft": [{"value": {"ok": True}, "delay": 0.5}]}})
+    client = client_for({"agent": {"draft": [{"value": {"ok": True}, "delay": 0.5}]}})
 
-    response = asyncio.run(litellm.acompletion(
-        model="scripted/test", messages=MESSAGES,
-        metadata={"statewright": {"role": "agent", "state": "draft", "seq": 0}}))
+    response = asyncio.run(client.acomplete(request()))
 
-    assert response.choices[0].message.content == '{"ok": true}'
+    assert response.content == '{"ok": true}'
     assert slept == [0.5]
 
 
-def test_the_statewright_client_passes_its_metadata_through_to_the_provider():
-    script = install({"agent": {"draft": ["zero", "one"]}})
-    request = ModelRequest(role="agent", state="draft", model="scripted/test", messages=MESSAGES,
-                           metadata={"statewright": {"run_id": "r1", "role": "agent", "state": "draft",
-                                                     "seq": 1}})
-
-    response = LiteLLMClient().complete(request)
-
-    assert response.content == "one"
-    assert response.model == "scripted/test"
-    assert response.cost_usd == 0.0
-    assert response.prompt_tokens > 0 and response.completion_tokens > 0
-    assert script.calls == [("agent", "draft", 1)]
-
-
 def test_a_tool_calls_reply_answers_as_native_tool_calls():
-    install({"agent": {"draft": [{"tool_calls": [{"name": "lookup", "arguments": {"q": "FSM"}}]}]}})
-    request = ModelRequest(role="agent", state="draft", model="scripted/test", messages=MESSAGES,
-                           tools=[{"type": "function", "function": {"name": "lookup", "parameters": {}}}],
-                           metadata={"statewright": {"role": "agent", "state": "draft", "seq": 0}})
+    client = client_for({"agent": {"draft": [{"tool_calls": [{"name": "lookup", "arguments": {"q": "FSM"}}]}]}})
 
-    response = LiteLLMClient().complete(request)
+    response = client.complete(request(tools=TOOLS))
 
     assert response.tool_calls == [ToolCallRequest(id="call_0_0", name="lookup", arguments='{"q": "FSM"}')]
+    assert response.content == ""
 
 
-def test_registering_again_replaces_the_script_and_keeps_other_custom_providers():
-    other = {"provider": "someone-else", "custom_handler": object()}
-    litellm.custom_provider_map = [*litellm.custom_provider_map, other]
-    try:
-        install({"agent": {"draft": ["old"]}})
-        install({"agent": {"draft": ["new"]}})
+def test_scripted_runs_never_import_litellm():
+    code = (
+        "import sys\n"
+        "from statewright.runtime.scripted import Script, ScriptedClient\n"
+        "from statewright.runtime.client import ModelRequest\n"
+        "c = ScriptedClient(Script.from_json({'agent': {'s': ['hi']}}))\n"
+        "r = c.complete(ModelRequest('agent', 's', 'openai/x', [], metadata={'statewright': {'seq': 0}}))\n"
+        "assert r.content == 'hi'\n"
+        "print('litellm' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
 
-        assert ask("agent", "draft", 0) == "new"
-        assert [entry["provider"] for entry in litellm.custom_provider_map].count("scripted") == 1
-        assert other in litellm.custom_provider_map
-    finally:
-        litellm.custom_provider_map = [e for e in litellm.custom_provider_map if e is not other]
 
+# --- one contract: the scripted client answers as litellm does ----------------------------------------
+
+CONTRACT_CASES = [
+    ("a text reply", "A haiku.", {}),
+    ("a JSON reply to a typed request", {"score": 90}, {"response_schema": SCHEMA, "schema_name": "Critique"}),
+    ("a list reply", ["a", "b"], {}),
+    ("tool calls", {"tool_calls": [{"name": "lookup", "arguments": {"q": "FSM"}},
+                                   {"name": "lookup", "arguments": {}}]}, {"tools": TOOLS}),
+    ("a final answer with tools offered", "Done.", {"tools": TOOLS, "response_schema": SCHEMA}),
+    ("text that is not ASCII", "état — ✓", {"temperature": 0.2, "max_tokens": 50}),
+]
+
+
+@pytest.mark.parametrize("value, options", [c[1:] for c in CONTRACT_CASES], ids=[c[0] for c in CONTRACT_CASES])
+def test_the_scripted_client_answers_exactly_as_the_litellm_client_through_litellms_call_path(value, options):
+    script = Script({("agent", "draft"): [ScriptedReply(value)], ("verifier", "draft"): [ScriptedReply(value)]})
+    register_scripted_provider(script)
+    for role in ("agent", "verifier"):
+        through_litellm = LiteLLMClient(retry=RetryPolicy(max_retries=0)).complete(
+            request(role, model="scripted/contract", **options))
+        in_process = ScriptedClient(script).complete(request(role, model="scripted/contract", **options))
+        assert replace(in_process, latency_ms=0.0) == replace(through_litellm, latency_ms=0.0), role
+
+
+def test_the_litellm_client_raises_script_exhausted_itself_without_retrying():
+    register_scripted_provider(Script.from_json({"agent": {"review": ["only"]}}))
+    client = LiteLLMClient(retry=RetryPolicy(max_retries=3, initial_delay=0.01, jitter=0))
+    lonely = request("agent", "review", 1, model="scripted/test", fallbacks=("scripted/other",))
+
+    with pytest.raises(ScriptExhausted) as caught:
+        client.complete(lonely)
+
+    assert str(caught.value) == "script has no reply #2 for agent of state 'review' (it has 1)"
+
+
+# --- scripts -------------------------------------------------------------------------------------------
 
 def test_a_script_file_rejects_unknown_roles_and_shapes():
     with pytest.raises(ScriptError, match="unknown script role 'critic'"):
@@ -326,7 +328,8 @@ def test_every_model_of_the_machine_answers_from_the_script(tmp_path):
     calls = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
     models = {c["model"] for c in calls if c["event"] == "llm_call"}
     roles = {c["role"] for c in calls if c["event"] == "llm_call"}
-    assert models == {"scripted/test"} and roles == {"agent", "verifier"}
+    # the spec's own model names: the script answers for each of them, nothing is renamed
+    assert models == {"openai/gpt-4o-mini", "anthropic/claude-haiku-4-5"} and roles == {"agent", "verifier"}
 
 
 def test_a_wrong_path_fails_and_shows_both_paths_side_by_side():
@@ -400,46 +403,41 @@ def test_run_tests_filters_by_name_and_writes_one_trace_per_test(tmp_path):
     assert [o.name for o in run_tests(machine, name_filter="sent back")] == ["sent back once"]
 
 
-# --- who answers for the provider: scripted_provider / current_script ------------------------------------
+# --- isolation: every run answers from its own script -------------------------------------------------
 
-def test_scripted_provider_answers_from_its_script_inside_the_block_and_restores_the_one_before():
-    outer = install({"agent": {"draft": ["from the outer script"]}})
-    inner = Script.from_json({"agent": {"draft": ["from the inner script"]}})
+def test_two_concurrent_runs_with_different_scripts_each_get_their_own_replies():
+    writer = AgentSpec(name="writer", prompt="You write.", model="openai/gpt-4o-mini")
+    machine = MachineSpec(
+        name="m", description="", inputs=(), model="openai/gpt-4o-mini", verifier_model="openai/gpt-4o-mini",
+        temperature=None, limits=LimitsSpec(), agents={"writer": writer},
+        states={"draft": StateSpec("draft", "agent", agent="writer", instruction="Write.",
+                                   transitions=(TransitionSpec("always", "again"),)),
+                "again": StateSpec("again", "agent", agent="writer", instruction="Again.",
+                                   transitions=(TransitionSpec("always", "done"),)),
+                "done": StateSpec("done", "final")},
+        start="draft")
+    scripts = {name: Script.from_json({"agent": {
+        "draft": [{"value": f"{name} one", "delay": 0.05}], "again": [{"value": f"{name} two", "delay": 0.01}]}})
+        for name in ("left", "right")}
 
-    with scripted_provider(inner) as active:
-        assert active is inner and current_script() is inner
-        assert ask("agent", "draft", 0) == "from the inner script"
+    async def both():
+        engines = {name: Engine(machine, script=script) for name, script in scripts.items()}
+        return await asyncio.gather(*(engines[name].arun({}, run_id=name) for name in ("left", "right")))
 
-    assert current_script() is outer
-    assert ask("agent", "draft", 0) == "from the outer script"
-
-
-def test_scripted_provider_restores_the_script_before_when_the_block_raises():
-    outer = install({"agent": {"draft": ["outer"]}})
-
-    with pytest.raises(RuntimeError, match="inside the block"), scripted_provider(Script()):
-        raise RuntimeError("inside the block")
-
-    assert current_script() is outer
-
-
-def test_after_a_block_with_no_script_before_the_provider_has_none():
-    handler = scripted_module._SCRIPTED_PROVIDER["handler"]
-    install({})
-    handler.script = None  # as before any script was registered
-
-    with scripted_provider(Script.from_json({"agent": {"draft": ["inside"]}})):
-        assert ask("agent", "draft", 0) == "inside"
-
-    assert current_script() is None
+    left, right = asyncio.run(both())
+    assert (left.ok, right.ok) == (True, True)
+    assert left.outputs == {"draft": "left one", "again": "left two"}
+    assert right.outputs == {"draft": "right one", "again": "right two"}
 
 
-def test_running_a_test_block_leaves_the_script_registered_before_it_answering():
-    outer = install({"designer": {"machine": ["the designer's machine"]}})
+def test_one_engine_serves_concurrent_runs_of_one_script_without_mixing_them():
     test = block("good draft publishes", expect_final="publish")
+    machine = review_machine(test)
+    engine = Engine(machine, script=Script.from_test(machine, test))
 
-    assert run_test(review_machine(test), test).passed
+    async def many():
+        return await asyncio.gather(*(engine.arun({"topic": f"t{i}"}, run_id=f"r{i}") for i in range(20)))
 
-    assert current_script() is outer
-    assert ask("designer", "machine", 0) == "the designer's machine"
-
+    results = asyncio.run(many())
+    assert all(r.ok and r.path == ["draft", "review", "publish"] for r in results)
+    assert sorted(r.run_id for r in results) == sorted(f"r{i}" for i in range(20))

@@ -17,9 +17,12 @@ from .grammar import ParseResult, ast, parse_source, parse_text, read_source  # 
 from .grammar.node import Node
 
 if TYPE_CHECKING:  # imported for annotations only: these modules are heavy or call models
+    from collections.abc import Mapping
+
     from .compiler import ir
     from .designer.design import DesignOutcome
     from .designer.llm_merge import MergeReport
+    from .runtime.result import RunResult
     from .runtime.spec import MachineSpec
     from .runtime.testing import TestOutcome
     from .runtime.trace import Trace
@@ -232,61 +235,251 @@ def write_runner(path: str | Path, text: str, *, force: bool = False) -> None:
 
 
 def runtime_machine(comp: Compilation, *, level: int = 1, disabled: Sequence[str] = ()) -> MachineSpec:
-    """The machine as the engine runs it (`statewright run`): the IR with interpreted guards."""
-    from .compiler.to_runtime import to_runtime
+    """The machine as every face runs it: the machine part of its runner, compiled in memory (and cached
+    per source, so loading it again costs nothing)."""
+    from .compiler.codegen import load_machine
 
     assert comp.source is not None
     ir = optimize(comp, level=level, disabled=disabled)
-    return to_runtime(ir, source_sha256=source_sha256(comp), source_path=comp.source.path)  # type: ignore[arg-type]
+    return load_machine(ir, source_text=comp.source.text, source_path=comp.source.path)  # type: ignore[no-any-return]
 
 
 def run_tests(comp: Compilation, *, trace_dir: str | None = None, trace_content: bool = False,
-              name_filter: str | None = None) -> list[TestOutcome]:
-    """Run the machine's test blocks with the scripted provider; one outcome per test block.
+              name_filter: str | None = None, level: int = 0) -> list[TestOutcome]:
+    """Run the machine's test blocks with scripted replies; one outcome per test block.
 
-    Tests run against the unoptimized machine: they describe the source as written.
-    """
-    from .compiler.to_runtime import to_runtime
+    Tests run the machine as written (`level` 0) unless asked otherwise."""
     from .runtime.testing import run_tests as run
 
-    assert comp.ir is not None and comp.source is not None
-    machine = to_runtime(comp.ir, source_sha256=source_sha256(comp), source_path=comp.source.path)  # type: ignore[arg-type]
+    machine = runtime_machine(comp, level=level)
     return list(run(machine, trace_dir=trace_dir, trace_content=trace_content, name_filter=name_filter))
+
+
+# ---- the Python API: a machine loaded from a file ---------------------------------------------------
+
+
+class CheckError(Exception):
+    """A `.fsm` file that does not check. `diagnostics` holds every problem, as `statewright check` shows
+    them; the message lists the errors with their positions."""
+
+    def __init__(self, path: str, diagnostics: Sequence[Diagnostic]) -> None:
+        from .diagnostics import render_text
+
+        self.path = path
+        self.diagnostics = list(diagnostics)
+        errors = [d for d in self.diagnostics if d.severity.value == "error"]
+        listed = "\n\n".join(render_text(d) for d in errors)
+        super().__init__(f"{path} does not check: {len(errors)} error{'s' if len(errors) != 1 else ''}\n\n"
+                         f"{listed}")
+
+
+class Machine:
+    """A checked machine, ready to run: `statewright.load("flow.fsm")`.
+
+    It runs what `statewright compile` would write — the machine part of its runner, compiled in memory —
+    so a run here, `statewright run`, a test block and a generated runner execute the same code."""
+
+    def __init__(self, compilation: Compilation, *, level: int = 1, disabled: Sequence[str] = ()) -> None:
+        if not compilation.ok or compilation.source is None:
+            raise CheckError(compilation.source.path if compilation.source else "<unknown>",
+                             compilation.diagnostics)
+        self.compilation = compilation
+        self.level = level
+        self.disabled = tuple(disabled)
+        self._spec: MachineSpec | None = None
+
+    @property
+    def spec(self) -> MachineSpec:
+        """The runtime MachineSpec (the `MACHINE` of its runner)."""
+        if self._spec is None:
+            self._spec = runtime_machine(self.compilation, level=self.level, disabled=self.disabled)
+        return self._spec
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def path(self) -> str:
+        assert self.compilation.source is not None
+        return self.compilation.source.path
+
+    @property
+    def diagnostics(self) -> list[Diagnostic]:
+        """The warnings the file has (a machine with errors does not load)."""
+        return list(self.compilation.diagnostics)
+
+    def __repr__(self) -> str:
+        return f"<statewright.Machine {self.name!r} from {self.path}>"
+
+    def run(self, inputs: Mapping[str, Any] | None = None, *, trace: Any = None, trace_content: bool = False,
+            checkpoint: Any = None, resume: str | None = None, run_id: str | None = None,
+            model_map: Mapping[str, str] | None = None, workspace: str | None = None, script: Any = None,
+            client: Any = None, tools: Any = None, max_tokens: int | None = None, retries: int | None = None,
+            retry_delay: float | None = None, timeout: float | None = None,
+            listeners: Sequence[Any] = ()) -> RunResult:
+        """Run the machine to its end; a failed run is a RunResult too (see `arun` for the options)."""
+        from .runtime.sync import run_sync
+
+        return run_sync(self.arun(  # type: ignore[no-any-return]
+            inputs, trace=trace, trace_content=trace_content, checkpoint=checkpoint, resume=resume,
+            run_id=run_id, model_map=model_map, workspace=workspace, script=script, client=client, tools=tools,
+            max_tokens=max_tokens, retries=retries, retry_delay=retry_delay, timeout=timeout,
+            listeners=listeners))
+
+    async def arun(self, inputs: Mapping[str, Any] | None = None, *, trace: Any = None,
+                   trace_content: bool = False, checkpoint: Any = None, resume: str | None = None,
+                   run_id: str | None = None, model_map: Mapping[str, str] | None = None,
+                   workspace: str | None = None, script: Any = None, client: Any = None, tools: Any = None,
+                   max_tokens: int | None = None, retries: int | None = None, retry_delay: float | None = None,
+                   timeout: float | None = None, listeners: Sequence[Any] = ()) -> RunResult:
+        """Run the machine to its end on the running event loop.
+
+        inputs: the machine's inputs by name. trace: a JSONL file (or an open Trace) to append the run's
+        events to; trace_content: include messages and replies. checkpoint: a SQLite file (or an open
+        CheckpointStore) written after every transition; resume: the id of a checkpointed run to continue;
+        run_id: the id of a new run. model_map: {spec model: model to call}, "*" for any other. workspace:
+        where tools work. script: a Script or its JSON form answering every call instead of a model;
+        client: a model client. tools: a tool registry. max_tokens, retries, retry_delay, timeout: the
+        model calls' limits and retry policy. listeners: called with (event, fields) as the run goes.
+
+        Raises CheckpointError when a resume is impossible; any other problem is in the RunResult."""
+        from .runtime.runner_cli import arun_machine
+
+        return await arun_machine(
+            self.spec, inputs, trace=trace, trace_content=trace_content, checkpoint=checkpoint, resume=resume,
+            run_id=run_id, model_map=model_map, workspace=workspace, script=script, client=client, tools=tools,
+            max_tokens=max_tokens, retries=retries, retry_delay=retry_delay, timeout=timeout,
+            listeners=listeners)
+
+    def test(self, name_filter: str | None = None, *, trace_dir: str | None = None,
+             trace_content: bool = False) -> list[TestOutcome]:
+        """Run the machine's test blocks with their scripted replies; one TestOutcome each (`.passed`)."""
+        from .runtime.testing import run_tests as run
+
+        return list(run(self.spec, trace_dir=trace_dir, trace_content=trace_content, name_filter=name_filter))
+
+    def compile(self, path: str | Path, *, force: bool = False) -> Path:
+        """Write the machine's standalone runner to `path` (what `statewright compile -o PATH` writes)."""
+        assert self.compilation.source is not None
+        name = runner_source_name(self.compilation.source.path, path)
+        comp = self.compilation if name == self.compilation.source.path else check_text(
+            self.compilation.source.text, name)
+        write_runner(path, generate_runner(comp, level=self.level, disabled=self.disabled), force=force)
+        return Path(path)
+
+
+def load(path: str | Path, *, level: int = 1, disabled: Sequence[str] = ()) -> Machine:
+    """Check a `.fsm` file and return it as a Machine to run, test or compile.
+
+    Raises CheckError (carrying every diagnostic) when the file does not check, and OSError when it cannot
+    be read."""
+    return Machine(check_file(path), level=level, disabled=disabled)
+
+
+def load_text(text: str, path: str = "<string>", *, level: int = 1, disabled: Sequence[str] = ()) -> Machine:
+    """`load` for source text (its diagnostics name `path`)."""
+    return Machine(check_text(text, path), level=level, disabled=disabled)
 
 
 # ---- design and LLM-judged optimization ----------------------------------------------------------
 
 
 def design(task: str, *, output: str, model: str | None = None, max_repairs: int = 3, optimize: bool = True,
-           trace_path: str | None = None, client: Any = None) -> DesignOutcome:
-    """Draft a machine from a task description; see designer.design. Returns a DesignOutcome."""
+           trace_path: str | None = None, client: Any = None, script: Any = None,
+           listeners: Sequence[Any] = ()) -> DesignOutcome:
+    """Draft a machine from a task description; see designer.design. Returns a DesignOutcome.
+
+    `script` (a Script, its JSON form, or the path of a JSON script file) answers the designer's calls
+    instead of a model — `statewright design --script FILE`; `listeners` hear its events as they happen."""
     from .designer import design as run_design
 
-    trace = _open_trace(trace_path)
+    client = _scripted_client(script) if script is not None else client
+    events = _events(trace_path, listeners)
     try:
         return run_design(task, output=output, model=model, max_repairs=max_repairs, optimize=optimize,
-                          client=client, trace=trace)
+                          client=client, trace=events)
     finally:
-        if trace is not None:
-            trace.close()
+        if events is not None:
+            events.close()
 
 
 def optimize_with_llm(comp: Compilation, *, model: str, write: bool = False, trace_path: str | None = None,
-                      client: Any = None) -> MergeReport:
+                      client: Any = None, script: Any = None, listeners: Sequence[Any] = ()) -> MergeReport:
     """Propose LLM-judged merges for a checked file; returns a MergeReport with a unified diff."""
     from .designer.llm_merge import judge_and_merge
 
     assert comp.source is not None
-    trace = _open_trace(trace_path)
+    client = _scripted_client(script) if script is not None else client
+    events = _events(trace_path, listeners)
     try:
-        report = judge_and_merge(comp.source.text, comp.source.path, model=model, client=client, trace=trace)
+        report = judge_and_merge(comp.source.text, comp.source.path, model=model, client=client, trace=events)
     finally:
-        if trace is not None:
-            trace.close()
+        if events is not None:
+            events.close()
     if write and report.ok and report.source != comp.source.text:
         Path(comp.source.path).write_text(report.source, encoding="utf-8")
         report.log.append(f"wrote {comp.source.path}")
     return report
+
+
+class ScriptFileError(ValueError):
+    """A `--script` file that cannot be read or does not have the documented shape."""
+
+
+def read_script(path: str | Path) -> Any:
+    """A JSON script file as a Script (see docs/execution.md for the format)."""
+    import json
+
+    from .runtime.scripted import Script, ScriptError
+
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ScriptFileError(f"cannot read the script {path}: {e.strerror or e}") from None
+    except ValueError as e:
+        raise ScriptFileError(f"the script {path} is not valid JSON: {e}") from None
+    try:
+        return Script.from_json(data)
+    except (ScriptError, TypeError, ValueError) as e:
+        raise ScriptFileError(f"the script {path}: {e}") from None
+
+
+def _scripted_client(script: Any) -> Any:
+    from .runtime.scripted import Script, ScriptedClient
+
+    if isinstance(script, (str, Path)):
+        script = read_script(script)
+    elif not isinstance(script, Script):
+        script = Script.from_json(script)
+    return ScriptedClient(script)
+
+
+class _DesignEvents:
+    """Where a designer session's events go: its trace file, if any, and listeners (progress on a terminal).
+    `llm_request` (a call starting) is for people watching; the trace records each call once, when done."""
+
+    def __init__(self, trace: Trace | None, listeners: Sequence[Any]) -> None:
+        self.trace = trace
+        self.listeners = tuple(listeners)
+        self.content = trace.content if trace is not None else False
+
+    def emit(self, event: str, **fields: Any) -> None:
+        if self.trace is not None and event != "llm_request":
+            self.trace.emit(event, **fields)
+        for listener in self.listeners:
+            listener(event, fields)
+
+    def close(self) -> None:
+        if self.trace is not None:
+            self.trace.close()
+
+
+def _events(trace_path: str | None, listeners: Sequence[Any]) -> _DesignEvents | None:
+    trace = _open_trace(trace_path)
+    if trace is None and not listeners:
+        return None
+    return _DesignEvents(trace, listeners)
 
 
 def _open_trace(path: str | None) -> Trace | None:

@@ -336,6 +336,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     return runner_main(machine, args.runner_args, prog=f"statewright run {path}")
 
 
+def cmd_batch(args: argparse.Namespace) -> int:
+    from . import api
+
+    path = _one_file(args.path, "batch")
+    comp = _compile_or_report(path, args)
+    if not comp.ok:
+        return EXIT_INPUT
+    machine = api.runtime_machine(comp)
+    from .runtime.runner_cli import main as runner_main
+
+    return runner_main(machine, ["batch", *args.runner_args], batch_prog=f"statewright batch {path}")
+
+
 def cmd_test(args: argparse.Namespace) -> int:
     from . import api
     from .diagnostics import paint
@@ -394,12 +407,29 @@ def cmd_trace(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _progress(args: argparse.Namespace) -> list[object]:
+    """The listeners that show a command's progress on stderr: none with --quiet."""
+    if getattr(args, "quiet", False):
+        return []
+    from .runtime.progress import Progress
+
+    return [Progress()]
+
+
 def cmd_design(args: argparse.Namespace) -> int:
     from . import api
 
-    outcome = api.design(args.task, output=args.output, model=args.model, max_repairs=args.max_repairs,
-                         optimize=not args.no_optimize, trace_path=args.trace)
-    for line in outcome.log:
+    try:
+        outcome = api.design(args.task, output=args.output, model=args.model, max_repairs=args.max_repairs,
+                             optimize=not args.no_optimize, trace_path=args.trace, script=args.script,
+                             listeners=_progress(args))
+    except api.ScriptFileError as e:
+        raise UsageError(str(e)) from None
+    lines = outcome.log
+    if not args.quiet:  # the attempts were shown as they happened: only what came after them is new
+        last = max((i for i, line in enumerate(lines) if line.startswith("attempt ")), default=-1)
+        lines = lines[last + 1:]
+    for line in lines:
         _err(line)
     return EXIT_OK if outcome.ok else EXIT_INPUT
 
@@ -410,7 +440,11 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     comp = _compile_or_report(_one_file(args.path, "optimize"), args)
     if not comp.ok:
         return EXIT_INPUT
-    report = api.optimize_with_llm(comp, model=args.llm, write=args.write, trace_path=args.trace)
+    try:
+        report = api.optimize_with_llm(comp, model=args.llm, write=args.write, trace_path=args.trace,
+                                       script=args.script, listeners=_progress(args))
+    except api.ScriptFileError as e:
+        raise UsageError(str(e)) from None
     for line in report.log:
         _err(line)
     if report.diff and not args.write:
@@ -514,6 +548,19 @@ def _setup_run(p: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_run)
 
 
+
+def _setup_batch(p: argparse.ArgumentParser) -> None:
+    p.usage = "statewright batch [--color WHEN] PATH [BATCH OPTION]..."
+    p.description = "Check a machine and run it over many inputs concurrently."
+    p.epilog = ("The options after PATH are those of a generated runner's `batch` command: "
+                "`statewright batch PATH --help` lists them.")
+    p.add_argument("path", metavar="PATH", help="the .fsm file of the machine to run")
+    p.add_argument("runner_args", nargs=argparse.REMAINDER, metavar="BATCH OPTION",
+                   help="the inputs file, concurrency and the rest (see below)")
+    _add_color_option(p)
+    p.set_defaults(func=cmd_batch)
+
+
 def _setup_test(p: argparse.ArgumentParser) -> None:
     _add_paths(p, "+", "a .fsm file, or a directory: every .fsm file under it")
     p.add_argument("--trace", metavar="DIR", help="write one trace file per test block into DIR")
@@ -542,6 +589,9 @@ def _setup_design(p: argparse.ArgumentParser) -> None:
                    help="how many times the designer may repair its source (default 3)")
     p.add_argument("--no-optimize", action="store_true")
     p.add_argument("--trace", metavar="FILE", help="write the designer's calls to a trace file")
+    p.add_argument("--script", metavar="FILE", help="answer the designer's calls from a JSON script file "
+                                                    "instead of a model (try the designer without a key)")
+    p.add_argument("--quiet", action="store_true", help="print no progress while designing")
     p.set_defaults(func=cmd_design)
 
 
@@ -552,6 +602,8 @@ def _setup_optimize(p: argparse.ArgumentParser) -> None:
     mode.add_argument("--write", action="store_true", help="apply accepted merges to the file")
     mode.add_argument("--diff", action="store_true", help="print the diff (the default)")
     p.add_argument("--trace", metavar="FILE")
+    p.add_argument("--script", metavar="FILE", help="answer the judge's calls from a JSON script file")
+    p.add_argument("--quiet", action="store_true", help="print no progress while judging")
     _add_color_option(p)
     p.set_defaults(func=cmd_optimize)
 
@@ -565,6 +617,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "graph": ("draw the machine as a Mermaid or Graphviz graph", _setup_graph),
     "compile": ("generate a standalone Python runner module", _setup_compile),
     "run": ("run a machine (options as for a generated runner; see --help after PATH)", _setup_run),
+    "batch": ("run a machine over many inputs concurrently (options: batch PATH --help)", _setup_batch),
     "test": ("run the test blocks of .fsm files with scripted replies", _setup_test),
     "trace": ("read trace files", _setup_trace),
     "design": ("draft a machine from a task description with a designer model", _setup_design),

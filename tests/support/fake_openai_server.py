@@ -79,10 +79,12 @@ class FakeOpenAIServer:
 
     `enqueue(b)` adds to the shared queue; `enqueue(b, model="x")` to a queue only requests for model "x"
     draw from (they fall back to the shared queue when their own is empty). With nothing queued the
-    server answers 500 "fake server: nothing queued" so a test that under-scripts fails loudly.
+    server answers with `default` when one is given, else 500 "fake server: nothing queued" so a test that
+    under-scripts fails loudly.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, default: Behaviour | None = None) -> None:
+        self.default = default
         self._queues: dict[str | None, deque[Behaviour]] = {}
         self._lock = threading.Lock()
         self._closing = threading.Event()
@@ -127,7 +129,7 @@ class FakeOpenAIServer:
                 queue = self._queues.get(key)
                 if queue:
                     return queue.popleft()
-        return None
+        return self.default
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         server = self

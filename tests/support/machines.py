@@ -76,3 +76,10 @@ def machine(*states: StateSpec, agents: Iterable[AgentSpec] = (), inputs: Iterab
         temperature=None, limits=limits or LimitsSpec(), agents=declared, states={s.name: s for s in states},
         start=states[0].name, source_sha256=sha, **options,
     )
+
+
+def runtime_of(machine_ir: Any, source_text: str = "", source_path: str = "spec.fsm") -> MachineSpec:
+    """The MachineSpec every face runs for a checked machine's IR: its machine module, compiled in memory."""
+    from statewright.compiler.codegen import load_machine
+
+    return load_machine(machine_ir, source_text=source_text, source_path=source_path)  # type: ignore[no-any-return]

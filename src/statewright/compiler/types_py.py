@@ -1,7 +1,7 @@
-"""IR types as Python: annotations (objects and source text) and the pydantic classes `statewright run` uses.
+"""IR types as Python source: class names, field attributes, output wrappers and annotations.
 
-One plan (`plan_models`) decides every class name, field attribute and wrapper; both faces build from it,
-so the models `statewright run` validates with and those a generated runner defines are the same.
+One plan (`plan_models`) decides every class name, field attribute and wrapper of the pydantic models a
+machine module defines; code generation writes them from it.
 """
 
 from __future__ import annotations
@@ -11,11 +11,9 @@ import keyword
 import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
 
 from . import ir
 
-PRIMITIVES: dict[str, Any] = {"str": str, "int": int, "float": float, "bool": bool, "none": None, "any": Any}
 PRIMITIVE_SOURCE = {"str": "str", "int": "int", "float": "float", "bool": "bool", "none": "None", "any": "Any"}
 
 # Attributes of pydantic.BaseModel that a field may not take over (fixed here rather than read from
@@ -180,22 +178,6 @@ def py_string(value: str) -> str:
     return text
 
 
-def annotation(t: ir.Type, classes: Mapping[str, Any]) -> Any:
-    """The Python annotation of an IR type; `classes` maps declared type names to classes."""
-    if isinstance(t, ir.Prim):
-        return PRIMITIVES[t.name]
-    if isinstance(t, ir.ListOf):
-        return list[annotation(t.item, classes)]  # type: ignore[misc]
-    if isinstance(t, ir.Optional_):
-        inner = annotation(t.inner, classes)
-        return None if inner is None else inner | None
-    if isinstance(t, ir.Enum):
-        return Literal.__getitem__(tuple(t.values))  # type: ignore[attr-defined]
-    if isinstance(t, ir.Named):
-        return classes[t.name]
-    raise TypeError(f"not an IR type: {t!r}")
-
-
 def annotation_source(t: ir.Type, class_names: Mapping[str, str]) -> str:
     """The same annotation as Python source text (may need `Any` and `Literal` from typing)."""
     if isinstance(t, ir.Prim):
@@ -210,45 +192,3 @@ def annotation_source(t: ir.Type, class_names: Mapping[str, str]) -> str:
     if isinstance(t, ir.Named):
         return class_names[t.name]
     raise TypeError(f"not an IR type: {t!r}")
-
-
-# ---- model classes for `statewright run` ---------------------------------------------------------
-
-
-def build_models(plans: ModelPlans) -> dict[str, type]:
-    """The pydantic classes of a plan, keyed by Python class name (declared types and output wrappers)."""
-    from pydantic import ConfigDict, Field, create_model
-
-    classes: dict[str, Any] = {}
-    by_type: dict[str, Any] = {}
-
-    def make(plan: ModelPlan) -> type:
-        definitions: dict[str, Any] = {}
-        for f in plan.fields:
-            # In a cycle some class does not exist yet: such a plan's annotations are source text,
-            # resolved by model_rebuild once every class exists.
-            ann = annotation_source(f.type, plans.class_names) if plan.forward else annotation(f.type, by_type)
-            kwargs: dict[str, Any] = {}
-            if f.doc:
-                kwargs["description"] = f.doc
-            if f.attribute != f.name:
-                kwargs["alias"] = f.name
-            if f.optional:
-                kwargs["default"] = None
-            definitions[f.attribute] = (ann, Field(**kwargs))
-        config = ConfigDict(title=plan.title) if plan.title != plan.class_name else None
-        model = create_model(plan.class_name, __config__=config, **definitions)  # type: ignore[call-overload]
-        classes[plan.class_name] = model
-        return model
-
-    for plan in plans.types:
-        by_type[plan.title] = make(plan)
-    namespace = {**classes, "Any": Any, "Literal": Literal}
-    for plan in plans.types:
-        model = by_type[plan.title]
-        if not model.__pydantic_complete__:
-            model.model_rebuild(_types_namespace=namespace)
-    for plan in plans.outputs.values():
-        if plan.wrapper:
-            make(plan)
-    return classes

@@ -8,7 +8,6 @@ every failing test block is fed back, and the model repairs its text, up to `max
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -301,13 +300,11 @@ def failing_tests(machine: Any, text: str, path: str) -> list[str]:
 
 def run_test_blocks(machine: Any, text: str, path: str) -> list[Any]:
     """Run the test blocks of a checked machine (its IR) with their scripted replies; one outcome each."""
-    from ..compiler.to_runtime import to_runtime
+    from ..compiler.codegen import load_machine
     from ..runtime.testing import run_tests
 
-    # run_tests puts back whatever script was registered before, so a scripted designer model (in tests,
-    # `--model scripted/...`) answers again once the test blocks are done
-    runtime = to_runtime(machine, source_sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(), source_path=path)
-    return list(run_tests(runtime))
+    # each test block answers from its own scripted client: nothing is shared with the designer's model
+    return list(run_tests(load_machine(machine, source_text=text, source_path=path)))
 
 
 def _keep_failed_attempt(output: str, attempt: Attempt) -> tuple[str, str]:
@@ -390,6 +387,7 @@ class _DesignerCalls:
             response_schema=schema, schema_name="agents" if schema else "output",
             metadata={"statewright": {"run_id": "design", "state": stage, "role": "designer", "seq": seq}},
         )
+        self.emit("llm_request", role="designer", state=stage, model=self.model)
         try:
             response = self.client.complete(request)
         except ModelError as e:

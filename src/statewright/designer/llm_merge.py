@@ -170,6 +170,8 @@ def judge_and_merge(
                                       "seq": report.calls}},
         )
         report.calls += 1
+        if trace is not None:
+            trace.emit("llm_request", role="designer", state="merge", model=model)
         try:
             response = client.complete(request)
         except ModelError as e:

@@ -321,6 +321,11 @@ class _ModelCallPlan:
     def _cost(self, model: str, raw: Any) -> float:
         if model.startswith("scripted/"):
             return 0.0  # nothing to price, and litellm would only fail to find the model
+        # litellm prices every response it returns (its logging does); pricing it again costs as much
+        hidden = getattr(raw, "_hidden_params", None)
+        known = hidden.get("response_cost") if isinstance(hidden, dict) else None
+        if isinstance(known, (int, float)) and not isinstance(known, bool):
+            return float(known) if known > 0 else 0.0
         try:
             cost = float(self.litellm.completion_cost(completion_response=raw) or 0.0)
         except Exception:  # noqa: BLE001 - no price known for this model: cost is unknown, not an error

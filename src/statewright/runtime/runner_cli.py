@@ -4,26 +4,27 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
-import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .batch import MATCH_MODES, BatchError, BatchSummary, default_batch_checkpoint, run_batch
 from .checkpoint import CheckpointError, CheckpointStore
 from .client import ModelClient
-from .engine import Engine, InputError, prepare_inputs, validate_input
-from .litellm_client import LiteLLMClient, RetryPolicy
+from .core import InputError
+from .engine import Engine, Listener, new_run_id, prepare_inputs, validate_input
+from .progress import Progress
 from .result import RunResult
-from .scripted import Script, ScriptError, register_scripted_provider
+from .scripted import Script, ScriptError
 from .spec import InputSpec, MachineSpec
+from .sync import run_sync
 from .trace import Trace
 
 EXIT_FINAL = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
-# With a script, every model of the machine — agents, fallbacks, verifier — answers from it.
-SCRIPTED_RUN_MODEL = "scripted/run"
 
 
 class RunnerUsageError(Exception):
@@ -32,99 +33,87 @@ class RunnerUsageError(Exception):
 
 # ---- the Python entry points ---------------------------------------------------------------------
 
+# Every option of `run_machine`/`arun_machine` (and of a generated runner's own `run`/`arun`, whose
+# signature and docstring are written from this table): name, annotation, default, what it does.
+RUN_OPTIONS: tuple[tuple[str, str, str, str], ...] = (
+    ("trace", "str | Trace | None", "None", "append the run's JSONL trace to this file (or an open Trace)"),
+    ("trace_content", "bool", "False", "include messages, replies and tool arguments/results in the trace"),
+    ("checkpoint", "str | CheckpointStore | None", "None",
+     "checkpoint after every transition to this SQLite file (or an open CheckpointStore)"),
+    ("resume", "str | None", "None", "the id of a checkpointed run to continue (its stored inputs are used)"),
+    ("run_id", "str | None", "None", "the id of a new run (default: a random one)"),
+    ("model_map", "Mapping[str, str] | None", "None",
+     "call model NEW wherever the machine names OLD; the key '*' maps every other model"),
+    ("workspace", "str | None", "None",
+     "the directory tools work in (default: a fresh .statewright/runs/RUN_ID/workspace)"),
+    ("script", "Script | Mapping[str, Any] | None", "None",
+     "answer every model call from this script (a Script or its JSON form) instead of a model"),
+    ("client", "ModelClient | None", "None", "the model client (default: litellm)"),
+    ("tools", "Any", "None", "a tool registry to use instead of the machine's own tools"),
+    ("max_tokens", "int | None", "None", "cap every model reply at this many tokens"),
+    ("retries", "int | None", "None", "retries of a failed model call before a fallback takes over (default 3)"),
+    ("retry_delay", "float | None", "None", "seconds before the first retry, doubling for each next one"),
+    ("timeout", "float | None", "None", "seconds one model call may take (default 60)"),
+    ("listeners", "Sequence[Callable[[str, dict[str, Any]], None]]", "()",
+     "called with (event, fields) for every event of the run, as it happens"),
+)
+
 
 def _runner_client(client: ModelClient | None, retries: int | None, retry_delay: float | None,
-                   scripted: bool, timeout: float | None = None) -> ModelClient | None:
+                   timeout: float | None = None) -> ModelClient | None:
     """The model client a run uses: the one given, else litellm with the retry policy asked for."""
     if client is not None:
         return client
-    if retries is None and retry_delay is None and timeout is None and not scripted:
+    if retries is None and retry_delay is None and timeout is None:
         return None  # the engine makes the default client when the first call needs it
+    from .litellm_client import LiteLLMClient, RetryPolicy
+
     policy = RetryPolicy()
-    # a script never has transient faults: retrying one would only repeat the same answer
-    max_retries = retries if retries is not None else (0 if scripted else policy.max_retries)
     delay = retry_delay if retry_delay is not None else policy.initial_delay
-    return LiteLLMClient(retry=RetryPolicy(max_retries=max_retries, initial_delay=delay,
-                                           max_delay=max(policy.max_delay, delay),
+    return LiteLLMClient(retry=RetryPolicy(max_retries=retries if retries is not None else policy.max_retries,
+                                           initial_delay=delay, max_delay=max(policy.max_delay, delay),
                                            timeout=timeout if timeout is not None else policy.timeout))
 
 
 def _runner_script(script: Script | Mapping[str, Any] | None) -> Script | None:
-    """A script given as a Script or in its JSON form, installed behind the scripted provider."""
-    if script is None:
-        return None
-    if not isinstance(script, Script):
-        script = Script.from_json(script)
-    register_scripted_provider(script)
-    return script
+    if script is None or isinstance(script, Script):
+        return script
+    return Script.from_json(script)
 
 
-def _runner_engine(machine: MachineSpec, *, client: ModelClient | None, trace: Trace | str | None,
-                   trace_content: bool, checkpoint: CheckpointStore | str | None,
-                   model_map: Mapping[str, str] | None, workspace: str | None,
-                   script: Script | Mapping[str, Any] | None, tools: Any, max_tokens: int | None,
-                   retries: int | None, retry_delay: float | None,
-                   timeout: float | None = None) -> tuple[Engine, Trace | None]:
-    scripted = _runner_script(script)
-    if scripted is not None:
-        model_map = {"*": SCRIPTED_RUN_MODEL}
-    client = _runner_client(client, retries, retry_delay, scripted is not None, timeout)
-    opened = Trace(trace, content=trace_content) if isinstance(trace, str) else None
-    store = CheckpointStore(checkpoint) if isinstance(checkpoint, str) else checkpoint
-    engine = Engine(machine, client=client, trace=opened or trace, checkpoint=store,  # type: ignore[arg-type]
-                    model_map=model_map, script=scripted, workspace=workspace, tools=tools,
-                    max_tokens=max_tokens)
-    return engine, opened
-
-
-def run(machine: MachineSpec, inputs: Mapping[str, Any] | None = None, *, client: ModelClient | None = None,
-        trace: Trace | str | None = None, trace_content: bool = False,
-        checkpoint: CheckpointStore | str | None = None, resume: str | None = None, run_id: str | None = None,
-        model_map: Mapping[str, str] | None = None, workspace: str | None = None,
-        script: Script | Mapping[str, Any] | None = None, tools: Any = None, max_tokens: int | None = None,
-        retries: int | None = None, retry_delay: float | None = None, timeout: float | None = None) -> RunResult:
-    """Run `machine` once. `trace` and `checkpoint` take a path or an open Trace/CheckpointStore;
-    `resume` is the id of a checkpointed run to continue (its stored inputs are used).
-
-    `script` (a Script, or its JSON form) makes every model answer from it, as `--script` does.
-    `max_tokens` caps each reply; `retries`/`retry_delay`/`timeout` (seconds per model call) set the
-    default client's retry policy (they do not apply to a `client` given here). Without `workspace`, tools work in a fresh directory
-    `.statewright/runs/<run_id>/workspace` (RunResult.workspace).
+async def arun_machine(machine: MachineSpec, inputs: Mapping[str, Any] | None = None, *,
+                       trace: Trace | str | None = None, trace_content: bool = False,
+                       checkpoint: CheckpointStore | str | None = None, resume: str | None = None,
+                       run_id: str | None = None, model_map: Mapping[str, str] | None = None,
+                       workspace: str | None = None, script: Script | Mapping[str, Any] | None = None,
+                       client: ModelClient | None = None, tools: Any = None, max_tokens: int | None = None,
+                       retries: int | None = None, retry_delay: float | None = None,
+                       timeout: float | None = None, listeners: Sequence[Listener] = ()) -> RunResult:
+    """Run `machine` once, to a final state or a typed failure (see RUN_OPTIONS for every option).
 
     Never raises for a failed run — the RunResult says how it failed; raises CheckpointError when a
-    resume is impossible."""
-    engine, opened = _runner_engine(machine, client=client, trace=trace, trace_content=trace_content,
-                                    checkpoint=checkpoint, model_map=model_map, workspace=workspace,
-                                    script=script, tools=tools, max_tokens=max_tokens, retries=retries,
-                                    retry_delay=retry_delay, timeout=timeout)
+    resume is impossible. `retries`, `retry_delay` and `timeout` set the default litellm client's policy
+    (not that of a `client` given here)."""
+    opened = Trace(trace, content=trace_content) if isinstance(trace, str) else None
+    store = CheckpointStore(checkpoint) if isinstance(checkpoint, str) else checkpoint
     try:
-        if resume:
-            return engine.run(None, run_id=resume, resume=True)
-        return engine.run(inputs or {}, run_id=run_id)
-    finally:
-        if opened is not None:
-            opened.close()
-
-
-async def arun(machine: MachineSpec, inputs: Mapping[str, Any] | None = None, *,
-               client: ModelClient | None = None, trace: Trace | str | None = None, trace_content: bool = False,
-               checkpoint: CheckpointStore | str | None = None, resume: str | None = None,
-               run_id: str | None = None, model_map: Mapping[str, str] | None = None,
-               workspace: str | None = None, script: Script | Mapping[str, Any] | None = None,
-               tools: Any = None, max_tokens: int | None = None, retries: int | None = None,
-               retry_delay: float | None = None, timeout: float | None = None) -> RunResult:
-    """`run` for async code: the engine runs in a worker thread (see Engine.arun)."""
-    engine, opened = _runner_engine(machine, client=client, trace=trace, trace_content=trace_content,
-                                    checkpoint=checkpoint, model_map=model_map, workspace=workspace,
-                                    script=script, tools=tools, max_tokens=max_tokens, retries=retries,
-                                    retry_delay=retry_delay, timeout=timeout)
-    try:
+        engine = Engine(machine, client=_runner_client(client, retries, retry_delay, timeout),
+                        trace=opened or trace, checkpoint=store, model_map=model_map,  # type: ignore[arg-type]
+                        script=_runner_script(script), workspace=workspace, tools=tools, max_tokens=max_tokens,
+                        listeners=listeners)
         if resume:
             return await engine.arun(None, run_id=resume, resume=True)
         return await engine.arun(inputs or {}, run_id=run_id)
     finally:
         if opened is not None:
             opened.close()
+        if store is not None and store is not checkpoint:
+            store.close()
+
+
+def run_machine(machine: MachineSpec, inputs: Mapping[str, Any] | None = None, **options: Any) -> RunResult:
+    """`arun_machine` for synchronous code: the same run, the same options."""
+    return run_sync(arun_machine(machine, inputs, **options))  # type: ignore[no-any-return]
 
 
 # ---- the command line ----------------------------------------------------------------------------
@@ -143,7 +132,8 @@ def _runner_parser(machine: MachineSpec, prog: str | None) -> argparse.ArgumentP
         lines.append(f"  {spec.name}: {_runner_type_text(spec.annotation)}{default}")
     epilog = ("inputs:\n" + "\n".join(lines)) if lines else "this machine takes no inputs"
     epilog += ("\n\nexit status: 0 the run reached a final state, 1 it failed (the failure is in the JSON "
-               "result), 2 usage error")
+               "result), 2 usage error, 130 interrupted\n\n"
+               "The command `batch` runs the machine over a file of many inputs at once (see `batch --help`).")
     parser = argparse.ArgumentParser(
         prog=prog, description=f"Run the state machine '{machine.name}'. {machine.description}".strip(),
         epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -178,6 +168,8 @@ def _runner_parser(machine: MachineSpec, prog: str | None) -> argparse.ArgumentP
                              "(the format of docs/execution.md)")
     parser.add_argument("--selftest", action="store_true", help="run the machine's test blocks with scripted "
                                                                 "replies and exit")
+    parser.add_argument("--quiet", action="store_true",
+                        help="print no progress on stderr (states, model calls, transitions)")
     return parser
 
 
@@ -284,10 +276,14 @@ def read_inputs(machine: MachineSpec, pairs: list[str], inputs_file: str | None)
     return values
 
 
-def main(machine: MachineSpec, argv: list[str] | None = None, *, prog: str | None = None) -> int:
+def main(machine: MachineSpec, argv: list[str] | None = None, *, prog: str | None = None,
+         batch_prog: str | None = None) -> int:
     """Parse `argv` (default: sys.argv[1:]), run the machine, print the RunResult JSON on stdout.
 
     Exit status: 0 final state, 1 typed failure (or failing self-tests), 2 usage error."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["batch"]:
+        return _runner_batch(machine, argv[1:], batch_prog or f"{prog or os.path.basename(sys.argv[0])} batch")
     parser = _runner_parser(machine, prog)
     try:
         args = parser.parse_args(argv)
@@ -314,7 +310,7 @@ def _runner_main(machine: MachineSpec, args: argparse.Namespace) -> int:
     if args.resume and (args.input or args.inputs_file):
         print("note: a resumed run uses its stored inputs; --input/--inputs-file are ignored", file=sys.stderr)
     inputs = {} if args.resume else read_inputs(machine, args.input, args.inputs_file)
-    run_id = args.resume or args.run_id or uuid.uuid4().hex[:16]
+    run_id = args.resume or args.run_id or new_run_id()
     try:
         store = CheckpointStore(args.checkpoint) if args.checkpoint else None
     except Exception as exc:  # noqa: BLE001 - sqlite3 errors: not a database, unwritable directory
@@ -325,12 +321,9 @@ def _runner_main(machine: MachineSpec, args: argparse.Namespace) -> int:
         raise RunnerUsageError(f"cannot write --trace {args.trace}: {exc.strerror or exc}") from None
     if store is not None:
         print(f"run {run_id} (checkpoints in {args.checkpoint})", file=sys.stderr)
-    if script is not None:
-        register_scripted_provider(script)
-        model_map = {"*": SCRIPTED_RUN_MODEL}
-    client = _runner_client(None, args.retries, args.retry_delay, script is not None, args.timeout)
-    engine = Engine(machine, client=client, trace=trace, checkpoint=store, model_map=model_map,
-                    workspace=args.workspace, script=script, max_tokens=args.max_tokens)
+    engine = Engine(machine, client=_runner_client(None, args.retries, args.retry_delay, args.timeout),
+                    trace=trace, checkpoint=store, model_map=model_map, workspace=args.workspace, script=script,
+                    max_tokens=args.max_tokens, listeners=() if args.quiet else (Progress(end=False),))
     try:
         result = engine.run(inputs, run_id=run_id, resume=bool(args.resume))
     except CheckpointError as exc:
@@ -389,3 +382,84 @@ def _runner_selftest(machine: MachineSpec) -> int:
         print(format_outcome(outcome))
     print(f"{len(machine.tests) - failed} passed, {failed} failed", file=sys.stderr)
     return EXIT_FAILED if failed else EXIT_FINAL
+
+
+# ---- batch: one machine over many inputs -----------------------------------------------------------
+
+
+def _runner_batch_parser(prog: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=prog, description="Run the machine once per line of a JSON Lines file of cases, concurrently.",
+        epilog="a case: {\"inputs\": {...}, \"id\": \"...\", \"expect\": ...} (id and expect optional)\n\n"
+               "exit status: 0 every case reached a final state (and matched its expect), 1 otherwise, "
+               "2 usage error, 130 interrupted (finished cases are kept; --resume continues)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--inputs", required=True, metavar="CASES.jsonl", help="the cases, one JSON object per line")
+    parser.add_argument("--concurrency", type=_runner_positive_int, default=8, metavar="N",
+                        help="cases running at the same time (default 8)")
+    parser.add_argument("--out", metavar="FILE", help="write one JSON line per case to FILE (default: stdout)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the batch whose results are in --out: finished cases are skipped")
+    parser.add_argument("--checkpoint", metavar="DB", help="checkpoint every case's run to DB (default with "
+                                                           "--out: FILE.checkpoints.sqlite)")
+    parser.add_argument("--match", choices=MATCH_MODES, default="exact",
+                        help="how a result is compared with a case's expect (default exact)")
+    parser.add_argument("--trace", metavar="DIR", help="write one trace file per case into DIR")
+    parser.add_argument("--trace-content", action="store_true", help="include messages and replies in traces")
+    parser.add_argument("--model-map", action="append", default=[], metavar="OLD=NEW",
+                        help="call model NEW wherever the machine names OLD (repeatable)")
+    parser.add_argument("--max-tokens", type=_runner_positive_int, metavar="N", help="cap every model reply")
+    parser.add_argument("--retries", type=_runner_count, metavar="N", help="retries of a failed model call")
+    parser.add_argument("--retry-delay", type=_runner_seconds, metavar="S", help="seconds before the first retry")
+    parser.add_argument("--timeout", type=_runner_seconds, metavar="S", help="seconds one model call may take")
+    parser.add_argument("--script", metavar="FILE", help="answer every model call from the JSON script FILE")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar or per-case lines on stderr")
+    return parser
+
+
+def _runner_batch(machine: MachineSpec, argv: list[str], prog: str) -> int:
+    parser = _runner_batch_parser(prog)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
+    try:
+        return _runner_batch_main(machine, args)
+    except (RunnerUsageError, BatchError) as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _runner_batch_main(machine: MachineSpec, args: argparse.Namespace) -> int:
+    model_map = dict(_runner_pairs(args.model_map, "--model-map"))
+    if args.script and model_map:
+        raise RunnerUsageError("--script answers every model call; it cannot be combined with --model-map")
+    script = _runner_read_script(args.script) if args.script else None
+    checkpoint = args.checkpoint or (default_batch_checkpoint(args.out) if args.out else None)
+    if args.resume and args.out and not os.path.exists(args.out):
+        raise RunnerUsageError(f"--resume: there is no results file {args.out} to continue")
+    try:
+        store = CheckpointStore(checkpoint) if checkpoint else None
+    except Exception as exc:  # noqa: BLE001 - sqlite3 errors: not a database, unwritable directory
+        raise RunnerUsageError(f"cannot open the checkpoint database {checkpoint}: {exc}") from None
+    if args.trace:
+        os.makedirs(args.trace, exist_ok=True)
+    engine = Engine(machine, client=_runner_client(None, args.retries, args.retry_delay, args.timeout),
+                    checkpoint=store, model_map=model_map, script=script, max_tokens=args.max_tokens)
+    summary = BatchSummary()
+    try:
+        run_sync(run_batch(engine, args.inputs, out_path=args.out, concurrency=args.concurrency,
+                           resume=args.resume, match=args.match, trace_dir=args.trace,
+                           trace_content=args.trace_content, quiet=args.quiet, summary=summary))
+    except KeyboardInterrupt:
+        summary.interrupted = True
+    finally:
+        if store is not None:
+            store.close()
+    print(summary.table(), file=sys.stderr)
+    if summary.interrupted:
+        hint = f"; continue with --out {args.out} --resume" if args.out else ""
+        print(f"interrupted{hint}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return EXIT_FINAL if summary.ok else EXIT_FAILED

@@ -1,18 +1,16 @@
-"""Scripted replies for test blocks and unit tests, served as the litellm custom provider `scripted`."""
+"""Scripted replies for test blocks, `--script` runs and unit tests, answered by an in-process client."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
-import threading
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .client import ModelError
+from .client import ModelError, ModelRequest, ModelResponse, ToolCallRequest, rough_call_estimate
 from .spec import MachineSpec, TestSpec
 
 SCRIPT_ROLES = ("agent", "verifier", "tool", "designer")  # designer: `design` and `optimize --llm`
@@ -32,9 +30,11 @@ class ScriptError(ValueError):
 class ScriptExhausted(ModelError):
     """The script has no reply for a call: the run asked for more than the test scripted.
 
-    A ModelError (the engine catches model failures in one place and reports this one as kind "script"),
-    whose text is only the script's complaint.
+    A ModelError (the core catches model failures in one place and reports this one as kind "script",
+    because it is `scripted`), whose text is only the script's complaint.
     """
+
+    scripted = True
 
     def __init__(self, role: str, state: str, seq: int, available: int) -> None:
         message = f"script has no reply #{seq + 1} for {role} of state {state!r} (it has {available})"
@@ -52,9 +52,11 @@ class ScriptExhausted(ModelError):
 class Script:
     """Replies per (role, state), in order. Roles: "agent", "verifier", "tool".
 
-    `next(role, state, seq)` answers with the seq-th reply (0-based) for that pair. The engine supplies
-    `seq` — the number of earlier calls for the pair in this run, kept in checkpoints — so a resumed run
-    gets the reply the interrupted one would have got, not the next unused one.
+    `next(role, state, seq)` answers with the seq-th reply (0-based) for that pair. The core supplies
+    `seq` — the number of earlier calls for the pair in the run, kept in checkpoints — so a resumed run
+    gets the reply the interrupted one would have got, not the next unused one. A script is data: reading
+    it changes nothing, so any number of concurrent runs can share one (each run's ScriptedClient records
+    what that run was served).
     """
 
     def __init__(self, replies: Mapping[tuple[str, str], list[ScriptedReply]] | None = None) -> None:
@@ -62,10 +64,6 @@ class Script:
         for (role, state), items in (replies or {}).items():
             for item in items:
                 self.add(role, state, item)
-        self.calls: list[tuple[str, str, int]] = []  # every reply served: (role, state, seq)
-        # what the provider received for each call, as litellm delivered it: role, state, seq, model, messages
-        self.received: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
 
     def add(self, role: str, state: str, reply: ScriptedReply | Any) -> None:
         if role not in SCRIPT_ROLES:
@@ -81,18 +79,17 @@ class Script:
         """Whether the script speaks for (role, state) at all — e.g. replaces an action state's tool."""
         return bool(self._replies.get((role, state)))
 
-    def next(self, role: str, state: str, seq: int | None = None, *,
-             run_id: str | None = None) -> ScriptedReply:
-        """The seq-th reply for (role, state); without `seq`, the one after those already served."""
-        with self._lock:
-            replies = self._replies.get((role, state), [])
-            if seq is None:
-                seq = sum(1 for call in self.calls if call[:2] == (role, state))
-            if seq < 0 or seq >= len(replies):
-                raise ScriptExhausted(role, state, seq, len(replies))
-            self.calls.append((role, state, seq))
-            _script_log_call(role, state, seq, run_id)
-            return replies[seq]
+    def keys(self) -> list[tuple[str, str]]:
+        """Every (role, state) the script has replies for, in the order they were added."""
+        return list(self._replies)
+
+    def next(self, role: str, state: str, seq: int, *, run_id: str | None = None) -> ScriptedReply:
+        """The seq-th reply for (role, state); ScriptExhausted when the script has no such reply."""
+        replies = self._replies.get((role, state), [])
+        if seq < 0 or seq >= len(replies):
+            raise ScriptExhausted(role, state, seq, len(replies))
+        _script_log_call(role, state, seq, run_id)
+        return replies[seq]
 
     @classmethod
     def from_test(cls, machine: MachineSpec, test: TestSpec) -> Script:
@@ -154,142 +151,91 @@ def _script_log_call(role: str, state: str, seq: int, run_id: str | None) -> Non
         log.write(line + "\n")
 
 
-# --- the litellm custom provider --------------------------------------------------------------------
-
-_SCRIPTED_PROVIDER: dict[str, Any] = {"handler": None}
-# request options a script records with each call it answers (Script.received)
-_SCRIPTED_RECORDED_OPTIONS = ("max_tokens", "temperature", "response_format", "tools")
+# --- the scripted client --------------------------------------------------------------------------
 
 
-def register_scripted_provider(script: Script) -> None:
-    """Installs `script` behind litellm's custom provider "scripted" (models "scripted/<anything>").
+class ScriptedClient:
+    """A model client that answers every request from a Script, in process: no litellm, no network.
 
-    Safe to call again: the one handler is kept and its script replaced, so the last script registered
-    answers. Imports litellm.
+    It keeps the litellm client's request and response contract (tests/test_scripted.py proves it through
+    litellm's real call path): the reply text (JSON for a non-text reply), native tool calls for a reply
+    `{"tool_calls": [{"name", "arguments"}]}`, a token count of one per four characters, no cost, and the
+    same structured-output and tool-mode events. One client belongs to one run: `calls` and `received`
+    record what that run asked.
     """
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm
 
-    litellm.suppress_debug_info = True
-    handler = _SCRIPTED_PROVIDER["handler"]
-    if handler is None:
-        handler = _scripted_handler_class(litellm)()
-        _SCRIPTED_PROVIDER["handler"] = handler
-    handler.script = script
-    others = [entry for entry in litellm.custom_provider_map if entry.get("provider") != "scripted"]
-    litellm.custom_provider_map = [*others, {"provider": "scripted", "custom_handler": handler}]
-    setup = getattr(litellm.utils, "custom_llm_setup", None)  # litellm also runs it before each call
-    if setup is not None:
-        setup()
+    def __init__(self, script: Script) -> None:
+        self.script = script
+        self.calls: list[tuple[str, str, int]] = []  # (role, state, seq) of every reply served
+        self.received: list[dict[str, Any]] = []  # role, state, seq, model, messages and options of each call
 
+    async def acomplete(self, request: ModelRequest) -> ModelResponse:
+        started = time.perf_counter()
+        reply, seq = self._reply(request)
+        if reply.delay > 0:
+            await asyncio.sleep(reply.delay)
+        return scripted_response(request, reply.value, seq, (time.perf_counter() - started) * 1000.0)
 
-def current_script() -> Script | None:
-    """The script the `scripted` provider answers from now; None when none is registered."""
-    return getattr(_SCRIPTED_PROVIDER["handler"], "script", None)
+    def complete(self, request: ModelRequest) -> ModelResponse:
+        started = time.perf_counter()
+        reply, seq = self._reply(request)
+        if reply.delay > 0:
+            time.sleep(reply.delay)
+        return scripted_response(request, reply.value, seq, (time.perf_counter() - started) * 1000.0)
 
+    def estimate(self, request: ModelRequest) -> tuple[int, float]:
+        return rough_call_estimate(request)
 
-@contextmanager
-def scripted_provider(script: Script) -> Iterator[Script]:
-    """`script` answers for the `scripted` provider inside the block; afterwards the script registered
-    before answers again (or none, when there was none). Test blocks run this way, so running them never
-    takes the provider from whoever registered it first — e.g. a scripted designer model."""
-    previous = current_script()
-    register_scripted_provider(script)
-    try:
-        yield script
-    finally:
-        handler = _SCRIPTED_PROVIDER["handler"]
-        if previous is not None:
-            register_scripted_provider(previous)
-        elif handler is not None:
-            handler.script = None
+    def tool(self, state: str, seq: int, *, run_id: str | None = None) -> ScriptedReply:
+        """The scripted result of an action state's tool call (the real tool does not run)."""
+        reply = self.script.next("tool", state, seq, run_id=run_id)
+        self.calls.append(("tool", state, seq))
+        return reply
 
-
-def _scripted_handler_class(litellm: Any) -> type:
-    # Defined on first use: subclassing litellm.CustomLLM at import time would import litellm.
-
-    class ScriptedLLM(litellm.CustomLLM):  # type: ignore[name-defined,misc]
-        script: Script | None = None
-
-        def completion(self, *args: Any, **kwargs: Any) -> Any:
-            reply, call = self._reply(kwargs)
-            if reply.delay > 0:
-                time.sleep(reply.delay)
-            return _scripted_model_response(litellm, kwargs, reply, call)
-
-        async def acompletion(self, *args: Any, **kwargs: Any) -> Any:
-            reply, call = self._reply(kwargs)
-            if reply.delay > 0:
-                await asyncio.sleep(reply.delay)
-            return _scripted_model_response(litellm, kwargs, reply, call)
-
-        def _reply(self, kwargs: dict[str, Any]) -> tuple[ScriptedReply, dict[str, Any]]:
-            if self.script is None:
-                raise RuntimeError("no script registered for the scripted provider")
-            call = _scripted_call_identity(kwargs)
-            reply = self.script.next(call["role"], call["state"], call["seq"], run_id=call["run_id"])
-            options = kwargs.get("optional_params") or {}
-            self.script.received.append(json.loads(json.dumps({
-                "role": call["role"], "state": call["state"], "seq": call["seq"], "model": kwargs.get("model"),
-                "messages": kwargs.get("messages") or [],
-                "options": {k: options[k] for k in _SCRIPTED_RECORDED_OPTIONS if k in options},
-            }, default=str)))
-            return reply, call
-
-    return ScriptedLLM
+    def _reply(self, request: ModelRequest) -> tuple[ScriptedReply, int]:
+        identity = request.metadata.get("statewright") if isinstance(request.metadata, Mapping) else None
+        identity = identity if isinstance(identity, Mapping) else {}
+        role = str(identity.get("role") or request.role)
+        state = str(identity.get("state") if identity.get("state") is not None else request.state)
+        given = identity.get("seq")
+        seq = int(given) if given is not None else sum(1 for c in self.calls if c[:2] == (role, state))
+        reply = self.script.next(role, state, seq, run_id=identity.get("run_id"))
+        self.calls.append((role, state, seq))
+        options = {"max_tokens": request.max_tokens, "temperature": request.temperature,
+                   "response_schema": request.response_schema, "tools": request.tools}
+        self.received.append({"role": role, "state": state, "seq": seq, "model": request.model,
+                              "messages": list(request.messages),
+                              "options": {k: v for k, v in options.items() if v is not None}})
+        return reply, seq
 
 
-def _scripted_call_identity(kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    """Who is asking: statewright's `metadata=` reaches a custom provider as litellm_params["metadata"]."""
-    metadata: Any = None
-    litellm_params = kwargs.get("litellm_params") or {}
-    for candidate in (litellm_params.get("metadata"), kwargs.get("metadata"),
-                      (kwargs.get("optional_params") or {}).get("metadata")):
-        if isinstance(candidate, Mapping) and isinstance(candidate.get("statewright"), Mapping):
-            metadata = candidate["statewright"]
-            break
-    if metadata is None:
-        from litellm.llms.custom_llm import CustomLLMError
-
-        # status 400: litellm raises it as BadRequestError, which no client retries
-        raise CustomLLMError(400, "the scripted provider needs "
-                                  'metadata={"statewright": {"role": ..., "state": ..., "seq": ...}}')
-    seq = metadata.get("seq")
-    return {
-        "role": str(metadata.get("role") or "agent"),
-        "state": str(metadata.get("state") or ""),
-        "seq": int(seq) if seq is not None else None,
-        "run_id": metadata.get("run_id"),
-    }
+def scripted_reply_content(value: Any) -> tuple[str, list[Mapping[str, Any]] | None]:
+    """What a scripted reply says: (message text, tool calls or None). A reply that is exactly
+    `{"tool_calls": [...]}` asks for native tool calls; its text is then the JSON of the reply."""
+    calls = value.get("tool_calls") if isinstance(value, Mapping) and set(value) == {"tool_calls"} else None
+    if isinstance(calls, list):
+        return json.dumps(value), [call if isinstance(call, Mapping) else {} for call in calls]
+    return (value if isinstance(value, str) else json.dumps(value)), None
 
 
-def _scripted_model_response(litellm: Any, kwargs: Mapping[str, Any], reply: ScriptedReply,
-                             call: Mapping[str, Any]) -> Any:
-    response = kwargs["model_response"]
-    message = response.choices[0].message
-    value = reply.value
-    is_tool_calls = isinstance(value, Mapping) and set(value) == {"tool_calls"}
-    tool_calls = value["tool_calls"] if is_tool_calls else None
-    if isinstance(tool_calls, list):
-        # {"tool_calls": [{"name", "arguments"}]} answers as native tool calls: agent tool use is scriptable
-        message.content = None
-        from litellm.types.utils import ChatCompletionMessageToolCall, Function
+def scripted_usage(messages: list[dict[str, Any]], content: str) -> tuple[int, int]:
+    """(prompt, completion) tokens of a scripted call: one per four characters, at least one each."""
+    prompt_chars = sum(len(str(m.get("content") or "")) for m in messages)
+    return max(1, prompt_chars // 4), max(1, len(content) // 4)
 
-        message.tool_calls = [
-            ChatCompletionMessageToolCall(
-                id=f"call_{call['seq']}_{index}", type="function",
-                function=Function(name=item.get("name", ""), arguments=json.dumps(item.get("arguments", {}))))
-            for index, item in enumerate(tool_calls)
-        ]
-        response.choices[0].finish_reason = "tool_calls"
-        content = json.dumps(value)
-    else:
-        content = value if isinstance(value, str) else json.dumps(value)
-        message.content = content
-    prompt_chars = sum(len(str(m.get("content") or "")) for m in kwargs.get("messages") or [])
-    prompt_tokens = max(1, prompt_chars // 4)
-    completion_tokens = max(1, len(content) // 4)
-    response.usage = litellm.Usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-                                   total_tokens=prompt_tokens + completion_tokens)
-    response.model = f"scripted/{kwargs.get('model', '')}"
-    return response
+
+def scripted_response(request: ModelRequest, value: Any, seq: int, latency_ms: float = 0.0) -> ModelResponse:
+    """The ModelResponse the litellm client makes of a scripted reply to `request`."""
+    content, calls = scripted_reply_content(value)
+    prompt_tokens, completion_tokens = scripted_usage(request.messages, content)
+    tool_calls = [ToolCallRequest(id=f"call_{seq}_{index}", name=str(call.get("name", "")),
+                                  arguments=json.dumps(call.get("arguments", {})))
+                  for index, call in enumerate(calls or ())]
+    events: list[dict[str, Any]] = []
+    if request.tools:
+        events.append({"type": "tool_mode", "mode": "native", "model": request.model})
+    if request.response_schema is not None:
+        events.append({"type": "structured_output", "mode": "json_schema", "model": request.model})
+    return ModelResponse(content="" if calls is not None else content, model=request.model,
+                         tool_calls=tool_calls, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                         cost_usd=0.0, latency_ms=latency_ms, attempts=1, events=events)

@@ -9,8 +9,6 @@ from typing import Any
 from .structured import to_jsonable
 
 _TEMPLATE_MARKERS = ("{{", "{%", "{#")
-_templates_env: Any = None
-_templates_cache: dict[str, Any] = {}
 
 
 class TemplateRenderError(Exception):
@@ -29,15 +27,11 @@ def _templates_finalize(value: Any) -> Any:
 
 
 def _templates_environment() -> Any:
-    global _templates_env
-    if _templates_env is None:
-        from jinja2 import StrictUndefined
-        from jinja2.sandbox import SandboxedEnvironment
+    """A fresh sandboxed environment: undefined names are errors, nothing is escaped, values print as data."""
+    from jinja2 import StrictUndefined
+    from jinja2.sandbox import SandboxedEnvironment
 
-        _templates_env = SandboxedEnvironment(
-            undefined=StrictUndefined, autoescape=False, finalize=_templates_finalize
-        )
-    return _templates_env
+    return SandboxedEnvironment(undefined=StrictUndefined, autoescape=False, finalize=_templates_finalize)
 
 
 def is_constant(source: str) -> bool:
@@ -45,29 +39,45 @@ def is_constant(source: str) -> bool:
     return not any(marker in source for marker in _TEMPLATE_MARKERS)
 
 
-def compile_template(source: str) -> Any:
-    """The compiled template for `source`, compiled on first use and cached for the process."""
-    compiled = _templates_cache.get(source)
-    if compiled is None:
-        from jinja2 import TemplateError as JinjaTemplateError
+class TemplateSet:
+    """The templates of one machine: one sandboxed environment, each template compiled on first use.
 
+    Owned by the machine's core, so nothing is shared between machines and nothing is global."""
+
+    def __init__(self) -> None:
+        self._environment: Any = None
+        self._compiled: dict[str, Any] = {}
+
+    is_constant = staticmethod(is_constant)
+
+    def compile(self, source: str) -> Any:
+        compiled = self._compiled.get(source)
+        if compiled is None:
+            from jinja2 import TemplateError as JinjaTemplateError
+
+            if self._environment is None:
+                self._environment = _templates_environment()
+            try:
+                compiled = self._environment.from_string(source)
+            except JinjaTemplateError as exc:
+                raise TemplateRenderError(f"the template does not compile: {exc}") from None
+            self._compiled[source] = compiled
+        return compiled
+
+    def render(self, source: str, context: Mapping[str, Any]) -> str:
+        """Render `source` with `context`. Rendered values are data: their text is never rendered again."""
+        if is_constant(source):
+            return source
+        compiled = self.compile(source)
         try:
-            compiled = _templates_environment().from_string(source)
-        except JinjaTemplateError as exc:
-            raise TemplateRenderError(f"the template does not compile: {exc}") from None
-        _templates_cache[source] = compiled
-    return compiled
+            return compiled.render(context)
+        except Exception as exc:  # noqa: BLE001 - any render error is the template's, reported as one
+            raise TemplateRenderError(_templates_describe(exc)) from None
 
 
 def render_template(source: str, context: Mapping[str, Any]) -> str:
-    """Render `source` with `context`. Rendered values are data: their text is never rendered again."""
-    if is_constant(source):
-        return source
-    compiled = compile_template(source)
-    try:
-        return compiled.render(context)
-    except Exception as exc:  # noqa: BLE001 - any render error is the template's, reported as one
-        raise TemplateRenderError(_templates_describe(exc)) from None
+    """Render one template with a fresh environment (for one-off use; machines keep a TemplateSet)."""
+    return TemplateSet().render(source, context)
 
 
 def _templates_describe(exc: Exception) -> str:

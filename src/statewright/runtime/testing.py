@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import fnmatch
-import importlib
 import json
 import os
 import re
@@ -11,13 +10,12 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
-from .litellm_client import LiteLLMClient, RetryPolicy
+from .engine import Engine
 from .result import Failure, RunResult
-from .scripted import Script, ScriptExhausted, scripted_provider
+from .scripted import Script, ScriptedClient
 from .spec import MachineSpec, TestSpec
-
-# Every model a test runs — agents, fallbacks, verifier — answers from the script.
-SCRIPTED_TEST_MODEL = "scripted/test"
+from .sync import run_sync
+from .trace import Trace
 
 
 @dataclass
@@ -35,27 +33,27 @@ class TestOutcome:
 
 def run_test(machine: MachineSpec, test: TestSpec, *, trace_path: str | None = None,
              trace_content: bool = False) -> TestOutcome:
+    """`arun_test` for synchronous code."""
+    return run_sync(arun_test(machine, test, trace_path=trace_path, trace_content=trace_content))  # type: ignore[no-any-return]
+
+
+async def arun_test(machine: MachineSpec, test: TestSpec, *, trace_path: str | None = None,
+                    trace_content: bool = False) -> TestOutcome:
     """Runs one test block: its replies and verdicts play the models, then its expectations are checked.
 
-    A run that asks for more replies than the test scripted fails the test; it never raises. The test's
-    script answers for the `scripted` provider only while the test runs (see `scripted_provider`).
+    Every model — agents, fallbacks, verifier — answers from the test's own script, in process: no model,
+    no network, no litellm. A run that asks for more replies than the test scripted fails the test; it
+    never raises.
     """
     script = Script.from_test(machine, test)
-    trace = _testing_runtime_name("trace", "Trace")(trace_path, content=trace_content) if trace_path else None
-    engine_class = _testing_runtime_name("engine", "Engine")
-    # A script never has transient faults: retrying one would only repeat the same answer.
-    client = LiteLLMClient(retry=RetryPolicy(max_retries=0))
+    client = ScriptedClient(script)
+    trace = Trace(trace_path, content=trace_content) if trace_path else None
     expected = list(test.expect_path) if test.expect_path is not None else None
     # tools a test lets run (an agent's scripted tool calls) work in a directory that goes with the test
     workspace = tempfile.TemporaryDirectory(prefix="statewright-test-")
     try:
-        engine = engine_class(machine, client=client, trace=trace, script=script,
-                              model_map=_testing_model_map(machine), workspace=workspace.name)
-        with scripted_provider(script):
-            result = engine.run(dict(test.inputs))
-    except ScriptExhausted as exhausted:
-        return TestOutcome(test.name, False, expected, [], [f"the run failed (script): {exhausted}"],
-                           None, test.origin)
+        engine = Engine(machine, client=client, trace=trace, script=script, workspace=workspace.name)
+        result = await engine.arun(dict(test.inputs))
     except Exception as error:  # noqa: BLE001 - a test reports what broke instead of crashing the suite
         crashed = f"the run crashed: {type(error).__name__}: {error}"
         return TestOutcome(test.name, False, expected, [], [crashed], None, test.origin)
@@ -132,24 +130,6 @@ def _testing_path_columns(expected: list[str], actual: list[str]) -> list[str]:
         marker = "  >>  " if index == first_difference else "      "
         lines.append(f"{marker}{left:<{width}}{right}".rstrip())
     return lines
-
-
-def _testing_model_map(machine: MachineSpec) -> dict[str, str]:
-    models = {machine.model, machine.verifier_model}
-    for agent in machine.agents.values():
-        models.add(agent.model)
-        models.update(agent.fallbacks)
-    mapping = {model: SCRIPTED_TEST_MODEL for model in models if model}
-    mapping["*"] = SCRIPTED_TEST_MODEL  # and any model named nowhere above
-    return mapping
-
-
-def _testing_runtime_name(module: str, name: str) -> Any:
-    # Imported on first use (the engine imports much); a generated runner has it as a global already.
-    found = globals().get(name)
-    if found is None:
-        found = getattr(importlib.import_module(f".{module}", __package__), name)
-    return found
 
 
 def _testing_file_name(name: str) -> str:

@@ -10,11 +10,9 @@ import json
 import math
 import os
 import re
-import selectors
 import signal
 import subprocess
 import sys
-import time
 import typing
 import urllib.error
 import urllib.parse
@@ -26,6 +24,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from .spec import ToolSpec
+from .sync import run_sync
 from .tool_signatures import STD_TOOLS
 
 
@@ -41,6 +40,8 @@ class ToolError(Exception):
 # Tool code gets its own temporary directory inside the workspace, hidden from std.list_files.
 _SANDBOX_TMP_DIR = ".tmp"
 _SANDBOX_READ_CHUNK = 65536
+# seconds a killed call's pipes get to deliver what is already in them
+_SANDBOX_DRAIN_GRACE = 0.5
 # Exception text shown to a model is cut here: a model needs the gist, not a megabyte of repr.
 _TOOLS_ERROR_TEXT_CAP = 2000
 # std.list_files stops walking here however large `max_files` is, so a huge tree cannot exhaust memory.
@@ -68,6 +69,9 @@ def _sandbox_environment(workspace: str, tmpdir: str) -> dict[str, str]:
         "HOME": workspace,
         "TMPDIR": tmpdir,
         "PYTHONIOENCODING": "utf-8",
+        # no bytecode cache in the workspace: a module rewritten within the same second (and at the same
+        # size) would otherwise run as its stale cached version
+        "PYTHONDONTWRITEBYTECODE": "1",
     }
 
 
@@ -136,8 +140,21 @@ def _sandbox_text(data: bytes | bytearray, truncated: bool, cap: int) -> str:
     return text
 
 
-def _sandbox_run(argv: list[str], workspace: str, limits: _SandboxLimits,
-                 stdin_data: bytes | None = None) -> dict[str, Any]:
+class _SandboxProtocol(asyncio.subprocess.SubprocessStreamProtocol):
+    """asyncio's subprocess protocol, telling when the main process exits — `Process.wait()` also waits
+    for the pipes to close, which a background child may keep open for as long as it lives."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(limit=_SANDBOX_READ_CHUNK, loop=loop)
+        self.exited = asyncio.Event()
+
+    def process_exited(self) -> None:
+        super().process_exited()
+        self.exited.set()
+
+
+async def _sandbox_run(argv: list[str], workspace: str, limits: _SandboxLimits,
+                       stdin_data: bytes | None = None) -> dict[str, Any]:
     """Run argv in its own session under the limits; return {exit_code, stdout, stderr, timed_out}.
 
     The whole process group is killed when the wall clock runs out, when either stream passes the byte
@@ -148,9 +165,12 @@ def _sandbox_run(argv: list[str], workspace: str, limits: _SandboxLimits,
         raise ToolError("the tool sandbox needs a POSIX system (Linux or macOS)")
     tmpdir = os.path.join(workspace, _SANDBOX_TMP_DIR)
     os.makedirs(tmpdir, exist_ok=True)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + limits.timeout
     try:
-        proc = subprocess.Popen(
-            argv,
+        transport, protocol = await loop.subprocess_exec(
+            lambda: _SandboxProtocol(loop),
+            *argv,
             cwd=workspace,
             env=_sandbox_environment(workspace, tmpdir),
             stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
@@ -158,89 +178,82 @@ def _sandbox_run(argv: list[str], workspace: str, limits: _SandboxLimits,
             stderr=subprocess.PIPE,
             # The child only calls setrlimit with values computed above: none of the locks that make
             # preexec_fn unsafe next to threads are taken between fork and exec.
-            preexec_fn=_sandbox_preexec(limits),  # noqa: PLW1509
+            preexec_fn=_sandbox_preexec(limits),
             start_new_session=True,
             close_fds=True,
         )
-    except (OSError, subprocess.SubprocessError) as exc:
+    except (OSError, ValueError, subprocess.SubprocessError) as exc:
         raise ToolError(f"could not start {argv[0]}: {exc}") from exc
+    pid = transport.get_pid()
     try:
-        return _sandbox_collect(proc, limits, stdin_data)
+        return await _sandbox_collect(transport, protocol, limits, stdin_data, deadline)
     finally:
-        _sandbox_kill_group(proc.pid)
-        for stream in (proc.stdin, proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
-        if proc.returncode is None:
-            proc.kill()
-            proc.wait()
+        _sandbox_kill_group(pid)
+        transport.close()  # kills the main process if it still runs, and closes the pipes
 
 
-def _sandbox_collect(proc: subprocess.Popen[bytes], limits: _SandboxLimits,
-                     stdin_data: bytes | None) -> dict[str, Any]:
-    deadline = time.monotonic() + limits.timeout
+async def _sandbox_collect(transport: asyncio.SubprocessTransport, protocol: _SandboxProtocol,
+                           limits: _SandboxLimits, stdin_data: bytes | None, deadline: float) -> dict[str, Any]:
+    loop = asyncio.get_running_loop()
+    pid = transport.get_pid()
     buffers = {"stdout": bytearray(), "stderr": bytearray()}
-    selector = selectors.DefaultSelector()
-    assert proc.stdout is not None and proc.stderr is not None
-    selector.register(proc.stdout, selectors.EVENT_READ, "stdout")
-    selector.register(proc.stderr, selectors.EVENT_READ, "stderr")
-    pending = memoryview(stdin_data or b"")
-    if proc.stdin is not None:
-        if pending:
-            os.set_blocking(proc.stdin.fileno(), False)
-            selector.register(proc.stdin, selectors.EVENT_WRITE, "stdin")
-        else:
-            proc.stdin.close()
+    capped: list[str] = []  # the stream that passed the byte cap first
+    over_cap = asyncio.Event()
+
+    async def pump(name: str, stream: asyncio.StreamReader) -> None:
+        buffer = buffers[name]
+        while True:
+            chunk = await stream.read(_SANDBOX_READ_CHUNK)
+            if not chunk:
+                return
+            buffer += chunk
+            if len(buffer) > limits.max_output:
+                del buffer[limits.max_output:]
+                capped.append(name)
+                over_cap.set()
+                return
+
+    async def feed(stream: asyncio.StreamWriter, data: bytes) -> None:
+        try:
+            stream.write(data)
+            await stream.drain()
+            stream.close()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the process stopped reading; its output says why
+
+    assert protocol.stdout is not None and protocol.stderr is not None
+    readers = [asyncio.ensure_future(pump("stdout", protocol.stdout)),
+               asyncio.ensure_future(pump("stderr", protocol.stderr))]
+    waits: list[asyncio.Future[Any]] = [asyncio.ensure_future(protocol.exited.wait()),
+                                        asyncio.ensure_future(over_cap.wait())]
+    if protocol.stdin is not None and stdin_data is not None:
+        waits.append(asyncio.ensure_future(feed(protocol.stdin, stdin_data)))
     timed_out = False
-    truncated: str | None = None
-    main_exited = False
     try:
-        while selector.get_map() and truncated is None:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
+        # the call ends with its main process (background children may still hold the pipes open), at the
+        # byte cap, or at the deadline
+        done, _ = await asyncio.wait(waits[:2], timeout=max(deadline - loop.time(), 0.0),
+                                     return_when=asyncio.FIRST_COMPLETED)
+        if not done:
+            timed_out = True
+        _sandbox_kill_group(pid)
+        # what the killed group left in the pipes is still read, until the pipes close or the deadline —
+        # with a moment's grace, so output written just before a kill at the deadline is not lost
+        if not capped:
+            _, pending = await asyncio.wait(readers, timeout=max(deadline - loop.time(), _SANDBOX_DRAIN_GRACE))
+            if pending:
                 timed_out = True
-                break
-            # wake up now and then even without output, to notice the main process ending
-            for key, _ in selector.select(min(remaining, 0.1)):
-                stream = typing.cast(Any, key.fileobj)
-                if key.data == "stdin":
-                    try:
-                        pending = pending[os.write(stream.fileno(), pending[:_SANDBOX_READ_CHUNK]):]
-                    except BlockingIOError:
-                        continue
-                    except OSError:
-                        pending = pending[:0]  # the process stopped reading; its output says why
-                    if not pending:
-                        selector.unregister(stream)
-                        stream.close()
-                    continue
-                chunk = os.read(stream.fileno(), _SANDBOX_READ_CHUNK)
-                if not chunk:
-                    selector.unregister(stream)
-                    continue
-                buffer = buffers[key.data]
-                buffer += chunk
-                if len(buffer) > limits.max_output:
-                    del buffer[limits.max_output:]
-                    truncated = key.data
-                    break
-            if not main_exited and proc.poll() is not None:
-                # Background children may still hold the pipes open; the call ends with its main process.
-                main_exited = True
-                _sandbox_kill_group(proc.pid)
     finally:
-        selector.close()
-    if timed_out or truncated:
-        _sandbox_kill_group(proc.pid)
-    try:
-        proc.wait(timeout=max(deadline - time.monotonic(), 0.0))
-    except subprocess.TimeoutExpired:
-        # the process closed its output but kept running past the deadline
-        timed_out = True
-        _sandbox_kill_group(proc.pid)
-        proc.wait()
+        for task in (*readers, *waits):
+            task.cancel()
+        await asyncio.gather(*readers, *waits, return_exceptions=True)
+    if transport.get_returncode() is None:
+        _sandbox_kill_group(pid)
+        transport.kill()
+        await asyncio.wait_for(protocol.exited.wait(), timeout=5.0)
+    truncated = capped[0] if capped else None
     return {
-        "exit_code": proc.returncode,
+        "exit_code": transport.get_returncode(),
         "stdout": _sandbox_text(buffers["stdout"], truncated == "stdout", limits.max_output),
         "stderr": _sandbox_text(buffers["stderr"], truncated == "stderr", limits.max_output),
         "timed_out": timed_out,
@@ -711,40 +724,37 @@ class ToolRegistry:
         return merged
 
     def call(self, name: str, args: Mapping[str, Any] | str | None = None) -> Any:
-        """Validate the arguments, run the tool and return its JSON-ready result; ToolError otherwise."""
+        """`acall` for synchronous code."""
+        return run_sync(self.acall(name, args))
+
+    async def acall(self, name: str, args: Mapping[str, Any] | str | None = None) -> Any:
+        """Validate the arguments, run the tool and return its JSON-ready result; ToolError otherwise.
+
+        Standard tools run as asyncio subprocesses or plain file operations; a user tool written as
+        `async def` is awaited, a synchronous one runs in a worker thread so that it cannot stall the
+        other runs sharing the event loop."""
         entry = self._entry(name)
         positional, keywords = self._arguments(entry, args)
         if entry.function is None:
             try:
-                return self._run_std(entry.name, keywords)
+                return await self._run_std(entry.name, keywords)
             except ToolError:
                 raise
             except Exception as exc:
                 raise ToolError(f"{entry.name} failed: {_tools_error_text(exc)}", tool=entry.name) from exc
+        function = entry.function
         try:
-            result = entry.function(*positional, **keywords)
-            if inspect.isawaitable(result):
-                result = self._await_outside_loop(entry, result)
+            if inspect.iscoroutinefunction(function):
+                result = await function(*positional, **keywords)
+            else:
+                result = await asyncio.to_thread(function, *positional, **keywords)
+                if inspect.isawaitable(result):
+                    result = await result
         except ToolError:
             raise
         except Exception as exc:
             raise ToolError(f"tool {entry.name!r} raised {_tools_error_text(exc)}", tool=entry.name) from exc
         return self._json_ready(entry, result)
-
-    async def acall(self, name: str, args: Mapping[str, Any] | str | None = None) -> Any:
-        """`call` for async code: coroutine tools are awaited, everything else runs in a worker thread."""
-        entry = self._entry(name)
-        if entry.function is not None and inspect.iscoroutinefunction(entry.function):
-            positional, keywords = self._arguments(entry, args)
-            try:
-                result = await entry.function(*positional, **keywords)
-            except ToolError:
-                raise
-            except Exception as exc:
-                raise ToolError(f"tool {entry.name!r} raised {_tools_error_text(exc)}",
-                                tool=entry.name) from exc
-            return self._json_ready(entry, result)
-        return await asyncio.to_thread(self.call, name, args)
 
     # -- internals --
 
@@ -809,16 +819,6 @@ class ToolRegistry:
             lines.append(f"- {where}: {message}")
         return f"{entry.name}: bad arguments:\n" + "\n".join(lines) + f"\nCall it as {entry.usage()}."
 
-    def _await_outside_loop(self, entry: _ToolEntry, awaitable: Any) -> Any:
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(_tools_awaited(awaitable))
-        if inspect.iscoroutine(awaitable):
-            awaitable.close()
-        raise ToolError(f"tool {entry.name!r} is async; inside an event loop call it with `await "
-                        "registry.acall(...)`", tool=entry.name)
-
     def _json_ready(self, entry: _ToolEntry, result: Any) -> Any:
         if isinstance(result, BaseModel):
             result = result.model_dump(mode="json")
@@ -849,18 +849,18 @@ class ToolRegistry:
                               max_file_mb=int(self._positive_option(name, "max_file_mb")),
                               max_processes=int(self._positive_option(name, "max_processes")))
 
-    def _run_std(self, name: str, args: dict[str, Any]) -> Any:
+    async def _run_std(self, name: str, args: dict[str, Any]) -> Any:
         if name == "std.python":
             # -E -s: ignore PYTHON* variables and user site-packages (what -I does) while keeping the
             # workspace on sys.path, so code can import modules it wrote there. -u: unbuffered, so output
             # printed before a timeout is not lost. The code comes on stdin: no argv length limit.
             if not sys.executable:
                 raise ToolError("std.python: no Python interpreter is known to this process", tool=name)
-            argv = [sys.executable, "-E", "-s", "-u", "-X", "utf8", "-"]
-            return _sandbox_run(argv, self.workspace, self._sandbox_limits(name, args.get("timeout")),
+            argv = [sys.executable, "-E", "-s", "-B", "-u", "-X", "utf8", "-"]
+            return await _sandbox_run(argv, self.workspace, self._sandbox_limits(name, args.get("timeout")),
                                 stdin_data=args["code"].encode("utf-8", errors="replace"))
         if name == "std.shell":
-            return _sandbox_run(["/bin/sh", "-c", args["command"]], self.workspace,
+            return await _sandbox_run(["/bin/sh", "-c", args["command"]], self.workspace,
                                 self._sandbox_limits(name, args.get("timeout")))
         if name == "std.read_file":
             return _workspace_read(self.workspace, args["path"], int(self._positive_option(name, "max_bytes")))
@@ -874,10 +874,8 @@ class ToolRegistry:
             allow = self.options(name).get("allow") or []
             if isinstance(allow, str):
                 allow = [allow]
-            return _http_get(args["url"], list(allow), self._positive_option(name, "timeout"),
-                             int(self._positive_option(name, "max_bytes")))
+            return await asyncio.to_thread(_http_get, args["url"], list(allow),
+                                           self._positive_option(name, "timeout"),
+                                           int(self._positive_option(name, "max_bytes")))
         raise ToolError(f"{name!r} has no implementation in this runtime", tool=name)
 
-
-async def _tools_awaited(awaitable: Any) -> Any:
-    return await awaitable

@@ -58,6 +58,10 @@ class Trace:
         self._secrets = _trace_secret_values()
 
     def emit(self, event: str, **fields: Any) -> None:
+        self.record(event, fields)
+
+    def record(self, event: str, fields: dict[str, Any]) -> None:
+        """Write one event (what a run's `emit` hook is bound to)."""
         self._seq += 1
         record = {"event": event, "seq": self._seq,
                   "time": datetime.now(_TRACE_UTC).isoformat(timespec="milliseconds")}

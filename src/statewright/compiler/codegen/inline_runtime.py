@@ -19,9 +19,10 @@ from functools import lru_cache
 from importlib import resources
 
 RUNTIME_PACKAGE = "statewright.runtime"
-# What a runner may import besides the standard library; litellm only inside a function (lazily).
+# What a runner may import besides the standard library; litellm only inside a function (lazily), and tqdm
+# (which litellm brings) only inside a function that does without it when it is missing.
 ALLOWED_PACKAGES = ("pydantic", "jinja2")
-LAZY_PACKAGES = ("litellm",)
+LAZY_PACKAGES = ("litellm", "tqdm")
 
 
 class RuntimeInlineError(Exception):
@@ -52,14 +53,16 @@ class InlinedRuntime:
 # What the machine's part of a runner imports beside the runtime's imports, and the names it defines: the
 # classes and functions generated for a spec must not take any of them.
 SPEC_IMPORTS = (
+    HoistedImport("collections.abc", "Callable", "Callable"),
     HoistedImport("collections.abc", "Mapping", "Mapping"),
+    HoistedImport("collections.abc", "Sequence", "Sequence"),
     HoistedImport("typing", "Any", "Any"),
     HoistedImport("typing", "Literal", "Literal"),
     HoistedImport("pydantic", "BaseModel", "BaseModel"),
     HoistedImport("pydantic", "ConfigDict", "ConfigDict"),
     HoistedImport("pydantic", "Field", "Field"),
 )
-RUNNER_NAMES = ("MACHINE", "SOURCE_MAP", "run", "arun", "_run_machine", "_arun_machine")
+RUNNER_NAMES = ("MACHINE", "SOURCE_MAP", "run", "arun")
 
 
 def reserved_names(runtime_names: tuple[str, ...]) -> tuple[str, ...]:
@@ -82,11 +85,21 @@ def installed_runtime() -> InlinedRuntime:
     return inline_runtime(runtime_sources())
 
 
+@dataclass(frozen=True)
+class RuntimeIndex:
+    """What the machine part of a module needs to know about the runtime it runs on."""
+
+    names: tuple[str, ...]  # every top-level name the runtime binds (definitions and imports), sorted
+    defined_in: Mapping[str, str]  # each name a runtime module defines -> that module
+
+
 @lru_cache(maxsize=1)
-def installed_runtime_names() -> tuple[str, ...]:
-    """`installed_runtime().names`, at a fraction of the cost (for `statewright run`, which only names)."""
-    trees = [_parse(name, text) for name, text in runtime_sources().items()]
-    return tuple(sorted({n for tree in trees for n in _top_level_names(tree)}))
+def installed_runtime_index() -> RuntimeIndex:
+    """The installed runtime's names, at a fraction of the cost of inlining it."""
+    trees = {name: _parse(name, text) for name, text in runtime_sources().items()}
+    names = tuple(sorted({n for tree in trees.values() for n in _top_level_names(tree)}))
+    defined_in = {bound: module for module in sorted(trees) for bound in _defined_names(trees[module])}
+    return RuntimeIndex(names, defined_in)
 
 
 def inline_runtime(sources: Mapping[str, str]) -> InlinedRuntime:

@@ -1,9 +1,9 @@
 """Guard and tool-argument expressions as text: readable Python for generated runners, and the spec's own
 syntax for messages and traces.
 
-The Python written here computes exactly what the interpreter in compiler/evaluate.py computes: the same
-name resolution (`reference_of`), Python's operators, and `guard_attribute` wherever a field's owner is not
-statically a declared type.
+Guards have one semantics: the Python written here, which every face executes (runners, and `run`, `test`
+and the Python API through the same module compiled in memory). Field access goes through the runtime's
+`guard_attribute` wherever a field's owner is not statically a declared type.
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from __future__ import annotations
 import ast as pyast
 import itertools
 import math
-from dataclasses import dataclass, field
+from collections.abc import Collection
+from dataclasses import dataclass
 
 from ...grammar import ast
 from .. import ir
-from ..evaluate import FUNCTIONS, GuardCompileError, GuardNames, reference_of, state_argument
 from ..formatter import expr_to_source
 from ..types_py import ModelPlans, is_plain_attribute, py_string
 
@@ -30,6 +30,75 @@ BINARY_PRECEDENCE = {
 }
 NEGATED = {"==": "!=", "!=": "==", "in": "not in", "not in": "in"}
 ORDERING = {"<": "ascending", "<=": "ascending", ">": "descending", ">=": "descending"}
+
+
+# ---- what a name in an expression means ----------------------------------------------------------
+
+FUNCTIONS = {"len": 1, "visits": 1}  # name -> number of arguments
+
+class GuardCompileError(Exception):
+    """An expression the checker should have rejected: an unknown name, function or operator."""
+
+
+@dataclass(frozen=True)
+class GuardNames:
+    """The names a guard may mention. `None` leaves the choice to run time (inputs present in the scope win)."""
+
+    inputs: Collection[str] | None = None
+    states: Collection[str] | None = None
+
+    @classmethod
+    def of(cls, machine: ir.Machine) -> GuardNames:
+        return cls(inputs=tuple(i.name for i in machine.inputs), states=tuple(s.name for s in machine.states))
+
+    def is_state(self, name: str) -> bool | None:
+        """Whether `name.output` means a state's output; None when only the scope can tell."""
+        if self.states is None:
+            return None
+        return name in self.states
+
+
+@dataclass(frozen=True)
+class Reference:
+    """What a name in a guard stands for.
+
+    kind: "output" | "input" | "state_output" | "unresolved_output" (`X.output` where only the scope can tell
+    whether X is a state or an input; never produced when the machine's names are known).
+    """
+
+    kind: str
+    name: str = ""
+
+
+def reference_of(expr: ast.Expr, names: GuardNames) -> Reference | None:
+    """The scope value `expr` names directly, if it is `output`, an input or `STATE.output`.
+
+    Shared with codegen so both faces resolve a name the same way: `output` is always this state's output;
+    `X.output` is state X's output when X is a state; any other bare name is a machine input.
+    """
+    if isinstance(expr, ast.NameExpr):
+        return Reference("output") if expr.name == "output" else Reference("input", expr.name)
+    if (
+        isinstance(expr, ast.Attribute)
+        and expr.attr.value == "output"
+        and isinstance(expr.value, ast.NameExpr)
+        and expr.value.name != "output"
+    ):
+        is_state = names.is_state(expr.value.name)
+        if is_state is None:
+            return Reference("unresolved_output", expr.value.name)
+        if is_state:
+            return Reference("state_output", expr.value.name)
+    return None
+
+
+def state_argument(call: ast.Call) -> str:
+    """The state named by `visits(STATE)`."""
+    arg = call.args[0]
+    if not isinstance(arg, ast.NameExpr):
+        raise GuardCompileError("visits() takes a state name")
+    return arg.name
+
 
 
 # ---- the spec's own syntax -----------------------------------------------------------------------
@@ -49,12 +118,9 @@ class ExprContext:
 
     machine: ir.Machine
     plans: ModelPlans
+    names: GuardNames  # the machine's (GuardNames.of, made once per machine)
     state: ir.State | None = None  # the state whose `output` the expression sees
     scope: str = "s"  # the name of the Scope parameter in the generated function
-    names: GuardNames = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.names = GuardNames.of(self.machine)
 
 
 def python_source(expr: ast.Expr, context: ExprContext) -> str:

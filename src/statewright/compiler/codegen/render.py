@@ -12,31 +12,77 @@ import dataclasses
 import hashlib
 import math
 import sys
+import textwrap
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ...diagnostics import Span
 from ...runtime import spec as runtime_spec
+from ...runtime.runner_cli import RUN_OPTIONS
 from .. import ir
-from ..to_runtime import effective_agent, origin, scripted_step, transition_text
 from ..types_py import ModelPlan, ModelPlans, NameAllocator, annotation_source, plan_models, py_string
 from . import GENERATED_MARKER
-from .inline_runtime import SPEC_IMPORTS, HoistedImport, InlinedRuntime, installed_runtime, reserved_names
-from .python_expr import ExprContext, guard_return, python_source, spec_source, with_suppressions
+from .inline_runtime import (
+    SPEC_IMPORTS,
+    HoistedImport,
+    RuntimeIndex,
+    installed_runtime,
+    installed_runtime_index,
+    reserved_names,
+)
+from .python_expr import ExprContext, GuardNames, guard_return, python_source, spec_source, with_suppressions
 
 TEMPLATE = "runner.py.jinja"
 WIDTH = 100  # preferred line length of generated code
 INDENT = "    "
+# Where the machine part of a module finds the runtime: inlined above it (a standalone runner), or
+# imported from the installed package (`statewright run`, `test` and the Python API, compiled in memory).
+RUNTIME_INLINE, RUNTIME_PACKAGE = "inline", "package"
+RUNTIME_PACKAGE_NAME = "statewright.runtime"
 
 
-def render_runner(machine: ir.Machine, *, source_text: str, source_path: str) -> str:
-    """The runner module for a checked machine: byte-identical for the same input, whatever the hash seed."""
+def origin(span: Span | None) -> str:
+    """A construct's place in its source as "file:line:col" ("" for IR built without a source)."""
+    return span.label() if span is not None else ""
+
+
+def transition_text(t: ir.Transition) -> str:
+    """What a transition says, for traces and messages: the guard as spec source, or the NL condition."""
+    if t.kind == "guard" and t.guard is not None:
+        return spec_source(t.guard)
+    if t.kind == "condition":
+        return t.condition or ""
+    return ""
+
+
+def effective_agent(machine: ir.Machine, agent: ir.Agent) -> ir.Agent:
+    """The agent with the machine's defaults filled in where it sets nothing itself."""
+    return dataclasses.replace(
+        agent,
+        model=agent.model or machine.model,
+        temperature=agent.temperature if agent.temperature is not None else machine.temperature,
+    )
+
+
+def scripted_step(step: ir.Reply | ir.Verdict) -> tuple[str, str, Any]:
+    if isinstance(step, ir.Reply):
+        return ("reply", step.state, step.value)
+    return ("verdict", step.state, step.condition)
+
+
+def render_runner(machine: ir.Machine, *, source_text: str, source_path: str,
+                  runtime: str = RUNTIME_INLINE) -> str:
+    """The module for a checked machine: byte-identical for the same input, whatever the hash seed.
+
+    `runtime` "inline" writes a standalone runner carrying the runtime; "package" writes the same machine
+    part importing the runtime from the installed statewright (what `run`, `test` and the API execute)."""
     import jinja2
 
     from ... import __version__
 
-    runtime = installed_runtime()
-    view = _RunnerView(machine, runtime, source_text, source_path, __version__)
+    index = installed_runtime_index()
+    view = _RunnerView(machine, index, source_text, source_path, __version__, runtime)
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("statewright.compiler.codegen", "templates"),
         autoescape=False,  # the output is Python, and every value is finished source already
@@ -52,23 +98,25 @@ def render_runner(machine: ir.Machine, *, source_text: str, source_path: str) ->
 
 
 class _RunnerView:
-    def __init__(self, machine: ir.Machine, runtime: InlinedRuntime, source_text: str, source_path: str,
-                 version: str) -> None:
+    def __init__(self, machine: ir.Machine, index: RuntimeIndex, source_text: str, source_path: str,
+                 version: str, runtime: str) -> None:
         self.machine = machine
-        self.runtime = runtime
+        self.index = index
+        self.runtime_mode = runtime
         self.source_path = source_path
         self.version = version
         self.sha256 = hashlib.sha256(source_text.encode("utf-8")).hexdigest()
-        self.plans = plan_models(machine, reserved_names(runtime.names))
+        self.plans = plan_models(machine, reserved_names(index.names))
+        self.guard_names = GuardNames.of(machine)
         # Function names avoid the runtime's names and the classes', and the state names (which share
         # SOURCE_MAP with them).
-        self.names = NameAllocator([*reserved_names(runtime.names), *self.plans.class_names.values(),
+        self.names = NameAllocator([*reserved_names(index.names), *self.plans.class_names.values(),
                                     *(p.class_name for p in self.plans.outputs.values()),
                                     *(s.name for s in machine.states)])
         self.source_map: dict[str, str] = {}
         self.guards: list[str] = []
         self.arg_builders: list[str] = []
-        self.guard_names: dict[tuple[str, int], str] = {}
+        self.guard_functions: dict[tuple[str, int], str] = {}
         self.args_names: dict[str, str] = {}
         for state in machine.states:
             self.source_map[state.name] = origin(state.origin)
@@ -84,16 +132,26 @@ class _RunnerView:
         source_map = "SOURCE_MAP = " + py_source(self.source_map)
         spec_part = "\n".join([*classes, *rebuilds, *self.guards, *self.arg_builders, source_map,
                                machine_literal, *api])
+        inline = self.runtime_mode == RUNTIME_INLINE
+        if inline:
+            runtime = installed_runtime()
+            imports = import_block([*runtime.imports, *SPEC_IMPORTS], runtime.body + "\n" + spec_part)
+        else:
+            # the machine part alone, importing each runtime name it uses from the module defining it
+            used = [HoistedImport(f"{RUNTIME_PACKAGE_NAME}.{module}", name, name)
+                    for name, module in sorted(self.index.defined_in.items())]
+            imports = import_block([*used, *SPEC_IMPORTS], spec_part + "\nmain(MACHINE)")
         return {
             "header": [
                 f"{GENERATED_MARKER} {self.version} from {comment_text(self.source_path)} — do not edit.",
                 f"# source-sha256: {self.sha256}",
             ],
             "docstring": self._docstring(),
-            "imports": import_block([*self.runtime.imports, *SPEC_IMPORTS], self.runtime.body + "\n" + spec_part),
+            "imports": imports,
+            "inline": inline,
             "runtime_version": self.version,
-            "runtime_modules": _wrap_words(", ".join(self.runtime.modules), WIDTH - 2),
-            "runtime": self.runtime.body,
+            "runtime_modules": _wrap_words(", ".join(runtime.modules), WIDTH - 2) if inline else [],
+            "runtime": runtime.body if inline else "",
             "machine_name": self.machine.name,
             "source_path": comment_text(self.source_path),
             "classes": classes,
@@ -159,12 +217,12 @@ class _RunnerView:
     # -- guards and tool arguments
 
     def _functions_for(self, state: ir.State) -> None:
-        context = ExprContext(self.machine, self.plans, state)
+        context = ExprContext(self.machine, self.plans, self.guard_names, state)
         for index, t in enumerate(state.transitions):
             if t.kind != "guard" or t.guard is None:
                 continue
             name = self.names.claim(f"guard_{state.name}_{index}")
-            self.guard_names[(state.name, index)] = name
+            self.guard_functions[(state.name, index)] = name
             self.source_map[name] = origin(t.origin)
             where = f"{origin(t.origin)}  " if t.origin is not None else ""
             self.guards.append(
@@ -243,7 +301,7 @@ class _RunnerView:
             ])
         transitions = []
         for index, t in enumerate(s.transitions):
-            guard = self.guard_names.get((s.name, index))
+            guard = self.guard_functions.get((s.name, index))
             transitions.append(_spec_call(runtime_spec.TransitionSpec, [
                 ("kind", t.kind),
                 ("target", t.target),
@@ -284,28 +342,38 @@ class _RunnerView:
     # -- the module's own API
 
     def _api(self) -> list[str]:
-        names = set(self.runtime.names)  # membership only
-        run, arun = ("run_machine", "arun_machine") if "run_machine" in names else ("run", "arun")
-        lines = []
-        if run == "run":
-            lines.append(
-                "# The runtime's run() and arun() take a machine; this module's own, below, run MACHINE.\n"
-                "_run_machine = run\n_arun_machine = arun\n"
+        """The module's own `run` and `arun`: every option of the runtime's, spelled out."""
+        parameters = "".join(f"{INDENT}{name}: {annotation} = {default},\n"
+                             for name, annotation, default, _ in RUN_OPTIONS)
+        passed = "".join(f"{INDENT * 2}{name}={name},\n" for name, _, _, _ in RUN_OPTIONS)
+        documented = "".join(
+            "\n".join(textwrap.wrap(f"{name}: {doc}", WIDTH, initial_indent=INDENT * 2,
+                                    subsequent_indent=INDENT * 3)) + "\n"
+            for name, _, _, doc in RUN_OPTIONS)
+        blocks = []
+        for prefix, lead, summary in (
+            ("", "", "Run the machine to its end and return the RunResult; a failed run is a result too."),
+            ("async ", "await ", "`run` for async code: the same run, the same options, on the running event loop."),
+        ):
+            name = "arun" if prefix else "run"
+            blocks.append(
+                f"{prefix}def {name}(\n"
+                f"{INDENT}inputs: Mapping[str, Any] | None = None,\n"
+                f"{INDENT}*,\n"
+                f"{parameters}"
+                f") -> RunResult:\n"
+                f'{INDENT}"""{summary}\n\n'
+                f"{INDENT}inputs: the machine's inputs by name (see MACHINE.inputs).\n"
+                f"{INDENT}Options:\n"
+                f"{documented}"
+                f'{INDENT}"""\n'
+                f"{INDENT}return {lead}{name}_machine(\n"
+                f"{INDENT * 2}MACHINE,\n"
+                f"{INDENT * 2}inputs,\n"
+                f"{passed}"
+                f"{INDENT})\n"
             )
-            run, arun = "_run_machine", "_arun_machine"
-        lines.append(
-            "def run(inputs: Mapping[str, Any] | None = None, **options: Any) -> RunResult:\n"
-            f'{INDENT}"""Run the machine to its end and return the RunResult; a failed run is a result too.\n\n'
-            f"{INDENT}Options: trace, trace_content, checkpoint, resume, run_id, model_map, workspace, client.\n"
-            f'{INDENT}"""\n'
-            f"{INDENT}return {run}(MACHINE, dict(inputs or {{}}), **options)\n"
-        )
-        lines.append(
-            "async def arun(inputs: Mapping[str, Any] | None = None, **options: Any) -> RunResult:\n"
-            f'{INDENT}"""`run` for async code: the run happens in a worker thread."""\n'
-            f"{INDENT}return await {arun}(MACHINE, dict(inputs or {{}}), **options)\n"
-        )
-        return lines
+        return blocks
 
 
 def _state_of(plans: ModelPlans, plan: ModelPlan) -> str:

@@ -1,26 +1,31 @@
-"""The guard interpreter: guard and tool-argument expressions turned into closures over a runtime Scope.
+"""A reference interpreter for guard expressions: the oracle the generated Python is tested against.
 
-`statewright run` evaluates guards with it; a generated runner carries the equivalent Python written by
-codegen/python_expr.py. Every operator is Python's own, and field access goes through the runtime's
-`guard_attribute`, so both faces agree on values and on the errors a bad value raises (the engine turns
-those into guard failures).
+statewright executes one guard implementation, the Python that codegen/python_expr.py writes. This
+interpreter states the language's meaning independently — every operator Python's own, field access
+through the runtime's `guard_attribute`, names resolved by `reference_of` — so property tests can check
+that the generated code computes exactly that, value for value and error for error.
 """
 
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
-from ..grammar import ast
-from ..runtime.guard_access import guard_attribute
-from ..runtime.spec import Scope
-from . import ir
+from statewright.compiler import ir
+from statewright.compiler.codegen.python_expr import (
+    FUNCTIONS,
+    GuardCompileError,
+    GuardNames,
+    Reference,
+    reference_of,
+    state_argument,
+)
+from statewright.grammar import ast
+from statewright.runtime.guard_access import guard_attribute
+from statewright.runtime.spec import Scope
 
 Evaluator = Callable[[Scope], Any]
-
-FUNCTIONS = {"len": 1, "visits": 1}  # name -> number of arguments
 
 BINARY_OPERATORS: dict[str, Callable[[Any, Any], Any]] = {
     "==": operator.eq,
@@ -37,62 +42,6 @@ BINARY_OPERATORS: dict[str, Callable[[Any, Any], Any]] = {
     "in": lambda item, container: item in container,
     "not in": lambda item, container: item not in container,
 }
-
-
-class GuardCompileError(Exception):
-    """An expression the checker should have rejected: an unknown name, function or operator."""
-
-
-@dataclass(frozen=True)
-class GuardNames:
-    """The names a guard may mention. `None` leaves the choice to run time (inputs present in the scope win)."""
-
-    inputs: Collection[str] | None = None
-    states: Collection[str] | None = None
-
-    @classmethod
-    def of(cls, machine: ir.Machine) -> GuardNames:
-        return cls(inputs=tuple(i.name for i in machine.inputs), states=tuple(s.name for s in machine.states))
-
-    def is_state(self, name: str) -> bool | None:
-        """Whether `name.output` means a state's output; None when only the scope can tell."""
-        if self.states is None:
-            return None
-        return name in self.states
-
-
-@dataclass(frozen=True)
-class Reference:
-    """What a name in a guard stands for.
-
-    kind: "output" | "input" | "state_output" | "unresolved_output" (`X.output` where only the scope can tell
-    whether X is a state or an input; never produced when the machine's names are known).
-    """
-
-    kind: str
-    name: str = ""
-
-
-def reference_of(expr: ast.Expr, names: GuardNames) -> Reference | None:
-    """The scope value `expr` names directly, if it is `output`, an input or `STATE.output`.
-
-    Shared with codegen so both faces resolve a name the same way: `output` is always this state's output;
-    `X.output` is state X's output when X is a state; any other bare name is a machine input.
-    """
-    if isinstance(expr, ast.NameExpr):
-        return Reference("output") if expr.name == "output" else Reference("input", expr.name)
-    if (
-        isinstance(expr, ast.Attribute)
-        and expr.attr.value == "output"
-        and isinstance(expr.value, ast.NameExpr)
-        and expr.value.name != "output"
-    ):
-        is_state = names.is_state(expr.value.name)
-        if is_state is None:
-            return Reference("unresolved_output", expr.value.name)
-        if is_state:
-            return Reference("state_output", expr.value.name)
-    return None
 
 
 def compile_guard(expr: ir.Expr, names: GuardNames | None = None) -> Callable[[Scope], bool]:
@@ -170,14 +119,6 @@ def _compile_call(expr: ast.Call, names: GuardNames) -> Evaluator:
         return lambda scope: scope.visits.get(state, 0)
     argument = _compile(expr.args[0], names)
     return lambda scope: len(argument(scope))
-
-
-def state_argument(call: ast.Call) -> str:
-    """The state named by `visits(STATE)`."""
-    arg = call.args[0]
-    if not isinstance(arg, ast.NameExpr):
-        raise GuardCompileError("visits() takes a state name")
-    return arg.name
 
 
 def _compile_binary(expr: ast.BinaryOp, names: GuardNames) -> Evaluator:

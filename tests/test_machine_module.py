@@ -1,15 +1,15 @@
-"""The IR as the engine runs it (`statewright run`): to_runtime builds a MachineSpec with interpreted guards."""
+"""The IR as every face runs it: the machine module, compiled in memory, defines the MachineSpec."""
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any, Literal
 
 import pytest
+from support.machines import runtime_of
 
 from statewright.api import check_text
 from statewright.compiler import ir
-from statewright.compiler.to_runtime import to_runtime
-from statewright.compiler.types_py import build_models, plan_models
 from statewright.runtime.spec import MachineSpec, Scope
 
 SPEC = '''machine review_pipeline {
@@ -84,7 +84,7 @@ SPEC = '''machine review_pipeline {
 def compiled() -> tuple[ir.Machine, MachineSpec]:
     comp = check_text(SPEC, "flows/review.fsm")
     assert comp.ok, [d.message for d in comp.diagnostics]
-    return comp.ir, to_runtime(comp.ir, source_sha256="abc", source_path="flows/review.fsm")  # type: ignore[arg-type]
+    return comp.ir, runtime_of(comp.ir, SPEC, "flows/review.fsm")  # type: ignore[arg-type]
 
 
 def test_machine_settings_limits_and_source_are_carried(compiled: tuple[ir.Machine, MachineSpec]) -> None:
@@ -92,7 +92,7 @@ def test_machine_settings_limits_and_source_are_carried(compiled: tuple[ir.Machi
     assert (m.name, m.description, m.start) == ("review_pipeline", "Draft, critique, publish.", "draft")
     assert (m.model, m.verifier_model, m.temperature) == ("openai/gpt-4o-mini", "openai/gpt-4o", 0.2)
     assert (m.limits.steps, m.limits.cost_usd, m.limits.tokens, m.limits.seconds) == (30, 0.5, 1000, 60)
-    assert (m.source_sha256, m.source_path) == ("abc", "flows/review.fsm")
+    assert (m.source_sha256, m.source_path) == (hashlib.sha256(SPEC.encode()).hexdigest(), "flows/review.fsm")
     assert m.tools["std.http_get"].options == {"allow": ["example.com"]}
 
 
@@ -226,7 +226,7 @@ def test_a_machine_built_without_source_has_empty_origins() -> None:
         ),
         start="s",
     )
-    m = to_runtime(machine)
+    m = runtime_of(machine)
     assert m.states["s"].origin == "" and m.states["s"].transitions[0].origin == ""
     assert m.agents["a"].model == "x/y"  # the machine's model fills an agent that names none
 
@@ -239,7 +239,7 @@ def test_a_type_named_like_a_runtime_class_keeps_its_schema_title() -> None:
         final state f
     }''', "m.fsm")
     assert comp.ok, [d.message for d in comp.diagnostics]
-    model = to_runtime(comp.ir).states["s"].output  # type: ignore[arg-type]
+    model = runtime_of(comp.ir).states["s"].output  # type: ignore[arg-type]
     assert model is not None
     assert model.__name__ != "Trace"  # the runner's own Trace class keeps its name
     assert model.model_json_schema()["title"] == "Trace"
@@ -254,7 +254,7 @@ def test_fields_that_cannot_be_python_attributes_keep_their_names_in_schema_and_
         final state f
     }''', "m.fsm")
     assert comp.ok, [d.message for d in comp.diagnostics]
-    spec = to_runtime(comp.ir).states["s"]  # type: ignore[arg-type]
+    spec = runtime_of(comp.ir).states["s"]  # type: ignore[arg-type]
     assert spec.output is not None
     assert list(spec.output.model_json_schema()["properties"]) == ["class", "json", "_x"]
     value = spec.output.model_validate({"class": "c", "_x": 1})
@@ -267,8 +267,11 @@ def test_types_that_refer_to_each_other_in_a_cycle_still_build() -> None:
     node = ir.TypeDef("Node", (ir.Field("name", ir.STR), ir.Field("children", ir.ListOf(ir.Named("Node")))))
     machine = ir.Machine(
         name="m", description="", inputs=(), model="x/y", verifier_model="x/y", temperature=None,
-        limits=ir.Limits(), types=(node,), tools=(), agents=(), states=(), start="",
+        limits=ir.Limits(), types=(node,), tools=(), agents=(ir.Agent("a", "p", model="", temperature=None, tools=()),),
+        states=(ir.State("s", "agent", agent="a", instruction="go", output=ir.Named("Node"),
+                         transitions=(ir.Transition("always", "f"),)), ir.State("f", "final")),
+        start="s",
     )
-    classes: dict[str, Any] = build_models(plan_models(machine))
-    tree = classes["Node"].model_validate({"name": "a", "children": [{"name": "b", "children": []}]})
+    node_class: Any = runtime_of(machine).states["s"].output
+    tree = node_class.model_validate({"name": "a", "children": [{"name": "b", "children": []}]})
     assert tree.children[0].name == "b"

@@ -1,0 +1,143 @@
+"""`statewright batch` against raw litellm: the same calls, at the same concurrency, over the same server.
+
+A local OpenAI-compatible server (bench/latency_server.py) answers every call after 100 ms. Measured in
+one run, each in a process of its own:
+  raw       CASES tasks at once, each making CALLS sequential `litellm.acompletion` calls — the floor
+  batch     `statewright batch --concurrency CASES` over CASES cases of a machine of CALLS agent states,
+            timed inside the process after a warm-up (importing litellm takes seconds and is not the
+            batch's doing); `cli_wall_s` is the whole command, start-up included
+The ideal is CALLS x 100 ms. Target: batch within 1.1x of raw.
+
+Run: python bench/concurrency.py [--cases N] [--calls N] [--delay S]. The last line is `RESULT {json}`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MODEL = "openai/bench-model"
+
+
+def machine_source(calls: int) -> str:
+    states = []
+    for i in range(calls):
+        target = f"s{i + 1}" if i + 1 < calls else "done"
+        start = "start " if i == 0 else ""
+        states.append(f'    {start}state s{i} {{\n        agent worker\n        do "Step {i} of {{{{ topic }}}}."\n'
+                      f"        -> {target}\n    }}\n")
+    return ("machine bench_chain {\n    input topic: str\n    model \"" + MODEL + "\"\n"
+            "    limits {\n        steps 50\n    }\n\n    agent worker {\n        prompt \"You answer briefly.\"\n"
+            "        memory none\n    }\n\n" + "\n".join(states) + "\n    final state done\n}\n")
+
+
+RAW = """
+import asyncio, json, os, resource, sys, time
+import litellm
+litellm.suppress_debug_info = True
+cases, calls = int(sys.argv[1]), int(sys.argv[2])
+litellm.completion(model=sys.argv[3], messages=[{"role": "user", "content": "warm up"}])  # imports, not timed
+
+async def case(n):
+    for step in range(calls):
+        await litellm.acompletion(model=sys.argv[3], messages=[
+            {"role": "system", "content": "You answer briefly."},
+            {"role": "user", "content": f"Step {step} of topic {n}."}], num_retries=0)
+
+async def main():
+    started = time.perf_counter()
+    await asyncio.gather(*(case(n) for n in range(cases)))
+    return time.perf_counter() - started
+
+wall = asyncio.run(main())
+print(json.dumps({"wall_s": wall, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+BATCH = """
+import json, resource, sys, time
+import litellm
+litellm.suppress_debug_info = True
+from statewright import api
+from statewright.runtime.runner_cli import main
+spec, cases, out, model = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+litellm.completion(model=model, messages=[{"role": "user", "content": "warm up"}])  # imports, not timed
+machine = api.runtime_machine(api.check_file(spec))
+started = time.perf_counter()
+code = main(machine, ["batch", "--inputs", cases, "--concurrency", sys.argv[5], "--out", out, "--quiet",
+                      "--retries", "0"])
+wall = time.perf_counter() - started
+print(json.dumps({"wall_s": wall, "code": code,
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def python(code: str, *args: str, env: dict[str, str]) -> dict[str, float]:
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env,
+                          check=False, timeout=600)
+    if done.returncode != 0:
+        raise SystemExit(f"a measurement failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", type=int, default=200)
+    parser.add_argument("--calls", type=int, default=4)
+    parser.add_argument("--delay", type=float, default=0.1)
+    args = parser.parse_args()
+    server = subprocess.Popen([sys.executable, str(ROOT / "bench" / "latency_server.py"), "--delay", str(args.delay)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        port = int(server.stdout.readline().split()[1])
+        env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "OPENAI_API_KEY": "sk-bench-not-a-key",
+               "OPENAI_API_BASE": f"http://127.0.0.1:{port}/v1", "OPENAI_BASE_URL": f"http://127.0.0.1:{port}/v1"}
+        with tempfile.TemporaryDirectory() as tmp:
+            spec = Path(tmp, "chain.fsm")
+            spec.write_text(machine_source(args.calls), encoding="utf-8")
+            cases = Path(tmp, "cases.jsonl")
+            cases.write_text("".join(json.dumps({"id": f"c{n}", "inputs": {"topic": f"topic {n}"}}) + "\n"
+                                     for n in range(args.cases)), encoding="utf-8")
+            raw = python(RAW, str(args.cases), str(args.calls), MODEL, env=env)
+            batch = python(BATCH, str(spec), str(cases), str(Path(tmp, "out.jsonl")), MODEL, str(args.cases),
+                           env={**env, "STATEWRIGHT_QUIET": "1"})
+            lines = [json.loads(line) for line in Path(tmp, "out.jsonl").read_text().splitlines()]
+            if batch["code"] != 0 or len(lines) != args.cases or any(line["status"] != "final" for line in lines):
+                raise SystemExit(f"the batch did not run every case to its end: exit {batch['code']}, "
+                                 f"{len(lines)} lines")
+            started = time.perf_counter()
+            cli = subprocess.run([sys.executable, "-m", "statewright", "batch", str(spec), "--inputs", str(cases),
+                                  "--concurrency", str(args.cases), "--out", str(Path(tmp, "cli.jsonl")),
+                                  "--quiet", "--retries", "0"], env=env, capture_output=True, text=True,
+                                 check=False, cwd=tmp, timeout=600)
+            cli_wall = time.perf_counter() - started
+            if cli.returncode != 0:
+                raise SystemExit(f"statewright batch failed:\n{cli.stderr[-3000:]}")
+    finally:
+        server.kill()
+        server.wait()
+    ideal = args.calls * args.delay
+    result = {
+        "cases": args.cases, "calls_per_case": args.calls, "delay_s": args.delay, "ideal_s": round(ideal, 3),
+        "wall_s": round(batch["wall_s"], 3), "raw_litellm_wall_s": round(raw["wall_s"], 3),
+        "ratio_vs_raw_litellm": round(batch["wall_s"] / raw["wall_s"], 3),
+        "cli_wall_s": round(cli_wall, 3), "peak_rss_mb": round(batch["peak_rss_mb"], 1),
+        "raw_peak_rss_mb": round(raw["peak_rss_mb"], 1),
+    }
+    print(f"{args.cases} cases x {args.calls} calls, {args.delay * 1000:.0f} ms per call (ideal {ideal:.2f} s):")
+    print(f"  raw litellm.acompletion   {raw['wall_s']:7.3f} s")
+    print(f"  statewright batch         {batch['wall_s']:7.3f} s  ({result['ratio_vs_raw_litellm']:.2f}x raw, "
+          f"peak RSS {batch['peak_rss_mb']:.0f} MB)")
+    print(f"  the whole command         {cli_wall:7.3f} s  (start-up and litellm's import included)")
+    print("RESULT " + json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,398 @@
+"""One machine over many inputs, concurrently: `statewright batch` and a runner's `batch` command.
+
+Cases come from a JSON Lines file, one object per line: `{"inputs": {...}, "id": "...", "expect": ...}`
+(`id` and `expect` optional). Each case is one run on the shared event loop, at most `concurrency` at a
+time; each finished case is one line of results, written the moment it ends. A line that is not a case is
+reported with its line number and skipped; every other case still runs. With a results file, runs are
+checkpointed beside it, so `resume` skips every finished case (no model call of theirs is made again) and
+continues the interrupted ones from their last checkpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import re
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from .engine import Engine
+from .progress import printable, wants_color
+from .result import RunResult
+from .structured import to_jsonable
+from .trace import Trace
+
+MATCH_MODES = ("exact", "text", "contains")
+# a case id must work as a run id and a file name: anything else is replaced
+_BATCH_ID_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+class BatchError(Exception):
+    """A batch that cannot start: unreadable cases file, an existing results file without `resume`."""
+
+
+@dataclass(frozen=True)
+class BatchCase:
+    line: int  # 1-based, in the cases file
+    id: str
+    inputs: dict[str, Any]
+    expect: Any = None
+    has_expect: bool = False
+
+    @property
+    def run_id(self) -> str:
+        return _BATCH_ID_UNSAFE.sub("_", self.id).strip(".") or f"line-{self.line}"
+
+
+@dataclass(frozen=True)
+class BadLine:
+    line: int
+    message: str
+
+
+def read_cases(path: str) -> Iterator[BatchCase | BadLine]:
+    """The cases of a JSON Lines file, streamed; each line that is not a case is a BadLine saying why."""
+    seen: dict[str, int] = {}
+    try:
+        handle = open(path, encoding="utf-8", errors="surrogateescape")  # noqa: SIM115 - closed below
+    except OSError as exc:
+        raise BatchError(f"cannot read the cases file {path}: {exc.strerror or exc}") from None
+    with handle:
+        for number, raw in enumerate(handle, 1):
+            text = raw.strip()
+            if not text:
+                continue
+            case = _batch_case(number, text)
+            if isinstance(case, BatchCase):
+                if case.id in seen:
+                    case = BadLine(number, f"the id {case.id!r} is also the id of line {seen[case.id]}")
+                else:
+                    seen[case.id] = number
+            yield case
+
+
+def _batch_case(number: int, text: str) -> BatchCase | BadLine:
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        return BadLine(number, f"not a JSON object: {exc}")
+    if not isinstance(data, dict):
+        return BadLine(number, f"a case is a JSON object like {{\"inputs\": {{...}}}}, not {type(data).__name__}")
+    unknown = sorted(set(data) - {"inputs", "id", "expect"})
+    if unknown:
+        return BadLine(number, f"unknown key {unknown[0]!r}: a case has \"inputs\" and, optionally, \"id\" and "
+                               "\"expect\" (put the machine's inputs under \"inputs\")")
+    inputs = data.get("inputs", {})
+    if not isinstance(inputs, dict):
+        return BadLine(number, f"\"inputs\" must be an object of the machine's inputs, not {type(inputs).__name__}")
+    case_id = data.get("id", f"line-{number}")
+    if isinstance(case_id, bool) or not isinstance(case_id, (str, int)) or str(case_id) == "":
+        return BadLine(number, "\"id\" must be a non-empty string or a number")
+    return BatchCase(number, str(case_id), inputs, data.get("expect"), "expect" in data)
+
+
+# ---- comparing a result with what a case expects ------------------------------------------------------
+
+
+def result_matches(result: Any, expected: Any, mode: str = "exact") -> bool:
+    """Whether a run's result is what a case expects.
+
+    exact: the same JSON value, types included (true is not 1, 1 is not 1.0) — except that a result that
+    is text (a final state's `result` template always renders text) matches an expected number or boolean
+    written as that text ("90" matches 90). text: both as text, trimmed, spaces collapsed, case ignored.
+    contains: the expected text appears in the result's text, case ignored."""
+    actual = to_jsonable(result)
+    if mode == "exact":
+        if _batch_same(actual, expected):
+            return True
+        return isinstance(actual, str) and isinstance(expected, (bool, int, float)) and (
+            actual.strip() == json.dumps(expected))
+    left, right = _batch_text(actual), _batch_text(expected)
+    if mode == "text":
+        return left == right
+    if mode == "contains":
+        return right in left
+    raise ValueError(f"unknown match mode {mode!r}; the modes are {', '.join(MATCH_MODES)}")
+
+
+def _batch_same(a: Any, b: Any) -> bool:
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_batch_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_batch_same(x, y) for x, y in zip(a, b))
+    return bool(a == b)
+
+
+def _batch_text(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return " ".join(text.split()).casefold()
+
+
+# ---- running ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class BatchSummary:
+    """What a batch did; `lines` are the result lines written (also when they went to stdout)."""
+
+    cases: int = 0
+    final: int = 0
+    failed: dict[str, int] = field(default_factory=dict)  # failure kind -> cases
+    invalid: int = 0
+    skipped: int = 0  # finished in an earlier run of the batch (resume)
+    expected: int = 0
+    matched: int = 0
+    tokens: int = 0
+    cost_usd: float = 0.0
+    latencies: list[float] = field(default_factory=list)
+    interrupted: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed and not self.invalid and self.matched == self.expected and not self.interrupted
+
+    def count(self, line: Mapping[str, Any]) -> None:
+        """Add one result line (of this run of the batch, or of an earlier one being resumed)."""
+        status = line.get("status")
+        if status == "invalid":
+            self.invalid += 1
+            return
+        self.latencies.append(float(line.get("latency_s") or 0.0))
+        self.tokens += int(line.get("tokens") or 0)
+        self.cost_usd += float(line.get("cost_usd") or 0.0)
+        if status == "final":
+            self.final += 1
+        else:
+            failure = line.get("failure") or {}
+            kind = str(failure.get("kind") or "failed") if isinstance(failure, Mapping) else "failed"
+            self.failed[kind] = self.failed.get(kind, 0) + 1
+        if "expect" in line:
+            self.expected += 1
+            self.matched += bool(line.get("matched"))
+
+    def percentile(self, share: float) -> float | None:
+        if not self.latencies:
+            return None
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, max(0, math.ceil(share * len(ordered)) - 1))]
+
+    def table(self) -> str:
+        failed = sum(self.failed.values())
+        kinds = ", ".join(f"{kind} {count}" for kind, count in sorted(self.failed.items()))
+        rows = [
+            ("cases", f"{self.cases}" + (f" ({self.skipped} done by an earlier run of the batch)"
+                                         if self.skipped else "")),
+            ("done", f"{self.final} reached a final state"),
+            ("failed", f"{failed}" + (f" ({kinds})" if kinds else "")),
+        ]
+        if self.invalid:
+            rows.append(("invalid", f"{self.invalid} line(s) skipped"))
+        if self.expected:
+            share = 100.0 * self.matched / self.expected
+            rows.append(("accuracy", f"{share:.1f}% ({self.matched} of {self.expected} cases with an expect)"))
+        rows.append(("tokens", f"{self.tokens}"))
+        rows.append(("cost", f"${self.cost_usd:.4f}"))
+        p50, p95 = self.percentile(0.5), self.percentile(0.95)
+        if p50 is not None and p95 is not None:
+            rows.append(("latency", f"p50 {p50:.2f} s, p95 {p95:.2f} s"))
+        if self.interrupted:
+            rows.append(("stopped", "interrupted: cases still running were not finished"))
+        return "\n".join(f"{name:<8}  {value}" for name, value in rows)
+
+
+class _BatchProgress:
+    """A progress bar (tqdm) on a terminal; one plain line per finished case when stderr is piped."""
+
+    def __init__(self, total: int | None, quiet: bool, stream: IO[str]) -> None:
+        self.stream = stream
+        self.quiet = quiet
+        self.bar: Any = None
+        if not quiet and getattr(stream, "isatty", lambda: False)():
+            try:
+                from tqdm import tqdm
+            except ImportError:  # runners need only litellm, pydantic and jinja2; tqdm comes with litellm
+                tqdm = None
+            if tqdm is not None:
+                self.bar = tqdm(total=total, unit="case", file=stream, dynamic_ncols=True,
+                                ascii=not wants_color(stream))
+
+    def done(self, case: BatchCase, line: dict[str, Any]) -> None:
+        if self.quiet:
+            return
+        if self.bar is not None:
+            self.bar.update(1)
+            return
+        status = line["status"]
+        what = f"final {line['final_state']}" if status == "final" else f"{status}"
+        if status == "failed" and line.get("failure"):
+            what += f" ({line['failure'].get('kind')})"
+        self.stream.write(f"case {printable(case.id)} (line {case.line}): {printable(what)}, "
+                          f"{line['latency_s']:.2f} s\n")
+        self.stream.flush()
+
+    def note(self, text: str) -> None:
+        if self.bar is not None:
+            self.bar.write(text, file=self.stream)
+        else:
+            self.stream.write(text + "\n")
+            self.stream.flush()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _batch_line(case: BatchCase, result: RunResult, latency: float, match: str) -> dict[str, Any]:
+    line: dict[str, Any] = {
+        "id": case.id, "line": case.line, "inputs": case.inputs, "status": result.status,
+        "final_state": result.final_state, "result": to_jsonable(result.result),
+        "failure": result.failure.to_json() if result.failure else None,
+        "path_length": len(result.path), "tokens": result.usage.tokens,
+        "cost_usd": round(result.usage.cost_usd, 8), "latency_s": round(latency, 3), "run_id": result.run_id,
+    }
+    if case.has_expect:
+        line["expect"] = case.expect
+        line["matched"] = result.ok and result_matches(result.result, case.expect, match)
+    return line
+
+
+def _batch_earlier(out_path: str) -> dict[str, dict[str, Any]]:
+    """The result lines a results file already holds, by case key (a crash may cut its last line short)."""
+    done: dict[str, dict[str, Any]] = {}
+    try:
+        with open(out_path, encoding="utf-8", errors="surrogateescape") as handle:
+            for raw in handle:
+                try:
+                    line = json.loads(raw)
+                except ValueError:
+                    continue
+                if not isinstance(line, dict):
+                    continue
+                if line.get("status") == "invalid":
+                    done[f"line-{line.get('line')}"] = line
+                elif isinstance(line.get("id"), str):
+                    done[line["id"]] = line
+    except FileNotFoundError:
+        pass
+    return done
+
+
+def default_batch_checkpoint(out_path: str) -> str:
+    return out_path + ".checkpoints.sqlite"
+
+
+async def run_batch(engine: Engine, cases_path: str, *, out_path: str | None = None, concurrency: int = 8,
+                    resume: bool = False, match: str = "exact", trace_dir: str | None = None,
+                    trace_content: bool = False, quiet: bool = False, stream: IO[str] | None = None,
+                    out_stream: IO[str] | None = None, summary: BatchSummary | None = None) -> BatchSummary:
+    """Run every case of `cases_path` on `engine`, at most `concurrency` at a time; see the module doc.
+
+    The engine's checkpoint store (if any) keeps each case's run under the case's id, so that a resumed
+    batch continues interrupted cases instead of starting them over. `summary`, when given, is filled in
+    as cases finish — it still says what was done when the batch is cancelled (Ctrl-C)."""
+    if concurrency < 1:
+        raise BatchError(f"concurrency must be at least 1, not {concurrency}")
+    if match not in MATCH_MODES:
+        raise BatchError(f"unknown match mode {match!r}; the modes are {', '.join(MATCH_MODES)}")
+    stream = stream or sys.stderr
+    finished: dict[str, dict[str, Any]] = {}
+    if out_path is not None:
+        if os.path.exists(out_path) and not resume:
+            raise BatchError(f"the results file {out_path} exists; continue the batch with --resume, or remove it")
+        if resume:
+            finished = _batch_earlier(out_path)
+    elif resume:
+        raise BatchError("resuming a batch needs --out FILE: the results file of the run to continue")
+    summary = summary if summary is not None else BatchSummary()
+    total = _batch_count_lines(cases_path)
+    progress = _BatchProgress(total, quiet, stream)
+    # a local file written a line at a time: blocking the loop for it is quicker than handing it off
+    out = open(out_path, "a", encoding="utf-8") if out_path is not None else None  # noqa: SIM115, ASYNC230
+    sink = out if out is not None else (out_stream or sys.stdout)
+    queue: asyncio.Queue[BatchCase | None] = asyncio.Queue(maxsize=concurrency * 2)
+
+    def write(line: dict[str, Any]) -> None:
+        text = json.dumps(line, ensure_ascii=True, default=str)  # ASCII: any string, any sink, never fails
+        sink.write(text + "\n")
+        sink.flush()
+
+    async def work() -> None:
+        while True:
+            case = await queue.get()
+            if case is None:
+                return
+            started = time.monotonic()
+            result = await _batch_run(engine, case, trace_dir, trace_content)
+            line = _batch_line(case, result, time.monotonic() - started, match)
+            write(line)
+            summary.count(line)
+            progress.done(case, line)
+
+    workers = [asyncio.ensure_future(work()) for _ in range(concurrency)]
+    try:
+        for case in read_cases(cases_path):
+            summary.cases += 1
+            key = case.id if isinstance(case, BatchCase) else f"line-{case.line}"
+            if key in finished:
+                summary.skipped += 1
+                summary.count(finished[key])
+                if not quiet:
+                    progress.note(f"case {printable(key)} (line {case.line}): finished before, skipped")
+                continue
+            if isinstance(case, BadLine):
+                line = {"id": None, "line": case.line, "status": "invalid", "error": case.message}
+                summary.count(line)
+                progress.note(f"line {case.line}: skipped: {printable(case.message)}")
+                write(line)
+                continue
+            await queue.put(case)
+        for _ in workers:
+            await queue.put(None)
+        await asyncio.gather(*workers)
+    except asyncio.CancelledError:
+        summary.interrupted = True
+        for worker in workers:
+            worker.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+        raise
+    finally:
+        progress.close()
+        if out is not None:
+            out.close()
+    return summary
+
+
+async def _batch_run(engine: Engine, case: BatchCase, trace_dir: str | None, trace_content: bool) -> RunResult:
+    trace = Trace(os.path.join(trace_dir, case.run_id + ".jsonl"), content=trace_content) if trace_dir else None
+    try:
+        store = engine.checkpoint
+        if store is not None and store.load(case.run_id) is not None:
+            return await engine.arun(None, run_id=case.run_id, resume=True, trace=trace)
+        return await engine.arun(case.inputs, run_id=case.run_id, trace=trace)
+    finally:
+        if trace is not None:
+            trace.close()
+
+
+def _batch_count_lines(path: str) -> int | None:
+    try:
+        with open(path, "rb") as handle:
+            return sum(1 for raw in handle if raw.strip())
+    except OSError:
+        return None
+
+
+def summary_json(summary: BatchSummary) -> dict[str, Any]:
+    return {"cases": summary.cases, "final": summary.final, "failed": dict(summary.failed),
+            "invalid": summary.invalid, "skipped": summary.skipped, "expected": summary.expected,
+            "matched": summary.matched, "tokens": summary.tokens, "cost_usd": round(summary.cost_usd, 8),
+            "p50_s": summary.percentile(0.5), "p95_s": summary.percentile(0.95),
+            "interrupted": summary.interrupted}
+

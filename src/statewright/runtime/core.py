@@ -1,0 +1,993 @@
+"""The deterministic core: everything a run decides, and nothing it does to the world.
+
+A run is a generator (`RunCore.execute`). It renders instructions, validates outputs, evaluates guards,
+applies bounds and limits, picks each transition and its cause, and builds the checkpoint record. Where it
+needs the world — a model call, a verifier call, a tool call — it yields an effect (effects.py) and waits for
+the result to be sent back. It reads no clock but the one it is given and draws no random numbers, so the
+same inputs and the same effect results always make the same run: a durable engine can replay it.
+
+What a run reports goes to hooks the executor attaches to the run: `emit(event, fields)` for trace events
+and `save(run_id, snapshot)` for checkpoint records.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from collections.abc import Callable, Generator, Mapping
+from typing import Any
+
+from .checkpoint import CheckpointError
+from .client import ModelError, ModelRequest, ModelResponse, reply_allowance
+from .effects import CallModel, CallTool, DescribeTools, EstimateCall, ToolOutcome
+from .memory import AgentMemory
+from .result import Failure, RunFailed, RunResult, Usage
+from .spec import AgentSpec, InputSpec, MachineSpec, Scope, StateSpec
+from .structured import ReplyError, parse_typed_reply, to_jsonable, to_text, validate_typed
+from .templates import TemplateRenderError, TemplateSet
+from .verifier import Verdict, parse_verdict, verdict_schema, verifier_messages
+
+MAX_TOOL_ROUNDS = 8
+SNAPSHOT_VERSION = 1
+NEUTRAL_RETRY = "Your previous answer to this step did not let the run move on. Do this step again, better."
+# failures that leave the last checkpoint as it was, so that resuming the run retries the step
+RETRYABLE_FAILURES = ("model", "script")
+
+# A run's generator: yields effects, is sent their results, returns the RunResult.
+RunSteps = Generator[Any, Any, RunResult]
+Steps = Generator[Any, Any, Any]
+
+
+# ---- inputs --------------------------------------------------------------------------------------
+
+
+class InputError(ValueError):
+    """The inputs given to a run do not match the machine's `input` declarations."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+class InputValidator:
+    """Checks values against input annotations with pydantic, one TypeAdapter per annotation."""
+
+    def __init__(self) -> None:
+        self._adapters: dict[Any, Any] = {}
+
+    def validate(self, spec: InputSpec, value: Any) -> Any:
+        """`value` checked (and coerced where pydantic's lax mode does) against the input's annotation."""
+        annotation = spec.annotation
+        if annotation is str and isinstance(value, str):
+            return value
+        if annotation is None or annotation is Any:
+            return value
+        try:
+            adapter = self._adapters.get(annotation)
+        except TypeError:  # an unhashable annotation: no caching
+            adapter = None
+        if adapter is None:
+            from pydantic import TypeAdapter
+
+            adapter = TypeAdapter(annotation)
+            try:
+                self._adapters[annotation] = adapter
+            except TypeError:
+                pass
+        from pydantic import ValidationError
+
+        try:
+            return adapter.validate_python(value)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first.get("loc", ()))
+            raise ValueError(f"{first.get('msg', 'invalid value')}{' at ' + where if where else ''} "
+                             f"(got {json.dumps(to_jsonable(value), ensure_ascii=False)})") from None
+
+    def prepare(self, machine: MachineSpec, given: Mapping[str, Any]) -> dict[str, Any]:
+        """The run's inputs: given values validated, defaults filled. Raises InputError naming every problem."""
+        problems = []
+        known = {spec.name: spec for spec in machine.inputs}
+        for name in given:
+            if name not in known:
+                close = difflib.get_close_matches(name, list(known), n=1)
+                hint = f"; did you mean '{close[0]}'?" if close else ""
+                listed = ", ".join(known) or "none"
+                problems.append(f"unknown input '{name}' (the machine's inputs: {listed}){hint}")
+        values: dict[str, Any] = {}
+        for spec in machine.inputs:
+            if spec.name in given:
+                try:
+                    values[spec.name] = self.validate(spec, given[spec.name])
+                except ValueError as exc:
+                    problems.append(f"input '{spec.name}': {exc}")
+            elif spec.required:
+                problems.append(f"missing required input '{spec.name}'")
+            else:
+                values[spec.name] = spec.default
+        if problems:
+            raise InputError(problems)
+        return values
+
+
+# ---- the machine, prepared for running -------------------------------------------------------------
+
+
+class _Edge:
+    """A transition with everything the hot path needs precomputed."""
+
+    __slots__ = ("guard", "index", "key", "kind", "max", "origin", "target", "target_visits", "text")
+
+    def __init__(self, state: str, index: int, spec: Any, target_visits: int | None) -> None:
+        self.index = index
+        self.kind = spec.kind
+        self.target = spec.target
+        self.guard = spec.guard
+        self.text = spec.text
+        self.max = spec.max
+        self.origin = spec.origin
+        self.target_visits = target_visits
+        self.key = f"{state}:{index}"
+
+
+class _AgentPlan:
+    __slots__ = ("fallbacks", "model", "name", "prompt", "spec", "temperature", "tools")
+
+    def __init__(self, spec: AgentSpec, machine: MachineSpec, map_model: Callable[[str], str]) -> None:
+        self.name = spec.name
+        self.spec = spec
+        self.model = map_model(spec.model or machine.model)
+        self.fallbacks = tuple(map_model(m) for m in spec.fallbacks)
+        self.temperature = spec.temperature if spec.temperature is not None else machine.temperature
+        self.prompt = spec.prompt
+        self.tools = spec.tools
+
+
+class _StatePlan:
+    __slots__ = (
+        "agent",
+        "agent_key",
+        "direct",
+        "edges",
+        "final",
+        "instruction",
+        "kind",
+        "name",
+        "output",
+        "retries",
+        "schema",
+        "schema_name",
+        "spec",
+        "tell",
+        "tool_key",
+        "verifier_key",
+        "wrapped",
+    )
+
+    def __init__(self, spec: StateSpec, machine: MachineSpec, agents: Mapping[str, _AgentPlan]) -> None:
+        self.name = spec.name
+        self.spec = spec
+        self.kind = spec.kind
+        self.final = spec.kind == "final"
+        self.agent = agents[spec.agent] if spec.agent else None
+        self.instruction = spec.instruction or ""
+        self.output = spec.output
+        self.wrapped = spec.output_wrapped
+        self.schema: dict[str, Any] | None = None
+        self.schema_name = "output"
+        if spec.output is not None and self.agent is not None:
+            self.schema = spec.output.model_json_schema()  # type: ignore[attr-defined]
+            self.schema_name = spec.output.__name__
+        self.retries = spec.retries
+        self.tell = tuple(name for name in spec.tell if self.agent is None or name != self.agent.name)
+        self.edges = tuple(
+            _Edge(spec.name, i, t, machine.states[t.target].visits if t.target in machine.states else None)
+            for i, t in enumerate(spec.transitions)
+        )
+        # the common case — one unbounded `-> t` into an unbounded state — skips transition evaluation
+        only = self.edges[0] if len(self.edges) == 1 else None
+        self.direct = (only.target if only is not None and only.kind == "always" and only.max is None
+                       and only.target_visits is None else None)
+        self.agent_key = "agent:" + spec.name
+        self.verifier_key = "verifier:" + spec.name
+        self.tool_key = "tool:" + spec.name
+
+
+def _no_event(event: str, fields: dict[str, Any]) -> None:
+    pass
+
+
+def _no_save(run_id: str, snapshot: dict[str, Any]) -> None:
+    pass
+
+
+class Run:
+    """Everything a run has done so far: what a checkpoint stores and a resume restores.
+
+    `emit` and `save` are the executor's hooks for trace events and checkpoint records; `content` says
+    whether events carry messages, replies and tool arguments.
+    """
+
+    __slots__ = (
+        "content",
+        "context_cache",
+        "dirty",
+        "edges",
+        "elapsed_before",
+        "emit",
+        "events",
+        "feedback",
+        "inputs",
+        "inputs_json",
+        "last_state",
+        "memories",
+        "outputs",
+        "outputs_json",
+        "path",
+        "run_id",
+        "save",
+        "seqs",
+        "started",
+        "state",
+        "steps",
+        "system_prompts",
+        "tool_schemas",
+        "usage",
+        "visits",
+        "workspace",
+    )
+
+    def __init__(self, run_id: str, inputs: dict[str, Any], start: str, workspace: str, started: float) -> None:
+        self.run_id = run_id
+        self.inputs = inputs
+        self.inputs_json = to_jsonable(inputs)
+        self.state = start  # the state to run next
+        self.outputs: dict[str, Any] = {}
+        self.outputs_json: dict[str, Any] = {}
+        self.dirty: set[str] = set()  # outputs produced since the last checkpoint
+        self.visits: dict[str, int] = {}
+        self.edges: dict[str, int] = {}  # "state:index" -> firings, for edges with `max`
+        self.seqs: dict[str, int] = {}  # "role:state" -> calls made
+        self.feedback: str | None = None  # for the next state: traceback reason or `stay` feedback
+        self.usage = Usage()
+        self.steps = 0
+        self.path: list[str] = []
+        self.memories: dict[str, AgentMemory] = {}
+        self.last_state: str | None = None
+        self.started = started
+        self.elapsed_before = 0.0
+        self.system_prompts: dict[str, str] = {}
+        self.context_cache: dict[str, Any] | None = None
+        self.tool_schemas: dict[str, tuple[list[dict[str, Any]], dict[str, str]]] = {}
+        self.workspace = workspace  # the directory tools work in; created by the first step that uses tools
+        self.emit: Callable[[str, dict[str, Any]], None] = _no_event
+        self.events = False  # whether anyone listens to `emit`
+        self.content = False
+        self.save: Callable[[str, dict[str, Any]], None] = _no_save
+
+    def listen(self, emit: Callable[[str, dict[str, Any]], None] | None, *, content: bool = False,
+               save: Callable[[str, dict[str, Any]], None] | None = None) -> None:
+        if emit is not None:
+            self.emit, self.events, self.content = emit, True, content
+        if save is not None:
+            self.save = save
+
+
+# ---- the core ------------------------------------------------------------------------------------
+
+
+class RunCore:
+    """Runs of one machine, as generators of effects. One core serves any number of concurrent runs: all a
+    run's state is in its Run.
+
+    `clock()` returns seconds on a monotonic scale (the executor's, or a durable engine's replayable one);
+    it is read for the `seconds` limit and what is left of it, nothing else.
+    """
+
+    def __init__(self, machine: MachineSpec, *, clock: Callable[[], float],
+                 model_map: Mapping[str, str] | None = None, max_tokens: int | None = None,
+                 templates: TemplateSet | None = None) -> None:
+        self.machine = machine
+        self.clock = clock
+        self.model_map = dict(model_map or {})
+        self.max_tokens = max_tokens
+        self.templates = templates or TemplateSet()
+        self.inputs = InputValidator()
+        self._agents = {name: _AgentPlan(spec, machine, self._map_model) for name, spec in machine.agents.items()}
+        self._plans = {name: _StatePlan(spec, machine, self._agents) for name, spec in machine.states.items()}
+        self._verifier_model = self._map_model(machine.verifier_model or machine.model)
+        self._limits = machine.limits
+        self._usage_limited = any(
+            v is not None for v in (machine.limits.tokens, machine.limits.cost_usd, machine.limits.seconds)
+        )
+        # only a machine with a budget pays for estimating each call before it is made
+        self._budget_limited = machine.limits.tokens is not None or machine.limits.cost_usd is not None
+        self._state_names = tuple(machine.states)
+        conditions = sorted({t.text for s in machine.states.values() for t in s.transitions
+                             if t.kind == "condition" and t.text.strip()}, key=len, reverse=True)
+        self._conditions_pattern = (re.compile("|".join(re.escape(c) for c in conditions), re.IGNORECASE)
+                                    if conditions else None)
+
+    def _map_model(self, name: str) -> str:
+        mapped = self.model_map.get(name)
+        if mapped is None:
+            mapped = self.model_map.get("*", name)
+        return mapped
+
+    # -- starting and resuming ---------------------------------------------------------------------
+
+    def start(self, run_id: str, inputs: Mapping[str, Any], workspace: str) -> Run:
+        """A new run at the start state. Raises InputError when the inputs do not fit the declarations."""
+        run = Run(run_id, self.inputs.prepare(self.machine, inputs), self.machine.start, workspace, self.clock())
+        self._new_memories(run, {})
+        return run
+
+    def begin(self, run: Run, resumed: bool) -> None:
+        """Announce the run (trace) and, for a new run, write its first checkpoint."""
+        self._emit_start(run, resumed)
+        if not resumed:
+            self._save(run, "running")
+
+    def restore(self, run_id: str, snapshot: Mapping[str, Any], workspace: str) -> Run | RunResult:
+        """The run a checkpoint snapshot describes; its RunResult when it had already ended.
+
+        Raises CheckpointError when the snapshot belongs to another machine or another version of it."""
+        if snapshot.get("machine") != self.machine.name:
+            raise CheckpointError(f"run '{run_id}' belongs to machine '{snapshot.get('machine')}', "
+                                  f"not '{self.machine.name}'")
+        if snapshot.get("source_sha256", "") != self.machine.source_sha256:
+            raise CheckpointError(
+                f"run '{run_id}' was started by a different version of machine '{self.machine.name}' "
+                f"(source sha256 {str(snapshot.get('source_sha256'))[:12] or '-'} vs "
+                f"{self.machine.source_sha256[:12] or '-'}); resume it with the machine it started with")
+        stored_inputs = dict(snapshot.get("inputs") or {})
+        try:
+            inputs = self.inputs.prepare(self.machine, stored_inputs)  # typed inputs come back as their types
+        except InputError:
+            inputs = stored_inputs
+        run = Run(run_id, inputs, snapshot["state"], workspace, self.clock())
+        run.inputs_json = stored_inputs
+        try:
+            for name, data in (snapshot.get("outputs") or {}).items():
+                run.outputs[name] = self._revive_output(name, data)
+                run.outputs_json[name] = data
+        except ValueError as exc:
+            raise CheckpointError(f"run '{run_id}': a stored output no longer validates: {exc}") from None
+        run.visits = dict(snapshot.get("visits") or {})
+        run.edges = dict(snapshot.get("edges") or {})
+        run.seqs = dict(snapshot.get("seqs") or {})
+        run.feedback = snapshot.get("feedback")
+        run.usage = Usage(**(snapshot.get("usage") or {}))
+        run.steps = int(snapshot.get("steps") or 0)
+        run.elapsed_before = float(snapshot.get("elapsed") or 0.0)
+        run.last_state = snapshot.get("last_state")
+        logs = snapshot.get("logs") or {}
+        run.path = list(logs.get("path") or [])
+        self._new_memories(run, logs)
+        status = snapshot.get("status")
+        if status in ("final", "failed"):
+            failure = snapshot.get("failure")
+            return self._result(run, status, snapshot.get("final_state"), snapshot.get("result"),
+                                Failure(**failure) if failure else None)
+        return run
+
+    def _revive_output(self, state: str, data: Any) -> Any:
+        spec = self.machine.states.get(state)
+        if spec is None or spec.output is None or data is None:
+            return data
+        return validate_typed(spec.output, data, spec.output_wrapped)
+
+    def _new_memories(self, run: Run, logs: Mapping[str, list[Any]]) -> None:
+        for name, agent in self.machine.agents.items():
+            run.memories[name] = AgentMemory(agent.memory, agent.memory_count,
+                                             list(logs.get("memory:" + name) or []))
+
+    # -- running ------------------------------------------------------------------------------------
+
+    def execute(self, run: Run) -> RunSteps:
+        """The run from its current state to a final state or a typed failure, as a generator of effects."""
+        try:
+            return (yield from self._steps(run))
+        except RunFailed as exc:
+            return self._fail(run, exc.failure)
+
+    def _steps(self, run: Run) -> RunSteps:
+        plans = self._plans
+        while True:
+            plan = plans[run.state]
+            name = plan.name
+            if plan.final:
+                return self._finish(run, plan)
+            self._check_limits(run, name, True)
+            run.steps += 1
+            visit = run.visits.get(name, 0) + 1
+            run.visits[name] = visit
+            run.path.append(name)
+            run.context_cache = None
+            if run.events:
+                run.emit("state_enter", {"state": name, "visit": visit})
+            feedback = run.feedback
+            run.feedback = None
+            if plan.agent is not None:
+                output, instruction = yield from self._agent_step(run, plan, feedback)
+            else:
+                output, instruction = (yield from self._action_step(run, plan)), None
+            run.outputs[name] = output
+            run.dirty.add(name)
+            run.last_state = name
+            run.context_cache = None
+            if run.events:
+                run.emit("state_exit", {"state": name, "output": output} if run.content else {"state": name})
+            if plan.tell:
+                text = to_text(output)
+                for listener in plan.tell:
+                    run.memories[listener].hear(name, text)
+            if plan.direct is not None:
+                self._fire_direct(run, plan)
+            else:
+                yield from self._transition(run, plan, output, instruction)
+            self._save(run, "running")
+
+    # -- a step -----------------------------------------------------------------------------------
+
+    def _agent_step(self, run: Run, plan: _StatePlan, feedback: str | None) -> Steps:
+        agent = plan.agent
+        assert agent is not None
+        instruction = self._render(run, plan.instruction, plan.name)
+        user_text = instruction if feedback is None else f"{instruction}\n\n{feedback}"
+        memory = run.memories[agent.name]
+        system = run.system_prompts.get(agent.name)
+        if system is None:
+            system = self._render(run, agent.prompt, plan.name, run.inputs)
+            run.system_prompts[agent.name] = system
+        messages = [{"role": "system", "content": system}, *memory.view(),
+                    {"role": "user", "content": user_text}]
+        if plan.output is None:
+            response = yield from self._converse(run, plan, messages)
+            output: Any = response.content
+            reply_text = output
+        else:
+            model, wrapped = plan.output, plan.wrapped
+            try:
+                output, _response = yield from self._ask_until_valid(
+                    run, plan, "agent", messages, lambda text: parse_typed_reply(model, wrapped, text),
+                    lambda conversation: self._converse(run, plan, conversation))
+            except ReplyError as exc:
+                raise RunFailed(Failure(
+                    "output",
+                    f"state '{plan.name}': the reply did not match {plan.schema_name} after "
+                    f"{exc.attempts} attempt(s); last error: {exc.last_error}",
+                    state=plan.name, origin=plan.spec.origin,
+                )) from None
+            reply_text = to_text(output)
+        memory.keep_exchange(user_text, reply_text)
+        return output, instruction
+
+    def _ask_until_valid(self, run: Run, plan: _StatePlan, role: str, messages: list[dict[str, Any]],
+                         parse: Callable[[str], tuple[Any, list[str]]],
+                         call: Callable[[list[dict[str, Any]]], Steps]) -> Steps:
+        """Call, parse, and on a bad reply feed the error back and ask again, `retries` more times at most.
+
+        The bad reply and the error message go into the conversation of the retry only. Raises ReplyError
+        when every attempt failed."""
+        conversation = messages
+        last_error = ""
+        retries = plan.retries
+        for attempt in range(retries + 1):
+            response = yield from call(conversation)
+            try:
+                value, repairs = parse(response.content)
+            except ValueError as exc:
+                last_error = str(exc)
+                if attempt == retries:
+                    break
+                if run.events:
+                    run.emit("reask", {"state": plan.name, "role": role, "attempt": attempt + 1,
+                                       "error": last_error})
+                conversation = conversation + [
+                    {"role": "assistant", "content": response.content},
+                    {"role": "user", "content": f"Your reply could not be used: {last_error}\n"
+                                                "Reply again with only the JSON value, matching the schema."},
+                ]
+                continue
+            if repairs and run.events:
+                run.emit("repair", {"state": plan.name, "role": role, "repairs": repairs})
+            return value, response
+        raise ReplyError(last_error, retries + 1)
+
+    def _converse(self, run: Run, plan: _StatePlan, messages: list[dict[str, Any]]) -> Steps:
+        """One reply of the state's agent, running the tool calls it asks for (at most MAX_TOOL_ROUNDS)."""
+        agent = plan.agent
+        assert agent is not None
+        if not agent.tools:
+            return (yield from self._call_model(run, "agent", plan.name, plan.agent_key, agent, messages,
+                                                plan.schema, plan.schema_name, None))
+        schemas, names = yield from self._agent_tools(run, plan, agent)
+        conversation = list(messages)
+        for _round in range(MAX_TOOL_ROUNDS + 1):
+            response = yield from self._call_model(run, "agent", plan.name, plan.agent_key, agent, conversation,
+                                                   plan.schema, plan.schema_name, schemas)
+            if not response.tool_calls:
+                return response
+            if _round == MAX_TOOL_ROUNDS:
+                break
+            conversation.append({
+                "role": "assistant",
+                "content": response.content or None,
+                "tool_calls": [{"id": c.id, "type": "function", "function": {"name": c.name,
+                                                                          "arguments": c.arguments}}
+                               for c in response.tool_calls],
+            })
+            for call in response.tool_calls:
+                content = yield from self._agent_tool_call(run, plan.name, agent, names, call)
+                conversation.append({"role": "tool", "tool_call_id": call.id, "content": content})
+        raise RunFailed(Failure(
+            "tool", f"state '{plan.name}': agent '{agent.name}' still asked for tools after "
+                    f"{MAX_TOOL_ROUNDS} rounds of tool calls", state=plan.name, origin=plan.spec.origin))
+
+    def _agent_tools(self, run: Run, plan: _StatePlan, agent: _AgentPlan) -> Steps:
+        cached = run.tool_schemas.get(agent.name)
+        if cached is None:
+            try:
+                cached = yield DescribeTools(plan.name, agent.name, agent.tools)
+            except Exception as exc:  # noqa: BLE001 - ToolError, or a user tool that does not import
+                raise RunFailed(Failure("tool", f"state '{plan.name}': the tools of agent '{agent.name}' are "
+                                                f"not available: {exc}", state=plan.name,
+                                        origin=plan.spec.origin)) from None
+            run.tool_schemas[agent.name] = cached
+        return cached
+
+    def _agent_tool_call(self, run: Run, state: str, agent: _AgentPlan, names: dict[str, str], call: Any) -> Steps:
+        """Run one tool call a model asked for; any problem becomes the tool message the model reads."""
+        tool = names.get(call.name) or (call.name if call.name in agent.tools else None)
+        args: Any = None
+        ok = False
+        latency = 0.0
+        if tool is None:
+            content = f"error: there is no tool named '{call.name}'; the tools are: {', '.join(names)}"
+        else:
+            try:
+                args = json.loads(call.arguments or "{}")
+                if not isinstance(args, dict):
+                    raise ValueError("the arguments must be a JSON object")  # noqa: TRY004 - reported like bad JSON
+            except ValueError as exc:
+                content = f"error: the arguments are not a valid JSON object: {exc}"
+            else:
+                seq = run.seqs.get(f"agent-tool:{state}", 0)
+                run.seqs[f"agent-tool:{state}"] = seq + 1
+                try:
+                    outcome: ToolOutcome = yield CallTool(state, tool, args, seq, agent=agent.name)
+                except Exception as exc:  # noqa: BLE001 - a failing tool is reported to the model
+                    content = f"error: {exc}"
+                    latency = getattr(exc, "latency_ms", 0.0)
+                else:
+                    content = to_text(outcome.value)
+                    latency = outcome.latency_ms
+                    ok = True
+        if run.events:
+            fields: dict[str, Any] = {"state": state, "agent": agent.name, "tool": tool or call.name, "ok": ok,
+                                      "latency_ms": latency}
+            if not ok:
+                fields["error"] = content
+            if run.content:
+                fields["args"] = args if args is not None else call.arguments
+                if ok:
+                    fields["result"] = content
+            run.emit("tool_call", fields)
+        return content
+
+    def _action_step(self, run: Run, plan: _StatePlan) -> Steps:
+        call = plan.spec.call
+        name = plan.name
+        if call is None:
+            raise RunFailed(Failure("tool", f"state '{name}' has neither an agent nor a tool call",
+                                    state=name, origin=plan.spec.origin))
+        seq = run.seqs.get(plan.tool_key, 0)
+        run.seqs[plan.tool_key] = seq + 1
+        scope = Scope(run.outputs.get(run.last_state) if run.last_state else None, run.inputs, run.outputs,
+                      run.visits)
+        try:
+            args = call.args(scope)
+        except Exception as exc:  # noqa: BLE001 - reported as the step's failure
+            raise RunFailed(Failure("tool", f"state '{name}': the arguments of {call.tool}(...) could not "
+                                            f"be computed: {exc}", state=name, origin=call.origin)) from None
+        try:
+            outcome: ToolOutcome = yield CallTool(name, call.tool, args, seq)
+        except Exception as exc:  # noqa: BLE001 - tools raise ToolError; anything else is the tool's too
+            if getattr(exc, "scripted", False):  # the test's script has no result for this call
+                raise RunFailed(Failure("script", f"state '{name}': {exc}", state=name)) from None
+            self._emit_tool(run, name, call.tool, False, getattr(exc, "latency_ms", 0.0), args, None, str(exc),
+                            False)
+            raise RunFailed(Failure("tool", f"state '{name}': tool {call.tool} failed: {exc}",
+                                    state=name, origin=call.origin)) from None
+        result = outcome.value
+        self._emit_tool(run, name, call.tool, True, outcome.latency_ms, args, result, None, outcome.scripted)
+        if plan.output is not None:
+            try:
+                result = validate_typed(plan.output, result, plan.wrapped)
+            except ValueError as exc:
+                raise RunFailed(Failure("tool", f"state '{name}': the result of {call.tool} is not a valid "
+                                                f"{plan.output.__name__}: {exc}", state=name,
+                                        origin=call.origin)) from None
+        return result
+
+    def _emit_tool(self, run: Run, state: str, tool: str, ok: bool, latency: float, args: Any, result: Any,
+                   error: str | None, scripted: bool) -> None:
+        if not run.events:
+            return
+        fields: dict[str, Any] = {"state": state, "tool": tool, "ok": ok, "latency_ms": latency}
+        if scripted:
+            fields["scripted"] = True
+        if error is not None:
+            fields["error"] = error
+        if run.content:
+            fields["args"] = args
+            if ok:
+                fields["result"] = result
+        run.emit("tool_call", fields)
+
+    # -- model calls -------------------------------------------------------------------------------
+
+    def _call_model(self, run: Run, role: str, state: str, key: str, agent: _AgentPlan | None,
+                    messages: list[dict[str, Any]], schema: dict[str, Any] | None, schema_name: str,
+                    tools: list[dict[str, Any]] | None) -> Steps:
+        self._check_limits(run, state, False)
+        seq = run.seqs.get(key, 0)
+        run.seqs[key] = seq + 1
+        if agent is not None:
+            model, fallbacks, temperature = agent.model, agent.fallbacks, agent.temperature
+        else:
+            model, fallbacks, temperature = self._verifier_model, (), 0.0
+        timeout = None
+        if self._limits.seconds is not None:
+            timeout = max(self._limits.seconds - self._elapsed(run), 1.0)
+        request = ModelRequest(
+            role=role, state=state, model=model, messages=messages, temperature=temperature,
+            response_schema=schema, schema_name=schema_name, tools=tools, fallbacks=fallbacks, timeout=timeout,
+            max_tokens=self.max_tokens,
+            metadata={"statewright": {"run_id": run.run_id, "state": state, "role": role, "seq": seq,
+                                      "agent": agent.name if agent is not None else None}},
+        )
+        if self._budget_limited:
+            estimate = yield EstimateCall(request)
+            self._check_budget(run, request, estimate)
+        try:
+            response: ModelResponse = yield CallModel(request)
+        except ModelError as exc:
+            if run.events:
+                run.emit("llm_error", {"role": role, "state": state, "agent": agent.name if agent else None,
+                                       "model": model, "call_index": seq, "error": str(exc),
+                                       "attempts": exc.attempts, "events": getattr(exc, "events", [])})
+            kind = "script" if getattr(exc, "scripted", False) else "model"
+            raise RunFailed(Failure(kind, f"state '{state}': {exc}", state=state)) from None
+        usage = run.usage
+        usage.prompt_tokens += response.prompt_tokens
+        usage.completion_tokens += response.completion_tokens
+        usage.cost_usd += response.cost_usd
+        usage.llm_calls += 1
+        if run.events:
+            self._emit_call(run, request, response, agent, seq)
+        return response
+
+    def _emit_call(self, run: Run, request: ModelRequest, response: ModelResponse, agent: _AgentPlan | None,
+                   seq: int) -> None:
+        fields: dict[str, Any] = {
+            "role": request.role, "state": request.state, "agent": agent.name if agent else None,
+            "model": response.model or request.model, "call_index": seq,
+            "prompt_tokens": response.prompt_tokens, "completion_tokens": response.completion_tokens,
+            "cost_usd": response.cost_usd, "latency_ms": response.latency_ms, "attempts": response.attempts,
+        }
+        if response.events:
+            fields["events"] = response.events
+        if run.content:
+            fields["messages"] = request.messages
+            reply: dict[str, Any] = {"content": response.content}
+            if response.tool_calls:
+                reply["tool_calls"] = [{"id": c.id, "name": c.name, "arguments": c.arguments}
+                                       for c in response.tool_calls]
+            fields["reply"] = reply
+        run.emit("llm_call", fields)
+
+    # -- transitions -------------------------------------------------------------------------------
+
+    def _fire_direct(self, run: Run, plan: _StatePlan) -> None:
+        target = plan.direct
+        assert target is not None
+        if run.visits.get(target, 0):
+            run.feedback = f"This step is being done again: state '{plan.name}' sent the run back here."
+        run.state = target
+        if run.events:
+            run.emit("transition", {"from": plan.name, "to": target, "cause": "unconditional", "reason": "",
+                                    "index": 0})
+
+    def _transition(self, run: Run, plan: _StatePlan, output: Any, instruction: str | None) -> Steps:
+        """Evaluate the state's transitions in source order and move to the first that fires."""
+        edges = plan.edges
+        count = len(edges)
+        scope = None
+        verdict_feedback = ""
+        skipped = 0
+        i = 0
+        while i < count:
+            edge = edges[i]
+            if edge.kind == "condition":
+                group_end = i + 1
+                while group_end < count and edges[group_end].kind == "condition":
+                    group_end += 1
+                enabled = [e for e in edges[i:group_end] if self._enabled(run, plan, e)]
+                skipped += group_end - i - len(enabled)
+                if enabled:
+                    verdict = yield from self._judge(run, plan, instruction, output, enabled)
+                    if verdict.choice is not None:
+                        self._fire(run, plan, enabled[verdict.choice], "verifier", verdict.reason, verdict)
+                        return
+                    verdict_feedback = verdict.feedback or verdict_feedback
+                i = group_end
+                continue
+            i += 1
+            if not self._enabled(run, plan, edge):
+                skipped += 1
+                continue
+            kind = edge.kind
+            if kind == "guard":
+                if scope is None:
+                    scope = Scope(output, run.inputs, run.outputs, run.visits)
+                if self._evaluate_guard(run, plan, edge, scope):
+                    self._fire(run, plan, edge, "guard", f"`{edge.text}` is true", None)
+                    return
+            elif kind == "always":
+                self._fire(run, plan, edge, "unconditional", "", None)
+                return
+            elif kind == "otherwise":
+                self._fire(run, plan, edge, "otherwise", "", None)
+                return
+            elif kind == "stay":
+                self._fire(run, plan, edge, "stay", verdict_feedback, None)
+                return
+        if skipped:
+            message = (f"state '{plan.name}': no transition can fire — {skipped} of {count} are exhausted "
+                       "by their bounds (`max` on the edge or `visits` on its target) and none of the others "
+                       "matched")
+        else:
+            message = f"state '{plan.name}': no transition matched its output"
+        raise RunFailed(Failure("bound", message, state=plan.name, origin=plan.spec.origin))
+
+    def _enabled(self, run: Run, plan: _StatePlan, edge: _Edge) -> bool:
+        if edge.max is not None and run.edges.get(edge.key, 0) >= edge.max:
+            bound = f"max {edge.max}"
+        elif edge.target_visits is not None and run.visits.get(edge.target, 0) >= edge.target_visits:
+            bound = f"visits {edge.target_visits}"
+        else:
+            return True
+        if run.events:
+            run.emit("bound_skip", {"state": plan.name, "index": edge.index, "to": edge.target, "bound": bound})
+        return False
+
+    def _evaluate_guard(self, run: Run, plan: _StatePlan, edge: _Edge, scope: Scope) -> bool:
+        if edge.guard is None:
+            raise RunFailed(Failure("guard", f"state '{plan.name}': the guard `{edge.text}` has no code",
+                                    state=plan.name, origin=edge.origin))
+        try:
+            value = bool(edge.guard(scope))
+        except RunFailed:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a guard that cannot be evaluated is a typed failure
+            raise RunFailed(Failure("guard", f"state '{plan.name}': the guard `{edge.text}` could not be "
+                                             f"evaluated: {type(exc).__name__}: {exc}",
+                                    state=plan.name, origin=edge.origin)) from None
+        if run.events:
+            run.emit("guard", {"state": plan.name, "index": edge.index, "text": edge.text, "value": value})
+        return value
+
+    def _fire(self, run: Run, plan: _StatePlan, edge: _Edge, cause: str, reason: str,
+              verdict: Verdict | None) -> None:
+        if edge.max is not None:
+            run.edges[edge.key] = run.edges.get(edge.key, 0) + 1
+        target = edge.target
+        if cause == "stay":
+            run.feedback = (self._without_conditions(f"Do this step again. Feedback on your previous answer: "
+                                                     f"{reason}") if reason else NEUTRAL_RETRY)
+        elif run.visits.get(target, 0):
+            if verdict is not None:
+                parts = ["This step is being done again."]
+                if verdict.reason:
+                    parts.append(f"Reason: {verdict.reason}")
+                if verdict.feedback:
+                    parts.append(f"Feedback: {verdict.feedback}")
+                if len(parts) == 1:
+                    parts.append(f"State '{plan.name}' sent the run back here.")
+                run.feedback = self._without_conditions("\n".join(parts))
+            else:
+                run.feedback = f"This step is being done again: state '{plan.name}' sent the run back here."
+        run.state = target
+        if run.events:
+            run.emit("transition", {"from": plan.name, "to": target, "cause": cause, "reason": reason,
+                                    "index": edge.index})
+
+    def _without_conditions(self, text: str) -> str:
+        """Agents never read transition conditions, even when a verifier quotes one back."""
+        if self._conditions_pattern is None:
+            return text
+        return self._conditions_pattern.sub("(...)", text)
+
+    def _judge(self, run: Run, plan: _StatePlan, instruction: str | None, output: Any,
+               edges: list[_Edge]) -> Steps:
+        conditions = [e.text for e in edges]
+        if instruction is None:
+            call = plan.spec.call
+            instruction = f"(an automated step: the tool {call.tool} was called)" if call else ""
+        messages = verifier_messages(instruction, to_text(output), conditions)
+        schema = verdict_schema(conditions)
+        try:
+            verdict, _response = yield from self._ask_until_valid(
+                run, plan, "verifier", messages, lambda text: parse_verdict(text, conditions),
+                lambda conversation: self._call_model(run, "verifier", plan.name, plan.verifier_key, None,
+                                                      conversation, schema, "verdict", None))
+        except ReplyError as exc:
+            raise RunFailed(Failure(
+                "output", f"state '{plan.name}': the verifier's answer was unusable after {exc.attempts} "
+                          f"attempt(s); last error: {exc.last_error}", state=plan.name,
+                origin=edges[0].origin)) from None
+        if run.events:
+            choice = conditions[verdict.choice] if verdict.choice is not None else "none"
+            run.emit("verdict", {"state": plan.name, "conditions": conditions, "choice": choice,
+                                 "reason": verdict.reason, "feedback": verdict.feedback})
+        return verdict
+
+    # -- limits ------------------------------------------------------------------------------------
+
+    def _elapsed(self, run: Run) -> float:
+        return run.elapsed_before + (self.clock() - run.started)
+
+    def _check_limits(self, run: Run, state: str, before_step: bool) -> None:
+        limits = self._limits
+        if before_step and run.steps >= limits.steps:
+            self._limit_reached(state, "steps", f"the run reached its limit of {limits.steps} steps")
+        if not self._usage_limited:
+            return
+        usage = run.usage
+        if limits.tokens is not None and usage.prompt_tokens + usage.completion_tokens >= limits.tokens:
+            self._limit_reached(state, "tokens", f"the run used {usage.tokens} tokens; its limit is "
+                                                 f"{limits.tokens}")
+        if limits.cost_usd is not None and usage.cost_usd >= limits.cost_usd:
+            self._limit_reached(state, "cost_usd", f"the run cost ${usage.cost_usd:.4f}; its limit is "
+                                                   f"${limits.cost_usd:.4f}")
+        if limits.seconds is not None:
+            elapsed = self._elapsed(run)
+            if elapsed >= limits.seconds:
+                self._limit_reached(state, "seconds", f"the run took {elapsed:.1f} s; its limit is "
+                                                      f"{limits.seconds:g} s")
+
+    def _check_budget(self, run: Run, request: ModelRequest, estimate: tuple[int, float]) -> None:
+        """Refuse a call whose estimate would take the run past its `tokens` or `cost_usd` limit.
+
+        The estimate (tokens, cost_usd) counts the prompt plus the reply allowance (`max_tokens`, when the
+        run sets one); the executor asks the model client for it (client.py: CallEstimator)."""
+        tokens, cost = estimate
+        limits, usage, state = self._limits, run.usage, request.state
+        if limits.tokens is not None and usage.tokens + tokens > limits.tokens:
+            allowance = reply_allowance(request)
+            self._budget_exceeded(state, "tokens", f"the run used {usage.tokens} tokens and the call is "
+                                                   f"estimated at {tokens} ({tokens - allowance} prompt + "
+                                                   f"{allowance} reply allowance); its limit is {limits.tokens}")
+        if limits.cost_usd is not None and usage.cost_usd + cost > limits.cost_usd:
+            self._budget_exceeded(state, "cost_usd", f"the run cost ${usage.cost_usd:.4f} and the call is "
+                                                     f"estimated at ${cost:.4f} ({tokens} tokens of "
+                                                     f"{request.model}); its limit is ${limits.cost_usd:.4f}")
+
+    def _budget_exceeded(self, state: str, limit: str, message: str) -> None:
+        raise RunFailed(Failure("limit", f"limit {limit} would be exceeded by the next model call in state "
+                                         f"'{state}': {message}", state=state, limit=limit))
+
+    def _limit_reached(self, state: str, limit: str, message: str) -> None:
+        where = "before the next model call" if limit != "steps" else "before the next step"
+        raise RunFailed(Failure("limit", f"limit {limit} exhausted {where} in state '{state}': {message}",
+                                state=state, limit=limit))
+
+    # -- templates ---------------------------------------------------------------------------------
+
+    def _context(self, run: Run) -> dict[str, Any]:
+        context = run.context_cache
+        if context is None:
+            context = dict(run.inputs)
+            outputs, visits = run.outputs, run.visits
+            for name in self._state_names:
+                context[name] = {"output": outputs.get(name), "visits": visits.get(name, 0)}
+            run.context_cache = context
+        return context
+
+    def _render(self, run: Run, source: str, state: str, context: Mapping[str, Any] | None = None) -> str:
+        templates = self.templates
+        if templates.is_constant(source):
+            return source
+        try:
+            return templates.render(source, self._context(run) if context is None else context)
+        except TemplateRenderError as exc:
+            raise RunFailed(Failure("template", f"state '{state}': {exc}", state=state,
+                                    origin=self.machine.states[state].origin)) from None
+
+    # -- ending ------------------------------------------------------------------------------------
+
+    def _finish(self, run: Run, plan: _StatePlan) -> RunResult:
+        name = plan.name
+        run.visits[name] = run.visits.get(name, 0) + 1
+        run.path.append(name)
+        run.context_cache = None
+        if run.events:
+            run.emit("state_enter", {"state": name, "visit": run.visits[name]})
+        if plan.spec.result is not None:
+            result: Any = self._render(run, plan.spec.result, name)
+        else:
+            result = to_jsonable(run.outputs.get(run.last_state)) if run.last_state else None
+        run.state = name
+        self._save(run, "final", result=result, final_state=name)
+        if run.events:
+            run.emit("state_exit", {"state": name})
+            self._emit_end(run, "final", name, None)
+        return self._result(run, "final", name, result, None)
+
+    def _fail(self, run: Run, failure: Failure) -> RunResult:
+        if run.events and failure.kind in ("limit", "bound"):
+            run.emit("transition", {"from": failure.state or run.state, "to": None, "cause": failure.kind,
+                                    "reason": failure.message})
+        if failure.kind not in RETRYABLE_FAILURES and failure.kind != "input":
+            self._save(run, "failed", failure=failure)
+        if run.events:
+            self._emit_end(run, "failed", None, failure)
+        return self._result(run, "failed", None, None, failure)
+
+    def fail_input(self, run_id: str, inputs: Mapping[str, Any], workspace: str, failure: Failure,
+                   emit: Callable[[str, dict[str, Any]], None] | None) -> RunResult:
+        """The result of a run whose inputs are invalid: announced and ended in the trace, never saved."""
+        run = Run(run_id, {}, self.machine.start, workspace, self.clock())
+        run.inputs_json = to_jsonable(dict(inputs))
+        run.listen(emit)
+        self._emit_start(run, resumed=False)
+        return self._fail(run, failure)
+
+    def _result(self, run: Run, status: str, final_state: str | None, result: Any,
+                failure: Failure | None) -> RunResult:
+        usage = run.usage
+        return RunResult(status=status, run_id=run.run_id, machine=self.machine.name, final_state=final_state,
+                         result=result, path=list(run.path), outputs=dict(run.outputs), failure=failure,
+                         usage=Usage(usage.prompt_tokens, usage.completion_tokens, usage.cost_usd,
+                                     usage.llm_calls), workspace=run.workspace)
+
+    def _emit_start(self, run: Run, resumed: bool) -> None:
+        if run.events:
+            fields: dict[str, Any] = {"run_id": run.run_id, "machine": self.machine.name,
+                                      "inputs": run.inputs_json, "workspace": run.workspace}
+            if resumed:
+                fields.update(resumed=True, state=run.state, steps=run.steps)
+            run.emit("run_start", fields)
+
+    def _emit_end(self, run: Run, status: str, final_state: str | None, failure: Failure | None) -> None:
+        run.emit("run_end", {"run_id": run.run_id, "status": status, "final_state": final_state,
+                             "failure": failure.to_json() if failure else None, "usage": run.usage.to_json(),
+                             "steps": run.steps, "path": run.path, "seconds": round(self._elapsed(run), 3)})
+
+    # -- checkpoints -------------------------------------------------------------------------------
+
+    def _save(self, run: Run, status: str, *, result: Any = None, final_state: str | None = None,
+              failure: Failure | None = None) -> None:
+        if run.save is _no_save:
+            return
+        if run.dirty:
+            for name in run.dirty:
+                run.outputs_json[name] = to_jsonable(run.outputs[name])
+            run.dirty.clear()
+        logs: dict[str, list[Any]] = {"path": run.path}
+        for name, memory in run.memories.items():
+            if memory.policy != "none":
+                logs["memory:" + name] = memory.messages
+        run.save(run.run_id, {
+            "version": SNAPSHOT_VERSION, "machine": self.machine.name,
+            "source_sha256": self.machine.source_sha256, "status": status, "state": run.state,
+            "inputs": run.inputs_json, "outputs": run.outputs_json, "visits": run.visits, "edges": run.edges,
+            "seqs": run.seqs, "feedback": run.feedback, "usage": run.usage.to_json(), "steps": run.steps,
+            "elapsed": self._elapsed(run), "last_state": run.last_state, "result": result,
+            "final_state": final_state, "failure": failure.to_json() if failure else None,
+            "workspace": run.workspace, "logs": logs,
+        })
+

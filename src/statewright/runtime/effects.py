@@ -1,0 +1,74 @@
+"""What the deterministic core asks the world to do: the effects an executor performs.
+
+The core (core.py) never calls a model, runs a tool or reads a clock itself. It yields one of these
+requests, and whoever drives it — the local asyncio executor (engine.py), or a durable engine that records
+each result — performs it and sends the result back (or throws the error it raised into the core). Only
+effects touch the world, and only effects are ever retried.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .client import ModelRequest
+
+
+class CallModel:
+    """One model call (agent, verifier or designer): answered with a ModelResponse, or a ModelError."""
+
+    __slots__ = ("request",)
+
+    def __init__(self, request: ModelRequest) -> None:
+        self.request = request
+
+
+class EstimateCall:
+    """What a call would use at most, asked before it is made: answered with (tokens, cost_usd)."""
+
+    __slots__ = ("request",)
+
+    def __init__(self, request: ModelRequest) -> None:
+        self.request = request
+
+
+class CallTool:
+    """One tool call: by an action state (`agent` None) or asked for by an agent's model.
+
+    Answered with a ToolOutcome holding the tool's JSON-ready result, or a ToolError whose text is meant for a model. `seq` counts
+    the state's earlier tool calls in the run (kept in checkpoints), so a scripted tool answers a resumed
+    run exactly as it would have answered the interrupted one.
+    """
+
+    __slots__ = ("agent", "args", "seq", "state", "tool")
+
+    def __init__(self, state: str, tool: str, args: dict[str, Any], seq: int, agent: str | None = None) -> None:
+        self.state = state
+        self.tool = tool
+        self.args = args
+        self.seq = seq
+        self.agent = agent
+
+
+class ToolOutcome:
+    """What a CallTool is answered with: the result, how long the call took, whether a script gave it."""
+
+    __slots__ = ("latency_ms", "scripted", "value")
+
+    def __init__(self, value: Any, latency_ms: float = 0.0, scripted: bool = False) -> None:
+        self.value = value
+        self.latency_ms = latency_ms
+        self.scripted = scripted
+
+
+class DescribeTools:
+    """The function-tool schemas of an agent's tools: answered with (schemas, {function name: tool name})."""
+
+    __slots__ = ("agent", "state", "tools")
+
+    def __init__(self, state: str, agent: str, tools: tuple[str, ...]) -> None:
+        self.state = state
+        self.agent = agent
+        self.tools = tools
+
+
+Effect = CallModel | EstimateCall | CallTool | DescribeTools

@@ -1,0 +1,133 @@
+"""What a run shows on a terminal while it happens: states entered, models called, transitions and causes.
+
+A `Progress` is a listener (engine.py): it hears every event of a run and writes a line for those a person
+follows — in colour on a terminal, plain when the stream is piped or NO_COLOR is set. Text that a model or
+a tool produced is printed with its control characters escaped, so it cannot move the cursor, clear the
+screen or retitle the window.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import IO, Any
+
+_PROGRESS_STYLES = {"state": "1", "dim": "2", "ok": "32", "fail": "31", "cause": "36", "model": "35"}
+
+
+def wants_color(stream: Any) -> bool:
+    """Colour on a terminal, unless NO_COLOR is set (https://no-color.org) or TERM is dumb; FORCE_COLOR
+    turns it on anywhere."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty()) and os.environ.get("TERM") != "dumb"
+
+
+def printable(text: Any, limit: int | None = None) -> str:
+    """`text` safe for a terminal: control characters (escape sequences included) written as escapes, and
+    lone surrogates (which no terminal encoding can write) as \\udXXX."""
+    out = []
+    for ch in str(text):
+        code = ord(ch)
+        if ch == "\n" or ch == "\t":
+            out.append(ch)
+        elif code < 0x20 or code == 0x7F or 0x80 <= code < 0xA0 or 0xD800 <= code <= 0xDFFF or code in (
+                0x2028, 0x2029, 0x200E, 0x200F, 0x202A, 0x202B, 0x202C, 0x202D, 0x202E, 0x2066, 0x2067, 0x2068,
+                0x2069):
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+        else:
+            out.append(ch)
+    result = "".join(out)
+    if limit is not None and len(result) > limit:
+        result = result[: limit - 1] + "…"
+    return result
+
+
+class Progress:
+    """Writes one line per step a person follows to `stream` (stderr by default)."""
+
+    def __init__(self, stream: IO[str] | None = None, *, color: bool | None = None, end: bool = True) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        self.color = wants_color(self.stream) if color is None else color
+        self.end = end  # a line when the run ends (a caller printing its own summary turns it off)
+
+    def __call__(self, event: str, fields: dict[str, Any]) -> None:
+        line = self.line(event, fields)
+        if line is not None:
+            try:
+                self.stream.write(line + "\n")
+                self.stream.flush()
+            except (OSError, ValueError):  # a closed or broken stream: progress is not worth a failed run
+                pass
+
+    def paint(self, style: str, text: str) -> str:
+        return f"\x1b[{_PROGRESS_STYLES[style]}m{text}\x1b[0m" if self.color else text
+
+    @staticmethod
+    def _caller(fields: dict[str, Any]) -> str:
+        role = fields.get("role")
+        if role == "verifier":
+            return "verifier"
+        if role == "designer":
+            return f"designer ({printable(fields.get('state'))})"
+        return f"agent {printable(fields.get('agent'))}"
+
+    def line(self, event: str, fields: dict[str, Any]) -> str | None:
+        """The line for one event, or None for events nobody needs to watch."""
+        p = self.paint
+        if event == "run_start":
+            resumed = " (resumed)" if fields.get("resumed") else ""
+            return p("dim", f"run {printable(fields.get('run_id'))} of {printable(fields.get('machine'))}{resumed}")
+        if event == "state_enter":
+            visit = int(fields.get("visit") or 1)
+            again = f" (visit {visit})" if visit > 1 else ""
+            return f"{p('state', printable(fields.get('state')))}{again}"
+        if event == "llm_request":
+            return p("dim", f"  calling {self._caller(fields)} ({printable(fields.get('model'))})")
+        if event == "llm_call":
+            if fields.get("error"):
+                return p("fail", f"  {self._caller(fields)} failed: {printable(fields.get('error'), 300)}")
+            tokens = int(fields.get("prompt_tokens") or 0) + int(fields.get("completion_tokens") or 0)
+            seconds = float(fields.get("latency_ms") or 0.0) / 1000
+            return (f"  {self._caller(fields)} {p('model', printable(fields.get('model')))}: {tokens} tokens, "
+                    f"{seconds:.1f} s")
+        if event == "llm_error":
+            return p("fail", f"  model call failed: {printable(fields.get('error'), 300)}")
+        if event == "tool_call":
+            status = p("ok", "ok") if fields.get("ok") else p("fail", f"failed: {printable(fields.get('error'), 200)}")
+            return f"  tool {printable(fields.get('tool'))}: {status}"
+        if event == "transition":
+            cause = str(fields.get("cause"))
+            reason = fields.get("reason") or ""
+            target = fields.get("to")
+            because = f"{cause}: {printable(reason, 160)}" if reason else cause
+            if target is None:
+                return p("fail", f"  stopped ({because})")
+            return f"  -> {printable(target)} {p('cause', '(' + because + ')')}"
+        if event == "designer_start":
+            return p("dim", f"designing {printable(fields.get('output'))} with {printable(fields.get('model'))}")
+        if event == "designer_attempt":
+            if fields.get("ok"):
+                return p("ok", f"attempt {fields.get('attempt')}: the machine checks and its tests pass")
+            codes = ", ".join(printable(c) for c in fields.get("codes") or [])
+            problems = [f"{fields.get('error_count', 0)} error(s)" + (f" ({codes})" if codes else "")]
+            if fields.get("test_failures"):
+                problems.append(f"{fields.get('test_failures')} failing test(s)")
+            return p("fail", f"attempt {fields.get('attempt')}: {', '.join(problems)}")
+        if event == "designer_feedback":
+            return p("dim", f"  sending the diagnostics of attempt {fields.get('attempt')} back")
+        if event == "designer_end":
+            if fields.get("ok"):
+                return p("ok", f"designed {printable(fields.get('output'))}")
+            return p("fail", f"design failed{': ' + printable(fields['error'], 300) if fields.get('error') else ''}")
+        if event == "run_end":
+            if not self.end:
+                return None
+            if fields.get("status") == "final":
+                return p("ok", f"done: final state {printable(fields.get('final_state'))}")
+            failure = fields.get("failure") or {}
+            return p("fail", f"failed ({printable(failure.get('kind'))}): {printable(failure.get('message'), 300)}")
+        return None
