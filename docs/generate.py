@@ -39,6 +39,7 @@ GROUPS = {
     "5": "Templates",
     "6": "Test blocks",
     "7": "Warnings: unused and dead parts",
+    "8": "Importers",
     "9": "Internal",
 }
 
