@@ -1,4 +1,5 @@
-"""Every command keeps the exit-code contract: 0 ok, 1 the input has errors, 2 usage error, 3 internal error."""
+"""Every command keeps the exit-code contract: 0 ok, 1 the input has errors (or cannot be read), 2 usage error,
+3 internal error."""
 
 from __future__ import annotations
 
@@ -59,9 +60,19 @@ def test_a_spec_with_errors_exits_1(name: str, tmp_path: Path, capsys: pytest.Ca
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
-def test_a_missing_file_is_a_usage_error(name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(argv(name, tmp_path / "missing.fsm")) == 2
-    assert "cannot read" in capsys.readouterr().err
+def test_a_missing_file_is_a_diagnostic_for_that_path(name: str, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "missing.fsm"
+    assert main(argv(name, missing)) == 1
+    captured = capsys.readouterr()
+    assert "SW1022" in captured.out + captured.err and f"cannot read {missing}" in captured.out + captured.err
+
+
+@pytest.mark.parametrize("name", sorted(set(COMMANDS) - {"check", "check --format json", "fmt --check", "test"}))
+def test_a_directory_for_a_command_that_reads_one_file_is_a_usage_error(name: str, capsys) -> None:
+    assert main(argv(name, ROOT / "examples")) == 2
+    err = capsys.readouterr().err
+    assert "reads one .fsm file" in err and "content_pipeline.fsm" in err
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
@@ -72,7 +83,7 @@ def test_a_bug_exits_3_with_a_request_to_report_it_and_no_traceback(
         raise RuntimeError("simulated compiler bug")
 
     monkeypatch.delenv("STATEWRIGHT_DEBUG", raising=False)
-    monkeypatch.setattr(api, "check_file", fail)
+    monkeypatch.setattr(api, "check_bytes", fail)
     monkeypatch.setattr(api, "format_bytes", fail)
     assert main(argv(name, EXAMPLE)) == 3
     err = capsys.readouterr().err

@@ -20,54 +20,86 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 
 
-def _load_hook(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"docs_hook_{name}", DOCS / "hooks" / f"{name}.py")
+def _generator() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("docs_generate", DOCS / "generate.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
+# ---- the generated pages -----------------------------------------------------------------------------
+
+
+def test_generated_pages_are_current() -> None:
+    stale = _generator().stale_pages()
+    assert stale == [], (f"{', '.join('docs/' + p for p in stale)} out of date with the code registry or "
+                         "examples/: run `python docs/generate.py`")
+
+
+def test_generate_check_names_a_stale_page_and_rewriting_fixes_it(tmp_path: Path) -> None:
+    generator = _generator()
+    page = (DOCS / "diagnostics.md").read_text(encoding="utf-8")
+    stale = page.replace("### SW2002: unknown state", "### SW2002: an old title")
+    assert generator.regenerate(stale) == page
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name in generator.PAGES:
+        (docs / name).write_text((DOCS / name).read_text(encoding="utf-8"), encoding="utf-8")
+    (docs / "diagnostics.md").write_text(stale, encoding="utf-8")
+    assert generator.stale_pages(docs) == ["diagnostics.md"]
+
+
+def test_generate_leaves_the_hand_written_parts_alone() -> None:
+    generator = _generator()
+    text = "# Title\n\nProse.\n\n<!-- begin: example software_team -->\nold\n<!-- end: example software_team -->\n\nEnd.\n"
+    new = generator.regenerate(text)
+    assert new.startswith("# Title\n\nProse.\n\n<!-- begin: example software_team -->\n\n```mermaid\n")
+    assert new.endswith("```\n\n<!-- end: example software_team -->\n\nEnd.\n") and "old" not in new
+
+
+def test_generate_refuses_unpaired_markers_and_unknown_examples() -> None:
+    generator = _generator()
+    with pytest.raises(generator.GenerationError, match="no matching"):
+        generator.regenerate("<!-- begin: diagnostics-index -->\n")
+    with pytest.raises(generator.GenerationError, match="no_such_example"):
+        generator.regenerate("<!-- begin: example no_such_example -->\n<!-- end: example no_such_example -->")
+
+
+def test_the_generator_runs_as_the_docs_say() -> None:
+    done = subprocess.run([sys.executable, str(DOCS / "generate.py"), "--check"], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+
+
 # ---- the diagnostics index -------------------------------------------------------------------------
 
 
-def test_diagnostics_page_holds_the_index_marker() -> None:
-    hook = _load_hook("diagnostics")
-    assert hook.MARKER in (DOCS / "diagnostics.md").read_text(encoding="utf-8")
-
-
-def test_diagnostics_index_has_a_heading_for_every_registered_code() -> None:
-    index = _load_hook("diagnostics").render_index()
+def test_diagnostics_index_has_an_anchor_and_a_heading_for_every_registered_code() -> None:
+    index = (DOCS / "diagnostics.md").read_text(encoding="utf-8")
     for code in CODES:
-        assert re.search(rf"^### {code}: .+ \{{#{code}\}}$", index, re.MULTILINE), code
+        assert re.search(rf'^<a id="{code}"></a>\n\n### {code}: .+$', index, re.MULTILINE), code
     headings = re.findall(r"^### (SW\d{4}):", index, re.MULTILINE)
     assert headings == sorted(CODES)
 
 
 def test_diagnostics_index_entry_shows_severity_explanation_and_examples() -> None:
-    hook = _load_hook("diagnostics")
     info = CODES["SW3007"]
-    entry = hook.render_entry(info)
+    entry = _generator().render_entry(info)
     assert f"**Severity:** {info.severity.value}" in entry
     assert "Wrong:" in entry and info.wrong in entry
     assert "Right:" in entry and info.right in entry
     assert "Transitions are tried in source order" in entry
 
 
-def test_diagnostics_index_escapes_markup_in_prose() -> None:
-    hook = _load_hook("diagnostics")
-    fake = type(CODES["SW1001"])("SW1999", "a <b> *title*", CODES["SW1001"].severity, "use `x` & [y]")
-    entry = hook.render_entry(fake)
-    assert r"a &lt;b\> \*title\*" in entry
-    assert r"\`x\` &amp; \[y\]" in entry
-
-
-def test_diagnostics_hook_changes_only_the_page_with_the_marker() -> None:
-    hook = _load_hook("diagnostics")
-    assert hook.on_page_markdown("# Other\n", page=None, config=None, files=None) == "# Other\n"
-    rendered = hook.on_page_markdown(f"# D\n\n{hook.MARKER}\n", page=None, config=None, files=None)
-    assert hook.MARKER not in rendered
-    assert "### SW2002: unknown state" in rendered
+def test_diagnostics_index_escapes_only_what_markdown_would_read_as_markup() -> None:
+    generator = _generator()
+    fake = type(CODES["SW1001"])("SW1999", "a <b> *title*", CODES["SW1001"].severity,
+                                 "use `x` & [y] &amp; this. - not a list")
+    entry = generator.render_entry(fake)
+    assert r"### SW1999: a &lt;b> \*title\*" in entry
+    assert r"use \`x\` & \[y\] \&amp; this. - not a list" in entry
+    assert generator._plain("- a list?") == r"\- a list?" and generator._plain("1. first") == r"1\. first"
 
 
 # ---- the examples page -------------------------------------------------------------------------------
@@ -75,22 +107,14 @@ def test_diagnostics_hook_changes_only_the_page_with_the_marker() -> None:
 
 def test_examples_page_shows_every_bundled_example() -> None:
     page = (DOCS / "examples.md").read_text(encoding="utf-8")
-    named = set(_load_hook("examples").MARKER.findall(page))
-    assert named == {p.stem for p in (ROOT / "examples").glob("*.fsm")}
+    assert set(_generator().examples_named(page)) == {p.stem for p in (ROOT / "examples").glob("*.fsm")}
 
 
-def test_examples_hook_renders_the_graph_and_the_source() -> None:
-    hook = _load_hook("examples")
-    text = hook.render_example("software_team")
-    assert text.startswith("```mermaid\n")
-    assert "run_tests" in text
-    assert (ROOT / "examples" / "software_team.fsm").read_text(encoding="utf-8").rstrip() in text
-
-
-def test_examples_hook_stops_the_build_for_a_missing_example() -> None:
-    hook = _load_hook("examples")
-    with pytest.raises(hook.ExampleError, match="no_such_example"):
-        hook.render_example("no_such_example")
+def test_examples_page_holds_each_graph_and_source() -> None:
+    page = (DOCS / "examples.md").read_text(encoding="utf-8")
+    for path in (ROOT / "examples").glob("*.fsm"):
+        assert path.read_text(encoding="utf-8").rstrip() in page, path.name
+    assert _generator().render_example("software_team").startswith("```mermaid\n")
 
 
 # ---- machines shown in the reference pages -------------------------------------------------------

@@ -22,6 +22,8 @@ UPDATE = os.environ.get("UPDATE_EXPECT") == "1"
 # Codes that no committed input file can show, each with the test that covers it instead.
 NOT_SHOWN_BY_A_CASE = {
     "SW1021": "tests/test_check_robustness.py (an input over 16 MB is built in memory rather than committed)",
+    "SW1022": "tests/test_cli_conventions.py and tests/test_cli_exit_codes.py (a file that cannot be read is "
+              "no file to commit)",
     "SW9001": "an internal error is a compiler bug; no valid or invalid input is meant to produce it",
 }
 

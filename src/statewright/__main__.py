@@ -1,3 +1,3 @@
-from statewright.cli import main
+from statewright.cli import console_main
 
-raise SystemExit(main())
+console_main()

@@ -8,12 +8,13 @@ Heavy modules (pydantic, jinja2, litellm) are imported inside the functions that
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .diagnostics import Diagnostic, Diagnostics, SourceFile
 from .grammar import ParseResult, ast, parse_source, parse_text, read_source  # noqa: F401 - parse_text is API
+from .grammar.node import Node
 
 if TYPE_CHECKING:  # imported for annotations only: these modules are heavy or call models
     from collections.abc import Mapping
@@ -26,13 +27,13 @@ if TYPE_CHECKING:  # imported for annotations only: these modules are heavy or c
     from .runtime.spec import MachineSpec
     from .runtime.testing import TestOutcome
     from .runtime.trace import Trace
+    from .spec_paths import SpecFiles
 
 
 _Comment = ast.Comment  # the `ast` field below shadows the module inside the class body
 
 
-@dataclass
-class Compilation:
+class Compilation(Node, frozen=False):
     """Everything one pass of the front end learned about one file."""
 
     source: SourceFile | None
@@ -78,6 +79,32 @@ def check_file(path: str | Path) -> Compilation:
     return check_bytes(p.read_bytes(), str(path))
 
 
+def check_path(path: str | Path) -> Compilation:
+    """Check a file on disk; one that cannot be read is an SW1022 diagnostic, not an exception."""
+    data, problems = read_spec(path)
+    if data is None:
+        return Compilation(None, None, [], None, problems)
+    return check_bytes(data, str(path))
+
+
+def read_spec(path: str | Path) -> tuple[bytes | None, list[Diagnostic]]:
+    """A spec's bytes, or None and the SW1022 diagnostic saying why the file cannot be read."""
+    from .spec_paths import unreadable_file
+
+    try:
+        with open(path, "rb") as f:
+            return f.read(), []
+    except OSError as e:
+        return None, [unreadable_file(str(path), e)]
+
+
+def spec_files(paths: Sequence[str], exclude: Sequence[str] = ()) -> SpecFiles:
+    """The files PATH arguments stand for: each directory is every `.fsm` file under it (see spec_paths)."""
+    from .spec_paths import find_spec_files
+
+    return find_spec_files(paths, exclude)
+
+
 # ---- views of a compiled machine -----------------------------------------------------------------
 
 
@@ -108,9 +135,12 @@ def dump_ir(comp: Compilation, *, optimized: bool = False, level: int = 1,
 
 
 def parse_file(path: str | Path) -> ParseResult:
-    """Parse a file without checking it (what `dump --stage ast` shows)."""
+    """Parse a file without checking it (what `dump --stage ast` shows); a file that cannot be read is an
+    SW1022 diagnostic."""
     diags = Diagnostics()
-    source = read_source(str(path), Path(path).read_bytes(), diags)
+    data, problems = read_spec(path)
+    diags.extend(problems)
+    source = None if data is None else read_source(str(path), data, diags)
     if source is None:
         result = ParseResult(SourceFile(str(path), ""), None)
         result.diagnostics = diags
@@ -147,8 +177,7 @@ def render_graph(comp: Compilation, fmt: str = "mermaid") -> str:
     return render(comp.ir, fmt)  # type: ignore[arg-type]
 
 
-@dataclass
-class FormatOutcome:
+class FormatOutcome(Node, frozen=False):
     text: str | None
     diagnostics: list[Diagnostic]
 

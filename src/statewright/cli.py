@@ -1,17 +1,16 @@
 """The `statewright` command: a thin shell over api.py.
 
-Exit codes, for every command: 0 ok, 1 the input has errors (or a run / test failed), 2 usage error,
-3 internal error.
+Exit codes, for every command: 0 ok, 1 the input has errors (a file that cannot be read included) or a
+run / test failed, 2 usage error, 3 internal error.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import sys
-from collections.abc import Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import IO, TYPE_CHECKING, NoReturn
 
 from . import __version__
 
@@ -37,12 +36,44 @@ def _err(text: str) -> None:
     sys.stderr.write(text if text.endswith("\n") else text + "\n")
 
 
-def _print_diagnostics(diags: Sequence[Diagnostic], *, stream: object = None) -> None:
+def use_color(choice: str, stream: IO[str]) -> bool:
+    """Whether to colour what goes to `stream`: `--color always|never` decides; with `auto` (the default),
+    NO_COLOR (set and not empty) turns colour off, FORCE_COLOR (set, not empty and not 0) turns it on, and
+    otherwise a terminal that is not TERM=dumb gets colour and a pipe or a file does not."""
+    if choice != "auto":
+        return choice == "always"
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR", "") not in ("", "0"):
+        return True
+    try:
+        return stream.isatty() and os.environ.get("TERM") != "dumb"
+    except (AttributeError, ValueError):  # a replaced or closed stream
+        return False
+
+
+def _color(args: argparse.Namespace, stream: IO[str]) -> bool:
+    return use_color(getattr(args, "color", "auto"), stream)
+
+
+def _print_diagnostics(diags: Sequence[Diagnostic], args: argparse.Namespace, *, to_stdout: bool = False) -> None:
     from .diagnostics import render_text
 
-    write = _err if stream is None else _out
+    stream = sys.stdout if to_stdout else sys.stderr
+    color = _color(args, stream)
     for d in diags:
-        write(render_text(d) + "\n")
+        stream.write(render_text(d, color=color) + "\n\n")
+
+
+def _report_internal_error(e: BaseException) -> None:
+    import traceback
+
+    _err(f"statewright: internal error: {type(e).__name__}: {e}")
+    _err("This is a bug in statewright. Please report it, with the input file and this message.")
+    if os.environ.get("STATEWRIGHT_DEBUG"):
+        _err("".join(traceback.format_exception(type(e), e, e.__traceback__)).rstrip())
+    else:
+        _err("(set STATEWRIGHT_DEBUG=1 to include the Python traceback in the report)")
 
 
 def _check_pass_names(args: argparse.Namespace) -> None:
@@ -54,16 +85,44 @@ def _check_pass_names(args: argparse.Namespace) -> None:
             raise UsageError(f"unknown pass {name!r}; the passes are: {', '.join(known)}")
 
 
-def _compile_or_report(path: str) -> Compilation:
+def _one_file(path: str, command: str) -> str:
+    """The PATH of a command that reads one spec: a directory is a usage error that names its specs."""
+    if not os.path.isdir(path):
+        return path
+    from . import api
+
+    found = api.spec_files([path]).files
+    if not found:
+        raise UsageError(f"{command} reads one .fsm file; {path} is a directory with no .fsm files in it")
+    shown = ", ".join(found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+    raise UsageError(f"{command} reads one .fsm file; {path} is a directory (with {shown}): name one of them")
+
+
+def _compile_or_report(path: str, args: argparse.Namespace) -> Compilation:
     """Check a file; print its diagnostics to stderr; return the Compilation (ir None on errors)."""
     from . import api
 
-    try:
-        comp = api.check_file(path)
-    except OSError as e:
-        raise UsageError(f"cannot read {path}: {e.strerror or e}") from None
-    _print_diagnostics(comp.diagnostics)
+    comp = api.check_path(path)
+    _print_diagnostics(comp.diagnostics, args)
     return comp
+
+
+def _spec_files(args: argparse.Namespace) -> tuple[list[str], list[Diagnostic]]:
+    """The files PATH... stands for (directories expanded) and SW1022 for directories that cannot be read."""
+    from . import api
+    from .spec_paths import ExcludePatternError, unreadable_file
+
+    try:
+        found = api.spec_files(args.paths, args.exclude)
+    except ExcludePatternError as e:
+        raise UsageError(str(e)) from None
+    for directory in found.empty_directories:
+        _err(f"statewright: warning: no .fsm files under {directory}")
+    return found.files, [unreadable_file(path, e) for path, e in found.unreadable]
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'s' if count != 1 else ''}"
 
 
 # ---- commands ------------------------------------------------------------------------------------
@@ -71,55 +130,71 @@ def _compile_or_report(path: str) -> Compilation:
 
 def cmd_check(args: argparse.Namespace) -> int:
     from . import api
-    from .diagnostics import render_json, render_summary, render_text
+    from .diagnostics import Diagnostic, Severity, paint, render_json, render_summary
 
-    all_diags = []
-    for path in args.paths:
+    # Whatever happens to one file, the others are checked and, with --format json, exactly one document
+    # is printed: a bug in the compiler becomes an SW9001 diagnostic for the file that showed it.
+    files, diags = _spec_files(args)
+    bugs = 0
+    for path in files:
         try:
-            comp = api.check_file(path)
-        except OSError as e:
-            raise UsageError(f"cannot read {path}: {e.strerror or e}") from None
-        all_diags.extend(comp.diagnostics)
+            diags.extend(api.check_path(path).diagnostics)
+        except Exception as e:  # noqa: BLE001 - reported, for this file only
+            bugs += 1
+            _report_internal_error(e)
+            diags.append(Diagnostic("SW9001", f"internal compiler error while checking {path}: "
+                                    f"{type(e).__name__}: {e}", None, severity=Severity.ERROR, file=path,
+                                    help="this is a bug in statewright; please report it with the file"))
+    errors = sum(1 for d in diags if d.severity is Severity.ERROR)
     if args.format == "json":
-        _out(render_json(all_diags))
+        _out(render_json(diags))
     else:
-        for d in all_diags:
-            _out(render_text(d) + "\n")
-        errors = sum(1 for d in all_diags if d.severity.value == "error")
-        files = len(args.paths)
-        summary = render_summary(all_diags)
-        _err(f"{'ok' if not errors else 'failed'}: {files} file{'s' if files != 1 else ''} checked, {summary}")
-    return EXIT_INPUT if any(d.severity.value == "error" for d in all_diags) else EXIT_OK
+        _print_diagnostics(diags, args, to_stdout=True)
+        color = _color(args, sys.stderr)
+        verdict = paint("failed", "error", color) if errors else paint("ok", "ok", color)
+        _err(f"{verdict}: {_plural(len(files), 'file')} checked, {render_summary(diags, color=color)}")
+    if bugs:
+        return EXIT_INTERNAL
+    return EXIT_INPUT if errors else EXIT_OK
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from .diagnostics.explain import explain
+    from .diagnostics.explain import all_codes, explain
 
-    code = args.code.upper()
+    if args.list:
+        if args.code is not None:
+            raise UsageError("give a code or --list, not both")
+        for info in all_codes():
+            _out(f"{info.code}  {info.severity.value:<7}  {info.title}")
+        return EXIT_OK
+    if args.code is None:
+        raise UsageError("give a code such as SW2002, or --list for every code")
+    code = args.code.strip().upper()
     if not code.startswith("SW"):
         code = "SW" + code
     text = explain(code)
     if text is None:
-        raise UsageError(f"unknown diagnostic code {args.code!r}; codes look like SW2002")
+        raise UsageError(f"unknown diagnostic code {args.code!r}; codes look like SW2002 "
+                         "(`statewright explain --list` lists them)")
     _out(text)
     return EXIT_OK
 
 
 def cmd_dump(args: argparse.Namespace) -> int:
+    import json
+
     from . import api
 
     _check_pass_names(args)
+    path = _one_file(args.path, "dump")
     if args.stage == "ast":  # the syntax tree needs a file that parses, not one that checks
-        try:
-            parsed = api.parse_file(args.path)
-        except OSError as e:
-            raise UsageError(f"cannot read {args.path}: {e.strerror or e}") from None
-        _print_diagnostics(parsed.diagnostics.sorted())
+        parsed = api.parse_file(path)
+        _print_diagnostics(parsed.diagnostics.sorted(), args)
         if parsed.machine is None:
             return EXIT_INPUT
         _out(json.dumps(api.dump_ast(parsed), indent=2, ensure_ascii=False))
         return EXIT_OK
-    comp = _compile_or_report(args.path)
+    comp = _compile_or_report(path, args)
     if not comp.ok:
         return EXIT_INPUT
     log: list[str] = []
@@ -134,50 +209,78 @@ def cmd_dump(args: argparse.Namespace) -> int:
 def cmd_fmt(args: argparse.Namespace) -> int:
     from . import api
 
-    paths = args.paths or ["-"]
-    status = EXIT_OK
-    for path in paths:
-        if path == "-":
-            data = sys.stdin.buffer.read()
-            name = "<stdin>"
-        else:
-            try:
-                data = Path(path).read_bytes()
-            except OSError as e:
-                raise UsageError(f"cannot read {path}: {e.strerror or e}") from None
-            name = path
-        res = api.format_bytes(data, name)
+    if not args.paths:
+        if sys.stdin.isatty():  # nothing piped in: waiting for a terminal to type a spec helps no one
+            args.parser.print_usage(sys.stderr)
+            _err("statewright fmt: give the files or directories to format, or '-' to read standard input")
+            return EXIT_USAGE
+        args.paths = ["-"]
+    if "-" in args.paths:
+        if len(args.paths) > 1:
+            raise UsageError("'-' (standard input) cannot be combined with other paths")
+        return _fmt_stdin(args)
+    files, problems = _spec_files(args)
+    _print_diagnostics(problems, args)
+    status = EXIT_INPUT if problems else EXIT_OK
+    for path in files:
+        data, problems = api.read_spec(path)
+        if data is None:
+            _print_diagnostics(problems, args)
+            status = EXIT_INPUT
+            continue
+        res = api.format_bytes(data, path)
         if res.text is None:
-            _print_diagnostics(res.diagnostics)
+            _print_diagnostics(res.diagnostics, args)
             status = EXIT_INPUT
             continue
         old = data.decode("utf-8", errors="replace")
         changed = res.text != old
         if args.diff and changed:
-            _out(api.unified_diff(old, res.text, name))
+            _out(api.unified_diff(old, res.text, path))
         if args.check:
             if changed:
-                _err(f"would reformat {name}")
+                _err(f"would reformat {path}")
                 status = EXIT_INPUT
             continue
-        if path == "-":
-            if not args.diff:
-                sys.stdout.write(res.text)
-        elif changed and not args.diff:
-            Path(path).write_text(res.text, encoding="utf-8", newline="\n")
-            _err(f"formatted {name}")
+        if changed and not args.diff:
+            with open(path, "w", encoding="utf-8", newline="\n") as f:
+                f.write(res.text)
+            _err(f"formatted {path}")
     return status
+
+
+def _fmt_stdin(args: argparse.Namespace) -> int:
+    from . import api
+
+    data = sys.stdin.buffer.read()
+    res = api.format_bytes(data, "<stdin>")
+    if res.text is None:
+        _print_diagnostics(res.diagnostics, args)
+        return EXIT_INPUT
+    old = data.decode("utf-8", errors="replace")
+    changed = res.text != old
+    if args.diff and changed:
+        _out(api.unified_diff(old, res.text, "<stdin>"))
+    if args.check:
+        if changed:
+            _err("would reformat <stdin>")
+            return EXIT_INPUT
+        return EXIT_OK
+    if not args.diff:
+        sys.stdout.write(res.text)
+    return EXIT_OK
 
 
 def cmd_graph(args: argparse.Namespace) -> int:
     from . import api
 
-    comp = _compile_or_report(args.path)
+    comp = _compile_or_report(_one_file(args.path, "graph"), args)
     if not comp.ok:
         return EXIT_INPUT
     text = api.render_graph(comp, args.format)
     if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(text)
     else:
         _out(text)
     return EXIT_OK
@@ -189,21 +292,22 @@ def cmd_compile(args: argparse.Namespace) -> int:
     _check_pass_names(args)
     if args.check and not args.output:
         raise UsageError("--check needs -o FILE: the runner on disk to compare with")
-    comp = _compile_or_report(args.path)
+    path = _one_file(args.path, "compile")
+    comp = _compile_or_report(path, args)
     if not comp.ok or comp.source is None:
         return EXIT_INPUT
-    name = api.runner_source_name(args.path, args.output)
+    name = api.runner_source_name(path, args.output)
     if name != comp.source.path:
         comp = api.check_text(comp.source.text, name)
     text = api.generate_runner(comp, disabled=args.no_pass, level=args.opt_level)
     if args.check:
-        if not Path(args.output).exists():
-            _err(f"{args.output} does not exist: run `statewright compile {args.path} -o {args.output}`")
+        if not os.path.exists(args.output):
+            _err(f"{args.output} does not exist: run `statewright compile {path} -o {args.output}`")
             return EXIT_INPUT
         if api.runner_is_current(args.output, text):
             _err(f"{args.output} is up to date")
             return EXIT_OK
-        _err(f"{args.output} is out of date: run `statewright compile {args.path} -o {args.output}`")
+        _err(f"{args.output} is out of date: run `statewright compile {path} -o {args.output}`")
         return EXIT_INPUT
     if not args.output:
         sys.stdout.write(text)
@@ -222,37 +326,46 @@ def cmd_compile(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from . import api
 
-    comp = _compile_or_report(args.path)
+    path = _one_file(args.path, "run")
+    comp = _compile_or_report(path, args)
     if not comp.ok:
         return EXIT_INPUT
     machine = api.runtime_machine(comp)
     from .runtime.runner_cli import main as runner_main
 
-    return runner_main(machine, args.runner_args, prog=f"statewright run {args.path}")
+    return runner_main(machine, args.runner_args, prog=f"statewright run {path}")
 
 
 def cmd_batch(args: argparse.Namespace) -> int:
     from . import api
 
-    comp = _compile_or_report(args.path)
+    path = _one_file(args.path, "batch")
+    comp = _compile_or_report(path, args)
     if not comp.ok:
         return EXIT_INPUT
     machine = api.runtime_machine(comp)
     from .runtime.runner_cli import main as runner_main
 
-    return runner_main(machine, ["batch", *args.runner_args], batch_prog=f"statewright batch {args.path}")
+    return runner_main(machine, ["batch", *args.runner_args], batch_prog=f"statewright batch {path}")
 
 
 def cmd_test(args: argparse.Namespace) -> int:
     from . import api
+    from .diagnostics import paint
     from .runtime.testing import format_outcome
 
-    passed = failed = broken = 0
-    for path in args.paths:
-        comp = _compile_or_report(path)
-        if not comp.ok:
+    files, problems = _spec_files(args)
+    _print_diagnostics(problems, args)
+    color = _color(args, sys.stdout)
+    passed = failed = 0
+    broken = len(problems)  # directories that could not be read
+    declared: list[tuple[str, str]] = []  # (test name, file) of every test block, for a filter that matches none
+    for path in files:
+        comp = _compile_or_report(path, args)
+        if not comp.ok or comp.ir is None:
             broken += 1  # its diagnostics are printed; its tests cannot run
             continue
+        declared.extend((t.name, path) for t in comp.ir.tests)
         outcomes = api.run_tests(comp, trace_dir=args.trace, trace_content=args.trace_content,
                                  name_filter=args.filter)
         for outcome in outcomes:
@@ -260,11 +373,25 @@ def cmd_test(args: argparse.Namespace) -> int:
                 passed += 1
             else:
                 failed += 1
-            _out(format_outcome(outcome))
+            line = format_outcome(outcome)
+            for word, style in (("PASS", "ok"), ("FAIL", "error")):
+                if line.startswith(word):
+                    line = paint(word, style, color) + line[len(word):]
+            _out(line)
+    unmatched = bool(args.filter) and passed + failed == 0
     if broken:
-        _err(f"{broken} file{'s' if broken != 1 else ''} did not check; their tests did not run")
-    _err(f"{passed} passed, {failed} failed")
-    return EXIT_INPUT if failed or broken else EXIT_OK
+        _err(f"{_plural(broken, 'file')} did not check; {'its' if broken == 1 else 'their'} tests did not run")
+    if unmatched:
+        if declared:
+            names = ", ".join(f"'{name}' ({path})" for name, path in declared[:20])
+            more = f" and {len(declared) - 20} more" if len(declared) > 20 else ""
+            _err(f"statewright: error: no test matches --filter {args.filter!r}; the tests are: {names}{more}")
+        else:
+            _err(f"statewright: error: no test matches --filter {args.filter!r}: there are no test blocks")
+    color = _color(args, sys.stderr)
+    _err(f"{paint(f'{passed} passed', 'ok', color and passed > 0 and not failed)}, "
+         f"{paint(f'{failed} failed', 'error', color and failed > 0)}")
+    return EXIT_INPUT if failed or broken or unmatched else EXIT_OK
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -280,11 +407,12 @@ def cmd_import(args: argparse.Namespace) -> int:
         data, name = sys.stdin.buffer.read(), "<stdin>"
     else:
         try:
-            data, name = Path(args.path).read_bytes(), args.path
+            with open(args.path, "rb") as f:
+                data, name = f.read(), args.path
         except OSError as e:
             raise UsageError(f"cannot read {args.path}: {e.strerror or e}") from None
     outcome = api.import_bytes(args.format, data, name, repair=args.repair, bound=bound)
-    _print_diagnostics(outcome.diagnostics)
+    _print_diagnostics(outcome.diagnostics, args)
     if outcome.text is None:
         _err(f"failed: {name} was not imported ({render_summary(outcome.diagnostics)})")
         return EXIT_INPUT
@@ -293,7 +421,8 @@ def cmd_import(args: argparse.Namespace) -> int:
         sys.stdout.write(outcome.text)
     else:
         try:
-            Path(output).write_text(outcome.text, encoding="utf-8", newline="\n")
+            with open(output, "w", encoding="utf-8", newline="\n") as f:
+                f.write(outcome.text)
         except OSError as e:
             raise UsageError(f"cannot write {output}: {e.strerror or e}") from None
     checked = api.check_text(outcome.text, output if output != "-" else "<stdout>")
@@ -348,7 +477,7 @@ def cmd_design(args: argparse.Namespace) -> int:
 def cmd_optimize(args: argparse.Namespace) -> int:
     from . import api
 
-    comp = _compile_or_report(args.path)
+    comp = _compile_or_report(_one_file(args.path, "optimize"), args)
     if not comp.ok:
         return EXIT_INPUT
     try:
@@ -386,70 +515,104 @@ def _add_pass_options(p: argparse.ArgumentParser) -> None:
                    help="turn off one optimization pass (repeatable)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="statewright",
-        description="Compile and run multi-agent LLM systems written as finite-state machines.",
-    )
-    parser.add_argument("--version", action="version", version=f"statewright {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    sub.required = True
+def _add_color_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--color", choices=["auto", "always", "never"], default="auto",
+                   help="colour diagnostics and summaries: on a terminal (auto, the default; NO_COLOR and "
+                        "FORCE_COLOR are honoured), always or never")
 
-    p = sub.add_parser("check", help="check .fsm files and report every problem")
-    p.add_argument("paths", nargs="+", metavar="PATH")
-    p.add_argument("--format", choices=["text", "json"], default="text")
+
+def _add_paths(p: argparse.ArgumentParser, nargs: str, help: str) -> None:
+    p.add_argument("paths", nargs=nargs, metavar="PATH", help=help)
+    p.add_argument("--exclude", action="append", default=[], metavar="PATTERN",
+                   help="skip files and directories found under a directory PATH that match this "
+                        ".gitignore-style pattern (repeatable)")
+
+
+def _setup_check(p: argparse.ArgumentParser) -> None:
+    _add_paths(p, "+", "a .fsm file, or a directory: every .fsm file under it")
+    p.add_argument("--format", choices=["text", "json"], default="text",
+                   help="text for people (the default) or one JSON document for tools")
+    _add_color_option(p)
     p.set_defaults(func=cmd_check)
 
-    p = sub.add_parser("explain", help="explain a diagnostic code, with a wrong and a right example")
-    p.add_argument("code", metavar="CODE")
+
+def _setup_explain(p: argparse.ArgumentParser) -> None:
+    p.add_argument("code", nargs="?", metavar="CODE", help="a diagnostic code: SW2002, sw2002 or 2002")
+    p.add_argument("--list", action="store_true", help="list every code with its severity and summary")
     p.set_defaults(func=cmd_explain)
 
-    p = sub.add_parser("dump", help="print the syntax tree, the IR or the optimized IR as JSON")
+
+def _setup_dump(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stage", choices=["ast", "ir", "optimized"], default="ir")
     p.add_argument("path", metavar="PATH")
     _add_pass_options(p)
+    _add_color_option(p)
     p.set_defaults(func=cmd_dump)
 
-    p = sub.add_parser("fmt", help="format .fsm files in the one canonical layout")
-    p.add_argument("paths", nargs="*", metavar="PATH", help="files to format; '-' or none for stdin")
+
+def _setup_fmt(p: argparse.ArgumentParser) -> None:
+    _add_paths(p, "*", "a .fsm file, a directory (every .fsm file under it), or '-' for standard input")
     p.add_argument("--check", action="store_true", help="change nothing; exit 1 if a file would change")
     p.add_argument("--diff", action="store_true", help="print the changes as a unified diff instead of writing")
-    p.set_defaults(func=cmd_fmt)
+    _add_color_option(p)
+    p.set_defaults(func=cmd_fmt, parser=p)
 
-    p = sub.add_parser("graph", help="draw the machine as a Mermaid or Graphviz graph")
-    p.add_argument("path", metavar="PATH")
+
+def _setup_graph(p: argparse.ArgumentParser) -> None:
+    p.add_argument("path", metavar="PATH", help="the .fsm file of the machine to draw")
     p.add_argument("--format", choices=["mermaid", "dot"], default="mermaid")
     p.add_argument("-o", "--output", metavar="FILE")
+    _add_color_option(p)
     p.set_defaults(func=cmd_graph)
 
-    p = sub.add_parser("compile", help="generate a standalone Python runner module")
+
+def _setup_compile(p: argparse.ArgumentParser) -> None:
     p.add_argument("path", metavar="PATH")
     p.add_argument("-o", "--output", metavar="FILE")
     p.add_argument("--check", action="store_true", help="exit 1 if FILE is not what the spec generates")
     p.add_argument("--force", action="store_true", help="overwrite FILE even if it is not a generated runner")
     _add_pass_options(p)
+    _add_color_option(p)
     p.set_defaults(func=cmd_compile)
 
-    p = sub.add_parser("run", help="run a machine (options as for a generated runner; see --help after PATH)",
-                       add_help=False)
-    p.add_argument("path", metavar="PATH")
-    p.add_argument("runner_args", nargs=argparse.REMAINDER)
+
+def _setup_run(p: argparse.ArgumentParser) -> None:
+    p.usage = "statewright run [--color WHEN] PATH [RUNNER OPTION]..."
+    p.description = "Check a machine and run it with real models through litellm."
+    p.epilog = ("The options after PATH are those of a generated runner: `statewright run PATH --help` lists "
+                "them, with the machine's inputs.")
+    p.add_argument("path", metavar="PATH", help="the .fsm file of the machine to run")
+    p.add_argument("runner_args", nargs=argparse.REMAINDER, metavar="RUNNER OPTION",
+                   help="--input NAME=VALUE, --trace FILE, --checkpoint DB, ... (see below)")
+    _add_color_option(p)
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("batch", help="run a machine over many inputs concurrently (options: batch PATH --help)",
-                       add_help=False)
-    p.add_argument("path", metavar="PATH")
-    p.add_argument("runner_args", nargs=argparse.REMAINDER)
+
+
+def _setup_batch(p: argparse.ArgumentParser) -> None:
+    p.usage = "statewright batch [--color WHEN] PATH [BATCH OPTION]..."
+    p.description = "Check a machine and run it over many inputs concurrently."
+    p.epilog = ("The options after PATH are those of a generated runner's `batch` command: "
+                "`statewright batch PATH --help` lists them.")
+    p.add_argument("path", metavar="PATH", help="the .fsm file of the machine to run")
+    p.add_argument("runner_args", nargs=argparse.REMAINDER, metavar="BATCH OPTION",
+                   help="the inputs file, concurrency and the rest (see below)")
+    _add_color_option(p)
     p.set_defaults(func=cmd_batch)
 
-    p = sub.add_parser("test", help="run the test blocks of .fsm files with scripted replies")
-    p.add_argument("paths", nargs="+", metavar="PATH")
+
+def _setup_test(p: argparse.ArgumentParser) -> None:
+    _add_paths(p, "+", "a .fsm file, or a directory: every .fsm file under it")
     p.add_argument("--trace", metavar="DIR", help="write one trace file per test block into DIR")
     p.add_argument("--trace-content", action="store_true", help="include messages and replies in traces")
-    p.add_argument("--filter", metavar="TEXT", help="run only tests whose name contains TEXT")
+    p.add_argument("--filter", metavar="TEXT",
+                   help="run only the tests whose name contains TEXT (or matches it as a glob); "
+                        "matching none is an error")
+    _add_color_option(p)
     p.set_defaults(func=cmd_test)
 
-    p = sub.add_parser("import", help="import a MetaAgent FSM (JSON) or an AutoAgent workflow form (XML)")
+
+def _setup_import(p: argparse.ArgumentParser) -> None:
     p.add_argument("format", choices=["metaagent", "autoagent"], metavar="FORMAT",
                    help="the input's format: metaagent or autoagent")
     p.add_argument("path", metavar="FILE", help="the file to import; '-' for standard input")
@@ -459,16 +622,19 @@ def build_parser() -> argparse.ArgumentParser:
                    "listeners and more, each change listed in the header")
     p.add_argument("--bound", type=int, default=None, metavar="N",
                    help="with --repair: the bound put on each back edge (default 2)")
+    _add_color_option(p)
     p.set_defaults(func=cmd_import)
 
-    p = sub.add_parser("trace", help="read trace files")
+
+def _setup_trace(p: argparse.ArgumentParser) -> None:
     tsub = p.add_subparsers(dest="trace_command", metavar="SUBCOMMAND")
     tsub.required = True
     t = tsub.add_parser("show", help="print a readable timeline of a trace with totals")
     t.add_argument("file", metavar="FILE")
     t.set_defaults(func=cmd_trace)
 
-    p = sub.add_parser("design", help="draft a machine from a task description with a designer model")
+
+def _setup_design(p: argparse.ArgumentParser) -> None:
     p.add_argument("task", metavar="TASK")
     p.add_argument("-o", "--output", required=True, metavar="FILE")
     p.add_argument("--model", default=None, help="the designer model (default: $STATEWRIGHT_DESIGNER_MODEL "
@@ -482,7 +648,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="print no progress while designing")
     p.set_defaults(func=cmd_design)
 
-    p = sub.add_parser("optimize", help="propose LLM-judged state merges as a reviewable source diff")
+
+def _setup_optimize(p: argparse.ArgumentParser) -> None:
     p.add_argument("path", metavar="PATH")
     p.add_argument("--llm", required=True, metavar="MODEL")
     mode = p.add_mutually_exclusive_group()
@@ -491,14 +658,62 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trace", metavar="FILE")
     p.add_argument("--script", metavar="FILE", help="answer the judge's calls from a JSON script file")
     p.add_argument("--quiet", action="store_true", help="print no progress while judging")
+    _add_color_option(p)
     p.set_defaults(func=cmd_optimize)
+
+
+# name -> (one-line help, what declares its arguments)
+COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
+    "check": ("check .fsm files and report every problem", _setup_check),
+    "explain": ("explain a diagnostic code, with a wrong and a right example", _setup_explain),
+    "dump": ("print the syntax tree, the IR or the optimized IR as JSON", _setup_dump),
+    "fmt": ("format .fsm files in the one canonical layout", _setup_fmt),
+    "graph": ("draw the machine as a Mermaid or Graphviz graph", _setup_graph),
+    "compile": ("generate a standalone Python runner module", _setup_compile),
+    "run": ("run a machine (options as for a generated runner; see --help after PATH)", _setup_run),
+    "batch": ("run a machine over many inputs concurrently (options: batch PATH --help)", _setup_batch),
+    "test": ("run the test blocks of .fsm files with scripted replies", _setup_test),
+    "import": ("import a MetaAgent FSM (JSON) or an AutoAgent workflow form (XML)", _setup_import),
+    "trace": ("read trace files", _setup_trace),
+    "design": ("draft a machine from a task description with a designer model", _setup_design),
+    "optimize": ("propose LLM-judged state merges as a reviewable source diff", _setup_optimize),
+}
+
+# Commands that only read specs and write whole files: see console_main.
+SHORT_LIVED = frozenset({"check", "explain", "dump", "fmt", "graph", "compile"})
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser. With `only`, the name of a command, that command alone is declared:
+    argparse is slow to declare eleven commands and forty options, and only one of them runs. (An unknown
+    name declares every command, without their options, for the error message that lists them.)"""
+    parser = argparse.ArgumentParser(
+        prog="statewright",
+        description="Compile and run multi-agent LLM systems written as finite-state machines.",
+    )
+    parser.add_argument("--version", action="version", version=f"statewright {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name, (summary, declare) in COMMANDS.items():
+        if only in COMMANDS and name != only:
+            continue
+        p = sub.add_parser(name, help=summary, description=summary[0].upper() + summary[1:] + ".")
+        if only is None or only == name:
+            declare(p)
     return parser
 
 
+def command_name(argv: Sequence[str]) -> str | None:
+    """The command an argument list names: its first word that is not an option (the program's own
+    options take no values)."""
+    return next((arg for arg in argv if not arg.startswith("-")), None)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(only=command_name(args_list))
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(args_list)
     except SystemExit as e:  # argparse: --help/--version exit 0, usage errors exit 2
         return int(e.code or 0)
     try:
@@ -512,17 +727,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return EXIT_OK
     except Exception as e:  # noqa: BLE001 - the last line of defence: never a bare traceback
-        import os
-        import traceback
-
-        _err(f"statewright: internal error: {type(e).__name__}: {e}")
-        _err("This is a bug in statewright. Please report it, with the input file and this message.")
-        if os.environ.get("STATEWRIGHT_DEBUG"):
-            _err("".join(traceback.format_exception(type(e), e, e.__traceback__)).rstrip())
-        else:
-            _err("(set STATEWRIGHT_DEBUG=1 to include the Python traceback in the report)")
+        _report_internal_error(e)
         return EXIT_INTERNAL
 
 
+def console_main() -> NoReturn:
+    """The `statewright` program: the console script and `python -m statewright` call this.
+
+    The commands that only read specs and write whole files (SHORT_LIVED) run with the cyclic garbage
+    collector off, and end by flushing their output and leaving without tearing the interpreter down:
+    collecting while modules load, collecting again at exit and unloading every module cost about a fifth
+    of `statewright check`'s time, for nothing (mypy ends the same way, for the same reason). Every file
+    such a command writes is closed before it returns; the other commands end normally."""
+    quick = command_name(sys.argv[1:]) in SHORT_LIVED
+    if quick:
+        import gc
+
+        gc.disable()
+    status = main()
+    if quick:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # a closed pipe (`| head`): what was not read is not wanted
+                pass
+        os._exit(status)
+    sys.exit(status)
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    console_main()

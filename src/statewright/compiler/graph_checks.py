@@ -15,8 +15,6 @@ from typing import Any
 
 from ..diagnostics import Diagnostics, quoted_list
 from ..grammar import ast
-from .formatter import expr_to_source
-from .graph import shorten
 
 _SHOWN_NAMES = 12  # longer lists of states in a message are cut in the middle
 
@@ -473,6 +471,9 @@ def strongly_connected_components(
 
 def transition_text(t: ast.Transition) -> str:
     """A transition as it reads in source, on one line and shortened: `when output.ok -> done max 2`."""
+    from .formatter import expr_to_source  # here, not at import: only messages need the printer
+    from .graph import shorten
+
     target = t.target.value if t.target is not None else "?"
     if t.kind == "guard" and t.guard is not None:
         text = f"when {shorten(expr_to_source(t.guard), 40)} -> {target}"

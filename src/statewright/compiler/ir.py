@@ -6,10 +6,11 @@ Spans stay out of equality (`compare=False`), so passes and tests can compare ma
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from ..diagnostics import Span
 from ..grammar import ast
+from ..grammar.node import Node
 
 DEFAULT_MODEL = "openai/gpt-4o-mini"
 DEFAULT_RETRIES = 2
@@ -27,30 +28,25 @@ def _origin() -> Span | None:
 # ---- types ---------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Prim:
+class Prim(Node):
     """str, int, float, bool, none, or any (the result of a user tool: not checked)."""
 
     name: str
 
 
-@dataclass(frozen=True)
-class ListOf:
+class ListOf(Node):
     item: Type
 
 
-@dataclass(frozen=True)
-class Optional_:
+class Optional_(Node):
     inner: Type
 
 
-@dataclass(frozen=True)
-class Enum:
+class Enum(Node):
     values: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class Named:
+class Named(Node):
     """A reference to a declared `type`; its fields are in Machine.types."""
 
     name: str
@@ -61,16 +57,14 @@ Type = Prim | ListOf | Optional_ | Enum | Named
 STR, INT, FLOAT, BOOL, NONE, ANY = (Prim(n) for n in ("str", "int", "float", "bool", "none", "any"))
 
 
-@dataclass(frozen=True)
-class Field:
+class Field(Node):
     name: str
     type: Type
     doc: str = ""
     origin: Span | None = _origin()
 
 
-@dataclass(frozen=True)
-class TypeDef:
+class TypeDef(Node):
     name: str
     fields: tuple[Field, ...]
     origin: Span | None = _origin()
@@ -79,8 +73,7 @@ class TypeDef:
 # ---- machine parts -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Input:
+class Input(Node):
     name: str
     type: Type
     default: object = None
@@ -88,16 +81,14 @@ class Input:
     origin: Span | None = _origin()
 
 
-@dataclass(frozen=True)
-class Limits:
+class Limits(Node):
     steps: int = DEFAULT_STEP_LIMIT
     cost_usd: float | None = None
     tokens: int | None = None
     seconds: float | None = None
 
 
-@dataclass(frozen=True)
-class Tool:
+class Tool(Node):
     """A tool the machine may use: a standard one (`std.python`) or a user tool by import path."""
 
     name: str  # as written in the spec: "std.python", "lookup"
@@ -110,8 +101,7 @@ class Tool:
         return self.import_path is None
 
 
-@dataclass(frozen=True)
-class Agent:
+class Agent(Node):
     name: str
     prompt: str
     model: str
@@ -123,8 +113,7 @@ class Agent:
     origin: Span | None = _origin()
 
 
-@dataclass(frozen=True)
-class Transition:
+class Transition(Node):
     """One outgoing edge, in source order (order carries priority).
 
     kind: "guard" | "condition" | "always" | "otherwise" | "stay". For "stay", target is the state itself.
@@ -138,22 +127,19 @@ class Transition:
     origin: Span | None = _origin()
 
 
-@dataclass(frozen=True)
-class ToolCallArg:
+class ToolCallArg(Node):
     name: str
     value: Expr
     origin: Span | None = _origin()
 
 
-@dataclass(frozen=True)
-class ToolCall:
+class ToolCall(Node):
     tool: str
     args: tuple[ToolCallArg, ...]
     origin: Span | None = _origin()
 
 
-@dataclass(frozen=True)
-class State:
+class State(Node):
     """kind: "agent" (an agent does the step), "action" (a tool call, no model) or "final"."""
 
     name: str
@@ -175,22 +161,19 @@ class State:
 # ---- tests ---------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Reply:
+class Reply(Node):
     state: str
     value: object  # str for untyped agent states; dict/list/scalar for typed ones and tools
     origin: Span | None = _origin()
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(Node):
     state: str
     condition: str | None  # None: the verifier answers "none"
     origin: Span | None = _origin()
 
 
-@dataclass(frozen=True)
-class Test:
+class Test(Node):
     name: str
     inputs: tuple[tuple[str, object], ...]
     steps: tuple[Reply | Verdict, ...]  # in source order
@@ -202,8 +185,7 @@ class Test:
     origin: Span | None = _origin()
 
 
-@dataclass(frozen=True)
-class Machine:
+class Machine(Node):
     name: str
     description: str
     inputs: tuple[Input, ...]

@@ -11,11 +11,12 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from ..diagnostics import Diagnostics, Span, did_you_mean, quoted_list
 from ..grammar import ast
+from ..grammar.node import Node
 from ..runtime.tool_signatures import STD_TOOLS
 from . import ir
 
@@ -38,8 +39,7 @@ def closest(name: str, candidates: Iterable[str]) -> str | None:
 # ---- views: one block's settings, first occurrence kept ------------------------------------------
 
 
-@dataclass
-class MachineView:
+class MachineView(Node, frozen=False):
     description: ast.Description | None = None
     model: ast.ModelSetting | None = None
     verifier_model: ast.VerifierModelSetting | None = None
@@ -47,8 +47,7 @@ class MachineView:
     limits: ast.Limits | None = None
 
 
-@dataclass
-class AgentView:
+class AgentView(Node, frozen=False):
     decl: ast.AgentDecl
     prompt: ast.PromptSetting | None = None
     model: ast.ModelSetting | None = None
@@ -58,8 +57,7 @@ class AgentView:
     fallbacks: ast.FallbacksSetting | None = None
 
 
-@dataclass
-class StateView:
+class StateView(Node, frozen=False):
     decl: ast.StateDecl
     agent: ast.AgentRef | None = None
     instruction: ast.Instruction | None = None
@@ -94,8 +92,7 @@ class StateView:
         return [t.condition.value for t in self.transitions if t.kind == "condition" and t.condition]
 
 
-@dataclass
-class TestView:
+class TestView(Node, frozen=False):
     decl: ast.TestDecl
     input: ast.TestInput | None = None
     expect_path: ast.ExpectPath | None = None
@@ -109,8 +106,7 @@ class TestView:
                                            self.expect_failure))
 
 
-@dataclass
-class Symbols:
+class Symbols(Node, frozen=False):
     """Every declared name, by kind, plus what the checks learn about which declarations are used."""
 
     machine: MachineView

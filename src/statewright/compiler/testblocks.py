@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from ..diagnostics import Diagnostics, did_you_mean, quoted_list
 from ..grammar import ast
-from ..runtime.result import FAILURE_KINDS
 from .resolve import LIMIT_NAMES, Symbols, TestView
 from .typecheck import output_type, type_text, value_problems
 
-# What `expect failure KIND` may name: a failure kind, or the name of the limit that ran out.
-EXPECTED_FAILURES = (*FAILURE_KINDS, *LIMIT_NAMES)
+
+def expected_failures() -> tuple[str, ...]:
+    """What `expect failure KIND` may name: a failure kind, or the name of the limit that ran out."""
+    from ..runtime.result import FAILURE_KINDS  # here, not at import: only a test that expects one needs it
+
+    return (*FAILURE_KINDS, *LIMIT_NAMES)
 
 
 def check_tests(symbols: Symbols, diagnostics: Diagnostics) -> None:
@@ -113,11 +116,12 @@ def _check_expectations(test: TestView, symbols: Symbols, diags: Diagnostics) ->
                              "use 'expect path [...]' to check the states a run passes through"))
     if test.expect_failure is not None:
         kind = test.expect_failure.kind
-        if kind.value not in EXPECTED_FAILURES:
+        expected = expected_failures()
+        if kind.value not in expected:
             diags.report("SW6006", f"unknown failure kind '{kind.value}'", kind.span,
                          label="not a failure kind",
-                         help=did_you_mean(kind.value, EXPECTED_FAILURES)
-                         or f"expect one of {quoted_list(EXPECTED_FAILURES, len(EXPECTED_FAILURES), 'or')}")
+                         help=did_you_mean(kind.value, expected)
+                         or f"expect one of {quoted_list(expected, len(expected), 'or')}")
         if test.expect_final is not None:
             diags.report("SW6006", "a test cannot expect both a final state and a failure",
                          test.expect_failure.span, label="contradicts 'expect final'",

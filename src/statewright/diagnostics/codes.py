@@ -84,6 +84,12 @@ _ALL = [
     _e("SW1021", "file too large",
        "The file is larger than the compiler accepts (16 MB). Keep long texts such as prompts short, or load "
        "large data at run time with a tool.", "", ""),
+    _e("SW1022", "cannot read file",
+       "A file named on the command line, or a directory searched for .fsm files, does not exist or cannot "
+       "be read (for example, for lack of permission), so nothing in it was checked. The message gives the "
+       "operating system's reason; for a missing file the help names the closest .fsm file beside it. The "
+       "other files of the same command are still checked.",
+       "statewright check flows/reveiw.fsm", "statewright check flows/review.fsm"),
     # --- names --------------------------------------------------------------------------------
     _e("SW2001", "duplicate name",
        "Two declarations of the same kind share a name. Names of states, agents, types, tools, inputs, "

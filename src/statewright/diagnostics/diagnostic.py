@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 
-from .codes import CODES
 from .source import Span
 
 
@@ -27,10 +25,13 @@ class Diagnostic:
     help: str = ""
     notes: tuple[str, ...] = ()
     severity: Severity = field(default=Severity.ERROR)
+    file: str | None = None  # the file a problem without a span concerns (one that cannot be read)
 
     @property
     def path(self) -> str:
-        return self.span.path if self.span is not None else "<input>"
+        if self.span is not None:
+            return self.span.path
+        return self.file if self.file is not None else "<input>"
 
     def sort_key(self) -> tuple[str, int, int, str]:
         start = self.span.start if self.span is not None else -1
@@ -40,6 +41,8 @@ class Diagnostic:
 
 def did_you_mean(name: str, candidates: Iterable[str]) -> str:
     """A short 'did you mean' help text, or '' when nothing is close."""
+    import difflib  # here, not at import: only a file with a mistake needs it
+
     close = difflib.get_close_matches(name, sorted(set(candidates)), n=3, cutoff=0.6)
     if not close:
         return ""
@@ -75,6 +78,8 @@ class Diagnostics:
         help: str = "",
         notes: Iterable[str] = (),
     ) -> Diagnostic:
+        from .codes import CODES  # here, not at import: a file without problems never needs the registry
+
         info = CODES[code]  # a KeyError here is a bug: every code must be registered
         diag = Diagnostic(code, message, span, label, help, tuple(notes), Severity(info.severity.value))
         self.items.append(diag)

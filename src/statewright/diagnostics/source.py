@@ -4,21 +4,45 @@ from __future__ import annotations
 
 import bisect
 import re
-from dataclasses import dataclass, field
 
 _NEWLINE = re.compile("\n")
+_set = object.__setattr__
 
 
-@dataclass(frozen=True)
 class Position:
     """A point in a source file: 1-based line and column (in characters), 0-based character offset."""
+
+    __slots__ = ("column", "line", "offset")
 
     line: int
     column: int
     offset: int
 
+    def __init__(self, line: int, column: int, offset: int) -> None:
+        _set(self, "line", line)
+        _set(self, "column", column)
+        _set(self, "offset", offset)
+
     def to_json(self) -> dict[str, int]:
         return {"line": self.line, "column": self.column, "offset": self.offset}
+
+    def _key(self) -> tuple[int, int, int]:
+        return (self.line, self.column, self.offset)
+
+    def __eq__(self, other: object) -> bool:
+        return self._key() == other._key() if isinstance(other, Position) else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return f"Position(line={self.line}, column={self.column}, offset={self.offset})"
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Position is immutable: cannot assign to {name!r}")
+
+    def __reduce__(self) -> tuple[type[Position], tuple[int, int, int]]:  # for pickle and copy
+        return (Position, self._key())
 
 
 class SourceFile:
@@ -53,13 +77,39 @@ class SourceFile:
         return f"SourceFile({self.path!r})"
 
 
-@dataclass(frozen=True)
 class Span:
-    """A half-open character range [start, end) in one source file."""
+    """A half-open character range [start, end) in one source file.
 
-    source: SourceFile = field(repr=False)
+    A small immutable class rather than a frozen dataclass: every syntax-tree node holds one, and the
+    dataclass machinery cost more at start-up than the whole class does."""
+
+    __slots__ = ("end", "source", "start")
+
+    source: SourceFile
     start: int
     end: int
+
+    def __init__(self, source: SourceFile, start: int, end: int) -> None:
+        _set(self, "source", source)
+        _set(self, "start", start)
+        _set(self, "end", end)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Span):
+            return NotImplemented
+        return self.source is other.source and self.start == other.start and self.end == other.end
+
+    def __hash__(self) -> int:
+        return hash((id(self.source), self.start, self.end))
+
+    def __repr__(self) -> str:
+        return f"Span(start={self.start}, end={self.end})"
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Span is immutable: cannot assign to {name!r}")
+
+    def __reduce__(self) -> tuple[type[Span], tuple[SourceFile, int, int]]:  # for pickle and copy
+        return (Span, (self.source, self.start, self.end))
 
     @property
     def path(self) -> str:

@@ -1,4 +1,4 @@
-"""The syntax tree: one dataclass per grammar rule, spans kept out of equality.
+"""The syntax tree: one node class per grammar rule, spans kept out of equality.
 
 Two trees that differ only in layout (whitespace, comments, positions) compare equal, which is what the
 formatter's round-trip property relies on.
@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, cast
 
 from ..diagnostics import Span
+from .node import Node
 
 
 def _span() -> Span:
@@ -21,14 +22,12 @@ def _span() -> Span:
 # ---- names and literals --------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Name:
+class Name(Node):
     value: str
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class String:
+class String(Node):
     """A string literal after escapes are applied and triple-quoted text is dedented."""
 
     value: str
@@ -36,8 +35,7 @@ class String:
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class Number:
+class Number(Node):
     value: int | float
     span: Span = _span()
 
@@ -45,15 +43,13 @@ class Number:
 # ---- values (defaults, tool options, test data) --------------------------------------------------
 
 
-@dataclass(frozen=True)
-class ObjectEntry:
+class ObjectEntry(Node):
     key: Name
     value: Value
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class Value:
+class Value(Node):
     """A literal value: str, int, float, bool, None, list of values or object (dict of values)."""
 
     kind: str  # "str" | "int" | "float" | "bool" | "none" | "list" | "object"
@@ -81,26 +77,22 @@ def object_entries(value: Value) -> tuple[ObjectEntry, ...]:
 # ---- types --------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class NamedType:
+class NamedType(Node):
     name: Name
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class ListType:
+class ListType(Node):
     item: TypeRef
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class OptionalType:
+class OptionalType(Node):
     inner: TypeRef
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class EnumType:
+class EnumType(Node):
     values: tuple[String, ...]
     span: Span = _span()
 
@@ -122,16 +114,14 @@ def iter_type_ref(ref: TypeRef) -> Iterator[TypeRef]:
             return
 
 
-@dataclass(frozen=True)
-class FieldDecl:
+class FieldDecl(Node):
     name: Name
     type: TypeRef
     doc: String | None = None
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class TypeDecl:
+class TypeDecl(Node):
     name: Name
     fields: tuple[FieldDecl, ...]
     span: Span = _span()
@@ -140,54 +130,46 @@ class TypeDecl:
 # ---- guard expressions --------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class NameExpr:
+class NameExpr(Node):
     name: str
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class Literal:
+class Literal(Node):
     value: str | int | float | bool | None
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class ListExpr:
+class ListExpr(Node):
     items: tuple[Expr, ...]
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class Attribute:
+class Attribute(Node):
     value: Expr
     attr: Name
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class Index:
+class Index(Node):
     value: Expr
     index: Expr
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class Call:
+class Call(Node):
     func: Name
     args: tuple[Expr, ...]
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class UnaryOp:
+class UnaryOp(Node):
     op: str  # "not" | "-"
     operand: Expr
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class BinaryOp:
+class BinaryOp(Node):
     op: str  # "and" "or" "==" "!=" "<" "<=" ">" ">=" "in" "not in" "+" "-" "*" "/" "%"
     left: Expr
     right: Expr
@@ -240,53 +222,45 @@ def iter_expr(expr: Expr) -> Iterator[Expr]:
 # ---- machine settings, tools, agents ------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Description:
+class Description(Node):
     text: String
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class InputDecl:
+class InputDecl(Node):
     name: Name
     type: TypeRef
     default: Value | None = None
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class ModelSetting:
+class ModelSetting(Node):
     model: String
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class VerifierModelSetting:
+class VerifierModelSetting(Node):
     model: String
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class TemperatureSetting:
+class TemperatureSetting(Node):
     value: Number
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class Limit:
+class Limit(Node):
     name: Name
     value: Number
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class Limits:
+class Limits(Node):
     items: tuple[Limit, ...]
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class ToolName:
+class ToolName(Node):
     """A dotted tool name: `std.python`, `lookup`."""
 
     parts: tuple[str, ...]
@@ -297,42 +271,36 @@ class ToolName:
         return ".".join(self.parts)
 
 
-@dataclass(frozen=True)
-class ToolOption:
+class ToolOption(Node):
     name: Name
     value: Value
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class ToolDecl:
+class ToolDecl(Node):
     name: ToolName
     import_path: String | None = None  # "pkg.mod:func" for user tools
     options: tuple[ToolOption, ...] = ()
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class PromptSetting:
+class PromptSetting(Node):
     text: String
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class ToolsSetting:
+class ToolsSetting(Node):
     tools: tuple[ToolName, ...]
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class MemorySetting:
+class MemorySetting(Node):
     policy: Name  # all | none | last
     count: Number | None = None
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class FallbacksSetting:
+class FallbacksSetting(Node):
     models: tuple[String, ...]
     span: Span = _span()
 
@@ -342,8 +310,7 @@ AgentItem = (
 )
 
 
-@dataclass(frozen=True)
-class AgentDecl:
+class AgentDecl(Node):
     name: Name
     items: tuple[AgentItem, ...]
     span: Span = _span()
@@ -352,64 +319,54 @@ class AgentDecl:
 # ---- states and transitions ---------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class AgentRef:
+class AgentRef(Node):
     name: Name
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class Instruction:
+class Instruction(Node):
     text: String
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class OutputDecl:
+class OutputDecl(Node):
     type: TypeRef
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class Tell:
+class Tell(Node):
     agents: tuple[Name, ...]
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class Visits:
+class Visits(Node):
     count: Number
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class Retries:
+class Retries(Node):
     count: Number
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class CallArg:
+class CallArg(Node):
     name: Name
     value: Expr
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class ToolCall:
+class ToolCall(Node):
     tool: ToolName
     args: tuple[CallArg, ...]
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class Result:
+class Result(Node):
     text: String
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class Transition:
+class Transition(Node):
     """One outgoing edge, in source order.
 
     kind: "guard" (`when EXPR`), "condition" (`when "text"`, judged by the verifier), "always" (`-> s`),
@@ -427,8 +384,7 @@ class Transition:
 StateItem = AgentRef | Instruction | OutputDecl | Tell | Visits | Retries | ToolCall | Result | Transition
 
 
-@dataclass(frozen=True)
-class StateDecl:
+class StateDecl(Node):
     name: Name
     start: bool
     final: bool
@@ -444,46 +400,39 @@ class StateDecl:
 # ---- tests --------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class TestInput:
+class TestInput(Node):
     values: Value  # kind "object"
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class Reply:
+class Reply(Node):
     state: Name
     value: Value
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(Node):
     state: Name
     condition: String | None  # None means `verdict STATE none`
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class ExpectPath:
+class ExpectPath(Node):
     states: tuple[Name, ...]
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class ExpectFinal:
+class ExpectFinal(Node):
     state: Name
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class ExpectResult:
+class ExpectResult(Node):
     value: Value
     span: Span = _span()
 
 
-@dataclass(frozen=True)
-class ExpectFailure:
+class ExpectFailure(Node):
     kind: Name
     span: Span = _span()
 
@@ -491,8 +440,7 @@ class ExpectFailure:
 TestItem = TestInput | Reply | Verdict | ExpectPath | ExpectFinal | ExpectResult | ExpectFailure
 
 
-@dataclass(frozen=True)
-class TestDecl:
+class TestDecl(Node):
     __test__ = False  # not a pytest test class
 
     name: String
@@ -508,8 +456,7 @@ MachineItem = (
 )
 
 
-@dataclass(frozen=True)
-class Machine:
+class Machine(Node):
     name: Name
     items: tuple[MachineItem, ...]
     span: Span = _span()
@@ -519,8 +466,7 @@ class Machine:
         return [i for i in self.items if isinstance(i, kind)]
 
 
-@dataclass(frozen=True)
-class Comment:
+class Comment(Node):
     """A `#` comment, collected by the lexer for the formatter (the grammar ignores comments)."""
 
     text: str

@@ -13,7 +13,7 @@ import tempfile
 import textwrap
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import lru_cache
 from pathlib import Path
 
@@ -24,6 +24,7 @@ from lark.visitors import Transformer_NonRecursive
 
 from ..diagnostics import Diagnostics, SourceFile, Span
 from . import ast
+from .node import Node, field_names
 
 GRAMMAR_PATH = Path(__file__).with_name("statewright.lark")
 MAX_NESTING = 200
@@ -31,8 +32,7 @@ MAX_NUMBER_DIGITS = 100
 MAX_FILE_CHARS = 16 * 1024 * 1024
 
 
-@dataclass
-class ParseResult:
+class ParseResult(Node, frozen=False):
     source: SourceFile
     machine: ast.Machine | None
     comments: list[ast.Comment] = field(default_factory=list)
@@ -649,11 +649,8 @@ def _too_deep(machine: ast.Machine) -> ast.Expr | ast.Value | None:
             children = tuple(node.value)  # type: ignore[arg-type]
         elif isinstance(node, ast.ObjectEntry):
             children = (node.value,)
-        elif hasattr(node, "__dataclass_fields__") and not isinstance(node, ast.Value):
-            children = tuple(
-                v for f in node.__dataclass_fields__ if f != "span"  # type: ignore[attr-defined]
-                for v in (getattr(node, f),)
-            )
+        elif isinstance(node, Node) and not isinstance(node, ast.Value):
+            children = tuple(getattr(node, f) for f in field_names(node) if f != "span")
             flat: list[object] = []
             for c in children:
                 if isinstance(c, tuple):
@@ -664,7 +661,7 @@ def _too_deep(machine: ast.Machine) -> ast.Expr | ast.Value | None:
         else:
             continue
         for child in children:
-            if hasattr(child, "__dataclass_fields__"):
+            if isinstance(child, Node):
                 stack.append((child, depth + 1))
     return None
 

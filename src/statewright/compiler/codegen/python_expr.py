@@ -8,8 +8,6 @@ and the Python API through the same module compiled in memory). Field access goe
 
 from __future__ import annotations
 
-import ast as pyast
-import itertools
 import math
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -129,16 +127,11 @@ def python_source(expr: ast.Expr, context: ExprContext) -> str:
 
 
 def guard_return(expr: ast.Expr, context: ExprContext) -> str:
-    """The `return` line of a guard function: the expression, as a bool, with any `noqa` it needs."""
+    """The `return` line of a guard function: the expression, as a bool."""
     code = python_source(expr, context)
     if not yields_bool(expr):
         code = f"bool({code})"
-    return with_suppressions(f"return {code}", code)
-
-
-def with_suppressions(line: str, code: str) -> str:
-    codes = lint_suppressions(code)
-    return f"{line}  # noqa: {', '.join(codes)}" if codes else line
+    return f"return {code}"
 
 
 def yields_bool(expr: ast.Expr) -> bool:
@@ -317,107 +310,3 @@ def _output_type(state: ir.State | None) -> ir.Type | None:
     if state.output is not None:
         return state.output
     return ir.STR if state.kind == "agent" else None
-
-
-# ---- what a linter would say ---------------------------------------------------------------------
-
-
-def lint_suppressions(code: str) -> list[str]:
-    """The ruff rules the Python for one expression breaks, for a `# noqa` on its line.
-
-    Only degenerate guards get here (a constant operand of and/or, two constants compared, a literal
-    indexed by a literal of the wrong type, a double minus): the checker lets them through, and rewriting
-    them would change what they mean. The rules are modelled exactly, since ruff also reports an unneeded
-    `noqa`; a property test holds this model to ruff's verdicts.
-    """
-    found: set[str] = set()
-    _lint(pyast.parse(code, mode="eval").body, False, found)
-    return sorted(found)
-
-
-def _lint(node: pyast.AST, boolean_test: bool, found: set[str]) -> None:
-    if isinstance(node, pyast.BoolOp):
-        if _short_circuits(node, boolean_test):
-            found.add("SIM222" if isinstance(node.op, pyast.Or) else "SIM223")
-        for value in node.values:
-            _lint(value, boolean_test, found)
-        return
-    if isinstance(node, pyast.UnaryOp):
-        if isinstance(node.op, pyast.USub) and isinstance(node.operand, pyast.UnaryOp) and isinstance(
-            node.operand.op, pyast.USub
-        ):
-            found.add("B002")
-        _lint(node.operand, isinstance(node.op, pyast.Not), found)
-        return
-    if isinstance(node, pyast.Call) and isinstance(node.func, pyast.Name) and node.func.id == "bool":
-        for arg in node.args:
-            _lint(arg, True, found)
-        return
-    if isinstance(node, pyast.Compare):
-        pairs = itertools.pairwise([node.left, *node.comparators])
-        if any(isinstance(a, pyast.Constant) and isinstance(b, pyast.Constant) for a, b in pairs):
-            found.add("PLR0133")
-    if isinstance(node, pyast.Subscript) and _wrong_literal_index(node):
-        found.add("RUF016")
-    if isinstance(node, pyast.Subscript) and _index_out_of_range(node):
-        found.add("PLE0643")
-    for child in pyast.iter_child_nodes(node):
-        _lint(child, False, found)
-
-
-def _truthiness(node: pyast.AST) -> bool | None:
-    if isinstance(node, pyast.Constant):
-        return bool(node.value)
-    if isinstance(node, (pyast.List, pyast.Tuple, pyast.Set)):
-        return bool(node.elts)
-    if isinstance(node, pyast.Dict):
-        return bool(node.keys)
-    return None
-
-
-def _has_effect(node: pyast.AST) -> bool:
-    """Whether ruff counts evaluating `node` as possibly doing something (calls, indexing, operators)."""
-    if isinstance(node, (pyast.Call, pyast.Subscript)):
-        return True
-    if isinstance(node, pyast.BinOp) and not (_is_literal(node.left) and _is_literal(node.right)):
-        return True
-    return any(_has_effect(child) for child in pyast.iter_child_nodes(node))
-
-
-def _is_literal(node: pyast.AST) -> bool:
-    return isinstance(node, (pyast.Constant, pyast.List, pyast.Tuple, pyast.Set, pyast.Dict))
-
-
-def _short_circuits(node: pyast.BoolOp, boolean_test: bool) -> bool:
-    decisive = isinstance(node.op, pyast.Or)  # the operand value that ends the chain
-    for value, following in itertools.pairwise(node.values):
-        known = _truthiness(value)
-        if known is None and (not boolean_test or _has_effect(value)):
-            continue
-        if known == decisive or _truthiness(following) == decisive:
-            return True
-    return False
-
-
-def _index_out_of_range(node: pyast.Subscript) -> bool:
-    if not isinstance(node.value, (pyast.List, pyast.Tuple)):
-        return False
-    index, sign = node.slice, 1
-    if isinstance(index, pyast.UnaryOp) and isinstance(index.op, pyast.USub):
-        index, sign = index.operand, -1
-    if not (isinstance(index, pyast.Constant) and type(index.value) is int):
-        return False
-    position, size = sign * index.value, len(node.value.elts)
-    return position >= size or position < -size
-
-
-def _wrong_literal_index(node: pyast.Subscript) -> bool:
-    container = node.value
-    if not (isinstance(container, (pyast.List, pyast.Tuple)) or (
-        isinstance(container, pyast.Constant) and isinstance(container.value, str)
-    )):
-        return False
-    index = node.slice
-    if isinstance(index, pyast.Constant):
-        return index.value is None or isinstance(index.value, (str, float))
-    return isinstance(index, (pyast.List, pyast.Tuple, pyast.Dict))

@@ -31,7 +31,7 @@ from .inline_runtime import (
     installed_runtime_index,
     reserved_names,
 )
-from .python_expr import ExprContext, GuardNames, guard_return, python_source, spec_source, with_suppressions
+from .python_expr import ExprContext, GuardNames, guard_return, python_source, spec_source
 
 TEMPLATE = "runner.py.jinja"
 WIDTH = 100  # preferred line length of generated code
@@ -145,6 +145,9 @@ class _RunnerView:
             "header": [
                 f"{GENERATED_MARKER} {self.version} from {comment_text(self.source_path)} — do not edit.",
                 f"# source-sha256: {self.sha256}",
+                # generated code is not linted or reformatted where it is committed: it is regenerated
+                "# ruff: noqa",
+                "# fmt: off",
             ],
             "docstring": self._docstring(),
             "imports": imports,
@@ -240,7 +243,7 @@ class _RunnerView:
             items = ""
             for a in call.args:
                 code = python_source(a.value, context)
-                items += INDENT * 2 + with_suppressions(f"{py_string(a.name)}: {code},", code) + "\n"
+                items += INDENT * 2 + f"{py_string(a.name)}: {code},\n"
             body = f"{{\n{items}{INDENT}}}" if items else "{}"
             self.arg_builders.append(
                 f"# {comment_text(where + 'call ' + call.tool + '(' + written + ')')}\n"
@@ -429,7 +432,8 @@ def comment_text(text: str) -> str:
 
 
 def import_block(imports: Iterable[HoistedImport], body: str) -> str:
-    """The module's imports, isort-style (ruff's defaults), keeping only those `body` uses."""
+    """The module's imports, keeping only those `body` uses: the standard library, then the rest, each
+    sorted — deterministic and readable (the file is not linted where it is committed: `# ruff: noqa`)."""
     used = _used_names(body)
     chosen: dict[str, HoistedImport] = {}
     for imp in imports:
@@ -445,27 +449,18 @@ def import_block(imports: Iterable[HoistedImport], body: str) -> str:
 
 
 def _import_lines(group: list[HoistedImport]) -> list[str]:
-    straight = sorted({i.module for i in group if i.name is None}, key=lambda m: (m.lower(), m))
-    lines = [f"import {m}" for m in straight]
-    by_module: dict[str, list[str]] = {}
+    lines = [f"import {m}" for m in sorted({i.module for i in group if i.name is None})]
+    by_module: dict[str, set[str]] = {}
     for i in group:
         if i.name is not None:
-            text = i.name if i.bound == i.name else f"{i.name} as {i.bound}"
-            by_module.setdefault(i.module, []).append(text)
-    for module in sorted(by_module, key=lambda m: (m.lower(), m)):
-        names = sorted(set(by_module[module]), key=_member_key)
+            by_module.setdefault(i.module, set()).add(i.name if i.bound == i.name else f"{i.name} as {i.bound}")
+    for module in sorted(by_module):
+        names = sorted(by_module[module])
         line = f"from {module} import {', '.join(names)}"
-        if len(line) > 88:  # ruff's default line length: wrapped the way its isort wraps
+        if len(line) > WIDTH:
             line = f"from {module} import (\n" + "".join(f"{INDENT}{n},\n" for n in names) + ")"
         lines.append(line)
     return lines
-
-
-def _member_key(name: str) -> tuple[int, str, str]:
-    """isort's order-by-type: CONSTANTS, then Classes, then functions and variables."""
-    bare = name.split(" as ")[0]
-    kind = 0 if bare.isupper() and len(bare) > 1 else 1 if bare[:1].isupper() else 2
-    return (kind, bare.lower(), bare)
 
 
 def _used_names(body: str) -> set[str]:

@@ -1,0 +1,181 @@
+"""The base of syntax-tree and IR nodes: immutable records declared like frozen dataclasses.
+
+A node class is written as a dataclass would be, annotations and `field(...)` included (and
+`class View(Node, frozen=False)` for a mutable record, as `@dataclass` alone would make it):
+
+    class Attribute(Node):
+        value: Expr
+        attr: Name
+        span: Span = field(default=None, compare=False, repr=False)
+
+and behaves as `@dataclass(frozen=True)` would make it: keyword or positional construction with
+defaults, equality and hashing over the compared fields (spans are not compared), a repr, assignment
+refused with `dataclasses.FrozenInstanceError`, and `dataclasses.fields`, `replace`, `asdict` and
+`is_dataclass` working on it.
+
+Why not `@dataclass` itself: it writes and compiles six methods for every class when the module is
+imported, which for the ~75 node classes was about a fifth of `statewright check`'s start-up. Here the
+methods that do not depend on the fields are written once, below; the one that does, `__init__`, is
+compiled the first time a class is instantiated (as fast as a dataclass's from then on); and the
+`dataclasses` view of the fields is built the first time something asks for it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import Callable
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:  # the decorator only tells type checkers what the class does; at run time it is inert
+    from typing_extensions import dataclass_transform
+else:
+    def dataclass_transform(**kwargs: Any) -> Callable[[type], type]:
+        return lambda cls: cls
+
+_MISSING = dataclasses.MISSING
+_set_attribute = object.__setattr__
+
+
+class _FieldSpec:
+    """One declared field: what the generated `__init__`, equality and repr need to know."""
+
+    __slots__ = ("annotation", "compare", "default", "default_factory", "name", "repr")
+
+    def __init__(self, name: str, annotation: str, declared: object) -> None:
+        self.name = name
+        self.annotation = annotation
+        if isinstance(declared, dataclasses.Field):
+            self.default: object = declared.default
+            self.default_factory: object = declared.default_factory
+            self.compare: bool = declared.compare
+            self.repr: bool = declared.repr
+        else:
+            self.default, self.default_factory, self.compare, self.repr = declared, _MISSING, True, True
+
+    def as_field(self) -> Any:
+        return dataclasses.field(default=self.default, default_factory=self.default_factory,  # type: ignore[call-overload]
+                                 compare=self.compare, repr=self.repr)
+
+
+class _DataclassFields:
+    """`__dataclass_fields__`, built on first access from a throwaway dataclass with the same fields.
+
+    Only `dataclasses` itself reads it (`fields`, `replace`, `asdict`, `is_dataclass`), and none of the
+    commands that merely check a file do, so they never pay for it."""
+
+    def __get__(self, instance: object, owner: type[Node]) -> dict[str, dataclasses.Field[Any]]:
+        cached = owner.__dict__.get("_dataclass_fields")
+        if cached is None:
+            shadow = dataclasses.make_dataclass(
+                owner.__name__, [(f.name, f.annotation, f.as_field()) for f in owner._field_specs],
+                frozen=owner._frozen)
+            cached = shadow.__dataclass_fields__  # type: ignore[attr-defined]
+            type.__setattr__(owner, "_dataclass_fields", cached)
+        return cached  # type: ignore[no-any-return]
+
+
+@dataclass_transform(frozen_default=True, eq_default=True, field_specifiers=(dataclasses.field, dataclasses.Field))
+class Node:
+    """An immutable node; see the module's docstring."""
+
+    __slots__ = ()
+
+    _frozen: ClassVar[bool] = True
+    _field_specs: ClassVar[tuple[_FieldSpec, ...]] = ()
+    _field_names: ClassVar[tuple[str, ...]] = ()
+    _compared: ClassVar[Callable[[Any], Any]] = staticmethod(lambda node: ())  # type: ignore[assignment]
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]] = _DataclassFields()  # type: ignore[assignment]
+
+    def __init_subclass__(cls, *, frozen: bool = True, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if frozen != cls._frozen and cls.__mro__[1] is not Node:
+            raise TypeError(f"{cls.__qualname__}: a frozen and a mutable node cannot inherit from each other")
+        cls._frozen = frozen
+        own_hash = cls.__dict__.get("__hash__", _MISSING)
+        if not frozen:  # `class View(Node, frozen=False)`: assignable and, like such a dataclass, unhashable
+            cls.__setattr__ = object.__setattr__  # type: ignore[method-assign,assignment]
+            cls.__delattr__ = object.__delattr__  # type: ignore[method-assign,assignment]
+            if own_hash is _MISSING or own_hash is None:
+                cls.__hash__ = None  # type: ignore[assignment]
+        elif own_hash is None and "__eq__" in cls.__dict__:
+            # Python unsets __hash__ for a class that defines __eq__ alone; a frozen dataclass hashes anyway
+            cls.__hash__ = Node.__hash__  # type: ignore[method-assign]
+        specs = {s.name: s for s in cls._field_specs}  # inherited fields first, as dataclasses order them
+        for name, annotation in inspect.get_annotations(cls).items():
+            if str(annotation).startswith(("ClassVar", "typing.ClassVar")):
+                continue
+            declared = cls.__dict__.get(name, _MISSING)
+            spec = _FieldSpec(name, str(annotation), declared)
+            specs[name] = spec
+            if spec.default is _MISSING:  # as a dataclass does: the class attribute is the default, if any
+                if declared is not _MISSING:
+                    delattr(cls, name)
+            else:
+                setattr(cls, name, spec.default)
+        cls._field_specs = tuple(specs.values())
+        defaulted = [s.default is not _MISSING or s.default_factory is not _MISSING for s in cls._field_specs]
+        if True in defaulted and not all(defaulted[defaulted.index(True):]):
+            raise TypeError(f"{cls.__qualname__}: a field without a default follows one with a default")
+        cls._field_names = tuple(specs)
+        setattr(cls, "__match_args__", cls._field_names)  # noqa: B010 - a class attribute type checkers lack
+        compared = [s.name for s in cls._field_specs if s.compare]
+        cls._compared = staticmethod(attrgetter(*compared) if compared else lambda node: ())  # type: ignore[assignment]
+        if "__init__" not in cls.__dict__:  # an inherited, already compiled __init__ knows other fields
+            cls.__init__ = Node.__init__  # type: ignore[method-assign]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        cls = type(self)
+        cls.__init__ = _compile_init(cls)  # type: ignore[method-assign]
+        cls.__init__(self, *args, **kwargs)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        compared = type(self)._compared
+        return bool(compared(self) == compared(other))
+
+    def __hash__(self) -> int:
+        return hash(type(self)._compared(self))
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{s.name}={getattr(self, s.name)!r}" for s in self._field_specs if s.repr)
+        return f"{type(self).__qualname__}({shown})"
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
+
+
+def field_names(node: Node | type[Node]) -> tuple[str, ...]:
+    """The names of a node's fields, in declaration order (as `dataclasses.fields` gives them, but free)."""
+    return node._field_names
+
+
+def _compile_init(cls: type[Node]) -> Callable[..., None]:
+    """The `__init__` a frozen dataclass with these fields would have."""
+    params, body = [], []
+    for spec in cls._field_specs:
+        if spec.default is not _MISSING:
+            params.append(f"{spec.name}=_defaults[{spec.name!r}]")
+        elif spec.default_factory is not _MISSING:
+            params.append(f"{spec.name}=_MISSING")
+            body.append(f"    if {spec.name} is _MISSING: {spec.name} = _factories[{spec.name!r}]()")
+        else:
+            params.append(spec.name)
+        body.append(f"    _set(self, {spec.name!r}, {spec.name})")
+    namespace: dict[str, Any] = {
+        "_set": _set_attribute,
+        "_MISSING": _MISSING,
+        "_defaults": {s.name: s.default for s in cls._field_specs if s.default is not _MISSING},
+        "_factories": {s.name: s.default_factory for s in cls._field_specs if s.default_factory is not _MISSING},
+    }
+    source = f"def __init__(self, {', '.join(params)}):\n" + ("\n".join(body) or "    pass") + "\n"
+    # the source names only the class's own field names, as the one dataclasses compiles does
+    exec(compile(source, f"<{cls.__qualname__}.__init__>", "exec"), namespace)  # noqa: S102
+    init: Callable[..., None] = namespace["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    return init
