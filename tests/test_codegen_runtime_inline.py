@@ -11,6 +11,7 @@ from statewright.compiler.codegen.inline_runtime import (
     dependency_order,
     inline_runtime,
     installed_runtime_index,
+    runtime_index,
     runtime_rule_violations,
     runtime_sources,
 )
@@ -34,6 +35,7 @@ def test_the_installed_runtime_inlines_into_code_that_compiles() -> None:
     assert {"MachineSpec", "Engine", "main", "guard_attribute"} <= set(inlined.names)
     index = installed_runtime_index()  # the cheap way the in-memory machine modules learn them
     assert index.names == inlined.names
+    assert index == runtime_index(runtime_sources())  # a cached index is the index
     assert {index.defined_in[n] for n in ("MachineSpec", "Engine", "RunCore", "main")} == {
         "spec", "engine", "core", "runner_cli"}
 
@@ -199,3 +201,14 @@ def test_the_runtime_keeps_no_module_level_mutable_state() -> None:
             if target in tables:
                 problems.append(f"{name}.py:{node.lineno}: changes the module-level table {target!r}")
     assert problems == []
+
+
+def test_a_stale_or_broken_runtime_index_cache_is_never_trusted(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("STATEWRIGHT_CACHE_DIR", str(tmp_path))
+    fresh = installed_runtime_index.__wrapped__()  # writes the cache file
+    [cache] = list(tmp_path.glob(".statewright-runtime-index-*.json"))
+    assert installed_runtime_index.__wrapped__() == fresh  # read back from the file
+    cache.write_text('{"names": ["only-this"', encoding="utf-8")  # cut short
+    assert installed_runtime_index.__wrapped__() == fresh
+    cache.write_text('{"names": 3}', encoding="utf-8")
+    assert installed_runtime_index.__wrapped__() == fresh

@@ -10,13 +10,18 @@ a clear error instead of producing a runner that fails later.
 from __future__ import annotations
 
 import ast
+import hashlib
 import io
+import json
+import os
 import sys
+import tempfile
 import tokenize
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
+from pathlib import Path
 
 RUNTIME_PACKAGE = "statewright.runtime"
 # What a runner may import besides the standard library; litellm only inside a function (lazily), and tqdm
@@ -95,8 +100,32 @@ class RuntimeIndex:
 
 @lru_cache(maxsize=1)
 def installed_runtime_index() -> RuntimeIndex:
-    """The installed runtime's names, at a fraction of the cost of inlining it."""
-    trees = {name: _parse(name, text) for name, text in runtime_sources().items()}
+    """The installed runtime's names, at a fraction of the cost of inlining it.
+
+    Parsing the runtime's ~5,000 lines takes longer than everything else `statewright test` does before
+    its first test, so the index is kept in a cache file beside the grammar's, keyed by a hash of the
+    sources it was read from (a changed runtime is simply indexed again)."""
+    sources = runtime_sources()
+    digest = hashlib.sha256("\0".join(f"{n}\0{t}" for n, t in sources.items()).encode("utf-8")).hexdigest()[:16]
+    cache = Path(os.environ.get("STATEWRIGHT_CACHE_DIR", tempfile.gettempdir())) / (
+        f".statewright-runtime-index-{digest}-{os.getuid()}.json")
+    try:
+        data = json.loads(cache.read_text(encoding="utf-8"))
+        return RuntimeIndex(tuple(data["names"]), dict(data["defined_in"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        pass  # no cache yet, or one that cannot be used: index the sources
+    index = runtime_index(sources)
+    try:
+        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"names": index.names, "defined_in": dict(index.defined_in)}), encoding="utf-8")
+        os.replace(tmp, cache)
+    except OSError:
+        pass  # an unwritable cache directory only costs the parse next time
+    return index
+
+
+def runtime_index(sources: Mapping[str, str]) -> RuntimeIndex:
+    trees = {name: _parse(name, text) for name, text in sources.items()}
     names = tuple(sorted({n for tree in trees.values() for n in _top_level_names(tree)}))
     defined_in = {bound: module for module in sorted(trees) for bound in _defined_names(trees[module])}
     return RuntimeIndex(names, defined_in)
