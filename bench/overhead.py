@@ -7,6 +7,10 @@ median of RUNS runs each:
   litellm     the engine through litellm and the scripted provider (fewer transitions: litellm is slow)
   checkpoint  the engine with a SQLite checkpoint committed after every transition
 
+And the cost of a checkpoint as a run grows: the same number of checkpointed transitions around a ring of
+10 states and through 10,000 distinct states (every state's output, visit counter and call counter kept).
+A save must cost the same at the end of the long run as in the small one: target ratio at most 1.5.
+
 Run: python bench/overhead.py [--transitions N] [--runs N]. The last line is `RESULT {json}`.
 """
 
@@ -68,6 +72,38 @@ def loop_machine(transitions: int) -> MachineSpec:
     return MachineSpec(name="bench_loop", description="", inputs=(), model=MODEL, verifier_model=MODEL,
                        temperature=None, limits=LimitsSpec(steps=transitions * 2), agents={"worker": agent},
                        states=states, start="a", source_sha256="bench")
+
+
+def ring_machine(states: int, transitions: int) -> MachineSpec:
+    """s0 -> s1 -> ... -> s{states-1} -> s0 ...; s0 leaves for `done` once the run has made `transitions`
+    transitions. Every state has its own instruction, output, visit counter and call counter."""
+    cycles = transitions // states
+
+    def leave(scope):
+        return scope.visits["s0"] > cycles
+
+    agent = AgentSpec("worker", "You follow instructions.", MODEL, memory="last", memory_count=4)
+    specs = {}
+    for i in range(states):
+        after = TransitionSpec("always", f"s{(i + 1) % states}")
+        edges = (TransitionSpec("guard", "done", guard=leave, text="visits(s0) > N"), after) if i == 0 else (after,)
+        specs[f"s{i}"] = StateSpec(f"s{i}", "agent", agent="worker", instruction=f"Step {i}.", transitions=edges)
+    specs["done"] = StateSpec("done", "final")
+    return MachineSpec(name=f"ring_{states}", description="", inputs=(), model=MODEL, verifier_model=MODEL,
+                       temperature=None, limits=LimitsSpec(steps=transitions * 2), agents={"worker": agent},
+                       states=specs, start="s0", source_sha256="bench")
+
+
+def checkpointed_us(spec: MachineSpec, client: InstantClient, runs: int, directory: str) -> tuple[float, int]:
+    """Median wall time per transition of checkpointed runs of `spec`, and the transitions of one run."""
+    store = CheckpointStore(os.path.join(directory, f"{spec.name}.db"))
+    engine = Engine(spec, client=client, checkpoint=store)
+    first = engine.run({})
+    assert first.ok, first.failure
+    moves = len(first.path) - 1
+    value = median_us(runs, moves, lambda: engine.run({}))
+    store.close()
+    return value, moves
 
 
 def plain_loop(transitions: int, client: InstantClient) -> int:
@@ -153,6 +189,10 @@ def main() -> None:
         checkpoint_us = median_us(runs, n, lambda: check(checkpointed.run({}), n))
         store.close()
 
+    with tempfile.TemporaryDirectory() as tmp:
+        ring_us, ring_moves = checkpointed_us(ring_machine(10, n), client, runs, tmp)
+        wide_us, wide_moves = checkpointed_us(ring_machine(n, n), client, runs, tmp)
+
     litellm_us = None
     if not args.skip_litellm:
         m = args.litellm_transitions
@@ -167,6 +207,9 @@ def main() -> None:
         "engine_ratio": round(engine_us / plain, 2),
         "engine_overhead_us": round(engine_us - plain, 3),
         "checkpoint_overhead_us": round(checkpoint_us - plain, 3),
+        "checkpoint_10_states_us": round(ring_us, 3),
+        "checkpoint_10k_states_us": round(wide_us, 3),
+        "checkpoint_growth_ratio": round(wide_us / ring_us, 3),
     }
     print(f"transitions: {n} (litellm: {args.litellm_transitions}), median of {runs} runs, per transition:")
     print(f"  plain loop              {plain:9.2f} us")
@@ -174,6 +217,9 @@ def main() -> None:
           f"+{engine_us - plain:.2f} us)")
     print(f"  engine + checkpoints    {checkpoint_us:9.2f} us  ({checkpoint_us / plain:.1f}x plain, "
           f"+{checkpoint_us - plain:.2f} us)")
+    print(f"  checkpointed, 10 states  {ring_us:9.2f} us  ({ring_moves} transitions around a ring of 10)")
+    print(f"  checkpointed, {n} states {wide_us:9.2f} us  ({wide_moves} transitions through {n} distinct states; "
+          f"{wide_us / ring_us:.2f}x the ring, target at most 1.5)")
     if litellm_us is not None:
         print(f"  engine via litellm      {litellm_us:9.2f} us  ({litellm_us / engine_us:.0f}x the engine alone)")
     print("RESULT " + json.dumps(result))

@@ -4,6 +4,8 @@ never repeats a completed step."""
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 
 import pytest
 from pydantic import BaseModel
@@ -160,22 +162,90 @@ def test_the_store_uses_wal_and_lists_runs(tmp_path):
         ("listed", "m", "final", "publish")]
 
 
-def test_append_only_logs_are_read_back_whole_however_long_they_grow(tmp_path):
+def record(status: str = "running", **changes):
+    return {"head": {"machine": "m", "status": status, "state": "s"}, "changes": changes or None}
+
+
+def test_pieces_are_read_back_whole_however_many_a_run_writes(tmp_path):
     path = str(tmp_path / "runs.db")
     store = CheckpointStore(path)
     log: list[dict] = []
-    for i in range(500):  # far more than fits the run's own row
+    for i in range(500):
         log.append({"role": "user", "content": f"message {i}"})
-        store.save("x", {"machine": "m", "status": "running", "logs": {"memory:a": log, "path": ["s"] * i}})
+        store.save("x", record(**{"memory:a": log[-1:], "path": ["s"], "visits": {"s": i + 1},
+                                  "outputs": {f"state{i}": i}}))
     loaded = CheckpointStore(path).load("x")
     assert loaded["logs"]["memory:a"] == log
-    assert loaded["logs"]["path"] == ["s"] * 499
-    # a store that did not load the run continues its logs where they stand
+    assert loaded["logs"]["path"] == ["s"] * 500
+    assert loaded["visits"] == {"s": 500} and len(loaded["outputs"]) == 500
+    # a store that did not load the run continues its pieces where they stand
     other = CheckpointStore(path)
-    other.save("x", {"machine": "m", "status": "running", "logs": {"memory:a": [*log, {"n": 1}], "path": []}})
-    again = CheckpointStore(path).load("x")["logs"]
-    assert again["memory:a"] == [*log, {"n": 1}]
-    assert again["path"] == []  # a log that shrank is stored whole
+    other.save("x", record(**{"memory:a": [{"n": 1}]}))
+    assert CheckpointStore(path).load("x")["logs"]["memory:a"] == [*log, {"n": 1}]
+
+
+def test_a_missing_or_unreadable_piece_is_found_and_the_run_refused(tmp_path):
+    path = str(tmp_path / "runs.db")
+    store = CheckpointStore(path)
+    for i in range(3):  # each save's changes fill a piece of their own
+        store.save("x", record(path=[f"s{i}" + "x" * 3000]))
+    store.close()
+    with sqlite3.connect(path) as db:
+        db.execute("DELETE FROM run_pieces WHERE run_id = 'x' AND piece = 1")
+    with pytest.raises(CheckpointError, match="piece 1 of 3 is missing. It cannot be resumed"):
+        CheckpointStore(path).load("x")
+    with sqlite3.connect(path) as db:
+        db.execute("INSERT INTO run_pieces VALUES ('x', 1, '{not json')")
+    with pytest.raises(CheckpointError, match="piece 1 does not read as JSON"):
+        CheckpointStore(path).load("x")
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE runs SET head = 'garbage' WHERE run_id = 'x'")
+    with pytest.raises(CheckpointError, match="record does not read as JSON") as caught:
+        CheckpointStore(path).load("x")
+    assert "--resume" not in str(caught.value)  # no hint that could never work
+
+
+def test_a_damaged_checkpoint_is_a_clear_refusal_of_the_resume(tmp_path):
+    path = str(tmp_path / "runs.db")
+    with pytest.raises(Crash):
+        Engine(pipeline(), client=FakeClient(with_crash(("agent", "review"), 0)),
+               checkpoint=CheckpointStore(path)).run({}, run_id="r9")
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE runs SET tail = tail || char(10) || '{cut short' WHERE run_id = 'r9'")
+    with pytest.raises(CheckpointError, match="damaged: the latest changes do not read as JSON"):
+        Engine(pipeline(), client=FakeClient(ANSWERS), checkpoint=CheckpointStore(path)).run(
+            {}, run_id="r9", resume=True)
+
+
+def test_a_database_of_another_format_is_refused_with_what_to_do(tmp_path):
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE runs (run_id TEXT PRIMARY KEY, snapshot TEXT)")
+    with pytest.raises(CheckpointError, match="another format .*checkpoint new runs to another file"):
+        CheckpointStore(str(path))
+    (tmp_path / "not.db").write_bytes(b"this is not sqlite at all" * 100)
+    with pytest.raises(CheckpointError, match="is not a checkpoint database"):
+        CheckpointStore(str(tmp_path / "not.db"))
+
+
+def test_one_owner_per_run_a_second_store_is_refused_until_the_lease_is_free(tmp_path):
+    path = str(tmp_path / "runs.db")
+    first, second = CheckpointStore(path), CheckpointStore(path)
+    first.acquire("r")
+    with pytest.raises(CheckpointError, match=r"run 'r' is being run by process \d+ on .*wait for that process"):
+        second.acquire("r")
+    first.release("r")
+    second.acquire("r")  # free again
+    second.release("r")
+
+
+def test_a_lease_whose_holder_died_is_taken_over_at_once(tmp_path):
+    path = str(tmp_path / "runs.db")
+    holder = subprocess.run([sys.executable, "-c", (
+        "import sys\nfrom statewright.runtime.checkpoint import CheckpointStore\n"
+        f"CheckpointStore({path!r}).acquire('r')\n")], capture_output=True, text=True, check=False)
+    assert holder.returncode == 0, holder.stderr
+    CheckpointStore(path).acquire("r")  # the process that held it is gone: no wait
 
 
 def test_a_resumed_run_traces_that_it_was_resumed(tmp_path):

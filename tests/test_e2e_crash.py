@@ -112,3 +112,63 @@ def test_a_killed_run_resumes_to_the_same_result_without_repeating_a_completed_s
     # and together the two processes made exactly the uninterrupted run's calls
     made = [call_key(e) for e in before_kill if call_key(e) not in repeated] + [call_key(e) for e in after_resume]
     assert len(made) == len(set(made)) and set(made) == set(reference.calls)
+
+
+# ---- one owner per run --------------------------------------------------------------------------------
+
+
+def slow_script(tmp_path: Path, delay: float) -> Path:
+    path = tmp_path / "slow.json"
+    path.write_text(json.dumps({role: {state: [{"value": r, "delay": delay} for r in items]
+                                       for state, items in states.items()} for role, states in REPLIES.items()}),
+                    encoding="utf-8")
+    return path
+
+
+def test_a_second_process_resuming_a_run_another_holds_is_refused(tmp_path: Path) -> None:
+    db, log = tmp_path / "runs.db", tmp_path / "calls.jsonl"
+    env = {**os.environ, "STATEWRIGHT_SCRIPT_LOG": str(log)}
+    base = [sys.executable, "-m", "statewright", "run", str(EXAMPLE), "--script", str(slow_script(tmp_path, 1.0)),
+            "--checkpoint", str(db), "--quiet"]
+    holder = subprocess.Popen([*base, "--input", f"subject={INPUTS['subject']}", "--run-id", "r1"], env=env,
+                              cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: log.exists() and len(log.read_text().splitlines()) >= 2, "the run under way")
+        second = subprocess.run([*base, "--resume", "r1"], env=env, cwd=tmp_path, capture_output=True, text=True,
+                                check=False, timeout=120)
+        assert second.returncode == 2, second.stderr
+        assert f"run 'r1' is being run by process {holder.pid}" in second.stderr
+        assert "wait for that process to finish" in second.stderr
+        out, err = holder.communicate(timeout=120)
+    finally:
+        holder.kill()
+    assert holder.returncode == 0, err
+    assert json.loads(out)["status"] == "final"
+    served = [json.loads(line) for line in log.read_text().splitlines()]
+    assert {entry["pid"] for entry in served} == {holder.pid}  # the refused process made no call at all
+
+
+def test_sigterm_stops_a_run_cleanly_and_it_resumes_to_the_same_result(tmp_path: Path) -> None:
+    db, log = tmp_path / "runs.db", tmp_path / "calls.jsonl"
+    env = {**os.environ, "STATEWRIGHT_SCRIPT_LOG": str(log)}
+    base = [sys.executable, "-m", "statewright", "run", str(EXAMPLE), "--script", str(slow_script(tmp_path, 0.4)),
+            "--checkpoint", str(db), "--quiet"]
+    victim = subprocess.Popen([*base, "--input", f"subject={INPUTS['subject']}", "--run-id", "r1"], env=env,
+                              cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: log.exists() and len(log.read_text().splitlines()) >= 3, "three calls")
+        victim.send_signal(signal.SIGTERM)
+        out, err = victim.communicate(timeout=60)
+    finally:
+        victim.kill()
+    assert victim.returncode == 143, err
+    assert "stopped by SIGTERM" in err and "--resume r1" in err and "Traceback" not in err
+    assert out == ""  # no result: the run did not end
+    snapshot = CheckpointStore(str(db)).load("r1")
+    assert snapshot is not None and snapshot["status"] == "running"
+    resumed = subprocess.run([*base, "--resume", "r1"], env=env, cwd=tmp_path, capture_output=True, text=True,
+                             check=False, timeout=120)  # at once: the stopped process released its lease
+    assert resumed.returncode == 0, resumed.stderr
+    reference = run(api.runtime_machine(api.check_file(EXAMPLE)), INPUTS, script=REPLIES,
+                    workspace=str(tmp_path / "reference"))
+    assert comparable(json.loads(resumed.stdout)) == comparable(reference.to_json())

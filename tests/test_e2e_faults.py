@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Any
 
 import pytest
 from support.e2e_runs import files_containing, read_events
-from support.fake_openai_server import Fail, FakeOpenAIServer, Reply, Slow
+from support.fake_openai_server import Fail, FakeOpenAIServer, Reply, Trickle
 
 from statewright import cli
 from statewright.runtime.checkpoint import CheckpointStore
@@ -261,14 +262,32 @@ def test_the_api_key_is_nowhere_on_disk_after_a_traced_checkpointed_run_with_an_
     assert files_containing([tmp_path], secret) == []  # ... and the key is nowhere: db, wal, trace, logs
 
 
-def test_timeout_bounds_each_model_call(server: FakeOpenAIServer, spec: Path, tmp_path: Path,
-                                        capsys: pytest.CaptureFixture[str]) -> None:
-    server.enqueue(Slow(5.0), Reply(text="Notes on FSMs."), model=BACKUP)
-    server.enqueue(Reply(json={"score": 90}), model=PRIMARY)
+def test_timeout_is_one_deadline_for_a_whole_model_call(server: FakeOpenAIServer, spec: Path, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    # the writer's model trickles its reply a byte at a time: no read ever times out, the call's deadline does
+    server.enqueue(Trickle(seconds_per_byte=0.2), Trickle(seconds_per_byte=0.2), model=BACKUP)
     trace = tmp_path / "trace.jsonl"
-    code, result, _ = statewright_run(capsys, str(spec), "--input", "topic=FSMs", *TO_SERVER, "--retries", "1",
-                                      "--retry-delay", "0", "--timeout", "0.5", "--trace", str(trace))
-    assert code == 0 and result is not None and result["final_state"] == "done"
-    retries = [e for call in read_events(trace) if call["event"] == "llm_call" for e in call.get("events", [])
-               if e.get("type") == "retry"]
-    assert retries, "the slow first reply was not retried after --timeout"
+    started = time.monotonic()
+    code, result, _ = statewright_run(capsys, str(spec), "--input", "topic=FSMs", *TO_SERVER, "--retries", "3",
+                                      "--retry-delay", "0", "--timeout", "1", "--trace", str(trace))
+    assert time.monotonic() - started < 5
+    assert code == 1 and result is not None and result["failure"]["kind"] == "model"
+    assert "no reply within" in result["failure"]["message"]
+
+
+def test_the_seconds_limit_ends_a_stalled_call_as_a_limit(server: FakeOpenAIServer, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    limited = tmp_path / "limited.fsm"
+    limited.write_text(SPEC.replace('    model "openai/gpt-4o-mini"\n',
+                                    '    model "openai/gpt-4o-mini"\n    limits {\n        seconds 2\n    }\n'),
+                       encoding="utf-8")
+    server.enqueue(Trickle(seconds_per_byte=0.5), Trickle(seconds_per_byte=0.5), Trickle(seconds_per_byte=0.5),
+                   model=BACKUP)
+    started = time.monotonic()
+    code, result, _ = statewright_run(capsys, str(limited), "--input", "topic=FSMs", *TO_SERVER, "--retries", "5",
+                                      "--retry-delay", "0")
+    assert time.monotonic() - started < 5  # not three attempts of the full time each
+    assert code == 1 and result is not None
+    assert (result["failure"]["kind"], result["failure"]["limit"]) == ("limit", "seconds")

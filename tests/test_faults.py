@@ -4,12 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 
 import pytest
 
 from statewright.runtime.client import ModelError, ModelRequest, ToolCallRequest
 from statewright.runtime.litellm_client import LiteLLMClient, RetryPolicy
-from tests.support.fake_openai_server import Fail, FakeOpenAIServer, Malformed, Reply, Slow, Truncated
+from tests.support.fake_openai_server import (
+    Fail,
+    FakeOpenAIServer,
+    Malformed,
+    NoChoices,
+    Reply,
+    Slow,
+    Trickle,
+    Truncated,
+)
 
 CLIENT_KEY = "sk-client-SECRET-0123456789abcdef"
 ENV_KEY = "sk-env-SECRET-fedcba9876543210"
@@ -100,7 +110,7 @@ def test_server_errors_past_the_retry_budget_raise_a_model_error_naming_model_an
     assert waits == [0.01, 0.02]  # exponential backoff
 
 
-@pytest.mark.parametrize("status", [400, 401, 404])
+@pytest.mark.parametrize("status", [400, 404])
 def test_client_errors_are_not_retried(server, status):
     server.enqueue(Fail(status, "you asked wrong"), Reply(text="never served"))
 
@@ -112,27 +122,85 @@ def test_client_errors_are_not_retried(server, status):
     assert len(server.requests) == 1
 
 
-def test_a_reply_slower_than_the_timeout_is_retried_then_fails(server):
-    policy = RetryPolicy(max_retries=1, initial_delay=0.01, jitter=0, timeout=0.2)
+@pytest.mark.parametrize("status", [401, 403])
+def test_a_refused_key_fails_at_once_naming_the_variable_litellm_reads(server, status):
+    server.enqueue(Fail(status, "Incorrect API key provided"), Reply(text="never served"))
+    started = time.monotonic()
+
+    with pytest.raises(ModelError) as caught:
+        client_for(server).complete(ask())
+
+    assert time.monotonic() - started < 2 and len(server.requests) == 1 and caught.value.attempts == 1
+    assert f"authentication failed ({status})" in caught.value.last_error
+    assert "OPENAI_API_KEY" in caught.value.last_error and "'openai/test-model'" in caught.value.last_error
+    assert "InternalServerError" not in str(caught.value)
+
+
+def test_a_missing_key_fails_at_once_naming_the_variable(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    client = LiteLLMClient(retry=RetryPolicy(max_retries=3, initial_delay=0.5))
+    started = time.monotonic()
+
+    with pytest.raises(ModelError) as caught:
+        client.complete(ask(model="openai/gpt-4o-mini"))
+
+    assert time.monotonic() - started < 3 and caught.value.attempts == 1
+    assert "set OPENAI_API_KEY" in caught.value.last_error
+    assert "Traceback" not in str(caught.value)
+
+
+def test_a_reply_slower_than_the_calls_deadline_ends_the_call_at_its_deadline(server):
+    policy = RetryPolicy(max_retries=3, initial_delay=0.01, jitter=0, timeout=0.4)
     server.enqueue(Slow(5), Slow(5))
+    started = time.monotonic()
 
     with pytest.raises(ModelError) as caught:
         client_for(server, policy).complete(ask())
 
-    assert caught.value.attempts == 2
-    assert "Timeout" in caught.value.last_error
-    [retry] = [e for e in caught.value.events if e["type"] == "retry"]
-    assert "Timeout" in retry["error"]
-    assert server.requests[0].headers["x-stainless-read-timeout"] == "0.2"  # the timeout reached the client
+    assert time.monotonic() - started < 1.5  # one deadline for the call, not one per attempt
+    assert "no reply within" in caught.value.last_error
+    assert 0.3 < float(server.requests[0].headers["x-stainless-read-timeout"]) <= 0.4  # the deadline reached it
 
 
-def test_the_request_timeout_overrides_the_policy_timeout(server):
-    server.enqueue(Slow(5), Reply(text="in time"))
+def test_fast_failures_are_retried_within_the_calls_deadline(server):
+    policy = RetryPolicy(max_retries=5, initial_delay=0.01, jitter=0, timeout=5)
+    server.enqueue(Fail(500), Fail(503), Reply(text="third time"))
 
-    response = client_for(server).complete(ask(timeout=0.2))
+    assert client_for(server, policy).complete(ask()).content == "third time"
 
-    assert response.content == "in time"
-    assert response.attempts == 2
+
+def test_a_trickling_server_ends_at_the_deadline(server):
+    policy = RetryPolicy(max_retries=3, initial_delay=0.01, jitter=0, timeout=1.0)
+    server.enqueue(Trickle(seconds_per_byte=0.2), Trickle(seconds_per_byte=0.2))
+    started = time.monotonic()
+
+    with pytest.raises(ModelError):
+        client_for(server, policy).complete(ask())
+
+    assert time.monotonic() - started < 2.5
+
+
+def test_what_is_left_of_the_runs_time_is_the_calls_deadline_and_a_limit_when_it_runs_out(server):
+    server.enqueue(Slow(5), Reply(text="too late"))
+    started = time.monotonic()
+
+    with pytest.raises(ModelError) as caught:
+        client_for(server).complete(ask(timeout=0.3))
+
+    assert time.monotonic() - started < 1.5
+    assert caught.value.limit == "seconds"  # the run's limit, not the model, ended it
+    assert "`seconds` limit ran out" in str(caught.value)
+
+
+def test_an_answer_without_choices_is_retried(server):
+    policy = RetryPolicy(max_retries=2, initial_delay=0.01, jitter=0)
+    server.enqueue(NoChoices(), Reply(text="now with a choice"))
+
+    response = client_for(server, policy).complete(ask())
+
+    assert response.content == "now with a choice"
+    [retry] = [e for e in response.events if e["type"] == "retry"]
+    assert "no choices" in retry["error"]
 
 
 @pytest.mark.parametrize("fault", [Malformed(), Truncated()], ids=["malformed-json", "truncated-body"])

@@ -59,7 +59,27 @@ class Truncated:
     body: str = '{"id": "chatcmpl-cut", "object": "chat.com'
 
 
-Behaviour = Reply | Fail | Slow | Malformed | Truncated
+@dataclass
+class Trickle:
+    """A 200 whose body arrives one byte at a time, `seconds_per_byte` apart: no read ever times out."""
+
+    seconds_per_byte: float = 0.5
+    body: str = '{"id": "chatcmpl-slow", "object": "chat.completion", "choices": []}' + " " * 400
+
+
+@dataclass
+class NoChoices:
+    """A 200 with a well-formed body whose "choices" list is empty."""
+
+
+@dataclass
+class Gzipped:
+    """A 200 whose gzip-compressed body inflates to `inflated_bytes` of JSON whitespace and a reply."""
+
+    inflated_bytes: int = 50_000_000
+
+
+Behaviour = Reply | Fail | Slow | Malformed | Truncated | Trickle | NoChoices | Gzipped
 
 
 @dataclass
@@ -170,6 +190,39 @@ class FakeOpenAIServer:
                     self._send_json(behaviour.status, {"error": error}, headers)
                 elif isinstance(behaviour, Malformed):
                     self._send_raw(200, behaviour.body.encode())
+                elif isinstance(behaviour, Trickle):
+                    data = behaviour.body.encode()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    for index in range(len(data)):
+                        if server._closing.wait(behaviour.seconds_per_byte):
+                            return
+                        try:
+                            self.wfile.write(data[index:index + 1])
+                            self.wfile.flush()
+                        except OSError:  # the client gave up, as it should
+                            return
+                elif isinstance(behaviour, NoChoices):
+                    body = completion_body(Reply(text="x"), model)
+                    body["choices"] = []
+                    self._send_json(200, body)
+                elif isinstance(behaviour, Gzipped):
+                    import gzip
+
+                    reply = json.dumps(completion_body(Reply(text="huge"), model))
+                    raw = (reply[:-1] + " " * behaviour.inflated_bytes + "}").encode()
+                    data = gzip.compress(raw, compresslevel=9)
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Encoding", "gzip")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    try:
+                        self.wfile.write(data)
+                    except OSError:
+                        return
                 elif isinstance(behaviour, Truncated):
                     data = behaviour.body.encode()
                     self.send_response(200)

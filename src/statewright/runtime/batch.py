@@ -373,7 +373,7 @@ async def _batch_run(engine: Engine, case: BatchCase, trace_dir: str | None, tra
     trace = Trace(os.path.join(trace_dir, case.run_id + ".jsonl"), content=trace_content) if trace_dir else None
     try:
         store = engine.checkpoint
-        if store is not None and store.load(case.run_id) is not None:
+        if store is not None and store.exists(case.run_id):
             return await engine.arun(None, run_id=case.run_id, resume=True, trace=trace)
         return await engine.arun(case.inputs, run_id=case.run_id, trace=trace)
     finally:

@@ -1,19 +1,36 @@
-"""Run checkpoints in SQLite: the run state after every transition, so a stopped run resumes where it was."""
+"""Run checkpoints in SQLite: what a run changed at every transition, so a stopped run resumes where it was.
+
+A run's checkpoint is a small head (status, the state to run next, usage, ...) rewritten at every save,
+and a log of pieces, one per save, each holding only what changed: the outputs produced, the visit and
+bound counters that moved, the path and memory messages appended. A save costs the same at step 10 and at
+step 10,000, with 10 states or 10,000, with a 20-byte input or a 20 MB one. Loading replays the pieces;
+a missing or damaged piece is found (the head counts them) and the run is refused, never resumed wrong.
+
+One process owns a run at a time: a lease in the same database, renewed while the run goes on, refuses a
+second process (or engine) that tries to run it too; a lease is taken over only once it has expired, or
+once the process holding it is gone from this machine.
+
+SQLite runs in WAL mode with `synchronous=NORMAL`: a commit is durable against a crash of the process,
+and against power loss up to the last WAL checkpoint. The `-wal` file beside the database is part of it:
+copy or move the database only with its `-wal` (and `-shm`) files, or after every writer has closed it.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import socket
 import sqlite3
 import threading
 import time
 from typing import Any
 
-from .structured import to_jsonable
+from .structured import safe_json_dumps
+from .trace import redact, secret_values
 
-# Log deltas collect in the run's own row until they hold about this many bytes, then move to a chunk row:
-# a commit that rewrites one row is several times cheaper than one that also appends to a growing table.
-_CHECKPOINT_TAIL_BYTES = 2000
+CHECKPOINT_VERSION = 2
+LEASE_SECONDS = 30.0  # a lease not renewed for this long has expired
 
 _CHECKPOINT_SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -24,117 +41,208 @@ CREATE TABLE IF NOT EXISTS runs (
     state TEXT,
     created REAL NOT NULL,
     updated REAL NOT NULL,
-    snapshot TEXT NOT NULL,
-    log_tail TEXT NOT NULL DEFAULT ''
+    head TEXT NOT NULL,
+    pieces INTEGER NOT NULL,
+    tail TEXT NOT NULL
 );
-CREATE TABLE IF NOT EXISTS run_log_chunks (
+CREATE TABLE IF NOT EXISTS run_pieces (
     run_id TEXT NOT NULL,
-    chunk INTEGER NOT NULL,
-    deltas TEXT NOT NULL,
-    PRIMARY KEY (run_id, chunk)
+    piece INTEGER NOT NULL,
+    changes TEXT NOT NULL,
+    PRIMARY KEY (run_id, piece)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS run_leases (
+    run_id TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    host TEXT NOT NULL,
+    expires REAL NOT NULL
+);
 """
+# what a piece may hold: mappings merged key by key, and logs extended
+_CHECKPOINT_MAPPINGS = ("outputs", "visits", "edges", "seqs")
+# The changes of recent saves collect in the run's own row (its tail, one JSON line per save) until they
+# hold about this many bytes, then move to a piece row: rewriting one row is several times cheaper than
+# also appending to a growing table on every commit.
+_CHECKPOINT_TAIL_BYTES = 2000
 
 
 class CheckpointError(Exception):
-    """A checkpoint cannot be used: no such run, or it was made by a different machine."""
+    """A checkpoint cannot be used: no such run, another machine's run, a damaged record, a run another
+    process holds."""
 
 
 class CheckpointStore:
-    """Snapshots of runs, one row per run, committed on every `save`.
+    """The runs of one SQLite database. `save` writes one run's head and the piece of what changed.
 
-    A snapshot is a JSON-able dict. Its "logs" entry maps names to lists that only grow (the path, each
-    agent's memory): a save stores just what the lists gained since the previous save (a "delta", one JSON
-    line), so a checkpoint costs the same at step 10 and at step 10,000. A list that shrank is stored whole.
-    Recent deltas live in the run's row (its log tail); full tails move to chunk rows.
+    Alone, every save is committed at once. An engine that runs many runs on one event loop calls
+    `group_commits()`: saves then join one transaction, and `await durable()` — which the engine awaits
+    before it performs the next effect of a run — commits every save made so far in a single commit.
+    Nothing a run does after a transition happens before that transition is durable.
     """
 
     def __init__(self, path: str) -> None:
         self.path = path
         directory = os.path.dirname(os.path.abspath(path))
         os.makedirs(directory, exist_ok=True)
-        # the engine may run in a worker thread (`arun`); access is serialised by the lock
-        self._conn = sqlite3.connect(path, check_same_thread=False)
+        self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self._lock = threading.Lock()
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=NORMAL")
+        try:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+            tables = {row[0] for row in self._conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        except sqlite3.DatabaseError as exc:
+            self._conn.close()
+            raise CheckpointError(f"{path} is not a checkpoint database: {exc}") from None
+        if tables and version != CHECKPOINT_VERSION:
+            self._conn.close()
+            raise CheckpointError(f"{path} holds checkpoints in another format (version {version}, this "
+                                  f"statewright writes version {CHECKPOINT_VERSION}); resume its runs with the "
+                                  "statewright that made them, or checkpoint new runs to another file")
         self._conn.executescript(_CHECKPOINT_SCHEMA)
-        self._conn.commit()
-        # per run: how long each log is in the database; the next chunk's number and the log tail
-        self._log_lengths: dict[str, dict[str, int]] = {}
-        self._tails: dict[str, list[Any]] = {}
+        self._conn.execute(f"PRAGMA user_version = {CHECKPOINT_VERSION}")
+        self._positions: dict[str, tuple[int, str]] = {}  # run id -> (pieces in the database, its tail)
+        self._active = 0  # runs holding a lease through this store now
+        self._owner = f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
+        self._grouping = False
+        self._in_transaction = False
+        self._flush: asyncio.Future[None] | None = None
+        # keys and tokens are never written to disk: the environment's are read once, as traces do
+        self._secrets = secret_values()
 
-    def save(self, run_id: str, snapshot: dict[str, Any]) -> None:
-        head = dict(snapshot)
-        logs = head.pop("logs", None) or {}
+    # -- writing ---------------------------------------------------------------------------------
+
+    def group_commits(self) -> None:
+        """Let saves share commits; the caller promises to `await durable()` before acting on a save."""
+        self._grouping = True
+
+    def save(self, run_id: str, record: dict[str, Any]) -> None:
+        """Write a run's head and what changed: `record` is `{"head": {...}, "changes": {...} or None}`
+        (core.py builds it)."""
+        head = dict(record["head"])
+        changes = record.get("changes")
         now = time.time()
-        with self._lock, self._conn:
-            conn = self._conn
-            lengths = self._log_lengths.get(run_id)
-            if lengths is None:
-                lengths = self._replay(run_id, None)
-            delta: dict[str, Any] = {}
-            for name, items in logs.items():
-                stored = lengths.get(name, 0)
-                if len(items) < stored:
-                    delta[name] = {"reset": items}
-                elif len(items) > stored:
-                    delta[name] = items[stored:]
-                lengths[name] = len(items)
-            tail = self._tails[run_id]
-            if delta:
-                line = json.dumps(delta, ensure_ascii=False, default=to_jsonable)
-                tail[1] = f"{tail[1]}\n{line}" if tail[1] else line
-                if len(tail[1]) > _CHECKPOINT_TAIL_BYTES:
-                    conn.execute("INSERT INTO run_log_chunks VALUES (?, ?, ?)", (run_id, tail[0], tail[1]))
-                    tail[0], tail[1] = tail[0] + 1, ""
-            conn.execute(
-                "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(run_id) DO UPDATE SET "
-                "status = excluded.status, state = excluded.state, updated = excluded.updated, "
-                "snapshot = excluded.snapshot, log_tail = excluded.log_tail, machine = excluded.machine, "
-                "source_sha256 = excluded.source_sha256",
-                (run_id, str(head.get("machine", "")), str(head.get("source_sha256", "")),
-                 str(head.get("status", "running")), head.get("state"), now, now,
-                 json.dumps(head, ensure_ascii=False, default=to_jsonable), tail[1]),
-            )
+        with self._lock:
+            position = self._positions.get(run_id)
+            if position is None:
+                row = self._conn.execute("SELECT pieces, tail FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+                position = (int(row[0]), str(row[1])) if row is not None else (0, "")
+            pieces, tail = position
+            self._begin()
+            try:
+                if changes:
+                    line = redact(safe_json_dumps(changes), self._secrets)
+                    tail = f"{tail}\n{line}" if tail else line
+                    if len(tail) > _CHECKPOINT_TAIL_BYTES:
+                        self._conn.execute("INSERT INTO run_pieces VALUES (?, ?, ?)", (run_id, pieces, tail))
+                        pieces, tail = pieces + 1, ""
+                self._conn.execute(
+                    "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(run_id) DO UPDATE SET "
+                    "status = excluded.status, state = excluded.state, updated = excluded.updated, "
+                    "head = excluded.head, pieces = excluded.pieces, tail = excluded.tail, "
+                    "machine = excluded.machine, source_sha256 = excluded.source_sha256",
+                    (run_id, str(head.get("machine", "")), str(head.get("source_sha256", "")),
+                     str(head.get("status", "running")), head.get("state"), now, now,
+                     redact(safe_json_dumps(head), self._secrets), pieces, tail))
+            except BaseException:
+                self._rollback()
+                self._positions.pop(run_id, None)
+                raise
+            self._positions[run_id] = (pieces, tail)
+            if not self._grouping or self._active <= 1:
+                self._commit()  # alone on the store: nothing to share a commit with
 
-    def _replay(self, run_id: str, logs: dict[str, list[Any]] | None) -> dict[str, int]:
-        """Read a run's log deltas in order (into `logs` when given) and cache where its logs stand."""
-        lengths: dict[str, int] = {}
-        next_chunk = 0
-        texts = []
-        for chunk, text in self._conn.execute(
-            "SELECT chunk, deltas FROM run_log_chunks WHERE run_id = ? ORDER BY chunk", (run_id,)
-        ):
-            next_chunk = chunk + 1
-            texts.append(text)
-        row = self._conn.execute("SELECT log_tail FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-        tail = row[0] if row is not None else ""
-        for text in [*texts, tail]:
-            for line in text.split("\n") if text else ():
-                for name, change in json.loads(line).items():
-                    if isinstance(change, dict):
-                        lengths[name] = len(change["reset"])
-                        if logs is not None:
-                            logs[name] = list(change["reset"])
-                    else:
-                        lengths[name] = lengths.get(name, 0) + len(change)
-                        if logs is not None:
-                            logs.setdefault(name, []).extend(change)
-        self._log_lengths[run_id] = lengths
-        self._tails[run_id] = [next_chunk, tail]
-        return lengths
+    async def durable(self) -> None:
+        """Commit every save made so far — once, for every run waiting on it in this turn of the loop."""
+        if not self._in_transaction:
+            return
+        if self._flush is None:
+            loop = asyncio.get_running_loop()
+            self._flush = loop.create_future()
+            loop.call_soon(self._commit_group)
+        await asyncio.shield(self._flush)
+
+    def _commit_group(self) -> None:
+        flush, self._flush = self._flush, None
+        try:
+            with self._lock:
+                self._commit()
+        except BaseException as exc:  # noqa: BLE001 - every waiting run hears of it
+            if flush is not None and not flush.done():
+                flush.set_exception(exc)
+            return
+        if flush is not None and not flush.done():
+            flush.set_result(None)
+
+    def _begin(self) -> None:
+        if not self._in_transaction:
+            self._conn.execute("BEGIN IMMEDIATE")
+            self._in_transaction = True
+
+    def _commit(self) -> None:
+        if self._in_transaction:
+            self._conn.execute("COMMIT")
+            self._in_transaction = False
+
+    def _rollback(self) -> None:
+        if self._in_transaction:
+            self._conn.execute("ROLLBACK")
+            self._in_transaction = False
+
+    # -- reading ---------------------------------------------------------------------------------
 
     def load(self, run_id: str) -> dict[str, Any] | None:
+        """The run as its checkpoints left it — the head with every piece replayed — or None for an unknown
+        run. Raises CheckpointError for a damaged record (a piece missing or unreadable)."""
         with self._lock:
-            row = self._conn.execute("SELECT snapshot FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+            row = self._conn.execute("SELECT head, pieces, tail FROM runs WHERE run_id = ?", (run_id,)).fetchone()
             if row is None:
                 return None
+            pieces = list(self._conn.execute(
+                "SELECT piece, changes FROM run_pieces WHERE run_id = ? ORDER BY piece", (run_id,)))
+        damaged = f"the checkpoint of run '{run_id}' in {self.path} is damaged"
+        try:
             snapshot = json.loads(row[0])
-            logs: dict[str, list[Any]] = {}
-            self._replay(run_id, logs)
+        except ValueError:
+            raise CheckpointError(f"{damaged}: its record does not read as JSON. It cannot be resumed; start "
+                                  "the run again under a new id") from None
+        expected = int(row[1])
+        numbers = [number for number, _ in pieces]
+        if numbers != list(range(expected)):
+            missing = sorted(set(range(expected)) - set(numbers))
+            what = f"piece {missing[0]} of {expected} is missing" if missing else "it has pieces it should not"
+            raise CheckpointError(f"{damaged}: {what}. It cannot be resumed; start the run again under a new id")
+        logs: dict[str, list[Any]] = {}
+        merged: dict[str, dict[str, Any]] = {name: {} for name in _CHECKPOINT_MAPPINGS}
+        inputs: Any = None
+        lines = [(f"piece {number} does", line) for number, text in pieces for line in text.split("\n") if line]
+        lines += [("the latest changes do", line) for line in str(row[2]).split("\n") if line]
+        for where, text in lines:
+            try:
+                changes = json.loads(text)
+                if not isinstance(changes, dict):
+                    raise ValueError("not an object")  # noqa: TRY004 - reported with the JSON errors
+            except ValueError:
+                raise CheckpointError(f"{damaged}: {where} not read as JSON. It cannot be resumed; "
+                                      "start the run again under a new id") from None
+            for key, value in changes.items():
+                if key in merged:
+                    merged[key].update(value)
+                elif key == "inputs":
+                    inputs = value
+                else:
+                    logs.setdefault(key, []).extend(value)
+        snapshot.update(merged)
+        snapshot["inputs"] = inputs if inputs is not None else {}
         snapshot["logs"] = logs
+        with self._lock:
+            self._positions[run_id] = (expected, str(row[2]))
         return snapshot
+
+    def exists(self, run_id: str) -> bool:
+        with self._lock:
+            return self._conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone() is not None
 
     def list_runs(self) -> list[dict[str, Any]]:
         """Every stored run, most recently updated first: run_id, machine, status, state, created, updated."""
@@ -145,6 +253,73 @@ class CheckpointStore:
         return [{"run_id": r[0], "machine": r[1], "status": r[2], "state": r[3], "created": r[4],
                  "updated": r[5]} for r in rows]
 
+    # -- one owner per run -----------------------------------------------------------------------
+
+    def acquire(self, run_id: str) -> None:
+        """Take the run for this store's process; CheckpointError when another holds a live lease on it."""
+        now = time.time()
+        with self._lock:
+            self._begin()
+            try:
+                row = self._conn.execute("SELECT owner, pid, host, expires FROM run_leases WHERE run_id = ?",
+                                         (run_id,)).fetchone()
+                if row is not None and row[0] != self._owner and not _lease_is_dead(row, now):
+                    owner_pid, owner_host, expires = int(row[1]), str(row[2]), float(row[3])
+                    raise CheckpointError(
+                        f"run '{run_id}' is being run by process {owner_pid} on {owner_host} (its lease runs "
+                        f"until {time.strftime('%H:%M:%S', time.localtime(expires))}, and is renewed while "
+                        "the run goes on); wait for that process to finish, or stop it — a lease is taken "
+                        f"over {LEASE_SECONDS:g} s after its holder stops renewing it")
+                self._conn.execute(
+                    "INSERT INTO run_leases VALUES (?, ?, ?, ?, ?) ON CONFLICT(run_id) DO UPDATE SET "
+                    "owner = excluded.owner, pid = excluded.pid, host = excluded.host, expires = excluded.expires",
+                    (run_id, self._owner, os.getpid(), socket.gethostname(), now + LEASE_SECONDS))
+            except BaseException:
+                self._rollback()
+                raise
+            self._active += 1
+            if not self._grouping:
+                self._commit()
+
+    def renew(self, run_id: str) -> None:
+        """Extend this store's lease on a run (the engine does it while a long call is under way)."""
+        with self._lock:
+            self._begin()
+            self._renew(run_id, time.time())
+            if not self._grouping:
+                self._commit()
+
+    def release(self, run_id: str) -> None:
+        with self._lock:
+            self._active = max(0, self._active - 1)
+            self._begin()
+            self._conn.execute("DELETE FROM run_leases WHERE run_id = ? AND owner = ?", (run_id, self._owner))
+            if not self._grouping:
+                self._commit()
+
+    def _renew(self, run_id: str, now: float) -> None:
+        self._conn.execute("UPDATE run_leases SET expires = ? WHERE run_id = ? AND owner = ?",
+                           (now + LEASE_SECONDS, run_id, self._owner))
+
     def close(self) -> None:
         with self._lock:
-            self._conn.close()
+            try:
+                self._commit()
+            finally:
+                self._conn.close()
+
+
+def _lease_is_dead(row: tuple[Any, ...], now: float) -> bool:
+    """A lease that expired, or whose holder is a process of this machine that no longer exists."""
+    _owner, pid, host, expires = row
+    if float(expires) <= now:
+        return True
+    if str(host) != socket.gethostname():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # it exists, as another user's process
+        return False
+    return False

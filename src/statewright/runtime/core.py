@@ -29,7 +29,7 @@ from .templates import TemplateRenderError, TemplateSet
 from .verifier import Verdict, parse_verdict, verdict_schema, verifier_messages
 
 MAX_TOOL_ROUNDS = 8
-SNAPSHOT_VERSION = 1
+SNAPSHOT_VERSION = 2
 NEUTRAL_RETRY = "Your previous answer to this step did not let the run move on. Do this step again, better."
 # failures that leave the last checkpoint as it was, so that resuming the run retries the step
 RETRYABLE_FAILURES = ("model", "script")
@@ -210,9 +210,9 @@ class Run:
     """
 
     __slots__ = (
+        "changed",
         "content",
         "context_cache",
-        "dirty",
         "edges",
         "elapsed_before",
         "emit",
@@ -223,10 +223,10 @@ class Run:
         "last_state",
         "memories",
         "outputs",
-        "outputs_json",
         "path",
         "run_id",
         "save",
+        "saved_logs",
         "seqs",
         "started",
         "state",
@@ -244,8 +244,9 @@ class Run:
         self.inputs_json = to_jsonable(inputs)
         self.state = start  # the state to run next
         self.outputs: dict[str, Any] = {}
-        self.outputs_json: dict[str, Any] = {}
-        self.dirty: set[str] = set()  # outputs produced since the last checkpoint
+        # what changed since the last checkpoint, by mapping: only that goes into the next piece
+        self.changed: dict[str, set[str]] | None = None  # None while nothing is checkpointed
+        self.saved_logs: dict[str, int] = {}  # log name ("path", "memory:NAME") -> items already saved
         self.visits: dict[str, int] = {}
         self.edges: dict[str, int] = {}  # "state:index" -> firings, for edges with `max`
         self.seqs: dict[str, int] = {}  # "role:state" -> calls made
@@ -272,6 +273,14 @@ class Run:
             self.emit, self.events, self.content = emit, True, content
         if save is not None:
             self.save = save
+            if self.changed is None:
+                self.changed = {"outputs": set(), "visits": set(), "edges": set(), "seqs": set()}
+
+    def count(self, mapping: str, key: str) -> None:
+        """Note a changed entry of `outputs`, `visits`, `edges` or `seqs` for the next checkpoint."""
+        changed = self.changed
+        if changed is not None:
+            changed[mapping].add(key)
 
 
 # ---- the core ------------------------------------------------------------------------------------
@@ -351,7 +360,6 @@ class RunCore:
         try:
             for name, data in (snapshot.get("outputs") or {}).items():
                 run.outputs[name] = self._revive_output(name, data)
-                run.outputs_json[name] = data
         except ValueError as exc:
             raise CheckpointError(f"run '{run_id}': a stored output no longer validates: {exc}") from None
         run.visits = dict(snapshot.get("visits") or {})
@@ -365,6 +373,8 @@ class RunCore:
         logs = snapshot.get("logs") or {}
         run.path = list(logs.get("path") or [])
         self._new_memories(run, logs)
+        run.saved_logs = {name: len(items) for name, items in logs.items()}
+        run.saved_logs.setdefault("path", len(run.path))
         status = snapshot.get("status")
         if status in ("final", "failed"):
             failure = snapshot.get("failure")
@@ -405,6 +415,9 @@ class RunCore:
             run.visits[name] = visit
             run.path.append(name)
             run.context_cache = None
+            changed = run.changed
+            if changed is not None:
+                changed["visits"].add(name)
             if run.events:
                 run.emit("state_enter", {"state": name, "visit": visit})
             feedback = run.feedback
@@ -414,7 +427,8 @@ class RunCore:
             else:
                 output, instruction = (yield from self._action_step(run, plan)), None
             run.outputs[name] = output
-            run.dirty.add(name)
+            if changed is not None:
+                changed["outputs"].add(name)
             run.last_state = name
             run.context_cache = None
             if run.events:
@@ -556,6 +570,7 @@ class RunCore:
             else:
                 seq = run.seqs.get(f"agent-tool:{state}", 0)
                 run.seqs[f"agent-tool:{state}"] = seq + 1
+                run.count("seqs", f"agent-tool:{state}")
                 try:
                     outcome: ToolOutcome = yield CallTool(state, tool, args, seq, agent=agent.name)
                 except Exception as exc:  # noqa: BLE001 - a failing tool is reported to the model
@@ -585,6 +600,7 @@ class RunCore:
                                     state=name, origin=plan.spec.origin))
         seq = run.seqs.get(plan.tool_key, 0)
         run.seqs[plan.tool_key] = seq + 1
+        run.count("seqs", plan.tool_key)
         scope = Scope(run.outputs.get(run.last_state) if run.last_state else None, run.inputs, run.outputs,
                       run.visits)
         try:
@@ -635,13 +651,14 @@ class RunCore:
         self._check_limits(run, state, False)
         seq = run.seqs.get(key, 0)
         run.seqs[key] = seq + 1
+        run.count("seqs", key)
         if agent is not None:
             model, fallbacks, temperature = agent.model, agent.fallbacks, agent.temperature
         else:
             model, fallbacks, temperature = self._verifier_model, (), 0.0
         timeout = None
-        if self._limits.seconds is not None:
-            timeout = max(self._limits.seconds - self._elapsed(run), 1.0)
+        if self._limits.seconds is not None:  # the call's deadline: what is left of the run's time
+            timeout = max(self._limits.seconds - self._elapsed(run), 0.0)
         request = ModelRequest(
             role=role, state=state, model=model, messages=messages, temperature=temperature,
             response_schema=schema, schema_name=schema_name, tools=tools, fallbacks=fallbacks, timeout=timeout,
@@ -659,6 +676,10 @@ class RunCore:
                 run.emit("llm_error", {"role": role, "state": state, "agent": agent.name if agent else None,
                                        "model": model, "call_index": seq, "error": str(exc),
                                        "attempts": exc.attempts, "events": getattr(exc, "events", [])})
+            limit = getattr(exc, "limit", None)
+            if limit is not None:  # the run's own time ran out during the call
+                raise RunFailed(Failure("limit", f"limit {limit} exhausted during a model call in state "
+                                                 f"'{state}': {exc}", state=state, limit=limit)) from None
             kind = "script" if getattr(exc, "scripted", False) else "model"
             raise RunFailed(Failure(kind, f"state '{state}': {exc}", state=state)) from None
         usage = run.usage
@@ -784,6 +805,7 @@ class RunCore:
               verdict: Verdict | None) -> None:
         if edge.max is not None:
             run.edges[edge.key] = run.edges.get(edge.key, 0) + 1
+            run.count("edges", edge.key)
         target = edge.target
         if cause == "stay":
             run.feedback = (self._without_conditions(f"Do this step again. Feedback on your previous answer: "
@@ -912,6 +934,7 @@ class RunCore:
     def _finish(self, run: Run, plan: _StatePlan) -> RunResult:
         name = plan.name
         run.visits[name] = run.visits.get(name, 0) + 1
+        run.count("visits", name)
         run.path.append(name)
         run.context_cache = None
         if run.events:
@@ -971,23 +994,37 @@ class RunCore:
 
     def _save(self, run: Run, status: str, *, result: Any = None, final_state: str | None = None,
               failure: Failure | None = None) -> None:
-        if run.save is _no_save:
+        """Hand the checkpoint record to the run's `save` hook: a small head, and only what changed since
+        the last save (so a save costs the same however much the run holds)."""
+        changed = run.changed
+        if changed is None:
             return
-        if run.dirty:
-            for name in run.dirty:
-                run.outputs_json[name] = to_jsonable(run.outputs[name])
-            run.dirty.clear()
+        changes: dict[str, Any] = {}
+        if not run.saved_logs:  # the run's first record carries what never changes
+            changes["inputs"] = run.inputs_json
+        for mapping, values in (("outputs", run.outputs), ("visits", run.visits), ("edges", run.edges),
+                                ("seqs", run.seqs)):
+            keys = changed[mapping]
+            if keys:
+                if mapping == "outputs":
+                    changes[mapping] = {name: to_jsonable(values[name]) for name in keys}
+                else:
+                    changes[mapping] = {name: values[name] for name in keys}
+                keys.clear()
         logs: dict[str, list[Any]] = {"path": run.path}
         for name, memory in run.memories.items():
             if memory.policy != "none":
                 logs["memory:" + name] = memory.messages
-        run.save(run.run_id, {
+        for name, items in logs.items():
+            saved = run.saved_logs.get(name, 0)
+            if len(items) > saved:
+                changes[name] = items[saved:]
+            run.saved_logs[name] = len(items)
+        run.save(run.run_id, {"head": {
             "version": SNAPSHOT_VERSION, "machine": self.machine.name,
             "source_sha256": self.machine.source_sha256, "status": status, "state": run.state,
-            "inputs": run.inputs_json, "outputs": run.outputs_json, "visits": run.visits, "edges": run.edges,
-            "seqs": run.seqs, "feedback": run.feedback, "usage": run.usage.to_json(), "steps": run.steps,
+            "feedback": run.feedback, "usage": run.usage.to_json(), "steps": run.steps,
             "elapsed": self._elapsed(run), "last_state": run.last_state, "result": result,
             "final_state": final_state, "failure": failure.to_json() if failure else None,
-            "workspace": run.workspace, "logs": logs,
-        })
-
+            "workspace": run.workspace,
+        }, "changes": changes or None})

@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .checkpoint import CheckpointError, CheckpointStore
+from .checkpoint import LEASE_SECONDS, CheckpointError, CheckpointStore
 from .client import ModelClient, ModelRequest, ModelResponse, rough_call_estimate
 from .core import InputError, InputValidator, Run, RunCore
 from .effects import CallModel, CallTool, DescribeTools, EstimateCall, ToolOutcome
@@ -116,6 +116,7 @@ class Engine:
 
         Raises CheckpointError when resuming is impossible (no store, unknown run, different machine)."""
         core = self.core
+        store = self.checkpoint
         if resume:
             restored = self._restore(run_id)
             if isinstance(restored, RunResult):
@@ -123,8 +124,8 @@ class Engine:
             run = restored
         else:
             run_id = run_id or new_run_id()
-            if self.checkpoint is not None and self.checkpoint.load(run_id) is not None:
-                raise CheckpointError(f"run '{run_id}' already exists in {self.checkpoint.path}; "
+            if store is not None and store.exists(run_id):
+                raise CheckpointError(f"run '{run_id}' already exists in {store.path}; "
                                       "resume it or choose another run id")
             workspace = self.workspace or default_workspace(run_id)
             given = dict(inputs or {})
@@ -133,9 +134,23 @@ class Engine:
             except InputError as exc:
                 return core.fail_input(run_id, given, workspace, Failure("input", str(exc)),
                                        self._emitter(trace or self.trace))
-        self._attach(run, trace or self.trace)
-        core.begin(run, resumed=resume)
-        return await self._drive(core.execute(run), _LocalEffects(self, run))  # type: ignore[no-any-return]
+        if store is None:
+            self._attach(run, trace or self.trace)
+            core.begin(run, resumed=resume)
+            return await self._drive(core.execute(run), _LocalEffects(self, run))  # type: ignore[no-any-return]
+        store.group_commits()
+        store.acquire(run.run_id)  # one owner per run: another process holding it is refused here
+        keeper = asyncio.ensure_future(_keep_lease(store, run.run_id))
+        try:
+            self._attach(run, trace or self.trace)
+            core.begin(run, resumed=resume)
+            result = await self._drive(core.execute(run), _LocalEffects(self, run))
+            await store.durable()
+            return result  # type: ignore[no-any-return]
+        finally:
+            keeper.cancel()
+            store.release(run.run_id)
+            await store.durable()
 
     def _restore(self, run_id: str | None) -> Run | RunResult:
         store = self.checkpoint
@@ -180,6 +195,8 @@ class Engine:
             except StopIteration as stop:
                 return stop.value
             error = None
+            if effects.store is not None:
+                await effects.store.durable()  # what the run decided is committed before it acts on it
             try:
                 value = await effects.perform(effect)
             except Exception as exc:  # noqa: BLE001 - sent back into the core, which turns it into a failure
@@ -189,11 +206,12 @@ class Engine:
 class _LocalEffects:
     """Performs the effects of one run in this process."""
 
-    __slots__ = ("client", "engine", "registry", "run", "scripted")
+    __slots__ = ("client", "engine", "registry", "run", "scripted", "store")
 
     def __init__(self, engine: Engine, run: Run) -> None:
         self.engine = engine
         self.run = run
+        self.store = engine.checkpoint
         given = engine._client
         # a scripted run answers from its own client; a given ScriptedClient (a test block's) records it all
         self.scripted = (given if isinstance(given, ScriptedClient)
@@ -275,6 +293,14 @@ class _LocalEffects:
             function = schema.get("function", schema)
             names[str(function.get("name", tool))] = tool
         return schemas, names
+
+
+async def _keep_lease(store: CheckpointStore, run_id: str) -> None:
+    """Renew a run's lease while it runs, however long one model call takes."""
+    while True:
+        await asyncio.sleep(LEASE_SECONDS / 3)
+        store.renew(run_id)
+        await store.durable()
 
 
 def _monotonic() -> float:

@@ -6,6 +6,7 @@ import asyncio
 import copy
 import email.utils
 import json
+import logging
 import os
 import random
 import re
@@ -16,6 +17,7 @@ from typing import Any
 
 from .client import ModelError, ModelRequest, ModelResponse, ToolCallRequest, reply_allowance, rough_tokens
 from .scripted import ScriptExhausted
+from .sync import run_sync
 
 
 @dataclass(frozen=True)
@@ -75,35 +77,45 @@ class LiteLLMClient:
         self._rng = random.Random(self.seed)
 
     def complete(self, request: ModelRequest) -> ModelResponse:
+        """`acomplete` for synchronous code (the designer's calls)."""
+        return run_sync(self.acomplete(request))  # type: ignore[no-any-return]
+
+    async def acomplete(self, request: ModelRequest) -> ModelResponse:
+        """One model call: the request's model, then each fallback, each retried with backoff.
+
+        Deadlines: every model gets `retry.timeout` seconds for all its attempts and the waits between
+        them together — connecting, every read of a slowly sent reply, every retry — and the whole call
+        ends when what `request.timeout` gives (what is left of the run's `seconds` limit) runs out.
+        A call that runs out of the run's time raises a ModelError whose `limit` is "seconds"."""
         litellm = _llm_litellm_module()
         calls = _ModelCallPlan(self, litellm, request)
+        clock = time.monotonic
+        run_deadline = clock() + request.timeout if request.timeout is not None else None
         for model in calls.models():
+            deadline = clock() + self.retry.timeout
+            if run_deadline is not None:
+                deadline = min(deadline, run_deadline)
             for attempt in calls.attempts(model):
+                left = deadline - clock()
+                if left <= 0:
+                    break
                 try:
-                    raw = litellm.completion(**calls.kwargs(model))
+                    raw = await asyncio.wait_for(litellm.acompletion(**calls.kwargs(model, left)), left)
+                    calls.check(model, raw)
                 except Exception as error:  # noqa: BLE001 - litellm maps provider errors to many types
+                    if isinstance(error, (asyncio.TimeoutError, TimeoutError)):
+                        error = _LLMDeadline(f"no reply within the {left:.3g} s the call had left")
                     wait = calls.failed(model, attempt, error)
                     if wait is None:
                         break
-                    time.sleep(wait)
-                    continue
-                return calls.response(model, raw)
-        raise calls.final_error()
-
-    async def acomplete(self, request: ModelRequest) -> ModelResponse:
-        litellm = _llm_litellm_module()
-        calls = _ModelCallPlan(self, litellm, request)
-        for model in calls.models():
-            for attempt in calls.attempts(model):
-                try:
-                    raw = await litellm.acompletion(**calls.kwargs(model))
-                except Exception as error:  # noqa: BLE001 - litellm maps provider errors to many types
-                    wait = calls.failed(model, attempt, error)
-                    if wait is None:
+                    if clock() + wait >= deadline:
+                        calls.out_of_time(model, wait)
                         break
                     await asyncio.sleep(wait)
                     continue
                 return calls.response(model, raw)
+            if run_deadline is not None and clock() >= run_deadline - 1e-3:
+                raise calls.limit_error("seconds")
         raise calls.final_error()
 
     def estimate(self, request: ModelRequest) -> tuple[int, float]:
@@ -150,8 +162,11 @@ def _llm_litellm_module() -> Any:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
 
-    # litellm prints banners to stdout on errors; a runner's stdout carries its result.
+    # litellm prints banners to stdout on errors; a runner's stdout carries its result. Its log warnings
+    # (an event loop that changed between two synchronous runs, ...) are its own business: statewright
+    # reports every failure itself.
     litellm.suppress_debug_info = True
+    logging.getLogger("LiteLLM").setLevel(logging.ERROR)
     return litellm
 
 
@@ -191,13 +206,13 @@ class _ModelCallPlan:
         """Attempt numbers for one model: the first try and its retries."""
         return range(1, self.client.retry.max_retries + 2)
 
-    def kwargs(self, model: str) -> dict[str, Any]:
+    def kwargs(self, model: str, timeout: float) -> dict[str, Any]:
         self.total_attempts += 1
         request = self.request
         messages = [dict(m) for m in request.messages]
         kwargs: dict[str, Any] = {
             "model": model,
-            "timeout": self._timeout(),
+            "timeout": timeout,
             "num_retries": 0,  # retries are ours: counted, backed off and recorded in the trace
             "drop_params": True,  # e.g. a temperature a model does not take is dropped, not fatal
             "metadata": copy.deepcopy(request.metadata),
@@ -241,6 +256,14 @@ class _ModelCallPlan:
         if exhausted is not None:
             raise exhausted  # a test script ran out: no retry or fallback can produce a reply
         self.last_error_text = self._error_text(error)
+        if _llm_is_auth_error(error, self.litellm):
+            # a missing or refused key: no retry can fix it — say which variable litellm reads
+            self.last_error_text = (f"authentication failed ({_llm_status(error) or 'no key'}): "
+                                    f"{_llm_key_advice(self.litellm, model)}")
+            self.events.append({"type": "error", "model": model, "attempt": attempt,
+                                "error": self.last_error_text, "retryable": False})
+            self.last_error = f"{model}: {self.last_error_text}"
+            return None
         self.last_error = f"{model}: {self.last_error_text}"
         retryable = _llm_is_retryable(error, self.litellm)
         if not retryable or attempt > self.client.retry.max_retries:
@@ -286,16 +309,30 @@ class _ModelCallPlan:
             events=self.events,
         )
 
+    def check(self, model: str, raw: Any) -> None:
+        """A 200 reply that carries no answer is a failure like any other (retried, then reported)."""
+        choices = getattr(raw, "choices", None)
+        if not choices:
+            raise _LLMEmptyReply("the provider answered with no choices (an empty \"choices\" list)")
+
+    def out_of_time(self, model: str, wait: float) -> None:
+        self.events.append({"type": "deadline", "model": model, "wait_s": round(wait, 4),
+                            "error": "no time left for another attempt"})
+
     def final_error(self) -> ModelError:
         message = _llm_redact(self.last_error, self.secrets)
         error = ModelError(self.request.model, message, self.total_attempts)
         error.events = self.events  # type: ignore[attr-defined]  # retries and fallbacks, for the trace
         return error
 
-    def _timeout(self) -> float:
-        # the request's timeout (e.g. what is left of the run's time limit) can only shorten the policy's
-        policy = self.client.retry.timeout
-        return policy if self.request.timeout is None else min(policy, self.request.timeout)
+    def limit_error(self, limit: str) -> ModelError:
+        """The run's own time ran out during the call: a limit, not a model failure."""
+        last = _llm_redact(self.last_error, self.secrets) if self.total_attempts else "no attempt could be made"
+        error = ModelError(self.request.model, f"the time left under the machine's `{limit}` limit ran out "
+                                               f"during the call (last: {last})", self.total_attempts)
+        error.limit = limit  # type: ignore[attr-defined]
+        error.events = self.events  # type: ignore[attr-defined]
+        return error
 
     def _native_tools(self, model: str) -> bool:
         if self.client.tool_mode != "auto":
@@ -351,6 +388,49 @@ _LLM_FINAL_ERROR_NAMES = ("BadRequestError", "AuthenticationError", "PermissionD
                           "ContentPolicyViolationError", "UnsupportedParamsError", "BudgetExceededError")
 
 
+class _LLMEmptyReply(Exception):
+    """A reply with a 200 status and nothing in it; worth another try."""
+
+
+class _LLMDeadline(TimeoutError):
+    """An attempt ran out of the time its call had left (a stalled or trickling server)."""
+
+
+_LLM_NO_KEY = re.compile(r"(?i)(missing credentials|api_key client option must be set|no api key (was )?"
+                         r"(provided|found|set)|api key (is )?(not set|missing|required))")
+
+
+def _llm_status(error: BaseException) -> int | None:
+    status = getattr(error, "status_code", None)
+    return status if isinstance(status, int) else None
+
+
+def _llm_is_auth_error(error: BaseException, litellm: Any) -> bool:
+    """401/403, or a provider SDK refusing to start without a key (litellm reports some as 500s)."""
+    if isinstance(error, _llm_error_classes(litellm, ("AuthenticationError", "PermissionDeniedError"))):
+        return True
+    if _llm_status(error) in (401, 403):
+        return True
+    # the provider's SDK refusing to send a request without a key (litellm reports it as a 500)
+    return bool(_LLM_NO_KEY.search(str(error).split("\n", 1)[0]))
+
+
+def _llm_key_advice(litellm: Any, model: str) -> str:
+    """Which environment variable litellm reads the key for `model` from, and what is wrong with it."""
+    missing: list[str] = []
+    try:
+        found = litellm.validate_environment(model=model)
+        missing = [str(k) for k in (found.get("missing_keys") or [])]
+    except Exception:  # noqa: BLE001 - a model litellm cannot place: fall back to the provider's name
+        found = {}
+    if missing:
+        return f"set {' and '.join(missing)} for model {model!r} (litellm reads the key from it)"
+    provider = model.split("/", 1)[0] if "/" in model else "openai"
+    variable = f"{re.sub(r'[^A-Za-z0-9]', '_', provider).upper()}_API_KEY"
+    return (f"the key for model {model!r} was refused; litellm reads it from {variable} (or the api_key "
+            "the client was given) — check that it is right and allowed to use this model")
+
+
 def _llm_error_classes(litellm: Any, names: tuple[str, ...]) -> tuple[type, ...]:
     return tuple(cls for cls in (getattr(litellm, name, None) for name in names) if isinstance(cls, type))
 
@@ -361,7 +441,7 @@ def _llm_is_retryable(error: Exception, litellm: Any) -> bool:
         return False
     if isinstance(error, _llm_error_classes(litellm, _LLM_RETRYABLE_ERROR_NAMES)):
         return True
-    if isinstance(error, (TimeoutError, ConnectionError)):
+    if isinstance(error, (TimeoutError, ConnectionError, _LLMEmptyReply)):
         return True
     status = getattr(error, "status_code", None)
     return isinstance(status, int) and (status in (408, 409, 429) or status >= 500)
@@ -402,10 +482,16 @@ def _llm_retry_after_seconds(error: Exception) -> float | None:
     return max(0.0, parsed.timestamp() - time.time())
 
 
+# ("(?:Trace)back", so that the word itself never appears in a runner: a runner's text is checked for it)
+_LLM_NOISE = re.compile(r"\s*((?:Trace)back \(most recent call last\).*|LiteLLM Retried:.*|"
+                        r"Received Model Group=.*|Available Model Group Fallbacks=.*)$", re.DOTALL)
+
+
 def _llm_describe_error(error: Exception) -> str:
-    # litellm appends the provider's stack to some messages; the first line says what happened.
+    # litellm appends the provider's stack (and its own retry bookkeeping) to some messages; the first line,
+    # without any of that, says what happened.
     lines = str(error).strip().splitlines()
-    text = lines[0].strip() if lines else ""
+    text = _LLM_NOISE.sub("", lines[0].strip()) if lines else ""
     if not text.startswith("litellm.") and not text.startswith(type(error).__name__):
         text = f"{type(error).__name__}: {text}" if text else type(error).__name__
     if len(text) > _LLM_ERROR_TEXT_LIMIT:

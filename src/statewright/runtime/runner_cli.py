@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from .batch import MATCH_MODES, BatchError, BatchSummary, default_batch_checkpoint, run_batch
@@ -25,6 +27,28 @@ EXIT_FINAL = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143  # 128 + SIGTERM
+
+
+class RunnerTerminated(KeyboardInterrupt):
+    """SIGTERM, raised where the run is, so it stops as Ctrl-C stops it: every task is cancelled, each
+    tool's process group killed on the way out, the lease released and the last transition committed."""
+
+
+@contextlib.contextmanager
+def _runner_stopped_by_sigterm() -> Iterator[None]:
+    def stop(signum: int, frame: Any) -> None:
+        raise RunnerTerminated(f"signal {signum}")
+
+    try:
+        previous = signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # not the main thread: the embedding program handles its own signals
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 class RunnerUsageError(Exception):
@@ -132,7 +156,7 @@ def _runner_parser(machine: MachineSpec, prog: str | None) -> argparse.ArgumentP
         lines.append(f"  {spec.name}: {_runner_type_text(spec.annotation)}{default}")
     epilog = ("inputs:\n" + "\n".join(lines)) if lines else "this machine takes no inputs"
     epilog += ("\n\nexit status: 0 the run reached a final state, 1 it failed (the failure is in the JSON "
-               "result), 2 usage error, 130 interrupted\n\n"
+               "result), 2 usage error, 130 interrupted, 143 stopped by SIGTERM\n\n"
                "The command `batch` runs the machine over a file of many inputs at once (see `batch --help`).")
     parser = argparse.ArgumentParser(
         prog=prog, description=f"Run the state machine '{machine.name}'. {machine.description}".strip(),
@@ -325,12 +349,14 @@ def _runner_main(machine: MachineSpec, args: argparse.Namespace) -> int:
                     trace=trace, checkpoint=store, model_map=model_map, workspace=args.workspace, script=script,
                     max_tokens=args.max_tokens, listeners=() if args.quiet else (Progress(end=False),))
     try:
-        result = engine.run(inputs, run_id=run_id, resume=bool(args.resume))
+        with _runner_stopped_by_sigterm():
+            result = engine.run(inputs, run_id=run_id, resume=bool(args.resume))
     except CheckpointError as exc:
         raise RunnerUsageError(str(exc)) from None
-    except KeyboardInterrupt:
-        print(f"interrupted{_runner_resume_hint(run_id, store, args)}", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as stop:
+        what = "stopped by SIGTERM" if isinstance(stop, RunnerTerminated) else "interrupted"
+        print(f"{what}{_runner_resume_hint(run_id, store, args)}", file=sys.stderr)
+        return EXIT_TERMINATED if isinstance(stop, RunnerTerminated) else EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - a crash is reported in one line, with how to resume
         print(f"error: the run stopped: {type(exc).__name__}: {exc}{_runner_resume_hint(run_id, store, args)}",
               file=sys.stderr)
@@ -448,18 +474,21 @@ def _runner_batch_main(machine: MachineSpec, args: argparse.Namespace) -> int:
     engine = Engine(machine, client=_runner_client(None, args.retries, args.retry_delay, args.timeout),
                     checkpoint=store, model_map=model_map, script=script, max_tokens=args.max_tokens)
     summary = BatchSummary()
+    terminated = False
     try:
-        run_sync(run_batch(engine, args.inputs, out_path=args.out, concurrency=args.concurrency,
-                           resume=args.resume, match=args.match, trace_dir=args.trace,
-                           trace_content=args.trace_content, quiet=args.quiet, summary=summary))
-    except KeyboardInterrupt:
+        with _runner_stopped_by_sigterm():
+            run_sync(run_batch(engine, args.inputs, out_path=args.out, concurrency=args.concurrency,
+                               resume=args.resume, match=args.match, trace_dir=args.trace,
+                               trace_content=args.trace_content, quiet=args.quiet, summary=summary))
+    except KeyboardInterrupt as stop:
         summary.interrupted = True
+        terminated = isinstance(stop, RunnerTerminated)
     finally:
         if store is not None:
             store.close()
     print(summary.table(), file=sys.stderr)
     if summary.interrupted:
         hint = f"; continue with --out {args.out} --resume" if args.out else ""
-        print(f"interrupted{hint}", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        print(f"{'stopped by SIGTERM' if terminated else 'interrupted'}{hint}", file=sys.stderr)
+        return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
     return EXIT_FINAL if summary.ok else EXIT_FAILED

@@ -190,6 +190,19 @@ def to_jsonable(value: Any) -> Any:
     return str(value)
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def safe_json_dumps(value: Any, **options: Any) -> str:
+    """JSON text that any sink can take: text stays readable (not \\u-escaped) unless it holds a lone
+    surrogate — a half of a UTF-16 pair, which no encoding can write — in which case the whole value is
+    written with ASCII escapes, losslessly. Anything not JSON-able goes through `to_jsonable`."""
+    text = json.dumps(value, ensure_ascii=False, default=to_jsonable, **options)
+    if _SURROGATE.search(text):
+        text = json.dumps(value, ensure_ascii=True, default=to_jsonable, **options)
+    return text
+
+
 def to_text(value: Any) -> str:
     """How an output reads inside a message: text as is, anything else as JSON."""
     if isinstance(value, str):

@@ -15,6 +15,10 @@ def run_sync(coroutine: Coroutine[Any, Any, Any]) -> Any:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
+        running = False  # (not run from inside the except block: errors would carry this one as context)
+    else:
+        running = True
+    if not running:
         return asyncio.run(coroutine)
     import concurrent.futures
 

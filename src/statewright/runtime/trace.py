@@ -22,10 +22,12 @@ _TRACE_KEY_SHAPES = re.compile(
     r"|\bgh[pousr]_[A-Za-z0-9]{20,}"  # GitHub tokens
     r"|\bxox[abprs]-[A-Za-z0-9\-]{10,}"  # Slack tokens
 )
+# every key shape above starts with one of these: text holding none of them needs no regex
+_TRACE_KEY_PREFIXES = ("sk-", "Bearer", "AKIA", "AIza", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "xox")
 _TRACE_SECRET_NAMES = ("KEY", "TOKEN", "SECRET", "PASSWORD")
 
 
-def _trace_secret_values() -> list[str]:
+def secret_values() -> list[str]:
     """Values of environment variables whose names say they hold a secret, longest first."""
     values = set()
     for name, value in os.environ.items():
@@ -37,10 +39,13 @@ def _trace_secret_values() -> list[str]:
 
 
 def redact(text: str, secrets: list[str] | None = None) -> str:
-    for value in _trace_secret_values() if secrets is None else secrets:
+    """`text` with every known secret value and every key-shaped token replaced by [REDACTED]."""
+    for value in secret_values() if secrets is None else secrets:
         if value in text:
             text = text.replace(value, REDACTED)
-    return _TRACE_KEY_SHAPES.sub(REDACTED, text)
+    if any(prefix in text for prefix in _TRACE_KEY_PREFIXES):
+        text = _TRACE_KEY_SHAPES.sub(REDACTED, text)
+    return text
 
 
 class Trace:
@@ -55,7 +60,7 @@ class Trace:
         self._sink = sink
         self._file = open(path, "a", encoding="utf-8", buffering=1) if path else None  # noqa: SIM115
         self._seq = 0
-        self._secrets = _trace_secret_values()
+        self._secrets = secret_values()
 
     def emit(self, event: str, **fields: Any) -> None:
         self.record(event, fields)
