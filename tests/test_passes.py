@@ -492,3 +492,60 @@ def test_only_template_code_reads_a_state_name_not_plain_words() -> None:
     assert equivalence_classes(compile_ok(plain).ir) == {"review0": ["review0", "review1"]}
     read = chain_with_duplicates(1).replace('do "Write."', 'do "Write. {% if review1.output %}Again.{% endif %}"')
     assert equivalence_classes(compile_ok(read).ir) == {}
+
+
+# ---- issue 9, item 1: literals are compared by type and value -------------------------------------
+
+_LITERAL_TWINS = """machine m {{
+    input pick: int
+    tool show = "mymod:show"
+    agent critic {{
+        prompt "You review."
+    }}
+
+    start state choose {{
+        call show(x = 0)
+        when pick == 1 -> a
+        when pick == 2 -> b
+        otherwise -> c
+    }}
+
+    state a {{
+        {a}
+        -> done
+    }}
+
+    state b {{
+        {b}
+        -> done
+    }}
+
+    state c {{
+        {c}
+        -> done
+    }}
+
+    final state done
+}}
+"""
+
+
+@pytest.mark.parametrize(("template", "third"), [
+    ("call show(x = {})", "true"),
+    ("call show(x = [{}])", "true"),
+    # a guard may not compare an int with a bool, so the third literal there is another number
+    ('agent critic\n        do "Review."\n        output int\n        when output == {} -> done', "2"),
+    ('agent critic\n        do "Review."\n        output int\n        when output + {} > 1 -> done', "2"),
+], ids=["call-argument", "list-in-call-argument", "guard-comparison", "guard-arithmetic"])
+def test_literals_of_different_types_are_never_taken_for_equal(template: str, third: str) -> None:
+    """`1`, `1.0` and `true` are different values (Python calls them equal): states that differ only in
+    which of them they use are never merged, wherever the literal appears."""
+    def state(literal: str) -> str:
+        return template.format(literal)
+    text = _LITERAL_TWINS.format(a=state("1"), b=state("1.0"), c=state(third))
+    comp = api.check_text(text, "m.fsm")
+    assert comp.ir is not None, [d.message for d in comp.diagnostics]
+    assert equivalence_classes(comp.ir) == {}
+    same = api.check_text(_LITERAL_TWINS.format(a=state("1"), b=state("1"), c=state("2")), "m.fsm")
+    assert same.ir is not None
+    assert equivalence_classes(same.ir) == {"a": ["a", "b"]}
