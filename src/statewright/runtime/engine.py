@@ -892,7 +892,8 @@ class Engine:
 
     def _render(self, run: _Run, source: str, state: str, context: Mapping[str, Any]) -> str:
         try:
-            return render_template(source, context)
+            deadline = self._limits.seconds and time.monotonic() + self._limits.seconds - run.elapsed()
+            return render_template(source, context, deadline=deadline)
         except TemplateRenderError as exc:
             raise RunFailed(Failure("template", f"state '{state}': {exc}", state=state,
                                     origin=self.machine.states[state].origin)) from None
