@@ -549,3 +549,35 @@ def test_literals_of_different_types_are_never_taken_for_equal(template: str, th
     same = api.check_text(_LITERAL_TWINS.format(a=state("1"), b=state("1"), c=state("2")), "m.fsm")
     assert same.ir is not None
     assert equivalence_classes(same.ir) == {"a": ["a", "b"]}
+
+
+# ---- issue 9, item 2: the states a template reads come from its Jinja parse, recorded in the IR --------
+
+
+def test_a_state_read_after_a_literal_holding_closing_braces_is_neither_merged_nor_removed() -> None:
+    """A regex stopping at the first `}}` would miss `review1` here: the string literal holds `}}`."""
+    read = chain_with_duplicates(1).replace('do "Write."', 'do "Write. {{ \\"}}\\" ~ review1.output }}"')
+    comp = compile_ok(read)
+    assert [r.state for r in comp.ir.state("draft").template_reads] == ["review1"]
+    assert equivalence_classes(comp.ir) == {}
+    orphan = chain_with_duplicates(1).replace("    final state done", """    state orphan {
+        agent critic
+        do "Never runs."
+        -> done
+    }
+
+    final state done {
+        result "{{ '}}' ~ orphan.output }}{# {{ review0.output }} is a comment #}"
+    }""")
+    comp = compile_ok(orphan)
+    assert [r.state for r in comp.ir.state("done").template_reads] == ["orphan"]
+    assert "orphan" in {s.name for s in api.optimize(comp).states}
+
+
+def test_template_reads_are_names_the_template_reads_not_words_or_local_variables() -> None:
+    text = chain_with_duplicates(1).replace(
+        'do "Write."',
+        'do "review1 {% for review0 in [1] %}{{ review0 }}{% endfor %}{% raw %}{{ review1.output }}{% endraw %}"')
+    comp = compile_ok(text)
+    assert comp.ir.state("draft").template_reads == ()
+    assert equivalence_classes(comp.ir) == {"review0": ["review0", "review1"]}

@@ -12,7 +12,7 @@ from ..grammar import ast
 from . import ir
 from .graph_checks import check_graph
 from .lower import lower_machine
-from .resolve import Symbols, resolve_names
+from .resolve import JINJA_NAMES, Symbols, resolve_names
 from .templates import check_templates
 from .testblocks import check_tests
 from .typecheck import check_types
@@ -52,7 +52,7 @@ def report_unused(symbols: Symbols, diagnostics: Diagnostics) -> None:
                                help=f"add it to an agent's 'tools [...]' or 'call {name}(...)' in a state, "
                                     "or remove it")
     for name, decl in symbols.inputs.items():
-        if name not in symbols.used_inputs:
+        if name not in symbols.used_inputs and name not in JINJA_NAMES:  # those have SW2014 already
             diagnostics.report("SW7005", f"input '{name}' is never used", decl.name.span,
                                label="no template or guard reads it",
                                help=f"read it in an instruction as '{{{{ {name} }}}}', or remove it")

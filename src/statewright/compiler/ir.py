@@ -153,6 +153,18 @@ class ToolCall:
 
 
 @dataclass(frozen=True)
+class StateRead:
+    """A template of a state reads state `state` by name (`{{ draft.output }}`, `{{ draft.visits }}`).
+
+    Recorded by the template check from its Jinja parse; `origin` is the name's exact place in the source.
+    """
+
+    state: str
+    template: str  # "instruction" | "result"
+    origin: Span | None = _origin()
+
+
+@dataclass(frozen=True)
 class State:
     """kind: "agent" (an agent does the step), "action" (a tool call, no model) or "final"."""
 
@@ -167,6 +179,7 @@ class State:
     call: ToolCall | None = None
     result: str | None = None
     transitions: tuple[Transition, ...] = ()
+    template_reads: tuple[StateRead, ...] = ()  # the states its instruction or result reads, in source order
     origin: Span | None = _origin()
     # every source span this state stands for: more than one after states are merged
     origins: tuple[Span, ...] = field(default=(), compare=False, repr=False)

@@ -243,6 +243,8 @@ class _Lowerer:
             call=call if kind == "action" else None,
             result=view.result.text.value if view.result is not None and kind == "final" else None,
             transitions=transitions if kind != "final" else (),
+            template_reads=tuple(read for read in self.symbols.state_reads.get(name, ())
+                                 if (read.template, kind) in (("instruction", "agent"), ("result", "final"))),
             origin=view.decl.span,
             origins=(view.decl.span,),
         )

@@ -133,6 +133,13 @@ _ALL = [
        "\"package.module:function\"'. Standard tools ('std.*') are declared by name alone, to enable them or"
        " set their options.",
        "tool lookup", 'tool lookup = "mypkg.tools:lookup"'),
+    _e("SW2014", "name reserved by templates",
+       "Templates are Jinja2, and Jinja2 gives some names a meaning of its own: 'self' is the template, "
+       "'loop' the current loop, 'varargs', 'kwargs', 'caller' and 'super' belong to macros and blocks, "
+       "'range', 'dict', 'lipsum', 'cycler', 'joiner' and 'namespace' are functions, 'true', 'false', 'none' "
+       "(and 'True', 'False', 'None') are constants and 'not' is an operator. A template could not read an "
+       "input or state of that name, so none may have one.",
+       "input loop: int\n...\ndo \"Round {{ loop }}.\"", "input round: int\n...\ndo \"Round {{ round }}.\""),
     # --- structure ----------------------------------------------------------------------------
     _e("SW3001", "no start state",
        "Every machine needs exactly one 'start state'.", "state draft { ... }", "start state draft { ... }"),
@@ -235,6 +242,17 @@ _ALL = [
     _e("SW5002", "output of a state used where it is not typed",
        "A template reads 'STATE.output.FIELD' but that state has no typed output.",
        'do "{{ draft.output.title }}"', 'do "{{ draft.output }}"'),
+    _e("SW5003", "template nested too deeply",
+       "A template nests brackets, blocks or operators deeper than templates may (30 levels of brackets, "
+       "blocks or signs in a row; 100 operations in one expression). Jinja2 parses and compiles templates "
+       "recursively, so deeper nesting could not run. Split the template into simpler parts.",
+       'do "{{ ((((((((((((((((((((((((((((((((1)))))))))))))))))))))))))))))))) }}"', 'do "{{ 1 }}"'),
+    _e("SW5004", "template computes a value that is too large",
+       "Templates compute with bounded operators: a number may have at most 4,300 digits and a text or list "
+       "at most 10,000,000 characters or items, and '**', '*', '%', '+' and '~' refuse to build anything "
+       "larger. The compiler works out constant expressions the same way, so one that would be refused at run "
+       "time is an error here.",
+       'do "{{ 10 ** 5000 }}"', 'do "{{ 10 ** 50 }}"'),
     # --- tests --------------------------------------------------------------------------------
     _e("SW6001", "test names an unknown state",
        "A 'reply', 'verdict' or 'expect' in a test block names a state the machine does not have.",
