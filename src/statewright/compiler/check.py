@@ -1,6 +1,6 @@
 """The compiler's front door: one parsed machine through every check, and its IR.
 
-    resolve -> typecheck -> templates -> testblocks -> lower -> graph_checks
+    resolve -> flow -> typecheck -> templates -> testblocks -> lower -> graph_checks
 
 Every stage reports into one Diagnostics and none stops the others, so a single run shows every problem.
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 from ..diagnostics import Diagnostics, SourceFile
 from ..grammar import ast
 from . import ir
+from .flow import Flow
 from .graph_checks import check_graph
 from .lower import lower_machine
 from .resolve import JINJA_NAMES, Symbols, resolve_names
@@ -21,11 +22,12 @@ from .typecheck import check_types
 def check_machine(source: SourceFile, machine: ast.Machine, diagnostics: Diagnostics) -> ir.Machine | None:
     """Check one parsed machine; its IR, or None when any error was reported."""
     symbols = resolve_names(machine, diagnostics)
+    flow = Flow(machine)
     check_types(machine, symbols, diagnostics)
     check_templates(machine, symbols, diagnostics)
     check_tests(symbols, diagnostics)
     lowered = lower_machine(machine, symbols, diagnostics)
-    check_graph(machine, diagnostics)
+    check_graph(machine, diagnostics, flow)
     report_unused(symbols, diagnostics)
     if diagnostics.has_errors:
         return None

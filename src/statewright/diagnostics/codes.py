@@ -152,7 +152,9 @@ _ALL = [
        "start state draft { agent writer do \"Write.\" -> done }\nfinal state done"),
     _e("SW3005", "no final state can be reached",
        "From this state no sequence of transitions leads to a final state, so a run that gets here can only "
-       "end by exhausting a limit.", "state loop { ... -> loop max 3 }", "state loop { ... -> loop max 3\n"
+       "end by exhausting a limit. Only transitions that can fire count: one after an unconditional "
+       "transition (SW3007), one whose guard is always false (SW7007) and one out of a state no run reaches "
+       "lead nowhere.", "state loop { ... -> loop max 3 }", "state loop { ... -> loop max 3\n"
        "    otherwise -> done }"),
     _e("SW3006", "transition out of a final state",
        "Reaching a final state ends the run; transitions there can never be taken.",
@@ -164,7 +166,9 @@ _ALL = [
        "-> review\nwhen output.ok -> done", "when output.ok -> done\n-> review"),
     _e("SW3008", "cycle with no bound",
        "Every loop must be bounded: put 'max N' on one of its edges or 'visits N' on one of its states. "
-       "The message names the states that form the cycle.",
+       "The message names the states that form the cycle. A guard is not a bound, even one that counts "
+       "visits ('when visits(review) < 3 -> draft'): the compiler does not work out when a guard turns false, "
+       "so write the bound where it can see it ('visits 3' on the state, or 'max 3' on the edge).",
        "state a { ... -> b }\nstate b { ... -> a }", "state a { ... -> b }\nstate b { ... -> a max 3 }"),
     _e("SW3009", "state does no work",
        "A non-final state needs an 'agent' (with an instruction) or a tool 'call'.",
@@ -289,7 +293,7 @@ _ALL = [
        'tool lookup = "pkg.mod:lookup"',
        'tool lookup = "pkg.mod:lookup"\nagent researcher { prompt "..." tools [lookup] }'),
     _w("SW7004", "unreachable state",
-       "No transition path from the start state leads here; the state can never run. "
+       "No path of transitions that can fire leads here from the start state; the state can never run. "
        "The dead-state pass removes it from compiled runners.",
        "start state draft { ... -> done }\nstate polish { ... -> done }\nfinal state done",
        "start state draft { ... -> polish }\nstate polish { ... -> done }\nfinal state done"),
