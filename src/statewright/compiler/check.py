@@ -23,8 +23,8 @@ def check_machine(source: SourceFile, machine: ast.Machine, diagnostics: Diagnos
     """Check one parsed machine; its IR, or None when any error was reported."""
     symbols = resolve_names(machine, diagnostics)
     flow = Flow(machine)
-    check_types(machine, symbols, diagnostics)
-    check_templates(machine, symbols, diagnostics)
+    check_types(machine, symbols, diagnostics, flow)
+    check_templates(machine, symbols, diagnostics, flow)
     check_tests(symbols, diagnostics)
     lowered = lower_machine(machine, symbols, diagnostics)
     check_graph(machine, diagnostics, flow)

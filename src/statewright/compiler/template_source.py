@@ -341,19 +341,28 @@ class ParsedTemplate:
 
     def node_span(self, node: nodes.Node) -> Span:
         """From the first token of `node` to the last one inside it, closing brackets included."""
-        offsets = [self.offset(n) for n in _walk(node)]
-        start = min(offsets)
-        index = self._at.get(max(offsets))
-        if index is None or self._at.get(start) is None:
+        starts: list[int] = []
+        ends: list[int] = []
+        for n in _walk(node):
+            offset = self.offset(n)
+            own = self.token_at(offset)
+            starts.append(offset)
+            ends.append(own.end if own is not None else offset)
+            if isinstance(n, (nodes.Getattr, nodes.Test)):
+                word = self.token_after(offset, skip=("not",) if isinstance(n, nodes.Test) else ())
+                if word is not None:
+                    ends.append(word.end)
+        start, end = min(starts), max(ends)
+        first, last = self._at.get(start), self._index_ending_at(end)
+        if first is None or last is None:
             return self.line_span(start)
         depth = 0
-        for t in self.tokens[self._at[start] : index + 1]:
+        for t in self.tokens[first : last + 1]:
             if t.kind == "operator" and t.value in _OPENERS:
                 depth += 1
             elif t.kind == "operator" and t.value in _OPENERS.values():
                 depth -= 1
-        end = self.tokens[index].end
-        for t in self.tokens[index + 1 :]:
+        for t in self.tokens[last + 1 :]:
             if depth <= 0:
                 break
             if t.kind == "operator" and t.value in _OPENERS.values():
@@ -362,6 +371,14 @@ class ParsedTemplate:
             elif t.kind != "whitespace":
                 break
         return self.span(start, end)
+
+    def _index_ending_at(self, end: int) -> int | None:
+        for i in range(len(self.tokens) - 1, -1, -1):
+            if self.tokens[i].end == end:
+                return i
+            if self.tokens[i].end < end:
+                return None
+        return None
 
 
 def _kind_of(node: nodes.Node) -> str:

@@ -23,9 +23,19 @@ from ..diagnostics import Diagnostics, did_you_mean
 from ..grammar import ast
 from ..runtime.templates import MAX_TEMPLATE_VALUE, TemplateTooLarge, bounded_binop, bounded_concat
 from . import ir
+from .flow import Flow
 from .resolve import JINJA_NAMES, StateView, Symbols, closest
 from .template_source import ParsedTemplate, TemplateSourceError, Token, check_environment, parse_template
-from .typecheck import Record, TextOutput, TypeLike, fields_of, output_type, type_text, unknown_field_help
+from .typecheck import (
+    Record,
+    TextOutput,
+    TypeLike,
+    absent_output_notes,
+    fields_of,
+    output_type,
+    type_text,
+    unknown_field_help,
+)
 
 _BUILTIN_EXAMPLES = {"filter": "upper, join, length and default", "test": "defined, none and number"}
 _INNERMOST_BLOCK = re.compile(r"The innermost block that needs to be closed is '(\w+)'")
@@ -110,10 +120,71 @@ def _sequence_size(value: object) -> int | None:
     return len(value) if isinstance(value, (str, list, tuple)) else None
 
 
+def _output_of(node: nodes.Node, states: Iterable[str]) -> str | None:
+    """The state whose output `node` is, for a node written `STATE.output`; else None."""
+    if (isinstance(node, nodes.Getattr) and node.attr == "output" and isinstance(node.node, nodes.Name)
+            and node.node.ctx == "load" and node.node.name in states):
+        return node.node.name
+    return None
+
+
+def none_tests(node: nodes.Node, value: bool, states: Iterable[str]) -> set[str]:
+    """The states whose output is surely there when template expression `node` has the truth value
+    `value`: the rule for guards (typecheck.none_tests) — `STATE.output != none` true or `== none` false,
+    through `and`, `or` and `not` — plus what only templates can write: `STATE.output` itself true, and
+    `STATE.output is none` false (`is not none` true)."""
+    if isinstance(node, nodes.Not):
+        return none_tests(node.node, not value, states)
+    if isinstance(node, (nodes.And, nodes.Or)):
+        left, right = none_tests(node.left, value, states), none_tests(node.right, value, states)
+        both = isinstance(node, nodes.And) == value
+        return left | right if both else left & right
+    state = _output_of(node, states)
+    if state is not None:
+        return {state} if value else set()
+    if isinstance(node, nodes.Test) and node.name == "none" and not node.args:
+        state = _output_of(node.node, states)
+        return {state} if state is not None and not value else set()
+    if isinstance(node, nodes.Compare) and len(node.ops) == 1 and node.ops[0].op in ("eq", "ne"):
+        op = node.ops[0]
+        for side, other in ((node.expr, op.expr), (op.expr, node.expr)):
+            state = _output_of(side, states)
+            if state is not None and isinstance(other, nodes.Const) and other.value is None:
+                return {state} if (op.op == "ne") == value else set()
+    return set()
+
+
+def _narrowed(node: nodes.Node, parents: dict[int, nodes.Node], states: Iterable[str]) -> set[str]:
+    """The states whose output the tests around `node` show to be there: the conditions of the `if`
+    blocks and inline `if`s it sits in (negated in `elif` and `else`), and the left side of an `and` or
+    `or` it is the right side of. A macro's body is not narrowed by where the macro is written."""
+    shown: set[str] = set()
+    child = node
+    parent = parents.get(id(child))
+    while parent is not None and not isinstance(parent, (nodes.Macro, nodes.CallBlock)):
+        if isinstance(parent, nodes.If) and child is not parent.test:
+            if any(c is child for c in parent.body):
+                shown |= none_tests(parent.test, True, states)
+            else:
+                tests = [parent.test, *(e.test for e in parent.elif_)]
+                later = next((k for k, e in enumerate(parent.elif_) if e is child), len(parent.elif_))
+                for test in tests[: later + 1]:
+                    shown |= none_tests(test, False, states)
+        elif isinstance(parent, nodes.CondExpr) and child is not parent.test:
+            shown |= none_tests(parent.test, child is parent.expr1, states)
+        elif isinstance(parent, nodes.And) and child is parent.right:
+            shown |= none_tests(parent.left, True, states)
+        elif isinstance(parent, nodes.Or) and child is parent.right:
+            shown |= none_tests(parent.left, False, states)
+        child, parent = parent, parents.get(id(parent))
+    return shown
+
+
 class _TemplateChecker:
-    def __init__(self, symbols: Symbols, diags: Diagnostics) -> None:
+    def __init__(self, symbols: Symbols, diags: Diagnostics, flow: Flow | None = None) -> None:
         self.symbols = symbols
         self.diags = diags
+        self.flow = flow
 
     def check(self, string: ast.String, where: str, *, reader: str | None = None, template: str = "") -> None:
         """Check one template; `reader` is the state whose instruction or result it is (None: a prompt)."""
@@ -321,7 +392,32 @@ class _TemplateChecker:
                               help=f"a template reads a state's result as '{view.name}.output' and how many "
                                    f"times it ran as '{view.name}.visits'")
             return
+        self._absent(parent, view.name, parents, parsed, reader, template)
         self._fields(parent, output_type(view, self.symbols), parents, parsed, f"{view.name}.output")
+
+    def _absent(self, output: nodes.Node, state: str, parents: dict[int, nodes.Node], parsed: ParsedTemplate,
+                reader: str, template: str) -> None:
+        """SW4014 for a field or item of `STATE.output`, or a loop over it, where STATE may not have run.
+
+        A template is rendered when its state is entered, before that state's step: STATE must have run
+        before `reader` (or be shown to have run by a test around the read)."""
+        use = parents.get(id(output))
+        reads = (isinstance(use, (nodes.Getattr, nodes.Getitem)) and use.node is output) or (
+            isinstance(use, nodes.For) and use.iter is output)
+        if not reads or self.flow is None or self.flow.runs_before(state, reader):
+            return
+        if state in _narrowed(output, parents, self.symbols.states):
+            return
+        assert use is not None
+        shown = parsed.node_span(use.iter if isinstance(use, nodes.For) else use)
+        text = shown.text if shown is not None and "\n" not in shown.text else f"{state}.output..."
+        when = "is rendered before its state runs" if state == reader else f"is rendered when '{reader}' starts"
+        self.diags.report(
+            "SW4014", f"'{state}.output' may be none here: '{state}' may not have run before state '{reader}'",
+            shown, label=f"the {template} {when}; '{state}' may not have run yet",
+            notes=absent_output_notes(state, reader, self.flow),
+            help=f"test that it ran first: '{{% if {state}.output %}}...{{% endif %}}'"
+                 + (f", or '{{{{ {text} if {state}.output }}}}'" if not isinstance(use, nodes.For) else ""))
 
     def _fields(self, node: nodes.Node, t: TypeLike, parents: dict[int, nodes.Node], parsed: ParsedTemplate,
                 shown: str) -> None:
@@ -353,9 +449,12 @@ class _TemplateChecker:
             return  # str methods, `any`, and the like: the template engine decides at run time
 
 
-def check_templates(machine: ast.Machine, symbols: Symbols, diagnostics: Diagnostics) -> None:
-    """Parse every template, check the names and fields it reads, and record the states it reads."""
-    checker = _TemplateChecker(symbols, diagnostics)
+def check_templates(machine: ast.Machine, symbols: Symbols, diagnostics: Diagnostics,
+                    flow: Flow | None = None) -> None:
+    """Parse every template, check the names and fields it reads, and record the states it reads.
+
+    With `flow`, a field of a state's output read where that state may not have run is reported (SW4014)."""
+    checker = _TemplateChecker(symbols, diagnostics, flow)
     for view in symbols.agents.values():
         if view.prompt is not None:
             checker.check(view.prompt.text, f"the prompt of agent '{view.decl.name.value}'")

@@ -239,6 +239,15 @@ _ALL = [
        "In a guard, a state name on its own is not a value: read its output with 'STATE.output' or count its "
        "runs with 'visits(STATE)'.",
        'when draft == "x" -> done', 'when draft.output == "x" -> done'),
+    _e("SW4014", "output read where its state may not have run",
+       "'STATE.output' is none until STATE has run. A guard, a tool-call argument or a template may read a "
+       "field or an item of it (or loop over it) only where STATE has surely run: on every path from the "
+       "start state to the reader (a guard may also read its own state's output). Elsewhere, test for it "
+       "first: in a guard 'STATE.output != none and ...' (or 'STATE.output == none or ...'); in a template "
+       "'{% if STATE.output %}...{% endif %}' or '{{ STATE.output.FIELD if STATE.output }}'. Comparing "
+       "'STATE.output' with '==' or '!=' and printing it whole are always fine.",
+       "when review.output.score > 80 -> publish   # in a state a run can reach before 'review'",
+       "when review.output != none and review.output.score > 80 -> publish"),
     # --- templates ----------------------------------------------------------------------------
     _e("SW5001", "template syntax error",
        "Instructions, prompts and results are Jinja2 templates; this one does not parse.",
