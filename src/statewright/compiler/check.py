@@ -1,6 +1,6 @@
 """The compiler's front door: one parsed machine through every check, and its IR.
 
-    resolve -> flow -> typecheck -> templates -> testblocks -> lower -> graph_checks
+    resolve -> flow -> typecheck -> templates -> testblocks -> lower -> graph_checks -> listeners
 
 Every stage reports into one Diagnostics and none stops the others, so a single run shows every problem.
 """
@@ -12,6 +12,7 @@ from ..grammar import ast
 from . import ir
 from .flow import Flow
 from .graph_checks import check_graph
+from .listeners import check_conditions, check_listeners
 from .lower import lower_machine
 from .resolve import JINJA_NAMES, Symbols, resolve_names
 from .templates import check_templates
@@ -28,6 +29,8 @@ def check_machine(source: SourceFile, machine: ast.Machine, diagnostics: Diagnos
     check_tests(symbols, diagnostics)
     lowered = lower_machine(machine, symbols, diagnostics)
     check_graph(machine, diagnostics, flow)
+    check_listeners(symbols, flow, diagnostics)
+    check_conditions(symbols, diagnostics)
     report_unused(symbols, diagnostics)
     if diagnostics.has_errors:
         return None

@@ -13,6 +13,7 @@ from ..grammar import ast
 
 DEFAULT_MODEL = "openai/gpt-4o-mini"
 DEFAULT_RETRIES = 2
+MAX_RETRIES = 10  # every retry resends the conversation so far, so the cost of a step grows quadratically
 DEFAULT_STEP_LIMIT = 100
 DEFAULT_MEMORY = "all"
 

@@ -189,7 +189,8 @@ _ALL = [
        "An agent state needs 'do \"...\"' telling the agent what this step is.",
        "state draft { agent writer -> done }", 'state draft { agent writer do "Write." -> done }'),
     _e("SW3015", "value out of range",
-       "A number is outside the range its setting allows (temperature 0–2, limits above 0).",
+       "A number is outside the range its setting allows (temperature 0–2, limits above 0, 'retries' 0 to "
+       "10).",
        "temperature 7", "temperature 0.7"),
     _e("SW3016", "'otherwise stay' needs a bound",
        "'otherwise stay' re-runs the state; bound it with 'max N' or give the state 'visits N'.",
@@ -319,6 +320,23 @@ _ALL = [
        "the transitions after it can never fire (SW3007); always false, it never fires. Usually a "
        "placeholder left behind, or a comparison that lost the value it was meant to test.",
        'when 1 == 1 -> done\notherwise -> review', 'when output.score == 1 -> done\notherwise -> review'),
+    _w("SW7008", "ambiguous verifier condition",
+       "Consecutive natural-language conditions are judged by one verifier call, which picks one of them or "
+       "answers \"none\". Two conditions of one call that differ only in case, spacing or punctuation (or "
+       "not at all), a condition that reads \"none\", and a condition without words leave a reader (and "
+       "a test's 'verdict') unable to tell which transition is meant.",
+       'when "The draft is good." -> publish\nwhen "the draft is good" -> polish',
+       'when "The draft is good." -> publish\nwhen "the draft needs polish" -> polish'),
+    _w("SW7009", "listener that never runs later",
+       "'tell [a]' appends the state's output to agent a's memory, but no state that a run can enter after "
+       "this one is run by a, so nothing ever reads it.",
+       "state review { agent critic ... tell [writer] -> publish }\nfinal state publish",
+       "state review { agent critic ... tell [writer] -> revise }\nstate revise { agent writer ... }"),
+    _w("SW7010", "state tells its own agent",
+       "The agent that does a step keeps its own exchange (the instruction and its reply) in its memory; "
+       "telling it the state's output as well puts the output there twice.",
+       "state draft { agent writer ... tell [writer, critic] }",
+       "state draft { agent writer ... tell [critic] }"),
     # --- internal -----------------------------------------------------------------------------
     _e("SW9001", "internal compiler error",
        "The compiler hit a bug. Please report it with the input file.", "", ""),
