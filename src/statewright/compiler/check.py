@@ -21,7 +21,20 @@ from .typecheck import check_types
 
 
 def check_machine(source: SourceFile, machine: ast.Machine, diagnostics: Diagnostics) -> ir.Machine | None:
-    """Check one parsed machine; its IR, or None when any error was reported."""
+    """Check one parsed machine; its IR, or None when any error was reported.
+
+    A bug in a check must not cost the user the other diagnostics of this file, nor those of the other
+    files checked with it: it becomes an SW9001 error for this file, after what was found up to there."""
+    try:
+        return _check_machine(machine, diagnostics)
+    except Exception as e:  # noqa: BLE001 - reported as a diagnostic: `check` always gives its answer
+        diagnostics.report("SW9001", f"internal compiler error while checking this file: {type(e).__name__}: "
+                           f"{str(e)[:200]}", machine.name.span, label="the compiler failed while checking this",
+                           help="this is a bug in statewright; please report it with this file")
+        return None
+
+
+def _check_machine(machine: ast.Machine, diagnostics: Diagnostics) -> ir.Machine | None:
     symbols = resolve_names(machine, diagnostics)
     flow = Flow(machine)
     check_types(machine, symbols, diagnostics, flow)
