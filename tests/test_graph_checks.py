@@ -830,3 +830,37 @@ def test_a_state_reached_only_from_an_unreachable_state_is_unreachable_too() -> 
     )
     assert [(d.code, d.message) for d in found] == [("SW7004", "state 'b' is unreachable"),
                                                     ("SW7004", "state 'c' is unreachable")]
+
+
+def test_a_guard_repeated_in_the_same_state_can_never_fire_the_second_time() -> None:
+    found = graph_diagnostics(
+        """
+        machine m {
+            start state a {
+                when output == "x" -> done
+                when output == "x" -> b
+                when output == "x" -> b max 2
+                -> b
+            }
+            state b { -> done }
+            final state done
+        }
+        """
+    )
+    assert [(d.code, where(d)[0]) for d in found] == [("SW3007", 4), ("SW3007", 5)]
+    assert found[0].help.startswith("line 3: 'when output == \"x\" -> done' fires whenever this guard is true")
+
+
+def test_a_repeated_guard_after_a_bounded_one_can_fire() -> None:
+    assert codes(
+        """
+        machine m {
+            start state a {
+                when output == "x" -> a max 2
+                when output == "x" -> done
+                -> done
+            }
+            final state done
+        }
+        """
+    ) == []

@@ -3,7 +3,8 @@ which states have surely run before another.
 
 One notion of "a transition that can fire" serves every check. A transition never fires when
 - an earlier transition of its state always fires first (`-> s`, `otherwise`, `otherwise stay`, or a guard
-  that is always true, with no `max N` and no `visits N` on its target to make evaluation fall through);
+  that is always true, with no `max N` and no `visits N` on its target to make evaluation fall through),
+  or has the same guard and so fires whenever this one would;
 - its guard is always false;
 - its state can never be entered (no transition that can fire leads there from the start state).
 Reachability, "a final state can be reached", unbounded cycles, and the dominance that tells whether
@@ -153,18 +154,26 @@ class Flow:
             if decl.final:
                 continue  # SW3006 covers every transition there
             shadow: ast.Transition | None = None
+            guards: dict[ast.Expr, ast.Transition] = {}  # earlier guards that fire whenever they are true
             for t in decl.transitions:
                 if shadow is not None:
                     self.shadowed_by[id(t)] = shadow
                     continue
+                if t.kind == "guard" and t.guard is not None and t.guard in guards:
+                    # guards read the same step's output: the earlier one is true exactly when this one is
+                    self.shadowed_by[id(t)] = guards[t.guard]
+                    continue
                 always = catch_all(t)
+                target = decl.name.value if t.kind == "stay" else (t.target.value if t.target else "")
+                unbounded = t.max is None and target not in visits_bounded
                 if t.kind == "guard" and t.guard is not None:
                     known = known_value(t.guard)
                     if known is not None and isinstance(known.value, bool):
                         self.known[id(t)] = known
                         always = known.value
-                target = decl.name.value if t.kind == "stay" else (t.target.value if t.target else "")
-                if always and t.max is None and target not in visits_bounded:
+                    if unbounded:
+                        guards.setdefault(t.guard, t)
+                if always and unbounded:
                     shadow = t
 
     def never_fires(self, t: ast.Transition) -> bool:

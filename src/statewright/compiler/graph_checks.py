@@ -91,6 +91,14 @@ def _report_never_firing(flow: Flow, diagnostics: Diagnostics) -> None:
             continue
         for t in decl.transitions:
             shadow = flow.shadowed_by.get(id(t))
+            if shadow is not None and shadow.kind == "guard" and shadow.guard == t.guard:
+                diagnostics.report(
+                    "SW3007", f"transition in state '{decl.name.value}' can never fire", t.span,
+                    label="the same guard comes first",
+                    help=f"{_line_of(shadow)}'{transition_text(shadow)}' fires whenever this guard is true; "
+                         "remove this transition, or bound that one with 'max N'",
+                )
+                continue
             if shadow is not None:
                 diagnostics.report(
                     "SW3007", f"transition in state '{decl.name.value}' can never fire", t.span,

@@ -465,7 +465,8 @@ class ExprChecker:
                 return t if self.has_run(base_expr.name) else MaybeAbsent(t, base_expr.name)
             self.diags.report("SW2006", f"state '{base_expr.name}' has no field '{attr}'", e.attr.span,
                               label="unknown field",
-                              help=f"a state's value in a guard is '{base_expr.name}.output'")
+                              help=f"in a guard, count its runs with 'visits({base_expr.name})'" if attr == "visits"
+                              else f"a state's value in a guard is '{base_expr.name}.output'")
             return ir.ANY
         base = self.present(self.infer(base_expr), e)
         if isinstance(base, TextOutput):

@@ -162,7 +162,8 @@ _ALL = [
     _e("SW3007", "transition can never fire",
        "Transitions are tried in source order. After an unconditional '-> s', an 'otherwise' or a guard that "
        "is always true (SW7007), without a bound, nothing later can be reached. (A bounded edge such as "
-       "'-> s max 2' falls through once exhausted.)",
+       "'-> s max 2' falls through once exhausted.) A guard written a second time in the same state never "
+       "fires either: the first one is true whenever it is.",
        "-> review\nwhen output.ok -> done", "when output.ok -> done\n-> review"),
     _e("SW3008", "cycle with no bound",
        "Every loop must be bounded: put 'max N' on one of its edges or 'visits N' on one of its states. "
