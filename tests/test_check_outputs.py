@@ -150,3 +150,62 @@ def test_the_diagnostic_shows_a_path_that_skips_the_state_and_the_test_to_write(
     assert d.span is not None and d.span.text == "check.output.score"
     assert d.notes == ("for example, a run can go draft -> score without running 'check'",)
     assert d.help == ("test that it ran first: 'when check.output != none and check.output.score > 80 -> done'")
+
+
+# ---- the same rule for optional values (`T?`) -------------------------------------------------------
+
+OPTIONAL = """machine m {{
+    input tags: list[str]?
+    type Ticket {{
+        owner: str?
+        estimate: int?
+    }}
+    agent w {{
+        prompt "You work."
+    }}
+    start state read {{
+        agent w
+        do "{template}"
+        output Ticket
+        {guard}
+        -> done
+    }}
+    final state done
+}}
+"""
+
+
+def optional_codes(guard: str = "", template: str = "{{ tags }}") -> list[str]:
+    comp = check_text(OPTIONAL.format(guard=guard, template=template), "m.fsm")
+    return [d.code for d in comp.diagnostics if d.severity.value == "error"]
+
+
+@pytest.mark.parametrize("guard", [
+    "when len(tags) > 0 -> done", "when tags[0] == \"a\" -> done", "when \"a\" in tags -> done",
+    "when output.estimate > 3 -> done", "when output.estimate + 1 > 3 -> done",
+    "when \"x\" in output.owner -> done", "when tags != none or len(tags) > 0 -> done",
+])
+def test_a_guard_may_not_read_into_an_optional_value_without_a_test(guard: str) -> None:
+    assert optional_codes(guard=guard) == ["SW4014"]
+
+
+@pytest.mark.parametrize("guard", [
+    "when tags != none and len(tags) > 0 -> done", "when tags == none or tags[0] == \"a\" -> done",
+    "when output.estimate != none and output.estimate > 3 -> done", "when output.estimate == 3 -> done",
+    "when not (output.owner == none) and \"x\" in output.owner -> done",
+    "when tags == none -> done",
+])
+def test_a_guard_may_test_an_optional_value_and_then_read_into_it(guard: str) -> None:
+    assert optional_codes(guard=guard) == []
+
+
+@pytest.mark.parametrize(("template", "expected"), [
+    ("{{ tags[0] }}", ["SW4014"]),
+    ("{% if tags %}{{ tags[0] }}{% endif %}", []),
+    ("{{ tags[0] if tags else '' }}", []),
+    ("{{ tags and tags[0] }}", []),
+    ("{% if not tags %}{% else %}{{ tags[0] }}{% endif %}", []),
+    ("{{ tags | join(', ') }}", []),  # filters decide for themselves
+])
+def test_a_template_follows_the_same_rule_for_optional_values(template: str, expected: list[str]) -> None:
+    assert optional_codes(template=template) == expected

@@ -128,34 +128,53 @@ def _output_of(node: nodes.Node, states: Iterable[str]) -> str | None:
     return None
 
 
-def none_tests(node: nodes.Node, value: bool, states: Iterable[str]) -> set[str]:
-    """The states whose output is surely there when template expression `node` has the truth value
-    `value`: the rule for guards (typecheck.none_tests) — `STATE.output != none` true or `== none` false,
-    through `and`, `or` and `not` — plus what only templates can write: `STATE.output` itself true, and
-    `STATE.output is none` false (`is not none` true)."""
+def jinja_path(node: nodes.Node) -> str | None:
+    """A template expression as a path of names and fields (`tags`, `review.output.note`), or None;
+    `x["f"]` is the path `x.f`, as in guards."""
+    fields: list[str] = []
+    while True:
+        if isinstance(node, nodes.Getattr):
+            fields.append(str(node.attr))
+            node = node.node
+        elif (isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Const)
+              and isinstance(node.arg.value, str)):
+            fields.append(node.arg.value)
+            node = node.node
+        else:
+            break
+    if not (isinstance(node, nodes.Name) and node.ctx == "load"):
+        return None
+    return ".".join([node.name, *reversed(fields)])
+
+
+def none_tests(node: nodes.Node, value: bool) -> set[str]:
+    """The paths (`jinja_path`) surely not none when template expression `node` has the truth value
+    `value`: the rule for guards (typecheck.none_tests) — `P != none` true or `P == none` false, through
+    `and`, `or` and `not` — plus what only templates can write: `P` itself true, and `P is none` false
+    (`P is not none` true)."""
     if isinstance(node, nodes.Not):
-        return none_tests(node.node, not value, states)
+        return none_tests(node.node, not value)
     if isinstance(node, (nodes.And, nodes.Or)):
-        left, right = none_tests(node.left, value, states), none_tests(node.right, value, states)
+        left, right = none_tests(node.left, value), none_tests(node.right, value)
         both = isinstance(node, nodes.And) == value
         return left | right if both else left & right
-    state = _output_of(node, states)
-    if state is not None:
-        return {state} if value else set()
+    path = jinja_path(node)
+    if path is not None:
+        return {path} if value else set()
     if isinstance(node, nodes.Test) and node.name == "none" and not node.args:
-        state = _output_of(node.node, states)
-        return {state} if state is not None and not value else set()
+        path = jinja_path(node.node)
+        return {path} if path is not None and not value else set()
     if isinstance(node, nodes.Compare) and len(node.ops) == 1 and node.ops[0].op in ("eq", "ne"):
         op = node.ops[0]
         for side, other in ((node.expr, op.expr), (op.expr, node.expr)):
-            state = _output_of(side, states)
-            if state is not None and isinstance(other, nodes.Const) and other.value is None:
-                return {state} if (op.op == "ne") == value else set()
+            path = jinja_path(side)
+            if path is not None and isinstance(other, nodes.Const) and other.value is None:
+                return {path} if (op.op == "ne") == value else set()
     return set()
 
 
-def _narrowed(node: nodes.Node, parents: dict[int, nodes.Node], states: Iterable[str]) -> set[str]:
-    """The states whose output the tests around `node` show to be there: the conditions of the `if`
+def _narrowed(node: nodes.Node, parents: dict[int, nodes.Node]) -> set[str]:
+    """The paths the tests around `node` show to be there: the conditions of the `if`
     blocks and inline `if`s it sits in (negated in `elif` and `else`), and the left side of an `and` or
     `or` it is the right side of. A macro's body is not narrowed by where the macro is written."""
     shown: set[str] = set()
@@ -164,18 +183,18 @@ def _narrowed(node: nodes.Node, parents: dict[int, nodes.Node], states: Iterable
     while parent is not None and not isinstance(parent, (nodes.Macro, nodes.CallBlock)):
         if isinstance(parent, nodes.If) and child is not parent.test:
             if any(c is child for c in parent.body):
-                shown |= none_tests(parent.test, True, states)
+                shown |= none_tests(parent.test, True)
             else:
                 tests = [parent.test, *(e.test for e in parent.elif_)]
                 later = next((k for k, e in enumerate(parent.elif_) if e is child), len(parent.elif_))
                 for test in tests[: later + 1]:
-                    shown |= none_tests(test, False, states)
+                    shown |= none_tests(test, False)
         elif isinstance(parent, nodes.CondExpr) and child is not parent.test:
-            shown |= none_tests(parent.test, child is parent.expr1, states)
+            shown |= none_tests(parent.test, child is parent.expr1)
         elif isinstance(parent, nodes.And) and child is parent.right:
-            shown |= none_tests(parent.left, True, states)
+            shown |= none_tests(parent.left, True)
         elif isinstance(parent, nodes.Or) and child is parent.right:
-            shown |= none_tests(parent.left, False, states)
+            shown |= none_tests(parent.left, False)
         child, parent = parent, parents.get(id(parent))
     return shown
 
@@ -395,6 +414,21 @@ class _TemplateChecker:
         self._absent(parent, view.name, parents, parsed, reader, template)
         self._fields(parent, output_type(view, self.symbols), parents, parsed, f"{view.name}.output")
 
+    def _maybe_none(self, node: nodes.Node, read: nodes.Node, t: ir.Optional_, parents: dict[int, nodes.Node],
+                    parsed: ParsedTemplate, shown: str) -> None:
+        """SW4014 for a field or item read from an optional value that no test around it shows is there."""
+        path = jinja_path(node)
+        if path is not None and path in _narrowed(node, parents):
+            return
+        call = parents.get(id(read))
+        whole = call if isinstance(call, nodes.Call) and call.node is read else read  # `x.f()`, not `x.f`
+        span = parsed.node_span(read)
+        written = parsed.node_span(whole).text
+        self.diags.report("SW4014", f"'{shown}' may be none here", span,
+                          label=f"'{shown}' is {type_text(t)}: it may be none",
+                          help=f"test it first: '{{% if {shown} %}}...{{% endif %}}'"
+                               + (f", or '{{{{ {written} if {shown} }}}}'" if "\n" not in written else ""))
+
     def _absent(self, output: nodes.Node, state: str, parents: dict[int, nodes.Node], parsed: ParsedTemplate,
                 reader: str, template: str) -> None:
         """SW4014 for a field or item of `STATE.output`, or a loop over it, where STATE may not have run.
@@ -406,7 +440,7 @@ class _TemplateChecker:
             isinstance(use, nodes.For) and use.iter is output)
         if not reads or self.flow is None or self.flow.runs_before(state, reader):
             return
-        if state in _narrowed(output, parents, self.symbols.states):
+        if f"{state}.output" in _narrowed(output, parents):
             return
         assert use is not None
         shown = parsed.node_span(use.iter if isinstance(use, nodes.For) else use)
@@ -428,6 +462,7 @@ class _TemplateChecker:
             if step is None or parent is None:
                 return
             if isinstance(t, ir.Optional_):
+                self._maybe_none(node, parent, t, parents, parsed, shown)
                 t = t.inner
             if isinstance(t, TextOutput) and isinstance(step, str):
                 self.diags.report("SW5002", f"state '{t.state}' has no typed output", parsed.name_span(parent),

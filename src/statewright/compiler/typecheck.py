@@ -305,12 +305,23 @@ def state_output_read(e: ast.Expr, symbols: Symbols) -> str | None:
     return None
 
 
-def none_tests(e: ast.Expr, value: bool, symbols: Symbols) -> set[str]:
-    """The states whose output is surely there when guard expression `e` has the truth value `value`.
+def expr_path(e: ast.Expr) -> str | None:
+    """`e` as a path of names and fields (`tags`, `output.note`, `review.output`), or None."""
+    fields: list[str] = []
+    while isinstance(e, ast.Attribute):
+        fields.append(e.attr.value)
+        e = e.value
+    if not isinstance(e, ast.NameExpr):
+        return None
+    return ".".join([e.name, *reversed(fields)])
 
-    `STATE.output != none` true, or `STATE.output == none` false, shows STATE has run; `and`, `or` and
-    `not` combine what their operands show. This is the narrowing rule for guards; templates follow the
-    same rule (compiler/templates.py), with a bare `STATE.output` also testing it.
+
+def none_tests(e: ast.Expr, value: bool, symbols: Symbols) -> set[str]:
+    """The paths (`expr_path`) surely not none when guard expression `e` has the truth value `value`.
+
+    `P != none` true, or `P == none` false, shows P is there (for `STATE.output`: that STATE has run);
+    `and`, `or` and `not` combine what their operands show. This is the narrowing rule for guards;
+    templates follow the same rule (compiler/templates.py), where a bare `P` also tests it.
     """
     if isinstance(e, ast.UnaryOp) and e.op == "not":
         return none_tests(e.operand, not value, symbols)
@@ -320,9 +331,9 @@ def none_tests(e: ast.Expr, value: bool, symbols: Symbols) -> set[str]:
         return left | right if both else left & right
     if isinstance(e, ast.BinaryOp) and e.op in ("==", "!="):
         for side, other in ((e.left, e.right), (e.right, e.left)):
-            state = state_output_read(side, symbols)
-            if state is not None and isinstance(other, ast.Literal) and other.value is None:
-                return {state} if (e.op == "!=") == value else set()
+            path = expr_path(side)
+            if path is not None and isinstance(other, ast.Literal) and other.value is None:
+                return {path} if (e.op == "!=") == value else set()
     return set()
 
 
@@ -355,19 +366,24 @@ class ExprChecker:
         # output is surely there (SW4014)
         self.reader = reader if reader is not None else (state.name if state is not None else None)
         self.flow = flow
-        self.narrowed: set[str] = set()  # states a none test on the way here has shown to have run
+        self.narrowed: set[str] = set()  # paths a none test on the way here has shown to be there
         self.guard: ast.Transition | None = None  # the transition whose guard is checked, for help texts
 
     def has_run(self, name: str) -> bool:
         """Whether state `name` has surely run when this expression is evaluated."""
-        if name in self.narrowed or self.flow is None or self.reader is None:
+        if f"{name}.output" in self.narrowed or self.flow is None or self.reader is None:
             return True
         if self.state is not None and name == self.reader:
             return True  # a guard is evaluated after its own state's step
         return self.flow.runs_before(name, self.reader)
 
-    def present(self, t: TypeLike, e: ast.Expr) -> TypeLike:
-        """`t` for a use that needs the value there: SW4014 when it is an output that may be absent."""
+    def present(self, t: TypeLike, e: ast.Expr, value: ast.Expr | None = None) -> TypeLike:
+        """`t`, the type of `value` (by default `e` itself), for a use `e` that needs it there: SW4014 when
+        it may be none (an optional value, or an output whose state may not have run), then the type it
+        has when it is there."""
+        if isinstance(t, ir.Optional_):
+            self._maybe_none(e, value if value is not None else e, t)
+            return t.inner
         if not isinstance(t, MaybeAbsent):
             return t
         reader = self.reader or "?"
@@ -386,7 +402,26 @@ class ExprChecker:
                           notes=absent_output_notes(t.state, reader, self.flow), help=help)
         return t.inner
 
+    def _maybe_none(self, e: ast.Expr, value: ast.Expr, t: ir.Optional_) -> None:
+        shown = value.span.text if value.span is not None else "the value"
+        if self.guard is not None and self.guard.guard is not None:
+            guard = shorten_source(self.guard.guard)
+            if isinstance(self.guard.guard, ast.BinaryOp) and self.guard.guard.op == "or":
+                guard = f"({guard})"
+            target = self.guard.target.value if self.guard.target is not None else "..."
+            help = f"test it first: 'when {shown} != none and {guard} -> {target}'"
+        else:
+            help = "a tool call's arguments cannot test it; pass it whole, or read something that is always there"
+        self.diags.report("SW4014", f"'{shown}' may be none here", e.span,
+                          label=f"'{shown}' is {type_text(t)}: it may be none", help=help)
+
     def infer(self, e: ast.Expr) -> TypeLike:
+        t = self._infer(e)
+        if isinstance(t, ir.Optional_) and self.narrowed and expr_path(e) in self.narrowed:
+            return t.inner  # a none test on the way here showed it is there
+        return t
+
+    def _infer(self, e: ast.Expr) -> TypeLike:
         if isinstance(e, ast.Literal):
             return self._literal_type(e.value)
         if isinstance(e, ast.NameExpr):
@@ -468,7 +503,7 @@ class ExprChecker:
                               help=f"in a guard, count its runs with 'visits({base_expr.name})'" if attr == "visits"
                               else f"a state's value in a guard is '{base_expr.name}.output'")
             return ir.ANY
-        base = self.present(self.infer(base_expr), e)
+        base = self.present(self.infer(base_expr), e, base_expr)
         if isinstance(base, TextOutput):
             self.diags.report("SW4002", f"state '{base.state}' has no typed output", e.attr.span,
                               label=f"its output is plain text, so it has no field '{attr}'",
@@ -490,7 +525,7 @@ class ExprChecker:
         return ir.ANY
 
     def _index(self, e: ast.Index) -> TypeLike:
-        base = _strip_optional(self.present(self.infer(e.value), e))
+        base = _strip_optional(self.present(self.infer(e.value), e, e.value))
         idx = _strip_optional(self.infer(e.index))
         if base == ir.ANY:
             return ir.ANY
@@ -523,9 +558,7 @@ class ExprChecker:
                 if not (t == ir.ANY or t == ir.STR or isinstance(t, (ir.ListOf, ir.Enum))):
                     self.diags.report("SW4005", f"len() takes a str or a list, not {type_text(t)}",
                                       e.args[0].span, label=f"this is {type_text(t)}",
-                                      help="a value that may be none must be compared with none first"
-                                      if isinstance(t, ir.Optional_) else
-                                      "len() counts the characters of a str or the items of a list; "
+                                      help="len() counts the characters of a str or the items of a list; "
                                       f"use the number itself: {e.args[0].span.text}")
             return ir.INT
         self.diags.report("SW2009", f"unknown function '{func}'", e.func.span, label="not a function",
@@ -600,7 +633,9 @@ class ExprChecker:
             self._require_bool(right, e.right, f"'{op}'")
             return ir.BOOL
         left, right = self.infer(e.left), self.infer(e.right)
-        if op in ("==", "!=") and none_tests(e, True, self.symbols) | none_tests(e, False, self.symbols):
+        if op in ("==", "!=") and any(
+                state_output_read(side, self.symbols) is not None and isinstance(other, ast.Literal)
+                and other.value is None for side, other in ((e.left, e.right), (e.right, e.left))):
             return ir.BOOL  # `STATE.output != none`: whether the state has run, always a fair question
         if op in ("==", "!="):
             if not (self._enum_literal(e.left, left, e.right) and self._enum_literal(e.right, right, e.left)):

@@ -241,13 +241,16 @@ _ALL = [
        "In a guard, a state name on its own is not a value: read its output with 'STATE.output' or count its "
        "runs with 'visits(STATE)'.",
        'when draft == "x" -> done', 'when draft.output == "x" -> done'),
-    _e("SW4014", "output read where its state may not have run",
-       "'STATE.output' is none until STATE has run. A guard, a tool-call argument or a template may read a "
-       "field or an item of it (or loop over it) only where STATE has surely run: on every path from the "
-       "start state to the reader (a guard may also read its own state's output). Elsewhere, test for it "
-       "first: in a guard 'STATE.output != none and ...' (or 'STATE.output == none or ...'); in a template "
-       "'{% if STATE.output %}...{% endif %}' or '{{ STATE.output.FIELD if STATE.output }}'. Comparing "
-       "'STATE.output' with '==' or '!=' and printing it whole are always fine.",
+    _e("SW4014", "value read where it may be none",
+       "A value may be none: an optional one (type 'T?'), or 'STATE.output' where STATE may not have run "
+       "yet. Reading a field or an item of it, looping over it, ordering it, doing arithmetic with it or "
+       "taking its len() fails on none, so it is allowed only where the value is surely there. "
+       "'STATE.output' is there in a guard when every path from the start state to the guard's state "
+       "passes through STATE (or STATE is that state), and in a tool-call argument or a template when "
+       "every path passes through STATE before the state. Elsewhere, test for none first: in a guard "
+       "'VALUE != none and ...' (or 'VALUE == none or ...'); in a template '{% if VALUE %}...{% endif %}' "
+       "or '{{ VALUE.FIELD if VALUE }}'. Comparing a value with '==' or '!=', and printing it whole, are "
+       "always fine.",
        "when review.output.score > 80 -> publish   # in a state a run can reach before 'review'",
        "when review.output != none and review.output.score > 80 -> publish"),
     # --- templates ----------------------------------------------------------------------------
