@@ -144,6 +144,7 @@ class Flow:
         for i, row in enumerate(candidates):
             for target, t, possible in row:
                 self.edges[i].append(Edge(i, target, t, possible and self.reachable[i]))
+        self._successors = [[e.target for e in edges if e.fires] for edges in self.edges]
         self._dominators()
 
     # -- transitions that can never fire
@@ -208,8 +209,8 @@ class Flow:
         return seen
 
     def successors(self, i: int) -> list[int]:
-        """The states transitions that can fire lead to from state `i`."""
-        return [e.target for e in self.edges[i] if e.fires]
+        """The states transitions that can fire lead to from state `i` (do not change the list)."""
+        return self._successors[i]
 
     # -- dominance: which states every run has passed through before it enters a state
 
@@ -324,17 +325,30 @@ class Flow:
                     queue.append(nxt)
         return None
 
-    def reachable_from(self, name: str) -> set[str]:
-        """The states a run can enter after state `name` has run (at least one transition later)."""
-        i = self.index.get(name)
-        if i is None:
-            return set()
-        seen: set[int] = set()
-        queue = deque(self.successors(i))
-        seen.update(queue)
-        while queue:
-            for nxt in self.successors(queue.popleft()):
-                if nxt not in seen:
-                    seen.add(nxt)
-                    queue.append(nxt)
-        return {self.states[j].name.value for j in seen}
+    def later(self, marks: list[int]) -> list[int]:
+        """For each state, the union (bitwise or) of `marks` over the states a run can enter after it has
+        run (one transition later or more). One pass over the strongly connected components, sinks first,
+        so the cost is linear in the machine times the width of the marks."""
+        from .graph_checks import strongly_connected_components
+
+        n = len(self.states)
+        components = strongly_connected_components(n, self._successors)
+        component_of = [0] * n
+        for c, members in enumerate(components):
+            for m in members:
+                component_of[m] = c
+        closure = [0] * len(components)  # marks of a component's states and of everything after them
+        onward = [0] * len(components)  # marks of everything after a component's states
+        for c, members in enumerate(components):  # every component comes after the ones it leads to
+            after = 0
+            cyclic = len(members) > 1 or members[0] in self._successors[members[0]]
+            for m in members:
+                for t in self._successors[m]:
+                    if component_of[t] != c:
+                        after |= closure[component_of[t]]
+            own = 0
+            for m in members:
+                own |= marks[m]
+            closure[c] = own | after
+            onward[c] = closure[c] if cyclic else after
+        return [onward[component_of[i]] for i in range(n)]

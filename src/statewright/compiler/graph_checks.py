@@ -137,21 +137,20 @@ def _report_known_guard(t: ast.Transition, guard: ast.Expr, known: Known, diagno
 
 
 def _report_unreachable(flow: Flow, diagnostics: Diagnostics) -> None:
+    dead_into: dict[int, list[Edge]] = {}  # the transitions of reachable states that lead on but never fire
+    for edges in flow.edges:
+        for e in edges:
+            if e.target != e.source and flow.reachable[e.source] and not e.fires:
+                dead_into.setdefault(e.target, []).append(e)
     for i, decl in enumerate(flow.states):
         if not flow.reachable[i] and not decl.start:  # an extra start state already has SW3002
             diagnostics.report(
                 "SW7004", f"state '{decl.name.value}' is unreachable", decl.name.span,
                 label="no path from the start state leads here",
                 notes=[f"{_line_of(e.transition)}'{transition_text(e.transition)}' leads here, but never fires"
-                       for e in _dead_edges_into(flow, i)][:3],
+                       for e in dead_into.get(i, [])][:3],
                 help=f"add a transition to '{decl.name.value}' from a reachable state, or delete it",
             )
-
-
-def _dead_edges_into(flow: Flow, i: int) -> list[Edge]:
-    """The transitions of reachable states that lead to state `i` but can never fire."""
-    return [e for edges in flow.edges for e in edges
-            if e.target == i and e.source != i and flow.reachable[e.source] and not e.fires]
 
 
 def _check_finals_reachable(flow: Flow, diagnostics: Diagnostics) -> None:

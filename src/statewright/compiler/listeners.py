@@ -19,18 +19,21 @@ _NOT_WORDS = re.compile(r"[\W_]+")
 def check_listeners(symbols: Symbols, flow: Flow, diagnostics: Diagnostics) -> None:
     """SW7009 for a `tell` to an agent that never runs after the state; SW7010 for a `tell` to the state's
     own agent. States no run reaches are left to SW7004."""
-    runs: dict[str, set[str]] = {}  # agent -> the states it does
+    bit = {name: 1 << k for k, name in enumerate(symbols.agents)}
+    runs: set[str] = set()  # agents some state runs
+    marks = [0] * len(flow.states)
     for view in symbols.states.values():
-        if view.agent is not None:
-            runs.setdefault(view.agent.name.value, set()).add(view.name)
+        if view.agent is not None and view.agent.name.value in bit:
+            runs.add(view.agent.name.value)
+            marks[flow.index[view.name]] |= bit[view.agent.name.value]
+    later: list[int] | None = None
     for view in symbols.states.values():
         if view.tell is None or view.decl.final or not flow.reachable[flow.index[view.name]]:
             continue
         own = view.agent.name.value if view.agent is not None else None
-        later: set[str] | None = None
         for name in view.tell.agents:
             agent = name.value
-            if agent not in symbols.agents:
+            if agent not in bit:
                 continue  # SW2003
             if agent == own:
                 diagnostics.report(
@@ -40,10 +43,9 @@ def check_listeners(symbols: Symbols, flow: Flow, diagnostics: Diagnostics) -> N
                          "and telling it adds the output a second time")
                 continue
             if later is None:
-                later = flow.reachable_from(view.name)
-            if not runs.get(agent, set()) & later:
-                where = ("no state runs it" if agent not in runs
-                         else "no state it runs can come after this one")
+                later = flow.later(marks)
+            if not later[flow.index[view.name]] & bit[agent]:
+                where = "no state runs it" if agent not in runs else "no state it runs can come after this one"
                 diagnostics.report(
                     "SW7009", f"agent '{agent}' never runs after state '{view.name}'", name.span,
                     label=f"what '{view.name}' tells it is never read: {where}",

@@ -235,15 +235,19 @@ def _check_environment_class() -> Any:
             env.filters = {name: _never_folded(f) for name, f in env.filters.items()}
             env.tests = {name: _never_folded(f) for name, f in env.tests.items()}
             self.record: list[Token] = []
+            self.lexed: tuple[str, list[Token]] | None = None  # the last template tokenize() read
 
         def _tokenize(self, source: str, name: str | None, filename: str | None = None,
                       state: str | None = None) -> TokenStream:
-            text, _ = normalized_text(source)
-            starts = [0] + [m.end() for m in re.finditer("\n", text)]
-            self.record = []
-            raw = self.lexer.tokeniter(source, name, filename, state)
-            stream = self.lexer.wrap(_located(raw, text, starts, self.record), name, filename)
-            return TokenStream(stream, name, filename)
+            if state is None and self.lexed is not None and self.lexed[0] == source:
+                located: Any = ((t.offset + 1, t.kind, t.value) for t in self.lexed[1])  # lexed already
+            else:
+                text, _ = normalized_text(source)
+                starts = [0] + [m.end() for m in re.finditer("\n", text)]
+                self.record = []
+                located = _located(self.lexer.tokeniter(source, name, filename, state), text, starts,
+                                   self.record)
+            return TokenStream(self.lexer.wrap(located, name, filename), name, filename)
 
         def _parse(self, source: str, name: str | None, filename: str | None) -> Any:
             # Jinja's own parse: the runtime's rewriting of loops and `~` is for rendering, not checking
@@ -478,6 +482,7 @@ def tokenize(text: str) -> list[Token]:
             pass
     except jinja2.TemplateSyntaxError as e:
         raise TemplateSourceError(e.message or str(e), max((e.lineno or 1) - 1, 0), jinja_error=e) from None
+    env.lexed = (text, record)
     return record
 
 
