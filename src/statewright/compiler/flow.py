@@ -24,6 +24,7 @@ from ..grammar import ast
 from ..runtime.templates import MAX_INT_DIGITS
 
 _MAX_INT_BITS = int(MAX_INT_DIGITS * 3.3219)  # a constant guard's numbers stay printable
+_PATHS_SHOWN = 50
 
 
 @dataclass(frozen=True)
@@ -145,6 +146,7 @@ class Flow:
             for target, t, possible in row:
                 self.edges[i].append(Edge(i, target, t, possible and self.reachable[i]))
         self._successors = [[e.target for e in edges if e.fires] for edges in self.edges]
+        self._paths_left = _PATHS_SHOWN
         self._dominators()
 
     # -- transitions that can never fire
@@ -306,10 +308,13 @@ class Flow:
 
     def path_avoiding(self, avoid: str, to: str) -> list[str] | None:
         """A shortest path of transitions that can fire from the start state to `to` that never enters
-        `avoid` (`to` itself excluded), or None when there is none."""
+        `avoid` (`to` itself excluded), or None when there is none.
+
+        For messages: each search walks the machine, so only the first _PATHS_SHOWN are made."""
         goal, skip = self.index.get(to), self.index.get(avoid)
-        if self.start is None or goal is None or self.start == skip:
+        if self.start is None or goal is None or self.start == skip or self._paths_left <= 0:
             return None
+        self._paths_left -= 1
         parent = {self.start: -1}
         queue = deque([self.start])
         while queue:

@@ -147,11 +147,16 @@ def jinja_path(node: nodes.Node) -> str | None:
     return ".".join([node.name, *reversed(fields)])
 
 
-def none_tests(node: nodes.Node, value: bool) -> set[str]:
+def none_tests(node: nodes.Node, value: bool, memo: dict[tuple[int, bool], set[str]] | None = None) -> set[str]:
     """The paths (`jinja_path`) surely not none when template expression `node` has the truth value
     `value`: the rule for guards (typecheck.none_tests) — `P != none` true or `P == none` false, through
     `and`, `or` and `not` — plus what only templates can write: `P` itself true, and `P is none` false
     (`P is not none` true)."""
+    if memo is not None:
+        key = (id(node), value)
+        if key not in memo:
+            memo[key] = none_tests(node, value)
+        return memo[key]
     if isinstance(node, nodes.Not):
         return none_tests(node.node, not value)
     if isinstance(node, (nodes.And, nodes.Or)):
@@ -173,7 +178,8 @@ def none_tests(node: nodes.Node, value: bool) -> set[str]:
     return set()
 
 
-def _narrowed(node: nodes.Node, parents: dict[int, nodes.Node]) -> set[str]:
+def _narrowed(node: nodes.Node, parents: dict[int, nodes.Node],
+              memo: dict[tuple[int, bool], set[str]] | None = None) -> set[str]:
     """The paths the tests around `node` show to be there: the conditions of the `if`
     blocks and inline `if`s it sits in (negated in `elif` and `else`), and the left side of an `and` or
     `or` it is the right side of. A macro's body is not narrowed by where the macro is written."""
@@ -183,18 +189,18 @@ def _narrowed(node: nodes.Node, parents: dict[int, nodes.Node]) -> set[str]:
     while parent is not None and not isinstance(parent, (nodes.Macro, nodes.CallBlock)):
         if isinstance(parent, nodes.If) and child is not parent.test:
             if any(c is child for c in parent.body):
-                shown |= none_tests(parent.test, True)
+                shown |= none_tests(parent.test, True, memo)
             else:
                 tests = [parent.test, *(e.test for e in parent.elif_)]
                 later = next((k for k, e in enumerate(parent.elif_) if e is child), len(parent.elif_))
                 for test in tests[: later + 1]:
-                    shown |= none_tests(test, False)
+                    shown |= none_tests(test, False, memo)
         elif isinstance(parent, nodes.CondExpr) and child is not parent.test:
-            shown |= none_tests(parent.test, child is parent.expr1)
+            shown |= none_tests(parent.test, child is parent.expr1, memo)
         elif isinstance(parent, nodes.And) and child is parent.right:
-            shown |= none_tests(parent.left, True)
+            shown |= none_tests(parent.left, True, memo)
         elif isinstance(parent, nodes.Or) and child is parent.right:
-            shown |= none_tests(parent.left, False)
+            shown |= none_tests(parent.left, False, memo)
         child, parent = parent, parents.get(id(parent))
     return shown
 
@@ -204,6 +210,7 @@ class _TemplateChecker:
         self.symbols = symbols
         self.diags = diags
         self.flow = flow
+        self.memo: dict[tuple[int, bool], set[str]] = {}  # the none tests of one template's conditions
 
     def check(self, string: ast.String, where: str, *, reader: str | None = None, template: str = "") -> None:
         """Check one template; `reader` is the state whose instruction or result it is (None: a prompt)."""
@@ -219,6 +226,7 @@ class _TemplateChecker:
             return
         tree = parsed.tree
         assert tree is not None
+        self.memo = {}
         self._loaders(parsed, where)
         helpers_known = self._helpers(parsed, where)
         self._constants(parsed, where)
@@ -418,7 +426,7 @@ class _TemplateChecker:
                     parsed: ParsedTemplate, shown: str) -> None:
         """SW4014 for a field or item read from an optional value that no test around it shows is there."""
         path = jinja_path(node)
-        if path is not None and path in _narrowed(node, parents):
+        if path is not None and path in _narrowed(node, parents, self.memo):
             return
         call = parents.get(id(read))
         whole = call if isinstance(call, nodes.Call) and call.node is read else read  # `x.f()`, not `x.f`
@@ -440,7 +448,7 @@ class _TemplateChecker:
             isinstance(use, nodes.For) and use.iter is output)
         if not reads or self.flow is None or self.flow.runs_before(state, reader):
             return
-        if f"{state}.output" in _narrowed(output, parents):
+        if f"{state}.output" in _narrowed(output, parents, self.memo):
             return
         assert use is not None
         shown = parsed.node_span(use.iter if isinstance(use, nodes.For) else use)
