@@ -278,6 +278,7 @@ class ParsedTemplate:
         self.tree = tree
         self.tokens = tokens
         self._at = {t.offset: i for i, t in enumerate(tokens)}
+        self._ending = {t.end: i for i, t in enumerate(tokens)}
         self.text, positions = normalized_text(string.value)
         offsets = string_offsets(string)
         self._source = [offsets[p] for p in positions] if offsets is not None else None
@@ -317,7 +318,8 @@ class ParsedTemplate:
         index = self._at.get(offset)
         if index is None:
             return None
-        for t in self.tokens[index + 1 :]:
+        for i in range(index + 1, len(self.tokens)):
+            t = self.tokens[i]
             if t.kind == "whitespace" or (t.kind == "name" and t.value in skip):
                 continue
             return t if t.kind == kind else None
@@ -357,7 +359,7 @@ class ParsedTemplate:
                 if word is not None:
                     ends.append(word.end)
         start, end = min(starts), max(ends)
-        first, last = self._at.get(start), self._index_ending_at(end)
+        first, last = self._at.get(start), self._ending.get(end)
         if first is None or last is None:
             return self.line_span(start)
         depth = 0
@@ -366,7 +368,8 @@ class ParsedTemplate:
                 depth += 1
             elif t.kind == "operator" and t.value in _OPENERS.values():
                 depth -= 1
-        for t in self.tokens[last + 1 :]:
+        for i in range(last + 1, len(self.tokens)):
+            t = self.tokens[i]
             if depth <= 0:
                 break
             if t.kind == "operator" and t.value in _OPENERS.values():
@@ -375,14 +378,6 @@ class ParsedTemplate:
             elif t.kind != "whitespace":
                 break
         return self.span(start, end)
-
-    def _index_ending_at(self, end: int) -> int | None:
-        for i in range(len(self.tokens) - 1, -1, -1):
-            if self.tokens[i].end == end:
-                return i
-            if self.tokens[i].end < end:
-                return None
-        return None
 
 
 def _kind_of(node: nodes.Node) -> str:
