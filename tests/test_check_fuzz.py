@@ -101,3 +101,15 @@ def test_an_internal_error_in_one_file_is_an_sw9001_diagnostic_and_the_others_ar
     assert (str(good), "SW7005") in by_file
     sw9001 = next(d for d in doc["diagnostics"] if d["code"] == "SW9001")
     assert "RecursionError" in sw9001["message"] and sw9001["range"]["start"]["line"] == 1
+
+
+def test_an_internal_error_while_parsing_is_an_sw9001_diagnostic_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    from statewright.grammar import parser
+
+    def failing(self, *args):  # type: ignore[no-untyped-def]
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(parser._BuildAst, "machine", failing)
+    compilation = check_text("machine m {\n    final state done\n}\n", "m.fsm")
+    assert [d.code for d in compilation.diagnostics] == ["SW9001"]
+    assert "KeyError" in compilation.diagnostics[0].message
