@@ -108,3 +108,14 @@ def test_limits_seconds_is_enforced_while_a_template_renders() -> None:
     assert time.monotonic() - started < 5
     assert result.status == "failed"
     assert "time limit" in result.failure.message
+
+
+@pytest.mark.parametrize("template", [
+    "{{ [[1] * 99999] * 99999 }}",
+    "{% set a = [1] * 1000000 %}{{ [a, a, a, a, a, a, a, a, a, a, a] }}",
+    "{% set a = [1] * 1000000 %}{{ [a, a, a, a, a, a, a, a, a, a, a] ~ '' }}",
+    "{% set a = [1] * 1000000 %}{{ [a, a, a, a, a, a, a, a, a, a, a] | string }}",
+])
+def test_a_list_holding_one_list_many_times_weighs_what_printing_it_costs(template: str) -> None:
+    with pytest.raises(TemplateTooLarge):
+        render_template(template, {})

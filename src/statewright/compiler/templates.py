@@ -21,7 +21,13 @@ from jinja2.idtracking import VAR_LOAD_RESOLVE
 
 from ..diagnostics import Diagnostics, did_you_mean
 from ..grammar import ast
-from ..runtime.templates import MAX_TEMPLATE_VALUE, TemplateTooLarge, bounded_binop, bounded_concat
+from ..runtime.templates import (
+    MAX_TEMPLATE_VALUE,
+    TemplateTooLarge,
+    bounded_binop,
+    bounded_concat,
+    value_weight,
+)
 from . import ir
 from .flow import Flow
 from .resolve import JINJA_NAMES, StateView, Symbols, closest
@@ -117,7 +123,7 @@ class _ReadingCodeGenerator(CodeGenerator):  # type: ignore[misc]
 
 
 def _sequence_size(value: object) -> int | None:
-    return len(value) if isinstance(value, (str, list, tuple)) else None
+    return value_weight(value) if isinstance(value, (str, list, tuple)) else None
 
 
 def _output_of(node: nodes.Node, states: Iterable[str]) -> str | None:
@@ -319,6 +325,8 @@ class _TemplateChecker:
             return node.value
         if isinstance(node, (nodes.List, nodes.Tuple)) and known(*node.items):
             items = [values[id(i)] for i in node.items]
+            if value_weight(items, _FOLDED_AT_CHECK) > _FOLDED_AT_CHECK:
+                return _NOTHING  # `[a, a, a]` of a large `a`: more than the check builds
             return items if isinstance(node, nodes.List) else tuple(items)
         if isinstance(node, (nodes.Neg, nodes.Pos)) and known(node.node):
             operand = values[id(node.node)]
@@ -335,7 +343,7 @@ class _TemplateChecker:
             return bounded_binop(node.operator, left, right)
         if isinstance(node, nodes.Concat) and known(*node.nodes):
             parts = [values[id(n)] for n in node.nodes]
-            if sum(len(str(p)) for p in parts) > MAX_TEMPLATE_VALUE:
+            if sum(value_weight(p) for p in parts) > MAX_TEMPLATE_VALUE:
                 return bounded_concat(parts)  # raises
             return _NOTHING
         return _NOTHING

@@ -60,8 +60,32 @@ def _templates_int_bits(value: Any) -> int:
 
 
 def _templates_size(value: Any) -> int | None:
-    """The length of a str, list or tuple; None for anything else."""
-    return len(value) if isinstance(value, (str, list, tuple)) else None
+    """How much a str, list or tuple weighs (`value_weight`); None for anything else."""
+    return value_weight(value) if isinstance(value, (str, list, tuple)) else None
+
+
+def value_weight(value: Any, limit: int = MAX_TEMPLATE_VALUE) -> int:
+    """The characters and items in `value`, counting every nested list, tuple and dict through each
+    reference to it (what printing it costs: `[a, a, a]` weighs three times `a`), or `limit + 1` as soon
+    as that is passed, so the count itself stays cheap."""
+    total = 0
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            total += len(v)
+        elif isinstance(v, (list, tuple)):
+            total += len(v)
+            stack.extend(v)
+        elif isinstance(v, dict):
+            total += len(v)
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        else:
+            total += 1
+        if total > limit:
+            return limit + 1
+    return total
 
 
 def _templates_too_large(what: str) -> TemplateTooLarge:
@@ -145,6 +169,9 @@ def bounded_binop(operator: str, left: Any, right: Any) -> Any:
 
 def bounded_concat(values: Iterable[Any]) -> str:
     """`a ~ b ~ c`: the values' text joined, refusing a result over the size limit."""
+    values = list(values)
+    if sum(value_weight(v) for v in values) > MAX_TEMPLATE_VALUE:
+        raise _templates_too_large("joining text with '~' gives more than allowed")
     parts = [str(v) for v in values]
     total = sum(len(p) for p in parts)
     if total > MAX_TEMPLATE_VALUE:
@@ -209,6 +236,8 @@ def _templates_bounded_filters(filters: Mapping[str, Callable[..., Any]]) -> dic
             raise TemplateTooLarge(f"tojson({indent:,}): the indent may be at most {_TEMPLATES_MAX_JSON_INDENT}")
         return filters["tojson"](eval_ctx, value, indent)
 
+    for name, function in filters.items():
+        out[name] = _templates_weighed(function)
     wrapped: dict[str, Callable[..., Any]] = {
         "center": center, "indent": indent, "format": format_, "join": join, "replace": replace,
         "batch": batch, "slice": slice_, "wordwrap": wordwrap, "tojson": tojson,
@@ -222,8 +251,29 @@ def _templates_bounded_filters(filters: Mapping[str, Callable[..., Any]]) -> dic
             if hasattr(original, attr):
                 setattr(bounded, attr, getattr(original, attr))
         bounded.__doc__ = original.__doc__
-        out[name] = bounded
+        out[name] = _templates_weighed(bounded)
     return out
+
+
+def _templates_weighed(function: Callable[..., Any]) -> Callable[..., Any]:
+    """A filter that refuses a value (its first argument after the context) over the size limits: most
+    filters turn their value into text, and a list holding a list a thousand times prints it a thousand
+    times."""
+    from jinja2.utils import _PassArg
+
+    passed = _PassArg.from_obj(function) is not None
+
+    def weighed(*args: Any, **kwargs: Any) -> Any:
+        value = args[1] if passed and len(args) > 1 else args[0] if args else None
+        if isinstance(value, (list, tuple, dict)) and value_weight(value) > MAX_TEMPLATE_VALUE:
+            raise _templates_too_large("the value given to this filter is larger than allowed")
+        return function(*args, **kwargs)
+
+    for attr in ("jinja_pass_arg",):
+        if hasattr(function, attr):
+            setattr(weighed, attr, getattr(function, attr))
+    weighed.__doc__ = function.__doc__
+    return weighed
 
 
 # str methods a template may call that pad, repeat or fill, and the argument that sizes the result
@@ -322,7 +372,13 @@ def _templates_finalize(value: Any) -> Any:
     if isinstance(value, (str, int, float, bool)):
         return value
     if isinstance(value, (dict, list, tuple)) or hasattr(value, "model_dump"):
-        return json.dumps(to_jsonable(value), ensure_ascii=False)
+        data = value if isinstance(value, (dict, list, tuple)) else to_jsonable(value)
+        if value_weight(data) > MAX_TEMPLATE_VALUE:
+            raise _templates_too_large("the value printed here is larger than allowed")
+        data = to_jsonable(value)
+        if value_weight(data) > MAX_TEMPLATE_VALUE:
+            raise _templates_too_large("the value printed here is larger than allowed")
+        return json.dumps(data, ensure_ascii=False)
     return value
 
 
