@@ -76,7 +76,8 @@ def generate_machine(n_states: int) -> str:
             out.append(f'        do "Continue about {{{{ topic }}}} after this: {{{{ s{i - 1}.output }}}}"')
         if typed:
             out.append(f"        output Report{(i // 2) % n_types}")
-        out.append(f"        tell [{listener}]")
+        if i + 1 < n_states:  # the last state's listener would never run again (SW7009)
+            out.append(f"        tell [{listener}]")
         if typed:
             out.append(f"        when output.score >= threshold and len(output.fixes) == 0 -> {nxt}")
             if i % 10 == 4:

@@ -28,9 +28,9 @@ def diagnose(instruction: str = '"Write {{ topic }} {{ limits }}."',
 
 
 def test_loop_variables_set_variables_and_jinja_globals_are_in_scope() -> None:
-    instruction = ('"{% set n = 3 %}{% for s in draft.output.sections %}'
+    instruction = ('"{% set n = 3 %}{% if draft.output %}{% for s in draft.output.sections %}'
                    '{{ loop.index }} {{ s.heading }} {{ n }}'
-                   '{% endfor %}{{ range(2) | list }} {{ topic | upper }} {{ limits | join(\', \') }}"')
+                   '{% endfor %}{% endif %}{{ range(2) | list }} {{ topic | upper }} {{ limits | join(\', \') }}"')
     assert diagnose(instruction) == []
 
 

@@ -24,7 +24,7 @@ machine early_look {
     start state first {
         agent critic
         do "Start."
-        when later.output.score > 3 -> done
+        when 10 / (len(output) - 2) > 3 -> done
         -> later
     }
 
@@ -37,13 +37,13 @@ machine early_look {
 
     final state done
 
-    test "a guard reads a state that has not run yet" {
+    test "a guard divides by zero" {
         reply first "hi"
         expect final done
     }
 }
 """
-GUARD_LINE = "early_look.fsm:15:9"  # where `when later.output.score > 3 -> done` is written
+GUARD_LINE = "early_look.fsm:15:9"  # where `when 10 / (len(output) - 2) > 3 -> done` is written
 
 
 def test_a_guard_failing_at_run_time_names_its_fsm_line_in_every_face(tmp_path: Path) -> None:

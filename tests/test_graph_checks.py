@@ -163,8 +163,11 @@ def test_every_transition_after_the_shadowing_one_is_reported() -> None:
         }
         """
     )
-    assert [(d.code, where(d)[0]) for d in found] == [("SW3007", 4), ("SW3007", 5)]
-    assert all("line 3: 'otherwise -> done'" in d.help for d in found)
+    # `b` is only reached by the transitions that never fire, so no run reaches it (issue 9, item 6)
+    assert [(d.code, where(d)[0]) for d in found] == [("SW3007", 4), ("SW3007", 5), ("SW7004", 7)]
+    assert all("line 3: 'otherwise -> done'" in d.help for d in found[:2])
+    assert found[2].notes == ("line 4: '-> b' leads here, but never fires",
+                              "line 5: 'when \"it is late\" -> b' leads here, but never fires")
 
 
 def test_otherwise_stay_without_a_bound_shadows_what_follows() -> None:
@@ -779,3 +782,85 @@ def test_a_known_value_is_what_the_guard_interpreter_computes(expr: ast.Expr) ->
     if known is not None:
         computed = compile_expr(expr)(Scope(output=None, inputs={}, outputs={}, visits={}))
         assert repr(computed) == repr(known.value)  # repr: a NaN computed twice is the same result
+
+
+# ---- issue 9, item 6: every graph check follows only the transitions that can fire ------------------
+
+
+def test_a_final_state_reached_only_by_an_always_false_guard_cannot_be_reached() -> None:
+    found = graph_diagnostics(
+        """
+        machine m {
+            start state a {
+                when 1 == 2 -> done
+                -> a max 3
+            }
+            final state done
+        }
+        """
+    )
+    assert [d.code for d in found] == ["SW3005", "SW7007", "SW7004"]
+    assert found[0].notes[-1] == "line 3: 'when 1 == 2 -> done' would lead on, but never fires"
+
+
+def test_a_cycle_of_states_no_run_reaches_is_reported_as_unreachable_not_as_unbounded() -> None:
+    found = graph_diagnostics(
+        """
+        machine m {
+            start state a { -> done }
+            state b { -> c }
+            state c { -> b }
+            final state done
+        }
+        """
+    )
+    assert [d.code for d in found] == ["SW7004", "SW7004"]
+
+
+def test_a_state_reached_only_from_an_unreachable_state_is_unreachable_too() -> None:
+    found = graph_diagnostics(
+        """
+        machine m {
+            start state a { -> done }
+            state b { -> c }
+            state c { -> done }
+            final state done
+        }
+        """
+    )
+    assert [(d.code, d.message) for d in found] == [("SW7004", "state 'b' is unreachable"),
+                                                    ("SW7004", "state 'c' is unreachable")]
+
+
+def test_a_guard_repeated_in_the_same_state_can_never_fire_the_second_time() -> None:
+    found = graph_diagnostics(
+        """
+        machine m {
+            start state a {
+                when output == "x" -> done
+                when output == "x" -> b
+                when output == "x" -> b max 2
+                -> b
+            }
+            state b { -> done }
+            final state done
+        }
+        """
+    )
+    assert [(d.code, where(d)[0]) for d in found] == [("SW3007", 4), ("SW3007", 5)]
+    assert found[0].help.startswith("line 3: 'when output == \"x\" -> done' fires whenever this guard is true")
+
+
+def test_a_repeated_guard_after_a_bounded_one_can_fire() -> None:
+    assert codes(
+        """
+        machine m {
+            start state a {
+                when output == "x" -> a max 2
+                when output == "x" -> done
+                -> done
+            }
+            final state done
+        }
+        """
+    ) == []

@@ -489,3 +489,92 @@ def test_only_template_code_reads_a_state_name_not_plain_words() -> None:
     assert equivalence_classes(compile_ok(plain).ir) == {"review0": ["review0", "review1"]}
     read = chain_with_duplicates(1).replace('do "Write."', 'do "Write. {% if review1.output %}Again.{% endif %}"')
     assert equivalence_classes(compile_ok(read).ir) == {}
+
+
+# ---- issue 9, item 1: literals are compared by type and value -------------------------------------
+
+_LITERAL_TWINS = """machine m {{
+    input pick: int
+    tool show = "mymod:show"
+    agent critic {{
+        prompt "You review."
+    }}
+
+    start state choose {{
+        call show(x = 0)
+        when pick == 1 -> a
+        when pick == 2 -> b
+        otherwise -> c
+    }}
+
+    state a {{
+        {a}
+        -> done
+    }}
+
+    state b {{
+        {b}
+        -> done
+    }}
+
+    state c {{
+        {c}
+        -> done
+    }}
+
+    final state done
+}}
+"""
+
+
+@pytest.mark.parametrize(("template", "third"), [
+    ("call show(x = {})", "true"),
+    ("call show(x = [{}])", "true"),
+    # a guard may not compare an int with a bool, so the third literal there is another number
+    ('agent critic\n        do "Review."\n        output int\n        when output == {} -> done', "2"),
+    ('agent critic\n        do "Review."\n        output int\n        when output + {} > 1 -> done', "2"),
+], ids=["call-argument", "list-in-call-argument", "guard-comparison", "guard-arithmetic"])
+def test_literals_of_different_types_are_never_taken_for_equal(template: str, third: str) -> None:
+    """`1`, `1.0` and `true` are different values (Python calls them equal): states that differ only in
+    which of them they use are never merged, wherever the literal appears."""
+    def state(literal: str) -> str:
+        return template.format(literal)
+    text = _LITERAL_TWINS.format(a=state("1"), b=state("1.0"), c=state(third))
+    comp = api.check_text(text, "m.fsm")
+    assert comp.ir is not None, [d.message for d in comp.diagnostics]
+    assert equivalence_classes(comp.ir) == {}
+    same = api.check_text(_LITERAL_TWINS.format(a=state("1"), b=state("1"), c=state("2")), "m.fsm")
+    assert same.ir is not None
+    assert equivalence_classes(same.ir) == {"a": ["a", "b"]}
+
+
+# ---- issue 9, item 2: the states a template reads come from its Jinja parse, recorded in the IR --------
+
+
+def test_a_state_read_after_a_literal_holding_closing_braces_is_neither_merged_nor_removed() -> None:
+    """A regex stopping at the first `}}` would miss `review1` here: the string literal holds `}}`."""
+    read = chain_with_duplicates(1).replace('do "Write."', 'do "Write. {{ \\"}}\\" ~ review1.output }}"')
+    comp = compile_ok(read)
+    assert [r.state for r in comp.ir.state("draft").template_reads] == ["review1"]
+    assert equivalence_classes(comp.ir) == {}
+    orphan = chain_with_duplicates(1).replace("    final state done", """    state orphan {
+        agent critic
+        do "Never runs."
+        -> done
+    }
+
+    final state done {
+        result "{{ '}}' ~ orphan.output }}{# {{ review0.output }} is a comment #}"
+    }""")
+    comp = compile_ok(orphan)
+    assert [r.state for r in comp.ir.state("done").template_reads] == ["orphan"]
+    assert "orphan" in {s.name for s in api.optimize(comp).states}
+
+
+def test_template_reads_are_names_the_template_reads_not_words_or_local_variables() -> None:
+    text = chain_with_duplicates(1).replace(
+        'do "Write."',
+        'do "review1 {% for review0 in [1] %}{{ review0 }}{% endfor %}{% raw %}{{ review1.output }}{% endraw %}"')
+    comp = compile_ok(text)
+    assert comp.ir.state("draft").template_reads == ()
+    assert equivalence_classes(comp.ir) == {"review0": ["review0", "review1"]}

@@ -386,3 +386,45 @@ def test_a_hand_over_merge_takes_the_dropped_states_output_type() -> None:
     assert gather.output is not None and gather.output.name == "Summary"
     assert 'result "{{ gather.output.text }}"' in merged
     assert passing_tests(comp) == ["facts are summarised"]
+
+
+# ---- issue 9, item 2: renames inside templates use the template check's record of what they read -----
+
+READS_IN_TEMPLATES = r'''machine m {
+    agent w {
+        prompt "You write."
+    }
+
+    start state first {
+        agent w
+        do "One."
+        -> second
+    }
+
+    state second {
+        agent w
+        do "Two."
+        -> done
+    }
+
+    final state done {
+        result "{{ \"}}\" ~ second.output }} {{ 'second.output' }} {% raw %}{{ second.output }}{% endraw %} {{ sec\u006fnd.output }} second"
+    }
+}
+'''
+
+
+def test_a_merge_renames_exactly_the_states_a_template_reads() -> None:
+    check_ok(READS_IN_TEMPLATES)
+    out = merge_state_into(READS_IN_TEMPLATES, "first", "second", "m.fsm")
+    result = next(line for line in out.splitlines() if "result" in line)
+    assert result.strip() == (r'''result "{{ \"}}\" ~ first.output }} {{ 'second.output' }} {% raw %}{{ second.output }}'''
+                              r'''{% endraw %} {{ first.output }} second"''')
+    check_ok(out)
+
+
+def test_template_reads_point_at_the_name_in_the_source() -> None:
+    comp = check_ok(READS_IN_TEMPLATES)
+    reads = comp.ir.state("done").template_reads
+    text = READS_IN_TEMPLATES
+    assert [text[r.origin.start : r.origin.end] for r in reads] == ["second", r"sec\u006fnd"]

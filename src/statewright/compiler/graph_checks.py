@@ -10,54 +10,32 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
 
 from ..diagnostics import Diagnostics, quoted_list
 from ..grammar import ast
+from .flow import Edge, Flow, Known, known_value
+
+__all__ = ["Known", "check_graph", "known_value", "strongly_connected_components", "transition_text"]
 
 _SHOWN_NAMES = 12  # longer lists of states in a message are cut in the middle
 
 
-@dataclass(frozen=True)
-class _Edge:
-    source: int
-    target: int
-    transition: ast.Transition
-    fires: bool  # False when an earlier transition always takes precedence, or its guard is always false
+def check_graph(machine: ast.Machine, diagnostics: Diagnostics, flow: Flow | None = None) -> None:
+    """Report SW3001-SW3003, SW3005-SW3008, SW7004 and SW7007 for `machine`.
 
-
-@dataclass
-class _Graph:
-    """States by index in source order (the first declaration of each name) and their edges."""
-
-    states: list[ast.StateDecl]
-    index: dict[str, int]
-    edges: list[list[_Edge]]  # per state, in source order; `stay` is an edge to the state itself
-    names_unknown_target: list[bool]  # the state has a transition to a name that is no state
-    final: list[bool]  # some declaration of the name is final
-    duplicated: list[bool]  # the name is declared more than once (SW2001 elsewhere)
-
-    def bounded(self, i: int) -> bool:
-        return any(isinstance(item, ast.Visits) for item in self.states[i].items)
-
-
-def check_graph(machine: ast.Machine, diagnostics: Diagnostics) -> None:
-    """Report SW3001-SW3003, SW3005-SW3008, SW7004 and SW7007 for `machine`."""
+    Every check follows only the transitions that can fire (`flow`, built here when not given)."""
+    flow = flow if flow is not None else Flow(machine)
     decls: list[ast.StateDecl] = machine.of(ast.StateDecl)
     _check_start_and_final(machine, decls, diagnostics)
     for decl in decls:
         if decl.final:
             _check_final_has_no_transitions(decl, diagnostics)
-    never = _check_never_firing(decls, diagnostics)
-    graph = _build_graph(decls, never)
-    start = next((d for d in decls if d.start), None)
-    if start is not None:
-        reachable = _reachable_from(graph, graph.index[start.name.value])
-        _report_unreachable(graph, reachable, diagnostics)
-        if any(graph.final):
-            _check_finals_reachable(graph, reachable, diagnostics)
-    _check_cycles_bounded(graph, diagnostics)
+    _report_never_firing(flow, diagnostics)
+    if flow.start is not None:
+        _report_unreachable(flow, diagnostics)
+        if any(flow.final):
+            _check_finals_reachable(flow, diagnostics)
+    _check_cycles_bounded(flow, diagnostics)
 
 
 # ---- start and final states -----------------------------------------------------------------------
@@ -103,23 +81,23 @@ def _check_final_has_no_transitions(decl: ast.StateDecl, diagnostics: Diagnostic
 # ---- transitions that always or never fire ---------------------------------------------------------
 
 
-def _check_never_firing(decls: list[ast.StateDecl], diagnostics: Diagnostics) -> set[int]:
+def _report_never_firing(flow: Flow, diagnostics: Diagnostics) -> None:
     """Report guards whose value is known (SW7007) and transitions that an earlier, always-firing one
-    shadows (SW3007); return the ids of the transitions that never fire.
-
-    A transition always fires when it is `-> s`, `otherwise -> s`, `otherwise stay` or a guard that is
-    always true, with no `max N` and no `visits N` on its target: a bound on either lets evaluation fall
-    through once exhausted. A guard that is always false never fires.
-    """
-    visits_bounded = {d.name.value for d in decls if any(isinstance(i, ast.Visits) for i in d.items)}
-    never: set[int] = set()
-    for decl in decls:
+    shadows (SW3007)."""
+    for decl in flow.states:
         if decl.final:
-            continue  # SW3006 already covers every transition here
-        shadow: ast.Transition | None = None
+            continue
         for t in decl.transitions:
+            shadow = flow.shadowed_by.get(id(t))
+            if shadow is not None and shadow.kind == "guard" and shadow.guard == t.guard:
+                diagnostics.report(
+                    "SW3007", f"transition in state '{decl.name.value}' can never fire", t.span,
+                    label="the same guard comes first",
+                    help=f"{_line_of(shadow)}'{transition_text(shadow)}' fires whenever this guard is true; "
+                         "remove this transition, or bound that one with 'max N'",
+                )
+                continue
             if shadow is not None:
-                never.add(id(t))
                 diagnostics.report(
                     "SW3007", f"transition in state '{decl.name.value}' can never fire", t.span,
                     label="never tried",
@@ -127,23 +105,13 @@ def _check_never_firing(decls: list[ast.StateDecl], diagnostics: Diagnostics) ->
                          "transition above that one, or bound that one with 'max N'",
                 )
                 continue
-            always = t.kind in ("always", "otherwise", "stay")
-            if t.kind == "guard" and t.guard is not None:
-                value = _report_known_guard(t, t.guard, diagnostics)
-                always = value is True
-                if value is False:
-                    never.add(id(t))
-            target = decl.name.value if t.kind == "stay" else (t.target.value if t.target else "")
-            if always and t.max is None and target not in visits_bounded:
-                shadow = t
-    return never
+            known = flow.known.get(id(t))
+            if known is not None and t.guard is not None:
+                _report_known_guard(t, t.guard, known, diagnostics)
 
 
-def _report_known_guard(t: ast.Transition, guard: ast.Expr, diagnostics: Diagnostics) -> bool | None:
-    """SW7007 when `guard` is always true or always false; that value, or None when the run decides it."""
-    known = known_value(guard)
-    if known is None or not isinstance(known.value, bool):
-        return None  # a guard that is not a boolean is SW4004's to report
+def _report_known_guard(t: ast.Transition, guard: ast.Expr, known: Known, diagnostics: Diagnostics) -> None:
+    """SW7007 for a guard that is always true or always false."""
     target = t.target.value if t.target is not None else "?"
     runtime_names = "output, an input, STATE.output or visits(STATE)"
     if known.value:
@@ -161,144 +129,44 @@ def _report_known_guard(t: ast.Transition, guard: ast.Expr, diagnostics: Diagnos
             help="the transition never fires: remove it, or test something the run decides "
                  f"({runtime_names})",
         )
-    return known.value
-
-
-@dataclass(frozen=True)
-class Known:
-    """The value of an expression, known before the machine runs."""
-
-    value: Any
-
-
-_FAILURES = (TypeError, ValueError, ArithmeticError, LookupError)
-
-
-def known_value(expr: ast.Expr) -> Known | None:
-    """The value of an expression that reads nothing a run decides, or None when it does or may fail.
-
-    Only literals and operators on them qualify (`true`, `1 == 1`, `"a" in "abc"`, `len([1, 2]) > 1`):
-    any name (`output`, an input, `STATE.output`, `visits(STATE)`) makes the value unknown. Operators mean
-    what they mean at run time (Python's, `ast.BINARY_OPERATORS`, as in the guard interpreter). An operation
-    that would fail at run time leaves it unknown too, and `*` and `%` are only applied to numbers, so a
-    file cannot make the compiler build a huge string (`"a" * 1000000000`).
-    """
-    values: dict[int, Any] = {}  # id of a sub-expression -> its value; sub-expressions come first
-    for e in reversed(list(ast.iter_expr(expr))):
-        if isinstance(e, ast.Literal):
-            values[id(e)] = e.value
-        elif isinstance(e, ast.ListExpr):
-            values[id(e)] = [values[id(i)] for i in e.items]
-        elif isinstance(e, ast.UnaryOp):
-            operand = values[id(e.operand)]
-            if e.op == "not":
-                values[id(e)] = not operand
-            elif _is_number(operand):
-                values[id(e)] = -operand
-            else:
-                return None
-        elif isinstance(e, ast.BinaryOp):
-            left, right = values[id(e.left)], values[id(e.right)]
-            if e.op == "and":
-                values[id(e)] = left and right
-            elif e.op == "or":
-                values[id(e)] = left or right
-            else:
-                apply = ast.BINARY_OPERATORS.get(e.op)
-                if apply is None or (e.op in ("*", "%") and not (_is_number(left) and _is_number(right))):
-                    return None
-                try:
-                    values[id(e)] = apply(left, right)
-                except _FAILURES:
-                    return None
-        elif isinstance(e, ast.Index):
-            try:
-                values[id(e)] = values[id(e.value)][values[id(e.index)]]
-            except _FAILURES:
-                return None
-        elif isinstance(e, ast.Call) and e.func.value == "len" and len(e.args) == 1:
-            try:
-                values[id(e)] = len(values[id(e.args[0])])
-            except _FAILURES:
-                return None
-        else:
-            return None  # a name, a field read or another call: the run decides
-    return Known(values[id(expr)])
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float))
 
 
 # ---- reachability ---------------------------------------------------------------------------------
 
 
-def _build_graph(decls: list[ast.StateDecl], never: set[int]) -> _Graph:
-    index: dict[str, int] = {}
-    states: list[ast.StateDecl] = []
-    for decl in decls:
-        if decl.name.value not in index:  # a duplicate declaration is reported as SW2001 elsewhere
-            index[decl.name.value] = len(states)
-            states.append(decl)
-    edges: list[list[_Edge]] = [[] for _ in states]
-    unknown = [False] * len(states)
-    final = [False] * len(states)
-    duplicated = [False] * len(states)
-    for decl in decls:
-        i = index[decl.name.value]
-        final[i] = final[i] or decl.final
-        duplicated[i] = duplicated[i] or decl is not states[i]
-    for i, decl in enumerate(states):
-        for t in decl.transitions:
-            if t.kind == "stay":
-                target: int | None = i
-            else:
-                target = index.get(t.target.value) if t.target is not None else None
-            if target is None:
-                unknown[i] = True
-                continue
-            edges[i].append(_Edge(i, target, t, id(t) not in never))
-    return _Graph(states, index, edges, unknown, final, duplicated)
-
-
-def _reachable_from(graph: _Graph, start: int) -> list[bool]:
-    """States some sequence of written transitions leads to from `start` (bounds and order ignored)."""
-    seen = [False] * len(graph.states)
-    seen[start] = True
-    queue = deque([start])
-    while queue:
-        for edge in graph.edges[queue.popleft()]:
-            if not seen[edge.target]:
-                seen[edge.target] = True
-                queue.append(edge.target)
-    return seen
-
-
-def _report_unreachable(graph: _Graph, reachable: list[bool], diagnostics: Diagnostics) -> None:
-    for i, decl in enumerate(graph.states):
-        if not reachable[i] and not decl.start:  # an extra start state already has SW3002
+def _report_unreachable(flow: Flow, diagnostics: Diagnostics) -> None:
+    dead_into: dict[int, list[Edge]] = {}  # the transitions of reachable states that lead on but never fire
+    for edges in flow.edges:
+        for e in edges:
+            if e.target != e.source and flow.reachable[e.source] and not e.fires:
+                dead_into.setdefault(e.target, []).append(e)
+    for i, decl in enumerate(flow.states):
+        if not flow.reachable[i] and not decl.start:  # an extra start state already has SW3002
             diagnostics.report(
                 "SW7004", f"state '{decl.name.value}' is unreachable", decl.name.span,
                 label="no path from the start state leads here",
+                notes=[f"{_line_of(e.transition)}'{transition_text(e.transition)}' leads here, but never fires"
+                       for e in dead_into.get(i, [])][:3],
                 help=f"add a transition to '{decl.name.value}' from a reachable state, or delete it",
             )
 
 
-def _check_finals_reachable(graph: _Graph, reachable: list[bool], diagnostics: Diagnostics) -> None:
+def _check_finals_reachable(flow: Flow, diagnostics: Diagnostics) -> None:
     """SW3005 for each reachable state from which no final state can be reached.
 
     A state with no transitions, with one naming an unknown state, or declared twice is given the benefit
     of the doubt: SW3012/SW2002/SW2001 already point at it, and reporting everything upstream of it would
     bury that.
     """
-    n = len(graph.states)
+    n = len(flow.states)
     predecessors: list[list[int]] = [[] for _ in range(n)]
-    for edges in graph.edges:
+    for edges in flow.edges:
         for edge in edges:
-            predecessors[edge.target].append(edge.source)
+            if edge.fires:
+                predecessors[edge.target].append(edge.source)
     finishes = [
-        graph.final[i] or graph.names_unknown_target[i] or graph.duplicated[i] or not s.transitions
-        for i, s in enumerate(graph.states)
+        flow.final[i] or flow.unknown_target[i] or flow.duplicated[i] or not s.transitions
+        for i, s in enumerate(flow.states)
     ]
     queue = deque(i for i in range(n) if finishes[i])
     while queue:
@@ -306,12 +174,12 @@ def _check_finals_reachable(graph: _Graph, reachable: list[bool], diagnostics: D
             if not finishes[p]:
                 finishes[p] = True
                 queue.append(p)
-    stuck = [reachable[i] and not finishes[i] for i in range(n)]
+    stuck = [flow.reachable[i] and not finishes[i] for i in range(n)]
     if not any(stuck):
         return
     # Every successor of a stuck state is stuck too, so the stuck states form a closed subgraph. Its
     # components come out of Tarjan's algorithm sinks first; the run ends up in a sink component.
-    successors = [[e.target for e in graph.edges[i]] if stuck[i] else [] for i in range(n)]
+    successors = [flow.successors(i) if stuck[i] else [] for i in range(n)]
     components = strongly_connected_components(n, successors, include=stuck)
     component_of = [-1] * n
     for c, members in enumerate(components):
@@ -323,13 +191,13 @@ def _check_finals_reachable(graph: _Graph, reachable: list[bool], diagnostics: D
             (component_of[t] for m in members for t in successors[m] if component_of[t] != c), None
         )
         sink_of.append(c if onward is None else sink_of[onward])
-    first_final = next(s.name.value for i, s in enumerate(graph.states) if graph.final[i])
+    first_final = next(s.name.value for i, s in enumerate(flow.states) if flow.final[i])
     for i in range(n):
         if not stuck[i]:
             continue
-        name = graph.states[i].name.value
+        name = flow.states[i].name.value
         sink = components[sink_of[component_of[i]]]
-        sink_names = [graph.states[m].name.value for m in sink]
+        sink_names = [flow.states[m].name.value for m in sink]
         if len(sink) == 1 and sink[0] == i:
             note = f"'{name}' only leads back to itself"
         elif len(sink) == 1:
@@ -337,10 +205,12 @@ def _check_finals_reachable(graph: _Graph, reachable: list[bool], diagnostics: D
         else:
             note = f"from here the run ends up going round {quoted_list(sink_names, _SHOWN_NAMES)}"
         way_out = f"'{sink_names[0]}'" if len(sink) == 1 else "one of those states"
+        dead_ways_out = [f"{_line_of(e.transition)}'{transition_text(e.transition)}' would lead on, but never "
+                         "fires" for e in flow.edges[i] if not e.fires and finishes[e.target]]
         diagnostics.report(
-            "SW3005", f"no final state can be reached from '{name}'", graph.states[i].name.span,
+            "SW3005", f"no final state can be reached from '{name}'", flow.states[i].name.span,
             label="a run that gets here can only end by exhausting a bound or limit",
-            notes=[note],
+            notes=[note, *dead_ways_out],
             help=f"add a transition from {way_out} to a final state, e.g. 'otherwise -> {first_final}'",
         )
 
@@ -348,19 +218,20 @@ def _check_finals_reachable(graph: _Graph, reachable: list[bool], diagnostics: D
 # ---- cycles ---------------------------------------------------------------------------------------
 
 
-def _check_cycles_bounded(graph: _Graph, diagnostics: Diagnostics) -> None:
+def _check_cycles_bounded(flow: Flow, diagnostics: Diagnostics) -> None:
     """SW3008 for every group of states that can loop for ever.
 
     Only transitions that can fire and carry no `max N` count, between non-final states without
-    `visits N`. `otherwise stay` self-loops are left to SW3016, and names declared twice to SW2001.
+    `visits N`. `otherwise stay` self-loops are left to SW3016, and names declared twice to SW2001. Guards
+    are not bounds, even ones that count visits: the compiler does not work out when a guard turns false.
     """
-    n = len(graph.states)
+    n = len(flow.states)
     looping = [
-        not (graph.final[i] or graph.duplicated[i] or graph.bounded(i)) for i in range(n)
+        not (flow.final[i] or flow.duplicated[i] or _has_visits(flow.states[i])) for i in range(n)
     ]
-    unbounded: list[list[_Edge]] = [
+    unbounded: list[list[Edge]] = [
         [
-            e for e in graph.edges[i]
+            e for e in flow.edges[i]
             if e.fires and e.transition.max is None and e.transition.kind != "stay" and looping[e.target]
         ] if looping[i] else []
         for i in range(n)
@@ -371,23 +242,59 @@ def _check_cycles_bounded(graph: _Graph, diagnostics: Diagnostics) -> None:
         if len(component) == 1 and not any(e.target == first for e in unbounded[first]):
             continue
         cycle, closing = _cycle_through(first, set(component), unbounded)
-        names = [graph.states[i].name.value for i in cycle]
+        names = [flow.states[i].name.value for i in cycle]
         notes = []
         if len(component) > len(cycle):
             on_cycle = set(cycle)
-            others = [graph.states[i].name.value for i in component if i not in on_cycle]
+            others = [flow.states[i].name.value for i in component if i not in on_cycle]
             verb = "loops" if len(others) == 1 else "loop"
             notes.append(f"{quoted_list(others, _SHOWN_NAMES)} also {verb} with these states without a bound")
+        members = set(component)
+        counted = next((e for i in component for e in unbounded[i]
+                        if e.target in members and _counts_visits(e.transition)), None)
+        help = (f"add 'max N' to one of its edges (e.g. {_line_of(closing.transition)}"
+                f"'{transition_text(closing.transition)}') or 'visits N' to one of its states")
+        if counted is not None:
+            t = counted.transition
+            notes.append(f"{_line_of(t)}the guard '{transition_text(t)}' is not counted as a bound: the compiler "
+                         "does not work out when a guard turns false")
+            state, count = _visits_limit(t, flow.states[counted.source].name.value)
+            help = (f"bound the loop where the compiler can see it: 'visits {count}' on state '{state}', or "
+                    f"'max {count}' on the edge: '{transition_text(t)} max {count}'")
         diagnostics.report(
-            "SW3008", "cycle with no bound: " + _path_text(names), graph.states[first].name.span,
+            "SW3008", "cycle with no bound: " + _path_text(names), flow.states[first].name.span,
             label="this state is on a cycle that nothing bounds",
             notes=notes,
-            help=f"add 'max N' to one of its edges (e.g. {_line_of(closing.transition)}"
-                 f"'{transition_text(closing.transition)}') or 'visits N' to one of its states",
+            help=help,
         )
 
 
-def _cycle_through(first: int, members: set[int], edges: list[list[_Edge]]) -> tuple[list[int], _Edge]:
+def _has_visits(decl: ast.StateDecl) -> bool:
+    return any(isinstance(item, ast.Visits) for item in decl.items)
+
+
+def _counts_visits(t: ast.Transition) -> bool:
+    """Whether a guard calls visits(): it looks like a bound but is not one."""
+    return t.guard is not None and any(isinstance(e, ast.Call) and e.func.value == "visits"
+                                       for e in ast.iter_expr(t.guard))
+
+
+def _visits_limit(t: ast.Transition, owner: str) -> tuple[str, str]:
+    """For a guard such as `visits(draft) < 3`: the state it counts and the number; else `owner` and N."""
+    for e in ast.iter_expr(t.guard) if t.guard is not None else ():
+        if not (isinstance(e, ast.BinaryOp) and e.op in ("<", "<=", ">", ">=")):
+            continue
+        sides = (e.left, e.right) if e.op in ("<", "<=") else (e.right, e.left)
+        call, limit = sides
+        if (isinstance(call, ast.Call) and call.func.value == "visits" and len(call.args) == 1
+                and isinstance(call.args[0], ast.NameExpr) and isinstance(limit, ast.Literal)
+                and isinstance(limit.value, int) and not isinstance(limit.value, bool)):
+            count = limit.value + (1 if e.op in ("<=", ">=") else 0)
+            return call.args[0].name, str(max(count, 1))
+    return owner, "N"
+
+
+def _cycle_through(first: int, members: set[int], edges: list[list[Edge]]) -> tuple[list[int], Edge]:
     """A shortest cycle from `first` back to itself inside one component, and the edge that closes it.
 
     A self-loop is taken only when the component is that one state, so a larger cycle is named in full.

@@ -14,6 +14,7 @@ from ..grammar.node import Node
 
 DEFAULT_MODEL = "openai/gpt-4o-mini"
 DEFAULT_RETRIES = 2
+MAX_RETRIES = 10  # every retry resends the conversation so far, so the cost of a step grows quadratically
 DEFAULT_STEP_LIMIT = 100
 DEFAULT_MEMORY = "all"
 
@@ -139,6 +140,17 @@ class ToolCall(Node):
     origin: Span | None = _origin()
 
 
+class StateRead(Node):
+    """A template of a state reads state `state` by name (`{{ draft.output }}`, `{{ draft.visits }}`).
+
+    Recorded by the template check from its Jinja parse; `origin` is the name's exact place in the source.
+    """
+
+    state: str
+    template: str  # "instruction" | "result"
+    origin: Span | None = _origin()
+
+
 class State(Node):
     """kind: "agent" (an agent does the step), "action" (a tool call, no model) or "final"."""
 
@@ -153,6 +165,7 @@ class State(Node):
     call: ToolCall | None = None
     result: str | None = None
     transitions: tuple[Transition, ...] = ()
+    template_reads: tuple[StateRead, ...] = ()  # the states its instruction or result reads, in source order
     origin: Span | None = _origin()
     # every source span this state stands for: more than one after states are merged
     origins: tuple[Span, ...] = field(default=(), compare=False, repr=False)

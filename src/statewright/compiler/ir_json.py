@@ -117,6 +117,8 @@ def _state(s: ir.State) -> dict[str, Any]:
         "call": _call(s.call),
         "result": s.result,
         "transitions": [_transition(t) for t in s.transitions],
+        "template_reads": [{"state": r.state, "template": r.template, "origin": span_to_json(r.origin)}
+                           for r in s.template_reads],
         "origin": span_to_json(s.origin),
         "origins": [span_to_json(o) for o in s.origins],
     }
@@ -293,6 +295,8 @@ IR_JSON_SCHEMA: dict[str, Any] = {
             "retries": {"type": "integer", "minimum": 0},
             "call": _nullable({"$ref": "#/$defs/call"}), "result": _nullable(_STR),
             "transitions": {"type": "array", "items": {"$ref": "#/$defs/transition"}},
+            "template_reads": {"type": "array", "items": _obj({
+                "state": _STR, "template": {"enum": ["instruction", "result"]}, "origin": _ORIGIN})},
             "origin": _ORIGIN, "origins": {"type": "array", "items": _REF["span"]},
         }),
         "test": _obj({

@@ -202,6 +202,12 @@ class _Lowerer:
                               f"'visits {view.visits.count.value}' means state '{name}' can never run",
                               view.visits.count.span, label="must be at least 1",
                               help="remove the state, or allow at least one visit")
+        if view.retries is not None and int(view.retries.count.value) > ir.MAX_RETRIES:
+            self.diags.report("SW3015", f"'retries {view.retries.count.value}' in state '{name}' is more than "
+                              f"the most a state may retry ({ir.MAX_RETRIES})", view.retries.count.span,
+                              label=f"at most {ir.MAX_RETRIES}",
+                              help=f"write 'retries N' with N from 0 to {ir.MAX_RETRIES} (the default is "
+                                   f"{ir.DEFAULT_RETRIES}); each retry sends the whole exchange again")
         for t in view.transitions:
             if t.max is not None and int(t.max.value) < 1:
                 self.diags.report("SW3013", f"'max {t.max.value}' disables this transition", t.max.span,
@@ -243,6 +249,8 @@ class _Lowerer:
             call=call if kind == "action" else None,
             result=view.result.text.value if view.result is not None and kind == "final" else None,
             transitions=transitions if kind != "final" else (),
+            template_reads=tuple(read for read in self.symbols.state_reads.get(name, ())
+                                 if (read.template, kind) in (("instruction", "agent"), ("result", "final"))),
             origin=view.decl.span,
             origins=(view.decl.span,),
         )

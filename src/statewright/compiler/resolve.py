@@ -23,6 +23,14 @@ from . import ir
 BUILTIN_TYPES = {"str": ir.STR, "int": ir.INT, "float": ir.FLOAT, "bool": ir.BOOL}
 GUARD_OUTPUT = "output"  # the name of the current state's output in guards
 LIMIT_NAMES = ("steps", "cost_usd", "tokens", "seconds")  # what `limits { ... }` may bound
+# Names a template cannot read as a variable, so no input or state may take them: the ones Jinja binds
+# itself (`self` always; `loop`, `varargs`, `kwargs`, `caller` and `super` inside loops, macros and
+# blocks), its globals (`range(3)` would stop working), its constants, and `not` (always an operator).
+JINJA_NAMES = frozenset({
+    "self", "loop", "varargs", "kwargs", "caller", "super",
+    "range", "dict", "lipsum", "cycler", "joiner", "namespace",
+    "true", "false", "none", "True", "False", "None", "not",
+})
 IMPORT_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 
 
@@ -122,6 +130,8 @@ class Symbols(Node, frozen=False):
     used_tools: set[str] = field(default_factory=set)
     used_agents: set[str] = field(default_factory=set)
     used_inputs: set[str] = field(default_factory=set)
+    # the states each state's templates read, recorded by the template check for the IR
+    state_reads: dict[str, list[ir.StateRead]] = field(default_factory=dict)
 
     def known_tool(self, name: str) -> bool:
         return name in self.tools or name in STD_TOOLS
@@ -296,6 +306,13 @@ class _Resolver:
                                        f"'{name}' the state (line {state.name.span.start_pos.line}); "
                                        "rename one")
         for table, kind in ((s.inputs, "input"), (s.states, "state")):
+            for name in sorted(set(table) & JINJA_NAMES):
+                item = table[name]
+                name_node = item.decl.name if isinstance(item, StateView) else item.name
+                self.diags.report("SW2014", f"{kind} name '{name}' is one of Jinja's own names",
+                                  name_node.span, label="templates cannot read it",
+                                  help=f"in a template '{name}' means {_JINJA_MEANINGS.get(name, 'a constant')}, "
+                                       f"not this {kind}; choose another name, e.g. '{name}_{kind}'")
             if GUARD_OUTPUT in table:
                 item = table[GUARD_OUTPUT]
                 name_node = item.decl.name if isinstance(item, StateView) else item.name
@@ -449,6 +466,15 @@ class _Resolver:
                     self._state_ref(name, "SW6001", " in a test")
             elif isinstance(item, ast.ExpectFinal):
                 self._state_ref(item.state, "SW6001", " in a test")
+
+
+_JINJA_MEANINGS = {
+    "self": "the template itself", "loop": "the current loop", "varargs": "a macro's extra arguments",
+    "kwargs": "a macro's keyword arguments", "caller": "the block calling a macro", "super": "the parent "
+    "block", "range": "the range() function", "dict": "the dict() function", "lipsum": "the lipsum() "
+    "function", "cycler": "the cycler() function", "joiner": "the joiner() function", "namespace": "the "
+    "namespace() function", "not": "the operator 'not'",
+}
 
 
 def unknown_state_help(name: str, symbols: Symbols) -> str:

@@ -6,7 +6,6 @@ text by span (so everything else, comments included, stays as written) and leave
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -93,12 +92,21 @@ def check_text_ir(text: str, path: str) -> tuple[ir.Machine | None, Diagnostics]
 # ---- references ----------------------------------------------------------------------------------
 
 
-def _redirect_references(text: str, machine: ast.Machine, renames: Mapping[str, str],
+def _template_reads(text: str, path: str) -> list[ir.StateRead]:
+    """Where the templates of `text` read states by name: the template check's record, from the IR."""
+    machine, _ = check_text_ir(text, path)
+    if machine is None:
+        raise SourceEditError("the source does not check; fix its errors before rewriting it")
+    return [read for state in machine.states for read in state.template_reads if read.origin is not None]
+
+
+def _redirect_references(text: str, machine: ast.Machine, renames: Mapping[str, str], path: str,
                          skip: Iterable[ast.StateDecl] = (),
                          skip_items: Iterable[object] = ()) -> list[_Edit]:
     """Edits that make every reference to a renamed state name the new one: transition targets, guards,
-    tool-call arguments, templates, prompts and test blocks. Declarations in `skip` and the items in
-    `skip_items` are left alone."""
+    tool-call arguments, templates and test blocks. Declarations in `skip` and the items in `skip_items`
+    are left alone. (Agents' prompts read no states.)"""
+    reads = _template_reads(text, path) if renames else []
     skipped = [(d.span.start, d.span.end) for d in skip]
     skipped_items = {id(i) for i in skip_items}
 
@@ -122,11 +130,7 @@ def _redirect_references(text: str, machine: ast.Machine, renames: Mapping[str, 
                 for arg in item.args:
                     edits.extend(_rename_in_expr(arg.value, renames))
             elif isinstance(item, (ast.Instruction, ast.Result)):
-                edits.extend(_rename_in_template(text, item.text, renames))
-    for agent in machine.of(ast.AgentDecl):
-        for item in agent.items:
-            if isinstance(item, ast.PromptSetting):
-                edits.extend(_rename_in_template(text, item.text, renames))
+                edits.extend(_rename_in_template(item.text, reads, renames))
     for test in machine.of(ast.TestDecl):
         for item in test.items:
             if id(item) in skipped_items:
@@ -149,15 +153,12 @@ def _rename_in_expr(expr: ast.Expr, renames: Mapping[str, str], base: int = 0) -
     ]
 
 
-def _rename_in_template(text: str, string: ast.String, renames: Mapping[str, str]) -> list[_Edit]:
-    """Rename `STATE.output` / `STATE.visits` inside a template string literal, in its source text."""
-    if not renames:
-        return []
-    raw = text[string.span.start : string.span.end]
-    names = "|".join(re.escape(n) for n in sorted(renames, key=len, reverse=True))
-    pattern = re.compile(r"(?<![A-Za-z0-9_.])(" + names + r")(?=\s*\.\s*(output|visits)\b)")
-    return [_Edit(string.span.start + m.start(), string.span.start + m.end(), renames[m.group(1)])
-            for m in pattern.finditer(raw)]
+def _rename_in_template(string: ast.String, reads: Iterable[ir.StateRead],
+                        renames: Mapping[str, str]) -> list[_Edit]:
+    """Rename the states a template literal reads, at the exact places the template check recorded."""
+    span = string.span
+    return [_Edit(r.origin.start, r.origin.end, renames[r.state]) for r in reads
+            if r.state in renames and r.origin is not None and span.start <= r.origin.start < span.end]
 
 
 # ---- removing states -----------------------------------------------------------------------------
@@ -190,7 +191,7 @@ def replace_equivalent_states(text: str, replacements: Mapping[str, str], path: 
         if new in replacements:
             raise SourceEditError(f"{new!r} is replaced itself; replace by the representative")
     doomed = [states[old] for old in replacements]
-    edits = _redirect_references(text, machine, replacements, skip=doomed)
+    edits = _redirect_references(text, machine, replacements, path, skip=doomed)
     edits.extend(_delete(text, d.span) for d in doomed)
     return _apply(text, edits)
 
@@ -253,7 +254,7 @@ def merge_state_into(text: str, keep: str, drop: str, path: str = "<source>") ->
 
     renames = {drop: keep}
     skip_items: list[object] = [inline_at] if inline_at is not None else []
-    edits = _redirect_references(text, machine, renames, skip=[d], skip_items=skip_items + drop_replies)
+    edits = _redirect_references(text, machine, renames, path, skip=[d], skip_items=skip_items + drop_replies)
     edits.extend(_delete(text, item.span) for item in drop_replies)
     if only_step and not same_output:
         # the merged step's output is what `drop` produced: later states and drop's guards read it

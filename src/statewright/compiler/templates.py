@@ -1,8 +1,11 @@
-"""Template checks: every prompt, instruction and result parses as Jinja2 and reads only names in scope.
+"""Template checks: every prompt, instruction and result parses and compiles as Jinja2, reads only names in
+scope, and computes no constant over the runtime's size limits.
 
-Instructions and results see the machine's inputs and `STATE.output`; an agent's prompt is rendered once
-with the inputs only. Jinja reports positions as lines within the template; they are mapped back to the
-`.fsm` file so a diagnostic points at the offending name, not at the whole string.
+Instructions and results see the machine's inputs and, for every state, `STATE.output` and `STATE.visits`;
+an agent's prompt is rendered once with the inputs only. Each check points at the exact name, field or
+operator it is about (template_source maps Jinja's tokens back to the `.fsm` text). The states each
+template reads are recorded here, once, for the IR: the passes and source edits use that record and never
+look at template text themselves.
 """
 
 from __future__ import annotations
@@ -12,68 +15,41 @@ import re
 from collections.abc import Iterable, Iterator
 
 import jinja2
-from jinja2 import meta, nodes
+from jinja2 import nodes
+from jinja2.compiler import CodeGenerator, Frame
+from jinja2.idtracking import VAR_LOAD_RESOLVE
 
-from ..diagnostics import Diagnostics, Span, did_you_mean
+from ..diagnostics import Diagnostics, did_you_mean
 from ..grammar import ast
+from ..runtime.templates import (
+    MAX_TEMPLATE_VALUE,
+    TemplateTooLarge,
+    bounded_binop,
+    bounded_concat,
+    value_weight,
+)
 from . import ir
-from .resolve import StateView, Symbols, closest
-from .typecheck import Record, TextOutput, TypeLike, fields_of, output_type, type_text, unknown_field_help
+from .flow import Flow
+from .resolve import JINJA_NAMES, StateView, Symbols, closest
+from .template_source import ParsedTemplate, TemplateSourceError, Token, check_environment, parse_template
+from .typecheck import (
+    Record,
+    TextOutput,
+    TypeLike,
+    absent_output_notes,
+    fields_of,
+    output_type,
+    type_text,
+    unknown_field_help,
+)
 
-_ENV = jinja2.Environment()
-
-
-class _TemplateText:
-    """Maps a line of a template back to a range of the `.fsm` source holding it."""
-
-    def __init__(self, string: ast.String) -> None:
-        self.string = string
-        span = string.span
-        self.source = span.source
-        text = self.source.text
-        if string.triple:
-            body = span.start + 3
-            if text.startswith("\r\n", body):
-                body += 2
-            elif text.startswith("\n", body):
-                body += 1
-            end = span.end - 3
-            self.lines: list[tuple[int, int]] = []
-            pos = body
-            while True:
-                nl = text.find("\n", pos, end)
-                if nl < 0:
-                    self.lines.append((pos, end))
-                    break
-                self.lines.append((pos, nl))
-                pos = nl + 1
-        else:
-            # a one-line string: every template line (escaped "\n") lives between its quotes
-            self.lines = [(span.start + 1, max(span.start + 1, span.end - 1))]
-
-    def line(self, lineno: int) -> tuple[int, int]:
-        index = min(max(lineno, 1), len(self.lines)) - 1
-        if not self.string.triple:
-            index = 0
-        return self.lines[index]
-
-    def line_span(self, lineno: int) -> Span:
-        start, end = self.line(lineno)
-        chunk = self.source.text[start:end]
-        lead = len(chunk) - len(chunk.lstrip())
-        trail = len(chunk.rstrip())
-        if trail <= lead:
-            return self.string.span
-        return self.source.span(start + lead, start + trail)
-
-    def find(self, lineno: int, word: str, *, after_dot: bool = False) -> Span:
-        """The first occurrence of `word` as a whole name on template line `lineno`."""
-        start, end = self.line(lineno)
-        prefix = r"\.\s*" if after_dot else r"(?<![\w.])"
-        m = re.compile(prefix + r"(" + re.escape(word) + r")(?!\w)").search(self.source.text, start, end)
-        if m is None:
-            return self.line_span(lineno)
-        return self.source.span(m.start(1), m.end(1))
+_BUILTIN_EXAMPLES = {"filter": "upper, join, length and default", "test": "defined, none and number"}
+_INNERMOST_BLOCK = re.compile(r"The innermost block that needs to be closed is '(\w+)'")
+# The largest str or list the check builds while it works out a constant; larger ones (within the
+# runtime's limits) are left for the run to build.
+_FOLDED_AT_CHECK = 100_000
+_ARITHMETIC = frozenset({"+", "-", "*", "/", "//", "%", "**"})
+_NOTHING = object()
 
 
 def _parents(root: nodes.Node) -> dict[int, nodes.Node]:
@@ -95,47 +71,29 @@ def _walk(root: nodes.Node) -> Iterator[nodes.Node]:
         stack.extend(reversed(list(node.iter_child_nodes())))
 
 
-def _undeclared(tree: nodes.Template) -> set[str]:
-    """Names the template reads without setting them itself (loop targets, `set`, macro parameters)."""
-    try:
-        return set(meta.find_undeclared_variables(tree))
-    except jinja2.TemplateError:
-        # Jinja's own analysis stops at an unknown filter or test (reported separately); fall back to
-        # treating every name the template assigns anywhere as local.
-        local = {n.name for n in tree.find_all(nodes.Name) if n.ctx in ("store", "param")} | {"loop"}
-        return {n.name for n in tree.find_all(nodes.Name) if n.ctx == "load"} - local
-
-
-_BUILTIN_EXAMPLES = {"filter": "upper, join, length and default", "test": "defined, none and number"}
-_INNERMOST_BLOCK = re.compile(r"The innermost block that needs to be closed is '(\w+)'")
-
-
-def _unclosed_block(error: jinja2.TemplateSyntaxError, text: str) -> tuple[str, int] | None:
-    """For "Unexpected end of template": the block tag left open and the template line it opens on.
+def _unclosed_block(error: TemplateSourceError) -> Token | None:
+    """For "Unexpected end of template": the tag of the block left open, where it opens.
 
     Jinja names the innermost open block but reports the end of the template as the place; the tag that
     opened the block is where the mistake is seen.
     """
-    found = _INNERMOST_BLOCK.search(error.message or "")
+    found = _INNERMOST_BLOCK.search(error.message)
     if found is None:
         return None
     tag = found.group(1)
-    open_tags: list[tuple[str, int]] = []
-    try:
-        tokens = [token for token in _ENV.lex(text) if token[1] != "whitespace"]
-    except jinja2.TemplateSyntaxError:
-        return None
-    for (lineno, kind, _), (_, next_kind, value) in itertools.pairwise(tokens):
-        if kind != "block_begin" or next_kind != "name":
+    open_tags: list[Token] = []
+    tokens = [t for t in error.tokens if t.kind != "whitespace"]
+    for before, t in itertools.pairwise(tokens):
+        if before.kind != "block_begin" or t.kind != "name":
             continue
-        if value.startswith("end"):
+        if t.value.startswith("end"):
             for i in range(len(open_tags) - 1, -1, -1):
-                if open_tags[i][0] == value[3:]:
+                if open_tags[i].value == t.value[3:]:
                     del open_tags[i:]
                     break
         else:
-            open_tags.append((value, lineno))
-    return next(((t, line) for t, line in reversed(open_tags) if t == tag), None)
+            open_tags.append(t)
+    return next((t for t in reversed(open_tags) if t.value == tag), None)
 
 
 def _step(parent: nodes.Node | None, child: nodes.Node) -> str | int | None:
@@ -148,94 +106,370 @@ def _step(parent: nodes.Node | None, child: nodes.Node) -> str | int | None:
     return None
 
 
+class _ReadingCodeGenerator(CodeGenerator):  # type: ignore[misc]
+    """Jinja's code generator, noting each variable it reads from the template's context (a name no loop,
+    `set`, macro or block binds). The generated code is kept, so that it can be compiled too."""
+
+    def __init__(self, environment: jinja2.Environment) -> None:
+        super().__init__(environment, "<template>", "<template>")
+        self.context_reads: set[int] = set()  # ids of the Name nodes that read the context
+
+    def visit_Name(self, node: nodes.Name, frame: Frame) -> None:
+        if node.ctx == "load" and node.name not in self.environment.globals:
+            load = frame.symbols.find_load(frame.symbols.ref(node.name))
+            if load is not None and load[0] == VAR_LOAD_RESOLVE:
+                self.context_reads.add(id(node))
+        super().visit_Name(node, frame)
+
+
+def _sequence_size(value: object) -> int | None:
+    return value_weight(value) if isinstance(value, (str, list, tuple)) else None
+
+
+def _output_of(node: nodes.Node, states: Iterable[str]) -> str | None:
+    """The state whose output `node` is, for a node written `STATE.output`; else None."""
+    if (isinstance(node, nodes.Getattr) and node.attr == "output" and isinstance(node.node, nodes.Name)
+            and node.node.ctx == "load" and node.node.name in states):
+        return node.node.name
+    return None
+
+
+def jinja_path(node: nodes.Node) -> str | None:
+    """A template expression as a path of names and fields (`tags`, `review.output.note`), or None;
+    `x["f"]` is the path `x.f`, as in guards."""
+    fields: list[str] = []
+    while True:
+        if isinstance(node, nodes.Getattr):
+            fields.append(str(node.attr))
+            node = node.node
+        elif (isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Const)
+              and isinstance(node.arg.value, str)):
+            fields.append(node.arg.value)
+            node = node.node
+        else:
+            break
+    if not (isinstance(node, nodes.Name) and node.ctx == "load"):
+        return None
+    return ".".join([node.name, *reversed(fields)])
+
+
+def none_tests(node: nodes.Node, value: bool, memo: dict[tuple[int, bool], set[str]] | None = None) -> set[str]:
+    """The paths (`jinja_path`) surely not none when template expression `node` has the truth value
+    `value`: the rule for guards (typecheck.none_tests) — `P != none` true or `P == none` false, through
+    `and`, `or` and `not` — plus what only templates can write: `P` itself true, and `P is none` false
+    (`P is not none` true)."""
+    if memo is not None:
+        key = (id(node), value)
+        if key not in memo:
+            memo[key] = none_tests(node, value)
+        return memo[key]
+    if isinstance(node, nodes.Not):
+        return none_tests(node.node, not value)
+    if isinstance(node, (nodes.And, nodes.Or)):
+        left, right = none_tests(node.left, value), none_tests(node.right, value)
+        both = isinstance(node, nodes.And) == value
+        return left | right if both else left & right
+    path = jinja_path(node)
+    if path is not None:
+        return {path} if value else set()
+    if isinstance(node, nodes.Test) and node.name == "none" and not node.args:
+        path = jinja_path(node.node)
+        return {path} if path is not None and not value else set()
+    if isinstance(node, nodes.Compare) and len(node.ops) == 1 and node.ops[0].op in ("eq", "ne"):
+        op = node.ops[0]
+        for side, other in ((node.expr, op.expr), (op.expr, node.expr)):
+            path = jinja_path(side)
+            if path is not None and isinstance(other, nodes.Const) and other.value is None:
+                return {path} if (op.op == "ne") == value else set()
+    return set()
+
+
+def _narrowed(node: nodes.Node, parents: dict[int, nodes.Node],
+              memo: dict[tuple[int, bool], set[str]] | None = None) -> set[str]:
+    """The paths the tests around `node` show to be there: the conditions of the `if`
+    blocks and inline `if`s it sits in (negated in `elif` and `else`), and the left side of an `and` or
+    `or` it is the right side of. A macro's body is not narrowed by where the macro is written."""
+    shown: set[str] = set()
+    child = node
+    parent = parents.get(id(child))
+    while parent is not None and not isinstance(parent, (nodes.Macro, nodes.CallBlock)):
+        if isinstance(parent, nodes.If) and child is not parent.test:
+            if any(c is child for c in parent.body):
+                shown |= none_tests(parent.test, True, memo)
+            else:
+                tests = [parent.test, *(e.test for e in parent.elif_)]
+                later = next((k for k, e in enumerate(parent.elif_) if e is child), len(parent.elif_))
+                for test in tests[: later + 1]:
+                    shown |= none_tests(test, False, memo)
+        elif isinstance(parent, nodes.CondExpr) and child is not parent.test:
+            shown |= none_tests(parent.test, child is parent.expr1, memo)
+        elif isinstance(parent, nodes.And) and child is parent.right:
+            shown |= none_tests(parent.left, True, memo)
+        elif isinstance(parent, nodes.Or) and child is parent.right:
+            shown |= none_tests(parent.left, False, memo)
+        child, parent = parent, parents.get(id(parent))
+    return shown
+
+
 class _TemplateChecker:
-    def __init__(self, symbols: Symbols, diags: Diagnostics) -> None:
+    def __init__(self, symbols: Symbols, diags: Diagnostics, flow: Flow | None = None) -> None:
         self.symbols = symbols
         self.diags = diags
+        self.flow = flow
+        self.memo: dict[tuple[int, bool], set[str]] = {}  # the none tests of one template's conditions
 
-    def check(self, string: ast.String, where: str, *, states_in_scope: bool) -> None:
+    def check(self, string: ast.String, where: str, *, reader: str | None = None, template: str = "") -> None:
+        """Check one template; `reader` is the state whose instruction or result it is (None: a prompt)."""
         text = string.value
         if "{" not in text:
             return
-        mapping = _TemplateText(string)
         try:
-            tree = _ENV.parse(text)
-        except jinja2.TemplateSyntaxError as e:
+            parsed = parse_template(string)
+        except TemplateSourceError as e:
             # the names it reads are unknown, so count every input it mentions as read
             self.symbols.used_inputs.update(set(re.findall(r"[A-Za-z_]\w*", text)) & set(self.symbols.inputs))
-            self._syntax_error(e, text, mapping, where)
+            self._source_error(e, ParsedTemplate(string, None, e.tokens), where)
             return
-        undeclared = _undeclared(tree) - set(_ENV.globals)
+        tree = parsed.tree
+        assert tree is not None
+        self.memo = {}
+        self._loaders(parsed, where)
+        helpers_known = self._helpers(parsed, where)
+        self._constants(parsed, where)
+        reads = self._context_reads(parsed, where, helpers_known)
+        if reads is None:
+            # it does not compile (reported); its inputs still count as read
+            self.symbols.used_inputs.update(n.name for n in tree.find_all(nodes.Name)
+                                            if n.ctx == "load" and n.name in self.symbols.inputs)
+            return
         parents = _parents(tree)
         for node in _walk(tree):
-            if isinstance(node, nodes.Filter) and node.name not in _ENV.filters:
-                self._unknown_helper("filter", node.name, _ENV.filters, mapping, node.lineno, where)
-            elif isinstance(node, nodes.Test) and node.name not in _ENV.tests:
-                self._unknown_helper("test", node.name, _ENV.tests, mapping, node.lineno, where)
-            elif isinstance(node, nodes.Name) and node.ctx == "load" and node.name in undeclared:
-                self._name(node, parents, mapping, where, states_in_scope)
+            if isinstance(node, nodes.Name) and id(node) in reads:
+                self._name(node, parents, parsed, where, reader, template)
 
-    def _syntax_error(self, e: jinja2.TemplateSyntaxError, text: str, mapping: _TemplateText, where: str
-                      ) -> None:
-        opener = _unclosed_block(e, text)
+    # -- the template as a whole
+
+    def _source_error(self, e: TemplateSourceError, parsed: ParsedTemplate, where: str) -> None:
+        if e.kind == "nesting":
+            span = parsed.span(e.offset, e.offset + e.length) if e.length else parsed.line_span(e.offset)
+            self.diags.report("SW5003", f"the template in {where} is nested too deeply", span,
+                              label=e.message, help="split it into simpler parts, or build the text in a tool")
+            return
+        opener = _unclosed_block(e)
         if opener is not None:
-            tag, lineno = opener
+            tag = opener.value
             self.diags.report("SW5001", f"template syntax error in {where}: '{{% {tag} %}}' is never closed",
-                              mapping.find(lineno, tag), label=f"this '{tag}' has no '{{% end{tag} %}}'",
+                              parsed.token_span(opener, opener.offset),
+                              label=f"this '{tag}' has no '{{% end{tag} %}}'",
                               help=f"close the block with {{% end{tag} %}} where it should end")
             return
-        self.diags.report("SW5001", f"template syntax error in {where}: {e.message}",
-                          mapping.line_span(e.lineno or 1), label="Jinja2 cannot parse this",
+        self.diags.report("SW5001", f"template syntax error in {where}: {e.message}", parsed.line_span(e.offset),
+                          label="Jinja2 cannot parse this",
                           help="write variables as {{ name }} and blocks as {% if ... %}...{% endif %}")
 
-    def _unknown_helper(self, kind: str, name: str, known: Iterable[str], mapping: _TemplateText, lineno: int,
-                        where: str) -> None:
-        self.diags.report("SW5001", f"unknown Jinja2 {kind} '{name}' in {where}", mapping.find(lineno, name),
-                          label=f"no {kind} with this name",
-                          help=did_you_mean(name, known) or f"templates have Jinja2's built-in {kind}s only, "
-                                                            f"such as {_BUILTIN_EXAMPLES[kind]}")
+    def _loaders(self, parsed: ParsedTemplate, where: str) -> None:
+        """`{% include %}`, `{% import %}` and `{% extends %}` need a template loader; templates have none."""
+        assert parsed.tree is not None
+        for node in parsed.tree.find_all((nodes.Include, nodes.Import, nodes.FromImport, nodes.Extends)):
+            tag = {"Include": "include", "Import": "import", "FromImport": "from", "Extends": "extends"}
+            word = tag[type(node).__name__]
+            self.diags.report("SW5001", f"'{{% {word} %}}' in {where} cannot load a template",
+                              parsed.name_span(node), label="templates cannot load other templates",
+                              help="write the text into this template, or pass it in as an input")
 
-    def _name(self, node: nodes.Name, parents: dict[int, nodes.Node], mapping: _TemplateText, where: str,
-              states_in_scope: bool) -> None:
+    def _helpers(self, parsed: ParsedTemplate, where: str) -> bool:
+        """Report unknown filters and tests; whether every one is known."""
+        assert parsed.tree is not None
+        env = check_environment()
+        known = True
+        for node in _walk(parsed.tree):
+            if isinstance(node, nodes.Filter) and node.name not in env.filters:
+                self._unknown_helper("filter", node, env.filters, parsed, where)
+                known = False
+            elif isinstance(node, nodes.Test) and node.name not in env.tests:
+                self._unknown_helper("test", node, env.tests, parsed, where)
+                known = False
+        return known
+
+    def _unknown_helper(self, kind: str, node: nodes.Filter | nodes.Test, known: Iterable[str],
+                        parsed: ParsedTemplate, where: str) -> None:
+        self.diags.report("SW5001", f"unknown Jinja2 {kind} '{node.name}' in {where}", parsed.name_span(node),
+                          label=f"no {kind} with this name",
+                          help=did_you_mean(node.name, known) or f"templates have Jinja2's built-in {kind}s only, "
+                                                                 f"such as {_BUILTIN_EXAMPLES[kind]}")
+
+    def _constants(self, parsed: ParsedTemplate, where: str) -> None:
+        """Work out constant arithmetic with the runtime's bounded operators: a value over the size limits
+        is an error here rather than a failed run (or a check that never ends)."""
+        assert parsed.tree is not None
+        values: dict[int, object] = {}
+        for node in reversed(list(_walk(parsed.tree))):  # every node after the nodes inside it
+            value = _NOTHING
+            try:
+                value = self._constant(node, values)
+            except TemplateTooLarge as e:
+                self.diags.report("SW5004", f"the template in {where} computes a value that is too large",
+                                  parsed.node_span(node), label=str(e),
+                                  help="templates build prompts; compute large values in a tool")
+            except Exception:  # noqa: BLE001 - an operation that fails is left for the run to report
+                value = _NOTHING
+            if value is not _NOTHING:
+                values[id(node)] = value
+
+    @staticmethod
+    def _constant(node: nodes.Node, values: dict[int, object]) -> object:
+        def known(*children: nodes.Node) -> bool:
+            return all(id(c) in values for c in children)
+
+        if isinstance(node, nodes.Const):
+            return node.value
+        if isinstance(node, (nodes.List, nodes.Tuple)) and known(*node.items):
+            items = [values[id(i)] for i in node.items]
+            if value_weight(items, _FOLDED_AT_CHECK) > _FOLDED_AT_CHECK:
+                return _NOTHING  # `[a, a, a]` of a large `a`: more than the check builds
+            return items if isinstance(node, nodes.List) else tuple(items)
+        if isinstance(node, (nodes.Neg, nodes.Pos)) and known(node.node):
+            operand = values[id(node.node)]
+            return -operand if isinstance(node, nodes.Neg) else +operand  # type: ignore[operator]
+        if isinstance(node, nodes.BinExpr) and node.operator in _ARITHMETIC and known(node.left, node.right):
+            left, right = values[id(node.left)], values[id(node.right)]
+            sizes = (_sequence_size(left), _sequence_size(right))
+            if node.operator in ("*", "+") and sizes != (None, None):
+                counts = [v for v in (left, right) if isinstance(v, int) and not isinstance(v, bool)]
+                size = ((sizes[0] or sizes[1] or 0) * counts[0] if node.operator == "*" and counts
+                        else (sizes[0] or 0) + (sizes[1] or 0))
+                if _FOLDED_AT_CHECK < size <= MAX_TEMPLATE_VALUE:
+                    return _NOTHING  # within the limits, and more than the check builds
+            return bounded_binop(node.operator, left, right)
+        if isinstance(node, nodes.Concat) and known(*node.nodes):
+            parts = [values[id(n)] for n in node.nodes]
+            if sum(value_weight(p) for p in parts) > MAX_TEMPLATE_VALUE:
+                return bounded_concat(parts)  # raises
+            return _NOTHING
+        return _NOTHING
+
+    def _context_reads(self, parsed: ParsedTemplate, where: str, helpers_known: bool) -> set[int] | None:
+        """The ids of the Name nodes that read the template's context (an input or a state, or a mistake);
+        None when the template does not compile (reported)."""
+        tree = parsed.tree
+        assert tree is not None
+        env = check_environment()
+        if not helpers_known:
+            # Jinja cannot compile a template with an unknown filter or test (reported already): treat every
+            # name the template assigns anywhere as local
+            local = {n.name for n in tree.find_all(nodes.Name) if n.ctx in ("store", "param")} | {"loop"}
+            return {id(n) for n in tree.find_all(nodes.Name)
+                    if n.ctx == "load" and n.name not in local and n.name not in env.globals}
+        codegen = _ReadingCodeGenerator(env)
+        try:
+            codegen.visit(tree)
+            compile(codegen.stream.getvalue(), "<template>", "exec")  # type: ignore[attr-defined]
+        except jinja2.TemplateAssertionError as e:
+            self.diags.report("SW5001", f"template error in {where}: {e.message}",
+                              parsed.line_span(max((e.lineno or 1) - 1, 0)), label="Jinja2 cannot compile this",
+                              help="see the Jinja2 template documentation for this construct")
+            return None
+        except RecursionError:
+            self.diags.report("SW5003", f"the template in {where} is nested too deeply", parsed.string.span,
+                              label="too deep to compile", help="split it into simpler parts")
+            return None
+        except (SyntaxError, MemoryError, ValueError, OverflowError) as e:
+            reason = getattr(e, "msg", None) or str(e)
+            self.diags.report("SW5001", f"the template in {where} does not compile", parsed.string.span,
+                              label=f"Python cannot compile the code it becomes: {reason}",
+                              help="nest fewer blocks (at most 20 loops inside one another), or split it")
+            return None
+        return codegen.context_reads
+
+    # -- the names it reads
+
+    def _name(self, node: nodes.Name, parents: dict[int, nodes.Node], parsed: ParsedTemplate, where: str,
+              reader: str | None, template: str) -> None:
         s = self.symbols
         name = node.name
         if name in s.inputs:
             s.used_inputs.add(name)
-            self._fields(node, s.resolve_type(s.inputs[name].type), parents, mapping, name)
+            self._fields(node, s.resolve_type(s.inputs[name].type), parents, parsed, name)
             return
-        if name in s.states and states_in_scope:
-            self._state(node, s.states[name], parents, mapping)
+        if name in s.states and reader is not None:
+            self._state(node, s.states[name], parents, parsed, reader, template)
             return
-        span = mapping.find(node.lineno, name)
+        span = parsed.name_span(node)
         if name in s.states:
             self.diags.report("SW2008", f"an agent's prompt cannot read state '{name}'", span,
                               label="not in scope in a prompt",
                               help="a prompt is rendered once with the machine's inputs; put "
-                                   f"'{name}.output' in "
-                                   "the 'do' instruction of the state that needs it")
+                                   f"'{name}.output' in the 'do' instruction of the state that needs it")
             return
         s.used_inputs.add(closest(name, s.inputs) or "")
-        candidates = list(s.inputs) + (list(s.states) if states_in_scope else [])
-        scope = "the machine's inputs and STATE.output" if states_in_scope else "the machine's inputs"
+        candidates = [n for n in [*s.inputs, *(s.states if reader is not None else ())] if n not in JINJA_NAMES]
+        scope = ("the machine's inputs, STATE.output and STATE.visits" if reader is not None
+                 else "the machine's inputs")
         self.diags.report("SW2008", f"unknown template variable '{name}' in {where}", span,
                           label="not in scope",
                           help=did_you_mean(name, candidates) or f"templates here can use {scope}")
 
-    def _state(self, node: nodes.Name, view: StateView, parents: dict[int, nodes.Node],
-               mapping: _TemplateText) -> None:
+    def _state(self, node: nodes.Name, view: StateView, parents: dict[int, nodes.Node], parsed: ParsedTemplate,
+               reader: str, template: str) -> None:
+        self.symbols.state_reads.setdefault(reader, []).append(
+            ir.StateRead(view.name, template, parsed.name_span(node)))
         parent = parents.get(id(node))
         step = _step(parent, node)
         if step is None:
             return  # the state on its own (e.g. `{{ draft }}`): left to the runtime's rendering
-        if step != "output":
-            self.diags.report("SW2006", f"state '{view.name}' has no field '{step}'",
-                              mapping.find(node.lineno, str(step), after_dot=True), label="unknown field",
-                              help=f"a template reads a state's result as '{view.name}.output'")
-            return
         assert parent is not None
-        self._fields(parent, output_type(view, self.symbols), parents, mapping, f"{view.name}.output")
+        if step == "visits":
+            self._fields(parent, ir.INT, parents, parsed, f"{view.name}.visits")
+            return
+        if step != "output":
+            self.diags.report("SW2006", f"state '{view.name}' has no field '{step}'", parsed.name_span(parent),
+                              label="unknown field",
+                              help=f"a template reads a state's result as '{view.name}.output' and how many "
+                                   f"times it ran as '{view.name}.visits'")
+            return
+        self._absent(parent, view.name, parents, parsed, reader, template)
+        self._fields(parent, output_type(view, self.symbols), parents, parsed, f"{view.name}.output")
 
-    def _fields(self, node: nodes.Node, t: TypeLike, parents: dict[int, nodes.Node], mapping: _TemplateText,
+    def _maybe_none(self, node: nodes.Node, read: nodes.Node, t: ir.Optional_, parents: dict[int, nodes.Node],
+                    parsed: ParsedTemplate, shown: str) -> None:
+        """SW4014 for a field or item read from an optional value that no test around it shows is there."""
+        path = jinja_path(node)
+        if path is not None and path in _narrowed(node, parents, self.memo):
+            return
+        call = parents.get(id(read))
+        whole = call if isinstance(call, nodes.Call) and call.node is read else read  # `x.f()`, not `x.f`
+        span = parsed.node_span(read)
+        written = parsed.node_span(whole).text
+        self.diags.report("SW4014", f"'{shown}' may be none here", span,
+                          label=f"'{shown}' is {type_text(t)}: it may be none",
+                          help=f"test it first: '{{% if {shown} %}}...{{% endif %}}'"
+                               + (f", or '{{{{ {written} if {shown} }}}}'" if "\n" not in written else ""))
+
+    def _absent(self, output: nodes.Node, state: str, parents: dict[int, nodes.Node], parsed: ParsedTemplate,
+                reader: str, template: str) -> None:
+        """SW4014 for a field or item of `STATE.output`, or a loop over it, where STATE may not have run.
+
+        A template is rendered when its state is entered, before that state's step: STATE must have run
+        before `reader` (or be shown to have run by a test around the read)."""
+        use = parents.get(id(output))
+        reads = (isinstance(use, (nodes.Getattr, nodes.Getitem)) and use.node is output) or (
+            isinstance(use, nodes.For) and use.iter is output)
+        if not reads or self.flow is None or self.flow.runs_before(state, reader):
+            return
+        if f"{state}.output" in _narrowed(output, parents, self.memo):
+            return
+        assert use is not None
+        shown = parsed.node_span(use.iter if isinstance(use, nodes.For) else use)
+        text = shown.text if shown is not None and "\n" not in shown.text else f"{state}.output..."
+        when = "is rendered before its state runs" if state == reader else f"is rendered when '{reader}' starts"
+        self.diags.report(
+            "SW4014", f"'{state}.output' may be none here: '{state}' may not have run before state '{reader}'",
+            shown, label=f"the {template} {when}; '{state}' may not have run yet",
+            notes=absent_output_notes(state, reader, self.flow),
+            help=f"test that it ran first: '{{% if {state}.output %}}...{{% endif %}}'"
+                 + (f", or '{{{{ {text} if {state}.output }}}}'" if not isinstance(use, nodes.For) else ""))
+
+    def _fields(self, node: nodes.Node, t: TypeLike, parents: dict[int, nodes.Node], parsed: ParsedTemplate,
                 shown: str) -> None:
         """Follow `.field` / `["field"]` / `[0]` reads from `node` while the type is known."""
         while True:
@@ -244,10 +478,10 @@ class _TemplateChecker:
             if step is None or parent is None:
                 return
             if isinstance(t, ir.Optional_):
+                self._maybe_none(node, parent, t, parents, parsed, shown)
                 t = t.inner
             if isinstance(t, TextOutput) and isinstance(step, str):
-                self.diags.report("SW5002", f"state '{t.state}' has no typed output",
-                                  mapping.find(parent.lineno, step, after_dot=True),
+                self.diags.report("SW5002", f"state '{t.state}' has no typed output", parsed.name_span(parent),
                                   label=f"'{shown}' is plain text, so it has no field '{step}'",
                                   help=f"declare 'output TYPE' in state '{t.state}', "
                                        f"or use '{shown}' as a whole")
@@ -255,8 +489,7 @@ class _TemplateChecker:
             if isinstance(t, (ir.Named, Record)) and isinstance(step, str):
                 fields = fields_of(t, self.symbols)
                 if step not in fields:
-                    self.diags.report("SW2006", f"{type_text(t)} has no field '{step}'",
-                                      mapping.find(parent.lineno, step, after_dot=True),
+                    self.diags.report("SW2006", f"{type_text(t)} has no field '{step}'", parsed.name_span(parent),
                                       label="unknown field", help=unknown_field_help(step, fields))
                     return
                 t, shown, node = fields[step], f"{shown}.{step}", parent
@@ -267,16 +500,19 @@ class _TemplateChecker:
             return  # str methods, `any`, and the like: the template engine decides at run time
 
 
-def check_templates(machine: ast.Machine, symbols: Symbols, diagnostics: Diagnostics) -> None:
-    """Parse every template and check the names and fields it reads."""
-    checker = _TemplateChecker(symbols, diagnostics)
+def check_templates(machine: ast.Machine, symbols: Symbols, diagnostics: Diagnostics,
+                    flow: Flow | None = None) -> None:
+    """Parse every template, check the names and fields it reads, and record the states it reads.
+
+    With `flow`, a field of a state's output read where that state may not have run is reported (SW4014)."""
+    checker = _TemplateChecker(symbols, diagnostics, flow)
     for view in symbols.agents.values():
         if view.prompt is not None:
-            checker.check(view.prompt.text, f"the prompt of agent '{view.decl.name.value}'",
-                          states_in_scope=False)
+            checker.check(view.prompt.text, f"the prompt of agent '{view.decl.name.value}'")
     for state in symbols.states.values():
         if state.instruction is not None:
             checker.check(state.instruction.text, f"the instruction of state '{state.name}'",
-                          states_in_scope=True)
+                          reader=state.name, template="instruction")
         if state.result is not None:
-            checker.check(state.result.text, f"the result of state '{state.name}'", states_in_scope=True)
+            checker.check(state.result.text, f"the result of state '{state.name}'", reader=state.name,
+                          template="result")

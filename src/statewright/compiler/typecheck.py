@@ -17,6 +17,9 @@ from ..diagnostics import Diagnostics, Span, did_you_mean, quoted_list
 from ..grammar import ast
 from ..runtime.tool_signatures import STD_TOOLS
 from . import ir
+from .flow import Flow
+from .formatter import expr_to_source
+from .graph import shorten
 from .resolve import BUILTIN_TYPES, GUARD_OUTPUT, StateView, Symbols, closest, unknown_state_help
 
 FUNCTIONS = ("len", "visits")
@@ -37,7 +40,19 @@ class TextOutput:
     state: str
 
 
-TypeLike = ir.Prim | ir.ListOf | ir.Optional_ | ir.Enum | ir.Named | Record | TextOutput
+@dataclass(frozen=True)
+class MaybeAbsent:
+    """`STATE.output` where state `state` may not have run yet: `inner`, or none.
+
+    Comparing it with `==` / `!=` is fine (with none, too); reading a field or an item of it, ordering,
+    arithmetic and `len()` are not (SW4014) until a test for none narrows it (`none_tests`).
+    """
+
+    inner: TypeLike
+    state: str
+
+
+TypeLike = ir.Prim | ir.ListOf | ir.Optional_ | ir.Enum | ir.Named | Record | TextOutput | MaybeAbsent
 
 
 def type_text(t: TypeLike) -> str:
@@ -54,6 +69,8 @@ def type_text(t: TypeLike) -> str:
         return t.name
     if isinstance(t, Record):
         return t.label
+    if isinstance(t, MaybeAbsent):
+        return type_text(t.inner)
     return "str"  # TextOutput
 
 
@@ -109,7 +126,14 @@ def unknown_field_help(name: str, fields: dict[str, ir.Type]) -> str:
     return did_you_mean(name, fields) or f"its fields are {quoted_list(fields)}"
 
 
+def shorten_source(e: ast.Expr | None) -> str:
+    return shorten(expr_to_source(e), 60) if e is not None else "..."
+
+
 def _norm(t: TypeLike) -> TypeLike:
+    if isinstance(t, MaybeAbsent):  # otherwise it behaves like an optional value
+        inner = _norm(t.inner)
+        return inner if isinstance(inner, ir.Optional_) else ir.Optional_(inner)  # type: ignore[arg-type]
     return ir.STR if isinstance(t, TextOutput) else t
 
 
@@ -273,6 +297,59 @@ _NUMBER_TEXT = re.compile(r"-?[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?")
 # ---- expressions ---------------------------------------------------------------------------------
 
 
+def state_output_read(e: ast.Expr, symbols: Symbols) -> str | None:
+    """The state whose output `e` is, for `e` written `STATE.output`; else None."""
+    if (isinstance(e, ast.Attribute) and e.attr.value == "output" and isinstance(e.value, ast.NameExpr)
+            and e.value.name in symbols.states and e.value.name not in symbols.inputs):
+        return e.value.name
+    return None
+
+
+def expr_path(e: ast.Expr) -> str | None:
+    """`e` as a path of names and fields (`tags`, `output.note`, `review.output`), or None."""
+    fields: list[str] = []
+    while isinstance(e, ast.Attribute):
+        fields.append(e.attr.value)
+        e = e.value
+    if not isinstance(e, ast.NameExpr):
+        return None
+    return ".".join([e.name, *reversed(fields)])
+
+
+def none_tests(e: ast.Expr, value: bool, symbols: Symbols) -> set[str]:
+    """The paths (`expr_path`) surely not none when guard expression `e` has the truth value `value`.
+
+    `P != none` true, or `P == none` false, shows P is there (for `STATE.output`: that STATE has run);
+    `and`, `or` and `not` combine what their operands show. This is the narrowing rule for guards;
+    templates follow the same rule (compiler/templates.py), where a bare `P` also tests it.
+    """
+    if isinstance(e, ast.UnaryOp) and e.op == "not":
+        return none_tests(e.operand, not value, symbols)
+    if isinstance(e, ast.BinaryOp) and e.op in ("and", "or"):
+        left, right = none_tests(e.left, value, symbols), none_tests(e.right, value, symbols)
+        both = (e.op == "and") == value  # `a and b` true, or `a or b` false: both operands are known
+        return left | right if both else left & right
+    if isinstance(e, ast.BinaryOp) and e.op in ("==", "!="):
+        for side, other in ((e.left, e.right), (e.right, e.left)):
+            path = expr_path(side)
+            if path is not None and isinstance(other, ast.Literal) and other.value is None:
+                return {path} if (e.op == "!=") == value else set()
+    return set()
+
+
+def absent_output_notes(state: str, reader: str, flow: Flow | None) -> list[str]:
+    """Notes on how a run reaches `reader` with no output from `state` yet."""
+    if flow is None:
+        return []
+    path = flow.path_avoiding(state, reader)
+    if path is None:
+        return []
+    if state == reader:
+        return [f"the first time a run enters '{reader}', it has not run yet: "
+                + " -> ".join(path)]
+    return ["for example, a run can go " + " -> ".join(path) + f" without running '{state}'"]
+
+
 class ExprChecker:
     """Infers expression types in one scope and reports what cannot work.
 
@@ -280,12 +357,71 @@ class ExprChecker:
     which are evaluated before the state has an output.
     """
 
-    def __init__(self, symbols: Symbols, diags: Diagnostics, state: StateView | None) -> None:
+    def __init__(self, symbols: Symbols, diags: Diagnostics, state: StateView | None, *,
+                 reader: str | None = None, flow: Flow | None = None) -> None:
         self.symbols = symbols
         self.diags = diags
         self.state = state
+        # the state whose guard or tool call this is, and the machine's flow: together they say whose
+        # output is surely there (SW4014)
+        self.reader = reader if reader is not None else (state.name if state is not None else None)
+        self.flow = flow
+        self.narrowed: set[str] = set()  # paths a none test on the way here has shown to be there
+        self.guard: ast.Transition | None = None  # the transition whose guard is checked, for help texts
+
+    def has_run(self, name: str) -> bool:
+        """Whether state `name` has surely run when this expression is evaluated."""
+        if f"{name}.output" in self.narrowed or self.flow is None or self.reader is None:
+            return True
+        if self.state is not None and name == self.reader:
+            return True  # a guard is evaluated after its own state's step
+        return self.flow.runs_before(name, self.reader)
+
+    def present(self, t: TypeLike, e: ast.Expr, value: ast.Expr | None = None) -> TypeLike:
+        """`t`, the type of `value` (by default `e` itself), for a use `e` that needs it there: SW4014 when
+        it may be none (an optional value, or an output whose state may not have run), then the type it
+        has when it is there."""
+        if isinstance(t, ir.Optional_):
+            self._maybe_none(e, value if value is not None else e, t)
+            return t.inner
+        if not isinstance(t, MaybeAbsent):
+            return t
+        reader = self.reader or "?"
+        if self.state is not None and self.guard is not None:
+            target = self.guard.target.value if self.guard.target is not None else "..."
+            guard = shorten_source(self.guard.guard)
+            if isinstance(self.guard.guard, ast.BinaryOp) and self.guard.guard.op == "or":
+                guard = f"({guard})"
+            help = f"test that it ran first: 'when {t.state}.output != none and {guard} -> {target}'"
+        else:
+            help = (f"a tool call's arguments cannot test it; make sure '{t.state}' runs before '{reader}' on "
+                    "every path, or read something every run has")
+        where = f"state '{reader}'" if t.state != reader else f"the call in '{reader}'"
+        self.diags.report("SW4014", f"'{t.state}.output' may be none here: '{t.state}' may not have run "
+                          f"before {where}", e.span, label=f"'{t.state}' may not have run yet",
+                          notes=absent_output_notes(t.state, reader, self.flow), help=help)
+        return t.inner
+
+    def _maybe_none(self, e: ast.Expr, value: ast.Expr, t: ir.Optional_) -> None:
+        shown = value.span.text if value.span is not None else "the value"
+        if self.guard is not None and self.guard.guard is not None:
+            guard = shorten_source(self.guard.guard)
+            if isinstance(self.guard.guard, ast.BinaryOp) and self.guard.guard.op == "or":
+                guard = f"({guard})"
+            target = self.guard.target.value if self.guard.target is not None else "..."
+            help = f"test it first: 'when {shown} != none and {guard} -> {target}'"
+        else:
+            help = "a tool call's arguments cannot test it; pass it whole, or read something that is always there"
+        self.diags.report("SW4014", f"'{shown}' may be none here", e.span,
+                          label=f"'{shown}' is {type_text(t)}: it may be none", help=help)
 
     def infer(self, e: ast.Expr) -> TypeLike:
+        t = self._infer(e)
+        if isinstance(t, ir.Optional_) and self.narrowed and expr_path(e) in self.narrowed:
+            return t.inner  # a none test on the way here showed it is there
+        return t
+
+    def _infer(self, e: ast.Expr) -> TypeLike:
         if isinstance(e, ast.Literal):
             return self._literal_type(e.value)
         if isinstance(e, ast.NameExpr):
@@ -360,12 +496,14 @@ class ExprChecker:
         if (isinstance(base_expr, ast.NameExpr) and base_expr.name in self.symbols.states
                 and base_expr.name not in self.symbols.inputs):
             if attr == "output":
-                return output_type(self.symbols.states[base_expr.name], self.symbols)
+                t = output_type(self.symbols.states[base_expr.name], self.symbols)
+                return t if self.has_run(base_expr.name) else MaybeAbsent(t, base_expr.name)
             self.diags.report("SW2006", f"state '{base_expr.name}' has no field '{attr}'", e.attr.span,
                               label="unknown field",
-                              help=f"a state's value in a guard is '{base_expr.name}.output'")
+                              help=f"in a guard, count its runs with 'visits({base_expr.name})'" if attr == "visits"
+                              else f"a state's value in a guard is '{base_expr.name}.output'")
             return ir.ANY
-        base = self.infer(base_expr)
+        base = self.present(self.infer(base_expr), e, base_expr)
         if isinstance(base, TextOutput):
             self.diags.report("SW4002", f"state '{base.state}' has no typed output", e.attr.span,
                               label=f"its output is plain text, so it has no field '{attr}'",
@@ -387,7 +525,7 @@ class ExprChecker:
         return ir.ANY
 
     def _index(self, e: ast.Index) -> TypeLike:
-        base = _strip_optional(self.infer(e.value))
+        base = _strip_optional(self.present(self.infer(e.value), e, e.value))
         idx = _strip_optional(self.infer(e.index))
         if base == ir.ANY:
             return ir.ANY
@@ -409,6 +547,8 @@ class ExprChecker:
             self._visits_args(e)
             return ir.INT
         arg_types = [self.infer(a) for a in e.args]
+        if func == "len" and len(e.args) == 1:
+            arg_types[0] = self.present(arg_types[0], e.args[0])
         if func == "len":
             if len(e.args) != 1:
                 self.diags.report("SW4005", f"len() takes one argument, {len(e.args)} given", e.span,
@@ -418,9 +558,7 @@ class ExprChecker:
                 if not (t == ir.ANY or t == ir.STR or isinstance(t, (ir.ListOf, ir.Enum))):
                     self.diags.report("SW4005", f"len() takes a str or a list, not {type_text(t)}",
                                       e.args[0].span, label=f"this is {type_text(t)}",
-                                      help="a value that may be none must be compared with none first"
-                                      if isinstance(t, ir.Optional_) else
-                                      "len() counts the characters of a str or the items of a list; "
+                                      help="len() counts the characters of a str or the items of a list; "
                                       f"use the number itself: {e.args[0].span.text}")
             return ir.INT
         self.diags.report("SW2009", f"unknown function '{func}'", e.func.span, label="not a function",
@@ -467,7 +605,7 @@ class ExprChecker:
         if e.op == "not":
             self._require_bool(t, e.operand, "'not'")
             return ir.BOOL
-        t = _strip_optional(t)
+        t = _strip_optional(self.present(t, e.operand))
         if not (_numeric(t) or t == ir.ANY):
             self.diags.report("SW4001", f"cannot negate {type_text(t)}", e.operand.span,
                               label=f"this is {type_text(t)}", help="'-' applies to numbers")
@@ -481,12 +619,24 @@ class ExprChecker:
                               help=_boolean_hint(expr.span.text, _strip_optional(t)))
 
     def _binary(self, e: ast.BinaryOp) -> TypeLike:  # type: ignore[override]
-        left, right = self.infer(e.left), self.infer(e.right)
         op = e.op
         if op in ("and", "or"):
+            left = self.infer(e.left)
+            # the right operand is evaluated only when the left one is true (`and`) or false (`or`)
+            shown = none_tests(e.left, op == "and", self.symbols) - self.narrowed
+            self.narrowed |= shown
+            try:
+                right = self.infer(e.right)
+            finally:
+                self.narrowed -= shown
             self._require_bool(left, e.left, f"'{op}'")
             self._require_bool(right, e.right, f"'{op}'")
             return ir.BOOL
+        left, right = self.infer(e.left), self.infer(e.right)
+        if op in ("==", "!=") and any(
+                state_output_read(side, self.symbols) is not None and isinstance(other, ast.Literal)
+                and other.value is None for side, other in ((e.left, e.right), (e.right, e.left))):
+            return ir.BOOL  # `STATE.output != none`: whether the state has run, always a fair question
         if op in ("==", "!="):
             if not (self._enum_literal(e.left, left, e.right) and self._enum_literal(e.right, right, e.left)):
                 return ir.BOOL
@@ -495,15 +645,19 @@ class ExprChecker:
                                                 f"{type_text(_norm(right))}")
             return ir.BOOL
         if op in ("<", "<=", ">", ">="):
+            left, right = self.present(left, e.left), self.present(right, e.right)
             a, b = _strip_optional(left), _strip_optional(right)
             ok = ir.ANY in (a, b) or (_numeric(a) and _numeric(b)) or (a == ir.STR and b == ir.STR)
             if not ok:
                 self._mismatch(e, left, right, f"cannot order {type_text(a)} and {type_text(b)} with '{op}'")
             return ir.BOOL
         if op in ("in", "not in"):
+            right = self.present(right, e.right)
+            if _strip_optional(right) == ir.STR:
+                left = self.present(left, e.left)  # `none in "text"` fails
             self._membership(e, left, right)
             return ir.BOOL
-        return self._arithmetic(e, left, right)
+        return self._arithmetic(e, self.present(left, e.left), self.present(right, e.right))
 
     def _enum_literal(self, expr: ast.Expr, t: TypeLike, other: ast.Expr) -> bool:
         """Comparing an enum with a string literal: the literal must be one of the enum's values."""
@@ -690,19 +844,20 @@ def _check_tool_options(symbols: Symbols, diags: Diagnostics) -> None:
                              label=p.message, help=p.help)
 
 
-def _check_guards_and_calls(symbols: Symbols, diags: Diagnostics) -> None:
+def _check_guards_and_calls(symbols: Symbols, diags: Diagnostics, flow: Flow | None) -> None:
     for view in symbols.states.values():
         if not view.decl.final:
-            guards = ExprChecker(symbols, diags, view)
+            guards = ExprChecker(symbols, diags, view, flow=flow)
             for t in view.transitions:
                 if t.kind == "guard" and t.guard is not None:
+                    guards.guard = t
                     result = guards.infer(t.guard)
                     if not _is_bool(result):
                         diags.report("SW4004", f"the guard is {type_text(_norm(result))}, not a boolean",
                                      t.guard.span, label="not true/false",
                                      help=_boolean_hint(t.guard.span.text, _strip_optional(result)))
         if view.call is not None:
-            _check_call(view.call, symbols, diags)
+            _check_call(view.call, symbols, diags, ExprChecker(symbols, diags, None, reader=view.name, flow=flow))
 
 
 def _boolean_hint(text: str, t: TypeLike) -> str:
@@ -717,8 +872,7 @@ def _boolean_hint(text: str, t: TypeLike) -> str:
     return "compare the value with something: ==, !=, <, >, in"
 
 
-def _check_call(call: ast.ToolCall, symbols: Symbols, diags: Diagnostics) -> None:
-    args = ExprChecker(symbols, diags, None)
+def _check_call(call: ast.ToolCall, symbols: Symbols, diags: Diagnostics, args: ExprChecker) -> None:
     name = call.tool.dotted
     params: dict[str, tuple[str, bool]] | None = None
     if name in STD_TOOLS:
@@ -747,6 +901,8 @@ def _check_call(call: ast.ToolCall, symbols: Symbols, diags: Diagnostics) -> Non
                          help=hint or f"its parameters are {quoted_list(params)}")
             continue
         want = parse_signature_type(params[key][0])
+        if not isinstance(want, ir.Optional_):
+            t = args.present(t, arg.value)
         if not _assignable(t, want):
             diags.report("SW4006", f"argument '{key}' of '{name}' must be {type_text(want)}, "
                          f"not {type_text(_norm(t))}", arg.value.span, label=f"this is {type_text(_norm(t))}",
@@ -773,11 +929,14 @@ def _argument_hint(key: str, value: ast.Expr, want: ir.Type) -> str:
 _EXAMPLE_ARGUMENTS = {"int": "3", "float": "30", "bool": "true", "str": '"..."'}
 
 
-def check_types(machine: ast.Machine, symbols: Symbols, diagnostics: Diagnostics) -> None:
-    """Type declarations, input defaults, tool options, guards and tool-call arguments."""
+def check_types(machine: ast.Machine, symbols: Symbols, diagnostics: Diagnostics,
+                flow: Flow | None = None) -> None:
+    """Type declarations, input defaults, tool options, guards and tool-call arguments.
+
+    With `flow`, a state's output read where that state may not have run yet is reported (SW4014)."""
     _check_enums(machine, diagnostics)
     _check_recursive_types(symbols, diagnostics)
     _check_inputs(symbols, diagnostics)
     _check_tool_options(symbols, diagnostics)
-    _check_guards_and_calls(symbols, diagnostics)
+    _check_guards_and_calls(symbols, diagnostics, flow)
 

@@ -140,6 +140,13 @@ _ALL = [
        "\"package.module:function\"'. Standard tools ('std.*') are declared by name alone, to enable them or"
        " set their options.",
        "tool lookup", 'tool lookup = "mypkg.tools:lookup"'),
+    _e("SW2014", "name reserved by templates",
+       "Templates are Jinja2, and Jinja2 gives some names a meaning of its own: 'self' is the template, "
+       "'loop' the current loop, 'varargs', 'kwargs', 'caller' and 'super' belong to macros and blocks, "
+       "'range', 'dict', 'lipsum', 'cycler', 'joiner' and 'namespace' are functions, 'true', 'false', 'none' "
+       "(and 'True', 'False', 'None') are constants and 'not' is an operator. A template could not read an "
+       "input or state of that name, so none may have one.",
+       "input loop: int\n...\ndo \"Round {{ loop }}.\"", "input round: int\n...\ndo \"Round {{ round }}.\""),
     # --- structure ----------------------------------------------------------------------------
     _e("SW3001", "no start state",
        "Every machine needs exactly one 'start state'.", "state draft { ... }", "start state draft { ... }"),
@@ -152,7 +159,9 @@ _ALL = [
        "start state draft { agent writer do \"Write.\" -> done }\nfinal state done"),
     _e("SW3005", "no final state can be reached",
        "From this state no sequence of transitions leads to a final state, so a run that gets here can only "
-       "end by exhausting a limit.", "state loop { ... -> loop max 3 }", "state loop { ... -> loop max 3\n"
+       "end by exhausting a limit. Only transitions that can fire count: one after an unconditional "
+       "transition (SW3007), one whose guard is always false (SW7007) and one out of a state no run reaches "
+       "lead nowhere.", "state loop { ... -> loop max 3 }", "state loop { ... -> loop max 3\n"
        "    otherwise -> done }"),
     _e("SW3006", "transition out of a final state",
        "Reaching a final state ends the run; transitions there can never be taken.",
@@ -160,11 +169,14 @@ _ALL = [
     _e("SW3007", "transition can never fire",
        "Transitions are tried in source order. After an unconditional '-> s', an 'otherwise' or a guard that "
        "is always true (SW7007), without a bound, nothing later can be reached. (A bounded edge such as "
-       "'-> s max 2' falls through once exhausted.)",
+       "'-> s max 2' falls through once exhausted.) A guard written a second time in the same state never "
+       "fires either: the first one is true whenever it is.",
        "-> review\nwhen output.ok -> done", "when output.ok -> done\n-> review"),
     _e("SW3008", "cycle with no bound",
        "Every loop must be bounded: put 'max N' on one of its edges or 'visits N' on one of its states. "
-       "The message names the states that form the cycle.",
+       "The message names the states that form the cycle. A guard is not a bound, even one that counts "
+       "visits ('when visits(review) < 3 -> draft'): the compiler does not work out when a guard turns false, "
+       "so write the bound where it can see it ('visits 3' on the state, or 'max 3' on the edge).",
        "state a { ... -> b }\nstate b { ... -> a }", "state a { ... -> b }\nstate b { ... -> a max 3 }"),
     _e("SW3009", "state does no work",
        "A non-final state needs an 'agent' (with an instruction) or a tool 'call'.",
@@ -185,7 +197,8 @@ _ALL = [
        "An agent state needs 'do \"...\"' telling the agent what this step is.",
        "state draft { agent writer -> done }", 'state draft { agent writer do "Write." -> done }'),
     _e("SW3015", "value out of range",
-       "A number is outside the range its setting allows (temperature 0–2, limits above 0).",
+       "A number is outside the range its setting allows (temperature 0–2, limits above 0, 'retries' 0 to "
+       "10).",
        "temperature 7", "temperature 0.7"),
     _e("SW3016", "'otherwise stay' needs a bound",
        "'otherwise stay' re-runs the state; bound it with 'max N' or give the state 'visits N'.",
@@ -235,6 +248,18 @@ _ALL = [
        "In a guard, a state name on its own is not a value: read its output with 'STATE.output' or count its "
        "runs with 'visits(STATE)'.",
        'when draft == "x" -> done', 'when draft.output == "x" -> done'),
+    _e("SW4014", "value read where it may be none",
+       "A value may be none: an optional one (type 'T?'), or 'STATE.output' where STATE may not have run "
+       "yet. Reading a field or an item of it, looping over it, ordering it, doing arithmetic with it or "
+       "taking its len() fails on none, so it is allowed only where the value is surely there. "
+       "'STATE.output' is there in a guard when every path from the start state to the guard's state "
+       "passes through STATE (or STATE is that state), and in a tool-call argument or a template when "
+       "every path passes through STATE before the state. Elsewhere, test for none first: in a guard "
+       "'VALUE != none and ...' (or 'VALUE == none or ...'); in a template '{% if VALUE %}...{% endif %}' "
+       "or '{{ VALUE.FIELD if VALUE }}'. Comparing a value with '==' or '!=', and printing it whole, are "
+       "always fine.",
+       "when review.output.score > 80 -> publish   # in a state a run can reach before 'review'",
+       "when review.output != none and review.output.score > 80 -> publish"),
     # --- templates ----------------------------------------------------------------------------
     _e("SW5001", "template syntax error",
        "Instructions, prompts and results are Jinja2 templates; this one does not parse.",
@@ -242,6 +267,17 @@ _ALL = [
     _e("SW5002", "output of a state used where it is not typed",
        "A template reads 'STATE.output.FIELD' but that state has no typed output.",
        'do "{{ draft.output.title }}"', 'do "{{ draft.output }}"'),
+    _e("SW5003", "template nested too deeply",
+       "A template nests brackets, blocks or operators deeper than templates may (30 levels of brackets, "
+       "blocks or signs in a row; 100 operations in one expression). Jinja2 parses and compiles templates "
+       "recursively, so deeper nesting could not run. Split the template into simpler parts.",
+       'do "{{ ((((((((((((((((((((((((((((((((1)))))))))))))))))))))))))))))))) }}"', 'do "{{ 1 }}"'),
+    _e("SW5004", "template computes a value that is too large",
+       "Templates compute with bounded operators: a number may have at most 4,300 digits and a text or list "
+       "at most 10,000,000 characters or items, and '**', '*', '%', '+' and '~' refuse to build anything "
+       "larger. The compiler works out constant expressions the same way, so one that would be refused at run "
+       "time is an error here.",
+       'do "{{ 10 ** 5000 }}"', 'do "{{ 10 ** 50 }}"'),
     # --- tests --------------------------------------------------------------------------------
     _e("SW6001", "test names an unknown state",
        "A 'reply', 'verdict' or 'expect' in a test block names a state the machine does not have.",
@@ -278,7 +314,7 @@ _ALL = [
        'tool lookup = "pkg.mod:lookup"',
        'tool lookup = "pkg.mod:lookup"\nagent researcher { prompt "..." tools [lookup] }'),
     _w("SW7004", "unreachable state",
-       "No transition path from the start state leads here; the state can never run. "
+       "No path of transitions that can fire leads here from the start state; the state can never run. "
        "The dead-state pass removes it from compiled runners.",
        "start state draft { ... -> done }\nstate polish { ... -> done }\nfinal state done",
        "start state draft { ... -> polish }\nstate polish { ... -> done }\nfinal state done"),
@@ -373,6 +409,23 @@ _ALL = [
        "MetaAgent knows the tools code_interpreter, search_engine and file_writer. The importer declares any "
        "other tool as a user tool with a stand-in import path that you must replace with your own function.",
        '"tools": ["web_browser"]', '"tools": ["search_engine"]'),
+    _w("SW7008", "ambiguous verifier condition",
+       "Consecutive natural-language conditions are judged by one verifier call, which picks one of them or "
+       "answers \"none\". Two conditions of one call that differ only in case, spacing or punctuation (or "
+       "not at all), a condition that reads \"none\", and a condition without words leave a reader (and "
+       "a test's 'verdict') unable to tell which transition is meant.",
+       'when "The draft is good." -> publish\nwhen "the draft is good" -> polish',
+       'when "The draft is good." -> publish\nwhen "the draft needs polish" -> polish'),
+    _w("SW7009", "listener that never runs later",
+       "'tell [a]' appends the state's output to agent a's memory, but no state that a run can enter after "
+       "this one is run by a, so nothing ever reads it.",
+       "state review { agent critic ... tell [writer] -> publish }\nfinal state publish",
+       "state review { agent critic ... tell [writer] -> revise }\nstate revise { agent writer ... }"),
+    _w("SW7010", "state tells its own agent",
+       "The agent that does a step keeps its own exchange (the instruction and its reply) in its memory; "
+       "telling it the state's output as well puts the output there twice.",
+       "state draft { agent writer ... tell [writer, critic] }",
+       "state draft { agent writer ... tell [critic] }"),
     # --- internal -----------------------------------------------------------------------------
     _e("SW9001", "internal compiler error",
        "The compiler hit a bug. Please report it with the input file.", "", ""),

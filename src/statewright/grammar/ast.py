@@ -136,8 +136,20 @@ class NameExpr(Node):
 
 
 class Literal(Node):
+    """A literal in an expression. Two literals are equal when their values have the same type and are
+    equal: `1`, `1.0` and `true` are three different literals (Python alone would call them equal), so
+    passes that compare expressions never confuse them."""
+
     value: str | int | float | bool | None
     span: Span = _span()
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Literal):
+            return NotImplemented
+        return type(self.value) is type(other.value) and self.value == other.value
+
+    def __hash__(self) -> int:
+        return hash((type(self.value).__name__, self.value))
 
 
 class ListExpr(Node):

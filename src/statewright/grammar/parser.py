@@ -701,6 +701,13 @@ def read_source(path: str, data: bytes, diagnostics: Diagnostics) -> SourceFile 
     return SourceFile(path, text)
 
 
+def _internal_error(result: ParseResult, source: SourceFile, err: BaseException) -> ParseResult:
+    result.diagnostics.report("SW9001", f"internal compiler error while parsing this file: {type(err).__name__}: "
+                              f"{str(err)[:200]}", source.span(0, 0),
+                              help="this is a bug in statewright; please report it with this file")
+    return result
+
+
 def parse_source(source: SourceFile) -> ParseResult:
     """Parse one source file. Never raises for bad input: problems come back as diagnostics."""
     result = ParseResult(source, None)
@@ -720,7 +727,7 @@ def parse_source(source: SourceFile) -> ParseResult:
         failures.append(_syntax_failure(_original_error(err, on_error.converted), source, parser))
     except VisitError as err:  # unwrap: users never see Lark internals
         if not isinstance(err.orig_exc, _Failure):
-            raise err.orig_exc from None
+            return _internal_error(result, source, err.orig_exc)
         failures.append(err.orig_exc)
     except _Failure as f:
         failures.append(f)
@@ -728,6 +735,8 @@ def parse_source(source: SourceFile) -> ParseResult:
         result.diagnostics.report("SW1020", f"the input is nested more than {MAX_NESTING} levels deep",
                                   source.span(0, 0))
         return result
+    except Exception as err:  # noqa: BLE001 - a bug here must not take the other files of a check with it
+        return _internal_error(result, source, err)
     finally:
         comment_tokens, _COMMENTS.tokens = _COMMENTS.tokens, []
     if failures:

@@ -25,7 +25,7 @@ from .memory import AgentMemory
 from .result import Failure, RunFailed, RunResult, Usage
 from .spec import AgentSpec, InputSpec, MachineSpec, Scope, StateSpec
 from .structured import ReplyError, parse_typed_reply, to_jsonable, to_text, validate_typed
-from .templates import TemplateRenderError, TemplateSet
+from .templates import TemplateDeadlineExceeded, TemplateRenderError, TemplateSet
 from .verifier import Verdict, parse_verdict, verdict_schema, verifier_messages
 
 MAX_TOOL_ROUNDS = 8
@@ -923,8 +923,14 @@ class RunCore:
         templates = self.templates
         if templates.is_constant(source):
             return source
+        # a template renders within what is left of the run's time (the renderer keeps its own clock)
+        seconds = None if self._limits.seconds is None else max(self._limits.seconds - self._elapsed(run), 0.0)
         try:
-            return templates.render(source, self._context(run) if context is None else context)
+            return templates.render(source, self._context(run) if context is None else context, seconds=seconds)
+        except TemplateDeadlineExceeded as exc:
+            raise RunFailed(Failure("limit", f"limit seconds exhausted while rendering a template in state "
+                                             f"'{state}': {exc}", state=state, limit="seconds",
+                                    origin=self.machine.states[state].origin)) from None
         except TemplateRenderError as exc:
             raise RunFailed(Failure("template", f"state '{state}': {exc}", state=state,
                                     origin=self.machine.states[state].origin)) from None

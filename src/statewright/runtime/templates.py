@@ -1,18 +1,367 @@
-"""Instruction, prompt and result templates: sandboxed Jinja2, compiled once, values rendered as data."""
+"""Instruction, prompt and result templates: sandboxed Jinja2, compiled once, values rendered as data, and
+every render bounded in time and size.
+
+The sandbox keeps a template from reaching Python; the bounds keep it from taking the machine down. The
+operators that can build huge values (`**`, `*`, `%`, `+`, `//` and the unary signs) are intercepted and
+refuse a result over a size limit before computing it, so Jinja cannot fold them at compile time either;
+the filters and string methods that pad or repeat text check their arguments the same way; every loop,
+call and piece of output checks the deadline; and the rendered text has a maximum length. The compiler's
+template check evaluates constant expressions with the same bounded operators (`bounded_binop`), so what
+`check` accepts and what a run computes agree.
+"""
 
 from __future__ import annotations
 
+import contextvars
 import json
-from collections.abc import Mapping
+import math
+import re
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from functools import lru_cache
 from typing import Any
 
 from .structured import to_jsonable
 
 _TEMPLATE_MARKERS = ("{{", "{%", "{#")
 
+# A number may have at most as many digits as Python will print (its default int_max_str_digits).
+MAX_INT_DIGITS = 4300
+_TEMPLATES_MAX_INT_BITS = int(MAX_INT_DIGITS * math.log2(10))
+# The most characters (or list items) one operation may produce, and the longest rendered template.
+MAX_TEMPLATE_VALUE = 10_000_000
+MAX_RENDERED_CHARS = 10_000_000
+# lipsum() writes paragraphs of filler text; a few are all a prompt could want
+_TEMPLATES_MAX_LIPSUM = 100
+_TEMPLATES_MAX_JSON_INDENT = 100
+
+_templates_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "statewright_template_deadline", default=None)
+
 
 class TemplateRenderError(Exception):
     """A template failed to compile or render (an unknown name, a forbidden operation)."""
+
+
+class TemplateTooLarge(TemplateRenderError):
+    """An operation in a template would build a value over the size limits."""
+
+
+class TemplateDeadlineExceeded(TemplateRenderError):
+    """Rendering ran past its deadline (the run's `limits { seconds }`)."""
+
+
+# ---- bounded operations --------------------------------------------------------------------------
+
+
+def _templates_int_bits(value: Any) -> int:
+    return value.bit_length() if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _templates_size(value: Any) -> int | None:
+    """How much a str, list or tuple weighs (`value_weight`); None for anything else."""
+    return value_weight(value) if isinstance(value, (str, list, tuple)) else None
+
+
+def value_weight(value: Any, limit: int = MAX_TEMPLATE_VALUE) -> int:
+    """The characters and items in `value`, counting every nested list, tuple and dict through each
+    reference to it (what printing it costs: `[a, a, a]` weighs three times `a`), or `limit + 1` as soon
+    as that is passed, so the count itself stays cheap."""
+    total = 0
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            total += len(v)
+        elif isinstance(v, (list, tuple)):
+            total += len(v)
+            stack.extend(v)
+        elif isinstance(v, dict):
+            total += len(v)
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        else:
+            total += 1
+        if total > limit:
+            return limit + 1
+    return total
+
+
+def _templates_too_large(what: str) -> TemplateTooLarge:
+    return TemplateTooLarge(f"{what}; the limit is {MAX_TEMPLATE_VALUE:,} characters or items per value")
+
+
+def _templates_check_power(left: Any, right: Any) -> None:
+    if not (isinstance(left, int) and isinstance(right, int)) or right <= 0:
+        return  # floats overflow to an error or inf on their own; a negative power of an int is a float
+    bits = _templates_int_bits(left)
+    if bits > 1 and (bits - 1) * right > _TEMPLATES_MAX_INT_BITS:
+        digits = int((bits - 1) * right / math.log2(10))
+        raise TemplateTooLarge(f"{left if bits <= 64 else 'a number'} ** {right} would have over {digits:,} "
+                               f"digits; the limit is {MAX_INT_DIGITS:,}")
+
+
+def _templates_check_repeat(seq: Any, count: Any) -> None:
+    size = _templates_size(seq)
+    if size is None or not isinstance(count, int):
+        return
+    if size * count > MAX_TEMPLATE_VALUE:
+        raise _templates_too_large(f"repeating {size:,} characters or items {count:,} times gives "
+                                   f"{size * count:,}")
+
+
+def _templates_check_product(left: Any, right: Any) -> None:
+    _templates_check_repeat(left, right)
+    _templates_check_repeat(right, left)
+    if _templates_int_bits(left) + _templates_int_bits(right) > _TEMPLATES_MAX_INT_BITS:
+        raise TemplateTooLarge(f"the product would have over {MAX_INT_DIGITS:,} digits; the limit is "
+                               f"{MAX_INT_DIGITS:,}")
+
+
+def _templates_check_sum(left: Any, right: Any) -> None:
+    a, b = _templates_size(left), _templates_size(right)
+    if a is not None and b is not None and a + b > MAX_TEMPLATE_VALUE:
+        raise _templates_too_large(f"joining {a:,} and {b:,} characters or items gives {a + b:,}")
+
+
+_FORMAT_WIDTH = re.compile(r"%(?:\([^)]*\))?[-+ #0]*(\*|\d+)?(?:\.(\*|\d+))?")
+
+
+def _templates_check_printf(text: Any, args: Any) -> None:
+    """`"%10s" % x`: a width or precision over the limit, or one taken from the arguments (`*`)."""
+    if not isinstance(text, str) or "%" not in text:
+        return
+    for m in _FORMAT_WIDTH.finditer(text):
+        for part in m.groups():
+            if part == "*":
+                raise TemplateTooLarge("a '*' width or precision in a % format is not allowed in templates")
+            if part is not None and (len(part) > 8 or int(part) > MAX_TEMPLATE_VALUE):
+                raise _templates_too_large(f"a % format asks for a width of {part}")
+
+
+def bounded_binop(operator: str, left: Any, right: Any) -> Any:
+    """`left OPERATOR right` as a template computes it, refusing results over the size limits.
+
+    `operator` is Jinja's: `+ - * / // % **`. Raises TemplateTooLarge before building anything too large;
+    every other failure is the operator's own (TypeError, ZeroDivisionError, ...).
+    """
+    if operator == "**":
+        _templates_check_power(left, right)
+        return left**right
+    if operator == "*":
+        _templates_check_product(left, right)
+        return left * right
+    if operator == "+":
+        _templates_check_sum(left, right)
+        return left + right
+    if operator == "%":
+        _templates_check_printf(left, right)
+        return left % right
+    if operator == "-":
+        return left - right
+    if operator == "/":
+        return left / right
+    if operator == "//":
+        return left // right
+    raise ValueError(f"unknown operator {operator!r}")
+
+
+def bounded_concat(values: Iterable[Any]) -> str:
+    """`a ~ b ~ c`: the values' text joined, refusing a result over the size limit."""
+    values = list(values)
+    if sum(value_weight(v) for v in values) > MAX_TEMPLATE_VALUE:
+        raise _templates_too_large("joining text with '~' gives more than allowed")
+    parts = [str(v) for v in values]
+    total = sum(len(p) for p in parts)
+    if total > MAX_TEMPLATE_VALUE:
+        raise _templates_too_large(f"joining text with '~' gives {total:,} characters")
+    return "".join(parts)
+
+
+def _templates_width(value: Any, what: str) -> None:
+    if isinstance(value, int) and value > MAX_TEMPLATE_VALUE:
+        raise _templates_too_large(f"{what} of {value:,}")
+
+
+def _templates_bounded_filters(filters: Mapping[str, Callable[..., Any]]) -> dict[str, Callable[..., Any]]:
+    """The filters that pad, repeat or fill, wrapped to check their arguments first."""
+    out = dict(filters)
+
+    def center(value: Any, width: int = 80) -> Any:
+        _templates_width(width, "a width")
+        return filters["center"](value, width)
+
+    def indent(value: Any, width: Any = 4, *args: Any, **kwargs: Any) -> Any:
+        pad = len(width) if isinstance(width, str) else width if isinstance(width, int) else 0
+        lines = str(value).count("\n") + 1
+        if pad * lines > MAX_TEMPLATE_VALUE:
+            raise _templates_too_large(f"indenting {lines:,} lines by {pad:,} gives {pad * lines:,}")
+        return filters["indent"](value, width, *args, **kwargs)
+
+    def format_(value: Any, *args: Any, **kwargs: Any) -> Any:
+        _templates_check_printf(value, args)
+        return filters["format"](value, *args, **kwargs)
+
+    def join(eval_ctx: Any, value: Any, d: str = "", attribute: Any = None) -> Any:
+        items = list(value)
+        _templates_check_repeat(str(d), max(len(items) - 1, 0))
+        return filters["join"](eval_ctx, items, d, attribute)
+
+    def replace(eval_ctx: Any, s: Any, old: Any, new: Any, count: int | None = None) -> Any:
+        text, old_text, new_text = str(s), str(old), str(new)
+        times = text.count(old_text) if old_text else len(text) + 1
+        if count is not None and count >= 0:
+            times = min(times, count)
+        if len(text) + times * max(len(new_text) - len(old_text), 0) > MAX_TEMPLATE_VALUE:
+            raise _templates_too_large("the replacement gives more text than allowed")
+        return filters["replace"](eval_ctx, s, old, new, count)
+
+    def batch(value: Any, linecount: int, fill_with: Any = None) -> Any:
+        _templates_width(linecount, "a batch size")
+        return filters["batch"](value, linecount, fill_with)
+
+    def slice_(value: Any, slices: int, fill_with: Any = None) -> Any:
+        _templates_width(slices, "a slice count")
+        return filters["slice"](value, slices, fill_with)
+
+    def wordwrap(environment: Any, s: str, width: int = 79, break_long_words: bool = True,
+                 wrapstring: str | None = None, break_on_hyphens: bool = True) -> Any:
+        if wrapstring is not None and len(str(wrapstring)) * (len(str(s)) + 1) > MAX_TEMPLATE_VALUE:
+            raise _templates_too_large("wrapping with that line break gives more text than allowed")
+        return filters["wordwrap"](environment, s, width, break_long_words, wrapstring, break_on_hyphens)
+
+    def tojson(eval_ctx: Any, value: Any, indent: int | None = None) -> Any:
+        if isinstance(indent, int) and indent > _TEMPLATES_MAX_JSON_INDENT:
+            raise TemplateTooLarge(f"tojson({indent:,}): the indent may be at most {_TEMPLATES_MAX_JSON_INDENT}")
+        return filters["tojson"](eval_ctx, value, indent)
+
+    for name, function in filters.items():
+        out[name] = _templates_weighed(function)
+    wrapped: dict[str, Callable[..., Any]] = {
+        "center": center, "indent": indent, "format": format_, "join": join, "replace": replace,
+        "batch": batch, "slice": slice_, "wordwrap": wordwrap, "tojson": tojson,
+    }
+    for name, bounded in wrapped.items():
+        original = filters.get(name)
+        if original is None:
+            continue
+        # keep what Jinja reads from the original: whether it is passed the context or environment
+        for attr in ("jinja_pass_arg",):
+            if hasattr(original, attr):
+                setattr(bounded, attr, getattr(original, attr))
+        bounded.__doc__ = original.__doc__
+        out[name] = _templates_weighed(bounded)
+    return out
+
+
+def _templates_weighed(function: Callable[..., Any]) -> Callable[..., Any]:
+    """A filter that refuses a value (its first argument after the context) over the size limits: most
+    filters turn their value into text, and a list holding a list a thousand times prints it a thousand
+    times."""
+    from jinja2.utils import _PassArg
+
+    passed = _PassArg.from_obj(function) is not None
+
+    def weighed(*args: Any, **kwargs: Any) -> Any:
+        value = args[1] if passed and len(args) > 1 else args[0] if args else None
+        if isinstance(value, (list, tuple, dict)) and value_weight(value) > MAX_TEMPLATE_VALUE:
+            raise _templates_too_large("the value given to this filter is larger than allowed")
+        return function(*args, **kwargs)
+
+    for attr in ("jinja_pass_arg",):
+        if hasattr(function, attr):
+            setattr(weighed, attr, getattr(function, attr))
+    weighed.__doc__ = function.__doc__
+    return weighed
+
+
+# str methods a template may call that pad, repeat or fill, and the argument that sizes the result
+_TEMPLATES_PADDING_METHODS = frozenset({"ljust", "rjust", "center", "zfill"})
+
+
+def _templates_check_str_method(method: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
+    owner = getattr(method, "__self__", None)
+    if not isinstance(owner, str):
+        return
+    name = getattr(method, "__name__", "")
+    if name in _TEMPLATES_PADDING_METHODS and args:
+        _templates_width(args[0], "a width")
+    elif name == "expandtabs":
+        size = args[0] if args else kwargs.get("tabsize", 8)
+        if isinstance(size, int) and size * (owner.count("\t") + 1) > MAX_TEMPLATE_VALUE:
+            raise _templates_too_large("expanding the tabs gives more text than allowed")
+    elif name == "join" and args:
+        items = args[0]
+        count = len(items) if hasattr(items, "__len__") else 0
+        _templates_check_repeat(owner, max(count - 1, 0))
+    elif name == "replace" and len(args) >= 2:
+        old, new = str(args[0]), str(args[1])
+        times = owner.count(old) if old else len(owner) + 1
+        if len(owner) + times * max(len(new) - len(old), 0) > MAX_TEMPLATE_VALUE:
+            raise _templates_too_large("the replacement gives more text than allowed")
+
+
+def _templates_check_format_fields(template: str) -> None:
+    """`"{:>20}".format(x)`: a width or precision over the limit, or one taken from the arguments."""
+    import string
+
+    try:
+        fields = list(string.Formatter().parse(template))
+    except ValueError:
+        return  # a malformed format string fails on its own when it is used
+    for _, _, spec, _ in fields:
+        if not spec:
+            continue
+        if "{" in spec:
+            raise TemplateTooLarge("a width or precision taken from the arguments ('{:{}}') is not allowed in "
+                                   "templates")
+        if any(len(n) > 8 or int(n) > MAX_TEMPLATE_VALUE for n in re.findall(r"\d+", spec)):
+            raise _templates_too_large(f"the format field '{{:{spec}}}' asks for a width over the limit")
+
+
+# ---- the deadline --------------------------------------------------------------------------------
+
+
+def _templates_check_deadline() -> None:
+    deadline = _templates_deadline.get()
+    if deadline is not None and time.monotonic() > deadline:
+        raise TemplateDeadlineExceeded("rendering the template ran past the run's time limit (limits { seconds })")
+
+
+def _templates_iterate(iterable: Any) -> Iterator[Any]:
+    """A `for` loop's items, with the deadline checked before each one."""
+    for item in iterable:
+        _templates_check_deadline()
+        yield item
+
+
+class _TemplatesRange:
+    """range() for templates: at most the sandbox's number of items, and the deadline checked as it is
+    iterated (a loop over it with no output in its body still stops in time)."""
+
+    def __init__(self, numbers: range) -> None:
+        self._numbers = numbers
+
+    def __iter__(self) -> Iterator[int]:
+        return _templates_iterate(self._numbers)
+
+    def __len__(self) -> int:
+        return len(self._numbers)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._numbers[index]
+
+    def __contains__(self, item: object) -> bool:
+        return item in self._numbers
+
+    def __reversed__(self) -> Iterator[int]:
+        return _templates_iterate(reversed(self._numbers))
+
+    def __repr__(self) -> str:
+        return repr(self._numbers)
+
+
+# ---- the environment -----------------------------------------------------------------------------
 
 
 def _templates_finalize(value: Any) -> Any:
@@ -22,16 +371,98 @@ def _templates_finalize(value: Any) -> Any:
     if isinstance(value, (str, int, float, bool)):
         return value
     if isinstance(value, (dict, list, tuple)) or hasattr(value, "model_dump"):
-        return json.dumps(to_jsonable(value), ensure_ascii=False)
+        data = value if isinstance(value, (dict, list, tuple)) else to_jsonable(value)
+        if value_weight(data) > MAX_TEMPLATE_VALUE:
+            raise _templates_too_large("the value printed here is larger than allowed")
+        data = to_jsonable(value)
+        if value_weight(data) > MAX_TEMPLATE_VALUE:
+            raise _templates_too_large("the value printed here is larger than allowed")
+        return json.dumps(data, ensure_ascii=False)
     return value
 
 
-def _templates_environment() -> Any:
-    """A fresh sandboxed environment: undefined names are errors, nothing is escaped, values print as data."""
-    from jinja2 import StrictUndefined
-    from jinja2.sandbox import SandboxedEnvironment
+@lru_cache(maxsize=1)
+def template_environment_class() -> Any:
+    """The sandboxed Jinja2 environment class every template is compiled with (defined on first use, so
+    importing this module does not import Jinja; the class holds no state of any run)."""
+    from jinja2 import nodes
+    from jinja2.sandbox import SandboxedEnvironment, safe_range
+    from jinja2.visitor import NodeTransformer
 
-    return SandboxedEnvironment(undefined=StrictUndefined, autoescape=False, finalize=_templates_finalize)
+    class BoundedSandbox(SandboxedEnvironment):  # type: ignore[misc]
+        """SandboxedEnvironment with bounded operators, filters and string methods, and a deadline."""
+
+        intercepted_binops = frozenset({"**", "*", "%", "+", "//", "-", "/"})
+        intercepted_unops = frozenset({"-", "+"})
+
+        def __init__(self, **options: Any) -> None:
+            super().__init__(**options)
+            self.filters = _templates_bounded_filters(self.filters)
+            lipsum: Any = self.globals["lipsum"]
+
+            def bounded_lipsum(n: int = 5, *args: Any, **kwargs: Any) -> Any:
+                if isinstance(n, int) and n > _TEMPLATES_MAX_LIPSUM:
+                    raise TemplateTooLarge(f"lipsum({n:,}): at most {_TEMPLATES_MAX_LIPSUM} paragraphs")
+                return lipsum(n, *args, **kwargs)
+
+            self.globals["lipsum"] = bounded_lipsum
+            self.globals["range"] = lambda *args: _TemplatesRange(safe_range(*args))
+
+        def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+            _templates_check_deadline()
+            return bounded_binop(operator, left, right)
+
+        def call_unop(self, context: Any, operator: str, arg: Any) -> Any:
+            return -arg if operator == "-" else +arg
+
+        def call(self, context: Any, obj: Any, /, *args: Any, **kwargs: Any) -> Any:
+            _templates_check_deadline()
+            _templates_check_str_method(obj, args, kwargs)
+            return super().call(context, obj, *args, **kwargs)
+
+        def wrap_str_format(self, value: Any) -> Any:
+            wrapped = super().wrap_str_format(value)
+            if wrapped is None:
+                return None
+            template = value.__self__
+
+            def bounded_format(*args: Any, **kwargs: Any) -> Any:
+                _templates_check_format_fields(template)
+                return wrapped(*args, **kwargs)
+
+            return bounded_format
+
+        def iterate(self, iterable: Any) -> Iterator[Any]:
+            return _templates_iterate(iterable)
+
+        def concat_values(self, *values: Any) -> str:
+            return bounded_concat(values)
+
+        def _parse(self, source: str, name: str | None, filename: str | None) -> Any:
+            """Parse, then route every `for` loop's items through `iterate` and every `~` through
+            `concat_values`, so loops check the deadline and joined text is bounded."""
+            return _BoundedNodes().visit(super()._parse(source, name, filename))
+
+    class _BoundedNodes(NodeTransformer):  # type: ignore[misc]
+        def visit_For(self, node: Any) -> Any:
+            self.generic_visit(node)
+            node.iter = nodes.Call(nodes.EnvironmentAttribute("iterate"), [node.iter], [], None, None,
+                                   lineno=node.iter.lineno)
+            return node
+
+        def visit_Concat(self, node: Any) -> Any:
+            self.generic_visit(node)
+            return nodes.Call(nodes.EnvironmentAttribute("concat_values"), list(node.nodes), [], None, None,
+                              lineno=node.lineno)
+
+    return BoundedSandbox
+
+
+def _templates_environment() -> Any:
+    """A fresh bounded sandbox: undefined names are errors, nothing is escaped, values print as data."""
+    from jinja2 import StrictUndefined
+
+    return template_environment_class()(undefined=StrictUndefined, autoescape=False, finalize=_templates_finalize)
 
 
 def is_constant(source: str) -> bool:
@@ -40,7 +471,7 @@ def is_constant(source: str) -> bool:
 
 
 class TemplateSet:
-    """The templates of one machine: one sandboxed environment, each template compiled on first use.
+    """The templates of one machine: one bounded sandbox, each template compiled on first use.
 
     Owned by the machine's core, so nothing is shared between machines and nothing is global."""
 
@@ -53,37 +484,62 @@ class TemplateSet:
     def compile(self, source: str) -> Any:
         compiled = self._compiled.get(source)
         if compiled is None:
-            from jinja2 import TemplateError as JinjaTemplateError
-
             if self._environment is None:
                 self._environment = _templates_environment()
             try:
                 compiled = self._environment.from_string(source)
-            except JinjaTemplateError as exc:
+            except Exception as exc:  # noqa: BLE001 - a syntax error, or a template too deep for Python
                 raise TemplateRenderError(f"the template does not compile: {exc}") from None
             self._compiled[source] = compiled
         return compiled
 
-    def render(self, source: str, context: Mapping[str, Any]) -> str:
-        """Render `source` with `context`. Rendered values are data: their text is never rendered again."""
+    def render(self, source: str, context: Mapping[str, Any], *, deadline: float | None = None,
+               seconds: float | None = None) -> str:
+        """Render `source` with `context`. Rendered values are data: their text is never rendered again.
+
+        `deadline` is a `time.monotonic()` value, or `seconds` the time rendering may take from now:
+        rendering past it stops with TemplateDeadlineExceeded (checked before each loop iteration, call and
+        bounded operation, and between pieces of output)."""
         if is_constant(source):
             return source
+        if seconds is not None:
+            deadline = time.monotonic() + seconds
         compiled = self.compile(source)
+        token = _templates_deadline.set(deadline)
         try:
-            return compiled.render(context)
+            parts: list[str] = []
+            size = 0
+            for chunk in compiled.generate(context):
+                size += len(chunk)
+                if size > MAX_RENDERED_CHARS:
+                    raise TemplateTooLarge(f"the rendered text is longer than {MAX_RENDERED_CHARS:,} characters")
+                parts.append(chunk)
+                _templates_check_deadline()
+            return "".join(parts)
+        except TemplateRenderError:
+            raise
         except Exception as exc:  # noqa: BLE001 - any render error is the template's, reported as one
             raise TemplateRenderError(_templates_describe(exc)) from None
+        finally:
+            _templates_deadline.reset(token)
 
 
-def render_template(source: str, context: Mapping[str, Any]) -> str:
+def compile_template(source: str) -> Any:
+    """One template compiled in a fresh environment (for one-off use; machines keep a TemplateSet)."""
+    return TemplateSet().compile(source)
+
+
+def render_template(source: str, context: Mapping[str, Any], *, deadline: float | None = None) -> str:
     """Render one template with a fresh environment (for one-off use; machines keep a TemplateSet)."""
-    return TemplateSet().render(source, context)
+    return TemplateSet().render(source, context, deadline=deadline)
 
 
-def _templates_describe(exc: Exception) -> str:
+def _templates_describe(exc: BaseException) -> str:
     name = type(exc).__name__
     if name == "UndefinedError":
         return f"the template uses a name that is not defined: {exc}"
     if name == "SecurityError":
         return f"the template tried an operation the sandbox forbids: {exc}"
+    if isinstance(exc, RecursionError):
+        return "the template failed to render: it calls itself too deeply (RecursionError)"
     return f"the template failed to render: {name}: {exc}"

@@ -6,7 +6,7 @@ import dataclasses
 from collections import deque
 
 from .. import ir
-from .merge_equivalent import prompt_mentions, state_mentions
+from .merge_equivalent import state_mentions
 
 
 def reachable_states(machine: ir.Machine) -> set[str]:
@@ -23,15 +23,14 @@ def reachable_states(machine: ir.Machine) -> set[str]:
 
 
 def live_states(machine: ir.Machine) -> set[str]:
-    """Reachable states, and the states a live state (or an agent's prompt) mentions by name, with what
-    they lead to.
+    """Reachable states, and the states a live state reads by name, with what they lead to.
 
     Templates and guards see every state's name (`STATE.output` is none until the state runs), so a state
-    that is mentioned stays even when it can never run: dropping it would turn `none` into an undefined name.
+    that is read stays even when it can never run: dropping it would turn `none` into an undefined name.
     """
     by_name = {s.name: s for s in machine.states}
     names = set(by_name)
-    seen = {machine.start} | prompt_mentions(machine, names)
+    seen = {machine.start}
     queue = deque(sorted(seen))
     while queue:
         state = by_name[queue.popleft()]
@@ -54,4 +53,5 @@ def eliminate_dead_states(machine: ir.Machine) -> ir.Machine:
 
 def _drop_dead_steps(test: ir.Test, live: set[str]) -> ir.Test:
     steps = tuple(step for step in test.steps if step.state in live)
-    return test if steps == test.steps else dataclasses.replace(test, steps=steps)
+    # compared by count, not by value: replies hold plain Python values, and 1 == 1.0 == True
+    return test if len(steps) == len(test.steps) else dataclasses.replace(test, steps=steps)

@@ -10,7 +10,7 @@ point at the source.
 Only merges that cannot change what any model is sent are made. A state is left alone when
 - it is final (its name is the run's observable outcome);
 - it has `visits N` or an edge with `max N` (merging would pool the counters);
-- its name is read anywhere (`STATE.output`, `visits(STATE)`, a template mentioning it);
+- its name is read anywhere (`STATE.output`, `visits(STATE)`, a template reading it);
 - it has listeners (`tell [...]`): listeners receive its output tagged with its name;
 - it lies on a cycle. On an acyclic part of the graph no run can enter two states of one block (their
   equivalent successors would have to lead on for ever), so no merged state is ever "visited again" where
@@ -21,7 +21,6 @@ Only merges that cannot change what any model is sent are made. A state is left 
 from __future__ import annotations
 
 import dataclasses
-import re
 
 from ...grammar import ast
 from ...grammar.parser import paused_gc
@@ -216,38 +215,22 @@ def _edge_label(t: ir.Transition) -> object:
     return (t.kind, t.guard, t.condition, t.max)
 
 
-_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# Jinja2 reads names only inside `{{ ... }}` and `{% ... %}`; the rest of a template is literal text
-_TEMPLATE_CODE = re.compile(r"\{\{.*?\}\}|\{%.*?%\}", re.DOTALL)
-
-
-def _template_names(text: str, names: set[str]) -> set[str]:
-    return {w for code in _TEMPLATE_CODE.findall(text) for w in _WORD.findall(code)} & names
-
-
 def referenced_state_names(machine: ir.Machine) -> set[str]:
-    """Every state name that a guard, tool-call argument, prompt or template mentions."""
+    """Every state name that a guard, tool-call argument or template reads."""
     names = {s.name for s in machine.states}
-    found = prompt_mentions(machine, names)
+    found: set[str] = set()
     for s in machine.states:
         found |= state_mentions(s, names)
     return found
 
 
-def prompt_mentions(machine: ir.Machine, names: set[str]) -> set[str]:
-    """The state names that agents' system prompts mention."""
-    found: set[str] = set()
-    for a in machine.agents:
-        found |= _template_names(a.prompt, names)
-    return found
-
-
 def state_mentions(state: ir.State, names: set[str]) -> set[str]:
-    """The state names one state's guards, tool-call arguments and templates mention."""
-    found: set[str] = set()
-    for text in (state.instruction, state.result):
-        if text:
-            found |= _template_names(text, names)
+    """The state names one state's guards, tool-call arguments and templates read.
+
+    Templates are not searched here: the template check recorded the states each one reads from its Jinja
+    parse (`State.template_reads`). An agent's prompt reads no state (SW2008).
+    """
+    found = {read.state for read in state.template_reads} & names
     for t in state.transitions:
         if t.guard is not None:
             found |= _expr_names(t.guard) & names

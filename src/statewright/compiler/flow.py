@@ -1,0 +1,359 @@
+"""The machine's control flow before it runs: which transitions can fire, which states a run can reach, and
+which states have surely run before another.
+
+One notion of "a transition that can fire" serves every check. A transition never fires when
+- an earlier transition of its state always fires first (`-> s`, `otherwise`, `otherwise stay`, or a guard
+  that is always true, with no `max N` and no `visits N` on its target to make evaluation fall through),
+  or has the same guard and so fires whenever this one would;
+- its guard is always false;
+- its state can never be entered (no transition that can fire leads there from the start state).
+Reachability, "a final state can be reached", unbounded cycles, and the dominance that tells whether
+`STATE.output` is there yet all follow only the transitions that can fire.
+
+Works on the syntax tree (the first declaration of each state name), so it runs even when other checks
+fail; unknown transition targets are skipped (SW2002 reports them). Every walk is iterative and near-linear.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from ..grammar import ast
+from ..runtime.templates import MAX_INT_DIGITS
+
+_MAX_INT_BITS = int(MAX_INT_DIGITS * 3.3219)  # a constant guard's numbers stay printable
+_PATHS_SHOWN = 50
+
+
+@dataclass(frozen=True)
+class Edge:
+    source: int
+    target: int
+    transition: ast.Transition
+    fires: bool
+
+
+@dataclass(frozen=True)
+class Known:
+    """The value of an expression, known before the machine runs."""
+
+    value: Any
+
+
+_FAILURES = (TypeError, ValueError, ArithmeticError, LookupError)
+
+
+def known_value(expr: ast.Expr) -> Known | None:
+    """The value of an expression that reads nothing a run decides, or None when it does or may fail.
+
+    Only literals and operators on them qualify (`true`, `1 == 1`, `"a" in "abc"`, `len([1, 2]) > 1`):
+    any name (`output`, an input, `STATE.output`, `visits(STATE)`) makes the value unknown. Operators mean
+    what they mean at run time (Python's, `ast.BINARY_OPERATORS`, as in the guard interpreter). An operation
+    that would fail at run time leaves it unknown too; `*` and `%` are only applied to numbers, so a file
+    cannot make the compiler build a huge string (`"a" * 1000000000`), and a product is not worked out once
+    it would have more digits than a number may print.
+    """
+    values: dict[int, Any] = {}  # id of a sub-expression -> its value; sub-expressions come first
+    for e in reversed(list(ast.iter_expr(expr))):
+        if isinstance(e, ast.Literal):
+            values[id(e)] = e.value
+        elif isinstance(e, ast.ListExpr):
+            values[id(e)] = [values[id(i)] for i in e.items]
+        elif isinstance(e, ast.UnaryOp):
+            operand = values[id(e.operand)]
+            if e.op == "not":
+                values[id(e)] = not operand
+            elif _is_number(operand):
+                values[id(e)] = -operand
+            else:
+                return None
+        elif isinstance(e, ast.BinaryOp):
+            left, right = values[id(e.left)], values[id(e.right)]
+            if e.op == "and":
+                values[id(e)] = left and right
+            elif e.op == "or":
+                values[id(e)] = left or right
+            else:
+                apply = ast.BINARY_OPERATORS.get(e.op)
+                if apply is None or (e.op in ("*", "%") and not (_is_number(left) and _is_number(right))):
+                    return None
+                if e.op == "*" and _bits(left) + _bits(right) > _MAX_INT_BITS:
+                    return None
+                try:
+                    values[id(e)] = apply(left, right)
+                except _FAILURES:
+                    return None
+        elif isinstance(e, ast.Index):
+            try:
+                values[id(e)] = values[id(e.value)][values[id(e.index)]]
+            except _FAILURES:
+                return None
+        elif isinstance(e, ast.Call) and e.func.value == "len" and len(e.args) == 1:
+            try:
+                values[id(e)] = len(values[id(e.args[0])])
+            except _FAILURES:
+                return None
+        else:
+            return None  # a name, a field read or another call: the run decides
+    return Known(values[id(expr)])
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float))
+
+
+def _bits(value: object) -> int:
+    return value.bit_length() if isinstance(value, int) else 0
+
+
+def catch_all(t: ast.Transition) -> bool:
+    return t.kind in ("always", "otherwise", "stay")
+
+
+class Flow:
+    """States by index in source order (the first declaration of each name), their edges, and what can
+    happen in a run."""
+
+    def __init__(self, machine: ast.Machine) -> None:
+        decls: list[ast.StateDecl] = machine.of(ast.StateDecl)
+        self.states: list[ast.StateDecl] = []
+        self.index: dict[str, int] = {}
+        for decl in decls:
+            if decl.name.value not in self.index:  # a duplicate declaration is SW2001's
+                self.index[decl.name.value] = len(self.states)
+                self.states.append(decl)
+        n = len(self.states)
+        self.final = [False] * n
+        self.duplicated = [False] * n
+        for decl in decls:
+            i = self.index[decl.name.value]
+            self.final[i] = self.final[i] or decl.final
+            self.duplicated[i] = self.duplicated[i] or decl is not self.states[i]
+        start = next((d for d in decls if d.start), None)
+        self.start: int | None = self.index[start.name.value] if start is not None else None
+        # id of a transition -> the transition that always fires before it
+        self.shadowed_by: dict[int, ast.Transition] = {}
+        # id of a guard transition -> the guard's value, when it reads nothing the run decides
+        self.known: dict[int, Known] = {}
+        self._find_dead_transitions()
+        self.unknown_target = [False] * n
+        self.edges: list[list[Edge]] = [[] for _ in range(n)]
+        candidates = self._candidate_edges()
+        self.reachable = self._reach(candidates)
+        for i, row in enumerate(candidates):
+            for target, t, possible in row:
+                self.edges[i].append(Edge(i, target, t, possible and self.reachable[i]))
+        self._successors = [[e.target for e in edges if e.fires] for edges in self.edges]
+        self._paths_left = _PATHS_SHOWN
+        self._dominators()
+
+    # -- transitions that can never fire
+
+    def _find_dead_transitions(self) -> None:
+        visits_bounded = {d.name.value for d in self.states if any(isinstance(i, ast.Visits) for i in d.items)}
+        for decl in self.states:
+            if decl.final:
+                continue  # SW3006 covers every transition there
+            shadow: ast.Transition | None = None
+            guards: dict[ast.Expr, ast.Transition] = {}  # earlier guards that fire whenever they are true
+            for t in decl.transitions:
+                if shadow is not None:
+                    self.shadowed_by[id(t)] = shadow
+                    continue
+                if t.kind == "guard" and t.guard is not None and t.guard in guards:
+                    # guards read the same step's output: the earlier one is true exactly when this one is
+                    self.shadowed_by[id(t)] = guards[t.guard]
+                    continue
+                always = catch_all(t)
+                target = decl.name.value if t.kind == "stay" else (t.target.value if t.target else "")
+                unbounded = t.max is None and target not in visits_bounded
+                if t.kind == "guard" and t.guard is not None:
+                    known = known_value(t.guard)
+                    if known is not None and isinstance(known.value, bool):
+                        self.known[id(t)] = known
+                        always = known.value
+                    if unbounded:
+                        guards.setdefault(t.guard, t)
+                if always and unbounded:
+                    shadow = t
+
+    def never_fires(self, t: ast.Transition) -> bool:
+        """Whether `t` can never fire whatever the run does (its state aside: see Edge.fires)."""
+        known = self.known.get(id(t))
+        return id(t) in self.shadowed_by or (known is not None and known.value is False)
+
+    def _candidate_edges(self) -> list[list[tuple[int, ast.Transition, bool]]]:
+        rows: list[list[tuple[int, ast.Transition, bool]]] = []
+        for i, decl in enumerate(self.states):
+            row: list[tuple[int, ast.Transition, bool]] = []
+            for t in decl.transitions:
+                target = i if t.kind == "stay" else (self.index.get(t.target.value) if t.target else None)
+                if target is None:
+                    self.unknown_target[i] = True
+                    continue
+                row.append((target, t, not self.final[i] and not self.never_fires(t)))
+            rows.append(row)
+        return rows
+
+    def _reach(self, rows: list[list[tuple[int, ast.Transition, bool]]]) -> list[bool]:
+        seen = [False] * len(self.states)
+        if self.start is None:
+            return seen
+        seen[self.start] = True
+        queue = deque([self.start])
+        while queue:
+            for target, _, possible in rows[queue.popleft()]:
+                if possible and not seen[target]:
+                    seen[target] = True
+                    queue.append(target)
+        return seen
+
+    def successors(self, i: int) -> list[int]:
+        """The states transitions that can fire lead to from state `i` (do not change the list)."""
+        return self._successors[i]
+
+    # -- dominance: which states every run has passed through before it enters a state
+
+    def _dominators(self) -> None:
+        """Immediate dominators over the transitions that can fire (Cooper, Harvey and Kennedy's iterative
+        algorithm on reverse postorder), then each state's interval in a walk of the dominator tree, so that
+        "does a dominate b" is two comparisons."""
+        n = len(self.states)
+        self._enter = [-1] * n
+        self._leave = [-1] * n
+        if self.start is None:
+            return
+        order: list[int] = []  # postorder of the reachable states, by an iterative depth-first walk
+        visited = [False] * n
+        visited[self.start] = True
+        stack: list[tuple[int, int]] = [(self.start, 0)]
+        succ = [self.successors(i) for i in range(n)]
+        while stack:
+            node, k = stack[-1]
+            if k < len(succ[node]):
+                stack[-1] = (node, k + 1)
+                nxt = succ[node][k]
+                if not visited[nxt]:
+                    visited[nxt] = True
+                    stack.append((nxt, 0))
+            else:
+                stack.pop()
+                order.append(node)
+        position = [-1] * n
+        for p, node in enumerate(order):
+            position[node] = p
+        preds: list[list[int]] = [[] for _ in range(n)]
+        for i in range(n):
+            for j in succ[i]:
+                if position[i] >= 0:
+                    preds[j].append(i)
+        idom = [-1] * n
+        idom[self.start] = self.start
+        changed = True
+        while changed:
+            changed = False
+            for node in reversed(order):
+                if node == self.start:
+                    continue
+                new = -1
+                for p in preds[node]:
+                    if idom[p] == -1:
+                        continue
+                    if new == -1:
+                        new = p
+                        continue
+                    a, b = p, new
+                    while a != b:
+                        while position[a] < position[b]:
+                            a = idom[a]
+                        while position[b] < position[a]:
+                            b = idom[b]
+                    new = a
+                if new != -1 and idom[node] != new:
+                    idom[node] = new
+                    changed = True
+        children: list[list[int]] = [[] for _ in range(n)]
+        for node in order:
+            if node != self.start and idom[node] >= 0:
+                children[idom[node]].append(node)
+        clock = 0
+        walk: list[tuple[int, int]] = [(self.start, 0)]
+        self._enter[self.start] = clock
+        while walk:
+            node, k = walk[-1]
+            if k < len(children[node]):
+                walk[-1] = (node, k + 1)
+                child = children[node][k]
+                clock += 1
+                self._enter[child] = clock
+                walk.append((child, 0))
+            else:
+                walk.pop()
+                self._leave[node] = clock
+        self.idom = idom
+
+    def runs_before(self, first: str, then: str) -> bool:
+        """Whether every run that enters state `then` has run state `first` before (`first` strictly
+        dominates `then`). True for a `then` no run enters; False for names that are no state."""
+        a, b = self.index.get(first), self.index.get(then)
+        if a is None or b is None:
+            return False
+        if not self.reachable[b]:
+            return True
+        if a == b or not self.reachable[a]:
+            return False
+        return self._enter[a] <= self._enter[b] and self._leave[b] <= self._leave[a]
+
+    def path_avoiding(self, avoid: str, to: str) -> list[str] | None:
+        """A shortest path of transitions that can fire from the start state to `to` that never enters
+        `avoid` (`to` itself excluded), or None when there is none.
+
+        For messages: each search walks the machine, so only the first _PATHS_SHOWN are made."""
+        goal, skip = self.index.get(to), self.index.get(avoid)
+        if self.start is None or goal is None or self.start == skip or self._paths_left <= 0:
+            return None
+        self._paths_left -= 1
+        parent = {self.start: -1}
+        queue = deque([self.start])
+        while queue:
+            node = queue.popleft()
+            if node == goal:
+                path = [node]
+                while parent[path[-1]] != -1:
+                    path.append(parent[path[-1]])
+                return [self.states[i].name.value for i in reversed(path)]
+            for nxt in self.successors(node):
+                if nxt not in parent and (nxt != skip or nxt == goal):
+                    parent[nxt] = node
+                    queue.append(nxt)
+        return None
+
+    def later(self, marks: list[int]) -> list[int]:
+        """For each state, the union (bitwise or) of `marks` over the states a run can enter after it has
+        run (one transition later or more). One pass over the strongly connected components, sinks first,
+        so the cost is linear in the machine times the width of the marks."""
+        from .graph_checks import strongly_connected_components
+
+        n = len(self.states)
+        components = strongly_connected_components(n, self._successors)
+        component_of = [0] * n
+        for c, members in enumerate(components):
+            for m in members:
+                component_of[m] = c
+        closure = [0] * len(components)  # marks of a component's states and of everything after them
+        onward = [0] * len(components)  # marks of everything after a component's states
+        for c, members in enumerate(components):  # every component comes after the ones it leads to
+            after = 0
+            cyclic = len(members) > 1 or members[0] in self._successors[members[0]]
+            for m in members:
+                for t in self._successors[m]:
+                    if component_of[t] != c:
+                        after |= closure[component_of[t]]
+            own = 0
+            for m in members:
+                own |= marks[m]
+            closure[c] = own | after
+            onward[c] = closure[c] if cyclic else after
+        return [onward[component_of[i]] for i in range(n)]

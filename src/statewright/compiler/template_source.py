@@ -1,0 +1,502 @@
+"""Templates parsed with exact source positions: every Jinja token and node mapped back to the `.fsm` text.
+
+Jinja gives its nodes line numbers only. The check environment here hands the parser tokens whose "line
+number" is their offset in the template instead, so each node knows the exact token it starts at; the
+offset is then mapped through the string literal (escapes, triple-quote dedent, newline normalisation) to
+a span of the source file. Diagnostics underline the very name, field or operator they are about, and the
+passes and source edits know exactly where a template reads a state.
+
+The environment is the runtime's (same filters, tests and globals, so `check` accepts what a run can
+render) with constant folding switched off: the check evaluates constants itself, with the runtime's
+bounded operators. Parsing is guarded against nesting that would exhaust Python's stack.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import jinja2
+from jinja2 import nodes
+from jinja2.lexer import TokenStream
+from jinja2.parser import Parser
+
+from ..diagnostics import Span
+from ..grammar import ast
+from ..runtime.templates import MAX_INT_DIGITS, template_environment_class
+
+# Brackets, blocks and runs of unary operators nested deeper than this are refused before Jinja's
+# recursive parser sees them; a parsed tree deeper than MAX_TREE_DEPTH before Jinja's recursive compiler does.
+MAX_TEMPLATE_NESTING = 30
+MAX_TREE_DEPTH = 100
+
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+_OPENERS = {"(": ")", "[": "]", "{": "}"}
+_BLOCKS_WITH_END = frozenset({"if", "for", "macro", "call", "filter", "block", "with", "autoescape", "trans"})
+
+
+@dataclass(frozen=True)
+class Token:
+    offset: int  # in the template text as Jinja reads it (newlines normalised)
+    kind: str  # Jinja's token type: "name", "operator", "string", "block_begin", ...
+    value: str
+
+    @property
+    def end(self) -> int:
+        return self.offset + len(self.value)
+
+
+class TemplateSourceError(Exception):
+    """The template cannot be parsed: a Jinja syntax error or nesting too deep, at an offset."""
+
+    def __init__(self, message: str, offset: int, *, kind: str = "syntax", length: int = 0,
+                 jinja_error: jinja2.TemplateSyntaxError | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.offset = offset
+        self.length = length
+        self.kind = kind  # "syntax" | "nesting"
+        self.jinja_error = jinja_error
+        self.tokens: list[Token] = []  # the template's tokens, when it could be tokenized
+
+
+# ---- from template offsets to source spans -----------------------------------------------------------
+
+
+def string_offsets(string: ast.String) -> list[int] | None:
+    """The source offset of each character of a string literal's value, and one past the last; None when
+    the value cannot be lined up with the source (then callers fall back to the whole literal)."""
+    span = string.span
+    if span is None:
+        return None
+    text = span.source.text
+    if string.triple:
+        out = _long_string_offsets(text, span.start + 3, span.end - 3, string.value)
+    else:
+        out = _short_string_offsets(text, span.start + 1, span.end - 1, string.value)
+    if out is None:
+        return None
+    return [*out, span.end - (3 if string.triple else 1)]
+
+
+def _short_string_offsets(text: str, start: int, end: int, value: str) -> list[int] | None:
+    out: list[int] = []
+    chars: list[str] = []
+    i = start
+    while i < end:
+        c = text[i]
+        if c == "\\" and i + 1 < end:
+            if text[i + 1] == "u" and i + 6 <= end:
+                chars.append(chr(int(text[i + 2 : i + 6], 16)))
+                out.append(i)
+                i += 6
+                continue
+            chars.append(text[i + 1])
+            out.append(i)
+            i += 2
+            continue
+        chars.append(c)
+        out.append(i)
+        i += 1
+    # a surrogate pair written as two escapes is one character of the value
+    joined: list[int] = []
+    k = 0
+    while k < len(chars):
+        joined.append(out[k])
+        if "\ud800" <= chars[k] <= "\udbff" and k + 1 < len(chars) and "\udc00" <= chars[k + 1] <= "\udfff":
+            k += 2
+        else:
+            k += 1
+    return joined if len(joined) == len(value) else None
+
+
+def _long_string_offsets(text: str, start: int, end: int, value: str) -> list[int] | None:
+    """Follow decode_long_string: CRLF to LF, the first line break dropped, dedent, trailing space cut."""
+    chars: list[tuple[str, int]] = []
+    i = start
+    while i < end:
+        if text.startswith("\r\n", i):
+            chars.append(("\n", i))
+            i += 2
+        else:
+            chars.append((text[i], i))
+            i += 1
+    if chars and chars[0][0] == "\n":
+        chars = chars[1:]
+    lines: list[list[tuple[str, int]]] = [[]]
+    breaks: list[tuple[str, int]] = []
+    for c in chars:
+        if c[0] == "\n":
+            breaks.append(c)
+            lines.append([])
+        else:
+            lines[-1].append(c)
+    if len(lines) > 1 and "".join(c for c, _ in lines[-1]).strip() == "":
+        lines[-1] = []
+    texts = ["".join(c for c, _ in line) for line in lines]
+    indents = [t[: len(t) - len(t.lstrip(" \t"))] for t in texts if t.strip(" \t")]
+    margin = _common_prefix(indents)
+    out_chars: list[tuple[str, int]] = []
+    for n, (line, line_text) in enumerate(zip(lines, texts)):
+        if n:
+            out_chars.append(breaks[n - 1])
+        if not line_text.strip(" \t"):
+            continue  # dedent turns a line of only spaces and tabs into an empty one
+        out_chars.extend(line[len(margin):])
+    if len(lines) > 1:
+        while out_chars and out_chars[-1][0] in " \t\n":
+            out_chars.pop()
+    if "".join(c for c, _ in out_chars) != value:
+        return None
+    return [offset for _, offset in out_chars]
+
+
+def _common_prefix(items: list[str]) -> str:
+    if not items:
+        return ""
+    first, last = min(items), max(items)
+    n = 0
+    while n < len(first) and n < len(last) and first[n] == last[n]:
+        n += 1
+    return first[:n]
+
+
+def normalized_text(value: str) -> tuple[str, list[int]]:
+    """The template text as Jinja's lexer reads it (every line break one LF, a final one dropped), and
+    for each of its characters, and one past the end, the position in `value`."""
+    out: list[str] = []
+    positions: list[int] = []
+    pos = 0
+    for m in _NEWLINE.finditer(value):
+        out.append(value[pos : m.start()])
+        positions.extend(range(pos, m.start()))
+        out.append("\n")
+        positions.append(m.start())
+        pos = m.end()
+    out.append(value[pos:])
+    positions.extend(range(pos, len(value)))
+    text = "".join(out)
+    if text.endswith("\n"):
+        text = text[:-1]
+        positions.pop()
+    positions.append(len(value))
+    return text, positions
+
+
+# ---- the check environment -------------------------------------------------------------------------
+
+
+def _located(raw: Iterator[tuple[int, str, str]], text: str, line_starts: list[int],
+             record: list[Token]) -> Iterator[tuple[int, str, str]]:
+    """Jinja's raw tokens with each "line number" replaced by the token's offset + 1."""
+    cursor = 0
+    while True:
+        try:
+            _, kind, value = next(raw)
+        except StopIteration:
+            return
+        except jinja2.TemplateSyntaxError as e:
+            line = max(1, min(e.lineno or 1, len(line_starts)))
+            e.lineno = line_starts[line - 1] + 1
+            raise
+        pos = cursor
+        if not text.startswith(value, pos):
+            # whitespace control (`{{-`) drops whitespace from the text before; skip over it
+            while pos < len(text) and text[pos].isspace() and not text.startswith(value, pos):
+                pos += 1
+            if not text.startswith(value, pos):
+                pos = cursor
+        cursor = pos + len(value)
+        if kind == "integer" and len(value.replace("_", "")) > MAX_INT_DIGITS:
+            raise jinja2.TemplateSyntaxError(
+                f"a number with {len(value):,} digits; templates take at most {MAX_INT_DIGITS:,}", pos + 1)
+        record.append(Token(pos, kind, value))
+        yield pos + 1, kind, value
+
+
+def _never_folded(function: Any) -> Any:
+    """`function` as a filter or test Jinja will not call while compiling (it folds constants by calling
+    filters; the check must not do the work a run would do)."""
+    @jinja2.pass_context
+    def wrapper(context: Any, *args: Any, **kwargs: Any) -> Any:
+        return function(*args, **kwargs)
+    return wrapper
+
+
+def _check_environment_class() -> Any:
+    base = template_environment_class()
+
+    class CheckEnvironment(base):  # type: ignore[misc, valid-type]
+        def __init__(self) -> None:
+            super().__init__()
+            env: Any = self  # the base class is built at run time, so its attributes are not typed here
+            env.filters = {name: _never_folded(f) for name, f in env.filters.items()}
+            env.tests = {name: _never_folded(f) for name, f in env.tests.items()}
+            self.record: list[Token] = []
+            self.lexed: tuple[str, list[Token]] | None = None  # the last template tokenize() read
+
+        def _tokenize(self, source: str, name: str | None, filename: str | None = None,
+                      state: str | None = None) -> TokenStream:
+            if state is None and self.lexed is not None and self.lexed[0] == source:
+                located: Any = ((t.offset + 1, t.kind, t.value) for t in self.lexed[1])  # lexed already
+            else:
+                text, _ = normalized_text(source)
+                starts = [0] + [m.end() for m in re.finditer("\n", text)]
+                self.record = []
+                located = _located(self.lexer.tokeniter(source, name, filename, state), text, starts,
+                                   self.record)
+            return TokenStream(self.lexer.wrap(located, name, filename), name, filename)
+
+        def _parse(self, source: str, name: str | None, filename: str | None) -> Any:
+            # Jinja's own parse: the runtime's rewriting of loops and `~` is for rendering, not checking
+            return Parser(self, source, name, filename).parse()
+
+    return CheckEnvironment
+
+
+_ENV: Any = None
+
+
+def check_environment() -> Any:
+    """The environment templates are checked with (one per process)."""
+    global _ENV
+    if _ENV is None:
+        _ENV = _check_environment_class()()
+    return _ENV
+
+
+# ---- a parsed template -----------------------------------------------------------------------------
+
+
+class ParsedTemplate:
+    """One template's tree and tokens, and the way from a template offset back to the source."""
+
+    def __init__(self, string: ast.String, tree: nodes.Template | None, tokens: list[Token]) -> None:
+        self.string = string
+        self.tree = tree
+        self.tokens = tokens
+        self._at = {t.offset: i for i, t in enumerate(tokens)}
+        self._ending = {t.end: i for i, t in enumerate(tokens)}
+        self.text, positions = normalized_text(string.value)
+        offsets = string_offsets(string)
+        self._source = [offsets[p] for p in positions] if offsets is not None else None
+
+    # -- spans
+
+    def span(self, start: int, end: int) -> Span:
+        """The source span of template text [start, end); the whole literal when it cannot be mapped."""
+        whole = self.string.span
+        if self._source is None or not 0 <= start < end <= len(self.text):
+            return whole
+        first = self._source[start]
+        if self.string.triple:
+            last = self._source[end - 1] + 1  # taken literally: one source character per character
+        else:
+            last = self._source[end]  # up to the next character, so an escape counts in full
+        return whole.source.span(first, max(last, first + 1))
+
+    def line_span(self, offset: int) -> Span:
+        """The template line holding `offset`, without its surrounding whitespace."""
+        start = self.text.rfind("\n", 0, max(offset, 0)) + 1
+        end = self.text.find("\n", start)
+        end = len(self.text) if end < 0 else end
+        chunk = self.text[start:end]
+        lead = len(chunk) - len(chunk.lstrip())
+        trail = len(chunk.rstrip())
+        if trail <= lead:
+            return self.string.span
+        return self.span(start + lead, start + trail)
+
+    def token_at(self, offset: int) -> Token | None:
+        index = self._at.get(offset)
+        return self.tokens[index] if index is not None else None
+
+    def token_after(self, offset: int, kind: str = "name", skip: tuple[str, ...] = ()) -> Token | None:
+        """The next token after the one at `offset`, if it is of `kind` (names in `skip` passed over)."""
+        index = self._at.get(offset)
+        if index is None:
+            return None
+        for i in range(index + 1, len(self.tokens)):
+            t = self.tokens[i]
+            if t.kind == "whitespace" or (t.kind == "name" and t.value in skip):
+                continue
+            return t if t.kind == kind else None
+        return None
+
+    def token_span(self, token: Token | None, fallback_offset: int) -> Span:
+        if token is None:
+            return self.line_span(fallback_offset)
+        return self.span(token.offset, token.end)
+
+    @staticmethod
+    def offset(node: nodes.Node) -> int:
+        return max((node.lineno or 1) - 1, 0)
+
+    def name_span(self, node: nodes.Node) -> Span:
+        """Where a node's own word is: a variable's name, a field after `.`, a filter's or test's name."""
+        offset = self.offset(node)
+        if isinstance(node, nodes.Getattr):
+            return self.token_span(self.token_after(offset), offset)
+        if isinstance(node, nodes.Getitem):
+            return self.token_span(self.token_after(offset, kind=_kind_of(node.arg)), offset)
+        if isinstance(node, nodes.Test):
+            return self.token_span(self.token_after(offset, skip=("not",)), offset)
+        return self.token_span(self.token_at(offset), offset)
+
+    def node_span(self, node: nodes.Node) -> Span:
+        """From the first token of `node` to the last one inside it, closing brackets included."""
+        starts: list[int] = []
+        ends: list[int] = []
+        for n in _walk(node):
+            offset = self.offset(n)
+            own = self.token_at(offset)
+            starts.append(offset)
+            ends.append(own.end if own is not None else offset)
+            if isinstance(n, (nodes.Getattr, nodes.Test)):
+                word = self.token_after(offset, skip=("not",) if isinstance(n, nodes.Test) else ())
+                if word is not None:
+                    ends.append(word.end)
+        start, end = min(starts), max(ends)
+        first, last = self._at.get(start), self._ending.get(end)
+        if first is None or last is None:
+            return self.line_span(start)
+        depth = 0
+        for t in self.tokens[first : last + 1]:
+            if t.kind == "operator" and t.value in _OPENERS:
+                depth += 1
+            elif t.kind == "operator" and t.value in _OPENERS.values():
+                depth -= 1
+        for i in range(last + 1, len(self.tokens)):
+            t = self.tokens[i]
+            if depth <= 0:
+                break
+            if t.kind == "operator" and t.value in _OPENERS.values():
+                depth -= 1
+                end = t.end
+            elif t.kind != "whitespace":
+                break
+        return self.span(start, end)
+
+
+def _kind_of(node: nodes.Node) -> str:
+    if isinstance(node, nodes.Const) and isinstance(node.value, str):
+        return "string"
+    if isinstance(node, nodes.Const) and isinstance(node.value, int):
+        return "integer"
+    return "name"
+
+
+def _walk(root: nodes.Node) -> Iterator[nodes.Node]:
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(reversed(list(node.iter_child_nodes())))
+
+
+# ---- parsing ---------------------------------------------------------------------------------------
+
+
+def _nesting_problem(tokens: list[Token]) -> TemplateSourceError | None:
+    """Brackets, blocks or unary operators nested past MAX_TEMPLATE_NESTING, at the first one too deep."""
+    brackets: list[Token] = []
+    blocks: list[Token] = []
+    unary_run: list[Token] = []
+    previous: Token | None = None
+    in_block_tag: Token | None = None  # the tag name of the block statement being read
+    assigns = False
+    limit = MAX_TEMPLATE_NESTING
+    for t in tokens:
+        if t.kind == "whitespace":
+            continue
+        if t.kind == "operator" and t.value in _OPENERS:
+            brackets.append(t)
+            if len(brackets) > limit:
+                return TemplateSourceError(f"brackets are nested more than {limit} levels deep", t.offset,
+                                           kind="nesting", length=1)
+        elif t.kind == "operator" and t.value in _OPENERS.values() and brackets:
+            brackets.pop()
+        unary = (t.kind == "name" and t.value == "not") or (
+            t.kind == "operator" and t.value in ("+", "-") and _operand_expected(previous))
+        if unary:
+            unary_run.append(t)
+            if len(unary_run) > limit:
+                first = unary_run[0]
+                return TemplateSourceError(f"more than {limit} 'not', '-' or '+' in a row", first.offset,
+                                           kind="nesting", length=len(first.value))
+        else:
+            unary_run = []
+        if previous is not None and previous.kind == "block_begin" and t.kind == "name":
+            in_block_tag, assigns = t, False
+        elif t.kind == "operator" and t.value == "=" and in_block_tag is not None:
+            assigns = True
+        elif t.kind == "block_end" and in_block_tag is not None:
+            tag = in_block_tag.value
+            if tag in _BLOCKS_WITH_END or (tag == "set" and not assigns):
+                blocks.append(in_block_tag)
+                if len(blocks) > limit:
+                    return TemplateSourceError(f"blocks are nested more than {limit} levels deep",
+                                               in_block_tag.offset, kind="nesting", length=len(tag))
+            elif tag.startswith("end") and blocks:
+                blocks.pop()
+            in_block_tag = None
+        previous = t
+    return None
+
+
+def _operand_expected(previous: Token | None) -> bool:
+    """Whether a `+` or `-` after `previous` is a sign rather than an operator between two values."""
+    if previous is None or previous.kind in ("variable_begin", "block_begin"):
+        return True
+    if previous.kind == "operator":
+        return previous.value not in (")", "]", "}")
+    return previous.kind == "name" and previous.value in ("not", "and", "or", "in", "is", "if", "else")
+
+
+def _tree_depth_problem(tree: nodes.Template) -> TemplateSourceError | None:
+    stack: list[tuple[nodes.Node, int]] = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_TREE_DEPTH:
+            return TemplateSourceError(f"the template is nested more than {MAX_TREE_DEPTH} operations deep",
+                                       ParsedTemplate.offset(node), kind="nesting")
+        stack.extend((child, depth + 1) for child in node.iter_child_nodes())
+    return None
+
+
+def tokenize(text: str) -> list[Token]:
+    """Every token of a template (whitespace tokens included), with its offset."""
+    env = check_environment()
+    normal, _ = normalized_text(text)
+    record: list[Token] = []
+    starts = [0] + [m.end() for m in re.finditer("\n", normal)]
+    try:
+        for _ in _located(env.lexer.tokeniter(text, None), normal, starts, record):
+            pass
+    except jinja2.TemplateSyntaxError as e:
+        raise TemplateSourceError(e.message or str(e), max((e.lineno or 1) - 1, 0), jinja_error=e) from None
+    env.lexed = (text, record)
+    return record
+
+
+def parse_template(string: ast.String) -> ParsedTemplate:
+    """The template in a string literal, parsed; raises TemplateSourceError when it cannot be."""
+    text = string.value
+    tokens = tokenize(text)
+    problem = _nesting_problem(tokens)
+    if problem is None:
+        env = check_environment()
+        try:
+            tree = env.parse(text)
+        except jinja2.TemplateSyntaxError as e:
+            problem = TemplateSourceError(e.message or str(e), max((e.lineno or 1) - 1, 0), jinja_error=e)
+        except RecursionError:
+            problem = TemplateSourceError("the template is nested too deeply to parse", 0, kind="nesting")
+        else:
+            problem = _tree_depth_problem(tree)
+            if problem is None:
+                return ParsedTemplate(string, tree, tokens)
+    problem.tokens = tokens
+    raise problem
