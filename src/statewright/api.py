@@ -156,6 +156,13 @@ class RunnerOverwriteError(Exception):
     """The output path holds a file that statewright did not generate."""
 
 
+def decoding_grammar(fmt: str = "gbnf") -> str:
+    """The grammar as a decoding constraint: "gbnf" (llama.cpp) or "lark" (decoders that take Lark)."""
+    from .grammar.decoding import export_constraint
+
+    return export_constraint(fmt)
+
+
 def source_sha256(comp: Compilation) -> str:
     import hashlib
 

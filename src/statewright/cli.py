@@ -278,6 +278,13 @@ def cmd_design(args: argparse.Namespace) -> int:
     return EXIT_OK if outcome.ok else EXIT_INPUT
 
 
+def cmd_grammar(args: argparse.Namespace) -> int:
+    from . import api
+
+    sys.stdout.write(api.decoding_grammar(args.format))
+    return EXIT_OK
+
+
 def cmd_optimize(args: argparse.Namespace) -> int:
     from . import api
 
@@ -389,6 +396,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-optimize", action="store_true")
     p.add_argument("--trace", metavar="FILE", help="write the designer's calls to a trace file")
     p.set_defaults(func=cmd_design)
+
+    p = sub.add_parser("grammar", help="print the grammar as a decoding constraint (GBNF or Lark)")
+    p.add_argument("--format", choices=["gbnf", "lark"], default="gbnf",
+                   help="gbnf for llama.cpp's grammar field, lark for decoders that take Lark (default gbnf)")
+    p.set_defaults(func=cmd_grammar)
 
     p = sub.add_parser("optimize", help="propose LLM-judged state merges as a reviewable source diff")
     p.add_argument("path", metavar="PATH")

@@ -91,6 +91,11 @@ def _parser() -> tuple[Lark, _BuildAst]:
 
 _ESCAPES = {"\\": "\\", '"': '"', "n": "\n", "t": "\t", "r": "\r"}
 _ESCAPE_RE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)", re.DOTALL)
+# What decode_string accepts after a backslash: one of ESCAPE_CHARS, or 'u' and four hex digits (a lone
+# surrogate is refused). Only ESCAPING_TERMINAL's tokens are decoded so; the decoding constraint
+# (grammar/decoding) is built from these, so that a constrained draft cannot hold a bad escape.
+ESCAPE_CHARS = frozenset(_ESCAPES)
+ESCAPING_TERMINAL = "STRING"
 
 
 class _BadEscape(Exception):
