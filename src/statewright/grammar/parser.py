@@ -761,7 +761,9 @@ def parse_source(source: SourceFile) -> ParseResult:
 MAX_RECOVERY_CHARS = 400_000
 MAX_SYNTAX_ERRORS = 20
 
-_MACHINE_HEADER = re.compile(r"(?:\s|#[^\n]*)*machine\s+[A-Za-z_][A-Za-z0-9_]*\s*\{")
+# a comment ends at its newline, so each character before `machine` is read one way only: a looser
+# `(?:\s|#[^\n]*)*` splits "###" or "# a b" in exponentially many ways before it gives up
+_MACHINE_HEADER = re.compile(r"(?:\s|#[^\n]*\n)*machine\s+[A-Za-z_][A-Za-z0-9_]*\s*\{")
 _DECLARATION = re.compile(
     r"[ \t]*(?:(?:start|final)\s+)*(?:state|agent|type|tool|test|input|model|verifier|temperature|limits"
     r"|description)\b"
