@@ -14,6 +14,7 @@ import os
 import random
 import re
 import subprocess
+from collections.abc import Callable
 from functools import cache, lru_cache
 from pathlib import Path
 
@@ -95,6 +96,20 @@ def accepted_texts() -> dict[str, str]:
     return texts
 
 
+def without_comments(text: str) -> str:
+    """The canonical layout of `text` with its comments taken out: what a model writes into the draft form."""
+    parsed = parse_text(text)
+    for comment in sorted(parsed.comments, key=lambda c: c.span.start, reverse=True):
+        text = text[: comment.span.start] + text[comment.span.end :]
+    formatted = format_text(text).text
+    assert formatted is not None and "#" not in formatted.replace('"#', "")
+    return formatted
+
+
+def draft_texts() -> dict[str, str]:
+    return {name: without_comments(text) for name, text in accepted_texts().items() if "(formatted)" in name}
+
+
 def test_the_accepted_texts_parse() -> None:
     for name, text in accepted_texts().items():
         assert not parse_text(text).diagnostics, name
@@ -131,6 +146,8 @@ def test_grammar_command_prints_each_form(capsys: pytest.CaptureFixture[str]) ->
     for fmt in FORMATS:
         assert main(["grammar", "--format", fmt]) == 0
         assert capsys.readouterr().out == export_constraint(fmt)
+        assert main(["grammar", "--format", fmt, "--draft"]) == 0
+        assert capsys.readouterr().out == export_constraint(fmt, draft=True)
     assert main(["grammar", "--format", "ebnf"]) == 2
 
 
@@ -145,6 +162,14 @@ def _lark_form() -> Lark:
 @pytest.mark.parametrize("name", sorted(accepted_texts()))
 def test_lark_form_accepts_every_example_and_valid_case(name: str) -> None:
     _lark_form().parse(accepted_texts()[name])
+
+
+def test_lark_draft_form_accepts_the_canonical_layout_without_comments() -> None:
+    draft = Lark(export_constraint("lark", draft=True), parser="earley", lexer="dynamic")
+    for text in draft_texts().values():
+        draft.parse(text)
+    with pytest.raises(LarkError):
+        draft.parse("# a comment\n" + KEYWORDS_AS_NAMES)
 
 
 @pytest.mark.parametrize("name", sorted(NOT_STATEWRIGHT))
@@ -163,26 +188,38 @@ def test_lark_form_keeps_to_what_decoders_read() -> None:
 # ---- the GBNF form: sound (what it allows parses) ------------------------------------------------------
 
 
-def _sampler(max_depth: int = 18) -> tuple[Sampler, dict[str, re.Pattern[str]]]:
+def _chooser(draft: bool = False) -> Callable[[str, random.Random], str | None]:
+    """Sampling help: a name is often a keyword (wherever one may be a name); separators are varied."""
     lark_text = export_constraint("lark")
     names = {m.group(1).replace("_", "-"): re.compile(m.group(2))
              for m in re.finditer(r"^(NAME\w*): /(.*)/$", lark_text, re.MULTILINE)}
     keywords = sorted(load_constraint_grammar().keywords)
 
     def choose(rule: str, rng: random.Random) -> str | None:
-        if rule in names and rng.random() < 0.4:  # often a keyword, wherever a name may be one
+        if rule in names and rng.random() < 0.4:
             return rng.choice([k for k in keywords if names[rule].fullmatch(k)])
+        if draft:
+            return None  # the draft form's own separators
         if rule == "ws":
             return rng.choice(["", "", "", " ", "\n    ", "  # note\n"])
         if rule == "sp":
             return rng.choice([" ", "\n", "\t", " # note\n"])
         return None
 
-    return Sampler(parse_gbnf(export_constraint("gbnf")), choose, max_depth=max_depth), names
+    return choose
+
+
+@pytest.mark.parametrize("draft", [False, True], ids=["any layout", "draft layout"])
+def test_every_file_the_gbnf_allows_parses(draft: bool) -> None:
+    sampler = Sampler(parse_gbnf(export_constraint("gbnf", draft=draft)), _chooser(draft), max_depth=18)
+    rng = random.Random(f"statewright-file-{draft}")
+    for _ in range(100):
+        text = sampler.sample(rng)
+        problems = [d for d in parse_text(text).diagnostics if d.code.startswith("SW1")]
+        assert not problems, f"{text}\n{problems}"
 
 
 WRAPPERS = {
-    "root": "{}",
     "machine-item": "machine m {{\n{}\n}}",
     "state-decl": "machine m {{\n{}\n}}",
     "test-decl": "machine m {{\n{}\n}}",
@@ -194,7 +231,8 @@ WRAPPERS = {
 
 @pytest.mark.parametrize("rule", sorted(WRAPPERS))
 def test_every_text_the_gbnf_allows_parses(rule: str) -> None:
-    sampler, _ = _sampler(max_depth=12 if rule == "expr" else 18)  # expressions nest fast
+    sampler = Sampler(parse_gbnf(export_constraint("gbnf")), _chooser(),
+                      max_depth=12 if rule == "expr" else 18)  # expressions nest fast
     rng = random.Random(f"statewright-{rule}")
     for _ in range(150):
         text = WRAPPERS[rule].format(sampler.sample(rng, rule))
@@ -264,6 +302,19 @@ def test_llama_cpp_loads_the_gbnf_and_accepts_every_example_and_valid_case() -> 
     failures = {name: result for name, result in zip(texts, report["results"])  # type: ignore[call-overload]
                 if not result["accepted"]}
     assert not failures
+
+
+def test_llama_cpp_takes_the_draft_form_for_the_canonical_layout_without_comments() -> None:
+    texts = draft_texts()
+    report = _llama_check(export_constraint("gbnf", draft=True), list(texts.values()))
+    assert report["grammar_loaded"]
+    assert [n for n, r in zip(texts, report["results"]) if not r["accepted"]] == []  # type: ignore[call-overload]
+    # what a model could spend its tokens on instead of the machine
+    wasteful = ["# notes first\n" + KEYWORDS_AS_NAMES, "\n" + KEYWORDS_AS_NAMES,
+                KEYWORDS_AS_NAMES.replace("    input state", "\n\n\n    input state"),
+                KEYWORDS_AS_NAMES.replace("    input state", " " * 40 + "input state")]
+    report = _llama_check(export_constraint("gbnf", draft=True), wasteful)
+    assert not any(r["accepted"] for r in report["results"])  # type: ignore[union-attr]
 
 
 def test_llama_cpp_refuses_what_the_parser_refuses() -> None:

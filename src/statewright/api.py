@@ -156,11 +156,12 @@ class RunnerOverwriteError(Exception):
     """The output path holds a file that statewright did not generate."""
 
 
-def decoding_grammar(fmt: str = "gbnf") -> str:
-    """The grammar as a decoding constraint: "gbnf" (llama.cpp) or "lark" (decoders that take Lark)."""
+def decoding_grammar(fmt: str = "gbnf", *, draft: bool = False) -> str:
+    """The grammar as a decoding constraint: "gbnf" (llama.cpp) or "lark" (decoders that take Lark); with
+    `draft`, the form a model writes into (no comments; in GBNF, bounded whitespace)."""
     from .grammar.decoding import export_constraint
 
-    return export_constraint(fmt)
+    return export_constraint(fmt, draft)
 
 
 def source_sha256(comp: Compilation) -> str:
@@ -236,14 +237,16 @@ def run_tests(comp: Compilation, *, trace_dir: str | None = None, trace_content:
 
 
 def design(task: str, *, output: str, model: str | None = None, max_repairs: int = 3, optimize: bool = True,
-           trace_path: str | None = None, client: Any = None) -> DesignOutcome:
+           trace_path: str | None = None, client: Any = None, constrain: str = "auto",
+           max_tokens: int | None = None, system_prompt: str | None = None) -> DesignOutcome:
     """Draft a machine from a task description; see designer.design. Returns a DesignOutcome."""
     from .designer import design as run_design
 
     trace = _open_trace(trace_path)
     try:
         return run_design(task, output=output, model=model, max_repairs=max_repairs, optimize=optimize,
-                          client=client, trace=trace)
+                          client=client, trace=trace, constrain=constrain, max_tokens=max_tokens,
+                          system_prompt=system_prompt)
     finally:
         if trace is not None:
             trace.close()

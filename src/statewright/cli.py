@@ -272,7 +272,8 @@ def cmd_design(args: argparse.Namespace) -> int:
     from . import api
 
     outcome = api.design(args.task, output=args.output, model=args.model, max_repairs=args.max_repairs,
-                         optimize=not args.no_optimize, trace_path=args.trace)
+                         optimize=not args.no_optimize, trace_path=args.trace, constrain=args.constrain,
+                         max_tokens=args.max_tokens)
     for line in outcome.log:
         _err(line)
     return EXIT_OK if outcome.ok else EXIT_INPUT
@@ -281,7 +282,7 @@ def cmd_design(args: argparse.Namespace) -> int:
 def cmd_grammar(args: argparse.Namespace) -> int:
     from . import api
 
-    sys.stdout.write(api.decoding_grammar(args.format))
+    sys.stdout.write(api.decoding_grammar(args.format, draft=args.draft))
     return EXIT_OK
 
 
@@ -312,6 +313,14 @@ def _count(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected zero or more, got {value}")
+    return value
+
+
+def _positive(text: str) -> int:
+    """An argparse type: a whole number, one or more."""
+    value = _count(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected one or more, got {value}")
     return value
 
 
@@ -395,11 +404,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how many times the designer may repair its source (default 3)")
     p.add_argument("--no-optimize", action="store_true")
     p.add_argument("--trace", metavar="FILE", help="write the designer's calls to a trace file")
+    p.add_argument("--constrain", choices=["auto", "grammar", "none"], default="auto",
+                   help="constrain drafts to the grammar at decoding time: auto (when the model's server is "
+                   "known to take a grammar), grammar (always) or none (default auto)")
+    p.add_argument("--max-tokens", type=_positive, default=None, metavar="N",
+                   help="cap each designer reply at N tokens")
     p.set_defaults(func=cmd_design)
 
     p = sub.add_parser("grammar", help="print the grammar as a decoding constraint (GBNF or Lark)")
     p.add_argument("--format", choices=["gbnf", "lark"], default="gbnf",
                    help="gbnf for llama.cpp's grammar field, lark for decoders that take Lark (default gbnf)")
+    p.add_argument("--draft", action="store_true",
+                   help="the form a model writes into: no comments, and (gbnf) bounded whitespace")
     p.set_defaults(func=cmd_grammar)
 
     p = sub.add_parser("optimize", help="propose LLM-judged state merges as a reviewable source diff")

@@ -99,7 +99,8 @@ class _Finisher:
             except StopIteration:
                 return list(interactive.parser_state.state_stack), None
             except UnexpectedCharacters as e:
-                return [], ("chars", e.pos_in_stream, _closed(text[e.pos_in_stream:]))
+                position = e.pos_in_stream or 0
+                return [], ("chars", position, _closed(text[position:]))
             except UnexpectedToken as e:  # the lexer matched a terminal this parser state does not take
                 if not self._as_name(interactive, e.token):
                     return [], self._refused(e.token, text)

@@ -42,6 +42,10 @@ HEADER = """\
 # Generated from statewright.lark by `statewright grammar --format gbnf`: do not edit.
 """
 
+DRAFT_NOTE = """\
+# The draft layout: the machine first, no comments, one space or a newline and indentation between tokens.
+"""
+
 WORD, QUOTE, OTHER = "word", "quote", "other"
 _WORD_CHARS = Chars(((48, 57), (65, 90), (95, 95), (97, 122)))
 _QUOTE = '"'
@@ -76,8 +80,14 @@ class _Edges:
     last: frozenset[str]
 
 
-def render_gbnf(grammar: ConstraintGrammar) -> str:
-    return _Writer(grammar).render()
+# The draft layout: what a model writing a machine needs, and nothing it could spend a token budget on.
+DRAFT_INDENT = 32  # spaces after a newline: eight levels of blocks
+
+
+def render_gbnf(grammar: ConstraintGrammar, draft: bool = False) -> str:
+    """The GBNF constraint. With `draft`, for a model to write into: the file begins with its machine, has
+    no comments, and a separator is one space, or a newline (one blank line at most) and an indentation."""
+    return _Writer(grammar).render(draft)
 
 
 class _Writer:
@@ -177,24 +187,31 @@ class _Writer:
 
     # -- rules ----------------------------------------------------------------------------------------
 
-    def render(self) -> str:
+    def render(self, draft: bool = False) -> str:
         g = self.grammar
-        lines = [HEADER, f"root ::= {OPTIONAL_SEPARATOR} {self.names[g.start]} {OPTIONAL_SEPARATOR}"
-                 + "".join(f" {t}?" for t in self._open_ended_ignored()), ""]
+        if draft:
+            lines = [HEADER + DRAFT_NOTE, f'root ::= {self.names[g.start]} "\\n"?', ""]
+        else:
+            lines = [HEADER, f"root ::= {OPTIONAL_SEPARATOR} {self.names[g.start]} {OPTIONAL_SEPARATOR}"
+                     + "".join(f" {t}?" for t in self._open_ended_ignored()), ""]
         for name, body in self.rules.items():
             lines.append(f"{self.names[name]} ::= {self.rule(body)}")
         lines.append("")
         for name, node in g.terminals.items():
-            if name in g.ignore and _single_run(node):
-                continue  # written into the separators as a character class
+            if name in g.ignore and (draft or _single_run(node)):
+                continue  # written into the separators as a character class, or not allowed in a draft
             lines.append(f"{self.names[name]} ::= {_chars_rule(node)}")
         for excluded in g.name_exclusions():
             variant = name_variant(g.name_terminal, excluded)
             lines.append(f"{self.names[variant]} ::= {_chars_rule(g.name_node(excluded))}")
         lines.append("")
-        gap = self._gap()
-        lines.append(f"{OPTIONAL_SEPARATOR} ::= ({gap})*")
-        lines.append(f"{REQUIRED_SEPARATOR} ::= ({gap})+")
+        if draft:
+            lines.append(f"{OPTIONAL_SEPARATOR} ::= {REQUIRED_SEPARATOR}?")
+            lines.append(f'{REQUIRED_SEPARATOR} ::= " " | "\\n" "\\n"? " "{{0,{DRAFT_INDENT}}}')
+        else:
+            gap = self._gap()
+            lines.append(f"{OPTIONAL_SEPARATOR} ::= ({gap})*")
+            lines.append(f"{REQUIRED_SEPARATOR} ::= ({gap})+")
         return "\n".join(lines) + "\n"
 
     def _open_ended_ignored(self) -> list[str]:

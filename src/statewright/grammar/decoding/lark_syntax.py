@@ -17,18 +17,28 @@ HEADER = """\
 """
 
 
-def render_lark(grammar: ConstraintGrammar) -> str:
-    lines = [HEADER]
+def render_lark(grammar: ConstraintGrammar, draft: bool = False) -> str:
+    """The Lark constraint. With `draft`, comments are not allowed (whitespace stays ignored: how often a
+    decoder lets it repeat is the decoder's setting)."""
+    lines = [HEADER + ("// The draft layout: no comments.\n" if draft else "")]
     for name, body in grammar.rules.items():
         lines.append(f"{name}: {_rule(body, top=True)}")
     lines.append("")
+    ignored = [name for name in grammar.ignore if not (draft and _open_ended(grammar.terminals[name]))]
     for name, body in grammar.terminals.items():
+        if name in grammar.ignore and name not in ignored:
+            continue
         lines.append(f"{name}: /{regex_text(body)}/")
     for excluded in grammar.name_exclusions():
         lines.append(f"{name_variant(grammar.name_terminal, excluded)}: /{regex_text(grammar.name_node(excluded))}/")
     lines.append("")
-    lines.extend(f"%ignore {name}" for name in grammar.ignore)
+    lines.extend(f"%ignore {name}" for name in ignored)
     return "\n".join(lines) + "\n"
+
+
+def _open_ended(node: Node) -> bool:
+    """An ignored terminal that runs to a terminator, as a comment runs to its newline."""
+    return isinstance(node, Seq) and bool(node.items) and isinstance(node.items[-1], Repeat) and len(node.items) > 1
 
 
 def _rule(node: Node, top: bool = False) -> str:
