@@ -6,6 +6,7 @@ import json
 import random
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -79,6 +80,16 @@ def test_a_ten_megabyte_file(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert path.stat().st_size > 10_000_000
     out = _assert_clean_exit(["check", str(path)], capsys)
     assert "SW3003" in out  # parsed to the end: a start state but no final state
+
+
+def test_a_file_of_comments_with_a_syntax_error_is_reported_at_once() -> None:
+    # many comment lines (headings, words) and no machine: reading them must not backtrack exponentially
+    from statewright.grammar import parse_text
+
+    text = "\n".join(f"### {n}. Outputs: a b c\n" for n in range(400)) + "\nmach"
+    started = time.perf_counter()
+    assert [d.code for d in parse_text(text).diagnostics] == ["SW1002"]  # `mach` where `machine` is due
+    assert time.perf_counter() - started < 5
 
 
 def _mutations(text: str, rng: random.Random) -> list[str]:

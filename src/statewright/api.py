@@ -189,6 +189,14 @@ class RunnerOverwriteError(Exception):
     """The output path holds a file that statewright did not generate."""
 
 
+def decoding_grammar(fmt: str = "gbnf", *, draft: bool = False) -> str:
+    """The grammar as a decoding constraint: "gbnf" (llama.cpp) or "lark" (decoders that take Lark); with
+    `draft`, the form a model writes into (no comments; in GBNF, bounded whitespace)."""
+    from .grammar.decoding import export_constraint
+
+    return export_constraint(fmt, draft)
+
+
 def source_sha256(comp: Compilation) -> str:
     import hashlib
 
@@ -406,18 +414,21 @@ def import_file(source_format: str, path: str | Path, *, repair: bool = False, b
 
 def design(task: str, *, output: str, model: str | None = None, max_repairs: int = 3, optimize: bool = True,
            trace_path: str | None = None, client: Any = None, script: Any = None,
-           listeners: Sequence[Any] = ()) -> DesignOutcome:
+           listeners: Sequence[Any] = (), constrain: str = "auto", max_tokens: int | None = None,
+           system_prompt: str | None = None) -> DesignOutcome:
     """Draft a machine from a task description; see designer.design. Returns a DesignOutcome.
 
     `script` (a Script, its JSON form, or the path of a JSON script file) answers the designer's calls
-    instead of a model — `statewright design --script FILE`; `listeners` hear its events as they happen."""
+    instead of a model — `statewright design --script FILE`; `listeners` hear its events as they happen.
+    `constrain` holds drafts to the grammar at decoding time (auto, grammar, none)."""
     from .designer import design as run_design
 
     client = _scripted_client(script) if script is not None else client
     events = _events(trace_path, listeners)
     try:
         return run_design(task, output=output, model=model, max_repairs=max_repairs, optimize=optimize,
-                          client=client, trace=events)
+                          client=client, trace=events, constrain=constrain, max_tokens=max_tokens,
+                          system_prompt=system_prompt)
     finally:
         if events is not None:
             events.close()

@@ -462,16 +462,22 @@ def cmd_design(args: argparse.Namespace) -> int:
     try:
         outcome = api.design(args.task, output=args.output, model=args.model, max_repairs=args.max_repairs,
                              optimize=not args.no_optimize, trace_path=args.trace, script=args.script,
-                             listeners=_progress(args))
+                             listeners=_progress(args), constrain=args.constrain, max_tokens=args.max_tokens)
     except api.ScriptFileError as e:
         raise UsageError(str(e)) from None
     lines = outcome.log
-    if not args.quiet:  # the attempts were shown as they happened: only what came after them is new
-        last = max((i for i, line in enumerate(lines) if line.startswith("attempt ")), default=-1)
-        lines = lines[last + 1:]
+    if not args.quiet:  # each attempt's verdict was shown as it happened: the rest of the log is new
+        lines = [line for line in lines if not line.startswith("attempt ")]
     for line in lines:
         _err(line)
     return EXIT_OK if outcome.ok else EXIT_INPUT
+
+
+def cmd_grammar(args: argparse.Namespace) -> int:
+    from . import api
+
+    sys.stdout.write(api.decoding_grammar(args.format, draft=args.draft))
+    return EXIT_OK
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
@@ -505,6 +511,14 @@ def _count(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected zero or more, got {value}")
+    return value
+
+
+def _positive(text: str) -> int:
+    """An argparse type: a whole number, one or more."""
+    value = _count(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected one or more, got {value}")
     return value
 
 
@@ -646,7 +660,21 @@ def _setup_design(p: argparse.ArgumentParser) -> None:
     p.add_argument("--script", metavar="FILE", help="answer the designer's calls from a JSON script file "
                                                     "instead of a model (try the designer without a key)")
     p.add_argument("--quiet", action="store_true", help="print no progress while designing")
+    p.add_argument("--constrain", choices=["auto", "grammar", "none"], default="auto",
+                   help="constrain drafts to the grammar at decoding time: auto (when the model's server is "
+                   "known to take a grammar), grammar (always) or none (default auto)")
+    p.add_argument("--max-tokens", type=_positive, default=None, metavar="N",
+                   help="cap each designer reply at N tokens")
+    _add_color_option(p)
     p.set_defaults(func=cmd_design)
+
+
+def _setup_grammar(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--format", choices=["gbnf", "lark"], default="gbnf",
+                   help="gbnf for llama.cpp's grammar field, lark for decoders that take Lark (default gbnf)")
+    p.add_argument("--draft", action="store_true",
+                   help="the form a model writes into: no comments, and (gbnf) bounded whitespace")
+    p.set_defaults(func=cmd_grammar)
 
 
 def _setup_optimize(p: argparse.ArgumentParser) -> None:
@@ -676,6 +704,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "import": ("import a MetaAgent FSM (JSON) or an AutoAgent workflow form (XML)", _setup_import),
     "trace": ("read trace files", _setup_trace),
     "design": ("draft a machine from a task description with a designer model", _setup_design),
+    "grammar": ("print the grammar as a decoding constraint (GBNF or Lark)", _setup_grammar),
     "optimize": ("propose LLM-judged state merges as a reviewable source diff", _setup_optimize),
 }
 

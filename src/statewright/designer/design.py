@@ -3,7 +3,9 @@
 Two stages, as the FSM-design literature does it: the model first proposes the fewest agents that can do
 the job, then writes the whole machine as statewright source. The source is compiled with the same
 functions `statewright check` uses; every diagnostic (as the JSON that `check --format json` prints) and
-every failing test block is fed back, and the model repairs its text, up to `max_repairs` times.
+every failing test block is fed back, and the model repairs its text, up to `max_repairs` times. Where the
+model's server takes a grammar, the drafts are held to the statewright grammar at decoding time
+(constraint.py), so they parse by construction and the repairs go to meaning.
 """
 
 from __future__ import annotations
@@ -14,9 +16,13 @@ import re
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..diagnostics import Diagnostic, diagnostic_to_json
+from .constraint import CONSTRAIN_MODES, choose_constraint, grammar_request_fields
+
+if TYPE_CHECKING:
+    from ..grammar.decoding.completion import Completion
 
 DEFAULT_DESIGNER_MODEL = "openai/gpt-4o-mini"
 HEADER_WIDTH = 100
@@ -88,9 +94,15 @@ def design(
     optimize: bool = True,
     client: Any = None,
     trace: Any = None,
+    constrain: str = "auto",
+    max_tokens: int | None = None,
+    system_prompt: str | None = None,
 ) -> DesignOutcome:
     """Design a machine for `task` and write it to `output`; on failure keep the last attempt beside it.
 
+    `constrain` ("auto", "grammar" or "none") says whether the machine drafts are constrained to the grammar
+    at decoding time (see designer/constraint.py); `max_tokens` caps every designer reply; `system_prompt`
+    replaces the language reference the model reads (for a model with a small context window).
     Never raises for a failed design or an unreachable model: the outcome is not ok and its log says why.
     """
     from ..stdlib.reference import designer_system_prompt
@@ -99,36 +111,48 @@ def design(
     log: list[str] = []
     attempts: list[Attempt] = []
     task_text = task.strip()
-    problem = _bad_arguments(task_text, output, max_repairs)
+    problem = _bad_arguments(task_text, output, max_repairs, constrain, max_tokens)
     if problem:
         return DesignOutcome(False, output, None, attempts, [f"error: {problem}"])
-    caller = _DesignerCalls(model, client, trace)
-    caller.emit("designer_start", task=task_text, model=model, max_repairs=max_repairs, output=output)
+    constraint = choose_constraint(constrain, model)
+    caller = _DesignerCalls(model, client, trace, max_tokens=max_tokens)
+    caller.emit("designer_start", task=task_text, model=model, max_repairs=max_repairs, output=output,
+                constraint=constraint.mode, constraint_reason=constraint.reason)
+    if constraint.grammar:
+        log.append(f"drafting under the grammar constraint: {constraint.reason}")
+    draft_fields = grammar_request_fields() if constraint.grammar else None
     try:
         # stage 1: the agents
-        system = {"role": "system", "content": designer_system_prompt()}
+        system = {"role": "system", "content": system_prompt or designer_system_prompt()}
         request = {"role": "user", "content": _agents_request(task_text)}
         agents = _parse_agents(caller.call("agents", [system, request], schema=AGENTS_SCHEMA))
         names = ", ".join(a["name"] for a in agents) or "(none)"
         log.append(f"designer proposed {len(agents)} agent(s): {names}")
 
         # stage 2: the machine, then up to `max_repairs` repairs
-        conversation = [system, {"role": "user", "content": _machine_request(task_text, agents)}]
-        text = extract_source(caller.call("machine", conversation))
+        conversation = [system, {"role": "user",
+                                 "content": _machine_request(task_text, agents, constraint.grammar)}]
+        reply = caller.call("machine", conversation, extra_body=draft_fields, constraint=constraint.mode)
         for number in range(1, max_repairs + 2):
+            text, finished = draft_source(reply, constraint.grammar)
             attempt = evaluate_attempt(text, Path(output).name, number)
             attempts.append(attempt)
+            fields: dict[str, Any] = {}
+            if finished is not None:
+                fields["completed"] = {"added": finished.added, "dropped": finished.dropped}
+                log.append(f"attempt {number}: the reply stopped before the machine was complete (a token limit);"
+                           f" finished it with {finished.added.strip()!r}")
             caller.emit("designer_attempt", attempt=number, ok=attempt.ok, error_count=len(attempt.errors),
                         codes=sorted({d["code"] for d in attempt.errors}),
-                        test_failures=len(attempt.test_failures))
+                        test_failures=len(attempt.test_failures), **fields)
             log.append(f"attempt {number}: {_attempt_summary(attempt)}")
             if attempt.ok or number == max_repairs + 1:
                 break
-            feedback = repair_request(attempt)
+            feedback = repair_request(attempt, constrained=constraint.grammar)
             caller.emit("designer_feedback", attempt=number, diagnostics=attempt.diagnostics,
                         test_failures=attempt.test_failures, message=feedback)
             conversation += [{"role": "assistant", "content": text}, {"role": "user", "content": feedback}]
-            text = extract_source(caller.call("repair", conversation))
+            reply = caller.call("repair", conversation, extra_body=draft_fields, constraint=constraint.mode)
     except DesignError as e:
         log.append(f"error: the designer model failed: {e}")
         outcome = _failed(output, attempts, log)
@@ -152,11 +176,15 @@ def design(
     return DesignOutcome(True, output, source, attempts, log)
 
 
-def _bad_arguments(task: str, output: str, max_repairs: int) -> str | None:
+def _bad_arguments(task: str, output: str, max_repairs: int, constrain: str, max_tokens: int | None) -> str | None:
     if not task:
         return "the task description is empty"
     if max_repairs < 0:
         return f"the number of repairs must be 0 or more, not {max_repairs}"
+    if constrain not in CONSTRAIN_MODES:
+        return f"constrain must be one of {', '.join(CONSTRAIN_MODES)}, not {constrain!r}"
+    if max_tokens is not None and max_tokens < 1:
+        return f"the token limit must be 1 or more, not {max_tokens}"
     folder = Path(output).parent
     if not folder.is_dir():
         return f"cannot write {output}: the folder {str(folder)!r} does not exist"
@@ -200,7 +228,7 @@ def _agents_request(task: str) -> str:
     )
 
 
-def _machine_request(task: str, agents: list[dict[str, Any]]) -> str:
+def _machine_request(task: str, agents: list[dict[str, Any]], constrained: bool = False) -> str:
     return (
         f"Task description:\n{task}\n\n"
         f"Stage 2 of 2: the agents are:\n{json.dumps(agents, indent=2, ensure_ascii=False)}\n\n"
@@ -208,11 +236,17 @@ def _machine_request(task: str, agents: list[dict[str, Any]]) -> str:
         "guard or later step reads, the states and transitions (foresee bad intermediate results, missing "
         "data and failed checks; use guards on typed outputs, natural-language conditions where the output "
         "is text, and traceback edges to redo earlier steps), bounded loops, success and failure final "
-        "states, and at least one test block. Reply with the source only, in one ```fsm code block."
+        "states, and at least one test block. " + _reply_form(constrained)
     )
 
 
-def repair_request(attempt: Attempt) -> str:
+def _reply_form(constrained: bool) -> str:
+    if constrained:  # the decoder only allows statewright source: a code fence could not be written
+        return "Reply with the statewright source only, starting with `machine`, without a code fence."
+    return "Reply with the source only, in one ```fsm code block."
+
+
+def repair_request(attempt: Attempt, constrained: bool = False) -> str:
     """The message that feeds one attempt's problems back to the designer model."""
     parts = ["The statewright compiler checked your machine."]
     if attempt.diagnostics:
@@ -226,7 +260,11 @@ def repair_request(attempt: Attempt) -> str:
         )
     if attempt.test_failures:
         parts.append("Its test blocks did not pass:\n" + "\n\n".join(attempt.test_failures))
-    parts.append("Fix every problem and reply with the complete corrected source, in one ```fsm code block.")
+    if constrained:
+        parts.append("Fix every problem and reply with the complete corrected source only, starting with "
+                     "`machine`, without a code fence.")
+    else:
+        parts.append("Fix every problem and reply with the complete corrected source, in one ```fsm code block.")
     return "\n\n".join(parts)
 
 
@@ -245,6 +283,31 @@ def extract_source(reply: str) -> str:
         if re.search(r"\bmachine\b", body):
             return body.strip() + "\n"
     return _OPEN_FENCE.sub("", reply).strip() + "\n"
+
+
+def draft_source(reply: str, constrained: bool) -> tuple[str, Completion | None]:
+    """The source in a draft, and how it was finished if a token limit cut it off.
+
+    A constrained reply is the source itself (a code fence inside one of its strings is no wrapper); one
+    that stops early is finished with the shortest text the grammar allows. If the server ignored the
+    grammar the reply is read as any other, and the repair loop sees its syntax errors as usual."""
+    if constrained:
+        from ..grammar.decoding.completion import complete_draft
+
+        text = reply.strip() + "\n"
+        if text.lstrip().startswith(("machine", "#")):
+            finished = complete_draft(text)
+            if finished is not None:
+                return finished.text, finished
+            if not _has_syntax_errors(text):
+                return text, None
+    return extract_source(reply), None
+
+
+def _has_syntax_errors(text: str) -> bool:
+    from ..grammar import parse_text
+
+    return any(d.code.startswith("SW10") for d in parse_text(text).diagnostics)
 
 
 def _parse_agents(reply: str) -> list[dict[str, Any]]:
@@ -367,13 +430,15 @@ def with_header(source: str, task: str, model: str) -> str:
 class _DesignerCalls:
     """Designer calls go through the runtime's model client, with role "designer", traced like any call."""
 
-    def __init__(self, model: str, client: Any, trace: Any) -> None:
+    def __init__(self, model: str, client: Any, trace: Any, max_tokens: int | None = None) -> None:
         self.model = model
         self.client = client
         self.trace = trace
+        self.max_tokens = max_tokens
         self.seq: dict[str, int] = {}
 
-    def call(self, stage: str, messages: list[dict[str, Any]], schema: dict[str, Any] | None = None) -> str:
+    def call(self, stage: str, messages: list[dict[str, Any]], schema: dict[str, Any] | None = None,
+             extra_body: dict[str, Any] | None = None, constraint: str | None = None) -> str:
         from ..runtime.client import ModelError, ModelRequest
 
         if self.client is None:
@@ -384,8 +449,9 @@ class _DesignerCalls:
         self.seq[stage] = seq + 1
         request = ModelRequest(
             role="designer", state=stage, model=self.model, messages=list(messages),
-            response_schema=schema, schema_name="agents" if schema else "output",
+            response_schema=schema, schema_name="agents" if schema else "output", max_tokens=self.max_tokens,
             metadata={"statewright": {"run_id": "design", "state": stage, "role": "designer", "seq": seq}},
+            extra_body=extra_body,
         )
         self.emit("llm_request", role="designer", state=stage, model=self.model)
         try:
@@ -399,6 +465,8 @@ class _DesignerCalls:
             "prompt_tokens": response.prompt_tokens, "completion_tokens": response.completion_tokens,
             "cost_usd": response.cost_usd, "latency_ms": response.latency_ms, "attempts": response.attempts,
         }
+        if constraint is not None:
+            fields["constraint"] = constraint
         if response.events:
             fields["events"] = response.events
         if getattr(self.trace, "content", False):  # as for agents: messages only when asked for

@@ -91,6 +91,11 @@ def _parser() -> tuple[Lark, _BuildAst]:
 
 _ESCAPES = {"\\": "\\", '"': '"', "n": "\n", "t": "\t", "r": "\r"}
 _ESCAPE_RE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)", re.DOTALL)
+# What decode_string accepts after a backslash: one of ESCAPE_CHARS, or 'u' and four hex digits (a lone
+# surrogate is refused). Only ESCAPING_TERMINAL's tokens are decoded so; the decoding constraint
+# (grammar/decoding) is built from these, so that a constrained draft cannot hold a bad escape.
+ESCAPE_CHARS = frozenset(_ESCAPES)
+ESCAPING_TERMINAL = "STRING"
 
 
 class _BadEscape(Exception):
@@ -762,7 +767,9 @@ def parse_source(source: SourceFile) -> ParseResult:
 MAX_RECOVERY_CHARS = 400_000
 MAX_SYNTAX_ERRORS = 20
 
-_MACHINE_HEADER = re.compile(r"(?:\s|#[^\n]*)*machine\s+[A-Za-z_][A-Za-z0-9_]*\s*\{")
+# a comment ends at its newline, so each character before `machine` is read one way only: a looser
+# `(?:\s|#[^\n]*)*` splits "###" or "# a b" in exponentially many ways before it gives up
+_MACHINE_HEADER = re.compile(r"(?:\s|#[^\n]*\n)*machine\s+[A-Za-z_][A-Za-z0-9_]*\s*\{")
 _DECLARATION = re.compile(
     r"[ \t]*(?:(?:start|final)\s+)*(?:state|agent|type|tool|test|input|model|verifier|temperature|limits"
     r"|description)\b"

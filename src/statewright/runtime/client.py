@@ -26,6 +26,8 @@ class ModelRequest:
     max_tokens: int | None = None  # a cap on the reply's length, when the run sets one
     # identifies the call for scripted providers and traces: run_id, state, role, seq
     metadata: dict[str, Any] = field(default_factory=dict)
+    # provider-specific fields merged into the request body as they are (e.g. llama.cpp's `grammar`)
+    extra_body: dict[str, Any] | None = None
 
 
 @dataclass

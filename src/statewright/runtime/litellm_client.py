@@ -225,6 +225,8 @@ class _ModelCallPlan:
             kwargs["api_base"] = self.client.api_base
         if self.client.api_key:
             kwargs["api_key"] = self.client.api_key
+        if request.extra_body:
+            kwargs["extra_body"] = copy.deepcopy(request.extra_body)  # litellm sends these in the body
         self.prompt_protocol = bool(request.tools) and not self._native_tools(model)
         if request.tools:
             mode = "prompt" if self.prompt_protocol else "native"

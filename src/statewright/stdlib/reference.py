@@ -26,3 +26,14 @@ def designer_system_prompt() -> str:
     for path in example_paths():
         parts += ["", f"## Example: {path.name}", "", "```fsm", path.read_text(encoding="utf-8").strip(), "```"]
     return "\n".join(parts) + "\n"
+
+
+@lru_cache(maxsize=1)
+def compact_designer_system_prompt(example: str = "content_pipeline.fsm") -> str:
+    """The design guide and one example machine, without the grammar: about 2,000 tokens instead of 11,000,
+    for a designer model with a small context window (SmolLM2 served by llama.cpp with 4,096 tokens). Under
+    the grammar constraint the model's decoder is held to the grammar, so the model need not read it."""
+    guide = (_HERE / "designer.md").read_text(encoding="utf-8").strip().rsplit("\n", 1)[0].rstrip()
+    parts = [guide, "", "A complete example machine follows.", "", f"## Example: {example}", "", "```fsm",
+             (EXAMPLES / example).read_text(encoding="utf-8").strip(), "```"]
+    return "\n".join(parts) + "\n"
