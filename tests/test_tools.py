@@ -47,7 +47,7 @@ def test_shell_and_http_get_are_off_unless_declared(workspace: str, name: str) -
     assert name in declared.names()
 
 
-def test_declared_shell_runs_commands(workspace: str) -> None:
+def test_declared_shell_runs_commands(workspace: str, jail: None) -> None:
     tools = ToolRegistry({"std.shell": ToolSpec("std.shell")}, workspace)
     result = tools.call("std.shell", {"command": "echo hello; pwd"})
     assert result == {"exit_code": 0, "stdout": f"hello\n{Path(workspace).resolve()}\n", "stderr": "",
@@ -327,16 +327,17 @@ def server() -> Iterator[str]:
 
 @pytest.fixture
 def connections(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
-    """Every address urllib connects to; anything but 127.0.0.1 fails the test instead of leaving the host."""
+    """Every address a socket of this process connects to (asyncio's included); anything but 127.0.0.1
+    fails the test instead of leaving the host."""
     made: list[tuple[str, int]] = []
-    real_create_connection = socket.create_connection
+    real_connect = socket.socket.connect
 
-    def create_connection(address: tuple[str, int], *args: object, **kwargs: object) -> socket.socket:
+    def connect(self: socket.socket, address: tuple[str, int]) -> None:
         made.append(address)
         assert address[0] == "127.0.0.1", f"std.http_get connected to {address}"
-        return real_create_connection(address, *args, **kwargs)  # type: ignore[arg-type]
+        return real_connect(self, address)
 
-    monkeypatch.setattr(socket, "create_connection", create_connection)
+    monkeypatch.setattr(socket.socket, "connect", connect)
     for variable in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
         monkeypatch.delenv(variable, raising=False)
     return made
