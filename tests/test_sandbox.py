@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
+from support.jail import need_jail
 
 from statewright.runtime.spec import ToolSpec
 from statewright.runtime.tools import ToolError, ToolRegistry
-from support.jail import need_jail
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="the tool sandbox is POSIX-only")
 

@@ -163,7 +163,9 @@ def sandbox_jail_argv(jail: Jail, workspace: str, command: list[str],
         argv += ["--ro-bind", _SANDBOX_RESOLVER_DIR, _SANDBOX_RESOLVER_DIR]
     for root in sandbox_python_roots():
         argv += ["--ro-bind", sources.get(root, root), root]
-    argv += ["--bind", sources.get(workspace, workspace), workspace, "--chdir", workspace, "--", *command]
+    argv += ["--bind", sources.get(workspace, workspace), workspace]
+    # the jail's root is bubblewrap's own tmpfs, which has no size cap: nothing may be written there
+    argv += ["--remount-ro", "/", "--chdir", workspace, "--", *command]
     return argv
 
 
