@@ -209,11 +209,11 @@ async def _http_tunnel(proxy: tuple[str, int, str], destination: str) -> socket.
             if not chunk or len(head) > _HTTP_HEAD_LIMIT:
                 raise OSError("the proxy closed the connection or sent no usable reply to CONNECT")
             head += chunk
-        status_line, _, rest = head.partition(b"\r\n")
+        status_line = head.partition(b"\r\n")[0]
         match = _HTTP_STATUS_LINE.fullmatch(status_line.decode("latin-1"))
         if match is None or not match.group(1).startswith("2"):
             raise OSError(f"the proxy refused the tunnel: {status_line.decode('latin-1')[:200]!r}")
-        if not rest.endswith(b"\r\n\r\n") or rest.count(b"\r\n\r\n") != 1:
+        if head.index(b"\r\n\r\n") + 4 != len(head):
             raise OSError("the proxy sent data before the tunnel was open")
         return sock
     except BaseException:
