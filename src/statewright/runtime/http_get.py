@@ -61,11 +61,17 @@ async def http_get(url: str, allow: list[str], timeout: float, max_bytes: int) -
     """GET `url` and return {status, body}, following redirects to allowed hosts only, all of it within
     `timeout` seconds. An error status is a result; a refusal, a failure or the deadline is HttpGetError."""
     http_check_url(url, allow)
+    fetch = asyncio.ensure_future(_http_follow(url, allow, max_bytes))
     try:
-        return await asyncio.wait_for(_http_follow(url, allow, max_bytes), timeout)
-    except asyncio.TimeoutError:
+        done, _ = await asyncio.wait({fetch}, timeout=timeout)
+    finally:
+        if not fetch.done():
+            fetch.cancel()  # the deadline, or the caller's own cancellation
+            await asyncio.gather(fetch, return_exceptions=True)
+    if not done:
         raise HttpGetError(f"std.http_get: {url!r} did not answer in full within {timeout:g} seconds (the "
-                           "tool's timeout option, for the whole request); nothing was kept") from None
+                           "tool's timeout option, for the whole request); nothing was kept")
+    return fetch.result()
 
 
 async def _http_follow(url: str, allow: list[str], max_bytes: int) -> dict[str, Any]:

@@ -499,9 +499,10 @@ async def _sandbox_collect(transport: asyncio.SubprocessTransport, protocol: _Sa
         # the group was killed: wait for asyncio's child watcher to see the exit (killing through the
         # transport would reap the child under the watcher's feet, and it would report status 255)
         sandbox_kill_group(pid)
-        try:
-            await asyncio.wait_for(protocol.exited.wait(), timeout=5.0)
-        except asyncio.TimeoutError:
+        exited = asyncio.ensure_future(protocol.exited.wait())
+        await asyncio.wait({exited}, timeout=5.0)
+        if not exited.done():
+            exited.cancel()
             transport.kill()
     truncated = capped[0] if capped else None
     return {
