@@ -116,7 +116,7 @@ def test_bad_arguments_to_a_std_tool_list_every_problem_and_the_right_call(works
     assert message.endswith("Call it as std_write_file(path: str, content: str).")
 
 
-def test_arguments_may_come_as_the_json_text_a_model_sent(workspace: str) -> None:
+def test_arguments_may_come_as_the_json_text_a_model_sent(workspace: str, jail: None) -> None:
     tools = ToolRegistry({}, workspace)
     assert tools.call("std.python", '{"code": "print(6 * 7)", "timeout": null}')["stdout"] == "42\n"
     with pytest.raises(ToolError, match="the arguments are not valid JSON"):
@@ -263,7 +263,7 @@ def test_results_must_be_json_serialisable(workspace: str, user_module: str) -> 
     assert tools.call("best_hit", {"term": "fsm"}) == {"term": "fsm", "score": 0.5}
 
 
-def test_async_user_tools_work_from_sync_and_async_code(workspace: str, user_module: str) -> None:
+def test_async_user_tools_work_from_sync_and_async_code(workspace: str, user_module: str, jail: None) -> None:
     tools = user_tools(workspace, user_module, "slow_echo")
     assert tools.call("slow_echo", {"text": "sync"}) == "sync"
     assert asyncio.run(tools.acall("slow_echo", {"text": "async"})) == "async"
