@@ -594,3 +594,16 @@ def _pipe(source: socket.socket, sink: socket.socket) -> None:
             sink.sendall(data)
     except OSError:
         pass
+
+
+def test_the_jail_options_are_checked_by_the_compiler(tmp_path: Path) -> None:
+    from statewright import api
+
+    spec = tmp_path / "jail.fsm"
+    spec.write_text('machine demo {\n    tool std.python {\n        network true\n        tmp_mb 256\n    }\n'
+                    '    tool std.shell { network false }\n'
+                    '    start state run {\n        call std.python(code = "print(1)")\n        -> done\n    }\n'
+                    '    final state done\n}\n')
+    assert api.check_file(spec).ok
+    spec.write_text(spec.read_text().replace("tmp_mb 256", "tmp_mb 1.5"))
+    assert [d.code for d in api.check_file(spec).diagnostics if d.severity == "error"] == ["SW4006"]
