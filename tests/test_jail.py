@@ -31,7 +31,14 @@ from support.machines import action, final, go, machine
 from statewright.runtime import tools as tools_module
 from statewright.runtime.checkpoint import CheckpointStore
 from statewright.runtime.engine import Engine
-from statewright.runtime.sandbox import SANDBOX_UID, SandboxStopped
+from statewright.runtime.sandbox import (
+    SANDBOX_UID,
+    Jail,
+    SandboxLimits,
+    SandboxStopped,
+    sandbox_bwrap_options,
+    sandbox_run,
+)
 from statewright.runtime.spec import ToolSpec
 from statewright.runtime.tools import ToolError, ToolRegistry
 
@@ -171,6 +178,27 @@ def test_the_system_and_the_python_installation_are_there_read_only(tools: ToolR
         assert found["uid"] == SANDBOX_UID  # never root, not even for a root runner
 
 
+def test_a_python_installation_inside_the_workspace_stays_read_only() -> None:
+    # `--workspace .` in a project with its .venv: tool code must not change the interpreter that runs the
+    # runner (the next import would run its code outside the jail)
+    prefix = Path(sys.prefix).resolve()
+    if prefix.parent == Path("/") or str(prefix.parent) in ("/usr", "/opt"):
+        pytest.skip(f"{prefix} has no parent to use as a workspace here")
+    tools = ToolRegistry({}, str(prefix.parent))
+    planted = prefix / f"planted-{uuid.uuid4().hex}"
+    try:
+        outcome = report(tools, f"import json\ntry:\n    open({str(planted)!r}, 'w')\n    print(json.dumps('written'))\n"
+                                "except OSError as exc:\n    print(json.dumps(exc.strerror))\n")
+        assert outcome == "Read-only file system"
+    finally:
+        planted.unlink(missing_ok=True)
+
+
+def test_the_root_directory_is_refused_as_a_workspace() -> None:
+    with pytest.raises(ToolError, match="the workspace / is a system directory"):
+        python(ToolRegistry({}, "/"), "print(1)")
+
+
 # ---- the network ------------------------------------------------------------------------------------------
 
 
@@ -284,6 +312,19 @@ def test_tmp_is_private_to_each_call_and_capped_at_tmp_mb(workspace: Path) -> No
     assert 3 * 1024 * 1024 <= written <= 4 * 1024 * 1024
     assert not (Path("/tmp") / name).exists()
     assert report(tools, f"import json, os\nprint(json.dumps(os.path.exists('/tmp/{name}')))") is False
+
+
+def test_an_older_bubblewrap_without_size_gives_a_tmpdir_in_the_workspace(tools: ToolRegistry,
+                                                                          workspace: Path) -> None:
+    # bubblewrap before --size (0.7) cannot cap a tmpfs: /tmp stays read-only, TMPDIR is the workspace's .tmp
+    program = tools.sandbox.program
+    assert program is not None
+    limits = SandboxLimits(timeout=20, memory_mb=512, max_output=10_000, max_file_mb=8, max_processes=16)
+    code = b"import json, os, tempfile\nprint(json.dumps([tempfile.gettempdir(), os.access('/tmp', os.W_OK)]))"
+    outcome = asyncio.run(sandbox_run([sys.executable, "-I", "-"], str(workspace), limits,
+                                      jail=Jail(program, options=frozenset()), stdin_data=code))
+    assert json.loads(outcome["stdout"]) == [str(workspace / ".tmp"), False]
+    assert "--size" in asyncio.run(sandbox_bwrap_options(program)) or pytest.skip("this bubblewrap predates --size")
 
 
 # ---- processes: fork bombs, daemons, the runner's death ---------------------------------------------------

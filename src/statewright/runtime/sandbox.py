@@ -15,6 +15,7 @@ import asyncio
 import ctypes
 import math
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -39,6 +40,11 @@ _SANDBOX_DRAIN_GRACE = 0.5
 _SANDBOX_SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 # Where systemd-resolved keeps the resolv.conf that /etc/resolv.conf points to: bound when the network is on.
 _SANDBOX_RESOLVER_DIR = "/run/systemd/resolve"
+# Options of newer bubblewraps the jail uses where the installed one has them: `--size` (a capped private
+# /tmp; without it TMPDIR is the workspace's .tmp directory) and `--disable-userns` (no nested user
+# namespaces).
+_SANDBOX_OPTIONAL = ("--size", "--disable-userns")
+_SANDBOX_HELP_OPTION = re.compile(r"^\s+(--[a-z0-9-]+)", re.MULTILINE)
 # Processes bubblewrap itself adds to a call: itself, and the reaper that is pid 1 inside.
 _SANDBOX_JAIL_PROCESSES = 2
 # Where a root runner stages what SANDBOX_UID could not reach on its own (a Python installation under
@@ -77,11 +83,13 @@ class SandboxLimits:
 
 @dataclass(frozen=True)
 class Jail:
-    """How a call is jailed: the bubblewrap program, whether the network is on, the size of /tmp."""
+    """How a call is jailed: the bubblewrap program, whether the network is on, the size of /tmp, and which
+    of the newer bubblewrap options that program has (see _SANDBOX_OPTIONAL)."""
 
     program: str
     network: bool = False
     tmp_bytes: int = 64 * 1024 * 1024
+    options: frozenset[str] = frozenset({"--size", "--disable-userns"})
 
 
 def sandbox_find_bwrap() -> str | None:
@@ -122,10 +130,9 @@ def sandbox_environment(workspace: str, tmpdir: str) -> dict[str, str]:
 def sandbox_python_roots() -> list[str]:
     """The directories of the running Python installation that tool code needs (read-only): its prefix and
     base prefix (a virtual environment's and the interpreter's own), minus what the system paths cover."""
+    # Only the prefixes: guessing more from where the interpreter's file lies could bind a whole home
+    # directory. An interpreter outside them fails the jail's trial run, with a message saying so.
     candidates = [sys.base_prefix, sys.prefix, sys.base_exec_prefix, sys.exec_prefix]
-    if sys.executable:
-        # an interpreter outside its own prefix (a relocated or unusual install): its directory's parent
-        candidates.append(os.path.dirname(os.path.dirname(os.path.realpath(sys.executable))))
     roots: list[str] = []
     for candidate in candidates:
         real = os.path.realpath(candidate) if candidate else ""
@@ -148,22 +155,32 @@ def sandbox_jail_argv(jail: Jail, workspace: str, command: list[str],
     `sources` maps a path bound into the jail to where bubblewrap finds it, when that differs (the staged
     copies of a root runner); the jail sees every path at its own name either way."""
     sources = sources or {}
-    argv = [jail.program, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
-            "--new-session", "--hostname", "statewright"]
+    argv = [jail.program, "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session",
+            "--hostname", "statewright"]
+    if "--disable-userns" in jail.options:
+        argv.append("--disable-userns")
     if jail.network:
         argv.append("--share-net")
-    # mounts in order: each later one goes on top of what the earlier ones made
-    argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(jail.tmp_bytes), "--tmpfs", "/tmp"]
+    # (destination, arguments) of every mount; made parents first, so a path inside another bound one
+    # (a virtual environment inside the workspace, say) lies on top of it, read-only stays read-only
+    mounts: list[tuple[str, list[str]]] = [("/proc", ["--proc", "/proc"]), ("/dev", ["--dev", "/dev"])]
+    if "--size" in jail.options:
+        mounts.append(("/tmp", ["--size", str(jail.tmp_bytes), "--tmpfs", "/tmp"]))
+    else:
+        # no way to cap a tmpfs: /tmp stays read-only and empty, TMPDIR is the workspace's .tmp instead
+        mounts.append(("/tmp", ["--dir", "/tmp"]))
     for path in _SANDBOX_SYSTEM_PATHS:
         if os.path.islink(path):
-            argv += ["--symlink", os.readlink(path), path]
+            mounts.append((path, ["--symlink", os.readlink(path), path]))
         elif os.path.isdir(path):
-            argv += ["--ro-bind", path, path]
+            mounts.append((path, ["--ro-bind", path, path]))
     if jail.network and os.path.isdir(_SANDBOX_RESOLVER_DIR):
-        argv += ["--ro-bind", _SANDBOX_RESOLVER_DIR, _SANDBOX_RESOLVER_DIR]
+        mounts.append((_SANDBOX_RESOLVER_DIR, ["--ro-bind", _SANDBOX_RESOLVER_DIR, _SANDBOX_RESOLVER_DIR]))
+    mounts.append((workspace, ["--bind", sources.get(workspace, workspace), workspace]))
     for root in sandbox_python_roots():
-        argv += ["--ro-bind", sources.get(root, root), root]
-    argv += ["--bind", sources.get(workspace, workspace), workspace]
+        mounts.append((root, ["--ro-bind", sources.get(root, root), root]))
+    for _, arguments in sorted(mounts, key=lambda mount: len(mount[0].rstrip(os.sep).split(os.sep))):
+        argv += arguments
     # the jail's root is bubblewrap's own tmpfs, which has no size cap: nothing may be written there
     argv += ["--remount-ro", "/", "--chdir", workspace, "--", *command]
     return argv
@@ -321,9 +338,18 @@ async def sandbox_run(argv: list[str], workspace: str, limits: SandboxLimits, *,
     """
     if os.name != "posix":
         raise SandboxError("the tool sandbox needs a POSIX system (Linux or macOS)")
-    if jail is not None:
+    if jail is not None and (workspace == os.sep or workspace in _SANDBOX_SYSTEM_PATHS):
+        raise SandboxError(f"the workspace {workspace} is a system directory; the jail would make it "
+                           "writable for tool code. Give the run a workspace of its own (--workspace DIR)")
+    if jail is not None and "--size" in jail.options:
         tmpdir = "/tmp"
         cwd = "/"
+    elif jail is not None:
+        tmpdir = os.path.join(workspace, SANDBOX_TMP_DIR)  # an older bubblewrap: see sandbox_jail_argv
+        cwd = "/"
+        if not os.path.isdir(tmpdir):
+            os.mkdir(tmpdir)
+            sandbox_give_to_tool_user(tmpdir)
     else:
         tmpdir = os.path.join(workspace, SANDBOX_TMP_DIR)
         os.makedirs(tmpdir, exist_ok=True)
@@ -364,6 +390,19 @@ async def sandbox_run(argv: list[str], workspace: str, limits: SandboxLimits, *,
             live.discard(pid)
 
 
+async def sandbox_bwrap_options(program: str) -> frozenset[str]:
+    """Which of _SANDBOX_OPTIONAL the bubblewrap `program` knows, read from its --help."""
+    try:
+        process = await asyncio.create_subprocess_exec(program, "--help", stdin=subprocess.DEVNULL,
+                                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                                       env={"PATH": "/usr/bin:/bin", "LANG": "C"})
+        output, _ = await process.communicate()
+    except OSError:
+        return frozenset()
+    known = set(_SANDBOX_HELP_OPTION.findall(output.decode("utf-8", errors="replace")))
+    return frozenset(option for option in _SANDBOX_OPTIONAL if option in known)
+
+
 async def sandbox_jail_problem(jail: Jail, workspace: str) -> str | None:
     """Why the jail cannot run code in `workspace` here, or None when it can: one trial run of the Python
     interpreter inside it, the way std.python would start it."""
@@ -393,6 +432,7 @@ class Sandbox:
         self.live: set[int] = set()
         self.stopping = False
         self._problem: str | None = None
+        self._options: frozenset[str] = frozenset()
         self._checked = False
 
     async def problem(self, workspace: str) -> str | None:
@@ -402,7 +442,8 @@ class Sandbox:
                 self._problem = (f"bubblewrap (bwrap) is not installed; install the {SANDBOX_PACKAGE} package "
                                  f"(apt-get install {SANDBOX_PACKAGE})")
             else:
-                self._problem = await sandbox_jail_problem(Jail(self.program), workspace)
+                self._options = await sandbox_bwrap_options(self.program)
+                self._problem = await sandbox_jail_problem(Jail(self.program, options=self._options), workspace)
             self._checked = True
         return self._problem
 
@@ -415,7 +456,7 @@ class Sandbox:
         jail: Jail | None = None
         if problem is None:
             assert self.program is not None
-            jail = Jail(self.program, network=network, tmp_bytes=tmp_bytes)
+            jail = Jail(self.program, network=network, tmp_bytes=tmp_bytes, options=self._options)
         elif not self.unsafe:
             raise SandboxError(f"code runs only inside the jail, and the jail cannot run here: {problem}. To "
                                "run tool code with no confinement at all, pass --unsafe-tools "
