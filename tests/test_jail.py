@@ -316,7 +316,7 @@ def test_tmp_is_private_to_each_call_and_capped_at_tmp_mb(workspace: Path) -> No
 
 def test_an_older_bubblewrap_without_size_gives_a_tmpdir_in_the_workspace(tools: ToolRegistry,
                                                                           workspace: Path) -> None:
-    # bubblewrap before --size (0.7) cannot cap a tmpfs: /tmp stays read-only, TMPDIR is the workspace's .tmp
+    # a bubblewrap without --size cannot cap a tmpfs: /tmp stays read-only, TMPDIR is the workspace's .tmp
     program = tools.sandbox.program
     assert program is not None
     limits = SandboxLimits(timeout=20, memory_mb=512, max_output=10_000, max_file_mb=8, max_processes=16)
