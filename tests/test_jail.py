@@ -12,6 +12,7 @@ import errno
 import json
 import os
 import shutil
+import signal
 import socket
 import stat
 import subprocess
@@ -427,6 +428,33 @@ def test_a_run_killed_on_its_way_out_keeps_its_checkpoint_and_resumes(tmp_path: 
     (workspace / "go").write_text("")
     resumed = Engine(spec, checkpoint=store, workspace=str(workspace)).run(run_id="stopped", resume=True)
     assert resumed.ok and resumed.outputs["work"]["stdout"] == "went\n"
+
+
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM])
+def test_tool_processes_die_with_a_runner_that_is_killed(tmp_path: Path, how: signal.Signals) -> None:
+    name, daemon = marker_name(), marker_name()
+    spec = tmp_path / "escape.fsm"
+    spec.write_text(ACTION_MACHINE)
+    code = (f"import os, subprocess, sys, time\nopen('/proc/self/comm', 'w').write('{name}')\n"
+            "subprocess.Popen([sys.executable, '-c', 'import os, time; os.setsid(); "
+            f"open(\"/proc/self/comm\", \"w\").write(\"{daemon}\"); time.sleep(600)'])\n"
+            "time.sleep(600)\n")
+    runner = subprocess.Popen([sys.executable, "-m", "statewright", "run", str(spec), "--input",
+                               f"code={json.dumps(code)}", "--quiet"], cwd=tmp_path,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not (processes_named(name) and processes_named(daemon)):
+            assert runner.poll() is None and time.monotonic() < deadline, "the tool never started"
+            time.sleep(0.05)
+        runner.send_signal(how)
+        runner.wait(timeout=30)
+        # PR_SET_PDEATHSIG, --die-with-parent, and the end of the pid namespace: the daemon goes too
+        assert eventually_none_named(name) and eventually_none_named(daemon)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait()
 
 
 # ---- hard links and FIFOs in the workspace ----------------------------------------------------------------
