@@ -94,7 +94,7 @@ def _workspace_kind(mode: int) -> str:
         return "a device"
     if stat.S_ISLNK(mode):
         return "a symlink"
-    return "not a regular file"
+    return "of an unknown kind"
 
 
 def _workspace_check_regular(tool: str, relative: str, info: os.stat_result) -> None:
