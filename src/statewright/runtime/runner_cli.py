@@ -36,8 +36,9 @@ class RunnerTerminated(KeyboardInterrupt):
 
 
 @contextlib.contextmanager
-def _runner_stopped_by_sigterm() -> Iterator[None]:
+def _runner_stopped_by_sigterm(engine: Engine) -> Iterator[None]:
     def stop(signum: int, frame: Any) -> None:
+        engine.kill_tool_processes()  # at once, before the run unwinds: no tool outlives the runner
         raise RunnerTerminated(f"signal {signum}")
 
     try:
@@ -74,6 +75,8 @@ RUN_OPTIONS: tuple[tuple[str, str, str, str], ...] = (
      "answer every model call from this script (a Script or its JSON form) instead of a model"),
     ("client", "ModelClient | None", "None", "the model client (default: litellm)"),
     ("tools", "Any", "None", "a tool registry to use instead of the machine's own tools"),
+    ("unsafe_tools", "bool", "False",
+     "run std.python and std.shell unconfined where their bubblewrap jail cannot run (the trace says so)"),
     ("max_tokens", "int | None", "None", "cap every model reply at this many tokens"),
     ("retries", "int | None", "None", "retries of a failed model call before a fallback takes over (default 3)"),
     ("retry_delay", "float | None", "None", "seconds before the first retry, doubling for each next one"),
@@ -110,8 +113,8 @@ async def arun_machine(machine: MachineSpec, inputs: Mapping[str, Any] | None = 
                        checkpoint: CheckpointStore | str | None = None, resume: str | None = None,
                        run_id: str | None = None, model_map: Mapping[str, str] | None = None,
                        workspace: str | None = None, script: Script | Mapping[str, Any] | None = None,
-                       client: ModelClient | None = None, tools: Any = None, max_tokens: int | None = None,
-                       retries: int | None = None, retry_delay: float | None = None,
+                       client: ModelClient | None = None, tools: Any = None, unsafe_tools: bool = False,
+                       max_tokens: int | None = None, retries: int | None = None, retry_delay: float | None = None,
                        timeout: float | None = None, listeners: Sequence[Listener] = ()) -> RunResult:
     """Run `machine` once, to a final state or a typed failure (see RUN_OPTIONS for every option).
 
@@ -123,8 +126,8 @@ async def arun_machine(machine: MachineSpec, inputs: Mapping[str, Any] | None = 
     try:
         engine = Engine(machine, client=_runner_client(client, retries, retry_delay, timeout),
                         trace=opened or trace, checkpoint=store, model_map=model_map,  # type: ignore[arg-type]
-                        script=_runner_script(script), workspace=workspace, tools=tools, max_tokens=max_tokens,
-                        listeners=listeners)
+                        script=_runner_script(script), workspace=workspace, tools=tools,
+                        unsafe_tools=unsafe_tools, max_tokens=max_tokens, listeners=listeners)
         if resume:
             return await engine.arun(None, run_id=resume, resume=True)
         return await engine.arun(inputs or {}, run_id=run_id)
@@ -190,11 +193,16 @@ def _runner_parser(machine: MachineSpec, prog: str | None) -> argparse.ArgumentP
     parser.add_argument("--script", metavar="FILE",
                         help="answer every model call from the JSON script FILE instead of a model "
                              "(the format of docs/execution.md)")
+    parser.add_argument("--unsafe-tools", action="store_true", help=_RUNNER_UNSAFE_TOOLS_HELP)
     parser.add_argument("--selftest", action="store_true", help="run the machine's test blocks with scripted "
                                                                 "replies and exit")
     parser.add_argument("--quiet", action="store_true",
                         help="print no progress on stderr (states, model calls, transitions)")
     return parser
+
+
+_RUNNER_UNSAFE_TOOLS_HELP = ("let std.python and std.shell run with no confinement at all where their "
+                              "bubblewrap jail cannot run (bubblewrap missing); recorded in the trace")
 
 
 def _runner_positive_int(text: str) -> int:
@@ -347,9 +355,10 @@ def _runner_main(machine: MachineSpec, args: argparse.Namespace) -> int:
         print(f"run {run_id} (checkpoints in {args.checkpoint})", file=sys.stderr)
     engine = Engine(machine, client=_runner_client(None, args.retries, args.retry_delay, args.timeout),
                     trace=trace, checkpoint=store, model_map=model_map, workspace=args.workspace, script=script,
-                    max_tokens=args.max_tokens, listeners=() if args.quiet else (Progress(end=False),))
+                    unsafe_tools=args.unsafe_tools, max_tokens=args.max_tokens,
+                    listeners=() if args.quiet else (Progress(end=False),))
     try:
-        with _runner_stopped_by_sigterm():
+        with _runner_stopped_by_sigterm(engine):
             result = engine.run(inputs, run_id=run_id, resume=bool(args.resume))
     except CheckpointError as exc:
         raise RunnerUsageError(str(exc)) from None
@@ -440,6 +449,7 @@ def _runner_batch_parser(prog: str) -> argparse.ArgumentParser:
     parser.add_argument("--retry-delay", type=_runner_seconds, metavar="S", help="seconds before the first retry")
     parser.add_argument("--timeout", type=_runner_seconds, metavar="S", help="seconds one model call may take")
     parser.add_argument("--script", metavar="FILE", help="answer every model call from the JSON script FILE")
+    parser.add_argument("--unsafe-tools", action="store_true", help=_RUNNER_UNSAFE_TOOLS_HELP)
     parser.add_argument("--quiet", action="store_true", help="no progress bar or per-case lines on stderr")
     return parser
 
@@ -472,11 +482,12 @@ def _runner_batch_main(machine: MachineSpec, args: argparse.Namespace) -> int:
     if args.trace:
         os.makedirs(args.trace, exist_ok=True)
     engine = Engine(machine, client=_runner_client(None, args.retries, args.retry_delay, args.timeout),
-                    checkpoint=store, model_map=model_map, script=script, max_tokens=args.max_tokens)
+                    checkpoint=store, model_map=model_map, script=script, unsafe_tools=args.unsafe_tools,
+                    max_tokens=args.max_tokens)
     summary = BatchSummary()
     terminated = False
     try:
-        with _runner_stopped_by_sigterm():
+        with _runner_stopped_by_sigterm(engine):
             run_sync(run_batch(engine, args.inputs, out_path=args.out, concurrency=args.concurrency,
                                resume=args.resume, match=args.match, trace_dir=args.trace,
                                trace_content=args.trace_content, quiet=args.quiet, summary=summary))
