@@ -254,13 +254,15 @@ def runtime_machine(comp: Compilation, *, level: int = 1, disabled: Sequence[str
 
 
 def run_tests(comp: Compilation, *, trace_dir: str | None = None, trace_content: bool = False,
-              name_filter: str | None = None, level: int = 0) -> list[TestOutcome]:
+              name_filter: str | None = None, level: int = 1,
+              disabled: Sequence[str] = ()) -> list[TestOutcome]:
     """Run the machine's test blocks with scripted replies; one outcome per test block.
 
-    Tests run the machine as written (`level` 0) unless asked otherwise."""
+    Tests run the machine that `compile` would write, optimized as `level` and `disabled` say; merged
+    states keep their names, so a test means the same at every level."""
     from .runtime.testing import run_tests as run
 
-    machine = runtime_machine(comp, level=level)
+    machine = runtime_machine(comp, level=level, disabled=disabled)
     return list(run(machine, trace_dir=trace_dir, trace_content=trace_content, name_filter=name_filter))
 
 

@@ -367,7 +367,7 @@ def cmd_test(args: argparse.Namespace) -> int:
             continue
         declared.extend((t.name, path) for t in comp.ir.tests)
         outcomes = api.run_tests(comp, trace_dir=args.trace, trace_content=args.trace_content,
-                                 name_filter=args.filter)
+                                 name_filter=args.filter, level=args.opt_level, disabled=args.no_pass)
         for outcome in outcomes:
             if outcome.passed:
                 passed += 1
@@ -622,6 +622,7 @@ def _setup_test(p: argparse.ArgumentParser) -> None:
     p.add_argument("--filter", metavar="TEXT",
                    help="run only the tests whose name contains TEXT (or matches it as a glob); "
                         "matching none is an error")
+    _add_pass_options(p)
     _add_color_option(p)
     p.set_defaults(func=cmd_test)
 

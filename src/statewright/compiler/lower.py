@@ -252,7 +252,6 @@ class _Lowerer:
             template_reads=tuple(read for read in self.symbols.state_reads.get(name, ())
                                  if (read.template, kind) in (("instruction", "agent"), ("result", "final"))),
             origin=view.decl.span,
-            origins=(view.decl.span,),
         )
 
     # -- tests
