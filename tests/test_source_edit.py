@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, assume, given, settings
 
 from statewright import api
 from statewright.compiler.passes import run_passes
-from statewright.compiler.source_edit import (
+from statewright.designer.source_edit import (
     SourceEditError,
     apply_exact_passes_to_source,
     merge_state_into,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..diagnostics import Diagnostics, did_you_mean
 from ..grammar import ast
 from . import ir
-from .resolve import LIMIT_NAMES, AgentView, StateView, Symbols, TestView
+from .checks.resolve import LIMIT_NAMES, AgentView, StateView, Symbols, TestView
 
 MEMORY_POLICIES = ("all", "none", "last")
 TEMPERATURE_RANGE = (0.0, 2.0)

@@ -25,7 +25,7 @@ import dataclasses
 from ...grammar import ast
 from ...grammar.parser import paused_gc
 from .. import ir
-from ..graph_checks import strongly_connected_components
+from ..checks.graph import strongly_connected_components
 
 
 def merge_equivalent_states(machine: ir.Machine) -> ir.Machine:

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from ..compiler import ir
 from ..diagnostics import Diagnostics, SourceFile
 from ..grammar import ast, parse_text
-from . import ir
 
 
 class SourceEditError(ValueError):
@@ -78,9 +78,9 @@ def _indent_of(text: str, offset: int, default: str = "        ") -> str:
 def check_text_ir(text: str, path: str) -> tuple[ir.Machine | None, Diagnostics]:
     """Parse and check source text with the compiler's own front door: the IR (None on errors) and every
     diagnostic."""
+    from ..compiler.checks import check_machine
     from ..grammar import parse_source
     from ..grammar.parser import paused_gc
-    from .check import check_machine
 
     source = SourceFile(path, text)
     with paused_gc():
@@ -376,8 +376,8 @@ def apply_exact_passes_to_source(text: str, path: str = "<source>") -> tuple[str
     Returns the new text and notes on what changed. When the rewritten source would not check cleanly the
     original is returned unchanged (with a note): a rewrite must never make a machine worse.
     """
-    from .passes.dead_states import live_states
-    from .passes.merge_equivalent import equivalence_classes
+    from ..compiler.passes.dead_states import live_states
+    from ..compiler.passes.merge_equivalent import equivalence_classes
 
     machine, _ = check_text_ir(text, path)
     if machine is None:

@@ -1,19 +1,19 @@
-"""The compiler's front door: one parsed machine through every check, and its IR.
+"""The checks: one parsed machine through every check in order, all into one Diagnostics.
 
-    resolve -> flow -> typecheck -> templates -> testblocks -> lower -> graph_checks -> listeners
+    resolve -> flow -> typecheck -> templates -> testblocks -> lower -> graph -> listeners -> unused
 
 Every stage reports into one Diagnostics and none stops the others, so a single run shows every problem.
 """
 
 from __future__ import annotations
 
-from ..diagnostics import Diagnostics, SourceFile
-from ..grammar import ast
-from . import ir
+from ...diagnostics import Diagnostics, SourceFile
+from ...grammar import ast
+from .. import ir
+from ..lower import lower_machine
 from .flow import Flow
-from .graph_checks import check_graph
+from .graph import check_graph
 from .listeners import check_conditions, check_listeners
-from .lower import lower_machine
 from .resolve import JINJA_NAMES, Symbols, resolve_names
 from .templates import check_templates
 from .testblocks import check_tests
