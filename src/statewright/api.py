@@ -51,6 +51,7 @@ class Compilation(Node, frozen=False):
 def check_source(source: SourceFile) -> Compilation:
     """Parse and check one source file; every problem is reported, none raised."""
     from .compiler.checks import check_machine
+    from .compiler.lower import lower_machine
     from .grammar.parser import paused_gc
 
     with paused_gc():
@@ -58,7 +59,9 @@ def check_source(source: SourceFile) -> Compilation:
         diags = parsed.diagnostics
         ir = None
         if parsed.machine is not None:
-            ir = check_machine(source, parsed.machine, diags)
+            symbols = check_machine(source, parsed.machine, diags)
+            if symbols is not None and not diags.has_errors:
+                ir = lower_machine(parsed.machine, symbols)
     return Compilation(source, parsed.machine, parsed.comments, ir, diags.sorted())
 
 

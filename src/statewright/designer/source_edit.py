@@ -79,13 +79,16 @@ def check_text_ir(text: str, path: str) -> tuple[ir.Machine | None, Diagnostics]
     """Parse and check source text with the compiler's own front door: the IR (None on errors) and every
     diagnostic."""
     from ..compiler.checks import check_machine
+    from ..compiler.lower import lower_machine
     from ..grammar import parse_source
     from ..grammar.parser import paused_gc
 
     source = SourceFile(path, text)
     with paused_gc():
         parsed = parse_source(source)
-        machine = check_machine(source, parsed.machine, parsed.diagnostics) if parsed.machine else None
+        symbols = check_machine(source, parsed.machine, parsed.diagnostics) if parsed.machine else None
+        ok = symbols is not None and parsed.machine is not None and not parsed.diagnostics.has_errors
+        machine = lower_machine(parsed.machine, symbols) if ok else None  # type: ignore[arg-type]
     return machine, parsed.diagnostics
 
 
