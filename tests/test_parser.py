@@ -240,3 +240,63 @@ def test_a_missing_brace_does_not_cascade_into_later_declarations() -> None:
     text = 'machine m {\n    start state a {\n        agent w\n        do "x"\n        -> b\n\n    final state b\n}\n'
     result = parse_text(text, "t.fsm")
     assert len(result.diagnostics.items) == 1
+
+
+# ---- reentrancy ----------------------------------------------------------------------------------
+
+
+def test_files_parsed_in_two_threads_at_once_keep_their_own_comments_and_trees() -> None:
+    import threading
+
+    def source(tag: str, states: int) -> str:
+        body = "".join(f"    # {tag} comment {i}\n    state {tag}{i} {{ agent w do \"x\" -> {tag}{i + 1} }}\n"
+                       for i in range(states))
+        return f"# {tag} head\nmachine {tag} {{\n{body}    final state {tag}{states}\n}}\n"
+
+    texts = {"left": source("left", 300), "right": source("right", 200)}
+    problems: list[str] = []
+    start = threading.Barrier(2)
+
+    def parse_many(tag: str) -> None:
+        start.wait()
+        for _ in range(20):
+            result = parse_text(texts[tag], f"{tag}.fsm")
+            comments = [c.text for c in result.comments]
+            if result.machine is None or result.machine.name.value != tag:
+                problems.append(f"{tag}: wrong tree")
+            if len(comments) != texts[tag].count("#") or any(tag not in c for c in comments):
+                problems.append(f"{tag}: comments {comments[:3]}...")
+            if any(c.span.source.path != f"{tag}.fsm" for c in result.comments):
+                problems.append(f"{tag}: a comment of another file")
+
+    threads = [threading.Thread(target=parse_many, args=(tag,)) for tag in texts]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert problems == []
+
+
+def test_the_garbage_collector_is_back_on_after_parses_in_two_threads_overlap() -> None:
+    import gc
+    import threading
+
+    from statewright.grammar.parser import paused_gc
+
+    inside = threading.Event()
+    leave = threading.Event()
+
+    def hold() -> None:
+        with paused_gc():
+            inside.set()
+            leave.wait(5)
+
+    assert gc.isenabled()
+    other = threading.Thread(target=hold)
+    with paused_gc():  # the first pause ends while the other thread's is still on
+        other.start()
+        inside.wait(5)
+    assert not gc.isenabled(), "the other thread's parse is still running"
+    leave.set()
+    other.join()
+    assert gc.isenabled()

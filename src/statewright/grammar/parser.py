@@ -11,8 +11,10 @@ import os
 import re
 import tempfile
 import textwrap
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import field
 from functools import lru_cache
 from pathlib import Path
@@ -39,17 +41,18 @@ class ParseResult(Node, frozen=False):
     diagnostics: Diagnostics = field(default_factory=Diagnostics)
 
 
-class _CommentSink:
-    """Receives COMMENT tokens from the lexer (the grammar ignores them; the formatter needs them)."""
-
-    def __init__(self) -> None:
-        self.tokens: list[Token] = []
-
-    def __call__(self, token: Token) -> None:
-        self.tokens.append(token)
+# The comments of the parse running in this thread (or task): the lexer hands every COMMENT token to
+# `_collect_comment`, and each call of `parse_source` gives it a list of its own. Lark fixes its lexer
+# callbacks when the parser is built, and one built parser serves every call, so the sink that a call owns
+# is found through a context variable: two files parsed at once, in two threads or two tasks, never see
+# each other's comments.
+_COMMENT_SINK: ContextVar[list[Token] | None] = ContextVar("statewright_comment_sink", default=None)
 
 
-_COMMENTS = _CommentSink()
+def _collect_comment(token: Token) -> None:
+    sink = _COMMENT_SINK.get()
+    if sink is not None:
+        sink.append(token)
 
 
 def build_parser(*, strict: bool = False, cache: bool = True) -> Lark:
@@ -59,7 +62,7 @@ def build_parser(*, strict: bool = False, cache: bool = True) -> Lark:
         "lexer": "contextual",
         "propagate_positions": True,
         "maybe_placeholders": False,
-        "lexer_callbacks": {"COMMENT": _COMMENTS},
+        "lexer_callbacks": {"COMMENT": _collect_comment},
         "strict": strict,
     }
     if cache and not strict:
@@ -79,12 +82,12 @@ def _grammar_digest() -> str:
 
 
 @lru_cache(maxsize=1)
-def _parser() -> tuple[Lark, _BuildAst]:
-    builder = _BuildAst()
+def _parser() -> Lark:
+    """The one parser every call shares; Lark's parse keeps its state per call, so sharing it is safe."""
     try:
-        return build_parser(), builder
+        return build_parser()
     except OSError:  # an unwritable cache directory must not break parsing
-        return build_parser(cache=False), builder
+        return build_parser(cache=False)
 
 
 # ---- strings -------------------------------------------------------------------------------------
@@ -159,9 +162,11 @@ class _Failure(Exception):
 
 @v_args(meta=True, inline=True)
 class _BuildAst(Transformer_NonRecursive):
-    def __init__(self) -> None:
+    """Builds the syntax tree of one source file; one builder per parse, so parses never share one."""
+
+    def __init__(self, source: SourceFile) -> None:
         super().__init__()
-        self.source = SourceFile("<none>", "")
+        self.source = source
 
     def _span(self, meta: Meta) -> Span:
         if getattr(meta, "empty", True):
@@ -674,21 +679,32 @@ def _too_deep(machine: ast.Machine) -> ast.Expr | ast.Value | None:
 # ---- entry points -------------------------------------------------------------------------------
 
 
+_gc_pauses = 0
+_gc_lock = threading.Lock()
+_gc_was_enabled = False
+
+
 @contextmanager
 def paused_gc() -> Iterator[None]:
     """Pause the cyclic garbage collector while a tree is built.
 
     Parsing allocates many small objects that live as long as the tree; every full collection would
-    rescan all of them, which makes large files cost more than linear time. Re-entrant: only the outermost
-    pause turns the collector back on.
+    rescan all of them, which makes large files cost more than linear time. The collector is one per
+    process, so pauses are counted: it is turned back on when the last pause in any thread ends.
     """
-    was_enabled = gc.isenabled()
-    gc.disable()
+    global _gc_pauses, _gc_was_enabled
+    with _gc_lock:
+        if _gc_pauses == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pauses += 1
     try:
         yield
     finally:
-        if was_enabled:
-            gc.enable()
+        with _gc_lock:
+            _gc_pauses -= 1
+            if _gc_pauses == 0 and _gc_was_enabled:
+                gc.enable()
 
 
 def read_source(path: str, data: bytes, diagnostics: Diagnostics) -> SourceFile | None:
@@ -720,9 +736,10 @@ def parse_source(source: SourceFile) -> ParseResult:
         result.diagnostics.report("SW1021", f"the file has {len(source.text):,} characters; the limit is "
                                   f"{MAX_FILE_CHARS:,}", source.span(0, 0))
         return result
-    parser, builder = _parser()
-    builder.source = source
-    _COMMENTS.tokens = []
+    parser = _parser()
+    builder = _BuildAst(source)
+    comment_tokens: list[Token] = []
+    sink = _COMMENT_SINK.set(comment_tokens)
     failures: list[_Failure] = []
     try:
         on_error = _keyword_as_name(parser)
@@ -743,7 +760,7 @@ def parse_source(source: SourceFile) -> ParseResult:
     except Exception as err:  # noqa: BLE001 - a bug here must not take the other files of a check with it
         return _internal_error(result, source, err)
     finally:
-        comment_tokens, _COMMENTS.tokens = _COMMENTS.tokens, []
+        _COMMENT_SINK.reset(sink)
     if failures:
         failures += _later_failures(source, failures[0], parser)
         for failure in failures:
@@ -819,8 +836,7 @@ def _blank(text: str) -> str:
 
 
 def _failure_in(source: SourceFile, parser: Lark) -> _Failure | None:
-    builder = _BuildAst()
-    builder.source = source
+    builder = _BuildAst(source)
     on_error = _keyword_as_name(parser)
     try:
         builder.transform(parser.parse(source.text, on_error=on_error))
