@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from statewright.grammar import ast, build_parser, parse_text
+from statewright.grammar import ast, build_parser, parse_text, syntax_errors
 
 
 def only_error(text: str) -> tuple[str, str, int, int]:
@@ -129,6 +129,26 @@ def test_a_block_left_open_before_the_next_declaration_says_its_brace_may_be_mis
     [diag] = parse_text(text, "t.fsm").diagnostics.items
     assert (diag.code, diag.message, diag.span.start_pos.line) == ("SW1002", "unexpected token 'final'", 7)
     assert diag.help == "the block before this line may be missing its closing '}'"
+
+
+@pytest.mark.parametrize("mistake", syntax_errors.MISTAKES, ids=lambda m: f"{m.code}-{m.message[:24]}")
+def test_every_example_in_the_table_of_mistakes_is_reported_as_that_mistake(
+        mistake: syntax_errors.Mistake) -> None:
+    # the table is how a syntax error gets its name: an example that no longer fails this way (after a
+    # change to the grammar) would silently stop naming real mistakes
+    for example in mistake.examples:
+        [diag, *_] = parse_text(example, "t.fsm").diagnostics.items
+        token = diag.span.text[len(mistake.before) : len(diag.span.text) - len(mistake.after)]
+        assert (diag.code, diag.message, diag.help) == (
+            mistake.code, mistake.message.format(token=token), mistake.help.format(token=token)), example
+
+
+def test_syntax_errors_never_name_lark_terminals() -> None:
+    texts = [example for mistake in syntax_errors.MISTAKES for example in mistake.examples]
+    texts += ["machine m { start state a { when x -> } }", "machine m { type T { a: } }", "machine m { = }"]
+    for text in texts:
+        for diag in parse_text(text, "t.fsm").diagnostics.items:
+            assert "__" not in diag.message + diag.help and "ANON" not in diag.message + diag.help, text
 
 
 def test_positions_are_one_based_characters() -> None:

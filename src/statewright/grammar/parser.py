@@ -20,7 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from lark import Lark, Token, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
+from lark.exceptions import UnexpectedInput, UnexpectedToken, VisitError
 from lark.tree import Meta
 from lark.visitors import Transformer_NonRecursive
 
@@ -455,145 +455,25 @@ class _BuildAst(Transformer_NonRecursive):
 
 # ---- errors in words people know -----------------------------------------------------------------
 
-_TERMINAL_WORDS = {
-    "NAME": "a name",
-    "STRING": "a string",
-    "LONG_STRING": "a string",
-    "INT": "a whole number",
-    "FLOAT": "a number",
-    "COMPARE": "a comparison ('==', '<', ...)",
-    "ADD_OP": "'+' or '-'",
-    "MUL_OP": "'*', '/' or '%'",
-    "START": "'start'",
-    "FINAL": "'final'",
-    "NONE": "'none'",
-    "$END": "the end of the file",
-}
-
-
-def _describe_terminals(parser: Lark, names: set[str]) -> list[str]:
-    patterns = {t.name: t.pattern for t in parser.terminals}
-    words = set()
-    for name in names:
-        if name in _TERMINAL_WORDS:
-            words.add(_TERMINAL_WORDS[name])
-        elif name in patterns and patterns[name].type == "str":
-            words.add(f"'{patterns[name].value}'")
-        else:
-            words.add(name.lower())
-    # names of things first, then punctuation and keywords, alphabetically
-    return sorted(words, key=lambda w: (w.startswith("'"), w))
-
-
-def _expected_text(parser: Lark, names: set[str]) -> str:
-    words = _describe_terminals(parser, names)
-    if not words:
-        return ""
-    if len(words) == 1:
-        return f"expected {words[0]}"
-    if len(words) > 12:
-        words = words[:12] + ["..."]
-    return "expected one of: " + ", ".join(words)
-
 
 def _syntax_failure(err: UnexpectedInput, source: SourceFile, parser: Lark) -> _Failure:
-    text = source.text
-    if isinstance(err, UnexpectedCharacters):
-        pos = err.pos_in_stream or 0
-        ch = text[pos] if pos < len(text) else ""
-        two = text[pos : pos + 2]
-        if ch == '"':
-            line_end = text.find("\n", pos)
-            end = len(text) if line_end < 0 else line_end
-            if text.startswith('"""', pos):
-                end = len(text)
-            return _Failure("SW1004", "unterminated string", pos, end,
-                            help='close the string with a matching quote; use """triple quotes""" '
-                                 "for text over several lines")
-        if two in ("&&", "||"):
-            word = "and" if two == "&&" else "or"
-            return _Failure("SW1012", f"'{two}' is not an operator here", pos, pos + 2, help=f"write '{word}'")
-        if ch == "!":
-            return _Failure("SW1012", "'!' is not an operator here", pos, pos + 1,
-                            help="write 'not' (or '!=' for 'not equal')")
-        if ch == "&":
-            return _Failure("SW1012", "'&' is not an operator here", pos, pos + 1, help="write 'and'")
-        if ch == "'":
-            return _Failure("SW1001", "unexpected character \"'\"", pos, pos + 1,
-                            help='strings use double quotes: "text" (or """text""" over several lines)')
-        if ch == ";":
-            return _Failure("SW1001", "unexpected character ';'", pos, pos + 1,
-                            help="statements need no ';': each one starts with its keyword; remove it")
-        shown = repr(ch) if ch.isprintable() and ch else f"U+{ord(ch):04X}" if ch else "end of file"
-        expected = _expected_text(parser, set(err.allowed or ()))
-        return _Failure("SW1001", f"unexpected character {shown}", pos, pos + 1, help=expected)
-    if isinstance(err, UnexpectedEOF):
-        end = len(text)
-        return _Failure("SW1003", "unexpected end of file", end, end,
-                        help=_expected_text(parser, set(err.expected or ())) or "a '}' may be missing")
-    assert isinstance(err, UnexpectedToken)
-    tok = err.token
-    if tok.type == "$END" and not text.strip(" \t\r\n\ufeff"):
-        return _Failure("SW1003", "the file is empty", 0, 0,
-                        help="a statewright file holds one machine: machine NAME { ... }")
-    if tok.type == "$END":
-        end = len(text)
-        return _Failure("SW1003", "unexpected end of file", end, end,
-                        help=_expected_text(parser, set(err.accepts or err.expected or ())) + "; a '}' may be missing")
-    start, end = tok.start_pos or 0, tok.end_pos or 0
-    value = str(tok)
-    accepts = set(err.accepts or err.expected or ())
-    expected = _expected_text(parser, accepts)
-    if value == "=" and text[end : end + 1] == ">":
-        return _Failure("SW1014", "'=>' is not an arrow", start, end + 1, help="write '->'")
-    if value == ">" and start > 0 and text[start - 1 : start] == "-":
-        # `->` where an expression was due: the lexer read the arrow as a minus sign and '>'
-        return _Failure("SW1002", "unexpected '->'", start - 1, end,
-                        help="an expression is missing before '->'")
-    if value == "=" and ("COMPARE" in accepts or "__ANON_0" in accepts or _accepts_arrow(parser, accepts)):
-        return _Failure("SW1010", "'=' used as a comparison", start, end, help="compare with '=='")
-    if value == "else":
-        return _Failure("SW1011", "'else' is not a keyword", start, end,
-                        help="write 'otherwise -> STATE' or 'otherwise stay'")
-    if value in ("|", "&") and text[end : end + 1] == value:
-        word = "or" if value == "|" else "and"
-        return _Failure("SW1012", f"'{value * 2}' is not an operator here", start, end + 1, help=f"write '{word}'")
-    if value == "is" and "COMPARE" in accepts:
-        return _Failure("SW1002", "unexpected name 'is'", start, end,
-                        help="compare with '==' or '!=', e.g. 'output != none'")
-    if tok.type == "NAME" and _accepts_value(parser, accepts, "state") and not _accepts_value(parser, accepts, "{"):
-        return _Failure("SW1013", "missing 'state' keyword", start, end,
-                        help=f"write 'state {value}' after 'start' or 'final'")
-    if _accepts_arrow(parser, accepts) and tok.type in ("NAME",) and "COMPARE" in accepts:
-        return _Failure("SW1014", "missing '->' before the target state", start, end,
-                        help=f"write '-> {value}'")
-    if value == ":" and _accepts_value(parser, accepts, "{"):
-        return _Failure("SW1015", "':' cannot start a block", start, end, help="use braces: NAME { ... }")
-    if value in _DECLARATION_KEYWORDS and _accepts_value(parser, accepts, "}"):
-        return _Failure("SW1002", f"unexpected token '{value}'", start, end,
-                        help="the block before this line may be missing its closing '}'")
-    shown = value if len(value) <= 40 else value[:37] + "..."
-    return _Failure("SW1002", f"unexpected {_token_kind(tok)} '{shown}'", start, end, help=expected)
+    """The parse error as a named problem (syntax_errors.py holds the names and their examples)."""
+    from .syntax_errors import name_syntax_error  # here, not at import: only a file with an error needs it
+
+    problem = name_syntax_error(err, source.text, parser, _example_error)
+    return _Failure(problem.code, problem.message, problem.start, problem.end, problem.help)
 
 
-# Keywords that begin a machine-level declaration: met where a block's items or its '}' are due, they
-# most often mean that block was not closed.
-_DECLARATION_KEYWORDS = frozenset({"start", "final", "state", "agent", "type", "tool", "test", "input",
-                                   "limits", "description", "verifier", "machine"})
-
-
-def _token_kind(tok: Token) -> str:
-    return {"NAME": "name", "STRING": "string", "LONG_STRING": "string", "INT": "number",
-            "FLOAT": "number"}.get(tok.type, "token")
-
-
-def _accepts_value(parser: Lark, accepts: set[str], literal: str) -> bool:
-    return any(t.name in accepts and t.pattern.type == "str" and t.pattern.value == literal
-               for t in parser.terminals)
-
-
-def _accepts_arrow(parser: Lark, accepts: set[str]) -> bool:
-    return _accepts_value(parser, accepts, "->")
+@lru_cache(maxsize=2048)
+def _example_error(example: str) -> UnexpectedInput | None:
+    """The error a malformed example ends in, found as `parse_source` finds one (each is parsed once)."""
+    parser = _parser()
+    on_error = _keyword_as_name(parser)
+    try:
+        parser.parse(example, on_error=on_error)
+    except UnexpectedInput as err:
+        return _original_error(err, on_error.converted)
+    return None
 
 
 # ---- keywords used as names ---------------------------------------------------------------------
