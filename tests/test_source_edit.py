@@ -12,7 +12,7 @@ from statewright import api
 from statewright.compiler import ir
 from statewright.compiler.passes import run_passes
 from statewright.compiler.passes.merge_equivalent import equivalence_classes
-from statewright.compiler.source_edit import (
+from statewright.designer.source_edit import (
     SourceEditError,
     _keep_declared,
     apply_exact_passes_to_source,

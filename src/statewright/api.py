@@ -1,5 +1,6 @@
-"""The Python API: one function per thing statewright does. The CLI, the designer's repair loop and the
-tests all call these, so every face of the compiler behaves the same.
+"""The Python API: one function per thing statewright does.
+
+The CLI, the language server and the tests all call these, so every face of the compiler behaves the same.
 
 Heavy modules (pydantic, jinja2, litellm) are imported inside the functions that need them, so that
 `check`, `fmt` and `graph` start fast.
@@ -49,7 +50,8 @@ class Compilation(Node, frozen=False):
 
 def check_source(source: SourceFile) -> Compilation:
     """Parse and check one source file; every problem is reported, none raised."""
-    from .compiler.check import check_machine
+    from .compiler.checks import check_machine
+    from .compiler.lower import lower_machine
     from .grammar.parser import paused_gc
 
     with paused_gc():
@@ -57,7 +59,9 @@ def check_source(source: SourceFile) -> Compilation:
         diags = parsed.diagnostics
         ir = None
         if parsed.machine is not None:
-            ir = check_machine(source, parsed.machine, diags)
+            symbols = check_machine(source, parsed.machine, diags)
+            if symbols is not None and not diags.has_errors:
+                ir = lower_machine(parsed.machine, symbols)
     return Compilation(source, parsed.machine, parsed.comments, ir, diags.sorted())
 
 
@@ -109,7 +113,7 @@ def spec_files(paths: Sequence[str], exclude: Sequence[str] = ()) -> SpecFiles:
 
 
 def dump_ast(parsed: ParseResult) -> dict[str, object]:
-    from .compiler.ir_json import ast_to_json
+    from .compiler.tools.ir_json import ast_to_json
 
     assert parsed.machine is not None
     return ast_to_json(parsed.machine)
@@ -128,7 +132,7 @@ def optimize(comp: Compilation, *, level: int = 1, disabled: Sequence[str] = (),
 
 def dump_ir(comp: Compilation, *, optimized: bool = False, level: int = 1,
             disabled: Sequence[str] = (), log: list[str] | None = None) -> dict[str, object]:
-    from .compiler.ir_json import ir_to_json
+    from .compiler.tools.ir_json import ir_to_json
 
     ir = optimize(comp, level=level, disabled=disabled, log=log) if optimized else comp.ir
     return ir_to_json(ir)  # type: ignore[arg-type]
@@ -150,7 +154,7 @@ def parse_file(path: str | Path) -> ParseResult:
 
 def format_bytes(data: bytes, path: str) -> FormatOutcome:
     """Format source bytes; `text` is None (and diagnostics say why) when the file cannot be formatted."""
-    from .compiler.formatter import format_source
+    from .compiler.tools.formatter import format_source
 
     diags = Diagnostics()
     source = read_source(path, data, diags)
@@ -165,13 +169,13 @@ def format_text(text: str, path: str = "<string>") -> FormatOutcome:
 
 
 def unified_diff(old: str, new: str, path: str) -> str:
-    from .compiler.formatter import unified_diff as diff
+    from .compiler.tools.formatter import unified_diff as diff
 
     return diff(old, new, path)
 
 
 def render_graph(comp: Compilation, fmt: str = "mermaid") -> str:
-    from .compiler.graph import render_graph as render
+    from .compiler.tools.graph import render_graph as render
 
     assert comp.ir is not None
     return render(comp.ir, fmt)  # type: ignore[arg-type]

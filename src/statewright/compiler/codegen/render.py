@@ -21,7 +21,6 @@ from ...diagnostics import Span
 from ...runtime import spec as runtime_spec
 from ...runtime.runner_cli import RUN_OPTIONS
 from .. import ir
-from ..types_py import ModelPlan, ModelPlans, NameAllocator, annotation_source, plan_models, py_string
 from . import GENERATED_MARKER
 from .inline_runtime import (
     SPEC_IMPORTS,
@@ -32,6 +31,7 @@ from .inline_runtime import (
     reserved_names,
 )
 from .python_expr import ExprContext, GuardNames, guard_return, python_source, spec_source
+from .types_py import ModelPlan, ModelPlans, NameAllocator, annotation_source, plan_models, py_string
 
 TEMPLATE = "runner.py.jinja"
 WIDTH = 100  # preferred line length of generated code

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from ..compiler import ir
 from ..diagnostics import Diagnostics, SourceFile
 from ..grammar import ast, parse_text
-from . import ir
 
 
 class SourceEditError(ValueError):
@@ -78,14 +78,17 @@ def _indent_of(text: str, offset: int, default: str = "        ") -> str:
 def check_text_ir(text: str, path: str) -> tuple[ir.Machine | None, Diagnostics]:
     """Parse and check source text with the compiler's own front door: the IR (None on errors) and every
     diagnostic."""
+    from ..compiler.checks import check_machine
+    from ..compiler.lower import lower_machine
     from ..grammar import parse_source
     from ..grammar.parser import paused_gc
-    from .check import check_machine
 
     source = SourceFile(path, text)
     with paused_gc():
         parsed = parse_source(source)
-        machine = check_machine(source, parsed.machine, parsed.diagnostics) if parsed.machine else None
+        symbols = check_machine(source, parsed.machine, parsed.diagnostics) if parsed.machine else None
+        ok = symbols is not None and parsed.machine is not None and not parsed.diagnostics.has_errors
+        machine = lower_machine(parsed.machine, symbols) if ok else None  # type: ignore[arg-type]
     return machine, parsed.diagnostics
 
 
@@ -192,8 +195,8 @@ def _keep_declared(machine: ir.Machine) -> list[bool]:
       is never "visited again" where the original was visited for the first time — and a re-entered
       state's agent is told which state sent the run back.
     """
-    from .graph_checks import strongly_connected_components
-    from .passes.merge_equivalent import referenced_state_names
+    from ..compiler.checks.graph import strongly_connected_components
+    from ..compiler.passes.merge_equivalent import referenced_state_names
 
     states = machine.states
     index = {s.name: i for i, s in enumerate(states)}
@@ -406,8 +409,8 @@ def apply_exact_passes_to_source(text: str, path: str = "<source>") -> tuple[str
     Returns the new text and notes on what changed. When the rewritten source would not check cleanly the
     original is returned unchanged (with a note): a rewrite must never make a machine worse.
     """
-    from .passes.dead_states import live_states
-    from .passes.merge_equivalent import equivalence_classes
+    from ..compiler.passes.dead_states import live_states
+    from ..compiler.passes.merge_equivalent import equivalence_classes
 
     machine, _ = check_text_ir(text, path)
     if machine is None:

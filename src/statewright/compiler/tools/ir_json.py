@@ -11,9 +11,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ..diagnostics import Span
-from ..grammar import ast
-from . import ir
+from ...diagnostics import Span
+from ...grammar import ast
+from .. import ir
 
 IR_JSON_VERSION = 1
 
