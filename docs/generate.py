@@ -1,6 +1,6 @@
 """Regenerates the parts of the documentation that are read from the code: the diagnostics index in
-docs/diagnostics.md (from the code registry) and the graphs and sources in docs/examples.md (from
-examples/).
+docs/diagnostics.md (from the code registry), the graphs and sources in docs/examples.md (from
+examples/), and the IR's JSON Schema and worked example in docs/ir.md (from the compiler).
 
     python docs/generate.py            rewrite the generated parts of both pages
     python docs/generate.py --check    change nothing; exit 1 and name the pages that are out of date
@@ -143,9 +143,47 @@ def render_example(name: str) -> str:
     ])
 
 
+# ---- the IR page ---------------------------------------------------------------------------------
+
+IR_EXAMPLE = """machine greet {
+    input name: str
+    agent host { prompt "You greet people." }
+    start state hello {
+        agent host
+        do "Greet {{ name }}."
+        when len(name) > 0 -> done
+        otherwise -> done
+    }
+    final state done
+}
+"""
+
+
+def render_ir_schema() -> str:
+    """The JSON Schema of the IR's JSON form, as the compiler defines it."""
+    import json
+
+    from statewright.compiler.tools.ir_json import IR_JSON_SCHEMA
+
+    return _fence(json.dumps(IR_JSON_SCHEMA, indent=2), "json")
+
+
+def render_ir_example() -> str:
+    """A small machine and the JSON its IR is."""
+    import json
+
+    from statewright.compiler.tools.ir_json import ir_to_json
+
+    compilation = _api().check_text(IR_EXAMPLE, "greet.fsm")
+    if compilation.ir is None:
+        raise GenerationError("the IR example in docs/generate.py does not check")
+    return "\n\n".join([_fence(IR_EXAMPLE, "text"), "lowers to",
+                         _fence(json.dumps(ir_to_json(compilation.ir), indent=2), "json")])
+
+
 # ---- pages ---------------------------------------------------------------------------------------
 
-PAGES = ("diagnostics.md", "examples.md")
+PAGES = ("diagnostics.md", "examples.md", "ir.md")
 
 
 def _generated(kind: str, argument: str | None) -> str:
@@ -153,6 +191,10 @@ def _generated(kind: str, argument: str | None) -> str:
         return render_index()
     if kind == "example" and argument is not None:
         return render_example(argument)
+    if kind == "ir-schema" and argument is None:
+        return render_ir_schema()
+    if kind == "ir-example" and argument is None:
+        return render_ir_example()
     raise GenerationError(f"unknown generated part '{kind}{' ' + argument if argument else ''}'")
 
 

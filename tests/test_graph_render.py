@@ -60,8 +60,8 @@ REVIEW = machine(
         ir.Transition("stay", "ask", max=1),
         ir.Transition("otherwise", "failed"),
     )),
-    ir.State("publish", "final"),
-    ir.State("failed", "final"),
+    ir.State("publish", "final", final=True),
+    ir.State("failed", "final", final=True),
 )
 
 
@@ -161,7 +161,7 @@ def test_a_long_condition_is_shortened_to_forty_characters_with_an_ellipsis() ->
                           condition="the article   covers\nevery key point and cites a source for each"),
             ir.Transition("always", "done"),
         )),
-        ir.State("done", "final"),
+        ir.State("done", "final", final=True),
     )
     [label] = re.findall(r'label="([^"]*)"', edge_lines(m, "dot")[0])
     assert label == "the article covers every key point and…"
@@ -189,7 +189,7 @@ def test_states_the_start_never_reaches_are_still_drawn() -> None:
     m = machine(
         ir.State("draft", "agent", transitions=(ir.Transition("always", "done"),)),
         ir.State("orphan", "agent", transitions=(ir.Transition("always", "draft"),)),
-        ir.State("done", "final"),
+        ir.State("done", "final", final=True),
     )
     mermaid = render_graph(m, "mermaid")
     assert 's_orphan("orphan")' in mermaid
@@ -199,7 +199,7 @@ def test_states_the_start_never_reaches_are_still_drawn() -> None:
 def test_a_state_named_like_a_mermaid_keyword_gets_a_safe_id() -> None:
     m = machine(
         ir.State("end", "agent", transitions=(ir.Transition("always", "o"),)),
-        ir.State("o", "final"),
+        ir.State("o", "final", final=True),
         start="end",
     )
     assert "    s_end --> s_o\n" in render_graph(m, "mermaid")
@@ -251,7 +251,7 @@ def hostile_machine() -> ir.Machine:
             ir.Transition("condition", "o", condition=HOSTILE[:38]),
             ir.Transition("guard", "o", guard=HOSTILE_GUARD),
         )),
-        ir.State("o", "final"),
+        ir.State("o", "final", final=True),
         start="end",
         name="graph",
     )

@@ -222,7 +222,7 @@ def test_a_machine_built_without_source_has_empty_origins() -> None:
         states=(
             ir.State("s", "agent", agent="a", instruction="go",
                      transitions=(ir.Transition("always", "f"),)),
-            ir.State("f", "final"),
+            ir.State("f", "final", final=True),
         ),
         start="s",
     )
@@ -269,7 +269,7 @@ def test_types_that_refer_to_each_other_in_a_cycle_still_build() -> None:
         name="m", description="", inputs=(), model="x/y", verifier_model="x/y", temperature=None,
         limits=ir.Limits(), types=(node,), tools=(), agents=(ir.Agent("a", "p", model="", temperature=None, tools=()),),
         states=(ir.State("s", "agent", agent="a", instruction="go", output=ir.Named("Node"),
-                         transitions=(ir.Transition("always", "f"),)), ir.State("f", "final")),
+                         transitions=(ir.Transition("always", "f"),)), ir.State("f", "final", final=True)),
         start="s",
     )
     node_class: Any = runtime_of(machine).states["s"].output

@@ -126,6 +126,7 @@ class Transition(Node):
     condition: str | None = None
     max: int | None = None
     origin: Span | None = _origin()
+    per_visit: bool = False  # `max N per visit` (only on `stay`): counted afresh each time the run arrives
 
 
 class ToolCallArg(Node):
@@ -147,16 +148,19 @@ class StateRead(Node):
     """
 
     state: str
-    template: str  # "instruction" | "result"
+    template: str  # "instruction" | "result" | "fail"
     origin: Span | None = _origin()
 
 
 class State(Node):
-    """kind: "agent" (an agent does the step), "action" (a tool call, no model) or "final"."""
+    """kind: who does the step — "agent" (an agent), "action" (a tool call, no model) or "final" (a final
+    state that does no work). `final` says that the run ends after the state; a final state may do work.
+    `model` overrides the agent's model for this state; `fail` is the reason template of a failing final."""
 
     name: str
     kind: str
     agent: str | None = None
+    model: str | None = None
     instruction: str | None = None
     output: Type | None = None  # None: the output is plain text (agent) or the tool's result (action)
     tell: tuple[str, ...] = ()
@@ -164,12 +168,14 @@ class State(Node):
     retries: int = DEFAULT_RETRIES
     call: ToolCall | None = None
     result: str | None = None
+    fail: str | None = None
     transitions: tuple[Transition, ...] = ()
     template_reads: tuple[StateRead, ...] = ()  # the states its instruction or result reads, in source order
     origin: Span | None = _origin()
     # set by the merge pass: the equivalent state whose work (guards, tool-call arguments) this one shares;
     # the state keeps its own name, position, transitions and counters
     shares: str | None = None
+    final: bool = False
 
 
 # ---- tests ---------------------------------------------------------------------------------------

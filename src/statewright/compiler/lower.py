@@ -104,7 +104,8 @@ class _Lowerer:
 
     def state(self, view: StateView) -> ir.State:
         name = view.name
-        kind = "final" if view.decl.final else ("action" if view.kind == "action" else "agent")
+        final = view.decl.final
+        kind = view.kind if view.kind in ("agent", "action") else ("final" if final else "agent")
         transitions = tuple(
             ir.Transition(
                 kind=t.kind,
@@ -113,6 +114,7 @@ class _Lowerer:
                 condition=t.condition.value if t.condition is not None else None,
                 max=int(t.max.value) if t.max is not None else None,
                 origin=t.span,
+                per_visit=t.per_visit is not None and t.kind == "stay",
             )
             for t in view.transitions
         )
@@ -124,6 +126,7 @@ class _Lowerer:
             name=name,
             kind=kind,
             agent=view.agent.name.value if view.agent is not None and kind == "agent" else None,
+            model=view.model.model.value if view.model is not None and kind == "agent" else None,
             instruction=(view.instruction.text.value if view.instruction is not None and kind == "agent"
                          else None),
             output=self.symbols.resolve_type(view.output.type) if view.output is not None else None,
@@ -131,11 +134,14 @@ class _Lowerer:
             visits=int(view.visits.count.value) if view.visits is not None else None,
             retries=int(view.retries.count.value) if view.retries is not None else ir.DEFAULT_RETRIES,
             call=call if kind == "action" else None,
-            result=view.result.text.value if view.result is not None and kind == "final" else None,
-            transitions=transitions if kind != "final" else (),
+            result=view.result.text.value if view.result is not None and final else None,
+            fail=view.fail.text.value if view.fail is not None and final else None,
+            transitions=transitions if not final else (),
             template_reads=tuple(read for read in self.symbols.state_reads.get(name, ())
-                                 if (read.template, kind) in (("instruction", "agent"), ("result", "final"))),
+                                 if (read.template == "instruction" and kind == "agent")
+                                 or (read.template in ("result", "fail") and final)),
             origin=view.decl.span,
+            final=final,
         )
 
     # -- tests

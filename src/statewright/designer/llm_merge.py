@@ -62,7 +62,7 @@ def candidate_pairs(machine: ir.Machine, *, k: int = 1) -> list[Candidate]:
         if a == b or a not in by_name or b not in by_name:
             return
         first, second = _keep_first(machine, order, a, b)
-        if by_name[first].kind == "final" or by_name[second].kind == "final":
+        if by_name[first].final or by_name[second].final:
             return
         pair = (first, second)
         if pair not in seen:

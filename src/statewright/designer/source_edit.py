@@ -201,7 +201,7 @@ def _keep_declared(machine: ir.Machine) -> list[bool]:
     states = machine.states
     index = {s.name: i for i, s in enumerate(states)}
     referenced = referenced_state_names(machine)
-    keep = [s.kind == "final" or s.visits is not None or any(t.max is not None for t in s.transitions)
+    keep = [s.final or s.visits is not None or any(t.max is not None for t in s.transitions)
             or s.name in referenced or bool(s.tell) for s in states]
     successors = [[index[t.target] for t in s.transitions if t.target in index and t.kind != "stay"]
                   for s in states]

@@ -378,6 +378,13 @@ class Result(Node):
     span: Span = _span()
 
 
+class Fail(Node):
+    """`fail "reason"` in a final state: reaching it ends the run as failed, with this reason."""
+
+    text: String
+    span: Span = _span()
+
+
 class Transition(Node):
     """One outgoing edge, in source order.
 
@@ -391,9 +398,15 @@ class Transition(Node):
     condition: String | None = None
     max: Number | None = None
     span: Span = _span()
+    per_visit: Span | None = field(default=None, compare=False)  # where `per visit` follows `max N`
+
+    @property
+    def is_per_visit(self) -> bool:
+        return self.per_visit is not None
 
 
-StateItem = AgentRef | Instruction | OutputDecl | Tell | Visits | Retries | ToolCall | Result | Transition
+StateItem = (AgentRef | ModelSetting | Instruction | OutputDecl | Tell | Visits | Retries | ToolCall | Result
+             | Fail | Transition)
 
 
 class StateDecl(Node):

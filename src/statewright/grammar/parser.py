@@ -325,24 +325,37 @@ class _BuildAst(Transformer_NonRecursive):
     def result(self, meta: Meta, text: ast.String) -> ast.Result:
         return ast.Result(text, self._span(meta))
 
-    def bound(self, meta: Meta, count: Token) -> ast.Number:
-        return self.number(None, count)
+    def fail(self, meta: Meta, text: ast.String) -> ast.Fail:
+        return ast.Fail(text, self._span(meta))
 
-    def when_transition(self, meta: Meta, cond: ast.Expr, target: Token, bound: ast.Number | None = None):
-        span = self._span(meta)
+    def bound(self, meta: Meta, count: Token, per_visit: Span | None = None) -> tuple[ast.Number, Span | None]:
+        return self.number(None, count), per_visit
+
+    def per_visit(self, meta: Meta) -> Span:
+        return self._span(meta)
+
+    def _edge(self, meta: Meta, kind: str, target: Token | None, guard: ast.Expr | None,
+              condition: ast.String | None, bound: tuple[ast.Number, Span | None] | None) -> ast.Transition:
+        limit, per_visit = bound if bound is not None else (None, None)
+        return ast.Transition(kind, self._name(target) if target is not None else None, guard, condition, limit,
+                              self._span(meta), per_visit=per_visit)
+
+    def when_transition(self, meta: Meta, cond: ast.Expr, target: Token,
+                        bound: tuple[ast.Number, Span | None] | None = None) -> ast.Transition:
         if isinstance(cond, ast.Literal) and isinstance(cond.value, str):
-            text = ast.String(cond.value, False, cond.span)
-            return ast.Transition("condition", self._name(target), None, text, bound, span)
-        return ast.Transition("guard", self._name(target), cond, None, bound, span)
+            return self._edge(meta, "condition", target, None, ast.String(cond.value, False, cond.span), bound)
+        return self._edge(meta, "guard", target, cond, None, bound)
 
-    def always_transition(self, meta: Meta, target: Token, bound: ast.Number | None = None):
-        return ast.Transition("always", self._name(target), None, None, bound, self._span(meta))
+    def always_transition(self, meta: Meta, target: Token,
+                          bound: tuple[ast.Number, Span | None] | None = None) -> ast.Transition:
+        return self._edge(meta, "always", target, None, None, bound)
 
-    def otherwise_transition(self, meta: Meta, target: Token, bound: ast.Number | None = None):
-        return ast.Transition("otherwise", self._name(target), None, None, bound, self._span(meta))
+    def otherwise_transition(self, meta: Meta, target: Token,
+                             bound: tuple[ast.Number, Span | None] | None = None) -> ast.Transition:
+        return self._edge(meta, "otherwise", target, None, None, bound)
 
-    def stay_transition(self, meta: Meta, bound: ast.Number | None = None) -> ast.Transition:
-        return ast.Transition("stay", None, None, None, bound, self._span(meta))
+    def stay_transition(self, meta: Meta, bound: tuple[ast.Number, Span | None] | None = None) -> ast.Transition:
+        return self._edge(meta, "stay", None, None, None, bound)
 
     # expressions
     def _binary(self, meta: Meta, op: str, left: ast.Expr, right: ast.Expr) -> ast.BinaryOp:

@@ -132,16 +132,25 @@ class _Edge:
 
 
 class _AgentPlan:
-    __slots__ = ("fallbacks", "model", "name", "prompt", "spec", "temperature", "tools")
+    __slots__ = ("fallbacks", "map_model", "model", "name", "prompt", "spec", "temperature", "tools")
 
     def __init__(self, spec: AgentSpec, machine: MachineSpec, map_model: Callable[[str], str]) -> None:
         self.name = spec.name
         self.spec = spec
+        self.map_model = map_model
         self.model = map_model(spec.model or machine.model)
         self.fallbacks = tuple(map_model(m) for m in spec.fallbacks)
         self.temperature = spec.temperature if spec.temperature is not None else machine.temperature
         self.prompt = spec.prompt
         self.tools = spec.tools
+
+    def with_model(self, model: str) -> _AgentPlan:
+        """The same agent — memory, prompt, tools, fallbacks — calling `model` (a state's own model)."""
+        plan = object.__new__(_AgentPlan)
+        for slot in _AgentPlan.__slots__:
+            setattr(plan, slot, getattr(self, slot))
+        plan.model = self.map_model(model)
+        return plan
 
 
 class _StatePlan:
@@ -162,6 +171,8 @@ class _StatePlan:
         "tell",
         "tool_key",
         "verifier_key",
+        "visit_edges",
+        "works",
         "wrapped",
     )
 
@@ -169,8 +180,11 @@ class _StatePlan:
         self.name = spec.name
         self.spec = spec
         self.kind = spec.kind
-        self.final = spec.kind == "final"
+        self.final = spec.final or spec.kind == "final"
+        self.works = spec.kind != "final"  # a final state may do work before the run ends
         self.agent = agents[spec.agent] if spec.agent else None
+        if self.agent is not None and spec.model:  # the state's own model, the agent's everything else
+            self.agent = self.agent.with_model(spec.model)
         self.instruction = spec.instruction or ""
         self.output = spec.output
         self.wrapped = spec.output_wrapped
@@ -189,6 +203,8 @@ class _StatePlan:
         only = self.edges[0] if len(self.edges) == 1 else None
         self.direct = (only.target if only is not None and only.kind == "always" and only.max is None
                        and only.target_visits is None else None)
+        # the counters of `otherwise stay max N per visit`, set back to 0 whenever the run arrives here
+        self.visit_edges = tuple(e.key for e in self.edges if e.kind == "stay" and spec.transitions[e.index].per_visit)
         self.agent_key = "agent:" + spec.name
         self.verifier_key = "verifier:" + spec.name
         self.tool_key = "tool:" + spec.name
@@ -407,8 +423,8 @@ class RunCore:
         while True:
             plan = plans[run.state]
             name = plan.name
-            if plan.final:
-                return self._finish(run, plan)
+            if not plan.works:
+                return self._finish(run, plan, entered=False)
             self._check_limits(run, name, True)
             run.steps += 1
             visit = run.visits.get(name, 0) + 1
@@ -437,6 +453,8 @@ class RunCore:
                 text = to_text(output)
                 for listener in plan.tell:
                     run.memories[listener].hear(name, text)
+            if plan.final:
+                return self._finish(run, plan, entered=True)
             if plan.direct is not None:
                 self._fire_direct(run, plan)
             else:
@@ -717,10 +735,18 @@ class RunCore:
         assert target is not None
         if run.visits.get(target, 0):
             run.feedback = f"This step is being done again: state '{plan.name}' sent the run back here."
-        run.state = target
+        self._arrive(run, target)
         if run.events:
             run.emit("transition", {"from": plan.name, "to": target, "cause": "unconditional", "reason": "",
                                     "index": 0})
+
+    def _arrive(self, run: Run, target: str) -> None:
+        """The run moves to `target` by any transition but a stay: a new visit there begins."""
+        run.state = target
+        for key in self._plans[target].visit_edges:
+            if run.edges.get(key):
+                run.edges[key] = 0
+                run.count("edges", key)
 
     def _transition(self, run: Run, plan: _StatePlan, output: Any, instruction: str | None) -> Steps:
         """Evaluate the state's transitions in source order and move to the first that fires."""
@@ -776,7 +802,7 @@ class RunCore:
 
     def _enabled(self, run: Run, plan: _StatePlan, edge: _Edge) -> bool:
         if edge.max is not None and run.edges.get(edge.key, 0) >= edge.max:
-            bound = f"max {edge.max}"
+            bound = f"max {edge.max}" + (" per visit" if edge.key in plan.visit_edges else "")
         elif edge.target_visits is not None and run.visits.get(edge.target, 0) >= edge.target_visits:
             bound = f"visits {edge.target_visits}"
         else:
@@ -822,7 +848,10 @@ class RunCore:
                 run.feedback = self._without_conditions("\n".join(parts))
             else:
                 run.feedback = f"This step is being done again: state '{plan.name}' sent the run back here."
-        run.state = target
+        if cause == "stay":
+            run.state = target
+        else:
+            self._arrive(run, target)
         if run.events:
             run.emit("transition", {"from": plan.name, "to": target, "cause": cause, "reason": reason,
                                     "index": edge.index})
@@ -937,22 +966,34 @@ class RunCore:
 
     # -- ending ------------------------------------------------------------------------------------
 
-    def _finish(self, run: Run, plan: _StatePlan) -> RunResult:
+    def _finish(self, run: Run, plan: _StatePlan, *, entered: bool) -> RunResult:
+        """End the run in final state `plan`; `entered` when the state has already done its work."""
         name = plan.name
-        run.visits[name] = run.visits.get(name, 0) + 1
-        run.count("visits", name)
-        run.path.append(name)
-        run.context_cache = None
-        if run.events:
-            run.emit("state_enter", {"state": name, "visit": run.visits[name]})
-        if plan.spec.result is not None:
-            result: Any = self._render(run, plan.spec.result, name)
+        if not entered:
+            run.visits[name] = run.visits.get(name, 0) + 1
+            run.count("visits", name)
+            run.path.append(name)
+            run.context_cache = None
+            if run.events:
+                run.emit("state_enter", {"state": name, "visit": run.visits[name]})
+        run.state = name
+        spec = plan.spec
+        if spec.fail is not None:
+            failure = Failure("final", self._render(run, spec.fail, name), state=name, origin=spec.origin)
+            self._save(run, "failed", final_state=name, failure=failure)
+            if run.events:
+                if not entered:
+                    run.emit("state_exit", {"state": name})
+                self._emit_end(run, "failed", name, failure)
+            return self._result(run, "failed", name, None, failure)
+        if spec.result is not None:
+            result: Any = self._render(run, spec.result, name)
         else:
             result = to_jsonable(run.outputs.get(run.last_state)) if run.last_state else None
-        run.state = name
         self._save(run, "final", result=result, final_state=name)
         if run.events:
-            run.emit("state_exit", {"state": name})
+            if not entered:
+                run.emit("state_exit", {"state": name})
             self._emit_end(run, "final", name, None)
         return self._result(run, "final", name, result, None)
 

@@ -158,8 +158,8 @@ def _runner_parser(machine: MachineSpec, prog: str | None) -> argparse.ArgumentP
         default = "" if spec.required else f" (default {json.dumps(spec.default, default=str)})"
         lines.append(f"  {spec.name}: {_runner_type_text(spec.annotation)}{default}")
     epilog = ("inputs:\n" + "\n".join(lines)) if lines else "this machine takes no inputs"
-    epilog += ("\n\nexit status: 0 the run reached a final state, 1 it failed (the failure is in the JSON "
-               "result), 2 usage error, 130 interrupted, 143 stopped by SIGTERM\n\n"
+    epilog += ("\n\nexit status: 0 the run ended in a final state, 1 it failed (in a failing final state "
+               "too; the failure is in the JSON result), 2 usage error, 130 interrupted, 143 stopped by SIGTERM\n\n"
                "The command `batch` runs the machine over a file of many inputs at once (see `batch --help`).")
     parser = argparse.ArgumentParser(
         prog=prog, description=f"Run the state machine '{machine.name}'. {machine.description}".strip(),

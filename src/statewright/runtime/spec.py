@@ -34,6 +34,7 @@ class TransitionSpec:
     guard: Guard | None = None
     text: str = ""  # the guard as written, or the natural-language condition
     max: int | None = None
+    per_visit: bool = False  # `max N per visit`: the count starts afresh each time the run arrives
     origin: str = ""  # "path/to/spec.fsm:LINE:COL"
 
 
@@ -46,11 +47,16 @@ class ToolCallSpec:
 
 @dataclass(frozen=True)
 class StateSpec:
-    """kind: "agent" | "action" | "final"."""
+    """kind: who does the step, "agent" | "action" | "final" (a final state that does no work).
+
+    `final`: the run ends after this state (which may do work first); `fail`: the reason template of a
+    final state that ends the run as failed; `model`: overrides the agent's model for this state."""
 
     name: str
     kind: str
+    final: bool = False
     agent: str | None = None
+    model: str | None = None
     instruction: str | None = None  # Jinja2 template source
     output: type | None = None  # a pydantic model class; None for plain text / a tool's raw result
     output_wrapped: bool = False  # the model wraps a non-object type in a single field named `value`
@@ -59,6 +65,7 @@ class StateSpec:
     retries: int = 2
     call: ToolCallSpec | None = None
     result: str | None = None  # Jinja2 template source, for final states
+    fail: str | None = None  # Jinja2 template source: the reason of a failing final state
     transitions: tuple[TransitionSpec, ...] = ()
     origin: str = ""
 

@@ -94,7 +94,8 @@ def check_expectations(test: TestSpec, result: RunResult) -> list[str]:
                             f"but the run ended in '{result.final_state}'")
         elif test.expect_failure not in (failure.kind, failure.limit):
             messages.append(f"expected failure {test.expect_failure}, got {_testing_failure_text(failure)}")
-    elif failure is not None:
+    elif failure is not None and not (failure.kind == "final" and test.expect_final == result.final_state):
+        # (expecting a failing final state expects the failure it declares)
         messages.append(f"the run failed {_testing_failure_text(failure)}")
     if test.expect_path is not None and list(test.expect_path) != list(result.path):
         messages.append("the path differs from the expected path")

@@ -395,7 +395,7 @@ def transition_text(t: ast.Transition) -> str:
     else:
         text = f"-> {target}"
     if t.max is not None:
-        text += f" max {t.max.value}"
+        text += f" max {t.max.value}" + (" per visit" if t.per_visit is not None else "")
     return text
 
 

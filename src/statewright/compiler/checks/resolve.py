@@ -68,6 +68,7 @@ class AgentView(Node, frozen=False):
 class StateView(Node, frozen=False):
     decl: ast.StateDecl
     agent: ast.AgentRef | None = None
+    model: ast.ModelSetting | None = None
     instruction: ast.Instruction | None = None
     output: ast.OutputDecl | None = None
     tell: ast.Tell | None = None
@@ -75,6 +76,7 @@ class StateView(Node, frozen=False):
     retries: ast.Retries | None = None
     call: ast.ToolCall | None = None
     result: ast.Result | None = None
+    fail: ast.Fail | None = None
 
     @property
     def name(self) -> str:
@@ -82,13 +84,15 @@ class StateView(Node, frozen=False):
 
     @property
     def kind(self) -> str:
-        """"final", "agent", "action", or "none" for a state that does no work (already reported)."""
-        if self.decl.final:
-            return "final"
+        """Who does the state's step: "agent", "action" (a tool call), "final" for a final state that does
+        no work, or "none" for any other state that does none (already reported). A final state may do
+        work: it is then "agent" or "action", and `decl.final` says that the run ends there."""
         if self.agent is not None:
             return "agent"
         if self.call is not None:
             return "action"
+        if self.decl.final:
+            return "final"
         return "none"
 
     @property
@@ -173,10 +177,10 @@ _AGENT_SETTINGS: dict[type, tuple[str, str]] = {
     ast.MemorySetting: ("memory", "memory"), ast.FallbacksSetting: ("fallbacks", "fallbacks"),
 }
 _STATE_SETTINGS: dict[type, tuple[str, str]] = {
-    ast.AgentRef: ("agent", "agent"), ast.Instruction: ("instruction", "do"),
+    ast.AgentRef: ("agent", "agent"), ast.ModelSetting: ("model", "model"), ast.Instruction: ("instruction", "do"),
     ast.OutputDecl: ("output", "output"), ast.Tell: ("tell", "tell"),
     ast.Visits: ("visits", "visits"), ast.Retries: ("retries", "retries"),
-    ast.ToolCall: ("call", "call"), ast.Result: ("result", "result"),
+    ast.ToolCall: ("call", "call"), ast.Result: ("result", "result"), ast.Fail: ("fail", "fail"),
 }
 _TEST_SETTINGS: dict[type, tuple[str, str]] = {
     ast.TestInput: ("input", "input"), ast.ExpectPath: ("expect_path", "expect path"),

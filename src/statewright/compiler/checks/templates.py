@@ -447,6 +447,10 @@ class _TemplateChecker:
                           help=f"test it first: '{{% if {shown} %}}...{{% endif %}}'"
                                + (f", or '{{{{ {written} if {shown} }}}}'" if "\n" not in written else ""))
 
+    def _does_work(self, state: str) -> bool:
+        view = self.symbols.states.get(state)
+        return view is not None and view.kind in ("agent", "action")
+
     def _absent(self, output: nodes.Node, state: str, parents: dict[int, nodes.Node], parsed: ParsedTemplate,
                 reader: str, template: str) -> None:
         """SW4014 for a field or item of `STATE.output`, or a loop over it, where STATE may not have run.
@@ -458,6 +462,8 @@ class _TemplateChecker:
             isinstance(use, nodes.For) and use.iter is output)
         if not reads or self.flow is None or self.flow.runs_before(state, reader):
             return
+        if state == reader and template in ("result", "fail") and self._does_work(reader):
+            return  # a final state's result and reason are rendered after its own step
         if f"{state}.output" in _narrowed(output, parents, self.memo):
             return
         assert use is not None
@@ -518,3 +524,6 @@ def check_templates(machine: ast.Machine, symbols: Symbols, diagnostics: Diagnos
         if state.result is not None:
             checker.check(state.result.text, f"the result of state '{state.name}'", reader=state.name,
                           template="result")
+        if state.fail is not None:
+            checker.check(state.fail.text, f"the failure reason of state '{state.name}'", reader=state.name,
+                          template="fail")

@@ -125,9 +125,18 @@ def _check_expectations(test: TestView, symbols: Symbols, diags: Diagnostics) ->
                          help=did_you_mean(kind.value, expected)
                          or f"expect one of {quoted_list(expected, len(expected), 'or')}")
         if test.expect_final is not None:
-            diags.report("SW6006", "a test cannot expect both a final state and a failure",
-                         test.expect_failure.span, label="contradicts 'expect final'",
-                         help="a run either reaches a final state or fails")
+            view = symbols.states.get(test.expect_final.state.value)
+            if view is None:
+                pass  # an unknown state, already reported
+            elif view.fail is None:
+                diags.report("SW6006", "a test cannot expect both a final state that succeeds and a failure",
+                             test.expect_failure.span, label="contradicts 'expect final'",
+                             help="a run either reaches a final state or fails; only a final state with "
+                                  "'fail' ends a run as failed (kind 'final')")
+            elif kind.value != "final":
+                diags.report("SW6006", f"a run that ends in '{view.name}' fails with kind 'final', not "
+                             f"'{kind.value}'", kind.span, label="the failing final state's kind",
+                             help="write 'expect failure final'")
     if not test.has_expectation:
         diags.report("SW7006", f"test \"{test.decl.name.value}\" has no expectation", test.decl.name.span,
                      label="checks only that the run does not crash",

@@ -324,12 +324,15 @@ class _RunnerView:
                 ("guard", Raw(guard) if guard else None),
                 ("text", transition_text(t)),
                 ("max", t.max),
+                ("per_visit", t.per_visit),
                 ("origin", self._position(f"{s.name} transition {index}", t.origin)),
             ]))
         return _spec_call(runtime_spec.StateSpec, [
             ("name", s.name),
             ("kind", s.kind),
+            ("final", s.final),
             ("agent", s.agent),
+            ("model", s.model),
             ("instruction", s.instruction),
             ("output", Raw(plan.class_name) if plan is not None else None),
             ("output_wrapped", plan is not None and plan.wrapper),
@@ -338,6 +341,7 @@ class _RunnerView:
             ("retries", s.retries),
             ("call", call),
             ("result", s.result),
+            ("fail", s.fail),
             ("transitions", tuple(transitions)),
             ("origin", position),
         ])

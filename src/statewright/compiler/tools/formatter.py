@@ -439,6 +439,10 @@ class _Layout:
             return _line(item.span, f"call {item.tool.dotted}({args})")
         if isinstance(item, ast.Result):
             return _line(item.span, f"result {self._string(item.text, depth)}")
+        if isinstance(item, ast.Fail):
+            return _line(item.span, f"fail {self._string(item.text, depth)}")
+        if isinstance(item, ast.ModelSetting):
+            return _line(item.span, f"model {self._string(item.model, depth)}")
         if isinstance(item, ast.Transition):
             return _line(item.span, self._transition(item, depth))
         raise TypeError(f"unknown state item {type(item).__name__}")
@@ -459,6 +463,8 @@ class _Layout:
             text = "otherwise stay"
         if t.max is not None:
             text += f" max {_number(t.max.value)}"
+            if t.per_visit is not None:
+                text += " per visit"
         return text
 
     def _test_item(self, item: ast.TestItem) -> _Element:

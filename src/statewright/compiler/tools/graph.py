@@ -54,14 +54,18 @@ class _View:
 
 def _view(machine: ir.Machine) -> _View:
     order = _breadth_first_order(machine)
-    finals = {s.name for s in machine.states if s.kind == "final"}
+    finals = {s.name for s in machine.states if s.final}
     nodes = []
     edges = []
     for state in machine.states:
         lines = [state.name]
         if state.visits is not None:
             lines.append(f"visits {state.visits}")
-        nodes.append(_Node(state.name, tuple(lines), state.kind == "final"))
+        if state.model is not None:
+            lines.append(f"model {state.model}")
+        if state.fail is not None:
+            lines.append("fails the run")
+        nodes.append(_Node(state.name, tuple(lines), state.final))
         for t in state.transitions:
             edges.append(_edge(state.name, t, order, finals))
     return _View(machine.name, machine.start, tuple(nodes), tuple(edges))
@@ -81,7 +85,7 @@ def _edge(source: str, t: ir.Transition, order: dict[str, int], finals: set[str]
         style, label = "solid", ""
     lines = [label] if label else []
     if t.max is not None:
-        lines.append(f"max {t.max}")
+        lines.append(f"max {t.max}" + (" per visit" if t.per_visit else ""))
     # a traceback sends the run back to re-do work: never `stay`, never into a final state
     back = (
         t.kind != "stay" and target not in finals

@@ -89,6 +89,7 @@ def _transition(t: ir.Transition) -> dict[str, Any]:
         "guard": expr_to_json(t.guard) if t.guard is not None else None,
         "condition": t.condition,
         "max": t.max,
+        "per_visit": t.per_visit,
         "origin": span_to_json(t.origin),
     }
 
@@ -121,6 +122,9 @@ def _state(s: ir.State) -> dict[str, Any]:
                            for r in s.template_reads],
         "origin": span_to_json(s.origin),
         "shares": s.shares,
+        "final": s.final,
+        "model": s.model,
+        "fail": s.fail,
     }
 
 
@@ -280,7 +284,7 @@ IR_JSON_SCHEMA: dict[str, Any] = {
         "transition": _obj({
             "kind": {"enum": ["guard", "condition", "always", "otherwise", "stay"]},
             "target": _STR, "guard": _nullable(_REF["expr"]), "condition": _nullable(_STR),
-            "max": _nullable({"type": "integer", "minimum": 1}), "origin": _ORIGIN,
+            "max": _nullable({"type": "integer", "minimum": 1}), "origin": _ORIGIN, "per_visit": {"type": "boolean"},
         }),
         "call": _obj({
             "tool": _STR,
@@ -296,8 +300,9 @@ IR_JSON_SCHEMA: dict[str, Any] = {
             "call": _nullable({"$ref": "#/$defs/call"}), "result": _nullable(_STR),
             "transitions": {"type": "array", "items": {"$ref": "#/$defs/transition"}},
             "template_reads": {"type": "array", "items": _obj({
-                "state": _STR, "template": {"enum": ["instruction", "result"]}, "origin": _ORIGIN})},
-            "origin": _ORIGIN, "shares": _nullable(_STR),
+                "state": _STR, "template": {"enum": ["instruction", "result", "fail"]}, "origin": _ORIGIN})},
+            "origin": _ORIGIN, "shares": _nullable(_STR), "final": {"type": "boolean"},
+            "model": _nullable(_STR), "fail": _nullable(_STR),
         }),
         "test": _obj({
             "name": _STR,
