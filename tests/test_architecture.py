@@ -13,7 +13,8 @@ from statewright.diagnostics import CODES
 SRC = Path(__file__).resolve().parents[1] / "src" / "statewright"
 CODE = re.compile(r"SW\d{4}")
 # where the codes are declared and attributed, not reported
-REGISTRY = {"diagnostics/codes.py", "compiler/checks/reporters.py"}
+REGISTRY = {"diagnostics/codes.py", "compiler/checks/reporters.py",
+            "lsp/features.py"}  # (the language server names codes to offer their fixes, and reports none)
 PIPELINE = ("grammar", "compiler", "designer")  # the packages of the pipeline and its front ends
 
 
