@@ -113,6 +113,33 @@ def test_a_burst_of_edits_ends_with_the_diagnostics_of_the_last_text() -> None:
     run(scenario)
 
 
+def test_an_edit_that_arrives_while_the_document_compiles_gets_its_own_diagnostics() -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from compile_scaling import generate_machine
+
+    big = generate_machine(300)
+
+    async def scenario(s: Session) -> None:
+        uri = "file:///tmp/big.fsm"
+        s.open(uri, big)
+        await asyncio.sleep(0.05)  # the first compile is under way (or its index is being built)
+        s.replace(uri, big.replace("input threshold: int = 80", "input threshold: int = oops"))
+        assert {d.code for d in await s.diagnostics(uri)} == {"SW1002"}
+        assert not await s.diagnostics(uri, version=1)
+
+    run(scenario)
+
+
+@pytest.mark.slow
+def test_the_lsp_benchmark_runs_and_ends_with_its_result() -> None:
+    bench = Path(__file__).resolve().parents[1] / "bench" / "lsp.py"
+    done = subprocess.run([sys.executable, str(bench), "--states", "50", "--repeat", "1"], capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.startswith("RESULT {") and '"ok": true' in last
+
+
 def test_positions_count_utf16_code_units() -> None:
     text = 'machine m {\n    description "héllo 😀" input x: str = unknown\n}\n'
 

@@ -22,9 +22,16 @@ class Analysis:
         # what `statewright check` runs (the front door, as far as the IR), so the same diagnostics
         self.compilation: Compilation = api.check_source(SourceFile(self.path, text))
         self.lines = LineIndex(text, encoding)
+        self._index: SymbolIndex | None = None
+
+    @property
+    def index(self) -> SymbolIndex | None:
+        """Where each name is declared and used (None when the text does not parse). Built the first time
+        it is asked for: diagnostics do not need it, so they are published without waiting for it."""
         machine = self.compilation.ast
-        self.index: SymbolIndex | None = (build_index(machine, self.compilation.symbols)
-                                          if machine is not None else None)
+        if self._index is None and machine is not None:
+            self._index = build_index(machine, self.compilation.symbols)
+        return self._index
 
     @property
     def parsed(self) -> bool:

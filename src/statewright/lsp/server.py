@@ -57,6 +57,10 @@ class StatewrightServer(LanguageServer):
                     return
                 self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
                     uri=uri, version=analysis.version, diagnostics=features.diagnostics(analysis, self.explain_link)))
+                if uri in self.stale:
+                    continue
+                # ready the index for the requests that follow, off the event loop
+                await asyncio.get_running_loop().run_in_executor(self.compiler, _build_index, analysis)
                 if uri not in self.stale:
                     return
         except Exception:
@@ -86,6 +90,10 @@ class StatewrightServer(LanguageServer):
         for table in (self.analyses, self.parsed):
             table.pop(uri, None)
         self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+
+
+def _build_index(analysis: Analysis) -> None:
+    analysis.index  # noqa: B018 - built on first use, here in a worker thread
 
 
 server = StatewrightServer()
