@@ -15,7 +15,7 @@ CODE = re.compile(r"SW\d{4}")
 # where the codes are declared and attributed, not reported
 REGISTRY = {"diagnostics/codes.py", "compiler/checks/reporters.py",
             "lsp/features.py"}  # (the language server names codes to offer their fixes, and reports none)
-PIPELINE = ("grammar", "compiler", "designer")  # the packages of the pipeline and its front ends
+PIPELINE = ("grammar", "compiler", "designer", "lsp")  # the packages of the pipeline and its front ends
 
 
 def codes_in(path: Path) -> set[str]:

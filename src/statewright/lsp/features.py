@@ -1,5 +1,7 @@
-"""The language features, as LSP types: diagnostics, hover, definition, references, completion, rename,
-formatting, outline, folding and code actions — each a function of one document's Analysis.
+"""The language features as LSP types, each a function of one document's Analysis.
+
+Diagnostics, hover, definition, references, completion, rename, formatting, outline, folding and code
+actions.
 
 Everything here reads what the front door produced: the diagnostics as `statewright check` reports
 them, the syntax tree, the checks' symbol tables and the index built from them. Nothing parses or checks
