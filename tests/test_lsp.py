@@ -500,3 +500,29 @@ def test_check_never_imports_the_language_server() -> None:
                                 "('pygls', 'lsprotocol', 'cattrs')))")],
         capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_positions_can_be_utf8_when_the_client_offers_only_that() -> None:
+    text = 'machine m {\n    description "é" input x: str = unknown\n}\n'
+
+    async def scenario(s: Session) -> None:
+        assert s.result.capabilities.position_encoding == types.PositionEncodingKind.Utf8
+        s.open("file:///tmp/utf8.fsm", text)
+        [d] = await s.diagnostics("file:///tmp/utf8.fsm")
+        line_text = text.splitlines()[1]
+        assert d.range.start.character == len(line_text[: line_text.index("unknown")].encode("utf-8"))
+
+    run(scenario, encodings=[types.PositionEncodingKind.Utf8])
+
+
+def test_closing_a_document_clears_its_diagnostics() -> None:
+    broken = PIPELINE.replace("-> publish", "-> pubish")
+
+    async def scenario(s: Session) -> None:
+        s.open(URI, broken)
+        assert await s.diagnostics(URI)
+        s.client.text_document_did_close(types.DidCloseTextDocumentParams(text_document=s.doc(URI)))
+        async with s.arrived:
+            await asyncio.wait_for(s.arrived.wait_for(lambda: not s.published[URI][-1].diagnostics), 30)
+
+    run(scenario)

@@ -53,8 +53,8 @@ class StatewrightServer(LanguageServer):
             while True:
                 self.stale.discard(uri)
                 analysis = await self.analysis(uri)
-                if analysis is None:
-                    return
+                if analysis is None or uri not in self.workspace.text_documents:
+                    return  # closed meanwhile: its diagnostics were cleared
                 self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
                     uri=uri, version=analysis.version, diagnostics=features.diagnostics(analysis, self.explain_link)))
                 if uri in self.stale:
