@@ -1,6 +1,7 @@
 """Regenerates the parts of the documentation that are read from the code: the diagnostics index in
-docs/diagnostics.md (from the code registry), the graphs and sources in docs/examples.md (from
-examples/), and the IR's JSON Schema and worked example in docs/ir.md (from the compiler).
+docs/diagnostics.md (from the code registry), the table of which module reports each code in
+docs/architecture.md (from compiler/checks/reporters.py), the graphs and sources in docs/examples.md
+(from examples/), and the IR's JSON Schema and worked example in docs/ir.md (from the compiler).
 
     python docs/generate.py            rewrite the generated parts of both pages
     python docs/generate.py --check    change nothing; exit 1 and name the pages that are out of date
@@ -122,6 +123,25 @@ def render_index(codes: Mapping[str, Any] | None = None) -> str:
     return "\n".join(parts)
 
 
+# ---- the architecture page: which module reports each code ---------------------------------------
+
+
+def render_reporters(table: Any = None, codes: Mapping[str, Any] | None = None) -> str:
+    """The Markdown table of the stages, the modules that report diagnostics in them, and their codes
+    (each linked to its entry in the diagnostics index)."""
+    registry = _registry() if codes is None else codes
+    if table is None:
+        from statewright.compiler.checks.reporters import REPORTED_BY as table
+    lines = ["| Stage | Module | Codes |", "|---|---|---|"]
+    for stage, module, reported in table:
+        unknown = [code for code in reported if code not in registry]
+        if unknown:
+            raise GenerationError(f"compiler/checks/reporters.py names unregistered codes: {', '.join(unknown)}")
+        links = ", ".join(f"[{code}](diagnostics.md#{code})" for code in sorted(reported))
+        lines.append(f"| {stage} | `{module}` | {links} |")
+    return "\n".join(lines)
+
+
 # ---- the examples page ---------------------------------------------------------------------------
 
 
@@ -183,12 +203,14 @@ def render_ir_example() -> str:
 
 # ---- pages ---------------------------------------------------------------------------------------
 
-PAGES = ("diagnostics.md", "examples.md", "ir.md")
+PAGES = ("diagnostics.md", "architecture.md", "examples.md", "ir.md")
 
 
 def _generated(kind: str, argument: str | None) -> str:
     if kind == "diagnostics-index" and argument is None:
         return render_index()
+    if kind == "reporters" and argument is None:
+        return render_reporters()
     if kind == "example" and argument is not None:
         return render_example(argument)
     if kind == "ir-schema" and argument is None:

@@ -9,10 +9,10 @@ Heavy modules (pydantic, jinja2, litellm) are imported inside the functions that
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .compiler.pipeline import Compilation, compile_source
 from .diagnostics import Diagnostic, Diagnostics, SourceFile
 from .grammar import ParseResult, ast, parse_source, parse_text, read_source  # noqa: F401 - parse_text is API
 from .grammar.node import Node
@@ -31,38 +31,10 @@ if TYPE_CHECKING:  # imported for annotations only: these modules are heavy or c
     from .spec_paths import SpecFiles
 
 
-_Comment = ast.Comment  # the `ast` field below shadows the module inside the class body
-
-
-class Compilation(Node, frozen=False):
-    """Everything one pass of the front end learned about one file."""
-
-    source: SourceFile | None
-    ast: ast.Machine | None
-    comments: list[_Comment]
-    ir: ir.Machine | None  # when the file has no errors
-    diagnostics: list[Diagnostic] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return self.ir is not None and not any(d.severity.value == "error" for d in self.diagnostics)
-
-
 def check_source(source: SourceFile) -> Compilation:
-    """Parse and check one source file; every problem is reported, none raised."""
-    from .compiler.checks import check_machine
-    from .compiler.lower import lower_machine
-    from .grammar.parser import paused_gc
-
-    with paused_gc():
-        parsed = parse_source(source)
-        diags = parsed.diagnostics
-        ir = None
-        if parsed.machine is not None:
-            symbols = check_machine(source, parsed.machine, diags)
-            if symbols is not None and not diags.has_errors:
-                ir = lower_machine(parsed.machine, symbols)
-    return Compilation(source, parsed.machine, parsed.comments, ir, diags.sorted())
+    """Parse and check one source file; every problem is reported, none raised (the compiler's front door,
+    compiler.pipeline.compile_source, as far as the IR)."""
+    return compile_source(source)
 
 
 def check_text(text: str, path: str = "<string>") -> Compilation:

@@ -434,6 +434,15 @@ def cmd_import(args: argparse.Namespace) -> int:
     return EXIT_INPUT if args.repair and not checked.ok else EXIT_OK
 
 
+def cmd_lsp(args: argparse.Namespace) -> int:
+    try:
+        from .lsp.server import serve  # pygls only here: no other command pays for it
+    except ImportError as e:
+        raise UsageError(f"the language server needs pygls and lsprotocol ({e}); install them with "
+                         "pip install 'statewright[lsp]'") from None
+    return serve()
+
+
 def cmd_trace(args: argparse.Namespace) -> int:
     from .runtime.trace import render_trace
 
@@ -649,6 +658,12 @@ def _setup_trace(p: argparse.ArgumentParser) -> None:
     t.set_defaults(func=cmd_trace)
 
 
+def _setup_lsp(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--stdio", action="store_true", help="talk over stdin and stdout (the only way; editors' "
+                   "clients pass it)")
+    p.set_defaults(func=cmd_lsp)
+
+
 def _setup_design(p: argparse.ArgumentParser) -> None:
     p.add_argument("task", metavar="TASK")
     p.add_argument("-o", "--output", required=True, metavar="FILE")
@@ -707,6 +722,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "design": ("draft a machine from a task description with a designer model", _setup_design),
     "grammar": ("print the grammar as a decoding constraint (GBNF or Lark)", _setup_grammar),
     "optimize": ("propose LLM-judged state merges as a reviewable source diff", _setup_optimize),
+    "lsp": ("serve the language server over stdin and stdout, for editors", _setup_lsp),
 }
 
 # Commands that only read specs and write whole files: see console_main.

@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..diagnostics import Diagnostic, diagnostic_to_json
+from ..diagnostics import diagnostic_to_json
 from .constraint import CONSTRAIN_MODES, choose_constraint, grammar_request_fields
 
 if TYPE_CHECKING:
+    from ..compiler.pipeline import Compilation, Stage
     from ..grammar.decoding.completion import Completion
 
 DEFAULT_DESIGNER_MODEL = "openai/gpt-4o-mini"
@@ -305,9 +306,7 @@ def draft_source(reply: str, constrained: bool) -> tuple[str, Completion | None]
 
 
 def _has_syntax_errors(text: str) -> bool:
-    from ..grammar import parse_text
-
-    return any(d.code.startswith("SW10") for d in parse_text(text).diagnostics)
+    return any(d.code.startswith("SW10") for d in compile_text(text, "<draft>", stop_after="parse").diagnostics)
 
 
 def _parse_agents(reply: str) -> list[dict[str, Any]]:
@@ -330,44 +329,46 @@ def extract_json_object(text: str) -> str:
 
 def evaluate_attempt(text: str, path: str, number: int = 1) -> Attempt:
     """Check one version of the source as `statewright check` does, then run its test blocks."""
-    machine, diagnostics = check_source_text(text, path)
-    attempt = Attempt(number, text, [diagnostic_to_json(d) for d in diagnostics])
-    if machine is None:
+    compilation = compile_text(text, path, stop_after="load")
+    attempt = Attempt(number, text, [diagnostic_to_json(d) for d in compilation.diagnostics])
+    if not compilation.ok:
         return attempt
-    if not machine.tests:
+    if compilation.ir is not None and not compilation.ir.tests:
         attempt.test_failures.append("The machine has no test block. Add at least one `test` block that "
                                      "scripts the replies and states the expected path.")
         return attempt
-    attempt.test_failures.extend(failing_tests(machine, text, path))
+    attempt.test_failures.extend(failing_tests(compilation))
     return attempt
 
 
-def check_source_text(text: str, path: str) -> tuple[Any, list[Diagnostic]]:
-    """The IR (None when there are errors) and the sorted diagnostics of one source text."""
-    from .source_edit import check_text_ir
+def compile_text(text: str, path: str, *, stop_after: Stage = "lower") -> Compilation:
+    """One source text through the compiler's front door; with "load", its machine is ready to test as
+    written (no optimization: the test blocks script the states the text declares)."""
+    from ..compiler.pipeline import compile_source
+    from ..diagnostics import SourceFile
 
-    machine, diagnostics = check_text_ir(text, path)
-    return machine, diagnostics.sorted()
+    return compile_source(SourceFile(path, text), stop_after=stop_after, level=0)
 
 
-def failing_tests(machine: Any, text: str, path: str) -> list[str]:
-    """A report for each test block of a checked machine that does not pass (as `statewright test`)."""
+def failing_tests(compilation: Compilation) -> list[str]:
+    """A report for each test block of a loaded machine that does not pass (as `statewright test`)."""
     from ..runtime.testing import format_outcome
 
     try:
-        outcomes = run_test_blocks(machine, text, path)
+        outcomes = run_test_blocks(compilation)
     except Exception as e:  # noqa: BLE001 - whatever breaks, the model hears about it as a test problem
         return [f"The test blocks could not run: {type(e).__name__}: {e}"]
     return [format_outcome(o) for o in outcomes if not o.passed]
 
 
-def run_test_blocks(machine: Any, text: str, path: str) -> list[Any]:
-    """Run the test blocks of a checked machine (its IR) with their scripted replies; one outcome each."""
-    from ..compiler.codegen import load_machine
+def run_test_blocks(compilation: Compilation) -> list[Any]:
+    """Run the test blocks of a machine the front door loaded, with their scripted replies; one outcome
+    each (each test block answers from its own scripted client: nothing is shared with the designer's
+    model)."""
     from ..runtime.testing import run_tests
 
-    # each test block answers from its own scripted client: nothing is shared with the designer's model
-    return list(run_tests(load_machine(machine, source_text=text, source_path=path)))
+    assert compilation.machine is not None, "compile with stop_after='load'"
+    return list(run_tests(compilation.machine))
 
 
 def _keep_failed_attempt(output: str, attempt: Attempt) -> tuple[str, str]:
@@ -398,8 +399,8 @@ def _finish(source: str, path: str, task: str, model: str, optimize: bool, log: 
         log.extend(notes)
         return plain
     candidate = _formatted(with_header(optimized, task, model), path)
-    machine, _ = check_source_text(candidate, path)
-    if machine is None or not machine.tests or failing_tests(machine, candidate, path):
+    checked = compile_text(candidate, path, stop_after="load")
+    if not checked.ok or checked.ir is None or not checked.ir.tests or failing_tests(checked):
         log.append("kept the machine as designed: the optimized version did not pass its tests")
         return plain
     log.extend(notes)

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from ..compiler import ir
-from .source_edit import SourceEditError, check_text_ir, merge_state_into
+from .design import compile_text
+from .source_edit import SourceEditError, merge_state_into
 
 MERGE_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -141,7 +142,7 @@ def judge_and_merge(
     """
     from ..runtime.client import ModelError, ModelRequest
 
-    machine, _ = check_text_ir(text, path)
+    machine = compile_text(text, path).ir
     if machine is None:
         return MergeReport(False, [], source=text, log=["the machine has errors; fix them before optimizing"])
     candidates = candidate_pairs(machine, k=k)
@@ -198,9 +199,9 @@ def judge_and_merge(
             report.rejected.append((decided, f"cannot merge: {e}"))
             report.log.append(f"not merging {second!r} into {first!r}: {e}")
             continue
-        merged_ir, merged_diagnostics = check_text_ir(merged_text, path)
-        if merged_ir is None:
-            codes = ", ".join(sorted({d.code for d in merged_diagnostics.errors}))
+        merged = compile_text(merged_text, path)
+        if merged.ir is None:
+            codes = ", ".join(sorted({d.code for d in merged.diagnostics if d.severity.value == "error"}))
             report.rejected.append((decided, f"the merged machine does not check ({codes})"))
             report.log.append(f"not merging {second!r} into {first!r}: the result does not check ({codes})")
             continue
@@ -229,13 +230,13 @@ def judge_and_merge(
 
 
 def _failing_tests(text: str, path: str) -> list[str]:
-    from .design import check_source_text, run_test_blocks
+    from .design import run_test_blocks
 
-    machine, _ = check_source_text(text, path)
-    if machine is None:
+    compilation = compile_text(text, path, stop_after="load")
+    if not compilation.ok:
         return []
     try:
-        outcomes = run_test_blocks(machine, text, path)
+        outcomes = run_test_blocks(compilation)
     except Exception as e:  # noqa: BLE001 - reported, never raised: the merges themselves are done
         return [f"(the test blocks could not run: {type(e).__name__}: {e})"]
     return [o.name for o in outcomes if not o.passed]
@@ -255,9 +256,9 @@ _MERGE_SYSTEM = (
 
 
 def _merge_question(text: str, path: str, first: str, second: str) -> str:
-    from ..grammar import ast, parse_text
+    from ..grammar import ast
 
-    machine = parse_text(text, path).machine
+    machine = compile_text(text, path, stop_after="parse").ast
     assert machine is not None
     decls = {s.name.value: text[s.span.start : s.span.end] for s in machine.of(ast.StateDecl)}
     return (f"State {first!r}:\n```\n{decls.get(first, '')}\n```\n\n"

@@ -10,8 +10,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from ..compiler import ir
-from ..diagnostics import Diagnostics, SourceFile
-from ..grammar import ast, parse_text
+from ..diagnostics import SourceFile
+from ..grammar import ast
 
 
 class SourceEditError(ValueError):
@@ -40,10 +40,12 @@ def _apply(text: str, edits: Iterable[_Edit]) -> str:
 
 
 def _parse(text: str, path: str) -> ast.Machine:
-    result = parse_text(text, path)
-    if result.machine is None or result.diagnostics.has_errors:
+    from ..compiler.pipeline import compile_source
+
+    parsed = compile_source(SourceFile(path, text), stop_after="parse")
+    if parsed.ast is None or any(d.severity.value == "error" for d in parsed.diagnostics):
         raise SourceEditError("the source has syntax errors")
-    return result.machine
+    return parsed.ast
 
 
 def _states(machine: ast.Machine) -> dict[str, ast.StateDecl]:
@@ -75,21 +77,11 @@ def _indent_of(text: str, offset: int, default: str = "        ") -> str:
     return before if before.strip() == "" else default
 
 
-def check_text_ir(text: str, path: str) -> tuple[ir.Machine | None, Diagnostics]:
-    """Parse and check source text with the compiler's own front door: the IR (None on errors) and every
-    diagnostic."""
-    from ..compiler.checks import check_machine
-    from ..compiler.lower import lower_machine
-    from ..grammar import parse_source
-    from ..grammar.parser import paused_gc
+def _checked_ir(text: str, path: str) -> ir.Machine | None:
+    """The IR of source text through the compiler's front door (None when it has errors)."""
+    from ..compiler.pipeline import compile_source
 
-    source = SourceFile(path, text)
-    with paused_gc():
-        parsed = parse_source(source)
-        symbols = check_machine(source, parsed.machine, parsed.diagnostics) if parsed.machine else None
-        ok = symbols is not None and parsed.machine is not None and not parsed.diagnostics.has_errors
-        machine = lower_machine(parsed.machine, symbols) if ok else None  # type: ignore[arg-type]
-    return machine, parsed.diagnostics
+    return compile_source(SourceFile(path, text)).ir
 
 
 # ---- references ----------------------------------------------------------------------------------
@@ -97,7 +89,7 @@ def check_text_ir(text: str, path: str) -> tuple[ir.Machine | None, Diagnostics]
 
 def _template_reads(text: str, path: str) -> list[ir.StateRead]:
     """Where the templates of `text` read states by name: the template check's record, from the IR."""
-    machine, _ = check_text_ir(text, path)
+    machine = _checked_ir(text, path)
     if machine is None:
         raise SourceEditError("the source does not check; fix its errors before rewriting it")
     return [read for state in machine.states for read in state.template_reads if read.origin is not None]
@@ -412,7 +404,7 @@ def apply_exact_passes_to_source(text: str, path: str = "<source>") -> tuple[str
     from ..compiler.passes.dead_states import live_states
     from ..compiler.passes.merge_equivalent import equivalence_classes
 
-    machine, _ = check_text_ir(text, path)
+    machine = _checked_ir(text, path)
     if machine is None:
         return text, []
     notes = []
@@ -422,7 +414,7 @@ def apply_exact_passes_to_source(text: str, path: str = "<source>") -> tuple[str
     if dead:
         new = remove_states(new, dead, path)
         notes.append("removed unreachable state(s): " + ", ".join(dead))
-        machine, _ = check_text_ir(new, path)
+        machine = _checked_ir(new, path)
         if machine is None:
             return text, ["left the source unchanged: removing unreachable states broke it"]
     classes = equivalence_classes(machine, keep_apart=_keep_declared(machine))
@@ -432,6 +424,6 @@ def apply_exact_passes_to_source(text: str, path: str = "<source>") -> tuple[str
         for rep, members in classes.items():
             others = ", ".join(repr(m) for m in members if m != rep)
             notes.append(f"merged state(s) {others} into the equivalent state {rep!r}")
-    if new != text and check_text_ir(new, path)[0] is None:
+    if new != text and _checked_ir(new, path) is None:
         return text, ["left the source unchanged: the rewritten machine did not check"]
     return new, notes

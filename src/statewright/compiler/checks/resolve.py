@@ -118,6 +118,21 @@ class TestView(Node, frozen=False):
                                            self.expect_failure))
 
 
+class InputRead(Node):
+    """A guard or template reads input `name`; `origin` is the name's exact place in the source."""
+
+    name: str
+    origin: Span | None = field(default=None, compare=False)
+
+
+class FieldRead(Node):
+    """A guard or template reads field `name` of a value of the declared type `type`, at `origin`."""
+
+    type: str
+    name: str
+    origin: Span | None = field(default=None, compare=False)
+
+
 class Symbols(Node, frozen=False):
     """Every declared name, by kind, plus what the checks learn about which declarations are used."""
 
@@ -136,6 +151,10 @@ class Symbols(Node, frozen=False):
     used_inputs: set[str] = field(default_factory=set)
     # the states each state's templates read, recorded by the template check for the IR
     state_reads: dict[str, list[ir.StateRead]] = field(default_factory=dict)
+    # the inputs and the fields of declared types that guards and templates read, recorded by the type
+    # and template checks for tools that navigate a file (the language server)
+    input_reads: list[InputRead] = field(default_factory=list)
+    field_reads: list[FieldRead] = field(default_factory=list)
 
     def known_tool(self, name: str) -> bool:
         return name in self.tools or name in STD_TOOLS

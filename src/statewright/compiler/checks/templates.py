@@ -32,7 +32,7 @@ from ...runtime.templates import (
 )
 from .. import ir
 from .flow import Flow
-from .resolve import JINJA_NAMES, StateView, Symbols, closest
+from .resolve import JINJA_NAMES, FieldRead, InputRead, StateView, Symbols, closest
 from .template_source import ParsedTemplate, TemplateSourceError, Token, check_environment, parse_template
 from .typecheck import (
     Record,
@@ -391,6 +391,7 @@ class _TemplateChecker:
         name = node.name
         if name in s.inputs:
             s.used_inputs.add(name)
+            s.input_reads.append(InputRead(name, parsed.name_span(node)))
             self._fields(node, s.resolve_type(s.inputs[name].type), parents, parsed, name)
             return
         if name in s.states and reader is not None:
@@ -500,6 +501,8 @@ class _TemplateChecker:
                     self.diags.report("SW2006", f"{type_text(t)} has no field '{step}'", parsed.name_span(parent),
                                       label="unknown field", help=unknown_field_help(step, fields))
                     return
+                if isinstance(t, ir.Named):
+                    self.symbols.field_reads.append(FieldRead(t.name, step, parsed.name_span(parent)))
                 t, shown, node = fields[step], f"{shown}.{step}", parent
                 continue
             if isinstance(t, ir.ListOf) and isinstance(step, int):

@@ -20,7 +20,16 @@ from .. import ir
 from ..tools.formatter import expr_to_source
 from ..tools.graph import shorten
 from .flow import Flow
-from .resolve import BUILTIN_TYPES, GUARD_OUTPUT, StateView, Symbols, closest, unknown_state_help
+from .resolve import (
+    BUILTIN_TYPES,
+    GUARD_OUTPUT,
+    FieldRead,
+    InputRead,
+    StateView,
+    Symbols,
+    closest,
+    unknown_state_help,
+)
 
 FUNCTIONS = ("len", "visits")
 
@@ -467,6 +476,7 @@ class ExprChecker:
             return output_type(self.state, s)
         if e.name in s.inputs:
             s.used_inputs.add(e.name)
+            s.input_reads.append(InputRead(e.name, e.span))
             return s.resolve_type(s.inputs[e.name].type)
         if e.name in s.states:
             self.diags.report("SW4013", f"'{e.name}' is a state, not a value", e.span,
@@ -515,6 +525,8 @@ class ExprChecker:
         if isinstance(stripped, (ir.Named, Record)):
             fields = fields_of(stripped, self.symbols)
             if attr in fields:
+                if isinstance(stripped, ir.Named):
+                    self.symbols.field_reads.append(FieldRead(stripped.name, attr, e.attr.span))
                 return fields[attr]
             self.diags.report("SW2006", f"{type_text(stripped)} has no field '{attr}'", e.attr.span,
                               label="unknown field", help=unknown_field_help(attr, fields))

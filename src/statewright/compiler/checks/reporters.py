@@ -1,0 +1,43 @@
+"""Which module reports each diagnostic code, stage by stage in the order the stages run.
+
+The checks come in the order `check_machine` runs them, with the stages before and after them and the
+faces that report codes of their own. docs/architecture.md's table is generated from this one
+(docs/generate.py), and tests/test_architecture.py holds it to the code: each module names exactly the
+codes listed for it, and every registered code is listed. A new check adds its row here.
+"""
+
+from __future__ import annotations
+
+REPORTED_BY: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("read", "spec_paths.py", ("SW1022",)),
+    ("parse", "grammar/parser.py", ("SW1005", "SW1006", "SW1020", "SW1021", "SW3015", "SW9001")),
+    ("parse", "grammar/syntax_errors.py", ("SW1001", "SW1002", "SW1003", "SW1004", "SW1010", "SW1011",
+                                           "SW1012", "SW1013", "SW1014", "SW1015")),
+    ("check", "compiler/checks/resolve.py", ("SW2001", "SW2002", "SW2003", "SW2004", "SW2005", "SW2010",
+                                             "SW2012", "SW2013", "SW2014", "SW6001")),
+    ("check", "compiler/checks/typecheck.py", ("SW2002", "SW2006", "SW2007", "SW2009", "SW2010", "SW2011",
+                                               "SW4001", "SW4002", "SW4004", "SW4005", "SW4006", "SW4008",
+                                               "SW4009", "SW4010", "SW4011", "SW4012", "SW4013", "SW4014")),
+    ("check", "compiler/checks/templates.py", ("SW2006", "SW2008", "SW4014", "SW5001", "SW5002", "SW5003",
+                                               "SW5004")),
+    ("check", "compiler/checks/testblocks.py", ("SW4006", "SW6002", "SW6003", "SW6004", "SW6005", "SW6006",
+                                                "SW6007", "SW7006")),
+    ("check", "compiler/checks/settings.py", ("SW2010", "SW2011", "SW3015")),
+    ("check", "compiler/checks/shape.py", ("SW3009", "SW3010", "SW3011", "SW3012", "SW3013", "SW3014",
+                                           "SW3015", "SW3016", "SW3017", "SW3018")),
+    ("check", "compiler/checks/graph.py", ("SW3001", "SW3002", "SW3003", "SW3005", "SW3006", "SW3007",
+                                           "SW3008", "SW7004", "SW7007")),
+    ("check", "compiler/checks/listeners.py", ("SW7008", "SW7009", "SW7010")),
+    ("check", "compiler/checks/unused.py", ("SW7001", "SW7002", "SW7003", "SW7005")),
+    ("check", "compiler/checks/__init__.py", ("SW9001",)),
+    ("lower, load", "compiler/pipeline.py", ("SW9001",)),
+    ("fmt", "compiler/tools/formatter.py", ("SW9001",)),
+    ("import", "importers/__init__.py", ("SW1021", "SW8003")),
+    ("import", "importers/json_source.py", ("SW8001",)),
+    ("import", "importers/xml_source.py", ("SW8002",)),
+    ("import", "importers/schema.py", ("SW8004", "SW8005", "SW8006")),
+    ("import", "importers/metaagent.py", ("SW8007", "SW8008", "SW8101", "SW8102", "SW8103", "SW8104",
+                                          "SW8107")),
+    ("import", "importers/autoagent.py", ("SW8004", "SW8005", "SW8007", "SW8008", "SW8105", "SW8106")),
+    ("any", "cli.py", ("SW9001",)),
+)

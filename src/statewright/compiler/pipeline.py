@@ -1,0 +1,120 @@
+"""The front door: one source file through parse, checks, lowering, passes and loading, stopping where asked.
+
+Every face that checks a text — `statewright check`, the Python API, the designer's repair loop, the
+source edits, the language server — calls `compile_source`, the way Jinja's `Environment.compile` runs
+its parse, generate and compile. Each stage adds to one `Compilation`; none raises for a bad input, and a
+stage runs only when the ones before it left it something to work on.
+
+The stages' own modules are imported when a stage first runs, so that a command that only parses pays
+for nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import field
+from typing import TYPE_CHECKING, Literal, TypeVar
+
+from ..diagnostics import Diagnostic, Diagnostics, SourceFile
+from ..grammar import ast, parse_source
+from ..grammar.node import Node
+
+if TYPE_CHECKING:
+    from ..runtime.spec import MachineSpec
+    from .checks.resolve import Symbols
+    from .ir import Machine as IRMachine  # the `ir` field below shadows the module in the class body
+
+Stage = Literal["parse", "check", "lower", "passes", "load"]
+STAGES: tuple[Stage, ...] = ("parse", "check", "lower", "passes", "load")
+
+T = TypeVar("T")
+_Comment = ast.Comment  # the `ast` field below shadows the module inside the class body
+
+
+class Compilation(Node, frozen=False):
+    """Everything the stages learned about one file.
+
+    `ast` and `comments` come from parsing; `diagnostics` from every stage, sorted; `symbols` (the
+    declarations by kind, and what the checks recorded) from checking; `ir` from lowering, when no error
+    was reported; `optimized` from the passes and `machine` (the runtime MachineSpec) from loading, when
+    those stages were asked for."""
+
+    source: SourceFile | None
+    ast: ast.Machine | None
+    comments: list[_Comment]
+    ir: IRMachine | None
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    symbols: Symbols | None = field(default=None, compare=False, repr=False)
+    optimized: IRMachine | None = field(default=None, compare=False, repr=False)
+    machine: MachineSpec | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.ir is not None and not any(d.severity.value == "error" for d in self.diagnostics)
+
+
+def compile_source(source: SourceFile, *, stop_after: Stage = "lower", level: int = 1,
+                   disabled: Sequence[str] = (), log: list[str] | None = None) -> Compilation:
+    """Compile one source file as far as `stop_after`:
+
+        parse   the syntax tree and its comments (syntax errors are diagnostics)
+        check   every check, into one list of diagnostics, and the symbol tables
+        lower   the IR, when no check reported an error
+        passes  the IR after the optimization passes (`level`, `disabled` and `log` as for run_passes)
+        load    the machine part of its runner, compiled in memory: what run, test and the API execute
+
+    Every problem is a diagnostic, none is raised (an unknown pass name in `disabled` excepted)."""
+    if stop_after not in STAGES:
+        raise ValueError(f"unknown stage {stop_after!r}; the stages are {', '.join(STAGES)}")
+    from ..grammar.parser import paused_gc
+
+    last = STAGES.index(stop_after)
+    with paused_gc():
+        parsed = parse_source(source)
+        diagnostics = parsed.diagnostics
+        symbols = ir = optimized = machine = None
+        if parsed.machine is not None and last >= STAGES.index("check"):
+            symbols = _check(source, parsed.machine, diagnostics)
+            if symbols is not None and not diagnostics.has_errors and last >= STAGES.index("lower"):
+                checked = parsed.machine
+                ir = _stage("lowering", checked, diagnostics, lambda: _lower(checked, symbols))
+    if ir is not None and last >= STAGES.index("passes"):
+        from .passes import run_passes
+
+        optimized = run_passes(ir, level=level, disabled=disabled, log=log)
+        if last >= STAGES.index("load"):
+            ready = optimized
+            machine = _stage("generating code for", parsed.machine, diagnostics, lambda: _load(ready, source))
+            ir = ir if machine is not None else None
+    return Compilation(source, parsed.machine, parsed.comments, ir, diagnostics.sorted(), symbols, optimized,
+                       machine)
+
+
+def _check(source: SourceFile, machine: ast.Machine, diagnostics: Diagnostics) -> Symbols | None:
+    from .checks import check_machine
+
+    return check_machine(source, machine, diagnostics)
+
+
+def _lower(machine: ast.Machine, symbols: Symbols) -> IRMachine:
+    from .lower import lower_machine
+
+    return lower_machine(machine, symbols)
+
+
+def _load(optimized: IRMachine, source: SourceFile) -> MachineSpec:
+    from .codegen import load_machine
+
+    return load_machine(optimized, source_text=source.text, source_path=source.path)  # type: ignore[no-any-return]
+
+
+def _stage(doing: str, machine: ast.Machine | None, diagnostics: Diagnostics, run: Callable[[], T]) -> T | None:
+    """A stage that must not fail for a checked machine: if it does, that is an SW9001 for this file."""
+    try:
+        return run()
+    except Exception as e:  # noqa: BLE001 - reported as a diagnostic, as a failing check is
+        span = machine.name.span if machine is not None else None
+        diagnostics.report("SW9001", f"internal compiler error while {doing} this file: {type(e).__name__}: "
+                           f"{str(e)[:200]}", span, label="the compiler failed here",
+                           help="this is a bug in statewright; please report it with this file")
+        return None

@@ -1,0 +1,560 @@
+"""The language features as LSP types, each a function of one document's Analysis.
+
+Diagnostics, hover, definition, references, completion, rename, formatting, outline, folding and code
+actions.
+
+Everything here reads what the front door produced: the diagnostics as `statewright check` reports
+them, the syntax tree, the checks' symbol tables and the index built from them. Nothing parses or checks
+a text on its own; rename checks its result through the front door too.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from lsprotocol import types
+
+from .. import api
+from ..compiler import ir
+from ..compiler.checks.resolve import BUILTIN_TYPES, JINJA_NAMES, Symbols
+from ..diagnostics import Diagnostic, SourceFile
+from ..diagnostics.explain import explain
+from ..grammar import ast
+from ..runtime.tool_signatures import STD_TOOLS
+from .analysis import Analysis
+from .context import CursorContext, cursor_context, dotted_chain, word_before
+from .index import Key, Occurrence
+
+EXPLAIN_COMMAND = "statewright.explainCode"
+DEFAULT_EXPLAIN_LINK = "command:statewright.explain?%5B%22{code}%22%5D"  # the VS Code extension's command
+SOURCE = "statewright"
+
+
+def lsp_range(a: Analysis, start: int, end: int) -> types.Range:
+    (l1, c1), (l2, c2) = a.lines.position(start), a.lines.position(end)
+    return types.Range(types.Position(l1, c1), types.Position(l2, c2))
+
+
+def offset_of(a: Analysis, position: types.Position) -> int:
+    return a.lines.offset(position.line, position.character)
+
+
+# ---- diagnostics ---------------------------------------------------------------------------------
+
+
+def diagnostics(a: Analysis, explain_link: str = DEFAULT_EXPLAIN_LINK) -> list[types.Diagnostic]:
+    """Every diagnostic of the document, as `statewright check` reports it: code, exact range, severity,
+    the label, help and notes, a link to the code's explanation, and the fixes its help names."""
+    out = []
+    for d in a.compilation.diagnostics:
+        start, end = (d.span.start, d.span.end) if d.span is not None else (0, 0)
+        lines = [d.message + (f": {d.label}" if d.label else "")]
+        lines += [f"help: {d.help}"] if d.help else []
+        lines += [f"note: {note}" for note in d.notes]
+        fixes = [{"title": title, "newText": text} for title, text in fixes_for(d)]
+        out.append(types.Diagnostic(
+            range=lsp_range(a, start, end),
+            message="\n".join(lines),
+            severity=(types.DiagnosticSeverity.Error if d.severity.value == "error"
+                      else types.DiagnosticSeverity.Warning),
+            code=d.code,
+            code_description=types.CodeDescription(href=explain_link.replace("{code}", d.code)),
+            source=SOURCE,
+            data={"fixes": fixes} if fixes else None,
+        ))
+    return out
+
+
+_DID_YOU_MEAN = re.compile(r"did you mean (?:one of )?((?:'[^']+'(?:, )?)+)\?")
+_SYNTAX_FIXES = {  # code and message -> the text that replaces the diagnostic's span
+    ("SW1010", "'=' used as a comparison"): "==",
+    ("SW1014", "'=>' is not an arrow"): "->",
+    ("SW1011", "'else' is not a keyword"): "otherwise",
+    ("SW1012", "'&&' is not an operator here"): "and",
+    ("SW1012", "'||' is not an operator here"): "or",
+    ("SW1001", "unexpected character ';'"): "",
+}
+
+
+def fixes_for(d: Diagnostic) -> list[tuple[str, str]]:
+    """The fixes a diagnostic names itself, as (title, replacement of its span)."""
+    if d.span is None:
+        return []
+    text = d.span.text
+    fixed = _SYNTAX_FIXES.get((d.code, d.message))
+    if fixed is not None:
+        return [(f"Remove '{text}'" if not fixed else f"Replace '{text}' with '{fixed}'", fixed)]
+    if d.code == "SW1013":
+        return [(f"Write 'state {text}'", f"state {text}")]
+    if d.code == "SW1014" and d.message.startswith("missing '->'"):
+        return [(f"Write '-> {text}'", f"-> {text}")]
+    m = _DID_YOU_MEAN.search(d.help)
+    if m is None or not re.fullmatch(r"[A-Za-z_][\w.]*", text):
+        return []
+    return [(f"Replace '{text}' with '{name}'", name) for name in re.findall(r"'([^']+)'", m.group(1))]
+
+
+def code_actions(a: Analysis, uri: str, wanted: Sequence[types.Diagnostic]) -> list[types.CodeAction]:
+    """Quick fixes for the diagnostics the client sends back (each carries its fixes in `data`)."""
+    actions = []
+    for d in wanted:
+        data = d.data if isinstance(d.data, dict) else {}
+        for i, fix in enumerate(data.get("fixes", ())):
+            edit = types.TextEdit(range=d.range, new_text=fix["newText"])
+            actions.append(types.CodeAction(
+                title=fix["title"], kind=types.CodeActionKind.QuickFix, diagnostics=[d],
+                is_preferred=i == 0, edit=types.WorkspaceEdit(changes={uri: [edit]})))
+    return actions
+
+
+# ---- navigation ----------------------------------------------------------------------------------
+
+
+def _occurrence(a: Analysis, position: types.Position) -> Occurrence | None:
+    return a.index.at(offset_of(a, position)) if a.index is not None else None
+
+
+def definition(a: Analysis, uri: str, position: types.Position) -> list[types.Location] | None:
+    found = _occurrence(a, position)
+    target = a.index.definition(found.key) if found is not None and a.index is not None else None
+    if target is None:
+        return None
+    return [types.Location(uri, lsp_range(a, target.start, target.end))]
+
+
+def references(a: Analysis, uri: str, position: types.Position, include_declaration: bool
+               ) -> list[types.Location] | None:
+    found = _occurrence(a, position)
+    if found is None or a.index is None:
+        return None
+    return [types.Location(uri, lsp_range(a, o.start, o.end))
+            for o in a.index.references(found.key, include_definition=include_declaration)]
+
+
+# ---- hover ---------------------------------------------------------------------------------------
+
+
+def hover(a: Analysis, position: types.Position) -> types.Hover | None:
+    """What the name under the cursor is (a state's agent, output and transitions; a field's type and
+    doc; ...), and the explanation of any diagnostic there."""
+    offset = offset_of(a, position)
+    parts: list[str] = []
+    span: tuple[int, int] | None = None
+    found = _occurrence(a, position)
+    if found is not None:
+        text = describe(found.key, a)
+        if text:
+            parts.append(text)
+            span = (found.start, found.end)
+    for d in a.compilation.diagnostics:
+        if d.span is not None and d.span.start <= offset <= max(d.span.end, d.span.start + 1):
+            parts.append(_diagnostic_text(d))
+            span = span or (d.span.start, d.span.end)
+    if not parts:
+        return None
+    content = types.MarkupContent(kind=types.MarkupKind.Markdown, value="\n\n---\n\n".join(parts))
+    return types.Hover(contents=content, range=lsp_range(a, *span) if span else None)
+
+
+def _diagnostic_text(d: Diagnostic) -> str:
+    lines = [f"**{d.severity.value}[{d.code}]**: {d.message}"]
+    if d.help:
+        lines.append(f"help: {d.help}")
+    long = explain(d.code)
+    if long:
+        lines.append(_fence(long.rstrip()))
+    return "\n\n".join(lines)
+
+
+def _fence(text: str, lang: str = "text") -> str:
+    return f"```{lang}\n{text}\n```"
+
+
+def describe(key: Key, a: Analysis) -> str:
+    """A Markdown description of one declared thing, read from the syntax tree and the symbol tables."""
+    symbols = a.compilation.symbols
+    if symbols is None:
+        return ""
+    if key.kind == "state" and key.name in symbols.states:
+        view = symbols.states[key.name]
+        kind = " ".join(w for w, on in (("start", view.decl.start), ("final", view.decl.final)) if on)
+        lines = [f"**{kind + ' ' if kind else ''}state** `{key.name}`"]
+        if view.agent is not None:
+            lines.append(f"agent: `{view.agent.name.value}`")
+        if view.call is not None:
+            lines.append(f"calls: `{view.call.span.text}`")
+        lines.append(f"output: `{view.output.type.span.text}`" if view.output is not None
+                     else "output: plain text" if view.agent is not None else "")
+        if view.tell is not None:
+            lines.append(f"tells: {', '.join(f'`{n.value}`' for n in view.tell.agents)}")
+        if view.visits is not None:
+            lines.append(f"visits: at most {view.visits.count.value}")
+        body = "  \n".join(line for line in lines if line)
+        if view.transitions:
+            body += "\n\n" + _fence("\n".join(t.span.text for t in view.transitions), "fsm")
+        return body
+    if key.kind == "agent" and key.name in symbols.agents:
+        agent = symbols.agents[key.name]
+        lines = [f"**agent** `{key.name}`"]
+        if agent.model is not None:
+            lines.append(f"model: `{agent.model.model.value}`")
+        if agent.tools is not None:
+            lines.append(f"tools: {', '.join(f'`{t.dotted}`' for t in agent.tools.tools)}")
+        if agent.memory is not None:
+            lines.append(f"memory: `{agent.memory.span.text.removeprefix('memory ').strip()}`")
+        body = "  \n".join(lines)
+        if agent.prompt is not None:
+            body += "\n\n" + _fence(agent.prompt.text.value.strip()[:600])
+        return body
+    if key.kind == "type" and key.name in symbols.types:
+        decl = symbols.types[key.name]
+        rows = [f"{f.name.value}: {f.type.span.text}" + (f"  # {f.doc.value}" if f.doc else "") for f in decl.fields]
+        return f"**type** `{key.name}`\n\n" + _fence("\n".join(rows) or "(no fields)", "fsm")
+    if key.kind == "field":
+        owner, _, name = key.name.partition(".")
+        owner_decl = symbols.types.get(owner)
+        field_decl = next((f for f in owner_decl.fields if f.name.value == name), None) if owner_decl else None
+        if field_decl is None:
+            return ""
+        doc = f"\n\n{field_decl.doc.value}" if field_decl.doc else ""
+        return f"**field** `{owner}.{name}`: `{field_decl.type.span.text}`{doc}"
+    if key.kind == "input" and key.name in symbols.inputs:
+        return "**input**\n\n" + _fence(symbols.inputs[key.name].span.text, "fsm")
+    if key.kind == "tool":
+        return _describe_tool(key.name, symbols)
+    return ""
+
+
+def _describe_tool(name: str, symbols: Symbols) -> str:
+    decl = symbols.tools.get(name)
+    if decl is not None and decl.import_path is not None:
+        return f"**tool** `{name}` = `{decl.import_path.value}`"
+    std = STD_TOOLS.get(name)
+    if std is None:
+        return f"**tool** `{name}`"
+    params = ", ".join(f"{p}: {t}{'' if required else '?'}" for p, (t, required) in std["params"].items())
+    enabled = "" if std["enabled_by_default"] else "\n\nDeclare it (`tool " + name + "`) to enable it."
+    return f"**standard tool** `{name}({params})`\n\n{std['doc']}{enabled}"
+
+
+# ---- rename --------------------------------------------------------------------------------------
+
+RENAMABLE = ("state", "agent", "type", "input")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class RenameRefused(Exception):
+    """A rename that cannot be done; the message says why."""
+
+
+def prepare_rename(a: Analysis, position: types.Position) -> types.Range | None:
+    found = _occurrence(a, position)
+    if found is None or found.key.kind not in RENAMABLE:
+        return None
+    return lsp_range(a, found.start, found.end)
+
+
+def rename(a: Analysis, uri: str, position: types.Position, new_name: str) -> types.WorkspaceEdit:
+    """Rename a state, agent, type or input everywhere the file names it: declarations, references,
+    guards, templates and test blocks. The renamed text must check no worse than before."""
+    found = _occurrence(a, position)
+    if found is None or a.index is None or found.key.kind not in RENAMABLE:
+        raise RenameRefused("only a state, an agent, a type or an input can be renamed")
+    key = found.key
+    if not _IDENTIFIER.fullmatch(new_name):
+        raise RenameRefused(f"'{new_name}' is not a name: use letters, digits and '_', not starting with a digit")
+    if new_name == key.name:
+        return types.WorkspaceEdit(changes={uri: []})
+    symbols = a.compilation.symbols
+    if key.kind in ("state", "input") and (new_name in JINJA_NAMES or new_name == "output"):
+        raise RenameRefused(f"'{new_name}' is reserved: templates or guards could not read it")
+    if key.kind == "type" and new_name in BUILTIN_TYPES:
+        raise RenameRefused(f"'{new_name}' is a built-in type")
+    if symbols is not None:
+        tables: dict[str, list[dict[str, Any]]] = {
+            "state": [symbols.states, symbols.inputs], "input": [symbols.states, symbols.inputs],
+            "agent": [symbols.agents], "type": [symbols.types]}
+        taken = tables[key.kind]
+        if any(new_name in table for table in taken):
+            raise RenameRefused(f"the machine already declares '{new_name}'")
+    occurrences = a.index.references(key)
+    new_text = _apply(a.text, [(o.start, o.end, new_name) for o in occurrences])
+    before = {d.code for d in a.compilation.diagnostics if d.severity.value == "error"}
+    after = api.check_source(SourceFile(a.path, new_text)).diagnostics
+    worse = sorted({d.code for d in after if d.severity.value == "error"} - before)
+    if worse:
+        raise RenameRefused(f"renamed, the file would not check ({', '.join(worse)})")
+    edits = [types.TextEdit(range=lsp_range(a, o.start, o.end), new_text=new_name) for o in occurrences]
+    return types.WorkspaceEdit(changes={uri: edits})
+
+
+def _apply(text: str, edits: Iterable[tuple[int, int, str]]) -> str:
+    out, pos = [], 0
+    for start, end, new in sorted(edits):
+        out += [text[pos:start], new]
+        pos = end
+    return "".join(out) + text[pos:]
+
+
+# ---- formatting ----------------------------------------------------------------------------------
+
+
+def formatting(a: Analysis) -> list[types.TextEdit] | None:
+    """The canonical layout (`statewright fmt`) as one edit; None when the text cannot be formatted
+    (a syntax error) or already is."""
+    formatted = api.format_text(a.text, a.path).text
+    if formatted is None or formatted == a.text:
+        return None if formatted is None else []
+    return [types.TextEdit(range=lsp_range(a, 0, len(a.text)), new_text=formatted)]
+
+
+# ---- the outline ---------------------------------------------------------------------------------
+
+
+def document_symbols(a: Analysis) -> list[types.DocumentSymbol]:
+    machine = a.compilation.ast
+    if machine is None:
+        return []
+    K = types.SymbolKind
+
+    def symbol(name: str, kind: types.SymbolKind, node: Any, name_span: Any, detail: str = "",
+               children: list[types.DocumentSymbol] | None = None) -> types.DocumentSymbol:
+        return types.DocumentSymbol(name=name, kind=kind, detail=detail or None,
+                                    range=lsp_range(a, node.span.start, node.span.end),
+                                    selection_range=lsp_range(a, name_span.start, name_span.end),
+                                    children=children)
+
+    children = []
+    for item in machine.items:
+        if isinstance(item, ast.InputDecl):
+            children.append(symbol(item.name.value, K.Variable, item, item.name.span, item.type.span.text))
+        elif isinstance(item, ast.TypeDecl):
+            fields = [symbol(f.name.value, K.Field, f, f.name.span, f.type.span.text) for f in item.fields]
+            children.append(symbol(item.name.value, K.Struct, item, item.name.span, "type", fields))
+        elif isinstance(item, ast.ToolDecl):
+            children.append(symbol(item.name.dotted, K.Function, item, item.name.span, "tool"))
+        elif isinstance(item, ast.AgentDecl):
+            children.append(symbol(item.name.value, K.Class, item, item.name.span, "agent"))
+        elif isinstance(item, ast.StateDecl):
+            detail = " ".join(w for w, on in (("start", item.start), ("final", item.final)) if on) + " state"
+            children.append(symbol(item.name.value, K.Event if item.final else K.Function, item,
+                                   item.name.span, detail.strip()))
+        elif isinstance(item, ast.TestDecl):
+            children.append(symbol(f'test "{item.name.value}"', K.Method, item, item.name.span, "test"))
+    return [symbol(machine.name.value, K.Module, machine, machine.name.span, "machine", children)]
+
+
+# ---- folding -------------------------------------------------------------------------------------
+
+_FOLD_TOKENS = re.compile(r'"""(?:[^"]|"(?!""))*(?:"""|\Z)|"(?:[^"\\\n]|\\.)*"?|#[^\n]*|[{}]')
+
+
+def folding_ranges(a: Analysis) -> list[types.FoldingRange]:
+    """Blocks, triple-quoted strings and runs of comment lines; read from the text, so a file with a
+    syntax error still folds."""
+    out: list[types.FoldingRange] = []
+    opened: list[int] = []
+    comments: list[int] = []
+
+    def line(offset: int) -> int:
+        return a.lines.position(offset)[0]
+
+    def end_comments() -> None:
+        if len(comments) > 1:
+            out.append(types.FoldingRange(comments[0], comments[-1], kind=types.FoldingRangeKind.Comment))
+        comments.clear()
+
+    for m in _FOLD_TOKENS.finditer(a.text):
+        token = m.group()
+        if token.startswith("#"):
+            n = line(m.start())
+            if comments and n != comments[-1] + 1:
+                end_comments()
+            if a.text[a.text.rfind("\n", 0, m.start()) + 1 : m.start()].strip() == "":
+                comments.append(n)
+            continue
+        end_comments()
+        if token == "{":
+            opened.append(line(m.start()))
+        elif token == "}":
+            if opened:
+                start, end = opened.pop(), line(m.start()) - 1
+                if end > start:
+                    out.append(types.FoldingRange(start, end, kind=types.FoldingRangeKind.Region))
+        elif token.startswith('"""'):
+            start, end = line(m.start()), line(m.end()) - 1
+            if end > start:
+                out.append(types.FoldingRange(start, end, kind=types.FoldingRangeKind.Region))
+    end_comments()
+    return out
+
+
+# ---- completion ----------------------------------------------------------------------------------
+
+MACHINE_KEYWORDS = ("description", "input", "model", "verifier model", "temperature", "limits", "type", "tool",
+                    "agent", "state", "start state", "final state", "test")
+STATE_KEYWORDS = ("agent", "do", "output", "tell", "visits", "retries", "call", "when", "otherwise", "->")
+FINAL_STATE_KEYWORDS = ("result",)
+AGENT_KEYWORDS = ("prompt", "model", "temperature", "tools", "memory", "fallbacks")
+TEST_KEYWORDS = ("input", "reply", "verdict", "expect path", "expect final", "expect result", "expect failure")
+LIMIT_KEYWORDS = ("steps", "cost_usd", "tokens", "seconds")
+GUARD_FUNCTIONS = ("len", "visits")
+
+
+def completion(a: Analysis, good: Analysis | None, position: types.Position) -> types.CompletionList:
+    """Names that fit where the cursor is: states after `->`, fields after `output.` and
+    `STATE.output.`, variables in templates, keywords at the start of a line in a block. Names come from
+    the document's last version that parsed (`good`), so completing inside half-typed text works."""
+    offset = offset_of(a, position)
+    context = cursor_context(a.text, offset)
+    source = a if a.compilation.symbols is not None else good
+    symbols = source.compilation.symbols if source is not None else None
+    items = _complete(context, symbols) if not context.in_comment else []
+    return types.CompletionList(is_incomplete=False, items=items)
+
+
+def _item(label: str, kind: types.CompletionItemKind, detail: str = "", doc: str = "") -> types.CompletionItem:
+    documentation = types.MarkupContent(kind=types.MarkupKind.Markdown, value=doc) if doc else None
+    return types.CompletionItem(label=label, kind=kind, detail=detail or None, documentation=documentation)
+
+
+def _complete(context: CursorContext, symbols: Symbols | None) -> list[types.CompletionItem]:
+    K = types.CompletionItemKind
+    state = context.state
+    if context.in_string:
+        if context.template is None:
+            return []
+        return _expression(context.template, symbols, state.name if state else None, template=True,
+                           scope_states=state is not None)
+    line = context.line
+    block = context.block
+    if symbols is not None:
+        if re.search(r"->\s*\w*$", line) and not re.search(r"^\s*when\b.*->.*->", line):
+            return [_item(n, K.EnumMember, "state") for n in symbols.states]
+        if block is not None and block.kind == "state":
+            if re.search(r"^\s*agent\s+\w*$", line):
+                return [_item(n, K.Class, "agent") for n in symbols.agents]
+            if re.search(r"^\s*output\s+[\w\[]*$", line):
+                return _types(symbols)
+            if re.search(r"^\s*tell\s*\[[^\]]*$", line):
+                return [_item(n, K.Class, "agent") for n in symbols.agents]
+            if re.search(r"^\s*call\s+[\w.]*$", line):
+                return _tools(symbols)
+            if re.search(r"^\s*when\s+", line):
+                return _expression(re.sub(r"^\s*when\s+", "", line), symbols, state.name if state else None,
+                                   template=False, scope_states=True)
+            if re.search(r"^\s*call\s+[\w.]+\s*\(.*=\s*[^,)]*$", line):
+                return _expression(line.rsplit("=", 1)[1], symbols, None, template=False, scope_states=True)
+        if block is not None and block.kind == "agent" and re.search(r"^\s*tools\s*\[[^\]]*$", line):
+            return _tools(symbols)
+        if block is not None and block.kind == "test" and (
+                re.search(r"^\s*(reply|verdict|expect\s+final)\s+\w*$", line)
+                or re.search(r"^\s*expect\s+path\s*\[[^\]]*$", line)):
+            return [_item(n, K.EnumMember, "state") for n in symbols.states]
+        if block is not None and block.kind == "machine" and re.search(r"^\s*input\s+\w+\s*:\s*[\w\[]*$", line):
+            return _types(symbols)
+        if block is not None and block.kind == "type" and re.search(r":\s*[\w\[]*$", line):
+            return _types(symbols)
+    if block is not None and block.kind == "agent" and re.search(r"^\s*memory\s+\w*$", line):
+        return [_item(w, K.Keyword) for w in ("all", "none", "last")]
+    if block is not None and block.kind == "test" and re.search(r"^\s*expect\s+failure\s+\w*$", line):
+        from ..runtime.result import FAILURE_KINDS
+
+        return [_item(w, K.EnumMember, "failure kind") for w in FAILURE_KINDS]
+    if re.fullmatch(r"\s*\w*", line):
+        return [_item(w, K.Keyword) for w in _keywords(block)]
+    return []
+
+
+def _keywords(block: Any) -> tuple[str, ...]:
+    if block is None:
+        return ("machine",)
+    return {"machine": MACHINE_KEYWORDS, "agent": AGENT_KEYWORDS, "test": TEST_KEYWORDS,
+            "limits": LIMIT_KEYWORDS,
+            "state": FINAL_STATE_KEYWORDS if block.final else STATE_KEYWORDS}.get(block.kind, ())
+
+
+def _types(symbols: Symbols) -> list[types.CompletionItem]:
+    K = types.CompletionItemKind
+    return ([_item(n, K.Struct, "type") for n in symbols.types] + [_item(n, K.TypeParameter, "built-in type")
+                                                                    for n in (*BUILTIN_TYPES, "list")])
+
+
+def _tools(symbols: Symbols) -> list[types.CompletionItem]:
+    K = types.CompletionItemKind
+    names = dict.fromkeys([*symbols.tools, *STD_TOOLS])
+    return [_item(n, K.Function, "tool", STD_TOOLS.get(n, {}).get("doc", "")) for n in names]
+
+
+def _expression(text: str, symbols: Symbols | None, state: str | None, *, template: bool,
+                scope_states: bool) -> list[types.CompletionItem]:
+    """Completions in a guard or a template expression: the names in scope, or after a dot the fields."""
+    if symbols is None:
+        return []
+    K = types.CompletionItemKind
+    chain = dotted_chain(text)
+    if chain is None:
+        if not re.search(r"(^|[\s(\[,!=<>+\-*/%|])\w*$", text) and word_before(text) == "":
+            return []
+        items = [_item(n, K.Variable, "input " + symbols.inputs[n].type.span.text) for n in symbols.inputs]
+        if scope_states:
+            items += [_item(n, K.EnumMember, "state") for n in symbols.states if n not in JINJA_NAMES]
+        if not template and state is not None:
+            items.append(_item("output", K.Variable, "this state's output"))
+        if not template:
+            items += [_item(f, K.Function, "function") for f in GUARD_FUNCTIONS]
+        return items
+    names, _ = chain
+    t = _chain_type(names, symbols, state, template)
+    if isinstance(t, str):  # a state itself: its parts
+        return [_item(p, K.Property, doc) for p, doc in (
+            ("output", f"the output of state '{t}'"), *((("visits", "how many times it ran"),) if template else ()))]
+    while isinstance(t, ir.Optional_):
+        t = t.inner
+    if not isinstance(t, ir.Named):
+        return []
+    decl = symbols.types.get(t.name)
+    return [_item(f.name.value, K.Field, f.type.span.text, f.doc.value if f.doc else "")
+            for f in (decl.fields if decl else ())]
+
+
+def _chain_type(names: list[str], symbols: Symbols, state: str | None, template: bool) -> ir.Type | str | None:
+    """The type of `a.b.c` (or the state's name, for a chain that is a state alone)."""
+    first, rest = names[0], names[1:]
+    t: ir.Type | None
+    if first == "output" and not template and state in symbols.states:
+        t = _output(symbols, state)
+    elif first in symbols.inputs:
+        t = symbols.resolve_type(symbols.inputs[first].type)
+    elif first in symbols.states:
+        if not rest:
+            return first
+        if rest[0] != "output":
+            return None
+        t, rest = _output(symbols, first), rest[1:]
+    else:
+        return None
+    for name in rest:
+        while isinstance(t, ir.Optional_):
+            t = t.inner
+        if not isinstance(t, ir.Named):
+            return None
+        t = symbols.fields_of(t.name).get(name)
+    return t
+
+
+def _output(symbols: Symbols, state: str | None) -> ir.Type | None:
+    view = symbols.states.get(state or "")
+    return symbols.resolve_type(view.output.type) if view is not None and view.output is not None else None
+
+
+def explain_code(code: str) -> str:
+    """The long explanation of a code, for the `statewright.explainCode` command."""
+    return explain(code) or f"{code} is not a statewright diagnostic code"
+
+
+__all__ = ["DEFAULT_EXPLAIN_LINK", "EXPLAIN_COMMAND", "RenameRefused", "code_actions", "completion", "definition",
+           "describe", "diagnostics", "document_symbols", "explain_code", "folding_ranges", "formatting", "hover",
+           "prepare_rename", "references", "rename"]

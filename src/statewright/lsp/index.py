@@ -1,0 +1,184 @@
+"""Where each name is declared and used: states, agents, types, tools, inputs and fields of declared types.
+
+The syntax tree gives the declarations and the plain references (transition targets, `agent w`, `tell`,
+`output T`, test blocks); the checks' own records give the reads they resolved with exact spans — the
+states templates read (`Symbols.state_reads`, as the IR keeps them), and the inputs and fields guards and
+templates read. So a template is never parsed here a second time, and a name means here what it means to
+the compiler.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from ..compiler import ir
+from ..compiler.checks.resolve import Symbols
+from ..diagnostics import Span
+from ..grammar import ast
+
+KINDS = ("state", "agent", "type", "tool", "input", "field")
+
+
+@dataclass(frozen=True)
+class Key:
+    """One declared thing: its kind and its name (`Type.field` for a field, `std.python` for a tool)."""
+
+    kind: str
+    name: str
+
+
+@dataclass(frozen=True)
+class Occurrence:
+    """A name in the text that stands for `key`: its declaration or a use, over [start, end)."""
+
+    key: Key
+    start: int
+    end: int
+    definition: bool = False
+
+
+class SymbolIndex:
+    """Every occurrence of every declared name in one checked (or partly checked) file."""
+
+    def __init__(self, occurrences: Iterable[Occurrence]) -> None:
+        unique: dict[tuple[Key, int, int], Occurrence] = {}
+        for o in occurrences:
+            known = unique.get((o.key, o.start, o.end))
+            if known is None or o.definition and not known.definition:
+                unique[(o.key, o.start, o.end)] = o
+        self.occurrences = sorted(unique.values(), key=lambda o: (o.start, o.end))
+        self._starts = [o.start for o in self.occurrences]
+        self.by_key: dict[Key, list[Occurrence]] = {}
+        for o in self.occurrences:
+            self.by_key.setdefault(o.key, []).append(o)
+
+    def at(self, offset: int) -> Occurrence | None:
+        """The occurrence under a cursor at `offset` (its end counts: the cursor just after a name)."""
+        i = bisect.bisect_right(self._starts, offset) - 1
+        while i >= 0 and self.occurrences[i].start <= offset:
+            if offset <= self.occurrences[i].end:
+                return self.occurrences[i]
+            i -= 1
+        return None
+
+    def definition(self, key: Key) -> Occurrence | None:
+        return next((o for o in self.by_key.get(key, ()) if o.definition), None)
+
+    def references(self, key: Key, *, include_definition: bool = True) -> list[Occurrence]:
+        return [o for o in self.by_key.get(key, ()) if include_definition or not o.definition]
+
+
+def build_index(machine: ast.Machine, symbols: Symbols | None) -> SymbolIndex:
+    """The index of one parsed machine; `symbols` (from the checks) adds what templates and guards read."""
+    return SymbolIndex(_occurrences(machine, symbols))
+
+
+def _at(key: Key, span: Span | None, definition: bool = False) -> Iterator[Occurrence]:
+    if span is not None:
+        yield Occurrence(key, span.start, span.end, definition)
+
+
+def _occurrences(machine: ast.Machine, symbols: Symbols | None) -> Iterator[Occurrence]:
+    states = {s.name.value for s in machine.of(ast.StateDecl)}
+    inputs = {i.name.value for i in machine.of(ast.InputDecl)}
+    for item in machine.items:
+        if isinstance(item, ast.InputDecl):
+            yield from _at(Key("input", item.name.value), item.name.span, True)
+            yield from _type_refs(item.type)
+        elif isinstance(item, ast.TypeDecl):
+            yield from _at(Key("type", item.name.value), item.name.span, True)
+            for f in item.fields:
+                yield from _at(Key("field", f"{item.name.value}.{f.name.value}"), f.name.span, True)
+                yield from _type_refs(f.type)
+        elif isinstance(item, ast.ToolDecl):
+            yield from _at(Key("tool", item.name.dotted), item.name.span, True)
+        elif isinstance(item, ast.AgentDecl):
+            yield from _at(Key("agent", item.name.value), item.name.span, True)
+            for setting in item.items:
+                if isinstance(setting, ast.ToolsSetting):
+                    for tool in setting.tools:
+                        yield from _at(Key("tool", tool.dotted), tool.span)
+        elif isinstance(item, ast.StateDecl):
+            yield from _state(item, states, inputs)
+        elif isinstance(item, ast.TestDecl):
+            yield from _test(item, symbols)
+    if symbols is not None:
+        for reads in symbols.state_reads.values():
+            for read in reads:
+                yield from _at(Key("state", read.state), read.origin)
+        for name_read in symbols.input_reads:
+            yield from _at(Key("input", name_read.name), name_read.origin)
+        for field_read in symbols.field_reads:
+            yield from _at(Key("field", f"{field_read.type}.{field_read.name}"), field_read.origin)
+
+
+def _type_refs(ref: ast.TypeRef) -> Iterator[Occurrence]:
+    for node in ast.iter_type_ref(ref):
+        if isinstance(node, ast.NamedType) and node.name.value not in ("str", "int", "float", "bool"):
+            yield from _at(Key("type", node.name.value), node.name.span)
+
+
+def _state(decl: ast.StateDecl, states: set[str], inputs: set[str]) -> Iterator[Occurrence]:
+    yield from _at(Key("state", decl.name.value), decl.name.span, True)
+    for item in decl.items:
+        if isinstance(item, ast.AgentRef):
+            yield from _at(Key("agent", item.name.value), item.name.span)
+        elif isinstance(item, ast.OutputDecl):
+            yield from _type_refs(item.type)
+        elif isinstance(item, ast.Tell):
+            for name in item.agents:
+                yield from _at(Key("agent", name.value), name.span)
+        elif isinstance(item, ast.ToolCall):
+            yield from _at(Key("tool", item.tool.dotted), item.tool.span)
+            for arg in item.args:
+                yield from _expr(arg.value, states, inputs)
+        elif isinstance(item, ast.Transition):
+            if item.target is not None:
+                yield from _at(Key("state", item.target.value), item.target.span)
+            if item.guard is not None:
+                yield from _expr(item.guard, states, inputs)
+
+
+def _expr(expr: ast.Expr, states: set[str], inputs: set[str]) -> Iterator[Occurrence]:
+    """States named in a guard or a tool-call argument (`STATE.output`, `visits(STATE)`), and inputs."""
+    for node in ast.iter_expr(expr):
+        if isinstance(node, ast.NameExpr):
+            if node.name in inputs:
+                yield from _at(Key("input", node.name), node.span)
+            elif node.name in states:
+                yield from _at(Key("state", node.name), node.span)
+
+
+def _test(decl: ast.TestDecl, symbols: Symbols | None) -> Iterator[Occurrence]:
+    for item in decl.items:
+        if isinstance(item, (ast.Reply, ast.Verdict, ast.ExpectFinal)):
+            yield from _at(Key("state", item.state.value), item.state.span)
+        elif isinstance(item, ast.ExpectPath):
+            for name in item.states:
+                yield from _at(Key("state", name.value), name.span)
+        elif isinstance(item, ast.TestInput):
+            for entry in ast.object_entries(item.values):
+                yield from _at(Key("input", entry.key.value), entry.key.span)
+        if isinstance(item, ast.Reply) and symbols is not None:
+            view = symbols.states.get(item.state.value)
+            if view is not None and view.output is not None:
+                yield from _value_fields(item.value, symbols.resolve_type(view.output.type), symbols)
+
+
+def _value_fields(value: ast.Value, t: ir.Type, symbols: Symbols) -> Iterator[Occurrence]:
+    """The keys of a scripted reply that name fields of its declared type, at any depth."""
+    stack: list[tuple[ast.Value, ir.Type]] = [(value, t)]
+    while stack:
+        value, t = stack.pop()
+        while isinstance(t, ir.Optional_):
+            t = t.inner
+        if isinstance(t, ir.ListOf) and value.kind == "list":
+            stack.extend((item, t.item) for item in ast.list_items(value))
+        elif isinstance(t, ir.Named) and value.kind == "object":
+            fields = symbols.fields_of(t.name)
+            for entry in ast.object_entries(value):
+                if entry.key.value in fields:
+                    yield from _at(Key("field", f"{t.name}.{entry.key.value}"), entry.key.span)
+                    stack.append((entry.value, fields[entry.key.value]))

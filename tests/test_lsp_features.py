@@ -1,0 +1,120 @@
+"""The language server's pieces in process: positions, the cursor's context, quick fixes from a
+diagnostic's own help, and completion and hover in the places the stdio tests do not visit."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("lsprotocol")
+
+from lsprotocol import types
+
+from statewright.api import check_text
+from statewright.lsp import features
+from statewright.lsp.analysis import Analysis
+from statewright.lsp.context import cursor_context, dotted_chain
+from statewright.lsp.positions import LineIndex
+
+SOURCE = """machine m {
+    input topic: str
+
+    type Note {
+        text: str "what to say"
+    }
+
+    agent w {
+        prompt "About {{ topic }}."
+    }
+
+    start state a {
+        agent w
+        do "Write about {{ topic }}."
+        output Note
+        -> done
+    }
+
+    final state done
+
+    test "t" {
+        reply a { text "x" }
+        expect path [a, done]
+    }
+}
+"""
+
+
+def labels(text: str, line: int, character: int, good: Analysis | None = None) -> set[str]:
+    a = Analysis("file:///m.fsm", 1, text)
+    return {i.label for i in features.completion(a, good, types.Position(line, character)).items}
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-16", "utf-32"])
+def test_offsets_and_positions_round_trip_in_every_encoding(encoding: str) -> None:
+    text = "a\nhé😀llo\n\nend"
+    index = LineIndex(text, encoding)
+    for offset in range(len(text) + 1):
+        assert index.offset(*index.position(offset)) == offset
+    emoji_after = {"utf-8": 7, "utf-16": 4, "utf-32": 3}[encoding]
+    assert index.position(text.index("llo")) == (1, emoji_after)
+
+
+def test_the_cursor_context_knows_its_block_its_string_and_its_template() -> None:
+    text = SOURCE.replace('do "Write about {{ topic }}."', 'do "Write about {{ a.output.')
+    context = cursor_context(text, text.index("a.output.") + len("a.output."))
+    assert [b.kind for b in context.blocks] == ["machine", "state"]
+    assert context.state is not None and context.state.name == "a"
+    assert context.in_string and context.template == " a.output."
+    assert dotted_chain(context.template) == (["a", "output"], "")
+    comment = cursor_context("machine m { # a {{ b", len("machine m { # a {{ b"))
+    assert comment.in_comment and not comment.in_string
+
+
+def test_keywords_fit_the_block_the_cursor_is_in() -> None:
+    lines = SOURCE.splitlines()
+    agent_line = next(i for i, line in enumerate(lines) if "prompt" in line)
+    text = "\n".join([*lines[:agent_line], "        ", *lines[agent_line:]]) + "\n"
+    assert {"prompt", "model", "tools", "memory"} <= labels(text, agent_line, 8)
+    machine_line = next(i for i, line in enumerate(lines) if "input topic" in line)
+    text = "\n".join([*lines[:machine_line], "    ", *lines[machine_line:]]) + "\n"
+    assert {"state", "agent", "type", "input", "test"} <= labels(text, machine_line, 4)
+    final_line = next(i for i, line in enumerate(lines) if "final state done" in line)
+    text = "\n".join([*lines[:final_line], "    final state x {", "        ", "    }", *lines[final_line:]]) + "\n"
+    assert labels(text, final_line + 1, 8) == {"result"}
+
+
+def test_a_prompt_template_offers_inputs_only() -> None:
+    text = SOURCE.replace('prompt "About {{ topic }}."', 'prompt "About {{ ')
+    line = text.splitlines().index('        prompt "About {{ ')
+    good = Analysis("file:///m.fsm", 1, SOURCE)
+    assert labels(text, line, len('        prompt "About {{ '), good) == {"topic"}
+
+
+def test_hover_describes_an_agent_an_input_and_a_type() -> None:
+    a = Analysis("file:///m.fsm", 1, SOURCE)
+
+    def hover(needle: str, inside: int) -> str:
+        offset = SOURCE.index(needle) + inside
+        line = SOURCE.count("\n", 0, offset)
+        found = features.hover(a, types.Position(line, offset - SOURCE.rfind("\n", 0, offset) - 1))
+        assert found is not None
+        return found.contents.value  # type: ignore[union-attr]
+
+    assert "**agent** `w`" in hover("agent w {", 6) and "About {{ topic }}." in hover("agent w {", 6)
+    assert "input topic: str" in hover("input topic", 7)
+    assert 'text: str  # what to say' in hover("type Note", 6)
+    assert "**field** `Note.text`: `str`" in hover('text "x"', 1)
+
+
+@pytest.mark.parametrize(("wrong", "fixed"), [
+    ("when output.text = \"x\" -> done", "when output.text == \"x\" -> done"),
+    ("when output.text => done", "when output.text -> done"),
+    ("else -> done", "otherwise -> done"),
+    ("-> dnoe", "-> done"),
+])
+def test_a_diagnostic_that_names_its_fix_carries_it(wrong: str, fixed: str) -> None:
+    text = SOURCE.replace("-> done\n    }\n\n    final", f"{wrong}\n    }}\n\n    final")
+    [first, *_] = check_text(text, "m.fsm").diagnostics
+    [(title, new_text), *_] = features.fixes_for(first)
+    assert first.span is not None
+    repaired = text[: first.span.start] + new_text + text[first.span.end :]
+    assert fixed in repaired and title
