@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 # Words the grammar spells as keywords somewhere; a NAME drawn from this module avoids them all so that
 # it lexes as a name in every context.
 KEYWORDS = frozenset(
-    ["machine", "description", "input", "model", "verifier", "temperature", "limits", "type", "list", "tool", "agent", "prompt", "tools", "memory", "fallbacks", "start", "final", "state", "do", "output", "tell", "visits", "retries", "call", "result", "when", "otherwise", "stay", "max", "not", "and", "or", "in", "true", "false", "none", "test", "reply", "verdict", "expect", "path"]
+    ["machine", "description", "input", "model", "verifier", "temperature", "limits", "type", "list", "tool", "agent", "prompt", "tools", "memory", "fallbacks", "start", "final", "state", "do", "output", "tell", "visits", "retries", "call", "result", "fail", "ask", "after", "per", "visit", "timeout", "when", "otherwise", "stay", "max", "not", "and", "or", "in", "true", "false", "none", "test", "reply", "verdict", "expect", "path"]
 )
 
 _WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
@@ -326,8 +326,10 @@ def _agent_decl(draw: Draw) -> list[Piece]:
 
 @st.composite
 def _transition(draw: Draw) -> list[Piece]:
-    kind = draw(st.sampled_from(["guard", "condition", "always", "otherwise", "stay"]))
+    kind = draw(st.sampled_from(["guard", "condition", "always", "otherwise", "stay", "stay", "timeout"]))
     bound = ["max", draw(ints)] if draw(st.booleans()) else []
+    if bound and kind == "stay" and draw(st.booleans()):
+        bound += ["per", "visit"]
     if kind == "guard":
         return _statement("when", draw(expressions), "->", draw(names), bound)
     if kind == "condition":
@@ -336,16 +338,19 @@ def _transition(draw: Draw) -> list[Piece]:
         return _statement("->", draw(names), bound)
     if kind == "otherwise":
         return _statement("otherwise", "->", draw(names), bound)
+    if kind == "timeout":
+        number = draw(st.sampled_from(["1", "90", "024", "1.5", "2.50", "0.25"]))
+        return _statement("after", number + draw(st.sampled_from("smhd")), "->", draw(names), bound)
     return _statement("otherwise", "stay", bound)
 
 
 @st.composite
 def _state_item(draw: Draw) -> list[Piece]:
     kind = draw(st.sampled_from(["agent", "do", "output", "tell", "visits", "retries", "call", "result",
-                                 "transition", "transition", "transition"]))
+                                 "fail", "ask", "model", "transition", "transition", "transition"]))
     if kind == "agent":
         return _statement("agent", draw(names))
-    if kind in ("do", "result"):
+    if kind in ("do", "result", "fail", "ask", "model"):
         return _statement(kind, draw(string_tokens()))
     if kind == "output":
         return _statement("output", draw(type_refs))
@@ -371,7 +376,10 @@ def _state_decl(draw: Draw) -> list[Piece]:
 
 @st.composite
 def _test_item(draw: Draw) -> list[Piece]:
-    kind = draw(st.sampled_from(["input", "reply", "reply", "verdict", "path", "final", "result", "failure"]))
+    kind = draw(st.sampled_from(["input", "reply", "reply", "verdict", "timeout", "path", "final", "result",
+                                 "failure"]))
+    if kind == "timeout":
+        return _statement("timeout", draw(names))
     if kind == "input":
         return _statement("input", draw(objects))
     if kind == "reply":

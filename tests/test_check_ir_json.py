@@ -46,7 +46,7 @@ def test_the_ir_of_every_valid_case_follows_the_schema(path: Path) -> None:
 
 def test_the_schema_rejects_what_the_ir_never_holds() -> None:
     data = ir_to_json(_ir(VALID[0]))
-    data["states"][0]["kind"] = "human"
+    data["states"][0]["kind"] = "robot"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.Draft202012Validator(IR_JSON_SCHEMA).validate(data)
 

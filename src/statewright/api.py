@@ -300,7 +300,7 @@ class Machine:
         return f"<statewright.Machine {self.name!r} from {self.path}>"
 
     def run(self, inputs: Mapping[str, Any] | None = None, *, trace: Any = None, trace_content: bool = False,
-            checkpoint: Any = None, resume: str | None = None, run_id: str | None = None,
+            checkpoint: Any = None, resume: str | None = None, answer: Any = None, run_id: str | None = None,
             model_map: Mapping[str, str] | None = None, workspace: str | None = None, script: Any = None,
             client: Any = None, tools: Any = None, unsafe_tools: bool = False, max_tokens: int | None = None,
             retries: int | None = None, retry_delay: float | None = None, timeout: float | None = None,
@@ -310,13 +310,24 @@ class Machine:
 
         return run_sync(self.arun(  # type: ignore[no-any-return]
             inputs, trace=trace, trace_content=trace_content, checkpoint=checkpoint, resume=resume,
-            run_id=run_id, model_map=model_map, workspace=workspace, script=script, client=client, tools=tools,
-            unsafe_tools=unsafe_tools, max_tokens=max_tokens, retries=retries, retry_delay=retry_delay,
-            timeout=timeout, listeners=listeners))
+            answer=answer, run_id=run_id, model_map=model_map, workspace=workspace, script=script,
+            client=client, tools=tools, unsafe_tools=unsafe_tools, max_tokens=max_tokens, retries=retries,
+            retry_delay=retry_delay, timeout=timeout, listeners=listeners))
+
+    def resume(self, run_id: str, answer: Any = None, *, checkpoint: Any = None, **options: Any) -> RunResult:
+        """Continue the checkpointed run `run_id` — one that waits for a person, with their `answer` (text,
+        read as JSON for a typed question, or the value itself), or one that was interrupted. The other
+        options are `run`'s. Raises AnswerError when the answer does not fit; the run keeps waiting."""
+        return self.run(checkpoint=checkpoint, resume=run_id, answer=answer, **options)
+
+    async def aresume(self, run_id: str, answer: Any = None, *, checkpoint: Any = None,
+                      **options: Any) -> RunResult:
+        """`resume` on the running event loop."""
+        return await self.arun(checkpoint=checkpoint, resume=run_id, answer=answer, **options)
 
     async def arun(self, inputs: Mapping[str, Any] | None = None, *, trace: Any = None,
                    trace_content: bool = False, checkpoint: Any = None, resume: str | None = None,
-                   run_id: str | None = None, model_map: Mapping[str, str] | None = None,
+                   answer: Any = None, run_id: str | None = None, model_map: Mapping[str, str] | None = None,
                    workspace: str | None = None, script: Any = None, client: Any = None, tools: Any = None,
                    unsafe_tools: bool = False, max_tokens: int | None = None, retries: int | None = None,
                    retry_delay: float | None = None, timeout: float | None = None,
@@ -325,19 +336,22 @@ class Machine:
 
         inputs: the machine's inputs by name. trace: a JSONL file (or an open Trace) to append the run's
         events to; trace_content: include messages and replies. checkpoint: a SQLite file (or an open
-        CheckpointStore) written after every transition; resume: the id of a checkpointed run to continue;
+        CheckpointStore) written after every transition (a machine that asks a person uses
+        .statewright/checkpoints.sqlite unless given one, a script or a client); resume: the id of a
+        checkpointed run to continue; answer: with resume, the answer of the person the run waits for;
         run_id: the id of a new run. model_map: {spec model: model to call}, "*" for any other. workspace:
         where tools work. script: a Script or its JSON form answering every call instead of a model;
         client: a model client. tools: a tool registry. unsafe_tools: let std.python and std.shell run
         unconfined where their bubblewrap jail cannot run. max_tokens, retries, retry_delay, timeout: the
         model calls' limits and retry policy. listeners: called with (event, fields) as the run goes.
 
-        Raises CheckpointError when a resume is impossible; any other problem is in the RunResult."""
+        Raises CheckpointError when a resume is impossible and AnswerError when an answer does not fit;
+        any other problem is in the RunResult (a run that waits for a person has status "waiting")."""
         from .runtime.runner_cli import arun_machine
 
         return await arun_machine(
             self.spec, inputs, trace=trace, trace_content=trace_content, checkpoint=checkpoint, resume=resume,
-            run_id=run_id, model_map=model_map, workspace=workspace, script=script, client=client, tools=tools,
+            answer=answer, run_id=run_id, model_map=model_map, workspace=workspace, script=script, client=client, tools=tools,
             unsafe_tools=unsafe_tools, max_tokens=max_tokens, retries=retries, retry_delay=retry_delay,
             timeout=timeout, listeners=listeners)
 

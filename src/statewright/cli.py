@@ -336,6 +336,40 @@ def cmd_run(args: argparse.Namespace) -> int:
     return runner_main(machine, args.runner_args, prog=f"statewright run {path}")
 
 
+def cmd_resume(args: argparse.Namespace) -> int:
+    """`statewright resume RUN_ID`: continue a checkpointed run with the machine it was started with."""
+    from .runtime.checkpoint import CheckpointError, CheckpointStore
+    from .runtime.runner_cli import DEFAULT_CHECKPOINT
+
+    db = args.checkpoint or DEFAULT_CHECKPOINT
+    if not os.path.exists(db):
+        raise UsageError(f"no checkpoint database {db}" + ("" if args.checkpoint else
+                         " (the default; name another with --checkpoint DB)"))
+    try:
+        store = CheckpointStore(db)
+        try:
+            snapshot = store.load(args.run_id)
+        finally:
+            store.close()
+    except CheckpointError as exc:
+        raise UsageError(str(exc)) from None
+    if snapshot is None:
+        raise UsageError(f"no run '{args.run_id}' in {db} (`statewright run PATH --checkpoint {db} "
+                         "--list-runs` lists them)")
+    path = snapshot.get("source_path")
+    if not path:
+        raise UsageError(f"run '{args.run_id}' does not record its machine's file; resume it with "
+                         f"`statewright run PATH --checkpoint {db} --resume {args.run_id}`")
+    if not os.path.isfile(path):
+        raise UsageError(f"run '{args.run_id}' was started from {path}, which is not there from here; resume "
+                         f"it with `statewright run PATH --checkpoint {db} --resume {args.run_id}`")
+    forwarded = ["--checkpoint", db, "--resume", args.run_id]
+    if args.answer is not None:
+        forwarded += ["--answer", args.answer]
+    args.path, args.runner_args = path, [*forwarded, *args.runner_args]
+    return cmd_run(args)
+
+
 def cmd_batch(args: argparse.Namespace) -> int:
     from . import api
 
@@ -612,6 +646,22 @@ def _setup_run(p: argparse.ArgumentParser) -> None:
 
 
 
+def _setup_resume(p: argparse.ArgumentParser) -> None:
+    p.usage = "statewright resume [--color WHEN] RUN_ID [--checkpoint DB] [--answer TEXT] [RUNNER OPTION]..."
+    p.description = ("Continue a checkpointed run — one that waits for a person's answer, or one that was "
+                     "interrupted — with the .fsm file it was started from.")
+    p.add_argument("run_id", metavar="RUN_ID", help="the run to continue")
+    p.add_argument("--checkpoint", metavar="DB",
+                   help="the checkpoint database of the run (default: .statewright/checkpoints.sqlite)")
+    p.add_argument("--answer", metavar="TEXT",
+                   help="the answer of the person the run waits for (read as JSON when the question's type "
+                        "is not text and it parses); a bad answer is an error and the run keeps waiting")
+    p.add_argument("runner_args", nargs=argparse.REMAINDER, metavar="RUNNER OPTION",
+                   help="--trace FILE, --model-map OLD=NEW, ... (those of `statewright run`)")
+    _add_color_option(p)
+    p.set_defaults(func=cmd_resume)
+
+
 def _setup_batch(p: argparse.ArgumentParser) -> None:
     p.usage = "statewright batch [--color WHEN] PATH [BATCH OPTION]..."
     p.description = "Check a machine and run it over many inputs concurrently."
@@ -716,6 +766,8 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "compile": ("generate a standalone Python runner module", _setup_compile),
     "run": ("run a machine (options as for a generated runner; see --help after PATH)", _setup_run),
     "batch": ("run a machine over many inputs concurrently (options: batch PATH --help)", _setup_batch),
+    "resume": ("continue a checkpointed run: answer a person's question, or go on after a crash",
+               _setup_resume),
     "test": ("run the test blocks of .fsm files with scripted replies", _setup_test),
     "import": ("import a MetaAgent FSM (JSON) or an AutoAgent workflow form (XML)", _setup_import),
     "trace": ("read trace files", _setup_trace),

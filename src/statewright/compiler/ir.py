@@ -117,7 +117,8 @@ class Agent(Node):
 class Transition(Node):
     """One outgoing edge, in source order (order carries priority).
 
-    kind: "guard" | "condition" | "always" | "otherwise" | "stay". For "stay", target is the state itself.
+    kind: "guard" | "condition" | "always" | "otherwise" | "stay" | "timeout". For "stay", target is the
+    state itself; "timeout" (`after 24h -> s`) fires when a person does not answer within `seconds`.
     """
 
     kind: str
@@ -127,6 +128,7 @@ class Transition(Node):
     max: int | None = None
     origin: Span | None = _origin()
     per_visit: bool = False  # `max N per visit` (only on `stay`): counted afresh each time the run arrives
+    seconds: float | None = None  # kind "timeout" (`after 24h -> s`): how long a person may take to answer
 
 
 class ToolCallArg(Node):
@@ -153,8 +155,8 @@ class StateRead(Node):
 
 
 class State(Node):
-    """kind: who does the step — "agent" (an agent), "action" (a tool call, no model) or "final" (a final
-    state that does no work). `final` says that the run ends after the state; a final state may do work.
+    """kind: who does the step — "agent" (an agent), "action" (a tool call, no model), "human" (a person
+    answers the question in `instruction`) or "final" (a final state that does no work). `final` says that the run ends after the state; a final state may do work.
     `model` overrides the agent's model for this state; `fail` is the reason template of a failing final."""
 
     name: str
@@ -193,10 +195,17 @@ class Verdict(Node):
     origin: Span | None = _origin()
 
 
+class Timeout(Node):
+    """`timeout STATE` in a test: the person STATE asks does not answer in time."""
+
+    state: str
+    origin: Span | None = _origin()
+
+
 class Test(Node):
     name: str
     inputs: tuple[tuple[str, object], ...]
-    steps: tuple[Reply | Verdict, ...]  # in source order
+    steps: tuple[Reply | Verdict | Timeout, ...]  # in source order
     expect_path: tuple[str, ...] | None = None
     expect_final: str | None = None
     expect_result: object = None
@@ -244,3 +253,11 @@ class Machine(Node):
             if t.name == name:
                 return t
         raise KeyError(name)
+
+
+def duration_text(seconds: float) -> str:
+    """A duration as `after` writes it: the largest unit that divides it (`24h`, `90m`, `1.5s`)."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{int(seconds)}s" if float(seconds).is_integer() else f"{seconds:g}s"

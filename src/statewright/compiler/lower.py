@@ -105,7 +105,7 @@ class _Lowerer:
     def state(self, view: StateView) -> ir.State:
         name = view.name
         final = view.decl.final
-        kind = view.kind if view.kind in ("agent", "action") else ("final" if final else "agent")
+        kind = view.kind if view.kind in ("agent", "action", "human") else ("final" if final else "agent")
         transitions = tuple(
             ir.Transition(
                 kind=t.kind,
@@ -115,6 +115,7 @@ class _Lowerer:
                 max=int(t.max.value) if t.max is not None else None,
                 origin=t.span,
                 per_visit=t.per_visit is not None and t.kind == "stay",
+                seconds=t.after.seconds if t.after is not None else None,
             )
             for t in view.transitions
         )
@@ -128,7 +129,7 @@ class _Lowerer:
             agent=view.agent.name.value if view.agent is not None and kind == "agent" else None,
             model=view.model.model.value if view.model is not None and kind == "agent" else None,
             instruction=(view.instruction.text.value if view.instruction is not None and kind == "agent"
-                         else None),
+                         else view.ask.text.value if view.ask is not None and kind == "human" else None),
             output=self.symbols.resolve_type(view.output.type) if view.output is not None else None,
             tell=tuple(dict.fromkeys(n.value for n in view.tell.agents)) if view.tell is not None else (),
             visits=int(view.visits.count.value) if view.visits is not None else None,
@@ -138,7 +139,7 @@ class _Lowerer:
             fail=view.fail.text.value if view.fail is not None and final else None,
             transitions=transitions if not final else (),
             template_reads=tuple(read for read in self.symbols.state_reads.get(name, ())
-                                 if (read.template == "instruction" and kind == "agent")
+                                 if (read.template == "instruction" and kind in ("agent", "human"))
                                  or (read.template in ("result", "fail") and final)),
             origin=view.decl.span,
             final=final,
@@ -151,13 +152,15 @@ class _Lowerer:
         if view.input is not None:
             for entry in ast.object_entries(view.input.values):
                 inputs.setdefault(entry.key.value, entry.value.to_python())
-        steps: list[ir.Reply | ir.Verdict] = []
+        steps: list[ir.Reply | ir.Verdict | ir.Timeout] = []
         for item in view.decl.items:
             if isinstance(item, ast.Reply):
                 steps.append(ir.Reply(item.state.value, item.value.to_python(), item.span))
             elif isinstance(item, ast.Verdict):
                 condition = item.condition.value if item.condition is not None else None
                 steps.append(ir.Verdict(item.state.value, condition, item.span))
+            elif isinstance(item, ast.TestTimeout):
+                steps.append(ir.Timeout(item.state.value, item.span))
         return ir.Test(
             name=view.decl.name.value,
             inputs=tuple(inputs.items()),

@@ -231,6 +231,19 @@ _ALL = [
        "no model.",
        'state test { call std.python(code = "1") model "openai/gpt-4o" -> done }',
        'state review { agent critic model "openai/gpt-4o" do "Review." -> done }'),
+    _e("SW3023", "a state that asks a person with an agent's settings",
+       "A state with 'ask' is answered by a person: it has no agent, tool call, instruction, model or "
+       "retries.",
+       'state approve { ask "Refund it?" agent clerk -> done }', 'state approve { ask "Refund it?" -> done }'),
+    _e("SW3024", "'after' in a state that does not ask a person",
+       "'after DURATION -> s' is where the run goes when a person does not answer in time, so only a state "
+       "with 'ask' can have it.",
+       'state draft { agent writer do "Write." after 1h -> done -> done }',
+       'state approve { ask "Publish?" after 24h -> done -> done }'),
+    _e("SW3025", "more than one 'after' in a state",
+       "A person has one deadline per question: a state with 'ask' has at most one 'after' transition.",
+       'state approve { ask "Publish?" after 1h -> remind after 2h -> done -> done }',
+       'state approve { ask "Publish?" after 1h -> remind -> done }'),
     # --- types and guards ---------------------------------------------------------------------
     _e("SW4001", "type mismatch",
        "The operands of a comparison, arithmetic or 'in' do not have compatible types.",
@@ -321,6 +334,10 @@ _ALL = [
        "failure kind (limit, bound, output, model, tool, guard, script, input, template) or a limit name "
        "(steps, cost_usd, tokens, seconds). A run cannot both reach a final state and fail.",
        "expect failure stepz", "expect failure steps"),
+    _e("SW6008", "'timeout' for a state that sets no deadline",
+       "'timeout STATE' in a test says the person at STATE did not answer in time, which only a state with "
+       "'ask' and 'after DURATION -> s' can notice.",
+       'timeout draft', 'timeout approve'),
     _e("SW6007", "expected final state is not final",
        "'expect final STATE' names the final state a run ends in; the named state is not a final state.",
        "expect final review", "expect final publish"),

@@ -341,6 +341,21 @@ class Instruction(Node):
     span: Span = _span()
 
 
+class Ask(Node):
+    """`ask "question"`: a person answers this state's step."""
+
+    text: String
+    span: Span = _span()
+
+
+class Duration(Node):
+    """`24h` in `after 24h -> s`: as written, and in seconds (what the duration means)."""
+
+    text: str = field(compare=False)
+    seconds: float = 0.0
+    span: Span = _span()
+
+
 class OutputDecl(Node):
     type: TypeRef
     span: Span = _span()
@@ -389,7 +404,8 @@ class Transition(Node):
     """One outgoing edge, in source order.
 
     kind: "guard" (`when EXPR`), "condition" (`when "text"`, judged by the verifier), "always" (`-> s`),
-    "otherwise" (`otherwise -> s`) or "stay" (`otherwise stay`).
+    "otherwise" (`otherwise -> s`), "stay" (`otherwise stay`) or "timeout" (`after 24h -> s`: no answer
+    from a person in time).
     """
 
     kind: str
@@ -399,13 +415,14 @@ class Transition(Node):
     max: Number | None = None
     span: Span = _span()
     per_visit: Span | None = field(default=None, compare=False)  # where `per visit` follows `max N`
+    after: Duration | None = None  # for kind "timeout" (`after 24h -> s`): how long a person may take
 
     @property
     def is_per_visit(self) -> bool:
         return self.per_visit is not None
 
 
-StateItem = (AgentRef | ModelSetting | Instruction | OutputDecl | Tell | Visits | Retries | ToolCall | Result
+StateItem = (AgentRef | ModelSetting | Instruction | Ask | OutputDecl | Tell | Visits | Retries | ToolCall | Result
              | Fail | Transition)
 
 
@@ -442,6 +459,13 @@ class Verdict(Node):
     span: Span = _span()
 
 
+class TestTimeout(Node):
+    """`timeout STATE`: the person STATE asks does not answer before its `after` deadline."""
+
+    state: Name
+    span: Span = _span()
+
+
 class ExpectPath(Node):
     states: tuple[Name, ...]
     span: Span = _span()
@@ -462,7 +486,7 @@ class ExpectFailure(Node):
     span: Span = _span()
 
 
-TestItem = TestInput | Reply | Verdict | ExpectPath | ExpectFinal | ExpectResult | ExpectFailure
+TestItem = TestInput | Reply | Verdict | TestTimeout | ExpectPath | ExpectFinal | ExpectResult | ExpectFailure
 
 
 class TestDecl(Node):

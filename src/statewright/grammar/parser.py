@@ -6,6 +6,7 @@ deeply nested input cannot exhaust Python's recursion limit here.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import os
 import re
@@ -31,6 +32,7 @@ from .node import Node, field_names
 GRAMMAR_PATH = Path(__file__).with_name("statewright.lark")
 MAX_NESTING = 200
 MAX_NUMBER_DIGITS = 100
+_DURATION_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}  # `after 24h`: the units, in seconds
 MAX_FILE_CHARS = 16 * 1024 * 1024
 
 
@@ -325,6 +327,9 @@ class _BuildAst(Transformer_NonRecursive):
     def result(self, meta: Meta, text: ast.String) -> ast.Result:
         return ast.Result(text, self._span(meta))
 
+    def ask(self, meta: Meta, text: ast.String) -> ast.Ask:
+        return ast.Ask(text, self._span(meta))
+
     def fail(self, meta: Meta, text: ast.String) -> ast.Fail:
         return ast.Fail(text, self._span(meta))
 
@@ -356,6 +361,17 @@ class _BuildAst(Transformer_NonRecursive):
 
     def stay_transition(self, meta: Meta, bound: tuple[ast.Number, Span | None] | None = None) -> ast.Transition:
         return self._edge(meta, "stay", None, None, None, bound)
+
+    def timeout_transition(self, meta: Meta, duration: Token, target: Token,
+                           bound: tuple[ast.Number, Span | None] | None = None) -> ast.Transition:
+        text = str(duration)
+        if len(text) > MAX_NUMBER_DIGITS:
+            start = duration.start_pos or 0
+            raise _Failure("SW3015", f"a duration with {len(text):,} characters is out of range", start,
+                           start + len(text), help=f"numbers have at most {MAX_NUMBER_DIGITS} digits")
+        seconds = float(text[:-1]) * _DURATION_UNITS[text[-1]]
+        edge = self._edge(meta, "timeout", target, None, None, bound)
+        return dataclasses.replace(edge, after=ast.Duration(text, seconds, self._tok_span(duration)))
 
     # expressions
     def _binary(self, meta: Meta, op: str, left: ast.Expr, right: ast.Expr) -> ast.BinaryOp:
@@ -452,6 +468,9 @@ class _BuildAst(Transformer_NonRecursive):
     def verdict(self, meta: Meta, state: Token, cond: ast.String | Token) -> ast.Verdict:
         text = cond if isinstance(cond, ast.String) else None
         return ast.Verdict(self._name(state), text, self._span(meta))
+
+    def test_timeout(self, meta: Meta, state: Token) -> ast.TestTimeout:
+        return ast.TestTimeout(self._name(state), self._span(meta))
 
     def expect_path(self, meta: Meta, *states: Token) -> ast.ExpectPath:
         return ast.ExpectPath(tuple(self._name(s) for s in states if s is not None), self._span(meta))

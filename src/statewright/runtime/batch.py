@@ -145,6 +145,7 @@ class BatchSummary:
     cases: int = 0
     final: int = 0
     failed: dict[str, int] = field(default_factory=dict)  # failure kind -> cases
+    waiting: int = 0  # paused for a person's answer: each resumes on its own (`statewright resume RUN_ID`)
     invalid: int = 0
     skipped: int = 0  # finished in an earlier run of the batch (resume)
     expected: int = 0
@@ -156,7 +157,8 @@ class BatchSummary:
 
     @property
     def ok(self) -> bool:
-        return not self.failed and not self.invalid and self.matched == self.expected and not self.interrupted
+        return (not self.failed and not self.invalid and not self.waiting and self.matched == self.expected
+                and not self.interrupted)
 
     def count(self, line: Mapping[str, Any]) -> None:
         """Add one result line (of this run of the batch, or of an earlier one being resumed)."""
@@ -169,6 +171,8 @@ class BatchSummary:
         self.cost_usd += float(line.get("cost_usd") or 0.0)
         if status == "final":
             self.final += 1
+        elif status == "waiting":
+            self.waiting += 1
         else:
             failure = line.get("failure") or {}
             kind = str(failure.get("kind") or "failed") if isinstance(failure, Mapping) else "failed"
@@ -192,6 +196,9 @@ class BatchSummary:
             ("done", f"{self.final} reached a final state"),
             ("failed", f"{failed}" + (f" ({kinds})" if kinds else "")),
         ]
+        if self.waiting:
+            waiting = f"{self.waiting} wait for a person's answer (statewright resume RUN_ID --answer ...)"
+            rows.append(("waiting", waiting))
         if self.invalid:
             rows.append(("invalid", f"{self.invalid} line(s) skipped"))
         if self.expected:
@@ -256,6 +263,7 @@ def _batch_line(case: BatchCase, result: RunResult, latency: float, match: str) 
         "failure": result.failure.to_json() if result.failure else None,
         "path_length": len(result.path), "tokens": result.usage.tokens,
         "cost_usd": round(result.usage.cost_usd, 8), "latency_s": round(latency, 3), "run_id": result.run_id,
+        **({"waiting": result.waiting.to_json()} if result.waiting is not None else {}),
     }
     if case.has_expect:
         line["expect"] = case.expect
@@ -390,7 +398,7 @@ def _batch_count_lines(path: str) -> int | None:
 
 
 def summary_json(summary: BatchSummary) -> dict[str, Any]:
-    return {"cases": summary.cases, "final": summary.final, "failed": dict(summary.failed),
+    return {"cases": summary.cases, "final": summary.final, "failed": dict(summary.failed), "waiting": summary.waiting,
             "invalid": summary.invalid, "skipped": summary.skipped, "expected": summary.expected,
             "matched": summary.matched, "tokens": summary.tokens, "cost_usd": round(summary.cost_usd, 8),
             "p50_s": summary.percentile(0.5), "p95_s": summary.percentile(0.95),

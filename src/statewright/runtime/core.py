@@ -20,9 +20,9 @@ from typing import Any
 
 from .checkpoint import CheckpointError
 from .client import ModelError, ModelRequest, ModelResponse, reply_allowance
-from .effects import CallModel, CallTool, DescribeTools, EstimateCall, ToolOutcome
+from .effects import AwaitPerson, CallModel, CallTool, DescribeTools, EstimateCall, PersonReply, ToolOutcome
 from .memory import AgentMemory
-from .result import Failure, RunFailed, RunResult, Usage
+from .result import AnswerError, Failure, RunFailed, RunResult, Usage, Waiting
 from .spec import AgentSpec, InputSpec, MachineSpec, Scope, StateSpec
 from .structured import ReplyError, parse_typed_reply, to_jsonable, to_text, validate_typed
 from .templates import TemplateDeadlineExceeded, TemplateRenderError, TemplateSet
@@ -33,6 +33,13 @@ SNAPSHOT_VERSION = 2
 NEUTRAL_RETRY = "Your previous answer to this step did not let the run move on. Do this step again, better."
 # failures that leave the last checkpoint as it was, so that resuming the run retries the step
 RETRYABLE_FAILURES = ("model", "script")
+
+_TIMED_OUT = object()  # what a person's step gives when its deadline passed without an answer
+
+
+class _Paused(Exception):
+    """A person has not answered yet: the run stops here, checkpointed, until it is resumed."""
+
 
 # A run's generator: yields effects, is sent their results, returns the RunResult.
 RunSteps = Generator[Any, Any, RunResult]
@@ -117,7 +124,7 @@ class InputValidator:
 class _Edge:
     """A transition with everything the hot path needs precomputed."""
 
-    __slots__ = ("guard", "index", "key", "kind", "max", "origin", "target", "target_visits", "text")
+    __slots__ = ("guard", "index", "key", "kind", "max", "origin", "seconds", "target", "target_visits", "text")
 
     def __init__(self, state: str, index: int, spec: Any, target_visits: int | None) -> None:
         self.index = index
@@ -127,6 +134,7 @@ class _Edge:
         self.text = spec.text
         self.max = spec.max
         self.origin = spec.origin
+        self.seconds = spec.seconds
         self.target_visits = target_visits
         self.key = f"{state}:{index}"
 
@@ -164,11 +172,13 @@ class _StatePlan:
         "kind",
         "name",
         "output",
+        "person_key",
         "retries",
         "schema",
         "schema_name",
         "spec",
         "tell",
+        "timeout",
         "tool_key",
         "verifier_key",
         "visit_edges",
@@ -190,7 +200,7 @@ class _StatePlan:
         self.wrapped = spec.output_wrapped
         self.schema: dict[str, Any] | None = None
         self.schema_name = "output"
-        if spec.output is not None and self.agent is not None:
+        if spec.output is not None and (self.agent is not None or spec.kind == "human"):
             self.schema = spec.output.model_json_schema()  # type: ignore[attr-defined]
             self.schema_name = spec.output.__name__
         self.retries = spec.retries
@@ -205,6 +215,9 @@ class _StatePlan:
                        and only.target_visits is None else None)
         # the counters of `otherwise stay max N per visit`, set back to 0 whenever the run arrives here
         self.visit_edges = tuple(e.key for e in self.edges if e.kind == "stay" and spec.transitions[e.index].per_visit)
+        # `after 24h -> s`: the edge a person's silence takes, outside the evaluation in source order
+        self.timeout = next((e for e in self.edges if e.kind == "timeout"), None)
+        self.person_key = "person:" + spec.name
         self.agent_key = "agent:" + spec.name
         self.verifier_key = "verifier:" + spec.name
         self.tool_key = "tool:" + spec.name
@@ -251,6 +264,7 @@ class Run:
         "tool_schemas",
         "usage",
         "visits",
+        "waiting",
         "workspace",
     )
 
@@ -278,6 +292,8 @@ class Run:
         self.context_cache: dict[str, Any] | None = None
         self.tool_schemas: dict[str, tuple[list[dict[str, Any]], dict[str, str]]] = {}
         self.workspace = workspace  # the directory tools work in; created by the first step that uses tools
+        # the question a person has been asked and not yet answered: {state, question, seq, asked_at, deadline}
+        self.waiting: dict[str, Any] | None = None
         self.emit: Callable[[str, dict[str, Any]], None] = _no_event
         self.events = False  # whether anyone listens to `emit`
         self.content = False
@@ -386,6 +402,8 @@ class RunCore:
         run.steps = int(snapshot.get("steps") or 0)
         run.elapsed_before = float(snapshot.get("elapsed") or 0.0)
         run.last_state = snapshot.get("last_state")
+        waiting = snapshot.get("waiting")
+        run.waiting = dict(waiting) if isinstance(waiting, dict) else None
         logs = snapshot.get("logs") or {}
         run.path = list(logs.get("path") or [])
         self._new_memories(run, logs)
@@ -417,6 +435,8 @@ class RunCore:
             return (yield from self._steps(run))
         except RunFailed as exc:
             return self._fail(run, exc.failure)
+        except _Paused:
+            return self._pause(run)
 
     def _steps(self, run: Run) -> RunSteps:
         plans = self._plans
@@ -425,21 +445,33 @@ class RunCore:
             name = plan.name
             if not plan.works:
                 return self._finish(run, plan, entered=False)
-            self._check_limits(run, name, True)
-            run.steps += 1
-            visit = run.visits.get(name, 0) + 1
-            run.visits[name] = visit
-            run.path.append(name)
-            run.context_cache = None
             changed = run.changed
-            if changed is not None:
-                changed["visits"].add(name)
-            if run.events:
-                run.emit("state_enter", {"state": name, "visit": visit})
+            if run.waiting is None:  # (a run resumed while waiting for a person is inside its step)
+                self._check_limits(run, name, True)
+                run.steps += 1
+                visit = run.visits.get(name, 0) + 1
+                run.visits[name] = visit
+                run.path.append(name)
+                run.context_cache = None
+                if changed is not None:
+                    changed["visits"].add(name)
+                if run.events:
+                    run.emit("state_enter", {"state": name, "visit": visit})
             feedback = run.feedback
             run.feedback = None
             if plan.agent is not None:
                 output, instruction = yield from self._agent_step(run, plan, feedback)
+            elif plan.kind == "human":
+                answered = yield from self._person_step(run, plan)
+                if answered is _TIMED_OUT:
+                    assert plan.timeout is not None
+                    if run.events:
+                        run.emit("state_exit", {"state": name})
+                    run.last_state = name
+                    self._fire(run, plan, plan.timeout, "timeout", "no answer in time", None)
+                    self._save(run, "running")
+                    continue
+                output, instruction = answered
             else:
                 output, instruction = (yield from self._action_step(run, plan)), None
             run.outputs[name] = output
@@ -610,6 +642,81 @@ class RunCore:
             run.emit("tool_call", fields)
         return content
 
+    def _person_step(self, run: Run, plan: _StatePlan) -> Steps:
+        """Ask a person the state's question: their answer (validated against the state's output type) and
+        the question; _TIMED_OUT when the deadline passed first. Raises _Paused while nobody has answered."""
+        name = plan.name
+        waiting = run.waiting
+        if waiting is None:
+            question = self._render(run, plan.instruction, name)
+            waiting = {"state": name, "question": question, "seq": run.seqs.get(plan.person_key, 0),
+                       "asked_at": None, "deadline": None}
+            run.waiting = waiting
+        seconds = plan.timeout.seconds if plan.timeout is not None else None
+        reply: PersonReply = yield AwaitPerson(name, waiting["question"], self.answer_schema(plan),
+                                               waiting["seq"], waiting["deadline"], seconds)
+        if waiting["asked_at"] is None:
+            waiting["asked_at"] = reply.now
+            if seconds is not None:
+                waiting["deadline"] = reply.now + seconds
+        if reply.kind == "none":
+            raise _Paused
+        run.waiting = None
+        run.seqs[plan.person_key] = waiting["seq"] + 1
+        run.count("seqs", plan.person_key)
+        if reply.kind == "timeout":
+            if run.events:
+                run.emit("answer", {"state": name, "timed_out": True})
+            return _TIMED_OUT
+        try:
+            answer = self.parse_answer(plan, reply.value)
+        except AnswerError as exc:
+            if reply.scripted:
+                raise RunFailed(Failure("script", f"state '{name}': the scripted answer does not fit: {exc}",
+                                        state=name, origin=plan.spec.origin)) from None
+            raise RunFailed(Failure("output", f"state '{name}': the answer does not fit: {exc}", state=name,
+                                    origin=plan.spec.origin)) from None
+        if run.events:
+            fields: dict[str, Any] = {"state": name, "timed_out": False}
+            if run.content:
+                fields["answer"] = answer
+            run.emit("answer", fields)
+        return answer, waiting["question"]
+
+    def answer_schema(self, plan: _StatePlan) -> dict[str, Any]:
+        """The JSON Schema of an answer to `plan`'s question: its output type's, or text."""
+        return plan.schema if plan.schema is not None else {"type": "string"}
+
+    def parse_answer(self, plan: _StatePlan, given: Any) -> Any:
+        """A person's answer as the state's output: text as it is for an untyped state; for a typed one a
+        JSON value (text is read as JSON when it parses, else taken as the text itself). AnswerError says
+        what does not fit."""
+        if plan.output is None:
+            if isinstance(given, str):
+                return given
+            raise AnswerError(f"state '{plan.name}' takes text as its answer, not {type(given).__name__}")
+        candidates = [given]
+        if isinstance(given, str):
+            try:
+                candidates.insert(0, json.loads(given))
+            except ValueError:
+                pass
+        error = ""
+        for value in candidates:
+            try:
+                return validate_typed(plan.output, value, plan.wrapped)
+            except ValueError as exc:
+                error = error or str(exc)
+        raise AnswerError(f"the answer does not fit {plan.schema_name}: {error}")
+
+    def check_answer(self, run: Run, given: Any) -> Any:
+        """An answer given to a resumed run, checked before the run moves: AnswerError when the run waits
+        for no answer or the answer does not fit (the run then keeps waiting, unchanged)."""
+        if run.waiting is None:
+            raise AnswerError(f"run '{run.run_id}' is not waiting for an answer")
+        plan = self._plans[run.waiting["state"]]
+        return self.parse_answer(plan, given)
+
     def _action_step(self, run: Run, plan: _StatePlan) -> Steps:
         call = plan.spec.call
         name = plan.name
@@ -773,10 +880,12 @@ class RunCore:
                 i = group_end
                 continue
             i += 1
+            kind = edge.kind
+            if kind == "timeout":
+                continue  # taken only when a person does not answer (see _steps)
             if not self._enabled(run, plan, edge):
                 skipped += 1
                 continue
-            kind = edge.kind
             if kind == "guard":
                 if scope is None:
                     scope = Scope(output, run.inputs, run.outputs, run.visits)
@@ -997,6 +1106,19 @@ class RunCore:
             self._emit_end(run, "final", name, None)
         return self._result(run, "final", name, result, None)
 
+    def _pause(self, run: Run) -> RunResult:
+        """The run waits for a person: checkpointed as "waiting", resumed by giving the answer."""
+        waiting = run.waiting
+        assert waiting is not None
+        self._save(run, "waiting")
+        if run.events:
+            fields: dict[str, Any] = {"state": waiting["state"], "deadline": waiting["deadline"]}
+            if run.content:
+                fields["question"] = waiting["question"]
+            run.emit("waiting", fields)
+            self._emit_end(run, "waiting", None, None)
+        return self._result(run, "waiting", None, None, None)
+
     def _fail(self, run: Run, failure: Failure) -> RunResult:
         if run.events and failure.kind in ("limit", "bound"):
             run.emit("transition", {"from": failure.state or run.state, "to": None, "cause": failure.kind,
@@ -1019,10 +1141,15 @@ class RunCore:
     def _result(self, run: Run, status: str, final_state: str | None, result: Any,
                 failure: Failure | None) -> RunResult:
         usage = run.usage
+        waiting = None
+        if status == "waiting" and run.waiting is not None:
+            w = run.waiting
+            waiting = Waiting(w["state"], w["question"], self.answer_schema(self._plans[w["state"]]),
+                              w["asked_at"], w["deadline"])
         return RunResult(status=status, run_id=run.run_id, machine=self.machine.name, final_state=final_state,
                          result=result, path=list(run.path), outputs=dict(run.outputs), failure=failure,
                          usage=Usage(usage.prompt_tokens, usage.completion_tokens, usage.cost_usd,
-                                     usage.llm_calls), workspace=run.workspace)
+                                     usage.llm_calls), workspace=run.workspace, waiting=waiting)
 
     def _emit_start(self, run: Run, resumed: bool) -> None:
         if run.events:
@@ -1073,5 +1200,5 @@ class RunCore:
             "feedback": run.feedback, "usage": run.usage.to_json(), "steps": run.steps,
             "elapsed": self._elapsed(run), "last_state": run.last_state, "result": result,
             "final_state": final_state, "failure": failure.to_json() if failure else None,
-            "workspace": run.workspace,
+            "workspace": run.workspace, "waiting": run.waiting, "source_path": self.machine.source_path,
         }, "changes": changes or None})

@@ -71,4 +71,40 @@ class DescribeTools:
         self.tools = tools
 
 
-Effect = CallModel | EstimateCall | CallTool | DescribeTools
+class AwaitPerson:
+    """A person's answer to a state's question: answered with a PersonReply.
+
+    `seq` counts the state's earlier questions in the run; `deadline` is when the person's time runs out
+    (None before the question was first put, or when the state has no `after`), and `seconds` how long
+    the state gives. An executor answers at once: with the answer it holds for the run, with "timeout"
+    once the deadline has passed, or with "none" — the run then pauses, durably, until it is resumed with
+    an answer. A durable engine may instead wait (a signal, a timer) before it answers.
+    """
+
+    __slots__ = ("deadline", "question", "schema", "seconds", "seq", "state")
+
+    def __init__(self, state: str, question: str, schema: dict[str, Any], seq: int, deadline: float | None,
+                 seconds: float | None) -> None:
+        self.state = state
+        self.question = question
+        self.schema = schema
+        self.seq = seq
+        self.deadline = deadline
+        self.seconds = seconds
+
+
+class PersonReply:
+    """What an AwaitPerson is answered with. kind: "answer" (`value` is the answer as given: text or a
+    JSON value), "timeout" (the deadline passed) or "none" (no answer yet); `now` is the executor's wall
+    clock (seconds since the epoch), from which the core takes the question's time and deadline."""
+
+    __slots__ = ("kind", "now", "scripted", "value")
+
+    def __init__(self, kind: str, now: float, value: Any = None, scripted: bool = False) -> None:
+        self.kind = kind
+        self.now = now
+        self.value = value
+        self.scripted = scripted
+
+
+Effect = CallModel | EstimateCall | CallTool | DescribeTools | AwaitPerson

@@ -21,8 +21,8 @@ from typing import Any
 from .checkpoint import LEASE_SECONDS, CheckpointError, CheckpointStore
 from .client import ModelClient, ModelRequest, ModelResponse, rough_call_estimate
 from .core import InputError, InputValidator, Run, RunCore
-from .effects import CallModel, CallTool, DescribeTools, EstimateCall, ToolOutcome
-from .result import Failure, RunResult
+from .effects import AwaitPerson, CallModel, CallTool, DescribeTools, EstimateCall, PersonReply, ToolOutcome
+from .result import AnswerError, Failure, RunResult
 from .scripted import Script, ScriptedClient
 from .spec import InputSpec, MachineSpec
 from .sync import run_sync
@@ -109,25 +109,34 @@ class Engine:
     # -- running ------------------------------------------------------------------------------------
 
     def run(self, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
-            resume: bool = False) -> RunResult:
+            resume: bool = False, answer: Any = None) -> RunResult:
         """Run the machine to a final state or a typed failure (see `arun`), from synchronous code."""
-        return run_sync(self.arun(inputs, run_id=run_id, resume=resume))  # type: ignore[no-any-return]
+        return run_sync(self.arun(inputs, run_id=run_id, resume=resume, answer=answer))  # type: ignore[no-any-return]
 
 
     async def arun(self, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
-                   resume: bool = False, trace: Trace | None = None) -> RunResult:
-        """Run the machine to a final state or a typed failure. With `resume=True`, continue the
-        checkpointed run `run_id` (its stored inputs are used; `inputs` is ignored). `trace`, when given,
-        takes this run's events instead of the engine's trace (a batch writes one trace per case).
+                   resume: bool = False, trace: Trace | None = None, answer: Any = None) -> RunResult:
+        """Run the machine to a final state, a typed failure, or a pause for a person's answer (status
+        "waiting"). With `resume=True`, continue the checkpointed run `run_id` (its stored inputs are used;
+        `inputs` is ignored); `answer` is the answer of the person it waits for. `trace`, when given, takes
+        this run's events instead of the engine's trace (a batch writes one trace per case).
 
-        Raises CheckpointError when resuming is impossible (no store, unknown run, different machine)."""
+        Raises CheckpointError when resuming is impossible (no store, unknown run, different machine), and
+        AnswerError when `answer` does not fit the question (or the run waits for none): the run is left
+        as it was."""
         core = self.core
         store = self.checkpoint
+        if answer is not None and not resume:
+            raise AnswerError("an answer is given to a waiting run that is resumed; this run is new")
         if resume:
             restored = self._restore(run_id)
             if isinstance(restored, RunResult):
+                if answer is not None:
+                    raise AnswerError(f"run '{run_id}' has ended ({restored.status}); it waits for no answer")
                 return restored
             run = restored
+            if answer is not None:
+                core.check_answer(run, answer)
         else:
             run_id = run_id or new_run_id()
             if store is not None and store.exists(run_id):
@@ -140,7 +149,7 @@ class Engine:
             except InputError as exc:
                 return core.fail_input(run_id, given, workspace, Failure("input", str(exc)),
                                        self._emitter(trace or self.trace))
-        effects = _LocalEffects(self, run)
+        effects = _LocalEffects(self, run, answer)
         self._running.add(effects)
         try:
             if store is None:
@@ -241,11 +250,12 @@ class Engine:
 class _LocalEffects:
     """Performs the effects of one run in this process."""
 
-    __slots__ = ("client", "engine", "registry", "run", "scripted", "store")
+    __slots__ = ("answer", "client", "engine", "registry", "run", "scripted", "store")
 
-    def __init__(self, engine: Engine, run: Run) -> None:
+    def __init__(self, engine: Engine, run: Run, answer: Any = None) -> None:
         self.engine = engine
         self.run = run
+        self.answer = _NO_ANSWER if answer is None else answer  # a person's answer for the waiting run
         self.store = engine.checkpoint
         given = engine._client
         # a scripted run answers from its own client; a given ScriptedClient (a test block's) records it all
@@ -266,6 +276,8 @@ class _LocalEffects:
             return self.estimate(effect.request)
         if kind is DescribeTools:
             return self.describe_tools(effect)
+        if kind is AwaitPerson:
+            return self.await_person(effect)
         raise TypeError(f"the local executor cannot perform {kind.__name__}")
 
     def announce(self, request: ModelRequest) -> None:
@@ -321,6 +333,24 @@ class _LocalEffects:
             raise
         return ToolOutcome(value, _ms_since(started))
 
+    def await_person(self, effect: AwaitPerson) -> PersonReply:
+        """The answer this run was resumed with, a scripted one, a timeout once the deadline passed, or
+        none: locally, a run that waits for a person pauses (checkpointed) instead of blocking."""
+        now = time.time()
+        scripted = self.scripted
+        if scripted is not None:
+            reply = scripted.person(effect.state, effect.seq, run_id=self.run.run_id)
+            if reply is not None:
+                if reply.value.get("timeout"):
+                    return PersonReply("timeout", now, scripted=True)
+                return PersonReply("answer", now, reply.value["answer"], scripted=True)
+        if self.answer is not _NO_ANSWER:
+            answer, self.answer = self.answer, _NO_ANSWER
+            return PersonReply("answer", now, answer)
+        if effect.deadline is not None and now >= effect.deadline:
+            return PersonReply("timeout", now)
+        return PersonReply("none", now)
+
     def describe_tools(self, effect: DescribeTools) -> tuple[list[dict[str, Any]], dict[str, str]]:
         registry = self.tools()
         schemas: list[dict[str, Any]] = []
@@ -339,6 +369,9 @@ async def _keep_lease(store: CheckpointStore, run_id: str) -> None:
         await asyncio.sleep(LEASE_SECONDS / 3)
         store.renew(run_id)
         await store.durable()
+
+
+_NO_ANSWER = object()
 
 
 def _monotonic() -> float:

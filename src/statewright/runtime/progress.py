@@ -107,6 +107,11 @@ class Progress:
             if target is None:
                 return p("fail", f"  stopped ({because})")
             return f"  -> {printable(target)} {p('cause', '(' + because + ')')}"
+        if event == "waiting":
+            return p("cause", f"  waiting for a person's answer at {printable(fields.get('state'))}")
+        if event == "answer":
+            said = "no answer in time" if fields.get("timed_out") else "answered"
+            return f"  person: {said}"
         if event == "designer_start":
             return p("dim", f"designing {printable(fields.get('output'))} with {printable(fields.get('model'))}")
         if event == "designer_attempt":
@@ -128,6 +133,8 @@ class Progress:
                 return None
             if fields.get("status") == "final":
                 return p("ok", f"done: final state {printable(fields.get('final_state'))}")
+            if fields.get("status") == "waiting":
+                return p("cause", "paused: waiting for a person's answer")
             failure = fields.get("failure") or {}
             return p("fail", f"failed ({printable(failure.get('kind'))}): {printable(failure.get('message'), 300)}")
         return None

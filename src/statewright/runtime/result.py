@@ -53,8 +53,31 @@ class RunFailed(Exception):
 
 
 @dataclass
+class Waiting:
+    """What a paused run waits for: a person's answer to `question`, asked in `state`.
+
+    `answer_schema` is the JSON Schema an answer must fit; `asked_at` and `deadline` are wall-clock
+    seconds since the epoch (`deadline` None when the state has no `after`)."""
+
+    state: str
+    question: str
+    answer_schema: dict[str, Any]
+    asked_at: float | None = None
+    deadline: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"state": self.state, "question": self.question, "answer_schema": self.answer_schema,
+                "asked_at": self.asked_at, "deadline": self.deadline}
+
+
+class AnswerError(ValueError):
+    """An answer given to a waiting run does not fit its question (or the run waits for none); the run
+    keeps waiting, unchanged."""
+
+
+@dataclass
 class RunResult:
-    status: str  # "final" | "failed"
+    status: str  # "final" | "failed" | "waiting" (paused until a person answers: see `waiting`)
     run_id: str
     machine: str
     final_state: str | None
@@ -64,6 +87,7 @@ class RunResult:
     failure: Failure | None = None
     usage: Usage = field(default_factory=Usage)
     workspace: str | None = None  # the directory the run's tools worked in
+    waiting: Waiting | None = None  # what a paused run waits for
 
     @property
     def ok(self) -> bool:
@@ -80,4 +104,5 @@ class RunResult:
             "failure": self.failure.to_json() if self.failure else None,
             "usage": self.usage.to_json(),
             "workspace": self.workspace,
+            **({"waiting": self.waiting.to_json()} if self.waiting is not None else {}),
         }

@@ -16,8 +16,8 @@ from .checkpoint import CheckpointError, CheckpointStore
 from .client import ModelClient
 from .core import InputError
 from .engine import Engine, Listener, new_run_id, prepare_inputs, validate_input
-from .progress import Progress
-from .result import RunResult
+from .progress import Progress, printable
+from .result import AnswerError, RunResult
 from .scripted import Script, ScriptError
 from .spec import InputSpec, MachineSpec
 from .sync import run_sync
@@ -26,6 +26,7 @@ from .trace import Trace
 EXIT_FINAL = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+EXIT_WAITING = 3  # the run waits for a person's answer: resume it with --resume RUN_ID --answer '...'
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143  # 128 + SIGTERM
 
@@ -66,6 +67,8 @@ RUN_OPTIONS: tuple[tuple[str, str, str, str], ...] = (
     ("checkpoint", "str | CheckpointStore | None", "None",
      "checkpoint after every transition to this SQLite file (or an open CheckpointStore)"),
     ("resume", "str | None", "None", "the id of a checkpointed run to continue (its stored inputs are used)"),
+    ("answer", "Any", "None",
+     "with resume: the answer of the person the run waits for (text, read as JSON for a typed question)"),
     ("run_id", "str | None", "None", "the id of a new run (default: a random one)"),
     ("model_map", "Mapping[str, str] | None", "None",
      "call model NEW wherever the machine names OLD; the key '*' maps every other model"),
@@ -111,7 +114,7 @@ def _runner_script(script: Script | Mapping[str, Any] | None) -> Script | None:
 async def arun_machine(machine: MachineSpec, inputs: Mapping[str, Any] | None = None, *,
                        trace: Trace | str | None = None, trace_content: bool = False,
                        checkpoint: CheckpointStore | str | None = None, resume: str | None = None,
-                       run_id: str | None = None, model_map: Mapping[str, str] | None = None,
+                       answer: Any = None, run_id: str | None = None, model_map: Mapping[str, str] | None = None,
                        workspace: str | None = None, script: Script | Mapping[str, Any] | None = None,
                        client: ModelClient | None = None, tools: Any = None, unsafe_tools: bool = False,
                        max_tokens: int | None = None, retries: int | None = None, retry_delay: float | None = None,
@@ -119,9 +122,13 @@ async def arun_machine(machine: MachineSpec, inputs: Mapping[str, Any] | None = 
     """Run `machine` once, to a final state or a typed failure (see RUN_OPTIONS for every option).
 
     Never raises for a failed run — the RunResult says how it failed; raises CheckpointError when a
-    resume is impossible. `retries`, `retry_delay` and `timeout` set the default litellm client's policy
-    (not that of a `client` given here)."""
+    resume is impossible and AnswerError when `answer` does not fit. `retries`, `retry_delay` and
+    `timeout` set the default litellm client's policy (not that of a `client` given here). A machine that
+    asks a person checkpoints to DEFAULT_CHECKPOINT unless given `checkpoint` (and is never run without
+    one, so that its pause is durable), except when a `script` answers its questions."""
     opened = Trace(trace, content=trace_content) if isinstance(trace, str) else None
+    if checkpoint is None and script is None and client is None and asks_people(machine):
+        checkpoint = default_checkpoint()
     store = CheckpointStore(checkpoint) if isinstance(checkpoint, str) else checkpoint
     try:
         engine = Engine(machine, client=_runner_client(client, retries, retry_delay, timeout),
@@ -129,13 +136,29 @@ async def arun_machine(machine: MachineSpec, inputs: Mapping[str, Any] | None = 
                         script=_runner_script(script), workspace=workspace, tools=tools,
                         unsafe_tools=unsafe_tools, max_tokens=max_tokens, listeners=listeners)
         if resume:
-            return await engine.arun(None, run_id=resume, resume=True)
+            return await engine.arun(None, run_id=resume, resume=True, answer=answer)
+        if answer is not None:
+            raise AnswerError("`answer` is for a waiting run that is resumed: give `resume=RUN_ID` too")
         return await engine.arun(inputs or {}, run_id=run_id)
     finally:
         if opened is not None:
             opened.close()
         if store is not None and store is not checkpoint:
             store.close()
+
+
+DEFAULT_CHECKPOINT = os.path.join(".statewright", "checkpoints.sqlite")
+
+
+def default_checkpoint() -> str:
+    """Where the runs of a machine that asks a person are checkpointed unless told otherwise."""
+    os.makedirs(os.path.dirname(DEFAULT_CHECKPOINT), exist_ok=True)
+    return DEFAULT_CHECKPOINT
+
+
+def asks_people(machine: MachineSpec) -> bool:
+    """Whether a run of `machine` can pause for a person's answer."""
+    return any(state.kind == "human" for state in machine.states.values())
 
 
 def run_machine(machine: MachineSpec, inputs: Mapping[str, Any] | None = None, **options: Any) -> RunResult:
@@ -159,7 +182,8 @@ def _runner_parser(machine: MachineSpec, prog: str | None) -> argparse.ArgumentP
         lines.append(f"  {spec.name}: {_runner_type_text(spec.annotation)}{default}")
     epilog = ("inputs:\n" + "\n".join(lines)) if lines else "this machine takes no inputs"
     epilog += ("\n\nexit status: 0 the run ended in a final state, 1 it failed (in a failing final state "
-               "too; the failure is in the JSON result), 2 usage error, 130 interrupted, 143 stopped by SIGTERM\n\n"
+               "too; the failure is in the JSON result), 2 usage error (a bad --answer too: the run keeps waiting), 3 the run waits for a person's "
+               "answer, 130 interrupted, 143 stopped by SIGTERM\n\n"
                "The command `batch` runs the machine over a file of many inputs at once (see `batch --help`).")
     parser = argparse.ArgumentParser(
         prog=prog, description=f"Run the state machine '{machine.name}'. {machine.description}".strip(),
@@ -175,6 +199,9 @@ def _runner_parser(machine: MachineSpec, prog: str | None) -> argparse.ArgumentP
                                                            "SQLite database DB")
     parser.add_argument("--resume", metavar="RUN_ID", help="continue the checkpointed run RUN_ID "
                                                            "(needs --checkpoint; uses the run's stored inputs)")
+    parser.add_argument("--answer", metavar="TEXT",
+                        help="with --resume: the answer of the person the run waits for (read as JSON when the "
+                             "question's type is not text and it parses)")
     parser.add_argument("--run-id", metavar="ID", help="the id of a new run (default: a random one)")
     parser.add_argument("--list-runs", action="store_true", help="list the runs in --checkpoint DB and exit")
     parser.add_argument("--model-map", action="append", default=[], metavar="OLD=NEW",
@@ -337,6 +364,10 @@ def _runner_main(machine: MachineSpec, args: argparse.Namespace) -> int:
     if args.script and model_map:
         raise RunnerUsageError("--script answers every model call; it cannot be combined with --model-map")
     script = _runner_read_script(args.script) if args.script else None
+    if args.answer is not None and not args.resume:
+        raise RunnerUsageError("--answer needs --resume RUN_ID: the run that waits for the answer")
+    if not args.checkpoint and asks_people(machine):
+        args.checkpoint = default_checkpoint()  # a run that pauses for a person must be able to resume
     if args.resume and not args.checkpoint:
         raise RunnerUsageError("--resume needs --checkpoint DB: the database the run was checkpointed to")
     if args.resume and (args.input or args.inputs_file):
@@ -359,8 +390,8 @@ def _runner_main(machine: MachineSpec, args: argparse.Namespace) -> int:
                     listeners=() if args.quiet else (Progress(end=False),))
     try:
         with _runner_stopped_by_sigterm(engine):
-            result = engine.run(inputs, run_id=run_id, resume=bool(args.resume))
-    except CheckpointError as exc:
+            result = engine.run(inputs, run_id=run_id, resume=bool(args.resume), answer=args.answer)
+    except (CheckpointError, AnswerError) as exc:
         raise RunnerUsageError(str(exc)) from None
     except KeyboardInterrupt as stop:
         what = "stopped by SIGTERM" if isinstance(stop, RunnerTerminated) else "interrupted"
@@ -375,6 +406,8 @@ def _runner_main(machine: MachineSpec, args: argparse.Namespace) -> int:
             trace.close()
     print(json.dumps(result.to_json(), indent=2, ensure_ascii=False, default=str))
     print(_runner_summary(result, store, args), file=sys.stderr)
+    if result.status == "waiting":
+        return EXIT_WAITING
     return EXIT_FINAL if result.ok else EXIT_FAILED
 
 
@@ -389,6 +422,10 @@ def _runner_summary(result: RunResult, store: CheckpointStore | None, args: argp
     spent = f"{len(result.path)} states, {usage.tokens} tokens, ${usage.cost_usd:.4f}"
     if result.ok:
         return f"final state {result.final_state} ({spent})"
+    if result.waiting is not None:
+        waiting = result.waiting
+        return (f"waiting for an answer at state {waiting.state}: {printable(waiting.question)}\n"
+                f"answer it with: --checkpoint {args.checkpoint} --resume {result.run_id} --answer '...' ({spent})")
     failure = result.failure
     assert failure is not None
     kind = f"limit {failure.limit}" if failure.kind == "limit" else failure.kind

@@ -13,7 +13,9 @@ from typing import Any
 from .client import ModelError, ModelRequest, ModelResponse, ToolCallRequest, rough_call_estimate
 from .spec import MachineSpec, TestSpec
 
-SCRIPT_ROLES = ("agent", "verifier", "tool", "designer")  # designer: `design` and `optimize --llm`
+# designer: `design` and `optimize --llm`; person: the answers of states that `ask` ({"answer": VALUE}, or
+# {"timeout": true} for a person who does not answer in time)
+SCRIPT_ROLES = ("agent", "verifier", "tool", "designer", "person")
 SCRIPT_LOG_ENV = "STATEWRIGHT_SCRIPT_LOG"
 
 
@@ -104,6 +106,10 @@ class Script:
             if kind == "verdict":
                 verdict = {"choice": value if value else "none", "reason": "scripted verdict", "feedback": ""}
                 script.add("verifier", state_name, verdict)
+            elif kind == "timeout":
+                script.add("person", state_name, {"timeout": True})
+            elif state is not None and state.kind == "human":
+                script.add("person", state_name, {"answer": value})
             elif state is not None and state.kind == "action":
                 script.add("tool", state_name, value)
             else:
@@ -130,6 +136,10 @@ class Script:
                 if not isinstance(replies, list):
                     raise ScriptError(f"script[{role!r}][{state!r}] must be a list of replies")
                 for reply in replies:
+                    if role == "person" and not (isinstance(reply, Mapping) and (
+                            set(reply) == {"answer"} or (set(reply) == {"timeout"} and reply["timeout"] is True))):
+                        raise ScriptError(f"script['person'][{state!r}]: each entry is {{\"answer\": VALUE}} or "
+                                          f"{{\"timeout\": true}}, not {json.dumps(reply)[:80]}")
                     if isinstance(reply, Mapping) and set(reply) == {"value", "delay"}:
                         script.add(role, state, ScriptedReply(reply["value"], float(reply["delay"])))
                     else:
@@ -185,6 +195,16 @@ class ScriptedClient:
 
     def estimate(self, request: ModelRequest) -> tuple[int, float]:
         return rough_call_estimate(request)
+
+    def person(self, state: str, seq: int, *, run_id: str | None = None) -> ScriptedReply | None:
+        """The scripted answer of the person a state asks (`{"answer": v}` or `{"timeout": true}`), or None
+        when the script has no more answers for it: the run then waits, as for a real person."""
+        replies = self.script.replies("person", state)
+        if seq >= len(replies):
+            return None
+        reply = self.script.next("person", state, seq, run_id=run_id)
+        self.calls.append(("person", state, seq))
+        return reply
 
     def tool(self, state: str, seq: int, *, run_id: str | None = None) -> ScriptedReply:
         """The scripted result of an action state's tool call (the real tool does not run)."""

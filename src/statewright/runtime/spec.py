@@ -27,7 +27,8 @@ Guard = Callable[[Scope], Any]
 
 @dataclass(frozen=True)
 class TransitionSpec:
-    """kind: "guard" | "condition" | "always" | "otherwise" | "stay" (target is then the state itself)."""
+    """kind: "guard" | "condition" | "always" | "otherwise" | "stay" (target is then the state itself) |
+    "timeout" (`after 24h -> s`: no answer from a person within `seconds`)."""
 
     kind: str
     target: str
@@ -35,6 +36,7 @@ class TransitionSpec:
     text: str = ""  # the guard as written, or the natural-language condition
     max: int | None = None
     per_visit: bool = False  # `max N per visit`: the count starts afresh each time the run arrives
+    seconds: float | None = None  # kind "timeout": how long a person may take to answer
     origin: str = ""  # "path/to/spec.fsm:LINE:COL"
 
 
@@ -47,7 +49,8 @@ class ToolCallSpec:
 
 @dataclass(frozen=True)
 class StateSpec:
-    """kind: who does the step, "agent" | "action" | "final" (a final state that does no work).
+    """kind: who does the step, "agent" | "action" | "human" (a person answers the question in
+    `instruction`) | "final" (a final state that does no work).
 
     `final`: the run ends after this state (which may do work first); `fail`: the reason template of a
     final state that ends the run as failed; `model`: overrides the agent's model for this state."""
@@ -116,7 +119,8 @@ class TestSpec:
 
     name: str
     inputs: Mapping[str, Any]
-    # ("reply", state, value) for an agent's or tool's reply; ("verdict", state, condition-or-None)
+    # ("reply", state, value) for an agent's, tool's or person's reply; ("verdict", state, condition-or-None);
+    # ("timeout", state, None) for a person who does not answer in time
     steps: tuple[tuple[str, str, Any], ...]
     expect_path: tuple[str, ...] | None = None
     expect_final: str | None = None

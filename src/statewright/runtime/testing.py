@@ -88,6 +88,9 @@ def check_expectations(test: TestSpec, result: RunResult) -> list[str]:
     """What the run did that the test did not expect, one message each; empty when it passes."""
     messages = []
     failure = result.failure
+    if result.waiting is not None:
+        messages.append(f"the run waits for an answer at state '{result.waiting.state}': the test scripts none "
+                        f"(write 'reply {result.waiting.state} VALUE', or 'timeout {result.waiting.state}')")
     if test.expect_failure is not None:
         if failure is None:
             messages.append(f"expected a failure ({test.expect_failure}), "

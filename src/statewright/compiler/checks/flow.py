@@ -161,6 +161,8 @@ class Flow:
             shadow: ast.Transition | None = None
             guards: dict[ast.Expr, ast.Transition] = {}  # earlier guards that fire whenever they are true
             for t in decl.transitions:
+                if t.kind == "timeout":
+                    continue  # fires when a person does not answer, whatever the order: never shadowed
                 if shadow is not None:
                     self.shadowed_by[id(t)] = shadow
                     continue

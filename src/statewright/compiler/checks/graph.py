@@ -392,6 +392,8 @@ def transition_text(t: ast.Transition) -> str:
         text = f"otherwise -> {target}"
     elif t.kind == "stay":
         text = "otherwise stay"
+    elif t.kind == "timeout" and t.after is not None:
+        text = f"after {t.after.text} -> {target}"
     else:
         text = f"-> {target}"
     if t.max is not None:

@@ -70,6 +70,7 @@ class StateView(Node, frozen=False):
     agent: ast.AgentRef | None = None
     model: ast.ModelSetting | None = None
     instruction: ast.Instruction | None = None
+    ask: ast.Ask | None = None
     output: ast.OutputDecl | None = None
     tell: ast.Tell | None = None
     visits: ast.Visits | None = None
@@ -84,13 +85,15 @@ class StateView(Node, frozen=False):
 
     @property
     def kind(self) -> str:
-        """Who does the state's step: "agent", "action" (a tool call), "final" for a final state that does
-        no work, or "none" for any other state that does none (already reported). A final state may do
-        work: it is then "agent" or "action", and `decl.final` says that the run ends there."""
+        """Who does the state's step: "agent", "action" (a tool call), "human" (a person answers `ask`),
+        "final" for a final state that does no work, or "none" for any other state that does none (already
+        reported). A final state may do work: `decl.final` says that the run ends there."""
         if self.agent is not None:
             return "agent"
         if self.call is not None:
             return "action"
+        if self.ask is not None:
+            return "human"
         if self.decl.final:
             return "final"
         return "none"
@@ -197,6 +200,7 @@ _AGENT_SETTINGS: dict[type, tuple[str, str]] = {
 }
 _STATE_SETTINGS: dict[type, tuple[str, str]] = {
     ast.AgentRef: ("agent", "agent"), ast.ModelSetting: ("model", "model"), ast.Instruction: ("instruction", "do"),
+    ast.Ask: ("ask", "ask"),
     ast.OutputDecl: ("output", "output"), ast.Tell: ("tell", "tell"),
     ast.Visits: ("visits", "visits"), ast.Retries: ("retries", "retries"),
     ast.ToolCall: ("call", "call"), ast.Result: ("result", "result"), ast.Fail: ("fail", "fail"),
@@ -482,7 +486,7 @@ class _Resolver:
 
     def _test_refs(self, test: TestView) -> None:
         for item in test.decl.items:
-            if isinstance(item, (ast.Reply, ast.Verdict)):
+            if isinstance(item, (ast.Reply, ast.Verdict, ast.TestTimeout)):
                 self._state_ref(item.state, "SW6001", " in a test")
             elif isinstance(item, ast.ExpectPath):
                 for name in item.states:

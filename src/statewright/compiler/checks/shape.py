@@ -30,10 +30,37 @@ def _check_shape(view: StateView, diags: Diagnostics) -> None:
                      label=f"at most {ir.MAX_RETRIES}",
                      help=f"write 'retries N' with N from 0 to {ir.MAX_RETRIES} (the default is "
                           f"{ir.DEFAULT_RETRIES}); each retry sends the whole exchange again")
+    _check_timeouts(view, diags)
     if view.decl.final:
         _check_final(view, diags)
     else:
         _check_moving(view, diags)
+
+
+def _check_timeouts(view: StateView, diags: Diagnostics) -> None:
+    """A state that asks a person has nothing of an agent's, and at most one deadline."""
+    name = view.name
+    if view.ask is not None:
+        for item, word in ((view.agent, "agent"), (view.call, "call"), (view.instruction, "do"),
+                           (view.model, "model"), (view.retries, "retries")):
+            if item is not None:
+                diags.report("SW3023", f"state '{name}' asks a person, so it cannot have '{word}'", item.span,
+                             label="a person answers this state, not a model or a tool",
+                             help=f"remove '{word}', or split the state: one that asks, one that works")
+    timeouts = [t for t in view.transitions if t.kind == "timeout"]
+    for t in timeouts:
+        if view.ask is None:
+            diags.report("SW3024", f"state '{name}' asks no person, so nothing can time out", t.span,
+                         label="no deadline to miss",
+                         help="give the state 'ask \"...\"', or remove the transition")
+        elif t.after is not None and t.after.seconds <= 0:
+            diags.report("SW3013", f"'after {t.after.text}' leaves a person no time to answer", t.after.span,
+                         label="must be more than 0", help="give a deadline such as 'after 24h'")
+    for t in timeouts[1:]:
+        diags.report("SW3025", f"state '{name}' has more than one 'after'", t.span,
+                     label="a second deadline for the same question",
+                     help="keep one 'after DURATION -> s'; to remind and wait again, lead to a state that "
+                          "reminds and asks again")
 
 
 def _check_work(view: StateView, diags: Diagnostics) -> None:
@@ -95,6 +122,10 @@ def _check_moving(view: StateView, diags: Diagnostics) -> None:
         diags.report("SW3012", f"state '{name}' has no transitions", view.decl.name.span,
                      label="where does the run go next?",
                      help="add a transition such as '-> NEXT', or mark the state 'final'")
+    elif all(t.kind == "timeout" for t in view.transitions):
+        diags.report("SW3012", f"state '{name}' has no transition for when the person answers",
+                     view.decl.name.span, label="only 'after' leads on",
+                     help="add a transition such as '-> NEXT' for the answer")
     if view.visits is not None and int(view.visits.count.value) < 1:
         diags.report("SW3013", f"'visits {view.visits.count.value}' means state '{name}' can never run",
                      view.visits.count.span, label="must be at least 1",

@@ -524,6 +524,9 @@ def check_templates(machine: ast.Machine, symbols: Symbols, diagnostics: Diagnos
         if state.instruction is not None:
             checker.check(state.instruction.text, f"the instruction of state '{state.name}'",
                           reader=state.name, template="instruction")
+        if state.ask is not None:
+            checker.check(state.ask.text, f"the question of state '{state.name}'", reader=state.name,
+                          template="instruction")
         if state.result is not None:
             checker.check(state.result.text, f"the result of state '{state.name}'", reader=state.name,
                           template="result")

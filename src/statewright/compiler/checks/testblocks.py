@@ -31,6 +31,8 @@ def check_tests(symbols: Symbols, diagnostics: Diagnostics) -> None:
                 _check_reply(item, symbols, diagnostics)
             elif isinstance(item, ast.Verdict):
                 _check_verdict(item, symbols, diagnostics)
+            elif isinstance(item, ast.TestTimeout):
+                _check_timeout(item, symbols, diagnostics)
         _check_expectations(test, symbols, diagnostics)
 
 
@@ -74,10 +76,11 @@ def _check_reply(item: ast.Reply, symbols: Symbols, diags: Diagnostics) -> None:
         why = "is final" if view.kind == "final" else "runs no agent and no tool"
         diags.report("SW6003", f"state '{view.name}' {why}, so it takes no reply", item.state.span,
                      label="nothing here reads a reply",
-                     help="script the replies of agent states and action states only")
+                     help="script the replies of agent states, action states and the answers of states "
+                          "that ask a person")
         return
     want = output_type(view, symbols)
-    untyped_agent = view.kind == "agent" and view.output is None
+    untyped_agent = view.kind in ("agent", "human") and view.output is None
     for p in value_problems(item.value, want, symbols):
         if untyped_agent:
             diags.report("SW6002", f"state '{view.name}' has no typed output, so its reply must be text",
@@ -86,6 +89,18 @@ def _check_reply(item: ast.Reply, symbols: Symbols, diags: Diagnostics) -> None:
         else:
             diags.report("SW6002", f"the reply for '{view.name}' does not fit its output type "
                          f"{type_text(want)}", p.span, label=p.message, help=p.help)
+
+
+def _check_timeout(item: ast.TestTimeout, symbols: Symbols, diags: Diagnostics) -> None:
+    view = symbols.states.get(item.state.value)
+    if view is None:
+        return
+    if view.ask is None or not any(t.kind == "timeout" for t in view.transitions):
+        why = "asks no person" if view.ask is None else "sets no deadline ('after DURATION -> s')"
+        diags.report("SW6008", f"state '{view.name}' {why}, so it cannot time out", item.state.span,
+                     label="nothing here waits for an answer in time",
+                     help="script a timeout for a state with 'ask' and 'after DURATION -> s'; script an "
+                          "answer with 'reply STATE VALUE'")
 
 
 def _check_verdict(item: ast.Verdict, symbols: Symbols, diags: Diagnostics) -> None:

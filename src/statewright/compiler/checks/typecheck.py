@@ -112,7 +112,7 @@ def output_type(view: StateView, symbols: Symbols) -> TypeLike:
     """The type of a state's output: its `output TYPE`, plain text for an agent, a tool's result."""
     if view.output is not None:
         return symbols.resolve_type(view.output.type)
-    if view.kind == "agent":
+    if view.kind in ("agent", "human"):
         return TextOutput(view.name)
     if view.kind == "action" and view.call is not None:
         return tool_result_type(view.call.tool.dotted, symbols)

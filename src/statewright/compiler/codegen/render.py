@@ -53,6 +53,8 @@ def transition_text(t: ir.Transition) -> str:
         return spec_source(t.guard)
     if t.kind == "condition":
         return t.condition or ""
+    if t.kind == "timeout" and t.seconds is not None:
+        return f"after {ir.duration_text(t.seconds)}"
     return ""
 
 
@@ -65,9 +67,11 @@ def effective_agent(machine: ir.Machine, agent: ir.Agent) -> ir.Agent:
     )
 
 
-def scripted_step(step: ir.Reply | ir.Verdict) -> tuple[str, str, Any]:
+def scripted_step(step: ir.Reply | ir.Verdict | ir.Timeout) -> tuple[str, str, Any]:
     if isinstance(step, ir.Reply):
         return ("reply", step.state, step.value)
+    if isinstance(step, ir.Timeout):
+        return ("timeout", step.state, None)
     return ("verdict", step.state, step.condition)
 
 
@@ -325,6 +329,7 @@ class _RunnerView:
                 ("text", transition_text(t)),
                 ("max", t.max),
                 ("per_visit", t.per_visit),
+                ("seconds", t.seconds),
                 ("origin", self._position(f"{s.name} transition {index}", t.origin)),
             ]))
         return _spec_call(runtime_spec.StateSpec, [

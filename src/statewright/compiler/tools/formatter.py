@@ -426,6 +426,8 @@ class _Layout:
             return _line(item.span, f"agent {item.name.value}")
         if isinstance(item, ast.Instruction):
             return _line(item.span, f"do {self._string(item.text, depth)}")
+        if isinstance(item, ast.Ask):
+            return _line(item.span, f"ask {self._string(item.text, depth)}")
         if isinstance(item, ast.OutputDecl):
             return _line(item.span, f"output {self._type(item.type, depth)}")
         if isinstance(item, ast.Tell):
@@ -459,6 +461,9 @@ class _Layout:
             text = f"-> {target}"
         elif t.kind == "otherwise":
             text = f"otherwise -> {target}"
+        elif t.kind == "timeout":
+            assert t.after is not None
+            text = f"after {_duration(t.after)} -> {target}"
         else:
             text = "otherwise stay"
         if t.max is not None:
@@ -476,6 +481,8 @@ class _Layout:
         if isinstance(item, ast.Verdict):
             answer = self._string(item.condition, depth) if item.condition is not None else "none"
             return _line(item.span, f"verdict {item.state.value} {answer}")
+        if isinstance(item, ast.TestTimeout):
+            return _line(item.span, f"timeout {item.state.value}")
         if isinstance(item, ast.ExpectPath):
             return _line(item.span, "expect path [" + ", ".join(s.value for s in item.states) + "]")
         if isinstance(item, ast.ExpectFinal):
@@ -626,3 +633,13 @@ def _signed_number(value: float) -> str:
     if value < 0 or (isinstance(value, float) and math.copysign(1.0, value) < 0):
         return "-" + _number(-value)
     return _number(value)
+
+
+def _duration(d: ast.Duration) -> str:
+    """`after 24h` as written, the number without leading zeros or trailing ones: `024h` is `24h`."""
+    number, unit = d.text[:-1], d.text[-1]
+    if "." in number:
+        whole, fraction = number.split(".", 1)
+        whole, fraction = whole.lstrip("0") or "0", fraction.rstrip("0")
+        return f"{whole}.{fraction}{unit}" if fraction else f"{whole}{unit}"
+    return f"{number.lstrip('0') or '0'}{unit}"

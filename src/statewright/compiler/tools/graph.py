@@ -65,6 +65,8 @@ def _view(machine: ir.Machine) -> _View:
             lines.append(f"model {state.model}")
         if state.fail is not None:
             lines.append("fails the run")
+        if state.kind == "human":
+            lines.append("asks a person")
         nodes.append(_Node(state.name, tuple(lines), state.final))
         for t in state.transitions:
             edges.append(_edge(state.name, t, order, finals))
@@ -81,6 +83,8 @@ def _edge(source: str, t: ir.Transition, order: dict[str, int], finals: set[str]
         style, label = "dotted", "otherwise"
     elif t.kind == "stay":
         style, label = "dotted", "stay"
+    elif t.kind == "timeout" and t.seconds is not None:
+        style, label = "dotted", f"after {ir.duration_text(t.seconds)}"
     else:
         style, label = "solid", ""
     lines = [label] if label else []

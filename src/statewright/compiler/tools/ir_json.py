@@ -90,6 +90,7 @@ def _transition(t: ir.Transition) -> dict[str, Any]:
         "condition": t.condition,
         "max": t.max,
         "per_visit": t.per_visit,
+        "seconds": t.seconds,
         "origin": span_to_json(t.origin),
     }
 
@@ -134,6 +135,8 @@ def _test(t: ir.Test) -> dict[str, Any]:
         if isinstance(step, ir.Reply):
             steps.append({"kind": "reply", "state": step.state, "value": step.value,
                           "origin": span_to_json(step.origin)})
+        elif isinstance(step, ir.Timeout):
+            steps.append({"kind": "timeout", "state": step.state, "origin": span_to_json(step.origin)})
         else:
             steps.append({"kind": "verdict", "state": step.state, "condition": step.condition,
                           "origin": span_to_json(step.origin)})
@@ -282,9 +285,10 @@ IR_JSON_SCHEMA: dict[str, Any] = {
                   "left": _REF["expr"], "right": _REF["expr"], "span": _ORIGIN}),
         ]},
         "transition": _obj({
-            "kind": {"enum": ["guard", "condition", "always", "otherwise", "stay"]},
+            "kind": {"enum": ["guard", "condition", "always", "otherwise", "stay", "timeout"]},
             "target": _STR, "guard": _nullable(_REF["expr"]), "condition": _nullable(_STR),
-            "max": _nullable({"type": "integer", "minimum": 1}), "origin": _ORIGIN, "per_visit": {"type": "boolean"},
+            "max": _nullable({"type": "integer", "minimum": 1}), "origin": _ORIGIN,
+            "per_visit": {"type": "boolean"}, "seconds": _nullable({"type": "number", "exclusiveMinimum": 0}),
         }),
         "call": _obj({
             "tool": _STR,
@@ -293,7 +297,7 @@ IR_JSON_SCHEMA: dict[str, Any] = {
             "origin": _ORIGIN,
         }),
         "state": _obj({
-            "name": _STR, "kind": {"enum": ["agent", "action", "final"]}, "agent": _nullable(_STR),
+            "name": _STR, "kind": {"enum": ["agent", "action", "human", "final"]}, "agent": _nullable(_STR),
             "instruction": _nullable(_STR), "output": _nullable(_REF["type"]), "tell": _STRS,
             "visits": _nullable({"type": "integer", "minimum": 1}),
             "retries": {"type": "integer", "minimum": 0},
@@ -311,6 +315,7 @@ IR_JSON_SCHEMA: dict[str, Any] = {
                 _obj({"kind": {"const": "reply"}, "state": _STR, "value": _REF["value"], "origin": _ORIGIN}),
                 _obj({"kind": {"const": "verdict"}, "state": _STR, "condition": _nullable(_STR),
                       "origin": _ORIGIN}),
+                _obj({"kind": {"const": "timeout"}, "state": _STR, "origin": _ORIGIN}),
             ]}},
             "expect_path": _nullable(_STRS), "expect_final": _nullable(_STR), "expect_result": _REF["value"],
             "has_expect_result": {"type": "boolean"}, "expect_failure": _nullable(_STR), "origin": _ORIGIN,
