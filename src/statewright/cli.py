@@ -366,8 +366,11 @@ def cmd_test(args: argparse.Namespace) -> int:
             broken += 1  # its diagnostics are printed; its tests cannot run
             continue
         declared.extend((t.name, path) for t in comp.ir.tests)
-        outcomes = api.run_tests(comp, trace_dir=args.trace, trace_content=args.trace_content,
-                                 name_filter=args.filter)
+        if args.temporal:
+            outcomes = _temporal_tests(comp, args)
+        else:
+            outcomes = api.run_tests(comp, trace_dir=args.trace, trace_content=args.trace_content,
+                                     name_filter=args.filter)
         for outcome in outcomes:
             if outcome.passed:
                 passed += 1
@@ -392,6 +395,76 @@ def cmd_test(args: argparse.Namespace) -> int:
     _err(f"{paint(f'{passed} passed', 'ok', color and passed > 0 and not failed)}, "
          f"{paint(f'{failed} failed', 'error', color and failed > 0)}")
     return EXIT_INPUT if failed or broken or unmatched else EXIT_OK
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from . import api
+    from .runtime.runner_cli import serve_on_temporal
+
+    files, problems = _spec_files(args)
+    _print_diagnostics(problems, args)
+    machines = []
+    for path in files:
+        comp = _compile_or_report(path, args)
+        if not comp.ok:
+            return EXIT_INPUT
+        # what `run` starts (optimized) and what `test` starts (as written): both may come to this worker
+        machines += [api.runtime_machine(comp), api.runtime_machine(comp, level=0)]
+    if problems or not machines:
+        if not problems:
+            _err("statewright worker: no .fsm files to serve")
+        return EXIT_INPUT
+    return _temporal_call(lambda address: serve_on_temporal(
+        machines, address, task_queue=args.task_queue, namespace=args.namespace, concurrency=args.concurrency),
+        args.temporal)
+
+
+def _temporal_call(call: Callable[[str], int], address: str) -> int:
+    """Run `call(HOST:PORT)`, with Temporal's missing package or unreachable service as one clear line."""
+    from .runtime.temporal import TemporalRunError, TemporalUnavailable, temporal_address
+
+    try:
+        address = temporal_address(address)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    try:
+        return call(address)
+    except TemporalUnavailable as e:
+        raise UsageError(str(e)) from None
+    except TemporalRunError as e:
+        _err(f"statewright: error: {e}")
+        return EXIT_INPUT
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from .runtime.runner_cli import runner_temporal_dispatch
+
+    return runner_temporal_dispatch(None, "status", args, "statewright status")
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    from .runtime.runner_cli import runner_temporal_dispatch
+
+    return runner_temporal_dispatch(None, "resume", args, "statewright resume")
+
+
+def _temporal_tests(comp: Compilation, args: argparse.Namespace) -> list:  # type: ignore[type-arg]
+    """A spec's test blocks run on the cluster: each a workflow carrying its scripted replies."""
+    from . import api
+    from .runtime.runner_cli import run_tests_on_temporal
+
+    machine = api.runtime_machine(comp, level=0)  # tests run the machine as written, as locally
+    outcomes: list = []  # type: ignore[type-arg]
+
+    def call(address: str) -> int:
+        outcomes.extend(run_tests_on_temporal(machine, address, task_queue=args.task_queue,
+                                              namespace=args.namespace, trace_dir=args.trace,
+                                              trace_content=args.trace_content, name_filter=args.filter))
+        return EXIT_OK
+
+    if _temporal_call(call, args.temporal) != EXIT_OK:
+        raise UsageError("the tests could not run on the cluster")
+    return outcomes
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -622,8 +695,54 @@ def _setup_test(p: argparse.ArgumentParser) -> None:
     p.add_argument("--filter", metavar="TEXT",
                    help="run only the tests whose name contains TEXT (or matches it as a glob); "
                         "matching none is an error")
+    _add_temporal_options(p, required=False)
     _add_color_option(p)
     p.set_defaults(func=cmd_test)
+
+
+def _add_temporal_options(p: argparse.ArgumentParser, required: bool) -> None:
+    p.add_argument("--temporal", metavar="HOST:PORT", required=required,
+                   help="the Temporal service" + ("" if required else " to run on (instead of in this process)")
+                        + "; needs the statewright[temporal] extra (docs/temporal.md)")
+    p.add_argument("--task-queue", metavar="QUEUE",
+                   help="the Temporal task queue (default: one per machine and source version)")
+    p.add_argument("--namespace", metavar="NS", default="default", help="the Temporal namespace (default)")
+
+
+def _setup_worker(p: argparse.ArgumentParser) -> None:
+    p.description = ("Serve machines' runs from a Temporal cluster until SIGTERM or Ctrl-C: every model, verifier "
+                     "and tool call of a run is an activity this worker (or another) performs.")
+    _add_paths(p, "+", "a .fsm file, or a directory: every .fsm file under it")
+    _add_temporal_options(p, required=True)
+    p.add_argument("--concurrency", type=_positive, default=64, metavar="N",
+                   help="model and tool calls this worker makes at once (default 64)")
+    _add_color_option(p)
+    p.set_defaults(func=cmd_worker)
+
+
+def _add_run_id(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_id", metavar="RUN_ID", help="the run's id (its workflow id)")
+    p.add_argument("--temporal", metavar="HOST:PORT", required=True, help="the Temporal service")
+    p.add_argument("--namespace", metavar="NS", default="default", help="the Temporal namespace (default)")
+
+
+def _setup_status(p: argparse.ArgumentParser) -> None:
+    p.description = ("Show what a run on a Temporal cluster is doing: its state, path and usage, its result, or "
+                     "the answer it waits for.")
+    _add_run_id(p)
+    p.add_argument("--trace", metavar="FILE", help="also write the run's trace so far to FILE (when it was "
+                                                   "started with a trace)")
+    p.set_defaults(func=cmd_status)
+
+
+def _setup_resume(p: argparse.ArgumentParser) -> None:
+    p.description = "Send a person's answer to a run on a Temporal cluster that waits for one (a signal)."
+    _add_run_id(p)
+    p.add_argument("--answer", required=True, metavar="TEXT", help="the person's answer")
+    p.add_argument("--state", metavar="STATE", help="the state the answer is for (default: the one the run "
+                                                    "waits in)")
+    p.add_argument("--by", metavar="NAME", help="who answers (recorded in the trace)")
+    p.set_defaults(func=cmd_resume)
 
 
 def _setup_import(p: argparse.ArgumentParser) -> None:
@@ -701,6 +820,9 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "run": ("run a machine (options as for a generated runner; see --help after PATH)", _setup_run),
     "batch": ("run a machine over many inputs concurrently (options: batch PATH --help)", _setup_batch),
     "test": ("run the test blocks of .fsm files with scripted replies", _setup_test),
+    "worker": ("serve machines' runs from a Temporal cluster", _setup_worker),
+    "status": ("show what a run on a Temporal cluster is doing", _setup_status),
+    "resume": ("send a person's answer to a run waiting on a Temporal cluster", _setup_resume),
     "import": ("import a MetaAgent FSM (JSON) or an AutoAgent workflow form (XML)", _setup_import),
     "trace": ("read trace files", _setup_trace),
     "design": ("draft a machine from a task description with a designer model", _setup_design),
