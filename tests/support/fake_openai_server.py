@@ -88,6 +88,7 @@ class RecordedRequest:
     headers: dict[str, str]
     body: dict[str, Any] | None
     raw: bytes
+    at: float = field(default_factory=time.monotonic)  # when it arrived
 
     @property
     def model(self) -> str | None:
