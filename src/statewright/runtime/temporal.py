@@ -286,6 +286,7 @@ class TemporalActivities:
     def __init__(self, machines: TemporalMachines) -> None:
         self.machines = machines
         self.registries: OrderedDict[tuple[str, str], Any] = OrderedDict()  # (key, workspace) -> ToolRegistry
+        self.litellm_import: asyncio.Future[Any] | None = None
 
     def definitions(self) -> list[Any]:
         from temporalio import activity
@@ -297,6 +298,7 @@ class TemporalActivities:
             return await self.call_tool(payload)
 
         async def estimate(payload: dict) -> list:
+            await self.ready(payload)
             return self.estimate(payload)
 
         async def describe_tools(payload: dict) -> dict:
@@ -306,6 +308,17 @@ class TemporalActivities:
                 activity.defn(name=TEMPORAL_CALL_TOOL)(call_tool),
                 activity.defn(name=TEMPORAL_ESTIMATE)(estimate),
                 activity.defn(name=TEMPORAL_DESCRIBE_TOOLS)(describe_tools)]
+
+    async def ready(self, payload: Mapping[str, Any]) -> None:
+        """Import litellm, the first time a call needs it, in a thread: the import takes seconds, and an
+        event loop blocked that long sends no heartbeats — Temporal would take the worker for dead."""
+        if payload.get("script") is not None:
+            return
+        if self.litellm_import is None:  # one import for every call waiting on it: a second `import
+            from .litellm_client import _llm_litellm_module  # litellm` would block the loop on its lock
+
+            self.litellm_import = asyncio.ensure_future(asyncio.to_thread(_llm_litellm_module))
+        await asyncio.shield(self.litellm_import)
 
     def client(self, payload: Mapping[str, Any]) -> Any:
         script = payload.get("script")
@@ -323,6 +336,7 @@ class TemporalActivities:
         """One model call with the client's own retries and fallbacks; a call that fails for good is answered
         with its error (data, not an exception: Temporal retries only a lost or timed-out activity)."""
         request = request_from_json(payload["request"])
+        await _temporal_beating(self.ready(payload), float(payload.get("heartbeat") or 0))
         client = self.client(payload)
         try:
             response = await _temporal_beating(client.acomplete(request), float(payload.get("heartbeat") or 0))
