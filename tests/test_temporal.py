@@ -276,7 +276,7 @@ def test_a_run_waiting_for_a_person_survives_a_restart_of_every_worker(server: D
     runner = TemporalRunner(machine(CONTENT), server.address, task_queue="human", script=HUMAN_SCRIPT)
 
     async def started() -> Any:
-        handle = await runner.start({"topic": "x"}, run_id="waits-1", trace=True)
+        await runner.start({"topic": "x"}, run_id="waits-1", trace=True)
         for _ in range(100):
             status = await temporal_status(server.address, "waits-1")
             if status.get("status") == "waiting":
