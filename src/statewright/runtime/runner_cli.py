@@ -161,7 +161,7 @@ def _runner_parser(machine: MachineSpec, prog: str | None) -> argparse.ArgumentP
                "result), 2 usage error, 130 interrupted, 143 stopped by SIGTERM\n\n"
                "The command `batch` runs the machine over a file of many inputs at once (see `batch --help`).\n"
                "On a Temporal cluster (pip install 'statewright[temporal]'): --temporal HOST:PORT runs it there; "
-               "`worker` serves the machine, `status RUN_ID` and `resume RUN_ID --answer TEXT` follow a run.")
+               "`worker` serves the machine; `status RUN_ID` follows a run and `resume RUN_ID` answers it.")
     parser = argparse.ArgumentParser(
         prog=prog, description=f"Run the state machine '{machine.name}'. {machine.description}".strip(),
         epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter,
