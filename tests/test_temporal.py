@@ -201,6 +201,27 @@ def test_run_detach_status_and_trace_on_the_cluster(server: DevServer, workers: 
     assert status["result"]["result"] == "A draft."
     missing = cli("status", "no-such-run", "--temporal", server.address)
     assert missing.returncode == 1 and "no run 'no-such-run'" in missing.stderr
+    # a batch whose case is already running on the cluster (an interrupted batch, resumed) waits for it
+    slow = tmp_path / "slow.json"
+    slow.write_text(json.dumps({"agent": {"harvest": [{"key_points": ["k"], "open_questions": []}],
+                                          "draft": [{"value": "Slow.", "delay": 2}],
+                                          "review": [{"score": 90, "fixes": []}]}}))
+    first = cli("run", str(CONTENT), "--input", "topic=y", "--script", str(slow), "--temporal", server.address,
+                "--detach", "--run-id", "case-1")
+    assert first.returncode == 0, first.stderr
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text('{"id": "case-1", "inputs": {"topic": "y"}}\n{"id": "case-2", "inputs": {"topic": "z"}}\n')
+    batch = cli("batch", str(CONTENT), "--inputs", str(cases), "--script", str(slow), "--temporal", server.address,
+                "--quiet")
+    assert batch.returncode == 0, batch.stderr
+    lines = [json.loads(line) for line in batch.stdout.splitlines()]
+    assert sorted((line["id"], line["result"]) for line in lines) == [("case-1", "Slow."), ("case-2", "Slow.")]
+
+    async def runs_of_case_1() -> int:
+        client = await temporal_connect(server.address)
+        return len([w async for w in client.list_workflows('WorkflowId = "case-1"')])
+
+    assert asyncio.run(runs_of_case_1()) == 1  # waited for, not started again
 
 
 def test_limits_are_the_cores_and_a_worker_refuses_a_machine_it_does_not_serve(
@@ -375,7 +396,7 @@ def test_a_worker_killed_mid_runs_leaves_them_to_the_other_and_no_completed_call
         runs = 12
 
         async def go() -> tuple[list[Any], float]:
-            runner = TemporalRunner(linear, server.address, task_queue="kill", heartbeat=2.0)
+            runner = TemporalRunner(linear, server.address, task_queue="kill", heartbeat=4.0)
             handles = [await runner.start({"topic": f"topic-{i}"}, run_id=f"kill-{i}") for i in range(runs)]
             while len(fake.requests) < 12:
                 await asyncio.sleep(0.02)
