@@ -570,9 +570,12 @@ def _runner_temporal_run(machine: MachineSpec, args: argparse.Namespace, inputs:
     except OSError as exc:
         raise RunnerUsageError(f"cannot write --trace {args.trace}: {exc.strerror or exc}") from None
 
+    started: list[str] = []  # the run's id, for the hint when waiting is interrupted
+
     async def go() -> RunResult | None:
         handle = await runner.start(inputs, run_id=args.run_id, trace=trace is not None,
                                     trace_content=args.trace_content)
+        started.append(handle.id)
         if args.detach:
             print(handle.id)
             return None
@@ -591,7 +594,8 @@ def _runner_temporal_run(machine: MachineSpec, args: argparse.Namespace, inputs:
         with _runner_stopped_by_sigterm():
             result = run_sync(go())
     except KeyboardInterrupt:
-        print(f"stopped waiting; the run goes on on the cluster (status: `status {args.run_id or 'RUN_ID'} "
+        run_id = started[0] if started else args.run_id or "RUN_ID"
+        print(f"stopped waiting; the run goes on on the cluster (status: `status {run_id} "
               f"--temporal {args.temporal}`)", file=sys.stderr)
         return EXIT_INTERRUPTED
     finally:

@@ -439,6 +439,7 @@ def temporal_workflow_class(machines: TemporalMachines, secrets: Sequence[str] |
     from temporalio import workflow
     from temporalio.common import RetryPolicy
     from temporalio.exceptions import ActivityError, ApplicationError
+    from temporalio.exceptions import TimeoutError as ActivityTimeout
 
     hidden = list(secret_values() if secrets is None else secrets)
 
@@ -551,8 +552,8 @@ def temporal_workflow_class(machines: TemporalMachines, secrets: Sequence[str] |
                 cause = exc.cause or exc
                 error = ModelError(request.model, f"the model call's activity failed: {cause}",
                                    int(self.policy["retries"]) + 1)
-                if request.timeout is not None and "timed out" in str(cause).lower():
-                    error.limit = "seconds"  # type: ignore[attr-defined]
+                if request.timeout is not None and isinstance(cause, ActivityTimeout):
+                    error.limit = "seconds"  # type: ignore[attr-defined]  # the run's own time ran out
                 raise error from None
             if "error" in answer:
                 raise RemoteModelError(answer["error"])
