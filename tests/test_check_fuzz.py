@@ -79,7 +79,7 @@ def test_check_json_from_the_command_line_is_one_document(tmp_path: Path) -> Non
 
 def test_an_internal_error_in_one_file_is_an_sw9001_diagnostic_and_the_others_are_still_reported(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    from statewright.compiler import check
+    from statewright.compiler import checks as check
 
     good = tmp_path / "good.fsm"
     good.write_text((Path(__file__).parent / "cases" / "check" / "unused-input" / "input.fsm")

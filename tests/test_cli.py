@@ -248,8 +248,9 @@ def test_dump_optimized_lists_what_each_pass_did(tmp_path: Path, capsys) -> None
     assert main(["dump", "--stage", "optimized", str(src)]) == 0
     captured = capsys.readouterr()
     assert "pass dead-states: removed 'orphan'" in captured.err
-    assert "pass merge-equivalent: merged 'b2' into 'b1'" in captured.err
-    assert [s["name"] for s in json.loads(captured.out)["states"]] == ["a", "b1", "done"]
+    assert "pass merge-equivalent: 'b2' shares the work of 'b1'" in captured.err
+    states = json.loads(captured.out)["states"]
+    assert [(s["name"], s["shares"]) for s in states] == [("a", None), ("b1", None), ("b2", "b1"), ("done", None)]
     assert main(["dump", "--stage", "optimized", "-O0", str(src)]) == 0
     assert "pass merge-equivalent: off" in capsys.readouterr().err
 

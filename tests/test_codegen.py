@@ -29,7 +29,7 @@ from statewright.compiler.codegen import (
     runner_is_current,
     write_runner,
 )
-from statewright.compiler.formatter import double_quoted as spec_string
+from statewright.compiler.tools.formatter import double_quoted as spec_string
 from statewright.runtime.spec import MachineSpec, Scope
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -121,10 +121,11 @@ def test_the_spec_part_reads_like_python_written_by_hand() -> None:
     text = runner_source(ROOT / "examples" / "software_team.fsm")
     assert "class Implementation(BaseModel):" in text
     assert 'test_code: str = Field(\n        description=(\n            "a self-contained Python' in text
-    assert ("# examples/software_team.fsm:113:9  when output.exit_code == 0 and not output.timed_out -> done\n"
+    assert ("# when output.exit_code == 0 and not output.timed_out\n"
             "def guard_run_tests_0(s: Scope) -> bool:\n") in text
     assert '"code": s.outputs.get("implement").test_code,' in text
-    assert 'SOURCE_MAP = {\n    "write_prd": "examples/software_team.fsm:' in text
+    assert 'SOURCE_MAP = {\n    "agent product_manager": "examples/software_team.fsm:60:5",' in text
+    assert '    "write_prd transition 0": "examples/software_team.fsm:84:9",' in text
     assert "MACHINE = MachineSpec(\n" in text
     assert "def run(\n    inputs: Mapping[str, Any] | None = None,\n    *,\n" in text
     assert "async def arun(" in text

@@ -21,8 +21,8 @@ from statewright.compiler.codegen.python_expr import (
     python_source,
     spec_source,
 )
-from statewright.compiler.formatter import double_quoted as spec_string
-from statewright.compiler.types_py import plan_models
+from statewright.compiler.codegen.types_py import plan_models
+from statewright.compiler.tools.formatter import double_quoted as spec_string
 from statewright.grammar import ast
 from statewright.runtime.guard_access import guard_attribute
 from statewright.runtime.spec import Scope

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from statewright.compiler.formatter import FormatResult, format_source, format_text, unified_diff
+from statewright.compiler.tools.formatter import FormatResult, format_source, format_text, unified_diff
 from statewright.diagnostics import SourceFile
 from statewright.grammar import parse_text
 

@@ -7,7 +7,7 @@ from collections import Counter
 from hypothesis import HealthCheck, given, settings
 from strategies import machines
 
-from statewright.compiler.formatter import format_text
+from statewright.compiler.tools.formatter import format_text
 from statewright.grammar import parse_text
 
 PROPERTY = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])

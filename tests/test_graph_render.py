@@ -17,11 +17,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from statewright.compiler import ir
-from statewright.compiler.formatter import expr_to_source
-from statewright.compiler.graph import dot_text, mermaid_text, render_graph
+from statewright.compiler.tools.formatter import expr_to_source
+from statewright.compiler.tools.graph import dot_text, mermaid_text, render_graph
 from statewright.grammar import ast, parse_text
 
-HAVE_CHECKER = importlib.util.find_spec("statewright.compiler.check") is not None
+HAVE_CHECKER = importlib.util.find_spec("statewright.compiler.checks") is not None
 needs_checker = pytest.mark.skipif(not HAVE_CHECKER, reason="the compiler's checks are not available yet")
 
 # Labels an author can write that must not break either format or change what it shows.
@@ -132,7 +132,7 @@ def test_an_unknown_format_is_a_value_error_naming_the_formats() -> None:
 def test_rendering_is_deterministic_across_hash_seeds() -> None:
     script = (
         "import sys; sys.path.insert(0, sys.argv[1]); import test_graph_render as t; "
-        "from statewright.compiler.graph import render_graph; "
+        "from statewright.compiler.tools.graph import render_graph; "
         "print(render_graph(t.REVIEW, 'mermaid') + render_graph(t.REVIEW, 'dot'))"
     )
     outputs = set()

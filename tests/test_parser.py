@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from statewright.grammar import ast, build_parser, parse_text
+from statewright.grammar import ast, build_parser, parse_text, syntax_errors
 
 
 def only_error(text: str) -> tuple[str, str, int, int]:
@@ -131,6 +131,26 @@ def test_a_block_left_open_before_the_next_declaration_says_its_brace_may_be_mis
     assert diag.help == "the block before this line may be missing its closing '}'"
 
 
+@pytest.mark.parametrize("mistake", syntax_errors.MISTAKES, ids=lambda m: f"{m.code}-{m.message[:24]}")
+def test_every_example_in_the_table_of_mistakes_is_reported_as_that_mistake(
+        mistake: syntax_errors.Mistake) -> None:
+    # the table is how a syntax error gets its name: an example that no longer fails this way (after a
+    # change to the grammar) would silently stop naming real mistakes
+    for example in mistake.examples:
+        [diag, *_] = parse_text(example, "t.fsm").diagnostics.items
+        token = diag.span.text[len(mistake.before) : len(diag.span.text) - len(mistake.after)]
+        assert (diag.code, diag.message, diag.help) == (
+            mistake.code, mistake.message.format(token=token), mistake.help.format(token=token)), example
+
+
+def test_syntax_errors_never_name_lark_terminals() -> None:
+    texts = [example for mistake in syntax_errors.MISTAKES for example in mistake.examples]
+    texts += ["machine m { start state a { when x -> } }", "machine m { type T { a: } }", "machine m { = }"]
+    for text in texts:
+        for diag in parse_text(text, "t.fsm").diagnostics.items:
+            assert "__" not in diag.message + diag.help and "ANON" not in diag.message + diag.help, text
+
+
 def test_positions_are_one_based_characters() -> None:
     code, _, line, column = only_error('machine m {\n    description "é" ;\n}\n')
     assert (code, line, column) == ("SW1001", 2, 21)  # "é" is one column
@@ -240,3 +260,63 @@ def test_a_missing_brace_does_not_cascade_into_later_declarations() -> None:
     text = 'machine m {\n    start state a {\n        agent w\n        do "x"\n        -> b\n\n    final state b\n}\n'
     result = parse_text(text, "t.fsm")
     assert len(result.diagnostics.items) == 1
+
+
+# ---- reentrancy ----------------------------------------------------------------------------------
+
+
+def test_files_parsed_in_two_threads_at_once_keep_their_own_comments_and_trees() -> None:
+    import threading
+
+    def source(tag: str, states: int) -> str:
+        body = "".join(f"    # {tag} comment {i}\n    state {tag}{i} {{ agent w do \"x\" -> {tag}{i + 1} }}\n"
+                       for i in range(states))
+        return f"# {tag} head\nmachine {tag} {{\n{body}    final state {tag}{states}\n}}\n"
+
+    texts = {"left": source("left", 300), "right": source("right", 200)}
+    problems: list[str] = []
+    start = threading.Barrier(2)
+
+    def parse_many(tag: str) -> None:
+        start.wait()
+        for _ in range(20):
+            result = parse_text(texts[tag], f"{tag}.fsm")
+            comments = [c.text for c in result.comments]
+            if result.machine is None or result.machine.name.value != tag:
+                problems.append(f"{tag}: wrong tree")
+            if len(comments) != texts[tag].count("#") or any(tag not in c for c in comments):
+                problems.append(f"{tag}: comments {comments[:3]}...")
+            if any(c.span.source.path != f"{tag}.fsm" for c in result.comments):
+                problems.append(f"{tag}: a comment of another file")
+
+    threads = [threading.Thread(target=parse_many, args=(tag,)) for tag in texts]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert problems == []
+
+
+def test_the_garbage_collector_is_back_on_after_parses_in_two_threads_overlap() -> None:
+    import gc
+    import threading
+
+    from statewright.grammar.parser import paused_gc
+
+    inside = threading.Event()
+    leave = threading.Event()
+
+    def hold() -> None:
+        with paused_gc():
+            inside.set()
+            leave.wait(5)
+
+    assert gc.isenabled()
+    other = threading.Thread(target=hold)
+    with paused_gc():  # the first pause ends while the other thread's is still on
+        other.start()
+        inside.wait(5)
+    assert not gc.isenabled(), "the other thread's parse is still running"
+    leave.set()
+    other.join()
+    assert gc.isenabled()

@@ -60,15 +60,15 @@ def chain_with_duplicates(k: int) -> str:
 
 
 @pytest.mark.parametrize("k", [1, 2, 5])
-def test_k_duplicated_states_shrink_the_machine_by_exactly_k(k: int) -> None:
+def test_k_duplicated_states_share_the_first_ones_work_and_keep_their_identity(k: int) -> None:
     comp = compile_ok(chain_with_duplicates(k))
-    before = len(comp.ir.states)
     after = api.optimize(comp)
-    assert len(after.states) == before - k
-    survivor = next(s for s in after.states if s.name.startswith("review"))
-    assert survivor.name == "review0"  # the first name is kept
-    assert len(survivor.origins) == k + 1  # and the origins of every merged state
-    assert {t.target for t in after.state("draft").transitions} == {"review0"}
+    assert [s.name for s in after.states] == [s.name for s in comp.ir.states]  # every state stays, by name
+    assert [after.state(f"review{i}").shares for i in range(k + 1)] == [None] + ["review0"] * k
+    for before, now in zip(comp.ir.states, after.states):  # ... with its own position and transitions
+        assert now.origin == before.origin and now.transitions == before.transitions
+    runner = api.generate_runner(comp)
+    assert runner.count("def guard_") == 0 or "guard_review1" not in runner  # the work is written once
 
 
 def test_unreachable_states_are_removed() -> None:
@@ -84,16 +84,19 @@ def test_unreachable_states_are_removed() -> None:
     assert "orphan" not in {s.name for s in api.optimize(comp).states}
 
 
-def test_states_whose_names_are_read_are_not_merged() -> None:
+def test_states_whose_names_are_read_are_merged_and_still_read_by_name() -> None:
     text = chain_with_duplicates(1).replace('final state done', 'final state done {\n        result "{{ review1.output }}"\n    }')
     comp = compile_ok(text)
-    assert equivalence_classes(comp.ir) == {}
+    assert equivalence_classes(comp.ir)["review0"] == ["review0", "review1"]
+    assert api.optimize(comp).state("review1").shares == "review0"
 
 
-def test_bounded_states_are_not_merged() -> None:
+def test_bounded_states_are_merged_and_keep_their_own_counters() -> None:
     text = chain_with_duplicates(1).replace('when "ok" in output -> done', 'when "ok" in output -> done max 3')
     comp = compile_ok(text)
-    assert equivalence_classes(comp.ir) == {}
+    assert equivalence_classes(comp.ir)["review0"] == ["review0", "review1"]
+    machine = api.runtime_machine(comp)
+    assert machine.states["review1"].transitions[0].max == 3  # each member's edge keeps its own bound
 
 
 def test_passes_are_idempotent_and_can_be_turned_off() -> None:
@@ -119,7 +122,7 @@ def test_examples_keep_their_meaning_under_the_passes(path: Path) -> None:
 def test_merging_scales_to_ten_thousand_states_without_recursion() -> None:
     comp = compile_ok(chain_with_duplicates(2000))
     after = api.optimize(comp)
-    assert len(after.states) == len(comp.ir.states) - 2000
+    assert sum(1 for s in after.states if s.shares == "review0") == 2000
 
 
 # ---- behaviour: same agent calls and same result, optimized or not --------------------------------
@@ -291,12 +294,17 @@ def twins_in_context(draw):  # type: ignore[no-untyped-def]
 
 
 def _requests(machine, seed: int):  # type: ignore[no-untyped-def]
+    """Everything a run shows a model or a user: every request (messages, schema and its name), the result,
+    the path, every transition with its cause, the failure and where it points."""
     from statewright.runtime.engine import Engine
+    from statewright.runtime.trace import Trace
 
     client = RecordingReplies(seed)
-    result = Engine(machine, client=client).run({})
-    failure = result.failure.kind if result.failure is not None else None
-    return client.requests, (result.status, result.final_state, result.result, failure)
+    events: list[dict] = []
+    result = Engine(machine, client=client, trace=Trace(sink=events)).run({}, run_id="r")
+    failure = result.failure.to_json() if result.failure is not None else None
+    moves = [(e["from"], e["to"], e["cause"], e.get("reason")) for e in events if e["event"] == "transition"]
+    return client.requests, (result.status, result.final_state, result.result, result.path, moves, failure)
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -321,13 +329,12 @@ def test_twins_on_loops_or_with_listeners_keep_what_every_model_is_sent(text: st
     plain, fast = runtime_of(comp.ir), runtime_of(optimized)
     for run in range(8):
         assert _requests(plain, seed + run) == _requests(fast, seed + run)
-    if "tell" not in text and "-> plan" not in text:
-        assert len(optimized.states) == len(comp.ir.states) - 1  # a plain twin is merged
+    assert optimized.state("work_twin").shares == "work"  # the twin is merged, loop, listeners and all
 
 
-def test_twins_on_a_bounded_loop_are_not_merged() -> None:
-    # b and b_twin are alike, but a run can enter b, loop back, and enter b_twin: in the source b_twin's
-    # first visit gets no "sent back" note, while a merged state would have been visited before
+def test_twins_on_a_bounded_loop_are_merged_and_each_keeps_its_own_sent_back_notes() -> None:
+    # b and b_twin are alike, and a run can enter b, loop back, and enter b_twin: b_twin's first visit gets
+    # no "sent back" note, because each member keeps its own visits
     text = """machine m {
     agent a {
         prompt "A."
@@ -363,15 +370,20 @@ def test_twins_on_a_bounded_loop_are_not_merged() -> None:
 }
 """
     comp = compile_ok(text)
-    assert equivalence_classes(comp.ir) == {}
-    acyclic = text.replace('        when "redo" in output -> s0 max 1\n', "")
-    assert equivalence_classes(compile_ok(acyclic).ir) == {"b": ["b", "b_twin"]}
+    assert equivalence_classes(comp.ir) == {"b": ["b", "b_twin"]}
+    plain, fast = runtime_of(comp.ir), runtime_of(api.optimize(comp))
+    for seed in range(40):
+        assert _requests(plain, seed) == _requests(fast, seed)
 
 
-def test_twins_that_tell_listeners_are_not_merged() -> None:
+def test_twins_that_tell_listeners_are_merged_and_listeners_hear_each_by_its_own_name() -> None:
     text = chain_with_duplicates(1).replace('        do "Review the draft."\n',
                                             '        do "Review the draft."\n        tell [writer]\n')
-    assert equivalence_classes(compile_ok(text).ir) == {}
+    comp = compile_ok(text)
+    assert equivalence_classes(comp.ir) == {"review0": ["review0", "review1"], "done": ["done", "failed"]}
+    plain, fast = runtime_of(comp.ir), runtime_of(api.optimize(comp))
+    for seed in range(20):
+        assert _requests(plain, seed) == _requests(fast, seed)
 
 
 def test_a_state_only_a_template_reads_is_not_removed_even_if_unreachable() -> None:
@@ -486,9 +498,9 @@ def test_examples_send_the_same_requests_and_pass_their_tests_when_optimized(pat
 
 def test_only_template_code_reads_a_state_name_not_plain_words() -> None:
     plain = chain_with_duplicates(1).replace('prompt "You write."', 'prompt "You write what review1 reads."')
-    assert equivalence_classes(compile_ok(plain).ir) == {"review0": ["review0", "review1"]}
+    assert compile_ok(plain).ir.state("draft").template_reads == ()
     read = chain_with_duplicates(1).replace('do "Write."', 'do "Write. {% if review1.output %}Again.{% endif %}"')
-    assert equivalence_classes(compile_ok(read).ir) == {}
+    assert [r.state for r in compile_ok(read).ir.state("draft").template_reads] == ["review1"]
 
 
 # ---- issue 9, item 1: literals are compared by type and value -------------------------------------
@@ -556,7 +568,7 @@ def test_a_state_read_after_a_literal_holding_closing_braces_is_neither_merged_n
     read = chain_with_duplicates(1).replace('do "Write."', 'do "Write. {{ \\"}}\\" ~ review1.output }}"')
     comp = compile_ok(read)
     assert [r.state for r in comp.ir.state("draft").template_reads] == ["review1"]
-    assert equivalence_classes(comp.ir) == {}
+    assert "review1" in {s.name for s in api.optimize(comp).states}  # a merged state keeps its name
     orphan = chain_with_duplicates(1).replace("    final state done", """    state orphan {
         agent critic
         do "Never runs."
@@ -577,4 +589,90 @@ def test_template_reads_are_names_the_template_reads_not_words_or_local_variable
         'do "review1 {% for review0 in [1] %}{{ review0 }}{% endfor %}{% raw %}{{ review1.output }}{% endraw %}"')
     comp = compile_ok(text)
     assert comp.ir.state("draft").template_reads == ()
-    assert equivalence_classes(comp.ir) == {"review0": ["review0", "review1"]}
+    assert equivalence_classes(comp.ir) == {"review0": ["review0", "review1"], "done": ["done", "failed"]}
+
+
+# ---- a checkpoint written at one level resumes at the other --------------------------------------
+
+
+class _Crash(Exception):
+    """The process dies during a model call."""
+
+
+class ContentReplies:
+    """Replies that depend only on the seed and the request, so a step re-run after a crash gets the reply
+    it would have got; crashes on call number `crash_at` (counting from 0) when it is set."""
+
+    def __init__(self, seed: int, crash_at: int | None = None) -> None:
+        self.seed = seed
+        self.crash_at = crash_at
+        self.requests: list[tuple[object, ...]] = []
+
+    def complete(self, request):  # type: ignore[no-untyped-def]
+        import hashlib
+        import json
+
+        key = (request.role, request.model, json.dumps(request.messages, sort_keys=True),
+               json.dumps(request.response_schema, sort_keys=True))
+        if self.crash_at is not None and len(self.requests) == self.crash_at:
+            raise _Crash
+        self.requests.append(key)
+        rng = random.Random(hashlib.sha256(f"{self.seed}{key}".encode()).digest())
+        if request.role == "verifier":
+            choice = rng.choice(request.response_schema["properties"]["choice"]["enum"])
+            content = json.dumps({"choice": choice, "reason": "r", "feedback": "f"})
+        else:
+            content = rng.choice(["ok", "no", "redo", "route 0", "route 0 redo", "ok redo"])
+        return ModelResponse(content=content, model=request.model, prompt_tokens=1, completion_tokens=1)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(machines_with_loops_and_listeners(), st.integers(0, 10_000), st.integers(0, 6), st.booleans())
+def test_a_run_checkpointed_at_one_level_resumes_at_the_other(tmp_path_factory, text: str, seed: int,
+                                                              crash_at: int, upward: bool) -> None:
+    from statewright.runtime.checkpoint import CheckpointStore
+
+    comp = api.check_text(text, "m.fsm")
+    assume(comp.ok)
+    before, after = (api.Machine(comp, level=0), api.Machine(comp, level=1))[:: 1 if upward else -1]
+    reference = ContentReplies(seed)
+    expected = after.run({}, client=reference, run_id="r")
+    assume(len(reference.requests) > crash_at)  # the crash comes before the run's end
+
+    db = str(tmp_path_factory.mktemp("levels") / "runs.sqlite")
+    crashing = ContentReplies(seed, crash_at=crash_at)
+    with pytest.raises(_Crash):
+        before.run({}, client=crashing, checkpoint=db, run_id="r")
+    resumed_client = ContentReplies(seed)
+    resumed = after.run(client=resumed_client, checkpoint=CheckpointStore(db), resume="r")
+
+    # the resumed run asks what the uninterrupted one asked from the interrupted step on: the step the
+    # crash cut short is asked again from its start, and no finished step is
+    done, again = crashing.requests, resumed_client.requests
+    assert any(done[:k] + again == reference.requests and done[k:] == again[:len(done) - k]
+               for k in range(len(done) + 1))
+    assert (resumed.status, resumed.final_state, resumed.result, resumed.path) == (
+        expected.status, expected.final_state, expected.result, expected.path)
+    assert resumed.failure == expected.failure
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_statewright_test_and_the_runners_selftest_agree_at_every_level(path: Path, tmp_path: Path,
+                                                                        capsys) -> None:
+    import subprocess
+    import sys
+
+    from statewright.cli import main
+
+    comp = api.check_file(path)
+    outcomes = {level: [(o.name, o.passed) for o in api.run_tests(comp, level=level)] for level in (0, 1)}
+    assert outcomes[0] == outcomes[1] and all(passed for _, passed in outcomes[0])
+    for flag in ([], ["-O0"]):
+        assert main(["test", str(path), *flag]) == 0
+        assert f"{len(outcomes[0])} passed, 0 failed" in capsys.readouterr().err
+        runner = tmp_path / f"runner{len(flag)}.py"
+        assert main(["compile", str(path), "-o", str(runner), *flag]) == 0
+        done = subprocess.run([sys.executable, str(runner), "--selftest"], capture_output=True, text=True, check=False,
+                              cwd=tmp_path, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert done.stdout.count("PASS") == len(outcomes[0])

@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import re
+import shutil
 import socket
+import ssl
+import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -47,7 +52,7 @@ def test_shell_and_http_get_are_off_unless_declared(workspace: str, name: str) -
     assert name in declared.names()
 
 
-def test_declared_shell_runs_commands(workspace: str) -> None:
+def test_declared_shell_runs_commands(workspace: str, jail: None) -> None:
     tools = ToolRegistry({"std.shell": ToolSpec("std.shell")}, workspace)
     result = tools.call("std.shell", {"command": "echo hello; pwd"})
     assert result == {"exit_code": 0, "stdout": f"hello\n{Path(workspace).resolve()}\n", "stderr": "",
@@ -111,7 +116,7 @@ def test_bad_arguments_to_a_std_tool_list_every_problem_and_the_right_call(works
     assert message.endswith("Call it as std_write_file(path: str, content: str).")
 
 
-def test_arguments_may_come_as_the_json_text_a_model_sent(workspace: str) -> None:
+def test_arguments_may_come_as_the_json_text_a_model_sent(workspace: str, jail: None) -> None:
     tools = ToolRegistry({}, workspace)
     assert tools.call("std.python", '{"code": "print(6 * 7)", "timeout": null}')["stdout"] == "42\n"
     with pytest.raises(ToolError, match="the arguments are not valid JSON"):
@@ -258,7 +263,7 @@ def test_results_must_be_json_serialisable(workspace: str, user_module: str) -> 
     assert tools.call("best_hit", {"term": "fsm"}) == {"term": "fsm", "score": 0.5}
 
 
-def test_async_user_tools_work_from_sync_and_async_code(workspace: str, user_module: str) -> None:
+def test_async_user_tools_work_from_sync_and_async_code(workspace: str, user_module: str, jail: None) -> None:
     tools = user_tools(workspace, user_module, "slow_echo")
     assert tools.call("slow_echo", {"text": "sync"}) == "sync"
     assert asyncio.run(tools.acall("slow_echo", {"text": "async"})) == "async"
@@ -327,16 +332,17 @@ def server() -> Iterator[str]:
 
 @pytest.fixture
 def connections(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
-    """Every address urllib connects to; anything but 127.0.0.1 fails the test instead of leaving the host."""
+    """Every address a socket of this process connects to (asyncio's included); anything but 127.0.0.1
+    fails the test instead of leaving the host."""
     made: list[tuple[str, int]] = []
-    real_create_connection = socket.create_connection
+    real_connect = socket.socket.connect
 
-    def create_connection(address: tuple[str, int], *args: object, **kwargs: object) -> socket.socket:
+    def connect(self: socket.socket, address: tuple[str, int]) -> None:
         made.append(address)
         assert address[0] == "127.0.0.1", f"std.http_get connected to {address}"
-        return real_create_connection(address, *args, **kwargs)  # type: ignore[arg-type]
+        return real_connect(self, address)
 
-    monkeypatch.setattr(socket, "create_connection", create_connection)
+    monkeypatch.setattr(socket.socket, "connect", connect)
     for variable in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
         monkeypatch.delenv(variable, raising=False)
     return made
@@ -391,3 +397,213 @@ def test_http_get_caps_the_body(workspace: str, server: str, connections: list) 
     result = http_tools(workspace, allow=["127.0.0.1"], max_bytes=100).call("std.http_get",
                                                                            {"url": f"{server}/big"})
     assert result["body"] == "z" * 100 + "\n[body truncated at 100 bytes]"
+
+
+# ---- std.http_get: one deadline, and the HTTP it speaks ---------------------------------------------------
+
+
+@pytest.fixture
+def raw_server() -> Iterator[Callable[[Callable[[socket.socket, bytes], None]], int]]:
+    """Start TCP servers on 127.0.0.1 that answer each connection with a function of (socket, request head)."""
+    servers: list[socket.socket] = []
+    stop = threading.Event()
+
+    def start(answer: Callable[[socket.socket, bytes], None]) -> int:
+        listener = socket.create_server(("127.0.0.1", 0))
+        listener.settimeout(0.1)
+        servers.append(listener)
+
+        def handle(connection: socket.socket) -> None:
+            with connection:
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    chunk = connection.recv(4096)
+                    if not chunk:
+                        return
+                    head += chunk
+                try:
+                    answer(connection, head)
+                except OSError:
+                    pass  # the client hung up: what the test wanted to see
+
+        def serve() -> None:
+            while not stop.is_set():
+                try:
+                    connection, _ = listener.accept()
+                except OSError:
+                    continue
+                threading.Thread(target=handle, args=(connection,), daemon=True).start()
+
+        threading.Thread(target=serve, daemon=True).start()
+        return int(listener.getsockname()[1])
+
+    yield start
+    stop.set()
+    for listener in servers:
+        listener.close()
+
+
+def trickle(data: bytes, pause: float) -> Callable[[socket.socket, bytes], None]:
+    def answer(connection: socket.socket, head: bytes) -> None:
+        for index in range(len(data)):
+            connection.sendall(data[index:index + 1])
+            time.sleep(pause)
+    return answer
+
+
+def timed_get(tools: ToolRegistry, url: str) -> tuple[float, Any]:
+    began = time.monotonic()
+    try:
+        outcome: Any = tools.call("std.http_get", {"url": url})
+    except ToolError as exc:
+        outcome = exc
+    return time.monotonic() - began, outcome
+
+
+@pytest.mark.parametrize("reply", [
+    b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n" + b"x" * 100000,  # a body sent a byte at a time
+    b"HTTP/1.1 200 OK\r\nX-Slow: " + b"y" * 100000,  # headers that never end
+    b"",  # a server that accepts and never answers
+])
+def test_http_get_ends_at_its_timeout_however_slowly_the_server_answers(workspace: str, raw_server: Any,
+                                                                        connections: list, reply: bytes) -> None:
+    port = raw_server(trickle(reply, 0.05) if reply else (lambda connection, head: time.sleep(30)))
+    tools = http_tools(workspace, allow=["127.0.0.1"], timeout=1)
+    took, outcome = timed_get(tools, f"http://127.0.0.1:{port}/slow")
+    assert isinstance(outcome, ToolError)
+    assert str(outcome) == (f"std.http_get: 'http://127.0.0.1:{port}/slow' did not answer in full within 1 "
+                            "seconds (the tool's timeout option, for the whole request); nothing was kept")
+    assert took < 2.5
+
+
+def test_http_get_reads_chunked_bodies_and_caps_them(workspace: str, raw_server: Any, connections: list) -> None:
+    chunks = b"5\r\nhello\r\n7;ext=1\r\n, world\r\n0\r\nTrailer: x\r\n\r\n"
+    port = raw_server(lambda connection, head: connection.sendall(
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: text/plain; charset=latin-1\r\n\r\n"
+        + chunks))
+    url = f"http://127.0.0.1:{port}/"
+    assert http_tools(workspace, allow=["127.0.0.1"]).call("std.http_get", {"url": url}) == {
+        "status": 200, "body": "hello, world"}
+    assert http_tools(workspace, allow=["127.0.0.1"], max_bytes=7).call("std.http_get", {"url": url}) == {
+        "status": 200, "body": "hello, \n[body truncated at 7 bytes]"}
+
+
+def test_http_get_reads_a_body_that_ends_with_the_connection(workspace: str, raw_server: Any,
+                                                             connections: list) -> None:
+    port = raw_server(lambda connection, head: connection.sendall(b"HTTP/1.0 500 Oops\r\n\r\nsorry"))
+    assert http_tools(workspace, allow=["127.0.0.1"]).call("std.http_get", {"url": f"http://127.0.0.1:{port}/"}) == {
+        "status": 500, "body": "sorry"}
+
+
+def test_http_get_escapes_what_could_split_the_request(workspace: str, raw_server: Any, connections: list) -> None:
+    heads: list[bytes] = []
+
+    def answer(connection: socket.socket, head: bytes) -> None:
+        heads.append(head)
+        connection.sendall(b"HTTP/1.1 204 No Content\r\n\r\n")
+
+    port = raw_server(answer)
+    url = f"http://127.0.0.1:{port}/a b?q=1 HTTP/1.1\r\nX-Injected: yes&r=\u00e9"
+    assert http_tools(workspace, allow=["127.0.0.1"]).call("std.http_get", {"url": url})["status"] == 204
+    [head] = heads
+    request_line, *headers = head.decode("latin-1").split("\r\n")
+    assert request_line == "GET /a%20b?q=1%20HTTP/1.1X-Injected:%20yes&r=%C3%A9 HTTP/1.1"
+    assert not any(line.lower().startswith("x-injected") for line in headers)
+
+
+def test_http_get_stops_a_redirect_loop(workspace: str, raw_server: Any, connections: list) -> None:
+    port = raw_server(lambda connection, head: connection.sendall(
+        b"HTTP/1.1 302 Found\r\nLocation: /again\r\nContent-Length: 0\r\n\r\n"))
+    with pytest.raises(ToolError, match="redirected more than 10 times"):
+        http_tools(workspace, allow=["127.0.0.1"]).call("std.http_get", {"url": f"http://127.0.0.1:{port}/"})
+
+
+def test_http_get_goes_through_the_environments_proxy_with_the_allow_list_still_checked(
+        workspace: str, raw_server: Any, connections: list, monkeypatch: pytest.MonkeyPatch) -> None:
+    heads: list[bytes] = []
+
+    def proxy(connection: socket.socket, head: bytes) -> None:
+        heads.append(head)
+        connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nfrom proxy")
+
+    port = raw_server(proxy)
+    monkeypatch.setenv("http_proxy", f"http://user:pass@127.0.0.1:{port}")
+    tools = http_tools(workspace, allow=["docs.example.org"])
+    assert tools.call("std.http_get", {"url": "http://docs.example.org/page"})["body"] == "from proxy"
+    assert heads[0].startswith(b"GET http://docs.example.org/page HTTP/1.1\r\n")
+    assert b"\r\nProxy-Authorization: Basic dXNlcjpwYXNz\r\n" in heads[0]
+    with pytest.raises(ToolError, match="host 'other.example.org' is not allowed"):
+        tools.call("std.http_get", {"url": "http://other.example.org/"})
+    assert len(heads) == 1
+
+
+@pytest.fixture
+def tls_certificate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
+    """A self-signed certificate for 127.0.0.1 that the default TLS context trusts (SSL_CERT_FILE)."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("openssl is not installed: no test certificate can be made")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+                    "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key),
+                    "-out", str(cert)], check=True, capture_output=True)
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    return str(cert), str(key)
+
+
+def test_http_get_speaks_https_directly_and_through_a_connect_tunnel(
+        workspace: str, raw_server: Any, connections: list, tls_certificate: tuple[str, str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(*tls_certificate)
+    listener = socket.create_server(("127.0.0.1", 0))
+    tls_port = listener.getsockname()[1]
+
+    def serve_tls() -> None:
+        for _ in range(2):
+            connection, _ = listener.accept()
+            with context.wrap_socket(connection, server_side=True) as tls:
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    head += tls.recv(4096)
+                tls.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nsecret")
+
+    threading.Thread(target=serve_tls, daemon=True).start()
+    tools = http_tools(workspace, allow=["127.0.0.1"])
+    assert tools.call("std.http_get", {"url": f"https://127.0.0.1:{tls_port}/"})["body"] == "secret"
+
+    tunnels: list[bytes] = []
+
+    def tunnel(connection: socket.socket, head: bytes) -> None:
+        tunnels.append(head)
+        upstream = socket.create_connection(("127.0.0.1", tls_port))
+        connection.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        for source, sink in ((connection, upstream), (upstream, connection)):
+            threading.Thread(target=_pipe, args=(source, sink), daemon=True).start()
+        time.sleep(2)
+
+    monkeypatch.setenv("https_proxy", f"http://127.0.0.1:{raw_server(tunnel)}")
+    assert tools.call("std.http_get", {"url": f"https://127.0.0.1:{tls_port}/"})["body"] == "secret"
+    assert tunnels[0].startswith(f"CONNECT 127.0.0.1:{tls_port} HTTP/1.1\r\n".encode())
+    listener.close()
+
+
+def _pipe(source: socket.socket, sink: socket.socket) -> None:
+    try:
+        while data := source.recv(65536):
+            sink.sendall(data)
+    except OSError:
+        pass
+
+
+def test_the_jail_options_are_checked_by_the_compiler(tmp_path: Path) -> None:
+    from statewright import api
+
+    spec = tmp_path / "jail.fsm"
+    spec.write_text('machine demo {\n    tool std.python {\n        network true\n        tmp_mb 256\n    }\n'
+                    '    tool std.shell { network false }\n'
+                    '    start state run {\n        call std.python(code = "print(1)")\n        -> done\n    }\n'
+                    '    final state done\n}\n')
+    assert api.check_file(spec).ok
+    spec.write_text(spec.read_text().replace("tmp_mb 256", "tmp_mb 1.5"))
+    assert [d.code for d in api.check_file(spec).diagnostics if d.severity == "error"] == ["SW4006"]

@@ -1,5 +1,6 @@
-"""The Python API: one function per thing statewright does. The CLI, the designer's repair loop and the
-tests all call these, so every face of the compiler behaves the same.
+"""The Python API: one function per thing statewright does.
+
+The CLI, the language server and the tests all call these, so every face of the compiler behaves the same.
 
 Heavy modules (pydantic, jinja2, litellm) are imported inside the functions that need them, so that
 `check`, `fmt` and `graph` start fast.
@@ -49,7 +50,8 @@ class Compilation(Node, frozen=False):
 
 def check_source(source: SourceFile) -> Compilation:
     """Parse and check one source file; every problem is reported, none raised."""
-    from .compiler.check import check_machine
+    from .compiler.checks import check_machine
+    from .compiler.lower import lower_machine
     from .grammar.parser import paused_gc
 
     with paused_gc():
@@ -57,7 +59,9 @@ def check_source(source: SourceFile) -> Compilation:
         diags = parsed.diagnostics
         ir = None
         if parsed.machine is not None:
-            ir = check_machine(source, parsed.machine, diags)
+            symbols = check_machine(source, parsed.machine, diags)
+            if symbols is not None and not diags.has_errors:
+                ir = lower_machine(parsed.machine, symbols)
     return Compilation(source, parsed.machine, parsed.comments, ir, diags.sorted())
 
 
@@ -109,7 +113,7 @@ def spec_files(paths: Sequence[str], exclude: Sequence[str] = ()) -> SpecFiles:
 
 
 def dump_ast(parsed: ParseResult) -> dict[str, object]:
-    from .compiler.ir_json import ast_to_json
+    from .compiler.tools.ir_json import ast_to_json
 
     assert parsed.machine is not None
     return ast_to_json(parsed.machine)
@@ -128,7 +132,7 @@ def optimize(comp: Compilation, *, level: int = 1, disabled: Sequence[str] = (),
 
 def dump_ir(comp: Compilation, *, optimized: bool = False, level: int = 1,
             disabled: Sequence[str] = (), log: list[str] | None = None) -> dict[str, object]:
-    from .compiler.ir_json import ir_to_json
+    from .compiler.tools.ir_json import ir_to_json
 
     ir = optimize(comp, level=level, disabled=disabled, log=log) if optimized else comp.ir
     return ir_to_json(ir)  # type: ignore[arg-type]
@@ -150,7 +154,7 @@ def parse_file(path: str | Path) -> ParseResult:
 
 def format_bytes(data: bytes, path: str) -> FormatOutcome:
     """Format source bytes; `text` is None (and diagnostics say why) when the file cannot be formatted."""
-    from .compiler.formatter import format_source
+    from .compiler.tools.formatter import format_source
 
     diags = Diagnostics()
     source = read_source(path, data, diags)
@@ -165,13 +169,13 @@ def format_text(text: str, path: str = "<string>") -> FormatOutcome:
 
 
 def unified_diff(old: str, new: str, path: str) -> str:
-    from .compiler.formatter import unified_diff as diff
+    from .compiler.tools.formatter import unified_diff as diff
 
     return diff(old, new, path)
 
 
 def render_graph(comp: Compilation, fmt: str = "mermaid") -> str:
-    from .compiler.graph import render_graph as render
+    from .compiler.tools.graph import render_graph as render
 
     assert comp.ir is not None
     return render(comp.ir, fmt)  # type: ignore[arg-type]
@@ -254,13 +258,15 @@ def runtime_machine(comp: Compilation, *, level: int = 1, disabled: Sequence[str
 
 
 def run_tests(comp: Compilation, *, trace_dir: str | None = None, trace_content: bool = False,
-              name_filter: str | None = None, level: int = 0) -> list[TestOutcome]:
+              name_filter: str | None = None, level: int = 1,
+              disabled: Sequence[str] = ()) -> list[TestOutcome]:
     """Run the machine's test blocks with scripted replies; one outcome per test block.
 
-    Tests run the machine as written (`level` 0) unless asked otherwise."""
+    Tests run the machine that `compile` would write, optimized as `level` and `disabled` say; merged
+    states keep their names, so a test means the same at every level."""
     from .runtime.testing import run_tests as run
 
-    machine = runtime_machine(comp, level=level)
+    machine = runtime_machine(comp, level=level, disabled=disabled)
     return list(run(machine, trace_dir=trace_dir, trace_content=trace_content, name_filter=name_filter))
 
 
@@ -324,8 +330,8 @@ class Machine:
     def run(self, inputs: Mapping[str, Any] | None = None, *, trace: Any = None, trace_content: bool = False,
             checkpoint: Any = None, resume: str | None = None, run_id: str | None = None,
             model_map: Mapping[str, str] | None = None, workspace: str | None = None, script: Any = None,
-            client: Any = None, tools: Any = None, max_tokens: int | None = None, retries: int | None = None,
-            retry_delay: float | None = None, timeout: float | None = None,
+            client: Any = None, tools: Any = None, unsafe_tools: bool = False, max_tokens: int | None = None,
+            retries: int | None = None, retry_delay: float | None = None, timeout: float | None = None,
             listeners: Sequence[Any] = ()) -> RunResult:
         """Run the machine to its end; a failed run is a RunResult too (see `arun` for the options)."""
         from .runtime.sync import run_sync
@@ -333,15 +339,16 @@ class Machine:
         return run_sync(self.arun(  # type: ignore[no-any-return]
             inputs, trace=trace, trace_content=trace_content, checkpoint=checkpoint, resume=resume,
             run_id=run_id, model_map=model_map, workspace=workspace, script=script, client=client, tools=tools,
-            max_tokens=max_tokens, retries=retries, retry_delay=retry_delay, timeout=timeout,
-            listeners=listeners))
+            unsafe_tools=unsafe_tools, max_tokens=max_tokens, retries=retries, retry_delay=retry_delay,
+            timeout=timeout, listeners=listeners))
 
     async def arun(self, inputs: Mapping[str, Any] | None = None, *, trace: Any = None,
                    trace_content: bool = False, checkpoint: Any = None, resume: str | None = None,
                    run_id: str | None = None, model_map: Mapping[str, str] | None = None,
                    workspace: str | None = None, script: Any = None, client: Any = None, tools: Any = None,
-                   max_tokens: int | None = None, retries: int | None = None, retry_delay: float | None = None,
-                   timeout: float | None = None, listeners: Sequence[Any] = ()) -> RunResult:
+                   unsafe_tools: bool = False, max_tokens: int | None = None, retries: int | None = None,
+                   retry_delay: float | None = None, timeout: float | None = None,
+                   listeners: Sequence[Any] = ()) -> RunResult:
         """Run the machine to its end on the running event loop.
 
         inputs: the machine's inputs by name. trace: a JSONL file (or an open Trace) to append the run's
@@ -349,7 +356,8 @@ class Machine:
         CheckpointStore) written after every transition; resume: the id of a checkpointed run to continue;
         run_id: the id of a new run. model_map: {spec model: model to call}, "*" for any other. workspace:
         where tools work. script: a Script or its JSON form answering every call instead of a model;
-        client: a model client. tools: a tool registry. max_tokens, retries, retry_delay, timeout: the
+        client: a model client. tools: a tool registry. unsafe_tools: let std.python and std.shell run
+        unconfined where their bubblewrap jail cannot run. max_tokens, retries, retry_delay, timeout: the
         model calls' limits and retry policy. listeners: called with (event, fields) as the run goes.
 
         Raises CheckpointError when a resume is impossible; any other problem is in the RunResult."""
@@ -358,8 +366,8 @@ class Machine:
         return await arun_machine(
             self.spec, inputs, trace=trace, trace_content=trace_content, checkpoint=checkpoint, resume=resume,
             run_id=run_id, model_map=model_map, workspace=workspace, script=script, client=client, tools=tools,
-            max_tokens=max_tokens, retries=retries, retry_delay=retry_delay, timeout=timeout,
-            listeners=listeners)
+            unsafe_tools=unsafe_tools, max_tokens=max_tokens, retries=retries, retry_delay=retry_delay,
+            timeout=timeout, listeners=listeners)
 
     def test(self, name_filter: str | None = None, *, trace_dir: str | None = None,
              trace_content: bool = False) -> list[TestOutcome]:

@@ -370,7 +370,7 @@ def cmd_test(args: argparse.Namespace) -> int:
             outcomes = _temporal_tests(comp, args)
         else:
             outcomes = api.run_tests(comp, trace_dir=args.trace, trace_content=args.trace_content,
-                                     name_filter=args.filter)
+                                     name_filter=args.filter, level=args.opt_level, disabled=args.no_pass)
         for outcome in outcomes:
             if outcome.passed:
                 passed += 1
@@ -408,14 +408,15 @@ def cmd_worker(args: argparse.Namespace) -> int:
         comp = _compile_or_report(path, args)
         if not comp.ok:
             return EXIT_INPUT
-        # what `run` starts (optimized) and what `test` starts (as written): both may come to this worker
+        # optimized (what `run` and `test` start) and as written (what they start with -O0)
         machines += [api.runtime_machine(comp), api.runtime_machine(comp, level=0)]
     if problems or not machines:
         if not problems:
             _err("statewright worker: no .fsm files to serve")
         return EXIT_INPUT
     return _temporal_call(lambda address: serve_on_temporal(
-        machines, address, task_queue=args.task_queue, namespace=args.namespace, concurrency=args.concurrency),
+        machines, address, task_queue=args.task_queue, namespace=args.namespace, concurrency=args.concurrency,
+        unsafe_tools=args.unsafe_tools),
         args.temporal)
 
 
@@ -453,7 +454,7 @@ def _temporal_tests(comp: Compilation, args: argparse.Namespace) -> list:  # typ
     from . import api
     from .runtime.runner_cli import run_tests_on_temporal
 
-    machine = api.runtime_machine(comp, level=0)  # tests run the machine as written, as locally
+    machine = api.runtime_machine(comp, level=args.opt_level, disabled=args.no_pass)  # as locally
     outcomes: list = []  # type: ignore[type-arg]
 
     def call(address: str) -> int:
@@ -695,6 +696,7 @@ def _setup_test(p: argparse.ArgumentParser) -> None:
     p.add_argument("--filter", metavar="TEXT",
                    help="run only the tests whose name contains TEXT (or matches it as a glob); "
                         "matching none is an error")
+    _add_pass_options(p)
     _add_temporal_options(p, required=False)
     _add_color_option(p)
     p.set_defaults(func=cmd_test)
@@ -716,6 +718,8 @@ def _setup_worker(p: argparse.ArgumentParser) -> None:
     _add_temporal_options(p, required=True)
     p.add_argument("--concurrency", type=_positive, default=64, metavar="N",
                    help="model and tool calls this worker makes at once (default 64)")
+    p.add_argument("--unsafe-tools", action="store_true",
+                   help="let std.python and std.shell run unconfined where their bubblewrap jail cannot run")
     _add_color_option(p)
     p.set_defaults(func=cmd_worker)
 

@@ -1,5 +1,11 @@
-"""The compiler: a parsed machine checked, lowered to IR, optimized and written out as a runner.
+"""The compiler: a parsed machine checked, lowered to IR, optimized and written out as Python.
 
-    check.py:  resolve -> typecheck -> templates -> testblocks -> lower (ir.py) -> graph_checks
-    then:      passes/ -> codegen/
+The pipeline, in order:
+
+    checks/   names, flow, types, templates, test blocks, settings and shapes, the graph, listeners
+    lower.py  the checked machine as IR (ir.py), every default filled in
+    passes/   optimizations over the IR
+    codegen/  the IR as Python: a standalone runner, or the machine part loaded in memory
+
+tools/ holds what reads a machine without being a stage of it: the formatter, graphs, JSON views.
 """

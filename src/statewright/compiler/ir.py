@@ -167,8 +167,9 @@ class State(Node):
     transitions: tuple[Transition, ...] = ()
     template_reads: tuple[StateRead, ...] = ()  # the states its instruction or result reads, in source order
     origin: Span | None = _origin()
-    # every source span this state stands for: more than one after states are merged
-    origins: tuple[Span, ...] = field(default=(), compare=False, repr=False)
+    # set by the merge pass: the equivalent state whose work (guards, tool-call arguments) this one shares;
+    # the state keeps its own name, position, transitions and counters
+    shares: str | None = None
 
 
 # ---- tests ---------------------------------------------------------------------------------------

@@ -344,7 +344,7 @@ def evaluate_attempt(text: str, path: str, number: int = 1) -> Attempt:
 
 def check_source_text(text: str, path: str) -> tuple[Any, list[Diagnostic]]:
     """The IR (None when there are errors) and the sorted diagnostics of one source text."""
-    from ..compiler.source_edit import check_text_ir
+    from .source_edit import check_text_ir
 
     machine, diagnostics = check_text_ir(text, path)
     return machine, diagnostics.sorted()
@@ -391,7 +391,7 @@ def _finish(source: str, path: str, task: str, model: str, optimize: bool, log: 
     plain = _formatted(with_header(source, task, model), path)
     if not optimize:
         return plain
-    from ..compiler.source_edit import apply_exact_passes_to_source
+    from .source_edit import apply_exact_passes_to_source
 
     optimized, notes = apply_exact_passes_to_source(source, path)
     if optimized == source:
@@ -407,7 +407,7 @@ def _finish(source: str, path: str, task: str, model: str, optimize: bool, log: 
 
 
 def _formatted(source: str, path: str) -> str:
-    from ..compiler.formatter import format_text
+    from ..compiler.tools.formatter import format_text
 
     formatted = format_text(source, path)
     return formatted.text if formatted.text is not None else source

@@ -1,5 +1,7 @@
-"""LLM-judged state merging: a model judges whether two states' work overlaps; accepted merges rewrite the
-source and come back as a unified diff for review.
+"""LLM-judged state merging: accepted merges rewrite the source and come back as a diff for review.
+
+A model judges whether two states' work overlaps; accepted merges rewrite the source and come back as a
+unified diff for review.
 
 Asking about every pair costs n(n-1)/2 calls. Only O(n) candidate pairs are considered:
   - adjacent states joined by a single unconditional edge (at most one pair per state),
@@ -20,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..compiler import ir
-from ..compiler.source_edit import SourceEditError, check_text_ir, merge_state_into
+from .source_edit import SourceEditError, check_text_ir, merge_state_into
 
 MERGE_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -207,7 +209,7 @@ def judge_and_merge(
         report.accepted.append((decided, reason))
         report.log.append(f"merged {second!r} into {first!r} ({cand.why}): {reason}")
     if current != text:
-        from ..compiler.formatter import format_text
+        from ..compiler.tools.formatter import format_text
 
         formatted = format_text(current, path)
         current = formatted.text if formatted.text is not None else current

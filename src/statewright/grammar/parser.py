@@ -11,14 +11,16 @@ import os
 import re
 import tempfile
 import textwrap
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import field
 from functools import lru_cache
 from pathlib import Path
 
 from lark import Lark, Token, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
+from lark.exceptions import UnexpectedInput, UnexpectedToken, VisitError
 from lark.tree import Meta
 from lark.visitors import Transformer_NonRecursive
 
@@ -39,17 +41,18 @@ class ParseResult(Node, frozen=False):
     diagnostics: Diagnostics = field(default_factory=Diagnostics)
 
 
-class _CommentSink:
-    """Receives COMMENT tokens from the lexer (the grammar ignores them; the formatter needs them)."""
-
-    def __init__(self) -> None:
-        self.tokens: list[Token] = []
-
-    def __call__(self, token: Token) -> None:
-        self.tokens.append(token)
+# The comments of the parse running in this thread (or task): the lexer hands every COMMENT token to
+# `_collect_comment`, and each call of `parse_source` gives it a list of its own. Lark fixes its lexer
+# callbacks when the parser is built, and one built parser serves every call, so the sink that a call owns
+# is found through a context variable: two files parsed at once, in two threads or two tasks, never see
+# each other's comments.
+_COMMENT_SINK: ContextVar[list[Token] | None] = ContextVar("statewright_comment_sink", default=None)
 
 
-_COMMENTS = _CommentSink()
+def _collect_comment(token: Token) -> None:
+    sink = _COMMENT_SINK.get()
+    if sink is not None:
+        sink.append(token)
 
 
 def build_parser(*, strict: bool = False, cache: bool = True) -> Lark:
@@ -59,7 +62,7 @@ def build_parser(*, strict: bool = False, cache: bool = True) -> Lark:
         "lexer": "contextual",
         "propagate_positions": True,
         "maybe_placeholders": False,
-        "lexer_callbacks": {"COMMENT": _COMMENTS},
+        "lexer_callbacks": {"COMMENT": _collect_comment},
         "strict": strict,
     }
     if cache and not strict:
@@ -79,12 +82,12 @@ def _grammar_digest() -> str:
 
 
 @lru_cache(maxsize=1)
-def _parser() -> tuple[Lark, _BuildAst]:
-    builder = _BuildAst()
+def _parser() -> Lark:
+    """The one parser every call shares; Lark's parse keeps its state per call, so sharing it is safe."""
     try:
-        return build_parser(), builder
+        return build_parser()
     except OSError:  # an unwritable cache directory must not break parsing
-        return build_parser(cache=False), builder
+        return build_parser(cache=False)
 
 
 # ---- strings -------------------------------------------------------------------------------------
@@ -159,9 +162,11 @@ class _Failure(Exception):
 
 @v_args(meta=True, inline=True)
 class _BuildAst(Transformer_NonRecursive):
-    def __init__(self) -> None:
+    """Builds the syntax tree of one source file; one builder per parse, so parses never share one."""
+
+    def __init__(self, source: SourceFile) -> None:
         super().__init__()
-        self.source = SourceFile("<none>", "")
+        self.source = source
 
     def _span(self, meta: Meta) -> Span:
         if getattr(meta, "empty", True):
@@ -450,145 +455,25 @@ class _BuildAst(Transformer_NonRecursive):
 
 # ---- errors in words people know -----------------------------------------------------------------
 
-_TERMINAL_WORDS = {
-    "NAME": "a name",
-    "STRING": "a string",
-    "LONG_STRING": "a string",
-    "INT": "a whole number",
-    "FLOAT": "a number",
-    "COMPARE": "a comparison ('==', '<', ...)",
-    "ADD_OP": "'+' or '-'",
-    "MUL_OP": "'*', '/' or '%'",
-    "START": "'start'",
-    "FINAL": "'final'",
-    "NONE": "'none'",
-    "$END": "the end of the file",
-}
-
-
-def _describe_terminals(parser: Lark, names: set[str]) -> list[str]:
-    patterns = {t.name: t.pattern for t in parser.terminals}
-    words = set()
-    for name in names:
-        if name in _TERMINAL_WORDS:
-            words.add(_TERMINAL_WORDS[name])
-        elif name in patterns and patterns[name].type == "str":
-            words.add(f"'{patterns[name].value}'")
-        else:
-            words.add(name.lower())
-    # names of things first, then punctuation and keywords, alphabetically
-    return sorted(words, key=lambda w: (w.startswith("'"), w))
-
-
-def _expected_text(parser: Lark, names: set[str]) -> str:
-    words = _describe_terminals(parser, names)
-    if not words:
-        return ""
-    if len(words) == 1:
-        return f"expected {words[0]}"
-    if len(words) > 12:
-        words = words[:12] + ["..."]
-    return "expected one of: " + ", ".join(words)
-
 
 def _syntax_failure(err: UnexpectedInput, source: SourceFile, parser: Lark) -> _Failure:
-    text = source.text
-    if isinstance(err, UnexpectedCharacters):
-        pos = err.pos_in_stream or 0
-        ch = text[pos] if pos < len(text) else ""
-        two = text[pos : pos + 2]
-        if ch == '"':
-            line_end = text.find("\n", pos)
-            end = len(text) if line_end < 0 else line_end
-            if text.startswith('"""', pos):
-                end = len(text)
-            return _Failure("SW1004", "unterminated string", pos, end,
-                            help='close the string with a matching quote; use """triple quotes""" '
-                                 "for text over several lines")
-        if two in ("&&", "||"):
-            word = "and" if two == "&&" else "or"
-            return _Failure("SW1012", f"'{two}' is not an operator here", pos, pos + 2, help=f"write '{word}'")
-        if ch == "!":
-            return _Failure("SW1012", "'!' is not an operator here", pos, pos + 1,
-                            help="write 'not' (or '!=' for 'not equal')")
-        if ch == "&":
-            return _Failure("SW1012", "'&' is not an operator here", pos, pos + 1, help="write 'and'")
-        if ch == "'":
-            return _Failure("SW1001", "unexpected character \"'\"", pos, pos + 1,
-                            help='strings use double quotes: "text" (or """text""" over several lines)')
-        if ch == ";":
-            return _Failure("SW1001", "unexpected character ';'", pos, pos + 1,
-                            help="statements need no ';': each one starts with its keyword; remove it")
-        shown = repr(ch) if ch.isprintable() and ch else f"U+{ord(ch):04X}" if ch else "end of file"
-        expected = _expected_text(parser, set(err.allowed or ()))
-        return _Failure("SW1001", f"unexpected character {shown}", pos, pos + 1, help=expected)
-    if isinstance(err, UnexpectedEOF):
-        end = len(text)
-        return _Failure("SW1003", "unexpected end of file", end, end,
-                        help=_expected_text(parser, set(err.expected or ())) or "a '}' may be missing")
-    assert isinstance(err, UnexpectedToken)
-    tok = err.token
-    if tok.type == "$END" and not text.strip(" \t\r\n\ufeff"):
-        return _Failure("SW1003", "the file is empty", 0, 0,
-                        help="a statewright file holds one machine: machine NAME { ... }")
-    if tok.type == "$END":
-        end = len(text)
-        return _Failure("SW1003", "unexpected end of file", end, end,
-                        help=_expected_text(parser, set(err.accepts or err.expected or ())) + "; a '}' may be missing")
-    start, end = tok.start_pos or 0, tok.end_pos or 0
-    value = str(tok)
-    accepts = set(err.accepts or err.expected or ())
-    expected = _expected_text(parser, accepts)
-    if value == "=" and text[end : end + 1] == ">":
-        return _Failure("SW1014", "'=>' is not an arrow", start, end + 1, help="write '->'")
-    if value == ">" and start > 0 and text[start - 1 : start] == "-":
-        # `->` where an expression was due: the lexer read the arrow as a minus sign and '>'
-        return _Failure("SW1002", "unexpected '->'", start - 1, end,
-                        help="an expression is missing before '->'")
-    if value == "=" and ("COMPARE" in accepts or "__ANON_0" in accepts or _accepts_arrow(parser, accepts)):
-        return _Failure("SW1010", "'=' used as a comparison", start, end, help="compare with '=='")
-    if value == "else":
-        return _Failure("SW1011", "'else' is not a keyword", start, end,
-                        help="write 'otherwise -> STATE' or 'otherwise stay'")
-    if value in ("|", "&") and text[end : end + 1] == value:
-        word = "or" if value == "|" else "and"
-        return _Failure("SW1012", f"'{value * 2}' is not an operator here", start, end + 1, help=f"write '{word}'")
-    if value == "is" and "COMPARE" in accepts:
-        return _Failure("SW1002", "unexpected name 'is'", start, end,
-                        help="compare with '==' or '!=', e.g. 'output != none'")
-    if tok.type == "NAME" and _accepts_value(parser, accepts, "state") and not _accepts_value(parser, accepts, "{"):
-        return _Failure("SW1013", "missing 'state' keyword", start, end,
-                        help=f"write 'state {value}' after 'start' or 'final'")
-    if _accepts_arrow(parser, accepts) and tok.type in ("NAME",) and "COMPARE" in accepts:
-        return _Failure("SW1014", "missing '->' before the target state", start, end,
-                        help=f"write '-> {value}'")
-    if value == ":" and _accepts_value(parser, accepts, "{"):
-        return _Failure("SW1015", "':' cannot start a block", start, end, help="use braces: NAME { ... }")
-    if value in _DECLARATION_KEYWORDS and _accepts_value(parser, accepts, "}"):
-        return _Failure("SW1002", f"unexpected token '{value}'", start, end,
-                        help="the block before this line may be missing its closing '}'")
-    shown = value if len(value) <= 40 else value[:37] + "..."
-    return _Failure("SW1002", f"unexpected {_token_kind(tok)} '{shown}'", start, end, help=expected)
+    """The parse error as a named problem (syntax_errors.py holds the names and their examples)."""
+    from .syntax_errors import name_syntax_error  # here, not at import: only a file with an error needs it
+
+    problem = name_syntax_error(err, source.text, parser, _example_error)
+    return _Failure(problem.code, problem.message, problem.start, problem.end, problem.help)
 
 
-# Keywords that begin a machine-level declaration: met where a block's items or its '}' are due, they
-# most often mean that block was not closed.
-_DECLARATION_KEYWORDS = frozenset({"start", "final", "state", "agent", "type", "tool", "test", "input",
-                                   "limits", "description", "verifier", "machine"})
-
-
-def _token_kind(tok: Token) -> str:
-    return {"NAME": "name", "STRING": "string", "LONG_STRING": "string", "INT": "number",
-            "FLOAT": "number"}.get(tok.type, "token")
-
-
-def _accepts_value(parser: Lark, accepts: set[str], literal: str) -> bool:
-    return any(t.name in accepts and t.pattern.type == "str" and t.pattern.value == literal
-               for t in parser.terminals)
-
-
-def _accepts_arrow(parser: Lark, accepts: set[str]) -> bool:
-    return _accepts_value(parser, accepts, "->")
+@lru_cache(maxsize=2048)
+def _example_error(example: str) -> UnexpectedInput | None:
+    """The error a malformed example ends in, found as `parse_source` finds one (each is parsed once)."""
+    parser = _parser()
+    on_error = _keyword_as_name(parser)
+    try:
+        parser.parse(example, on_error=on_error)
+    except UnexpectedInput as err:
+        return _original_error(err, on_error.converted)
+    return None
 
 
 # ---- keywords used as names ---------------------------------------------------------------------
@@ -674,21 +559,32 @@ def _too_deep(machine: ast.Machine) -> ast.Expr | ast.Value | None:
 # ---- entry points -------------------------------------------------------------------------------
 
 
+_gc_pauses = 0
+_gc_lock = threading.Lock()
+_gc_was_enabled = False
+
+
 @contextmanager
 def paused_gc() -> Iterator[None]:
     """Pause the cyclic garbage collector while a tree is built.
 
     Parsing allocates many small objects that live as long as the tree; every full collection would
-    rescan all of them, which makes large files cost more than linear time. Re-entrant: only the outermost
-    pause turns the collector back on.
+    rescan all of them, which makes large files cost more than linear time. The collector is one per
+    process, so pauses are counted: it is turned back on when the last pause in any thread ends.
     """
-    was_enabled = gc.isenabled()
-    gc.disable()
+    global _gc_pauses, _gc_was_enabled
+    with _gc_lock:
+        if _gc_pauses == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pauses += 1
     try:
         yield
     finally:
-        if was_enabled:
-            gc.enable()
+        with _gc_lock:
+            _gc_pauses -= 1
+            if _gc_pauses == 0 and _gc_was_enabled:
+                gc.enable()
 
 
 def read_source(path: str, data: bytes, diagnostics: Diagnostics) -> SourceFile | None:
@@ -720,9 +616,10 @@ def parse_source(source: SourceFile) -> ParseResult:
         result.diagnostics.report("SW1021", f"the file has {len(source.text):,} characters; the limit is "
                                   f"{MAX_FILE_CHARS:,}", source.span(0, 0))
         return result
-    parser, builder = _parser()
-    builder.source = source
-    _COMMENTS.tokens = []
+    parser = _parser()
+    builder = _BuildAst(source)
+    comment_tokens: list[Token] = []
+    sink = _COMMENT_SINK.set(comment_tokens)
     failures: list[_Failure] = []
     try:
         on_error = _keyword_as_name(parser)
@@ -743,7 +640,7 @@ def parse_source(source: SourceFile) -> ParseResult:
     except Exception as err:  # noqa: BLE001 - a bug here must not take the other files of a check with it
         return _internal_error(result, source, err)
     finally:
-        comment_tokens, _COMMENTS.tokens = _COMMENTS.tokens, []
+        _COMMENT_SINK.reset(sink)
     if failures:
         failures += _later_failures(source, failures[0], parser)
         for failure in failures:
@@ -819,8 +716,7 @@ def _blank(text: str) -> str:
 
 
 def _failure_in(source: SourceFile, parser: Lark) -> _Failure | None:
-    builder = _BuildAst()
-    builder.source = source
+    builder = _BuildAst(source)
     on_error = _keyword_as_name(parser)
     try:
         builder.transform(parser.parse(source.text, on_error=on_error))

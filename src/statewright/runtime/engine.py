@@ -63,7 +63,9 @@ class Engine:
     `client=None` calls models through litellm (imported on the first call). `script` answers every model
     call, verifier verdict and action-state tool from a Script instead (no litellm is imported); each run
     gets its own scripted client. `tools` is a tool registry serving every run; without it each run gets
-    its own, working in the run's workspace. `listeners` hear every run's events as they happen.
+    its own, working in the run's workspace. `unsafe_tools` lets std.python and std.shell run with no
+    confinement where their bubblewrap jail cannot run (runs it starts say so in their trace's
+    `run_start`). `listeners` hear every run's events as they happen.
     """
 
     def __init__(
@@ -77,6 +79,7 @@ class Engine:
         script: Script | None = None,
         workspace: str | None = None,
         tools: Any = None,
+        unsafe_tools: bool = False,
         max_tokens: int | None = None,
         listeners: Sequence[Listener] = (),
         clock: Callable[[], float] | None = None,
@@ -88,6 +91,9 @@ class Engine:
         self.script = script
         self.workspace = os.path.abspath(workspace) if workspace else None
         self._tools = tools
+        self.unsafe_tools = unsafe_tools
+        self._running: set[_LocalEffects] = set()  # the runs in progress, whose tool processes may need killing
+        self._tools_stopped = False  # kill_tool_processes was called: no run starts tool code any more
         self.listeners = tuple(listeners)
         self.core = RunCore(machine, clock=clock or _monotonic, model_map=model_map, max_tokens=max_tokens)
 
@@ -134,23 +140,48 @@ class Engine:
             except InputError as exc:
                 return core.fail_input(run_id, given, workspace, Failure("input", str(exc)),
                                        self._emitter(trace or self.trace))
-        if store is None:
-            self._attach(run, trace or self.trace)
-            core.begin(run, resumed=resume)
-            return await self._drive(core.execute(run), _LocalEffects(self, run))  # type: ignore[no-any-return]
-        store.group_commits()
-        store.acquire(run.run_id)  # one owner per run: another process holding it is refused here
-        keeper = asyncio.ensure_future(_keep_lease(store, run.run_id))
+        effects = _LocalEffects(self, run)
+        self._running.add(effects)
         try:
-            self._attach(run, trace or self.trace)
-            core.begin(run, resumed=resume)
-            result = await self._drive(core.execute(run), _LocalEffects(self, run))
-            await store.durable()
-            return result  # type: ignore[no-any-return]
+            if store is None:
+                self._attach(run, trace or self.trace)
+                core.begin(run, resumed=resume)
+                return await self._drive(core.execute(run), effects)  # type: ignore[no-any-return]
+            store.group_commits()
+            store.acquire(run.run_id)  # one owner per run: another process holding it is refused here
+            keeper = asyncio.ensure_future(_keep_lease(store, run.run_id))
+            try:
+                self._attach(run, trace or self.trace)
+                core.begin(run, resumed=resume)
+                result = await self._drive(core.execute(run), effects)
+                await store.durable()
+                return result  # type: ignore[no-any-return]
+            finally:
+                keeper.cancel()
+                store.release(run.run_id)
+                await store.durable()
         finally:
-            keeper.cancel()
-            store.release(run.run_id)
-            await store.durable()
+            self._running.discard(effects)
+
+    def kill_tool_processes(self) -> int:
+        """SIGKILL the processes of every std.python and std.shell call running now, in every run of this
+        engine; the number of calls killed. A killed call raises SandboxStopped (a KeyboardInterrupt)
+        out of its run instead of returning a result, so the run ends as after Ctrl-C with its checkpoint
+        at the last transition; those registries start no more code.
+
+        Meant for a runner's SIGTERM handler: it only sends signals and sets flags, so it is safe inside one."""
+        self._tools_stopped = True
+        registries = [effects.registry for effects in list(self._running)]
+        if self._tools is not None:
+            registries.append(self._tools)
+        killed = 0
+        seen: set[int] = set()
+        for registry in registries:
+            kill = getattr(registry, "kill_processes", None)
+            if kill is not None and id(registry) not in seen:
+                seen.add(id(registry))
+                killed += kill()
+        return killed
 
     def _restore(self, run_id: str | None) -> Run | RunResult:
         store = self.checkpoint
@@ -174,10 +205,14 @@ class Engine:
         sinks += self.listeners
         if not sinks:
             return None
-        if len(sinks) == 1:
+        if len(sinks) == 1 and not self.unsafe_tools:
             return sinks[0]
+        unsafe = self.unsafe_tools
 
         def emit(event: str, fields: dict[str, Any]) -> None:
+            if unsafe and event == "run_start":
+                # the opt-out is a property of the run, recorded where a reader of the trace looks first
+                fields = {**fields, "unsafe_tools": True}
             for sink in sinks:
                 sink(event, fields)
 
@@ -260,7 +295,10 @@ class _LocalEffects:
         if self.registry is None:
             from .tools import ToolRegistry
 
-            self.registry = ToolRegistry(self.engine.machine.tools, self.run.workspace)
+            self.registry = ToolRegistry(self.engine.machine.tools, self.run.workspace,
+                                         unsafe_tools=self.engine.unsafe_tools)
+            if self.engine._tools_stopped:
+                self.registry.kill_processes()  # made after the stop: it must start nothing either
         return self.registry
 
     async def call_tool(self, effect: CallTool) -> ToolOutcome:

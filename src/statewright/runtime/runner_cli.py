@@ -38,8 +38,9 @@ class RunnerTerminated(KeyboardInterrupt):
 
 
 @contextlib.contextmanager
-def _runner_stopped_by_sigterm() -> Iterator[None]:
+def _runner_stopped_by_sigterm(engine: Engine) -> Iterator[None]:
     def stop(signum: int, frame: Any) -> None:
+        engine.kill_tool_processes()  # at once, before the run unwinds: no tool outlives the runner
         raise RunnerTerminated(f"signal {signum}")
 
     try:
@@ -76,6 +77,8 @@ RUN_OPTIONS: tuple[tuple[str, str, str, str], ...] = (
      "answer every model call from this script (a Script or its JSON form) instead of a model"),
     ("client", "ModelClient | None", "None", "the model client (default: litellm)"),
     ("tools", "Any", "None", "a tool registry to use instead of the machine's own tools"),
+    ("unsafe_tools", "bool", "False",
+     "run std.python and std.shell unconfined where their bubblewrap jail cannot run (the trace says so)"),
     ("max_tokens", "int | None", "None", "cap every model reply at this many tokens"),
     ("retries", "int | None", "None", "retries of a failed model call before a fallback takes over (default 3)"),
     ("retry_delay", "float | None", "None", "seconds before the first retry, doubling for each next one"),
@@ -112,8 +115,8 @@ async def arun_machine(machine: MachineSpec, inputs: Mapping[str, Any] | None = 
                        checkpoint: CheckpointStore | str | None = None, resume: str | None = None,
                        run_id: str | None = None, model_map: Mapping[str, str] | None = None,
                        workspace: str | None = None, script: Script | Mapping[str, Any] | None = None,
-                       client: ModelClient | None = None, tools: Any = None, max_tokens: int | None = None,
-                       retries: int | None = None, retry_delay: float | None = None,
+                       client: ModelClient | None = None, tools: Any = None, unsafe_tools: bool = False,
+                       max_tokens: int | None = None, retries: int | None = None, retry_delay: float | None = None,
                        timeout: float | None = None, listeners: Sequence[Listener] = ()) -> RunResult:
     """Run `machine` once, to a final state or a typed failure (see RUN_OPTIONS for every option).
 
@@ -125,8 +128,8 @@ async def arun_machine(machine: MachineSpec, inputs: Mapping[str, Any] | None = 
     try:
         engine = Engine(machine, client=_runner_client(client, retries, retry_delay, timeout),
                         trace=opened or trace, checkpoint=store, model_map=model_map,  # type: ignore[arg-type]
-                        script=_runner_script(script), workspace=workspace, tools=tools, max_tokens=max_tokens,
-                        listeners=listeners)
+                        script=_runner_script(script), workspace=workspace, tools=tools,
+                        unsafe_tools=unsafe_tools, max_tokens=max_tokens, listeners=listeners)
         if resume:
             return await engine.arun(None, run_id=resume, resume=True)
         return await engine.arun(inputs or {}, run_id=run_id)
@@ -194,6 +197,7 @@ def _runner_parser(machine: MachineSpec, prog: str | None) -> argparse.ArgumentP
     parser.add_argument("--script", metavar="FILE",
                         help="answer every model call from the JSON script FILE instead of a model "
                              "(the format of docs/execution.md)")
+    parser.add_argument("--unsafe-tools", action="store_true", help=_RUNNER_UNSAFE_TOOLS_HELP)
     parser.add_argument("--selftest", action="store_true", help="run the machine's test blocks with scripted "
                                                                 "replies and exit")
     parser.add_argument("--quiet", action="store_true",
@@ -211,6 +215,10 @@ def _runner_temporal_options(parser: argparse.ArgumentParser, required: bool = F
     parser.add_argument("--task-queue", metavar="QUEUE",
                         help="the Temporal task queue (default: one per machine and source version)")
     parser.add_argument("--namespace", metavar="NS", default="default", help="the Temporal namespace (default)")
+
+
+_RUNNER_UNSAFE_TOOLS_HELP = ("let std.python and std.shell run with no confinement at all where their "
+                              "bubblewrap jail cannot run (bubblewrap missing); recorded in the trace")
 
 
 def _runner_positive_int(text: str) -> int:
@@ -374,9 +382,10 @@ def _runner_main(machine: MachineSpec, args: argparse.Namespace) -> int:
         print(f"run {run_id} (checkpoints in {args.checkpoint})", file=sys.stderr)
     engine = Engine(machine, client=_runner_client(None, args.retries, args.retry_delay, args.timeout),
                     trace=trace, checkpoint=store, model_map=model_map, workspace=args.workspace, script=script,
-                    max_tokens=args.max_tokens, listeners=() if args.quiet else (Progress(end=False),))
+                    unsafe_tools=args.unsafe_tools, max_tokens=args.max_tokens,
+                    listeners=() if args.quiet else (Progress(end=False),))
     try:
-        with _runner_stopped_by_sigterm():
+        with _runner_stopped_by_sigterm(engine):
             result = engine.run(inputs, run_id=run_id, resume=bool(args.resume))
     except CheckpointError as exc:
         raise RunnerUsageError(str(exc)) from None
@@ -467,6 +476,7 @@ def _runner_batch_parser(prog: str) -> argparse.ArgumentParser:
     parser.add_argument("--retry-delay", type=_runner_seconds, metavar="S", help="seconds before the first retry")
     parser.add_argument("--timeout", type=_runner_seconds, metavar="S", help="seconds one model call may take")
     parser.add_argument("--script", metavar="FILE", help="answer every model call from the JSON script FILE")
+    parser.add_argument("--unsafe-tools", action="store_true", help=_RUNNER_UNSAFE_TOOLS_HELP)
     parser.add_argument("--quiet", action="store_true", help="no progress bar or per-case lines on stderr")
     _runner_temporal_options(parser)
     return parser
@@ -509,11 +519,12 @@ def _runner_batch_main(machine: MachineSpec, args: argparse.Namespace) -> int:
         engine = _runner_temporal_runner(machine, args, script, model_map, attach=True)
     else:
         engine = Engine(machine, client=_runner_client(None, args.retries, args.retry_delay, args.timeout),
-                        checkpoint=store, model_map=model_map, script=script, max_tokens=args.max_tokens)
+                        checkpoint=store, model_map=model_map, script=script, unsafe_tools=args.unsafe_tools,
+                        max_tokens=args.max_tokens)
     summary = BatchSummary()
     terminated = False
     try:
-        with _runner_stopped_by_sigterm():
+        with _runner_stopped_by_sigterm(engine):
             run_sync(run_batch(engine, args.inputs, out_path=args.out, concurrency=args.concurrency,
                                resume=args.resume, match=args.match, trace_dir=args.trace,
                                trace_content=args.trace_content, quiet=args.quiet, summary=summary))
@@ -549,6 +560,9 @@ def _runner_temporal_runner(machine: MachineSpec, args: argparse.Namespace, scri
                             model_map: Mapping[str, str], attach: bool = False) -> Any:
     from .temporal import TemporalRunner, temporal_sdk
 
+    if getattr(args, "unsafe_tools", False):
+        raise RunnerUsageError("with --temporal, tools run on the workers: --unsafe-tools is a worker's option "
+                               "(`worker --unsafe-tools`)")
     temporal_sdk()  # says how to install temporalio when it is missing
     return TemporalRunner(machine, _runner_temporal_address(args.temporal), task_queue=args.task_queue,
                           namespace=args.namespace, model_map=model_map, script=script,
@@ -591,7 +605,7 @@ def _runner_temporal_run(machine: MachineSpec, args: argparse.Namespace, inputs:
         return result
 
     try:
-        with _runner_stopped_by_sigterm():
+        with _runner_stopped_by_sigterm(runner):
             result = run_sync(go())
     except KeyboardInterrupt:
         run_id = started[0] if started else args.run_id or "RUN_ID"
@@ -644,6 +658,7 @@ def _runner_temporal_parser(command: str, prog: str) -> argparse.ArgumentParser:
         _runner_temporal_options(parser, required=True)
         parser.add_argument("--concurrency", type=_runner_positive_int, default=64, metavar="N",
                             help="model and tool calls this worker makes at once (default 64)")
+        parser.add_argument("--unsafe-tools", action="store_true", help=_RUNNER_UNSAFE_TOOLS_HELP)
     else:
         parser.add_argument("run_id", metavar="RUN_ID", help="the run's id (its workflow id)")
         parser.add_argument("--temporal", metavar="HOST:PORT", required=True, help="the Temporal service")
@@ -677,7 +692,7 @@ def runner_temporal_dispatch(machine: MachineSpec | None, command: str, args: ar
             if machine is None:
                 raise RunnerUsageError("a worker needs a machine to serve")
             return serve_on_temporal([machine], address, task_queue=args.task_queue, namespace=args.namespace,
-                                     concurrency=args.concurrency)
+                                     concurrency=args.concurrency, unsafe_tools=args.unsafe_tools)
         if command == "status":
             return _runner_temporal_status(address, args)
         return _runner_temporal_resume(address, args)
@@ -690,7 +705,7 @@ def runner_temporal_dispatch(machine: MachineSpec | None, command: str, args: ar
 
 
 def serve_on_temporal(machines: Sequence[MachineSpec], address: str, *, task_queue: str | None = None,
-                      namespace: str = "default", concurrency: int = 64) -> int:
+                      namespace: str = "default", concurrency: int = 64, unsafe_tools: bool = False) -> int:
     """Run a worker for `machines` until SIGTERM or Ctrl-C (in-flight calls are handed back to the cluster)."""
     from .temporal import temporal_sdk, temporal_serve
 
@@ -701,7 +716,7 @@ def serve_on_temporal(machines: Sequence[MachineSpec], address: str, *, task_que
 
     try:
         run_sync(temporal_serve(machines, address, task_queue=task_queue, namespace=namespace,
-                                concurrency=concurrency, announce=announce))
+                                concurrency=concurrency, announce=announce, unsafe_tools=unsafe_tools))
     except KeyboardInterrupt:
         pass
     print("worker: stopped", file=sys.stderr)

@@ -94,8 +94,7 @@ def temporal_sdk() -> Any:
 def machine_key(machine: MachineSpec) -> str:
     """What a workflow names its machine by: the source's sha256, and a digest of the machine's shape.
 
-    The shape tells apart two machines built from one source (`test` runs a machine as written, `run` an
-    optimized one whose merged states make other paths)."""
+    The shape tells apart two machines built from one source (optimized, and as written with `-O0`)."""
     shape = {
         "name": machine.name, "start": machine.start, "model": machine.model, "verifier": machine.verifier_model,
         "limits": dataclasses.asdict(machine.limits), "inputs": [i.name for i in machine.inputs],
@@ -283,8 +282,9 @@ def _temporal_policy(spec: Mapping[str, Any]) -> dict[str, float]:
 class TemporalActivities:
     """What a worker performs for the workflows it runs: model calls, tool calls, estimates, tool schemas."""
 
-    def __init__(self, machines: TemporalMachines) -> None:
+    def __init__(self, machines: TemporalMachines, *, unsafe_tools: bool = False) -> None:
         self.machines = machines
+        self.unsafe_tools = unsafe_tools  # the worker's to give, never a run's: its tools run on this host
         self.registries: OrderedDict[tuple[str, str], Any] = OrderedDict()  # (key, workspace) -> ToolRegistry
         self.litellm_import: asyncio.Future[Any] | None = None
 
@@ -399,7 +399,7 @@ class TemporalActivities:
         if registry is None:
             from .tools import ToolRegistry
 
-            registry = ToolRegistry(entry.machine.tools, where)
+            registry = ToolRegistry(entry.machine.tools, where, unsafe_tools=self.unsafe_tools)
             self.registries[(key, where)] = registry
             while len(self.registries) > 256:
                 self.registries.popitem(last=False)
@@ -683,10 +683,11 @@ async def temporal_connect(address: str, namespace: str = TEMPORAL_DEFAULT_NAMES
 async def temporal_serve(machines: Sequence[MachineSpec], address: str, *, task_queue: str | None = None,
                 concurrency: int = 64, namespace: str = TEMPORAL_DEFAULT_NAMESPACE,
                 registry: TemporalMachines | None = None, stop: asyncio.Event | None = None,
-                announce: Callable[[str], None] | None = None) -> None:
+                announce: Callable[[str], None] | None = None, unsafe_tools: bool = False) -> None:
     """Serve `machines` until `stop` is set (or SIGTERM/SIGINT): one Temporal worker per task queue, each
     machine on `task_queue` or its own `default_task_queue`. `concurrency` caps the activities (model and
-    tool calls) this process runs at once."""
+    tool calls) this process runs at once; `unsafe_tools` lets std.python and std.shell run unconfined where
+    their jail cannot run (as a local run's --unsafe-tools)."""
     temporal_sdk()
     from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
@@ -700,7 +701,7 @@ async def temporal_serve(machines: Sequence[MachineSpec], address: str, *, task_
             queues.setdefault(task_queue or default_task_queue(entry.machine), []).append(entry.machine)
     client = await temporal_connect(address, namespace)
     run_class = temporal_workflow_class(registry)
-    activities = TemporalActivities(registry).definitions()
+    activities = TemporalActivities(registry, unsafe_tools=unsafe_tools).definitions()
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     handled = []
@@ -754,6 +755,9 @@ class TemporalRunner:
         self.heartbeat = heartbeat
         self.attach = attach  # a run id that is already running: wait for it instead of refusing
         self._client: Any = None
+
+    def kill_tool_processes(self) -> None:
+        """Nothing to kill here: a run's tools run on the workers (what SIGTERM asks of a local Engine)."""
 
     async def client(self) -> Any:
         if self._client is None:

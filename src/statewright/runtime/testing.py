@@ -52,7 +52,9 @@ async def arun_test(machine: MachineSpec, test: TestSpec, *, trace_path: str | N
     # tools a test lets run (an agent's scripted tool calls) work in a directory that goes with the test
     workspace = tempfile.TemporaryDirectory(prefix="statewright-test-")
     try:
-        engine = Engine(machine, client=client, trace=trace, script=script, workspace=workspace.name)
+        # a directory the registry makes, so it belongs to the user tool code runs as (see docs/tools.md)
+        engine = Engine(machine, client=client, trace=trace, script=script,
+                        workspace=os.path.join(workspace.name, "workspace"))
         result = await engine.arun(dict(test.inputs))
     except Exception as error:  # noqa: BLE001 - a test reports what broke instead of crashing the suite
         crashed = f"the run crashed: {type(error).__name__}: {error}"

@@ -7,22 +7,20 @@ import difflib
 import importlib
 import inspect
 import json
-import math
 import os
 import re
-import signal
-import subprocess
+import secrets
+import stat
 import sys
 import typing
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
+from .http_get import HttpGetError, http_get
+from .sandbox import SANDBOX_TMP_DIR, Sandbox, SandboxError, SandboxLimits, sandbox_give_to_tool_user
 from .spec import ToolSpec
 from .sync import run_sync
 from .tool_signatures import STD_TOOLS
@@ -37,231 +35,10 @@ class ToolError(Exception):
         self.tool = tool
 
 
-# Tool code gets its own temporary directory inside the workspace, hidden from std.list_files.
-_SANDBOX_TMP_DIR = ".tmp"
-_SANDBOX_READ_CHUNK = 65536
-# seconds a killed call's pipes get to deliver what is already in them
-_SANDBOX_DRAIN_GRACE = 0.5
 # Exception text shown to a model is cut here: a model needs the gist, not a megabyte of repr.
 _TOOLS_ERROR_TEXT_CAP = 2000
 # std.list_files stops walking here however large `max_files` is, so a huge tree cannot exhaust memory.
 _WORKSPACE_WALK_CEILING = 100_000
-
-
-# ---- sandboxed processes (std.python, std.shell) ---------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _SandboxLimits:
-    timeout: float  # wall-clock seconds
-    memory_mb: int
-    max_output: int  # bytes kept of stdout and of stderr each
-    max_file_mb: int
-    max_processes: int
-
-
-def _sandbox_environment(workspace: str, tmpdir: str) -> dict[str, str]:
-    """A fresh environment with nothing taken from the parent: API keys and tokens never reach tool code."""
-    interpreter_dir = os.path.dirname(sys.executable)
-    return {
-        "PATH": os.pathsep.join([interpreter_dir, "/usr/local/bin", "/usr/bin", "/bin"]),
-        "LANG": "C.UTF-8",
-        "HOME": workspace,
-        "TMPDIR": tmpdir,
-        "PYTHONIOENCODING": "utf-8",
-        # no bytecode cache in the workspace: a module rewritten within the same second (and at the same
-        # size) would otherwise run as its stale cached version
-        "PYTHONDONTWRITEBYTECODE": "1",
-    }
-
-
-def _sandbox_process_ceiling(extra: int) -> int | None:
-    """RLIMIT_NPROC counts every process and thread of the user, not of the call, so the ceiling is what
-    the user runs now plus `extra`. None when it cannot apply: root is exempt, and counting needs /proc."""
-    if os.geteuid() == 0:
-        return None
-    uid = os.getuid()
-    count = 0
-    try:
-        with os.scandir("/proc") as entries:
-            for entry in entries:
-                if not entry.name.isdigit():
-                    continue
-                try:
-                    if entry.stat().st_uid == uid:
-                        count += len(os.listdir(os.path.join(entry.path, "task")))
-                except OSError:
-                    continue  # the process ended while we counted
-    except OSError:
-        return None
-    return count + extra
-
-
-def _sandbox_preexec(limits: _SandboxLimits) -> Callable[[], None]:
-    """The function the child runs between fork and exec: it only sets resource limits (computed here, in
-    the parent, so the child does as little as possible before exec)."""
-    import resource  # POSIX only: imported here so the module still loads where tools are never run
-
-    wanted = [
-        # soft == hard, so the tool code cannot raise its own limits again
-        (resource.RLIMIT_AS, limits.memory_mb * 1024 * 1024, limits.memory_mb * 1024 * 1024),
-        # CPU time a little above the wall timeout: SIGXCPU at the soft limit, SIGKILL at the hard one
-        (resource.RLIMIT_CPU, math.ceil(limits.timeout) + 1, math.ceil(limits.timeout) + 2),
-        (resource.RLIMIT_FSIZE, limits.max_file_mb * 1024 * 1024, limits.max_file_mb * 1024 * 1024),
-    ]
-    ceiling = _sandbox_process_ceiling(limits.max_processes)
-    if ceiling is not None:
-        wanted.append((resource.RLIMIT_NPROC, ceiling, ceiling))
-    settings = []
-    for which, soft, hard in wanted:
-        _, current_hard = resource.getrlimit(which)
-        if current_hard != resource.RLIM_INFINITY:
-            soft, hard = min(soft, current_hard), min(hard, current_hard)
-        settings.append((which, (soft, hard)))
-
-    def apply_limits() -> None:
-        for which, pair in settings:
-            resource.setrlimit(which, pair)
-
-    return apply_limits
-
-
-def _sandbox_kill_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass  # the group is already gone
-
-
-def _sandbox_text(data: bytes | bytearray, truncated: bool, cap: int) -> str:
-    text = bytes(data).decode("utf-8", errors="replace")
-    if truncated:
-        text += f"\n[output truncated at {cap} bytes]"
-    return text
-
-
-class _SandboxProtocol(asyncio.subprocess.SubprocessStreamProtocol):
-    """asyncio's subprocess protocol, telling when the main process exits — `Process.wait()` also waits
-    for the pipes to close, which a background child may keep open for as long as it lives."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        super().__init__(limit=_SANDBOX_READ_CHUNK, loop=loop)
-        self.exited = asyncio.Event()
-
-    def process_exited(self) -> None:
-        super().process_exited()
-        self.exited.set()
-
-
-async def _sandbox_run(argv: list[str], workspace: str, limits: _SandboxLimits,
-                       stdin_data: bytes | None = None) -> dict[str, Any]:
-    """Run argv in its own session under the limits; return {exit_code, stdout, stderr, timed_out}.
-
-    The whole process group is killed when the wall clock runs out, when either stream passes the byte
-    cap, and when the main process ends (so nothing the call started outlives it). exit_code is negative
-    (minus the signal number) when the process was killed by a signal.
-    """
-    if os.name != "posix":
-        raise ToolError("the tool sandbox needs a POSIX system (Linux or macOS)")
-    tmpdir = os.path.join(workspace, _SANDBOX_TMP_DIR)
-    os.makedirs(tmpdir, exist_ok=True)
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + limits.timeout
-    try:
-        transport, protocol = await loop.subprocess_exec(
-            lambda: _SandboxProtocol(loop),
-            *argv,
-            cwd=workspace,
-            env=_sandbox_environment(workspace, tmpdir),
-            stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            # The child only calls setrlimit with values computed above: none of the locks that make
-            # preexec_fn unsafe next to threads are taken between fork and exec.
-            preexec_fn=_sandbox_preexec(limits),
-            start_new_session=True,
-            close_fds=True,
-        )
-    except (OSError, ValueError, subprocess.SubprocessError) as exc:
-        raise ToolError(f"could not start {argv[0]}: {exc}") from exc
-    pid = transport.get_pid()
-    try:
-        return await _sandbox_collect(transport, protocol, limits, stdin_data, deadline)
-    finally:
-        _sandbox_kill_group(pid)
-        transport.close()  # kills the main process if it still runs, and closes the pipes
-
-
-async def _sandbox_collect(transport: asyncio.SubprocessTransport, protocol: _SandboxProtocol,
-                           limits: _SandboxLimits, stdin_data: bytes | None, deadline: float) -> dict[str, Any]:
-    loop = asyncio.get_running_loop()
-    pid = transport.get_pid()
-    buffers = {"stdout": bytearray(), "stderr": bytearray()}
-    capped: list[str] = []  # the stream that passed the byte cap first
-    over_cap = asyncio.Event()
-
-    async def pump(name: str, stream: asyncio.StreamReader) -> None:
-        buffer = buffers[name]
-        while True:
-            chunk = await stream.read(_SANDBOX_READ_CHUNK)
-            if not chunk:
-                return
-            buffer += chunk
-            if len(buffer) > limits.max_output:
-                del buffer[limits.max_output:]
-                capped.append(name)
-                over_cap.set()
-                return
-
-    async def feed(stream: asyncio.StreamWriter, data: bytes) -> None:
-        try:
-            stream.write(data)
-            await stream.drain()
-            stream.close()
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the process stopped reading; its output says why
-
-    assert protocol.stdout is not None and protocol.stderr is not None
-    readers = [asyncio.ensure_future(pump("stdout", protocol.stdout)),
-               asyncio.ensure_future(pump("stderr", protocol.stderr))]
-    waits: list[asyncio.Future[Any]] = [asyncio.ensure_future(protocol.exited.wait()),
-                                        asyncio.ensure_future(over_cap.wait())]
-    if protocol.stdin is not None and stdin_data is not None:
-        waits.append(asyncio.ensure_future(feed(protocol.stdin, stdin_data)))
-    timed_out = False
-    try:
-        # the call ends with its main process (background children may still hold the pipes open), at the
-        # byte cap, or at the deadline
-        done, _ = await asyncio.wait(waits[:2], timeout=max(deadline - loop.time(), 0.0),
-                                     return_when=asyncio.FIRST_COMPLETED)
-        if not done:
-            timed_out = True
-        _sandbox_kill_group(pid)
-        # what the killed group left in the pipes is still read, until the pipes close or the deadline —
-        # with a moment's grace, so output written just before a kill at the deadline is not lost
-        if not capped:
-            _, pending = await asyncio.wait(readers, timeout=max(deadline - loop.time(), _SANDBOX_DRAIN_GRACE))
-            if pending:
-                timed_out = True
-    finally:
-        for task in (*readers, *waits):
-            task.cancel()
-        await asyncio.gather(*readers, *waits, return_exceptions=True)
-    if transport.get_returncode() is None:
-        # the group was killed: wait for asyncio's child watcher to see the exit (killing through the
-        # transport would reap the child under the watcher's feet, and it would report status 255)
-        _sandbox_kill_group(pid)
-        try:
-            await asyncio.wait_for(protocol.exited.wait(), timeout=5.0)
-        except asyncio.TimeoutError:
-            transport.kill()
-    truncated = capped[0] if capped else None
-    return {
-        "exit_code": transport.get_returncode(),
-        "stdout": _sandbox_text(buffers["stdout"], truncated == "stdout", limits.max_output),
-        "stderr": _sandbox_text(buffers["stderr"], truncated == "stderr", limits.max_output),
-        "timed_out": timed_out,
-    }
 
 
 # ---- workspace paths (std.read_file, std.write_file, std.list_files) ----------------------------------
@@ -300,22 +77,53 @@ def _workspace_resolve(root: str, path: str, tool: str) -> tuple[str, str]:
 
 def _workspace_open_flags() -> int:
     # The path is already resolved, so it names no symlink: O_NOFOLLOW makes the open fail if one has been
-    # swapped in since.
-    return getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    # swapped in since. O_NONBLOCK: opening a FIFO must not wait for a writer (what was opened is checked
+    # right after, and only a regular file is read).
+    return (getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+            | getattr(os, "O_NOCTTY", 0))
+
+
+def _workspace_kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISLNK(mode):
+        return "a symlink"
+    return "of an unknown kind"
+
+
+def _workspace_check_regular(tool: str, relative: str, info: os.stat_result) -> None:
+    """Only a regular file with one name is read or replaced: a FIFO, socket or device could block the
+    call or do anything on open, and a second hard link may be a file outside the workspace."""
+    if not stat.S_ISREG(info.st_mode):
+        raise ToolError(f"{tool}: {relative!r} is {_workspace_kind(info.st_mode)}, not a regular file; "
+                        "this tool only works on regular files")
+    if info.st_nlink > 1:
+        raise ToolError(f"{tool}: {relative!r} has {info.st_nlink} hard links; a file with more than one name "
+                        "may live outside the workspace too, so this tool leaves it alone (copy it to a new "
+                        "file with std.shell or std.python to work on it)")
 
 
 def _workspace_read(root: str, path: str, max_bytes: int) -> str:
     real, relative = _workspace_resolve(root, path, "std.read_file")
     if os.path.isdir(real):
         raise ToolError(f"std.read_file: {relative!r} is a directory; list it with std.list_files")
-    if not os.path.exists(real):
+    if not os.path.lexists(real):
         raise ToolError(f"std.read_file: there is no file {relative!r} in the workspace; "
                         "std.list_files shows what there is")
+    _workspace_check_regular("std.read_file", relative, os.lstat(real))
     try:
         fd = os.open(real, os.O_RDONLY | _workspace_open_flags())
     except OSError as exc:
         raise ToolError(f"std.read_file: cannot open {relative!r}: {exc.strerror}") from exc
     with os.fdopen(fd, "rb") as handle:
+        # what was opened is checked again: the path may name something else by now
+        _workspace_check_regular("std.read_file", relative, os.fstat(handle.fileno()))
         data = handle.read(max_bytes + 1)
     if len(data) > max_bytes:
         raise ToolError(f"std.read_file: {relative!r} is larger than {max_bytes} bytes, the most this tool "
@@ -328,6 +136,8 @@ def _workspace_read(root: str, path: str, max_bytes: int) -> str:
 
 
 def _workspace_write(root: str, path: str, content: str, max_bytes: int) -> str:
+    """Write `content` to a new file beside the target, then rename it over the target: an existing file is
+    replaced, never truncated in place, so no other name of it (a hard link, a file outside) is changed."""
     real, relative = _workspace_resolve(root, path, "std.write_file")
     if relative == "." or real == root:
         raise ToolError("std.write_file: give the path of a file to write, such as 'notes/todo.txt'")
@@ -337,14 +147,47 @@ def _workspace_write(root: str, path: str, content: str, max_bytes: int) -> str:
                         f"{max_bytes} bytes (option max_bytes)")
     if os.path.isdir(real):
         raise ToolError(f"std.write_file: {relative!r} is a directory; give a file path inside it")
+    existing = os.lstat(real) if os.path.lexists(real) else None
+    if existing is not None:
+        _workspace_check_regular("std.write_file", relative, existing)
+    directory, name = os.path.split(real)
     try:
-        os.makedirs(os.path.dirname(real), exist_ok=True)
-        fd = os.open(real, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _workspace_open_flags(), 0o644)
+        _workspace_make_dirs(root, directory)
+        temporary = os.path.join(directory, f".{name}.{secrets.token_hex(4)}.tmp")
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _workspace_open_flags(),
+                     stat.S_IMODE(existing.st_mode) if existing is not None else 0o644)
     except OSError as exc:
         raise ToolError(f"std.write_file: cannot write {relative!r}: {exc.strerror}") from exc
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            if existing is not None:
+                # the replacement keeps the owner of the file it replaces (root may give it back)
+                try:
+                    os.fchown(handle.fileno(), existing.st_uid, existing.st_gid)
+                except PermissionError:
+                    pass
+            else:
+                sandbox_give_to_tool_user(temporary)
+            handle.write(data)
+        os.replace(temporary, real)
+    except OSError as exc:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise ToolError(f"std.write_file: cannot write {relative!r}: {exc.strerror or exc}") from exc
     return f"wrote {len(data)} bytes to {relative.replace(os.sep, '/')}"
+
+
+def _workspace_make_dirs(root: str, directory: str) -> None:
+    """os.makedirs inside the workspace, each directory it makes given to the user tool code runs as."""
+    missing = []
+    while not os.path.lexists(directory) and _workspace_contains(root, directory) and directory != root:
+        missing.append(directory)
+        directory = os.path.dirname(directory)
+    for path in reversed(missing):
+        os.mkdir(path, 0o755)
+        sandbox_give_to_tool_user(path)
 
 
 def _workspace_list(root: str, path: str, max_files: int) -> list[str]:
@@ -356,8 +199,8 @@ def _workspace_list(root: str, path: str, max_files: int) -> list[str]:
     found: list[str] = []
     complete = True
     for dirpath, dirnames, filenames in os.walk(real):
-        if dirpath == root and _SANDBOX_TMP_DIR in dirnames:
-            dirnames.remove(_SANDBOX_TMP_DIR)
+        if dirpath == root and SANDBOX_TMP_DIR in dirnames:
+            dirnames.remove(SANDBOX_TMP_DIR)
         for filename in filenames:
             full = os.path.join(dirpath, filename)
             if os.path.islink(full):
@@ -373,73 +216,6 @@ def _workspace_list(root: str, path: str, max_files: int) -> list[str]:
         total = f"{len(found)}" if complete else f"more than {len(found)}"
         return found[:max_files] + [f"[listing truncated: {max_files} of {total} files shown]"]
     return found
-
-
-# ---- std.http_get -----------------------------------------------------------------------------------------
-
-
-def _http_host_allowed(host: str, allow: list[str]) -> bool:
-    host = host.lower().rstrip(".")
-    for entry in allow:
-        entry = str(entry).lower().rstrip(".")
-        if host == entry or (entry.startswith("*.") and host.endswith(entry[1:])):
-            return True
-    return False
-
-
-def _http_check_url(url: str, allow: list[str]) -> None:
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("http", "https"):
-        raise ToolError(f"std.http_get: {url!r} is not an http:// or https:// URL")
-    host = parts.hostname
-    if not host:
-        raise ToolError(f"std.http_get: {url!r} names no host")
-    if not _http_host_allowed(host, allow):
-        allowed = ", ".join(repr(str(entry)) for entry in allow) or "none (the machine's allow list is empty)"
-        raise ToolError(f"std.http_get: host {host!r} is not allowed; allowed hosts: {allowed}")
-
-
-class _HttpAllowListRedirects(urllib.request.HTTPRedirectHandler):
-    """Follows a redirect only to an allowed host: the allow list holds for every hop, not just the first."""
-
-    def __init__(self, allow: list[str]) -> None:
-        self.allow = allow
-
-    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any,
-                         newurl: str) -> Any:
-        try:
-            _http_check_url(newurl, self.allow)
-        except ToolError as exc:
-            raise ToolError(f"std.http_get: refused a redirect to {newurl!r}: {exc}") from None
-        return super().redirect_request(req, fp, code, msg, headers, newurl)
-
-
-def _http_get(url: str, allow: list[str], timeout: float, max_bytes: int) -> dict[str, Any]:
-    _http_check_url(url, allow)
-    opener = urllib.request.build_opener(_HttpAllowListRedirects(allow))
-    request = urllib.request.Request(url, headers={"User-Agent": "statewright"})
-    try:
-        with opener.open(request, timeout=timeout) as response:
-            status = response.status
-            charset = response.headers.get_content_charset() or "utf-8"
-            data = response.read(max_bytes + 1)
-    except urllib.error.HTTPError as exc:
-        # An error status is a result the caller can route on, not a failed call.
-        status = exc.code
-        charset = exc.headers.get_content_charset() if exc.headers else None
-        charset = charset or "utf-8"
-        data = exc.read(max_bytes + 1) if exc.fp is not None else b""
-    except urllib.error.URLError as exc:
-        raise ToolError(f"std.http_get: could not fetch {url!r}: {exc.reason}") from exc
-    except (OSError, ValueError) as exc:
-        raise ToolError(f"std.http_get: could not fetch {url!r}: {exc}") from exc
-    try:
-        body = data[:max_bytes].decode(charset, errors="replace")
-    except LookupError:
-        body = data[:max_bytes].decode("utf-8", errors="replace")
-    if len(data) > max_bytes:
-        body += f"\n[body truncated at {max_bytes} bytes]"
-    return {"status": status, "body": body}
 
 
 # ---- argument models and function schemas ---------------------------------------------------------------
@@ -663,9 +439,16 @@ class ToolRegistry:
     `std_python`); `call` accepts either form.
     """
 
-    def __init__(self, machine_tools: Mapping[str, ToolSpec], workspace: str) -> None:
+    def __init__(self, machine_tools: Mapping[str, ToolSpec], workspace: str, *, unsafe_tools: bool = False,
+                 jail_program: str | None = None) -> None:
         self.workspace = os.path.realpath(os.path.abspath(workspace))
-        os.makedirs(self.workspace, exist_ok=True)
+        if not os.path.isdir(self.workspace):
+            os.makedirs(self.workspace, exist_ok=True)
+            # a workspace made here belongs to the user tool code runs as (uid 65534 when this is root)
+            sandbox_give_to_tool_user(self.workspace)
+        # std.python and std.shell run in the bubblewrap jail; where it cannot run they refuse, unless
+        # `unsafe_tools` (the runner's --unsafe-tools) lets them run unconfined
+        self.sandbox = Sandbox(unsafe=unsafe_tools, program=jail_program)
         specs = {name: ToolSpec(name=name) for name, info in STD_TOOLS.items() if info["enabled_by_default"]}
         specs.update(machine_tools)
         self._specs: dict[str, ToolSpec] = specs
@@ -677,6 +460,14 @@ class ToolRegistry:
                                 f"offered to models as {function_name!r}; rename one of them")
             self._by_function[function_name] = name
         self._entries: dict[str, _ToolEntry] = {}
+
+    def kill_processes(self) -> int:
+        """SIGKILL the process group of every std.python and std.shell call running now; the number killed.
+
+        For a runner stopped by SIGTERM: safe to call from a signal handler (it only sends signals). A call
+        it killed, and any later one, raises SandboxStopped (a KeyboardInterrupt) instead of returning, so
+        no run records a killed call's result; the registry runs no more code after it."""
+        return self.sandbox.kill()
 
     def names(self) -> list[str]:
         return list(self._specs)
@@ -840,32 +631,45 @@ class ToolRegistry:
             raise ToolError(f"{name}: option {key} must be a positive number, not {value!r}", tool=name)
         return value
 
-    def _sandbox_limits(self, name: str, timeout: float | None) -> _SandboxLimits:
+    def _sandbox_limits(self, name: str, timeout: float | None) -> SandboxLimits:
         default = self._positive_option(name, "timeout")
         if timeout is None:
             timeout = default
         elif not timeout > 0:
             raise ToolError(f"{name}: timeout must be a positive number of seconds, not {timeout!r}", tool=name)
         ceiling = max(self._positive_option(name, "max_timeout"), default)
-        return _SandboxLimits(timeout=min(timeout, ceiling),
-                              memory_mb=int(self._positive_option(name, "memory_mb")),
-                              max_output=int(self._positive_option(name, "max_output")),
-                              max_file_mb=int(self._positive_option(name, "max_file_mb")),
-                              max_processes=int(self._positive_option(name, "max_processes")))
+        return SandboxLimits(timeout=min(timeout, ceiling),
+                             memory_mb=int(self._positive_option(name, "memory_mb")),
+                             max_output=int(self._positive_option(name, "max_output")),
+                             max_file_mb=int(self._positive_option(name, "max_file_mb")),
+                             max_processes=int(self._positive_option(name, "max_processes")))
+
+    async def _run_code(self, name: str, argv: list[str], timeout: float | None,
+                        stdin_data: bytes | None = None) -> dict[str, Any]:
+        limits = self._sandbox_limits(name, timeout)
+        network = self.options(name).get("network", False)
+        if not isinstance(network, bool):
+            raise ToolError(f"{name}: option network must be true or false, not {network!r}", tool=name)
+        tmp_bytes = int(self._positive_option(name, "tmp_mb") * 1024 * 1024)
+        try:
+            return await self.sandbox.run(argv, self.workspace, limits, network=network, tmp_bytes=tmp_bytes,
+                                          stdin_data=stdin_data)
+        except SandboxError as exc:
+            raise ToolError(f"{name}: {exc}", tool=name) from exc
 
     async def _run_std(self, name: str, args: dict[str, Any]) -> Any:
         if name == "std.python":
             # -E -s: ignore PYTHON* variables and user site-packages (what -I does) while keeping the
-            # workspace on sys.path, so code can import modules it wrote there. -u: unbuffered, so output
-            # printed before a timeout is not lost. The code comes on stdin: no argv length limit.
+            # workspace on sys.path, so code can import modules it wrote there. -B: no bytecode cache in the
+            # workspace. -u: unbuffered, so output printed before a timeout is not lost. The code comes on
+            # stdin: no argv length limit.
             if not sys.executable:
                 raise ToolError("std.python: no Python interpreter is known to this process", tool=name)
             argv = [sys.executable, "-E", "-s", "-B", "-u", "-X", "utf8", "-"]
-            return await _sandbox_run(argv, self.workspace, self._sandbox_limits(name, args.get("timeout")),
-                                stdin_data=args["code"].encode("utf-8", errors="replace"))
+            return await self._run_code(name, argv, args.get("timeout"),
+                                        stdin_data=args["code"].encode("utf-8", errors="replace"))
         if name == "std.shell":
-            return await _sandbox_run(["/bin/sh", "-c", args["command"]], self.workspace,
-                                self._sandbox_limits(name, args.get("timeout")))
+            return await self._run_code(name, ["/bin/sh", "-c", args["command"]], args.get("timeout"))
         if name == "std.read_file":
             return _workspace_read(self.workspace, args["path"], int(self._positive_option(name, "max_bytes")))
         if name == "std.write_file":
@@ -878,8 +682,11 @@ class ToolRegistry:
             allow = self.options(name).get("allow") or []
             if isinstance(allow, str):
                 allow = [allow]
-            return await asyncio.to_thread(_http_get, args["url"], list(allow),
-                                           self._positive_option(name, "timeout"),
-                                           int(self._positive_option(name, "max_bytes")))
+            try:
+                return await http_get(args["url"], [str(entry) for entry in allow],
+                                      self._positive_option(name, "timeout"),
+                                      int(self._positive_option(name, "max_bytes")))
+            except HttpGetError as exc:
+                raise ToolError(str(exc), tool=name) from None
         raise ToolError(f"{name!r} has no implementation in this runtime", tool=name)
 

@@ -1,5 +1,7 @@
-"""Code generation: a checked machine as Python — a standalone runner module, or the same machine part
-compiled in memory for `statewright run`, `test` and the Python API — and writing runners safely.
+"""Code generation: a checked machine as Python, written to a runner or loaded in memory.
+
+A standalone runner module, or the same machine part compiled in memory for `statewright run`, `test`
+and the Python API — and writing runners safely.
 
     render_runner(ir, source_text=..., source_path=...)  ->  module source  ->  write_runner(path, text)
     load_machine(ir, source_text=..., source_path=...)   ->  the module's MACHINE, executed in memory

@@ -1,5 +1,6 @@
-"""Guard and tool-argument expressions as text: readable Python for generated runners, and the spec's own
-syntax for messages and traces.
+"""Guard and tool-argument expressions as text: Python for runners, the spec's own syntax for messages.
+
+Readable Python for generated runners, and the spec's own syntax for messages and traces.
 
 Guards have one semantics: the Python written here, which every face executes (runners, and `run`, `test`
 and the Python API through the same module compiled in memory). Field access goes through the runtime's
@@ -14,8 +15,8 @@ from dataclasses import dataclass
 
 from ...grammar import ast
 from .. import ir
-from ..formatter import expr_to_source
-from ..types_py import ModelPlans, is_plain_attribute, py_string
+from ..tools.formatter import expr_to_source
+from .types_py import ModelPlans, is_plain_attribute, py_string
 
 # Binding strength, weakest first; the same ladder in Python and in the spec language.
 OR, AND, NOT, COMPARE, SUM, PRODUCT, NEGATE, POSTFIX, ATOM = range(1, 10)

@@ -21,7 +21,6 @@ from ...diagnostics import Span
 from ...runtime import spec as runtime_spec
 from ...runtime.runner_cli import RUN_OPTIONS
 from .. import ir
-from ..types_py import ModelPlan, ModelPlans, NameAllocator, annotation_source, plan_models, py_string
 from . import GENERATED_MARKER
 from .inline_runtime import (
     SPEC_IMPORTS,
@@ -32,6 +31,7 @@ from .inline_runtime import (
     reserved_names,
 )
 from .python_expr import ExprContext, GuardNames, guard_return, python_source, spec_source
+from .types_py import ModelPlan, ModelPlans, NameAllocator, annotation_source, plan_models, py_string
 
 TEMPLATE = "runner.py.jinja"
 WIDTH = 100  # preferred line length of generated code
@@ -113,14 +113,15 @@ class _RunnerView:
         self.names = NameAllocator([*reserved_names(index.names), *self.plans.class_names.values(),
                                     *(p.class_name for p in self.plans.outputs.values()),
                                     *(s.name for s in machine.states)])
+        # Every source position of the machine, in one table: a change to the spec shifts the positions after
+        # it, and that shows as a change of this one block (and of the lines that changed), nowhere else.
         self.source_map: dict[str, str] = {}
         self.guards: list[str] = []
         self.arg_builders: list[str] = []
         self.guard_functions: dict[tuple[str, int], str] = {}
         self.args_names: dict[str, str] = {}
-        for state in machine.states:
-            self.source_map[state.name] = origin(state.origin)
-        for state in machine.states:
+        # states that share another's work (the merge pass) are written after the states they share with
+        for state in sorted(machine.states, key=lambda s: s.shares is not None):
             self._functions_for(state)
 
     def context(self) -> dict[str, Any]:
@@ -220,16 +221,22 @@ class _RunnerView:
     # -- guards and tool arguments
 
     def _functions_for(self, state: ir.State) -> None:
+        if state.shares is not None:  # an equivalent state's functions do this state's work too
+            for index, _ in enumerate(state.transitions):
+                shared = self.guard_functions.get((state.shares, index))
+                if shared is not None:
+                    self.guard_functions[(state.name, index)] = shared
+            if state.call is not None:
+                self.args_names[state.name] = self.args_names[state.shares]
+            return
         context = ExprContext(self.machine, self.plans, self.guard_names, state)
         for index, t in enumerate(state.transitions):
             if t.kind != "guard" or t.guard is None:
                 continue
             name = self.names.claim(f"guard_{state.name}_{index}")
             self.guard_functions[(state.name, index)] = name
-            self.source_map[name] = origin(t.origin)
-            where = f"{origin(t.origin)}  " if t.origin is not None else ""
             self.guards.append(
-                f"# {comment_text(where + 'when ' + spec_source(t.guard) + ' -> ' + t.target)}\n"
+                f"# {comment_text('when ' + spec_source(t.guard))}\n"
                 f"def {name}(s: Scope) -> bool:\n"
                 f"{INDENT}{guard_return(t.guard, context)}\n"
             )
@@ -237,19 +244,24 @@ class _RunnerView:
             call = state.call
             name = self.names.claim(f"args_{state.name}")
             self.args_names[state.name] = name
-            self.source_map[name] = origin(call.origin)
             written = ", ".join(f"{a.name} = {spec_source(a.value)}" for a in call.args)
-            where = f"{origin(call.origin)}  " if call.origin is not None else ""
             items = ""
             for a in call.args:
                 code = python_source(a.value, context)
                 items += INDENT * 2 + f"{py_string(a.name)}: {code},\n"
             body = f"{{\n{items}{INDENT}}}" if items else "{}"
             self.arg_builders.append(
-                f"# {comment_text(where + 'call ' + call.tool + '(' + written + ')')}\n"
+                f"# {comment_text('call ' + call.tool + '(' + written + ')')}\n"
                 f"def {name}(s: Scope) -> dict[str, Any]:\n"
                 f"{INDENT}return {body}\n"
             )
+
+    def _position(self, key: str, span: Span | None) -> object:
+        """A construct's place in the source, as a reference into SOURCE_MAP ("" for IR with no source)."""
+        if span is None:
+            return ""
+        self.source_map[key] = origin(span)
+        return Raw(f"SOURCE_MAP[{py_string(key)}]")
 
     # -- the MachineSpec literal
 
@@ -290,17 +302,18 @@ class _RunnerView:
         return _spec_call(runtime_spec.AgentSpec, [
             ("name", a.name), ("prompt", a.prompt), ("model", a.model), ("temperature", a.temperature),
             ("tools", a.tools), ("memory", a.memory), ("memory_count", a.memory_count),
-            ("fallbacks", a.fallbacks), ("origin", origin(a.origin)),
+            ("fallbacks", a.fallbacks), ("origin", self._position(f"agent {a.name}", a.origin)),
         ])
 
     def _state(self, s: ir.State) -> Call:
         plan = self.plans.output_of(s.name)
+        position = self._position(s.name, s.origin)  # first, so the table follows the source
         call = None
         if s.call is not None:
             call = _spec_call(runtime_spec.ToolCallSpec, [
                 ("tool", s.call.tool),
                 ("args", Raw(self.args_names[s.name])),
-                ("origin", Raw(f"SOURCE_MAP[{py_string(self.args_names[s.name])}]")),
+                ("origin", self._position(f"{s.name} call", s.call.origin)),
             ])
         transitions = []
         for index, t in enumerate(s.transitions):
@@ -311,7 +324,7 @@ class _RunnerView:
                 ("guard", Raw(guard) if guard else None),
                 ("text", transition_text(t)),
                 ("max", t.max),
-                ("origin", Raw(f"SOURCE_MAP[{py_string(guard)}]") if guard else origin(t.origin)),
+                ("origin", self._position(f"{s.name} transition {index}", t.origin)),
             ]))
         return _spec_call(runtime_spec.StateSpec, [
             ("name", s.name),
@@ -326,7 +339,7 @@ class _RunnerView:
             ("call", call),
             ("result", s.result),
             ("transitions", tuple(transitions)),
-            ("origin", Raw(f"SOURCE_MAP[{py_string(s.name)}]")),
+            ("origin", position),
         ])
 
     def _test(self, t: ir.Test) -> Call:
@@ -339,7 +352,7 @@ class _RunnerView:
             ("expect_result", t.expect_result),
             ("has_expect_result", t.has_expect_result),
             ("expect_failure", t.expect_failure),
-            ("origin", origin(t.origin)),
+            ("origin", self._position(f"test {t.name}", t.origin)),
         ])
 
     # -- the module's own API
@@ -498,8 +511,8 @@ def py_scalar(value: object) -> str:
 def py_source(value: object, indent: int = 0) -> str:
     """`value` as Python source starting `indent` levels deep (continuation lines indented to match)."""
     flat = _flat(value)
-    if flat is not None and len(flat) + (indent + 1) * len(INDENT) <= WIDTH:
-        return flat
+    if isinstance(value, Raw) or (flat is not None and len(flat) + (indent + 1) * len(INDENT) <= WIDTH):
+        return flat  # type: ignore[return-value]  # Raw text is written as it is, however long
     pad = INDENT * (indent + 1)
     end = INDENT * indent
     if isinstance(value, str):

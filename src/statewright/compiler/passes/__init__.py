@@ -52,23 +52,15 @@ def run_passes(machine: ir.Machine, *, level: int = 1, disabled: Sequence[str] =
 
 
 def describe_change(before: ir.Machine, after: ir.Machine) -> str:
-    """What a pass did to the states, in words: removed ones, and merged ones with where they went."""
+    """What a pass did to the states, in words: removed ones, and those that now share another's work."""
     kept = {s.name for s in after.states}
-    gone = [s for s in before.states if s.name not in kept]
-    if not gone:
-        return "no change"
-    into: dict[tuple[int, int], str] = {}
-    for s in after.states:
-        for origin in s.origins:
-            into[(origin.start, origin.end)] = s.name
-    merged: list[str] = []
-    removed: list[str] = []
-    for s in gone:
-        target = into.get((s.origin.start, s.origin.end)) if s.origin is not None else None
-        (merged if target else removed).append(f"'{s.name}' into '{target}'" if target else f"'{s.name}'")
+    removed = [f"'{s.name}'" for s in before.states if s.name not in kept]
+    was = {s.name: s.shares for s in before.states}
+    shared = [f"'{s.name}' shares the work of '{s.shares}'" for s in after.states
+              if s.shares is not None and was.get(s.name) != s.shares]
     parts = []
     if removed:
         parts.append("removed " + ", ".join(removed))
-    if merged:
-        parts.append("merged " + ", ".join(merged))
-    return "; ".join(parts)
+    if shared:
+        parts.append(", ".join(shared))
+    return "; ".join(parts) or "no change"

@@ -1,31 +1,28 @@
-"""Equivalent-state merging: states that do the same work and move the same way become one.
+"""Equivalent-state merging: states that do the same work and move the same way share one body.
 
-Two states are equivalent when they have the same agent, instruction, output type, listeners, tool call
-and retries, and the same transitions in the same order (kind, guard, condition, bound) leading to
-equivalent states. The coarsest such partition is computed by Hopcroft's partition refinement in
-O(m log n) for m transitions and n states; each block keeps its first state's name (the start state's,
-if it is in the block) and the union of the merged states' origins, so diagnostics and source maps still
-point at the source.
+Two states are equivalent when everything they do is the same — agent, instruction, output type,
+listeners, tool call, retries, visit bound, result — and their transitions, in order, have the same kinds,
+guards, conditions and bounds and lead to equivalent states. The coarsest such partition (the states of
+the minimal machine) is computed by Hopcroft's partition refinement in O(m log n) for m transitions and n
+states.
 
-Only merges that cannot change what any model is sent are made. A state is left alone when
-- it is final (its name is the run's observable outcome);
-- it has `visits N` or an edge with `max N` (merging would pool the counters);
-- its name is read anywhere (`STATE.output`, `visits(STATE)`, a template reading it);
-- it has listeners (`tell [...]`): listeners receive its output tagged with its name;
-- it lies on a cycle. On an acyclic part of the graph no run can enter two states of one block (their
-  equivalent successors would have to lead on for ever), so no merged state is ever "visited again" where
-  the original was visited for the first time — the engine tells a re-run agent which state sent the run
-  back, and that message must not change.
+A merged state keeps its identity: every member of a block stays in the IR under its own name, with its
+own position, transitions, counters and schema name, and marks the block's first member (the start
+state, when it is in the block) as the one whose work it `shares`. Code generation then writes the
+block's work once — its guards and tool-call argument builders — for all its members. So nothing a user or
+a model sees differs between -O0 and -O1 (paths, traces, script keys, failures, positions, schema names,
+every request), a checkpoint resumes across levels, and the pass needs no exceptions: a final state, a
+bounded state, a state read by name, with listeners or on a cycle is merged like any other.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 from ...grammar import ast
 from ...grammar.parser import paused_gc
 from .. import ir
-from ..graph_checks import strongly_connected_components
 
 
 def merge_equivalent_states(machine: ir.Machine) -> ir.Machine:
@@ -33,31 +30,35 @@ def merge_equivalent_states(machine: ir.Machine) -> ir.Machine:
     # them (and the IR) now and then would make large machines cost more than O(m log n).
     with paused_gc():
         groups = equivalence_classes(machine)
-        merged = {name: rep for rep, members in groups.items() for name in members if name != rep}
-        if not merged:
-            return machine
-        return _rewrite(machine, groups, merged)
+        shares = {name: rep for rep, members in groups.items() for name in members if name != rep}
+        if all(s.shares == shares.get(s.name) for s in machine.states):
+            return machine  # already marked as the partition says: the pass is idempotent
+        states = tuple(dataclasses.replace(s, shares=shares.get(s.name)) if s.shares != shares.get(s.name) else s
+                       for s in machine.states)
+        return dataclasses.replace(machine, states=states)
 
 
-def equivalence_classes(machine: ir.Machine) -> dict[str, list[str]]:
+def equivalence_classes(machine: ir.Machine, keep_apart: Sequence[bool] | None = None) -> dict[str, list[str]]:
     """Representative name -> the names of all states in its class (source order), for classes of two or
-    more, ordered by the representative's position in the source."""
+    more, ordered by the representative's position in the source.
+
+    `keep_apart[i]` puts state i in a class of its own (a source rewrite deletes merged states, and some
+    states must keep their declaration: see source_edit)."""
     with paused_gc():
-        return _equivalence_classes(machine)
+        return _equivalence_classes(machine, keep_apart)
 
 
-def _equivalence_classes(machine: ir.Machine) -> dict[str, list[str]]:
+def _equivalence_classes(machine: ir.Machine, keep_apart: Sequence[bool] | None) -> dict[str, list[str]]:
     states = machine.states
     n = len(states)
     index = {s.name: i for i, s in enumerate(states)}
     targets = [[index.get(t.target, -1) for t in s.transitions] for s in states]
-    alone = _unmergeable(machine, targets)
 
     # initial partition: by everything a state does, except where its edges lead
     signature_block: dict[object, int] = {}
     initial = [0] * n
     for i, s in enumerate(states):
-        sig = ("alone", i) if alone[i] else ("mergeable", _signature(s))
+        sig = ("alone", i) if keep_apart is not None and keep_apart[i] else _signature(s)
         initial[i] = signature_block.setdefault(sig, len(signature_block))
     # the alphabet is the transition's position: within a block every state has the same labels at the same
     # positions (they are part of the signature), so position alone tells edges apart
@@ -180,35 +181,9 @@ class _RefinablePartition:
         return new_blocks
 
 
-def _unmergeable(machine: ir.Machine, targets: list[list[int]]) -> list[bool]:
-    states = machine.states
-    n = len(states)
-    referenced = referenced_state_names(machine)
-    alone = [
-        s.kind == "final"
-        or s.visits is not None
-        or any(t.max is not None for t in s.transitions)
-        or s.name in referenced
-        or bool(s.tell)
-        for s in states
-    ]
-    # states on a cycle (a `stay` self-loop always carries a bound, so it is covered above)
-    successors = [
-        [target for t, target in zip(s.transitions, row) if target >= 0 and t.kind != "stay"]
-        for s, row in zip(states, targets)
-    ]
-    for component in strongly_connected_components(n, successors):
-        if len(component) > 1:
-            for i in component:
-                alone[i] = True
-        elif component[0] in successors[component[0]]:
-            alone[component[0]] = True
-    return alone
-
-
 def _signature(state: ir.State) -> object:
-    return (state.kind, state.agent, state.instruction, state.output, state.tell, state.retries, state.call,
-            state.result, tuple(_edge_label(t) for t in state.transitions))
+    return (state.kind, state.agent, state.instruction, state.output, state.tell, state.visits, state.retries,
+            state.call, state.result, tuple(_edge_label(t) for t in state.transitions))
 
 
 def _edge_label(t: ir.Transition) -> object:
@@ -242,36 +217,3 @@ def state_mentions(state: ir.State, names: set[str]) -> set[str]:
 
 def _expr_names(expr: ast.Expr) -> set[str]:
     return {node.name for node in ast.iter_expr(expr) if isinstance(node, ast.NameExpr)}
-
-
-def _rewrite(machine: ir.Machine, groups: dict[str, list[str]], merged: dict[str, str]) -> ir.Machine:
-    by_name = {s.name: s for s in machine.states}
-    states = []
-    for s in machine.states:
-        if s.name in merged:
-            continue
-        changes: dict[str, object] = {}
-        if any(t.target in merged for t in s.transitions):
-            changes["transitions"] = tuple(
-                dataclasses.replace(t, target=merged[t.target]) if t.target in merged else t
-                for t in s.transitions
-            )
-        if s.name in groups:
-            origins = s.origins or ((s.origin,) if s.origin is not None else ())
-            for member in groups[s.name]:
-                if member != s.name:
-                    other = by_name[member]
-                    origins += other.origins or ((other.origin,) if other.origin is not None else ())
-            changes["origins"] = origins
-        states.append(dataclasses.replace(s, **changes) if changes else s)  # type: ignore[arg-type]
-    tests = tuple(_rename_in_test(t, merged) for t in machine.tests)
-    return dataclasses.replace(machine, states=tuple(states), tests=tests)
-
-
-def _rename_in_test(test: ir.Test, merged: dict[str, str]) -> ir.Test:
-    steps = tuple(
-        dataclasses.replace(step, state=merged.get(step.state, step.state)) for step in test.steps
-    )
-    path = tuple(merged.get(s, s) for s in test.expect_path) if test.expect_path is not None else None
-    final = merged.get(test.expect_final, test.expect_final) if test.expect_final is not None else None
-    return dataclasses.replace(test, steps=steps, expect_path=path, expect_final=final)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from . import ir
+from .. import ir
 from .formatter import expr_to_source
 
 CONDITION_LABEL_CHARS = 40

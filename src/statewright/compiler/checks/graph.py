@@ -1,4 +1,6 @@
-"""Machine-structure checks over the state graph: start and final states, reachability, transitions
+"""Graph checks: start and final states, reachability, transitions that never fire, every cycle bounded.
+
+Machine-structure checks over the state graph: start and final states, reachability, transitions
 that always or never fire, and cycles that nothing bounds.
 
 Works on the syntax tree, so it runs even when other checks fail. Unknown transition targets are
@@ -11,8 +13,8 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 
-from ..diagnostics import Diagnostics, quoted_list
-from ..grammar import ast
+from ...diagnostics import Diagnostics, quoted_list
+from ...grammar import ast
 from .flow import Edge, Flow, Known, known_value
 
 __all__ = ["Known", "check_graph", "known_value", "strongly_connected_components", "transition_text"]
@@ -378,8 +380,8 @@ def strongly_connected_components(
 
 def transition_text(t: ast.Transition) -> str:
     """A transition as it reads in source, on one line and shortened: `when output.ok -> done max 2`."""
-    from .formatter import expr_to_source  # here, not at import: only messages need the printer
-    from .graph import shorten
+    from ..tools.formatter import expr_to_source  # here, not at import: only messages need the printer
+    from ..tools.graph import shorten
 
     target = t.target.value if t.target is not None else "?"
     if t.kind == "guard" and t.guard is not None:

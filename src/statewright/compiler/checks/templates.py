@@ -1,5 +1,7 @@
-"""Template checks: every prompt, instruction and result parses and compiles as Jinja2, reads only names in
-scope, and computes no constant over the runtime's size limits.
+"""Template checks: every template parses and compiles as Jinja2 and reads only names in scope.
+
+Every prompt, instruction and result parses and compiles as Jinja2, reads only names in scope, and
+computes no constant over the runtime's size limits.
 
 Instructions and results see the machine's inputs and, for every state, `STATE.output` and `STATE.visits`;
 an agent's prompt is rendered once with the inputs only. Each check points at the exact name, field or
@@ -19,16 +21,16 @@ from jinja2 import nodes
 from jinja2.compiler import CodeGenerator, Frame
 from jinja2.idtracking import VAR_LOAD_RESOLVE
 
-from ..diagnostics import Diagnostics, did_you_mean
-from ..grammar import ast
-from ..runtime.templates import (
+from ...diagnostics import Diagnostics, did_you_mean
+from ...grammar import ast
+from ...runtime.templates import (
     MAX_TEMPLATE_VALUE,
     TemplateTooLarge,
     bounded_binop,
     bounded_concat,
     value_weight,
 )
-from . import ir
+from .. import ir
 from .flow import Flow
 from .resolve import JINJA_NAMES, StateView, Symbols, closest
 from .template_source import ParsedTemplate, TemplateSourceError, Token, check_environment, parse_template

@@ -12,7 +12,7 @@ import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from . import ir
+from .. import ir
 
 PRIMITIVE_SOURCE = {"str": "str", "int": "int", "float": "float", "bool": "bool", "none": "None", "any": "Any"}
 

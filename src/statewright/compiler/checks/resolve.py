@@ -14,11 +14,11 @@ from collections.abc import Iterable
 from dataclasses import field
 from typing import Any
 
-from ..diagnostics import Diagnostics, Span, did_you_mean, quoted_list
-from ..grammar import ast
-from ..grammar.node import Node
-from ..runtime.tool_signatures import STD_TOOLS
-from . import ir
+from ...diagnostics import Diagnostics, Span, did_you_mean, quoted_list
+from ...grammar import ast
+from ...grammar.node import Node
+from ...runtime.tool_signatures import STD_TOOLS
+from .. import ir
 
 BUILTIN_TYPES = {"str": ir.STR, "int": ir.INT, "float": ir.FLOAT, "bool": ir.BOOL}
 GUARD_OUTPUT = "output"  # the name of the current state's output in guards

@@ -1,4 +1,6 @@
-"""The machine's control flow before it runs: which transitions can fire, which states a run can reach, and
+"""Control flow before a run: which transitions can fire, which states a run reaches, which surely ran.
+
+The machine's control flow before it runs: which transitions can fire, which states a run can reach, and
 which states have surely run before another.
 
 One notion of "a transition that can fire" serves every check. A transition never fires when
@@ -20,8 +22,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from ..grammar import ast
-from ..runtime.templates import MAX_INT_DIGITS
+from ...grammar import ast
+from ...runtime.templates import MAX_INT_DIGITS
 
 _MAX_INT_BITS = int(MAX_INT_DIGITS * 3.3219)  # a constant guard's numbers stay printable
 _PATHS_SHOWN = 50
@@ -334,7 +336,7 @@ class Flow:
         """For each state, the union (bitwise or) of `marks` over the states a run can enter after it has
         run (one transition later or more). One pass over the strongly connected components, sinks first,
         so the cost is linear in the machine times the width of the marks."""
-        from .graph_checks import strongly_connected_components
+        from .graph import strongly_connected_components
 
         n = len(self.states)
         components = strongly_connected_components(n, self._successors)

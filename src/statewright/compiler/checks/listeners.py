@@ -1,5 +1,7 @@
-"""Listener and verifier checks: what a state tells reaches an agent that will read it, and the conditions
-one verifier call judges are distinct to a reader.
+"""Listener and verifier checks: what a state tells is read, and the conditions one verifier judges differ.
+
+What a state tells reaches an agent that will read it, and the conditions one verifier call judges are
+distinct to a reader.
 
 Warnings only: a machine that breaks them still runs, but something in it does not do what it says.
 """
@@ -8,8 +10,8 @@ from __future__ import annotations
 
 import re
 
-from ..diagnostics import Diagnostics
-from ..grammar import ast
+from ...diagnostics import Diagnostics
+from ...grammar import ast
 from .flow import Flow
 from .resolve import StateView, Symbols
 

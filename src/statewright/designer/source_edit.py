@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from ..compiler import ir
 from ..diagnostics import Diagnostics, SourceFile
 from ..grammar import ast, parse_text
-from . import ir
 
 
 class SourceEditError(ValueError):
@@ -78,14 +78,17 @@ def _indent_of(text: str, offset: int, default: str = "        ") -> str:
 def check_text_ir(text: str, path: str) -> tuple[ir.Machine | None, Diagnostics]:
     """Parse and check source text with the compiler's own front door: the IR (None on errors) and every
     diagnostic."""
+    from ..compiler.checks import check_machine
+    from ..compiler.lower import lower_machine
     from ..grammar import parse_source
     from ..grammar.parser import paused_gc
-    from .check import check_machine
 
     source = SourceFile(path, text)
     with paused_gc():
         parsed = parse_source(source)
-        machine = check_machine(source, parsed.machine, parsed.diagnostics) if parsed.machine else None
+        symbols = check_machine(source, parsed.machine, parsed.diagnostics) if parsed.machine else None
+        ok = symbols is not None and parsed.machine is not None and not parsed.diagnostics.has_errors
+        machine = lower_machine(parsed.machine, symbols) if ok else None  # type: ignore[arg-type]
     return machine, parsed.diagnostics
 
 
@@ -179,10 +182,40 @@ def remove_states(text: str, names: Iterable[str], path: str = "<source>") -> st
     return _apply(text, edits)
 
 
+def _keep_declared(machine: ir.Machine) -> list[bool]:
+    """The states a source rewrite must not delete in favour of an equivalent one.
+
+    The IR pass merges any equivalent states, since every merged state keeps its name there. Deleting a
+    declaration is another matter: the run would report the other state's name, so a state stays when
+    - it is final (its name is the run's outcome);
+    - it has `visits N` or an edge with `max N` (merged, the counters would be pooled);
+    - its name is read anywhere (`STATE.output`, `visits(STATE)`, a template reading it);
+    - it has listeners (`tell [...]`): they receive its output tagged with its name;
+    - it lies on a cycle. On the acyclic part no run can enter two states of one class, so a merged state
+      is never "visited again" where the original was visited for the first time — and a re-entered
+      state's agent is told which state sent the run back.
+    """
+    from ..compiler.checks.graph import strongly_connected_components
+    from ..compiler.passes.merge_equivalent import referenced_state_names
+
+    states = machine.states
+    index = {s.name: i for i, s in enumerate(states)}
+    referenced = referenced_state_names(machine)
+    keep = [s.kind == "final" or s.visits is not None or any(t.max is not None for t in s.transitions)
+            or s.name in referenced or bool(s.tell) for s in states]
+    successors = [[index[t.target] for t in s.transitions if t.target in index and t.kind != "stay"]
+                  for s in states]
+    for component in strongly_connected_components(len(states), successors):
+        if len(component) > 1 or component[0] in successors[component[0]]:
+            for i in component:
+                keep[i] = True
+    return keep
+
+
 def replace_equivalent_states(text: str, replacements: Mapping[str, str], path: str = "<source>") -> str:
     """Replace each state `old` in `replacements` by its equivalent `new`: every reference is redirected and
-    the declaration of `old` is deleted. For states the merge-equivalent pass found equivalent, this is the
-    exact source form of that pass."""
+    the declaration of `old` is deleted. For equivalent states that may lose their declaration
+    (`_keep_declared`), this is the source form of the merge-equivalent pass."""
     machine = _parse(text, path)
     states = _states(machine)
     for old, new in replacements.items():
@@ -376,8 +409,8 @@ def apply_exact_passes_to_source(text: str, path: str = "<source>") -> tuple[str
     Returns the new text and notes on what changed. When the rewritten source would not check cleanly the
     original is returned unchanged (with a note): a rewrite must never make a machine worse.
     """
-    from .passes.dead_states import live_states
-    from .passes.merge_equivalent import equivalence_classes
+    from ..compiler.passes.dead_states import live_states
+    from ..compiler.passes.merge_equivalent import equivalence_classes
 
     machine, _ = check_text_ir(text, path)
     if machine is None:
@@ -392,11 +425,11 @@ def apply_exact_passes_to_source(text: str, path: str = "<source>") -> tuple[str
         machine, _ = check_text_ir(new, path)
         if machine is None:
             return text, ["left the source unchanged: removing unreachable states broke it"]
-    replacements = {member: rep for rep, members in equivalence_classes(machine).items()
-                    for member in members if member != rep}
+    classes = equivalence_classes(machine, keep_apart=_keep_declared(machine))
+    replacements = {member: rep for rep, members in classes.items() for member in members if member != rep}
     if replacements:
         new = replace_equivalent_states(new, replacements, path)
-        for rep, members in equivalence_classes(machine).items():
+        for rep, members in classes.items():
             others = ", ".join(repr(m) for m in members if m != rep)
             notes.append(f"merged state(s) {others} into the equivalent state {rep!r}")
     if new != text and check_text_ir(new, path)[0] is None:

@@ -13,13 +13,13 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ..diagnostics import Diagnostics, Span, did_you_mean, quoted_list
-from ..grammar import ast
-from ..runtime.tool_signatures import STD_TOOLS
-from . import ir
+from ...diagnostics import Diagnostics, Span, did_you_mean, quoted_list
+from ...grammar import ast
+from ...runtime.tool_signatures import STD_TOOLS
+from .. import ir
+from ..tools.formatter import expr_to_source
+from ..tools.graph import shorten
 from .flow import Flow
-from .formatter import expr_to_source
-from .graph import shorten
 from .resolve import BUILTIN_TYPES, GUARD_OUTPUT, StateView, Symbols, closest, unknown_state_help
 
 FUNCTIONS = ("len", "visits")
@@ -321,7 +321,7 @@ def none_tests(e: ast.Expr, value: bool, symbols: Symbols) -> set[str]:
 
     `P != none` true, or `P == none` false, shows P is there (for `STATE.output`: that STATE has run);
     `and`, `or` and `not` combine what their operands show. This is the narrowing rule for guards;
-    templates follow the same rule (compiler/templates.py), where a bare `P` also tests it.
+    templates follow the same rule (checks/templates.py), where a bare `P` also tests it.
     """
     if isinstance(e, ast.UnaryOp) and e.op == "not":
         return none_tests(e.operand, not value, symbols)

@@ -1,5 +1,7 @@
-"""Test-block checks: scripted replies fit their states, verdicts repeat a real condition, the inputs are
-complete and typed, and every expectation can come true.
+"""Test-block checks: the replies, verdicts, inputs and expectations of `test` blocks fit the machine.
+
+Scripted replies fit their states, verdicts repeat a real condition, the inputs are complete and typed,
+and every expectation can come true.
 
 References to unknown states in a test are reported during name resolution (SW6001); here they are
 skipped.
@@ -7,15 +9,15 @@ skipped.
 
 from __future__ import annotations
 
-from ..diagnostics import Diagnostics, did_you_mean, quoted_list
-from ..grammar import ast
+from ...diagnostics import Diagnostics, did_you_mean, quoted_list
+from ...grammar import ast
 from .resolve import LIMIT_NAMES, Symbols, TestView
 from .typecheck import output_type, type_text, value_problems
 
 
 def expected_failures() -> tuple[str, ...]:
     """What `expect failure KIND` may name: a failure kind, or the name of the limit that ran out."""
-    from ..runtime.result import FAILURE_KINDS  # here, not at import: only a test that expects one needs it
+    from ...runtime.result import FAILURE_KINDS  # here, not at import: only a test that expects one needs it
 
     return (*FAILURE_KINDS, *LIMIT_NAMES)
 

@@ -21,9 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import cast
 
-from ..diagnostics import Diagnostic, Diagnostics, SourceFile, Span
-from ..grammar import ast, parse_source
-from ..grammar.parser import decode_long_string
+from ...diagnostics import Diagnostic, Diagnostics, SourceFile, Span
+from ...grammar import ast, parse_source
+from ...grammar.parser import decode_long_string
 
 INDENT = "    "
 

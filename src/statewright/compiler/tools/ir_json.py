@@ -11,9 +11,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ..diagnostics import Span
-from ..grammar import ast
-from . import ir
+from ...diagnostics import Span
+from ...grammar import ast
+from .. import ir
 
 IR_JSON_VERSION = 1
 
@@ -120,7 +120,7 @@ def _state(s: ir.State) -> dict[str, Any]:
         "template_reads": [{"state": r.state, "template": r.template, "origin": span_to_json(r.origin)}
                            for r in s.template_reads],
         "origin": span_to_json(s.origin),
-        "origins": [span_to_json(o) for o in s.origins],
+        "shares": s.shares,
     }
 
 
@@ -211,7 +211,7 @@ IR_JSON_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "$id": "https://statewright.dev/schemas/ir.json",
     "title": "statewright IR",
-    "description": "A checked machine: references bound, defaults filled, origins kept as source spans.",
+    "description": "A checked machine: references bound, defaults filled, source spans kept.",
     **_obj({
         "ir_version": {"const": IR_JSON_VERSION},
         "name": _STR,
@@ -297,7 +297,7 @@ IR_JSON_SCHEMA: dict[str, Any] = {
             "transitions": {"type": "array", "items": {"$ref": "#/$defs/transition"}},
             "template_reads": {"type": "array", "items": _obj({
                 "state": _STR, "template": {"enum": ["instruction", "result"]}, "origin": _ORIGIN})},
-            "origin": _ORIGIN, "origins": {"type": "array", "items": _REF["span"]},
+            "origin": _ORIGIN, "shares": _nullable(_STR),
         }),
         "test": _obj({
             "name": _STR,

@@ -1,0 +1,52 @@
+"""The checks: one parsed machine through every check in order, all into one Diagnostics.
+
+    resolve -> flow -> typecheck -> templates -> testblocks -> settings -> shape -> graph -> listeners
+    -> unused
+
+Every check reports into one Diagnostics and none stops the others, so a single run shows every problem.
+"""
+
+from __future__ import annotations
+
+from ...diagnostics import Diagnostics, SourceFile
+from ...grammar import ast
+from .flow import Flow
+from .graph import check_graph
+from .listeners import check_conditions, check_listeners
+from .resolve import Symbols, resolve_names
+from .settings import check_settings
+from .shape import check_shapes
+from .templates import check_templates
+from .testblocks import check_tests
+from .typecheck import check_types
+from .unused import report_unused
+
+
+def check_machine(source: SourceFile, machine: ast.Machine, diagnostics: Diagnostics) -> Symbols | None:
+    """Run every check on one parsed machine; its symbol tables, which lowering reads.
+
+    A bug in a check must not cost the user the other diagnostics of this file, nor those of the other
+    files checked with it: it becomes an SW9001 error for this file, after what was found up to there, and
+    the result is None."""
+    try:
+        return _check_machine(machine, diagnostics)
+    except Exception as e:  # noqa: BLE001 - reported as a diagnostic: `check` always gives its answer
+        diagnostics.report("SW9001", f"internal compiler error while checking this file: {type(e).__name__}: "
+                           f"{str(e)[:200]}", machine.name.span, label="the compiler failed while checking this",
+                           help="this is a bug in statewright; please report it with this file")
+        return None
+
+
+def _check_machine(machine: ast.Machine, diagnostics: Diagnostics) -> Symbols:
+    symbols = resolve_names(machine, diagnostics)
+    flow = Flow(machine)
+    check_types(machine, symbols, diagnostics, flow)
+    check_templates(machine, symbols, diagnostics, flow)
+    check_tests(symbols, diagnostics)
+    check_settings(machine, symbols, diagnostics)
+    check_shapes(symbols, diagnostics)
+    check_graph(machine, diagnostics, flow)
+    check_listeners(symbols, flow, diagnostics)
+    check_conditions(symbols, diagnostics)
+    report_unused(symbols, diagnostics)
+    return symbols

@@ -1,0 +1,1 @@
+"""Tools that read a parsed or checked machine without changing it: the formatter, graphs, JSON views."""
