@@ -900,6 +900,10 @@ def console_main() -> NoReturn:
 
         gc.disable()
     status = main()
+    if "temporalio" in sys.modules:  # see runner_cli.leave_after_temporal
+        from .runtime.runner_cli import leave_after_temporal
+
+        leave_after_temporal(status)
     if quick:
         for stream in (sys.stdout, sys.stderr):
             try:

@@ -329,7 +329,24 @@ def main(machine: MachineSpec, argv: list[str] | None = None, *, prog: str | Non
     """Parse `argv` (default: sys.argv[1:]), run the machine, print the RunResult JSON on stdout.
 
     Exit status: 0 final state, 1 typed failure (or failing self-tests), 2 usage error."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv is None:  # the program's own command line: this process is the runner
+        return leave_after_temporal(_runner_dispatch(machine, list(sys.argv[1:]), prog, batch_prog))
+    return _runner_dispatch(machine, argv, prog, batch_prog)
+
+
+def leave_after_temporal(status: int) -> int:
+    """`status`, or — when the Temporal SDK was used — the end of the process with it: the SDK's native
+    threads can still be winding down while the interpreter finalizes, which aborts the process (a
+    command that used the cluster has written all it writes; nothing is left to clean up)."""
+    if "temporalio" in sys.modules:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+        os._exit(status)
+    return status
+
+
+def _runner_dispatch(machine: MachineSpec, argv: list[str], prog: str | None, batch_prog: str | None) -> int:
     if argv[:1] == ["batch"]:
         return _runner_batch(machine, argv[1:], batch_prog or f"{prog or os.path.basename(sys.argv[0])} batch")
     if argv[:1] and argv[0] in RUNNER_TEMPORAL_COMMANDS:
@@ -720,12 +737,7 @@ def serve_on_temporal(machines: Sequence[MachineSpec], address: str, *, task_que
     except KeyboardInterrupt:
         pass
     print("worker: stopped", file=sys.stderr)
-    # The SDK's native threads can still be winding down while the interpreter finalizes, which aborts
-    # the process; a stopped worker has nothing left to clean up, so it leaves at once.
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):
-            stream.flush()
-    os._exit(EXIT_FINAL)
+    return leave_after_temporal(EXIT_FINAL)
 
 
 def _runner_temporal_status(address: str, args: argparse.Namespace) -> int:
