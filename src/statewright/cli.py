@@ -337,9 +337,23 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    """`statewright resume RUN_ID`: continue a checkpointed run with the machine it was started with."""
+    """`statewright resume RUN_ID`: continue a checkpointed run with the machine it was started with, or
+    (with --temporal) send the answer to a run that waits on a Temporal cluster."""
     from .runtime.checkpoint import CheckpointError, CheckpointStore
     from .runtime.runner_cli import DEFAULT_CHECKPOINT
+
+    _resume_own_options(args)
+    if args.temporal:
+        if args.answer is None:
+            raise UsageError("resume --temporal sends a person's answer: give --answer TEXT (a run on the "
+                             "cluster goes on by itself after a crash)")
+        if args.runner_args or args.checkpoint:
+            raise UsageError("resume --temporal takes only --answer, --state, --by and --namespace")
+        from .runtime.runner_cli import runner_temporal_dispatch
+
+        return runner_temporal_dispatch(None, "resume", args, "statewright resume")
+    if args.state or args.by:
+        raise UsageError("--state and --by are for a run on a Temporal cluster (with --temporal HOST:PORT)")
 
     db = args.checkpoint or DEFAULT_CHECKPOINT
     if not os.path.exists(db):
@@ -368,6 +382,19 @@ def cmd_resume(args: argparse.Namespace) -> int:
         forwarded += ["--answer", args.answer]
     args.path, args.runner_args = path, [*forwarded, *args.runner_args]
     return cmd_run(args)
+
+
+def _resume_own_options(args: argparse.Namespace) -> None:
+    """The runner options after RUN_ID are gathered whole, so resume's own options may sit among them
+    (`resume ID --answer yes --temporal H:P`): take those back out, in any order."""
+    own = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    for flag in ("--checkpoint", "--answer", "--temporal", "--namespace", "--state", "--by"):
+        own.add_argument(flag, dest=flag[2:])
+    found, rest = own.parse_known_args(args.runner_args)
+    for name, value in vars(found).items():
+        if value is not None:
+            setattr(args, name, value)
+    args.runner_args = rest
 
 
 def cmd_batch(args: argparse.Namespace) -> int:
@@ -400,8 +427,11 @@ def cmd_test(args: argparse.Namespace) -> int:
             broken += 1  # its diagnostics are printed; its tests cannot run
             continue
         declared.extend((t.name, path) for t in comp.ir.tests)
-        outcomes = api.run_tests(comp, trace_dir=args.trace, trace_content=args.trace_content,
-                                 name_filter=args.filter, level=args.opt_level, disabled=args.no_pass)
+        if args.temporal:
+            outcomes = _temporal_tests(comp, args)
+        else:
+            outcomes = api.run_tests(comp, trace_dir=args.trace, trace_content=args.trace_content,
+                                     name_filter=args.filter, level=args.opt_level, disabled=args.no_pass)
         for outcome in outcomes:
             if outcome.passed:
                 passed += 1
@@ -426,6 +456,71 @@ def cmd_test(args: argparse.Namespace) -> int:
     _err(f"{paint(f'{passed} passed', 'ok', color and passed > 0 and not failed)}, "
          f"{paint(f'{failed} failed', 'error', color and failed > 0)}")
     return EXIT_INPUT if failed or broken or unmatched else EXIT_OK
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from . import api
+    from .runtime.runner_cli import serve_on_temporal
+
+    files, problems = _spec_files(args)
+    _print_diagnostics(problems, args)
+    machines = []
+    for path in files:
+        comp = _compile_or_report(path, args)
+        if not comp.ok:
+            return EXIT_INPUT
+        # optimized (what `run` and `test` start) and as written (what they start with -O0)
+        machines += [api.runtime_machine(comp), api.runtime_machine(comp, level=0)]
+    if problems or not machines:
+        if not problems:
+            _err("statewright worker: no .fsm files to serve")
+        return EXIT_INPUT
+    return _temporal_call(lambda address: serve_on_temporal(
+        machines, address, task_queue=args.task_queue, namespace=args.namespace, concurrency=args.concurrency,
+        unsafe_tools=args.unsafe_tools),
+        args.temporal)
+
+
+def _temporal_call(call: Callable[[str], int], address: str) -> int:
+    """Run `call(HOST:PORT)`, with Temporal's missing package or unreachable service as one clear line."""
+    from .runtime.temporal import TemporalRunError, TemporalUnavailable, temporal_address
+
+    try:
+        address = temporal_address(address)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    try:
+        return call(address)
+    except TemporalUnavailable as e:
+        raise UsageError(str(e)) from None
+    except TemporalRunError as e:
+        _err(f"statewright: error: {e}")
+        return EXIT_INPUT
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from .runtime.runner_cli import runner_temporal_dispatch
+
+    return runner_temporal_dispatch(None, "status", args, "statewright status")
+
+
+def _temporal_tests(comp: Compilation, args: argparse.Namespace) -> list:  # type: ignore[type-arg]
+    """A spec's test blocks run on the cluster: each a workflow carrying its scripted replies."""
+    from . import api
+    from .runtime.runner_cli import run_tests_on_temporal
+
+    machine = api.runtime_machine(comp, level=args.opt_level, disabled=args.no_pass)  # as locally
+    outcomes: list = []  # type: ignore[type-arg]
+
+    def call(address: str) -> int:
+        outcomes.extend(run_tests_on_temporal(machine, address, task_queue=args.task_queue,
+                                              namespace=args.namespace, trace_dir=args.trace,
+                                              trace_content=args.trace_content, name_filter=args.filter))
+        return EXIT_OK
+
+    if _temporal_call(call, args.temporal) != EXIT_OK:
+        raise UsageError("the tests could not run on the cluster")
+    return outcomes
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -647,15 +742,23 @@ def _setup_run(p: argparse.ArgumentParser) -> None:
 
 
 def _setup_resume(p: argparse.ArgumentParser) -> None:
-    p.usage = "statewright resume [--color WHEN] RUN_ID [--checkpoint DB] [--answer TEXT] [RUNNER OPTION]..."
+    p.usage = ("statewright resume [--color WHEN] RUN_ID [--checkpoint DB] [--answer TEXT] [RUNNER OPTION]...\n"
+               "       statewright resume RUN_ID --temporal HOST:PORT --answer TEXT [--state S] [--by NAME] "
+               "[--namespace NS]")
     p.description = ("Continue a checkpointed run — one that waits for a person's answer, or one that was "
-                     "interrupted — with the .fsm file it was started from.")
+                     "interrupted — with the .fsm file it was started from; with --temporal, send the answer "
+                     "to a run that waits on a Temporal cluster.")
     p.add_argument("run_id", metavar="RUN_ID", help="the run to continue")
     p.add_argument("--checkpoint", metavar="DB",
                    help="the checkpoint database of the run (default: .statewright/checkpoints.sqlite)")
     p.add_argument("--answer", metavar="TEXT",
                    help="the answer of the person the run waits for (read as JSON when the question's type "
                         "is not text and it parses); a bad answer is an error and the run keeps waiting")
+    p.add_argument("--temporal", metavar="HOST:PORT", help="the Temporal service the run is on")
+    p.add_argument("--namespace", metavar="NS", default="default", help="with --temporal: the namespace")
+    p.add_argument("--state", metavar="STATE", help="with --temporal: the state the answer is for (default: "
+                                                    "the one the run waits in)")
+    p.add_argument("--by", metavar="NAME", help="with --temporal: who answers (recorded in the trace)")
     p.add_argument("runner_args", nargs=argparse.REMAINDER, metavar="RUNNER OPTION",
                    help="--trace FILE, --model-map OLD=NEW, ... (those of `statewright run`)")
     _add_color_option(p)
@@ -682,8 +785,46 @@ def _setup_test(p: argparse.ArgumentParser) -> None:
                    help="run only the tests whose name contains TEXT (or matches it as a glob); "
                         "matching none is an error")
     _add_pass_options(p)
+    _add_temporal_options(p, required=False)
     _add_color_option(p)
     p.set_defaults(func=cmd_test)
+
+
+def _add_temporal_options(p: argparse.ArgumentParser, required: bool) -> None:
+    p.add_argument("--temporal", metavar="HOST:PORT", required=required,
+                   help="the Temporal service" + ("" if required else " to run on (instead of in this process)")
+                        + "; needs the statewright[temporal] extra (docs/temporal.md)")
+    p.add_argument("--task-queue", metavar="QUEUE",
+                   help="the Temporal task queue (default: one per machine and source version)")
+    p.add_argument("--namespace", metavar="NS", default="default", help="the Temporal namespace (default)")
+
+
+def _setup_worker(p: argparse.ArgumentParser) -> None:
+    p.description = ("Serve machines' runs from a Temporal cluster until SIGTERM or Ctrl-C: every model, verifier "
+                     "and tool call of a run is an activity this worker (or another) performs.")
+    _add_paths(p, "+", "a .fsm file, or a directory: every .fsm file under it")
+    _add_temporal_options(p, required=True)
+    p.add_argument("--concurrency", type=_positive, default=64, metavar="N",
+                   help="model and tool calls this worker makes at once (default 64)")
+    p.add_argument("--unsafe-tools", action="store_true",
+                   help="let std.python and std.shell run unconfined where their bubblewrap jail cannot run")
+    _add_color_option(p)
+    p.set_defaults(func=cmd_worker)
+
+
+def _add_run_id(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_id", metavar="RUN_ID", help="the run's id (its workflow id)")
+    p.add_argument("--temporal", metavar="HOST:PORT", required=True, help="the Temporal service")
+    p.add_argument("--namespace", metavar="NS", default="default", help="the Temporal namespace (default)")
+
+
+def _setup_status(p: argparse.ArgumentParser) -> None:
+    p.description = ("Show what a run on a Temporal cluster is doing: its state, path and usage, its result, or "
+                     "the answer it waits for.")
+    _add_run_id(p)
+    p.add_argument("--trace", metavar="FILE", help="also write the run's trace so far to FILE (when it was "
+                                                   "started with a trace)")
+    p.set_defaults(func=cmd_status)
 
 
 def _setup_import(p: argparse.ArgumentParser) -> None:
@@ -766,9 +907,10 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "compile": ("generate a standalone Python runner module", _setup_compile),
     "run": ("run a machine (options as for a generated runner; see --help after PATH)", _setup_run),
     "batch": ("run a machine over many inputs concurrently (options: batch PATH --help)", _setup_batch),
-    "resume": ("continue a checkpointed run: answer a person's question, or go on after a crash",
-               _setup_resume),
+    "resume": ("continue a checkpointed run: answer a person, or go on after a crash", _setup_resume),
     "test": ("run the test blocks of .fsm files with scripted replies", _setup_test),
+    "worker": ("serve machines' runs from a Temporal cluster", _setup_worker),
+    "status": ("show what a run on a Temporal cluster is doing", _setup_status),
     "import": ("import a MetaAgent FSM (JSON) or an AutoAgent workflow form (XML)", _setup_import),
     "trace": ("read trace files", _setup_trace),
     "design": ("draft a machine from a task description with a designer model", _setup_design),
@@ -843,6 +985,10 @@ def console_main() -> NoReturn:
 
         gc.disable()
     status = main()
+    if "temporalio" in sys.modules:  # see runner_cli.leave_after_temporal
+        from .runtime.runner_cli import leave_after_temporal
+
+        leave_after_temporal(status)
     if quick:
         for stream in (sys.stdout, sys.stderr):
             try:

@@ -88,6 +88,7 @@ class RecordedRequest:
     headers: dict[str, str]
     body: dict[str, Any] | None
     raw: bytes
+    at: float = field(default_factory=time.monotonic)  # when it arrived
 
     @property
     def model(self) -> str | None:
@@ -168,7 +169,8 @@ class FakeOpenAIServer:
                 except ValueError:
                     body = None
                 server.requests.append(RecordedRequest(self.path, dict(self.headers.items()), body, raw))
-                if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
+                # any prefix before /v1 (e.g. /worker-a/v1): tests tell their clients apart by it
+                if not self.path.rstrip("/").endswith("/chat/completions"):
                     self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
                     return
                 model = body.get("model") if isinstance(body, dict) else None

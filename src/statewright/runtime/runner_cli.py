@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import json
 import os
@@ -21,6 +22,7 @@ from .result import AnswerError, RunResult
 from .scripted import Script, ScriptError
 from .spec import InputSpec, MachineSpec
 from .sync import run_sync
+from .temporal import TemporalRunError, TemporalUnavailable
 from .trace import Trace
 
 EXIT_FINAL = 0
@@ -182,9 +184,11 @@ def _runner_parser(machine: MachineSpec, prog: str | None) -> argparse.ArgumentP
         lines.append(f"  {spec.name}: {_runner_type_text(spec.annotation)}{default}")
     epilog = ("inputs:\n" + "\n".join(lines)) if lines else "this machine takes no inputs"
     epilog += ("\n\nexit status: 0 the run ended in a final state, 1 it failed (in a failing final state "
-               "too; the failure is in the JSON result), 2 usage error (a bad --answer too: the run keeps waiting), 3 the run waits for a person's "
-               "answer, 130 interrupted, 143 stopped by SIGTERM\n\n"
-               "The command `batch` runs the machine over a file of many inputs at once (see `batch --help`).")
+               "too; the failure is in the JSON result), 2 usage error (a bad --answer too: the run keeps "
+               "waiting), 3 the run waits for a person's answer, 130 interrupted, 143 stopped by SIGTERM\n\n"
+               "The command `batch` runs the machine over a file of many inputs at once (see `batch --help`).\n"
+               "On a Temporal cluster (pip install 'statewright[temporal]'): --temporal HOST:PORT runs it there; "
+               "`worker` serves the machine; `status RUN_ID` follows a run and `resume RUN_ID` answers it.")
     parser = argparse.ArgumentParser(
         prog=prog, description=f"Run the state machine '{machine.name}'. {machine.description}".strip(),
         epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -225,7 +229,19 @@ def _runner_parser(machine: MachineSpec, prog: str | None) -> argparse.ArgumentP
                                                                 "replies and exit")
     parser.add_argument("--quiet", action="store_true",
                         help="print no progress on stderr (states, model calls, transitions)")
+    _runner_temporal_options(parser)
+    parser.add_argument("--detach", action="store_true",
+                        help="with --temporal: print the run's id as soon as it starts, and do not wait")
     return parser
+
+
+def _runner_temporal_options(parser: argparse.ArgumentParser, required: bool = False) -> None:
+    parser.add_argument("--temporal", metavar="HOST:PORT", required=required,
+                        help="run on this Temporal service instead of in this process (needs the "
+                             "statewright[temporal] extra; see docs/temporal.md)")
+    parser.add_argument("--task-queue", metavar="QUEUE",
+                        help="the Temporal task queue (default: one per machine and source version)")
+    parser.add_argument("--namespace", metavar="NS", default="default", help="the Temporal namespace (default)")
 
 
 _RUNNER_UNSAFE_TOOLS_HELP = ("let std.python and std.shell run with no confinement at all where their "
@@ -340,23 +356,47 @@ def main(machine: MachineSpec, argv: list[str] | None = None, *, prog: str | Non
     """Parse `argv` (default: sys.argv[1:]), run the machine, print the RunResult JSON on stdout.
 
     Exit status: 0 final state, 1 typed failure (or failing self-tests), 2 usage error."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv is None:  # the program's own command line: this process is the runner
+        return leave_after_temporal(_runner_dispatch(machine, list(sys.argv[1:]), prog, batch_prog))
+    return _runner_dispatch(machine, argv, prog, batch_prog)
+
+
+def leave_after_temporal(status: int) -> int:
+    """`status`, or — when the Temporal SDK was used — the end of the process with it: the SDK's native
+    threads can still be winding down while the interpreter finalizes, which aborts the process (a
+    command that used the cluster has written all it writes; nothing is left to clean up)."""
+    if "temporalio" in sys.modules:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+        os._exit(status)
+    return status
+
+
+def _runner_dispatch(machine: MachineSpec, argv: list[str], prog: str | None, batch_prog: str | None) -> int:
     if argv[:1] == ["batch"]:
         return _runner_batch(machine, argv[1:], batch_prog or f"{prog or os.path.basename(sys.argv[0])} batch")
+    if argv[:1] and argv[0] in RUNNER_TEMPORAL_COMMANDS:
+        return runner_temporal_command(machine, argv[0], argv[1:], f"{prog or os.path.basename(sys.argv[0])} {argv[0]}")
     parser = _runner_parser(machine, prog)
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, or argparse's own usage error
         return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
     try:
+        if args.selftest and args.temporal:
+            return _runner_temporal_selftest(machine, args)
         if args.selftest:
             return _runner_selftest(machine)
         if args.list_runs:
             return _runner_list_runs(args.checkpoint)
         return _runner_main(machine, args)
-    except RunnerUsageError as exc:
+    except (RunnerUsageError, TemporalUnavailable) as exc:
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except TemporalRunError as exc:
+        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
 
 
 def _runner_main(machine: MachineSpec, args: argparse.Namespace) -> int:
@@ -373,6 +413,10 @@ def _runner_main(machine: MachineSpec, args: argparse.Namespace) -> int:
     if args.resume and (args.input or args.inputs_file):
         print("note: a resumed run uses its stored inputs; --input/--inputs-file are ignored", file=sys.stderr)
     inputs = {} if args.resume else read_inputs(machine, args.input, args.inputs_file)
+    if args.temporal:
+        return _runner_temporal_run(machine, args, inputs, script, model_map)
+    if args.detach:
+        raise RunnerUsageError("--detach starts a run on a Temporal cluster: give --temporal HOST:PORT too")
     run_id = args.resume or args.run_id or new_run_id()
     try:
         store = CheckpointStore(args.checkpoint) if args.checkpoint else None
@@ -488,6 +532,7 @@ def _runner_batch_parser(prog: str) -> argparse.ArgumentParser:
     parser.add_argument("--script", metavar="FILE", help="answer every model call from the JSON script FILE")
     parser.add_argument("--unsafe-tools", action="store_true", help=_RUNNER_UNSAFE_TOOLS_HELP)
     parser.add_argument("--quiet", action="store_true", help="no progress bar or per-case lines on stderr")
+    _runner_temporal_options(parser)
     return parser
 
 
@@ -502,6 +547,9 @@ def _runner_batch(machine: MachineSpec, argv: list[str], prog: str) -> int:
     except (RunnerUsageError, BatchError) as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except TemporalUnavailable as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 def _runner_batch_main(machine: MachineSpec, args: argparse.Namespace) -> int:
@@ -512,15 +560,21 @@ def _runner_batch_main(machine: MachineSpec, args: argparse.Namespace) -> int:
     checkpoint = args.checkpoint or (default_batch_checkpoint(args.out) if args.out else None)
     if args.resume and args.out and not os.path.exists(args.out):
         raise RunnerUsageError(f"--resume: there is no results file {args.out} to continue")
+    if args.temporal:
+        checkpoint = None  # the cluster keeps every case's run
     try:
         store = CheckpointStore(checkpoint) if checkpoint else None
     except Exception as exc:  # noqa: BLE001 - sqlite3 errors: not a database, unwritable directory
         raise RunnerUsageError(f"cannot open the checkpoint database {checkpoint}: {exc}") from None
     if args.trace:
         os.makedirs(args.trace, exist_ok=True)
-    engine = Engine(machine, client=_runner_client(None, args.retries, args.retry_delay, args.timeout),
-                    checkpoint=store, model_map=model_map, script=script, unsafe_tools=args.unsafe_tools,
-                    max_tokens=args.max_tokens)
+    engine: Any
+    if args.temporal:
+        engine = _runner_temporal_runner(machine, args, script, model_map, attach=True)
+    else:
+        engine = Engine(machine, client=_runner_client(None, args.retries, args.retry_delay, args.timeout),
+                        checkpoint=store, model_map=model_map, script=script, unsafe_tools=args.unsafe_tools,
+                        max_tokens=args.max_tokens)
     summary = BatchSummary()
     terminated = False
     try:
@@ -540,3 +594,227 @@ def _runner_batch_main(machine: MachineSpec, args: argparse.Namespace) -> int:
         print(f"{'stopped by SIGTERM' if terminated else 'interrupted'}{hint}", file=sys.stderr)
         return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
     return EXIT_FINAL if summary.ok else EXIT_FAILED
+
+
+# ---- Temporal: runs on a cluster, workers, a run's status and a person's answer -------------------------------
+
+RUNNER_TEMPORAL_COMMANDS = ("worker", "status", "resume")
+
+
+def _runner_temporal_address(text: str) -> str:
+    from .temporal import temporal_address
+
+    try:
+        return temporal_address(text)
+    except ValueError as exc:
+        raise RunnerUsageError(str(exc)) from None
+
+
+def _runner_temporal_runner(machine: MachineSpec, args: argparse.Namespace, script: Script | None,
+                            model_map: Mapping[str, str], attach: bool = False) -> Any:
+    from .temporal import TemporalRunner, temporal_sdk
+
+    if getattr(args, "unsafe_tools", False):
+        raise RunnerUsageError("with --temporal, tools run on the workers: --unsafe-tools is a worker's option "
+                               "(`worker --unsafe-tools`)")
+    temporal_sdk()  # says how to install temporalio when it is missing
+    return TemporalRunner(machine, _runner_temporal_address(args.temporal), task_queue=args.task_queue,
+                          namespace=args.namespace, model_map=model_map, script=script,
+                          workspace=getattr(args, "workspace", None), max_tokens=args.max_tokens,
+                          retries=args.retries, retry_delay=args.retry_delay, timeout=args.timeout, attach=attach)
+
+
+def _runner_temporal_run(machine: MachineSpec, args: argparse.Namespace, inputs: dict[str, Any],
+                         script: Script | None, model_map: Mapping[str, str]) -> int:
+    """Start the run on the cluster; wait for its result (or, with --detach, print its id)."""
+    if args.checkpoint or args.resume or args.list_runs:
+        raise RunnerUsageError("with --temporal the cluster's history is the run's checkpoint: --checkpoint, "
+                               "--resume and --list-runs do not apply (see `status` and `resume`)")
+    from .temporal import temporal_copy_trace, temporal_result
+
+    runner = _runner_temporal_runner(machine, args, script, model_map)
+    try:
+        trace = Trace(args.trace, content=args.trace_content) if args.trace else None
+    except OSError as exc:
+        raise RunnerUsageError(f"cannot write --trace {args.trace}: {exc.strerror or exc}") from None
+
+    started: list[str] = []  # the run's id, for the hint when waiting is interrupted
+
+    async def go() -> RunResult | None:
+        handle = await runner.start(inputs, run_id=args.run_id, trace=trace is not None,
+                                    trace_content=args.trace_content)
+        started.append(handle.id)
+        if args.detach:
+            print(handle.id)
+            return None
+        if not args.quiet:
+            print(f"run {handle.id} on Temporal at {runner.address}, task queue {runner.task_queue}",
+                  file=sys.stderr)
+        try:
+            result = await temporal_result(handle)
+        except asyncio.CancelledError:
+            raise KeyboardInterrupt from None
+        if trace is not None:
+            await temporal_copy_trace(handle, trace)
+        return result
+
+    try:
+        with _runner_stopped_by_sigterm(runner):
+            result = run_sync(go())
+    except KeyboardInterrupt:
+        run_id = started[0] if started else args.run_id or "RUN_ID"
+        print(f"stopped waiting; the run goes on on the cluster (status: `status {run_id} "
+              f"--temporal {args.temporal}`)", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    finally:
+        if trace is not None:
+            trace.close()
+    if result is None:
+        return EXIT_FINAL
+    print(json.dumps(result.to_json(), indent=2, ensure_ascii=False, default=str))
+    print(_runner_summary(result, None, args), file=sys.stderr)
+    return EXIT_FINAL if result.ok else EXIT_FAILED
+
+
+def _runner_temporal_selftest(machine: MachineSpec, args: argparse.Namespace) -> int:
+    from .testing import format_outcome
+
+    outcomes = run_tests_on_temporal(machine, _runner_temporal_address(args.temporal), task_queue=args.task_queue,
+                                     namespace=args.namespace)
+    failed = sum(not outcome.passed for outcome in outcomes)
+    for outcome in outcomes:
+        print(format_outcome(outcome))
+    print(f"{len(outcomes) - failed} passed, {failed} failed", file=sys.stderr)
+    return EXIT_FAILED if failed else EXIT_FINAL
+
+
+def run_tests_on_temporal(machine: MachineSpec, address: str, *, task_queue: str | None = None,
+                          namespace: str = "default", trace_dir: str | None = None, trace_content: bool = False,
+                          name_filter: str | None = None) -> list[Any]:
+    """The machine's test blocks run on the cluster (TestOutcomes, as `testing.run_tests` gives)."""
+    from .temporal import TemporalRunner, temporal_arun_tests, temporal_sdk
+
+    temporal_sdk()
+    runner = TemporalRunner(machine, address, task_queue=task_queue, namespace=namespace)
+    return list(run_sync(temporal_arun_tests(machine, runner, trace_dir=trace_dir, trace_content=trace_content,
+                                             name_filter=name_filter)))
+
+
+def _runner_temporal_parser(command: str, prog: str) -> argparse.ArgumentParser:
+    descriptions = {
+        "worker": "Serve this machine's runs from a Temporal task queue, until SIGTERM or Ctrl-C.",
+        "status": "Show what a run on the cluster is doing: its state, its path, whether it waits for a person.",
+        "resume": "Send a person's answer to a run that waits for one (a Temporal signal).",
+    }
+    parser = argparse.ArgumentParser(prog=prog, description=descriptions[command],
+                                     epilog="needs the statewright[temporal] extra; see docs/temporal.md")
+    if command == "worker":
+        _runner_temporal_options(parser, required=True)
+        parser.add_argument("--concurrency", type=_runner_positive_int, default=64, metavar="N",
+                            help="model and tool calls this worker makes at once (default 64)")
+        parser.add_argument("--unsafe-tools", action="store_true", help=_RUNNER_UNSAFE_TOOLS_HELP)
+    else:
+        parser.add_argument("run_id", metavar="RUN_ID", help="the run's id (its workflow id)")
+        parser.add_argument("--temporal", metavar="HOST:PORT", required=True, help="the Temporal service")
+        parser.add_argument("--namespace", metavar="NS", default="default", help="the Temporal namespace (default)")
+    if command == "status":
+        parser.add_argument("--trace", metavar="FILE", help="also write the run's trace so far to FILE (when it "
+                                                            "was started with a trace)")
+    if command == "resume":
+        parser.add_argument("--answer", required=True, metavar="TEXT", help="the person's answer")
+        parser.add_argument("--state", metavar="STATE", help="the state the answer is for (default: the one the "
+                                                             "run waits in)")
+        parser.add_argument("--by", metavar="NAME", help="who answers (recorded in the trace)")
+    return parser
+
+
+def runner_temporal_command(machine: MachineSpec | None, command: str, argv: list[str], prog: str) -> int:
+    """`worker`, `status RUN_ID` or `resume RUN_ID --answer TEXT`; `machine` is the one a worker serves."""
+    parser = _runner_temporal_parser(command, prog)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
+    return runner_temporal_dispatch(machine, command, args, prog)
+
+
+def runner_temporal_dispatch(machine: MachineSpec | None, command: str, args: argparse.Namespace, prog: str) -> int:
+    """`runner_temporal_command` with its arguments parsed already (`statewright status` declares its own)."""
+    try:
+        address = _runner_temporal_address(args.temporal)
+        if command == "worker":
+            if machine is None:
+                raise RunnerUsageError("a worker needs a machine to serve")
+            return serve_on_temporal([machine], address, task_queue=args.task_queue, namespace=args.namespace,
+                                     concurrency=args.concurrency, unsafe_tools=args.unsafe_tools)
+        if command == "status":
+            return _runner_temporal_status(address, args)
+        return _runner_temporal_resume(address, args)
+    except (RunnerUsageError, TemporalUnavailable) as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except TemporalRunError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+def serve_on_temporal(machines: Sequence[MachineSpec], address: str, *, task_queue: str | None = None,
+                      namespace: str = "default", concurrency: int = 64, unsafe_tools: bool = False) -> int:
+    """Run a worker for `machines` until SIGTERM or Ctrl-C (in-flight calls are handed back to the cluster)."""
+    from .temporal import temporal_sdk, temporal_serve
+
+    temporal_sdk()
+
+    def announce(text: str) -> None:
+        print(f"worker: {text}", file=sys.stderr, flush=True)
+
+    try:
+        run_sync(temporal_serve(machines, address, task_queue=task_queue, namespace=namespace,
+                                concurrency=concurrency, announce=announce, unsafe_tools=unsafe_tools))
+    except KeyboardInterrupt:
+        pass
+    print("worker: stopped", file=sys.stderr)
+    return leave_after_temporal(EXIT_FINAL)
+
+
+def _runner_temporal_status(address: str, args: argparse.Namespace) -> int:
+    from .temporal import temporal_status
+
+    data = run_sync(temporal_status(address, args.run_id, args.namespace))
+    if args.trace:
+        _runner_temporal_fetch_trace(address, args)
+    print(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+    waiting = data.get("waiting")
+    line = f"run {args.run_id}: {data.get('status') or data.get('workflow_status')}"
+    if data.get("state"):
+        line += f" in state {data['state']} after {data.get('steps', 0)} steps"
+    if waiting:
+        line += f"; waiting for an answer since {waiting.get('since')} (resume {args.run_id} --answer TEXT)"
+    print(line, file=sys.stderr)
+    return EXIT_FINAL
+
+
+def _runner_temporal_fetch_trace(address: str, args: argparse.Namespace) -> None:
+    from .temporal import temporal_connect, temporal_copy_trace
+
+    async def fetch() -> int:
+        client = await temporal_connect(address, args.namespace)
+        trace = Trace(args.trace)
+        try:
+            return await temporal_copy_trace(client.get_workflow_handle(args.run_id), trace)
+        finally:
+            trace.close()
+
+    print(f"wrote {run_sync(fetch())} events to {args.trace}", file=sys.stderr)
+
+
+def _runner_temporal_resume(address: str, args: argparse.Namespace) -> int:
+    from .temporal import temporal_answer
+
+    refused = run_sync(temporal_answer(address, args.run_id, args.answer, state=args.state, by=args.by,
+                                       namespace=args.namespace))
+    if refused is not None:
+        print(f"the run refused the answer and keeps waiting: {refused}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"sent the answer to run {args.run_id}", file=sys.stderr)
+    return EXIT_FINAL

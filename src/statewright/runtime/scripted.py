@@ -136,14 +136,13 @@ class Script:
                 if not isinstance(replies, list):
                     raise ScriptError(f"script[{role!r}][{state!r}] must be a list of replies")
                 for reply in replies:
-                    if role == "person" and not (isinstance(reply, Mapping) and (
-                            set(reply) == {"answer"} or (set(reply) == {"timeout"} and reply["timeout"] is True))):
+                    delayed = isinstance(reply, Mapping) and set(reply) == {"value", "delay"}
+                    value, delay = (reply["value"], float(reply["delay"])) if delayed else (reply, 0.0)
+                    if role == "person" and not (isinstance(value, Mapping) and (
+                            set(value) == {"answer"} or (set(value) == {"timeout"} and value["timeout"] is True))):
                         raise ScriptError(f"script['person'][{state!r}]: each entry is {{\"answer\": VALUE}} or "
-                                          f"{{\"timeout\": true}}, not {json.dumps(reply)[:80]}")
-                    if isinstance(reply, Mapping) and set(reply) == {"value", "delay"}:
-                        script.add(role, state, ScriptedReply(reply["value"], float(reply["delay"])))
-                    else:
-                        script.add(role, state, ScriptedReply(reply))
+                                          f"{{\"timeout\": true}}, not {json.dumps(value)[:80]}")
+                    script.add(role, state, ScriptedReply(value, delay))
         return script
 
 

@@ -65,11 +65,12 @@ class Trace:
     def emit(self, event: str, **fields: Any) -> None:
         self.record(event, fields)
 
-    def record(self, event: str, fields: dict[str, Any]) -> None:
-        """Write one event (what a run's `emit` hook is bound to)."""
+    def record(self, event: str, fields: dict[str, Any], at: str | None = None) -> None:
+        """Write one event (what a run's `emit` hook is bound to); `at`, an ISO time, when it happened
+        elsewhere (a Temporal workflow's events carry the workflow's time)."""
         self._seq += 1
         record = {"event": event, "seq": self._seq,
-                  "time": datetime.now(_TRACE_UTC).isoformat(timespec="milliseconds")}
+                  "time": at or datetime.now(_TRACE_UTC).isoformat(timespec="milliseconds")}
         record.update(fields)
         record["event"], record["seq"] = event, self._seq  # fields never overwrite the line's identity
         line = redact(json.dumps(record, ensure_ascii=False, default=_trace_json_default), self._secrets)

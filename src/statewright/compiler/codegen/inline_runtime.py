@@ -24,10 +24,11 @@ from importlib import resources
 from pathlib import Path
 
 RUNTIME_PACKAGE = "statewright.runtime"
-# What a runner may import besides the standard library; litellm only inside a function (lazily), and tqdm
-# (which litellm brings) only inside a function that does without it when it is missing.
+# What a runner may import besides the standard library; litellm only inside a function (lazily), tqdm
+# (which litellm brings) only inside a function that does without it when it is missing, and temporalio
+# only inside the functions of the Temporal backend (runtime/temporal.py), which say how to install it.
 ALLOWED_PACKAGES = ("pydantic", "jinja2")
-LAZY_PACKAGES = ("litellm", "tqdm")
+LAZY_PACKAGES = ("litellm", "tqdm", "temporalio")
 
 
 class RuntimeInlineError(Exception):

@@ -1,0 +1,154 @@
+"""What a run costs on Temporal, against the local backend, measured in the same run of this script.
+
+A linear machine of STATES agent states (STATES transitions to its final state) runs with scripted replies
+that answer at once, so what is timed is each backend's own work: for the local backend the core and the
+in-process scripted client; for Temporal one workflow task and one activity (through the dev server's
+SQLite history) per model call, on worker processes on this machine.
+
+  per transition  RUNS runs one after another; the time of a run divided by its transitions (median)
+  throughput      BATCH runs submitted at once, with one worker process and then with two: runs per second
+
+Ratios: `overhead_ratio` is Temporal's time per transition over the local one; `two_workers_speedup` is the
+runs per second of two workers over one (on two cores shared with the server and this client, less than 2
+is what to expect: the server's history writes are the bottleneck).
+
+    python bench/temporal.py [--states 8] [--runs 10] [--batch 60]
+
+Needs the statewright[temporal] extra. The last line is `RESULT {json}`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from support.temporal_server import DevServer
+
+from statewright import api
+from statewright.runtime.engine import Engine
+from statewright.runtime.scripted import Script
+from statewright.runtime.temporal import TemporalRunner, temporal_result
+
+
+def linear_spec(states: int) -> str:
+    names = [f"s{i}" for i in range(states)]
+    lines = ["machine bench_linear {", '    description "A straight line of agent states."', "    input topic: str",
+             '    model "openai/gpt-4o-mini"', f"    limits {{ steps {states + 5} }}", '    agent a { prompt "p" }']
+    for index, name in enumerate(names):
+        target = names[index + 1] if index + 1 < states else "done"
+        start = "start " if index == 0 else ""
+        lines.append(f'    {start}state {name} {{ agent a  do "Step {index} about {{{{ topic }}}}."  -> {target} }}')
+    lines += ["    final state done", "}"]
+    return "\n".join(lines) + "\n"
+
+
+def script_for(states: int) -> Script:
+    return Script.from_json({"agent": {f"s{i}": [f"reply {i}"] for i in range(states)}})
+
+
+def start_worker(address: str, spec: Path) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"}
+    process = subprocess.Popen([sys.executable, "-m", "support.temporal_worker", "--temporal", address, "--spec",
+                                str(spec), "--task-queue", "bench", "--concurrency", "64"], cwd=spec.parent, env=env,
+                               text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert process.stdout is not None
+    while True:
+        line = process.stdout.readline()
+        if "serving" in line:
+            return process
+        if not line and process.poll() is not None:
+            raise SystemExit("the worker did not start")
+
+
+def stop(processes: list[subprocess.Popen[str]]) -> None:
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        process.wait(timeout=30)
+
+
+async def temporal_runs(runner: TemporalRunner, count: int, prefix: str, concurrent: bool) -> float:
+    """Seconds for `count` runs: one after another, or all submitted at once."""
+    started = time.perf_counter()
+    if concurrent:
+        handles = [await runner.start({"topic": f"t{i}"}, run_id=f"{prefix}-{i}") for i in range(count)]
+        results = await asyncio.gather(*(temporal_result(h) for h in handles))
+    else:
+        results = [await runner.arun({"topic": f"t{i}"}, run_id=f"{prefix}-{i}") for i in range(count)]
+    assert all(r.ok for r in results), [r.failure for r in results if not r.ok][:1]
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--states", type=int, default=8)
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--batch", type=int, default=60)
+    args = parser.parse_args()
+    transitions = args.states
+    work = Path(tempfile.mkdtemp(prefix="statewright-bench-temporal-"))
+    spec = work / "linear.fsm"
+    spec.write_text(linear_spec(args.states))
+    machine = api.runtime_machine(api.check_path(spec))
+    script = script_for(args.states)
+
+    engine = Engine(machine, script=script, workspace=str(work / "ws"))
+    local = []
+    for i in range(args.runs):
+        started = time.perf_counter()
+        assert engine.run({"topic": f"t{i}"}).ok
+        local.append((time.perf_counter() - started) / transitions)
+    local_batch_started = time.perf_counter()
+
+    async def local_batch() -> None:
+        await asyncio.gather(*(engine.arun({"topic": f"t{i}"}) for i in range(args.batch)))
+
+    asyncio.run(local_batch())
+    local_rps = args.batch / (time.perf_counter() - local_batch_started)
+
+    with DevServer() as server:
+        runner = TemporalRunner(machine, server.address, task_queue="bench", script=script)
+        workers = [start_worker(server.address, spec)]
+        try:
+            asyncio.run(temporal_runs(runner, 3, "warm", concurrent=False))  # first tasks: caches, connections
+            remote = []
+            for i in range(args.runs):
+                remote.append(asyncio.run(temporal_runs(runner, 1, f"seq-{i}", concurrent=False)) / transitions)
+            one = args.batch / asyncio.run(temporal_runs(runner, args.batch, "one", concurrent=True))
+            workers.append(start_worker(server.address, spec))
+            asyncio.run(temporal_runs(runner, 3, "warm2", concurrent=True))
+            two = args.batch / asyncio.run(temporal_runs(runner, args.batch, "two", concurrent=True))
+        finally:
+            stop(workers)
+
+    local_ms = statistics.median(local) * 1000
+    remote_ms = statistics.median(remote) * 1000
+    result = {
+        "states": args.states, "runs": args.runs, "batch": args.batch,
+        "local_ms_per_transition": round(local_ms, 3), "temporal_ms_per_transition": round(remote_ms, 3),
+        "overhead_ratio": round(remote_ms / local_ms, 1), "added_ms_per_transition": round(remote_ms - local_ms, 2),
+        "local_runs_per_s": round(local_rps, 1), "one_worker_runs_per_s": round(one, 2),
+        "two_workers_runs_per_s": round(two, 2), "two_workers_speedup": round(two / one, 2),
+        "one_worker_vs_local_throughput": round(one / local_rps, 4),
+    }
+    print(f"per transition: local {local_ms:.3f} ms, Temporal {remote_ms:.2f} ms "
+          f"({result['overhead_ratio']}x, +{result['added_ms_per_transition']} ms)")
+    print(f"throughput ({args.batch} runs at once): local {local_rps:.1f} runs/s, one worker {one:.2f} runs/s, "
+          f"two workers {two:.2f} runs/s ({result['two_workers_speedup']}x)")
+    print("RESULT " + json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

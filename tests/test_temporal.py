@@ -1,0 +1,489 @@
+"""Runs as Temporal workflows, on a real dev server (`temporal server start-dev`, one for this module):
+the same results, paths and transition causes as local runs; a worker killed mid-run is replaced without
+any completed model call being made again; a run waiting for a person survives every worker's restart."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.e2e_runs import ROOT
+from support.fake_openai_server import FakeOpenAIServer, Reply, Slow
+from support.temporal_server import DevServer, temporal_cli
+
+from statewright import api
+from statewright.runtime.runner_cli import run_machine
+from statewright.runtime.scripted import Script
+from statewright.runtime.temporal import (
+    TemporalMachines,
+    TemporalRunError,
+    TemporalRunner,
+    temporal_connect,
+    temporal_result,
+    temporal_status,
+    temporal_workflow_class,
+)
+from statewright.runtime.trace import Trace
+
+temporalio = pytest.importorskip("temporalio")
+pytestmark = pytest.mark.skipif(temporal_cli() is None, reason="no `temporal` program (statewright[temporal])")
+
+CONTENT = ROOT / "examples" / "content_pipeline.fsm"
+EVALUATOR = ROOT / "examples" / "evaluator_optimizer.fsm"
+LINEAR = """machine linear {
+    description "Four steps, each one model call, for counting calls at a fake server."
+    input topic: str
+    model "openai/fake-model"
+    agent worker { prompt "You do one step at a time." }
+    start state one { agent worker  do "Step one about {{ topic }}."  -> two }
+    state two { agent worker  do "Step two about {{ topic }}."  -> three }
+    state three { agent worker  do "Step three about {{ topic }}."  -> four }
+    state four { agent worker  do "Step four about {{ topic }}."  -> done }
+    final state done
+}
+"""
+SHORT = """machine short {
+    description "A loop the step limit ends."
+    input topic: str
+    model "openai/gpt-4o-mini"
+    limits { steps 3 }
+    agent a { prompt "p" }
+    start state ask { agent a  do "Say something about {{ topic }}."  -> again }
+    state again { agent a  do "Again."  -> ask max 5  otherwise -> done }
+    final state done
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[DevServer]:
+    with DevServer() as running:
+        yield running
+
+
+class Workers:
+    """Worker processes: `statewright worker` or the test helper with its stand-in human state."""
+
+    def __init__(self, address: str, cwd: Path) -> None:
+        self.address = address
+        self.cwd = cwd
+        self.processes: list[subprocess.Popen[str]] = []
+
+    def start(self, *args: str, helper: bool = False, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+        if helper:
+            command = [sys.executable, "-m", "support.temporal_worker", "--temporal", self.address, *args]
+        else:
+            command = [sys.executable, "-m", "statewright", "worker", *args, "--temporal", self.address]
+        environment = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}", **(env or {})}
+        process = subprocess.Popen(command, cwd=self.cwd, env=environment, text=True, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT)
+        self.processes.append(process)
+        assert process.stdout is not None
+        deadline = time.monotonic() + 60
+        seen = []
+        while time.monotonic() < deadline:  # a worker announces each task queue it polls
+            line = process.stdout.readline()
+            seen.append(line)
+            if not line and process.poll() is not None:
+                raise AssertionError("the worker exited: " + "".join(seen))
+            if "serving" in line:
+                return process
+        raise AssertionError("the worker did not start: " + "".join(seen))
+
+    def kill(self, process: subprocess.Popen[str]) -> None:
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=10)
+
+    def close(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                try:
+                    process.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+
+
+@pytest.fixture()
+def workers(server: DevServer, tmp_path: Path) -> Iterator[Workers]:
+    group = Workers(server.address, tmp_path)
+    try:
+        yield group
+    finally:
+        group.close()
+
+
+def cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "statewright", *args], cwd=cwd, text=True, capture_output=True,
+                          check=False, timeout=300)
+
+
+def machine(path: Path, level: int = 1) -> Any:
+    return api.runtime_machine(api.check_path(path), level=level)
+
+
+def transitions(events: list[dict[str, Any]]) -> list[tuple[Any, Any, Any]]:
+    return [(e["from"], e["to"], e["cause"]) for e in events if e["event"] == "transition"]
+
+
+def comparable(result: Any) -> dict[str, Any]:
+    data = result.to_json()
+    return {k: v for k, v in data.items() if k not in ("run_id", "workspace")}
+
+
+# ---- the commands --------------------------------------------------------------------------------------
+
+
+def test_test_blocks_on_the_cluster_print_the_local_summary(server: DevServer, workers: Workers,
+                                                            tmp_path: Path) -> None:
+    workers.start(str(CONTENT))
+    local = cli("test", str(CONTENT), "--color", "never")
+    remote = cli("test", str(CONTENT), "--color", "never", "--temporal", server.address,
+                 "--trace", str(tmp_path / "traces"))
+    assert remote.returncode == local.returncode == 0, remote.stderr
+    assert remote.stdout == local.stdout
+    assert remote.stderr.splitlines()[-1] == local.stderr.splitlines()[-1] == "3 passed, 0 failed"
+    traces = sorted((tmp_path / "traces").glob("*.jsonl"))
+    assert len(traces) == 3
+    shown = cli("trace", "show", str(traces[0]))
+    assert shown.returncode == 0 and "end: final state" in shown.stdout, shown.stderr
+    # a generated runner runs its own test blocks on the cluster too
+    runner = tmp_path / "runner.py"
+    assert cli("compile", str(CONTENT), "-o", str(runner)).returncode == 0
+    proc = subprocess.run([sys.executable, str(runner), "--selftest", "--temporal", server.address], cwd=tmp_path,
+                          text=True, capture_output=True, check=False, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == local.stdout
+
+
+def test_run_detach_status_and_trace_on_the_cluster(server: DevServer, workers: Workers, tmp_path: Path) -> None:
+    workers.start(str(CONTENT))
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"agent": {"harvest": [{"key_points": ["k"], "open_questions": []}],
+                                            "draft": ["A draft."], "review": [{"score": 90, "fixes": []}]}}))
+    local_trace, remote_trace = tmp_path / "local.jsonl", tmp_path / "remote.jsonl"
+    common = ["--input", "topic=x", "--script", str(script), "--quiet"]
+    local = cli("run", str(CONTENT), *common, "--trace", str(local_trace))
+    remote = cli("run", str(CONTENT), *common, "--trace", str(remote_trace), "--temporal", server.address,
+                 "--run-id", "cli-run-1")
+    assert remote.returncode == local.returncode == 0, remote.stderr
+    assert {k: v for k, v in json.loads(remote.stdout).items() if k not in ("run_id", "workspace")} == {
+        k: v for k, v in json.loads(local.stdout).items() if k not in ("run_id", "workspace")}
+
+    def shape(path: Path) -> list[dict[str, Any]]:
+        drop = ("time", "latency_ms", "run_id", "workspace", "seconds")
+        return [{k: v for k, v in json.loads(line).items() if k not in drop} for line in path.read_text().splitlines()]
+
+    assert shape(remote_trace) == shape(local_trace)
+    detached = cli("run", str(CONTENT), *common, "--temporal", server.address, "--detach", "--run-id", "cli-run-2")
+    assert detached.returncode == 0 and detached.stdout.strip() == "cli-run-2", detached.stderr
+    status: dict[str, Any] = {}
+    for _ in range(50):
+        shown = cli("status", "cli-run-2", "--temporal", server.address)
+        assert shown.returncode == 0, shown.stderr
+        status = json.loads(shown.stdout)
+        if status.get("status") == "final":
+            break
+        time.sleep(0.2)
+    assert status["path"] == ["harvest", "draft", "review", "publish"]
+    assert status["result"]["result"] == "A draft."
+    missing = cli("status", "no-such-run", "--temporal", server.address)
+    assert missing.returncode == 1 and "no run 'no-such-run'" in missing.stderr
+    # a batch whose case is already running on the cluster (an interrupted batch, resumed) waits for it
+    slow = tmp_path / "slow.json"
+    slow.write_text(json.dumps({"agent": {"harvest": [{"key_points": ["k"], "open_questions": []}],
+                                          "draft": [{"value": "Slow.", "delay": 2}],
+                                          "review": [{"score": 90, "fixes": []}]}}))
+    first = cli("run", str(CONTENT), "--input", "topic=y", "--script", str(slow), "--temporal", server.address,
+                "--detach", "--run-id", "case-1")
+    assert first.returncode == 0, first.stderr
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text('{"id": "case-1", "inputs": {"topic": "y"}}\n{"id": "case-2", "inputs": {"topic": "z"}}\n')
+    batch = cli("batch", str(CONTENT), "--inputs", str(cases), "--script", str(slow), "--temporal", server.address,
+                "--quiet")
+    assert batch.returncode == 0, batch.stderr
+    lines = [json.loads(line) for line in batch.stdout.splitlines()]
+    assert sorted((line["id"], line["result"]) for line in lines) == [("case-1", "Slow."), ("case-2", "Slow.")]
+
+    async def runs_of_case_1() -> int:
+        client = await temporal_connect(server.address)
+        return len([w async for w in client.list_workflows('WorkflowId = "case-1"')])
+
+    assert asyncio.run(runs_of_case_1()) == 1  # waited for, not started again
+
+
+def test_limits_are_the_cores_and_a_worker_refuses_a_machine_it_does_not_serve(
+        server: DevServer, workers: Workers, tmp_path: Path) -> None:
+    spec = tmp_path / "short.fsm"
+    spec.write_text(SHORT)
+    workers.start(str(spec))
+    short = machine(spec)
+    script = Script.from_json({"agent": {"ask": ["a", "b", "c"], "again": ["x", "y", "z"]}})
+    local = run_machine(short, {"topic": "t"}, script=script)
+    remote = asyncio.run(TemporalRunner(short, server.address, script=script).arun({"topic": "t"}))
+    assert local.failure is not None and local.failure.limit == "steps"
+    assert comparable(remote) == comparable(local)
+    # a changed source on the same task queue: the worker names what it serves and how to serve this one
+    changed = dataclasses.replace(short, source_sha256="f" * 64)
+    runner = TemporalRunner(changed, server.address, task_queue=TemporalRunner(short, server.address).task_queue,
+                            script=script)
+    with pytest.raises(TemporalRunError, match="does not serve machine 'short'.*start a worker for that version"):
+        asyncio.run(runner.arun({"topic": "t"}))
+
+
+def test_a_history_replays_to_the_same_run_and_a_changed_spec_refuses_it(server: DevServer, workers: Workers,
+                                                                         tmp_path: Path) -> None:
+    from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
+
+    workers.start(str(EVALUATOR))
+    evaluator = machine(EVALUATOR)
+    script = Script.from_json({
+        "agent": {"outline": ["1. Loops", "1. Loops (10 min)"],
+                  "evaluate": [{"decision": "accept", "strengths": ["s"], "problems": []}]},
+        "verifier": {"outline": [{"choice": "none", "reason": "r", "feedback": "f"},
+                                 {"choice": "every section has a length in minutes", "reason": "r", "feedback": ""}]},
+    })
+
+    async def go() -> None:
+        runner = TemporalRunner(evaluator, server.address, script=script)
+        handle = await runner.start({"subject": "FSMs"}, run_id="replay-1")
+        result = await temporal_result(handle)
+        assert result.path == ["outline", "outline", "evaluate", "accepted"]
+        history = await handle.fetch_history()
+        same = Replayer(workflows=[temporal_workflow_class(TemporalMachines([evaluator]))],
+                        workflow_runner=UnsandboxedWorkflowRunner())
+        await same.replay_workflow(history)  # raises on any nondeterminism
+        edited = dataclasses.replace(evaluator, source_sha256="e" * 64)
+        other = Replayer(workflows=[temporal_workflow_class(TemporalMachines([edited]))],
+                         workflow_runner=UnsandboxedWorkflowRunner())
+        replayed = await other.replay_workflow(history, raise_on_replay_failure=False)
+        assert replayed.replay_failure is not None
+
+    asyncio.run(go())
+
+
+# ---- a person's answer ---------------------------------------------------------------------------------
+
+
+HUMAN = """machine approval {
+    input topic: str
+
+    agent writer {
+        prompt "You write."
+    }
+
+    start state draft {
+        agent writer
+        do "Draft a note on {{ topic }}."
+        -> approve
+    }
+
+    state approve {
+        ask "Publish this draft? {{ draft.output }}"
+        output "yes" | "no"
+        after DEADLINE -> late
+        when output == "yes" -> publish
+        otherwise -> rejected
+    }
+
+    final state publish {
+        result "{{ draft.output }}"
+    }
+
+    final state rejected
+
+    final state late
+}
+"""
+HUMAN_SCRIPT = Script.from_json({"agent": {"draft": ["A draft about x."]}})
+
+
+def human_spec(tmp_path: Path, deadline: str) -> Path:
+    path = tmp_path / "approval.fsm"
+    path.write_text(HUMAN.replace("DEADLINE", deadline), encoding="utf-8")
+    return path
+
+
+def test_a_wait_for_a_person_ends_at_its_durable_timeout(server: DevServer, workers: Workers,
+                                                         tmp_path: Path) -> None:
+    spec = human_spec(tmp_path, "1s")
+    workers.start("--spec", str(spec), "--task-queue", "human-timeout", helper=True)
+    runner = TemporalRunner(machine(spec), server.address, task_queue="human-timeout", script=HUMAN_SCRIPT)
+    result = asyncio.run(runner.arun({"topic": "x"}))
+    assert result.ok and result.path == ["draft", "approve", "late"]
+
+
+def test_scripted_answers_run_on_the_cluster_as_locally(server: DevServer, workers: Workers,
+                                                        tmp_path: Path) -> None:
+    spec = human_spec(tmp_path, "24h")
+    workers.start("--spec", str(spec), "--task-queue", "human-scripted", helper=True)
+    script = Script.from_json({"agent": {"draft": ["A draft."]}, "person": {"approve": [{"answer": "no"}]}})
+    runner = TemporalRunner(machine(spec), server.address, task_queue="human-scripted", script=script)
+    remote = asyncio.run(runner.arun({"topic": "x"}))
+    local = run_machine(machine(spec), {"topic": "x"}, script=script)
+    assert (remote.status, remote.path) == (local.status, local.path) == ("final", ["draft", "approve", "rejected"])
+
+
+@pytest.mark.slow
+def test_a_run_waiting_for_a_person_survives_a_restart_of_every_worker(server: DevServer, workers: Workers,
+                                                                       tmp_path: Path) -> None:
+    spec = human_spec(tmp_path, "24h")
+    ask = ("--spec", str(spec), "--task-queue", "human")
+    first = [workers.start(*ask, helper=True), workers.start(*ask, helper=True)]
+    runner = TemporalRunner(machine(spec), server.address, task_queue="human", script=HUMAN_SCRIPT)
+
+    async def started() -> Any:
+        await runner.start({"topic": "x"}, run_id="waits-1", trace=True)
+        for _ in range(100):
+            status = await temporal_status(server.address, "waits-1")
+            if status.get("status") == "waiting":
+                return status
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"the run never waited: {status}")
+
+    status = asyncio.run(started())
+    assert status["waiting"]["state"] == "approve" and status["path"] == ["draft", "approve"]
+    assert status["waiting"]["question"] == "Publish this draft? A draft about x."
+    for process in first:
+        workers.kill(process)
+    workers.start(*ask, helper=True)
+    refused = cli("resume", "waits-1", "--answer", "maybe", "--temporal", server.address)
+    assert refused.returncode == 2 and "keeps waiting" in refused.stderr, refused.stderr
+    answered = cli("resume", "waits-1", "--answer", "yes", "--by", "ed", "--temporal", server.address)
+    assert answered.returncode == 0, answered.stderr
+
+    async def finished() -> tuple[Any, list[dict[str, Any]]]:
+        client = await temporal_connect(server.address)
+        handle = client.get_workflow_handle("waits-1")
+        result = await asyncio.wait_for(temporal_result(handle), 60)
+        sink: list[dict[str, Any]] = []
+        from statewright.runtime.temporal import temporal_copy_trace
+
+        await temporal_copy_trace(handle, Trace(sink=sink))
+        return result, sink
+
+    result, events = asyncio.run(finished())
+    assert result.ok and result.path == ["draft", "approve", "publish"]
+    assert result.result == "A draft about x."
+    assert [e["event"] for e in events if e["event"].startswith("answer")] == ["answer_refused", "answered_by",
+                                                                               "answer"]
+
+
+# ---- many runs, two workers ----------------------------------------------------------------------------
+
+
+def evaluator_script(index: int) -> Script:
+    """Scripts that take different paths: timed at once or after a `stay`, accepted or revised."""
+    stays = index % 2
+    revisions = index % 3
+    outline = [f"1. Loops, take {index}"] * stays + [f"1. Loops (10 min), take {index}"]
+    verdicts = [{"choice": "none", "reason": "untimed", "feedback": "time it"}] * stays + [
+        {"choice": "every section has a length in minutes", "reason": "timed", "feedback": ""}]
+    evaluations = [{"decision": "revise", "strengths": ["s"], "problems": [f"p{index}"]}] * revisions + [
+        {"decision": "accept", "strengths": ["s"], "problems": []}]
+    return Script.from_json({"agent": {"outline": outline, "evaluate": evaluations,
+                                       "revise": [f"revised {index}.{n}" for n in range(revisions)]},
+                             "verifier": {"outline": verdicts}})
+
+
+@pytest.mark.slow
+def test_fifty_runs_through_two_workers_match_local_runs(server: DevServer, workers: Workers,
+                                                         tmp_path: Path) -> None:
+    log = tmp_path / "calls.jsonl"
+    for _ in range(2):
+        workers.start("--spec", str(EVALUATOR), "--task-queue", "fifty", helper=True,
+                      env={"STATEWRIGHT_SCRIPT_LOG": str(log)})
+    evaluator = machine(EVALUATOR)
+    scripts = [evaluator_script(i) for i in range(50)]
+    local = []
+    for i, script in enumerate(scripts):
+        sink: list[dict[str, Any]] = []
+        result = run_machine(evaluator, {"subject": f"s{i}"}, script=script, trace=Trace(sink=sink))
+        local.append((comparable(result), transitions(sink)))
+
+    async def remote() -> list[tuple[dict[str, Any], list[Any]]]:
+        runner = TemporalRunner(evaluator, server.address, task_queue="fifty")
+
+        async def one(i: int) -> tuple[dict[str, Any], list[Any]]:
+            sink: list[dict[str, Any]] = []
+            result = await runner.arun({"subject": f"s{i}"}, run_id=f"fifty-{i}", script=scripts[i],
+                                       trace=Trace(sink=sink))
+            return comparable(result), transitions(sink)
+
+        return list(await asyncio.gather(*(one(i) for i in range(50))))
+
+    assert asyncio.run(remote()) == local
+    assert len({tuple(path) for (result, _), in zip(local) for path in [result["path"]]}) >= 4
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len({call["pid"] for call in calls}) == 2  # both workers made calls
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_runs_leaves_them_to_the_other_and_no_completed_call_is_made_again(
+        server: DevServer, workers: Workers, tmp_path: Path) -> None:
+    spec = tmp_path / "linear.fsm"
+    spec.write_text(LINEAR)
+    delay = 0.5
+    with FakeOpenAIServer(default=Slow(delay, Reply(text="done"))) as fake:
+        def env(name: str) -> dict[str, str]:  # each worker's calls come to their own path
+            return {"OPENAI_API_KEY": "sk-fake-key-for-tests", "OPENAI_API_BASE": f"{fake.url}/{name}/v1"}
+
+        doomed = workers.start("--spec", str(spec), "--task-queue", "kill", "--concurrency", "4", helper=True,
+                               env=env("doomed"))
+        workers.start("--spec", str(spec), "--task-queue", "kill", "--concurrency", "4", helper=True,
+                      env=env("other"))
+        linear = machine(spec)
+        runs = 12
+
+        async def go() -> tuple[list[Any], float]:
+            runner = TemporalRunner(linear, server.address, task_queue="kill", heartbeat=4.0)
+            handles = [await runner.start({"topic": f"topic-{i}"}, run_id=f"kill-{i}") for i in range(runs)]
+            def doomed_in_flight() -> bool:  # a call the doomed worker began less than half a reply ago
+                now = time.monotonic()
+                return any(r.path.startswith("/doomed/") and now - r.at < delay / 2 for r in fake.requests)
+
+            while len(fake.requests) < 12 or not doomed_in_flight():
+                await asyncio.sleep(0.02)
+            killed_at = time.monotonic()
+            workers.kill(doomed)
+            results = await asyncio.wait_for(asyncio.gather(*(temporal_result(h) for h in handles)), 120)
+            return list(results), killed_at
+
+        results, killed_at = asyncio.run(go())
+    assert all(r.ok and r.path == ["one", "two", "three", "four", "done"] for r in results)
+
+    def key(request: Any) -> tuple[str, str]:
+        text = request.body["messages"][-1]["content"]
+        return text.split(" about ")[1], text.split(" about ")[0]
+
+    counts = Counter(key(r) for r in fake.requests)
+    assert set(counts) == {(f"topic-{i}.", step) for i in range(runs)
+                           for step in ("Step one", "Step two", "Step three", "Step four")}
+    repeated = {k for k, n in counts.items() if n > 1}
+    # only calls the killed worker had in flight were made again: each first made by that worker, begun
+    # within one reply's time before the kill; every call the other worker made was made once
+    assert repeated
+    for call in repeated:
+        first, *again = [r for r in fake.requests if key(r) == call]
+        assert first.path.startswith("/doomed/") and killed_at - delay - 1.0 <= first.at <= killed_at, call
+        assert [r.path.startswith("/other/") for r in again] == [True], call
+    assert all(n <= 2 for n in counts.values())
+    assert len([r for r in fake.requests if r.path.startswith("/doomed/") and r.at > killed_at]) == 0
+    assert sum(r.usage.llm_calls for r in results) == runs * 4
+
+
+def test_the_status_of_a_run_nobody_started(server: DevServer) -> None:
+    with pytest.raises(TemporalRunError, match="no run"):
+        asyncio.run(temporal_status(server.address, "never-started"))
