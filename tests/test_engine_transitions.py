@@ -92,7 +92,9 @@ def test_consecutive_conditions_are_judged_by_one_verifier_call():
     verifier_calls = client.calls("verifier")
     assert len(verifier_calls) == 1
     schema = verifier_calls[0].response_schema
-    assert schema["properties"]["choice"]["enum"] == ["the draft cites no sources", "the draft is too long", "none"]
+    assert schema["properties"]["choice"]["enum"] == [0, 1, 2]  # 0: none; 1 and 2: the conditions, in order
+    listed = verifier_calls[0].messages[-1]["content"]
+    assert "1. the draft cites no sources\n2. the draft is too long" in listed
     assert transitions(events) == [("review", "cut", "verifier")]
 
 
@@ -187,8 +189,10 @@ def test_disabled_conditions_are_not_offered_to_the_verifier():
         ("verifier", "s"): [verdict("needs more work"), verdict("is finished")],
     })
     assert result.path == ["s", "s2", "s", "done"]
-    second = client.calls("verifier")[1].response_schema["properties"]["choice"]["enum"]
-    assert second == ["is finished", "none"]
+    second = client.calls("verifier")[1]
+    assert second.response_schema["properties"]["choice"]["enum"] == [0, 1]
+    assert "1. is finished" in second.messages[-1]["content"]
+    assert "needs more work" not in second.messages[-1]["content"]
 
 
 def test_when_nothing_can_fire_the_run_fails_with_kind_bound():

@@ -255,7 +255,7 @@ def test_a_test_block_maps_replies_to_agents_or_tools_and_verdicts_to_the_verifi
     assert [r.value for r in script.replies("agent", "draft")] == ["A draft.", "Second draft."]
     assert [r.value for r in script.replies("verifier", "draft")] == [
         {"choice": "the draft has unsourced claims", "reason": "scripted verdict", "feedback": ""},
-        {"choice": "none", "reason": "scripted verdict", "feedback": ""},
+        {"choice": 0, "reason": "scripted verdict", "feedback": ""},  # none: 0, never a condition's text
     ]
     assert [r.value for r in script.replies("tool", "run_tests")] == [{"passed": True}]
     assert script.has("tool", "run_tests") and not script.has("agent", "run_tests")

@@ -172,7 +172,7 @@ def test_a_verifier_answer_sent_back_is_a_reask_of_role_verifier():
     assert Engine(spec, client=client, trace=Trace(sink=events)).run({}).ok
     [reask] = [e for e in events if e["event"] == "reask"]
     assert (reask["state"], reask["role"], reask["attempt"]) == ("judge", "verifier", 1)
-    assert "choice must be exactly one of" in reask["error"]
+    assert "choice must be the number of the first condition that holds (1 to 1)" in reask["error"]
 
 
 def test_render_trace_rejects_a_file_that_is_not_a_trace(tmp_path):

@@ -24,7 +24,7 @@ from .effects import AwaitPerson, CallModel, CallTool, DescribeTools, EstimateCa
 from .memory import AgentMemory
 from .result import AnswerError, Failure, RunFailed, RunResult, Usage, Waiting
 from .spec import AgentSpec, InputSpec, MachineSpec, Scope, StateSpec
-from .structured import ReplyError, parse_typed_reply, to_jsonable, to_text, validate_typed
+from .structured import ReplyError, output_type_name, parse_typed_reply, to_jsonable, to_text, validate_typed
 from .templates import TemplateDeadlineExceeded, TemplateRenderError, TemplateSet
 from .verifier import Verdict, parse_verdict, verdict_schema, verifier_messages
 
@@ -202,7 +202,7 @@ class _StatePlan:
         self.schema_name = "output"
         if spec.output is not None and (self.agent is not None or spec.kind == "human"):
             self.schema = spec.output.model_json_schema()  # type: ignore[attr-defined]
-            self.schema_name = spec.output.__name__
+            self.schema_name = output_type_name(spec.output)
         self.retries = spec.retries
         self.tell = tuple(name for name in spec.tell if self.agent is None or name != self.agent.name)
         self.edges = tuple(
@@ -221,6 +221,25 @@ class _StatePlan:
         self.agent_key = "agent:" + spec.name
         self.verifier_key = "verifier:" + spec.name
         self.tool_key = "tool:" + spec.name
+
+
+def _core_quoted_condition(condition: str) -> str:
+    """A pattern for a condition quoted in a verifier's words: whole words only (with a condition "ok",
+    "Look at the token" stays as it is), in any case, with any spacing between its words."""
+    words = [re.escape(word) for word in condition.split()]
+    pattern = r"\s+".join(words)
+    if re.match(r"\w", condition.strip()):
+        pattern = r"(?<!\w)" + pattern
+    if re.search(r"\w$", condition.strip()):
+        pattern += r"(?!\w)"
+    return pattern
+
+
+def _core_output_label(plan: _StatePlan) -> str:
+    """The output type as the spec names it: `type Verdict`, or the state's own `output list[str]`."""
+    if plan.output is None or plan.wrapped:
+        return f"the output type of state '{plan.name}'"
+    return f"type {output_type_name(plan.output)}"
 
 
 def _no_event(event: str, fields: dict[str, Any]) -> None:
@@ -347,8 +366,8 @@ class RunCore:
         self._state_names = tuple(machine.states)
         conditions = sorted({t.text for s in machine.states.values() for t in s.transitions
                              if t.kind == "condition" and t.text.strip()}, key=len, reverse=True)
-        self._conditions_pattern = (re.compile("|".join(re.escape(c) for c in conditions), re.IGNORECASE)
-                                    if conditions else None)
+        self._conditions_pattern = (re.compile("|".join(_core_quoted_condition(c) for c in conditions),
+                                               re.IGNORECASE) if conditions else None)
 
     def _map_model(self, name: str) -> str:
         mapped = self.model_map.get(name)
@@ -520,7 +539,7 @@ class RunCore:
             except ReplyError as exc:
                 raise RunFailed(Failure(
                     "output",
-                    f"state '{plan.name}': the reply did not match {plan.schema_name} after "
+                    f"state '{plan.name}': the reply did not match {_core_output_label(plan)} after "
                     f"{exc.attempts} attempt(s); last error: {exc.last_error}",
                     state=plan.name, origin=plan.spec.origin,
                 )) from None
@@ -748,8 +767,8 @@ class RunCore:
             try:
                 result = validate_typed(plan.output, result, plan.wrapped)
             except ValueError as exc:
-                raise RunFailed(Failure("tool", f"state '{name}': the result of {call.tool} is not a valid "
-                                                f"{plan.output.__name__}: {exc}", state=name,
+                raise RunFailed(Failure("tool", f"state '{name}': the result of {call.tool} does not fit "
+                                                f"{_core_output_label(plan)}: {exc}", state=name,
                                         origin=call.origin)) from None
         return result
 

@@ -104,7 +104,8 @@ class Script:
         for kind, state_name, value in test.steps:
             state = machine.states.get(state_name)
             if kind == "verdict":
-                verdict = {"choice": value if value else "none", "reason": "scripted verdict", "feedback": ""}
+                # a condition by its exact text; none as 0, which no condition's text can be taken for
+                verdict = {"choice": value if value else 0, "reason": "scripted verdict", "feedback": ""}
                 script.add("verifier", state_name, verdict)
             elif kind == "timeout":
                 script.add("person", state_name, {"timeout": True})

@@ -12,6 +12,7 @@ from .client import ModelResponse
 _FENCE = re.compile(r"```[ \t]*(?:json|JSON|javascript)?[ \t]*\n?(.*?)```", re.DOTALL)
 _TRAILING_COMMA = re.compile(r",(\s*[}\]])")
 _DECODER = json.JSONDecoder()
+_LENIENT_DECODER = json.JSONDecoder(strict=False)  # control characters allowed inside strings
 
 
 class ReplyError(Exception):
@@ -24,38 +25,60 @@ class ReplyError(Exception):
 
 
 def extract_json(text: str) -> tuple[Any, list[str]]:
-    """The JSON value in a reply, and the repairs it took to get it ("fence", "prose", "trailing_comma").
+    """The JSON value in a reply, and the repairs it took to get it ("fence", "prose", "trailing_comma",
+    "control_characters": a line break or another control character written raw inside a string, which
+    strict JSON forbids and small models often emit).
 
     Raises ValueError with a message meant for the model when the reply holds no JSON value.
     """
     stripped = text.strip()
     if not stripped:
         raise ValueError("the reply was empty; a JSON value was expected")
-    try:
-        return json.loads(stripped), []
-    except ValueError:
-        pass
+    found = _structured_loads(stripped)
+    if found is not None:
+        return found
     without_commas = _TRAILING_COMMA.sub(r"\1", stripped)
     if without_commas != stripped:
-        try:
-            return json.loads(without_commas), ["trailing_comma"]
-        except ValueError:
-            pass
+        found = _structured_loads(without_commas, ["trailing_comma"])
+        if found is not None:
+            return found
     fence = _FENCE.search(stripped)
     if fence is not None:
         inner = fence.group(1).strip()
-        try:
-            return json.loads(inner), ["fence"]
-        except ValueError:
-            repaired = _TRAILING_COMMA.sub(r"\1", inner)
-            try:
-                return json.loads(repaired), ["fence", "trailing_comma"]
-            except ValueError:
-                pass
+        found = _structured_loads(inner, ["fence"]) or _structured_loads(
+            _TRAILING_COMMA.sub(r"\1", inner), ["fence", "trailing_comma"])
+        if found is not None:
+            return found
     found = _structured_first_embedded(stripped)
     if found is not None:
         return found
-    raise ValueError("the reply holds no JSON value; reply with the JSON object only")
+    raise ValueError(_structured_not_json(fence.group(1).strip() if fence is not None else stripped))
+
+
+def _structured_loads(text: str, repairs: list[str] | None = None) -> tuple[Any, list[str]] | None:
+    """`text` read as one JSON value: strictly, else with control characters allowed inside strings."""
+    repairs = repairs or []
+    try:
+        return json.loads(text), repairs
+    except ValueError:
+        pass
+    try:
+        return _LENIENT_DECODER.decode(text), [*repairs, "control_characters"]
+    except ValueError:
+        return None
+
+
+def _structured_not_json(text: str) -> str:
+    """What to tell a model whose reply has no usable JSON: where its JSON breaks, when it wrote some."""
+    start = min((i for i in (text.find("{"), text.find("[")) if i >= 0), default=-1)
+    if start < 0:
+        return "the reply holds no JSON value; reply with the JSON object only"
+    try:
+        _LENIENT_DECODER.raw_decode(text, start)
+    except json.JSONDecodeError as exc:
+        return (f"the reply's JSON is not valid: {exc.msg} at line {exc.lineno}, column {exc.colno}; reply with "
+                "the JSON object only")
+    return "the reply holds no JSON object or array; reply with the JSON object only"
 
 
 def _structured_first_embedded(text: str) -> tuple[Any, list[str]] | None:
@@ -66,13 +89,25 @@ def _structured_first_embedded(text: str) -> tuple[Any, list[str]] | None:
         candidates.append((repaired_text, ["prose", "trailing_comma"]))
     for candidate, repairs in candidates:
         for match in re.finditer(r"[{\[]", candidate):
-            try:
-                value, _end = _DECODER.raw_decode(candidate, match.start())
-            except ValueError:
-                continue
-            if isinstance(value, (dict, list)):
-                return value, repairs
+            # strictly first, then leniently, at each bracket: an object whose string holds a raw line break
+            # must not give way to a smaller object nested inside it
+            for decoder, extra in ((_DECODER, []), (_LENIENT_DECODER, ["control_characters"])):
+                try:
+                    value, _end = decoder.raw_decode(candidate, match.start())
+                except ValueError:
+                    continue
+                if isinstance(value, (dict, list)):
+                    return value, [*repairs, *extra]
+                break
     return None
+
+
+def output_type_name(model: type) -> str:
+    """The name the spec gives an output's type (its schema title), not the Python class that may carry
+    another name (`VerdictType` for a `type Verdict`, which would clash with a name of the runtime)."""
+    config = getattr(model, "model_config", None)
+    title = config.get("title") if isinstance(config, dict) else None
+    return title if isinstance(title, str) and title else model.__name__
 
 
 def validate_typed(model: type, data: Any, wrapped: bool) -> Any:

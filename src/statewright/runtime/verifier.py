@@ -1,12 +1,11 @@
 """The condition verifier: one separate model call judges a group of natural-language conditions.
 
 It sees the state's instruction and output only — no agent prompt, no memory — and answers
-`{choice, reason, feedback}` with `choice` restricted to the listed conditions or "none".
+`{choice, reason, feedback}` with `choice` the number of one listed condition, or 0 for none.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,10 +16,9 @@ You are the transition verifier of a state machine. One step of the machine was 
 and produced an output. You decide which of the listed conditions holds for that output.
 
 Answer with a JSON object and nothing else:
-{"choice": "...", "reason": "...", "feedback": "..."}
+{"choice": N, "reason": "...", "feedback": "..."}
 
-- choice: the exact text of the first listed condition that holds for the output, or "none" when none \
-of them holds.
+- choice: the number of the first listed condition that holds for the output, or 0 when none of them holds.
 - reason: one or two sentences on why, about the output itself. Do not quote the conditions.
 - feedback: concrete advice for whoever produced the output on how to improve it. Do not mention the \
 conditions or this decision."""
@@ -36,10 +34,12 @@ class Verdict:
 
 
 def verdict_schema(conditions: list[str]) -> dict[str, Any]:
+    """The answer's schema: `choice` is a number, 1 to n for the listed conditions and 0 for none — an
+    exact reference, where texts could be told apart only by how they are spelled."""
     return {
         "type": "object",
         "properties": {
-            "choice": {"type": "string", "enum": [*conditions, NO_CHOICE]},
+            "choice": {"type": "integer", "enum": list(range(len(conditions) + 1))},
             "reason": {"type": "string"},
             "feedback": {"type": "string"},
         },
@@ -54,18 +54,19 @@ def verifier_messages(instruction: str, output_text: str, conditions: list[str])
         f"Instruction the step was given:\n<<<\n{instruction}\n>>>\n\n"
         f"Output the step produced:\n<<<\n{output_text}\n>>>\n\n"
         f"Conditions, in order:\n{listed}\n\n"
-        f'Which is the first condition that holds? Answer with the JSON object only; choice "{NO_CHOICE}" '
-        "if none holds."
+        "Which is the first condition that holds? Answer with the JSON object only: choice is its number, "
+        "or 0 if none holds."
     )
     return [{"role": "system", "content": VERIFIER_SYSTEM_PROMPT}, {"role": "user", "content": user}]
 
 
-def _verifier_normal(text: str) -> str:
-    return re.sub(r"\s+", " ", text).strip().strip(".").casefold()
-
-
 def parse_verdict(text: str, conditions: list[str]) -> tuple[Verdict, list[str]]:
-    """The verdict in a verifier reply. Raises ValueError (meant for the verifier) when it is unusable."""
+    """The verdict in a verifier reply. Raises ValueError (meant for the verifier) when it is unusable.
+
+    `choice` is a condition's number (1 to n) or 0 for none. A number written as text (`"2"`) is the repair
+    `choice_number`; a condition's exact text, or `"none"`, is the repair `choice_text` (what scripts and
+    test blocks write). Nothing else is matched: texts that differ in case, spacing or punctuation are
+    different conditions, so near-duplicates can never be taken for each other."""
     data, repairs = extract_json(text)
     if not isinstance(data, dict):
         raise ValueError('the answer must be a JSON object {"choice": ..., "reason": ..., "feedback": ...}')  # noqa: TRY004
@@ -74,17 +75,19 @@ def parse_verdict(text: str, conditions: list[str]) -> tuple[Verdict, list[str]]
     feedback = data.get("feedback")
     reason = reason if isinstance(reason, str) else ""
     feedback = feedback if isinstance(feedback, str) else ""
-    if choice is None:
-        return Verdict(None, reason, feedback), repairs
-    if isinstance(choice, int) and not isinstance(choice, bool) and 1 <= choice <= len(conditions):
-        return Verdict(choice - 1, reason, feedback), repairs + ["choice_number"]
-    if isinstance(choice, str):
-        wanted = _verifier_normal(choice)
-        if wanted == NO_CHOICE:
-            return Verdict(None, reason, feedback), repairs
-        for index, condition in enumerate(conditions):
-            if _verifier_normal(condition) == wanted:
-                exact = choice == condition
-                return Verdict(index, reason, feedback), repairs if exact else repairs + ["choice_text"]
-    allowed = ", ".join(f'"{c}"' for c in [*conditions, NO_CHOICE])
-    raise ValueError(f"choice must be exactly one of: {allowed}")
+    number: int | None = None
+    if isinstance(choice, int) and not isinstance(choice, bool):
+        number = choice
+    elif isinstance(choice, float) and choice.is_integer():
+        number, repairs = int(choice), [*repairs, "choice_number"]
+    elif isinstance(choice, str):
+        if choice in conditions:  # a condition's exact text, even one that reads "none" or "2"
+            return Verdict(conditions.index(choice), reason, feedback), [*repairs, "choice_text"]
+        if choice == NO_CHOICE:
+            return Verdict(None, reason, feedback), [*repairs, "choice_text"]
+        if choice.strip().isdecimal() and len(choice.strip()) < 10:
+            number, repairs = int(choice.strip()), [*repairs, "choice_number"]
+    if number is not None and 0 <= number <= len(conditions):
+        return Verdict(number - 1 if number else None, reason, feedback), repairs
+    raise ValueError(f"choice must be the number of the first condition that holds (1 to {len(conditions)}), "
+                     "or 0 when none of them holds")
