@@ -25,7 +25,7 @@ from .engine import Engine
 from .progress import printable, wants_color
 from .result import RunResult
 from .structured import to_jsonable
-from .trace import Trace
+from .trace import Trace, redact
 
 MATCH_MODES = ("exact", "text", "contains")
 # a case id must work as a run id and a file name: anything else is replaced
@@ -327,7 +327,8 @@ async def run_batch(engine: Engine, cases_path: str, *, out_path: str | None = N
     queue: asyncio.Queue[BatchCase | None] = asyncio.Queue(maxsize=concurrency * 2)
 
     def write(line: dict[str, Any]) -> None:
-        text = json.dumps(line, ensure_ascii=True, default=str)  # ASCII: any string, any sink, never fails
+        # ASCII: any string, any sink, never fails, and nothing a terminal would obey; keys redacted
+        text = redact(json.dumps(line, ensure_ascii=True, default=str))
         sink.write(text + "\n")
         sink.flush()
 

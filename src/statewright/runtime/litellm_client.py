@@ -209,7 +209,7 @@ class _ModelCallPlan:
     def kwargs(self, model: str, timeout: float) -> dict[str, Any]:
         self.total_attempts += 1
         request = self.request
-        messages = [dict(m) for m in request.messages]
+        messages = [_llm_encodable(m) for m in request.messages]
         kwargs: dict[str, Any] = {
             "model": model,
             "timeout": timeout,
@@ -525,6 +525,24 @@ def _llm_redact(text: str, secrets: list[str]) -> str:
     for pattern, replacement in _LLM_SECRET_PATTERNS:
         text = pattern.sub(replacement, text)
     return text
+
+
+_LLM_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _llm_encodable(value: Any) -> Any:
+    """A copy of a message that UTF-8 can carry: a lone surrogate — half of a UTF-16 pair, from a model
+    reply's `\\ud83d` or a file name that is not UTF-8 — becomes U+FFFD, which the HTTP client can encode
+    (it would refuse the whole request otherwise, on every retry and every resume)."""
+    if isinstance(value, str):
+        if _LLM_SURROGATE.search(value) is None:
+            return value
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, dict):
+        return {key: _llm_encodable(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_llm_encodable(item) for item in value]
+    return value
 
 
 # --- structured output and the tool prompt protocol -------------------------------------------------

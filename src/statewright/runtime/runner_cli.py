@@ -23,7 +23,7 @@ from .scripted import Script, ScriptError
 from .spec import InputSpec, MachineSpec
 from .sync import run_sync
 from .temporal import TemporalRunError, TemporalUnavailable
-from .trace import Trace
+from .trace import Trace, redact, sink_json
 
 EXIT_FINAL = 0
 EXIT_FAILED = 1
@@ -442,13 +442,13 @@ def _runner_main(machine: MachineSpec, args: argparse.Namespace) -> int:
         print(f"{what}{_runner_resume_hint(run_id, store, args)}", file=sys.stderr)
         return EXIT_TERMINATED if isinstance(stop, RunnerTerminated) else EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - a crash is reported in one line, with how to resume
-        print(f"error: the run stopped: {type(exc).__name__}: {exc}{_runner_resume_hint(run_id, store, args)}",
-              file=sys.stderr)
+        print(f"error: the run stopped: {type(exc).__name__}: {printable(redact(str(exc)))}"
+              f"{_runner_resume_hint(run_id, store, args)}", file=sys.stderr)
         return EXIT_FAILED
     finally:
         if trace is not None:
             trace.close()
-    print(json.dumps(result.to_json(), indent=2, ensure_ascii=False, default=str))
+    print(sink_json(result.to_json(), indent=2))
     print(_runner_summary(result, store, args), file=sys.stderr)
     if result.status == "waiting":
         return EXIT_WAITING
@@ -475,13 +475,13 @@ def _runner_summary(result: RunResult, store: CheckpointStore | None, args: argp
     kind = f"limit {failure.limit}" if failure.kind == "limit" else failure.kind
     where = f" at {failure.origin}" if failure.origin else ""  # the .fsm line of the construct that failed
     hint = _runner_resume_hint(result.run_id, store, args) if failure.kind in ("model", "script") else ""
-    return f"run failed ({kind}){where}: {failure.message} ({spent}){hint}"
+    return f"run failed ({kind}){where}: {printable(redact(failure.message))} ({spent}){hint}"
 
 
 def _runner_list_runs(checkpoint: str | None) -> int:
     if not checkpoint:
         raise RunnerUsageError("--list-runs needs --checkpoint DB")
-    print(json.dumps(CheckpointStore(checkpoint).list_runs(), indent=2))
+    print(sink_json(CheckpointStore(checkpoint).list_runs(), indent=2))
     return EXIT_FINAL
 
 
@@ -671,7 +671,7 @@ def _runner_temporal_run(machine: MachineSpec, args: argparse.Namespace, inputs:
             trace.close()
     if result is None:
         return EXIT_FINAL
-    print(json.dumps(result.to_json(), indent=2, ensure_ascii=False, default=str))
+    print(sink_json(result.to_json(), indent=2))
     print(_runner_summary(result, None, args), file=sys.stderr)
     return EXIT_FINAL if result.ok else EXIT_FAILED
 
@@ -783,7 +783,7 @@ def _runner_temporal_status(address: str, args: argparse.Namespace) -> int:
     data = run_sync(temporal_status(address, args.run_id, args.namespace))
     if args.trace:
         _runner_temporal_fetch_trace(address, args)
-    print(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+    print(sink_json(data, indent=2))
     waiting = data.get("waiting")
     line = f"run {args.run_id}: {data.get('status') or data.get('workflow_status')}"
     if data.get("state"):

@@ -226,16 +226,24 @@ def to_jsonable(value: Any) -> Any:
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+# What JSON leaves raw with ensure_ascii=False but a terminal may act on: DEL and the C1 controls (0x9b is
+# an escape sequence's introducer on some terminals), line and paragraph separators, bidi overrides.
+_STRUCTURED_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def safe_json_dumps(value: Any, **options: Any) -> str:
     """JSON text that any sink can take: text stays readable (not \\u-escaped) unless it holds a lone
     surrogate — a half of a UTF-16 pair, which no encoding can write — in which case the whole value is
-    written with ASCII escapes, losslessly. Anything not JSON-able goes through `to_jsonable`."""
+    written with ASCII escapes, losslessly. Characters a terminal could act on (DEL, C1 controls, bidi
+    overrides, line separators; JSON escapes the C0 controls itself) are written as \\u escapes too, so
+    printing the text shows them instead of obeying them. Anything not JSON-able goes through `to_jsonable`."""
     text = json.dumps(value, ensure_ascii=False, default=to_jsonable, **options)
+    if _STRUCTURED_UNSAFE.search(text) is None:
+        return text
     if _SURROGATE.search(text):
-        text = json.dumps(value, ensure_ascii=True, default=to_jsonable, **options)
-    return text
+        return json.dumps(value, ensure_ascii=True, default=to_jsonable, **options)
+    # outside strings JSON text is ASCII, so every match is inside a string, where \\uXXXX means the same
+    return _STRUCTURED_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def to_text(value: Any) -> str:

@@ -40,7 +40,7 @@ from .engine import DEFAULT_WORKSPACE_ROOT, new_run_id
 from .result import AnswerError, Failure, RunResult, Usage
 from .scripted import Script, ScriptedClient, ScriptError, ScriptExhausted
 from .spec import MachineSpec, TestSpec
-from .structured import to_jsonable
+from .structured import safe_json_dumps, to_jsonable
 from .templates import TemplateSet
 from .testing import TestOutcome, check_expectations
 from .trace import Trace, redact, secret_values
@@ -652,7 +652,7 @@ def temporal_workflow_class(machines: TemporalMachines, secrets: Sequence[str] |
             record = {"event": event, "time": workflow.now().isoformat(timespec="milliseconds")}
             record.update(fields)
             record["event"] = event
-            line = redact(json.dumps(record, ensure_ascii=False, default=to_jsonable), hidden)
+            line = redact(safe_json_dumps(record), hidden)
             self.events.append(line)
 
         @workflow.signal(name=TEMPORAL_ANSWER_SIGNAL)

@@ -8,7 +8,8 @@ import re
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from .structured import to_jsonable
+from .progress import printable
+from .structured import safe_json_dumps
 
 REDACTED = "[REDACTED]"
 # UTC spelled without `timezone.utc`: ruff asks for `datetime.UTC` there when a repo targets Python 3.11+,
@@ -73,7 +74,7 @@ class Trace:
                   "time": at or datetime.now(_TRACE_UTC).isoformat(timespec="milliseconds")}
         record.update(fields)
         record["event"], record["seq"] = event, self._seq  # fields never overwrite the line's identity
-        line = redact(json.dumps(record, ensure_ascii=False, default=_trace_json_default), self._secrets)
+        line = redact(safe_json_dumps(record), self._secrets)
         if self._file is not None:
             self._file.write(line + "\n")
         if self._sink is not None:
@@ -85,8 +86,10 @@ class Trace:
             self._file = None
 
 
-def _trace_json_default(value: Any) -> Any:
-    return to_jsonable(value)
+def sink_json(value: Any, **options: Any) -> str:
+    """JSON for a sink a person or a program reads (a result on stdout, a batch's results): every string
+    writable in any encoding, nothing a terminal would obey, and secrets redacted, as in traces."""
+    return redact(safe_json_dumps(value, **options))
 
 
 # ---- reading a trace -----------------------------------------------------------------------------
@@ -171,7 +174,9 @@ class _TraceTimeline:
             self._generic(event)
 
     def text(self) -> str:
-        lines = list(self.lines)
+        # every line holds text a model, a tool or an input produced: escaped, it can neither move the
+        # cursor nor break into a line of its own
+        lines = [printable(line).replace("\n", "\\n") for line in self.lines]
         for title, rows, with_visits in (("state", self.per_state, True), ("agent", self.per_agent, False),
                                          ("designer stage", self.per_stage, False)):
             if rows:
