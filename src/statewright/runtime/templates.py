@@ -363,6 +363,24 @@ class _TemplatesRange:
 
 # ---- the environment -----------------------------------------------------------------------------
 
+_TEMPLATES_NO_FIELD = object()
+
+
+def _templates_field(obj: Any, name: str) -> Any:
+    """The field `name` of a value as the language means it (what guards read, guard_access.py): a key of
+    a dict, or a field of a typed output found by its spec name — which is the pydantic alias when the
+    name cannot be a Python attribute (`class`, `_id`, `json`). `_TEMPLATES_NO_FIELD` when there is none."""
+    if isinstance(obj, Mapping):
+        return obj.get(name, _TEMPLATES_NO_FIELD)
+    fields = getattr(type(obj), "model_fields", None)  # a pydantic model, without importing pydantic
+    if not isinstance(fields, dict):
+        return _TEMPLATES_NO_FIELD
+    for attribute, info in fields.items():
+        if (getattr(info, "alias", None) or attribute) == name:
+            return getattr(obj, attribute)
+    return _TEMPLATES_NO_FIELD
+
+
 
 def _templates_finalize(value: Any) -> Any:
     """How a value prints: text as is, nothing as "", typed objects and collections as JSON."""
@@ -431,6 +449,22 @@ def template_environment_class() -> Any:
                 return wrapped(*args, **kwargs)
 
             return bounded_format
+
+        def getattr(self, obj: Any, attribute: str) -> Any:
+            """`x.name` reads the field `name` — a key of a dict, a field of a typed output by the name the
+            spec gives it — before any Python attribute: a field called `items`, `json`, `copy` or
+            `class` is the field, never a method or a missing attribute."""
+            found = _templates_field(obj, attribute)
+            if found is not _TEMPLATES_NO_FIELD:
+                return found
+            return super().getattr(obj, attribute)
+
+        def getitem(self, obj: Any, argument: Any) -> Any:
+            if isinstance(argument, str):
+                found = _templates_field(obj, argument)
+                if found is not _TEMPLATES_NO_FIELD:
+                    return found
+            return super().getitem(obj, argument)
 
         def iterate(self, iterable: Any) -> Iterator[Any]:
             return _templates_iterate(iterable)
