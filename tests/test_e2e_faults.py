@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from support.e2e_runs import files_containing, read_events
-from support.fake_openai_server import Fail, FakeOpenAIServer, Reply, Trickle
+from support.fake_openai_server import Fail, FakeOpenAIServer, Gzipped, Reply, Trickle
 
 from statewright import cli
 from statewright.runtime.checkpoint import CheckpointStore
@@ -291,3 +291,57 @@ def test_the_seconds_limit_ends_a_stalled_call_as_a_limit(server: FakeOpenAIServ
     assert time.monotonic() - started < 5  # not three attempts of the full time each
     assert code == 1 and result is not None
     assert (result["failure"]["kind"], result["failure"]["limit"]) == ("limit", "seconds")
+
+
+MEASURED = """\
+import resource, subprocess, sys
+done = subprocess.run(sys.argv[1:], capture_output=True, text=True, check=False)
+sys.stdout.write(done.stdout)
+sys.stderr.write(done.stderr)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024, file=sys.stderr)
+sys.exit(done.returncode)
+"""
+
+
+def statewright_measured(spec: Path, server: FakeOpenAIServer, tmp_path: Path) -> tuple[int, dict[str, Any], int]:
+    """`statewright run SPEC` in a process of its own; its exit status, result and peak memory in MB."""
+    wrapper = tmp_path / "measured.py"
+    wrapper.write_text(MEASURED, encoding="utf-8")
+    done = subprocess.run([sys.executable, str(wrapper), sys.executable, "-m", "statewright", "run", str(spec),
+                           "--quiet", "--retries", "2", "--retry-delay", "0"], capture_output=True, text=True,
+                          check=False, cwd=tmp_path, timeout=120,
+                          env={**os.environ, "OPENAI_API_BASE": server.url + "/v1",
+                               "OPENAI_API_KEY": "sk-test-dummy-0000"})
+    return done.returncode, json.loads(done.stdout), int(done.stderr.strip().splitlines()[-1])
+
+
+ONE_CALL = """\
+machine one {
+    model "openai/one"
+    agent writer {
+        prompt "You write."
+    }
+    start state write {
+        agent writer
+        do "Write."
+        -> done
+    }
+    final state done
+}
+"""
+
+
+def test_a_gzip_bomb_reply_ends_the_call_typed_in_bounded_memory(server: FakeOpenAIServer, tmp_path: Path) -> None:
+    spec = tmp_path / "one.fsm"
+    spec.write_text(ONE_CALL, encoding="utf-8")
+    server.enqueue(Reply(text="a reply"))
+    code, result, baseline = statewright_measured(spec, server, tmp_path)
+    assert code == 0, result
+    # 0.6 MB on the wire, 600 MB of JSON once inflated: what litellm would have parsed whole
+    server.enqueue(Gzipped(inflated_bytes=600_000_000), Reply(text="never asked for"))
+    code, result, peak = statewright_measured(spec, server, tmp_path)
+
+    assert code == 1 and result["failure"]["kind"] == "model"
+    assert "the reply is larger than the cap of 16,777,216 bytes (decompressed)" in result["failure"]["message"]
+    assert len(server.requests) == 2  # not retried
+    assert peak - baseline < 100, (baseline, peak)  # the cap and a little, not the inflated body

@@ -177,8 +177,8 @@ def test_a_choice_that_matches_a_condition_only_loosely_is_sent_back(
 
     assert code == 0 and result["final_state"] == "publish"
     errors = [e["error"] for e in read_events(trace) if e["event"] == "reask"]
-    assert errors == ["choice must be the number of the first condition that holds (1 to 3), or 0 when none "
-                      "of them holds"] * 2
+    expected = "choice must be the number of the first condition that holds (1 to 3), or 0 when none of them holds"
+    assert errors == [expected] * 2
 
 
 # ---- issue 9, item 14: feedback reaches the agent whole ----------------------------------------------

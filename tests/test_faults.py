@@ -13,6 +13,7 @@ from statewright.runtime.litellm_client import LiteLLMClient, RetryPolicy
 from tests.support.fake_openai_server import (
     Fail,
     FakeOpenAIServer,
+    Gzipped,
     Malformed,
     NoChoices,
     Reply,
@@ -201,6 +202,50 @@ def test_an_answer_without_choices_is_retried(server):
     assert response.content == "now with a choice"
     [retry] = [e for e in response.events if e["type"] == "retry"]
     assert "no choices" in retry["error"]
+
+
+def test_an_answer_without_choices_every_time_is_a_model_error_naming_it(server):
+    policy = RetryPolicy(max_retries=2, initial_delay=0.01, jitter=0)
+    server.enqueue(NoChoices(), NoChoices(), NoChoices())
+
+    with pytest.raises(ModelError) as caught:
+        client_for(server, policy).complete(ask())
+
+    assert caught.value.attempts == 3 and len(server.requests) == 3
+    assert 'no choices (an empty "choices" list)' in caught.value.last_error
+    assert "IndexError" not in str(caught.value)
+
+
+def test_a_gzip_bomb_is_refused_at_the_reply_cap_and_not_retried(server):
+    server.enqueue(Gzipped(inflated_bytes=200_000_000), Reply(text="never served"))
+    started = time.monotonic()
+
+    with pytest.raises(ModelError) as caught:
+        client_for(server).complete(ask())
+
+    assert time.monotonic() - started < 5  # 16 MB inflated, not 200 MB
+    assert caught.value.attempts == 1 and len(server.requests) == 1
+    assert "the reply is larger than the cap of 16,777,216 bytes (decompressed)" in caught.value.last_error
+    [event] = [e for e in caught.value.events if e["type"] == "error"]
+    assert event["retryable"] is False
+
+
+def test_the_reply_cap_is_the_clients_and_a_fallback_takes_over_from_a_model_over_it(server):
+    server.enqueue(Reply(text="x" * 5000), model="big")
+    server.enqueue(Reply(text="small enough"), model="small")
+
+    response = client_for(server, max_reply_bytes=4000).complete(ask(model="openai/big", fallbacks=["openai/small"]))
+
+    assert response.content == "small enough" and response.model == "openai/small"
+    [fallback] = [e for e in response.events if e["type"] == "fallback"]
+    assert "larger than the cap of 4,000 bytes" in fallback["error"]
+
+
+def test_a_reply_under_the_cap_is_read_whole_compressed_or_not(server):
+    server.enqueue(Gzipped(inflated_bytes=1_000_000), Reply(text="plain"))
+    client = client_for(server)
+    assert client.complete(ask()).content == "huge"
+    assert client.complete(ask()).content == "plain"
 
 
 @pytest.mark.parametrize("fault", [Malformed(), Truncated()], ids=["malformed-json", "truncated-body"])

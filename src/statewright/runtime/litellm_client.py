@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import copy
 import email.utils
 import json
@@ -11,8 +12,11 @@ import os
 import random
 import re
 import time
+import weakref
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from .client import ModelError, ModelRequest, ModelResponse, ToolCallRequest, reply_allowance, rough_tokens
@@ -49,6 +53,11 @@ _LLM_OPENAI_LIKE_PREFIXES = ("openai/", "scripted/")
 _TOOL_PROTOCOL_KEY_CALLS = "tool_calls"
 _TOOL_PROTOCOL_KEY_FINAL = "final"
 _LLM_ERROR_TEXT_LIMIT = 600
+# The most bytes a reply's body may have once decompressed: far above what any model writes (a million
+# tokens is about 4 MB), far below what a gzip bomb inflates to.
+MAX_REPLY_BYTES = 16 * 1024 * 1024
+_llm_reply_cap: contextvars.ContextVar[int] = contextvars.ContextVar("statewright_reply_cap",
+                                                                     default=MAX_REPLY_BYTES)
 
 
 @dataclass
@@ -67,6 +76,7 @@ class LiteLLMClient:
     structured_mode: str = "auto"
     tool_mode: str = "auto"
     seed: int | None = None  # seeds the backoff jitter, for reproducible waits
+    max_reply_bytes: int = MAX_REPLY_BYTES  # a reply's body, decompressed; a larger one fails the call
 
     def __post_init__(self) -> None:
         if self.structured_mode not in ("auto", "json_schema", "json_object"):
@@ -89,6 +99,13 @@ class LiteLLMClient:
         A call that runs out of the run's time raises a ModelError whose `limit` is "seconds"."""
         litellm = _llm_litellm_module()
         calls = _ModelCallPlan(self, litellm, request)
+        cap = _llm_reply_cap.set(self.max_reply_bytes)
+        try:
+            return await self._acomplete(litellm, calls, request)
+        finally:
+            _llm_reply_cap.reset(cap)
+
+    async def _acomplete(self, litellm: Any, calls: _ModelCallPlan, request: ModelRequest) -> ModelResponse:
         clock = time.monotonic
         run_deadline = clock() + request.timeout if request.timeout is not None else None
         for model in calls.models():
@@ -167,7 +184,48 @@ def _llm_litellm_module() -> Any:
     # reports every failure itself.
     litellm.suppress_debug_info = True
     logging.getLogger("LiteLLM").setLevel(logging.ERROR)
+    # replies over HTTP through the OpenAI SDK (openai/..., azure/..., every OpenAI-compatible server) are
+    # read through a session that stops at the reply cap as the body arrives; a session the user set up
+    # is theirs, and is left alone
+    if litellm.aclient_session is None:
+        litellm.aclient_session = _llm_capped_session_class()()
     return litellm
+
+
+@lru_cache(maxsize=1)
+def _llm_capped_session_class() -> Any:
+    """An httpx.AsyncClient that reads every reply body with a cap on its decompressed size (defined on
+    first use, as litellm brings httpx along). litellm hands one session to every event loop's SDK
+    clients, while connections belong to one loop: each loop gets connections of its own."""
+    import httpx
+
+    class CappedSession(httpx.AsyncClient):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self._per_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
+                weakref.WeakKeyDictionary())
+
+        async def send(self, request: Any, *, stream: bool = False, **kwargs: Any) -> Any:
+            loop = asyncio.get_running_loop()
+            client = self._per_loop.get(loop)
+            if client is None:
+                client = httpx.AsyncClient(follow_redirects=True, timeout=None)
+                self._per_loop[loop] = client
+            response = await client.send(request, stream=True, **kwargs)
+            if stream:
+                return response
+            try:
+                body = await _llm_read_capped(httpx, response, _llm_reply_cap.get())
+            finally:
+                await response.aclose()
+            headers = [(k, v) for k, v in response.headers.raw
+                       if k.lower() not in (b"content-encoding", b"content-length", b"transfer-encoding")]
+            whole = httpx.Response(response.status_code, headers=headers, content=body,
+                                   request=request, extensions=response.extensions, history=response.history)
+            whole.elapsed = response.elapsed
+            return whole
+
+    return CappedSession
 
 
 class _ModelCallPlan:
@@ -258,6 +316,13 @@ class _ModelCallPlan:
         if exhausted is not None:
             raise exhausted  # a test script ran out: no retry or fallback can produce a reply
         self.last_error_text = self._error_text(error)
+        too_large = _llm_too_large_cause(error)
+        if too_large is not None:
+            self.last_error_text = str(too_large)
+            self.events.append({"type": "error", "model": model, "attempt": attempt,
+                                "error": self.last_error_text, "retryable": False})
+            self.last_error = f"{model}: {self.last_error_text}"
+            return None
         if _llm_is_auth_error(error, self.litellm):
             # a missing or refused key: no retry can fix it — say which variable litellm reads
             self.last_error_text = (f"authentication failed ({_llm_status(error) or 'no key'}): "
@@ -316,6 +381,14 @@ class _ModelCallPlan:
         choices = getattr(raw, "choices", None)
         if not choices:
             raise _LLMEmptyReply("the provider answered with no choices (an empty \"choices\" list)")
+        # providers whose replies do not come through the capped session are held to the cap here
+        message = getattr(choices[0], "message", None)
+        size = len(getattr(message, "content", None) or "")
+        for call in getattr(message, "tool_calls", None) or []:
+            size += len(getattr(getattr(call, "function", None), "arguments", None) or "")
+        cap = self.client.max_reply_bytes
+        if size > cap:
+            raise _LLMReplyTooLarge(f"the reply is larger than the cap of {cap:,} bytes; it was not used")
 
     def out_of_time(self, model: str, wait: float) -> None:
         self.events.append({"type": "deadline", "model": model, "wait_s": round(wait, 4),
@@ -392,6 +465,53 @@ _LLM_FINAL_ERROR_NAMES = ("BadRequestError", "AuthenticationError", "PermissionD
 
 class _LLMEmptyReply(Exception):
     """A reply with a 200 status and nothing in it; worth another try."""
+
+
+async def _llm_read_capped(httpx: Any, response: Any, cap: int) -> bytes:
+    """A streamed response's body, decompressed, refused once it passes `cap` bytes. gzip and deflate are
+    inflated here, never more than the cap allows at a time (a compressed megabyte can hold a gigabyte);
+    other encodings are left to httpx, a network read at a time."""
+    encoding = response.headers.get("content-encoding", "").strip().lower()
+    inflate = zlib.decompressobj(47) if encoding in ("gzip", "x-gzip", "deflate") else None  # 47: gzip or zlib
+    chunks = response.aiter_raw() if inflate is not None else response.aiter_bytes()
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in chunks:
+        pending = chunk
+        while pending:
+            if inflate is None:
+                data, pending = pending, b""
+            else:
+                try:
+                    data = inflate.decompress(pending, cap + 1 - size)
+                except zlib.error as exc:
+                    raise httpx.DecodingError(f"the reply's {encoding} body is broken: {exc}",
+                                              request=response.request) from None
+                pending = inflate.unconsumed_tail
+            size += len(data)
+            if size > cap:
+                raise _LLMReplyTooLarge(f"the reply is larger than the cap of {cap:,} bytes (decompressed); "
+                                        "it was not read further")
+            parts.append(data)
+            if inflate is not None and inflate.eof:
+                break
+    return b"".join(parts)
+
+
+class _LLMReplyTooLarge(Exception):
+    """A reply's body passed the reply cap (a runaway or hostile server, a gzip bomb); not retried."""
+
+
+def _llm_too_large_cause(error: BaseException) -> _LLMReplyTooLarge | None:
+    # the OpenAI SDK wraps what its HTTP client raises (as APIConnectionError), and litellm wraps that
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, _LLMReplyTooLarge):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
 
 
 class _LLMDeadline(TimeoutError):

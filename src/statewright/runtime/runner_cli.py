@@ -220,7 +220,8 @@ def _runner_parser(machine: MachineSpec, prog: str | None) -> argparse.ArgumentP
     parser.add_argument("--retry-delay", type=_runner_seconds, metavar="S",
                         help="seconds before the first retry, doubling for each next one (default 0.5)")
     parser.add_argument("--timeout", type=_runner_seconds, metavar="S",
-                        help="seconds one model call may take before it is retried (default 60)")
+                        help="seconds a model call may take on each model, every attempt and retry "
+                             "together (default 60)")
     parser.add_argument("--script", metavar="FILE",
                         help="answer every model call from the JSON script FILE instead of a model "
                              "(the format of docs/execution.md)")

@@ -28,7 +28,7 @@ RUNTIME_PACKAGE = "statewright.runtime"
 # (which litellm brings) only inside a function that does without it when it is missing, and temporalio
 # only inside the functions of the Temporal backend (runtime/temporal.py), which say how to install it.
 ALLOWED_PACKAGES = ("pydantic", "jinja2")
-LAZY_PACKAGES = ("litellm", "tqdm", "temporalio")
+LAZY_PACKAGES = ("litellm", "httpx", "tqdm", "temporalio")  # httpx comes with litellm, used only with it
 
 
 class RuntimeInlineError(Exception):
