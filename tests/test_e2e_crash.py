@@ -172,3 +172,38 @@ def test_sigterm_stops_a_run_cleanly_and_it_resumes_to_the_same_result(tmp_path:
     reference = run(api.runtime_machine(api.check_file(EXAMPLE)), INPUTS, script=REPLIES,
                     workspace=str(tmp_path / "reference"))
     assert comparable(json.loads(resumed.stdout)) == comparable(reference.to_json())
+
+
+@pytest.mark.parametrize("damage", ["missing piece", "unreadable piece", "unreadable head"])
+def test_a_damaged_checkpoint_is_refused_on_resume_with_an_honest_message(tmp_path: Path, damage: str) -> None:
+    import sqlite3
+
+    long = "1. Why loops go wrong (10 min) " + "x" * 3000  # each save's changes fill a piece of their own
+    replies = {"agent": {"outline": [long, long], "evaluate": REPLIES["agent"]["evaluate"][:1], "revise": [long]},
+               "verifier": REPLIES["verifier"]}  # the second evaluate is not scripted: the run stops there
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(replies), encoding="utf-8")
+    db = tmp_path / "runs.db"
+    base = [sys.executable, "-m", "statewright", "run", str(EXAMPLE), "--script", str(script), "--checkpoint",
+            str(db), "--quiet"]
+    first = subprocess.run([*base, "--input", f"subject={INPUTS['subject']}", "--run-id", "r1"], cwd=tmp_path,
+                           capture_output=True, text=True, check=False, timeout=120)
+    assert first.returncode == 1 and json.loads(first.stdout)["failure"]["kind"] == "script", first.stderr
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM run_pieces WHERE run_id = 'r1'").fetchone()[0] >= 3
+        if damage == "missing piece":
+            conn.execute("DELETE FROM run_pieces WHERE run_id = 'r1' AND piece = 1")
+        elif damage == "unreadable piece":
+            conn.execute("UPDATE run_pieces SET changes = substr(changes, 1, 100) WHERE run_id = 'r1' AND piece = 1")
+        else:
+            conn.execute("UPDATE runs SET head = '{\"state\": ' WHERE run_id = 'r1'")
+    resumed = subprocess.run([*base, "--resume", "r1"], cwd=tmp_path, capture_output=True, text=True, check=False,
+                             timeout=120)
+    assert resumed.returncode == 2, resumed.stdout + resumed.stderr
+    assert resumed.stdout == ""  # nothing ran
+    assert "the checkpoint of run 'r1'" in resumed.stderr and "is damaged" in resumed.stderr
+    assert "It cannot be resumed; start the run again under a new id" in resumed.stderr
+    expected = {"missing piece": "piece 1 of", "unreadable piece": "piece 1 does not read as JSON",
+                "unreadable head": "its record does not read as JSON"}[damage]
+    assert expected in resumed.stderr
+    assert "--resume r1" not in resumed.stderr and "Traceback" not in resumed.stderr

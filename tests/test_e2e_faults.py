@@ -345,3 +345,22 @@ def test_a_gzip_bomb_reply_ends_the_call_typed_in_bounded_memory(server: FakeOpe
     assert "the reply is larger than the cap of 16,777,216 bytes (decompressed)" in result["failure"]["message"]
     assert len(server.requests) == 2  # not retried
     assert peak - baseline < 100, (baseline, peak)  # the cap and a little, not the inflated body
+
+
+@pytest.mark.parametrize("status", [401, 403])
+def test_a_refused_key_ends_statewright_run_at_once_naming_the_model_and_the_variable(
+        server: FakeOpenAIServer, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        status: int) -> None:
+    monkeypatch.chdir(tmp_path)
+    spec = tmp_path / "one.fsm"
+    spec.write_text(ONE_CALL, encoding="utf-8")
+    server.enqueue(Fail(status, "Incorrect API key provided"), Reply(text="never served"))
+    code, result, err = statewright_run(capsys, str(spec), "--retries", "3", "--retry-delay", "0.5")
+
+    assert len(server.requests) == 1  # no retry, no backoff
+    assert code == 1 and result is not None and result["failure"]["kind"] == "model"
+    message = result["failure"]["message"]
+    assert f"authentication failed ({status})" in message
+    assert "'openai/one'" in message and "OPENAI_API_KEY" in message
+    for noise in ("Traceback", "InternalServerError", "LiteLLM Retried", 'File "'):
+        assert noise not in message and noise not in err
