@@ -364,3 +364,72 @@ def test_a_refused_key_ends_statewright_run_at_once_naming_the_model_and_the_var
     assert "'openai/one'" in message and "OPENAI_API_KEY" in message
     for noise in ("Traceback", "InternalServerError", "LiteLLM Retried", 'File "'):
         assert noise not in message and noise not in err
+
+
+# ---- issue 9, item 18: every call counts against the run's budgets --------------------------------
+
+RETRIED = """\
+machine retried {
+    model "openai/scorer"
+    limits {
+        tokens LIMIT
+    }
+
+    type Score {
+        score: int
+    }
+
+    agent scorer {
+        prompt "You score."
+    }
+
+    start state score {
+        agent scorer
+        do "Score it."
+        output Score
+        retries 10
+        when "the score is fair" -> done
+        otherwise -> done
+    }
+
+    final state done
+}
+"""
+
+
+@pytest.mark.parametrize("who", ["agent", "verifier"])
+def test_reasked_replies_count_against_the_token_limit(server: FakeOpenAIServer, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str], who: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    spec = tmp_path / "retried.fsm"
+    spec.write_text(RETRIED.replace("LIMIT", "100"), encoding="utf-8")
+    if who == "verifier":
+        server.enqueue(Reply(text='{"score": 5}', prompt_tokens=11, completion_tokens=7))
+    bad = '{"score": "high"}' if who == "agent" else '{"choice": "maybe", "reason": "", "feedback": ""}'
+    server.enqueue(*[Reply(text=bad, prompt_tokens=11, completion_tokens=7) for _ in range(11)])
+    code, result, _ = statewright_run(capsys, str(spec), "--retries", "0")
+
+    assert code == 1 and result is not None
+    assert (result["failure"]["kind"], result["failure"]["limit"]) == ("limit", "tokens")
+    made = len(server.requests)
+    assert made < 11  # the limit, not the retries, ended it
+    assert result["usage"]["llm_calls"] == made and result["usage"]["prompt_tokens"] == 11 * made
+
+
+def test_replies_thrown_away_by_the_client_count_in_the_runs_usage(server: FakeOpenAIServer, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from support.fake_openai_server import NoChoices
+
+    monkeypatch.chdir(tmp_path)
+    spec = tmp_path / "one.fsm"
+    spec.write_text(ONE_CALL, encoding="utf-8")
+    server.enqueue(NoChoices(), Reply(text="a reply", prompt_tokens=11, completion_tokens=7))
+    code, result, _ = statewright_run(capsys, str(spec), "--retries", "1", "--retry-delay", "0")
+    assert code == 0 and result is not None
+    assert (result["usage"]["prompt_tokens"], result["usage"]["completion_tokens"]) == (22, 14)
+    server.enqueue(NoChoices(), NoChoices())
+    code, result, _ = statewright_run(capsys, str(spec), "--retries", "1", "--retry-delay", "0")
+    assert code == 1 and result is not None and result["failure"]["kind"] == "model"
+    assert (result["usage"]["prompt_tokens"], result["usage"]["completion_tokens"]) == (22, 14)

@@ -204,6 +204,15 @@ def test_an_answer_without_choices_is_retried(server):
     assert "no choices" in retry["error"]
 
 
+def test_a_reply_thrown_away_still_counts_its_tokens(server):
+    policy = RetryPolicy(max_retries=2, initial_delay=0.01, jitter=0)
+    server.enqueue(NoChoices(), Reply(text="now with a choice", prompt_tokens=11, completion_tokens=7))
+
+    response = client_for(server, policy).complete(ask())
+
+    assert (response.prompt_tokens, response.completion_tokens) == (22, 14)  # both replies were billed
+
+
 def test_an_answer_without_choices_every_time_is_a_model_error_naming_it(server):
     policy = RetryPolicy(max_retries=2, initial_delay=0.01, jitter=0)
     server.enqueue(NoChoices(), NoChoices(), NoChoices())
@@ -213,6 +222,7 @@ def test_an_answer_without_choices_every_time_is_a_model_error_naming_it(server)
 
     assert caught.value.attempts == 3 and len(server.requests) == 3
     assert 'no choices (an empty "choices" list)' in caught.value.last_error
+    assert caught.value.spent[:2] == (33, 21)  # what the failed call cost, for the run's usage
     assert "IndexError" not in str(caught.value)
 
 

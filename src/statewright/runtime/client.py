@@ -60,6 +60,8 @@ class ModelError(Exception):
         self.model = model
         self.last_error = message
         self.attempts = attempts
+        # what replies the client received but could not use cost all the same: (prompt, completion, usd)
+        self.spent: tuple[int, int, float] = (0, 0, 0.0)
 
 
 class ModelClient(Protocol):

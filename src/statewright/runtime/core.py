@@ -816,6 +816,10 @@ class RunCore:
         try:
             response: ModelResponse = yield CallModel(request)
         except ModelError as exc:
+            spent_prompt, spent_completion, spent_usd = getattr(exc, "spent", (0, 0, 0.0))
+            run.usage.prompt_tokens += spent_prompt  # replies received and thrown away count all the same
+            run.usage.completion_tokens += spent_completion
+            run.usage.cost_usd += spent_usd
             if run.events:
                 run.emit("llm_error", {"role": role, "state": state, "agent": agent.name if agent else None,
                                        "model": model, "call_index": seq, "error": str(exc),

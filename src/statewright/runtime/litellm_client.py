@@ -242,6 +242,9 @@ class _ModelCallPlan:
         self.started = time.perf_counter()
         self._secrets: list[str] | None = None
         self.prompt_protocol = False
+        # replies that arrived, were billed and could not be used (no choices, over the cap): they count
+        self.spent_prompt = self.spent_completion = 0
+        self.spent_usd = 0.0
 
     @property
     def secrets(self) -> list[str]:
@@ -368,9 +371,9 @@ class _ModelCallPlan:
             content=content,
             model=model,
             tool_calls=tool_calls,
-            prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-            completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
-            cost_usd=self._cost(model, raw),
+            prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0) + self.spent_prompt,
+            completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0) + self.spent_completion,
+            cost_usd=self._cost(model, raw) + self.spent_usd,
             latency_ms=(time.perf_counter() - self.started) * 1000.0,
             attempts=self.total_attempts,
             events=self.events,
@@ -380,6 +383,7 @@ class _ModelCallPlan:
         """A 200 reply that carries no answer is a failure like any other (retried, then reported)."""
         choices = getattr(raw, "choices", None)
         if not choices:
+            self._spend(model, raw)
             raise _LLMEmptyReply("the provider answered with no choices (an empty \"choices\" list)")
         # providers whose replies do not come through the capped session are held to the cap here
         message = getattr(choices[0], "message", None)
@@ -388,7 +392,19 @@ class _ModelCallPlan:
             size += len(getattr(getattr(call, "function", None), "arguments", None) or "")
         cap = self.client.max_reply_bytes
         if size > cap:
+            self._spend(model, raw)
             raise _LLMReplyTooLarge(f"the reply is larger than the cap of {cap:,} bytes; it was not used")
+
+    def _spend(self, model: str, raw: Any) -> None:
+        """A reply that is thrown away still used tokens, and cost what the provider bills for it."""
+        usage = getattr(raw, "usage", None)
+        self.spent_prompt += int(getattr(usage, "prompt_tokens", 0) or 0)
+        self.spent_completion += int(getattr(usage, "completion_tokens", 0) or 0)
+        self.spent_usd += self._cost(model, raw)
+
+    def _spent_on(self, error: ModelError) -> ModelError:
+        error.spent = (self.spent_prompt, self.spent_completion, self.spent_usd)
+        return error
 
     def out_of_time(self, model: str, wait: float) -> None:
         self.events.append({"type": "deadline", "model": model, "wait_s": round(wait, 4),
@@ -398,7 +414,7 @@ class _ModelCallPlan:
         message = _llm_redact(self.last_error, self.secrets)
         error = ModelError(self.request.model, message, self.total_attempts)
         error.events = self.events  # type: ignore[attr-defined]  # retries and fallbacks, for the trace
-        return error
+        return self._spent_on(error)
 
     def limit_error(self, limit: str) -> ModelError:
         """The run's own time ran out during the call: a limit, not a model failure."""
@@ -407,7 +423,7 @@ class _ModelCallPlan:
                                                f"during the call (last: {last})", self.total_attempts)
         error.limit = limit  # type: ignore[attr-defined]
         error.events = self.events  # type: ignore[attr-defined]
-        return error
+        return self._spent_on(error)
 
     def _native_tools(self, model: str) -> bool:
         if self.client.tool_mode != "auto":
