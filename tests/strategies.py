@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 # Words the grammar spells as keywords somewhere; a NAME drawn from this module avoids them all so that
 # it lexes as a name in every context.
 KEYWORDS = frozenset(
-    ["machine", "description", "input", "model", "verifier", "temperature", "limits", "type", "list", "tool", "agent", "prompt", "tools", "memory", "fallbacks", "start", "final", "state", "do", "output", "tell", "visits", "retries", "call", "result", "when", "otherwise", "stay", "max", "not", "and", "or", "in", "true", "false", "none", "test", "reply", "verdict", "expect", "path"]
+    ["machine", "description", "input", "model", "verifier", "temperature", "limits", "type", "list", "tool", "agent", "prompt", "tools", "memory", "fallbacks", "start", "final", "state", "do", "output", "tell", "visits", "retries", "call", "result", "when", "otherwise", "stay", "max", "not", "and", "or", "in", "true", "false", "none", "test", "reply", "verdict", "expect", "path", "failure", "secrets", "headers", "query"]
 )
 
 _WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
@@ -296,8 +296,29 @@ def _tool_decl(draw: Draw) -> list[Piece]:
     head = _statement("tool", draw(tool_names), *(["=", path] if path else []))
     if draw(st.booleans()):
         return head
-    options = draw(st.lists(st.tuples(names, values), max_size=3))
-    return _block(head, [_statement(n, v) for n, v in options])
+    items = draw(st.lists(st.one_of(
+        st.tuples(names, values).map(lambda option: _statement(*option)),
+        _tool_secrets(), _tool_text_entries(),
+    ), max_size=4))
+    return _block(head, items)
+
+
+@st.composite
+def _tool_secrets(draw: Draw) -> list[Piece]:
+    secrets = [[n] for n in draw(st.lists(names, max_size=3))]
+    return _statement("secrets", "[", _joined(secrets, draw(st.booleans()) and bool(secrets)), "]")
+
+
+@st.composite
+def _tool_text_entries(draw: Draw) -> list[Piece]:
+    """`headers { ... }` or `query { ... }`: names bare or quoted, values with `${...}` among the hostile text."""
+    value = st.one_of(string_tokens(), st.sampled_from(['"Bearer ${KEY}"', '"$${KEY} ${A}${B}"', '"${"']))
+    entries = []
+    for _ in range(draw(st.integers(0, 3))):
+        name = draw(st.one_of(names, string_tokens(), st.just('"X-Api-Key"')))
+        colon, comma = draw(st.booleans()), draw(st.booleans())
+        entries.append(_statement(name, *([":"] if colon else []), draw(value), *([","] if comma else [])))
+    return _block(_statement(draw(st.sampled_from(["headers", "query"]))), entries)
 
 
 @st.composite

@@ -95,6 +95,9 @@ class Tool(Node):
     name: str  # as written in the spec: "std.python", "lookup"
     import_path: str | None  # "pkg.mod:func" for user tools; None for std.*
     options: tuple[tuple[str, object], ...] = ()  # sorted by key
+    secrets: tuple[str, ...] = ()  # names of environment variables, in source order; never values
+    headers: tuple[tuple[str, str], ...] = ()  # std.http_get: (name, text with `${SECRET}`), in source order
+    query: tuple[tuple[str, str], ...] = ()  # std.http_get: query parameters, the same way
     origin: Span | None = _origin()
 
     @property

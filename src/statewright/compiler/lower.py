@@ -77,7 +77,11 @@ class _Lowerer:
             options: dict[str, object] = {}
             for opt in decl.options:
                 options.setdefault(opt.name.value, opt.value.to_python())
-            out.append(ir.Tool(name, path, tuple(sorted(options.items())), decl.span))
+            # a second `headers` or `query` block is an error the checks report: the first one is used
+            headers = tuple((e.name.value, e.value.value) for e in decl.headers[0].entries) if decl.headers else ()
+            query = tuple((e.name.value, e.value.value) for e in decl.query[0].entries) if decl.query else ()
+            out.append(ir.Tool(name, path, tuple(sorted(options.items())), decl.secret_names, headers, query,
+                               decl.span))
         out.extend(ir.Tool(name, None, ()) for name in self.symbols.implicit_tools)
         return tuple(out)
 

@@ -252,8 +252,15 @@ class _BuildAst(Transformer_NonRecursive):
     # tools and agents
     def tool_decl(self, meta: Meta, name: ast.ToolName, *rest: object) -> ast.ToolDecl:
         path = next((r for r in rest if isinstance(r, ast.String)), None)
-        options = next((r for r in rest if isinstance(r, tuple)), ())
-        return ast.ToolDecl(name, path, options, self._span(meta))
+        items: tuple[object, ...] = next((r for r in rest if isinstance(r, tuple)), ())
+        return ast.ToolDecl(
+            name, path,
+            options=tuple(i for i in items if isinstance(i, ast.ToolOption)),
+            secrets=tuple(i for i in items if isinstance(i, ast.ToolSecrets)),
+            headers=tuple(i for i in items if isinstance(i, ast.ToolHeaders)),
+            query=tuple(i for i in items if isinstance(i, ast.ToolQuery)),
+            span=self._span(meta),
+        )
 
     def tool_name(self, meta: Meta, *parts: Token) -> ast.ToolName:
         return ast.ToolName(tuple(str(p) for p in parts), self._span(meta))
@@ -263,6 +270,19 @@ class _BuildAst(Transformer_NonRecursive):
 
     def tool_option(self, meta: Meta, name: Token, value: ast.Value) -> ast.ToolOption:
         return ast.ToolOption(self._name(name), value, self._span(meta))
+
+    def tool_secrets(self, meta: Meta, *names: Token) -> ast.ToolSecrets:
+        return ast.ToolSecrets(tuple(self._name(n) for n in names if n is not None), self._span(meta))
+
+    def tool_headers(self, meta: Meta, *entries: ast.TextEntry) -> ast.ToolHeaders:
+        return ast.ToolHeaders(tuple(entries), self._span(meta))
+
+    def tool_query(self, meta: Meta, *entries: ast.TextEntry) -> ast.ToolQuery:
+        return ast.ToolQuery(tuple(entries), self._span(meta))
+
+    def text_entry(self, meta: Meta, name: Token | ast.String, value: ast.String) -> ast.TextEntry:
+        key = name if isinstance(name, ast.String) else ast.String(str(name), False, self._tok_span(name))
+        return ast.TextEntry(key, value, self._span(meta))
 
     def agent_decl(self, meta: Meta, name: Token, *items: ast.AgentItem) -> ast.AgentDecl:
         return ast.AgentDecl(self._name(name), tuple(items), self._span(meta))

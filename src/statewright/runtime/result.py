@@ -6,8 +6,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # Failure kinds. "limit" names the machine limit in `limit`; "bound" means every transition of a state
-# was disabled by its bounds; the rest name the step that failed.
-FAILURE_KINDS = ("limit", "bound", "output", "model", "tool", "guard", "script", "input", "template")
+# was disabled by its bounds; "input" and "secret" (a secret a tool names is not set) mean the run could not
+# start; the rest name the step that failed.
+FAILURE_KINDS = ("limit", "bound", "output", "model", "tool", "guard", "script", "input", "template", "secret")
 
 
 @dataclass

@@ -21,6 +21,7 @@ from .result import RunResult
 from .scripted import Script, ScriptError
 from .spec import InputSpec, MachineSpec
 from .sync import run_sync
+from .tool_secrets import SecretError, read_secrets
 from .trace import Trace
 
 EXIT_FINAL = 0
@@ -159,7 +160,8 @@ def _runner_parser(machine: MachineSpec, prog: str | None) -> argparse.ArgumentP
         lines.append(f"  {spec.name}: {_runner_type_text(spec.annotation)}{default}")
     epilog = ("inputs:\n" + "\n".join(lines)) if lines else "this machine takes no inputs"
     epilog += ("\n\nexit status: 0 the run reached a final state, 1 it failed (the failure is in the JSON "
-               "result), 2 usage error, 130 interrupted, 143 stopped by SIGTERM\n\n"
+               "result), 2 usage or configuration error (bad inputs, a secret not set), 130 interrupted, 143 "
+               "stopped by SIGTERM\n\n"
                "The command `batch` runs the machine over a file of many inputs at once (see `batch --help`).")
     parser = argparse.ArgumentParser(
         prog=prog, description=f"Run the state machine '{machine.name}'. {machine.description}".strip(),
@@ -308,6 +310,15 @@ def read_inputs(machine: MachineSpec, pairs: list[str], inputs_file: str | None)
     return values
 
 
+def check_secrets(machine: MachineSpec) -> None:
+    """Every secret the machine's tools name is set in the environment (RunnerUsageError naming each one
+    that is not): a configuration error, found before the run starts."""
+    try:
+        read_secrets(machine, os.environ)
+    except SecretError as exc:
+        raise RunnerUsageError("the machine's secrets are not available:\n  " + "\n  ".join(exc.problems)) from None
+
+
 def main(machine: MachineSpec, argv: list[str] | None = None, *, prog: str | None = None,
          batch_prog: str | None = None) -> int:
     """Parse `argv` (default: sys.argv[1:]), run the machine, print the RunResult JSON on stdout.
@@ -342,6 +353,7 @@ def _runner_main(machine: MachineSpec, args: argparse.Namespace) -> int:
     if args.resume and (args.input or args.inputs_file):
         print("note: a resumed run uses its stored inputs; --input/--inputs-file are ignored", file=sys.stderr)
     inputs = {} if args.resume else read_inputs(machine, args.input, args.inputs_file)
+    check_secrets(machine)
     run_id = args.resume or args.run_id or new_run_id()
     try:
         store = CheckpointStore(args.checkpoint) if args.checkpoint else None
@@ -472,6 +484,7 @@ def _runner_batch_main(machine: MachineSpec, args: argparse.Namespace) -> int:
     if args.script and model_map:
         raise RunnerUsageError("--script answers every model call; it cannot be combined with --model-map")
     script = _runner_read_script(args.script) if args.script else None
+    check_secrets(machine)
     checkpoint = args.checkpoint or (default_batch_checkpoint(args.out) if args.out else None)
     if args.resume and args.out and not os.path.exists(args.out):
         raise RunnerUsageError(f"--resume: there is no results file {args.out} to continue")

@@ -78,11 +78,18 @@ class AgentSpec:
 
 @dataclass(frozen=True)
 class ToolSpec:
-    """A tool the machine enables: std.* by name, user tools by "pkg.mod:func"."""
+    """A tool the machine enables: std.* by name, user tools by "pkg.mod:func".
+
+    `secrets` are names of environment variables, never values (tool_secrets.py reads them when a run
+    starts); `headers` and `query` are std.http_get's (name, text) pairs, the text with `${NAME}` in it."""
 
     name: str
     import_path: str | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
+    secrets: tuple[str, ...] = ()
+    headers: tuple[tuple[str, str], ...] = ()
+    query: tuple[tuple[str, str], ...] = ()
+    origin: str = ""
 
 
 @dataclass(frozen=True)

@@ -53,8 +53,9 @@ async def arun_test(machine: MachineSpec, test: TestSpec, *, trace_path: str | N
     workspace = tempfile.TemporaryDirectory(prefix="statewright-test-")
     try:
         # a directory the registry makes, so it belongs to the user tool code runs as (see docs/tools.md)
+        # a test needs no secrets: scripted tools never run, and a real tool that needs one fails its call
         engine = Engine(machine, client=client, trace=trace, script=script,
-                        workspace=os.path.join(workspace.name, "workspace"))
+                        workspace=os.path.join(workspace.name, "workspace"), require_secrets=False)
         result = await engine.arun(dict(test.inputs))
     except Exception as error:  # noqa: BLE001 - a test reports what broke instead of crashing the suite
         crashed = f"the run crashed: {type(error).__name__}: {error}"

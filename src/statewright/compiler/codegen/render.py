@@ -281,12 +281,17 @@ class _RunnerView:
             ("agents", {a.name: self._agent(a) for a in m.agents}),
             ("states", {s.name: self._state(s) for s in m.states}),
             ("start", m.start),
-            ("tools", {t.name: _spec_call(runtime_spec.ToolSpec, [
-                ("name", t.name), ("import_path", t.import_path), ("options", dict(t.options)),
-            ]) for t in m.tools}),
+            ("tools", {t.name: self._tool(t) for t in m.tools}),
             ("tests", tuple(self._test(t) for t in m.tests)),
             ("source_sha256", self.sha256),
             ("source_path", self.source_path),
+        ])
+
+    def _tool(self, t: ir.Tool) -> Call:
+        return _spec_call(runtime_spec.ToolSpec, [
+            ("name", t.name), ("import_path", t.import_path), ("options", dict(t.options)),
+            ("secrets", t.secrets), ("headers", t.headers), ("query", t.query),
+            ("origin", self._position(f"tool {t.name}", t.origin)),
         ])
 
     def _input(self, i: ir.Input) -> Call:

@@ -171,8 +171,9 @@ def ir_to_json(machine: ir.Machine) -> dict[str, Any]:
             for t in machine.types
         ],
         "tools": [
-            {"name": t.name, "import_path": t.import_path, "options": dict(t.options),
-             "origin": span_to_json(t.origin)}
+            {"name": t.name, "import_path": t.import_path, "options": dict(t.options), "secrets": list(t.secrets),
+             "headers": [{"name": n, "value": v} for n, v in t.headers],
+             "query": [{"name": n, "value": v} for n, v in t.query], "origin": span_to_json(t.origin)}
             for t in machine.tools
         ],
         "agents": [
@@ -232,7 +233,9 @@ IR_JSON_SCHEMA: dict[str, Any] = {
             "origin": _ORIGIN,
         })},
         "tools": {"type": "array", "items": _obj({
-            "name": _STR, "import_path": _nullable(_STR), "options": {"type": "object"}, "origin": _ORIGIN,
+            "name": _STR, "import_path": _nullable(_STR), "options": {"type": "object"}, "secrets": _STRS,
+            "headers": {"type": "array", "items": _obj({"name": _STR, "value": _STR})},
+            "query": {"type": "array", "items": _obj({"name": _STR, "value": _STR})}, "origin": _ORIGIN,
         })},
         "agents": {"type": "array", "items": _obj({
             "name": _STR, "prompt": _STR, "model": _STR, "temperature": _nullable(_NUM), "tools": _STRS,
