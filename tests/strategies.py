@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 # Words the grammar spells as keywords somewhere; a NAME drawn from this module avoids them all so that
 # it lexes as a name in every context.
 KEYWORDS = frozenset(
-    ["machine", "description", "input", "model", "verifier", "temperature", "limits", "type", "list", "tool", "agent", "prompt", "tools", "memory", "fallbacks", "start", "final", "state", "do", "output", "tell", "visits", "retries", "call", "result", "when", "otherwise", "stay", "max", "not", "and", "or", "in", "true", "false", "none", "test", "reply", "verdict", "expect", "path", "failure", "secrets", "headers", "query"]
+    ["machine", "description", "input", "model", "verifier", "temperature", "limits", "type", "list", "tool", "agent", "prompt", "tools", "memory", "fallbacks", "start", "final", "state", "do", "output", "tell", "visits", "retries", "call", "result", "when", "otherwise", "stay", "max", "not", "and", "or", "in", "true", "false", "none", "test", "reply", "verdict", "expect", "path", "failure", "secrets", "headers", "query", "instruction", "visit", "contains", "allow", "unused", "replies"]
 )
 
 _WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
@@ -392,7 +392,8 @@ def _state_decl(draw: Draw) -> list[Piece]:
 
 @st.composite
 def _test_item(draw: Draw) -> list[Piece]:
-    kind = draw(st.sampled_from(["input", "reply", "reply", "verdict", "path", "final", "result", "failure"]))
+    kind = draw(st.sampled_from(["input", "reply", "reply", "verdict", "path", "final", "result", "failure",
+                                 "output", "instruction", "unused"]))
     if kind == "input":
         return _statement("input", draw(objects))
     if kind == "reply":
@@ -407,6 +408,15 @@ def _test_item(draw: Draw) -> list[Piece]:
         return _statement("expect", "final", draw(names))
     if kind == "result":
         return _statement("expect", "result", draw(values))
+    if kind in ("output", "instruction"):
+        visit = ["visit", draw(ints)] if draw(st.booleans()) else []
+        contains = ["contains"] if kind == "instruction" or draw(st.booleans()) else []
+        expected = [draw(string_tokens())] if contains or kind == "instruction" else draw(values)
+        if kind == "instruction" and draw(st.booleans()):
+            contains = []
+        return _statement("expect", kind, draw(names), visit, contains, expected)
+    if kind == "unused":
+        return _statement("allow", "unused", "replies")
     return _statement("expect", "failure", draw(names))
 
 

@@ -190,6 +190,19 @@ class Verdict(Node):
     origin: Span | None = _origin()
 
 
+class Expectation(Node):
+    """`expect output` (kind "output": the state's output, compared as a typed value; an object checks the
+    fields it names) or `expect instruction` (kind "instruction": the rendered `do` the agent was sent), at
+    the state's `visit` (1-based). With `contains`, `value` is text the output or instruction contains."""
+
+    kind: str
+    state: str
+    visit: int = 1
+    contains: bool = False
+    value: object = None
+    origin: Span | None = _origin()
+
+
 class Test(Node):
     name: str
     inputs: tuple[tuple[str, object], ...]
@@ -199,6 +212,8 @@ class Test(Node):
     expect_result: object = None
     has_expect_result: bool = False
     expect_failure: str | None = None
+    expectations: tuple[Expectation, ...] = ()  # in source order
+    allow_unused: bool = False  # `allow unused replies`: scripted answers the run never asks for pass
     origin: Span | None = _origin()
 
 

@@ -166,8 +166,18 @@ class _Lowerer:
             expect_result=view.expect_result.value.to_python() if view.expect_result is not None else None,
             has_expect_result=view.expect_result is not None,
             expect_failure=view.expect_failure.kind.value if view.expect_failure is not None else None,
+            expectations=tuple(self._expectation(e) for e in view.expectations),
+            allow_unused=view.allow_unused is not None,
             origin=view.decl.span,
         )
+
+    @staticmethod
+    def _expectation(item: ast.ExpectOutput | ast.ExpectInstruction) -> ir.Expectation:
+        visit = int(item.visit.value) if item.visit is not None else 1
+        if isinstance(item, ast.ExpectOutput):
+            return ir.Expectation("output", item.state.value, visit, item.contains, item.value.to_python(),
+                                  item.span)
+        return ir.Expectation("instruction", item.state.value, visit, item.contains, item.text.value, item.span)
 
     def machine_ir(self) -> ir.Machine:
         mv = self.symbols.machine

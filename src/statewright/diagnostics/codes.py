@@ -326,6 +326,25 @@ _ALL = [
     _e("SW6007", "expected final state is not final",
        "'expect final STATE' names the final state a run ends in; the named state is not a final state.",
        "expect final review", "expect final publish"),
+    _e("SW6040", "expected output does not fit the state's output type",
+       "'expect output STATE VALUE' compares STATE's output with VALUE as typed values, so VALUE must fit "
+       "the state's output type: text for an agent state without 'output TYPE', the declared type for one "
+       "with it, the tool's result for an action state. An object names only the fields it checks; each of "
+       "them must be a field of the type, with a value of the field's type. 'contains \"...\"' needs a text "
+       "output.",
+       'type Critique { score: int  fixes: list[str] }\n...\nexpect output review { score "88" }',
+       'type Critique { score: int  fixes: list[str] }\n...\nexpect output review { score 88 }'),
+    _e("SW6041", "expectation of something the state does not have",
+       "Only an agent state sends an instruction (its rendered 'do'), so 'expect instruction' names an agent "
+       "state. A final state does no step and has no output: expect the run's result instead.",
+       "state run_tests { call std.python(code = code) ... }\n...\nexpect instruction run_tests contains \"x\"",
+       "state run_tests { call std.python(code = code) ... }\n...\nexpect output run_tests { exit_code 0 }"),
+    _e("SW6042", "expected result can never match",
+       "'expect result VALUE' compares typed values: 90 is not \"90\" and true is not 1. A final state's "
+       "'result' template renders text, so when every final state the test can end in has one, the run's "
+       "result is text and a number, a boolean, none, a list or an object can never equal it.",
+       'final state done { result "{{ review.output.score }}" }\n...\nexpect result 90',
+       'final state done { result "{{ review.output.score }}" }\n...\nexpect result "90"'),
     # --- warnings -----------------------------------------------------------------------------
     _w("SW7001", "unused agent", "The agent is declared but no state uses it and no state tells it anything.",
        'agent helper { prompt "You help." }   # no state says \'agent helper\' or tells it',
@@ -470,6 +489,11 @@ _ALL = [
        'call std.http_get(url = "https://api.search.example/?key=${SEARCH_KEY}&q=" + topic)',
        'tool std.http_get {\n    ...\n    secrets [SEARCH_KEY]\n    query { key "${SEARCH_KEY}" }\n}\n'
        '...\ncall std.http_get(url = "https://api.search.example/?q=" + topic)'),
+    _w("SW7043", "expectation on a visit the expected path does not make",
+       "'expect output STATE visit N' (or 'expect instruction') checks STATE's Nth visit, but the test's "
+       "own 'expect path' visits STATE fewer than N times, so the test cannot pass.",
+       "expect path [draft, review, publish]\nexpect output review visit 2 { score 88 }",
+       "expect path [draft, review, revise, review, publish]\nexpect output review visit 2 { score 88 }"),
     # --- internal -----------------------------------------------------------------------------
     _e("SW9001", "internal compiler error",
        "The compiler hit a bug. Please report it with the input file.", "", ""),

@@ -485,7 +485,36 @@ class ExpectFailure(Node):
     span: Span = _span()
 
 
-TestItem = TestInput | Reply | Verdict | ExpectPath | ExpectFinal | ExpectResult | ExpectFailure
+class ExpectOutput(Node):
+    """`expect output STATE [visit N] VALUE` (or `contains "text"`): STATE's output at its Nth visit."""
+
+    state: Name
+    visit: Number | None  # None: the first visit
+    contains: bool  # the value is a string the output must contain
+    value: Value
+    span: Span = _span()
+
+
+class ExpectInstruction(Node):
+    """`expect instruction STATE [visit N] [contains] "text"`: the rendered `do` STATE's agent was sent."""
+
+    state: Name
+    visit: Number | None
+    contains: bool
+    text: String
+    span: Span = _span()
+
+
+class AllowUnused(Node):
+    """`allow unused replies`: replies and verdicts the run never asks for do not fail the test."""
+
+    span: Span = _span()
+
+
+TestItem = (
+    TestInput | Reply | Verdict | ExpectPath | ExpectFinal | ExpectResult | ExpectFailure | ExpectOutput
+    | ExpectInstruction | AllowUnused
+)
 
 
 class TestDecl(Node):

@@ -18,6 +18,7 @@ from contextvars import ContextVar
 from dataclasses import field
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from lark import Lark, Token, v_args
 from lark.exceptions import UnexpectedInput, UnexpectedToken, VisitError
@@ -471,6 +472,30 @@ class _BuildAst(Transformer_NonRecursive):
 
     def expect_failure(self, meta: Meta, kind: Token) -> ast.ExpectFailure:
         return ast.ExpectFailure(self._name(kind), self._span(meta))
+
+    def visit(self, meta: Meta, count: Token) -> ast.Number:
+        return self.number(None, count)
+
+    def expect_output(self, meta: Meta, state: Token, *rest: Any) -> ast.ExpectOutput:
+        visit = next((r for r in rest if isinstance(r, ast.Number)), None)
+        contains = any(isinstance(r, Token) and r.type == "CONTAINS" for r in rest)
+        last = rest[-1]
+        if isinstance(last, ast.String):  # `contains "text"`
+            value = ast.Value("str", last.value, last.span)
+        else:
+            assert isinstance(last, ast.Value)
+            value = last
+        return ast.ExpectOutput(self._name(state), visit, contains, value, self._span(meta))
+
+    def expect_instruction(self, meta: Meta, state: Token, *rest: Any) -> ast.ExpectInstruction:
+        visit = next((r for r in rest if isinstance(r, ast.Number)), None)
+        contains = any(isinstance(r, Token) and r.type == "CONTAINS" for r in rest)
+        text = rest[-1]
+        assert isinstance(text, ast.String)
+        return ast.ExpectInstruction(self._name(state), visit, contains, text, self._span(meta))
+
+    def allow_unused(self, meta: Meta) -> ast.AllowUnused:
+        return ast.AllowUnused(self._span(meta))
 
 
 # ---- errors in words people know -----------------------------------------------------------------

@@ -90,6 +90,7 @@ class Engine:
         listeners: Sequence[Listener] = (),
         clock: Callable[[], float] | None = None,
         require_secrets: bool = True,
+        observe: Callable[[str, str, int, Any], None] | None = None,
     ) -> None:
         self.machine = machine
         self._client = client
@@ -103,6 +104,7 @@ class Engine:
         self._tools_stopped = False  # kill_tool_processes was called: no run starts tool code any more
         self.listeners = tuple(listeners)
         self.require_secrets = require_secrets
+        self.observe = observe  # hears each step's instruction and output (test blocks' expectations)
         self.core = RunCore(machine, clock=clock or _monotonic, model_map=model_map, max_tokens=max_tokens)
 
     @property
@@ -218,6 +220,7 @@ class Engine:
             emit = _redacting(emit, redactions) if emit is not None else None
             save = _redacting(save, redactions) if save is not None else None
         run.listen(emit, content=trace.content if trace is not None else False, save=save)
+        run.observe = self.observe
 
     def _emitter(self, trace: Trace | None) -> Listener | None:
         sinks: list[Listener] = [trace.record] if trace is not None else []

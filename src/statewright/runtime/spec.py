@@ -109,6 +109,19 @@ class LimitsSpec:
 
 
 @dataclass(frozen=True)
+class ExpectationSpec:
+    """`expect output` (kind "output") or `expect instruction` (kind "instruction") of a test block: what
+    `state` gave at its `visit` (1-based); with `contains`, `value` is text it must contain."""
+
+    kind: str
+    state: str
+    visit: int = 1
+    contains: bool = False
+    value: Any = None
+    origin: str = ""
+
+
+@dataclass(frozen=True)
 class TestSpec:
     """A `test` block: inputs, the scripted replies and verdicts in source order, expectations."""
 
@@ -124,6 +137,9 @@ class TestSpec:
     has_expect_result: bool = False
     expect_failure: str | None = None
     origin: str = ""
+    expectations: tuple[ExpectationSpec, ...] = ()
+    allow_unused: bool = False  # replies and verdicts the run never used do not fail the test
+    step_origins: tuple[str, ...] = ()  # the .fsm position of each of `steps`
 
 
 @dataclass(frozen=True)

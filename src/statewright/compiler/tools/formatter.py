@@ -492,6 +492,18 @@ class _Layout:
             return self._valued(item.span, "expect result", item.value, depth)
         if isinstance(item, ast.ExpectFailure):
             return _line(item.span, f"expect failure {item.kind.value}")
+        if isinstance(item, (ast.ExpectOutput, ast.ExpectInstruction)):
+            what = "output" if isinstance(item, ast.ExpectOutput) else "instruction"
+            head = f"expect {what} {item.state.value}"
+            if item.visit is not None:
+                head += f" visit {_number(item.visit.value)}"
+            if isinstance(item, ast.ExpectInstruction):
+                return _line(item.span, head + (" contains " if item.contains else " ") + self._string(item.text, depth))
+            if item.contains:
+                return _line(item.span, f"{head} contains {self._value(item.value, depth)}")
+            return self._valued(item.span, head, item.value, depth)
+        if isinstance(item, ast.AllowUnused):
+            return _line(item.span, "allow unused replies")
         raise TypeError(f"unknown test item {type(item).__name__}")
 
     # ---- values: objects and lists of objects are blocks, everything else stays on its line --------

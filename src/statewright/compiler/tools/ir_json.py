@@ -142,6 +142,9 @@ def _test(t: ir.Test) -> dict[str, Any]:
         "expect_result": t.expect_result,
         "has_expect_result": t.has_expect_result,
         "expect_failure": t.expect_failure,
+        "expectations": [{"kind": e.kind, "state": e.state, "visit": e.visit, "contains": e.contains,
+                          "value": e.value, "origin": span_to_json(e.origin)} for e in t.expectations],
+        "allow_unused": t.allow_unused,
         "origin": span_to_json(t.origin),
     }
 
@@ -311,7 +314,12 @@ IR_JSON_SCHEMA: dict[str, Any] = {
                       "origin": _ORIGIN}),
             ]}},
             "expect_path": _nullable(_STRS), "expect_final": _nullable(_STR), "expect_result": _REF["value"],
-            "has_expect_result": {"type": "boolean"}, "expect_failure": _nullable(_STR), "origin": _ORIGIN,
+            "has_expect_result": {"type": "boolean"}, "expect_failure": _nullable(_STR),
+            "expectations": {"type": "array", "items": _obj({
+                "kind": {"enum": ["output", "instruction"]}, "state": _STR,
+                "visit": {"type": "integer", "minimum": 1}, "contains": {"type": "boolean"}, "value": _REF["value"],
+                "origin": _ORIGIN})},
+            "allow_unused": {"type": "boolean"}, "origin": _ORIGIN,
         }),
     },
 }
