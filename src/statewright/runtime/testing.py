@@ -154,13 +154,14 @@ def unused_script(machine: MachineSpec, test: TestSpec, client: ScriptedClient) 
     return messages
 
 
-def typed_difference(expected: Any, actual: Any, *, partial: bool = False, where: str = "") -> str | None:
+def typed_difference(expected: Any, actual: Any, *, partial: bool = False, where: str = "",
+                     subject: str = "the value") -> str | None:
     """Where `actual` differs from `expected` as typed values, in words ("`.score` is 70, expected 88"), or
     None when they are equal. Text is not a number (`"1"` is not `1`), a boolean is not a number (`true`
     is not `1`), whole and decimal numbers compare by value (`1` is `1.0`). With `partial`, an object in
     `expected` checks only the fields it names; lists always compare item by item, lengths included."""
     expected, actual = _testing_plain(expected), _testing_plain(actual)
-    label = f"`{where}` " if where else ""
+    label = f"`{where}` " if where else f"{subject} "
     kind, actual_kind = _testing_kind(expected), _testing_kind(actual)
     if kind != actual_kind:
         return (f"{label}is {_testing_show(actual, 80)} ({actual_kind}), expected {_testing_show(expected, 80)} "
@@ -231,9 +232,9 @@ def _testing_visit_problem(expectation: ExpectationSpec, result: RunResult, obse
         return f"the {kind} does not contain {_testing_show(expectation.value, 200)}; it is {_testing_show(actual, 300)}"
     if kind == "instruction" and isinstance(actual, str) and isinstance(expectation.value, str):
         return _testing_text_difference(expectation.value, actual)
-    difference = typed_difference(expectation.value, actual, partial=True)
-    if difference is None:
-        return None
+    difference = typed_difference(expectation.value, actual, partial=True, subject="the output")
+    if difference is None or difference.startswith("the output "):
+        return difference
     return f"{difference}; the output is {_testing_show(actual, 300)}"
 
 
