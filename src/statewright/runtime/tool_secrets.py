@@ -133,5 +133,5 @@ def _secrets_needers(tools: list[ToolSpec]) -> str:
 
 
 def _secrets_missing_text(name: str, tool: str) -> str:
-    return (f"{tool} needs the secret {name}, and the environment variable {name} is not set (test blocks run "
-            "without the environment's secrets unless it is set)")
+    return (f"{tool} needs the secret {name}, and the environment variable {name} is not set or holds a value "
+            "the tool cannot use (a test block starts without the secrets it lacks)")
