@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 # Words the grammar spells as keywords somewhere; a NAME drawn from this module avoids them all so that
 # it lexes as a name in every context.
 KEYWORDS = frozenset(
-    ["machine", "description", "input", "model", "verifier", "temperature", "limits", "type", "list", "tool", "agent", "prompt", "tools", "memory", "fallbacks", "start", "final", "state", "do", "output", "tell", "visits", "retries", "call", "result", "fail", "ask", "after", "per", "visit", "timeout", "when", "otherwise", "stay", "max", "not", "and", "or", "in", "true", "false", "none", "test", "reply", "verdict", "expect", "path"]
+    ["machine", "description", "input", "model", "verifier", "temperature", "limits", "type", "list", "tool", "agent", "prompt", "tools", "memory", "fallbacks", "start", "final", "state", "do", "output", "tell", "visits", "retries", "call", "result", "fail", "ask", "after", "per", "timeout", "when", "otherwise", "stay", "max", "not", "and", "or", "in", "true", "false", "none", "test", "reply", "verdict", "expect", "path", "failure", "secrets", "headers", "query", "instruction", "visit", "contains", "allow", "unused", "replies"]
 )
 
 _WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
@@ -296,8 +296,29 @@ def _tool_decl(draw: Draw) -> list[Piece]:
     head = _statement("tool", draw(tool_names), *(["=", path] if path else []))
     if draw(st.booleans()):
         return head
-    options = draw(st.lists(st.tuples(names, values), max_size=3))
-    return _block(head, [_statement(n, v) for n, v in options])
+    items = draw(st.lists(st.one_of(
+        st.tuples(names, values).map(lambda option: _statement(*option)),
+        _tool_secrets(), _tool_text_entries(),
+    ), max_size=4))
+    return _block(head, items)
+
+
+@st.composite
+def _tool_secrets(draw: Draw) -> list[Piece]:
+    secrets = [[n] for n in draw(st.lists(names, max_size=3))]
+    return _statement("secrets", "[", _joined(secrets, draw(st.booleans()) and bool(secrets)), "]")
+
+
+@st.composite
+def _tool_text_entries(draw: Draw) -> list[Piece]:
+    """`headers { ... }` or `query { ... }`: names bare or quoted, values with `${...}` among the hostile text."""
+    value = st.one_of(string_tokens(), st.sampled_from(['"Bearer ${KEY}"', '"$${KEY} ${A}${B}"', '"${"']))
+    entries = []
+    for _ in range(draw(st.integers(0, 3))):
+        name = draw(st.one_of(names, string_tokens(), st.just('"X-Api-Key"')))
+        colon, comma = draw(st.booleans()), draw(st.booleans())
+        entries.append(_statement(name, *([":"] if colon else []), draw(value), *([","] if comma else [])))
+    return _block(_statement(draw(st.sampled_from(["headers", "query"]))), entries)
 
 
 @st.composite
@@ -377,7 +398,7 @@ def _state_decl(draw: Draw) -> list[Piece]:
 @st.composite
 def _test_item(draw: Draw) -> list[Piece]:
     kind = draw(st.sampled_from(["input", "reply", "reply", "verdict", "timeout", "path", "final", "result",
-                                 "failure"]))
+                                 "failure", "output", "instruction", "unused"]))
     if kind == "timeout":
         return _statement("timeout", draw(names))
     if kind == "input":
@@ -394,6 +415,15 @@ def _test_item(draw: Draw) -> list[Piece]:
         return _statement("expect", "final", draw(names))
     if kind == "result":
         return _statement("expect", "result", draw(values))
+    if kind in ("output", "instruction"):
+        visit = ["visit", draw(ints)] if draw(st.booleans()) else []
+        contains = ["contains"] if kind == "instruction" or draw(st.booleans()) else []
+        expected = [draw(string_tokens())] if contains or kind == "instruction" else draw(values)
+        if kind == "instruction" and draw(st.booleans()):
+            contains = []
+        return _statement("expect", kind, draw(names), visit, contains, expected)
+    if kind == "unused":
+        return _statement("allow", "unused", "replies")
     return _statement("expect", "failure", draw(names))
 
 

@@ -188,6 +188,31 @@ def test_a_test_that_scripts_no_answer_fails_saying_so(tmp_path: Path, capsys) -
     assert "waits for an answer at state 'approve'" in out and "timeout approve" in out
 
 
+def test_an_answer_or_timeout_the_run_never_asks_for_fails_the_test(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "refund.fsm"
+    extra = SPEC.replace("DEADLINE", "24h").replace('''        reply escalate "escalated"
+''', '''        reply escalate "escalated"
+        timeout approve
+''').replace('''        expect path [check, approve, pay]
+''', '''        reply approve {
+            approved false
+            note "twice"
+        }
+        expect path [check, approve, pay]
+''')
+    path.write_text(extra, encoding="utf-8")
+    assert main(["test", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "answer #2 for state 'approve'" in out and "was never used" in out
+    assert "timeout #2 for state 'approve'" in out and "the run never asked" in out
+    path.write_text(extra.replace("        expect path [check, approve, pay]\n",
+                                  "        expect path [check, approve, pay]\n        allow unused replies\n")
+                    .replace("        expect path [check, approve, escalate, refuse]\n",
+                             "        expect path [check, approve, escalate, refuse]\n        allow unused replies\n"),
+                    encoding="utf-8")
+    assert main(["test", str(path)]) == 0, capsys.readouterr().out
+
+
 def _cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "statewright", *args], capture_output=True, text=True,
                           check=False, timeout=120, cwd=cwd, env={**os.environ, "NO_COLOR": "1"})

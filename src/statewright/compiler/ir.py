@@ -95,6 +95,9 @@ class Tool(Node):
     name: str  # as written in the spec: "std.python", "lookup"
     import_path: str | None  # "pkg.mod:func" for user tools; None for std.*
     options: tuple[tuple[str, object], ...] = ()  # sorted by key
+    secrets: tuple[str, ...] = ()  # names of environment variables, in source order; never values
+    headers: tuple[tuple[str, str], ...] = ()  # std.http_get: (name, text with `${SECRET}`), in source order
+    query: tuple[tuple[str, str], ...] = ()  # std.http_get: query parameters, the same way
     origin: Span | None = _origin()
 
     @property
@@ -202,6 +205,19 @@ class Timeout(Node):
     origin: Span | None = _origin()
 
 
+class Expectation(Node):
+    """`expect output` (kind "output": the state's output, compared as a typed value; an object checks the
+    fields it names) or `expect instruction` (kind "instruction": the rendered `do` the agent was sent), at
+    the state's `visit` (1-based). With `contains`, `value` is text the output or instruction contains."""
+
+    kind: str
+    state: str
+    visit: int = 1
+    contains: bool = False
+    value: object = None
+    origin: Span | None = _origin()
+
+
 class Test(Node):
     name: str
     inputs: tuple[tuple[str, object], ...]
@@ -211,6 +227,8 @@ class Test(Node):
     expect_result: object = None
     has_expect_result: bool = False
     expect_failure: str | None = None
+    expectations: tuple[Expectation, ...] = ()  # in source order
+    allow_unused: bool = False  # `allow unused replies`: scripted answers the run never asks for pass
     origin: Span | None = _origin()
 
 

@@ -77,7 +77,11 @@ class _Lowerer:
             options: dict[str, object] = {}
             for opt in decl.options:
                 options.setdefault(opt.name.value, opt.value.to_python())
-            out.append(ir.Tool(name, path, tuple(sorted(options.items())), decl.span))
+            # a second `headers` or `query` block is an error the checks report: the first one is used
+            headers = tuple((e.name.value, e.value.value) for e in decl.headers[0].entries) if decl.headers else ()
+            query = tuple((e.name.value, e.value.value) for e in decl.query[0].entries) if decl.query else ()
+            out.append(ir.Tool(name, path, tuple(sorted(options.items())), decl.secret_names, headers, query,
+                               decl.span))
         out.extend(ir.Tool(name, None, ()) for name in self.symbols.implicit_tools)
         return tuple(out)
 
@@ -171,8 +175,18 @@ class _Lowerer:
             expect_result=view.expect_result.value.to_python() if view.expect_result is not None else None,
             has_expect_result=view.expect_result is not None,
             expect_failure=view.expect_failure.kind.value if view.expect_failure is not None else None,
+            expectations=tuple(self._expectation(e) for e in view.expectations),
+            allow_unused=view.allow_unused is not None,
             origin=view.decl.span,
         )
+
+    @staticmethod
+    def _expectation(item: ast.ExpectOutput | ast.ExpectInstruction) -> ir.Expectation:
+        visit = int(item.visit.value) if item.visit is not None else 1
+        if isinstance(item, ast.ExpectOutput):
+            return ir.Expectation("output", item.state.value, visit, item.contains, item.value.to_python(),
+                                  item.span)
+        return ir.Expectation("instruction", item.state.value, visit, item.contains, item.text.value, item.span)
 
     def machine_ir(self) -> ir.Machine:
         mv = self.symbols.machine

@@ -147,6 +147,28 @@ _ALL = [
        "(and 'True', 'False', 'None') are constants and 'not' is an operator. A template could not read an "
        "input or state of that name, so none may have one.",
        "input loop: int\n...\ndo \"Round {{ loop }}.\"", "input round: int\n...\ndo \"Round {{ round }}.\""),
+    _e("SW2040", "unknown secret",
+       "A header or query value of std.http_get puts in a secret with ${NAME}, and NAME must be one of the "
+       "tool's own secrets: 'secrets [NAME]' in the same tool declaration. A secret is the name of an "
+       "environment variable; its value is read when a run starts and never appears in the spec.",
+       'tool std.http_get {\n    allow ["api.search.example"]\n    headers { Authorization "Bearer '
+       '${SEARCH_KEY}" }\n}',
+       'tool std.http_get {\n    allow ["api.search.example"]\n    secrets [SEARCH_KEY]\n    headers { '
+       'Authorization "Bearer ${SEARCH_KEY}" }\n}'),
+    _e("SW2041", "tool cannot take secrets",
+       "Secrets reach two kinds of tool: std.http_get, which puts them into its 'headers' and 'query', and "
+       "user tools, whose Python function receives them in a parameter named 'secrets'. std.python and "
+       "std.shell run code in a jail that never sees the runner's environment, and the file tools talk to no "
+       "service, so none of them takes 'secrets'; only std.http_get takes 'headers' and 'query'.",
+       "tool std.shell {\n    secrets [GITHUB_TOKEN]\n}",
+       'tool gh = "mytools.github:issues" {\n    secrets [GITHUB_TOKEN]\n}'),
+    _e("SW2042", "invalid header or query parameter",
+       "std.http_get sends its 'headers' with every request and adds its 'query' parameters to every URL. A "
+       "header name is an HTTP token (letters, digits and !#$%&'*+-.^_`|~), given once (names ignore case), "
+       "and not one that std.http_get writes itself (Host, Connection and the headers that frame the "
+       "body and its encoding); a header value is printable ASCII text. A query parameter has a name. "
+       "In a value, ${NAME} puts in a secret and $${ is the text '${'; any other '${' is a mistake.",
+       'headers { "X Api Key" "${KEY}" }', 'headers { "X-Api-Key" "${KEY}" }'),
     # --- structure ----------------------------------------------------------------------------
     _e("SW3001", "no start state",
        "Every machine needs exactly one 'start state'.", "state draft { ... }", "start state draft { ... }"),
@@ -341,6 +363,25 @@ _ALL = [
     _e("SW6007", "expected final state is not final",
        "'expect final STATE' names the final state a run ends in; the named state is not a final state.",
        "expect final review", "expect final publish"),
+    _e("SW6040", "expected output does not fit the state's output type",
+       "'expect output STATE VALUE' compares STATE's output with VALUE as typed values, so VALUE must fit "
+       "the state's output type: text for an agent state without 'output TYPE', the declared type for one "
+       "with it, the tool's result for an action state. An object names only the fields it checks; each of "
+       "them must be a field of the type, with a value of the field's type. 'contains \"...\"' needs a text "
+       "output.",
+       'type Critique { score: int  fixes: list[str] }\n...\nexpect output review { score "88" }',
+       'type Critique { score: int  fixes: list[str] }\n...\nexpect output review { score 88 }'),
+    _e("SW6041", "expectation of something the state does not have",
+       "Only an agent state sends an instruction (its rendered 'do'), so 'expect instruction' names an agent "
+       "state. A final state does no step and has no output: expect the run's result instead.",
+       "state run_tests { call std.python(code = code) ... }\n...\nexpect instruction run_tests contains \"x\"",
+       "state run_tests { call std.python(code = code) ... }\n...\nexpect output run_tests { exit_code 0 }"),
+    _e("SW6042", "expected result can never match",
+       "'expect result VALUE' compares typed values: 90 is not \"90\" and true is not 1. A final state's "
+       "'result' template renders text, so when every final state the test can end in has one, the run's "
+       "result is text and a number, a boolean, none, a list or an object can never equal it.",
+       'final state done { result "{{ review.output.score }}" }\n...\nexpect result 90',
+       'final state done { result "{{ review.output.score }}" }\n...\nexpect result "90"'),
     # --- warnings -----------------------------------------------------------------------------
     _w("SW7001", "unused agent", "The agent is declared but no state uses it and no state tells it anything.",
        'agent helper { prompt "You help." }   # no state says \'agent helper\' or tells it',
@@ -463,6 +504,33 @@ _ALL = [
        "telling it the state's output as well puts the output there twice.",
        "state draft { agent writer ... tell [writer, critic] }",
        "state draft { agent writer ... tell [critic] }"),
+    _w("SW7040", "literal credential in the spec",
+       "Text in the spec looks like a key or token written in (an 'sk-...' key, a bearer token, an AWS, "
+       "Google, GitHub or Slack key), or a header or query parameter whose name says it holds a credential "
+       "has a value without a secret in it. A spec is committed and reviewed, its text is written into "
+       "generated runners, and prompts and instructions are sent to model providers: a key there leaks. Keep "
+       "the key in an environment variable, name it in the tool's 'secrets' and put it in with ${NAME}.",
+       'tool std.http_get {\n    allow ["api.search.example"]\n    headers { Authorization "Bearer '
+       'sk-live-0123456789abcdefghij" }\n}',
+       'tool std.http_get {\n    allow ["api.search.example"]\n    secrets [SEARCH_KEY]\n    headers { '
+       'Authorization "Bearer ${SEARCH_KEY}" }\n}'),
+    _w("SW7041", "unused secret",
+       "std.http_get declares a secret that none of its headers or query parameters puts in, so the run "
+       "requires an environment variable that nothing reads.",
+       'secrets [SEARCH_KEY, OLD_KEY]\nheaders { Authorization "Bearer ${SEARCH_KEY}" }',
+       'secrets [SEARCH_KEY]\nheaders { Authorization "Bearer ${SEARCH_KEY}" }'),
+    _w("SW7042", "secret reference that is never replaced",
+       "Text outside std.http_get's 'headers' and 'query' holds ${NAME} for a secret the machine declares. "
+       "Secrets are put in nowhere else — not into URLs, commands, prompts or instructions — so the text is "
+       "used as written (and code in the jail sees no environment variable of that name either).",
+       'call std.http_get(url = "https://api.search.example/?key=${SEARCH_KEY}&q=" + topic)',
+       'tool std.http_get {\n    ...\n    secrets [SEARCH_KEY]\n    query { key "${SEARCH_KEY}" }\n}\n'
+       '...\ncall std.http_get(url = "https://api.search.example/?q=" + topic)'),
+    _w("SW7043", "expectation on a visit the expected path does not make",
+       "'expect output STATE visit N' (or 'expect instruction') checks STATE's Nth visit, but the test's "
+       "own 'expect path' visits STATE fewer than N times, so the test cannot pass.",
+       "expect path [draft, review, publish]\nexpect output review visit 2 { score 88 }",
+       "expect path [draft, review, revise, review, publish]\nexpect output review visit 2 { score 88 }"),
     # --- internal -----------------------------------------------------------------------------
     _e("SW9001", "internal compiler error",
        "The compiler hit a bug. Please report it with the input file.", "", ""),

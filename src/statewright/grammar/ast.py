@@ -289,11 +289,47 @@ class ToolOption(Node):
     span: Span = _span()
 
 
+class ToolSecrets(Node):
+    """`secrets [SEARCH_API_KEY]`: environment variables the tool reads when a run starts, by name only."""
+
+    names: tuple[Name, ...]
+    span: Span = _span()
+
+
+class TextEntry(Node):
+    """One `NAME "text"` line of `headers { }` or `query { }`; the name may be written as a string."""
+
+    name: String
+    value: String
+    span: Span = _span()
+
+
+class ToolHeaders(Node):
+    entries: tuple[TextEntry, ...]
+    span: Span = _span()
+
+
+class ToolQuery(Node):
+    entries: tuple[TextEntry, ...]
+    span: Span = _span()
+
+
 class ToolDecl(Node):
+    """A `tool` declaration. Its options, `secrets`, `headers` and `query` may come in any order; each
+    kind is kept apart here, and their spans give the source order back (the formatter prints by it)."""
+
     name: ToolName
     import_path: String | None = None  # "pkg.mod:func" for user tools
     options: tuple[ToolOption, ...] = ()
+    secrets: tuple[ToolSecrets, ...] = ()  # more than one is an error, reported by the checks
+    headers: tuple[ToolHeaders, ...] = ()
+    query: tuple[ToolQuery, ...] = ()
     span: Span = _span()
+
+    @property
+    def secret_names(self) -> tuple[str, ...]:
+        """The secrets the tool declares, in order, each once."""
+        return tuple(dict.fromkeys(n.value for s in self.secrets for n in s.names))
 
 
 class PromptSetting(Node):
@@ -486,7 +522,36 @@ class ExpectFailure(Node):
     span: Span = _span()
 
 
-TestItem = TestInput | Reply | Verdict | TestTimeout | ExpectPath | ExpectFinal | ExpectResult | ExpectFailure
+class ExpectOutput(Node):
+    """`expect output STATE [visit N] VALUE` (or `contains "text"`): STATE's output at its Nth visit."""
+
+    state: Name
+    visit: Number | None  # None: the first visit
+    contains: bool  # the value is a string the output must contain
+    value: Value
+    span: Span = _span()
+
+
+class ExpectInstruction(Node):
+    """`expect instruction STATE [visit N] [contains] "text"`: the rendered `do` STATE's agent was sent."""
+
+    state: Name
+    visit: Number | None
+    contains: bool
+    text: String
+    span: Span = _span()
+
+
+class AllowUnused(Node):
+    """`allow unused replies`: replies and verdicts the run never asks for do not fail the test."""
+
+    span: Span = _span()
+
+
+TestItem = (
+    TestInput | Reply | Verdict | TestTimeout | ExpectPath | ExpectFinal | ExpectResult | ExpectFailure | ExpectOutput
+    | ExpectInstruction | AllowUnused
+)
 
 
 class TestDecl(Node):

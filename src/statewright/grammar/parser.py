@@ -19,6 +19,7 @@ from contextvars import ContextVar
 from dataclasses import field
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from lark import Lark, Token, v_args
 from lark.exceptions import UnexpectedInput, UnexpectedToken, VisitError
@@ -254,8 +255,15 @@ class _BuildAst(Transformer_NonRecursive):
     # tools and agents
     def tool_decl(self, meta: Meta, name: ast.ToolName, *rest: object) -> ast.ToolDecl:
         path = next((r for r in rest if isinstance(r, ast.String)), None)
-        options = next((r for r in rest if isinstance(r, tuple)), ())
-        return ast.ToolDecl(name, path, options, self._span(meta))
+        items: tuple[object, ...] = next((r for r in rest if isinstance(r, tuple)), ())
+        return ast.ToolDecl(
+            name, path,
+            options=tuple(i for i in items if isinstance(i, ast.ToolOption)),
+            secrets=tuple(i for i in items if isinstance(i, ast.ToolSecrets)),
+            headers=tuple(i for i in items if isinstance(i, ast.ToolHeaders)),
+            query=tuple(i for i in items if isinstance(i, ast.ToolQuery)),
+            span=self._span(meta),
+        )
 
     def tool_name(self, meta: Meta, *parts: Token) -> ast.ToolName:
         return ast.ToolName(tuple(str(p) for p in parts), self._span(meta))
@@ -265,6 +273,19 @@ class _BuildAst(Transformer_NonRecursive):
 
     def tool_option(self, meta: Meta, name: Token, value: ast.Value) -> ast.ToolOption:
         return ast.ToolOption(self._name(name), value, self._span(meta))
+
+    def tool_secrets(self, meta: Meta, *names: Token) -> ast.ToolSecrets:
+        return ast.ToolSecrets(tuple(self._name(n) for n in names if n is not None), self._span(meta))
+
+    def tool_headers(self, meta: Meta, *entries: ast.TextEntry) -> ast.ToolHeaders:
+        return ast.ToolHeaders(tuple(entries), self._span(meta))
+
+    def tool_query(self, meta: Meta, *entries: ast.TextEntry) -> ast.ToolQuery:
+        return ast.ToolQuery(tuple(entries), self._span(meta))
+
+    def text_entry(self, meta: Meta, name: Token | ast.String, value: ast.String) -> ast.TextEntry:
+        key = name if isinstance(name, ast.String) else ast.String(str(name), False, self._tok_span(name))
+        return ast.TextEntry(key, value, self._span(meta))
 
     def agent_decl(self, meta: Meta, name: Token, *items: ast.AgentItem) -> ast.AgentDecl:
         return ast.AgentDecl(self._name(name), tuple(items), self._span(meta))
@@ -483,6 +504,30 @@ class _BuildAst(Transformer_NonRecursive):
 
     def expect_failure(self, meta: Meta, kind: Token) -> ast.ExpectFailure:
         return ast.ExpectFailure(self._name(kind), self._span(meta))
+
+    def visit(self, meta: Meta, count: Token) -> ast.Number:
+        return self.number(None, count)
+
+    def expect_output(self, meta: Meta, state: Token, *rest: Any) -> ast.ExpectOutput:
+        visit = next((r for r in rest if isinstance(r, ast.Number)), None)
+        contains = any(isinstance(r, Token) and r.type == "CONTAINS" for r in rest)
+        last = rest[-1]
+        if isinstance(last, ast.String):  # `contains "text"`
+            value = ast.Value("str", last.value, last.span)
+        else:
+            assert isinstance(last, ast.Value)
+            value = last
+        return ast.ExpectOutput(self._name(state), visit, contains, value, self._span(meta))
+
+    def expect_instruction(self, meta: Meta, state: Token, *rest: Any) -> ast.ExpectInstruction:
+        visit = next((r for r in rest if isinstance(r, ast.Number)), None)
+        contains = any(isinstance(r, Token) and r.type == "CONTAINS" for r in rest)
+        text = rest[-1]
+        assert isinstance(text, ast.String)
+        return ast.ExpectInstruction(self._name(state), visit, contains, text, self._span(meta))
+
+    def allow_unused(self, meta: Meta) -> ast.AllowUnused:
+        return ast.AllowUnused(self._span(meta))
 
 
 # ---- errors in words people know -----------------------------------------------------------------

@@ -157,6 +157,12 @@ MISTAKES: tuple[Mistake, ...] = (
              _machine("type T:"), _machine("limits:"), _machine('test "t":'), "machine m:",
              _machine('tool t = "a:b" :'), _machine("tool t:"), _machine('test "t" {', "input:")),
             tokens=(":",)),
+    Mistake("SW1002", "a secret is named, not written: {token} is a string",
+            "list the environment variable's name without quotes, e.g. secrets [SEARCH_API_KEY]; its value is "
+            "read when the run starts",
+            _each(('"K"', '"""K"""'), *(_machine(f"tool {tool} {{", f"secrets [{before}@]", "}")
+                                        for tool in ("std.http_get", 't = "a:b"') for before in ("", "A, "))),
+            token_type=None, tokens=()),
     Mistake("SW1002", "unexpected token '{token}'", "the block before this line may be missing its closing '}}'",
             tuple(block.replace("\n#\n", "\nstate x\n") for block in _OPEN_BLOCKS), tokens=_DECLARATION_KEYWORDS),
 )

@@ -348,10 +348,13 @@ def _tool(tool: str, span: Span, machine: Machine, declared: dict[str, str], nam
     name = names.claim(tool, "tool")
     declared[tool] = name
     path = STAND_IN_TOOLS.get(tool, f"{STAND_IN_MODULE}:unavailable_tool")
-    machine.tools.append(Tool(name, path, comments=[
+    comments = [
         f"MetaAgent's {tool} has no standard counterpart: this stand-in answers that no {tool} is",
         "configured. Point the import path at your own function.",
-    ]))
+    ]
+    if tool == "search_engine":  # a search API needs a key: named here, read from the environment at run start
+        comments.append("A search API key goes in `secrets [SEARCH_API_KEY]`; the function gets it in `secrets`.")
+    machine.tools.append(Tool(name, path, comments=comments))
     return name
 
 

@@ -251,6 +251,7 @@ class Run:
         "inputs_json",
         "last_state",
         "memories",
+        "observe",
         "outputs",
         "path",
         "run_id",
@@ -298,6 +299,8 @@ class Run:
         self.events = False  # whether anyone listens to `emit`
         self.content = False
         self.save: Callable[[str, dict[str, Any]], None] = _no_save
+        # hears ("instruction" | "output", state, visit, value) for every step: a test block's expectations
+        self.observe: Callable[[str, str, int, Any], None] | None = None
 
     def listen(self, emit: Callable[[str, dict[str, Any]], None] | None, *, content: bool = False,
                save: Callable[[str, dict[str, Any]], None] | None = None) -> None:
@@ -475,6 +478,8 @@ class RunCore:
             else:
                 output, instruction = (yield from self._action_step(run, plan)), None
             run.outputs[name] = output
+            if run.observe is not None:
+                run.observe("output", name, visit, output)
             if changed is not None:
                 changed["outputs"].add(name)
             run.last_state = name
@@ -499,6 +504,8 @@ class RunCore:
         agent = plan.agent
         assert agent is not None
         instruction = self._render(run, plan.instruction, plan.name)
+        if run.observe is not None:
+            run.observe("instruction", plan.name, run.visits[plan.name], instruction)
         user_text = instruction if feedback is None else f"{instruction}\n\n{feedback}"
         memory = run.memories[agent.name]
         system = run.system_prompts.get(agent.name)

@@ -1,7 +1,7 @@
 """The checks: one parsed machine through every check in order, all into one Diagnostics.
 
-    resolve -> flow -> typecheck -> templates -> testblocks -> settings -> shape -> graph -> listeners
-    -> unused
+    resolve -> flow -> typecheck -> secrets -> templates -> testblocks -> settings -> shape -> graph
+    -> listeners -> unused
 
 Every check reports into one Diagnostics and none stops the others, so a single run shows every problem.
 """
@@ -14,6 +14,7 @@ from .flow import Flow
 from .graph import check_graph
 from .listeners import check_conditions, check_listeners
 from .resolve import Symbols, resolve_names
+from .secrets import check_secrets
 from .settings import check_settings
 from .shape import check_shapes
 from .templates import check_templates
@@ -41,6 +42,7 @@ def _check_machine(machine: ast.Machine, diagnostics: Diagnostics) -> Symbols:
     symbols = resolve_names(machine, diagnostics)
     flow = Flow(machine)
     check_types(machine, symbols, diagnostics, flow)
+    check_secrets(machine, symbols, diagnostics)
     check_templates(machine, symbols, diagnostics, flow)
     check_tests(symbols, diagnostics)
     check_settings(machine, symbols, diagnostics)

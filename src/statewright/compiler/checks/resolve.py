@@ -114,11 +114,17 @@ class TestView(Node, frozen=False):
     expect_final: ast.ExpectFinal | None = None
     expect_result: ast.ExpectResult | None = None
     expect_failure: ast.ExpectFailure | None = None
+    allow_unused: ast.AllowUnused | None = None
+
+    @property
+    def expectations(self) -> list[ast.ExpectOutput | ast.ExpectInstruction]:
+        """The test's `expect output` and `expect instruction` lines, in source order (any number of each)."""
+        return [i for i in self.decl.items if isinstance(i, (ast.ExpectOutput, ast.ExpectInstruction))]
 
     @property
     def has_expectation(self) -> bool:
         return any(x is not None for x in (self.expect_path, self.expect_final, self.expect_result,
-                                           self.expect_failure))
+                                           self.expect_failure)) or bool(self.expectations)
 
 
 class InputRead(Node):
@@ -208,7 +214,7 @@ _STATE_SETTINGS: dict[type, tuple[str, str]] = {
 _TEST_SETTINGS: dict[type, tuple[str, str]] = {
     ast.TestInput: ("input", "input"), ast.ExpectPath: ("expect_path", "expect path"),
     ast.ExpectFinal: ("expect_final", "expect final"), ast.ExpectResult: ("expect_result", "expect result"),
-    ast.ExpectFailure: ("expect_failure", "expect failure"),
+    ast.ExpectFailure: ("expect_failure", "expect failure"), ast.AllowUnused: ("allow_unused", "allow unused replies"),
 }
 
 
@@ -491,7 +497,7 @@ class _Resolver:
             elif isinstance(item, ast.ExpectPath):
                 for name in item.states:
                     self._state_ref(name, "SW6001", " in a test")
-            elif isinstance(item, ast.ExpectFinal):
+            elif isinstance(item, (ast.ExpectFinal, ast.ExpectOutput, ast.ExpectInstruction)):
                 self._state_ref(item.state, "SW6001", " in a test")
 
 

@@ -213,8 +213,9 @@ _KIND_WORDS = {"str": "a string", "int": "a whole number", "float": "a number", 
                "none": "none", "list": "a list", "object": "an object"}
 
 
-def value_problems(value: ast.Value, t: TypeLike, symbols: Symbols) -> list[ValueProblem]:
-    """Every place where `value` does not fit `t`, innermost first within each branch."""
+def value_problems(value: ast.Value, t: TypeLike, symbols: Symbols, *, partial: bool = False) -> list[ValueProblem]:
+    """Every place where `value` does not fit `t`, innermost first within each branch. With `partial`, an
+    object may leave fields out (a test's `expect output` names only the fields it checks)."""
     out: list[ValueProblem] = []
     stack: list[tuple[ast.Value, TypeLike]] = [(value, t)]
     while stack:
@@ -270,7 +271,7 @@ def value_problems(value: ast.Value, t: TypeLike, symbols: Symbols) -> list[Valu
                 pending.append((entry.value, fields[key]))
             stack.extend(reversed(pending))
             missing = [k for k, ft in fields.items() if k not in seen and not isinstance(ft, ir.Optional_)]
-            if missing:
+            if missing and not partial:
                 out.append(ValueProblem(v.span, f"missing field{'s' if len(missing) > 1 else ''} "
                                         f"{quoted_list(missing, len(missing))} of {type_text(want)}",
                                         "optional fields (T?) may be left out; the others are required"))

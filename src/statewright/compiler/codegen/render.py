@@ -285,12 +285,17 @@ class _RunnerView:
             ("agents", {a.name: self._agent(a) for a in m.agents}),
             ("states", {s.name: self._state(s) for s in m.states}),
             ("start", m.start),
-            ("tools", {t.name: _spec_call(runtime_spec.ToolSpec, [
-                ("name", t.name), ("import_path", t.import_path), ("options", dict(t.options)),
-            ]) for t in m.tools}),
-            ("tests", tuple(self._test(t) for t in m.tests)),
+            ("tools", {t.name: self._tool(t) for t in m.tools}),
+            ("tests", tuple(self._test(t, index) for index, t in enumerate(m.tests))),
             ("source_sha256", self.sha256),
             ("source_path", self.source_path),
+        ])
+
+    def _tool(self, t: ir.Tool) -> Call:
+        return _spec_call(runtime_spec.ToolSpec, [
+            ("name", t.name), ("import_path", t.import_path), ("options", dict(t.options)),
+            ("secrets", t.secrets), ("headers", t.headers), ("query", t.query),
+            ("origin", self._position(f"tool {t.name}", t.origin)),
         ])
 
     def _input(self, i: ir.Input) -> Call:
@@ -351,7 +356,15 @@ class _RunnerView:
             ("origin", position),
         ])
 
-    def _test(self, t: ir.Test) -> Call:
+    def _test(self, t: ir.Test, index: int) -> Call:
+        # steps and expectations are keyed by the test's index: a test's name is free text, and a key made
+        # of it could equal another test's ("step" and "expect" start no other key: state names have no spaces)
+        origin = self._position(f"test {t.name}", t.origin)
+        steps = tuple(self._position(f"step {index}.{i}", step.origin) for i, step in enumerate(t.steps))
+        expectations = tuple(_spec_call(runtime_spec.ExpectationSpec, [
+            ("kind", e.kind), ("state", e.state), ("visit", e.visit), ("contains", e.contains), ("value", e.value),
+            ("origin", self._position(f"expect {index}.{i}", e.origin)),
+        ]) for i, e in enumerate(t.expectations))
         return _spec_call(runtime_spec.TestSpec, [
             ("name", t.name),
             ("inputs", dict(t.inputs)),
@@ -361,7 +374,10 @@ class _RunnerView:
             ("expect_result", t.expect_result),
             ("has_expect_result", t.has_expect_result),
             ("expect_failure", t.expect_failure),
-            ("origin", self._position(f"test {t.name}", t.origin)),
+            ("origin", origin),
+            ("expectations", expectations),
+            ("allow_unused", t.allow_unused),
+            ("step_origins", steps if any(isinstance(s, Raw) for s in steps) else ()),
         ])
 
     # -- the module's own API

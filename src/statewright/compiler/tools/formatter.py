@@ -31,6 +31,7 @@ INDENT = "    "
 # two items of different groups) is separated by one blank line.
 _CONSECUTIVE_GROUPS = frozenset({"description", "inputs", "defaults", "tools"})
 
+_BARE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _LONG_STRING = re.compile(r'"""(?:[^"]|"(?!""))*"""')
 _WHITESPACE = " \t\f\r\n"
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r"}
@@ -390,10 +391,23 @@ class _Layout:
         if tool.import_path is not None:
             text += f" = {self._string(tool.import_path, 1)}"
             after = tool.import_path.span.end
-        if not tool.options:
+        if not (tool.options or tool.secrets or tool.headers or tool.query):
             return _line(tool.span, text, "tools")
-        options = [self._valued(o.span, o.name.value, o.value, 2) for o in tool.options]
-        return self._block(tool.span, text, after, options, "tools")
+        items: list[_Element] = [self._valued(o.span, o.name.value, o.value, 2) for o in tool.options]
+        items += [_line(s.span, "secrets [" + ", ".join(n.value for n in s.names) + "]") for s in tool.secrets]
+        items += [self._text_entries(h.span, "headers", h.entries) for h in tool.headers]
+        items += [self._text_entries(q.span, "query", q.entries) for q in tool.query]
+        items.sort(key=_start_of)  # the AST keeps each kind apart; the source order is the spans'
+        return self._block(tool.span, text, after, items, "tools")
+
+    def _text_entries(self, span: Span, keyword: str, entries: tuple[ast.TextEntry, ...]) -> _Element:
+        """`headers { ... }` or `query { ... }`: one `name "value"` per line, a name bare when it can be."""
+        lines = []
+        for entry in entries:
+            name = entry.name.value
+            key = name if _BARE_NAME.fullmatch(name) else self._string(entry.name, 3)
+            lines.append(_line(entry.span, f"{key} {self._string(entry.value, 3)}"))
+        return self._block(span, keyword, span.start + len(keyword), lines)
 
     def _agent_item(self, item: ast.AgentItem) -> _Element:
         depth = 2
@@ -491,6 +505,18 @@ class _Layout:
             return self._valued(item.span, "expect result", item.value, depth)
         if isinstance(item, ast.ExpectFailure):
             return _line(item.span, f"expect failure {item.kind.value}")
+        if isinstance(item, (ast.ExpectOutput, ast.ExpectInstruction)):
+            what = "output" if isinstance(item, ast.ExpectOutput) else "instruction"
+            head = f"expect {what} {item.state.value}"
+            if item.visit is not None:
+                head += f" visit {_number(item.visit.value)}"
+            if isinstance(item, ast.ExpectInstruction):
+                return _line(item.span, head + (" contains " if item.contains else " ") + self._string(item.text, depth))
+            if item.contains:
+                return _line(item.span, f"{head} contains {self._value(item.value, depth)}")
+            return self._valued(item.span, head, item.value, depth)
+        if isinstance(item, ast.AllowUnused):
+            return _line(item.span, "allow unused replies")
         raise TypeError(f"unknown test item {type(item).__name__}")
 
     # ---- values: objects and lists of objects are blocks, everything else stays on its line --------

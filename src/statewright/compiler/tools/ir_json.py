@@ -149,6 +149,9 @@ def _test(t: ir.Test) -> dict[str, Any]:
         "expect_result": t.expect_result,
         "has_expect_result": t.has_expect_result,
         "expect_failure": t.expect_failure,
+        "expectations": [{"kind": e.kind, "state": e.state, "visit": e.visit, "contains": e.contains,
+                          "value": e.value, "origin": span_to_json(e.origin)} for e in t.expectations],
+        "allow_unused": t.allow_unused,
         "origin": span_to_json(t.origin),
     }
 
@@ -178,8 +181,9 @@ def ir_to_json(machine: ir.Machine) -> dict[str, Any]:
             for t in machine.types
         ],
         "tools": [
-            {"name": t.name, "import_path": t.import_path, "options": dict(t.options),
-             "origin": span_to_json(t.origin)}
+            {"name": t.name, "import_path": t.import_path, "options": dict(t.options), "secrets": list(t.secrets),
+             "headers": [{"name": n, "value": v} for n, v in t.headers],
+             "query": [{"name": n, "value": v} for n, v in t.query], "origin": span_to_json(t.origin)}
             for t in machine.tools
         ],
         "agents": [
@@ -239,7 +243,9 @@ IR_JSON_SCHEMA: dict[str, Any] = {
             "origin": _ORIGIN,
         })},
         "tools": {"type": "array", "items": _obj({
-            "name": _STR, "import_path": _nullable(_STR), "options": {"type": "object"}, "origin": _ORIGIN,
+            "name": _STR, "import_path": _nullable(_STR), "options": {"type": "object"}, "secrets": _STRS,
+            "headers": {"type": "array", "items": _obj({"name": _STR, "value": _STR})},
+            "query": {"type": "array", "items": _obj({"name": _STR, "value": _STR})}, "origin": _ORIGIN,
         })},
         "agents": {"type": "array", "items": _obj({
             "name": _STR, "prompt": _STR, "model": _STR, "temperature": _nullable(_NUM), "tools": _STRS,
@@ -318,7 +324,12 @@ IR_JSON_SCHEMA: dict[str, Any] = {
                 _obj({"kind": {"const": "timeout"}, "state": _STR, "origin": _ORIGIN}),
             ]}},
             "expect_path": _nullable(_STRS), "expect_final": _nullable(_STR), "expect_result": _REF["value"],
-            "has_expect_result": {"type": "boolean"}, "expect_failure": _nullable(_STR), "origin": _ORIGIN,
+            "has_expect_result": {"type": "boolean"}, "expect_failure": _nullable(_STR),
+            "expectations": {"type": "array", "items": _obj({
+                "kind": {"enum": ["output", "instruction"]}, "state": _STR,
+                "visit": {"type": "integer", "minimum": 1}, "contains": {"type": "boolean"}, "value": _REF["value"],
+                "origin": _ORIGIN})},
+            "allow_unused": {"type": "boolean"}, "origin": _ORIGIN,
         }),
     },
 }
