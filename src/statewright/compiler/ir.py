@@ -81,17 +81,15 @@ class Constraints(Node):
 
     @property
     def empty(self) -> bool:
-        return self == NO_CONSTRAINTS
-
-
-NO_CONSTRAINTS = Constraints()
+        return all(v is None for v in (self.minimum, self.maximum, self.min_length, self.max_length,
+                                       self.pattern))
 
 
 class Field(Node):
     name: str
     type: Type
     doc: str = ""
-    constraints: Constraints = NO_CONSTRAINTS
+    constraints: Constraints = field(default_factory=lambda: Constraints())
     origin: Span | None = _origin()
 
 
@@ -109,7 +107,7 @@ class Input(Node):
     type: Type
     default: object = None
     has_default: bool = False
-    constraints: Constraints = NO_CONSTRAINTS
+    constraints: Constraints = field(default_factory=lambda: Constraints())
     origin: Span | None = _origin()
 
 

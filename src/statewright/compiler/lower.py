@@ -207,7 +207,7 @@ class _Lowerer:
 def lower_constraints(constraints: tuple[ast.Constraint, ...]) -> ir.Constraints:
     """A field's or an input's constraints as IR (the first of each kind; the checks report repeats)."""
     if not constraints:
-        return ir.NO_CONSTRAINTS
+        return ir.Constraints()
     values: dict[str, object] = {}
     number = constraint_of(constraints, "in")
     if number is not None:

@@ -230,7 +230,8 @@ class _RunnerView:
                 arguments.append(("alias", f.name))
             if f.doc:
                 arguments.append(("description", f.doc))
-            arguments += [(k, Raw(v)) for k, v in constraint_arguments(f.constraints, f.type)]
+            if f.constraints is not None:
+                arguments += [(k, Raw(v)) for k, v in constraint_arguments(f.constraints, f.type)]
             if not arguments:
                 lines.append(f"{INDENT}{f.attribute}: {ann}")
             elif [k for k, _ in arguments] == ["default"]:

@@ -62,7 +62,7 @@ class FieldPlan:
     attribute: str  # the Python attribute
     type: ir.Type
     doc: str = ""
-    constraints: ir.Constraints = ir.NO_CONSTRAINTS
+    constraints: ir.Constraints | None = None
 
     @property
     def optional(self) -> bool:
@@ -196,11 +196,11 @@ def py_string(value: str) -> str:
 
 
 def annotation_source(t: ir.Type, class_names: Mapping[str, str], branches: Mapping[str, str] | None = None,
-                      constraints: ir.Constraints = ir.NO_CONSTRAINTS) -> str:
+                      constraints: ir.Constraints | None = None) -> str:
     """The same annotation as Python source text (may need `Any` and `Literal` from typing); a variant
     is the union of its branch classes (`branches`: type name -> branch class name). With `constraints`,
     the value (inside an optional) is `Annotated[T, Field(...)]`."""
-    if not constraints.empty:
+    if constraints is not None and not constraints.empty:
         if isinstance(t, ir.Optional_):
             return f"{annotation_source(t.inner, class_names, branches, constraints)} | None"
         arguments = ", ".join(f"{k}={v}" for k, v in constraint_arguments(constraints, t))
