@@ -328,3 +328,41 @@ def test_a_variant_reply_that_cannot_be_told_is_an_error(reply: str, code: str, 
     comp = api.check_text(text, "support.fsm")
     found = [(d.code, d.message + " " + (d.label or "")) for d in comp.diagnostics if d.severity.value == "error"]
     assert any(c == code and words in m for c, m in found), found
+
+
+NARROWING = """\
+machine m {
+    type A { text: str }
+    type B { reason: str }
+    agent w { prompt "p" }
+    start state first {
+        agent w
+        do "x"
+        when GUARD -> second
+        -> second
+    }
+    state second {
+        agent w
+        do "y"
+        output A | B
+        -> first max 1
+        otherwise -> done
+    }
+    final state done
+}
+"""
+
+
+@pytest.mark.parametrize(("guard", "codes"), [
+    ('second.output is A and second.output.text == ""', []),  # `is` also shows that `second` has run
+    ('second.output is not B or second.output.reason == ""', []),  # on the right of `or`: it is B
+    ('second.output is not B or second.output.text == ""', ["SW2006"]),  # ...and B has no `text`
+    ('second.output is not A or second.output.text == ""', []),
+    ('not (second.output is A) or second.output.text == ""', []),
+    ('second.output.text == ""', ["SW4014", "SW4031"]),  # may not have run, and not every variant has it
+    ('second.output != none and second.output.text == ""', ["SW4031"]),  # it has run: still a variant
+    ("second.output is none", ["SW4032"]),
+])
+def test_is_narrows_like_a_none_test(guard: str, codes: list[str]) -> None:
+    found = [d.code for d in api.check_text(NARROWING.replace("GUARD", guard), "m.fsm").diagnostics]
+    assert found == codes
