@@ -270,3 +270,99 @@ def test_awkward_headers_and_query_reach_the_server_verbatim(tmp_path: Path, mon
     query = urllib.parse.parse_qs(urllib.parse.urlsplit(request["path"]).query)
     assert query == {QUERY_NAME: [AWKWARD + " ${KEY} and the key " + SECRET_VALUE]}
     assert SECRET_VALUE not in json.dumps(result.to_json())
+
+
+# ---- patterns: a regex is text the spec hands to three engines and to generated code ---------------
+
+# A pattern every engine reads alike, full of what breaks naive quoting: quotes of both kinds (three in a
+# row too), backslashes, template braces, unicode, a tab.
+PATTERN = r'^"{3}[\\' + "'" + r'"]*\{\{ x \}\} ' + "é漢🙂\t" + r'(a|"""|\\n|\{% raw %\})+$'
+MATCHING = '"""' + "\\'\"" + "{{ x }} é漢🙂\t" + 'a"""\\n{% raw %}'
+
+PATTERN_SPEC = f"""\
+machine patterns {{
+    input code: str matches {fsm(PATTERN)} = {fsm(MATCHING)}
+
+    type Coded {{
+        code: str len 1..200 matches {fsm(PATTERN)} {fsm(AWKWARD)}
+    }}
+
+    agent coder {{
+        prompt "You write codes."
+    }}
+
+    start state write {{
+        agent coder
+        do "Write a code like {{{{ code }}}}."
+        output Coded
+        -> done
+    }}
+
+    final state done {{
+        result "{{{{ write.output.code }}}}"
+    }}
+
+    test "a matching code" {{
+        reply write {{
+            code {fsm(MATCHING)}
+        }}
+        expect result {fsm(MATCHING)}
+    }}
+}}
+"""
+
+
+@pytest.fixture(scope="module")
+def pattern_runner(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    comp = api.check_text(PATTERN_SPEC, "patterns.fsm")
+    assert comp.ok and not comp.diagnostics, [(d.code, d.message) for d in comp.diagnostics]
+    path = tmp_path_factory.mktemp("patterns") / "patterns_runner.py"
+    path.write_text(api.generate_runner(comp), encoding="utf-8")
+    return path
+
+
+def test_a_hostile_pattern_is_read_alike_and_matches_what_it_should() -> None:
+    import re
+
+    assert re.search(PATTERN, MATCHING)
+    assert not re.search(PATTERN, MATCHING.replace("{{ x }}", "{{ y }}"))
+
+
+def test_a_runner_with_hostile_patterns_is_ruff_clean_and_passes_its_test(pattern_runner: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--config",
+                           str(ROOT / "pyproject.toml"), str(pattern_runner)], capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0, done.stdout[-4000:]
+    done = subprocess.run([sys.executable, str(pattern_runner), "--selftest"], capture_output=True, text=True,
+                          check=False, timeout=120)
+    assert done.returncode == 0 and "PASS  a matching code" in done.stdout, done.stdout + done.stderr
+
+
+def test_the_model_gets_the_pattern_verbatim_and_replies_are_held_to_it(pattern_runner: Path) -> None:
+    module = import_runner(pattern_runner, "patterns_runner")
+    try:
+        schema = module.MACHINE.states["write"].output.model_json_schema()
+        assert schema["properties"]["code"]["pattern"] == PATTERN
+        assert schema["properties"]["code"]["description"] == AWKWARD
+        ok = module.run({}, script={"agent": {"write": [{"code": MATCHING}]}})
+        assert ok.ok and ok.result == MATCHING
+        bad = module.run({}, script={"agent": {"write": [{"code": "{{ x }}"}] * 3}})
+        assert bad.status == "failed" and bad.failure.kind == "output" and "pattern" in bad.failure.message
+        wrong_input = module.run({"code": "plain"}, script={"agent": {"write": [{"code": MATCHING}]}})
+        assert wrong_input.status == "failed" and wrong_input.failure.kind == "input"
+    finally:
+        sys.modules.pop("patterns_runner", None)
+
+
+def test_a_pattern_is_generated_the_same_whatever_the_hash_seed(tmp_path: Path) -> None:
+    spec = tmp_path / "patterns.fsm"
+    spec.write_text(PATTERN_SPEC, encoding="utf-8")
+    outputs = []
+    for seed in ("0", "7"):
+        out = tmp_path / f"runner_{seed}.py"
+        done = subprocess.run([sys.executable, "-m", "statewright", "compile", str(spec), "-o", str(out)],
+                              capture_output=True, text=True, check=False,
+                              env={**__import__("os").environ, "PYTHONHASHSEED": seed})
+        assert done.returncode == 0, done.stderr
+        outputs.append(out.read_bytes())
+    assert outputs[0] == outputs[1]

@@ -278,3 +278,56 @@ def test_time_spent_waiting_does_not_count_against_the_seconds_limit(tmp_path: P
     time.sleep(1.2)
     done = machine.resume("w", '{"approved": true, "note": ""}', checkpoint=db, script=Script.from_json(CHECKED))
     assert done.ok
+
+
+VARIANT = '''machine verdicts {
+    type Approve {
+        note: str len 1..20
+    }
+
+    type Reject {
+        reason: str
+        severity: int in 1..5
+    }
+
+    start state decide {
+        ask "Approve?"
+        output Approve | Reject
+        after 1h -> late
+        when output is Approve -> ok
+        otherwise -> no
+    }
+
+    final state ok {
+        result "{% if decide.output is Approve %}{{ decide.output.note }}{% endif %}"
+    }
+
+    final state no
+
+    final state late
+
+    test "approve" {
+        reply decide Approve {
+            note "fine"
+        }
+        expect path [decide, ok]
+        expect result "fine"
+    }
+}
+'''
+
+
+def test_an_answer_to_a_variant_output_is_held_to_its_variant_and_constraints(tmp_path: Path) -> None:
+    spec = tmp_path / "verdicts.fsm"
+    spec.write_text(VARIANT, encoding="utf-8")
+    started = _cli(["run", str(spec)], tmp_path)
+    assert started.returncode == 3, started.stderr
+    run_id = json.loads(started.stdout)["run_id"]
+    bad = _cli(["resume", run_id, "--answer", '{"Reject": {"reason": "x", "severity": 9}}'], tmp_path)
+    assert bad.returncode == 2
+    assert f"statewright resume {run_id}: error: the answer does not fit the output type of state 'decide'" in bad.stderr
+    assert "severity" in bad.stderr and "VerdictsOutput" not in bad.stderr and "DecideOutput" not in bad.stderr
+    done = _cli(["resume", run_id, "--answer", '{"Approve": {"note": "fine"}}'], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["result"] == "fine"
+    assert main(["test", str(spec)]) == 0

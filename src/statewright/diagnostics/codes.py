@@ -315,6 +315,71 @@ _ALL = [
        "always fine.",
        "when review.output.score > 80 -> publish   # in a state a run can reach before 'review'",
        "when review.output != none and review.output.score > 80 -> publish"),
+    # --- lists, constraints and variant outputs ------------------------------------------------
+    _e("SW4020", "item name already in use",
+       "In 'all(TEST for NAME in LIST)' (and any, count) NAME is the current item, bound in TEST only. It "
+       "must be a new name: an input, a state, 'output' or the item of an enclosing all/any/count already "
+       "mean something everywhere in the guard, and a second meaning would hide the first.",
+       "input f: str\n...\nwhen all(f.ok for f in output.findings) -> done",
+       "input f: str\n...\nwhen all(finding.ok for finding in output.findings) -> done"),
+    _e("SW4021", "all, any or count over something that is not a list",
+       "all(), any() and count() go over the items of a list: the value after 'in' must be a list (a list "
+       "field, a list input or a list literal). A list that may be none needs a test first, as everywhere "
+       "(SW4014).",
+       "when all(c != \"x\" for c in output.title) -> done",
+       "when all(t != \"x\" for t in output.tags) -> done"),
+    _e("SW4022", "constraint does not apply to the type",
+       "'in LOW..HIGH' bounds a number (int or float); 'len LOW..HIGH' bounds the characters of a str or the "
+       "items of a list; 'matches \"PATTERN\"' applies to a str. On an optional type (T?) a constraint "
+       "applies to the value when there is one. Enums, booleans and declared types take none.",
+       "title: str in 1..80", "title: str len 1..80"),
+    _e("SW4023", "invalid range",
+       "A range holds the values from its lower end to its upper end, both included; either end may be left "
+       "open (1.. or ..80), not both. The lower end may not be above the upper one, the ends of an int's "
+       "range and of a length are whole numbers, a length is never negative, and an end is a finite number.",
+       "urgency: int in 5..1", "urgency: int in 1..5"),
+    _e("SW4024", "invalid or non-portable pattern",
+       "A 'matches' pattern is a regular expression that three engines must read alike: Python's 're' (the "
+       "compiler), Rust's 'regex' (pydantic, which validates every reply) and ECMA-262 (JSON Schema's "
+       "'pattern', which structured-output decoders read). So it must parse, and it may not use what one of "
+       "them lacks or reads differently: lookarounds, backreferences, atomic groups, possessive quantifiers, "
+       "Python's named groups '(?P<name>...)', inline flags '(?i)', or '\\A', '\\Z' and '\\z' (anchor with "
+       "'^' and '$'). A pattern matches anywhere in the text unless it is anchored.",
+       'code: str matches "^(?i)[a-z]+$"', 'code: str matches "^[A-Za-z]+$"'),
+    _e("SW4025", "constraints out of order",
+       "A field's or an input's constraints are written in one order: 'in', then 'len', then 'matches' (the "
+       "formatter never reorders anything, so the order is part of the canonical form).",
+       'code: str matches "^[A-Z]+$" len 1..8', 'code: str len 1..8 matches "^[A-Z]+$"'),
+    _e("SW4030", "invalid variant output",
+       "'output A | B' says the state's output is exactly one of several declared types. Each variant is a "
+       "declared type (so that a guard can tell which one arrived with 'output is A'), listed once; built-in "
+       "types cannot be variants (wrap one in a type with a single field). Unions of strings are enums "
+       "('\"yes\" | \"no\"'), not variants.",
+       "output Answer | str", "type Note { text: str }\n...\noutput Answer | Note"),
+    _e("SW4031", "field not on every variant",
+       "A variant output is one of several types, so a field can be read from it directly only when every "
+       "type it may be has the field, with the same type. Otherwise test which variant it is first: in a "
+       "guard 'output is A and output.FIELD ...', in a template '{% if draft.output is A %}...{% endif %}'. "
+       "A test narrows the value the way a none test does: on the right of 'and' (or of 'or' after a "
+       "negated test) and in the body of an 'if'.",
+       "when output.text == \"\" -> retry", "when output is Answer and output.text == \"\" -> retry"),
+    _e("SW4032", "invalid variant test",
+       "'VALUE is TYPE' (and 'VALUE is not TYPE') tells which type a variant output arrived as: VALUE is "
+       "'output' or 'STATE.output' of a state with 'output A | B', and TYPE is one of its variants. To test "
+       "for none, compare: 'VALUE == none'.",
+       "when output is Anwser -> done", "when output is Answer -> done"),
+    _e("SW2020", "variant type named like a Jinja test",
+       "Templates test a variant output with Jinja's 'is': '{% if draft.output is Answer %}'. Jinja has "
+       "tests of its own ('number', 'string', 'mapping', 'defined', ...); a variant type with one of those "
+       "names could not be told apart from it. Rename the type.",
+       "type number { value: int }\n...\noutput number | Note", "type Number { value: int }\n...\noutput Number | Note"),
+    _e("SW6020", "reply does not say which variant it is",
+       "A reply for a state with a variant output ('output A | B') is one of its variants. Usually the fields "
+       "decide: a reply that fits exactly one variant is that one. When it fits several, or to be explicit, "
+       "name the variant before the value: 'reply STATE A { ... }'. Only replies for variant outputs name a "
+       "variant, and the name must be one of the state's variants.",
+       "output Answer | Draft   # both are { text: str }\n...\nreply write { text \"hi\" }",
+       "output Answer | Draft\n...\nreply write Answer { text \"hi\" }"),
     # --- templates ----------------------------------------------------------------------------
     _e("SW5001", "template syntax error",
        "Instructions, prompts and results are Jinja2 templates; this one does not parse.",
@@ -409,6 +474,21 @@ _ALL = [
        "the transitions after it can never fire (SW3007); always false, it never fires. Usually a "
        "placeholder left behind, or a comparison that lost the value it was meant to test.",
        'when 1 == 1 -> done\notherwise -> review', 'when output.score == 1 -> done\notherwise -> review'),
+    _w("SW7020", "comparison decided by a constraint",
+       "The guard compares a constrained field or input (or its len()) with a number that its range decides: "
+       "every value the constraint allows gives the same answer, so the comparison is always true or always "
+       "false ('urgency: int in 1..5' makes 'urgency > 5' always false). Only the comparison is reported; the "
+       "checks of the machine's shape do not count on it, since a constraint is enforced by validation "
+       "rather than by the language.",
+       "urgency: int in 1..5\n...\nwhen output.urgency > 5 -> escalate",
+       "urgency: int in 1..5\n...\nwhen output.urgency >= 4 -> escalate"),
+    _w("SW7021", "pattern that not every decoder reads alike",
+       "The pattern is valid everywhere it is validated, but a structured-output decoder may read it "
+       "differently or not at all: '\\d', '\\w', '\\s' and '\\b' mean Unicode characters to Python and Rust but "
+       "ASCII ones to ECMA-262, and llama.cpp's JSON-schema grammar takes only patterns written '^...$' with "
+       "no '(?' groups, lazy quantifiers or class escapes. Replies are validated all the same; a decoder that "
+       "cannot read the pattern may reject the request or not enforce it while the model writes.",
+       'code: str matches "\\d+"', 'code: str matches "^[0-9]+$"'),
     # --- importers: problems in a MetaAgent or AutoAgent file given to `statewright import` ------
     _e("SW8001", "input is not valid JSON",
        "The MetaAgent importer reads the FSM as JSON, and this file does not parse. The message gives the "

@@ -551,7 +551,7 @@ def _chain_type(names: list[str], symbols: Symbols, state: str | None, template:
 
 def _output(symbols: Symbols, state: str | None) -> ir.Type | None:
     view = symbols.states.get(state or "")
-    return symbols.resolve_type(view.output.type) if view is not None and view.output is not None else None
+    return symbols.resolve_output(view.output.type) if view is not None and view.output is not None else None
 
 
 def explain_code(code: str) -> str:

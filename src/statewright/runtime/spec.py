@@ -63,6 +63,7 @@ class StateSpec:
     instruction: str | None = None  # Jinja2 template source
     output: type | None = None  # a pydantic model class; None for plain text / a tool's raw result
     output_wrapped: bool = False  # the model wraps a non-object type in a single field named `value`
+    output_variant: bool = False  # the output is one of several declared types (a VariantOutput class)
     tell: tuple[str, ...] = ()
     visits: int | None = None
     retries: int = 2
@@ -169,3 +170,5 @@ class MachineSpec:
     tests: tuple[TestSpec, ...] = ()
     source_sha256: str = ""
     source_path: str = ""
+    # the declared types that variant outputs offer, by name: templates test them with `is NAME`
+    variant_types: Mapping[str, type] = field(default_factory=dict)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ...diagnostics import Diagnostics, did_you_mean, quoted_list
 from ...grammar import ast
+from .. import ir
 from .resolve import LIMIT_NAMES, Symbols, TestView
 from .typecheck import TypeLike, output_type, type_text, value_problems
 
@@ -57,9 +58,10 @@ def _check_inputs(test: TestView, symbols: Symbols, diags: Diagnostics) -> None:
                                  else "the machine declares no inputs"))
                 continue
             want = symbols.resolve_type(decl.type)
-            for p in value_problems(entry.value, want, symbols):
-                diags.report("SW4006", f"test input '{key}' does not fit its type {type_text(want)}", p.span,
-                             label=p.message, help=p.help)
+            for p in value_problems(entry.value, want, symbols, decl.constraints):
+                fits = "its constraints" if p.constraint else f"its type {type_text(want)}"
+                diags.report("SW4006", f"test input '{key}' does not fit {fits}", p.span, label=p.message,
+                             help=p.help)
     missing = [name for name, decl in symbols.inputs.items()
                if name not in given and decl.default is None and not isinstance(decl.type, ast.OptionalType)]
     if missing:
@@ -82,7 +84,20 @@ def _check_reply(item: ast.Reply, symbols: Symbols, diags: Diagnostics) -> None:
                      help="script the replies of agent states, action states and the answers of states "
                           "that ask a person")
         return
-    want = output_type(view, symbols)
+    want: TypeLike = output_type(view, symbols)
+    if item.variant is not None and want == ir.ANY:
+        return  # an output whose types are not all known (reported): nothing to check the reply against
+    if item.variant is not None and not isinstance(want, ir.Variant):
+        diags.report("SW6020", f"the output of state '{view.name}' has no variants", item.variant.span,
+                     label=f"'{item.variant.value}' names no variant",
+                     help=f"only a reply for a variant output (`output A | B`) names its type: write "
+                          f"'reply {view.name} VALUE'")
+        return
+    if isinstance(want, ir.Variant):
+        chosen = _reply_variant_type(item, want, view.name, symbols, diags)
+        if chosen is None:
+            return
+        want = chosen
     untyped_agent = view.kind in ("agent", "human") and view.output is None
     for p in value_problems(item.value, want, symbols):
         if untyped_agent:
@@ -90,8 +105,49 @@ def _check_reply(item: ast.Reply, symbols: Symbols, diags: Diagnostics) -> None:
                          p.span, label=p.message,
                          help="write the reply as a string, or declare 'output TYPE' in the state")
         else:
-            diags.report("SW6002", f"the reply for '{view.name}' does not fit its output type "
-                         f"{type_text(want)}", p.span, label=p.message, help=p.help)
+            breaks = "breaks a constraint of" if p.constraint else "does not fit"
+            diags.report("SW6002", f"the reply for '{view.name}' {breaks} its output type {type_text(want)}",
+                         p.span,
+                         label=p.message, help=p.help)
+
+
+def reply_variant(value: ast.Value, t: ir.Type, symbols: Symbols) -> str | None:
+    """The one variant of a variant output that a reply's value fits; None when none or several do."""
+    if not isinstance(t, ir.Variant):
+        return None
+    fits = [o for o in t.options if not value_problems(value, ir.Named(o), symbols)]
+    return fits[0] if len(fits) == 1 else None
+
+
+def _reply_variant_type(item: ast.Reply, want: ir.Variant, state: str, symbols: Symbols,
+                        diags: Diagnostics) -> ir.Named | None:
+    """The variant a reply for a variant output is checked against: the one it names, or the one its
+    fields fit. None when that is already reported (SW6020), or when the reply fits none (reported here
+    against the variant it comes closest to, SW6002)."""
+    options = want.options
+    if item.variant is not None:
+        name = item.variant.value
+        if name not in options:
+            diags.report("SW6020", f"'{name}' is not a variant of the output of '{state}'", item.variant.span,
+                         label=f"the output is {type_text(want)}",
+                         help=did_you_mean(name, options) or f"name one of {quoted_list(options, len(options), 'or')}")
+            return None
+        return ir.Named(name)
+    problems = {o: value_problems(item.value, ir.Named(o), symbols) for o in options}
+    fits = [o for o in options if not problems[o]]
+    if len(fits) == 1:
+        return None  # it fits one variant, so it is that one: nothing to report
+    if len(fits) > 1:
+        diags.report("SW6020", f"the reply for '{state}' fits more than one of its variants", item.value.span,
+                     label=f"it could be {quoted_list(fits, len(fits), 'or')}",
+                     help=f"name the variant it is: 'reply {state} {fits[0]} ...'")
+        return None
+    closest = min(options, key=lambda o: len(problems[o]))
+    for p in problems[closest]:
+        diags.report("SW6002", f"the reply for '{state}' fits none of its variants {type_text(want)}", p.span,
+                     label=p.message, help=p.help or f"it comes closest to {closest}; name the variant it is "
+                                                     f"meant to be: 'reply {state} {closest} ...'")
+    return None
 
 
 def _check_timeout(item: ast.TestTimeout, symbols: Symbols, diags: Diagnostics) -> None:
