@@ -398,7 +398,7 @@ MACHINE_KEYWORDS = ("description", "input", "model", "verifier model", "temperat
 STATE_KEYWORDS = ("agent", "model", "do", "output", "tell", "visits", "retries", "call", "ask", "after", "when",
                   "otherwise", "->")
 # a final state may do work too, and then end the run well (`result`) or as a failure (`fail "reason"`)
-FINAL_STATE_KEYWORDS = ("result", "fail", "agent", "model", "do", "output", "tell", "retries", "call")
+FINAL_STATE_KEYWORDS = ("result", "fail", "agent", "model", "do", "output", "retries", "call")
 AGENT_KEYWORDS = ("prompt", "model", "temperature", "tools", "memory", "fallbacks")
 TEST_KEYWORDS = ("input", "reply", "verdict", "timeout", "expect path", "expect final", "expect result",
                  "expect failure", "expect output", "expect instruction", "allow unused replies")
