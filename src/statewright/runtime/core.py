@@ -25,7 +25,7 @@ from .memory import AgentMemory
 from .result import AnswerError, Failure, RunFailed, RunResult, Usage, Waiting
 from .spec import AgentSpec, InputSpec, MachineSpec, Scope, StateSpec
 from .structured import ReplyError, output_type_name, parse_typed_reply, to_jsonable, to_text, validate_typed
-from .templates import TemplateDeadlineExceeded, TemplateRenderError, TemplateSet
+from .templates import TemplateDeadlineExceeded, TemplateRenderError, TemplateSet, variant_tests
 from .verifier import Verdict, parse_verdict, verdict_schema, verifier_messages
 
 MAX_TOOL_ROUNDS = 8
@@ -180,6 +180,7 @@ class _StatePlan:
         "tell",
         "timeout",
         "tool_key",
+        "variant",
         "verifier_key",
         "visit_edges",
         "works",
@@ -198,6 +199,7 @@ class _StatePlan:
         self.instruction = spec.instruction or ""
         self.output = spec.output
         self.wrapped = spec.output_wrapped
+        self.variant = spec.output_variant
         self.schema: dict[str, Any] | None = None
         self.schema_name = "output"
         if spec.output is not None and (self.agent is not None or spec.kind == "human"):
@@ -242,6 +244,15 @@ def _core_output_label(plan: _StatePlan) -> str:
     return f"type {output_type_name(plan.output)}"
 
 
+def _output_text(plan: _StatePlan, output: Any) -> str:
+    """An output as a message shows it: a variant with the name of its type (`{"Answer": {...}}`)."""
+    if plan.variant:
+        from .variants import tagged
+
+        output = tagged(output)
+    return to_text(output)
+
+
 def _no_event(event: str, fields: dict[str, Any]) -> None:
     pass
 
@@ -270,6 +281,7 @@ class Run:
         "inputs_json",
         "last_state",
         "memories",
+        "observe",
         "outputs",
         "path",
         "run_id",
@@ -317,6 +329,8 @@ class Run:
         self.events = False  # whether anyone listens to `emit`
         self.content = False
         self.save: Callable[[str, dict[str, Any]], None] = _no_save
+        # hears ("instruction" | "output", state, visit, value) for every step: a test block's expectations
+        self.observe: Callable[[str, str, int, Any], None] | None = None
 
     def listen(self, emit: Callable[[str, dict[str, Any]], None] | None, *, content: bool = False,
                save: Callable[[str, dict[str, Any]], None] | None = None) -> None:
@@ -352,7 +366,7 @@ class RunCore:
         self.clock = clock
         self.model_map = dict(model_map or {})
         self.max_tokens = max_tokens
-        self.templates = templates or TemplateSet()
+        self.templates = templates or TemplateSet(tests=variant_tests(machine.variant_types))
         self.inputs = InputValidator()
         self._agents = {name: _AgentPlan(spec, machine, self._map_model) for name, spec in machine.agents.items()}
         self._plans = {name: _StatePlan(spec, machine, self._agents) for name, spec in machine.states.items()}
@@ -435,6 +449,15 @@ class RunCore:
                                 Failure(**failure) if failure else None)
         return run
 
+    def _stored_output(self, state: str, output: Any) -> Any:
+        """An output as a checkpoint keeps it: a variant with the name of its type, so it revives as it was."""
+        plan = self._plans.get(state)
+        if plan is None or not plan.variant:
+            return output
+        from .variants import tagged
+
+        return tagged(output)
+
     def _revive_output(self, state: str, data: Any) -> Any:
         spec = self.machine.states.get(state)
         if spec is None or spec.output is None or data is None:
@@ -494,14 +517,21 @@ class RunCore:
             else:
                 output, instruction = (yield from self._action_step(run, plan)), None
             run.outputs[name] = output
+            if run.observe is not None:
+                run.observe("output", name, visit, output)
             if changed is not None:
                 changed["outputs"].add(name)
             run.last_state = name
             run.context_cache = None
             if run.events:
-                run.emit("state_exit", {"state": name, "output": output} if run.content else {"state": name})
+                fields: dict[str, Any] = {"state": name, "output": output} if run.content else {"state": name}
+                if plan.variant:
+                    from .variants import variant_name
+
+                    fields["variant"] = variant_name(output)
+                run.emit("state_exit", fields)
             if plan.tell:
-                text = to_text(output)
+                text = _output_text(plan, output)
                 for listener in plan.tell:
                     run.memories[listener].hear(name, text)
             if plan.final:
@@ -518,6 +548,8 @@ class RunCore:
         agent = plan.agent
         assert agent is not None
         instruction = self._render(run, plan.instruction, plan.name)
+        if run.observe is not None:
+            run.observe("instruction", plan.name, run.visits[plan.name], instruction)
         user_text = instruction if feedback is None else f"{instruction}\n\n{feedback}"
         memory = run.memories[agent.name]
         system = run.system_prompts.get(agent.name)
@@ -543,7 +575,7 @@ class RunCore:
                     f"{exc.attempts} attempt(s); last error: {exc.last_error}",
                     state=plan.name, origin=plan.spec.origin,
                 )) from None
-            reply_text = to_text(output)
+            reply_text = _output_text(plan, output)
         memory.keep_exchange(user_text, reply_text)
         return output, instruction
 
@@ -703,8 +735,17 @@ class RunCore:
         return answer, waiting["question"]
 
     def answer_schema(self, plan: _StatePlan) -> dict[str, Any]:
-        """The JSON Schema of an answer to `plan`'s question: its output type's, or text."""
-        return plan.schema if plan.schema is not None else {"type": "string"}
+        """The JSON Schema of an answer to `plan`'s question: its output type's, or text. A person answers
+        with the value itself, so an output the model gets wrapped (`{"value": ...}`: a list, a variant)
+        is shown unwrapped, its definitions kept."""
+        if plan.schema is None:
+            return {"type": "string"}
+        if not plan.wrapped:
+            return plan.schema
+        inner = dict(plan.schema.get("properties", {}).get("value", {}))
+        if "$defs" in plan.schema:
+            inner["$defs"] = plan.schema["$defs"]
+        return inner
 
     def parse_answer(self, plan: _StatePlan, given: Any) -> Any:
         """A person's answer as the state's output: text as it is for an untyped state; for a typed one a
@@ -726,7 +767,9 @@ class RunCore:
                 return validate_typed(plan.output, value, plan.wrapped)
             except ValueError as exc:
                 error = error or str(exc)
-        raise AnswerError(f"the answer does not fit {plan.schema_name}: {error}")
+        # a declared type by its name; a list, a text type or a variant has only the generated schema's name
+        what = f"the output type of state '{plan.name}'" if plan.wrapped or plan.variant else plan.schema_name
+        raise AnswerError(f"the answer does not fit {what}: {error}")
 
     def check_answer(self, run: Run, given: Any) -> Any:
         """An answer given to a resumed run, checked before the run moves: AnswerError when the run waits
@@ -1204,7 +1247,7 @@ class RunCore:
             keys = changed[mapping]
             if keys:
                 if mapping == "outputs":
-                    changes[mapping] = {name: to_jsonable(values[name]) for name in keys}
+                    changes[mapping] = {name: to_jsonable(self._stored_output(name, values[name])) for name in keys}
                 else:
                     changes[mapping] = {name: values[name] for name in keys}
                 keys.clear()

@@ -103,15 +103,14 @@ class Script:
         script = cls()
         for kind, state_name, value in test.steps:
             state = machine.states.get(state_name)
-            if kind == "verdict":
+            role = script_role_of_step(machine, kind, state_name)
+            if role == "verifier":
                 # a condition by its exact text; none as 0, which no condition's text can be taken for
                 verdict = {"choice": value if value else 0, "reason": "scripted verdict", "feedback": ""}
                 script.add("verifier", state_name, verdict)
-            elif kind == "timeout":
-                script.add("person", state_name, {"timeout": True})
-            elif state is not None and state.kind == "human":
-                script.add("person", state_name, {"answer": value})
-            elif state is not None and state.kind == "action":
+            elif role == "person":
+                script.add("person", state_name, {"timeout": True} if kind == "timeout" else {"answer": value})
+            elif role == "tool":
                 script.add("tool", state_name, value)
             else:
                 if state is not None and state.output_wrapped and not _script_is_wrapped(value):
@@ -145,6 +144,17 @@ class Script:
                                           f"{{\"timeout\": true}}, not {json.dumps(value)[:80]}")
                     script.add(role, state, ScriptedReply(value, delay))
         return script
+
+
+def script_role_of_step(machine: MachineSpec, kind: str, state_name: str) -> str:
+    """Who answers a test block's step: `verdict` the verifier; `timeout`, and a reply to a state that asks,
+    the person; a reply to an action state its tool; any other reply the state's agent."""
+    state = machine.states.get(state_name)
+    if kind == "verdict":
+        return "verifier"
+    if kind == "timeout" or (state is not None and state.kind == "human"):
+        return "person"
+    return "tool" if state is not None and state.kind == "action" else "agent"
 
 
 def _script_is_wrapped(value: Any) -> bool:
