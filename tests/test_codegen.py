@@ -101,8 +101,9 @@ def test_a_runner_opens_with_the_generated_header_and_a_docstring(path: Path) ->
 
 @pytest.mark.parametrize("path", FIXTURES, ids=FIXTURE_IDS)
 def test_a_runner_imports_only_the_standard_library_pydantic_jinja2_and_lazily_litellm(path: Path) -> None:
-    # (and, lazily, tqdm for batch progress bars: litellm brings it, and batches do without it; and
-    # temporalio, only in the functions of the Temporal backend)
+    # (and, lazily, tqdm for batch progress bars: litellm brings it, and batches do without it; httpx, which
+    # litellm brings too, only once litellm is loaded; and temporalio, only in the functions of the Temporal
+    # backend)
     tree = ast.parse(runner_source(path))
     top_level = {id(node) for node in tree.body}
     for node in ast.walk(tree):
@@ -113,7 +114,7 @@ def test_a_runner_imports_only_the_standard_library_pydantic_jinja2_and_lazily_l
                 package = (name or "").split(".")[0]
                 allowed = set(sys.stdlib_module_names) | {"pydantic", "jinja2"}
                 if id(node) not in top_level:
-                    allowed |= {"litellm", "tqdm", "temporalio"}
+                    allowed |= {"litellm", "httpx", "tqdm", "temporalio"}
                 assert package in allowed, f"{path.name}:{node.lineno} imports {name}"
 
 
