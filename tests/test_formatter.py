@@ -1114,3 +1114,30 @@ def test_the_formatting_page_shows_what_fmt_really_does() -> None:
     assert fmt(before) == after
     assert fmt(inline_before) == inline_after
     assert fmt(after) == after and fmt(inline_after) == inline_after
+
+
+def test_a_reply_that_calls_tools_is_one_line_with_its_arguments_inline() -> None:
+    written = src("""
+        machine m {
+            tool lookup = "pkg.mod:lookup"
+            agent a {
+                prompt "P."
+                tools [std.write_file, lookup]
+            }
+            start state s {
+                agent a
+                do "Go."
+                -> done
+            }
+            final state done
+            test "t" {
+                reply   s  call std.write_file( path="a.txt" , content = "x\\ny" ),lookup(q = {key "k"  n 2}, tags = [ "a","b" ],)
+                reply s "ok"
+                expect final done
+            }
+        }
+    """)
+    out = fmt(written)
+    assert ('        reply s call std.write_file(path = "a.txt", content = "x\\ny"), '
+            'lookup(q = { key "k", n 2 }, tags = ["a", "b"])\n') in out
+    assert fmt(out) == out

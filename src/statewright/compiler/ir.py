@@ -222,6 +222,14 @@ class Reply(Node):
     origin: Span | None = _origin()
 
 
+class ToolCalls(Node):
+    """`reply STATE call TOOL(...), ...` in a test: the agent's next reply asks for these tool calls."""
+
+    state: str
+    calls: tuple[tuple[str, tuple[tuple[str, object], ...]], ...]  # (tool, ((argument, value), ...)), in order
+    origin: Span | None = _origin()
+
+
 class Verdict(Node):
     state: str
     condition: str | None  # None: the verifier answers "none"
@@ -251,7 +259,7 @@ class Expectation(Node):
 class Test(Node):
     name: str
     inputs: tuple[tuple[str, object], ...]
-    steps: tuple[Reply | Verdict | Timeout, ...]  # in source order
+    steps: tuple[Reply | ToolCalls | Verdict | Timeout, ...]  # in source order
     expect_path: tuple[str, ...] | None = None
     expect_final: str | None = None
     expect_result: object = None

@@ -160,11 +160,15 @@ class _Lowerer:
         if view.input is not None:
             for entry in ast.object_entries(view.input.values):
                 inputs.setdefault(entry.key.value, entry.value.to_python())
-        steps: list[ir.Reply | ir.Verdict | ir.Timeout] = []
+        steps: list[ir.Reply | ir.ToolCalls | ir.Verdict | ir.Timeout] = []
         for item in view.decl.items:
             if isinstance(item, ast.Reply):
                 steps.append(ir.Reply(item.state.value, item.value.to_python(), self._reply_variant(item),
                                       item.span))
+            elif isinstance(item, ast.ReplyCalls):
+                calls = tuple((c.tool.dotted, tuple((a.name.value, a.value.to_python()) for a in c.args))
+                              for c in item.calls)
+                steps.append(ir.ToolCalls(item.state.value, calls, item.span))
             elif isinstance(item, ast.Verdict):
                 condition = item.condition.value if item.condition is not None else None
                 steps.append(ir.Verdict(item.state.value, condition, item.span))

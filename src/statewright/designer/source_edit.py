@@ -130,7 +130,7 @@ def _redirect_references(text: str, machine: ast.Machine, renames: Mapping[str, 
         for item in test.items:
             if id(item) in skipped_items:
                 continue
-            if isinstance(item, (ast.Reply, ast.Verdict, ast.ExpectFinal)):
+            if isinstance(item, (ast.Reply, ast.ReplyCalls, ast.Verdict, ast.ExpectFinal)):
                 if item.state.value in renames:
                     edits.append(_Edit(item.state.span.start, item.state.span.end, renames[item.state.value]))
             elif isinstance(item, ast.ExpectPath):
@@ -169,7 +169,7 @@ def remove_states(text: str, names: Iterable[str], path: str = "<source>") -> st
             edits.append(_delete(text, s.span))
     for test in machine.of(ast.TestDecl):
         for item in test.items:
-            if isinstance(item, (ast.Reply, ast.Verdict)) and item.state.value in doomed:
+            if isinstance(item, (ast.Reply, ast.ReplyCalls, ast.Verdict)) and item.state.value in doomed:
                 edits.append(_delete(text, item.span))
     return _apply(text, edits)
 
@@ -275,7 +275,7 @@ def merge_state_into(text: str, keep: str, drop: str, path: str = "<source>") ->
     # test replies scripted for `drop` only fit the merged state when its output has drop's type
     drop_replies = [] if same_output or only_step else [
         item for test in machine.of(ast.TestDecl) for item in test.items
-        if isinstance(item, ast.Reply) and item.state.value == drop]
+        if isinstance(item, (ast.Reply, ast.ReplyCalls)) and item.state.value == drop]
 
     renames = {drop: keep}
     skip_items: list[object] = [inline_at] if inline_at is not None else []
@@ -351,7 +351,7 @@ def merge_state_into(text: str, keep: str, drop: str, path: str = "<source>") ->
     if only_step:
         for test in machine.of(ast.TestDecl):
             for item in test.items:
-                if isinstance(item, ast.Reply) and item.state.value == keep:
+                if isinstance(item, (ast.Reply, ast.ReplyCalls)) and item.state.value == keep:
                     edits.append(_delete(text, item.span))
                 elif isinstance(item, ast.ExpectPath):
                     names = item.states

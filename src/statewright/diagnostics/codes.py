@@ -408,6 +408,12 @@ _ALL = [
     _e("SW6003", "reply for a state that does no work",
        "Only agent states and action states produce output that a test can script.",
        'reply done "x"', 'reply draft "x"'),
+    _e("SW6009", "scripted tool call the state's agent cannot make",
+       "'reply STATE call TOOL(...)' scripts a reply of STATE's agent that asks for tool calls; the tools then "
+       "run for real. STATE must be an agent state, and each tool one of its agent's 'tools [...]'.",
+       'agent writer { prompt "You write." }\n...\nreply draft call std.write_file(path = "a.txt", content = "x")',
+       'agent writer { prompt "You write."  tools [std.write_file] }\n...\n'
+       'reply draft call std.write_file(path = "a.txt", content = "x")'),
     _e("SW6004", "test input problem",
        "A test gives an input the machine does not declare, or omits one without a default.",
        "input { topc \"x\" }", "input { topic \"x\" }"),

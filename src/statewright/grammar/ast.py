@@ -560,6 +560,28 @@ class Reply(Node):
     span: Span = _span()
 
 
+class ScriptedArg(Node):
+    name: Name
+    value: Value
+    span: Span = _span()
+
+
+class ScriptedCall(Node):
+    """One tool call in `reply STATE call TOOL(NAME = VALUE, ...)`."""
+
+    tool: ToolName
+    args: tuple[ScriptedArg, ...]
+    span: Span = _span()
+
+
+class ReplyCalls(Node):
+    """`reply STATE call TOOL(...), ...`: the agent's next reply asks for these tool calls, which run."""
+
+    state: Name
+    calls: tuple[ScriptedCall, ...]
+    span: Span = _span()
+
+
 class Verdict(Node):
     state: Name
     condition: String | None  # None means `verdict STATE none`
@@ -620,7 +642,7 @@ class AllowUnused(Node):
 
 
 TestItem = (
-    TestInput | Reply | Verdict | TestTimeout | ExpectPath | ExpectFinal | ExpectResult | ExpectFailure | ExpectOutput
+    TestInput | Reply | ReplyCalls | Verdict | TestTimeout | ExpectPath | ExpectFinal | ExpectResult | ExpectFailure | ExpectOutput
     | ExpectInstruction | AllowUnused
 )
 

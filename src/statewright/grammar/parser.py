@@ -576,6 +576,15 @@ class _BuildAst(Transformer_NonRecursive):
         variant = self._name(rest[0]) if len(rest) == 2 and isinstance(rest[0], Token) else None
         return ast.Reply(self._name(state), value, variant, self._span(meta))
 
+    def reply_calls(self, meta: Meta, state: Token, *calls: ast.ScriptedCall) -> ast.ReplyCalls:
+        return ast.ReplyCalls(self._name(state), tuple(calls), self._span(meta))
+
+    def scripted_call(self, meta: Meta, tool: ast.ToolName, *args: ast.ScriptedArg | None) -> ast.ScriptedCall:
+        return ast.ScriptedCall(tool, tuple(a for a in args if a is not None), self._span(meta))
+
+    def scripted_arg(self, meta: Meta, name: Token, value: ast.Value) -> ast.ScriptedArg:
+        return ast.ScriptedArg(self._name(name), value, self._span(meta))
+
     def verdict(self, meta: Meta, state: Token, cond: ast.String | Token) -> ast.Verdict:
         text = cond if isinstance(cond, ast.String) else None
         return ast.Verdict(self._name(state), text, self._span(meta))

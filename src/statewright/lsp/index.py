@@ -158,7 +158,7 @@ def _expr(expr: ast.Expr, states: set[str], inputs: set[str]) -> Iterator[Occurr
 
 def _test(decl: ast.TestDecl, symbols: Symbols | None) -> Iterator[Occurrence]:
     for item in decl.items:
-        if isinstance(item, (ast.Reply, ast.Verdict, ast.ExpectFinal)):
+        if isinstance(item, (ast.Reply, ast.ReplyCalls, ast.Verdict, ast.ExpectFinal)):
             yield from _at(Key("state", item.state.value), item.state.span)
         elif isinstance(item, ast.ExpectPath):
             for name in item.states:

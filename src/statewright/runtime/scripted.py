@@ -112,6 +112,8 @@ class Script:
                 script.add("person", state_name, {"timeout": True} if kind == "timeout" else {"answer": value})
             elif role == "tool":
                 script.add("tool", state_name, value)
+            elif kind == "calls":
+                script.add("agent", state_name, {"tool_calls": value})
             else:
                 if state is not None and state.output_wrapped and not _script_is_wrapped(value):
                     value = {"value": value}
@@ -152,6 +154,8 @@ def script_role_of_step(machine: MachineSpec, kind: str, state_name: str) -> str
     state = machine.states.get(state_name)
     if kind == "verdict":
         return "verifier"
+    if kind == "calls":
+        return "agent"  # an agent's reply that asks for tool calls
     if kind == "timeout" or (state is not None and state.kind == "human"):
         return "person"
     return "tool" if state is not None and state.kind == "action" else "agent"

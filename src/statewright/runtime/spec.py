@@ -140,7 +140,8 @@ class TestSpec:
 
     name: str
     inputs: Mapping[str, Any]
-    # ("reply", state, value) for an agent's, tool's or person's reply; ("verdict", state, condition-or-None);
+    # ("reply", state, value) for an agent's, tool's or person's reply; ("calls", state, [{"name", "arguments"}])
+    # for an agent's reply that asks for tool calls; ("verdict", state, condition-or-None);
     # ("timeout", state, None) for a person who does not answer in time
     steps: tuple[tuple[str, str, Any], ...]
     expect_path: tuple[str, ...] | None = None

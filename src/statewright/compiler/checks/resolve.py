@@ -542,7 +542,7 @@ class _Resolver:
 
     def _test_refs(self, test: TestView) -> None:
         for item in test.decl.items:
-            if isinstance(item, (ast.Reply, ast.Verdict, ast.TestTimeout)):
+            if isinstance(item, (ast.Reply, ast.ReplyCalls, ast.Verdict, ast.TestTimeout)):
                 self._state_ref(item.state, "SW6001", " in a test")
             elif isinstance(item, ast.ExpectPath):
                 for name in item.states:

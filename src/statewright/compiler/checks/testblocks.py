@@ -13,7 +13,7 @@ from ...diagnostics import Diagnostics, did_you_mean, quoted_list
 from ...grammar import ast
 from .. import ir
 from .resolve import LIMIT_NAMES, Symbols, TestView
-from .typecheck import TypeLike, output_type, type_text, value_problems
+from .typecheck import TypeLike, output_type, parse_signature_type, type_text, value_problems
 
 
 def expected_failures() -> tuple[str, ...]:
@@ -30,6 +30,8 @@ def check_tests(symbols: Symbols, diagnostics: Diagnostics) -> None:
         for item in test.decl.items:
             if isinstance(item, ast.Reply):
                 _check_reply(item, symbols, diagnostics)
+            elif isinstance(item, ast.ReplyCalls):
+                _check_reply_calls(item, symbols, diagnostics)
             elif isinstance(item, ast.Verdict):
                 _check_verdict(item, symbols, diagnostics)
             elif isinstance(item, ast.TestTimeout):
@@ -109,6 +111,68 @@ def _check_reply(item: ast.Reply, symbols: Symbols, diags: Diagnostics) -> None:
             diags.report("SW6002", f"the reply for '{view.name}' {breaks} its output type {type_text(want)}",
                          p.span,
                          label=p.message, help=p.help)
+
+
+def _check_reply_calls(item: ast.ReplyCalls, symbols: Symbols, diags: Diagnostics) -> None:
+    """`reply STATE call TOOL(...)`: STATE's agent has each tool, and each call's arguments fit it."""
+    view = symbols.states.get(item.state.value)
+    if view is None:
+        return
+    if view.kind != "agent" or view.agent is None:
+        diags.report("SW6009", f"state '{view.name}' runs no agent, so no reply of it can call a tool",
+                     item.state.span, label="no agent here asks for tools",
+                     help="script tool calls for a state whose agent has 'tools [...]'; an action state's "
+                          "tool result is scripted with 'reply STATE VALUE'")
+        return
+    agent_name = view.agent.name.value
+    agent = symbols.agents.get(agent_name)
+    if agent is None:
+        return  # an unknown agent is reported where the state names it
+    tools = [t.dotted for t in agent.tools.tools] if agent.tools is not None else []
+    for call in item.calls:
+        name = call.tool.dotted
+        if name not in tools:
+            diags.report("SW6009", f"agent '{agent_name}' of state '{view.name}' has no tool '{name}'",
+                         call.tool.span, label="not one of the agent's tools",
+                         help=did_you_mean(name, tools) or (f"its tools are {quoted_list(tools)}" if tools else
+                                                            f"give agent '{agent_name}' the tool: tools [{name}]"))
+            continue
+        _check_scripted_arguments(call, symbols, diags)
+
+
+def _check_scripted_arguments(call: ast.ScriptedCall, symbols: Symbols, diags: Diagnostics) -> None:
+    from ...runtime.tool_signatures import STD_TOOLS
+
+    name = call.tool.dotted
+    params = STD_TOOLS[name]["params"] if name in STD_TOOLS else None
+    given = {a.name.value for a in call.args}
+    missing = [p for p, (_, required) in (params or {}).items() if required and p not in given]
+    unknown = [a for a in call.args if params is not None and a.name.value not in params]
+    misspelled = len(unknown) == 1 and len(missing) == 1  # one wrong name for the one missing: a misspelling
+    seen: set[str] = set()
+    for arg in call.args:
+        key = arg.name.value
+        if key in seen:
+            diags.report("SW4011", f"argument '{key}' is given twice", arg.name.span, label="second occurrence",
+                         help=f"pass '{key}' once")
+            continue
+        seen.add(key)
+        if params is None:
+            continue  # a user tool's own signature decides when the call runs
+        if key not in params:
+            hint = did_you_mean(key, params) or (f"did you mean '{missing[0]}'? ('{name}' needs it)"
+                                                 if misspelled else "")
+            diags.report("SW4011", f"'{name}' has no parameter '{key}'", arg.name.span, label="unknown parameter",
+                         help=hint or f"its parameters are {quoted_list(params)}")
+            continue
+        want = parse_signature_type(params[key][0])
+        for p in value_problems(arg.value, want, symbols):
+            diags.report("SW4006", f"argument '{key}' of '{name}' must be {type_text(want)}", p.span,
+                         label=p.message, help=p.help)
+    if missing and not misspelled:
+        diags.report("SW4011", f"'{name}' needs the argument{'s' if len(missing) > 1 else ''} "
+                     + ", ".join(f"'{m}'" for m in missing), call.tool.span, label="missing " + ", ".join(missing),
+                     help=f"write {name}(" + ", ".join(f"{m} = ..." for m in missing) + ")")
 
 
 def reply_variant(value: ast.Value, t: ir.Type, symbols: Symbols) -> str | None:

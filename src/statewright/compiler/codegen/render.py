@@ -75,7 +75,9 @@ def effective_agent(machine: ir.Machine, agent: ir.Agent) -> ir.Agent:
     )
 
 
-def scripted_step(step: ir.Reply | ir.Verdict | ir.Timeout) -> tuple[str, str, Any]:
+def scripted_step(step: ir.Reply | ir.ToolCalls | ir.Verdict | ir.Timeout) -> tuple[str, str, Any]:
+    if isinstance(step, ir.ToolCalls):  # the agent's reply as a model writes tool calls
+        return ("calls", step.state, [{"name": tool, "arguments": dict(args)} for tool, args in step.calls])
     if isinstance(step, ir.Reply):
         # a variant reply is written as the model writes it: `{"Answer": {...}}`
         return ("reply", step.state, {step.variant: step.value} if step.variant is not None else step.value)

@@ -503,6 +503,11 @@ class _Layout:
         if isinstance(item, ast.Reply):
             variant = f" {item.variant.value}" if item.variant is not None else ""
             return self._valued(item.span, f"reply {item.state.value}{variant}", item.value, depth)
+        if isinstance(item, ast.ReplyCalls):
+            calls = ", ".join(
+                f"{c.tool.dotted}(" + ", ".join(f"{a.name.value} = {self._inline_value(a.value, depth)}"
+                                               for a in c.args) + ")" for c in item.calls)
+            return _line(item.span, f"reply {item.state.value} call {calls}")
         if isinstance(item, ast.Verdict):
             answer = self._string(item.condition, depth) if item.condition is not None else "none"
             return _line(item.span, f"verdict {item.state.value} {answer}")
@@ -564,6 +569,15 @@ class _Layout:
         if kind == "object" and not value.value:
             return "{}"
         raise TypeError(f"value of kind {kind} cannot be printed on one line")
+
+    def _inline_value(self, value: ast.Value, depth: int) -> str:
+        """A value on one line, objects included (`{ path "a", size 3 }`): a scripted call's argument."""
+        if value.kind == "object" and value.value:
+            return "{ " + ", ".join(f"{e.key.value} {self._inline_value(e.value, depth)}"
+                                    for e in ast.object_entries(value)) + " }"
+        if value.kind == "list":
+            return "[" + ", ".join(self._inline_value(v, depth) for v in ast.list_items(value)) + "]"
+        return self._value(value, depth)
 
     # ---- types and expressions -----------------------------------------------------------------
 

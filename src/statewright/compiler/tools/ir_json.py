@@ -148,6 +148,10 @@ def _test(t: ir.Test) -> dict[str, Any]:
         if isinstance(step, ir.Reply):
             steps.append({"kind": "reply", "state": step.state, "value": step.value, "variant": step.variant,
                           "origin": span_to_json(step.origin)})
+        elif isinstance(step, ir.ToolCalls):
+            steps.append({"kind": "calls", "state": step.state,
+                          "calls": [{"tool": tool, "arguments": dict(args)} for tool, args in step.calls],
+                          "origin": span_to_json(step.origin)})
         elif isinstance(step, ir.Timeout):
             steps.append({"kind": "timeout", "state": step.state, "origin": span_to_json(step.origin)})
         else:
@@ -346,6 +350,8 @@ IR_JSON_SCHEMA: dict[str, Any] = {
                       "variant": _nullable(_STR), "origin": _ORIGIN}),
                 _obj({"kind": {"const": "verdict"}, "state": _STR, "condition": _nullable(_STR),
                       "origin": _ORIGIN}),
+                _obj({"kind": {"const": "calls"}, "state": _STR, "calls": {"type": "array", "items": _obj({
+                    "tool": _STR, "arguments": {"type": "object"}})}, "origin": _ORIGIN}),
                 _obj({"kind": {"const": "timeout"}, "state": _STR, "origin": _ORIGIN}),
             ]}},
             "expect_path": _nullable(_STRS), "expect_final": _nullable(_STR), "expect_result": _REF["value"],
