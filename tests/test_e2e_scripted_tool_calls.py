@@ -58,3 +58,14 @@ def test_a_tool_the_agent_does_not_have_is_refused_by_check(tmp_path: Path) -> N
     done = cli("check", str(spec), cwd=tmp_path)
     assert done.returncode == 1
     assert "error[SW6009]: agent 'engineer' of state 'implement' has no tool 'std.python'" in done.stdout + done.stderr
+
+
+def test_what_a_scripted_tool_call_prints_reaches_the_test_report_escaped(tmp_path: Path) -> None:
+    # the test file the scripted call writes prints a C1 control sequence (CSI 2 J: clear the screen) and a
+    # right-to-left override; the result template passes them into the report's "expected ..., got ..."
+    spec = variant(tmp_path, "assert add(2, 3) == 5", r"print('\\x9b2J\\u202e'); assert add(2, 3) == 5")
+    done = cli("test", str(spec), cwd=tmp_path)
+    assert done.returncode == 1
+    assert "expected result" in done.stdout, done.stdout
+    assert "\x9b" not in done.stdout and "\u202e" not in done.stdout
+    assert "\\x9b2J" in done.stdout

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .engine import Engine
+from .progress import printable
 from .result import Failure, RunResult
 from .scripted import Script, ScriptedClient, script_role_of_step
 from .spec import ExpectationSpec, MachineSpec, TestSpec
@@ -265,7 +266,8 @@ def format_outcome(outcome: TestOutcome) -> str:
         lines += _testing_path_columns(outcome.expected_path, outcome.actual_path)
     elif outcome.actual_path:
         lines.append("      path: " + " -> ".join(outcome.actual_path))
-    lines += [f"      {message}" for message in outcome.messages]
+    # what a tool or a reply produced reaches these messages: escaped, it cannot act on the terminal
+    lines += [f"      {printable(message)}" for message in outcome.messages]
     return "\n".join(lines)
 
 
