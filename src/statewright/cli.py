@@ -575,7 +575,7 @@ def cmd_lsp(args: argparse.Namespace) -> int:
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    from .runtime.trace import render_trace
+    from .trace_show import render_trace
 
     try:
         _out(render_trace(args.file))
