@@ -109,6 +109,39 @@ def _step(parent: nodes.Node | None, child: nodes.Node) -> str | int | None:
     return None
 
 
+# Nodes that bind no name (no loop, `set`, `with`, macro, call block, block or import): in a template made
+# of these alone, every name it loads that is no global reads the context — what Jinja's own scoping finds
+# when the template is compiled, known without compiling it. Such a template cannot fail to compile either,
+# once its filters and tests are known and it is not deep (`self`, which Jinja binds, is left to the
+# compiler).
+_BINDS_NOTHING = frozenset({
+    nodes.Template, nodes.Output, nodes.TemplateData, nodes.If, nodes.Name, nodes.Const, nodes.Getattr,
+    nodes.Getitem, nodes.Slice, nodes.Filter, nodes.Test, nodes.Compare, nodes.Operand, nodes.And, nodes.Or,
+    nodes.Not, nodes.Neg, nodes.Pos, nodes.Add, nodes.Sub, nodes.Mul, nodes.Div, nodes.FloorDiv, nodes.Mod,
+    nodes.Pow, nodes.Concat, nodes.CondExpr, nodes.List, nodes.Tuple, nodes.Dict, nodes.Pair, nodes.Call,
+    nodes.Keyword,
+})
+_SHALLOW = 30  # the depth below which such a template is known to compile
+
+
+def reads_without_compiling(tree: nodes.Template, environment: jinja2.Environment) -> set[int] | None:
+    """The ids of the Name nodes that read the context of a template that binds no name (see
+    _BINDS_NOTHING); None for any other template, which must be compiled to know."""
+    reads: set[int] = set()
+    stack: list[tuple[nodes.Node, int]] = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if type(node) not in _BINDS_NOTHING or depth > _SHALLOW:
+            return None
+        if isinstance(node, nodes.Name):
+            if node.ctx != "load" or node.name == "self":
+                return None
+            if node.name not in environment.globals:
+                reads.add(id(node))
+        stack.extend((child, depth + 1) for child in node.iter_child_nodes())
+    return reads
+
+
 class _ReadingCodeGenerator(CodeGenerator):  # type: ignore[misc]
     """Jinja's code generator, noting each variable it reads from the template's context (a name no loop,
     `set`, macro or block binds). The generated code is kept, so that it can be compiled too."""
@@ -392,6 +425,9 @@ class _TemplateChecker:
             local = {n.name for n in tree.find_all(nodes.Name) if n.ctx in ("store", "param")} | {"loop"}
             return {id(n) for n in tree.find_all(nodes.Name)
                     if n.ctx == "load" and n.name not in local and n.name not in env.globals}
+        simple = reads_without_compiling(tree, env)
+        if simple is not None:
+            return simple
         if self.variant_names:  # the variant tests the runtime defines (TemplateSet), known to Jinja's compiler
             env = env.overlay()
             env.tests = {**env.tests, **{name: _never_called for name in self.variant_names}}
