@@ -211,8 +211,7 @@ def immediate_dominators(successors: list[list[int]], root: int) -> tuple[list[i
     for w in range(count - 1, 0, -1):
         for v in preds[w]:
             u = evaluate(v)
-            if semi[u] < semi[w]:
-                semi[w] = semi[u]
+            semi[w] = min(semi[w], semi[u])
         bucket[semi[w]].append(w)
         p = parent[w]
         ancestor[w] = p
