@@ -31,9 +31,9 @@ else:
         LimitsSpec, MachineSpec, ModelClient, RunResult, Scope, Script, StateSpec, TestSpec, Trace,
         TransitionSpec, arun_machine, main, run_machine,
     )
-if RUNTIME_SHA256 != "e2fb1481a2d9e01f14450cff2cce9ea237de8b709b913d43331c4af0205b293b":
+if RUNTIME_SHA256 != "ecf701a40aeb15111c6a4bfecb69392cbaa8732f715d4827a734d29e86d11eb8":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 e2fb1481a2d9), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 ecf701a40aeb), but "
         f"the statewright_runtime.py it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile "
         "--runtime module`, which rewrites the runtime too"
