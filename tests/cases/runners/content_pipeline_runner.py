@@ -31,9 +31,9 @@ else:
         MachineSpec, ModelClient, RunResult, Scope, Script, StateSpec, TestSpec, Trace,
         TransitionSpec, arun_machine, main, run_machine,
     )
-if RUNTIME_SHA256 != "ecf701a40aeb15111c6a4bfecb69392cbaa8732f715d4827a734d29e86d11eb8":
+if RUNTIME_SHA256 != "c87712f44d0bbbba0f7f1cc4934df1603ba1a37ec101a3326a263a683ec561bf":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 ecf701a40aeb), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 c87712f44d0b), but "
         f"the statewright_runtime.py it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile "
         "--runtime module`, which rewrites the runtime too"
