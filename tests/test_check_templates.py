@@ -104,7 +104,11 @@ def test_templates_that_bind_no_name_read_what_compiling_them_finds() -> None:
 
     from statewright.compiler.checks.secrets import _strings_outside_tests
     from statewright.compiler.checks.template_source import check_environment
-    from statewright.compiler.checks.templates import _ReadingCodeGenerator, reads_without_compiling
+    from statewright.compiler.checks.templates import (
+        _ReadingCodeGenerator,
+        reads_without_compiling,
+        tree_index,
+    )
 
     root = Path(__file__).resolve().parents[1]
     texts = [
@@ -124,7 +128,7 @@ def test_templates_that_bind_no_name_read_what_compiling_them_finds() -> None:
     fast = 0
     for text in texts:
         tree = env.parse(text)
-        simple = reads_without_compiling(tree, env)
+        simple = reads_without_compiling(tree_index(tree), env)
         if simple is None:
             continue
         fast += 1
@@ -132,8 +136,10 @@ def test_templates_that_bind_no_name_read_what_compiling_them_finds() -> None:
         codegen.visit(tree)
         compile(codegen.stream.getvalue(), "<template>", "exec")
         assert simple == codegen.context_reads, text
+        index = tree_index(tree)
+        assert index.order == [tree, *tree.find_all(nodes.Node)]
         names = {n.name for n in tree.find_all(nodes.Name) if id(n) in simple}
         assert "self" not in names
     assert fast >= 10, "most templates bind nothing"
-    assert reads_without_compiling(env.parse("{% for x in xs %}{{ x }}{% endfor %}"), env) is None
-    assert reads_without_compiling(env.parse("{{ self }}"), env) is None
+    assert reads_without_compiling(tree_index(env.parse("{% for x in xs %}{{ x }}{% endfor %}")), env) is None
+    assert reads_without_compiling(tree_index(env.parse("{{ self }}")), env) is None
