@@ -65,3 +65,38 @@ def test_a_standalone_runner_holds_the_golden_runners_machine() -> None:
     for example in EXAMPLES:
         inline, module = generated(example, runtime="inline"), golden_path(example).read_text(encoding="utf-8")
         assert inline[inline.index(marker):] == module[module.index(marker):], example.name
+
+
+def _block(text: str, opening: str, indent: str) -> list[str]:
+    """The lines of the block that opens with the line `opening` and closes at the next line at `indent`."""
+    lines = text.splitlines()
+    start = lines.index(opening)
+    end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith(indent) and
+               not lines[i].startswith(indent + " "))
+    return lines[start:end + 1]
+
+
+def test_a_state_added_to_the_spec_changes_the_source_map_and_that_states_own_lines() -> None:
+    """Positions live in SOURCE_MAP alone: adding a state moves the positions after it there, and nowhere
+    else — the rest of the diff is the new state, the transition that now leads to it, and the hash."""
+    from collections import Counter
+
+    example = ROOT / "examples" / "content_pipeline.fsm"
+    before = example.read_text(encoding="utf-8")
+    after = before.replace("        tell [writer, critic]\n        -> draft\n    }\n",
+                           "        tell [writer, critic]\n        -> outline\n    }\n\n"
+                           "    state outline {\n        agent writer\n"
+                           '        do "Outline the article about {{ topic }} before you write it."\n'
+                           "        -> draft\n    }\n")
+    assert after != before
+    old, new = (api.generate_runner(api.check_text(text, "content_pipeline.fsm"), runtime="module")
+                for text in (before, after))
+    hashes = [api.source_sha256(api.check_text(text, "x.fsm")) for text in (before, after)]
+    added = Counter(new.splitlines()) - Counter(old.splitlines())
+    removed = Counter(old.splitlines()) - Counter(new.splitlines())
+    new_map, old_map = _block(new, "SOURCE_MAP = {", "}"), _block(old, "SOURCE_MAP = {", "}")
+    new_state = _block(new, '        "outline": StateSpec(', "        )")
+    assert all(line in new_map or line in new_state or hashes[1] in line or line.strip() == 'target="outline",'
+               for line in added), [line for line in added if line not in new_map and line not in new_state]
+    assert all(line in old_map or hashes[0] in line for line in removed), list(removed)
+    assert sum(added.values()) - len(new_state) <= len(new_map) + 3
