@@ -194,7 +194,7 @@ class _RunnerView:
             "runtime_import": runtime_import,
             "inline": inline,
             "runtime_version": self.version,
-            "runtime_modules": _wrap_words(", ".join(runtime.modules), WIDTH - 2) if inline else [],
+            "runtime_modules": wrap_words(", ".join(runtime.modules), WIDTH - 2) if inline else [],
             "runtime": runtime.body if inline else "",
             "machine_name": self.machine.name,
             "source_path": comment_text(self.source_path),
@@ -504,7 +504,7 @@ def _same(value: object, default: object) -> bool:
     return type(value) is type(default) and value == default
 
 
-def _wrap_words(text: str, width: int) -> list[str]:
+def wrap_words(text: str, width: int) -> list[str]:
     lines: list[str] = []
     for word in text.split(" "):
         if lines and len(lines[-1]) + 1 + len(word) <= width:

@@ -51,11 +51,11 @@ class RuntimeModule:
 def runtime_module() -> RuntimeModule:
     """The runtime module of the installed statewright: byte-identical for the same installation."""
     from ... import __version__
-    from .render import WIDTH, _wrap_words, import_block, template_environment
+    from .render import WIDTH, wrap_words, import_block, template_environment
 
     runtime = installed_runtime()
     imports = import_block(runtime.imports, {i.bound for i in runtime.imports})
-    modules = "".join(f"# {line}\n" for line in _wrap_words(", ".join(runtime.modules), WIDTH - 2))
+    modules = "".join(f"# {line}\n" for line in wrap_words(", ".join(runtime.modules), WIDTH - 2))
     code = f"\n{imports}\n\n# ==== statewright runtime {__version__} ====\n{modules}\n\n{runtime.body}\n"
     sha256 = hashlib.sha256(code.encode("utf-8")).hexdigest()
     text = template_environment().get_template(TEMPLATE).render(
