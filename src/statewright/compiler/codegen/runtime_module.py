@@ -51,7 +51,7 @@ class RuntimeModule:
 def runtime_module() -> RuntimeModule:
     """The runtime module of the installed statewright: byte-identical for the same installation."""
     from ... import __version__
-    from .render import WIDTH, wrap_words, import_block, template_environment
+    from .render import WIDTH, import_block, template_environment, wrap_words
 
     runtime = installed_runtime()
     imports = import_block(runtime.imports, {i.bound for i in runtime.imports})
