@@ -284,7 +284,7 @@ class _BuildAst(Transformer_NonRecursive):
 
     # states
     def state_decl(self, meta: Meta, *parts: object) -> ast.StateDecl:
-        modifiers = [p for p in parts if isinstance(p, Token) and p.type in ("START", "FINAL")]
+        modifiers = [p for p in parts if isinstance(p, Token) and p.type in ("START", "FINAL", "BRANCH")]
         name = next(p for p in parts if isinstance(p, Token) and p.type == "NAME")
         items = tuple(p for p in parts if not isinstance(p, Token))
         has_body = self.source.text[name.end_pos : meta.end_pos].strip() != ""  # type: ignore[attr-defined]
@@ -295,6 +295,7 @@ class _BuildAst(Transformer_NonRecursive):
             items=items,  # type: ignore[arg-type]
             has_body=has_body,
             span=self._span(meta),
+            branch=any(m.type == "BRANCH" for m in modifiers),
         )
 
     def state_modifier(self, meta: Meta, tok: Token) -> Token:
@@ -332,6 +333,28 @@ class _BuildAst(Transformer_NonRecursive):
 
     def fail(self, meta: Meta, text: ast.String) -> ast.Fail:
         return ast.Fail(text, self._span(meta))
+
+    def parallel(self, meta: Meta, *names: Token) -> ast.Parallel:
+        return ast.Parallel(tuple(self._name(n) for n in names if n is not None), self._span(meta))
+
+    def join(self, meta: Meta, rule: Token, *rest: object) -> ast.Join:
+        count = next((self.number(None, p) for p in rest if isinstance(p, Token)), None)
+        guard = next((p for p in rest if p is not None and not isinstance(p, Token)), None)
+        return ast.Join(self._name(rule), count, guard, self._span(meta))  # type: ignore[arg-type]
+
+    def for_each(self, meta: Meta, *parts: object) -> ast.ForEach:
+        names = [p for p in parts if isinstance(p, Token)]
+        items = next(p for p in parts if p is not None and not isinstance(p, (Token, tuple)))
+        options = dict(p for p in parts if isinstance(p, tuple))
+        index, item = (names[0], names[1]) if len(names) == 2 else (None, names[0])
+        return ast.ForEach(self._name(index) if index is not None else None, self._name(item), items,  # type: ignore[arg-type]
+                           options.get("max"), options.get("concurrency"), self._span(meta))
+
+    def each_max(self, meta: Meta, count: Token) -> tuple[str, ast.Number]:
+        return "max", self.number(None, count)
+
+    def each_concurrency(self, meta: Meta, count: Token) -> tuple[str, ast.Number]:
+        return "concurrency", self.number(None, count)
 
     def bound(self, meta: Meta, count: Token, per_visit: Span | None = None) -> tuple[ast.Number, Span | None]:
         return self.number(None, count), per_visit
