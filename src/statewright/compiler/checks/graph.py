@@ -164,7 +164,7 @@ def _check_finals_reachable(flow: Flow, diagnostics: Diagnostics) -> None:
     predecessors: list[list[int]] = [[] for _ in range(n)]
     for edges in flow.edges:
         for edge in edges:
-            if edge.fires:
+            if edge.fires and not edge.fork:  # a branch that ends hands the run back to its parallel state
                 predecessors[edge.target].append(edge.source)
     finishes = [
         flow.final[i] or flow.unknown_target[i] or flow.duplicated[i] or not s.transitions
@@ -181,7 +181,8 @@ def _check_finals_reachable(flow: Flow, diagnostics: Diagnostics) -> None:
         return
     # Every successor of a stuck state is stuck too, so the stuck states form a closed subgraph. Its
     # components come out of Tarjan's algorithm sinks first; the run ends up in a sink component.
-    successors = [flow.successors(i) if stuck[i] else [] for i in range(n)]
+    # (a stuck parallel state's branches may end: the run is stuck after the join, in its own transitions)
+    successors = [[t for t in flow.successors(i) if stuck[t]] if stuck[i] else [] for i in range(n)]
     components = strongly_connected_components(n, successors, include=stuck)
     component_of = [-1] * n
     for c, members in enumerate(components):
