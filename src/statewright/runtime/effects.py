@@ -39,14 +39,16 @@ class CallTool:
     run exactly as it would have answered the interrupted one.
     """
 
-    __slots__ = ("agent", "args", "seq", "state", "tool")
+    __slots__ = ("agent", "args", "item", "seq", "state", "tool")
 
-    def __init__(self, state: str, tool: str, args: dict[str, Any], seq: int, agent: str | None = None) -> None:
+    def __init__(self, state: str, tool: str, args: dict[str, Any], seq: int, agent: str | None = None,
+                 item: int | None = None) -> None:
         self.state = state
         self.tool = tool
         self.args = args
         self.seq = seq
         self.agent = agent
+        self.item = item  # a map's element, numbered over the run: a script answers it by that number
 
 
 class ToolOutcome:
@@ -107,4 +109,40 @@ class PersonReply:
         self.scripted = scripted
 
 
-Effect = CallModel | EstimateCall | CallTool | DescribeTools | AwaitPerson
+class Concurrently:
+    """Effects to start now, by key, beside those already started and not yet answered: the calls of a
+    parallel state's branches, or of a map's elements, run at the same time.
+
+    Answered with a Completed for the next effect to finish, of all started this way and not yet answered
+    (effects finishing together come in the order they were started). Each effect is performed as it would
+    be alone; an executor keeps those in flight running between one Concurrently and the next."""
+
+    __slots__ = ("start",)
+
+    def __init__(self, start: dict[str, Any]) -> None:
+        self.start = start
+
+
+class Completed:
+    """What a Concurrently is answered with: the key of the effect that finished, and its result or the
+    error it raised."""
+
+    __slots__ = ("error", "key", "value")
+
+    def __init__(self, key: str, value: Any = None, error: BaseException | None = None) -> None:
+        self.key = key
+        self.value = value
+        self.error = error
+
+
+class Cancel:
+    """Abandon effects started by Concurrently and not yet answered (the branches a `join first` no longer
+    waits for): answered at once with None. An effect that finishes anyway is forgotten."""
+
+    __slots__ = ("keys",)
+
+    def __init__(self, keys: tuple[str, ...]) -> None:
+        self.keys = keys
+
+
+Effect = CallModel | EstimateCall | CallTool | DescribeTools | AwaitPerson | Concurrently | Cancel

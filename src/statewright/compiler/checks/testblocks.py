@@ -12,7 +12,7 @@ from __future__ import annotations
 from ...diagnostics import Diagnostics, did_you_mean, quoted_list
 from ...grammar import ast
 from .resolve import LIMIT_NAMES, Symbols, TestView
-from .typecheck import output_type, type_text, value_problems
+from .typecheck import step_output_type, type_text, value_problems
 
 
 def expected_failures() -> tuple[str, ...]:
@@ -72,14 +72,15 @@ def _check_reply(item: ast.Reply, symbols: Symbols, diags: Diagnostics) -> None:
     view = symbols.states.get(item.state.value)
     if view is None:
         return
-    if view.kind in ("final", "none"):
-        why = "is final" if view.kind == "final" else "runs no agent and no tool"
+    if view.kind in ("final", "none", "parallel"):
+        why = {"final": "is final", "parallel": "runs branches, not an agent or a tool"}.get(
+            view.kind, "runs no agent and no tool")
         diags.report("SW6003", f"state '{view.name}' {why}, so it takes no reply", item.state.span,
                      label="nothing here reads a reply",
                      help="script the replies of agent states, action states and the answers of states "
                           "that ask a person")
         return
-    want = output_type(view, symbols)
+    want = step_output_type(view, symbols)  # (a map's element's: one reply per element, in order)
     untyped_agent = view.kind in ("agent", "human") and view.output is None
     for p in value_problems(item.value, want, symbols):
         if untyped_agent:
