@@ -128,8 +128,9 @@ class _Lowerer:
         if view.parallel is not None:  # the type the branches' outputs share, when they share one
             t = common_type([branch_output_type(ends, self.symbols)
                              for _, ends in self.symbols.branches.get(view.name, ())])
-            return t if isinstance(t, ir.Named | ir.ListOf | ir.Optional_ | ir.Enum) or t in (
-                ir.INT, ir.FLOAT, ir.BOOL) else None
+            if isinstance(t, ir.Named | ir.ListOf | ir.Optional_ | ir.Enum) or t in (ir.INT, ir.FLOAT, ir.BOOL):
+                return t  # type: ignore[return-value]
+            return None
         return self.symbols.resolve_type(view.output.type) if view.output is not None else None
 
     def state(self, view: StateView) -> ir.State:

@@ -345,7 +345,7 @@ class _BuildAst(Transformer_NonRecursive):
     def for_each(self, meta: Meta, *parts: object) -> ast.ForEach:
         names = [p for p in parts if isinstance(p, Token)]
         items = next(p for p in parts if p is not None and not isinstance(p, (Token, tuple)))
-        options = dict(p for p in parts if isinstance(p, tuple))
+        options: dict[str, ast.Number] = dict(p for p in parts if isinstance(p, tuple))
         index, item = (names[0], names[1]) if len(names) == 2 else (None, names[0])
         return ast.ForEach(self._name(index) if index is not None else None, self._name(item), items,  # type: ignore[arg-type]
                            options.get("max"), options.get("concurrency"), self._span(meta))

@@ -28,9 +28,9 @@ def record_branches(flow: Flow, symbols: Symbols) -> None:
             ends = tuple(flow.states[e].name.value for e in flow.branch_ends(entry))
             branches.append((flow.states[entry].name.value, ends))
         symbols.branches[name] = tuple(branches)
-    for i, entry in enumerate(flow.entry_of):
-        if entry is not None and flow.parallel_of[entry] is not None:
-            symbols.branch_of[flow.states[i].name.value] = flow.states[entry].name.value
+    for state, owner in enumerate(flow.entry_of):
+        if owner is not None and flow.parallel_of[owner] is not None:
+            symbols.branch_of[flow.states[state].name.value] = flow.states[owner].name.value
 
 
 def check_fanouts(symbols: Symbols, flow: Flow, diagnostics: Diagnostics) -> None:

@@ -222,11 +222,11 @@ class Flow:
         self.parallel_of: list[int | None] = [None] * n  # a branch state -> its parallel state
         self.branch_conflicts: list[tuple[int, int, int]] = []  # (state, entry it is in, another entry)
         for i, decl in enumerate(self.states):
-            parallel = next((item for item in decl.items if isinstance(item, ast.Parallel)), None)
-            if parallel is None:
+            written = next((item for item in decl.items if isinstance(item, ast.Parallel)), None)
+            if written is None:
                 continue
             entries: list[int] = []
-            for name in parallel.branches:
+            for name in written.branches:
                 entry = self.index.get(name.value)
                 if entry is None or entry in entries:
                     continue

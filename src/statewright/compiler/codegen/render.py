@@ -251,13 +251,13 @@ class _RunnerView:
                 f"{INDENT}{guard_return(guard, join_context)}\n"
             )
         if state.each is not None:
-            items = state.each.items
+            listed = state.each.items
             name = self.names.claim(f"items_{state.name}")
             self.items_names[state.name] = name
             self.arg_builders.append(
-                f"# {comment_text('for ... in ' + spec_source(items))}\n"
+                f"# {comment_text('for ... in ' + spec_source(listed))}\n"
                 f"def {name}(s: Scope) -> Any:\n"
-                f"{INDENT}return {python_source(items, context)}\n"
+                f"{INDENT}return {python_source(listed, context)}\n"
             )
         for index, t in enumerate(state.transitions):
             if t.kind != "guard" or t.guard is None:
