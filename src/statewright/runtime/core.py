@@ -21,18 +21,8 @@ from typing import Any
 
 from .checkpoint import CheckpointError
 from .client import ModelError, ModelRequest, ModelResponse, reply_allowance
-from .effects import (
-    AwaitPerson,
-    CallModel,
-    CallTool,
-    Cancel,
-    Completed,
-    Concurrently,
-    DescribeTools,
-    EstimateCall,
-    PersonReply,
-    ToolOutcome,
-)
+from .concurrency import Cancel, Completed, Concurrently
+from .effects import AwaitPerson, CallModel, CallTool, DescribeTools, EstimateCall, PersonReply, ToolOutcome
 from .memory import AgentMemory
 from .result import AnswerError, Failure, RunFailed, RunResult, Usage, Waiting
 from .spec import AgentSpec, InputSpec, MachineSpec, Scope, StateSpec

@@ -21,19 +21,9 @@ from typing import Any
 
 from .checkpoint import LEASE_SECONDS, CheckpointError, CheckpointStore
 from .client import ModelClient, ModelRequest, ModelResponse, rough_call_estimate
+from .concurrency import Cancel, Completed, Concurrently
 from .core import InputError, InputValidator, Run, RunCore
-from .effects import (
-    AwaitPerson,
-    CallModel,
-    CallTool,
-    Cancel,
-    Completed,
-    Concurrently,
-    DescribeTools,
-    EstimateCall,
-    PersonReply,
-    ToolOutcome,
-)
+from .effects import AwaitPerson, CallModel, CallTool, DescribeTools, EstimateCall, PersonReply, ToolOutcome
 from .result import AnswerError, Failure, RunResult
 from .scripted import Script, ScriptedClient
 from .spec import InputSpec, MachineSpec

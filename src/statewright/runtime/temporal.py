@@ -34,19 +34,9 @@ from datetime import timedelta
 from typing import Any
 
 from .client import ModelError, ModelRequest, ModelResponse, ToolCallRequest, rough_call_estimate
+from .concurrency import Cancel, Completed, Concurrently
 from .core import InputError, RunCore
-from .effects import (
-    AwaitPerson,
-    CallModel,
-    CallTool,
-    Cancel,
-    Completed,
-    Concurrently,
-    DescribeTools,
-    EstimateCall,
-    PersonReply,
-    ToolOutcome,
-)
+from .effects import AwaitPerson, CallModel, CallTool, DescribeTools, EstimateCall, PersonReply, ToolOutcome
 from .engine import DEFAULT_WORKSPACE_ROOT, new_run_id
 from .result import AnswerError, Failure, RunResult, Usage
 from .scripted import Script, ScriptedClient, ScriptError, ScriptExhausted
