@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from support.e2e_runs import cli, normalized_event
 
 import statewright
@@ -82,6 +83,11 @@ SPEC = '''machine reviews {
 
 YES = {"approve": True, "note": "fine"}
 NO = {"approve": False, "note": "no"}
+
+
+@pytest.fixture(autouse=True)
+def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # runs make their workspaces here
 
 
 def spec(tmp_path: Path, join: str = "all", guard: str = "len(output) >= 2") -> Path:
