@@ -122,7 +122,7 @@ def test_no_more_than_concurrency_elements_run_at_once(tmp_path: Path) -> None:
 
 
 def test_an_empty_list_gives_an_empty_output_and_the_states_transitions_decide(tmp_path: Path) -> None:
-    result, events, client = run(spec(tmp_path), script([]))
+    result, _events, client = run(spec(tmp_path), script([]))
     assert result.ok and result.final_state == "nothing" and result.outputs["build"] == []
     assert [m["state"] for m in client.received] == ["plan"]
 

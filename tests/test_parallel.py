@@ -124,7 +124,7 @@ def arrivals(client: ScriptedClient) -> dict[str, float]:
 def test_three_branches_call_their_models_at_once_and_the_join_lists_their_outputs_in_written_order(
         tmp_path: Path) -> None:
     delays = {"style": 0.5, "facts": 0.5, "tone": 0.5}
-    result, events, client = run(spec(tmp_path), script(delays))
+    result, _events, client = run(spec(tmp_path), script(delays))
     assert result.ok and result.final_state == "publish"
     assert result.path == ["review", "style", "facts", "facts_note", "tone", "publish"]
     assert [r.model_dump() for r in result.outputs["review"]] == [YES, YES, NO]  # style, facts (its last), tone
@@ -162,7 +162,7 @@ def test_the_trace_holds_each_branch_together_in_written_order_whichever_finishe
 
 
 def test_join_first_two_cancels_the_branch_still_running_and_counts_what_it_used(tmp_path: Path) -> None:
-    result, events, client = run(spec(tmp_path, "first 2"), script({"style": 0.05, "facts": 0.05,
+    result, events, _client = run(spec(tmp_path, "first 2"), script({"style": 0.05, "facts": 0.05,
                                                                      "facts_note": 2.0, "tone": 0.05}))
     assert result.ok
     join = next(e for e in events if e["event"] == "join")
@@ -218,7 +218,7 @@ def test_a_token_budget_counts_the_calls_other_branches_have_in_flight(tmp_path:
     limited = path.read_text().replace("    input draft: str\n", "    input draft: str\n    limits {\n        "
                                        f"tokens {int(per_call * 2.5) + 20}\n    }}\n")
     path.write_text(limited, encoding="utf-8")
-    result, events, client = run(path, script({"style": 0.3, "facts": 0.3, "tone": 0.3}))
+    result, _events, client = run(path, script({"style": 0.3, "facts": 0.3, "tone": 0.3}))
     assert result.failure is not None and result.failure.limit == "tokens", result.failure
     assert "would be exceeded by the next model call" in result.failure.message
     assert len(client.received) < 3  # the third branch's call was refused before it was made

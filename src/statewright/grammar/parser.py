@@ -57,6 +57,21 @@ def _collect_comment(token: Token) -> None:
         sink.append(token)
 
 
+class _WholeWords:
+    """Lets every state's lexer read a name, so that a keyword is only ever a whole word.
+
+    Lark's contextual lexer tries only the terminals the parser accepts where it is. After an expression
+    that ends a statement (`for x in LIST max N`, `join first where GUARD`) it accepts the keywords a next
+    statement begins with, and would read the `do` of a mistyped `done` as the keyword. With NAME always
+    accepted, the lexer reads the whole word, and a name spelled as a keyword the parser accepts there
+    still comes out as that keyword (Lark's rule for a string that its name pattern matches too)."""
+
+    always_accept = ("NAME",)
+
+    def process(self, stream: Iterator[Token]) -> Iterator[Token]:
+        return stream
+
+
 def build_parser(*, strict: bool = False, cache: bool = True) -> Lark:
     """The Lark parser for the grammar. Tests build it with strict=True so a grammar conflict fails CI."""
     options: dict[str, object] = {
@@ -65,6 +80,7 @@ def build_parser(*, strict: bool = False, cache: bool = True) -> Lark:
         "propagate_positions": True,
         "maybe_placeholders": False,
         "lexer_callbacks": {"COMMENT": _collect_comment},
+        "postlex": _WholeWords(),
         "strict": strict,
     }
     if cache and not strict:

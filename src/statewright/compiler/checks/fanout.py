@@ -166,7 +166,8 @@ def _check_edges(flow: Flow, diags: Diagnostics) -> None:
                 continue
             target = flow.states[j]
             parallel = flow.parallel_of[i]
-            if decl.branch and entry is not None and parallel is not None:
+            conflicted = {state for state, _, _ in flow.branch_conflicts}
+            if decl.branch and entry is not None and parallel is not None and j not in conflicted:
                 if not target.branch or (flow.entry_of[j] is not None and flow.entry_of[j] != entry):
                     branch = flow.states[entry].name.value
                     diags.report("SW3064", f"a transition out of branch '{branch}'", t.span,
@@ -204,7 +205,7 @@ def _check_each(view: StateView, each: ast.ForEach, symbols: Symbols, diags: Dia
         diags.report("SW7060", f"'concurrency {each.concurrency.value}' is more than 'max {each.max.value}'",
                      each.concurrency.span, label="never more than max elements at once",
                      help=f"write 'concurrency {each.max.value}', or leave it out")
-    if view.kind not in ("agent", "action", "parallel") or view.decl.final:
+    if view.kind not in ("agent", "action", "parallel", "none") or view.decl.final:
         what = ("a final state" if view.decl.final else "a state that asks a person" if view.kind == "human"
                 else "a state without an agent or a tool call")
         diags.report("SW3072", f"'for' in {what}", each.span, label="nothing here to run once per element",
