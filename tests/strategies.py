@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 # Words the grammar spells as keywords somewhere; a NAME drawn from this module avoids them all so that
 # it lexes as a name in every context.
 KEYWORDS = frozenset(
-    ["machine", "description", "input", "model", "verifier", "temperature", "limits", "type", "list", "tool", "agent", "prompt", "tools", "memory", "fallbacks", "start", "final", "state", "do", "output", "tell", "visits", "retries", "call", "result", "fail", "ask", "after", "per", "visit", "timeout", "when", "otherwise", "stay", "max", "not", "and", "or", "in", "true", "false", "none", "test", "reply", "verdict", "expect", "path", "branch", "parallel", "join", "where", "for",
-     "concurrency"]
+    ["machine", "description", "input", "model", "verifier", "temperature", "limits", "type", "list", "tool", "agent", "prompt", "tools", "memory", "fallbacks", "start", "final", "state", "do", "output", "tell", "visits", "retries", "call", "result", "fail", "ask", "after", "per", "timeout", "when", "otherwise", "stay", "max", "not", "and", "or", "in", "true", "false", "none", "test", "reply", "verdict", "expect", "path", "failure", "secrets", "headers", "query", "instruction", "visit", "contains", "allow", "unused", "replies", "is", "for", "len", "matches", "branch",
+     "parallel", "join", "where", "concurrency"]
 )
 
 _WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
@@ -177,6 +177,10 @@ def _expr_forms(children: st.SearchStrategy[list[str]]) -> st.SearchStrategy[lis
         st.builds(lambda a, n: [*_paren(a), ".", n], children, names),
         st.builds(lambda a, i: [*_paren(a), "[", *i, "]"], children, children),
         st.builds(lambda f, args: [f, "(", *_joined(args, False), ")"], names, st.lists(children, max_size=3)),
+        st.builds(lambda f, element, var, items: [f, "(", *element, "for", var, "in", *items, ")"],
+                  st.one_of(st.sampled_from(["all", "any", "count"]), names), children, names, children),
+        st.builds(lambda a, negated, t: [*_paren(a), "is", *(["not"] if negated else []), t], children,
+                  st.booleans(), names),
         st.builds(lambda items, comma: ["[", *_joined(items, comma), "]"], st.lists(children, max_size=3),
                   st.booleans()),
         children.map(lambda a: ["(", *a, ")"]),  # a redundant pair of parentheses
@@ -237,6 +241,16 @@ _base_types: st.SearchStrategy[list[str]] = st.recursive(
 type_refs: st.SearchStrategy[list[str]] = st.builds(
     lambda t, optional: [*t, *(["?"] if optional else [])], _base_types, st.booleans()
 )
+_range_ends = st.one_of(st.just([]), numbers.map(lambda n: [n]), numbers.map(lambda n: ["-", n]))
+_constraint = st.one_of(
+    st.builds(lambda kind, low, high: [kind, *low, "..", *high], st.sampled_from(["in", "len"]), _range_ends,
+              _range_ends),
+    string_tokens().map(lambda s: ["matches", s]),
+)
+# Constraints after a type: usually in the canonical order (in, len, matches), sometimes not, sometimes
+# repeated — all of which parse (the checks report an order or a repeat).
+constraints: st.SearchStrategy[list[str]] = st.lists(_constraint, max_size=3).map(
+    lambda cs: [t for c in cs for t in c])
 tool_names: st.SearchStrategy[list[str]] = st.lists(names, min_size=1, max_size=3).map(
     lambda parts: [t for i, p in enumerate(parts) for t in ([".", p] if i else [p])]
 )
@@ -271,7 +285,8 @@ def _settings(draw: Draw) -> list[Piece]:
         return _statement("description", draw(string_tokens()))
     if kind == "input":
         default = _optional(draw, values)
-        return _statement("input", draw(names), ":", draw(type_refs), *((["="] + default) if default else []))
+        return _statement("input", draw(names), ":", draw(type_refs), draw(constraints),
+                          *((["="] + default) if default else []))
     if kind == "model":
         return _statement("model", draw(string_tokens()))
     if kind == "verifier":
@@ -287,7 +302,7 @@ def _type_decl(draw: Draw) -> list[Piece]:
     fields = []
     for _ in range(draw(st.integers(0, 4))):
         doc = _optional(draw, string_tokens())
-        fields.append(_statement(draw(names), ":", draw(type_refs), *([doc] if doc else [])))
+        fields.append(_statement(draw(names), ":", draw(type_refs), draw(constraints), *([doc] if doc else [])))
     return _block(_statement("type", draw(names)), fields)
 
 
@@ -297,8 +312,29 @@ def _tool_decl(draw: Draw) -> list[Piece]:
     head = _statement("tool", draw(tool_names), *(["=", path] if path else []))
     if draw(st.booleans()):
         return head
-    options = draw(st.lists(st.tuples(names, values), max_size=3))
-    return _block(head, [_statement(n, v) for n, v in options])
+    items = draw(st.lists(st.one_of(
+        st.tuples(names, values).map(lambda option: _statement(*option)),
+        _tool_secrets(), _tool_text_entries(),
+    ), max_size=4))
+    return _block(head, items)
+
+
+@st.composite
+def _tool_secrets(draw: Draw) -> list[Piece]:
+    secrets = [[n] for n in draw(st.lists(names, max_size=3))]
+    return _statement("secrets", "[", _joined(secrets, draw(st.booleans()) and bool(secrets)), "]")
+
+
+@st.composite
+def _tool_text_entries(draw: Draw) -> list[Piece]:
+    """`headers { ... }` or `query { ... }`: names bare or quoted, values with `${...}` among the hostile text."""
+    value = st.one_of(string_tokens(), st.sampled_from(['"Bearer ${KEY}"', '"$${KEY} ${A}${B}"', '"${"']))
+    entries = []
+    for _ in range(draw(st.integers(0, 3))):
+        name = draw(st.one_of(names, string_tokens(), st.just('"X-Api-Key"')))
+        colon, comma = draw(st.booleans()), draw(st.booleans())
+        entries.append(_statement(name, *([":"] if colon else []), draw(value), *([","] if comma else [])))
+    return _block(_statement(draw(st.sampled_from(["headers", "query"]))), entries)
 
 
 @st.composite
@@ -355,6 +391,9 @@ def _state_item(draw: Draw) -> list[Piece]:
     if kind in ("do", "result", "fail", "ask", "model"):
         return _statement(kind, draw(string_tokens()))
     if kind == "output":
+        if draw(st.integers(0, 3)) == 0:  # a variant output: one of several declared types
+            options = draw(st.lists(names, min_size=2, max_size=3))
+            return _statement("output", [t for i, n in enumerate(options) for t in (["|", n] if i else [n])])
         return _statement("output", draw(type_refs))
     if kind == "tell":
         agents = [[n] for n in draw(st.lists(names, max_size=3))]
@@ -392,13 +431,14 @@ def _state_decl(draw: Draw) -> list[Piece]:
 @st.composite
 def _test_item(draw: Draw) -> list[Piece]:
     kind = draw(st.sampled_from(["input", "reply", "reply", "verdict", "timeout", "path", "final", "result",
-                                 "failure"]))
+                                 "failure", "output", "instruction", "unused"]))
     if kind == "timeout":
         return _statement("timeout", draw(names))
     if kind == "input":
         return _statement("input", draw(objects))
     if kind == "reply":
-        return _statement("reply", draw(names), draw(values))
+        variant = [draw(names)] if draw(st.integers(0, 3)) == 0 else []
+        return _statement("reply", draw(names), variant, draw(values))
     if kind == "verdict":
         answer = draw(st.one_of(string_tokens(), st.just("none")))
         return _statement("verdict", draw(names), answer)
@@ -409,6 +449,15 @@ def _test_item(draw: Draw) -> list[Piece]:
         return _statement("expect", "final", draw(names))
     if kind == "result":
         return _statement("expect", "result", draw(values))
+    if kind in ("output", "instruction"):
+        visit = ["visit", draw(ints)] if draw(st.booleans()) else []
+        contains = ["contains"] if kind == "instruction" or draw(st.booleans()) else []
+        expected = [draw(string_tokens())] if contains or kind == "instruction" else draw(values)
+        if kind == "instruction" and draw(st.booleans()):
+            contains = []
+        return _statement("expect", kind, draw(names), visit, contains, expected)
+    if kind == "unused":
+        return _statement("allow", "unused", "replies")
     return _statement("expect", "failure", draw(names))
 
 

@@ -169,6 +169,21 @@ def test_a_results_file_is_never_overwritten_and_resume_skips_its_finished_cases
     assert len(out.read_text().splitlines()) == 3
 
 
+def test_a_new_batch_never_takes_up_the_runs_an_earlier_one_left_in_its_checkpoint(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cases = write_lines(tmp_path / "cases.jsonl", *({"id": f"c{n}", "inputs": {"subject": "s"}} for n in range(4)))
+    out = tmp_path / "results.jsonl"
+    assert batch(tmp_path, capsys, "--inputs", str(cases), "--out", str(out))[0] == 0
+    out.unlink()  # the results are gone, the checkpoint database of their runs is not
+    code, _, err = batch(tmp_path, capsys, "--inputs", str(cases), "--out", str(out))
+    assert code == 2 and not out.exists()
+    assert "already holds runs of cases 'c0', 'c1', 'c2' and 1 more from an earlier batch" in err
+    assert "--resume" in err
+    (tmp_path / "results.jsonl.checkpoints.sqlite").unlink()
+    assert batch(tmp_path, capsys, "--inputs", str(cases), "--out", str(out))[0] == 0
+    assert len(out.read_text().splitlines()) == 4
+
+
 def test_bad_batch_options_are_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     machine = api.runtime_machine(api.check_file(EVALUATOR))
     assert runner_main(machine, ["batch"]) == 2

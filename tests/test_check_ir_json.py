@@ -105,3 +105,20 @@ def test_the_json_views_are_identical_across_hash_seeds() -> None:
         outputs.add(subprocess.run([sys.executable, "-c", _DUMP, path], env=env, check=True,
                                    capture_output=True, text=True).stdout)
     assert len(outputs) == 1
+
+
+def test_tool_secrets_and_test_expectations_appear_in_the_ir_as_names_and_values() -> None:
+    data = ir_to_json(_ir(ROOT / "tests" / "cases" / "valid" / "tool-secrets-and-expectations" / "input.fsm"))
+    tool = next(t for t in data["tools"] if t["name"] == "std.http_get")
+    assert tool["secrets"] == ["SEARCH_API_KEY"]
+    assert tool["headers"] == [{"name": "Authorization", "value": "Bearer ${SEARCH_API_KEY}"},
+                               {"name": "X-Client", "value": "statewright $${not a secret}"}]
+    assert tool["query"] == [{"name": "key", "value": "${SEARCH_API_KEY}"}]
+    first, second = data["tests"]
+    assert [(e["kind"], e["state"], e["visit"], e["contains"]) for e in first["expectations"]] == [
+        ("output", "search", 1, False), ("instruction", "summarise", 1, False), ("output", "summarise", 1, False)]
+    assert first["expectations"][0]["value"] == {"status": 200}
+    assert first["expectations"][1]["value"] == "Answer what is an FSM from: FSM: a finite-state machine."
+    assert (first["allow_unused"], second["allow_unused"]) == (False, True)
+    assert all(t["secrets"] == [] and t["headers"] == [] and t["query"] == [] for t in data["tools"]
+               if t["name"] != "std.http_get")

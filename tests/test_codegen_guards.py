@@ -51,7 +51,16 @@ machine m {
     }
     state draft { agent critic  do "d"  -> review }
     state run { call lookup(s = topic) -> done }
+    state reply {
+        agent critic
+        do "r"
+        output Answer | Escalation
+        when output is Answer and all(f != "" for f in output.notes) -> done
+        -> done
+    }
     final state done
+    type Answer { text: str  notes: list[str] }
+    type Escalation { reason: str  notes: list[str] }
 }
 '''
 
@@ -68,6 +77,11 @@ Critique = RUNTIME.states["review"].output
 assert Critique is not None
 
 
+Answer = RUNTIME.variant_types["Answer"]
+Escalation = RUNTIME.variant_types["Escalation"]
+CLASSES = {"Critique": Critique, "Answer": Answer, "Escalation": Escalation}
+
+
 def critique(**values: Any) -> Any:
     fields = {"score": 90, "fixes": [], "level": "low", **values}
     return Critique.model_validate(fields)
@@ -79,7 +93,7 @@ def generated(expr: ast.Expr, state: str = "review") -> Any:
     code = python_source(expr, context)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SyntaxWarning)  # `1[0]` and the like, which the checker rejects
-        return eval(f"lambda s: {code}", {"guard_attribute": guard_attribute})
+        return eval(f"lambda s: {code}", {"guard_attribute": guard_attribute, **CLASSES})
 
 
 def outcome(function: Any, scope: Scope) -> tuple[str, Any]:
@@ -106,6 +120,8 @@ SCOPES = [
           {"review": critique(score=10), "run": {"status": 200, "body": "ok"}}, {"review": 3, "draft": 2}),
     Scope(None, {"topic": "t", "count": -1, "tags": ["t"]}, {}, {}),
     Scope(critique(**{"class": "c"}), {"topic": "x", "count": 5, "tags": ["x"]}, {"run": {"status": 404}}, {}),
+    Scope(Answer(text="t", notes=["a", ""]), {"topic": "a", "count": 1, "tags": ["a", "", "a"]},
+          {"reply": Escalation(reason="r", notes=[]), "review": critique(fixes=["a", "b"])}, {"reply": 1}),
 ]
 
 
@@ -113,25 +129,33 @@ SCOPES = [
 
 
 @pytest.mark.parametrize("text, expected", [
-    ("output.score >= 85", [True, False, "error", True]),
-    ("review.output.score >= 85", [True, False, "error", "error"]),
-    ("len(output.fixes) == 0 and count > 0", [True, False, "error", True]),
-    ("topic in tags or \"a\" in tags", [True, False, True, True]),
-    ("visits(review) >= 2 or visits(draft) == 2", [False, True, False, False]),
-    ("run.output.status == 200", ["error", True, "error", False]),
-    ("not output.note == none", [False, True, "error", False]),
-    ("output.class == \"c\"", [False, False, "error", True]),
-    ("count * 2 + 1 > 4 and count % 2 == 0", [True, False, False, False]),
-    ("tags[0] == topic", [False, "error", True, True]),
-    ("output.level in [\"low\", \"mid\"]", [True, True, "error", True]),
+    ("output.score >= 85", [True, False, "error", True, "error"]),
+    ("review.output.score >= 85", [True, False, "error", "error", True]),
+    ("len(output.fixes) == 0 and count > 0", [True, False, "error", True, "error"]),
+    ("topic in tags or \"a\" in tags", [True, False, True, True, True]),
+    ("visits(review) >= 2 or visits(draft) == 2", [False, True, False, False, False]),
+    ("run.output.status == 200", ["error", True, "error", False, "error"]),
+    ("not output.note == none", [False, True, "error", False, "error"]),
+    ("output.class == \"c\"", [False, False, "error", True, "error"]),
+    ("count * 2 + 1 > 4 and count % 2 == 0", [True, False, False, False, False]),
+    ("tags[0] == topic", [False, "error", True, True, True]),
+    ("output.level in [\"low\", \"mid\"]", [True, True, "error", True, "error"]),
+    ("all(t != \"\" for t in tags)", [True, True, True, True, False]),
+    ("any(t == topic for t in tags)", [False, False, True, True, True]),
+    ("count(t == \"a\" for t in tags) >= 2", [False, False, False, False, True]),
+    ("all(f in tags for f in review.output.fixes)", [True, True, "error", "error", False]),
+    ("count(all(c != t for c in tags) for t in [\"a\", \"x\"])", [1, 2, 2, 1, 1]),
+    ("output is Answer", [False, False, False, False, True]),
+    ("reply.output is not Escalation", [True, True, True, True, False]),
+    ("output is Answer and any(n == \"\" for n in output.notes)", [False, False, False, False, True]),
 ])
 def test_generated_code_computes_what_the_guard_means(text: str, expected: list) -> None:
     expr = guard(text)
-    interpreted = compile_guard(expr, GuardNames.of(MACHINE))
+    interpreted = compile_expr(expr, GuardNames.of(MACHINE))
     compiled = generated(expr)
-    for scope, want in zip(SCOPES, expected):
+    for scope, want in zip(SCOPES, expected, strict=True):
         got = outcome(interpreted, scope)
-        assert outcome(lambda s: bool(compiled(s)), scope) == got
+        assert outcome(compiled, scope) == got
         assert (got[0] if want == "error" else got[1][1]) == want, (text, scope)
 
 
@@ -181,6 +205,14 @@ def test_an_expression_the_checker_would_reject_is_a_compile_error(text: str) ->
     ("- -count", "-(-s.inputs[\"count\"])"),
     ("(1 == 1) == true", "(1 == 1) == True"),
     ("not (count > 1 and count < 0)", "not (s.inputs[\"count\"] > 1 and s.inputs[\"count\"] < 0)"),
+    ("all(f != \"\" for f in output.fixes)", "all(f != \"\" for f in s.output.fixes)"),
+    ("count(t in output.fixes for t in tags) >= 2",
+     "sum(1 for t in s.inputs[\"tags\"] if t in s.output.fixes) >= 2"),
+    ("any(s != topic for s in tags)", "any(s_ != s.inputs[\"topic\"] for s_ in s.inputs[\"tags\"])"),
+    ("all(any(x == len for x in tags) for len in tags)",
+     "all(any(x == len_ for x in s.inputs[\"tags\"]) for len_ in s.inputs[\"tags\"])"),
+    ("output is Critique", "isinstance(s.output, Critique)"),
+    ("not (output is not Critique)", "not not isinstance(s.output, Critique)"),
 ])
 def test_generated_python_is_the_plain_expression(text: str, python: str) -> None:
     context = ExprContext(MACHINE, plan_models(MACHINE), GuardNames.of(MACHINE), MACHINE.state("review"))
@@ -193,9 +225,11 @@ _LEAVES = [
     ast.NameExpr("output"), ast.NameExpr("topic"), ast.NameExpr("count"), ast.NameExpr("tags"),
     ast.Attribute(ast.NameExpr("review"), ast.Name("output")),
     ast.Attribute(ast.NameExpr("run"), ast.Name("output")),
+    ast.Attribute(ast.NameExpr("reply"), ast.Name("output")),
     ast.Call(ast.Name("visits"), (ast.NameExpr("draft"),)),
+    ast.NameExpr("it"),  # the item of an all/any/count around it (an unknown input elsewhere)
 ]
-_FIELDS = ["score", "fixes", "level", "note", "class", "status", "body", "missing"]
+_FIELDS = ["score", "fixes", "level", "note", "class", "status", "body", "missing", "notes", "text", "output"]
 
 literals = st.one_of(
     st.integers(0, 10**20), st.floats(0, 1e20, allow_nan=False, allow_infinity=False),
@@ -216,6 +250,11 @@ def expressions() -> st.SearchStrategy[ast.Expr]:
                 ["and", "or", "==", "!=", "<", "<=", ">", ">=", "in", "not in", "+", "-", "*", "/", "%"])),
                 children, children),
             st.builds(lambda items: ast.ListExpr(tuple(items)), st.lists(children, max_size=3)),
+            st.builds(lambda func, var, element, items: ast.Quantifier(ast.Name(func), element, ast.Name(var), items),
+                      st.sampled_from(["all", "any", "count"]), st.sampled_from(["it", "it", "s", "tags"]),
+                      children, children),
+            st.builds(lambda value, t, negated: ast.IsVariant(value, ast.Name(t), negated), children,
+                      st.sampled_from(sorted(CLASSES)), st.booleans()),
         )
 
     return st.recursive(leaves, extend, max_leaves=12)

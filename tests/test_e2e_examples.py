@@ -112,3 +112,34 @@ def test_interpreted_and_generated_runs_write_the_same_traces(example: Path, tmp
             assert normalized_trace(theirs_trace) == expected_events, ours.name
     finally:
         sys.modules.pop(f"e2e_runner_{example.stem}", None)
+
+
+def test_support_triage_pauses_under_statewright_run_and_a_generated_runner_resumes_it(bare_python: Path,
+                                                                                       tmp_path: Path) -> None:
+    """The example's urgent ticket waits for a person in one process (`statewright run`, exit status 3) and
+    is answered in another, by the example's generated runner without statewright installed: the resumed
+    run does not call the model again for the steps before the question."""
+    import json
+
+    example = next(p for p in EXAMPLES if p.stem == "support_triage")
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"agent": {
+        "classify": [{"product": "api", "urgency": 5, "tags": ["outage"], "summary": "All calls fail."}],
+        "draft_escalation": ["We are on it."]}}), encoding="utf-8")
+    db = tmp_path / "runs.sqlite"
+    started = cli("run", str(example), "--input", "ticket=Every call returns 500.", "--script", str(script),
+                  "--checkpoint", str(db), "--run-id", "ticket-1", cwd=tmp_path)
+    assert started.returncode == 3, started.stderr
+    waiting = json.loads(started.stdout)["waiting"]
+    assert waiting["state"] == "approve" and "Draft reply:\nWe are on it." in waiting["question"]
+    runner = compile_runner(example, tmp_path / "support_triage_runner.py")
+    refused = runner_process(bare_python, runner, "--checkpoint", str(db), "--resume", "ticket-1", "--answer",
+                             '{"approve": "yes"}', cwd=tmp_path)
+    assert refused.returncode == 2 and "approve" in refused.stderr, refused.stderr
+    done = runner_process(bare_python, runner, "--checkpoint", str(db), "--resume", "ticket-1", "--answer",
+                          '{"approve": true, "reply": "Fixed: a bad deploy, rolled back."}', cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["path"] == ["classify", "draft_escalation", "approve", "sent"]
+    assert result["result"] == "Fixed: a bad deploy, rolled back."
+    assert result["usage"]["llm_calls"] == 2  # the two scripted calls before the question, made once

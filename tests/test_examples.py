@@ -11,7 +11,8 @@ from statewright.grammar import ast
 
 EXAMPLES_DIR = Path(__file__).resolve().parent.parent / "examples"
 EXAMPLES = sorted(EXAMPLES_DIR.glob("*.fsm"))
-BUNDLED = {"content_pipeline", "ml_pipeline", "software_team", "evaluator_optimizer", "trivia_writing"}
+BUNDLED = {"content_pipeline", "ml_pipeline", "software_team", "evaluator_optimizer", "trivia_writing",
+            "support_triage"}
 
 
 def _machine(path: Path) -> ast.Machine:

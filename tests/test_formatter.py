@@ -357,6 +357,47 @@ def test_tool_declarations_keep_import_paths_and_put_options_one_per_line() -> N
     ''')
 
 
+def test_secrets_headers_and_query_keep_their_order_and_names_are_bare_where_they_can_be() -> None:
+    source = ('machine m { tool std.http_get { headers { "Authorization": "Bearer ${K}", "X-Api-Key" "${K}" }'
+              ' allow ["a.example"] # hosts\n secrets [K,] query { "key" "${K}" "two words" "x" } } }')
+    assert fmt(source) == src('''
+        machine m {
+            tool std.http_get {
+                headers {
+                    Authorization "Bearer ${K}"
+                    "X-Api-Key" "${K}"
+                }
+                allow ["a.example"]  # hosts
+                secrets [K]
+                query {
+                    key "${K}"
+                    "two words" "x"
+                }
+            }
+        }
+    ''')
+
+
+def test_expectations_along_the_path_print_visit_and_contains_in_one_order() -> None:
+    source = ('machine m { test "t" { expect output review visit  2 {score 88, fixes: []} '
+              'expect output draft contains "x" expect instruction review visit 1 contains """a "b" c""" '
+              'expect instruction draft "exact" allow  unused  replies } }')
+    assert fmt(source) == src('''
+        machine m {
+            test "t" {
+                expect output review visit 2 {
+                    score 88
+                    fixes []
+                }
+                expect output draft contains "x"
+                expect instruction review visit 1 contains """a "b" c"""
+                expect instruction draft "exact"
+                allow unused replies
+            }
+        }
+    ''')
+
+
 def test_type_fields_are_name_colon_type_and_doc() -> None:
     source = src('''
         machine m {

@@ -188,6 +188,31 @@ def test_a_test_that_scripts_no_answer_fails_saying_so(tmp_path: Path, capsys) -
     assert "waits for an answer at state 'approve'" in out and "timeout approve" in out
 
 
+def test_an_answer_or_timeout_the_run_never_asks_for_fails_the_test(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "refund.fsm"
+    extra = SPEC.replace("DEADLINE", "24h").replace('''        reply escalate "escalated"
+''', '''        reply escalate "escalated"
+        timeout approve
+''').replace('''        expect path [check, approve, pay]
+''', '''        reply approve {
+            approved false
+            note "twice"
+        }
+        expect path [check, approve, pay]
+''')
+    path.write_text(extra, encoding="utf-8")
+    assert main(["test", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "answer #2 for state 'approve'" in out and "was never used" in out
+    assert "timeout #2 for state 'approve'" in out and "the run never asked" in out
+    path.write_text(extra.replace("        expect path [check, approve, pay]\n",
+                                  "        expect path [check, approve, pay]\n        allow unused replies\n")
+                    .replace("        expect path [check, approve, escalate, refuse]\n",
+                             "        expect path [check, approve, escalate, refuse]\n        allow unused replies\n"),
+                    encoding="utf-8")
+    assert main(["test", str(path)]) == 0, capsys.readouterr().out
+
+
 def _cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "statewright", *args], capture_output=True, text=True,
                           check=False, timeout=120, cwd=cwd, env={**os.environ, "NO_COLOR": "1"})
@@ -253,3 +278,56 @@ def test_time_spent_waiting_does_not_count_against_the_seconds_limit(tmp_path: P
     time.sleep(1.2)
     done = machine.resume("w", '{"approved": true, "note": ""}', checkpoint=db, script=Script.from_json(CHECKED))
     assert done.ok
+
+
+VARIANT = '''machine verdicts {
+    type Approve {
+        note: str len 1..20
+    }
+
+    type Reject {
+        reason: str
+        severity: int in 1..5
+    }
+
+    start state decide {
+        ask "Approve?"
+        output Approve | Reject
+        after 1h -> late
+        when output is Approve -> ok
+        otherwise -> no
+    }
+
+    final state ok {
+        result "{% if decide.output is Approve %}{{ decide.output.note }}{% endif %}"
+    }
+
+    final state no
+
+    final state late
+
+    test "approve" {
+        reply decide Approve {
+            note "fine"
+        }
+        expect path [decide, ok]
+        expect result "fine"
+    }
+}
+'''
+
+
+def test_an_answer_to_a_variant_output_is_held_to_its_variant_and_constraints(tmp_path: Path) -> None:
+    spec = tmp_path / "verdicts.fsm"
+    spec.write_text(VARIANT, encoding="utf-8")
+    started = _cli(["run", str(spec)], tmp_path)
+    assert started.returncode == 3, started.stderr
+    run_id = json.loads(started.stdout)["run_id"]
+    bad = _cli(["resume", run_id, "--answer", '{"Reject": {"reason": "x", "severity": 9}}'], tmp_path)
+    assert bad.returncode == 2
+    assert f"statewright resume {run_id}: error: the answer does not fit the output type of state 'decide'" in bad.stderr
+    assert "severity" in bad.stderr and "VerdictsOutput" not in bad.stderr and "DecideOutput" not in bad.stderr
+    done = _cli(["resume", run_id, "--answer", '{"Approve": {"note": "fine"}}'], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["result"] == "fine"
+    assert main(["test", str(spec)]) == 0

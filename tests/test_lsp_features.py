@@ -79,7 +79,17 @@ def test_keywords_fit_the_block_the_cursor_is_in() -> None:
     assert {"state", "agent", "type", "input", "test"} <= labels(text, machine_line, 4)
     final_line = next(i for i, line in enumerate(lines) if "final state done" in line)
     text = "\n".join([*lines[:final_line], "    final state x {", "        ", "    }", *lines[final_line:]]) + "\n"
-    assert labels(text, final_line + 1, 8) == {"result"}
+    final = labels(text, final_line + 1, 8)
+    assert {"result", "fail", "agent", "do", "call"} <= final and not {"when", "otherwise", "ask"} & final
+    state_line = next(i for i, line in enumerate(lines) if "start state" in line)
+    text = "\n".join([*lines[:state_line], "    state y {", "        ", "    }", *lines[state_line:]]) + "\n"
+    assert {"ask", "after", "model", "when", "otherwise", "visits"} <= labels(text, state_line + 1, 8)
+    text = "\n".join([*lines[:machine_line], '    test "t" {', "        ", "    }", *lines[machine_line:]]) + "\n"
+    assert {"timeout", "expect output", "expect instruction", "allow unused replies"} <= labels(
+        text, machine_line + 1, 8)
+    text = "\n".join([*lines[:machine_line], "    tool std.http_get {", "        ", "    }",
+                      *lines[machine_line:]]) + "\n"
+    assert labels(text, machine_line + 1, 8) == {"allow", "secrets", "headers", "query"}
 
 
 def test_a_prompt_template_offers_inputs_only() -> None:

@@ -487,3 +487,43 @@ def test_a_worker_killed_mid_runs_leaves_them_to_the_other_and_no_completed_call
 def test_the_status_of_a_run_nobody_started(server: DevServer) -> None:
     with pytest.raises(TemporalRunError, match="no run"):
         asyncio.run(temporal_status(server.address, "never-started"))
+
+
+# ---- tool secrets on a worker ----------------------------------------------------------------------------
+
+
+def test_a_worker_reads_the_tool_secrets_and_no_result_or_event_holds_them(server: DevServer, workers: Workers,
+                                                                           tmp_path: Path) -> None:
+    from support.echo_server import echo_server
+    from test_e2e_tool_secrets import NAME, SPEC
+
+    spec = tmp_path / "keyed_search.fsm"
+    spec.write_text(SPEC, encoding="utf-8")
+    no_proxy = {v: "" for v in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY")}
+    worker = [sys.executable, "-m", "statewright", "worker", str(spec), "--temporal", server.address, "--task-queue",
+              "keyed"]
+    lacking = subprocess.run(worker, cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
+                             env={k: v for k, v in os.environ.items() if k != NAME})
+    assert lacking.returncode == 2 and f"the environment variable {NAME} is not set" in lacking.stderr
+    value = f"cred-{os.getpid()}-{time.monotonic_ns()}"
+    workers.start(str(spec), "--task-queue", "keyed", env={NAME: value, **no_proxy})
+    with echo_server() as echo:
+        runner = TemporalRunner(machine(spec), server.address, task_queue="keyed",
+                                script=Script.from_json({"agent": {"read": ["A summary."]}}))
+
+        async def go() -> tuple[Any, list[dict[str, Any]]]:
+            handle = await runner.start({"url": f"{echo.url}/echo"}, run_id="keyed-1", trace=True,
+                                        trace_content=True)
+            result = await asyncio.wait_for(temporal_result(handle), 60)
+            from statewright.runtime.temporal import temporal_copy_trace
+
+            sink: list[dict[str, Any]] = []
+            await temporal_copy_trace(handle, Trace(sink=sink))
+            return result, sink
+
+        result, events = asyncio.run(go())
+        [request] = echo.requests
+    assert request["headers"]["x-search-credential"] == value  # the worker's secret reached the service
+    assert result.ok and json.loads(result.result)["headers"]["x-search-credential"] == "[REDACTED]"
+    assert value not in json.dumps(result.to_json()) and value not in json.dumps(events)
+    assert any(e["event"] == "tool_call" for e in events)

@@ -19,11 +19,13 @@ from lark import Lark, Token
 
 from statewright.grammar import ast, parse_text
 from statewright.grammar.node import Node, field_names
-from statewright.grammar.parser import GRAMMAR_PATH, _keyword_as_name
+from statewright.grammar.parser import GRAMMAR_PATH, _FieldNamesPostLex, _keyword_as_name, _parsing
 
 ROOT = Path(__file__).resolve().parents[1]
 EXTENSION = ROOT / "editors" / "vscode"
 EXAMPLES = sorted((ROOT / "examples").glob("*.fsm"))
+# the valid golden cases use every construct of the language, the examples only some
+SPECS = EXAMPLES + sorted((ROOT / "tests" / "cases" / "valid").glob("*/input.fsm"))
 
 needs_node = pytest.mark.skipif(shutil.which("node") is None or shutil.which("npm") is None,
                                 reason="node and npm are not installed")
@@ -64,10 +66,11 @@ def _keywords(text: str) -> Iterator[tuple[int, int]]:
     """Where the lexer reads a keyword (a name used as a name is not one)."""
     if not _KEYWORD_PARSER:
         _KEYWORD_PARSER.append(Lark(GRAMMAR_PATH.read_text(encoding="utf-8"), parser="lalr", lexer="contextual",
-                                    keep_all_tokens=True, propagate_positions=True))
+                                    keep_all_tokens=True, propagate_positions=True, postlex=_FieldNamesPostLex()))
     parser = _KEYWORD_PARSER[0]
     words = {t.name for t in parser.terminals if t.pattern.type == "str" and re.fullmatch(r"[a-z_]+", t.pattern.value)}
-    tree = parser.parse(text, on_error=_keyword_as_name(parser))
+    with _parsing(text):  # the post-lexer reads `len:` as a field's name, as the real parser does
+        tree = parser.parse(text, on_error=_keyword_as_name(parser))
     for token in tree.scan_values(lambda v: isinstance(v, Token)):
         if token.type in words:
             yield token.start_pos or 0, token.end_pos or 0
@@ -77,7 +80,8 @@ def expectations(text: str) -> dict[str, list[tuple[int, int]]]:
     """For each kind of text, where it is: (start, end) character offsets."""
     parsed = parse_text(text, "x.fsm")
     assert parsed.machine is not None
-    strings = [(s.span.start, s.span.end) for s in _strings(parsed.machine)]
+    # a header or query name may be written bare (`key "..."`): only quoted text is a string
+    strings = [(s.span.start, s.span.end) for s in _strings(parsed.machine) if text[s.span.start] == '"']
     templates = [(start + m.start(), start + m.end()) for start, end in strings
                  for m in re.finditer(r"\{\{.*?\}\}|\{%.*?%\}", text[start:end], re.DOTALL)]
     return {
@@ -104,11 +108,12 @@ def tokenize(paths: list[Path]) -> dict[str, list[list[object]]]:
 
 @needs_node
 def test_every_keyword_string_template_and_comment_of_the_examples_gets_its_scope(node_modules: Path) -> None:
-    tokens = tokenize(EXAMPLES)
+    specs = [p for p in SPECS if all(ord(ch) <= 0xFFFF for ch in p.read_text(encoding="utf-8"))]
+    assert set(EXAMPLES) <= set(specs), "offsets below assume JavaScript's string indexes"
+    tokens = tokenize(specs)
     problems = []
-    for path in EXAMPLES:
+    for path in specs:
         text = path.read_text(encoding="utf-8")
-        assert all(ord(ch) <= 0xFFFF for ch in text), "offsets below assume JavaScript's string indexes"
         starts = [0] + [i + 1 for i, ch in enumerate(text) if ch == "\n"]
         scopes: list[list[str]] = [[] for _ in text]
         for line, start, end, names in tokens[str(path)]:
@@ -120,7 +125,7 @@ def test_every_keyword_string_template_and_comment_of_the_examples_gets_its_scop
                             and not any(s.startswith(SCOPES[kind]) for s in scopes[i])]
                 if unscoped:
                     line = text.count("\n", 0, start) + 1
-                    problems.append(f"{path.name}:{line}: {kind} {text[start:end][:40]!r} has "
+                    problems.append(f"{path.relative_to(ROOT)}:{line}: {kind} {text[start:end][:40]!r} has "
                                     f"{scopes[unscoped[0]] or 'no scope beyond source.statewright'} at "
                                     f"{text[unscoped[0]]!r}")
     assert problems == []

@@ -333,7 +333,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     machine = api.runtime_machine(comp)
     from .runtime.runner_cli import main as runner_main
 
-    return runner_main(machine, args.runner_args, prog=f"statewright run {path}")
+    prog = getattr(args, "prog", None) or f"statewright run {path}"
+    return runner_main(machine, args.runner_args, prog=prog)
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
@@ -381,6 +382,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     if args.answer is not None:
         forwarded += ["--answer", args.answer]
     args.path, args.runner_args = path, [*forwarded, *args.runner_args]
+    args.prog = f"statewright resume {args.run_id}"
     return cmd_run(args)
 
 

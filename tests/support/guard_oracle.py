@@ -9,7 +9,8 @@ that the generated code computes exactly that, value for value and error for err
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from statewright.compiler import ir
@@ -44,6 +45,27 @@ BINARY_OPERATORS: dict[str, Callable[[Any, Any], Any]] = {
 }
 
 
+@dataclass
+class ItemScope(Scope):
+    """A scope inside all/any/count: the names they bind to the current items, beside the run's values."""
+
+    items: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _with_item(scope: Scope, name: str, item: Any) -> ItemScope:
+    items = {**getattr(scope, "items", {}), name: item}
+    return ItemScope(scope.output, scope.inputs, scope.outputs, scope.visits, items=items)
+
+
+def _variant_name(value: Any) -> str | None:
+    """The declared type a value is an instance of, by the title the spec gave it."""
+    config = getattr(type(value), "model_config", None)
+    if not isinstance(config, Mapping) or not hasattr(value, "model_dump"):
+        return None
+    title = config.get("title")
+    return title if isinstance(title, str) else type(value).__name__
+
+
 def compile_guard(expr: ir.Expr, names: GuardNames | None = None) -> Callable[[Scope], bool]:
     """A guard as a callable: the expression's truth value over a scope."""
     evaluate = compile_expr(expr, names)
@@ -59,35 +81,47 @@ def compile_expr(expr: ir.Expr, names: GuardNames | None = None) -> Evaluator:
     return _compile(expr, names or GuardNames())
 
 
-def _compile(expr: ast.Expr, names: GuardNames) -> Evaluator:
-    ref = reference_of(expr, names)
+def _compile(expr: ast.Expr, names: GuardNames, bound: frozenset[str] = frozenset()) -> Evaluator:
+    """`bound`: the names all/any/count bind where `expr` stands (an item, never an input or a state)."""
+    if isinstance(expr, ast.NameExpr) and expr.name in bound:
+        name = expr.name
+        return lambda scope: scope.items[name]  # type: ignore[attr-defined]
+    if isinstance(expr, ast.Quantifier):
+        return _compile_quantifier(expr, names, bound)
+    if isinstance(expr, ast.IsVariant):
+        value = _compile(expr.value, names, bound)
+        type_name, negated = expr.type.value, expr.negated
+        return lambda scope: (_variant_name(value(scope)) == type_name) != negated
+    item_field = (isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.NameExpr)
+                  and expr.value.name in bound)
+    ref = reference_of(expr, names) if not item_field else None
     if ref is not None:
         return _compile_reference(ref)
     if isinstance(expr, ast.Literal):
         value = expr.value
         return lambda scope: value
     if isinstance(expr, ast.ListExpr):
-        items = [_compile(item, names) for item in expr.items]
+        items = [_compile(item, names, bound) for item in expr.items]
         return lambda scope: [item(scope) for item in items]
     if isinstance(expr, ast.Attribute):
-        owner = _compile(expr.value, names)
+        owner = _compile(expr.value, names, bound)
         attr = expr.attr.value
         return lambda scope: guard_attribute(owner(scope), attr)
     if isinstance(expr, ast.Index):
-        container = _compile(expr.value, names)
-        key = _compile(expr.index, names)
+        container = _compile(expr.value, names, bound)
+        key = _compile(expr.index, names, bound)
         return lambda scope: container(scope)[key(scope)]
     if isinstance(expr, ast.Call):
-        return _compile_call(expr, names)
+        return _compile_call(expr, names, bound)
     if isinstance(expr, ast.UnaryOp):
-        operand = _compile(expr.operand, names)
+        operand = _compile(expr.operand, names, bound)
         if expr.op == "not":
             return lambda scope: not operand(scope)
         if expr.op == "-":
             return lambda scope: -operand(scope)
         raise GuardCompileError(f"unknown operator {expr.op!r}")
     if isinstance(expr, ast.BinaryOp):
-        return _compile_binary(expr, names)
+        return _compile_binary(expr, names, bound)
     raise GuardCompileError(f"not an expression: {type(expr).__name__}")
 
 
@@ -110,20 +144,47 @@ def _compile_reference(ref: Reference) -> Evaluator:
     return unresolved_output
 
 
-def _compile_call(expr: ast.Call, names: GuardNames) -> Evaluator:
+def _compile_quantifier(expr: ast.Quantifier, names: GuardNames, bound: frozenset[str]) -> Evaluator:
+    """all/any: whether every (some) item makes the test true, stopping at the first that decides, as
+    Python's all() and any() do; count: how many items make it true. The list is read first, once."""
+    func = expr.func.value
+    if func not in ("all", "any", "count"):
+        raise GuardCompileError(f"unknown function {func}() over a list")
+    items = _compile(expr.items, names, bound)
+    var = expr.var.value
+    test = _compile(expr.element, names, bound | {var})
+
+    def quantified(scope: Scope) -> Any:
+        values = items(scope)
+        if func == "count":
+            total = 0
+            for item in values:
+                if test(_with_item(scope, var, item)):
+                    total += 1
+            return total
+        wanted = func == "any"  # the truth value that decides at once
+        for item in values:
+            if bool(test(_with_item(scope, var, item))) == wanted:
+                return wanted
+        return not wanted
+
+    return quantified
+
+
+def _compile_call(expr: ast.Call, names: GuardNames, bound: frozenset[str] = frozenset()) -> Evaluator:
     func = expr.func.value
     if FUNCTIONS.get(func) != len(expr.args):
         raise GuardCompileError(f"unknown function {func}() with {len(expr.args)} argument(s)")
     if func == "visits":
         state = state_argument(expr)
         return lambda scope: scope.visits.get(state, 0)
-    argument = _compile(expr.args[0], names)
+    argument = _compile(expr.args[0], names, bound)
     return lambda scope: len(argument(scope))
 
 
-def _compile_binary(expr: ast.BinaryOp, names: GuardNames) -> Evaluator:
-    left = _compile(expr.left, names)
-    right = _compile(expr.right, names)
+def _compile_binary(expr: ast.BinaryOp, names: GuardNames, bound: frozenset[str] = frozenset()) -> Evaluator:
+    left = _compile(expr.left, names, bound)
+    right = _compile(expr.right, names, bound)
     # `and`/`or` short-circuit and yield an operand, exactly as in Python.
     if expr.op == "and":
         return lambda scope: left(scope) and right(scope)

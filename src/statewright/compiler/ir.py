@@ -54,15 +54,43 @@ class Named(Node):
     name: str
 
 
-Type = Prim | ListOf | Optional_ | Enum | Named
+class Variant(Node):
+    """A state's output that is exactly one of several declared types (`output Answer | Escalation`).
+
+    Only a state's output has this type; the value a guard or a template sees is the variant itself."""
+
+    options: tuple[str, ...]  # declared type names, in source order, each once
+
+
+Type = Prim | ListOf | Optional_ | Enum | Named | Variant
 
 STR, INT, FLOAT, BOOL, NONE, ANY = (Prim(n) for n in ("str", "int", "float", "bool", "none", "any"))
+
+
+class Constraints(Node):
+    """What a field's or an input's value must satisfy beyond its type; None where nothing is required.
+
+    `minimum`/`maximum` bound a number (`in LOW..HIGH`); `min_length`/`max_length` the characters of a str
+    or the items of a list (`len LOW..HIGH`); `pattern` is a regex a str must match somewhere
+    (`matches "..."`, JSON Schema's rule). Every bound is inclusive."""
+
+    minimum: int | float | None = None
+    maximum: int | float | None = None
+    min_length: int | None = None
+    max_length: int | None = None
+    pattern: str | None = None
+
+    @property
+    def empty(self) -> bool:
+        return all(v is None for v in (self.minimum, self.maximum, self.min_length, self.max_length,
+                                       self.pattern))
 
 
 class Field(Node):
     name: str
     type: Type
     doc: str = ""
+    constraints: Constraints = field(default_factory=lambda: Constraints())
     origin: Span | None = _origin()
 
 
@@ -80,6 +108,7 @@ class Input(Node):
     type: Type
     default: object = None
     has_default: bool = False
+    constraints: Constraints = field(default_factory=lambda: Constraints())
     origin: Span | None = _origin()
 
 
@@ -96,6 +125,9 @@ class Tool(Node):
     name: str  # as written in the spec: "std.python", "lookup"
     import_path: str | None  # "pkg.mod:func" for user tools; None for std.*
     options: tuple[tuple[str, object], ...] = ()  # sorted by key
+    secrets: tuple[str, ...] = ()  # names of environment variables, in source order; never values
+    headers: tuple[tuple[str, str], ...] = ()  # std.http_get: (name, text with `${SECRET}`), in source order
+    query: tuple[tuple[str, str], ...] = ()  # std.http_get: query parameters, the same way
     origin: Span | None = _origin()
 
     @property
@@ -225,6 +257,7 @@ class State(Node):
 class Reply(Node):
     state: str
     value: object  # str for untyped agent states; dict/list/scalar for typed ones and tools
+    variant: str | None = None  # for a variant output: the declared type the reply is (always filled in)
     origin: Span | None = _origin()
 
 
@@ -241,6 +274,19 @@ class Timeout(Node):
     origin: Span | None = _origin()
 
 
+class Expectation(Node):
+    """`expect output` (kind "output": the state's output, compared as a typed value; an object checks the
+    fields it names) or `expect instruction` (kind "instruction": the rendered `do` the agent was sent), at
+    the state's `visit` (1-based). With `contains`, `value` is text the output or instruction contains."""
+
+    kind: str
+    state: str
+    visit: int = 1
+    contains: bool = False
+    value: object = None
+    origin: Span | None = _origin()
+
+
 class Test(Node):
     name: str
     inputs: tuple[tuple[str, object], ...]
@@ -250,6 +296,8 @@ class Test(Node):
     expect_result: object = None
     has_expect_result: bool = False
     expect_failure: str | None = None
+    expectations: tuple[Expectation, ...] = ()  # in source order
+    allow_unused: bool = False  # `allow unused replies`: scripted answers the run never asks for pass
     origin: Span | None = _origin()
 
 

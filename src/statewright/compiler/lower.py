@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from ..grammar import ast
 from . import ir
+from .checks.constraints import constraint_of, lower_range
 from .checks.resolve import LIMIT_NAMES, AgentView, StateView, Symbols, TestView
+from .checks.testblocks import reply_variant
 from .checks.typecheck import branch_output_type, common_type
 
 
@@ -51,13 +53,14 @@ class _Lowerer:
         out = []
         for decl in self.symbols.inputs.values():
             t = self.symbols.resolve_type(decl.type)
+            constraints = lower_constraints(decl.constraints)
             if decl.default is not None:
-                out.append(ir.Input(decl.name.value, t, decl.default.to_python(), True, decl.span))
+                out.append(ir.Input(decl.name.value, t, decl.default.to_python(), True, constraints, decl.span))
             elif isinstance(t, ir.Optional_):
                 # an optional input without a default defaults to none
-                out.append(ir.Input(decl.name.value, t, None, True, decl.span))
+                out.append(ir.Input(decl.name.value, t, None, True, constraints, decl.span))
             else:
-                out.append(ir.Input(decl.name.value, t, None, False, decl.span))
+                out.append(ir.Input(decl.name.value, t, None, False, constraints, decl.span))
         return tuple(out)
 
     def types(self) -> tuple[ir.TypeDef, ...]:
@@ -67,7 +70,8 @@ class _Lowerer:
             for f in decl.fields:
                 doc = f.doc.value if f.doc is not None else ""
                 fields.setdefault(f.name.value,
-                                  ir.Field(f.name.value, self.symbols.resolve_type(f.type), doc, f.span))
+                                  ir.Field(f.name.value, self.symbols.resolve_type(f.type), doc,
+                                           lower_constraints(f.constraints), f.span))
             out.append(ir.TypeDef(decl.name.value, tuple(fields.values()), decl.span))
         return tuple(out)
 
@@ -78,7 +82,11 @@ class _Lowerer:
             options: dict[str, object] = {}
             for opt in decl.options:
                 options.setdefault(opt.name.value, opt.value.to_python())
-            out.append(ir.Tool(name, path, tuple(sorted(options.items())), decl.span))
+            # a second `headers` or `query` block is an error the checks report: the first one is used
+            headers = tuple((e.name.value, e.value.value) for e in decl.headers[0].entries) if decl.headers else ()
+            query = tuple((e.name.value, e.value.value) for e in decl.query[0].entries) if decl.query else ()
+            out.append(ir.Tool(name, path, tuple(sorted(options.items())), decl.secret_names, headers, query,
+                               decl.span))
         out.extend(ir.Tool(name, None, ()) for name in self.symbols.implicit_tools)
         return tuple(out)
 
@@ -131,7 +139,7 @@ class _Lowerer:
             if isinstance(t, ir.Named | ir.ListOf | ir.Optional_ | ir.Enum) or t in (ir.INT, ir.FLOAT, ir.BOOL):
                 return t  # type: ignore[return-value]
             return None
-        return self.symbols.resolve_type(view.output.type) if view.output is not None else None
+        return self.symbols.resolve_output(view.output.type) if view.output is not None else None
 
     def state(self, view: StateView) -> ir.State:
         name = view.name
@@ -190,7 +198,8 @@ class _Lowerer:
         steps: list[ir.Reply | ir.Verdict | ir.Timeout] = []
         for item in view.decl.items:
             if isinstance(item, ast.Reply):
-                steps.append(ir.Reply(item.state.value, item.value.to_python(), item.span))
+                steps.append(ir.Reply(item.state.value, item.value.to_python(), self._reply_variant(item),
+                                      item.span))
             elif isinstance(item, ast.Verdict):
                 condition = item.condition.value if item.condition is not None else None
                 steps.append(ir.Verdict(item.state.value, condition, item.span))
@@ -206,8 +215,27 @@ class _Lowerer:
             expect_result=view.expect_result.value.to_python() if view.expect_result is not None else None,
             has_expect_result=view.expect_result is not None,
             expect_failure=view.expect_failure.kind.value if view.expect_failure is not None else None,
+            expectations=tuple(self._expectation(e) for e in view.expectations),
+            allow_unused=view.allow_unused is not None,
             origin=view.decl.span,
         )
+
+    @staticmethod
+    def _expectation(item: ast.ExpectOutput | ast.ExpectInstruction) -> ir.Expectation:
+        visit = int(item.visit.value) if item.visit is not None else 1
+        if isinstance(item, ast.ExpectOutput):
+            return ir.Expectation("output", item.state.value, visit, item.contains, item.value.to_python(),
+                                  item.span)
+        return ir.Expectation("instruction", item.state.value, visit, item.contains, item.text.value, item.span)
+
+    def _reply_variant(self, reply: ast.Reply) -> str | None:
+        """The variant a reply for a variant output is: named, or the one type its fields fit."""
+        view = self.symbols.states.get(reply.state.value)
+        if view is None or view.output is None or not isinstance(view.output.type, ast.VariantType):
+            return None
+        if reply.variant is not None:
+            return reply.variant.value
+        return reply_variant(reply.value, self.symbols.resolve_output(view.output.type), self.symbols)
 
     def machine_ir(self) -> ir.Machine:
         mv = self.symbols.machine
@@ -232,6 +260,25 @@ class _Lowerer:
             tests=tuple(self.test(v) for v in self.symbols.tests),
             origin=self.machine.span,
         )
+
+
+def lower_constraints(constraints: tuple[ast.Constraint, ...]) -> ir.Constraints:
+    """A field's or an input's constraints as IR (the first of each kind; the checks report repeats)."""
+    if not constraints:
+        return ir.Constraints()
+    values: dict[str, object] = {}
+    number = constraint_of(constraints, "in")
+    if number is not None:
+        values["minimum"], values["maximum"] = lower_range(number.range)
+    length = constraint_of(constraints, "len")
+    if length is not None:
+        low, high = lower_range(length.range)
+        values["min_length"] = int(low) if low is not None else None
+        values["max_length"] = int(high) if high is not None else None
+    pattern = constraint_of(constraints, "matches")
+    if pattern is not None and pattern.pattern is not None:
+        values["pattern"] = pattern.pattern.value
+    return ir.Constraints(**values)  # type: ignore[arg-type]
 
 
 def lower_machine(machine: ast.Machine, symbols: Symbols) -> ir.Machine:

@@ -153,6 +153,28 @@ _ALL = [
        "hide it there (and the two names must differ).",
        "input file: str\n...\nstate build { for i, file in plan.output.files max 9 ... }",
        "input file: str\n...\nstate build { for i, item in plan.output.files max 9 ... }"),
+    _e("SW2040", "unknown secret",
+       "A header or query value of std.http_get puts in a secret with ${NAME}, and NAME must be one of the "
+       "tool's own secrets: 'secrets [NAME]' in the same tool declaration. A secret is the name of an "
+       "environment variable; its value is read when a run starts and never appears in the spec.",
+       'tool std.http_get {\n    allow ["api.search.example"]\n    headers { Authorization "Bearer '
+       '${SEARCH_KEY}" }\n}',
+       'tool std.http_get {\n    allow ["api.search.example"]\n    secrets [SEARCH_KEY]\n    headers { '
+       'Authorization "Bearer ${SEARCH_KEY}" }\n}'),
+    _e("SW2041", "tool cannot take secrets",
+       "Secrets reach two kinds of tool: std.http_get, which puts them into its 'headers' and 'query', and "
+       "user tools, whose Python function receives them in a parameter named 'secrets'. std.python and "
+       "std.shell run code in a jail that never sees the runner's environment, and the file tools talk to no "
+       "service, so none of them takes 'secrets'; only std.http_get takes 'headers' and 'query'.",
+       "tool std.shell {\n    secrets [GITHUB_TOKEN]\n}",
+       'tool gh = "mytools.github:issues" {\n    secrets [GITHUB_TOKEN]\n}'),
+    _e("SW2042", "invalid header or query parameter",
+       "std.http_get sends its 'headers' with every request and adds its 'query' parameters to every URL. A "
+       "header name is an HTTP token (letters, digits and !#$%&'*+-.^_`|~), given once (names ignore case), "
+       "and not one that std.http_get writes itself (Host, Connection and the headers that frame the "
+       "body and its encoding); a header value is printable ASCII text. A query parameter has a name. "
+       "In a value, ${NAME} puts in a secret and $${ is the text '${'; any other '${' is a mistake.",
+       'headers { "X Api Key" "${KEY}" }', 'headers { "X-Api-Key" "${KEY}" }'),
     # --- structure ----------------------------------------------------------------------------
     _e("SW3001", "no start state",
        "Every machine needs exactly one 'start state'.", "state draft { ... }", "start state draft { ... }"),
@@ -368,6 +390,71 @@ _ALL = [
        "'for item in EXPR' runs the state once per element of EXPR, so EXPR must be a list: a list input, "
        "a list field of a state's output, or the output of a map or a parallel state.",
        "for file in plan.output.title max 9", "for file in plan.output.files max 9"),
+    # --- lists, constraints and variant outputs ------------------------------------------------
+    _e("SW4020", "item name already in use",
+       "In 'all(TEST for NAME in LIST)' (and any, count) NAME is the current item, bound in TEST only. It "
+       "must be a new name: an input, a state, 'output' or the item of an enclosing all/any/count already "
+       "mean something everywhere in the guard, and a second meaning would hide the first.",
+       "input f: str\n...\nwhen all(f.ok for f in output.findings) -> done",
+       "input f: str\n...\nwhen all(finding.ok for finding in output.findings) -> done"),
+    _e("SW4021", "all, any or count over something that is not a list",
+       "all(), any() and count() go over the items of a list: the value after 'in' must be a list (a list "
+       "field, a list input or a list literal). A list that may be none needs a test first, as everywhere "
+       "(SW4014).",
+       "when all(c != \"x\" for c in output.title) -> done",
+       "when all(t != \"x\" for t in output.tags) -> done"),
+    _e("SW4022", "constraint does not apply to the type",
+       "'in LOW..HIGH' bounds a number (int or float); 'len LOW..HIGH' bounds the characters of a str or the "
+       "items of a list; 'matches \"PATTERN\"' applies to a str. On an optional type (T?) a constraint "
+       "applies to the value when there is one. Enums, booleans and declared types take none.",
+       "title: str in 1..80", "title: str len 1..80"),
+    _e("SW4023", "invalid range",
+       "A range holds the values from its lower end to its upper end, both included; either end may be left "
+       "open (1.. or ..80), not both. The lower end may not be above the upper one, the ends of an int's "
+       "range and of a length are whole numbers, a length is never negative, and an end is a finite number.",
+       "urgency: int in 5..1", "urgency: int in 1..5"),
+    _e("SW4024", "invalid or non-portable pattern",
+       "A 'matches' pattern is a regular expression that three engines must read alike: Python's 're' (the "
+       "compiler), Rust's 'regex' (pydantic, which validates every reply) and ECMA-262 (JSON Schema's "
+       "'pattern', which structured-output decoders read). So it must parse, and it may not use what one of "
+       "them lacks or reads differently: lookarounds, backreferences, atomic groups, possessive quantifiers, "
+       "Python's named groups '(?P<name>...)', inline flags '(?i)', or '\\A', '\\Z' and '\\z' (anchor with "
+       "'^' and '$'). A pattern matches anywhere in the text unless it is anchored.",
+       'code: str matches "^(?i)[a-z]+$"', 'code: str matches "^[A-Za-z]+$"'),
+    _e("SW4025", "constraints out of order",
+       "A field's or an input's constraints are written in one order: 'in', then 'len', then 'matches' (the "
+       "formatter never reorders anything, so the order is part of the canonical form).",
+       'code: str matches "^[A-Z]+$" len 1..8', 'code: str len 1..8 matches "^[A-Z]+$"'),
+    _e("SW4030", "invalid variant output",
+       "'output A | B' says the state's output is exactly one of several declared types. Each variant is a "
+       "declared type (so that a guard can tell which one arrived with 'output is A'), listed once; built-in "
+       "types cannot be variants (wrap one in a type with a single field). Unions of strings are enums "
+       "('\"yes\" | \"no\"'), not variants.",
+       "output Answer | str", "type Note { text: str }\n...\noutput Answer | Note"),
+    _e("SW4031", "field not on every variant",
+       "A variant output is one of several types, so a field can be read from it directly only when every "
+       "type it may be has the field, with the same type. Otherwise test which variant it is first: in a "
+       "guard 'output is A and output.FIELD ...', in a template '{% if draft.output is A %}...{% endif %}'. "
+       "A test narrows the value the way a none test does: on the right of 'and' (or of 'or' after a "
+       "negated test) and in the body of an 'if'.",
+       "when output.text == \"\" -> retry", "when output is Answer and output.text == \"\" -> retry"),
+    _e("SW4032", "invalid variant test",
+       "'VALUE is TYPE' (and 'VALUE is not TYPE') tells which type a variant output arrived as: VALUE is "
+       "'output' or 'STATE.output' of a state with 'output A | B', and TYPE is one of its variants. To test "
+       "for none, compare: 'VALUE == none'.",
+       "when output is Anwser -> done", "when output is Answer -> done"),
+    _e("SW2020", "variant type named like a Jinja test",
+       "Templates test a variant output with Jinja's 'is': '{% if draft.output is Answer %}'. Jinja has "
+       "tests of its own ('number', 'string', 'mapping', 'defined', ...); a variant type with one of those "
+       "names could not be told apart from it. Rename the type.",
+       "type number { value: int }\n...\noutput number | Note", "type Number { value: int }\n...\noutput Number | Note"),
+    _e("SW6020", "reply does not say which variant it is",
+       "A reply for a state with a variant output ('output A | B') is one of its variants. Usually the fields "
+       "decide: a reply that fits exactly one variant is that one. When it fits several, or to be explicit, "
+       "name the variant before the value: 'reply STATE A { ... }'. Only replies for variant outputs name a "
+       "variant, and the name must be one of the state's variants.",
+       "output Answer | Draft   # both are { text: str }\n...\nreply write { text \"hi\" }",
+       "output Answer | Draft\n...\nreply write Answer { text \"hi\" }"),
     # --- templates ----------------------------------------------------------------------------
     _e("SW5001", "template syntax error",
        "Instructions, prompts and results are Jinja2 templates; this one does not parse.",
@@ -416,6 +503,25 @@ _ALL = [
     _e("SW6007", "expected final state is not final",
        "'expect final STATE' names the final state a run ends in; the named state is not a final state.",
        "expect final review", "expect final publish"),
+    _e("SW6040", "expected output does not fit the state's output type",
+       "'expect output STATE VALUE' compares STATE's output with VALUE as typed values, so VALUE must fit "
+       "the state's output type: text for an agent state without 'output TYPE', the declared type for one "
+       "with it, the tool's result for an action state. An object names only the fields it checks; each of "
+       "them must be a field of the type, with a value of the field's type. 'contains \"...\"' needs a text "
+       "output.",
+       'type Critique { score: int  fixes: list[str] }\n...\nexpect output review { score "88" }',
+       'type Critique { score: int  fixes: list[str] }\n...\nexpect output review { score 88 }'),
+    _e("SW6041", "expectation of something the state does not have",
+       "Only an agent state sends an instruction (its rendered 'do'), so 'expect instruction' names an agent "
+       "state. A final state does no step and has no output: expect the run's result instead.",
+       "state run_tests { call std.python(code = code) ... }\n...\nexpect instruction run_tests contains \"x\"",
+       "state run_tests { call std.python(code = code) ... }\n...\nexpect output run_tests { exit_code 0 }"),
+    _e("SW6042", "expected result can never match",
+       "'expect result VALUE' compares typed values: 90 is not \"90\" and true is not 1. A final state's "
+       "'result' template renders text, so when every final state the test can end in has one, the run's "
+       "result is text and a number, a boolean, none, a list or an object can never equal it.",
+       'final state done { result "{{ review.output.score }}" }\n...\nexpect result 90',
+       'final state done { result "{{ review.output.score }}" }\n...\nexpect result "90"'),
     # --- warnings -----------------------------------------------------------------------------
     _w("SW7001", "unused agent", "The agent is declared but no state uses it and no state tells it anything.",
        'agent helper { prompt "You help." }   # no state says \'agent helper\' or tells it',
@@ -443,6 +549,21 @@ _ALL = [
        "the transitions after it can never fire (SW3007); always false, it never fires. Usually a "
        "placeholder left behind, or a comparison that lost the value it was meant to test.",
        'when 1 == 1 -> done\notherwise -> review', 'when output.score == 1 -> done\notherwise -> review'),
+    _w("SW7020", "comparison decided by a constraint",
+       "The guard compares a constrained field or input (or its len()) with a number that its range decides: "
+       "every value the constraint allows gives the same answer, so the comparison is always true or always "
+       "false ('urgency: int in 1..5' makes 'urgency > 5' always false). Only the comparison is reported; the "
+       "checks of the machine's shape do not count on it, since a constraint is enforced by validation "
+       "rather than by the language.",
+       "urgency: int in 1..5\n...\nwhen output.urgency > 5 -> escalate",
+       "urgency: int in 1..5\n...\nwhen output.urgency >= 4 -> escalate"),
+    _w("SW7021", "pattern that not every decoder reads alike",
+       "The pattern is valid everywhere it is validated, but a structured-output decoder may read it "
+       "differently or not at all: '\\d', '\\w', '\\s' and '\\b' mean Unicode characters to Python and Rust but "
+       "ASCII ones to ECMA-262, and llama.cpp's JSON-schema grammar takes only patterns written '^...$' with "
+       "no '(?' groups, lazy quantifiers or class escapes. Replies are validated all the same; a decoder that "
+       "cannot read the pattern may reject the request or not enforce it while the model writes.",
+       'code: str matches "\\d+"', 'code: str matches "^[0-9]+$"'),
     # --- importers: problems in a MetaAgent or AutoAgent file given to `statewright import` ------
     _e("SW8001", "input is not valid JSON",
        "The MetaAgent importer reads the FSM as JSON, and this file does not parse. The message gives the "
@@ -542,6 +663,33 @@ _ALL = [
        "'concurrency N' runs at most N elements at a time; a map never has more than 'max' elements, so a "
        "concurrency above it says nothing more.",
        "for f in plan.output.files max 4 concurrency 10", "for f in plan.output.files max 4 concurrency 4"),
+    _w("SW7040", "literal credential in the spec",
+       "Text in the spec looks like a key or token written in (an 'sk-...' key, a bearer token, an AWS, "
+       "Google, GitHub or Slack key), or a header or query parameter whose name says it holds a credential "
+       "has a value without a secret in it. A spec is committed and reviewed, its text is written into "
+       "generated runners, and prompts and instructions are sent to model providers: a key there leaks. Keep "
+       "the key in an environment variable, name it in the tool's 'secrets' and put it in with ${NAME}.",
+       'tool std.http_get {\n    allow ["api.search.example"]\n    headers { Authorization "Bearer '
+       'sk-live-0123456789abcdefghij" }\n}',
+       'tool std.http_get {\n    allow ["api.search.example"]\n    secrets [SEARCH_KEY]\n    headers { '
+       'Authorization "Bearer ${SEARCH_KEY}" }\n}'),
+    _w("SW7041", "unused secret",
+       "std.http_get declares a secret that none of its headers or query parameters puts in, so the run "
+       "requires an environment variable that nothing reads.",
+       'secrets [SEARCH_KEY, OLD_KEY]\nheaders { Authorization "Bearer ${SEARCH_KEY}" }',
+       'secrets [SEARCH_KEY]\nheaders { Authorization "Bearer ${SEARCH_KEY}" }'),
+    _w("SW7042", "secret reference that is never replaced",
+       "Text outside std.http_get's 'headers' and 'query' holds ${NAME} for a secret the machine declares. "
+       "Secrets are put in nowhere else — not into URLs, commands, prompts or instructions — so the text is "
+       "used as written (and code in the jail sees no environment variable of that name either).",
+       'call std.http_get(url = "https://api.search.example/?key=${SEARCH_KEY}&q=" + topic)',
+       'tool std.http_get {\n    ...\n    secrets [SEARCH_KEY]\n    query { key "${SEARCH_KEY}" }\n}\n'
+       '...\ncall std.http_get(url = "https://api.search.example/?q=" + topic)'),
+    _w("SW7043", "expectation on a visit the expected path does not make",
+       "'expect output STATE visit N' (or 'expect instruction') checks STATE's Nth visit, but the test's "
+       "own 'expect path' visits STATE fewer than N times, so the test cannot pass.",
+       "expect path [draft, review, publish]\nexpect output review visit 2 { score 88 }",
+       "expect path [draft, review, revise, review, publish]\nexpect output review visit 2 { score 88 }"),
     # --- internal -----------------------------------------------------------------------------
     _e("SW9001", "internal compiler error",
        "The compiler hit a bug. Please report it with the input file.", "", ""),

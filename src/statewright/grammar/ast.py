@@ -114,10 +114,43 @@ def iter_type_ref(ref: TypeRef) -> Iterator[TypeRef]:
             return
 
 
+class RangeEnd(Node):
+    """One end of a range: a number, written with its sign (`-5`, `0.5`)."""
+
+    value: int | float
+    span: Span = _span()
+
+
+class Range(Node):
+    """`LOW..HIGH`, either end left open (None): `1..5`, `1..`, `..80`. Both ends are inclusive."""
+
+    low: RangeEnd | None
+    high: RangeEnd | None
+    span: Span = _span()
+
+
+class Constraint(Node):
+    """A constraint on a field's or an input's value, after its type.
+
+    kind: "in" (a number's range: `in 1..5`), "len" (a str's or a list's length: `len ..80`) or "matches"
+    (a str's pattern: `matches "^[A-Z]+$"`); `range` for the first two, `pattern` for the last.
+    """
+
+    kind: str
+    range: Range | None = None
+    pattern: String | None = None
+    span: Span = _span()
+
+
+# The order constraints are written in (after a type, before a field's documentation or an input's default).
+CONSTRAINT_ORDER = ("in", "len", "matches")
+
+
 class FieldDecl(Node):
     name: Name
     type: TypeRef
     doc: String | None = None
+    constraints: tuple[Constraint, ...] = ()
     span: Span = _span()
 
 
@@ -175,6 +208,29 @@ class Call(Node):
     span: Span = _span()
 
 
+class Quantifier(Node):
+    """`all(ELEMENT for VAR in ITEMS)`, `any(...)`, `count(...)`: a test over every item of a list.
+
+    `var` is bound to each item in turn, in `element` only; `all` and `any` are true or false, `count` is
+    how many items make `element` true. Bounded by the list: no recursion, no loops of their own.
+    """
+
+    func: Name  # "all" | "any" | "count" (anything else is reported)
+    element: Expr
+    var: Name
+    items: Expr
+    span: Span = _span()
+
+
+class IsVariant(Node):
+    """`VALUE is TYPE` (or `VALUE is not TYPE`): which of a variant output's types a value is."""
+
+    value: Expr
+    type: Name
+    negated: bool = False
+    span: Span = _span()
+
+
 class UnaryOp(Node):
     op: str  # "not" | "-"
     operand: Expr
@@ -197,7 +253,9 @@ BINARY_OPERATORS: dict[str, Callable[[Any, Any], Any]] = {
 }
 
 
-Expr = NameExpr | Literal | ListExpr | Attribute | Index | Call | UnaryOp | BinaryOp
+Expr = NameExpr | Literal | ListExpr | Attribute | Index | Call | Quantifier | IsVariant | UnaryOp | BinaryOp
+
+QUANTIFIERS = ("all", "any", "count")
 
 
 def expr_children(expr: Expr) -> tuple[Expr, ...]:
@@ -212,6 +270,10 @@ def expr_children(expr: Expr) -> tuple[Expr, ...]:
         return (expr.value, expr.index)
     if isinstance(expr, Call):
         return expr.args
+    if isinstance(expr, Quantifier):
+        return (expr.element, expr.items)
+    if isinstance(expr, IsVariant):
+        return (expr.value,)
     if isinstance(expr, ListExpr):
         return expr.items
     return ()
@@ -243,6 +305,7 @@ class InputDecl(Node):
     name: Name
     type: TypeRef
     default: Value | None = None
+    constraints: tuple[Constraint, ...] = ()
     span: Span = _span()
 
 
@@ -289,11 +352,47 @@ class ToolOption(Node):
     span: Span = _span()
 
 
+class ToolSecrets(Node):
+    """`secrets [SEARCH_API_KEY]`: environment variables the tool reads when a run starts, by name only."""
+
+    names: tuple[Name, ...]
+    span: Span = _span()
+
+
+class TextEntry(Node):
+    """One `NAME "text"` line of `headers { }` or `query { }`; the name may be written as a string."""
+
+    name: String
+    value: String
+    span: Span = _span()
+
+
+class ToolHeaders(Node):
+    entries: tuple[TextEntry, ...]
+    span: Span = _span()
+
+
+class ToolQuery(Node):
+    entries: tuple[TextEntry, ...]
+    span: Span = _span()
+
+
 class ToolDecl(Node):
+    """A `tool` declaration. Its options, `secrets`, `headers` and `query` may come in any order; each
+    kind is kept apart here, and their spans give the source order back (the formatter prints by it)."""
+
     name: ToolName
     import_path: String | None = None  # "pkg.mod:func" for user tools
     options: tuple[ToolOption, ...] = ()
+    secrets: tuple[ToolSecrets, ...] = ()  # more than one is an error, reported by the checks
+    headers: tuple[ToolHeaders, ...] = ()
+    query: tuple[ToolQuery, ...] = ()
     span: Span = _span()
+
+    @property
+    def secret_names(self) -> tuple[str, ...]:
+        """The secrets the tool declares, in order, each once."""
+        return tuple(dict.fromkeys(n.value for s in self.secrets for n in s.names))
 
 
 class PromptSetting(Node):
@@ -356,8 +455,15 @@ class Duration(Node):
     span: Span = _span()
 
 
+class VariantType(Node):
+    """`A | B | ...` after `output`: the output is exactly one of these declared types."""
+
+    options: tuple[Name, ...]
+    span: Span = _span()
+
+
 class OutputDecl(Node):
-    type: TypeRef
+    type: TypeRef | VariantType
     span: Span = _span()
 
 
@@ -483,6 +589,7 @@ class TestInput(Node):
 class Reply(Node):
     state: Name
     value: Value
+    variant: Name | None = None  # `reply STATE TYPE VALUE`: which of a variant output's types the reply is
     span: Span = _span()
 
 
@@ -519,7 +626,36 @@ class ExpectFailure(Node):
     span: Span = _span()
 
 
-TestItem = TestInput | Reply | Verdict | TestTimeout | ExpectPath | ExpectFinal | ExpectResult | ExpectFailure
+class ExpectOutput(Node):
+    """`expect output STATE [visit N] VALUE` (or `contains "text"`): STATE's output at its Nth visit."""
+
+    state: Name
+    visit: Number | None  # None: the first visit
+    contains: bool  # the value is a string the output must contain
+    value: Value
+    span: Span = _span()
+
+
+class ExpectInstruction(Node):
+    """`expect instruction STATE [visit N] [contains] "text"`: the rendered `do` STATE's agent was sent."""
+
+    state: Name
+    visit: Number | None
+    contains: bool
+    text: String
+    span: Span = _span()
+
+
+class AllowUnused(Node):
+    """`allow unused replies`: replies and verdicts the run never asks for do not fail the test."""
+
+    span: Span = _span()
+
+
+TestItem = (
+    TestInput | Reply | Verdict | TestTimeout | ExpectPath | ExpectFinal | ExpectResult | ExpectFailure | ExpectOutput
+    | ExpectInstruction | AllowUnused
+)
 
 
 class TestDecl(Node):

@@ -19,6 +19,7 @@ from contextvars import ContextVar
 from dataclasses import field
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from lark import Lark, Token, v_args
 from lark.exceptions import UnexpectedInput, UnexpectedToken, VisitError
@@ -57,19 +58,59 @@ def _collect_comment(token: Token) -> None:
         sink.append(token)
 
 
-class _WholeWords:
-    """Lets every state's lexer read a name, so that a keyword is only ever a whole word.
+# The text being parsed in this thread (or task), for the post-lexer's one look ahead.
+_PARSED_TEXT: ContextVar[str] = ContextVar("statewright_parsed_text", default="")
+# Keywords that begin a constraint after a field's type (`in 1..5`, `len ..80`, `matches "..."`); the same
+# word followed by ':' begins the next field instead, so that fields can still be called `len` or `in`.
+CONSTRAINT_KEYWORDS = frozenset({"IN", "LEN", "MATCHES"})
+_SPACE = " \t\r\n\f"
+
+
+class _FieldNamesPostLex:
+    """Reads a constraint keyword followed by ':' as the name of a field, and lets every state's lexer read
+    a name, so that a keyword is only ever a whole word.
+
+    After `a: str` the parser accepts a constraint (`len 1..80`) and the next field's name alike, so the
+    contextual lexer reads `len` as the keyword; one look past the token, at the text, tells which it is.
+    The grammar stays LALR(1) and readable: `field_decl: NAME ":" type_ref constraint* string?`.
 
     Lark's contextual lexer tries only the terminals the parser accepts where it is. After an expression
     that ends a statement (`for x in LIST max N`, `join first where GUARD`) it accepts the keywords a next
     statement begins with, and would read the `do` of a mistyped `done` as the keyword. With NAME always
     accepted, the lexer reads the whole word, and a name spelled as a keyword the parser accepts there
-    still comes out as that keyword (Lark's rule for a string that its name pattern matches too)."""
+    still comes out as that keyword (Lark's rule for a string that its name pattern matches too).
+    """
 
-    always_accept = ("NAME",)
+    always_accept: tuple[str, ...] = ("NAME",)
 
     def process(self, stream: Iterator[Token]) -> Iterator[Token]:
-        return stream
+        text = _PARSED_TEXT.get()
+        for tok in stream:
+            if tok.type in CONSTRAINT_KEYWORDS and _colon_follows(text, tok.end_pos or 0):
+                tok = Token.new_borrow_pos("NAME", str(tok), tok)
+            yield tok
+
+
+def _colon_follows(text: str, pos: int) -> bool:
+    """Whether the next code after `pos` (past whitespace and comments) is a ':'."""
+    while pos < len(text):
+        if text[pos] in _SPACE:
+            pos += 1
+        elif text[pos] == "#":
+            end = text.find("\n", pos)
+            pos = len(text) if end < 0 else end
+        else:
+            break
+    return text.startswith(":", pos)
+
+
+@contextmanager
+def _parsing(text: str) -> Iterator[None]:
+    token = _PARSED_TEXT.set(text)
+    try:
+        yield
+    finally:
+        _PARSED_TEXT.reset(token)
 
 
 def build_parser(*, strict: bool = False, cache: bool = True) -> Lark:
@@ -80,7 +121,7 @@ def build_parser(*, strict: bool = False, cache: bool = True) -> Lark:
         "propagate_positions": True,
         "maybe_placeholders": False,
         "lexer_callbacks": {"COMMENT": _collect_comment},
-        "postlex": _WholeWords(),
+        "postlex": _FieldNamesPostLex(),
         "strict": strict,
     }
     if cache and not strict:
@@ -230,8 +271,10 @@ class _BuildAst(Transformer_NonRecursive):
     def description(self, meta: Meta, text: ast.String) -> ast.Description:
         return ast.Description(text, self._span(meta))
 
-    def input_decl(self, meta: Meta, name: Token, type_: ast.TypeRef, default: ast.Value | None = None):
-        return ast.InputDecl(self._name(name), type_, default, self._span(meta))
+    def input_decl(self, meta: Meta, name: Token, type_: ast.TypeRef, *rest: object) -> ast.InputDecl:
+        constraints = tuple(r for r in rest if isinstance(r, ast.Constraint))
+        default = next((r for r in rest if isinstance(r, ast.Value)), None)
+        return ast.InputDecl(self._name(name), type_, default, constraints, span=self._span(meta))
 
     def model_setting(self, meta: Meta, model: ast.String) -> ast.ModelSetting:
         return ast.ModelSetting(model, self._span(meta))
@@ -252,8 +295,32 @@ class _BuildAst(Transformer_NonRecursive):
     def type_decl(self, meta: Meta, name: Token, *fields: ast.FieldDecl) -> ast.TypeDecl:
         return ast.TypeDecl(self._name(name), tuple(fields), self._span(meta))
 
-    def field_decl(self, meta: Meta, name: Token, type_: ast.TypeRef, doc: ast.String | None = None):
-        return ast.FieldDecl(self._name(name), type_, doc, self._span(meta))
+    def field_decl(self, meta: Meta, name: Token, type_: ast.TypeRef, *rest: object) -> ast.FieldDecl:
+        constraints = tuple(r for r in rest if isinstance(r, ast.Constraint))
+        doc = next((r for r in rest if isinstance(r, ast.String)), None)
+        return ast.FieldDecl(self._name(name), type_, doc, constraints, span=self._span(meta))
+
+    def range_constraint(self, meta: Meta, range_: ast.Range) -> ast.Constraint:
+        return ast.Constraint("in", range_, None, self._span(meta))
+
+    def length_constraint(self, meta: Meta, range_: ast.Range) -> ast.Constraint:
+        return ast.Constraint("len", range_, None, self._span(meta))
+
+    def pattern_constraint(self, meta: Meta, pattern: ast.String) -> ast.Constraint:
+        return ast.Constraint("matches", None, pattern, self._span(meta))
+
+    def range(self, meta: Meta, *parts: object) -> ast.Range:
+        # `parts` holds the ends that are written, and the '..' token between them
+        dots = next(i for i, p in enumerate(parts) if isinstance(p, Token))
+        low = parts[0] if dots == 1 else None
+        high = parts[dots + 1] if dots + 1 < len(parts) else None
+        return ast.Range(low, high, self._span(meta))  # type: ignore[arg-type]
+
+    def range_end(self, meta: Meta, number: ast.Number) -> ast.RangeEnd:
+        return ast.RangeEnd(number.value, self._span(meta))
+
+    def negative_range_end(self, meta: Meta, number: ast.Number) -> ast.RangeEnd:
+        return ast.RangeEnd(-number.value, self._span(meta))
 
     def named_type(self, meta: Meta, name: Token) -> ast.NamedType:
         return ast.NamedType(self._name(name), self._span(meta))
@@ -270,8 +337,15 @@ class _BuildAst(Transformer_NonRecursive):
     # tools and agents
     def tool_decl(self, meta: Meta, name: ast.ToolName, *rest: object) -> ast.ToolDecl:
         path = next((r for r in rest if isinstance(r, ast.String)), None)
-        options = next((r for r in rest if isinstance(r, tuple)), ())
-        return ast.ToolDecl(name, path, options, self._span(meta))
+        items: tuple[object, ...] = next((r for r in rest if isinstance(r, tuple)), ())
+        return ast.ToolDecl(
+            name, path,
+            options=tuple(i for i in items if isinstance(i, ast.ToolOption)),
+            secrets=tuple(i for i in items if isinstance(i, ast.ToolSecrets)),
+            headers=tuple(i for i in items if isinstance(i, ast.ToolHeaders)),
+            query=tuple(i for i in items if isinstance(i, ast.ToolQuery)),
+            span=self._span(meta),
+        )
 
     def tool_name(self, meta: Meta, *parts: Token) -> ast.ToolName:
         return ast.ToolName(tuple(str(p) for p in parts), self._span(meta))
@@ -281,6 +355,19 @@ class _BuildAst(Transformer_NonRecursive):
 
     def tool_option(self, meta: Meta, name: Token, value: ast.Value) -> ast.ToolOption:
         return ast.ToolOption(self._name(name), value, self._span(meta))
+
+    def tool_secrets(self, meta: Meta, *names: Token) -> ast.ToolSecrets:
+        return ast.ToolSecrets(tuple(self._name(n) for n in names if n is not None), self._span(meta))
+
+    def tool_headers(self, meta: Meta, *entries: ast.TextEntry) -> ast.ToolHeaders:
+        return ast.ToolHeaders(tuple(entries), self._span(meta))
+
+    def tool_query(self, meta: Meta, *entries: ast.TextEntry) -> ast.ToolQuery:
+        return ast.ToolQuery(tuple(entries), self._span(meta))
+
+    def text_entry(self, meta: Meta, name: Token | ast.String, value: ast.String) -> ast.TextEntry:
+        key = name if isinstance(name, ast.String) else ast.String(str(name), False, self._tok_span(name))
+        return ast.TextEntry(key, value, self._span(meta))
 
     def agent_decl(self, meta: Meta, name: Token, *items: ast.AgentItem) -> ast.AgentDecl:
         return ast.AgentDecl(self._name(name), tuple(items), self._span(meta))
@@ -323,8 +410,11 @@ class _BuildAst(Transformer_NonRecursive):
     def instruction(self, meta: Meta, text: ast.String) -> ast.Instruction:
         return ast.Instruction(text, self._span(meta))
 
-    def output_decl(self, meta: Meta, type_: ast.TypeRef) -> ast.OutputDecl:
+    def output_decl(self, meta: Meta, type_: ast.TypeRef | ast.VariantType) -> ast.OutputDecl:
         return ast.OutputDecl(type_, self._span(meta))
+
+    def variant_type(self, meta: Meta, *names: Token) -> ast.VariantType:
+        return ast.VariantType(tuple(self._name(n) for n in names), self._span(meta))
 
     def tell(self, meta: Meta, *names: Token) -> ast.Tell:
         return ast.Tell(tuple(self._name(n) for n in names if n is not None), self._span(meta))
@@ -446,6 +536,15 @@ class _BuildAst(Transformer_NonRecursive):
     def index(self, meta: Meta, value: ast.Expr, idx: ast.Expr) -> ast.Index:
         return ast.Index(value, idx, self._span(meta))
 
+    def quantifier(self, meta: Meta, func: Token, element: ast.Expr, var: Token, items: ast.Expr) -> ast.Quantifier:
+        return ast.Quantifier(self._name(func), element, self._name(var), items, self._span(meta))
+
+    def is_op(self, meta: Meta, value: ast.Expr, type_: Token) -> ast.IsVariant:
+        return ast.IsVariant(value, self._name(type_), False, self._span(meta))
+
+    def is_not_op(self, meta: Meta, value: ast.Expr, type_: Token) -> ast.IsVariant:
+        return ast.IsVariant(value, self._name(type_), True, self._span(meta))
+
     def call_expr(self, meta: Meta, func: Token, *args: ast.Expr) -> ast.Call:
         return ast.Call(self._name(func), tuple(a for a in args if a is not None), self._span(meta))
 
@@ -501,8 +600,11 @@ class _BuildAst(Transformer_NonRecursive):
     def test_input(self, meta: Meta, values: ast.Value) -> ast.TestInput:
         return ast.TestInput(values, self._span(meta))
 
-    def reply(self, meta: Meta, state: Token, value: ast.Value) -> ast.Reply:
-        return ast.Reply(self._name(state), value, self._span(meta))
+    def reply(self, meta: Meta, state: Token, *rest: Token | ast.Value) -> ast.Reply:
+        value = rest[-1]
+        assert isinstance(value, ast.Value)
+        variant = self._name(rest[0]) if len(rest) == 2 and isinstance(rest[0], Token) else None
+        return ast.Reply(self._name(state), value, variant, self._span(meta))
 
     def verdict(self, meta: Meta, state: Token, cond: ast.String | Token) -> ast.Verdict:
         text = cond if isinstance(cond, ast.String) else None
@@ -523,6 +625,30 @@ class _BuildAst(Transformer_NonRecursive):
     def expect_failure(self, meta: Meta, kind: Token) -> ast.ExpectFailure:
         return ast.ExpectFailure(self._name(kind), self._span(meta))
 
+    def visit(self, meta: Meta, count: Token) -> ast.Number:
+        return self.number(None, count)
+
+    def expect_output(self, meta: Meta, state: Token, *rest: Any) -> ast.ExpectOutput:
+        visit = next((r for r in rest if isinstance(r, ast.Number)), None)
+        contains = any(isinstance(r, Token) and r.type == "CONTAINS" for r in rest)
+        last = rest[-1]
+        if isinstance(last, ast.String):  # `contains "text"`
+            value = ast.Value("str", last.value, last.span)
+        else:
+            assert isinstance(last, ast.Value)
+            value = last
+        return ast.ExpectOutput(self._name(state), visit, contains, value, self._span(meta))
+
+    def expect_instruction(self, meta: Meta, state: Token, *rest: Any) -> ast.ExpectInstruction:
+        visit = next((r for r in rest if isinstance(r, ast.Number)), None)
+        contains = any(isinstance(r, Token) and r.type == "CONTAINS" for r in rest)
+        text = rest[-1]
+        assert isinstance(text, ast.String)
+        return ast.ExpectInstruction(self._name(state), visit, contains, text, self._span(meta))
+
+    def allow_unused(self, meta: Meta) -> ast.AllowUnused:
+        return ast.AllowUnused(self._span(meta))
+
 
 # ---- errors in words people know -----------------------------------------------------------------
 
@@ -541,7 +667,8 @@ def _example_error(example: str) -> UnexpectedInput | None:
     parser = _parser()
     on_error = _keyword_as_name(parser)
     try:
-        parser.parse(example, on_error=on_error)
+        with _parsing(example):
+            parser.parse(example, on_error=on_error)
     except UnexpectedInput as err:
         return _original_error(err, on_error.converted)
     return None
@@ -694,7 +821,7 @@ def parse_source(source: SourceFile) -> ParseResult:
     failures: list[_Failure] = []
     try:
         on_error = _keyword_as_name(parser)
-        with paused_gc():
+        with paused_gc(), _parsing(source.text):
             machine = builder.transform(parser.parse(source.text, on_error=on_error))
     except UnexpectedInput as err:
         failures.append(_syntax_failure(_original_error(err, on_error.converted), source, parser))
@@ -790,7 +917,8 @@ def _failure_in(source: SourceFile, parser: Lark) -> _Failure | None:
     builder = _BuildAst(source)
     on_error = _keyword_as_name(parser)
     try:
-        builder.transform(parser.parse(source.text, on_error=on_error))
+        with _parsing(source.text):
+            builder.transform(parser.parse(source.text, on_error=on_error))
     except UnexpectedInput as err:
         return _syntax_failure(_original_error(err, on_error.converted), source, parser)
     except VisitError as err:

@@ -106,15 +106,18 @@ _VALUES = ('"x"', '"""x"""', "1", "1.5", "-1", "true", "false", "none", *_lists(
 # What each kind of block can hold last, before the next declaration (`#` here) is met where its '}'
 # should be.
 _STATE_ITEMS = ("agent w", 'do "x"', 'do """x"""', "output T", "output list[T]", "output T?",
-                'output "a" | "b"', *(f"tell {v}" for v in _lists("w", "v")), "visits 2", "retries 2",
+                'output "a" | "b"', "output A | B", "output A | B | C", *(f"tell {v}" for v in _lists("w", "v")), "visits 2", "retries 2",
                 "call t()", "call t(a = 1)", "call t(a = 1, b = 2)", "call t(a = 1,)", "call std.python()",
                 'result "x"', "-> b", "-> b max 2", "when x -> b", "when x -> b max 2", "otherwise -> b",
                 "otherwise -> b max 1", "otherwise stay", "otherwise stay max 1")
 _AGENT_ITEMS = ('prompt "x"', 'model "x"', "temperature 0.5", "temperature 1", "memory all",
                 "memory last 2", *(f"tools {v}" for v in _lists("t", "std.python")),
                 *(f"fallbacks {v}" for v in _lists('"x"', '"y"')))
-_FIELDS = ("a: str", 'a: str "doc"', "a: list[str]", "a: str?", 'a: "x" | "y"', "a: T")
+_FIELDS = ("a: str", 'a: str "doc"', "a: list[str]", "a: str?", 'a: "x" | "y"', "a: T", "a: int in 1..5",
+           "a: int in 1..", "a: float in -0.5..0.5", "a: str len ..80", 'a: str matches "x"',
+           'a: str len 1..2 matches "x" "doc"')
 _TEST_ITEMS = (*(f"input {v}" for v in _VALUES if v.startswith("{")), *(f"reply s {v}" for v in _VALUES),
+               "reply s T { a 1 }", "reply s T {}",
                'verdict s "c"', "verdict s none", *(f"expect path {v}" for v in _lists("s", "b")),
                "expect final s", *(f"expect result {v}" for v in _VALUES), "expect failure steps",
                *(f"{item} {v}" for item in ("reply s", "expect result", "input")  # an object left open
@@ -145,8 +148,6 @@ MISTAKES: tuple[Mistake, ...] = (
             tokens=("|",), after="|", anywhere=True),  # '|' is a token (enums); '&' never is: see _CHARACTERS
     Mistake("SW1010", "'=' used as a comparison", "compare with '=='",
             _each((f"{end} = 1" for end in _EXPRESSION_ENDS), *_GUARDS), tokens=("=",)),
-    Mistake("SW1002", "unexpected name 'is'", "compare with '==' or '!=', e.g. 'output != none'",
-            _each((f"{end} is none" for end in _EXPRESSION_ENDS), *_GUARDS), tokens=("is",)),
     Mistake("SW1013", "missing 'state' keyword", "write 'state {token}' after 'start' or 'final'",
             (_machine("final done"), _machine("start done"), _machine("start final done"),
              _machine("final start done")), token_type="NAME"),
@@ -157,6 +158,12 @@ MISTAKES: tuple[Mistake, ...] = (
              _machine("type T:"), _machine("limits:"), _machine('test "t":'), "machine m:",
              _machine('tool t = "a:b" :'), _machine("tool t:"), _machine('test "t" {', "input:")),
             tokens=(":",)),
+    Mistake("SW1002", "a secret is named, not written: {token} is a string",
+            "list the environment variable's name without quotes, e.g. secrets [SEARCH_API_KEY]; its value is "
+            "read when the run starts",
+            _each(('"K"', '"""K"""'), *(_machine(f"tool {tool} {{", f"secrets [{before}@]", "}")
+                                        for tool in ("std.http_get", 't = "a:b"') for before in ("", "A, "))),
+            token_type=None, tokens=()),
     Mistake("SW1002", "unexpected token '{token}'", "the block before this line may be missing its closing '}}'",
             tuple(block.replace("\n#\n", "\nstate x\n") for block in _OPEN_BLOCKS), tokens=_DECLARATION_KEYWORDS),
 )

@@ -542,9 +542,6 @@ def _describe(machine: Machine, header: Header, branches: list[str], aborts: dic
     ]
     if branches:
         header.stand_ins.append(fallbacks.PARALLEL_NOTE.format(names=quoted_list(branches)))
-    if aborts:
-        header.stand_ins.append(fallbacks.FAILING_FINAL_NOTE.format(names=quoted_list(s.name for s in
-                                                                                      aborts.values())))
     for tool in machine.tools:
         header.stand_ins.append(f"Tool '{tool.name}' is a stand-in ({tool.import_path}) until you point it at "
                                 "your own function.")

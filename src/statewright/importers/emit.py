@@ -117,6 +117,8 @@ def _state(state: State) -> list[str]:
         body.append(f"tell [{', '.join(state.tell)}]")
     if state.result is not None:
         body.append(f"result {fsm_string(state.result)}")
+    if state.fail_reason is not None:
+        body.append(f"fail {fsm_string(state.fail_reason)}")
     body.extend(_transition(t) for t in state.transitions)
     if not body:
         return [*lines, f"    {head}"]
@@ -125,6 +127,8 @@ def _state(state: State) -> list[str]:
 
 def _transition(t: Transition) -> str:
     bound = f" max {t.bound}" if t.bound is not None else ""
+    if t.bound is not None and t.per_visit:
+        bound += " per visit"
     if t.stay:
         return f"otherwise stay{bound}"
     if t.otherwise:

@@ -1,8 +1,9 @@
-"""Mapping decisions that wait for the language: each is one function, so each can switch to its construct.
+"""Mapping decisions that follow the language: each is one function, so each follows its construct.
 
-The language has no per-visit `otherwise stay` budget, no agent in a final state, no failing final state
-and no parallel branches yet. Until it does, the importers use the closest form below and say so in the
-header of every file where one applies (docs/import.md lists them).
+A MetaAgent final state that does work is a final state with an agent; its re-prompt budget is an
+`otherwise stay ... per visit` budget; AutoAgent's ABORT is a failing final state (`fail "reason"`). The
+language has no parallel branches yet, so the importer runs AutoAgent's parallel events one after another
+and says so in the header of every file where that applies (docs/import.md lists it).
 """
 
 from __future__ import annotations
@@ -11,60 +12,44 @@ from ..diagnostics import quoted_list
 from .model import State, Transition
 from .names import Namespace
 
-# MetaAgent re-prompts a state this many times when none of its exits is recognised.
+# MetaAgent re-prompts a state this many times, each time it is entered, when none of its exits is recognised.
 TURNS_TO_NAME_AN_EXIT = 4
 
-WORK_IN_FINAL_NOTE = (
-    "A final state of the original still does work: here it is an agent state that hands over to a final "
-    "state named after it ({pairs}), until final states can run an agent."
-)
-NO_EXIT_NOTE = (
-    "The original re-prompts a state up to {turns} times when no exit is recognised: here that is "
-    "'otherwise stay max {turns}', counted over the whole run rather than per visit, until the language has "
-    "a per-visit budget."
-)
-FAILING_FINAL_NOTE = (
-    "ABORT ends the original in failure: here it reaches a final state named for the failure ({names}), "
-    "until the language has failing final states."
-)
 PARALLEL_NOTE = (
     "Branches the original runs in parallel run here one after another, in file order ({names}), until the "
     "language has parallel branches."
 )
 
 
-def work_in_final_state(state: State, names: Namespace) -> State:
-    """A final state that does work (MetaAgent's `is_final`).
-
-    Until a final state can run an agent, the state stays an agent state whose first transition hands over
-    unconditionally to a new final state `<name>_done`. The final state has no result, so the run's result
-    is the working state's output, as in the original. Transitions the original lists after it can never
-    fire, and `check` says so (SW3007).
-    """
-    final = State(names.claim(f"{state.name}_done", "state"), final=True, origin=state.origin)
-    state.transitions.insert(0, Transition(final.name, origin=state.origin))
-    return final
+def work_in_final_state(state: State) -> None:
+    """A final state that does work (MetaAgent's `is_final`): a final state with the same agent and
+    instruction, which ends the run once its step is done (its output is the run's result, as in the
+    original). The exits the original lists for it never fire there either, and nothing runs after it to hear
+    its listeners: both are named in a comment."""
+    state.final = True
+    if state.tell:  # no state runs after a final one to hear it
+        state.comments.append(f"The original's listeners {quoted_list(state.tell)} hear this state; nothing runs "
+                              "after a final state to use it.")
+        state.tell.clear()
+        state.tell_origins.clear()
+    if state.transitions:
+        exits = quoted_list(t.target for t in state.transitions if t.target is not None)
+        state.comments.append(f"The original lists exits to {exits}; a final state ends the run after its step.")
+        state.transitions.clear()
 
 
 def no_exit_budget() -> Transition:
-    """What happens when no exit of a state is recognised (MetaAgent re-prompts four times).
-
-    The closest form today is `otherwise stay max 4`: four more turns, with the verifier's feedback, but
-    counted over the run instead of per visit. Once they are used up the run ends in a typed failure
-    (`bound`) where the original would return the last output.
-    """
-    return Transition(None, otherwise=True, bound=TURNS_TO_NAME_AN_EXIT)
+    """What happens when no exit of a state is recognised: MetaAgent re-prompts the state up to four times
+    on each visit. `otherwise stay max 4 per visit` does the same, with the verifier's feedback; once the
+    turns of a visit are used up the run ends in a typed failure (`bound`) where the original would return
+    the last output."""
+    return Transition(None, otherwise=True, bound=TURNS_TO_NAME_AN_EXIT, per_visit=True)
 
 
 def failing_final(name: str, names: Namespace, reason: str) -> State:
-    """An end the original counts as a failure (AutoAgent's ABORT).
-
-    Until the language has failing final states, a final state named for the failure, with a comment that
-    says what it stands for. Without a result, the run ends with the output of the state that aborted.
-    """
-    state = State(names.claim(name, "state"), final=True, failing=True)
-    state.comments.append(f"{reason}: a failing final state once the language has one")
-    return state
+    """An end the original counts as a failure (AutoAgent's ABORT): a failing final state, `fail "reason"`.
+    The run ends with status `failed`, kind `final`, and the reason as its message."""
+    return State(names.claim(name, "state"), final=True, failing=True, fail_reason=reason)
 
 
 def sequence_parallel_branches(order: list[str], listens: dict[str, list[str]], start: str

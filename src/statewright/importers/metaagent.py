@@ -84,7 +84,6 @@ def import_metaagent(source: SourceFile, diags: Diagnostics, *, repair_mode: boo
     _lint(spec, diags)
     machine = _build(spec, source, diags, header)
     if repair_mode:
-        header.repairs += _drop_transitions_out_of_finals(machine, spec)
         header.repairs += repair.drop_listener_repeats(machine)
         header.repairs += repair.order_unconditional_last(machine)
         header.repairs += repair.bound_back_edges(machine, bound)
@@ -329,7 +328,7 @@ def _build(spec: _Spec, source: SourceFile, diags: Diagnostics, header: Header) 
                 state.transitions.append(Transition(name_of[t.target], t.condition, origin=t.span))
         machine.states.append(state)
         if s.final:
-            machine.states.append(fallbacks.work_in_final_state(state, values))
+            fallbacks.work_in_final_state(state)
         elif not any(t.unconditional for t in state.transitions):
             state.transitions.append(fallbacks.no_exit_budget())
     _describe(spec, machine, header)
@@ -348,10 +347,13 @@ def _tool(tool: str, span: Span, machine: Machine, declared: dict[str, str], nam
     name = names.claim(tool, "tool")
     declared[tool] = name
     path = STAND_IN_TOOLS.get(tool, f"{STAND_IN_MODULE}:unavailable_tool")
-    machine.tools.append(Tool(name, path, comments=[
+    comments = [
         f"MetaAgent's {tool} has no standard counterpart: this stand-in answers that no {tool} is",
         "configured. Point the import path at your own function.",
-    ]))
+    ]
+    if tool == "search_engine":  # a search API needs a key: named here, read from the environment at run start
+        comments.append("A search API key goes in `secrets [SEARCH_API_KEY]`; the function gets it in `secrets`.")
+    machine.tools.append(Tool(name, path, comments=comments))
     return name
 
 
@@ -369,12 +371,6 @@ def _describe(spec: _Spec, machine: Machine, header: Header) -> None:
         header.differences.append(
             f"Going back to the initial state ('{initial.name}') does not send the sender's output to every "
             "agent as the user's task, as the original does; only its listeners are told.")
-    pairs = [(working, final) for working, final in zip(machine.states, machine.states[1:]) if final.final]
-    if pairs:
-        quoted = ", ".join(f"'{working.name}' -> '{final.name}'" for working, final in pairs)
-        header.stand_ins.append(fallbacks.WORK_IN_FINAL_NOTE.format(pairs=quoted))
-    if any(t.stay for s in machine.states for t in s.transitions):
-        header.stand_ins.append(fallbacks.NO_EXIT_NOTE.format(turns=fallbacks.TURNS_TO_NAME_AN_EXIT))
     for tool in machine.tools:
         header.stand_ins.append(f"Tool '{tool.name}' is a stand-in ({tool.import_path}) until you point it at "
                                 "your own function.")
@@ -411,19 +407,3 @@ def _mark_dropped(dropped_after: list[bool]) -> None:
 
 def _namespace(machine: Machine) -> Namespace:
     return Namespace((*(i.name for i in machine.inputs), *(s.name for s in machine.states)))
-
-
-def _drop_transitions_out_of_finals(machine: Machine, spec: _Spec) -> list[str]:
-    """A final state's own transitions never fire in the original either: the run ends there."""
-    changes = []
-    for s in spec.states:
-        if not s.final:
-            continue
-        state = machine.state(s.name)
-        dropped = state.transitions[1:]
-        state.transitions = state.transitions[:1]
-        if dropped:
-            targets = ", ".join(f"'{t.target}'" for t in dropped)
-            changes.append(f"State '{s.name}' is final in the original: dropped its transitions to {targets}, "
-                           "which never fire there either.")
-    return changes

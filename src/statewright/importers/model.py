@@ -13,12 +13,14 @@ from ..diagnostics import Span
 
 @dataclass
 class Transition:
-    """`when "condition" -> target`, `-> target`, `otherwise -> target` or `otherwise stay`, with `max N`."""
+    """`when "condition" -> target`, `-> target`, `otherwise -> target` or `otherwise stay`, with `max N`
+    (`max N per visit`)."""
 
     target: str | None  # None for `otherwise stay`
     condition: str | None = None  # a natural-language condition, judged by the verifier
     otherwise: bool = False
     bound: int | None = None
+    per_visit: bool = False  # `max N per visit`: the bound starts again each time the run enters the state
     origin: Span | None = None
 
     @property
@@ -43,6 +45,7 @@ class State:
     transitions: list[Transition] = field(default_factory=list)
     result: str | None = None  # a Jinja template, for final states
     failing: bool = False  # a final state that stands for a failure of the original (AutoAgent's ABORT)
+    fail_reason: str | None = None  # its `fail "reason"`
     comments: list[str] = field(default_factory=list)  # printed above the state
     origin: Span | None = None
 

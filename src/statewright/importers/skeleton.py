@@ -98,4 +98,8 @@ def shortest_path_test(machine: Machine, inputs: dict[str, str], step_limit: int
             path.append(name)
             steps_list.append(TestStep("reply", name, f"A reply for {name}."))
             steps_list.extend(TestStep("verdict", name, v) for v in verdicts)
-    return TestBlock(f"the shortest path reaches {goal}", inputs, steps_list, [*path, goal], goal)
+    ending = machine.state(goal)
+    if ending.agent is not None:  # a final state that does work answers too
+        steps_list.append(TestStep("reply", goal, f"A reply for {goal}."))
+    return TestBlock(f"the shortest path reaches {goal}", inputs, steps_list, [*path, goal], goal,
+                     failure="final" if ending.failing else None)

@@ -397,10 +397,14 @@ MACHINE_KEYWORDS = ("description", "input", "model", "verifier model", "temperat
                     "agent", "state", "start state", "final state", "branch state", "test")
 # a state that runs branches at once and joins them, or that runs once per element of a list
 FAN_OUT_KEYWORDS = ("parallel", "join all", "join first", "for")
-STATE_KEYWORDS = ("agent", "do", "output", "tell", "visits", "retries", "call", "when", "otherwise", "->")
-FINAL_STATE_KEYWORDS = ("result",)
+STATE_KEYWORDS = ("agent", "model", "do", "output", "tell", "visits", "retries", "call", "ask", "after", "when",
+                  "otherwise", "->")
+# a final state may do work too, and then end the run well (`result`) or as a failure (`fail "reason"`)
+FINAL_STATE_KEYWORDS = ("result", "fail", "agent", "model", "do", "output", "retries", "call")
 AGENT_KEYWORDS = ("prompt", "model", "temperature", "tools", "memory", "fallbacks")
-TEST_KEYWORDS = ("input", "reply", "verdict", "expect path", "expect final", "expect result", "expect failure")
+TEST_KEYWORDS = ("input", "reply", "verdict", "timeout", "expect path", "expect final", "expect result",
+                 "expect failure", "expect output", "expect instruction", "allow unused replies")
+TOOL_KEYWORDS = ("allow", "secrets", "headers", "query")
 LIMIT_KEYWORDS = ("steps", "cost_usd", "tokens", "seconds")
 GUARD_FUNCTIONS = ("len", "visits")
 
@@ -458,7 +462,7 @@ def _complete(context: CursorContext, symbols: Symbols | None) -> list[types.Com
         if block is not None and block.kind == "agent" and re.search(r"^\s*tools\s*\[[^\]]*$", line):
             return _tools(symbols)
         if block is not None and block.kind == "test" and (
-                re.search(r"^\s*(reply|verdict|expect\s+final)\s+\w*$", line)
+                re.search(r"^\s*(reply|verdict|timeout|expect\s+(final|output|instruction))\s+\w*$", line)
                 or re.search(r"^\s*expect\s+path\s*\[[^\]]*$", line)):
             return [_item(n, K.EnumMember, "state") for n in symbols.states]
         if block is not None and block.kind == "machine" and re.search(r"^\s*input\s+\w+\s*:\s*[\w\[]*$", line):
@@ -480,7 +484,7 @@ def _keywords(block: Any) -> tuple[str, ...]:
     if block is None:
         return ("machine",)
     return {"machine": MACHINE_KEYWORDS, "agent": AGENT_KEYWORDS, "test": TEST_KEYWORDS,
-            "limits": LIMIT_KEYWORDS,
+            "limits": LIMIT_KEYWORDS, "tool": TOOL_KEYWORDS,
             "state": FINAL_STATE_KEYWORDS if block.final else (*STATE_KEYWORDS, *FAN_OUT_KEYWORDS)}.get(block.kind, ())
 
 
@@ -555,7 +559,7 @@ def _chain_type(names: list[str], symbols: Symbols, state: str | None, template:
 
 def _output(symbols: Symbols, state: str | None) -> ir.Type | None:
     view = symbols.states.get(state or "")
-    return symbols.resolve_type(view.output.type) if view is not None and view.output is not None else None
+    return symbols.resolve_output(view.output.type) if view is not None and view.output is not None else None
 
 
 def explain_code(code: str) -> str:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from ..compiler import ir
 from ..compiler.checks.resolve import Symbols
+from ..compiler.checks.testblocks import reply_variant
 from ..diagnostics import Span
 from ..grammar import ast
 
@@ -114,7 +115,11 @@ def _occurrences(machine: ast.Machine, symbols: Symbols | None) -> Iterator[Occu
             yield from _at(Key("field", f"{field_read.type}.{field_read.name}"), field_read.origin)
 
 
-def _type_refs(ref: ast.TypeRef) -> Iterator[Occurrence]:
+def _type_refs(ref: ast.TypeRef | ast.VariantType) -> Iterator[Occurrence]:
+    if isinstance(ref, ast.VariantType):  # `output A | B`: each option names a declared type
+        for name in ref.options:
+            yield from _at(Key("type", name.value), name.span)
+        return
     for node in ast.iter_type_ref(ref):
         if isinstance(node, ast.NamedType) and node.name.value not in ("str", "int", "float", "bool"):
             yield from _at(Key("type", node.name.value), node.name.span)
@@ -171,7 +176,11 @@ def _test(decl: ast.TestDecl, symbols: Symbols | None) -> Iterator[Occurrence]:
         if isinstance(item, ast.Reply) and symbols is not None:
             view = symbols.states.get(item.state.value)
             if view is not None and view.output is not None:
-                yield from _value_fields(item.value, symbols.resolve_type(view.output.type), symbols)
+                t = symbols.resolve_output(view.output.type)
+                if isinstance(t, ir.Variant):  # a reply names its variant, or fits one
+                    chosen = item.variant.value if item.variant is not None else reply_variant(item.value, t, symbols)
+                    t = ir.Named(chosen) if chosen in t.options else ir.ANY
+                yield from _value_fields(item.value, t, symbols)
 
 
 def _value_fields(value: ast.Value, t: ir.Type, symbols: Symbols) -> Iterator[Occurrence]:

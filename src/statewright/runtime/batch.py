@@ -318,6 +318,9 @@ async def run_batch(engine: Engine, cases_path: str, *, out_path: str | None = N
             finished = _batch_earlier(out_path)
     elif resume:
         raise BatchError("resuming a batch needs --out FILE: the results file of the run to continue")
+    store = engine.checkpoint
+    if store is not None and not resume:
+        _batch_refuse_earlier_runs(store, cases_path)
     summary = summary if summary is not None else BatchSummary()
     total = _batch_count_lines(cases_path)
     progress = _BatchProgress(total, quiet, stream)
@@ -337,7 +340,7 @@ async def run_batch(engine: Engine, cases_path: str, *, out_path: str | None = N
             if case is None:
                 return
             started = time.monotonic()
-            result = await _batch_run(engine, case, trace_dir, trace_content)
+            result = await _batch_run(engine, case, trace_dir, trace_content, resume)
             line = _batch_line(case, result, time.monotonic() - started, match)
             write(line)
             summary.count(line)
@@ -377,11 +380,27 @@ async def run_batch(engine: Engine, cases_path: str, *, out_path: str | None = N
     return summary
 
 
-async def _batch_run(engine: Engine, case: BatchCase, trace_dir: str | None, trace_content: bool) -> RunResult:
+def _batch_refuse_earlier_runs(store: Any, cases_path: str) -> None:
+    """A new batch (no --resume) never takes up runs an earlier batch left in its checkpoint database:
+    a case whose id names a stored run would silently continue it (or return its old result)."""
+    stored = {str(run["run_id"]) for run in store.list_runs()}
+    if not stored:
+        return
+    clashes = [case.run_id for case in read_cases(cases_path) if isinstance(case, BatchCase) and case.run_id in stored]
+    if clashes:
+        shown = ", ".join(repr(c) for c in clashes[:3]) + (f" and {len(clashes) - 3} more" if len(clashes) > 3 else "")
+        raise BatchError(f"the checkpoint database {store.path} already holds runs of cases {shown} from an earlier "
+                         "batch; continue that batch with --resume (and its --out file), or remove the database "
+                         "to start again")
+
+
+async def _batch_run(engine: Engine, case: BatchCase, trace_dir: str | None, trace_content: bool,
+                     resume: bool) -> RunResult:
     trace = Trace(os.path.join(trace_dir, case.run_id + ".jsonl"), content=trace_content) if trace_dir else None
     try:
         store = engine.checkpoint
-        if store is not None and store.exists(case.run_id):
+        # a new batch holds no earlier run of its cases (refused at its start): only a resumed one looks
+        if resume and store is not None and store.exists(case.run_id):
             return await engine.arun(None, run_id=case.run_id, resume=True, trace=trace)
         return await engine.arun(case.inputs, run_id=case.run_id, trace=trace)
     finally:

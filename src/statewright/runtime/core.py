@@ -27,7 +27,7 @@ from .memory import AgentMemory
 from .result import AnswerError, Failure, RunFailed, RunResult, Usage, Waiting
 from .spec import AgentSpec, InputSpec, MachineSpec, Scope, StateSpec
 from .structured import ReplyError, parse_typed_reply, to_jsonable, to_text, validate_typed
-from .templates import TemplateDeadlineExceeded, TemplateRenderError, TemplateSet
+from .templates import TemplateDeadlineExceeded, TemplateRenderError, TemplateSet, variant_tests
 from .verifier import Verdict, parse_verdict, verdict_schema, verifier_messages
 
 MAX_TOOL_ROUNDS = 8
@@ -184,6 +184,7 @@ class _StatePlan:
         "tell",
         "timeout",
         "tool_key",
+        "variant",
         "verifier_key",
         "visit_edges",
         "works",
@@ -202,6 +203,7 @@ class _StatePlan:
         self.instruction = spec.instruction or ""
         self.output = spec.output
         self.wrapped = spec.output_wrapped
+        self.variant = spec.output_variant
         self.schema: dict[str, Any] | None = None
         self.schema_name = "output"
         if spec.output is not None and (self.agent is not None or spec.kind == "human"):
@@ -240,6 +242,15 @@ class _StatePlan:
         return plan
 
 
+def _output_text(plan: _StatePlan, output: Any) -> str:
+    """An output as a message shows it: a variant with the name of its type (`{"Answer": {...}}`)."""
+    if plan.variant:
+        from .variants import tagged
+
+        output = tagged(output)
+    return to_text(output)
+
+
 def _no_event(event: str, fields: dict[str, Any]) -> None:
     pass
 
@@ -271,6 +282,7 @@ class Run:
         "last_state",
         "locals",
         "memories",
+        "observe",
         "outputs",
         "path",
         "run_id",
@@ -324,6 +336,8 @@ class Run:
         self.fanout: _FanOut | None = None  # the parallel state's branches or the map's elements under way
         self.locals: dict[str, Any] | None = None  # a map's element and position, in that element's step
         self.item: int | None = None  # which element of a map this step is, numbered over the run
+        # hears ("instruction" | "output", state, visit, value) for every step: a test block's expectations
+        self.observe: Callable[[str, str, int, Any], None] | None = None
 
     def listen(self, emit: Callable[[str, dict[str, Any]], None] | None, *, content: bool = False,
                save: Callable[[str, dict[str, Any]], None] | None = None,
@@ -415,7 +429,7 @@ class _ForkedRun(Run):
 
     def __init__(self, parent: Run, fan: _FanOut, task: _Task) -> None:
         for slot in ("run_id", "inputs", "inputs_json", "started", "elapsed_before", "system_prompts",
-                     "tool_schemas", "workspace", "content", "events", "stamp"):
+                     "tool_schemas", "workspace", "content", "events", "stamp", "observe"):
             setattr(self, slot, getattr(parent, slot))
         self.parent = parent
         self.fan = fan
@@ -524,6 +538,17 @@ def _fan_out_totals(run: Run) -> tuple[int, Usage, tuple[int, float]]:
     return steps, total, (tokens, cost)
 
 
+def _exit_fields(run: Run, plan: _StatePlan, output: Any) -> dict[str, Any]:
+    """The fields of a `state_exit` event: the state, its output (in a trace with content) and, for a
+    variant output, which variant it was."""
+    fields: dict[str, Any] = {"state": plan.name, "output": output} if run.content else {"state": plan.name}
+    if plan.variant:
+        from .variants import variant_name
+
+        fields["variant"] = variant_name(output)
+    return fields
+
+
 def _add_usage(total: Usage, more: Usage) -> None:
     total.prompt_tokens += more.prompt_tokens
     total.completion_tokens += more.completion_tokens
@@ -557,7 +582,7 @@ class RunCore:
         self.clock = clock
         self.model_map = dict(model_map or {})
         self.max_tokens = max_tokens
-        self.templates = templates or TemplateSet()
+        self.templates = templates or TemplateSet(tests=variant_tests(machine.variant_types))
         self.inputs = InputValidator()
         self._agents = {name: _AgentPlan(spec, machine, self._map_model) for name, spec in machine.agents.items()}
         self._plans = {name: _StatePlan(spec, machine, self._agents) for name, spec in machine.states.items()}
@@ -645,6 +670,15 @@ class RunCore:
                                 Failure(**failure) if failure else None)
         return run
 
+    def _stored_output(self, state: str, output: Any) -> Any:
+        """An output as a checkpoint keeps it: a variant with the name of its type, so it revives as it was."""
+        plan = self._plans.get(state)
+        if plan is None or not plan.variant:
+            return output
+        from .variants import tagged
+
+        return tagged(output)
+
     def _revive_output(self, state: str, data: Any) -> Any:
         spec = self.machine.states.get(state)
         if spec is None or spec.output is None or data is None:
@@ -689,6 +723,8 @@ class RunCore:
                     changed["visits"].add(name)
                 if run.events:
                     run.emit("state_enter", {"state": name, "visit": visit})
+            else:
+                visit = run.visits.get(name, 0)
             feedback = run.feedback
             run.feedback = None
             if plan.spec.parallel is not None:
@@ -711,14 +747,16 @@ class RunCore:
             else:
                 output, instruction = (yield from self._action_step(run, plan)), None
             run.outputs[name] = output
+            if run.observe is not None:
+                run.observe("output", name, visit, output)
             if changed is not None:
                 changed["outputs"].add(name)
             run.last_state = name
             run.context_cache = None
             if run.events:
-                run.emit("state_exit", {"state": name, "output": output} if run.content else {"state": name})
+                run.emit("state_exit", _exit_fields(run, plan, output))
             if plan.tell:
-                text = to_text(output)
+                text = _output_text(plan, output)
                 for listener in plan.tell:
                     run.memories[listener].hear(name, text)
             if plan.final:
@@ -838,12 +876,14 @@ class RunCore:
             feedback, view.feedback = view.feedback, None
             output, instruction = yield from self._work(view, plan, feedback)
             view.outputs[name] = output
+            if view.observe is not None:
+                view.observe("output", name, visit, output)
             view.last_state = name
             view.context_cache = None
             if view.events:
-                view.emit("state_exit", {"state": name, "output": output} if view.content else {"state": name})
+                view.emit("state_exit", _exit_fields(view, plan, output))
             if plan.tell:
-                text = to_text(output)
+                text = _output_text(plan, output)
                 for listener in plan.tell:
                     view.memories[listener].hear(name, text)
             if not plan.edges:
@@ -1074,6 +1114,8 @@ class RunCore:
         agent = plan.agent
         assert agent is not None
         instruction = self._render(run, plan.instruction, plan.name)
+        if run.observe is not None:
+            run.observe("instruction", plan.name, run.visits[plan.name], instruction)
         user_text = instruction if feedback is None else f"{instruction}\n\n{feedback}"
         memory = run.memories[agent.name]
         system = run.system_prompts.get(agent.name)
@@ -1099,7 +1141,7 @@ class RunCore:
                     f"{exc.attempts} attempt(s); last error: {exc.last_error}",
                     state=plan.name, origin=plan.spec.origin,
                 )) from None
-            reply_text = to_text(output)
+            reply_text = _output_text(plan, output)
         memory.keep_exchange(user_text, reply_text)
         return output, instruction
 
@@ -1283,7 +1325,9 @@ class RunCore:
                 return validate_typed(plan.output, value, plan.wrapped)
             except ValueError as exc:
                 error = error or str(exc)
-        raise AnswerError(f"the answer does not fit {plan.schema_name}: {error}")
+        # a declared type by its name; a list, a text type or a variant has only the generated schema's name
+        what = f"the output type of state '{plan.name}'" if plan.wrapped or plan.variant else plan.schema_name
+        raise AnswerError(f"the answer does not fit {what}: {error}")
 
     def check_answer(self, run: Run, given: Any) -> Any:
         """An answer given to a resumed run, checked before the run moves: AnswerError when the run waits
@@ -1778,7 +1822,7 @@ class RunCore:
             keys = changed[mapping]
             if keys:
                 if mapping == "outputs":
-                    changes[mapping] = {name: to_jsonable(values[name]) for name in keys}
+                    changes[mapping] = {name: to_jsonable(self._stored_output(name, values[name])) for name in keys}
                 else:
                     changes[mapping] = {name: values[name] for name in keys}
                 keys.clear()

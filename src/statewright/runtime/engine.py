@@ -28,7 +28,8 @@ from .result import AnswerError, Failure, RunResult
 from .scripted import Script, ScriptedClient
 from .spec import InputSpec, MachineSpec
 from .sync import run_sync
-from .trace import Trace
+from .tool_secrets import SecretError, read_secrets
+from .trace import Trace, redact, redact_data, secret_forms
 
 # where a run's tools work when no workspace is given: a fresh directory per run, under the current one
 DEFAULT_WORKSPACE_ROOT = os.path.join(".statewright", "runs")
@@ -68,6 +69,11 @@ class Engine:
     its own, working in the run's workspace. `unsafe_tools` lets std.python and std.shell run with no
     confinement where their bubblewrap jail cannot run (runs it starts say so in their trace's
     `run_start`). `listeners` hear every run's events as they happen.
+
+    Each run reads the secrets its tools name (`secrets [...]`) from the environment when it starts; one
+    that is not set ends the run at once with a failure of kind `secret` (`require_secrets=False`, for
+    test blocks, lets it start: a tool that needs a missing secret then fails its call). Every value read
+    is redacted from the run's trace, listeners, checkpoints, tool results and RunResult.
     """
 
     def __init__(
@@ -85,6 +91,8 @@ class Engine:
         max_tokens: int | None = None,
         listeners: Sequence[Listener] = (),
         clock: Callable[[], float] | None = None,
+        require_secrets: bool = True,
+        observe: Callable[[str, str, int, Any], None] | None = None,
     ) -> None:
         self.machine = machine
         self._client = client
@@ -97,6 +105,8 @@ class Engine:
         self._running: set[_LocalEffects] = set()  # the runs in progress, whose tool processes may need killing
         self._tools_stopped = False  # kill_tool_processes was called: no run starts tool code any more
         self.listeners = tuple(listeners)
+        self.require_secrets = require_secrets
+        self.observe = observe  # hears each step's instruction and output (test blocks' expectations)
         self.core = RunCore(machine, clock=clock or _monotonic, model_map=model_map, max_tokens=max_tokens)
 
     @property
@@ -151,22 +161,29 @@ class Engine:
             except InputError as exc:
                 return core.fail_input(run_id, given, workspace, Failure("input", str(exc)),
                                        self._emitter(trace or self.trace))
-        effects = _LocalEffects(self, run, answer)
+        try:
+            secrets = read_secrets(self.machine, os.environ, required=self.require_secrets)
+        except SecretError as exc:  # before anything runs: nothing is saved, the run can start again
+            return core.fail_input(run.run_id, run.inputs_json, run.workspace, Failure("secret", str(exc)),
+                                   self._emitter(trace or self.trace))
+        redactions = secret_forms(secrets.values())
+        effects = _LocalEffects(self, run, secrets, answer)
         self._running.add(effects)
         try:
             if store is None:
-                self._attach(run, trace or self.trace)
+                self._attach(run, trace or self.trace, redactions)
                 core.begin(run, resumed=resume)
-                return await self._drive(core.execute(run), effects)  # type: ignore[no-any-return]
+                result = await self._drive(core.execute(run), effects)
+                return _redacted_result(result, redactions)
             store.group_commits()
             store.acquire(run.run_id)  # one owner per run: another process holding it is refused here
             keeper = asyncio.ensure_future(_keep_lease(store, run.run_id))
             try:
-                self._attach(run, trace or self.trace)
+                self._attach(run, trace or self.trace, redactions)
                 core.begin(run, resumed=resume)
                 result = await self._drive(core.execute(run), effects)
                 await store.durable()
-                return result  # type: ignore[no-any-return]
+                return _redacted_result(result, redactions)
             finally:
                 keeper.cancel()
                 store.release(run.run_id)
@@ -207,9 +224,15 @@ class Engine:
         workspace = self.workspace or snapshot.get("workspace") or default_workspace(run_id)
         return self.core.restore(run_id, snapshot, workspace)
 
-    def _attach(self, run: Run, trace: Trace | None) -> None:
-        run.listen(self._emitter(trace), content=trace.content if trace is not None else False,
-                   save=self.checkpoint.save if self.checkpoint is not None else None, stamp=_event_time)
+    def _attach(self, run: Run, trace: Trace | None, redactions: list[str]) -> None:
+        emit = self._emitter(trace)
+        save: Listener | None = self.checkpoint.save if self.checkpoint is not None else None
+        if redactions:  # the run's secret values leave through no hook: trace, listeners, checkpoint
+            emit = _redacting(emit, redactions) if emit is not None else None
+            save = _redacting(save, redactions) if save is not None else None
+        run.listen(emit, content=trace.content if trace is not None else False, save=save,
+                   stamp=_event_time)
+        run.observe = self.observe
 
     def _emitter(self, trace: Trace | None) -> Listener | None:
         sinks: list[Listener] = [trace.record] if trace is not None else []
@@ -252,14 +275,35 @@ class Engine:
             effects.abandon()
 
 
+def _redacting(hook: Callable[[str, dict[str, Any]], None], redactions: list[str]
+               ) -> Callable[[str, dict[str, Any]], None]:
+    """`hook` (an emitter or a checkpoint save) handed its data with the secret values redacted."""
+
+    def redacted(key: str, data: dict[str, Any]) -> None:
+        hook(key, redact_data(data, redactions))
+
+    return redacted
+
+
+def _redacted_result(result: RunResult, redactions: list[str]) -> RunResult:
+    """The RunResult with no secret value in its result or failure (what a runner prints on stdout)."""
+    if not redactions:
+        return result
+    result.result = redact_data(result.result, redactions)
+    if result.failure is not None:
+        result.failure.message = redact(result.failure.message, redactions)
+    return result
+
+
 class _LocalEffects:
     """Performs the effects of one run in this process."""
 
-    __slots__ = ("answer", "client", "engine", "in_flight", "registry", "run", "scripted", "store")
+    __slots__ = ("answer", "client", "engine", "in_flight", "registry", "run", "scripted", "secrets", "store")
 
-    def __init__(self, engine: Engine, run: Run, answer: Any = None) -> None:
+    def __init__(self, engine: Engine, run: Run, secrets: Mapping[str, str], answer: Any = None) -> None:
         self.engine = engine
         self.run = run
+        self.secrets = secrets
         self.answer = _NO_ANSWER if answer is None else answer  # a person's answer for the waiting run
         self.store = engine.checkpoint
         given = engine._client
@@ -341,7 +385,7 @@ class _LocalEffects:
             from .tools import ToolRegistry
 
             self.registry = ToolRegistry(self.engine.machine.tools, self.run.workspace,
-                                         unsafe_tools=self.engine.unsafe_tools)
+                                         unsafe_tools=self.engine.unsafe_tools, secrets=self.secrets)
             if self.engine._tools_stopped:
                 self.registry.kill_processes()  # made after the stop: it must start nothing either
         return self.registry

@@ -12,6 +12,7 @@ import base64
 import re
 import socket
 import urllib.parse
+from collections.abc import Sequence
 from email.message import Message
 from typing import Any
 
@@ -57,11 +58,22 @@ def _http_host_allowed(host: str, allow: list[str]) -> bool:
     return False
 
 
-async def http_get(url: str, allow: list[str], timeout: float, max_bytes: int) -> dict[str, Any]:
+# (name, value, carries a secret): a header the machine adds to its requests
+HttpHeader = tuple[str, str, bool]
+
+
+async def http_get(url: str, allow: list[str], timeout: float, max_bytes: int, *,
+                   headers: Sequence[HttpHeader] = (), query: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
     """GET `url` and return {status, body}, following redirects to allowed hosts only, all of it within
-    `timeout` seconds. An error status is a result; a refusal, a failure or the deadline is HttpGetError."""
+    `timeout` seconds. An error status is a result; a refusal, a failure or the deadline is HttpGetError.
+
+    `headers` go with every request; one that carries a secret is dropped once a redirect leaves the first
+    URL's scheme, host and port (as curl and browsers drop credentials). `query` parameters are added to
+    `url` itself, replacing parameters of the same names in it."""
     http_check_url(url, allow)
-    fetch = asyncio.ensure_future(_http_follow(url, allow, max_bytes))
+    if query:
+        url = http_with_query(url, query)
+    fetch = asyncio.ensure_future(_http_follow(url, allow, max_bytes, headers))
     try:
         done, _ = await asyncio.wait({fetch}, timeout=timeout)
     finally:
@@ -74,10 +86,32 @@ async def http_get(url: str, allow: list[str], timeout: float, max_bytes: int) -
     return fetch.result()
 
 
-async def _http_follow(url: str, allow: list[str], max_bytes: int) -> dict[str, Any]:
+def http_with_query(url: str, query: Sequence[tuple[str, str]]) -> str:
+    """`url` with the query parameters added (percent-encoded), any of the same names in it removed."""
+    parts = urllib.parse.urlsplit(url)
+    names = {name for name, _ in query}
+    kept = [piece for piece in parts.query.split("&") if piece
+            and urllib.parse.unquote_plus(piece.partition("=")[0]) not in names]
+    added = [f"{urllib.parse.quote(name, safe='')}={urllib.parse.quote(value, safe='')}" for name, value in query]
+    return urllib.parse.urlunsplit(parts._replace(query="&".join([*kept, *added])))
+
+
+def _http_origin(url: str) -> tuple[str, str, int | None]:
+    parts = urllib.parse.urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    return parts.scheme, (parts.hostname or "").lower().rstrip("."), port
+
+
+async def _http_follow(url: str, allow: list[str], max_bytes: int, extra: Sequence[HttpHeader]) -> dict[str, Any]:
     first = url
+    origin = _http_origin(url)
     for _ in range(HTTP_MAX_REDIRECTS + 1):
-        status, headers, data = await _http_exchange(url, max_bytes)
+        same_origin = _http_origin(url) == origin
+        sent = [(name, value) for name, value, secret in extra if same_origin or not secret]
+        status, headers, data = await _http_exchange(url, max_bytes, sent)
         location = headers.get("location")
         if status in _HTTP_REDIRECT_STATUSES and location:
             target = urllib.parse.urljoin(url, location.strip())
@@ -104,7 +138,8 @@ def _http_result(status: int, headers: dict[str, str], data: bytes, max_bytes: i
     return {"status": status, "body": body}
 
 
-async def _http_exchange(url: str, max_bytes: int) -> tuple[int, dict[str, str], bytes]:
+async def _http_exchange(url: str, max_bytes: int, extra: Sequence[tuple[str, str]] = ()
+                         ) -> tuple[int, dict[str, str], bytes]:
     """One request and its reply: (status, headers by lower-case name, at most max_bytes + 1 body bytes)."""
     parts = urllib.parse.urlsplit(url)
     host = parts.hostname or ""
@@ -127,8 +162,9 @@ async def _http_exchange(url: str, max_bytes: int) -> tuple[int, dict[str, str],
                 lines.append(f"Proxy-Authorization: {proxy[2]}")
         else:
             lines.append(f"GET {target} HTTP/1.1")
-        lines += [f"Host: {authority}", "User-Agent: statewright", "Accept-Encoding: identity",
-                  "Connection: close"]
+        agent = next((value for name, value in extra if name.lower() == "user-agent"), "statewright")
+        lines += [f"Host: {authority}", f"User-Agent: {agent}", "Accept-Encoding: identity", "Connection: close"]
+        lines += [f"{name}: {value}" for name, value in extra if name.lower() != "user-agent"]
         reader, writer = await _http_open(host, port, authority, tls, proxy)
         try:
             writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("ascii"))

@@ -6,9 +6,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # Failure kinds. "limit" names the machine limit in `limit`; "bound" means every transition of a state
-# was disabled by its bounds; "final" means the run reached a final state declared with `fail` (its name
-# is the run's final_state, its reason the message); the rest name the step that failed.
-FAILURE_KINDS = ("limit", "bound", "output", "model", "tool", "guard", "script", "input", "template", "final")
+# was disabled by its bounds; "input" and "secret" (a secret a tool names is not set) mean the run could not
+# start; "final" means the run reached a final state declared with `fail` (its name is the run's final_state,
+# its reason the message); the rest name the step that failed.
+FAILURE_KINDS = ("limit", "bound", "output", "model", "tool", "guard", "script", "input", "template", "final",
+                 "secret")
 
 
 @dataclass

@@ -23,6 +23,7 @@ from .scripted import Script, ScriptError
 from .spec import InputSpec, MachineSpec
 from .sync import run_sync
 from .temporal import TemporalRunError, TemporalUnavailable
+from .tool_secrets import SecretError, read_secrets
 from .trace import Trace
 
 EXIT_FINAL = 0
@@ -184,8 +185,9 @@ def _runner_parser(machine: MachineSpec, prog: str | None) -> argparse.ArgumentP
         lines.append(f"  {spec.name}: {_runner_type_text(spec.annotation)}{default}")
     epilog = ("inputs:\n" + "\n".join(lines)) if lines else "this machine takes no inputs"
     epilog += ("\n\nexit status: 0 the run ended in a final state, 1 it failed (in a failing final state "
-               "too; the failure is in the JSON result), 2 usage error (a bad --answer too: the run keeps "
-               "waiting), 3 the run waits for a person's answer, 130 interrupted, 143 stopped by SIGTERM\n\n"
+               "too; the failure is in the JSON result), 2 usage or configuration error (bad inputs, a secret not "
+               "set, a bad --answer: the run keeps waiting), 3 the run waits for a person's answer, 130 "
+               "interrupted, 143 stopped by SIGTERM\n\n"
                "The command `batch` runs the machine over a file of many inputs at once (see `batch --help`).\n"
                "On a Temporal cluster (pip install 'statewright[temporal]'): --temporal HOST:PORT runs it there; "
                "`worker` serves the machine; `status RUN_ID` follows a run and `resume RUN_ID` answers it.")
@@ -351,6 +353,15 @@ def read_inputs(machine: MachineSpec, pairs: list[str], inputs_file: str | None)
     return values
 
 
+def check_secrets(machine: MachineSpec) -> None:
+    """Every secret the machine's tools name is set in the environment (RunnerUsageError naming each one
+    that is not): a configuration error, found before the run starts."""
+    try:
+        read_secrets(machine, os.environ)
+    except SecretError as exc:
+        raise RunnerUsageError("the machine's secrets are not available:\n  " + "\n  ".join(exc.problems)) from None
+
+
 def main(machine: MachineSpec, argv: list[str] | None = None, *, prog: str | None = None,
          batch_prog: str | None = None) -> int:
     """Parse `argv` (default: sys.argv[1:]), run the machine, print the RunResult JSON on stdout.
@@ -417,6 +428,7 @@ def _runner_main(machine: MachineSpec, args: argparse.Namespace) -> int:
         return _runner_temporal_run(machine, args, inputs, script, model_map)
     if args.detach:
         raise RunnerUsageError("--detach starts a run on a Temporal cluster: give --temporal HOST:PORT too")
+    check_secrets(machine)
     run_id = args.resume or args.run_id or new_run_id()
     try:
         store = CheckpointStore(args.checkpoint) if args.checkpoint else None
@@ -557,6 +569,7 @@ def _runner_batch_main(machine: MachineSpec, args: argparse.Namespace) -> int:
     if args.script and model_map:
         raise RunnerUsageError("--script answers every model call; it cannot be combined with --model-map")
     script = _runner_read_script(args.script) if args.script else None
+    check_secrets(machine)
     checkpoint = args.checkpoint or (default_batch_checkpoint(args.out) if args.out else None)
     if args.resume and args.out and not os.path.exists(args.out):
         raise RunnerUsageError(f"--resume: there is no results file {args.out} to continue")
@@ -773,6 +786,9 @@ def serve_on_temporal(machines: Sequence[MachineSpec], address: str, *, task_que
                                 concurrency=concurrency, announce=announce, unsafe_tools=unsafe_tools))
     except KeyboardInterrupt:
         pass
+    except SecretError as exc:  # this worker could not run the tools of a machine it serves
+        print(f"worker: error: {exc}", file=sys.stderr)
+        return leave_after_temporal(EXIT_USAGE)
     print("worker: stopped", file=sys.stderr)
     return leave_after_temporal(EXIT_FINAL)
 

@@ -97,8 +97,10 @@ class Script:
         _script_log_call(role, state, seq, run_id)
         return replies[seq]
 
-    def next_item(self, role: str, state: str, item: int, seq: int, *, run_id: str | None = None) -> ScriptedReply:
-        """The reply to call `seq` of element `item` (numbered over the run) of a map state.
+    def next_item(self, role: str, state: str, item: int, seq: int, *,
+                  run_id: str | None = None) -> tuple[ScriptedReply, str, int]:
+        """The reply to call `seq` of element `item` (numbered over the run) of a map state, and where it
+        was: (the state, or `state[item]`; its index there).
 
         The element's own replies, `state[item]`, when the script has them; else the state's replies, one
         per element in order: element `item` takes reply `item`, and a second call of one element needs
@@ -106,14 +108,14 @@ class Script:
         choose the reply; their numbers do."""
         own = f"{state}[{item}]"
         if self._replies.get((role, own)):
-            return self.next(role, own, seq, run_id=run_id)
+            return self.next(role, own, seq, run_id=run_id), own, seq
         if seq > 0:
             raise ScriptExhausted(role, own, seq, 0)
         replies = self._replies.get((role, state), [])
         if item >= len(replies):
             raise ScriptExhausted(role, state, item, len(replies))
         _script_log_call(role, state, item, run_id, item=item)
-        return replies[item]
+        return replies[item], state, item
 
     @classmethod
     def from_test(cls, machine: MachineSpec, test: TestSpec) -> Script:
@@ -125,14 +127,13 @@ class Script:
         script = cls()
         for kind, state_name, value in test.steps:
             state = machine.states.get(state_name)
-            if kind == "verdict":
+            role = script_role_of_step(machine, kind, state_name)
+            if role == "verifier":
                 verdict = {"choice": value if value else "none", "reason": "scripted verdict", "feedback": ""}
                 script.add("verifier", state_name, verdict)
-            elif kind == "timeout":
-                script.add("person", state_name, {"timeout": True})
-            elif state is not None and state.kind == "human":
-                script.add("person", state_name, {"answer": value})
-            elif state is not None and state.kind == "action":
+            elif role == "person":
+                script.add("person", state_name, {"timeout": True} if kind == "timeout" else {"answer": value})
+            elif role == "tool":
                 script.add("tool", state_name, value)
             else:
                 if state is not None and state.output_wrapped and not _script_is_wrapped(value):
@@ -166,6 +167,17 @@ class Script:
                                           f"{{\"timeout\": true}}, not {json.dumps(value)[:80]}")
                     script.add(role, state, ScriptedReply(value, delay))
         return script
+
+
+def script_role_of_step(machine: MachineSpec, kind: str, state_name: str) -> str:
+    """Who answers a test block's step: `verdict` the verifier; `timeout`, and a reply to a state that asks,
+    the person; a reply to an action state its tool; any other reply the state's agent."""
+    state = machine.states.get(state_name)
+    if kind == "verdict":
+        return "verifier"
+    if kind == "timeout" or (state is not None and state.kind == "human"):
+        return "person"
+    return "tool" if state is not None and state.kind == "action" else "agent"
 
 
 def _script_is_wrapped(value: Any) -> bool:
@@ -234,8 +246,8 @@ class ScriptedClient:
         """The scripted result of an action state's tool call (the real tool does not run); `item`, the
         element of a map state it is for."""
         if item is not None:
-            reply = self.script.next_item("tool", state, item, seq, run_id=run_id)
-            self.calls.append(("tool", f"{state}[{item}]", seq))
+            reply, where, index = self.script.next_item("tool", state, item, seq, run_id=run_id)
+            self.calls.append(("tool", where, index))
             return reply
         reply = self.script.next("tool", state, seq, run_id=run_id)
         self.calls.append(("tool", state, seq))
@@ -250,8 +262,8 @@ class ScriptedClient:
         seq = int(given) if given is not None else sum(1 for c in self.calls if c[:2] == (role, state))
         item = identity.get("item")
         if item is not None:  # one element of a map state: answered by its number, whenever it asks
-            reply = self.script.next_item(role, state, int(item), seq, run_id=identity.get("run_id"))
-            self.calls.append((role, f"{state}[{item}]", seq))
+            reply, where, index = self.script.next_item(role, state, int(item), seq, run_id=identity.get("run_id"))
+            self.calls.append((role, where, index))
         else:
             reply = self.script.next(role, state, seq, run_id=identity.get("run_id"))
             self.calls.append((role, state, seq))

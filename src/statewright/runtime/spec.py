@@ -102,6 +102,7 @@ class StateSpec:
     instruction: str | None = None  # Jinja2 template source
     output: type | None = None  # a pydantic model class; None for plain text / a tool's raw result
     output_wrapped: bool = False  # the model wraps a non-object type in a single field named `value`
+    output_variant: bool = False  # the output is one of several declared types (a VariantOutput class)
     tell: tuple[str, ...] = ()
     visits: int | None = None
     retries: int = 2
@@ -130,11 +131,18 @@ class AgentSpec:
 
 @dataclass(frozen=True)
 class ToolSpec:
-    """A tool the machine enables: std.* by name, user tools by "pkg.mod:func"."""
+    """A tool the machine enables: std.* by name, user tools by "pkg.mod:func".
+
+    `secrets` are names of environment variables, never values (tool_secrets.py reads them when a run
+    starts); `headers` and `query` are std.http_get's (name, text) pairs, the text with `${NAME}` in it."""
 
     name: str
     import_path: str | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
+    secrets: tuple[str, ...] = ()
+    headers: tuple[tuple[str, str], ...] = ()
+    query: tuple[tuple[str, str], ...] = ()
+    origin: str = ""
 
 
 @dataclass(frozen=True)
@@ -154,6 +162,19 @@ class LimitsSpec:
 
 
 @dataclass(frozen=True)
+class ExpectationSpec:
+    """`expect output` (kind "output") or `expect instruction` (kind "instruction") of a test block: what
+    `state` gave at its `visit` (1-based); with `contains`, `value` is text it must contain."""
+
+    kind: str
+    state: str
+    visit: int = 1
+    contains: bool = False
+    value: Any = None
+    origin: str = ""
+
+
+@dataclass(frozen=True)
 class TestSpec:
     """A `test` block: inputs, the scripted replies and verdicts in source order, expectations."""
 
@@ -170,6 +191,9 @@ class TestSpec:
     has_expect_result: bool = False
     expect_failure: str | None = None
     origin: str = ""
+    expectations: tuple[ExpectationSpec, ...] = ()
+    allow_unused: bool = False  # replies and verdicts the run never used do not fail the test
+    step_origins: tuple[str, ...] = ()  # the .fsm position of each of `steps`
 
 
 @dataclass(frozen=True)
@@ -188,3 +212,5 @@ class MachineSpec:
     tests: tuple[TestSpec, ...] = ()
     source_sha256: str = ""
     source_path: str = ""
+    # the declared types that variant outputs offer, by name: templates test them with `is NAME`
+    variant_types: Mapping[str, type] = field(default_factory=dict)

@@ -82,6 +82,10 @@ def validate_typed(model: type, data: Any, wrapped: bool) -> Any:
     """
     from pydantic import ValidationError
 
+    from .variants import VariantOutput, validate_variant
+
+    if isinstance(model, type) and issubclass(model, VariantOutput):
+        return validate_variant(model, data)
     if wrapped and not (isinstance(data, dict) and set(data) == {"value"}):
         data = {"value": data}
     try:
@@ -129,6 +133,13 @@ def _structured_strict(model: type, data: Any, wrapped: bool) -> Any:
     """The validated value when `data` fits the type with no conversion at all; None when it does not."""
     from pydantic import ValidationError
 
+    from .variants import VariantOutput, validate_variant
+
+    if isinstance(model, type) and issubclass(model, VariantOutput):
+        try:
+            return validate_variant(model, data, strict=True)
+        except ValueError:
+            return None
     if wrapped and not (isinstance(data, dict) and set(data) == {"value"}):
         data = {"value": data}
     try:

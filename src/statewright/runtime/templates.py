@@ -470,14 +470,25 @@ def is_constant(source: str) -> bool:
     return not any(marker in source for marker in _TEMPLATE_MARKERS)
 
 
+def variant_tests(types: Mapping[str, type]) -> dict[str, Callable[[Any], bool]]:
+    """A Jinja test for each type a variant output offers: `{% if draft.output is Answer %}`."""
+    return {name: _templates_instance_test(cls) for name, cls in types.items()}
+
+
+def _templates_instance_test(cls: type) -> Callable[[Any], bool]:
+    return lambda value: isinstance(value, cls)
+
+
 class TemplateSet:
     """The templates of one machine: one bounded sandbox, each template compiled on first use.
 
-    Owned by the machine's core, so nothing is shared between machines and nothing is global."""
+    Owned by the machine's core, so nothing is shared between machines and nothing is global. `tests` are
+    Jinja tests of the machine's own (one per variant type), beside Jinja's."""
 
-    def __init__(self) -> None:
+    def __init__(self, tests: Mapping[str, Callable[[Any], bool]] | None = None) -> None:
         self._environment: Any = None
         self._compiled: dict[str, Any] = {}
+        self._tests = dict(tests or {})
 
     is_constant = staticmethod(is_constant)
 
@@ -486,6 +497,7 @@ class TemplateSet:
         if compiled is None:
             if self._environment is None:
                 self._environment = _templates_environment()
+                self._environment.tests.update(self._tests)
             try:
                 compiled = self._environment.from_string(source)
             except Exception as exc:  # noqa: BLE001 - a syntax error, or a template too deep for Python

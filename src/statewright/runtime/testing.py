@@ -12,10 +12,14 @@ from typing import Any
 
 from .engine import Engine
 from .result import Failure, RunResult
-from .scripted import Script, ScriptedClient
-from .spec import MachineSpec, TestSpec
+from .scripted import Script, ScriptedClient, script_role_of_step
+from .spec import ExpectationSpec, MachineSpec, TestSpec
+from .structured import to_jsonable
 from .sync import run_sync
 from .trace import Trace
+
+# what a run did, visit by visit: (kind, state) -> {visit: value}, kind "instruction" or "output"
+Observed = dict[tuple[str, str], dict[int, Any]]
 
 
 @dataclass
@@ -42,19 +46,26 @@ async def arun_test(machine: MachineSpec, test: TestSpec, *, trace_path: str | N
     """Runs one test block: its replies and verdicts play the models, then its expectations are checked.
 
     Every model — agents, fallbacks, verifier — answers from the test's own script, in process: no model,
-    no network, no litellm. A run that asks for more replies than the test scripted fails the test; it
+    no network, no litellm. A run that asks for more replies than the test scripted fails the test, and so
+    does one that never asks for a reply or verdict the test scripted (unless `allow unused replies`); it
     never raises.
     """
     script = Script.from_test(machine, test)
     client = ScriptedClient(script)
+    observed: Observed = {}
+
+    def observe(kind: str, state: str, visit: int, value: Any) -> None:
+        observed.setdefault((kind, state), {})[visit] = to_jsonable(value)
     trace = Trace(trace_path, content=trace_content) if trace_path else None
     expected = list(test.expect_path) if test.expect_path is not None else None
     # tools a test lets run (an agent's scripted tool calls) work in a directory that goes with the test
     workspace = tempfile.TemporaryDirectory(prefix="statewright-test-")
     try:
         # a directory the registry makes, so it belongs to the user tool code runs as (see docs/tools.md)
+        # a test needs no secrets: scripted tools never run, and a real tool that needs one fails its call
         engine = Engine(machine, client=client, trace=trace, script=script,
-                        workspace=os.path.join(workspace.name, "workspace"))
+                        workspace=os.path.join(workspace.name, "workspace"), require_secrets=False,
+                        observe=observe if test.expectations else None)
         result = await engine.arun(dict(test.inputs))
     except Exception as error:  # noqa: BLE001 - a test reports what broke instead of crashing the suite
         crashed = f"the run crashed: {type(error).__name__}: {error}"
@@ -63,7 +74,9 @@ async def arun_test(machine: MachineSpec, test: TestSpec, *, trace_path: str | N
         if trace is not None:
             trace.close()
         workspace.cleanup()
-    messages = check_expectations(test, result)
+    messages = check_expectations(test, result, observed)
+    if not messages and not test.allow_unused:
+        messages = unused_script(machine, test, client)
     return TestOutcome(test.name, not messages, expected, list(result.path), messages, result, test.origin)
 
 
@@ -84,8 +97,9 @@ def run_tests(machine: MachineSpec, *, trace_dir: str | None = None, trace_conte
     return outcomes
 
 
-def check_expectations(test: TestSpec, result: RunResult) -> list[str]:
-    """What the run did that the test did not expect, one message each; empty when it passes."""
+def check_expectations(test: TestSpec, result: RunResult, observed: Observed | None = None) -> list[str]:
+    """What the run did that the test did not expect, one message each; empty when it passes. `observed`
+    holds the instructions and outputs of each visit, for `expect output` and `expect instruction`."""
     messages = []
     failure = result.failure
     if result.waiting is not None:
@@ -105,10 +119,140 @@ def check_expectations(test: TestSpec, result: RunResult) -> list[str]:
     if test.expect_final is not None and result.final_state != test.expect_final:
         ended = f"ended in '{result.final_state}'" if result.final_state else "ended without a final state"
         messages.append(f"expected final state '{test.expect_final}', but the run {ended}")
-    if test.has_expect_result and not _testing_same_result(result.result, test.expect_result):
-        expected_text, actual_text = _testing_show(test.expect_result), _testing_show(result.result)
-        messages.append(f"expected result {expected_text}, got {actual_text}")
+    if test.has_expect_result:
+        difference = typed_difference(test.expect_result, result.result)
+        if difference is not None:
+            expected_text, actual_text = _testing_show(test.expect_result), _testing_show(result.result)
+            if expected_text == actual_text or _testing_kind(test.expect_result) != _testing_kind(result.result):
+                expected_text += f" ({_testing_kind(test.expect_result)})"
+                actual_text += f" ({_testing_kind(result.result)})"
+            messages.append(f"expected result {expected_text}, got {actual_text}")
+    for expectation in test.expectations:
+        problem = _testing_visit_problem(expectation, result, observed or {})
+        if problem is not None:
+            where = f" ({expectation.origin})" if expectation.origin else ""
+            messages.append(f"{_testing_expectation_text(expectation)}{where}: {problem}")
     return messages
+
+
+def unused_script(machine: MachineSpec, test: TestSpec, client: ScriptedClient) -> list[str]:
+    """One message for each reply, verdict, answer and timeout the test scripted that the run never asked
+    for."""
+    served = {(role, state, seq) for role, state, seq in client.calls}
+    counts: dict[tuple[str, str], int] = {}
+    messages = []
+    for index, (kind, state, value) in enumerate(test.steps):
+        role = script_role_of_step(machine, kind, state)
+        seq = counts.get((role, state), 0)
+        counts[role, state] = seq + 1
+        if (role, state, seq) in served:
+            continue
+        origin = test.step_origins[index] if index < len(test.step_origins) else ""
+        where = f" ({origin})" if origin else ""
+        what = kind if kind in ("verdict", "timeout") else "answer" if role == "person" else "reply"
+        if kind == "timeout":
+            messages.append(f"timeout #{seq + 1} for state '{state}'{where} was never used: the run never asked")
+            continue
+        shown = "none" if kind == "verdict" and value is None else _testing_show(value, 120)
+        messages.append(f"{what} #{seq + 1} for state '{state}'{where} was never used: {shown}")
+    if messages:
+        messages.append("a test scripts only what its run asks for; remove the unused lines, or write "
+                        "'allow unused replies' in the test")
+    return messages
+
+
+def typed_difference(expected: Any, actual: Any, *, partial: bool = False, where: str = "",
+                     subject: str = "the value") -> str | None:
+    """Where `actual` differs from `expected` as typed values, in words ("`.score` is 70, expected 88"), or
+    None when they are equal. Text is not a number (`"1"` is not `1`), a boolean is not a number (`true`
+    is not `1`), whole and decimal numbers compare by value (`1` is `1.0`). With `partial`, an object in
+    `expected` checks only the fields it names; lists always compare item by item, lengths included."""
+    expected, actual = _testing_plain(expected), _testing_plain(actual)
+    label = f"`{where}` " if where else f"{subject} "
+    kind, actual_kind = _testing_kind(expected), _testing_kind(actual)
+    if kind != actual_kind:
+        return (f"{label}is {_testing_show(actual, 80)} ({actual_kind}), expected {_testing_show(expected, 80)} "
+                f"({kind})")
+    if isinstance(expected, dict):
+        for key, value in expected.items():
+            if key not in actual:
+                return f"`{where}.{key}` is missing, expected {_testing_show(value, 80)}"
+            found = typed_difference(value, actual[key], partial=partial, where=f"{where}.{key}")
+            if found is not None:
+                return found
+        extra = [key for key in actual if key not in expected]
+        if extra and not partial:
+            return f"{label}has the unexpected field{'s' if len(extra) > 1 else ''} " + ", ".join(
+                f"`{key}`" for key in extra)
+        return None
+    if isinstance(expected, list):
+        for index, (want, got) in enumerate(zip(expected, actual)):
+            found = typed_difference(want, got, partial=partial, where=f"{where}[{index}]")
+            if found is not None:
+                return found
+        if len(expected) != len(actual):
+            return f"{label}has {len(actual)} item(s), expected {len(expected)}"
+        return None
+    if expected != actual:
+        return f"{label}is {_testing_show(actual, 80)}, expected {_testing_show(expected, 80)}"
+    return None
+
+
+def _testing_kind(value: Any) -> str:
+    value = _testing_plain(value)
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "text"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def _testing_expectation_text(expectation: ExpectationSpec) -> str:
+    visit = f" visit {expectation.visit}" if expectation.visit != 1 else ""
+    return f"expect {expectation.kind} {expectation.state}{visit}"
+
+
+def _testing_visit_problem(expectation: ExpectationSpec, result: RunResult, observed: Observed) -> str | None:
+    """What is wrong with one `expect output` or `expect instruction`, or None when it holds."""
+    state, visit, kind = expectation.state, expectation.visit, expectation.kind
+    values = observed.get((kind, state), {})
+    if visit not in values:
+        ran = result.path.count(state)
+        if ran >= visit:
+            return f"visit {visit} of '{state}' ended before it had {'an' if kind == 'instruction' else 'its'} {kind}"
+        times = {0: "never ran", 1: "ran once"}.get(ran, f"ran {ran} times")
+        return f"'{state}' {times}, so it has no {kind} at visit {visit}"
+    actual = values[visit]
+    if expectation.contains:
+        if not isinstance(actual, str):
+            return f"the {kind} is {_testing_kind(actual)}, not text: {_testing_show(actual, 200)}"
+        if str(expectation.value) in actual:
+            return None
+        return f"the {kind} does not contain {_testing_show(expectation.value, 200)}; it is {_testing_show(actual, 300)}"
+    if kind == "instruction" and isinstance(actual, str) and isinstance(expectation.value, str):
+        return _testing_text_difference(expectation.value, actual)
+    difference = typed_difference(expectation.value, actual, partial=True, subject="the output")
+    if difference is None or difference.startswith("the output "):
+        return difference
+    return f"{difference}; the output is {_testing_show(actual, 300)}"
+
+
+def _testing_text_difference(expected: str, actual: str) -> str | None:
+    if expected == actual:
+        return None
+    at = next((i for i, (a, b) in enumerate(zip(expected, actual)) if a != b), min(len(expected), len(actual)))
+    start = max(at - 30, 0)
+    return (f"the instruction differs from the expected text at character {at + 1}: expected "
+            f"{_testing_show(expected[start:at + 40])}, got {_testing_show(actual[start:at + 40])} (the whole "
+            f"instruction: {_testing_show(actual, 300)})")
 
 
 def format_outcome(outcome: TestOutcome) -> str:
@@ -159,20 +303,13 @@ def _testing_plain(value: Any) -> Any:
     return value
 
 
-def _testing_same_result(actual: Any, expected: Any) -> bool:
-    actual, expected = _testing_plain(actual), _testing_plain(expected)
-    if actual == expected:
-        return True
-    # a final state's result template renders text: `expect result 90` matches "90"
-    is_number = isinstance(expected, (int, float)) and not isinstance(expected, bool)
-    return is_number and isinstance(actual, str) and actual.strip() == str(expected)
-
-
-def _testing_show(value: Any) -> str:
+def _testing_show(value: Any, limit: int | None = None) -> str:
+    """A value as JSON on one line, cut to about `limit` characters (…) when one is given."""
     plain = _testing_plain(value)
-    if isinstance(plain, str):
-        return json.dumps(plain, ensure_ascii=False)
     try:
-        return json.dumps(plain, ensure_ascii=False, sort_keys=True)
+        text = json.dumps(plain, ensure_ascii=False, sort_keys=not isinstance(plain, str))
     except (TypeError, ValueError):
-        return repr(plain)
+        text = repr(plain)
+    if limit is not None and len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return text

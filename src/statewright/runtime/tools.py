@@ -15,6 +15,7 @@ import sys
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
@@ -23,7 +24,9 @@ from .http_get import HttpGetError, http_get
 from .sandbox import SANDBOX_TMP_DIR, Sandbox, SandboxError, SandboxLimits, sandbox_give_to_tool_user
 from .spec import ToolSpec
 from .sync import run_sync
+from .tool_secrets import SECRETS_PARAMETER, SecretError, render_secret_template, secret_references
 from .tool_signatures import STD_TOOLS
+from .trace import redact, redact_data, secret_forms
 
 
 class ToolError(Exception):
@@ -239,6 +242,7 @@ class _ToolEntry:
     args_model: type[BaseModel]
     params: tuple[_ToolParam, ...]
     function: Callable[..., Any] | None = None  # the user's function; None for std tools
+    takes_secrets: bool = False  # the function has a `secrets` parameter: it gets the tool's secrets
 
     def usage(self) -> str:
         parts = []
@@ -386,7 +390,7 @@ def _tools_import(name: str, import_path: str) -> Callable[..., Any]:
     return typing.cast(Callable[..., Any], target)
 
 
-def _tools_user_entry(name: str, import_path: str) -> _ToolEntry:
+def _tools_user_entry(name: str, import_path: str, secrets: tuple[str, ...] = ()) -> _ToolEntry:
     function = _tools_import(name, import_path)
     try:
         signature = inspect.signature(function)
@@ -399,8 +403,16 @@ def _tools_user_entry(name: str, import_path: str) -> _ToolEntry:
         hints = {}
     description, param_docs = _tools_parse_docstring(inspect.getdoc(function))
     params = []
+    takes_secrets = False
     for index, parameter in enumerate(signature.parameters.values()):
         if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            continue
+        if parameter.name == SECRETS_PARAMETER:
+            # the tool's secrets, passed by the registry: never part of the schema a model sees
+            if parameter.kind == inspect.Parameter.POSITIONAL_ONLY:
+                raise ToolError(f"tool {name!r}: the parameter {SECRETS_PARAMETER!r} of {import_path!r} is "
+                                "positional-only; the secrets are passed by keyword", tool=name)
+            takes_secrets = True
             continue
         annotation = hints.get(parameter.name, parameter.annotation)
         if annotation is inspect.Parameter.empty or isinstance(annotation, str):
@@ -417,8 +429,13 @@ def _tools_user_entry(name: str, import_path: str) -> _ToolEntry:
     except Exception as exc:  # pydantic cannot describe some parameter type
         raise ToolError(f"tool {name!r}: cannot build an argument schema for {import_path!r}: "
                         f"{type(exc).__name__}: {exc}") from exc
+    if secrets and not takes_secrets:
+        raise ToolError(f"tool {name!r} declares secrets [{', '.join(secrets)}], but {import_path!r} has no "
+                        f"{SECRETS_PARAMETER!r} parameter to receive them; add one (a mapping of name to value)",
+                        tool=name)
     return _ToolEntry(name=name, function_name=function_name, description=description or f"Calls {import_path}.",
-                      args_model=model, params=tuple(param for param, _, _ in params), function=function)
+                      args_model=model, params=tuple(param for param, _, _ in params), function=function,
+                      takes_secrets=takes_secrets)
 
 
 def _tools_error_text(exc: BaseException) -> str:
@@ -440,7 +457,7 @@ class ToolRegistry:
     """
 
     def __init__(self, machine_tools: Mapping[str, ToolSpec], workspace: str, *, unsafe_tools: bool = False,
-                 jail_program: str | None = None) -> None:
+                 jail_program: str | None = None, secrets: Mapping[str, str] | None = None) -> None:
         self.workspace = os.path.realpath(os.path.abspath(workspace))
         if not os.path.isdir(self.workspace):
             os.makedirs(self.workspace, exist_ok=True)
@@ -460,6 +477,9 @@ class ToolRegistry:
                                 f"offered to models as {function_name!r}; rename one of them")
             self._by_function[function_name] = name
         self._entries: dict[str, _ToolEntry] = {}
+        # the run's secret values (tool_secrets.read_secrets): used in requests, redacted from what comes back
+        self._secrets = dict(secrets or {})
+        self._redactions = secret_forms(self._secrets.values())
 
     def kill_processes(self) -> int:
         """SIGKILL the process group of every std.python and std.shell call running now; the number killed.
@@ -527,7 +547,17 @@ class ToolRegistry:
 
         Standard tools run as asyncio subprocesses or plain file operations; a user tool written as
         `async def` is awaited, a synchronous one runs in a worker thread so that it cannot stall the
-        other runs sharing the event loop."""
+        other runs sharing the event loop. A secret value in the result or in an error (a server that
+        echoes a header, a tool that prints its key) comes back as [REDACTED]."""
+        if not self._redactions:
+            return await self._acall(name, args)
+        try:
+            result = await self._acall(name, args)
+        except ToolError as exc:
+            raise ToolError(redact(str(exc), self._redactions), tool=exc.tool) from None
+        return redact_data(result, self._redactions)
+
+    async def _acall(self, name: str, args: Mapping[str, Any] | str | None) -> Any:
         entry = self._entry(name)
         positional, keywords = self._arguments(entry, args)
         if entry.function is None:
@@ -538,6 +568,8 @@ class ToolRegistry:
             except Exception as exc:
                 raise ToolError(f"{entry.name} failed: {_tools_error_text(exc)}", tool=entry.name) from exc
         function = entry.function
+        if entry.takes_secrets:
+            keywords[SECRETS_PARAMETER] = self._tool_secrets(entry.name)
         try:
             if inspect.iscoroutinefunction(function):
                 result = await function(*positional, **keywords)
@@ -559,7 +591,7 @@ class ToolRegistry:
         if entry is None:
             spec = self._specs[name]
             if spec.import_path:
-                entry = _tools_user_entry(name, spec.import_path)
+                entry = _tools_user_entry(name, spec.import_path, spec.secrets)
             elif name in STD_TOOLS:
                 entry = _tools_std_entry(name)
             else:
@@ -625,6 +657,27 @@ class ToolRegistry:
                             "lists and dicts", tool=entry.name) from exc
         return result
 
+    def _tool_secrets(self, name: str) -> Mapping[str, str]:
+        """What a user tool's `secrets` parameter receives: its declared secrets, read-only."""
+        names = self._specs[name].secrets
+        missing = [secret for secret in names if secret not in self._secrets]
+        if missing:
+            raise ToolError(f"tool {name!r} needs the secret{'s' if len(missing) > 1 else ''} "
+                            f"{', '.join(missing)}, and the environment does not set "
+                            f"{'them' if len(missing) > 1 else 'it'}", tool=name)
+        return MappingProxyType({secret: self._secrets[secret] for secret in names})
+
+    def _http_request_parts(self, name: str) -> tuple[list[tuple[str, str, bool]], list[tuple[str, str]]]:
+        """std.http_get's headers (name, value, carries a secret) and query parameters, secrets put in."""
+        spec = self._specs[name]
+        try:
+            headers = [(key, render_secret_template(value, self._secrets, name), bool(secret_references(value)))
+                       for key, value in spec.headers]
+            query = [(key, render_secret_template(value, self._secrets, name)) for key, value in spec.query]
+        except SecretError as exc:
+            raise ToolError(str(exc), tool=name) from None
+        return headers, query
+
     def _positive_option(self, name: str, key: str) -> float:
         value = self.options(name).get(key)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
@@ -682,10 +735,11 @@ class ToolRegistry:
             allow = self.options(name).get("allow") or []
             if isinstance(allow, str):
                 allow = [allow]
+            headers, query = self._http_request_parts(name)
             try:
                 return await http_get(args["url"], [str(entry) for entry in allow],
                                       self._positive_option(name, "timeout"),
-                                      int(self._positive_option(name, "max_bytes")))
+                                      int(self._positive_option(name, "max_bytes")), headers=headers, query=query)
             except HttpGetError as exc:
                 raise ToolError(str(exc), tool=name) from None
         raise ToolError(f"{name!r} has no implementation in this runtime", tool=name)

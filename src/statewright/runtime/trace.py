@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -36,6 +37,35 @@ def secret_values() -> list[str]:
             escaped = json.dumps(value, ensure_ascii=False)[1:-1]
             values.add(escaped)
     return sorted(values, key=len, reverse=True)
+
+
+def secret_forms(values: Iterable[str]) -> list[str]:
+    """Each value as text may hold it — as it is and JSON-escaped — longest first, for `redact`."""
+    forms = set()
+    for value in values:
+        if value:
+            forms.add(value)
+            forms.add(json.dumps(value, ensure_ascii=False)[1:-1])
+            forms.add(json.dumps(value)[1:-1])
+    return sorted(forms, key=len, reverse=True)
+
+
+def redact_data(data: Any, secrets: list[str]) -> Any:
+    """`data` with `redact` applied to every string in it (keys too), containers rebuilt; pydantic models
+    become their JSON data. With no secrets, `data` itself."""
+    if not secrets:
+        return data
+    if isinstance(data, str):
+        return redact(data, secrets)
+    if isinstance(data, dict):
+        return {redact_data(k, secrets): redact_data(v, secrets) for k, v in data.items()}
+    if isinstance(data, list):
+        return [redact_data(v, secrets) for v in data]
+    if isinstance(data, tuple):
+        return tuple(redact_data(v, secrets) for v in data)
+    if hasattr(data, "model_dump") and not isinstance(data, type):
+        return redact_data(to_jsonable(data), secrets)
+    return data
 
 
 def redact(text: str, secrets: list[str] | None = None) -> str:

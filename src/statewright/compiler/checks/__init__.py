@@ -1,7 +1,7 @@
 """The checks: one parsed machine through every check in order, all into one Diagnostics.
 
-    resolve -> flow -> fanout -> typecheck -> templates -> testblocks -> settings -> shape -> graph
-    -> listeners -> unused
+    resolve -> constraints -> flow -> fanout -> typecheck -> secrets -> templates -> testblocks -> settings
+    -> shape -> graph -> listeners -> unused
 
 Every check reports into one Diagnostics and none stops the others, so a single run shows every problem.
 """
@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from ...diagnostics import Diagnostics, SourceFile
 from ...grammar import ast
+from .constraints import check_constraints
 from .fanout import check_fanouts, record_branches
 from .flow import Flow
 from .graph import check_graph
 from .listeners import check_conditions, check_listeners
 from .resolve import Symbols, resolve_names
+from .secrets import check_secrets
 from .settings import check_settings
 from .shape import check_shapes
 from .templates import check_templates
@@ -40,10 +42,12 @@ def check_machine(source: SourceFile, machine: ast.Machine, diagnostics: Diagnos
 
 def _check_machine(machine: ast.Machine, diagnostics: Diagnostics) -> Symbols:
     symbols = resolve_names(machine, diagnostics)
+    check_constraints(symbols, diagnostics)
     flow = Flow(machine)
     record_branches(flow, symbols)
     check_fanouts(symbols, flow, diagnostics)
     check_types(machine, symbols, diagnostics, flow)
+    check_secrets(machine, symbols, diagnostics)
     check_templates(machine, symbols, diagnostics, flow)
     check_tests(symbols, diagnostics)
     check_settings(machine, symbols, diagnostics)

@@ -46,9 +46,25 @@ class Known:
 
 
 _FAILURES = (TypeError, ValueError, ArithmeticError, LookupError)
+# How many sub-expressions working out one guard may evaluate: all/any/count over literal lists multiply
+# (`all(all(... for y in [...]) for x in [...])`), and a file must not make the compiler loop for long.
+_MAX_EVALUATIONS = 100_000
 
 
-def known_value(expr: ast.Expr) -> Known | None:
+def _outside_items(expr: ast.Expr) -> list[ast.Expr]:
+    """`expr` and the expressions inside it, each before its sub-expressions, but not the tests of all,
+    any and count: those are evaluated once per item, with the item bound."""
+    out: list[ast.Expr] = []
+    stack: list[ast.Expr] = [expr]
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        stack.extend(reversed((node.items,) if isinstance(node, ast.Quantifier) else ast.expr_children(node)))
+    return out
+
+
+def known_value(expr: ast.Expr, _items: dict[str, Any] | None = None, _budget: list[int] | None = None
+                ) -> Known | None:
     """The value of an expression that reads nothing a run decides, or None when it does or may fail.
 
     Only literals and operators on them qualify (`true`, `1 == 1`, `"a" in "abc"`, `len([1, 2]) > 1`):
@@ -58,10 +74,22 @@ def known_value(expr: ast.Expr) -> Known | None:
     cannot make the compiler build a huge string (`"a" * 1000000000`), and a product is not worked out once
     it would have more digits than a number may print.
     """
+    items = _items or {}
+    budget = _budget if _budget is not None else [_MAX_EVALUATIONS]
     values: dict[int, Any] = {}  # id of a sub-expression -> its value; sub-expressions come first
-    for e in reversed(list(ast.iter_expr(expr))):
+    for e in reversed(_outside_items(expr)):
+        budget[0] -= 1
+        if budget[0] < 0:
+            return None
         if isinstance(e, ast.Literal):
             values[id(e)] = e.value
+        elif isinstance(e, ast.NameExpr) and e.name in items:
+            values[id(e)] = items[e.name]
+        elif isinstance(e, ast.Quantifier):
+            value = _quantified(e, values[id(e.items)], items, budget)
+            if value is None:
+                return None
+            values[id(e)] = value.value
         elif isinstance(e, ast.ListExpr):
             values[id(e)] = [values[id(i)] for i in e.items]
         elif isinstance(e, ast.UnaryOp):
@@ -101,6 +129,25 @@ def known_value(expr: ast.Expr) -> Known | None:
         else:
             return None  # a name, a field read or another call: the run decides
     return Known(values[id(expr)])
+
+
+def _quantified(e: ast.Quantifier, listed: Any, items: dict[str, Any], budget: list[int]) -> Known | None:
+    """all/any/count over a known list, item by item, stopping where the run stops (all at the first false
+    test, any at the first true one): a test that would fail after that point does not make it unknown."""
+    if not isinstance(listed, list) or e.func.value not in ast.QUANTIFIERS:
+        return None
+    func = e.func.value
+    count = 0
+    for item in listed:
+        test = known_value(e.element, {**items, e.var.value: item}, budget)
+        if test is None:
+            return None
+        if func == "all" and not test.value:
+            return Known(False)
+        if func == "any" and test.value:
+            return Known(True)
+        count += bool(test.value)
+    return Known(count if func == "count" else func == "all")
 
 
 def _is_number(value: object) -> bool:

@@ -120,11 +120,17 @@ class TestView(Node, frozen=False):
     expect_final: ast.ExpectFinal | None = None
     expect_result: ast.ExpectResult | None = None
     expect_failure: ast.ExpectFailure | None = None
+    allow_unused: ast.AllowUnused | None = None
+
+    @property
+    def expectations(self) -> list[ast.ExpectOutput | ast.ExpectInstruction]:
+        """The test's `expect output` and `expect instruction` lines, in source order (any number of each)."""
+        return [i for i in self.decl.items if isinstance(i, (ast.ExpectOutput, ast.ExpectInstruction))]
 
     @property
     def has_expectation(self) -> bool:
         return any(x is not None for x in (self.expect_path, self.expect_final, self.expect_result,
-                                           self.expect_failure))
+                                           self.expect_failure)) or bool(self.expectations)
 
 
 class InputRead(Node):
@@ -189,6 +195,29 @@ class Symbols(Node, frozen=False):
             return inner if isinstance(inner, ir.Optional_) else ir.Optional_(inner)
         return ir.Enum(tuple(dict.fromkeys(v.value for v in ref.values)))
 
+    def resolve_output(self, ref: ast.TypeRef | ast.VariantType) -> ir.Type:
+        """The type of `output ...`: a type, or a variant of declared types (`any` while one of its names is
+        not a declared type: reported during resolution)."""
+        if not isinstance(ref, ast.VariantType):
+            return self.resolve_type(ref)
+        names = tuple(dict.fromkeys(n.value for n in ref.options))
+        if not all(n in self.types for n in names):
+            return ir.ANY
+        return ir.Variant(names)
+
+    def variant_types(self) -> list[str]:
+        """Every declared type some state's output offers as a variant, in order of first mention."""
+        found: dict[str, None] = {}
+        for view in self.states.values():
+            if view.output is not None and isinstance(view.output.type, ast.VariantType):
+                found.update((n.value, None) for n in view.output.type.options if n.value in self.types)
+        return list(found)
+
+    def field_decl(self, type_name: str, field: str) -> ast.FieldDecl | None:
+        """The first declaration of field `field` in declared type `type_name`."""
+        decl = self.types.get(type_name)
+        return next((f for f in decl.fields if f.name.value == field), None) if decl is not None else None
+
     def fields_of(self, type_name: str) -> dict[str, ir.Type]:
         decl = self.types.get(type_name)
         if decl is None:
@@ -222,7 +251,7 @@ _STATE_SETTINGS: dict[type, tuple[str, str]] = {
 _TEST_SETTINGS: dict[type, tuple[str, str]] = {
     ast.TestInput: ("input", "input"), ast.ExpectPath: ("expect_path", "expect path"),
     ast.ExpectFinal: ("expect_final", "expect final"), ast.ExpectResult: ("expect_result", "expect result"),
-    ast.ExpectFailure: ("expect_failure", "expect failure"),
+    ast.ExpectFailure: ("expect_failure", "expect failure"), ast.AllowUnused: ("allow_unused", "allow unused replies"),
 }
 
 
@@ -411,6 +440,30 @@ class _Resolver:
                               help=hint or "the built-in types are str, int, float, bool, list[T] "
                                            "and T?; declare other types with 'type NAME { ... }'")
 
+    def _variant_type(self, ref: ast.VariantType) -> None:
+        """`output A | B`: each a declared type, each once, none named like one of Jinja's tests."""
+        seen: set[str] = set()
+        for name in ref.options:
+            if name.value in seen:
+                self.diags.report("SW4030", f"variant '{name.value}' is listed twice", name.span,
+                                  label="listed again", help="list each type of the output once")
+                continue
+            seen.add(name.value)
+            if name.value in BUILTIN_TYPES:
+                self.diags.report("SW4030", f"'{name.value}' cannot be a variant of an output", name.span,
+                                  label="a built-in type",
+                                  help="each variant is a declared type, so that a guard can tell which one "
+                                       f"arrived (`output is NAME`): declare e.g. type {name.value.title()}"
+                                       f"Reply {{ value: {name.value} }}")
+                continue
+            self._type_ref(ast.NamedType(name, name.span))
+            if name.value in self.symbols.types and name.value in _jinja_tests():
+                self.diags.report("SW2020", f"variant type '{name.value}' has the name of a Jinja test",
+                                  name.span, label=f"'{{% if x is {name.value} %}}' would run Jinja's own test",
+                                  help=f"templates test a variant with `is {name.value}`, and Jinja already "
+                                       f"has a test called '{name.value}'; rename the type, e.g. "
+                                       f"'{name.value[:1].upper()}{name.value[1:]}'")
+
     def _tool_decl(self, decl: ast.ToolDecl) -> None:
         name = decl.name.dotted
         if decl.name.parts[0] == "std":
@@ -482,7 +535,10 @@ class _Resolver:
         if view.agent is not None:
             self._agent_ref(view.agent.name)
         if view.output is not None:
-            self._type_ref(view.output.type)
+            if isinstance(view.output.type, ast.VariantType):
+                self._variant_type(view.output.type)
+            else:
+                self._type_ref(view.output.type)
         if view.call is not None:
             self._tool_ref(view.call.tool)
         if view.tell is not None:
@@ -508,7 +564,7 @@ class _Resolver:
             elif isinstance(item, ast.ExpectPath):
                 for name in item.states:
                     self._state_ref(name, "SW6001", " in a test")
-            elif isinstance(item, ast.ExpectFinal):
+            elif isinstance(item, (ast.ExpectFinal, ast.ExpectOutput, ast.ExpectInstruction)):
                 self._state_ref(item.state, "SW6001", " in a test")
 
 
@@ -519,6 +575,13 @@ _JINJA_MEANINGS = {
     "function", "cycler": "the cycler() function", "joiner": "the joiner() function", "namespace": "the "
     "namespace() function", "not": "the operator 'not'",
 }
+
+
+def _jinja_tests() -> frozenset[str]:
+    """The names of Jinja's built-in tests (`defined`, `number`, ...), as templates are checked with them."""
+    from .template_source import check_environment  # here: only a machine with variant outputs needs it
+
+    return frozenset(check_environment().tests)
 
 
 def unknown_state_help(name: str, symbols: Symbols) -> str:

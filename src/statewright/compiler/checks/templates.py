@@ -40,6 +40,7 @@ from .typecheck import (
     TypeLike,
     absent_output_notes,
     fields_of,
+    merge_variant_tests,
     output_type,
     type_text,
     unknown_field_help,
@@ -213,6 +214,26 @@ def _narrowed(node: nodes.Node, parents: dict[int, nodes.Node],
     return shown
 
 
+def variant_tests(node: nodes.Node, value: bool, options_of: dict[str, tuple[str, ...]]
+                  ) -> dict[str, frozenset[str]]:
+    """The paths whose variants are known when template expression `node` has the truth value `value`:
+    `P is T` (and `P is not T`, `not`, `and`, `or`) for a path P of a variant output, whose variants are
+    `options_of[P]` — the guards' rule (ExprChecker.variant_tests)."""
+    if isinstance(node, nodes.Not):
+        return variant_tests(node.node, not value, options_of)
+    if isinstance(node, (nodes.And, nodes.Or)):
+        left, right = variant_tests(node.left, value, options_of), variant_tests(node.right, value, options_of)
+        if isinstance(node, nodes.And) == value:
+            return merge_variant_tests(left, right)
+        return {p: left[p] | right[p] for p in left.keys() & right.keys()}
+    if isinstance(node, nodes.Test) and not node.args:
+        path = jinja_path(node.node)
+        options = options_of.get(path or "")
+        if path is not None and options is not None and node.name in options:
+            return {path: frozenset({node.name} if value else set(options) - {node.name})}
+    return {}
+
+
 class _TemplateChecker:
     def __init__(self, symbols: Symbols, diags: Diagnostics, flow: Flow | None = None) -> None:
         self.symbols = symbols
@@ -220,6 +241,13 @@ class _TemplateChecker:
         self.flow = flow
         self.memo: dict[tuple[int, bool], set[str]] = {}  # the none tests of one template's conditions
         self.local: dict[str, TypeLike] = {}
+        # the variant types templates may test with `is`, and each variant output's variants by path
+        self.variant_names = frozenset(symbols.variant_types())
+        self.variant_paths: dict[str, tuple[str, ...]] = {}
+        for view in symbols.states.values():
+            t = output_type(view, symbols)
+            if isinstance(t, ir.Variant):
+                self.variant_paths[f"{view.name}.output"] = t.options
 
     def check(self, string: ast.String, where: str, *, reader: str | None = None, template: str = "",
               local: dict[str, TypeLike] | None = None) -> None:
@@ -252,6 +280,8 @@ class _TemplateChecker:
         for node in _walk(tree):
             if isinstance(node, nodes.Name) and id(node) in reads:
                 self._name(node, parents, parsed, where, reader, template)
+            elif isinstance(node, nodes.Test) and node.name in self.variant_names and reader is not None:
+                self._variant_test(node, parsed)
 
     # -- the template as a whole
 
@@ -292,8 +322,8 @@ class _TemplateChecker:
             if isinstance(node, nodes.Filter) and node.name not in env.filters:
                 self._unknown_helper("filter", node, env.filters, parsed, where)
                 known = False
-            elif isinstance(node, nodes.Test) and node.name not in env.tests:
-                self._unknown_helper("test", node, env.tests, parsed, where)
+            elif isinstance(node, nodes.Test) and node.name not in env.tests and node.name not in self.variant_names:
+                self._unknown_helper("test", node, [*env.tests, *self.variant_names], parsed, where)
                 known = False
         return known
 
@@ -366,6 +396,9 @@ class _TemplateChecker:
             local = {n.name for n in tree.find_all(nodes.Name) if n.ctx in ("store", "param")} | {"loop"}
             return {id(n) for n in tree.find_all(nodes.Name)
                     if n.ctx == "load" and n.name not in local and n.name not in env.globals}
+        if self.variant_names:  # the variant tests the runtime defines (TemplateSet), known to Jinja's compiler
+            env = env.overlay()
+            env.tests = {**env.tests, **{name: _never_called for name in self.variant_names}}
         codegen = _ReadingCodeGenerator(env)
         try:
             codegen.visit(tree)
@@ -440,6 +473,75 @@ class _TemplateChecker:
         self._absent(parent, view.name, parents, parsed, reader, template)
         self._fields(parent, output_type(view, self.symbols), parents, parsed, f"{view.name}.output")
 
+    def _variant_test(self, node: nodes.Test, parsed: ParsedTemplate) -> None:
+        """SW4032 for `{% if STATE.output is T %}` where STATE's output is not a variant output with T."""
+        path = jinja_path(node.node)
+        if path is None or not path.endswith(".output") or path[: -len(".output")] not in self.symbols.states:
+            return  # a value the check cannot type: the runtime's test decides
+        options = self.variant_paths.get(path)
+        if options is None:
+            self.diags.report("SW4032", f"'{path}' is not a variant output", parsed.node_span(node.node),
+                              label=f"'{node.name}' is a variant of another state's output",
+                              help="'is TYPE' tells which type arrived from a state whose output is one of "
+                                   "several types (`output A | B`)")
+        elif node.name not in options:
+            self.diags.report("SW4032", f"'{node.name}' is not a variant of '{path}'", parsed.name_span(node),
+                              label=f"'{path}' is {' | '.join(options)}",
+                              help=did_you_mean(node.name, options) or f"its variants are {', '.join(options)}")
+
+    def _variants_at(self, node: nodes.Node, parents: dict[int, nodes.Node]) -> dict[str, frozenset[str]]:
+        """What the `is` tests around `node` show about which variants paths are (as `_narrowed` does for
+        none tests)."""
+        shown: dict[str, frozenset[str]] = {}
+        if not self.variant_paths:
+            return shown
+        child = node
+        parent = parents.get(id(child))
+        paths = self.variant_paths
+        while parent is not None and not isinstance(parent, (nodes.Macro, nodes.CallBlock)):
+            if isinstance(parent, nodes.If) and child is not parent.test:
+                if any(c is child for c in parent.body):
+                    shown = merge_variant_tests(shown, variant_tests(parent.test, True, paths))
+                else:
+                    tests = [parent.test, *(e.test for e in parent.elif_)]
+                    later = next((k for k, e in enumerate(parent.elif_) if e is child), len(parent.elif_))
+                    for test in tests[: later + 1]:
+                        shown = merge_variant_tests(shown, variant_tests(test, False, paths))
+            elif isinstance(parent, nodes.CondExpr) and child is not parent.test:
+                shown = merge_variant_tests(shown, variant_tests(parent.test, child is parent.expr1, paths))
+            elif isinstance(parent, nodes.And) and child is parent.right:
+                shown = merge_variant_tests(shown, variant_tests(parent.left, True, paths))
+            elif isinstance(parent, nodes.Or) and child is parent.right:
+                shown = merge_variant_tests(shown, variant_tests(parent.left, False, paths))
+            child, parent = parent, parents.get(id(parent))
+        return shown
+
+    def _variant_field(self, node: nodes.Node, t: ir.Variant, step: str, parents: dict[int, nodes.Node],
+                       parsed: ParsedTemplate, shown: str) -> TypeLike | None:
+        """The type of field `step` of a variant value at `node`, narrowed by the tests around it; None when
+        it is reported (SW2006, SW4031)."""
+        allowed = self._variants_at(node, parents).get(jinja_path(node) or "")
+        options = tuple(o for o in t.options if allowed is None or o in allowed) or t.options
+        fields = {o: self.symbols.fields_of(o) for o in options}
+        having = [o for o in options if step in fields[o]]
+        parent = parents[id(node)]
+        if not having:
+            every = [f for o in options for f in fields[o]]
+            self.diags.report("SW2006", f"no variant of {' | '.join(options)} has a field '{step}'",
+                              parsed.name_span(parent), label="unknown field",
+                              help=did_you_mean(step, every) or f"the variants' fields are {', '.join(every)}")
+            return None
+        types = {type_text(fields[o][step]) for o in having}
+        if len(having) == len(options) and len(types) == 1:
+            return fields[having[0]][step]
+        label = (f"only {' and '.join(having)} {'has' if len(having) == 1 else 'have'} it"
+                 if len(having) < len(options) else "its type differs between the variants")
+        self.diags.report("SW4031", f"'{step}' is not a field of every variant '{shown}' may be",
+                          parsed.name_span(parent), label=label,
+                          help=f"test the variant first: '{{% if {shown} is {having[0]} %}}...{{% endif %}}'",
+                          notes=[f"'{shown}' is {' | '.join(options)} here"])
+        return None
+
     def _maybe_none(self, node: nodes.Node, read: nodes.Node, t: ir.Optional_, parents: dict[int, nodes.Node],
                     parsed: ParsedTemplate, shown: str) -> None:
         """SW4014 for a field or item read from an optional value that no test around it shows is there."""
@@ -502,6 +604,12 @@ class _TemplateChecker:
                                   help=f"declare 'output TYPE' in state '{t.state}', "
                                        f"or use '{shown}' as a whole")
                 return
+            if isinstance(t, ir.Variant) and isinstance(step, str):
+                field = self._variant_field(node, t, step, parents, parsed, shown)
+                if field is None:
+                    return
+                t, shown, node = field, f"{shown}.{step}", parent
+                continue
             if isinstance(t, (ir.Named, Record)) and isinstance(step, str):
                 fields = fields_of(t, self.symbols)
                 if step not in fields:
@@ -516,6 +624,10 @@ class _TemplateChecker:
                 t, shown, node = t.item, f"{shown}[{step}]", parent
                 continue
             return  # str methods, `any`, and the like: the template engine decides at run time
+
+
+def _never_called(value: object) -> bool:
+    return False  # stands in for a variant test while templates are compiled to be checked
 
 
 def check_templates(machine: ast.Machine, symbols: Symbols, diagnostics: Diagnostics,

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from ...diagnostics import Diagnostics, did_you_mean, quoted_list
 from ...grammar import ast
+from .. import ir
 from .resolve import LIMIT_NAMES, Symbols, TestView
-from .typecheck import step_output_type, type_text, value_problems
+from .typecheck import TypeLike, output_type, step_output_type, type_text, value_problems
 
 
 def expected_failures() -> tuple[str, ...]:
@@ -34,6 +35,9 @@ def check_tests(symbols: Symbols, diagnostics: Diagnostics) -> None:
             elif isinstance(item, ast.TestTimeout):
                 _check_timeout(item, symbols, diagnostics)
         _check_expectations(test, symbols, diagnostics)
+        for expectation in test.expectations:
+            _check_visit_expectation(expectation, test, symbols, diagnostics)
+        _check_result_can_match(test, symbols, diagnostics)
 
 
 def _check_inputs(test: TestView, symbols: Symbols, diags: Diagnostics) -> None:
@@ -54,9 +58,10 @@ def _check_inputs(test: TestView, symbols: Symbols, diags: Diagnostics) -> None:
                                  else "the machine declares no inputs"))
                 continue
             want = symbols.resolve_type(decl.type)
-            for p in value_problems(entry.value, want, symbols):
-                diags.report("SW4006", f"test input '{key}' does not fit its type {type_text(want)}", p.span,
-                             label=p.message, help=p.help)
+            for p in value_problems(entry.value, want, symbols, decl.constraints):
+                fits = "its constraints" if p.constraint else f"its type {type_text(want)}"
+                diags.report("SW4006", f"test input '{key}' does not fit {fits}", p.span, label=p.message,
+                             help=p.help)
     missing = [name for name, decl in symbols.inputs.items()
                if name not in given and decl.default is None and not isinstance(decl.type, ast.OptionalType)]
     if missing:
@@ -80,7 +85,20 @@ def _check_reply(item: ast.Reply, symbols: Symbols, diags: Diagnostics) -> None:
                      help="script the replies of agent states, action states and the answers of states "
                           "that ask a person")
         return
-    want = step_output_type(view, symbols)  # (a map's element's: one reply per element, in order)
+    want: TypeLike = step_output_type(view, symbols)  # (a map's element's: one reply per element, in order)
+    if item.variant is not None and want == ir.ANY:
+        return  # an output whose types are not all known (reported): nothing to check the reply against
+    if item.variant is not None and not isinstance(want, ir.Variant):
+        diags.report("SW6020", f"the output of state '{view.name}' has no variants", item.variant.span,
+                     label=f"'{item.variant.value}' names no variant",
+                     help=f"only a reply for a variant output (`output A | B`) names its type: write "
+                          f"'reply {view.name} VALUE'")
+        return
+    if isinstance(want, ir.Variant):
+        chosen = _reply_variant_type(item, want, view.name, symbols, diags)
+        if chosen is None:
+            return
+        want = chosen
     untyped_agent = view.kind in ("agent", "human") and view.output is None
     for p in value_problems(item.value, want, symbols):
         if untyped_agent:
@@ -88,8 +106,49 @@ def _check_reply(item: ast.Reply, symbols: Symbols, diags: Diagnostics) -> None:
                          p.span, label=p.message,
                          help="write the reply as a string, or declare 'output TYPE' in the state")
         else:
-            diags.report("SW6002", f"the reply for '{view.name}' does not fit its output type "
-                         f"{type_text(want)}", p.span, label=p.message, help=p.help)
+            breaks = "breaks a constraint of" if p.constraint else "does not fit"
+            diags.report("SW6002", f"the reply for '{view.name}' {breaks} its output type {type_text(want)}",
+                         p.span,
+                         label=p.message, help=p.help)
+
+
+def reply_variant(value: ast.Value, t: ir.Type, symbols: Symbols) -> str | None:
+    """The one variant of a variant output that a reply's value fits; None when none or several do."""
+    if not isinstance(t, ir.Variant):
+        return None
+    fits = [o for o in t.options if not value_problems(value, ir.Named(o), symbols)]
+    return fits[0] if len(fits) == 1 else None
+
+
+def _reply_variant_type(item: ast.Reply, want: ir.Variant, state: str, symbols: Symbols,
+                        diags: Diagnostics) -> ir.Named | None:
+    """The variant a reply for a variant output is checked against: the one it names, or the one its
+    fields fit. None when that is already reported (SW6020), or when the reply fits none (reported here
+    against the variant it comes closest to, SW6002)."""
+    options = want.options
+    if item.variant is not None:
+        name = item.variant.value
+        if name not in options:
+            diags.report("SW6020", f"'{name}' is not a variant of the output of '{state}'", item.variant.span,
+                         label=f"the output is {type_text(want)}",
+                         help=did_you_mean(name, options) or f"name one of {quoted_list(options, len(options), 'or')}")
+            return None
+        return ir.Named(name)
+    problems = {o: value_problems(item.value, ir.Named(o), symbols) for o in options}
+    fits = [o for o in options if not problems[o]]
+    if len(fits) == 1:
+        return None  # it fits one variant, so it is that one: nothing to report
+    if len(fits) > 1:
+        diags.report("SW6020", f"the reply for '{state}' fits more than one of its variants", item.value.span,
+                     label=f"it could be {quoted_list(fits, len(fits), 'or')}",
+                     help=f"name the variant it is: 'reply {state} {fits[0]} ...'")
+        return None
+    closest = min(options, key=lambda o: len(problems[o]))
+    for p in problems[closest]:
+        diags.report("SW6002", f"the reply for '{state}' fits none of its variants {type_text(want)}", p.span,
+                     label=p.message, help=p.help or f"it comes closest to {closest}; name the variant it is "
+                                                     f"meant to be: 'reply {state} {closest} ...'")
+    return None
 
 
 def _check_timeout(item: ast.TestTimeout, symbols: Symbols, diags: Diagnostics) -> None:
@@ -156,5 +215,94 @@ def _check_expectations(test: TestView, symbols: Symbols, diags: Diagnostics) ->
     if not test.has_expectation:
         diags.report("SW7006", f"test \"{test.decl.name.value}\" has no expectation", test.decl.name.span,
                      label="checks only that the run does not crash",
-                     help="add 'expect path [...]', 'expect final STATE', 'expect result ...' or "
-                          "'expect failure KIND'")
+                     help="add 'expect path [...]', 'expect final STATE', 'expect result ...', "
+                          "'expect output STATE ...' or 'expect failure KIND'")
+
+
+def _check_visit_expectation(item: ast.ExpectOutput | ast.ExpectInstruction, test: TestView, symbols: Symbols,
+                             diags: Diagnostics) -> None:
+    """`expect output` and `expect instruction`: a visit that can happen, of a state that has the thing
+    expected, with a value of its type."""
+    visit = 1
+    if item.visit is not None:
+        visit = int(item.visit.value)
+        if visit < 1:
+            diags.report("SW3015", "visits are counted from 1", item.visit.span, label="there is no visit 0",
+                         help="the first visit is 'visit 1', which is also what no 'visit' means")
+            return
+    view = symbols.states.get(item.state.value)
+    if view is None or view.kind == "none":
+        return  # an unknown state (SW6001) or one that does no work (SW3009) is reported already
+    name = view.name
+    if isinstance(item, ast.ExpectInstruction):
+        if view.kind != "agent":
+            what = "a final state" if view.kind == "final" else "an action state: it calls a tool"
+            diags.report("SW6041", f"state '{name}' has no instruction", item.state.span,
+                         label=f"{what}, and no agent is sent an instruction",
+                         help=(f"expect its output instead: expect output {name} ..." if view.kind == "action"
+                               else "expect the run's result instead: expect result ..."))
+            return
+    elif view.kind == "final":
+        diags.report("SW6041", f"final state '{name}' has no output", item.state.span,
+                     label="a final state ends the run; it does no step",
+                     help="expect the run's result instead: expect result ...")
+        return
+    else:
+        _check_expected_output(item, view.name, output_type(view, symbols), view.kind == "agent" and
+                               view.output is None, symbols, diags)
+    if test.expect_path is not None:
+        count = sum(1 for state in test.expect_path.states if state.value == name)
+        if count < visit:
+            times = {0: f"never visits '{name}'", 1: f"visits '{name}' once"}.get(count,
+                                                                            f"visits '{name}' {count} times")
+            diags.report("SW7043", f"the expected path {times}",
+                         item.visit.span if item.visit is not None else item.state.span,
+                         label=f"visit {visit} is not on the expected path",
+                         help="the test cannot pass: fix the visit number, or the expected path")
+
+
+def _check_expected_output(item: ast.ExpectOutput, name: str, want: TypeLike, text_output: bool, symbols: Symbols,
+                           diags: Diagnostics) -> None:
+    if item.contains:
+        shown = type_text(want)
+        if shown not in ("str", "any") and not shown.startswith('"'):
+            diags.report("SW6040", f"'contains' needs a text output; the output of '{name}' is {shown}",
+                         item.value.span, label="a substring of what?",
+                         help=f"compare the value itself: expect output {name} ...")
+        return
+    for p in value_problems(item.value, want, symbols, partial=True):
+        if text_output:
+            diags.report("SW6040", f"state '{name}' has no typed output, so its expected output is text",
+                         p.span, label=p.message,
+                         help="write the expected text as a string, or 'contains \"...\"' for a part of it")
+        else:
+            diags.report("SW6040", f"the expected output of '{name}' does not fit its output type "
+                         f"{type_text(want)}", p.span, label=p.message, help=p.help)
+
+
+def _check_result_can_match(test: TestView, symbols: Symbols, diags: Diagnostics) -> None:
+    """`expect result VALUE` compares typed values: a value that is not text can never equal what a final
+    state's `result` template renders."""
+    if test.expect_result is None or test.expect_failure is not None:
+        return
+    value = test.expect_result.value
+    if value.kind == "str":
+        return
+    finals = [v for v in symbols.states.values() if v.decl.final]
+    if test.expect_final is not None:
+        finals = [v for v in finals if v.name == test.expect_final.state.value]
+    elif test.expect_path is not None and test.expect_path.states:
+        finals = [v for v in finals if v.name == test.expect_path.states[-1].value] or finals
+    if finals and all(v.result is not None for v in finals):
+        written = value.span.text if value.span is not None else ""
+        scalar = value.kind in ("int", "float", "bool", "none")
+        diags.report("SW6042", "this result can never match: the run's result is text", value.span,
+                     label=f"{_VALUE_KINDS.get(value.kind, value.kind)}, not text",
+                     help=(f"a final state's result template renders text; write it as text: expect result "
+                           f'"{written}"' if scalar else
+                           "a final state's result template renders text; expect that text, in quotes"),
+                     notes=[f"'{v.name}' has a result template" for v in finals[:3]])
+
+
+_VALUE_KINDS = {"int": "a number", "float": "a number", "bool": "true or false", "none": "none",
+                "list": "a list", "object": "an object"}

@@ -19,6 +19,7 @@ from ...runtime.tool_signatures import STD_TOOLS
 from .. import ir
 from ..tools.formatter import expr_to_source
 from ..tools.graph import shorten
+from .constraints import constraint_of, lower_range, range_text, value_violations
 from .flow import Flow
 from .resolve import (
     BUILTIN_TYPES,
@@ -31,7 +32,7 @@ from .resolve import (
     unknown_state_help,
 )
 
-FUNCTIONS = ("len", "visits")
+FUNCTIONS = ("len", "visits", *ast.QUANTIFIERS)
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,8 @@ class MaybeAbsent:
     state: str
 
 
-TypeLike = ir.Prim | ir.ListOf | ir.Optional_ | ir.Enum | ir.Named | Record | TextOutput | MaybeAbsent
+TypeLike = (ir.Prim | ir.ListOf | ir.Optional_ | ir.Enum | ir.Named | ir.Variant | Record | TextOutput
+            | MaybeAbsent)
 
 
 def type_text(t: TypeLike) -> str:
@@ -76,6 +78,8 @@ def type_text(t: TypeLike) -> str:
         return " | ".join(f'"{v}"' for v in t.values)
     if isinstance(t, ir.Named):
         return t.name
+    if isinstance(t, ir.Variant):
+        return " | ".join(t.options)
     if isinstance(t, Record):
         return t.label
     if isinstance(t, MaybeAbsent):
@@ -123,7 +127,7 @@ def step_output_type(view: StateView, symbols: Symbols) -> TypeLike:
     """What one step of a state gives: its `output TYPE`, plain text for an agent, a tool's result (for a
     map, what one element's step gives)."""
     if view.output is not None:
-        return symbols.resolve_type(view.output.type)
+        return symbols.resolve_output(view.output.type)
     if view.kind in ("agent", "human"):
         return TextOutput(view.name)
     if view.kind == "action" and view.call is not None:
@@ -148,7 +152,7 @@ def common_type(types: list[TypeLike]) -> TypeLike:
 
 def _as_ir(t: TypeLike) -> ir.Type:
     """A checker type as the IR type of a list's items (the checker's own kinds as what they are at run time)."""
-    if isinstance(t, (ir.Prim, ir.ListOf, ir.Optional_, ir.Enum, ir.Named)):
+    if isinstance(t, (ir.Prim, ir.ListOf, ir.Optional_, ir.Enum, ir.Named, ir.Variant)):
         return t
     if isinstance(t, TextOutput):
         return ir.STR
@@ -243,25 +247,31 @@ class ValueProblem:
     span: Span
     message: str
     help: str = ""
+    constraint: bool = False  # the value fits the type but breaks a constraint (`in`, `len`, `matches`)
 
 
 _KIND_WORDS = {"str": "a string", "int": "a whole number", "float": "a number", "bool": "true or false",
                "none": "none", "list": "a list", "object": "an object"}
 
 
-def value_problems(value: ast.Value, t: TypeLike, symbols: Symbols) -> list[ValueProblem]:
-    """Every place where `value` does not fit `t`, innermost first within each branch."""
+def value_problems(value: ast.Value, t: TypeLike, symbols: Symbols,
+                   constraints: tuple[ast.Constraint, ...] = (), *, partial: bool = False) -> list[ValueProblem]:
+    """Every place where `value` does not fit `t` (and, with them, `constraints`; the fields of declared
+    types bring their own), innermost first within each branch. With `partial`, an object may leave fields
+    out (a test's `expect output` names only the fields it checks)."""
     out: list[ValueProblem] = []
-    stack: list[tuple[ast.Value, TypeLike]] = [(value, t)]
+    stack: list[tuple[ast.Value, TypeLike, tuple[ast.Constraint, ...]]] = [(value, t, constraints)]
     while stack:
-        v, want = stack.pop()
+        v, want, limits = stack.pop()
         want = _norm(want)
+        if limits and v.kind != "none":
+            out.extend(ValueProblem(span, message, help, True) for span, message, help in value_violations(v, limits))
         got = _KIND_WORDS.get(v.kind, v.kind)
         if want == ir.ANY:
             continue
         if isinstance(want, ir.Optional_):
             if v.kind != "none":
-                stack.append((v, want.inner))
+                stack.append((v, want.inner, ()))
             continue
         if v.kind == "none":
             out.append(ValueProblem(v.span, f"none does not fit {type_text(want)}",
@@ -284,7 +294,9 @@ def value_problems(value: ast.Value, t: TypeLike, symbols: Symbols) -> list[Valu
                 out.append(ValueProblem(v.span, f"expected {type_text(want)}, found {got}",
                                         "write a list in brackets: [ITEM, ...], or [] for none"))
             else:
-                stack.extend((item, want.item) for item in reversed(ast.list_items(v)))
+                stack.extend((item, want.item, ()) for item in reversed(ast.list_items(v)))
+        elif isinstance(want, ir.Variant):
+            continue  # a reply for a variant output is checked against its variant (testblocks.py)
         elif isinstance(want, (ir.Named, Record)):
             fields = fields_of(want, symbols)
             if v.kind != "object":
@@ -292,7 +304,7 @@ def value_problems(value: ast.Value, t: TypeLike, symbols: Symbols) -> list[Valu
                                         "write { " + "  ".join(f"{k} ..." for k in fields) + " }"))
                 continue
             seen: set[str] = set()
-            pending: list[tuple[ast.Value, TypeLike]] = []
+            pending: list[tuple[ast.Value, TypeLike, tuple[ast.Constraint, ...]]] = []
             for entry in ast.object_entries(v):
                 key = entry.key.value
                 if key in seen:
@@ -303,10 +315,11 @@ def value_problems(value: ast.Value, t: TypeLike, symbols: Symbols) -> list[Valu
                     out.append(ValueProblem(entry.key.span, f"{type_text(want)} has no field '{key}'",
                                             unknown_field_help(key, fields)))
                     continue
-                pending.append((entry.value, fields[key]))
+                decl = symbols.field_decl(want.name, key) if isinstance(want, ir.Named) else None
+                pending.append((entry.value, fields[key], decl.constraints if decl is not None else ()))
             stack.extend(reversed(pending))
             missing = [k for k, ft in fields.items() if k not in seen and not isinstance(ft, ir.Optional_)]
-            if missing:
+            if missing and not partial:
                 out.append(ValueProblem(v.span, f"missing field{'s' if len(missing) > 1 else ''} "
                                         f"{quoted_list(missing, len(missing))} of {type_text(want)}",
                                         "optional fields (T?) may be left out; the others are required"))
@@ -379,7 +392,52 @@ def none_tests(e: ast.Expr, value: bool, symbols: Symbols) -> set[str]:
             path = expr_path(side)
             if path is not None and isinstance(other, ast.Literal) and other.value is None:
                 return {path} if (e.op == "!=") == value else set()
+    if isinstance(e, ast.IsVariant) and value != e.negated:
+        path = expr_path(e.value)  # none is no variant: `x is T` true shows x is there
+        return {path} if path is not None else set()
     return set()
+
+
+def merge_variant_tests(known: dict[str, frozenset[str]], shown: dict[str, frozenset[str]]
+                        ) -> dict[str, frozenset[str]]:
+    """What is known about which variants paths may be, once `shown` is known too (both hold)."""
+    merged = dict(known)
+    for path, options in shown.items():
+        merged[path] = merged[path] & options if path in merged else options
+    return merged
+
+
+def _number_literal(e: ast.Expr) -> int | float | None:
+    """The number a literal (or a negated literal) writes; None for anything else."""
+    negate = isinstance(e, ast.UnaryOp) and e.op == "-"
+    inner = e.operand if isinstance(e, ast.UnaryOp) and negate else e
+    if isinstance(inner, ast.Literal) and isinstance(inner.value, (int, float)) and not isinstance(inner.value, bool):
+        return -inner.value if negate else inner.value
+    return None
+
+
+_FLIPPED = {"<": ">", ">": "<", "<=": ">=", ">=": "<=", "==": "==", "!=": "!="}
+
+
+def comparison_outcome(op: str, low: float | None, high: float | None, n: float) -> bool | None:
+    """The value of `X op n` for every X in the inclusive range low..high (None: an open end), or None
+    when it depends on X."""
+    below = low is not None and low > n  # every X is above n
+    above = high is not None and high < n  # every X is below n
+    if op == ">":
+        return False if high is not None and high <= n else True if below else None
+    if op == ">=":
+        return False if above else True if low is not None and low >= n else None
+    if op == "<":
+        return False if low is not None and low >= n else True if above else None
+    if op == "<=":
+        return False if below else True if high is not None and high <= n else None
+    exactly = low is not None and low == high == n
+    if op == "==":
+        return False if below or above else True if exactly else None
+    if op == "!=":
+        return True if below or above else False if exactly else None
+    return None
 
 
 def absent_output_notes(state: str, reader: str, flow: Flow | None) -> list[str]:
@@ -408,13 +466,18 @@ class ExprChecker:
         self.symbols = symbols
         self.diags = diags
         self.state = state
-        self.local = local or {}  # a map's position and element names, where its step runs
         self.output = output  # what `output` is when not the state's own output (a join guard: one branch's)
         # the state whose guard or tool call this is, and the machine's flow: together they say whose
         # output is surely there (SW4014)
         self.reader = reader if reader is not None else (state.name if state is not None else None)
         self.flow = flow
         self.narrowed: set[str] = set()  # paths a none test on the way here has shown to be there
+        self.variants: dict[str, frozenset[str]] = {}  # paths an `is` test has shown to be some variants
+        # names bound by all(), any() and count(), with their types; in a map's step, also the element's
+        # and its position's
+        self.locals: dict[str, TypeLike] = dict(local or {})
+        # expressions that read a constrained field or input: the declaration, for SW7020
+        self.declared: dict[int, ast.FieldDecl | ast.InputDecl] = {}
         self.guard: ast.Transition | None = None  # the transition whose guard is checked, for help texts
 
     def has_run(self, name: str) -> bool:
@@ -467,7 +530,51 @@ class ExprChecker:
         t = self._infer(e)
         if isinstance(t, ir.Optional_) and self.narrowed and expr_path(e) in self.narrowed:
             return t.inner  # a none test on the way here showed it is there
+        if self.variants:
+            return self._narrow_variant(e, t)
         return t
+
+    def _narrow_variant(self, e: ast.Expr, t: TypeLike) -> TypeLike:
+        """A variant value where `is` tests on the way here showed which of its types it can be."""
+        inner = t.inner if isinstance(t, MaybeAbsent) else t
+        if not isinstance(inner, ir.Variant):
+            return t
+        allowed = self.variants.get(expr_path(e) or "")
+        if allowed is None:
+            return t
+        options = tuple(o for o in inner.options if o in allowed)
+        narrowed: TypeLike = (ir.Named(options[0]) if len(options) == 1 else ir.Variant(options) if options
+                              else inner)
+        return MaybeAbsent(narrowed, t.state) if isinstance(t, MaybeAbsent) else narrowed
+
+    def variant_options(self, e: ast.Expr) -> tuple[str, ...] | None:
+        """The variants `e` may be, for `e` written `output` or `STATE.output` of a variant output."""
+        if isinstance(e, ast.NameExpr) and e.name == GUARD_OUTPUT and self.state is not None:
+            t = output_type(self.state, self.symbols)
+        else:
+            state = state_output_read(e, self.symbols)
+            if state is None:
+                return None
+            t = output_type(self.symbols.states[state], self.symbols)
+        return t.options if isinstance(t, ir.Variant) else None
+
+    def variant_tests(self, e: ast.Expr, value: bool) -> dict[str, frozenset[str]]:
+        """The paths whose variants are known when `e` has the truth value `value`, and those variants:
+        the narrowing rule of `none_tests`, for `is`."""
+        if isinstance(e, ast.UnaryOp) and e.op == "not":
+            return self.variant_tests(e.operand, not value)
+        if isinstance(e, ast.BinaryOp) and e.op in ("and", "or"):
+            left, right = self.variant_tests(e.left, value), self.variant_tests(e.right, value)
+            if (e.op == "and") == value:  # both operands are known
+                return merge_variant_tests(left, right)
+            return {p: left[p] | right[p] for p in left.keys() & right.keys()}
+        if isinstance(e, ast.IsVariant):
+            path, options = expr_path(e.value), self.variant_options(e.value)
+            if path is None or options is None or e.type.value not in options:
+                return {}
+            shown = {e.type.value} if value != e.negated else set(options) - {e.type.value}
+            return {path: frozenset(shown)}
+        return {}
 
     def _infer(self, e: ast.Expr) -> TypeLike:
         if isinstance(e, ast.Literal):
@@ -480,6 +587,10 @@ class ExprChecker:
             return self._index(e)
         if isinstance(e, ast.Call):
             return self._call(e)
+        if isinstance(e, ast.Quantifier):
+            return self._quantifier(e)
+        if isinstance(e, ast.IsVariant):
+            return self._is_variant(e)
         if isinstance(e, ast.ListExpr):
             return self._list(e)
         if isinstance(e, ast.UnaryOp):
@@ -499,7 +610,7 @@ class ExprChecker:
         return ir.NONE
 
     def _scope_names(self) -> list[str]:
-        names = list(self.symbols.inputs) + list(self.symbols.states)
+        names = list(self.locals) + list(self.symbols.inputs) + list(self.symbols.states)
         return ([GUARD_OUTPUT] if self.state is not None else []) + names
 
     def _name(self, e: ast.NameExpr) -> TypeLike:
@@ -513,12 +624,15 @@ class ExprChecker:
                                   help="use the machine's inputs or another state's 'STATE.output'")
                 return ir.ANY
             return self.output if self.output is not None else output_type(self.state, s)
-        if e.name in self.local:
-            return self.local[e.name]
+        if e.name in self.locals:
+            return self.locals[e.name]
         if e.name in s.inputs:
             s.used_inputs.add(e.name)
             s.input_reads.append(InputRead(e.name, e.span))
-            return s.resolve_type(s.inputs[e.name].type)
+            decl = s.inputs[e.name]
+            if decl.constraints:
+                self.declared[id(e)] = decl
+            return s.resolve_type(decl.type)
         if e.name in s.states:
             self.diags.report("SW4013", f"'{e.name}' is a state, not a value", e.span,
                               label="a state name on its own",
@@ -550,7 +664,7 @@ class ExprChecker:
         attr = e.attr.value
         base_expr = e.value
         if (isinstance(base_expr, ast.NameExpr) and base_expr.name in self.symbols.states
-                and base_expr.name not in self.symbols.inputs):
+                and base_expr.name not in self.symbols.inputs and base_expr.name not in self.locals):
             if attr == "output":
                 t = output_type(self.symbols.states[base_expr.name], self.symbols)
                 return t if self.has_run(base_expr.name) else MaybeAbsent(t, base_expr.name)
@@ -568,11 +682,16 @@ class ExprChecker:
         stripped = _strip_optional(base)
         if stripped == ir.ANY:
             return ir.ANY
+        if isinstance(stripped, ir.Variant):
+            return self._variant_field(e, stripped, attr)
         if isinstance(stripped, (ir.Named, Record)):
             fields = fields_of(stripped, self.symbols)
             if attr in fields:
                 if isinstance(stripped, ir.Named):
                     self.symbols.field_reads.append(FieldRead(stripped.name, attr, e.attr.span))
+                decl = self.symbols.field_decl(stripped.name, attr) if isinstance(stripped, ir.Named) else None
+                if decl is not None and decl.constraints:
+                    self.declared[id(e)] = decl
                 return fields[attr]
             self.diags.report("SW2006", f"{type_text(stripped)} has no field '{attr}'", e.attr.span,
                               label="unknown field", help=unknown_field_help(attr, fields))
@@ -581,6 +700,105 @@ class ExprChecker:
                           e.attr.span, label=f"no field '{attr}' on {type_text(stripped)}",
                           help="only values of a declared type (and tool results) have fields")
         return ir.ANY
+
+    def _variant_field(self, e: ast.Attribute, t: ir.Variant, attr: str) -> TypeLike:
+        """A field of a variant value: there when every variant it may be has it, with one type (SW4031)."""
+        fields = {o: self.symbols.fields_of(o) for o in t.options}
+        having = [o for o in t.options if attr in fields[o]]
+        base = e.value.span.text
+        if not having:
+            every = [f for o in t.options for f in fields[o]]
+            self.diags.report("SW2006", f"no variant of {type_text(t)} has a field '{attr}'", e.attr.span,
+                              label="unknown field", help=did_you_mean(attr, every)
+                              or f"the variants' fields are {quoted_list(list(dict.fromkeys(every)))}")
+            return ir.ANY
+        types = {type_text(fields[o][attr]) for o in having}
+        if len(having) == len(t.options) and len(types) == 1:
+            return fields[having[0]][attr]
+        if len(having) == len(t.options):
+            label = "its type differs: " + ", ".join(f"{o}.{attr} is {type_text(fields[o][attr])}" for o in having)
+        else:
+            label = f"only {quoted_list(having, last='and')} {'has' if len(having) == 1 else 'have'} it"
+        if self.guard is not None and self.guard.guard is not None:
+            guard = shorten_source(self.guard.guard)
+            if isinstance(self.guard.guard, ast.BinaryOp) and self.guard.guard.op == "or":
+                guard = f"({guard})"
+            target = self.guard.target.value if self.guard.target is not None else "..."
+            help = f"test the variant first: 'when {base} is {having[0]} and {guard} -> {target}'"
+        else:
+            help = f"a tool call's arguments cannot test which variant '{base}' is; pass it whole"
+        self.diags.report("SW4031", f"'{attr}' is not a field of every variant '{base}' may be", e.attr.span,
+                          label=label, help=help,
+                          notes=[f"'{base}' is {type_text(t)} here"])
+        return ir.ANY
+
+    def _is_variant(self, e: ast.IsVariant) -> TypeLike:
+        """`VALUE is TYPE`: VALUE is a variant output, TYPE one of its variants (SW4032)."""
+        t = self._infer(e.value)  # what it is before any narrowing: `is` may test it again
+        inner = _norm(t.inner) if isinstance(t, MaybeAbsent) else _norm(t)
+        name = e.type.value
+        shown = e.value.span.text
+        if inner == ir.ANY:
+            return ir.BOOL
+        if not isinstance(inner, ir.Variant):
+            help = (f"to test for none, write '{shown} {'!=' if e.negated else '=='} none'" if name == "none" else
+                    "'is' tells which type arrived from a state whose output is one of several types "
+                    "(`output Answer | Escalation`)")
+            self.diags.report("SW4032", f"'{shown}' is not a variant output", e.value.span,
+                              label=f"it is {type_text(inner)}", help=help)
+            return ir.BOOL
+        if name not in inner.options:
+            self.diags.report("SW4032", f"'{name}' is not a variant of '{shown}'", e.type.span,
+                              label=f"'{shown}' is {type_text(inner)}",
+                              help=did_you_mean(name, inner.options)
+                              or f"its variants are {quoted_list(inner.options, len(inner.options), 'and')}")
+        return ir.BOOL
+
+    def _quantifier(self, e: ast.Quantifier) -> TypeLike:
+        """`all(TEST for NAME in LIST)`, `any(...)`, `count(...)`: LIST a list, TEST a boolean, NAME new."""
+        func = e.func.value
+        if func not in ast.QUANTIFIERS:
+            self.diags.report("SW2009", f"'{func}' does not take 'for'", e.func.span, label="not all, any or count",
+                              help=did_you_mean(func, ast.QUANTIFIERS)
+                              or "all(TEST for NAME in LIST), any(...) and count(...) go over a list")
+        items = self.present(self.infer(e.items), e.items)
+        base = _strip_optional(items)
+        item: TypeLike = ir.ANY
+        if isinstance(base, ir.ListOf):
+            item = base.item
+        elif base != ir.ANY:
+            if base == ir.STR or isinstance(base, ir.Enum):
+                hint = f"test the text itself, e.g. \"x\" in {e.items.span.text}"
+            elif isinstance(base, (ir.Named, Record)):
+                hint = f"go over one of its list fields: {e.items.span.text}.FIELD"
+            else:
+                hint = "write a list after 'in': a list field, a list input, or [a, b]"
+            self.diags.report("SW4021", f"{func}() goes over a list; '{e.items.span.text}' is {type_text(base)}",
+                              e.items.span, label=f"this is {type_text(base)}", help=hint)
+        var = e.var.value
+        clash = ("the current state's output" if var == GUARD_OUTPUT else
+                 "an input" if var in self.symbols.inputs else "a state" if var in self.symbols.states else
+                 f"the item of an enclosing {func}()" if var in self.locals else None)
+        if clash is not None:
+            self.diags.report("SW4020", f"'{var}' already names {clash}", e.var.span,
+                              label="the item needs a name of its own",
+                              help=f"choose another name for the item, e.g. '{var}_item'"
+                                   + (f" ('{var}' names {clash} everywhere in the guard)" if var != GUARD_OUTPUT
+                                      else ""))
+        outer = self.locals.get(var)
+        self.locals[var] = item
+        try:
+            test = self.infer(e.element)
+        finally:
+            if outer is None:
+                del self.locals[var]
+            else:
+                self.locals[var] = outer
+        if not _is_bool(test):
+            self.diags.report("SW4004", f"the test in {func}() is {type_text(_norm(test))}, not a boolean",
+                              e.element.span, label="not true/false",
+                              help=_boolean_hint(e.element.span.text, _strip_optional(test)))
+        return ir.INT if func == "count" else ir.BOOL
 
     def _index(self, e: ast.Index) -> TypeLike:
         base = _strip_optional(self.present(self.infer(e.value), e, e.value))
@@ -683,10 +901,15 @@ class ExprChecker:
             # the right operand is evaluated only when the left one is true (`and`) or false (`or`)
             shown = none_tests(e.left, op == "and", self.symbols) - self.narrowed
             self.narrowed |= shown
+            known = self.variants
+            tests = self.variant_tests(e.left, op == "and")
+            if tests:
+                self.variants = merge_variant_tests(known, tests)
             try:
                 right = self.infer(e.right)
             finally:
                 self.narrowed -= shown
+                self.variants = known
             self._require_bool(left, e.left, f"'{op}'")
             self._require_bool(right, e.right, f"'{op}'")
             return ir.BOOL
@@ -701,6 +924,8 @@ class ExprChecker:
             if not _comparable(left, right):
                 self._mismatch(e, left, right, f"cannot compare {type_text(_norm(left))} with "
                                                 f"{type_text(_norm(right))}")
+            else:
+                self._decided_by_constraint(e)
             return ir.BOOL
         if op in ("<", "<=", ">", ">="):
             left, right = self.present(left, e.left), self.present(right, e.right)
@@ -708,6 +933,8 @@ class ExprChecker:
             ok = ir.ANY in (a, b) or (_numeric(a) and _numeric(b)) or (a == ir.STR and b == ir.STR)
             if not ok:
                 self._mismatch(e, left, right, f"cannot order {type_text(a)} and {type_text(b)} with '{op}'")
+            else:
+                self._decided_by_constraint(e)
             return ir.BOOL
         if op in ("in", "not in"):
             right = self.present(right, e.right)
@@ -716,6 +943,40 @@ class ExprChecker:
             self._membership(e, left, right)
             return ir.BOOL
         return self._arithmetic(e, self.present(left, e.left), self.present(right, e.right))
+
+    def _bounded(self, e: ast.Expr) -> tuple[ast.Range, str, ast.FieldDecl | ast.InputDecl] | None:
+        """The range a constrained field or input (`in`), or the length of one (`len(x)`, `len`), keeps
+        `e` in; None when nothing constrains it."""
+        if isinstance(e, ast.Call) and e.func.value == "len" and len(e.args) == 1:
+            decl, kind, shown = self.declared.get(id(e.args[0])), "len", e.span.text
+        else:
+            decl, kind, shown = self.declared.get(id(e)), "in", e.span.text
+        c = constraint_of(decl.constraints, kind) if decl is not None else None
+        if c is None or c.range is None or decl is None:
+            return None
+        return c.range, shown, decl
+
+    def _decided_by_constraint(self, e: ast.BinaryOp) -> None:
+        """SW7020 for a comparison of a constrained value with a number that its range decides."""
+        for side, other, flipped in ((e.left, e.right, False), (e.right, e.left, True)):
+            number = _number_literal(other)
+            bounded = self._bounded(side) if number is not None else None
+            if bounded is None or number is None:
+                continue
+            r, shown, decl = bounded
+            low, high = lower_range(r)
+            outcome = comparison_outcome(_FLIPPED[e.op] if flipped else e.op, low, high, number)
+            if outcome is None:
+                return
+            kind = "field" if isinstance(decl, ast.FieldDecl) else "input"
+            where = decl.span.start_pos.line if decl.span is not None else "?"
+            self.diags.report(
+                "SW7020", f"the comparison is always {'true' if outcome else 'false'}", e.span,
+                label=f"'{shown}' is always in {range_text(r)}",
+                help=f"the {kind} '{decl.name.value}' is constrained to {range_text(r)} (line {where}), which "
+                     f"decides this comparison: compare with a number the range leaves open, or change the "
+                     "constraint")
+            return
 
     def _enum_literal(self, expr: ast.Expr, t: TypeLike, other: ast.Expr) -> bool:
         """Comparing an enum with a string literal: the literal must be one of the enum's values."""
@@ -804,7 +1065,8 @@ def _type_refs(machine: ast.Machine) -> Iterator[ast.TypeRef]:
         elif isinstance(item, ast.TypeDecl):
             yield from (f.type for f in item.fields)
         elif isinstance(item, ast.StateDecl):
-            yield from (i.type for i in item.items if isinstance(i, ast.OutputDecl))
+            yield from (i.type for i in item.items
+                        if isinstance(i, ast.OutputDecl) and not isinstance(i.type, ast.VariantType))
 
 
 def _check_enums(machine: ast.Machine, diags: Diagnostics) -> None:
@@ -864,9 +1126,10 @@ def _check_inputs(symbols: Symbols, diags: Diagnostics) -> None:
         if decl.default is None:
             continue
         want = symbols.resolve_type(decl.type)
-        for p in value_problems(decl.default, want, symbols):
-            diags.report("SW4006", f"the default of input '{decl.name.value}' does not fit its type "
-                         f"{type_text(want)}", p.span, label=p.message, help=p.help)
+        for p in value_problems(decl.default, want, symbols, decl.constraints):
+            fits = "its constraints" if p.constraint else f"its type {type_text(want)}"
+            diags.report("SW4006", f"the default of input '{decl.name.value}' does not fit {fits}", p.span,
+                         label=p.message, help=p.help)
 
 
 def _check_tool_options(symbols: Symbols, diags: Diagnostics) -> None:
@@ -965,6 +1228,8 @@ def _boolean_hint(text: str, t: TypeLike) -> str:
         return f"test the list, e.g. len({text}) > 0"
     if isinstance(t, (ir.Named, Record)):
         return f"compare one of its fields, e.g. {text}.FIELD == ..."
+    if isinstance(t, ir.Variant):
+        return f"test which variant it is, e.g. {text} is {t.options[0]}"
     return "compare the value with something: ==, !=, <, >, in"
 
 

@@ -62,6 +62,7 @@ SPEC_IMPORTS = (
     HoistedImport("collections.abc", "Callable", "Callable"),
     HoistedImport("collections.abc", "Mapping", "Mapping"),
     HoistedImport("collections.abc", "Sequence", "Sequence"),
+    HoistedImport("typing", "Annotated", "Annotated"),
     HoistedImport("typing", "Any", "Any"),
     HoistedImport("typing", "Literal", "Literal"),
     HoistedImport("pydantic", "BaseModel", "BaseModel"),

@@ -9,6 +9,8 @@ and the Python API through the same module compiled in memory). Field access goe
 
 from __future__ import annotations
 
+import builtins
+import keyword
 import math
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
@@ -144,6 +146,10 @@ def yields_bool(expr: ast.Expr) -> bool:
         return expr.op not in ("and", "or", "+", "-", "*", "/", "%")
     if isinstance(expr, ast.UnaryOp):
         return expr.op == "not"
+    if isinstance(expr, ast.Quantifier):
+        return expr.func.value in ("all", "any")
+    if isinstance(expr, ast.IsVariant):
+        return True
     return isinstance(expr, ast.Literal) and isinstance(expr.value, bool)
 
 
@@ -194,15 +200,37 @@ class _Writer:
         return f"-{self.operand(inner, NEGATE, strictly=nested)}", NEGATE
 
 
+# Names the Python of an expression may use besides the scope: an item of all/any/count never takes one.
+_EXPRESSION_GLOBALS = frozenset({"guard_attribute", "isinstance", "sum", *dir(builtins)})
+
+
 class _PythonWriter(_Writer):
     def __init__(self, context: ExprContext) -> None:
         self.context = context
+        # the items all/any/count bind around the expression being written: spec name -> (Python name, type)
+        self.bound: dict[str, tuple[str, ir.Type | None]] = {}
+
+    def _item_name(self, name: str) -> str:
+        """The Python name of an item of all/any/count: the spec's own unless that would hide something
+        the expression uses (the scope, a builtin, a class, an item of an enclosing all/any/count)."""
+        taken = {self.context.scope, *self.context.plans.class_names.values(),
+                 *(python for python, _ in self.bound.values())}
+        candidate = name
+        while candidate in taken or candidate in _EXPRESSION_GLOBALS or keyword.iskeyword(candidate):
+            candidate += "_"
+        return candidate
 
     def leaf(self, expr: ast.Expr) -> tuple[str, int]:
         ctx = self.context
-        if isinstance(expr, ast.NameExpr) and expr.name in ctx.each:
+        if isinstance(expr, ast.NameExpr) and expr.name in self.bound:
+            return self.bound[expr.name][0], ATOM
+        if isinstance(expr, ast.Quantifier):
+            return self.quantifier(expr)
+        if isinstance(expr, ast.IsVariant):
+            return self.is_variant(expr)
+        if isinstance(expr, ast.NameExpr) and expr.name in ctx.each:  # a map's element or its position
             return f"{ctx.scope}.each[{py_string(expr.name)}]", POSTFIX
-        ref = reference_of(expr, ctx.names)
+        ref = reference_of(expr, ctx.names) if not self._reads_item(expr) else None
         if ref is not None:
             if ref.kind == "output":
                 return f"{ctx.scope}.output", POSTFIX
@@ -225,6 +253,41 @@ class _PythonWriter(_Writer):
         if isinstance(expr, ast.NameExpr):
             raise GuardCompileError(f"unknown name {expr.name!r}")
         raise GuardCompileError(f"not an expression: {type(expr).__name__}")
+
+    def _reads_item(self, expr: ast.Expr) -> bool:
+        """`ITEM.output` for an item of all/any/count is a field of the item, never a state's output."""
+        return isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.NameExpr) and expr.value.name in self.bound
+
+    def quantifier(self, expr: ast.Quantifier) -> tuple[str, int]:
+        """`all(TEST for x in LIST)` as Python's own; `count(...)` as `sum(1 for x in LIST if TEST)`."""
+        func = expr.func.value
+        if func not in ast.QUANTIFIERS:
+            raise GuardCompileError(f"unknown function {func}() over a list")
+        items = self.write(expr.items)[0]
+        owner = self.type_of(expr.items)
+        item_type = owner.item if isinstance(owner, ir.ListOf) else None
+        name = expr.var.value
+        python = self._item_name(name)
+        outer = self.bound.get(name)
+        self.bound[name] = (python, item_type)
+        try:
+            element = self.write(expr.element)[0]
+        finally:
+            if outer is None:
+                del self.bound[name]
+            else:
+                self.bound[name] = outer
+        if func == "count":
+            return f"sum(1 for {python} in {items} if {element})", POSTFIX
+        return f"{func}({element} for {python} in {items})", POSTFIX
+
+    def is_variant(self, expr: ast.IsVariant) -> tuple[str, int]:
+        """`x is Answer` as `isinstance(x, Answer)`: a variant value is an instance of its type's class."""
+        cls = self.context.plans.class_names.get(expr.type.value)
+        if cls is None:
+            raise GuardCompileError(f"unknown type {expr.type.value!r}")
+        test = f"isinstance({self.write(expr.value)[0]}, {cls})"
+        return (f"not {test}", NOT) if expr.negated else (test, POSTFIX)
 
     def unary(self, expr: ast.UnaryOp) -> tuple[str, int]:
         # Written the way a linter wants it, with the same value: `a != b` for `not a == b`,
@@ -276,16 +339,19 @@ class _PythonWriter(_Writer):
 
     def type_of(self, expr: ast.Expr) -> ir.Type | None:
         """The declared type of a value, as far as codegen needs it: whether it is a model (or may be one)."""
-        t = _static_type(expr, self.context)
+        t = _static_type(expr, self.context, {name: t for name, (_, t) in self.bound.items()})
         while isinstance(t, ir.Optional_):
             t = t.inner
         return t
 
 
-def _static_type(expr: ast.Expr, ctx: ExprContext) -> ir.Type | None:
+def _static_type(expr: ast.Expr, ctx: ExprContext, bound: Mapping[str, ir.Type | None]) -> ir.Type | None:
+    if isinstance(expr, ast.NameExpr) and expr.name in bound:
+        return bound[expr.name]
     if isinstance(expr, ast.NameExpr) and expr.name in ctx.each:
         return ctx.each[expr.name]
-    ref = reference_of(expr, ctx.names)
+    item_field = isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.NameExpr) and expr.value.name in bound
+    ref = reference_of(expr, ctx.names) if not item_field else None
     if ref is not None:
         if ref.kind == "output":
             if ctx.join and ctx.state is not None:
@@ -297,7 +363,7 @@ def _static_type(expr: ast.Expr, ctx: ExprContext) -> ir.Type | None:
             return _output_type(ctx.machine.state(ref.name))
         return None
     if isinstance(expr, ast.Attribute):
-        owner = _static_type(expr.value, ctx)
+        owner = _static_type(expr.value, ctx, bound)
         while isinstance(owner, ir.Optional_):
             owner = owner.inner
         if isinstance(owner, ir.Named):
@@ -306,7 +372,7 @@ def _static_type(expr: ast.Expr, ctx: ExprContext) -> ir.Type | None:
                     return f.type
         return None
     if isinstance(expr, ast.Index):
-        owner = _static_type(expr.value, ctx)
+        owner = _static_type(expr.value, ctx, bound)
         while isinstance(owner, ir.Optional_):
             owner = owner.inner
         return owner.item if isinstance(owner, ir.ListOf) else None
@@ -332,7 +398,7 @@ def each_names(machine: ir.Machine, state: ir.State) -> dict[str, ir.Type | None
     each = state.each
     if each is None:
         return {}
-    listed = _static_type(each.items, ExprContext(machine, ModelPlans((), {}, {}), GuardNames.of(machine)))
+    listed = _static_type(each.items, ExprContext(machine, ModelPlans((), {}, {}), GuardNames.of(machine)), {})
     while isinstance(listed, ir.Optional_):
         listed = listed.inner
     names: dict[str, ir.Type | None] = {each.item: listed.item if isinstance(listed, ir.ListOf) else None}

@@ -31,7 +31,15 @@ from .inline_runtime import (
     reserved_names,
 )
 from .python_expr import ExprContext, GuardNames, each_names, guard_return, python_source, spec_source
-from .types_py import ModelPlan, ModelPlans, NameAllocator, annotation_source, plan_models, py_string
+from .types_py import (
+    ModelPlan,
+    ModelPlans,
+    NameAllocator,
+    annotation_source,
+    constraint_arguments,
+    plan_models,
+    py_string,
+)
 
 TEMPLATE = "runner.py.jinja"
 WIDTH = 100  # preferred line length of generated code
@@ -69,7 +77,8 @@ def effective_agent(machine: ir.Machine, agent: ir.Agent) -> ir.Agent:
 
 def scripted_step(step: ir.Reply | ir.Verdict | ir.Timeout) -> tuple[str, str, Any]:
     if isinstance(step, ir.Reply):
-        return ("reply", step.state, step.value)
+        # a variant reply is written as the model writes it: `{"Answer": {...}}`
+        return ("reply", step.state, {step.variant: step.value} if step.variant is not None else step.value)
     if isinstance(step, ir.Timeout):
         return ("timeout", step.state, None)
     return ("verdict", step.state, step.condition)
@@ -116,6 +125,7 @@ class _RunnerView:
         # SOURCE_MAP with them).
         self.names = NameAllocator([*reserved_names(index.names), *self.plans.class_names.values(),
                                     *(p.class_name for p in self.plans.outputs.values()),
+                                    *(p.class_name for p in self.plans.branches.values()),
                                     *(s.name for s in machine.states)])
         # Every source position of the machine, in one table: a change to the spec shifts the positions after
         # it, and that shows as a change of this one block (and of the lines that changed), nowhere else.
@@ -132,6 +142,7 @@ class _RunnerView:
 
     def context(self) -> dict[str, Any]:
         classes = [self._model_source(p) for p in self.plans.types]
+        classes += [self._model_source(p) for p in self.plans.branches.values()]
         classes += [self._model_source(p) for p in self._wrappers()]
         rebuilds = [f"{p.class_name}.model_rebuild()" for p in self.plans.types if p.forward]
         api = self._api()
@@ -201,13 +212,23 @@ class _RunnerView:
     def _model_source(self, plan: ModelPlan) -> str:
         # No docstring: pydantic would put it into the JSON schema the model sees.
         lines = []
-        if plan.wrapper:
+        base = "BaseModel"
+        if plan.variant:
+            lines.append(f"# the output of state `{_state_of(self.plans, plan)}`: one of its variants, in an object "
+                         "for the model")
+            base = "VariantOutput"
+        elif plan.branch_of is not None:
+            lines.append(f"# `{comment_text(plan.branch_of)}` as one variant of an output: "
+                         f"{{{comment_text(json_string(plan.branch_of))}: ...}}")
+            base = "VariantBranch"
+        elif plan.wrapper:
             lines.append(f"# the output of state `{_state_of(self.plans, plan)}`, wrapped in an object for the model")
-        lines.append(f"class {plan.class_name}(BaseModel):")
+        lines.append(f"class {plan.class_name}({base}):")
         if plan.title != plan.class_name:
             lines.append(f"{INDENT}model_config = ConfigDict(title={py_string(plan.title)})")
+        branches = {name: p.class_name for name, p in self.plans.branches.items()}
         for f in plan.fields:
-            ann = annotation_source(f.type, self.plans.class_names)
+            ann = annotation_source(f.type, self.plans.class_names, branches)
             arguments: list[tuple[str, object]] = []
             if f.optional:
                 arguments.append(("default", None))
@@ -215,6 +236,8 @@ class _RunnerView:
                 arguments.append(("alias", f.name))
             if f.doc:
                 arguments.append(("description", f.doc))
+            if f.constraints is not None:
+                arguments += [(k, Raw(v)) for k, v in constraint_arguments(f.constraints, f.type)]
             if not arguments:
                 lines.append(f"{INDENT}{f.attribute}: {ann}")
             elif [k for k, _ in arguments] == ["default"]:
@@ -312,18 +335,24 @@ class _RunnerView:
             ("agents", {a.name: self._agent(a) for a in m.agents}),
             ("states", {s.name: self._state(s) for s in m.states}),
             ("start", m.start),
-            ("tools", {t.name: _spec_call(runtime_spec.ToolSpec, [
-                ("name", t.name), ("import_path", t.import_path), ("options", dict(t.options)),
-            ]) for t in m.tools}),
-            ("tests", tuple(self._test(t) for t in m.tests)),
+            ("tools", {t.name: self._tool(t) for t in m.tools}),
+            ("tests", tuple(self._test(t, index) for index, t in enumerate(m.tests))),
             ("source_sha256", self.sha256),
             ("source_path", self.source_path),
+            ("variant_types", {name: Raw(self.plans.class_names[name]) for name in self.plans.branches}),
+        ])
+
+    def _tool(self, t: ir.Tool) -> Call:
+        return _spec_call(runtime_spec.ToolSpec, [
+            ("name", t.name), ("import_path", t.import_path), ("options", dict(t.options)),
+            ("secrets", t.secrets), ("headers", t.headers), ("query", t.query),
+            ("origin", self._position(f"tool {t.name}", t.origin)),
         ])
 
     def _input(self, i: ir.Input) -> Call:
         return _spec_call(runtime_spec.InputSpec, [
             ("name", i.name),
-            ("annotation", Raw(annotation_source(i.type, self.plans.class_names))),
+            ("annotation", Raw(annotation_source(i.type, self.plans.class_names, constraints=i.constraints))),
             ("required", not i.has_default),
             ("default", i.default),
         ])
@@ -393,6 +422,7 @@ class _RunnerView:
             ("instruction", s.instruction),
             ("output", Raw(plan.class_name) if plan is not None else None),
             ("output_wrapped", plan is not None and plan.wrapper),
+            ("output_variant", plan is not None and plan.variant),
             ("tell", s.tell),
             ("visits", s.visits),
             ("retries", s.retries),
@@ -406,7 +436,15 @@ class _RunnerView:
             ("branch", s.branch),
         ])
 
-    def _test(self, t: ir.Test) -> Call:
+    def _test(self, t: ir.Test, index: int) -> Call:
+        # steps and expectations are keyed by the test's index: a test's name is free text, and a key made
+        # of it could equal another test's ("step" and "expect" start no other key: state names have no spaces)
+        origin = self._position(f"test {t.name}", t.origin)
+        steps = tuple(self._position(f"step {index}.{i}", step.origin) for i, step in enumerate(t.steps))
+        expectations = tuple(_spec_call(runtime_spec.ExpectationSpec, [
+            ("kind", e.kind), ("state", e.state), ("visit", e.visit), ("contains", e.contains), ("value", e.value),
+            ("origin", self._position(f"expect {index}.{i}", e.origin)),
+        ]) for i, e in enumerate(t.expectations))
         return _spec_call(runtime_spec.TestSpec, [
             ("name", t.name),
             ("inputs", dict(t.inputs)),
@@ -416,7 +454,10 @@ class _RunnerView:
             ("expect_result", t.expect_result),
             ("has_expect_result", t.has_expect_result),
             ("expect_failure", t.expect_failure),
-            ("origin", self._position(f"test {t.name}", t.origin)),
+            ("origin", origin),
+            ("expectations", expectations),
+            ("allow_unused", t.allow_unused),
+            ("step_origins", steps if any(isinstance(s, Raw) for s in steps) else ()),
         ])
 
     # -- the module's own API
@@ -498,6 +539,13 @@ def _fits_docstring(text: str) -> bool:
         and not text.endswith('"')
         and all(ch == "\n" or ch.isprintable() for ch in text)
     )
+
+
+def json_string(text: str) -> str:
+    """A str as a JSON string literal (for comments that show the JSON a model writes)."""
+    import json
+
+    return json.dumps(text, ensure_ascii=False)
 
 
 def comment_text(text: str) -> str:

@@ -62,6 +62,7 @@ class FieldPlan:
     attribute: str  # the Python attribute
     type: ir.Type
     doc: str = ""
+    constraints: ir.Constraints | None = None
 
     @property
     def optional(self) -> bool:
@@ -77,6 +78,8 @@ class ModelPlan:
     fields: tuple[FieldPlan, ...]
     wrapper: bool = False
     forward: bool = False  # refers to a class defined after it (recursive types): rebuild once all exist
+    variant: bool = False  # the wrapper of a variant output (a VariantOutput); its field is an ir.Variant
+    branch_of: str | None = None  # a VariantBranch: `{"TYPE": ...}` for the declared type of this name
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,8 @@ class ModelPlans:
     types: tuple[ModelPlan, ...]  # declared types, each after the types it uses (source order otherwise)
     outputs: Mapping[str, ModelPlan] = field(default_factory=dict)  # state -> output class, typed states
     class_names: Mapping[str, str] = field(default_factory=dict)  # declared type name -> Python class name
+    # the branch class of each declared type some variant output offers, in order of first use
+    branches: Mapping[str, ModelPlan] = field(default_factory=dict)
 
     def output_of(self, state: str) -> ModelPlan | None:
         return self.outputs.get(state)
@@ -100,17 +105,29 @@ def plan_models(machine: ir.Machine, reserved: Collection[str] = ()) -> ModelPla
     ]
     by_title = {p.title: p for p in plans}
     outputs: dict[str, ModelPlan] = {}
+    branches: dict[str, ModelPlan] = {}
     for state in machine.states:
         if state.output is None:
             continue
         if isinstance(state.output, ir.Named):
             outputs[state.name] = by_title[state.output.name]
+        elif isinstance(state.output, ir.Variant):
+            for option in state.output.options:
+                if option not in branches:
+                    branch = names.claim(class_names[option] + "Variant")
+                    branches[option] = ModelPlan(branch, branch, (FieldPlan(option, WRAPPER_FIELD, ir.Named(option)),),
+                                                 branch_of=option)
+            class_name = names.claim(_camel(state.name) + "Output")
+            outputs[state.name] = ModelPlan(
+                class_name, class_name, (FieldPlan(WRAPPER_FIELD, WRAPPER_FIELD, state.output),), wrapper=True,
+                variant=True,
+            )
         else:
             class_name = names.claim(_camel(state.name) + "Output")
             outputs[state.name] = ModelPlan(
                 class_name, class_name, (FieldPlan(WRAPPER_FIELD, WRAPPER_FIELD, state.output),), wrapper=True
             )
-    return ModelPlans(tuple(plans), outputs, class_names)
+    return ModelPlans(tuple(plans), outputs, class_names, branches)
 
 
 def _field_plans(fields: tuple[ir.Field, ...]) -> tuple[FieldPlan, ...]:
@@ -122,7 +139,7 @@ def _field_plans(fields: tuple[ir.Field, ...]) -> tuple[FieldPlan, ...]:
         else:
             stem = f.name.lstrip("_") or "field"
             attribute = attributes.claim(f"{stem}_" if is_plain_attribute(f"{stem}_") else f"field_{stem}")
-        plans.append(FieldPlan(f.name, attribute, f.type, f.doc))
+        plans.append(FieldPlan(f.name, attribute, f.type, f.doc, f.constraints))
     return tuple(plans)
 
 
@@ -178,8 +195,19 @@ def py_string(value: str) -> str:
     return text
 
 
-def annotation_source(t: ir.Type, class_names: Mapping[str, str]) -> str:
-    """The same annotation as Python source text (may need `Any` and `Literal` from typing)."""
+def annotation_source(t: ir.Type, class_names: Mapping[str, str], branches: Mapping[str, str] | None = None,
+                      constraints: ir.Constraints | None = None) -> str:
+    """The same annotation as Python source text (may need `Any` and `Literal` from typing); a variant
+    is the union of its branch classes (`branches`: type name -> branch class name). With `constraints`,
+    the value (inside an optional) is `Annotated[T, Field(...)]`."""
+    if constraints is not None and not constraints.empty:
+        if isinstance(t, ir.Optional_):
+            return f"{annotation_source(t.inner, class_names, branches, constraints)} | None"
+        arguments = ", ".join(f"{k}={v}" for k, v in constraint_arguments(constraints, t))
+        return f"Annotated[{annotation_source(t, class_names, branches)}, Field({arguments})]"
+    if isinstance(t, ir.Variant):
+        assert branches is not None, "a variant needs its branch classes"
+        return " | ".join(branches[o] for o in t.options)
     if isinstance(t, ir.Prim):
         return PRIMITIVE_SOURCE[t.name]
     if isinstance(t, ir.ListOf):
@@ -192,3 +220,27 @@ def annotation_source(t: ir.Type, class_names: Mapping[str, str]) -> str:
     if isinstance(t, ir.Named):
         return class_names[t.name]
     raise TypeError(f"not an IR type: {t!r}")
+
+
+def constraint_arguments(c: ir.Constraints, t: ir.Type) -> list[tuple[str, str]]:
+    """pydantic `Field` arguments for constraints, as source (`ge=1`, `max_length=80`, `pattern="..."`):
+    the one place they are spelled, so the JSON schema the model gets and the validation of its reply
+    come from the same words."""
+    base = t.inner if isinstance(t, ir.Optional_) else t
+    whole = base == ir.INT
+
+    def number(value: float) -> str:
+        return repr(int(value)) if whole and float(value).is_integer() else repr(value)
+
+    out: list[tuple[str, str]] = []
+    if c.minimum is not None:
+        out.append(("ge", number(c.minimum)))
+    if c.maximum is not None:
+        out.append(("le", number(c.maximum)))
+    if c.min_length is not None:
+        out.append(("min_length", repr(c.min_length)))
+    if c.max_length is not None:
+        out.append(("max_length", repr(c.max_length)))
+    if c.pattern is not None:
+        out.append(("pattern", py_string(c.pattern)))
+    return out

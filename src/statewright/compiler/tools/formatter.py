@@ -31,6 +31,7 @@ INDENT = "    "
 # two items of different groups) is separated by one blank line.
 _CONSECUTIVE_GROUPS = frozenset({"description", "inputs", "defaults", "tools"})
 
+_BARE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _LONG_STRING = re.compile(r'"""(?:[^"]|"(?!""))*"""')
 _WHITESPACE = " \t\f\r\n"
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r"}
@@ -109,6 +110,13 @@ def expr_to_source(expr: ast.Expr, string: Callable[[ast.Literal], str] | None =
             written[id(e)] = _POSTFIX, f"{operand(e.value, _POSTFIX)}[{operand(e.index, _OR)}]"
         elif isinstance(e, ast.Call):
             written[id(e)] = _POSTFIX, f"{e.func.value}(" + ", ".join(operand(a, _OR) for a in e.args) + ")"
+        elif isinstance(e, ast.Quantifier):
+            written[id(e)] = _POSTFIX, (f"{e.func.value}({operand(e.element, _OR)} for {e.var.value} in "
+                                        f"{operand(e.items, _OR)})")
+        elif isinstance(e, ast.IsVariant):
+            # a comparison: its operand binds tighter, as comparisons do not chain
+            written[id(e)] = _COMPARE, (f"{operand(e.value, _SUM)} is {'not ' if e.negated else ''}"
+                                        f"{e.type.value}")
         elif isinstance(e, ast.ListExpr):
             written[id(e)] = _ATOM, "[" + ", ".join(operand(i, _OR) for i in e.items) + "]"
         elif isinstance(e, ast.NameExpr):
@@ -350,6 +358,7 @@ class _Layout:
             return _line(item.span, f"description {self._string(item.text, depth)}", "description")
         if isinstance(item, ast.InputDecl):
             text = f"input {item.name.value}: {self._type(item.type, depth)}"
+            text += self._constraints(item.constraints, depth)
             if item.default is None:
                 return _line(item.span, text, "inputs")
             return self._valued(item.span, text + " =", item.default, depth, group="inputs")
@@ -379,7 +388,7 @@ class _Layout:
         raise TypeError(f"unknown machine item {type(item).__name__}")
 
     def _field(self, f: ast.FieldDecl) -> _Element:
-        text = f"{f.name.value}: {self._type(f.type, 2)}"
+        text = f"{f.name.value}: {self._type(f.type, 2)}" + self._constraints(f.constraints, 2)
         if f.doc is not None:
             text += " " + self._string(f.doc, 2)
         return _line(f.span, text)
@@ -390,10 +399,23 @@ class _Layout:
         if tool.import_path is not None:
             text += f" = {self._string(tool.import_path, 1)}"
             after = tool.import_path.span.end
-        if not tool.options:
+        if not (tool.options or tool.secrets or tool.headers or tool.query):
             return _line(tool.span, text, "tools")
-        options = [self._valued(o.span, o.name.value, o.value, 2) for o in tool.options]
-        return self._block(tool.span, text, after, options, "tools")
+        items: list[_Element] = [self._valued(o.span, o.name.value, o.value, 2) for o in tool.options]
+        items += [_line(s.span, "secrets [" + ", ".join(n.value for n in s.names) + "]") for s in tool.secrets]
+        items += [self._text_entries(h.span, "headers", h.entries) for h in tool.headers]
+        items += [self._text_entries(q.span, "query", q.entries) for q in tool.query]
+        items.sort(key=_start_of)  # the AST keeps each kind apart; the source order is the spans'
+        return self._block(tool.span, text, after, items, "tools")
+
+    def _text_entries(self, span: Span, keyword: str, entries: tuple[ast.TextEntry, ...]) -> _Element:
+        """`headers { ... }` or `query { ... }`: one `name "value"` per line, a name bare when it can be."""
+        lines = []
+        for entry in entries:
+            name = entry.name.value
+            key = name if _BARE_NAME.fullmatch(name) else self._string(entry.name, 3)
+            lines.append(_line(entry.span, f"{key} {self._string(entry.value, 3)}"))
+        return self._block(span, keyword, span.start + len(keyword), lines)
 
     def _agent_item(self, item: ast.AgentItem) -> _Element:
         depth = 2
@@ -429,6 +451,8 @@ class _Layout:
         if isinstance(item, ast.Ask):
             return _line(item.span, f"ask {self._string(item.text, depth)}")
         if isinstance(item, ast.OutputDecl):
+            if isinstance(item.type, ast.VariantType):
+                return _line(item.span, "output " + " | ".join(n.value for n in item.type.options))
             return _line(item.span, f"output {self._type(item.type, depth)}")
         if isinstance(item, ast.Tell):
             return _line(item.span, "tell [" + ", ".join(n.value for n in item.agents) + "]")
@@ -494,7 +518,8 @@ class _Layout:
         if isinstance(item, ast.TestInput):
             return self._valued(item.span, "input", item.values, depth)
         if isinstance(item, ast.Reply):
-            return self._valued(item.span, f"reply {item.state.value}", item.value, depth)
+            variant = f" {item.variant.value}" if item.variant is not None else ""
+            return self._valued(item.span, f"reply {item.state.value}{variant}", item.value, depth)
         if isinstance(item, ast.Verdict):
             answer = self._string(item.condition, depth) if item.condition is not None else "none"
             return _line(item.span, f"verdict {item.state.value} {answer}")
@@ -508,6 +533,18 @@ class _Layout:
             return self._valued(item.span, "expect result", item.value, depth)
         if isinstance(item, ast.ExpectFailure):
             return _line(item.span, f"expect failure {item.kind.value}")
+        if isinstance(item, (ast.ExpectOutput, ast.ExpectInstruction)):
+            what = "output" if isinstance(item, ast.ExpectOutput) else "instruction"
+            head = f"expect {what} {item.state.value}"
+            if item.visit is not None:
+                head += f" visit {_number(item.visit.value)}"
+            if isinstance(item, ast.ExpectInstruction):
+                return _line(item.span, head + (" contains " if item.contains else " ") + self._string(item.text, depth))
+            if item.contains:
+                return _line(item.span, f"{head} contains {self._value(item.value, depth)}")
+            return self._valued(item.span, head, item.value, depth)
+        if isinstance(item, ast.AllowUnused):
+            return _line(item.span, "allow unused replies")
         raise TypeError(f"unknown test item {type(item).__name__}")
 
     # ---- values: objects and lists of objects are blocks, everything else stays on its line --------
@@ -557,6 +594,17 @@ class _Layout:
         if isinstance(t, ast.EnumType):
             return " | ".join(self._string(v, depth) for v in t.values)
         raise TypeError(f"unknown type {type(t).__name__}")
+
+    def _constraints(self, constraints: tuple[ast.Constraint, ...], depth: int) -> str:
+        """` in 1..5`, ` len ..80`, ` matches "..."`: each constraint as written, in the order written (a
+        check reports an order other than the canonical one; the formatter never reorders)."""
+        text = ""
+        for c in constraints:
+            if c.kind == "matches" and c.pattern is not None:
+                text += f" matches {self._string(c.pattern, depth)}"
+            elif c.range is not None:
+                text += f" {c.kind} {range_source(c.range)}"
+        return text
 
     def _expr(self, e: ast.Expr, depth: int) -> str:
         return expr_to_source(e, lambda literal: self._string_value(str(literal.value), literal.span, depth))
@@ -636,6 +684,13 @@ def _triple_quoted(value: str, depth: int, as_block: bool) -> str | None:
     if not _LONG_STRING.fullmatch(text) or decode_long_string(text) != value:
         return None
     return text
+
+
+def range_source(r: ast.Range) -> str:
+    """A range as source text: `1..5`, `1..`, `..80`, `-0.5..0.5`."""
+    low = _signed_number(r.low.value) if r.low is not None else ""
+    high = _signed_number(r.high.value) if r.high is not None else ""
+    return f"{low}..{high}"
 
 
 def _number(value: float) -> str:

@@ -59,7 +59,14 @@ def type_to_json(t: ir.Type) -> dict[str, Any]:
         return {"kind": "optional", "inner": type_to_json(t.inner)}
     if isinstance(t, ir.Enum):
         return {"kind": "enum", "values": list(t.values)}
+    if isinstance(t, ir.Variant):
+        return {"kind": "variant", "options": list(t.options)}
     return {"kind": "named", "name": t.name}
+
+
+def constraints_to_json(c: ir.Constraints) -> dict[str, Any]:
+    return {"minimum": c.minimum, "maximum": c.maximum, "min_length": c.min_length, "max_length": c.max_length,
+            "pattern": c.pattern}
 
 
 def expr_to_json(e: ast.Expr) -> dict[str, Any]:
@@ -76,6 +83,12 @@ def expr_to_json(e: ast.Expr) -> dict[str, Any]:
         return {"kind": "index", "value": expr_to_json(e.value), "index": expr_to_json(e.index), "span": span}
     if isinstance(e, ast.Call):
         return {"kind": "call", "func": e.func.value, "args": [expr_to_json(a) for a in e.args], "span": span}
+    if isinstance(e, ast.Quantifier):
+        return {"kind": "quantifier", "func": e.func.value, "element": expr_to_json(e.element), "var": e.var.value,
+                "items": expr_to_json(e.items), "span": span}
+    if isinstance(e, ast.IsVariant):
+        return {"kind": "is", "value": expr_to_json(e.value), "type": e.type.value, "negated": e.negated,
+                "span": span}
     if isinstance(e, ast.UnaryOp):
         return {"kind": "unary", "op": e.op, "operand": expr_to_json(e.operand), "span": span}
     return {"kind": "binary", "op": e.op, "left": expr_to_json(e.left), "right": expr_to_json(e.right),
@@ -156,7 +169,7 @@ def _test(t: ir.Test) -> dict[str, Any]:
     steps: list[dict[str, Any]] = []
     for step in t.steps:
         if isinstance(step, ir.Reply):
-            steps.append({"kind": "reply", "state": step.state, "value": step.value,
+            steps.append({"kind": "reply", "state": step.state, "value": step.value, "variant": step.variant,
                           "origin": span_to_json(step.origin)})
         elif isinstance(step, ir.Timeout):
             steps.append({"kind": "timeout", "state": step.state, "origin": span_to_json(step.origin)})
@@ -172,6 +185,9 @@ def _test(t: ir.Test) -> dict[str, Any]:
         "expect_result": t.expect_result,
         "has_expect_result": t.has_expect_result,
         "expect_failure": t.expect_failure,
+        "expectations": [{"kind": e.kind, "state": e.state, "visit": e.visit, "contains": e.contains,
+                          "value": e.value, "origin": span_to_json(e.origin)} for e in t.expectations],
+        "allow_unused": t.allow_unused,
         "origin": span_to_json(t.origin),
     }
 
@@ -184,7 +200,7 @@ def ir_to_json(machine: ir.Machine) -> dict[str, Any]:
         "description": machine.description,
         "inputs": [
             {"name": i.name, "type": type_to_json(i.type), "default": i.default, "has_default": i.has_default,
-             "origin": span_to_json(i.origin)}
+             "constraints": constraints_to_json(i.constraints), "origin": span_to_json(i.origin)}
             for i in machine.inputs
         ],
         "model": machine.model,
@@ -195,14 +211,15 @@ def ir_to_json(machine: ir.Machine) -> dict[str, Any]:
         "types": [
             {"name": t.name,
              "fields": [{"name": f.name, "type": type_to_json(f.type), "doc": f.doc,
-                         "origin": span_to_json(f.origin)}
+                         "constraints": constraints_to_json(f.constraints), "origin": span_to_json(f.origin)}
                         for f in t.fields],
              "origin": span_to_json(t.origin)}
             for t in machine.types
         ],
         "tools": [
-            {"name": t.name, "import_path": t.import_path, "options": dict(t.options),
-             "origin": span_to_json(t.origin)}
+            {"name": t.name, "import_path": t.import_path, "options": dict(t.options), "secrets": list(t.secrets),
+             "headers": [{"name": n, "value": v} for n, v in t.headers],
+             "query": [{"name": n, "value": v} for n, v in t.query], "origin": span_to_json(t.origin)}
             for t in machine.tools
         ],
         "agents": [
@@ -236,6 +253,7 @@ _INT = {"type": "integer"}
 _NUM = {"type": "number"}
 _STRS = {"type": "array", "items": _STR}
 _ORIGIN = _nullable(_REF["span"])
+_CONSTRAINTS = {"$ref": "#/$defs/constraints"}
 
 IR_JSON_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -248,7 +266,7 @@ IR_JSON_SCHEMA: dict[str, Any] = {
         "description": _STR,
         "inputs": {"type": "array", "items": _obj({
             "name": _STR, "type": _REF["type"], "default": _REF["value"], "has_default": {"type": "boolean"},
-            "origin": _ORIGIN,
+            "constraints": _CONSTRAINTS, "origin": _ORIGIN,
         })},
         "model": _STR,
         "verifier_model": _STR,
@@ -258,11 +276,13 @@ IR_JSON_SCHEMA: dict[str, Any] = {
         "types": {"type": "array", "items": _obj({
             "name": _STR,
             "fields": {"type": "array", "items": _obj({"name": _STR, "type": _REF["type"], "doc": _STR,
-                                                       "origin": _ORIGIN})},
+                                                       "constraints": _CONSTRAINTS, "origin": _ORIGIN})},
             "origin": _ORIGIN,
         })},
         "tools": {"type": "array", "items": _obj({
-            "name": _STR, "import_path": _nullable(_STR), "options": {"type": "object"}, "origin": _ORIGIN,
+            "name": _STR, "import_path": _nullable(_STR), "options": {"type": "object"}, "secrets": _STRS,
+            "headers": {"type": "array", "items": _obj({"name": _STR, "value": _STR})},
+            "query": {"type": "array", "items": _obj({"name": _STR, "value": _STR})}, "origin": _ORIGIN,
         })},
         "agents": {"type": "array", "items": _obj({
             "name": _STR, "prompt": _STR, "model": _STR, "temperature": _nullable(_NUM), "tools": _STRS,
@@ -289,7 +309,13 @@ IR_JSON_SCHEMA: dict[str, Any] = {
             _obj({"kind": {"const": "optional"}, "inner": _REF["type"]}),
             _obj({"kind": {"const": "enum"}, "values": _STRS}),
             _obj({"kind": {"const": "named"}, "name": _STR}),
+            _obj({"kind": {"const": "variant"}, "options": {"type": "array", "items": _STR, "minItems": 2}}),
         ]},
+        "constraints": _obj({
+            "minimum": _nullable(_NUM), "maximum": _nullable(_NUM),
+            "min_length": _nullable({"type": "integer", "minimum": 0}),
+            "max_length": _nullable({"type": "integer", "minimum": 0}), "pattern": _nullable(_STR),
+        }),
         "expr": {"oneOf": [
             _obj({"kind": {"const": "name"}, "name": _STR, "span": _ORIGIN}),
             _obj({"kind": {"const": "literal"}, "value": {"type": ["string", "number", "boolean", "null"]},
@@ -299,6 +325,10 @@ IR_JSON_SCHEMA: dict[str, Any] = {
             _obj({"kind": {"const": "attribute"}, "value": _REF["expr"], "attr": _STR, "span": _ORIGIN}),
             _obj({"kind": {"const": "index"}, "value": _REF["expr"], "index": _REF["expr"], "span": _ORIGIN}),
             _obj({"kind": {"const": "call"}, "func": _STR, "args": {"type": "array", "items": _REF["expr"]},
+                  "span": _ORIGIN}),
+            _obj({"kind": {"const": "quantifier"}, "func": {"enum": ["all", "any", "count"]},
+                  "element": _REF["expr"], "var": _STR, "items": _REF["expr"], "span": _ORIGIN}),
+            _obj({"kind": {"const": "is"}, "value": _REF["expr"], "type": _STR, "negated": {"type": "boolean"},
                   "span": _ORIGIN}),
             _obj({"kind": {"const": "unary"}, "op": {"enum": ["not", "-"]}, "operand": _REF["expr"],
                   "span": _ORIGIN}),
@@ -348,13 +378,19 @@ IR_JSON_SCHEMA: dict[str, Any] = {
             "name": _STR,
             "inputs": {"type": "object"},
             "steps": {"type": "array", "items": {"oneOf": [
-                _obj({"kind": {"const": "reply"}, "state": _STR, "value": _REF["value"], "origin": _ORIGIN}),
+                _obj({"kind": {"const": "reply"}, "state": _STR, "value": _REF["value"],
+                      "variant": _nullable(_STR), "origin": _ORIGIN}),
                 _obj({"kind": {"const": "verdict"}, "state": _STR, "condition": _nullable(_STR),
                       "origin": _ORIGIN}),
                 _obj({"kind": {"const": "timeout"}, "state": _STR, "origin": _ORIGIN}),
             ]}},
             "expect_path": _nullable(_STRS), "expect_final": _nullable(_STR), "expect_result": _REF["value"],
-            "has_expect_result": {"type": "boolean"}, "expect_failure": _nullable(_STR), "origin": _ORIGIN,
+            "has_expect_result": {"type": "boolean"}, "expect_failure": _nullable(_STR),
+            "expectations": {"type": "array", "items": _obj({
+                "kind": {"enum": ["output", "instruction"]}, "state": _STR,
+                "visit": {"type": "integer", "minimum": 1}, "contains": {"type": "boolean"}, "value": _REF["value"],
+                "origin": _ORIGIN})},
+            "allow_unused": {"type": "boolean"}, "origin": _ORIGIN,
         }),
     },
 }
