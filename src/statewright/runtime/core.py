@@ -462,8 +462,8 @@ class _Task:
     """One branch of a parallel state, or one element of a map: where it is, and what it has done up to its
     last finished step (what a checkpoint records, and a resumed run starts it from)."""
 
-    __slots__ = ("cancelled", "committed_events", "done", "events", "feedback", "index", "key", "last", "locals",
-                 "memory", "number", "output", "path", "run", "state", "work")
+    __slots__ = ("cancelled", "committed_events", "done", "events", "feedback", "index", "instruction", "key", "last",
+                 "locals", "memory", "number", "output", "path", "run", "state", "work")
 
     def __init__(self, index: int, key: str, state: str) -> None:
         self.index = index  # position in `parallel [...]`, or the element's index in the list
@@ -478,6 +478,7 @@ class _Task:
         self.done = False
         self.cancelled = False
         self.output: Any = None
+        self.instruction: str | None = None  # a map element's rendered instruction (for test expectations)
         self.locals: dict[str, Any] | None = None
         self.number: int | None = None  # a map's element, numbered over the run
         self.run: _ForkedRun | None = None
@@ -955,6 +956,9 @@ class RunCore:
                 self._flush(run, task)
         if run.events:
             run.emit("join", {"state": name, "items": len(fan.tasks)})
+        if run.observe is not None and plan.agent is not None:  # a test's: every element's instruction
+            run.observe("instruction", name, run.visits[name],
+                        "\n\n".join(t.instruction or "" for t in fan.tasks))
         run.fanout = None
         run.context_cache = None
         return [task.output for task in fan.tasks]
@@ -969,7 +973,7 @@ class RunCore:
         self._check_limits(view, name, True)
         view.steps += 1
         feedback, view.feedback = view.feedback, None
-        output, _instruction = yield from self._work(view, plan, feedback)
+        output, task.instruction = yield from self._work(view, plan, feedback)
         if view.events:
             view.emit("item_end", {"state": name, "item": task.index, "output": output} if view.content
                       else {"state": name, "item": task.index})
@@ -1114,7 +1118,7 @@ class RunCore:
         agent = plan.agent
         assert agent is not None
         instruction = self._render(run, plan.instruction, plan.name)
-        if run.observe is not None:
+        if run.observe is not None and run.item is None:  # (a map's elements: at their join, together)
             run.observe("instruction", plan.name, run.visits[plan.name], instruction)
         user_text = instruction if feedback is None else f"{instruction}\n\n{feedback}"
         memory = run.memories[agent.name]
