@@ -162,8 +162,9 @@ def test_the_trace_holds_each_branch_together_in_written_order_whichever_finishe
 
 
 def test_join_first_two_cancels_the_branch_still_running_and_counts_what_it_used(tmp_path: Path) -> None:
-    result, events, _client = run(spec(tmp_path, "first 2"), script({"style": 0.05, "facts": 0.05,
-                                                                     "facts_note": 2.0, "tone": 0.05}))
+    # facts finishes its first step at once and is in its second (2 s) when style and tone finish
+    result, events, _client = run(spec(tmp_path, "first 2"), script({"style": 0.3, "facts": 0.0,
+                                                                     "facts_note": 2.0, "tone": 0.3}))
     assert result.ok
     join = next(e for e in events if e["event"] == "join")
     assert join["joined"] == ["style", "tone"] and join["cancelled"] == ["facts"]
