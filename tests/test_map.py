@@ -115,7 +115,7 @@ def test_each_element_gets_its_own_step_and_the_outputs_come_in_the_lists_order(
 def test_no_more_than_concurrency_elements_run_at_once(tmp_path: Path) -> None:
     result, _, client = run(spec(tmp_path), script(FILES, [0.4] * 4))
     assert result.ok
-    at = sorted(m["at"] for m in client.received if m["state"] == "build")
+    at = sorted(t for m, t in zip(client.received, client.arrivals, strict=True) if m["state"] == "build")
     assert at[1] - at[0] < 0.3  # two at once
     assert at[2] - at[0] >= 0.35 and at[3] - at[1] >= 0.35  # the next two wait for a free place
     assert at[3] - at[2] < 0.3

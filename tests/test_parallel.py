@@ -115,7 +115,7 @@ def run(path: Path, data: dict[str, Any], **options: Any) -> tuple[statewright.R
 
 
 def arrivals(client: ScriptedClient) -> dict[str, float]:
-    return {entry["state"]: entry["at"] for entry in client.received}
+    return {entry["state"]: at for entry, at in zip(client.received, client.arrivals, strict=True)}
 
 
 # ---- branches run at once ------------------------------------------------------------------------

@@ -214,6 +214,7 @@ class ScriptedClient:
         self.script = script
         self.calls: list[tuple[str, str, int]] = []  # (role, state, seq) of every reply served
         self.received: list[dict[str, Any]] = []  # role, state, seq, model, messages and options of each call
+        self.arrivals: list[float] = []  # when each of them arrived (perf_counter): calls made at once show it
 
     async def acomplete(self, request: ModelRequest) -> ModelResponse:
         started = time.perf_counter()
@@ -270,8 +271,10 @@ class ScriptedClient:
         options = {"max_tokens": request.max_tokens, "temperature": request.temperature,
                    "response_schema": request.response_schema, "tools": request.tools}
         self.received.append({"role": role, "state": state, "seq": seq, "model": request.model,
-                              "item": item, "at": time.monotonic(), "messages": list(request.messages),
-                              "options": {k: v for k, v in options.items() if v is not None}})
+                              "messages": list(request.messages),
+                              "options": {k: v for k, v in options.items() if v is not None},
+                              **({"item": int(item)} if item is not None else {})})
+        self.arrivals.append(time.perf_counter())
         return reply, seq
 
 
