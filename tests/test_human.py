@@ -323,6 +323,8 @@ def test_an_answer_to_a_variant_output_is_held_to_its_variant_and_constraints(tm
     started = _cli(["run", str(spec)], tmp_path)
     assert started.returncode == 3, started.stderr
     run_id = json.loads(started.stdout)["run_id"]
+    schema = json.loads(started.stdout)["waiting"]["answer_schema"]  # what a person types, not the model's wrapper
+    assert "value" not in schema.get("properties", {}) and len(schema["anyOf"]) == 2 and "Reject" in schema["$defs"]
     bad = _cli(["resume", run_id, "--answer", '{"Reject": {"reason": "x", "severity": 9}}'], tmp_path)
     assert bad.returncode == 2
     assert f"statewright resume {run_id}: error: the answer does not fit the output type of state 'decide'" in bad.stderr

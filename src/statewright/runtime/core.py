@@ -1306,8 +1306,17 @@ class RunCore:
         return answer, waiting["question"]
 
     def answer_schema(self, plan: _StatePlan) -> dict[str, Any]:
-        """The JSON Schema of an answer to `plan`'s question: its output type's, or text."""
-        return plan.schema if plan.schema is not None else {"type": "string"}
+        """The JSON Schema of an answer to `plan`'s question: its output type's, or text. A person answers
+        with the value itself, so an output the model gets wrapped (`{"value": ...}`: a list, a variant)
+        is shown unwrapped, its definitions kept."""
+        if plan.schema is None:
+            return {"type": "string"}
+        if not plan.wrapped:
+            return plan.schema
+        inner = dict(plan.schema.get("properties", {}).get("value", {}))
+        if "$defs" in plan.schema:
+            inner["$defs"] = plan.schema["$defs"]
+        return inner
 
     def parse_answer(self, plan: _StatePlan, given: Any) -> Any:
         """A person's answer as the state's output: text as it is for an untyped state; for a typed one a
