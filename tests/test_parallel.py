@@ -8,11 +8,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support.e2e_runs import cli, normalized_event
+from support.e2e_runs import cli, normalized_event, read_events
 
 import statewright
 from statewright.runtime.checkpoint import CheckpointStore
@@ -230,12 +231,16 @@ def test_a_token_budget_counts_the_calls_other_branches_have_in_flight(tmp_path:
 
 def test_statewright_run_the_python_api_and_a_generated_runner_give_the_same_result(tmp_path: Path) -> None:
     path = spec(tmp_path)
-    data = script({"style": 0.2, "facts": 0.2, "tone": 0.2})
+    data = script({"style": 0.5, "facts": 0.5, "tone": 0.5})
     (tmp_path / "script.json").write_text(json.dumps(data), encoding="utf-8")
     api = statewright.load(path).run({"draft": "a draft"}, script=data).to_json()
     done = cli("run", str(path), "--input", "draft=a draft", "--script", str(tmp_path / "script.json"), "--quiet",
-               cwd=tmp_path)
+               "--trace", str(tmp_path / "trace.jsonl"), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
+    # the three branches' first calls, each answered after half a second, ended together: they overlapped
+    ended = {e["state"]: datetime.fromisoformat(e["time"]).timestamp() for e in read_events(tmp_path / "trace.jsonl")
+             if e["event"] == "llm_call"}
+    assert max(ended[s] for s in ("style", "facts", "tone")) - min(ended[s] for s in ("style", "facts", "tone")) < 0.35
     runner = tmp_path / "runner.py"
     assert cli("compile", str(path), "-o", str(runner)).returncode == 0
     ran = subprocess.run([sys.executable, str(runner), "--input", "draft=a draft", "--script",
@@ -343,3 +348,14 @@ def test_a_parallel_state_entered_again_runs_its_branches_again_with_the_next_re
     assert result.path == ["review", "style", "facts", "facts_note", "tone"] * 2 + ["publish"]
     assert [r.model_dump() for r in result.outputs["review"]] == [YES, YES, NO]
     assert [e["visit"] for e in events if e["event"] == "state_enter" and e["state"] == "facts_note"] == [1, 2]
+
+
+def test_a_branch_whose_entry_has_used_its_visits_stops_the_run_with_a_bound_failure(tmp_path: Path) -> None:
+    path = spec(tmp_path, "all", "style.output.approve")
+    text = path.read_text().replace("        otherwise -> revise\n", "        otherwise -> review max 1\n"
+                                    "        otherwise -> revise\n")
+    text = text.replace('''        model "openai/style"\n''', '''        model "openai/style"\n        visits 1\n''')
+    path.write_text(text, encoding="utf-8")
+    result, _, _ = run(path, script(style=[NO], facts=["f1"], facts_note=[NO], tone=[NO]))
+    assert result.failure is not None and result.failure.kind == "bound" and result.failure.state == "review"
+    assert "branch 'style' has used its visits 1" in result.failure.message

@@ -781,6 +781,11 @@ class RunCore:
         join = spec.join
         fan = run.fanout
         if fan is None:
+            for entry in spec.branches:  # a branch starts at its entry whatever its bound: a spent one stops the run
+                limit = self.machine.states[entry].visits
+                if limit is not None and run.visits.get(entry, 0) >= limit:
+                    raise RunFailed(Failure("bound", f"state '{name}': branch '{entry}' has used its visits {limit}",
+                                            state=name, origin=plan.spec.origin))
             tasks = [_Task(i, f"{name}/{entry}", entry) for i, entry in enumerate(spec.branches)]
             for task in tasks:
                 task.feedback = feedback
