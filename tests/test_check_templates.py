@@ -93,3 +93,53 @@ def test_an_unknown_filter_with_no_close_name_points_to_the_built_in_ones() -> N
     (d,) = diagnose('"Write {{ topic | yell_loudly }} {{ limits }}."')
     assert d.code == "SW5001"
     assert d.help.startswith("templates have Jinja2's built-in filters only")
+
+
+def test_templates_that_bind_no_name_read_what_compiling_them_finds() -> None:
+    """The check compiles a template to learn which names read its context; one that binds nothing is
+    read without compiling it, and must come out the same (or be left to the compiler)."""
+    from pathlib import Path
+
+    from jinja2 import nodes
+
+    from statewright.compiler.checks.secrets import _strings_outside_tests
+    from statewright.compiler.checks.template_source import check_environment
+    from statewright.compiler.checks.templates import (
+        _ReadingCodeGenerator,
+        reads_without_compiling,
+        tree_index,
+    )
+
+    root = Path(__file__).resolve().parents[1]
+    texts = [
+        "{{ topic }}", "{{ self }}", "{{ loop }}", "{{ range(3) }} {{ x.items() }}", "{{ a.b.c[0]['d'] }}",
+        "{% if x and not y %}{{ x | upper }}{% else %}{{ y is defined }}{% endif %}",
+        "{{ [a, b] + [c] }} {{ {'k': v} }} {{ (a, b) }} {{ a if b else c }} {{ a ~ b }} {{ -a ** 2 }}",
+        "{{ review.output.fixes | join(', ') }} {{ xs[1:2] }} {{ f(a, k=b) }} {{ lipsum }} {{ namespace }}",
+        "{% for x in xs %}{{ x }} {{ loop.index }}{% endfor %}{{ x }}", "{% set a = 1 %}{{ a }} {{ b }}",
+        "{% with a = b %}{{ a }}{% endwith %}", "{% macro m(p) %}{{ p }} {{ q }}{% endmacro %}{{ m(1) }}",
+        "{{ " + "(" * 40 + "a" + ")" * 40 + " }}",
+    ]
+    for spec in sorted(root.glob("examples/*.fsm")) + sorted(root.glob("tests/cases/valid/*/input.fsm")):
+        comp = check_text(spec.read_text(encoding="utf-8"), str(spec))
+        if comp.ast is not None:
+            texts += [string.value for string in _strings_outside_tests(comp.ast) if "{" in string.value]
+    env = check_environment()
+    fast = 0
+    for text in texts:
+        tree = env.parse(text)
+        simple = reads_without_compiling(tree_index(tree), env)
+        if simple is None:
+            continue
+        fast += 1
+        codegen = _ReadingCodeGenerator(env)
+        codegen.visit(tree)
+        compile(codegen.stream.getvalue(), "<template>", "exec")
+        assert simple == codegen.context_reads, text
+        index = tree_index(tree)
+        assert index.order == [tree, *tree.find_all(nodes.Node)]
+        names = {n.name for n in tree.find_all(nodes.Name) if id(n) in simple}
+        assert "self" not in names
+    assert fast >= 10, "most templates bind nothing"
+    assert reads_without_compiling(tree_index(env.parse("{% for x in xs %}{{ x }}{% endfor %}")), env) is None
+    assert reads_without_compiling(tree_index(env.parse("{{ self }}")), env) is None

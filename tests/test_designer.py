@@ -430,3 +430,29 @@ def test_a_later_success_removes_what_an_earlier_failure_left(tmp_path: Path) ->
     assert outcome.ok and out.exists()
     assert not Path(str(out) + ".last-attempt").exists()
     assert not Path(str(out) + ".diagnostics.json").exists()
+
+
+def test_the_docs_try_the_designer_without_a_key_with_a_script_file(tmp_path: Path) -> None:
+    """docs/designer.md shows a script and a `design --script` command: they run as shown, from a shell,
+    and print the log the page shows."""
+    import re
+    import shlex
+
+    from support.e2e_runs import cli
+
+    page = (ROOT / "docs" / "designer.md").read_text(encoding="utf-8")
+    section = page.split("\n## Trying it without a key\n", 1)[1].split("\n## ", 1)[0]
+    script = re.findall(r"```json\n(.*?)```", section, re.DOTALL)[0]
+    command, log = re.findall(r"```text\n(.*?)```", section, re.DOTALL)[:2]
+    words = shlex.split(command)
+    assert words[:2] == ["statewright", "design"]
+    (tmp_path / words[words.index("--script") + 1]).write_text(script, encoding="utf-8")
+    done = cli(*words[1:], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    printed = done.stderr.splitlines()
+    positions = [printed.index(line) for line in log.strip().splitlines()]  # each shown line, in order
+    assert positions == sorted(positions)
+    written = tmp_path / words[words.index("-o") + 1]
+    comp = api.check_file(written)
+    assert comp.ok and comp.diagnostics == []
+    assert all(outcome.passed for outcome in api.run_tests(comp))

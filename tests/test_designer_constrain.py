@@ -142,3 +142,26 @@ def test_an_unconstrained_draft_cut_off_is_left_to_the_repair_loop(tmp_path: Pat
     scripted(GOOD[:400], [])
     outcome = api.design(TASK, output=str(tmp_path / "m.fsm"), model=MODEL, constrain="none", max_repairs=0)
     assert [d["code"] for d in outcome.attempts[0].errors] == ["SW1003"]
+
+
+@pytest.mark.parametrize("case", sorted(p.parent.name for p in (Path(__file__).parent / "cases" / "valid").glob(
+    "*/input.fsm")))
+def test_a_draft_cut_off_anywhere_in_a_valid_case_is_finished_into_a_machine_that_parses(case: str) -> None:
+    """Every construct, `len: int` (a field named like a constraint) included: wherever a token limit cuts the
+    draft, the finisher closes it into text the parser reads."""
+    import re
+
+    from statewright.grammar import parse_text
+    from statewright.grammar.decoding.completion import complete_draft
+
+    text = (Path(__file__).parent / "cases" / "valid" / case / "input.fsm").read_text(encoding="utf-8")
+    start = re.search(r"^machine ", text, re.MULTILINE).start()  # type: ignore[union-attr]
+    cuts = sorted({m.end() for m in re.finditer(r"\S+", text) if m.start() >= start})
+    unfinished = []
+    for cut in cuts[::3]:
+        prefix = text[start:cut] + "\n"
+        finished = complete_draft(prefix)
+        source = finished.text if finished is not None else prefix
+        if any(d.code.startswith("SW1") for d in parse_text(source).diagnostics):
+            unfinished.append(prefix[-50:])
+    assert unfinished == []

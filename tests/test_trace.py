@@ -12,7 +12,8 @@ from support.machines import cond, final, go, machine, otherwise, state, stay, w
 from statewright.runtime.client import ModelError
 from statewright.runtime.engine import Engine
 from statewright.runtime.spec import InputSpec, LimitsSpec
-from statewright.runtime.trace import Trace, read_trace, render_trace
+from statewright.runtime.trace import Trace, read_trace
+from statewright.trace_show import render_trace
 
 
 class Score(BaseModel):
@@ -193,3 +194,13 @@ def test_otherwise_cause_is_traced():
     spec = machine(state("a", when(lambda s: False, "x", "false"), otherwise("y")), final("x"), final("y"))
     Engine(spec, client=FakeClient({("agent", "a"): ["out"]}), trace=Trace(sink=events)).run({})
     assert [e["cause"] for e in events if e["event"] == "transition"] == ["otherwise"]
+
+
+def test_trace_rendering_stays_out_of_the_runtime_that_runners_carry():
+    """`trace show` is the statewright command's: a runner writes and reads traces, and shows none."""
+    from statewright.compiler.codegen.inline_runtime import installed_runtime
+
+    runtime = installed_runtime()
+    assert "read_trace" in runtime.names
+    assert "render_trace" not in runtime.names
+    assert not [name for name in runtime.names if "Timeline" in name or name.endswith("Totals")]

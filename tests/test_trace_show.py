@@ -15,7 +15,7 @@ import pytest
 from statewright import api
 from statewright.cli import main
 from statewright.designer.llm_merge import candidate_pairs
-from statewright.runtime.trace import render_trace
+from statewright.trace_show import render_trace
 from tests.test_designer import GOOD, MODEL, TASK, THREE_ERRORS, script_for
 from tests.test_llm_merge import MODEL as MERGE_MODEL
 from tests.test_llm_merge import NO, PIPELINE, YES, scripted

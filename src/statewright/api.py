@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # imported for annotations only: these modules are heavy or c
     from collections.abc import Mapping
 
     from .compiler import ir
+    from .compiler.codegen.runtime_module import RuntimeFileState
     from .designer.design import DesignOutcome
     from .designer.llm_merge import MergeReport
     from .importers import ImportOutcome
@@ -180,13 +181,69 @@ def source_sha256(comp: Compilation) -> str:
     return hashlib.sha256(comp.source.text.encode("utf-8")).hexdigest()
 
 
-def generate_runner(comp: Compilation, *, level: int = 1, disabled: Sequence[str] = ()) -> str:
-    """The source of the standalone runner module for a checked machine (optimized unless level 0)."""
+RUNTIMES = ("inline", "module")  # where a written runner finds the runtime (`compile --runtime`)
+RUNTIME_FILE = "statewright_runtime.py"  # the runtime module "module" runners import, beside them
+
+
+def generate_runner(comp: Compilation, *, level: int = 1, disabled: Sequence[str] = (),
+                    runtime: str = "inline") -> str:
+    """The source of the runner module for a checked machine (optimized unless level 0): with `runtime`
+    "inline" a standalone file carrying the runtime, with "module" one that imports it from the
+    statewright_runtime.py beside it (runtime_module_text)."""
     from .compiler.codegen import render_runner
+    from .grammar.parser import paused_gc
 
     assert comp.source is not None
-    ir = optimize(comp, level=level, disabled=disabled)
-    return render_runner(ir, source_text=comp.source.text, source_path=comp.source.path)  # type: ignore[arg-type]
+    # A large machine's trees are millions of objects: a collection in the middle of code generation
+    # scans them all, again and again (as in parsing: see paused_gc).
+    with paused_gc():
+        ir = optimize(comp, level=level, disabled=disabled)
+        return render_runner(ir, source_text=comp.source.text, source_path=comp.source.path,  # type: ignore[arg-type]
+                             runtime=runtime)
+
+
+def runtime_module_text() -> str:
+    """statewright_runtime.py as this statewright writes it: the runtime "module" runners share."""
+    from .compiler.codegen.runtime_module import runtime_module
+
+    return runtime_module().text
+
+
+def runtime_module_path(runner_path: str | Path) -> Path:
+    """Where a "module" runner at `runner_path` finds its runtime: statewright_runtime.py beside it."""
+    return Path(runner_path).parent / RUNTIME_FILE
+
+
+def check_runtime_module(path: str | Path) -> RuntimeFileState:
+    """How the runtime module at `path` compares with the one this statewright writes (`.current`, and a
+    `.message` saying what is wrong: missing, not generated, edited by hand, another version or build)."""
+    from .compiler.codegen.runtime_module import runtime_file_state
+
+    return runtime_file_state(path)
+
+
+def write_runtime_module(path: str | Path, *, force: bool = False) -> tuple[bool, list[str]]:
+    """Write statewright_runtime.py to `path` unless it is current already (refusing to replace a file
+    statewright did not generate, unless `force`): whether it was written, and the names of the runners
+    beside it that were generated for another runtime (they refuse to import until they are regenerated)."""
+    from .compiler.codegen.runtime_module import runners_expecting_another_runtime, runtime_module
+
+    module = runtime_module()
+    written = not check_runtime_module(path).current
+    if written:
+        write_runner(path, module.text, force=force)
+    return written, runners_expecting_another_runtime(Path(path).parent, module.sha256)
+
+
+def check_overwrite(path: str | Path, *, force: bool = False) -> None:
+    """Raise RunnerOverwriteError if `path` holds a file write_runner would not replace."""
+    from .compiler.codegen import RunnerOverwriteRefused
+    from .compiler.codegen import check_overwrite as check
+
+    try:
+        check(str(path), force=force)
+    except RunnerOverwriteRefused as e:
+        raise RunnerOverwriteError(str(e)) from None
 
 
 def runner_source_name(spec_path: str | Path, output_path: str | Path | None) -> str:
@@ -362,13 +419,19 @@ class Machine:
 
         return list(run(self.spec, trace_dir=trace_dir, trace_content=trace_content, name_filter=name_filter))
 
-    def compile(self, path: str | Path, *, force: bool = False) -> Path:
-        """Write the machine's standalone runner to `path` (what `statewright compile -o PATH` writes)."""
+    def compile(self, path: str | Path, *, force: bool = False, runtime: str = "inline") -> Path:
+        """Write the machine's runner to `path` (what `statewright compile -o PATH --runtime RUNTIME`
+        writes): standalone, or with runtime "module" importing the statewright_runtime.py written
+        beside it."""
         assert self.compilation.source is not None
         name = runner_source_name(self.compilation.source.path, path)
         comp = self.compilation if name == self.compilation.source.path else check_text(
             self.compilation.source.text, name)
-        write_runner(path, generate_runner(comp, level=self.level, disabled=self.disabled), force=force)
+        text = generate_runner(comp, level=self.level, disabled=self.disabled, runtime=runtime)
+        if runtime == "module":
+            check_overwrite(path, force=force)
+            write_runtime_module(runtime_module_path(path), force=force)
+        write_runner(path, text, force=force)
         return Path(path)
 
 

@@ -292,6 +292,12 @@ def cmd_compile(args: argparse.Namespace) -> int:
     _check_pass_names(args)
     if args.check and not args.output:
         raise UsageError("--check needs -o FILE: the runner on disk to compare with")
+    module = args.runtime == "module"
+    if module and not args.output:
+        raise UsageError(f"--runtime module needs -o FILE: {api.RUNTIME_FILE} is written beside the runner")
+    if module and os.path.basename(args.output) == api.RUNTIME_FILE:
+        raise UsageError(f"{args.output}: {api.RUNTIME_FILE} is the name of the shared runtime; name the runner "
+                         "otherwise")
     path = _one_file(args.path, "compile")
     comp = _compile_or_report(path, args)
     if not comp.ok or comp.source is None:
@@ -299,28 +305,59 @@ def cmd_compile(args: argparse.Namespace) -> int:
     name = api.runner_source_name(path, args.output)
     if name != comp.source.path:
         comp = api.check_text(comp.source.text, name)
-    text = api.generate_runner(comp, disabled=args.no_pass, level=args.opt_level)
+    text = api.generate_runner(comp, disabled=args.no_pass, level=args.opt_level, runtime=args.runtime)
+    again = f"statewright compile {path} -o {args.output}" + (" --runtime module" if module else "")
     if args.check:
-        if not os.path.exists(args.output):
-            _err(f"{args.output} does not exist: run `statewright compile {path} -o {args.output}`")
-            return EXIT_INPUT
-        if api.runner_is_current(args.output, text):
-            _err(f"{args.output} is up to date")
-            return EXIT_OK
-        _err(f"{args.output} is out of date: run `statewright compile {path} -o {args.output}`")
-        return EXIT_INPUT
+        return _check_compiled(args.output, text, again, module)
     if not args.output:
         sys.stdout.write(text)
         return EXIT_OK
+    runtime_path = api.runtime_module_path(args.output)
     try:
+        written = False
+        stale: list[str] = []
+        if module:
+            api.check_overwrite(args.output, force=args.force)  # neither file is written if one is refused
+            written, stale = api.write_runtime_module(runtime_path, force=args.force)
         api.write_runner(args.output, text, force=args.force)
     except api.RunnerOverwriteError as e:
         _err(f"error: {e}")
         return EXIT_INPUT
     except OSError as e:
-        raise UsageError(f"cannot write {args.output}: {e.strerror or e}") from None
-    _err(f"wrote {args.output}")
+        raise UsageError(f"cannot write {e.filename or args.output}: {e.strerror or e}") from None
+    if module:
+        _err(f"wrote {args.output} and {runtime_path}" if written else
+             f"wrote {args.output} ({runtime_path} is up to date)")
+    else:
+        _err(f"wrote {args.output}")
+    if stale:
+        _err(f"warning: these runners beside it were generated for another runtime and will not import until "
+             f"they are regenerated (statewright compile SPEC -o RUNNER --runtime module): {', '.join(stale)}")
     return EXIT_OK
+
+
+def _check_compiled(output: str, text: str, again: str, module: bool) -> int:
+    """compile --check: whether the runner (and, for a module runner, the runtime beside it) is current."""
+    from . import api
+
+    status = EXIT_OK
+    if not os.path.exists(output):
+        _err(f"{output} does not exist: run `{again}`")
+        status = EXIT_INPUT
+    elif api.runner_is_current(output, text):
+        _err(f"{output} is up to date")
+    else:
+        _err(f"{output} is out of date: run `{again}`")
+        status = EXIT_INPUT
+    if module:
+        runtime_path = api.runtime_module_path(output)
+        state = api.check_runtime_module(runtime_path)
+        if state.current:
+            _err(f"{runtime_path} is up to date")
+        else:
+            _err(f"{runtime_path} {state.message}: run `{again}`, which rewrites it")
+            status = EXIT_INPUT
+    return status
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -575,7 +612,7 @@ def cmd_lsp(args: argparse.Namespace) -> int:
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    from .runtime.trace import render_trace
+    from .trace_show import render_trace
 
     try:
         _out(render_trace(args.file))
@@ -723,7 +760,13 @@ def _setup_graph(p: argparse.ArgumentParser) -> None:
 def _setup_compile(p: argparse.ArgumentParser) -> None:
     p.add_argument("path", metavar="PATH")
     p.add_argument("-o", "--output", metavar="FILE")
-    p.add_argument("--check", action="store_true", help="exit 1 if FILE is not what the spec generates")
+    p.add_argument("--runtime", choices=["inline", "module"], default="inline",
+                   help="inline: one standalone file carrying the runtime (the default); module: the runner "
+                        "imports the runtime from statewright_runtime.py, written beside it and shared by "
+                        "every runner there")
+    p.add_argument("--check", action="store_true", help="exit 1 if FILE (and, with --runtime module, the "
+                                                        "statewright_runtime.py beside it) is not what the "
+                                                        "spec generates")
     p.add_argument("--force", action="store_true", help="overwrite FILE even if it is not a generated runner")
     _add_pass_options(p)
     _add_color_option(p)

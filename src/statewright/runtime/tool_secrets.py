@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
 
-from .spec import MachineSpec, ToolSpec
+if TYPE_CHECKING:  # annotations only: `statewright check` reads this module without the runtime's specs
+    from .spec import MachineSpec, ToolSpec
 
 # `$${` first, so that an escaped reference is never read as a reference; a lone `${` is malformed
 SECRET_REFERENCE = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$\{")

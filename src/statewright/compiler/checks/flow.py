@@ -162,6 +162,73 @@ def catch_all(t: ast.Transition) -> bool:
     return t.kind in ("always", "otherwise", "stay")
 
 
+def immediate_dominators(successors: list[list[int]], root: int) -> tuple[list[int], list[int]]:
+    """Each node's immediate dominator (the root's is itself, an unreachable node's -1), and the nodes
+    reachable from `root` in depth-first preorder.
+
+    Lengauer and Tarjan's algorithm with path compression, O(m log n): the simple iterative algorithm
+    (Cooper, Harvey and Kennedy) walks up the dominator tree once per predecessor, which costs O(n^2) on
+    a long chain of states whose many predecessors are spread along it — every state that may give up
+    to one `failed` state, say."""
+    n = len(successors)
+    number = [-1] * n  # preorder number of each node; -1 when unreachable
+    vertex: list[int] = []  # the node of each preorder number
+    parent: list[int] = []  # the preorder number of each numbered node's parent in the walk
+    stack = [(root, -1)]
+    while stack:
+        node, from_number = stack.pop()
+        if number[node] != -1:
+            continue
+        number[node] = len(vertex)
+        vertex.append(node)
+        parent.append(from_number)
+        stack.extend((nxt, number[node]) for nxt in reversed(successors[node]) if number[nxt] == -1)
+    count = len(vertex)
+    preds: list[list[int]] = [[] for _ in range(count)]
+    for v in range(count):
+        for nxt in successors[vertex[v]]:
+            preds[number[nxt]].append(v)
+    semi = list(range(count))
+    label = list(range(count))
+    ancestor = [-1] * count
+    dom = [0] * count
+    bucket: list[list[int]] = [[] for _ in range(count)]
+
+    def evaluate(v: int) -> int:
+        if ancestor[v] == -1:
+            return v
+        path = []
+        top = v
+        while ancestor[ancestor[top]] != -1:  # compress the path above v, from the top down
+            path.append(top)
+            top = ancestor[top]
+        for u in reversed(path):
+            up = ancestor[u]
+            if semi[label[up]] < semi[label[u]]:
+                label[u] = label[up]
+            ancestor[u] = ancestor[up]
+        return label[v]
+
+    for w in range(count - 1, 0, -1):
+        for v in preds[w]:
+            u = evaluate(v)
+            semi[w] = min(semi[w], semi[u])
+        bucket[semi[w]].append(w)
+        p = parent[w]
+        ancestor[w] = p
+        for v in bucket[p]:
+            u = evaluate(v)
+            dom[v] = u if semi[u] < semi[v] else p
+        bucket[p].clear()
+    for w in range(1, count):
+        if dom[w] != semi[w]:
+            dom[w] = dom[dom[w]]
+    idom = [-1] * n
+    for w in range(count):
+        idom[vertex[w]] = vertex[dom[w]] if w else root
+    return idom, vertex
+
+
 class Flow:
     """States by index in source order (the first declaration of each name), their edges, and what can
     happen in a run."""
@@ -342,65 +409,16 @@ class Flow:
     # -- dominance: which states every run has passed through before it enters a state
 
     def _dominators(self) -> None:
-        """Immediate dominators over the transitions that can fire (Cooper, Harvey and Kennedy's iterative
-        algorithm on reverse postorder), then each state's interval in a walk of the dominator tree, so that
-        "does a dominate b" is two comparisons."""
+        """Immediate dominators over the transitions that can fire (immediate_dominators), then each
+        state's interval in a walk of the dominator tree, so that "does a dominate b" is two comparisons."""
         n = len(self.states)
         self._enter = [-1] * n
         self._leave = [-1] * n
         if self.start is None:
             return
-        order: list[int] = []  # postorder of the reachable states, by an iterative depth-first walk
-        visited = [False] * n
-        visited[self.start] = True
-        stack: list[tuple[int, int]] = [(self.start, 0)]
-        succ = [self.successors(i) for i in range(n)]
-        while stack:
-            node, k = stack[-1]
-            if k < len(succ[node]):
-                stack[-1] = (node, k + 1)
-                nxt = succ[node][k]
-                if not visited[nxt]:
-                    visited[nxt] = True
-                    stack.append((nxt, 0))
-            else:
-                stack.pop()
-                order.append(node)
-        position = [-1] * n
-        for p, node in enumerate(order):
-            position[node] = p
-        preds: list[list[int]] = [[] for _ in range(n)]
-        for i in range(n):
-            for j in succ[i]:
-                if position[i] >= 0:
-                    preds[j].append(i)
-        idom = [-1] * n
-        idom[self.start] = self.start
-        changed = True
-        while changed:
-            changed = False
-            for node in reversed(order):
-                if node == self.start:
-                    continue
-                new = -1
-                for p in preds[node]:
-                    if idom[p] == -1:
-                        continue
-                    if new == -1:
-                        new = p
-                        continue
-                    a, b = p, new
-                    while a != b:
-                        while position[a] < position[b]:
-                            a = idom[a]
-                        while position[b] < position[a]:
-                            b = idom[b]
-                    new = a
-                if new != -1 and idom[node] != new:
-                    idom[node] = new
-                    changed = True
+        idom, order = immediate_dominators(self._successors, self.start)
         children: list[list[int]] = [[] for _ in range(n)]
-        for node in order:
+        for node in sorted(order):
             if node != self.start and idom[node] >= 0:
                 children[idom[node]].append(node)
         clock = 0

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
+from typing import NamedTuple
 
 import jinja2
 from jinja2 import nodes
@@ -55,23 +56,29 @@ _ARITHMETIC = frozenset({"+", "-", "*", "/", "//", "%", "**"})
 _NOTHING = object()
 
 
-def _parents(root: nodes.Node) -> dict[int, nodes.Node]:
-    out: dict[int, nodes.Node] = {}
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        for child in node.iter_child_nodes():
-            out[id(child)] = node
-            stack.append(child)
-    return out
+class TreeIndex(NamedTuple):
+    """A template's nodes in one walk: every check of it reads these instead of walking the tree again
+    (Jinja's iter_child_nodes is slow, and a large machine has a template per state)."""
+
+    order: list[nodes.Node]  # every node, each before the nodes inside it (the order find_all gives)
+    parents: dict[int, nodes.Node]  # id of a node -> the node it is in
+    depth: int  # of the deepest node; the template itself is at 0
 
 
-def _walk(root: nodes.Node) -> Iterator[nodes.Node]:
-    stack = [root]
+def tree_index(root: nodes.Node) -> TreeIndex:
+    order: list[nodes.Node] = []
+    parents: dict[int, nodes.Node] = {}
+    deepest = 0
+    stack: list[tuple[nodes.Node, int]] = [(root, 0)]
     while stack:
-        node = stack.pop()
-        yield node
-        stack.extend(reversed(list(node.iter_child_nodes())))
+        node, depth = stack.pop()
+        order.append(node)
+        deepest = max(deepest, depth)
+        children = list(node.iter_child_nodes())
+        for child in children:
+            parents[id(child)] = node
+        stack.extend((child, depth + 1) for child in reversed(children))
+    return TreeIndex(order, parents, deepest)
 
 
 def _unclosed_block(error: TemplateSourceError) -> Token | None:
@@ -107,6 +114,38 @@ def _step(parent: nodes.Node | None, child: nodes.Node) -> str | int | None:
             and isinstance(parent.arg.value, (str, int)) and not isinstance(parent.arg.value, bool)):
         return parent.arg.value  # type: ignore[no-any-return]
     return None
+
+
+# Nodes that bind no name (no loop, `set`, `with`, macro, call block, block or import): in a template made
+# of these alone, every name it loads that is no global reads the context — what Jinja's own scoping finds
+# when the template is compiled, known without compiling it. Such a template cannot fail to compile either,
+# once its filters and tests are known and it is not deep (`self`, which Jinja binds, is left to the
+# compiler).
+_BINDS_NOTHING = frozenset({
+    nodes.Template, nodes.Output, nodes.TemplateData, nodes.If, nodes.Name, nodes.Const, nodes.Getattr,
+    nodes.Getitem, nodes.Slice, nodes.Filter, nodes.Test, nodes.Compare, nodes.Operand, nodes.And, nodes.Or,
+    nodes.Not, nodes.Neg, nodes.Pos, nodes.Add, nodes.Sub, nodes.Mul, nodes.Div, nodes.FloorDiv, nodes.Mod,
+    nodes.Pow, nodes.Concat, nodes.CondExpr, nodes.List, nodes.Tuple, nodes.Dict, nodes.Pair, nodes.Call,
+    nodes.Keyword,
+})
+_SHALLOW = 30  # the depth below which such a template is known to compile
+
+
+def reads_without_compiling(index: TreeIndex, environment: jinja2.Environment) -> set[int] | None:
+    """The ids of the Name nodes that read the context of a template that binds no name (see
+    _BINDS_NOTHING); None for any other template, which must be compiled to know."""
+    if index.depth > _SHALLOW:
+        return None
+    reads: set[int] = set()
+    for node in index.order:
+        if type(node) not in _BINDS_NOTHING:
+            return None
+        if isinstance(node, nodes.Name):
+            if node.ctx != "load" or node.name == "self":
+                return None
+            if node.name not in environment.globals:
+                reads.add(id(node))
+    return reads
 
 
 class _ReadingCodeGenerator(CodeGenerator):  # type: ignore[misc]
@@ -267,17 +306,18 @@ class _TemplateChecker:
         tree = parsed.tree
         assert tree is not None
         self.memo = {}
-        self._loaders(parsed, where)
-        helpers_known = self._helpers(parsed, where)
-        self._constants(parsed, where)
-        reads = self._context_reads(parsed, where, helpers_known)
+        index = tree_index(tree)
+        self._loaders(parsed, index, where)
+        helpers_known = self._helpers(parsed, index, where)
+        self._constants(parsed, index, where)
+        reads = self._context_reads(parsed, index, where, helpers_known)
         if reads is None:
             # it does not compile (reported); its inputs still count as read
-            self.symbols.used_inputs.update(n.name for n in tree.find_all(nodes.Name)
-                                            if n.ctx == "load" and n.name in self.symbols.inputs)
+            self.symbols.used_inputs.update(n.name for n in index.order if isinstance(n, nodes.Name)
+                                            and n.ctx == "load" and n.name in self.symbols.inputs)
             return
-        parents = _parents(tree)
-        for node in _walk(tree):
+        parents = index.parents
+        for node in index.order:
             if isinstance(node, nodes.Name) and id(node) in reads:
                 self._name(node, parents, parsed, where, reader, template)
             elif isinstance(node, nodes.Test) and node.name in self.variant_names and reader is not None:
@@ -303,22 +343,21 @@ class _TemplateChecker:
                           label="Jinja2 cannot parse this",
                           help="write variables as {{ name }} and blocks as {% if ... %}...{% endif %}")
 
-    def _loaders(self, parsed: ParsedTemplate, where: str) -> None:
+    def _loaders(self, parsed: ParsedTemplate, index: TreeIndex, where: str) -> None:
         """`{% include %}`, `{% import %}` and `{% extends %}` need a template loader; templates have none."""
-        assert parsed.tree is not None
-        for node in parsed.tree.find_all((nodes.Include, nodes.Import, nodes.FromImport, nodes.Extends)):
+        loaders = (nodes.Include, nodes.Import, nodes.FromImport, nodes.Extends)
+        for node in (n for n in index.order[1:] if isinstance(n, loaders)):
             tag = {"Include": "include", "Import": "import", "FromImport": "from", "Extends": "extends"}
             word = tag[type(node).__name__]
             self.diags.report("SW5001", f"'{{% {word} %}}' in {where} cannot load a template",
                               parsed.name_span(node), label="templates cannot load other templates",
                               help="write the text into this template, or pass it in as an input")
 
-    def _helpers(self, parsed: ParsedTemplate, where: str) -> bool:
+    def _helpers(self, parsed: ParsedTemplate, index: TreeIndex, where: str) -> bool:
         """Report unknown filters and tests; whether every one is known."""
-        assert parsed.tree is not None
         env = check_environment()
         known = True
-        for node in _walk(parsed.tree):
+        for node in index.order:
             if isinstance(node, nodes.Filter) and node.name not in env.filters:
                 self._unknown_helper("filter", node, env.filters, parsed, where)
                 known = False
@@ -334,12 +373,11 @@ class _TemplateChecker:
                           help=did_you_mean(node.name, known) or f"templates have Jinja2's built-in {kind}s only, "
                                                                  f"such as {_BUILTIN_EXAMPLES[kind]}")
 
-    def _constants(self, parsed: ParsedTemplate, where: str) -> None:
+    def _constants(self, parsed: ParsedTemplate, index: TreeIndex, where: str) -> None:
         """Work out constant arithmetic with the runtime's bounded operators: a value over the size limits
         is an error here rather than a failed run (or a check that never ends)."""
-        assert parsed.tree is not None
         values: dict[int, object] = {}
-        for node in reversed(list(_walk(parsed.tree))):  # every node after the nodes inside it
+        for node in reversed(index.order):  # every node after the nodes inside it
             value = _NOTHING
             try:
                 value = self._constant(node, values)
@@ -384,7 +422,8 @@ class _TemplateChecker:
             return _NOTHING
         return _NOTHING
 
-    def _context_reads(self, parsed: ParsedTemplate, where: str, helpers_known: bool) -> set[int] | None:
+    def _context_reads(self, parsed: ParsedTemplate, index: TreeIndex, where: str,
+                       helpers_known: bool) -> set[int] | None:
         """The ids of the Name nodes that read the template's context (an input or a state, or a mistake);
         None when the template does not compile (reported)."""
         tree = parsed.tree
@@ -396,6 +435,9 @@ class _TemplateChecker:
             local = {n.name for n in tree.find_all(nodes.Name) if n.ctx in ("store", "param")} | {"loop"}
             return {id(n) for n in tree.find_all(nodes.Name)
                     if n.ctx == "load" and n.name not in local and n.name not in env.globals}
+        simple = reads_without_compiling(index, env)
+        if simple is not None:
+            return simple
         if self.variant_names:  # the variant tests the runtime defines (TemplateSet), known to Jinja's compiler
             env = env.overlay()
             env.tests = {**env.tests, **{name: _never_called for name in self.variant_names}}

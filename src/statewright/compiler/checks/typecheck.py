@@ -17,8 +17,6 @@ from ...diagnostics import Diagnostics, Span, did_you_mean, quoted_list
 from ...grammar import ast
 from ...runtime.tool_signatures import STD_TOOLS
 from .. import ir
-from ..tools.formatter import expr_to_source
-from ..tools.graph import shorten
 from .constraints import constraint_of, lower_range, range_text, value_violations
 from .flow import Flow
 from .resolve import (
@@ -176,6 +174,9 @@ def unknown_field_help(name: str, fields: dict[str, ir.Type]) -> str:
 
 
 def shorten_source(e: ast.Expr | None) -> str:
+    from ..tools.formatter import expr_to_source  # here, not at import: only messages need the printer
+    from ..tools.graph import shorten
+
     return shorten(expr_to_source(e), 60) if e is not None else "..."
 
 

@@ -15,6 +15,7 @@ import sys
 import textwrap
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import cache, lru_cache
 from typing import Any
 
 from ...diagnostics import Span
@@ -44,9 +45,11 @@ from .types_py import (
 TEMPLATE = "runner.py.jinja"
 WIDTH = 100  # preferred line length of generated code
 INDENT = "    "
-# Where the machine part of a module finds the runtime: inlined above it (a standalone runner), or
-# imported from the installed package (`statewright run`, `test` and the Python API, compiled in memory).
-RUNTIME_INLINE, RUNTIME_PACKAGE = "inline", "package"
+# Where the machine part of a module finds the runtime: inlined above it (a standalone runner), imported
+# from statewright_runtime.py beside it (`compile --runtime module`), or imported from the installed
+# package (`statewright run`, `test` and the Python API, compiled in memory).
+RUNTIME_INLINE, RUNTIME_MODULE, RUNTIME_PACKAGE = "inline", "module", "package"
+RUNTIME_MODES = (RUNTIME_INLINE, RUNTIME_MODULE)  # what `compile --runtime` writes
 RUNTIME_PACKAGE_NAME = "statewright.runtime"
 
 
@@ -88,15 +91,25 @@ def render_runner(machine: ir.Machine, *, source_text: str, source_path: str,
                   runtime: str = RUNTIME_INLINE) -> str:
     """The module for a checked machine: byte-identical for the same input, whatever the hash seed.
 
-    `runtime` "inline" writes a standalone runner carrying the runtime; "package" writes the same machine
-    part importing the runtime from the installed statewright (what `run`, `test` and the API execute)."""
-    import jinja2
-
+    `runtime` "inline" writes a standalone runner carrying the runtime; "module" the same machine part
+    importing the runtime from statewright_runtime.py beside it (see runtime_module.py); "package" the
+    machine part importing the runtime from the installed statewright (what `run`, `test` and the API
+    execute)."""
     from ... import __version__
 
+    if runtime not in (*RUNTIME_MODES, RUNTIME_PACKAGE):
+        raise ValueError(f"unknown runtime {runtime!r}; choose one of {', '.join(RUNTIME_MODES)}")
     index = installed_runtime_index()
     view = _RunnerView(machine, index, source_text, source_path, __version__, runtime)
-    env = jinja2.Environment(
+    return template_environment().get_template(TEMPLATE).render(view.context())
+
+
+@lru_cache(maxsize=1)
+def template_environment() -> Any:
+    """The Jinja environment of the code templates (loaded once: their parse is cached inside it)."""
+    import jinja2
+
+    return jinja2.Environment(
         loader=jinja2.PackageLoader("statewright.compiler.codegen", "templates"),
         autoescape=False,  # the output is Python, and every value is finished source already
         keep_trailing_newline=True,
@@ -104,7 +117,6 @@ def render_runner(machine: ir.Machine, *, source_text: str, source_path: str,
         lstrip_blocks=True,
         undefined=jinja2.StrictUndefined,
     )
-    return env.get_template(TEMPLATE).render(view.context())
 
 
 # ---- the view: finished strings for the template ---------------------------------------------------
@@ -146,19 +158,31 @@ class _RunnerView:
         classes += [self._model_source(p) for p in self._wrappers()]
         rebuilds = [f"{p.class_name}.model_rebuild()" for p in self.plans.types if p.forward]
         api = self._api()
-        machine_literal = "MACHINE = " + py_source(self._machine_call())
+        machine_call = self._machine_call()
+        machine_literal = "MACHINE = " + py_source(machine_call)
         source_map = "SOURCE_MAP = " + py_source(self.source_map)
-        spec_part = "\n".join([*classes, *rebuilds, *self.guards, *self.arg_builders, source_map,
-                               machine_literal, *api])
-        inline = self.runtime_mode == RUNTIME_INLINE
-        if inline:
+        # The names the machine part uses, for its imports: the functions and classes are parsed; the
+        # MACHINE literal, which is most of the text, is read from the values it was written from.
+        used = _used_names("\n".join([*classes, *rebuilds, *self.guards, *self.arg_builders, *api]))
+        used |= literal_names(machine_call) | {"MACHINE", "SOURCE_MAP", "main"}
+        mode = self.runtime_mode
+        runtime_import = ""
+        if mode == RUNTIME_INLINE:
             runtime = installed_runtime()
-            imports = import_block([*runtime.imports, *SPEC_IMPORTS], runtime.body + "\n" + spec_part)
+            # every import the runtime hoists is one of its modules uses (ruff holds them to that)
+            used |= {i.bound for i in runtime.imports}
+            imports = import_block([*runtime.imports, *SPEC_IMPORTS], used)
+        elif mode == RUNTIME_MODULE:
+            from .runtime_module import runtime_import_block
+
+            imports = import_block(SPEC_IMPORTS, used)
+            runtime_import = runtime_import_block(sorted(used & self.index.defined_in.keys()))
         else:
             # the machine part alone, importing each runtime name it uses from the module defining it
-            used = [HoistedImport(f"{RUNTIME_PACKAGE_NAME}.{module}", name, name)
-                    for name, module in sorted(self.index.defined_in.items())]
-            imports = import_block([*used, *SPEC_IMPORTS], spec_part + "\nmain(MACHINE)")
+            defined = [HoistedImport(f"{RUNTIME_PACKAGE_NAME}.{module}", name, name)
+                       for name, module in sorted(self.index.defined_in.items())]
+            imports = import_block([*defined, *SPEC_IMPORTS], used)
+        inline = mode == RUNTIME_INLINE
         return {
             "header": [
                 f"{GENERATED_MARKER} {self.version} from {comment_text(self.source_path)} — do not edit.",
@@ -169,9 +193,10 @@ class _RunnerView:
             ],
             "docstring": self._docstring(),
             "imports": imports,
+            "runtime_import": runtime_import,
             "inline": inline,
             "runtime_version": self.version,
-            "runtime_modules": _wrap_words(", ".join(runtime.modules), WIDTH - 2) if inline else [],
+            "runtime_modules": wrap_words(", ".join(runtime.modules), WIDTH - 2) if inline else [],
             "runtime": runtime.body if inline else "",
             "machine_name": self.machine.name,
             "source_path": comment_text(self.source_path),
@@ -196,6 +221,11 @@ class _RunnerView:
             "Python: `run(inputs)` or `await arun(inputs)` return a RunResult.",
             "Command line: `python <this file> --help`. Needs litellm, pydantic and jinja2; not statewright.",
         ]
+        if self.runtime_mode == RUNTIME_MODULE:
+            lines[-1:] = [
+                "Command line: `python <this file> --help`. Needs statewright_runtime.py beside it (generated with",
+                "it), litellm, pydantic and jinja2; not statewright.",
+            ]
         return '"""' + "\n".join(lines) + '\n"""'
 
     # -- types
@@ -315,7 +345,7 @@ class _RunnerView:
         if span is None:
             return ""
         self.source_map[key] = origin(span)
-        return Raw(f"SOURCE_MAP[{py_string(key)}]")
+        return Position(f"SOURCE_MAP[{py_string(key)}]")
 
     # -- the MachineSpec literal
 
@@ -457,7 +487,7 @@ class _RunnerView:
             ("origin", origin),
             ("expectations", expectations),
             ("allow_unused", t.allow_unused),
-            ("step_origins", steps if any(isinstance(s, Raw) for s in steps) else ()),
+            ("step_origins", steps if any(isinstance(s, Position) for s in steps) else ()),
         ])
 
     # -- the module's own API
@@ -503,12 +533,7 @@ def _state_of(plans: ModelPlans, plan: ModelPlan) -> str:
 
 def _spec_call(cls: type, arguments: Sequence[tuple[str, object]]) -> Call:
     """A constructor call for a runtime spec dataclass, leaving out arguments equal to their defaults."""
-    defaults: dict[str, object] = {}
-    for f in dataclasses.fields(cls):
-        if f.default is not dataclasses.MISSING:
-            defaults[f.name] = f.default
-        elif f.default_factory is not dataclasses.MISSING:
-            defaults[f.name] = f.default_factory()
+    defaults = _defaults(cls)
     kept = []
     for key, value in arguments:
         if key in defaults and not isinstance(value, Raw) and _same(value, defaults[key]):
@@ -517,11 +542,24 @@ def _spec_call(cls: type, arguments: Sequence[tuple[str, object]]) -> Call:
     return Call(cls.__name__, kept)
 
 
+@cache
+def _defaults(cls: type) -> dict[str, object]:
+    """The default of each field of a spec dataclass that has one (read once per class: dataclasses.fields
+    is slow, and every state, transition and agent asks)."""
+    defaults: dict[str, object] = {}
+    for f in dataclasses.fields(cls):
+        if f.default is not dataclasses.MISSING:
+            defaults[f.name] = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            defaults[f.name] = f.default_factory()
+    return defaults
+
+
 def _same(value: object, default: object) -> bool:
     return type(value) is type(default) and value == default
 
 
-def _wrap_words(text: str, width: int) -> list[str]:
+def wrap_words(text: str, width: int) -> list[str]:
     lines: list[str] = []
     for word in text.split(" "):
         if lines and len(lines[-1]) + 1 + len(word) <= width:
@@ -556,21 +594,16 @@ def comment_text(text: str) -> str:
 # ---- imports -------------------------------------------------------------------------------------
 
 
-def import_block(imports: Iterable[HoistedImport], body: str) -> str:
-    """The module's imports, keeping only those `body` uses: the standard library, then the rest, each
-    sorted — deterministic and readable (the file is not linted where it is committed: `# ruff: noqa`)."""
-    used = _used_names(body)
+def import_block(imports: Iterable[HoistedImport], used: set[str]) -> str:
+    """The module's imports of the names in `used`: the standard library, then the rest, each sorted —
+    deterministic and readable (the file is not linted where it is committed: `# ruff: noqa`)."""
     chosen: dict[str, HoistedImport] = {}
     for imp in imports:
         if imp.bound in used and (imp.name is None or imp.bound not in chosen):
             chosen.setdefault(imp.bound if imp.name is not None else f"import {imp.module}", imp)
     stdlib = [i for i in chosen.values() if i.module.split(".")[0] in sys.stdlib_module_names]
     third_party = [i for i in chosen.values() if i.module.split(".")[0] not in sys.stdlib_module_names]
-    sections = ["from __future__ import annotations"]
-    for group in (stdlib, third_party):
-        if group:
-            sections.append("\n".join(_import_lines(group)))
-    return "\n\n".join(sections)
+    return "\n\n".join("\n".join(_import_lines(group)) for group in (stdlib, third_party) if group)
 
 
 def _import_lines(group: list[HoistedImport]) -> list[str]:
@@ -588,8 +621,35 @@ def _import_lines(group: list[HoistedImport]) -> list[str]:
     return lines
 
 
-def _used_names(body: str) -> set[str]:
-    return {n.id for n in ast.walk(ast.parse(body)) if isinstance(n, ast.Name)}
+def _used_names(code: str) -> set[str]:
+    """The names `code` reads or binds (ast.Name nodes: attributes, keywords and strings are not names)."""
+    return {n.id for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Name)}
+
+
+def literal_names(value: object) -> set[str]:
+    """The names a literal written by py_source uses: its calls' functions and the names in its Raw parts."""
+    names: set[str] = set()
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, Position):
+            names.add("SOURCE_MAP")
+        elif isinstance(item, Raw):
+            names |= {item.text} if item.text.isidentifier() else _raw_names(item.text)
+        elif isinstance(item, Call):
+            names.add(item.func)
+            stack.extend(v for _, v in item.arguments)
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return names
+
+
+@lru_cache(maxsize=4096)
+def _raw_names(text: str) -> set[str]:
+    return _used_names(text)
 
 
 # ---- Python literals -------------------------------------------------------------------------------
@@ -597,9 +657,14 @@ def _used_names(body: str) -> set[str]:
 
 @dataclass(frozen=True)
 class Raw:
-    """Source text used as it is: a name, an annotation, a reference into SOURCE_MAP."""
+    """Source text used as it is: a name, an annotation, a constraint's value."""
 
     text: str
+
+
+@dataclass(frozen=True)
+class Position(Raw):
+    """A reference into SOURCE_MAP (`SOURCE_MAP["review"]`), the only name it uses."""
 
 
 @dataclass(frozen=True)
@@ -622,9 +687,11 @@ def py_scalar(value: object) -> str:
 
 def py_source(value: object, indent: int = 0) -> str:
     """`value` as Python source starting `indent` levels deep (continuation lines indented to match)."""
-    flat = _flat(value)
-    if isinstance(value, Raw) or (flat is not None and len(flat) + (indent + 1) * len(INDENT) <= WIDTH):
-        return flat  # type: ignore[return-value]  # Raw text is written as it is, however long
+    if isinstance(value, Raw):
+        return value.text  # written as it is, however long
+    flat = _flat(value, WIDTH - (indent + 1) * len(INDENT))
+    if flat is not None:
+        return flat
     pad = INDENT * (indent + 1)
     end = INDENT * indent
     if isinstance(value, str):
@@ -645,31 +712,59 @@ def py_source(value: object, indent: int = 0) -> str:
     return py_scalar(value)
 
 
-def _flat(value: object) -> str | None:
-    """The one-line form, or None when the value must span lines (a string with a line break inside)."""
+def _flat(value: object, budget: int) -> str | None:
+    """The one-line form when it takes at most `budget` characters; None when it is longer, or when the
+    value must span lines (a string with a line break inside). Writing stops as soon as the budget is
+    spent, so each part of a large literal is written flat only while it is small."""
+    if budget < 0:
+        return None
+    text: str | None
     if isinstance(value, Raw):
-        return value.text
-    if isinstance(value, str):
-        return None if "\n" in value[:-1] else py_string(value)
-    if isinstance(value, Call):
-        args = [(k, _flat(v)) for k, v in value.arguments]
-        if any(text is None for _, text in args):
+        text = value.text
+    elif isinstance(value, str):
+        if "\n" in value[:-1] or len(value) + 2 > budget:
             return None
-        return f"{value.func}(" + ", ".join(f"{k}={text}" for k, text in args) + ")"
-    if isinstance(value, dict):
-        entries = [(_flat(k), _flat(v)) for k, v in value.items()]
-        if any(k is None or v is None for k, v in entries):
+        text = py_string(value)
+    elif isinstance(value, Call):
+        inner = _flat_items([(f"{k}=", v) for k, v in value.arguments], budget - len(value.func) - 2)
+        text = None if inner is None else f"{value.func}({inner})"
+    elif isinstance(value, dict):
+        parts: list[str] = []
+        room = budget - 2
+        for k, v in value.items():
+            key = _flat(k, room)
+            if key is None:
+                return None
+            item = _flat(v, room - len(key) - 2)
+            if item is None:
+                return None
+            parts.append(f"{key}: {item}")
+            room -= len(parts[-1]) + 2
+        text = "{" + ", ".join(parts) + "}"
+    elif isinstance(value, (list, tuple)):
+        inner = _flat_items([("", v) for v in value], budget - 2)
+        if inner is None:
             return None
-        return "{" + ", ".join(f"{k}: {v}" for k, v in entries) + "}"
-    if isinstance(value, (list, tuple)):
-        items = [_flat(v) for v in value]
-        if any(i is None for i in items):
-            return None
-        inner = ", ".join(items)  # type: ignore[arg-type]
         if isinstance(value, list):
-            return f"[{inner}]"
-        return f"({inner},)" if len(items) == 1 else f"({inner})"
-    return py_scalar(value)
+            text = f"[{inner}]"
+        else:
+            text = f"({inner},)" if len(value) == 1 else f"({inner})"
+    else:
+        text = py_scalar(value)
+    return text if text is not None and len(text) <= budget else None
+
+
+def _flat_items(items: list[tuple[str, object]], budget: int) -> str | None:
+    """`prefix + value` for each item, joined by ", ", or None past `budget` characters."""
+    parts: list[str] = []
+    room = budget
+    for prefix, v in items:
+        text = _flat(v, room - len(prefix))
+        if text is None:
+            return None
+        parts.append(prefix + text)
+        room -= len(parts[-1]) + 2
+    return ", ".join(parts)
 
 
 def string_pieces(value: str, width: int) -> list[str]:

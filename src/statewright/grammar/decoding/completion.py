@@ -19,6 +19,7 @@ from lark import Lark, Token
 from lark.exceptions import UnexpectedCharacters, UnexpectedToken
 from lark.lexer import PatternStr
 
+from ..parser import CONSTRAINT_KEYWORDS, _colon_follows
 from .nodes import Chars, Choice, Node, NotAhead, Repeat, Seq, Text
 from .terminals import regex_node
 
@@ -106,6 +107,8 @@ class _Finisher:
                     return [], self._refused(e.token, text)
                 tokens = interactive.lexer_thread.lex(interactive.parser_state)  # resumes after the token
                 continue
+            if token.type in CONSTRAINT_KEYWORDS and _colon_follows(text, token.end_pos or 0):
+                token = Token.new_borrow_pos("NAME", str(token), token)  # `len: int` names a field, as parsed
             try:
                 interactive.feed_token(token)
             except UnexpectedToken:
