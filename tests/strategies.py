@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 # Words the grammar spells as keywords somewhere; a NAME drawn from this module avoids them all so that
 # it lexes as a name in every context.
 KEYWORDS = frozenset(
-    ["machine", "description", "input", "model", "verifier", "temperature", "limits", "type", "list", "tool", "agent", "prompt", "tools", "memory", "fallbacks", "start", "final", "state", "do", "output", "tell", "visits", "retries", "call", "result", "fail", "ask", "after", "per", "timeout", "when", "otherwise", "stay", "max", "not", "and", "or", "in", "true", "false", "none", "test", "reply", "verdict", "expect", "path", "failure", "secrets", "headers", "query", "instruction", "visit", "contains", "allow", "unused", "replies", "is", "for", "len", "matches"]
+    ["machine", "description", "input", "model", "verifier", "temperature", "limits", "type", "list", "tool", "agent", "prompt", "tools", "memory", "fallbacks", "start", "final", "state", "do", "output", "tell", "visits", "retries", "call", "result", "fail", "ask", "after", "per", "timeout", "when", "otherwise", "stay", "max", "not", "and", "or", "in", "true", "false", "none", "test", "reply", "verdict", "expect", "path", "failure", "secrets", "headers", "query", "instruction", "visit", "contains", "allow", "unused", "replies", "is", "for", "len", "matches", "branch",
+     "parallel", "join", "where", "concurrency"]
 )
 
 _WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
@@ -383,7 +384,8 @@ def _transition(draw: Draw) -> list[Piece]:
 @st.composite
 def _state_item(draw: Draw) -> list[Piece]:
     kind = draw(st.sampled_from(["agent", "do", "output", "tell", "visits", "retries", "call", "result",
-                                 "fail", "ask", "model", "transition", "transition", "transition"]))
+                                 "fail", "ask", "model", "parallel", "join", "for", "transition", "transition",
+                                 "transition"]))
     if kind == "agent":
         return _statement("agent", draw(names))
     if kind in ("do", "result", "fail", "ask", "model"):
@@ -398,6 +400,19 @@ def _state_item(draw: Draw) -> list[Piece]:
         return _statement("tell", "[", _joined(agents, draw(st.booleans()) and bool(agents)), "]")
     if kind in ("visits", "retries"):
         return _statement(kind, draw(ints))
+    if kind == "parallel":
+        branches = [[n] for n in draw(st.lists(names, max_size=4))]
+        return _statement("parallel", "[", _joined(branches, draw(st.booleans()) and bool(branches)), "]")
+    if kind == "join":
+        rule = draw(st.sampled_from(["all", "first", "first", "any"]))
+        count = [draw(ints)] if draw(st.booleans()) else []
+        guard = ["where", *draw(expressions)] if draw(st.booleans()) else []
+        return _statement("join", rule, count, guard)
+    if kind == "for":
+        item_names = [draw(names)] if draw(st.booleans()) else [draw(names), ",", draw(names)]
+        limit = ["max", draw(ints)] if draw(st.booleans()) else []
+        concurrency = ["concurrency", draw(ints)] if draw(st.booleans()) else []
+        return _statement("for", item_names, "in", draw(expressions), limit, concurrency)
     if kind == "call":
         args = [[n, "=", *e] for n, e in draw(st.lists(st.tuples(names, expressions), max_size=3))]
         return _statement("call", draw(tool_names), "(", _joined(args, draw(st.booleans()) and bool(args)), ")")
@@ -406,7 +421,7 @@ def _state_item(draw: Draw) -> list[Piece]:
 
 @st.composite
 def _state_decl(draw: Draw) -> list[Piece]:
-    modifiers = draw(st.lists(st.sampled_from(["start", "final"]), max_size=2))
+    modifiers = draw(st.lists(st.sampled_from(["start", "final", "branch"]), max_size=2))
     head = _statement(*modifiers, "state", draw(names))
     if draw(st.integers(0, 4)) == 0:
         return head

@@ -120,13 +120,14 @@ def test_a_runner_imports_only_the_standard_library_pydantic_jinja2_and_lazily_l
 
 def test_the_spec_part_reads_like_python_written_by_hand() -> None:
     text = runner_source(ROOT / "examples" / "software_team.fsm")
-    assert "class Implementation(BaseModel):" in text
+    assert "class TestScript(BaseModel):" in text
     assert 'test_code: str = Field(\n        description=(\n            "a self-contained Python' in text
     assert ("# when output.exit_code == 0 and not output.timed_out\n"
             "def guard_run_tests_0(s: Scope) -> bool:\n") in text
-    assert '"code": s.outputs.get("implement").test_code,' in text
-    assert 'SOURCE_MAP = {\n    "agent product_manager": "examples/software_team.fsm:60:5",' in text
-    assert '    "write_prd transition 0": "examples/software_team.fsm:84:9",' in text
+    assert '"code": s.outputs.get("write_tests").test_code,' in text
+    assert 'def items_implement(s: Scope) -> Any:\n    return s.outputs.get("design").files\n' in text
+    assert 'SOURCE_MAP = {\n    "agent product_manager": "examples/software_team.fsm:56:5",' in text
+    assert '    "write_prd transition 0": "examples/software_team.fsm:80:9",' in text
     assert "MACHINE = MachineSpec(\n" in text
     assert "def run(\n    inputs: Mapping[str, Any] | None = None,\n    *,\n" in text
     assert "async def arun(" in text

@@ -148,7 +148,8 @@ def test_an_unconstrained_draft_cut_off_is_left_to_the_repair_loop(tmp_path: Pat
     "*/input.fsm")))
 def test_a_draft_cut_off_anywhere_in_a_valid_case_is_finished_into_a_machine_that_parses(case: str) -> None:
     """Every construct, `len: int` (a field named like a constraint) included: wherever a token limit cuts the
-    draft, the finisher closes it into text the parser reads."""
+    draft — after a word or inside one, the draft ending in the newline the designer adds — the finisher
+    closes it into text the parser reads."""
     import re
 
     from statewright.grammar import parse_text
@@ -156,7 +157,9 @@ def test_a_draft_cut_off_anywhere_in_a_valid_case_is_finished_into_a_machine_tha
 
     text = (Path(__file__).parent / "cases" / "valid" / case / "input.fsm").read_text(encoding="utf-8")
     start = re.search(r"^machine ", text, re.MULTILINE).start()  # type: ignore[union-attr]
-    cuts = sorted({m.end() for m in re.finditer(r"\S+", text) if m.start() >= start})
+    words = [m for m in re.finditer(r"\S+", text) if m.start() >= start]
+    # after a word, and inside one (half a keyword: `fi` of `final`), as a token limit cuts
+    cuts = sorted({m.end() for m in words} | {m.end() - 1 for m in words if len(m.group()) > 2})
     unfinished = []
     for cut in cuts[::3]:
         prefix = text[start:cut] + "\n"

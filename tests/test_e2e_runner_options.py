@@ -22,12 +22,13 @@ EVALUATOR = ROOT / "examples" / "evaluator_optimizer.fsm"
 TEAM_SCRIPT: dict[str, Any] = {
     "agent": {
         "write_prd": [{"goal": "g", "user_stories": [], "requirements": [], "out_of_scope": []}],
-        "design": [{"summary": "s", "files": [], "interfaces": ""}],
-        "plan_tasks": [{"tasks": []}],
-        "implement": [
+        "design": [{"summary": "s", "files": [{"path": "tips.py", "purpose": "split()"}], "interfaces": ""}],
+        # the one file of the design is element 0 of the map: its replies are its own, a tool call first
+        "implement[0]": [
             {"tool_calls": [{"name": "std_write_file", "arguments": {"path": "tips.py", "content": "X = 1\n"}}]},
-            {"files_written": ["tips.py"], "test_code": "raise SystemExit(3)", "summary": "tips.py written"},
+            {"path": "tips.py", "summary": "X"},
         ],
+        "write_tests": [{"test_code": "raise SystemExit(3)", "summary": "tips.py written"}],
     },
     # the tests "pass" because the script says so: the test code above, which would fail, never runs
     "tool": {"run_tests": [{"exit_code": 0, "stdout": "", "stderr": "", "timed_out": False}]},
@@ -51,7 +52,7 @@ def test_a_script_runs_a_machine_without_any_model_and_stands_in_for_action_tool
                                       "--script", str(script), "--run-id", "demo", "--trace", str(trace))
 
     assert code == 0 and result is not None and result["result"] == "tips.py written"
-    assert result["path"] == ["write_prd", "design", "plan_tasks", "implement", "run_tests", "done"]
+    assert result["path"] == ["write_prd", "design", "implement", "write_tests", "run_tests", "done"]
     events = read_events(trace)
     # the script answers for the spec's own models: the trace names them, as a real run's would
     team: Any = api.runtime_machine(api.check_file(SOFTWARE_TEAM))
@@ -90,7 +91,7 @@ def test_a_resumed_run_keeps_the_workspace_it_started_with(tmp_path: Path, monke
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.chdir(tmp_path)
     short = json.loads(json.dumps(TEAM_SCRIPT))
-    short["agent"]["implement"].pop()  # the engineer writes its file, then the script runs out
+    short["agent"]["implement[0]"].pop()  # the engineer writes its file, then the script runs out
     (tmp_path / "short.json").write_text(json.dumps(short))
     (tmp_path / "full.json").write_text(json.dumps(TEAM_SCRIPT))
     chosen = tmp_path / "chosen"

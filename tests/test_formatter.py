@@ -477,6 +477,35 @@ def test_every_kind_of_transition() -> None:
     ''').rstrip("\n")
 
 
+def test_parallel_states_write_their_branches_and_join_on_one_line_each() -> None:
+    assert state_body("parallel[a,b,]join first 2 where output.ok and(x>1) ->done") == src('''
+        parallel [a, b]
+        join first 2 where output.ok and x > 1
+        -> done
+    ''').rstrip("\n")
+    assert state_body("join all") == "join all"
+    assert state_body("join first where not output.ok") == "join first where not output.ok"
+
+
+def test_a_branch_state_is_written_with_its_modifier() -> None:
+    assert fmt("machine m { branch state a { agent w do \"x\" } }") == src('''
+        machine m {
+            branch state a {
+                agent w
+                do "x"
+            }
+        }
+    ''')
+
+
+def test_a_map_writes_its_names_list_bound_and_concurrency_in_one_line() -> None:
+    assert state_body("for i ,f in a.output.files max 20 concurrency 4 agent w") == src('''
+        for i, f in a.output.files max 20 concurrency 4
+        agent w
+    ''').rstrip("\n")
+    assert state_body("for f in (xs)  max 3") == "for f in xs max 3"
+
+
 def test_tool_calls_write_each_argument_as_name_equals_expression() -> None:
     assert state_body("call std.python(code=engineer.output.code,timeout = 120.0,)") == (
         "call std.python(code = engineer.output.code, timeout = 120.0)"

@@ -124,6 +124,43 @@ color="#c2410c", fontcolor="#c2410c"];
         """)
 
 
+FAN_OUT = machine(
+    ir.State("reviews", "parallel", parallel=ir.Parallel(("style", "facts"), ir.Join("first", 1, guard("output.ok"))),
+             transitions=(ir.Transition("always", "build"),)),
+    ir.State("style", "agent", branch="style"),
+    ir.State("facts", "agent", branch="facts", transitions=(ir.Transition("always", "facts_note"),)),
+    ir.State("facts_note", "agent", branch="facts"),
+    ir.State("build", "agent", each=ir.Each("file", guard("files"), 20, "i", 4),
+             transitions=(ir.Transition("always", "done"),)),
+    ir.State("done", "final", final=True),
+    start="reviews",
+)
+
+
+def test_a_parallel_state_draws_its_branches_in_a_box_a_join_node_and_a_map_its_list() -> None:
+    mermaid = render_graph(FAN_OUT, "mermaid")
+    assert textwrap.dedent("""\
+        s_reviews{{"reviews<br>parallel"}}
+        subgraph b_reviews["branches of reviews"]
+            s_style("style")
+            s_facts("facts")
+            s_facts_note("facts_note")
+        end
+        j_reviews[/"join first 1<br>where output.ok"\\]
+        s_build[["build<br>for i, file in files<br>max 20, 4 at once"]]""") in textwrap.dedent(
+        "\n".join(line[4:] for line in mermaid.splitlines()))
+    for edge in ('s_reviews -->|"branch"| s_style', 's_reviews -->|"branch"| s_facts',
+                 's_style -.->|"done"| j_reviews', 's_facts_note -.->|"done"| j_reviews',
+                 "j_reviews --> s_build", "s_facts --> s_facts_note"):
+        assert f"    {edge}\n" in mermaid
+    dot = render_graph(FAN_OUT, "dot")
+    assert '    "reviews" [label="reviews\\nparallel", shape=hexagon];\n' in dot
+    assert '    subgraph "cluster_reviews" {\n        label="branches of reviews";\n' in dot
+    assert '    "(join reviews)" [label="join first 1\\nwhere output.ok", shape=invtrapezium];\n' in dot
+    assert '    "build" [label="build\\nfor i, file in files\\nmax 20, 4 at once", peripheries=2];\n' in dot
+    assert '    "(join reviews)" -> "build";\n' in dot and '    "facts_note" -> "(join reviews)" [' in dot
+
+
 def test_an_unknown_format_is_a_value_error_naming_the_formats() -> None:
     with pytest.raises(ValueError, match="mermaid, dot"):
         render_graph(REVIEW, "svg")

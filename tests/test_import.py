@@ -349,7 +349,8 @@ def test_the_import_page_documents_every_importer_diagnostic_and_stand_in() -> N
 
     page = (DOCS / "import.md").read_text(encoding="utf-8")
     assert [c for c in CODES if c.startswith("SW8") and c not in page] == []
-    stand_ins = ["work_in_final_state", "no_exit_budget", "failing_final", "sequence_parallel_branches"]
+    stand_ins = ["work_in_final_state", "no_exit_budget", "failing_final", "parallel_branches",
+                 "sequence_parallel_branches"]
     assert all(callable(getattr(fallbacks, name)) and f"`{name}`" in page for name in stand_ins)
 
 

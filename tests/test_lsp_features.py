@@ -128,3 +128,62 @@ def test_a_diagnostic_that_names_its_fix_carries_it(wrong: str, fixed: str) -> N
     assert first.span is not None
     repaired = text[: first.span.start] + new_text + text[first.span.end :]
     assert fixed in repaired and title
+
+
+FAN_OUT = """machine m {
+    input files: list[str]
+
+    agent w {
+        prompt "p"
+    }
+
+    start state reviews {
+        parallel [a, b]
+        -> build
+    }
+
+    branch state a {
+        agent w
+        do "A."
+    }
+
+    branch state b {
+        agent w
+        do "B."
+    }
+
+    state build {
+        for file in files max 3
+        agent w
+        do "Write {{ file }}."
+        -> done
+    }
+
+    final state done
+}
+"""
+
+
+def test_a_state_offers_the_fan_out_keywords_and_parallel_offers_the_branch_states() -> None:
+    lines = FAN_OUT.splitlines()
+    good = Analysis("file:///m.fsm", 1, FAN_OUT)
+    build = lines.index("    state build {")
+    text = "\n".join([*lines[:build + 1], "        ", *lines[build + 1:]]) + "\n"
+    assert {"parallel", "join all", "join first", "for", "agent"} <= labels(text, build + 1, 8, good)
+    line = lines.index("        parallel [a, b]")
+    text = "\n".join([*lines[:line], "        parallel [", *lines[line + 1:]]) + "\n"
+    assert labels(text, line, len("        parallel ["), good) == {"a", "b"}
+    machine_line = lines.index("    input files: list[str]")
+    text = "\n".join([*lines[:machine_line], "    ", *lines[machine_line:]]) + "\n"
+    assert "branch state" in labels(text, machine_line, 4, good)
+
+
+def test_a_branch_entry_is_a_reference_to_its_state() -> None:
+    from statewright.lsp.index import Key, build_index
+
+    compilation = check_text(FAN_OUT)
+    assert compilation.ast is not None
+    index = build_index(compilation.ast, compilation.symbols)
+    uses = [FAN_OUT[o.start:o.end] for o in index.references(Key("state", "a"), include_definition=False)]
+    assert uses == ["a"]
+    assert index.references(Key("input", "files"), include_definition=False)  # the list a map goes over

@@ -50,6 +50,41 @@ def test_keywords_are_usable_as_field_and_entry_names(keyword: str) -> None:
     assert [e.key.value for e in test.items[0].value.value] == ["a", keyword]
 
 
+def test_a_keyword_is_only_ever_a_whole_word() -> None:
+    # a name that begins like a keyword the parser accepts there is read whole, never cut at the keyword
+    assert only_error("machine m {\n    start statex {\n    }\n}\n")[:2] == ("SW1013", "missing 'state' keyword")
+    code, message, _, _ = only_error('machine m {\n    start state a {\n        for x in xs max 2\n'
+                                     '        doo "x"\n    }\n}\n')
+    assert (code, message) == ("SW1002", "unexpected name 'doo'")
+
+
+def test_parallel_join_and_for_each_read_into_their_nodes() -> None:
+    result = parse_text("""machine m {
+    start state r {
+        parallel [a, b]
+        join first 2 where output.ok
+        -> d
+    }
+    state build {
+        for i, f in plan.output.files max 9 concurrency 3
+        agent w
+        do "x"
+        -> d
+    }
+}
+""", "t.fsm")
+    assert not result.diagnostics.items
+    review, build = result.machine.of(ast.StateDecl)
+    parallel, join = review.items[0], review.items[1]
+    assert isinstance(parallel, ast.Parallel) and [n.value for n in parallel.branches] == ["a", "b"]
+    assert isinstance(join, ast.Join) and join.rule.value == "first" and join.count is not None
+    assert join.count.value == 2 and isinstance(join.guard, ast.Attribute)
+    each = build.items[0]
+    assert isinstance(each, ast.ForEach) and each.index is not None and each.index.value == "i"
+    assert each.item.value == "f" and each.max is not None and each.max.value == 9
+    assert each.concurrency is not None and each.concurrency.value == 3
+
+
 def test_a_missing_brace_before_a_keyword_is_reported_at_the_keyword() -> None:
     code, message, line, column = only_error(
         'machine m {\n    type T {\n        a: str\n    agent w {\n    }\n}\n'

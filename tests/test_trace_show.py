@@ -137,3 +137,39 @@ def test_a_known_event_with_fields_of_an_unexpected_shape_is_shown_generically(t
     assert "      designer_attempt: attempt=1, ok=false, error_count='three'" in lines
     assert "      designer_feedback: attempt=1, diagnostics='not a list'" in lines
     assert "      run_end: status='failed', usage=[\"not\", \"a\", \"dict\"]" in lines
+
+
+def test_branches_and_map_elements_are_shown_under_their_state_with_the_join(tmp_path: Path) -> None:
+    trace = write_events(
+        tmp_path / "fan-out.jsonl",
+        {"event": "run_start", "run_id": "r1", "machine": "m", "inputs": {}},
+        {"event": "state_enter", "state": "reviews", "visit": 1},
+        {"event": "fan_out", "state": "reviews", "kind": "parallel", "branches": ["a", "b"], "join": "first 1"},
+        {"event": "branch_start", "state": "reviews", "branch": "a"},
+        {"event": "state_enter", "state": "a", "visit": 1},
+        {"event": "guard", "state": "reviews", "branch": "a", "text": "output.ok", "value": True},
+        {"event": "branch_end", "state": "reviews", "branch": "a", "status": "done", "last": "a"},
+        {"event": "branch_start", "state": "reviews", "branch": "b"},
+        {"event": "branch_end", "state": "reviews", "branch": "b", "status": "cancelled", "last": "b"},
+        {"event": "join", "state": "reviews", "join": "first 1", "finished": ["a"], "joined": ["a"],
+         "cancelled": ["b"]},
+        {"event": "state_enter", "state": "build", "visit": 1},
+        {"event": "fan_out", "state": "build", "kind": "map", "items": 2, "max": 5, "concurrency": 2},
+        {"event": "item_start", "state": "build", "item": 0},
+        {"event": "item_end", "state": "build", "item": 0},
+        {"event": "join", "state": "build", "items": 2},
+    )
+    lines = render_trace(str(trace)).splitlines()
+    assert lines[2:13] == [
+        "      branches a, b at once (join first 1)",
+        "    branch a:",
+        "  a (visit 1)",
+        "      join     `output.ok` on branch a -> true",
+        "    branch b:",
+        "    branch b cancelled in b",
+        "    joined a (finished: a; cancelled: b)",
+        "  build (visit 1)",
+        "      map      2 elements, 2 at a time (max 5)",
+        "    element 0:",
+        "    joined 2 elements of build",
+    ]

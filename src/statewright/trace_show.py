@@ -134,8 +134,44 @@ class _Timeline:
                           f"{float(event.get('latency_ms') or 0.0):.0f} ms")
 
     def _on_guard(self, event: dict[str, Any]) -> None:
+        if event.get("branch") is not None:  # a join guard, on one branch's output
+            self.lines.append(f"      join     `{event.get('text')}` on branch {event.get('branch')} -> "
+                              f"{'true' if event.get('value') else 'false'}")
+            return
         self.lines.append(f"      guard    #{event.get('index')} `{event.get('text')}` -> "
                           f"{'true' if event.get('value') else 'false'}")
+
+    # -- parallel branches and maps ------------------------------------------------------------------
+
+    def _on_fan_out(self, event: dict[str, Any]) -> None:
+        if event.get("kind") == "map":
+            self.lines.append(f"      map      {event.get('items')} elements, {event.get('concurrency')} at a time "
+                              f"(max {event.get('max')})")
+        else:
+            self.lines.append(f"      branches {', '.join(map(str, event.get('branches') or []))} at once "
+                              f"(join {event.get('join')})")
+
+    def _on_branch_start(self, event: dict[str, Any]) -> None:
+        self.lines.append(f"    branch {event.get('branch')}:")
+
+    def _on_branch_end(self, event: dict[str, Any]) -> None:
+        if event.get("status") != "done":
+            self.lines.append(f"    branch {event.get('branch')} {event.get('status')} in {event.get('last')}")
+
+    def _on_item_start(self, event: dict[str, Any]) -> None:
+        self.lines.append(f"    element {event.get('item')}:")
+
+    def _on_item_end(self, event: dict[str, Any]) -> None:
+        pass  # the element's calls are above; the join says when all are done
+
+    def _on_join(self, event: dict[str, Any]) -> None:
+        if "items" in event:
+            self.lines.append(f"    joined {event.get('items')} elements of {event.get('state')}")
+            return
+        cancelled = event.get("cancelled") or []
+        self.lines.append(f"    joined {', '.join(map(str, event.get('joined') or [])) or 'no branch'} "
+                          f"(finished: {', '.join(map(str, event.get('finished') or []))}"
+                          f"{'; cancelled: ' + ', '.join(map(str, cancelled)) if cancelled else ''})")
 
     def _on_verdict(self, event: dict[str, Any]) -> None:
         self.lines.append(f"      verdict  {_brief(event.get('choice'))}: {event.get('reason', '')}")

@@ -54,7 +54,7 @@ class ItemScope(Scope):
 
 def _with_item(scope: Scope, name: str, item: Any) -> ItemScope:
     items = {**getattr(scope, "items", {}), name: item}
-    return ItemScope(scope.output, scope.inputs, scope.outputs, scope.visits, items)
+    return ItemScope(scope.output, scope.inputs, scope.outputs, scope.visits, items=items)
 
 
 def _variant_name(value: Any) -> str | None:

@@ -17,6 +17,7 @@ DEFAULT_RETRIES = 2
 MAX_RETRIES = 10  # every retry resends the conversation so far, so the cost of a step grows quadratically
 DEFAULT_STEP_LIMIT = 100
 DEFAULT_MEMORY = "all"
+DEFAULT_CONCURRENCY = 4  # elements of a map that run at once when the state does not say
 
 # The guard expression tree is the AST's own: it is small, immutable and already exact.
 Expr = ast.Expr
@@ -175,6 +176,37 @@ class ToolCall(Node):
     origin: Span | None = _origin()
 
 
+class Join(Node):
+    """Which branches a parallel state waits for: "all", or "first" `count` (default 1) — of those whose
+    output makes `guard` true, when there is one (the guard reads one branch's output as `output`)."""
+
+    rule: str
+    count: int | None = None
+    guard: Expr | None = None
+    origin: Span | None = _origin()
+
+
+class Parallel(Node):
+    """The branches a parallel state starts at once, by their entry states, and its join."""
+
+    branches: tuple[str, ...]
+    join: Join
+    origin: Span | None = _origin()
+
+
+class Each(Node):
+    """A state that runs once per element of the list `items`: `item` names the element and `index` (when
+    given) its position, for the state's instruction and tool call; at most `max` elements, `concurrency`
+    at a time."""
+
+    item: str
+    items: Expr
+    max: int
+    index: str | None = None
+    concurrency: int = DEFAULT_CONCURRENCY
+    origin: Span | None = _origin()
+
+
 class StateRead(Node):
     """A template of a state reads state `state` by name (`{{ draft.output }}`, `{{ draft.visits }}`).
 
@@ -188,8 +220,12 @@ class StateRead(Node):
 
 class State(Node):
     """kind: who does the step — "agent" (an agent), "action" (a tool call, no model), "human" (a person
-    answers the question in `instruction`) or "final" (a final state that does no work). `final` says that the run ends after the state; a final state may do work.
-    `model` overrides the agent's model for this state; `fail` is the reason template of a failing final."""
+    answers the question in `instruction`), "parallel" (its branches, `parallel`) or "final" (a final state
+    that does no work). `final` says that the run ends after the state; a final state may do work.
+    `model` overrides the agent's model for this state; `fail` is the reason template of a failing final.
+    `each` makes an agent or action state run once per element of a list; `branch` names the entry state of
+    the branch a branch state runs in. For a map or a parallel state, `output` is the type of one element
+    of its output (the list of the elements' or branches' outputs)."""
 
     name: str
     kind: str
@@ -210,6 +246,9 @@ class State(Node):
     # the state keeps its own name, position, transitions and counters
     shares: str | None = None
     final: bool = False
+    parallel: Parallel | None = None
+    each: Each | None = None
+    branch: str | None = None
 
 
 # ---- tests ---------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from . import ir
 from .checks.constraints import constraint_of, lower_range
 from .checks.resolve import LIMIT_NAMES, AgentView, StateView, Symbols, TestView
 from .checks.testblocks import reply_variant
+from .checks.typecheck import branch_output_type, common_type
 
 
 class _Lowerer:
@@ -110,10 +111,41 @@ class _Lowerer:
 
     # -- states
 
+    def _parallel(self, view: StateView) -> ir.Parallel | None:
+        if view.parallel is None:
+            return None
+        join = view.join
+        if join is None or join.rule.value == "all":
+            rule = ir.Join("all", origin=join.span if join is not None else None)
+        else:
+            count = int(join.count.value) if join.count is not None else 1
+            rule = ir.Join("first", count, join.guard, join.span)
+        branches = tuple(dict.fromkeys(n.value for n in view.parallel.branches))
+        return ir.Parallel(branches, rule, view.parallel.span)
+
+    @staticmethod
+    def _each(view: StateView) -> ir.Each | None:
+        each = view.each
+        if each is None or each.max is None:
+            return None
+        concurrency = int(each.concurrency.value) if each.concurrency is not None else ir.DEFAULT_CONCURRENCY
+        return ir.Each(each.item.value, each.items, int(each.max.value),
+                       each.index.value if each.index is not None else None, concurrency, each.span)
+
+    def _output(self, view: StateView) -> ir.Type | None:
+        if view.parallel is not None:  # the type the branches' outputs share, when they share one
+            t = common_type([branch_output_type(ends, self.symbols)
+                             for _, ends in self.symbols.branches.get(view.name, ())])
+            if isinstance(t, ir.Named | ir.ListOf | ir.Optional_ | ir.Enum) or t in (ir.INT, ir.FLOAT, ir.BOOL):
+                return t  # type: ignore[return-value]
+            return None
+        return self.symbols.resolve_output(view.output.type) if view.output is not None else None
+
     def state(self, view: StateView) -> ir.State:
         name = view.name
         final = view.decl.final
-        kind = view.kind if view.kind in ("agent", "action", "human") else ("final" if final else "agent")
+        kind = (view.kind if view.kind in ("agent", "action", "human", "parallel")
+                else ("final" if final else "agent"))
         transitions = tuple(
             ir.Transition(
                 kind=t.kind,
@@ -138,7 +170,7 @@ class _Lowerer:
             model=view.model.model.value if view.model is not None and kind == "agent" else None,
             instruction=(view.instruction.text.value if view.instruction is not None and kind == "agent"
                          else view.ask.text.value if view.ask is not None and kind == "human" else None),
-            output=self.symbols.resolve_output(view.output.type) if view.output is not None else None,
+            output=self._output(view),
             tell=tuple(dict.fromkeys(n.value for n in view.tell.agents)) if view.tell is not None else (),
             visits=int(view.visits.count.value) if view.visits is not None else None,
             retries=int(view.retries.count.value) if view.retries is not None else ir.DEFAULT_RETRIES,
@@ -151,6 +183,9 @@ class _Lowerer:
                                  or (read.template in ("result", "fail") and final)),
             origin=view.decl.span,
             final=final,
+            parallel=self._parallel(view),
+            each=self._each(view),
+            branch=self.symbols.branch_of.get(name),
         )
 
     # -- tests

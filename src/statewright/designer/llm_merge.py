@@ -65,6 +65,9 @@ def candidate_pairs(machine: ir.Machine, *, k: int = 1) -> list[Candidate]:
         first, second = _keep_first(machine, order, a, b)
         if by_name[first].final or by_name[second].final:
             return
+        if any(s.parallel is not None or s.each is not None or s.branch is not None
+               for s in (by_name[first], by_name[second])):
+            return  # a fan-out's shape is its own: its states are not merged by a model's judgement
         pair = (first, second)
         if pair not in seen:
             seen.add(pair)

@@ -183,6 +183,7 @@ def _keep_declared(machine: ir.Machine) -> list[bool]:
     - it has `visits N` or an edge with `max N` (merged, the counters would be pooled);
     - its name is read anywhere (`STATE.output`, `visits(STATE)`, a template reading it);
     - it has listeners (`tell [...]`): they receive its output tagged with its name;
+    - it is a parallel state, a branch state or a map (a fan-out's shape is named by its states);
     - it lies on a cycle. On the acyclic part no run can enter two states of one class, so a merged state
       is never "visited again" where the original was visited for the first time — and a re-entered
       state's agent is told which state sent the run back.
@@ -194,7 +195,8 @@ def _keep_declared(machine: ir.Machine) -> list[bool]:
     index = {s.name: i for i, s in enumerate(states)}
     referenced = referenced_state_names(machine)
     keep = [s.final or s.visits is not None or any(t.max is not None for t in s.transitions)
-            or s.name in referenced or bool(s.tell) for s in states]
+            or s.name in referenced or bool(s.tell) or s.parallel is not None or s.each is not None
+            or s.branch is not None for s in states]
     successors = [[index[t.target] for t in s.transitions if t.target in index and t.kind != "stay"]
                   for s in states]
     for component in strongly_connected_components(len(states), successors):

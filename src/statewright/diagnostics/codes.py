@@ -147,6 +147,12 @@ _ALL = [
        "(and 'True', 'False', 'None') are constants and 'not' is an operator. A template could not read an "
        "input or state of that name, so none may have one.",
        "input loop: int\n...\ndo \"Round {{ loop }}.\"", "input round: int\n...\ndo \"Round {{ round }}.\""),
+    _e("SW2060", "a map's name hides another name",
+       "'for i, item in LIST' names the element's position and the element for the state's instruction and "
+       "tool call. A name that is already an input, a state, 'output' or one of Jinja's own names would "
+       "hide it there (and the two names must differ).",
+       "input file: str\n...\nstate build { for i, file in plan.output.files max 9 ... }",
+       "input file: str\n...\nstate build { for i, item in plan.output.files max 9 ... }"),
     _e("SW2040", "unknown secret",
        "A header or query value of std.http_get puts in a secret with ${NAME}, and NAME must be one of the "
        "tool's own secrets: 'secrets [NAME]' in the same tool declaration. A secret is the name of an "
@@ -266,6 +272,71 @@ _ALL = [
        "A person has one deadline per question: a state with 'ask' has at most one 'after' transition.",
        'state approve { ask "Publish?" after 1h -> remind after 2h -> done -> done }',
        'state approve { ask "Publish?" after 1h -> remind -> done }'),
+    _e("SW3060", "parallel state with fewer than two branches",
+       "'parallel [a, b]' starts its branches at once and joins them; with one branch (or none) there is "
+       "nothing to run side by side: make that branch's states ordinary states in the path instead.",
+       "state reviews { parallel [style] -> publish }",
+       "state reviews { parallel [style, facts] -> publish }"),
+    _e("SW3061", "branch entry that is not a branch state",
+       "The states 'parallel [...]' names are the entry states of its branches, and each is declared "
+       "'branch state': a branch state runs only inside its branch, and its edges stay there.",
+       "state reviews { parallel [style, facts] ... }\nstate style { ... }",
+       "state reviews { parallel [style, facts] ... }\nbranch state style { ... }"),
+    _e("SW3062", "branch state in no branch",
+       "A 'branch state' runs only as part of a parallel state's branch: as an entry named in "
+       "'parallel [...]', or as a state a branch's transitions lead to. This one is neither, so no run "
+       "could enter it.",
+       "branch state notes { agent a do \"...\" }   # no parallel state leads here",
+       "state reviews { parallel [style, notes] ... }\nbranch state notes { agent a do \"...\" }"),
+    _e("SW3063", "branch state in two branches",
+       "Each branch state belongs to one branch of one parallel state: the branches of a parallel state run "
+       "at once, so a state shared by two of them would run twice at the same time, and its output would "
+       "belong to neither. Two parallel states may not list the same entry, and a parallel state lists each "
+       "entry once.",
+       "state a { parallel [x, y] ... }\nstate b { parallel [y, z] ... }",
+       "state a { parallel [x, y] ... }\nstate b { parallel [w, z] ... }"),
+    _e("SW3064", "transition that leaves its branch",
+       "A branch runs from its entry along transitions between the states of the branch, and ends in a "
+       "state without transitions: its output is then the branch's. A transition from a branch state to a "
+       "state outside the branch would leave the parallel state while its other branches run; the parallel "
+       "state's own transitions decide where the run goes after the join.",
+       "branch state facts { agent checker do \"...\" -> publish }",
+       "branch state facts { agent checker do \"...\" }   # ends the branch\n"
+       "state reviews { parallel [style, facts] -> publish }"),
+    _e("SW3065", "transition into a branch from outside it",
+       "A run enters a branch only through its parallel state, at the branch's entry. A transition from any "
+       "other state into a branch state would run the state outside its branch, with no join to wait for it.",
+       "state draft { agent w do \"...\" -> style }",
+       "state draft { agent w do \"...\" -> reviews }\nstate reviews { parallel [style, facts] ... }"),
+    _e("SW3066", "invalid join",
+       "A parallel state waits for its branches as 'join all' (the default), 'join first N' (the first N "
+       "to finish; the rest are cancelled), 'join first where GUARD' or 'join first N where GUARD' (the "
+       "first one, or N, whose output makes GUARD true). 'join' belongs to a parallel state only.",
+       "join any 2", "join first 2"),
+    _e("SW3067", "join count out of range",
+       "'join first N' waits for N branches: N is at least 1 and at most the number of branches.",
+       "state reviews { parallel [a, b] join first 3 ... }", "state reviews { parallel [a, b] join first 1 ... }"),
+    _e("SW3068", "parallel state with work of its own",
+       "A parallel state's work is its branches: it has no agent, instruction, tool call, question, output "
+       "type, model, retries or 'for' of its own. Its output is the list of the joined branches' outputs.",
+       "state reviews { parallel [a, b] agent critic do \"...\" -> done }",
+       "state reviews { parallel [a, b] -> done }"),
+    _e("SW3069", "branch state that cannot run in a branch",
+       "A branch state runs inside its branch, concurrently with the other branches: it is not the start or "
+       "a final state, does not ask a person, and is not itself a parallel state or a map ('for').",
+       "final branch state facts { ... }", "branch state facts { ... }   # no transitions: ends the branch"),
+    _e("SW3070", "map without 'max'",
+       "A state that runs once per element of a list declares the most elements it takes, 'max N', so that "
+       "every run is bounded before it starts. A longer list ends the run with a failure of kind 'bound'.",
+       "for file in plan.output.files", "for file in plan.output.files max 20"),
+    _e("SW3071", "map bound below 1",
+       "'max N' and 'concurrency N' of a map are at least 1.",
+       "for file in plan.output.files max 0", "for file in plan.output.files max 20 concurrency 4"),
+    _e("SW3072", "map in a state that does no work per element",
+       "'for' runs the state's work once per element: an agent with its instruction, or a tool call. A "
+       "final state, a state that asks a person, or a state with no work has nothing to repeat.",
+       "state build { for f in plan.output.files max 9 -> done }",
+       "state build { for f in plan.output.files max 9 agent engineer do \"Write {{ f }}\" -> done }"),
     # --- types and guards ---------------------------------------------------------------------
     _e("SW4001", "type mismatch",
        "The operands of a comparison, arithmetic or 'in' do not have compatible types.",
@@ -315,6 +386,10 @@ _ALL = [
        "always fine.",
        "when review.output.score > 80 -> publish   # in a state a run can reach before 'review'",
        "when review.output != none and review.output.score > 80 -> publish"),
+    _e("SW4060", "map over a value that is not a list",
+       "'for item in EXPR' runs the state once per element of EXPR, so EXPR must be a list: a list input, "
+       "a list field of a state's output, or the output of a map or a parallel state.",
+       "for file in plan.output.title max 9", "for file in plan.output.files max 9"),
     # --- lists, constraints and variant outputs ------------------------------------------------
     _e("SW4020", "item name already in use",
        "In 'all(TEST for NAME in LIST)' (and any, count) NAME is the current item, bound in TEST only. It "
@@ -590,6 +665,10 @@ _ALL = [
        "telling it the state's output as well puts the output there twice.",
        "state draft { agent writer ... tell [writer, critic] }",
        "state draft { agent writer ... tell [critic] }"),
+    _w("SW7060", "map concurrency above its max",
+       "'concurrency N' runs at most N elements at a time; a map never has more than 'max' elements, so a "
+       "concurrency above it says nothing more.",
+       "for f in plan.output.files max 4 concurrency 10", "for f in plan.output.files max 4 concurrency 4"),
     _w("SW7040", "literal credential in the spec",
        "Text in the spec looks like a key or token written in (an 'sk-...' key, a bearer token, an AWS, "
        "Google, GitHub or Slack key), or a header or query parameter whose name says it holds a credential "

@@ -506,6 +506,36 @@ class Fail(Node):
     span: Span = _span()
 
 
+class Parallel(Node):
+    """`parallel [style, facts]`: the branches the state starts at once, named by their entry states."""
+
+    branches: tuple[Name, ...]
+    span: Span = _span()
+
+
+class Join(Node):
+    """`join all`, `join first N`, `join first where GUARD` or `join first N where GUARD`: which of a parallel
+    state's branches it waits for. `rule` is the word as written (the checks hold it to `all` or `first`);
+    the guard reads one branch's output as `output`."""
+
+    rule: Name
+    count: Number | None = None
+    guard: Expr | None = None
+    span: Span = _span()
+
+
+class ForEach(Node):
+    """`for i, item in EXPR max N concurrency C`: the state runs once per element of a list, `i` its
+    position and `item` the element (the index name is optional)."""
+
+    index: Name | None
+    item: Name
+    items: Expr
+    max: Number | None = None
+    concurrency: Number | None = None
+    span: Span = _span()
+
+
 class Transition(Node):
     """One outgoing edge, in source order.
 
@@ -529,16 +559,19 @@ class Transition(Node):
 
 
 StateItem = (AgentRef | ModelSetting | Instruction | Ask | OutputDecl | Tell | Visits | Retries | ToolCall | Result
-             | Fail | Transition)
+             | Fail | Parallel | Join | ForEach | Transition)
 
 
 class StateDecl(Node):
+    """A state; `branch` marks one that runs inside the branch of a parallel state."""
+
     name: Name
     start: bool
     final: bool
     items: tuple[StateItem, ...]
     has_body: bool = field(default=True, compare=False)
     span: Span = _span()
+    branch: bool = False
 
     @property
     def transitions(self) -> tuple[Transition, ...]:

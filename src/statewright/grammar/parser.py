@@ -67,14 +67,21 @@ _SPACE = " \t\r\n\f"
 
 
 class _FieldNamesPostLex:
-    """Reads a constraint keyword followed by ':' as the name of a field.
+    """Reads a constraint keyword followed by ':' as the name of a field, and lets every state's lexer read
+    a name, so that a keyword is only ever a whole word.
 
     After `a: str` the parser accepts a constraint (`len 1..80`) and the next field's name alike, so the
     contextual lexer reads `len` as the keyword; one look past the token, at the text, tells which it is.
     The grammar stays LALR(1) and readable: `field_decl: NAME ":" type_ref constraint* string?`.
+
+    Lark's contextual lexer tries only the terminals the parser accepts where it is. After an expression
+    that ends a statement (`for x in LIST max N`, `join first where GUARD`) it accepts the keywords a next
+    statement begins with, and would read the `do` of a mistyped `done` as the keyword. With NAME always
+    accepted, the lexer reads the whole word, and a name spelled as a keyword the parser accepts there
+    still comes out as that keyword (Lark's rule for a string that its name pattern matches too).
     """
 
-    always_accept: tuple[str, ...] = ()
+    always_accept: tuple[str, ...] = ("NAME",)
 
     def process(self, stream: Iterator[Token]) -> Iterator[Token]:
         text = _PARSED_TEXT.get()
@@ -380,7 +387,7 @@ class _BuildAst(Transformer_NonRecursive):
 
     # states
     def state_decl(self, meta: Meta, *parts: object) -> ast.StateDecl:
-        modifiers = [p for p in parts if isinstance(p, Token) and p.type in ("START", "FINAL")]
+        modifiers = [p for p in parts if isinstance(p, Token) and p.type in ("START", "FINAL", "BRANCH")]
         name = next(p for p in parts if isinstance(p, Token) and p.type == "NAME")
         items = tuple(p for p in parts if not isinstance(p, Token))
         has_body = self.source.text[name.end_pos : meta.end_pos].strip() != ""  # type: ignore[attr-defined]
@@ -391,6 +398,7 @@ class _BuildAst(Transformer_NonRecursive):
             items=items,  # type: ignore[arg-type]
             has_body=has_body,
             span=self._span(meta),
+            branch=any(m.type == "BRANCH" for m in modifiers),
         )
 
     def state_modifier(self, meta: Meta, tok: Token) -> Token:
@@ -431,6 +439,28 @@ class _BuildAst(Transformer_NonRecursive):
 
     def fail(self, meta: Meta, text: ast.String) -> ast.Fail:
         return ast.Fail(text, self._span(meta))
+
+    def parallel(self, meta: Meta, *names: Token) -> ast.Parallel:
+        return ast.Parallel(tuple(self._name(n) for n in names if n is not None), self._span(meta))
+
+    def join(self, meta: Meta, rule: Token, *rest: object) -> ast.Join:
+        count = next((self.number(None, p) for p in rest if isinstance(p, Token)), None)
+        guard = next((p for p in rest if p is not None and not isinstance(p, Token)), None)
+        return ast.Join(self._name(rule), count, guard, self._span(meta))  # type: ignore[arg-type]
+
+    def for_each(self, meta: Meta, *parts: object) -> ast.ForEach:
+        names = [p for p in parts if isinstance(p, Token)]
+        items = next(p for p in parts if p is not None and not isinstance(p, (Token, tuple)))
+        options: dict[str, ast.Number] = dict(p for p in parts if isinstance(p, tuple))
+        index, item = (names[0], names[1]) if len(names) == 2 else (None, names[0])
+        return ast.ForEach(self._name(index) if index is not None else None, self._name(item), items,  # type: ignore[arg-type]
+                           options.get("max"), options.get("concurrency"), self._span(meta))
+
+    def each_max(self, meta: Meta, count: Token) -> tuple[str, ast.Number]:
+        return "max", self.number(None, count)
+
+    def each_concurrency(self, meta: Meta, count: Token) -> tuple[str, ast.Number]:
+        return "concurrency", self.number(None, count)
 
     def bound(self, meta: Meta, count: Token, per_visit: Span | None = None) -> tuple[ast.Number, Span | None]:
         return self.number(None, count), per_visit

@@ -369,9 +369,9 @@ def _build(spec: _Spec, order: list[str], source: SourceFile, header: Header
     state_of = {e.name: e.state for e in working}
     agent_for = _agents(spec, working, machine, header, input_names)
     listens = {e.state: [state_of.get(s, s) for s, _ in e.listens] for e in working}
-    following, parallel, branches = fallbacks.sequence_parallel_branches([state_of[n] for n in order], listens,
-                                                                         START_EVENT)
-    state_of[START_EVENT] = state_of[order[0]]
+    forks, reduced, reduced_listens = _forks(working, [state_of[n] for n in order], listens, state_of, values)
+    following, parallel, branches = fallbacks.sequence_parallel_branches(reduced, reduced_listens, START_EVENT)
+    state_of[START_EVENT] = reduced[0]
     output_name = identifier(spec.output_key or "done", "state")
     success = State(values.claim(output_name if output_name not in values.taken else "done", "state"), final=True)
     if spec.output_description:
@@ -385,12 +385,26 @@ def _build(spec: _Spec, order: list[str], source: SourceFile, header: Header
                                            "original") for key, events in abort_events.items()}
     producers = _producers(spec, state_of)
     unproduced: dict[str, list[str]] = {}
+    fork_of = {b: (name, fork) for name, fork in forks.items() for b in fork.branches}
     for event in working:
-        state = State(event.state, start=event.name == order[0], agent=agent_for[event.name], origin=event.span)
+        in_fork = fork_of.get(event.state)
+        if in_fork is not None and in_fork[1].branches[0] == event.state:  # its parallel state comes first
+            name, fork = in_fork
+            fan_out = State(name, start=reduced[0] == name, parallel=list(fork.branches))
+            after = "the run starts" if fork.source == START_EVENT else f"'{fork.source}' is done"
+            fan_out.comments.append(f"The original runs {quoted_list(fork.branches)} in parallel once {after}, "
+                                    f"and '{fork.join}' waits for all of them: here they are branches.")
+            fan_out.transitions.append(Transition(following[name] or success.name))
+            machine.states.append(fan_out)
+        state = State(event.state, start=reduced[0] == event.state, agent=agent_for[event.name], origin=event.span,
+                      branch=in_fork is not None)
         if event.state != event.name:
             state.comments.append(f"AutoAgent event \"{event.name}\"")
         state.comments.extend(parallel.get(event.state, []))
         state.instruction = _instruction(event, input_names, producers, unproduced)
+        if in_fork is not None:  # a branch ends in its one state: its result is the branch's output
+            machine.states.append(state)
+            continue
         for output in event.outputs:
             if output.action == "RESULT":
                 target = following[event.state] or success.name
@@ -405,6 +419,33 @@ def _build(spec: _Spec, order: list[str], source: SourceFile, header: Header
     machine.states.extend(aborts.values())
     _describe(machine, header, branches, aborts)
     return machine, unproduced
+
+
+def _forks(working: list[_Event], order: list[str], listens: dict[str, list[str]], state_of: dict[str, str],
+           values: Namespace) -> tuple[dict[str, fallbacks.Fork], list[str], dict[str, list[str]]]:
+    """The original's fan-outs that become parallel states (by the parallel state's name), and the run order
+    and listens with each one's branches replaced by its parallel state."""
+    plain = {e.state for e in working
+             if len(e.outputs) == 1 and e.outputs[0].action == "RESULT" and e.outputs[0].condition is None}
+    jumped_to = {state_of.get(o.target, o.target) for e in working for o in e.outputs
+                 if o.action == "GOTO" and o.target is not None}
+    forks = {values.claim(f"{fork.join}_branches", "state"): fork
+             for fork in fallbacks.parallel_branches(order, listens, START_EVENT, plain)
+             if not jumped_to & set(fork.branches)}  # a branch is entered through its parallel state only
+    reduced: list[str] = []
+    reduced_listens = {name: list(sources) for name, sources in listens.items()}
+    for name in order:
+        owner = next((p for p, f in forks.items() if name in f.branches), None)
+        if owner is None:
+            reduced.append(name)
+        elif forks[owner].branches[0] == name:
+            reduced.append(owner)
+    for owner, fork in forks.items():
+        reduced_listens[owner] = [fork.source]
+        reduced_listens[fork.join] = [owner]
+        for branch in fork.branches:
+            reduced_listens.pop(branch, None)
+    return forks, reduced, reduced_listens
 
 
 def _agents(spec: _Spec, working: list[_Event], machine: Machine, header: Header, variables: dict[str, str]

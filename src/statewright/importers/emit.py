@@ -106,9 +106,12 @@ def _agent(agent: Agent) -> list[str]:
 
 
 def _state(state: State) -> list[str]:
-    head = ("start " if state.start else "") + ("final " if state.final else "") + f"state {state.name}"
+    head = (("start " if state.start else "") + ("final " if state.final else "") + ("branch " if state.branch else "")
+            + f"state {state.name}")
     lines = _comments(state.comments, "    ")
     body: list[str] = []
+    if state.parallel:
+        body.append(f"parallel [{', '.join(state.parallel)}]")
     if state.agent is not None:
         body.append(f"agent {state.agent}")
     if state.instruction is not None:

@@ -1,12 +1,16 @@
 """Mapping decisions that follow the language: each is one function, so each follows its construct.
 
 A MetaAgent final state that does work is a final state with an agent; its re-prompt budget is an
-`otherwise stay ... per visit` budget; AutoAgent's ABORT is a failing final state (`fail "reason"`). The
-language has no parallel branches yet, so the importer runs AutoAgent's parallel events one after another
-and says so in the header of every file where that applies (docs/import.md lists it).
+`otherwise stay ... per visit` budget; AutoAgent's ABORT is a failing final state (`fail "reason"`); an
+AutoAgent fan-out and join is a parallel state whose branches are the events that run side by side. A
+fan-out that is not that simple shape (a branch of several events, a branch that routes, a join that
+waits for events of two fan-outs) still runs its events one after another, and the header of the file
+says so (docs/import.md lists it).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from ..diagnostics import quoted_list
 from .model import State, Transition
@@ -16,8 +20,8 @@ from .names import Namespace
 TURNS_TO_NAME_AN_EXIT = 4
 
 PARALLEL_NOTE = (
-    "Branches the original runs in parallel run here one after another, in file order ({names}), until the "
-    "language has parallel branches."
+    "Branches the original runs in parallel run here one after another, in file order ({names}): a parallel "
+    "state takes branches that each end in one result and are joined by one event."
 )
 
 
@@ -50,6 +54,45 @@ def failing_final(name: str, names: Namespace, reason: str) -> State:
     """An end the original counts as a failure (AutoAgent's ABORT): a failing final state, `fail "reason"`.
     The run ends with status `failed`, kind `final`, and the reason as its message."""
     return State(names.claim(name, "state"), final=True, failing=True, fail_reason=reason)
+
+
+@dataclass(frozen=True)
+class Fork:
+    """An AutoAgent fan-out that is a parallel state: `source` (or the start) starts `branches`, each one
+    event, and `join` listens to exactly them."""
+
+    source: str
+    branches: tuple[str, ...]
+    join: str
+
+
+def parallel_branches(order: list[str], listens: dict[str, list[str]], start: str, plain: set[str]) -> list[Fork]:
+    """The fan-outs of the original that become parallel states.
+
+    `order` and `listens` are as for `sequence_parallel_branches`; `plain` holds the events that end in
+    one unconditional RESULT. A fan-out qualifies when the events listening to its source (or to `start`)
+    are at least two, listen to it alone, are plain, run one after another in `order` and are listened to
+    by exactly one event, which listens to them and nothing else and runs right after them: then they run
+    at once, as branches, and the join waits for all of them — as the original does.
+    """
+    forks: list[Fork] = []
+    taken: set[str] = set()
+    for source in [start, *order]:
+        listeners = [e for e in order if source in listens.get(e, [])]
+        if len(listeners) < 2 or any(listens.get(e) != [source] or e not in plain or e in taken
+                                     for e in listeners):
+            continue
+        positions = sorted(order.index(e) for e in listeners)
+        if positions != list(range(positions[0], positions[0] + len(positions))):
+            continue
+        joins = [e for e in order if set(listens.get(e, [])) & set(listeners)]
+        if len(joins) != 1 or sorted(listens[joins[0]]) != sorted(listeners):
+            continue
+        if order.index(joins[0]) != positions[-1] + 1:
+            continue
+        forks.append(Fork(source, tuple(order[p] for p in positions), joins[0]))
+        taken.update(listeners)
+    return forks
 
 
 def sequence_parallel_branches(order: list[str], listens: dict[str, list[str]], start: str

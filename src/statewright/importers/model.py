@@ -48,6 +48,8 @@ class State:
     fail_reason: str | None = None  # its `fail "reason"`
     comments: list[str] = field(default_factory=list)  # printed above the state
     origin: Span | None = None
+    parallel: list[str] = field(default_factory=list)  # a parallel state's branches: their entry states
+    branch: bool = False  # a branch state: it runs in a parallel state's branch, and ends it
 
 
 @dataclass

@@ -132,7 +132,7 @@ def end_where_stuck(machine: Machine, names: Namespace) -> list[str]:
 
 def _stuck_states(machine: Machine) -> list[State]:
     finals = {s.name for s in machine.states if s.final}
-    can_finish: set[str] = set(finals)
+    can_finish: set[str] = finals | {s.name for s in machine.states if s.branch}  # a branch ends in its last state
     changed = True
     while changed:
         changed = False

@@ -91,6 +91,16 @@ def shortest_path_test(machine: Machine, inputs: dict[str, str], step_limit: int
     path: list[str] = []
     steps_list: list[TestStep] = []
     for name, runs in hops:
+        branches = machine.state(name).parallel
+        if branches:  # a parallel state takes no reply: each of its branches' states does, in written order
+            for step in [name, *branches]:
+                if step_limit is not None and len(path) == step_limit:
+                    return TestBlock(f"the step limit ends the run before {goal}", inputs, steps_list, path,
+                                     goal, failure="steps")
+                path.append(step)
+                if step != name:
+                    steps_list.append(TestStep("reply", step, f"A reply for {step}."))
+            continue
         for verdicts in runs:
             if step_limit is not None and len(path) == step_limit:
                 return TestBlock(f"the step limit ends the run before {goal}", inputs, steps_list, path, goal,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 _TOKENS = re.compile(r'"""(?:[^"]|"(?!""))*(?:"""|\Z)|"(?:[^"\\\n]|\\.)*(?:"|$)|#[^\n]*|[{}]', re.MULTILINE)
 _HEADERS = (
     ("machine", re.compile(r"\bmachine\s+(\w+)\s*$")),
-    ("state", re.compile(r"\b((?:(?:start|final)\s+)*)state\s+(\w+)\s*$")),
+    ("state", re.compile(r"\b((?:(?:start|final|branch)\s+)*)state\s+(\w+)\s*$")),
     ("agent", re.compile(r"\bagent\s+(\w+)\s*$")),
     ("type", re.compile(r"\btype\s+(\w+)\s*$")),
     ("test", re.compile(r'\btest\s+"[^"\n]*"\s*$')),

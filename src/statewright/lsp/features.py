@@ -394,7 +394,9 @@ def folding_ranges(a: Analysis) -> list[types.FoldingRange]:
 # ---- completion ----------------------------------------------------------------------------------
 
 MACHINE_KEYWORDS = ("description", "input", "model", "verifier model", "temperature", "limits", "type", "tool",
-                    "agent", "state", "start state", "final state", "test")
+                    "agent", "state", "start state", "final state", "branch state", "test")
+# a state that runs branches at once and joins them, or that runs once per element of a list
+FAN_OUT_KEYWORDS = ("parallel", "join all", "join first", "for")
 STATE_KEYWORDS = ("agent", "model", "do", "output", "tell", "visits", "retries", "call", "ask", "after", "when",
                   "otherwise", "->")
 # a final state may do work too, and then end the run well (`result`) or as a failure (`fail "reason"`)
@@ -446,6 +448,12 @@ def _complete(context: CursorContext, symbols: Symbols | None) -> list[types.Com
                 return [_item(n, K.Class, "agent") for n in symbols.agents]
             if re.search(r"^\s*call\s+[\w.]*$", line):
                 return _tools(symbols)
+            if re.search(r"^\s*parallel\s*\[[^\]]*$", line):  # the branches: their entry states
+                return [_item(n, K.EnumMember, "branch state") for n, v in symbols.states.items() if v.decl.branch]
+            if re.search(r"^\s*(for\s+\w+(\s*,\s*\w+)?\s+in|join\s+first(\s+\d+)?\s+where)\s+", line):
+                expression = re.sub(r"^\s*(for\s+\w+(\s*,\s*\w+)?\s+in|join\s+first(\s+\d+)?\s+where)\s+", "", line)
+                return _expression(expression, symbols, state.name if state else None, template=False,
+                                   scope_states=True)
             if re.search(r"^\s*when\s+", line):
                 return _expression(re.sub(r"^\s*when\s+", "", line), symbols, state.name if state else None,
                                    template=False, scope_states=True)
@@ -477,7 +485,7 @@ def _keywords(block: Any) -> tuple[str, ...]:
         return ("machine",)
     return {"machine": MACHINE_KEYWORDS, "agent": AGENT_KEYWORDS, "test": TEST_KEYWORDS,
             "limits": LIMIT_KEYWORDS, "tool": TOOL_KEYWORDS,
-            "state": FINAL_STATE_KEYWORDS if block.final else STATE_KEYWORDS}.get(block.kind, ())
+            "state": FINAL_STATE_KEYWORDS if block.final else (*STATE_KEYWORDS, *FAN_OUT_KEYWORDS)}.get(block.kind, ())
 
 
 def _types(symbols: Symbols) -> list[types.CompletionItem]:

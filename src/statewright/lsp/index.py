@@ -144,6 +144,13 @@ def _state(decl: ast.StateDecl, states: set[str], inputs: set[str]) -> Iterator[
                 yield from _at(Key("state", item.target.value), item.target.span)
             if item.guard is not None:
                 yield from _expr(item.guard, states, inputs)
+        elif isinstance(item, ast.Parallel):
+            for name in item.branches:
+                yield from _at(Key("state", name.value), name.span)
+        elif isinstance(item, ast.Join) and item.guard is not None:
+            yield from _expr(item.guard, states, inputs)
+        elif isinstance(item, ast.ForEach):
+            yield from _expr(item.items, states, inputs)
 
 
 def _expr(expr: ast.Expr, states: set[str], inputs: set[str]) -> Iterator[Occurrence]:

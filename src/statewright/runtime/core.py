@@ -15,11 +15,13 @@ from __future__ import annotations
 import difflib
 import json
 import re
+from collections import deque
 from collections.abc import Callable, Generator, Mapping
 from typing import Any
 
 from .checkpoint import CheckpointError
 from .client import ModelError, ModelRequest, ModelResponse, reply_allowance
+from .concurrency import Cancel, Completed, Concurrently
 from .effects import AwaitPerson, CallModel, CallTool, DescribeTools, EstimateCall, PersonReply, ToolOutcome
 from .memory import AgentMemory
 from .result import AnswerError, Failure, RunFailed, RunResult, Usage, Waiting
@@ -165,10 +167,12 @@ class _StatePlan:
     __slots__ = (
         "agent",
         "agent_key",
+        "agent_tool_key",
         "direct",
         "edges",
         "final",
         "instruction",
+        "items_key",
         "kind",
         "name",
         "output",
@@ -223,6 +227,19 @@ class _StatePlan:
         self.agent_key = "agent:" + spec.name
         self.verifier_key = "verifier:" + spec.name
         self.tool_key = "tool:" + spec.name
+        self.agent_tool_key = "agent-tool:" + spec.name
+        self.items_key = "items:" + spec.name  # a map's elements run in earlier visits: numbers them over the run
+
+    def for_item(self, number: int) -> _StatePlan:
+        """The plan of one element's step of a map: its own call counters (`agent:build[3]`), so that the
+        elements' calls, run at once, are counted (and scripted, and resumed) each on its own."""
+        plan = object.__new__(_StatePlan)
+        for slot in _StatePlan.__slots__:
+            setattr(plan, slot, getattr(self, slot))
+        suffix = f"[{number}]"
+        plan.agent_key, plan.tool_key = self.agent_key + suffix, self.tool_key + suffix
+        plan.agent_tool_key = self.agent_tool_key + suffix
+        return plan
 
 
 def _core_quoted_condition(condition: str) -> str:
@@ -276,10 +293,13 @@ class Run:
         "elapsed_before",
         "emit",
         "events",
+        "fanout",
         "feedback",
         "inputs",
         "inputs_json",
+        "item",
         "last_state",
+        "locals",
         "memories",
         "observe",
         "outputs",
@@ -288,6 +308,7 @@ class Run:
         "save",
         "saved_logs",
         "seqs",
+        "stamp",
         "started",
         "state",
         "steps",
@@ -329,11 +350,20 @@ class Run:
         self.events = False  # whether anyone listens to `emit`
         self.content = False
         self.save: Callable[[str, dict[str, Any]], None] = _no_save
+        # the wall time of an event, as ISO text, for the events a branch holds back until its join
+        self.stamp: Callable[[], str] | None = None
+        self.fanout: _FanOut | None = None  # the parallel state's branches or the map's elements under way
+        self.locals: dict[str, Any] | None = None  # a map's element and position, in that element's step
+        self.item: int | None = None  # which element of a map this step is, numbered over the run
         # hears ("instruction" | "output", state, visit, value) for every step: a test block's expectations
         self.observe: Callable[[str, str, int, Any], None] | None = None
 
     def listen(self, emit: Callable[[str, dict[str, Any]], None] | None, *, content: bool = False,
-               save: Callable[[str, dict[str, Any]], None] | None = None) -> None:
+               save: Callable[[str, dict[str, Any]], None] | None = None,
+               stamp: Callable[[], str] | None = None) -> None:
+        """Attach the executor's hooks: `emit` for trace events, `save` for checkpoint records, `stamp` for
+        the time of an event a branch holds back (it is written when the branches join)."""
+        self.stamp = stamp
         if emit is not None:
             self.emit, self.events, self.content = emit, True, content
         if save is not None:
@@ -346,6 +376,212 @@ class Run:
         changed = self.changed
         if changed is not None:
             changed[mapping].add(key)
+
+
+# ---- branches and elements: a run's parts that run at once --------------------------------------------
+
+
+class _Overlay(dict):  # type: ignore[type-arg]
+    """A mapping of the run (outputs, visits, edges, call counters) as one branch or element sees it: its
+    own writes, over the run's values. The writes reach the run when the branch commits a finished step,
+    so a checkpoint taken meanwhile never holds half a step of a branch."""
+
+    __slots__ = ("base",)
+
+    def __init__(self, base: dict[str, Any]) -> None:
+        super().__init__()
+        self.base = base
+
+    def __missing__(self, key: str) -> Any:
+        return self.base[key]
+
+    def __contains__(self, key: object) -> bool:
+        return dict.__contains__(self, key) or key in self.base
+
+    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+        if dict.__contains__(self, key):
+            return dict.__getitem__(self, key)
+        return self.base.get(key, default)
+
+    def commit(self, run: Run, mapping: str) -> None:
+        """Write this overlay's values into the run's mapping (noting them for its next checkpoint)."""
+        if self:
+            self.base.update(self)
+            for key in self:
+                run.count(mapping, key)
+            self.clear()
+
+
+class _ForkedMemories(dict):  # type: ignore[type-arg]
+    """The agents' memories as one branch sees them: the run's, as they were when the branches started,
+    plus what this branch added. What it added joins the run's memories, branch by branch, at the join."""
+
+    __slots__ = ("base", "kept")
+
+    def __init__(self, base: Mapping[str, AgentMemory], added: Mapping[str, list[Any]] | None = None) -> None:
+        super().__init__()
+        self.base = base
+        self.kept: dict[str, int] = {}  # agent -> messages that are the run's, not this branch's
+        for name, messages in (added or {}).items():
+            self[name].messages.extend(messages)
+
+    def __missing__(self, name: str) -> AgentMemory:
+        base = self.base[name]
+        memory = AgentMemory(base.policy, base.count, list(base.messages))
+        self.kept[name] = len(base.messages)
+        self[name] = memory
+        return memory
+
+    def added(self) -> dict[str, list[Any]]:
+        """The messages this branch added, by agent."""
+        return {name: memory.messages[self.kept[name]:] for name, memory in self.items()
+                if len(memory.messages) > self.kept[name]}
+
+
+class _ForkedRun(Run):
+    """A run as one branch of a parallel state (or one element of a map) sees it while the branches run at
+    once. Its position, path, feedback, memories and trace events are its own, and so are the counters and
+    outputs it changes, the steps it takes and what its calls use, until each finished step is committed to
+    the run (`RunCore._commit`). Limits count what every branch has used, committed or not."""
+
+    __slots__ = ("fan", "parent", "reserved")
+
+    def __init__(self, parent: Run, fan: _FanOut, task: _Task) -> None:
+        for slot in ("run_id", "inputs", "inputs_json", "started", "elapsed_before", "system_prompts",
+                     "tool_schemas", "workspace", "content", "events", "stamp", "observe"):
+            setattr(self, slot, getattr(parent, slot))
+        self.parent = parent
+        self.fan = fan
+        self.state = task.state
+        self.last_state = task.last
+        self.feedback = task.feedback
+        self.path = list(task.path)
+        self.outputs = _Overlay(parent.outputs)
+        self.visits = _Overlay(parent.visits)
+        self.edges = _Overlay(parent.edges)
+        self.seqs = _Overlay(parent.seqs)
+        self.memories = _ForkedMemories(parent.memories, task.memory)
+        self.usage = Usage()  # used by calls since the last commit
+        self.reserved = (0, 0.0)  # the estimate of the call in flight, which budgets count before it ends
+        self.steps = 0
+        self.changed = None  # commits note the changes in the run
+        self.saved_logs = {}
+        self.context_cache = None
+        self.waiting = None
+        self.fanout = None
+        self.locals = task.locals
+        self.item = task.number
+        self.save = _no_save
+        buffered = task.events
+        self.emit = lambda event, fields: buffered.append(
+            (event, fields, parent.stamp() if parent.stamp is not None else None))
+
+
+class _Task:
+    """One branch of a parallel state, or one element of a map: where it is, and what it has done up to its
+    last finished step (what a checkpoint records, and a resumed run starts it from)."""
+
+    __slots__ = ("cancelled", "committed_events", "done", "events", "feedback", "index", "instruction", "key", "last",
+                 "locals", "memory", "number", "output", "path", "run", "state", "work")
+
+    def __init__(self, index: int, key: str, state: str) -> None:
+        self.index = index  # position in `parallel [...]`, or the element's index in the list
+        self.key = key
+        self.state = state  # the state it runs next
+        self.last: str | None = None  # the state whose step it finished last
+        self.feedback: str | None = None
+        self.path: list[str] = []
+        self.memory: dict[str, list[Any]] = {}  # messages it added to agents' memories, by agent
+        self.events: list[tuple[str, dict[str, Any], str | None]] = []  # held back until the join
+        self.committed_events = 0  # of which those of its finished steps
+        self.done = False
+        self.cancelled = False
+        self.output: Any = None
+        self.instruction: str | None = None  # a map element's rendered instruction (for test expectations)
+        self.locals: dict[str, Any] | None = None
+        self.number: int | None = None  # a map's element, numbered over the run
+        self.run: _ForkedRun | None = None
+        self.work: Steps | None = None  # its steps, as a generator of effects, while it runs
+
+
+class _FanOut:
+    """The branches of a parallel state (kind "parallel"), or the elements of a map ("map"), while they run:
+    the tasks in their written order, the order they finished in, and (for a map) the number of its first
+    element over the run."""
+
+    __slots__ = ("accepted", "base", "finished", "kind", "state", "tasks")
+
+    def __init__(self, state: str, kind: str, tasks: list[_Task], base: int = 0) -> None:
+        self.state = state
+        self.kind = kind
+        self.tasks = tasks
+        self.base = base
+        self.finished: list[int] = []  # task indexes, in the order they finished
+        self.accepted: list[int] = []  # of those, the ones the join takes (a join guard may refuse some)
+
+    def to_json(self) -> dict[str, Any]:
+        tasks = []
+        for t in self.tasks:
+            record: dict[str, Any] = {"state": t.state, "last": t.last, "feedback": t.feedback, "path": t.path,
+                                      "memory": t.memory, "done": t.done}
+            if t.done and self.kind == "map":
+                record["output"] = to_jsonable(t.output)
+            if t.committed_events:
+                record["events"] = [[e, to_jsonable(f), at] for e, f, at in t.events[:t.committed_events]]
+            tasks.append(record)
+        return {"state": self.state, "kind": self.kind, "base": self.base, "finished": self.finished,
+                "accepted": self.accepted, "tasks": tasks}
+
+
+def _fan_out_totals(run: Run) -> tuple[int, Usage, tuple[int, float]]:
+    """The steps a run has taken and what it has used, counting its branches' uncommitted work, and the
+    estimates of their calls in flight."""
+    if not isinstance(run, _ForkedRun):
+        return run.steps, run.usage, (0, 0.0)
+    parent = run.parent
+    steps = parent.steps
+    total = Usage(parent.usage.prompt_tokens, parent.usage.completion_tokens, parent.usage.cost_usd,
+                  parent.usage.llm_calls)
+    tokens, cost = 0, 0.0
+    for task in run.fan.tasks:
+        forked = task.run
+        if forked is None:
+            continue
+        steps += forked.steps
+        total.prompt_tokens += forked.usage.prompt_tokens
+        total.completion_tokens += forked.usage.completion_tokens
+        total.cost_usd += forked.usage.cost_usd
+        total.llm_calls += forked.usage.llm_calls
+        if forked is not run:
+            tokens += forked.reserved[0]
+            cost += forked.reserved[1]
+    return steps, total, (tokens, cost)
+
+
+def _exit_fields(run: Run, plan: _StatePlan, output: Any) -> dict[str, Any]:
+    """The fields of a `state_exit` event: the state, its output (in a trace with content) and, for a
+    variant output, which variant it was."""
+    fields: dict[str, Any] = {"state": plan.name, "output": output} if run.content else {"state": plan.name}
+    if plan.variant:
+        from .variants import variant_name
+
+        fields["variant"] = variant_name(output)
+    return fields
+
+
+def _add_usage(total: Usage, more: Usage) -> None:
+    total.prompt_tokens += more.prompt_tokens
+    total.completion_tokens += more.completion_tokens
+    total.cost_usd += more.cost_usd
+    total.llm_calls += more.llm_calls
+
+
+def join_text(join: Any) -> str:
+    """A join as written: `all`, `first 2`, `first 1 where output.approve`."""
+    if join.rule == "all":
+        return "all"
+    text = f"first {join.count or 1}"
+    return f"{text} where {join.text}" if join.text else text
 
 
 # ---- the core ------------------------------------------------------------------------------------
@@ -437,6 +673,11 @@ class RunCore:
         run.last_state = snapshot.get("last_state")
         waiting = snapshot.get("waiting")
         run.waiting = dict(waiting) if isinstance(waiting, dict) else None
+        try:
+            run.fanout = self._revive_fanout(snapshot.get("fanout"))
+        except (ValueError, TypeError, KeyError) as exc:
+            raise CheckpointError(f"run '{run_id}': the branches it was running no longer fit the machine: "
+                                  f"{exc}") from None
         logs = snapshot.get("logs") or {}
         run.path = list(logs.get("path") or [])
         self._new_memories(run, logs)
@@ -462,6 +703,8 @@ class RunCore:
         spec = self.machine.states.get(state)
         if spec is None or spec.output is None or data is None:
             return data
+        if (spec.each is not None or spec.parallel is not None) and isinstance(data, list):
+            return [validate_typed(spec.output, item, spec.output_wrapped) for item in data]  # one per element
         return validate_typed(spec.output, data, spec.output_wrapped)
 
     def _new_memories(self, run: Run, logs: Mapping[str, list[Any]]) -> None:
@@ -488,7 +731,8 @@ class RunCore:
             if not plan.works:
                 return self._finish(run, plan, entered=False)
             changed = run.changed
-            if run.waiting is None:  # (a run resumed while waiting for a person is inside its step)
+            # (a run resumed while waiting for a person, or while its branches ran, is inside its step)
+            if run.waiting is None and run.fanout is None:
                 self._check_limits(run, name, True)
                 run.steps += 1
                 visit = run.visits.get(name, 0) + 1
@@ -499,9 +743,15 @@ class RunCore:
                     changed["visits"].add(name)
                 if run.events:
                     run.emit("state_enter", {"state": name, "visit": visit})
+            else:
+                visit = run.visits.get(name, 0)
             feedback = run.feedback
             run.feedback = None
-            if plan.agent is not None:
+            if plan.spec.parallel is not None:
+                output, instruction = (yield from self._parallel_step(run, plan, feedback)), None
+            elif plan.spec.each is not None:
+                output, instruction = (yield from self._map_step(run, plan, feedback)), None
+            elif plan.agent is not None:
                 output, instruction = yield from self._agent_step(run, plan, feedback)
             elif plan.kind == "human":
                 answered = yield from self._person_step(run, plan)
@@ -524,12 +774,7 @@ class RunCore:
             run.last_state = name
             run.context_cache = None
             if run.events:
-                fields: dict[str, Any] = {"state": name, "output": output} if run.content else {"state": name}
-                if plan.variant:
-                    from .variants import variant_name
-
-                    fields["variant"] = variant_name(output)
-                run.emit("state_exit", fields)
+                run.emit("state_exit", _exit_fields(run, plan, output))
             if plan.tell:
                 text = _output_text(plan, output)
                 for listener in plan.tell:
@@ -542,13 +787,362 @@ class RunCore:
                 yield from self._transition(run, plan, output, instruction)
             self._save(run, "running")
 
+
+    # -- parallel branches and maps -----------------------------------------------------------------
+
+    def _parallel_step(self, run: Run, plan: _StatePlan, feedback: str | None) -> Steps:
+        """Run a parallel state's branches at once and join them: the list of the joined branches' outputs,
+        in the order the branches are written. Each branch runs from its entry until a state without
+        transitions; with `join first`, the branches the join no longer waits for are cancelled."""
+        spec = plan.spec.parallel
+        assert spec is not None
+        name = plan.name
+        join = spec.join
+        fan = run.fanout
+        if fan is None:
+            for entry in spec.branches:  # a branch starts at its entry whatever its bound: a spent one stops the run
+                limit = self.machine.states[entry].visits
+                if limit is not None and run.visits.get(entry, 0) >= limit:
+                    raise RunFailed(Failure("bound", f"state '{name}': branch '{entry}' has used its visits {limit}",
+                                            state=name, origin=plan.spec.origin))
+            tasks = [_Task(i, f"{name}/{entry}", entry) for i, entry in enumerate(spec.branches)]
+            for task in tasks:
+                task.feedback = feedback
+            fan = run.fanout = _FanOut(name, "parallel", tasks)
+            if run.events:
+                run.emit("fan_out", {"state": name, "kind": "parallel", "branches": list(spec.branches),
+                                     "join": join_text(join)})
+        wanted = len(fan.tasks) if join.rule == "all" else (join.count or 1)
+
+        def complete(task: _Task) -> bool:
+            fan.finished.append(task.index)
+            if join.guard is None or self._join_guard(plan, task):
+                fan.accepted.append(task.index)
+            self._commit(run, task)
+            return len(fan.accepted) >= wanted
+
+        for task in fan.tasks:  # branches done before a run was resumed, not yet counted by the join
+            if task.done and task.index not in fan.finished:
+                task.output = run.outputs.get(task.last) if task.last else None
+                fan.finished.append(task.index)
+                if join.guard is None or self._join_guard(plan, task):
+                    fan.accepted.append(task.index)
+        pending = [t for t in fan.tasks if not t.done] if len(fan.accepted) < wanted else []
+        for task in pending:
+            task.run = _ForkedRun(run, fan, task)
+            task.work = self._branch(task)
+        try:
+            yield from self._run_tasks(run, pending, None, complete)
+        except RunFailed:
+            self._abandon(run, fan)
+            raise
+        for task in fan.tasks:
+            if not task.done:
+                task.cancelled = True  # (also those a resumed run found no longer waited for)
+        joined = sorted(fan.accepted)
+        for task in fan.tasks:
+            for agent, messages in task.memory.items():  # what each branch told its agents, branch by branch
+                run.memories[agent].messages.extend(messages)
+            run.path.extend(task.path)
+            if run.events:
+                self._flush(run, task)
+                status = "done" if task.done else "cancelled"
+                run.emit("branch_end", {"state": name, "branch": spec.branches[task.index], "status": status,
+                                        "last": task.last})
+        if run.events:
+            run.emit("join", {"state": name, "join": join_text(join),
+                              "finished": [spec.branches[i] for i in fan.finished],
+                              "joined": [spec.branches[i] for i in joined],
+                              "cancelled": [spec.branches[t.index] for t in fan.tasks if t.cancelled]})
+        run.fanout = None
+        run.context_cache = None
+        return [fan.tasks[i].output for i in joined]
+
+    def _join_guard(self, plan: _StatePlan, task: _Task) -> bool:
+        """Whether a finished branch's output makes the join guard true (traced with the branch's events)."""
+        join = plan.spec.parallel.join  # type: ignore[union-attr]
+        view = task.run
+        parent = view.parent if view is not None else None
+        inputs = parent.inputs if parent is not None else {}
+        outputs = parent.outputs if parent is not None else {}
+        visits = parent.visits if parent is not None else {}
+        guard = join.guard
+        try:
+            value = bool(guard(Scope(task.output, inputs, outputs, visits))) if guard is not None else True
+        except Exception as exc:  # noqa: BLE001 - a guard that cannot be evaluated is a typed failure
+            raise RunFailed(Failure("guard", f"state '{plan.name}': the join guard `{join.text}` could not be "
+                                             f"evaluated: {type(exc).__name__}: {exc}", state=plan.name,
+                                    origin=join.origin)) from None
+        if view is not None and view.events:
+            branch = plan.spec.parallel.branches[task.index]  # type: ignore[union-attr]
+            view.emit("guard", {"state": plan.name, "branch": branch, "text": join.text, "value": value})
+        return value
+
+    def _branch(self, task: _Task) -> Steps:
+        """One branch: its states' steps, from where it is to a state without transitions, whose output is
+        the branch's. Each finished step is committed to the run (and checkpointed)."""
+        view = task.run
+        assert view is not None
+        parent = view.parent
+        plans = self._plans
+        if view.events and not task.events:
+            view.emit("branch_start", {"state": view.fan.state, "branch": task.state})
+        while True:
+            plan = plans[view.state]
+            name = plan.name
+            self._check_limits(view, name, True)
+            view.steps += 1
+            visit = view.visits.get(name, 0) + 1
+            view.visits[name] = visit
+            view.path.append(name)
+            view.context_cache = None
+            if view.events:
+                view.emit("state_enter", {"state": name, "visit": visit})
+            feedback, view.feedback = view.feedback, None
+            output, instruction = yield from self._work(view, plan, feedback)
+            view.outputs[name] = output
+            if view.observe is not None:
+                view.observe("output", name, visit, output)
+            view.last_state = name
+            view.context_cache = None
+            if view.events:
+                view.emit("state_exit", _exit_fields(view, plan, output))
+            if plan.tell:
+                text = _output_text(plan, output)
+                for listener in plan.tell:
+                    view.memories[listener].hear(name, text)
+            if not plan.edges:
+                return output  # the branch ends here: the join commits its last step
+            if plan.direct is not None:
+                self._fire_direct(view, plan)
+            else:
+                yield from self._transition(view, plan, output, instruction)
+            self._commit(parent, task)
+
+    def _map_step(self, run: Run, plan: _StatePlan, feedback: str | None) -> Steps:
+        """Run a state once per element of its list, `concurrency` elements at a time: the list of the
+        elements' outputs, in the list's order. An empty list gives []; one longer than `max` ends the run
+        (failure "bound")."""
+        each = plan.spec.each
+        assert each is not None
+        name = plan.name
+        try:
+            items = each.items(Scope(None, run.inputs, run.outputs, run.visits))
+        except Exception as exc:  # noqa: BLE001 - a list that cannot be computed is a typed failure
+            raise RunFailed(Failure("guard", f"state '{name}': the list `{each.text}` could not be computed: "
+                                             f"{type(exc).__name__}: {exc}", state=name, origin=each.origin)) from None
+        if not isinstance(items, (list, tuple)):
+            raise RunFailed(Failure("guard", f"state '{name}': `{each.text}` is {type(items).__name__}, not a list",
+                                    state=name, origin=each.origin))
+        if len(items) > each.max:
+            raise RunFailed(Failure("bound", f"state '{name}': the list `{each.text}` has {len(items)} elements, "
+                                             f"more than its max {each.max}", state=name, origin=each.origin))
+        fan = run.fanout
+        if fan is None:
+            base = run.seqs.get(plan.items_key, 0)
+            tasks = [_Task(i, f"{name}[{i}]", name) for i in range(len(items))]
+            for task in tasks:
+                task.feedback = feedback
+            fan = run.fanout = _FanOut(name, "map", tasks, base)
+            run.seqs[plan.items_key] = base + len(items)
+            run.count("seqs", plan.items_key)
+            if run.events:
+                run.emit("fan_out", {"state": name, "kind": "map", "items": len(items), "max": each.max,
+                                     "concurrency": each.concurrency})
+        elif len(fan.tasks) != len(items):
+            raise RunFailed(Failure("bound", f"state '{name}': the list `{each.text}` has {len(items)} elements; "
+                                             f"the run was stopped while mapping over {len(fan.tasks)}",
+                                    state=name, origin=each.origin))
+        for task in fan.tasks:
+            task.locals = {each.item: items[task.index]}
+            if each.index is not None:
+                task.locals[each.index] = task.index
+            task.number = fan.base + task.index
+        pending = [t for t in fan.tasks if not t.done]
+        for task in pending:
+            task.run = _ForkedRun(run, fan, task)
+            task.work = self._element(plan.for_item(fan.base + task.index), task)
+
+        def complete(task: _Task) -> bool:
+            fan.finished.append(task.index)
+            self._commit(run, task)
+            return False
+
+        try:
+            yield from self._run_tasks(run, pending, each.concurrency, complete)
+        except RunFailed:
+            self._abandon(run, fan)
+            raise
+        for task in fan.tasks:
+            for agent, messages in task.memory.items():
+                run.memories[agent].messages.extend(messages)
+            if run.events:
+                self._flush(run, task)
+        if run.events:
+            run.emit("join", {"state": name, "items": len(fan.tasks)})
+        if run.observe is not None and plan.agent is not None:  # a test's: every element's instruction
+            run.observe("instruction", name, run.visits[name],
+                        "\n\n".join(t.instruction or "" for t in fan.tasks))
+        run.fanout = None
+        run.context_cache = None
+        return [task.output for task in fan.tasks]
+
+    def _element(self, plan: _StatePlan, task: _Task) -> Steps:
+        """One element's step of a map: the state's work with the element (and its position) in scope."""
+        view = task.run
+        assert view is not None
+        name = plan.name
+        if view.events:
+            view.emit("item_start", {"state": name, "item": task.index})
+        self._check_limits(view, name, True)
+        view.steps += 1
+        feedback, view.feedback = view.feedback, None
+        output, task.instruction = yield from self._work(view, plan, feedback)
+        if view.events:
+            view.emit("item_end", {"state": name, "item": task.index, "output": output} if view.content
+                      else {"state": name, "item": task.index})
+        return output
+
+    def _work(self, run: Run, plan: _StatePlan, feedback: str | None) -> Steps:
+        """A state's own work, in a branch or for a map's element: its agent's step or its tool call."""
+        if plan.agent is not None:
+            return (yield from self._agent_step(run, plan, feedback))
+        if plan.kind == "human":
+            raise RunFailed(Failure("tool", f"state '{plan.name}' asks a person, which a branch cannot",
+                                    state=plan.name, origin=plan.spec.origin))
+        return (yield from self._action_step(run, plan)), None
+
+    def _run_tasks(self, run: Run, tasks: list[_Task], limit: int | None,
+                   complete: Callable[[_Task], bool]) -> Steps:
+        """Run the tasks' steps at once, at most `limit` at a time (in their order): every effect they ask
+        for goes to the executor in a Concurrently, and each result back to the task that asked. When a task
+        is done, `complete(task)` says whether the join has what it waits for; the tasks still running are
+        then cancelled."""
+        waiting = deque(tasks)
+        running: dict[str, _Task] = {}  # key -> a task with an effect in flight, or about to be started
+        start: dict[str, Any] = {}
+        satisfied = False
+
+        def advance(task: _Task, value: Any, error: BaseException | None) -> bool:
+            assert task.work is not None
+            try:
+                effect = task.work.send(value) if error is None else task.work.throw(error)
+            except StopIteration as stop:
+                running.pop(task.key, None)
+                task.done, task.output, task.work = True, stop.value, None
+                return complete(task)
+            except BaseException:
+                running.pop(task.key, None)
+                task.work = None
+                raise
+            running[task.key] = task
+            start[task.key] = effect
+            return False
+
+        try:
+            while True:
+                while not satisfied and waiting and (limit is None or len(running) < limit):
+                    satisfied = advance(waiting.popleft(), None, None)
+                if satisfied or not running:
+                    break
+                completed: Completed = yield Concurrently(dict(start))
+                start.clear()
+                satisfied = advance(running[completed.key], completed.value, completed.error)
+        finally:
+            for task in running.values():
+                if task.work is not None:
+                    task.work.close()
+                    task.work = None
+        in_flight = tuple(key for key in running if key not in start)
+        if in_flight:
+            yield Cancel(in_flight)
+        for task in running.values():
+            task.cancelled = True
+            self._commit(run, task, cancelled=True)
+
+    def _commit(self, run: Run, task: _Task, *, cancelled: bool = False) -> None:
+        """Hand a task's finished step to the run: the counters and outputs it changed, its steps and what
+        its calls used; note where it is, and checkpoint. A cancelled task hands over what it did up to the
+        cancellation (its calls were made: what they used counts)."""
+        view = task.run
+        assert view is not None
+        for mapping in ("outputs", "visits", "edges", "seqs"):
+            getattr(view, mapping).commit(run, mapping)
+        run.steps += view.steps
+        view.steps = 0
+        _add_usage(run.usage, view.usage)
+        view.usage = Usage()
+        task.state, task.last, task.feedback, task.path = view.state, view.last_state, view.feedback, list(view.path)
+        memories = view.memories
+        task.memory = memories.added() if isinstance(memories, _ForkedMemories) else {}
+        task.committed_events = len(task.events)
+        run.context_cache = None
+        if not cancelled:
+            self._save(run, "running")
+
+    def _abandon(self, run: Run, fan: _FanOut) -> None:
+        """A task failed and the run with it: what every task's calls used counts, and their events are
+        written, in order, for the failure to be read in context."""
+        for task in fan.tasks:
+            view = task.run
+            if view is not None:
+                run.steps += view.steps
+                view.steps = 0
+                _add_usage(run.usage, view.usage)
+                view.usage = Usage()
+            if run.events:
+                self._flush(run, task)
+
+    @staticmethod
+    def _flush(run: Run, task: _Task) -> None:
+        """Write the events a task held back, at the times they happened."""
+        for event, fields, at in task.events:
+            run.emit(event, {**fields, "time": at} if at is not None else fields)
+        task.events = []
+        task.committed_events = 0
+
+    def _revive_fanout(self, data: Mapping[str, Any] | None) -> _FanOut | None:
+        """The branches or elements under way when a checkpoint was taken, as the run resumes them."""
+        if not data:
+            return None
+        spec = self.machine.states.get(str(data.get("state")))
+        if spec is None:
+            raise CheckpointError(f"the checkpoint's branches belong to state '{data.get('state')}', which the "
+                                  "machine does not have")
+        tasks = []
+        for index, record in enumerate(data.get("tasks") or []):
+            task = _Task(index, f"{spec.name}/{record.get('state')}" if data.get("kind") == "parallel"
+                         else f"{spec.name}[{index}]", str(record.get("state") or spec.name))
+            task.last = record.get("last")
+            task.feedback = record.get("feedback")
+            task.path = list(record.get("path") or [])
+            task.memory = {str(k): list(v) for k, v in (record.get("memory") or {}).items()}
+            task.done = bool(record.get("done"))
+            if task.done and data.get("kind") == "map":
+                output = record.get("output")
+                if spec.output is not None and output is not None:
+                    output = validate_typed(spec.output, output, spec.output_wrapped)
+                task.output = output
+            task.events = [(str(e), dict(f), at) for e, f, at in record.get("events") or []]
+            task.committed_events = len(task.events)
+            tasks.append(task)
+        if data.get("kind") == "parallel":  # a branch keeps its key: its entry, as written
+            branches = spec.parallel.branches if spec.parallel is not None else ()
+            for task in tasks:
+                if task.index < len(branches):
+                    task.key = f"{spec.name}/{branches[task.index]}"
+        fan = _FanOut(spec.name, str(data.get("kind")), tasks, int(data.get("base") or 0))
+        fan.finished = [int(i) for i in data.get("finished") or []]
+        fan.accepted = [int(i) for i in data.get("accepted") or []]
+        return fan
+
     # -- a step -----------------------------------------------------------------------------------
 
     def _agent_step(self, run: Run, plan: _StatePlan, feedback: str | None) -> Steps:
         agent = plan.agent
         assert agent is not None
         instruction = self._render(run, plan.instruction, plan.name)
-        if run.observe is not None:
+        if run.observe is not None and run.item is None:  # (a map's elements: at their join, together)
             run.observe("instruction", plan.name, run.visits[plan.name], instruction)
         user_text = instruction if feedback is None else f"{instruction}\n\n{feedback}"
         memory = run.memories[agent.name]
@@ -635,7 +1229,7 @@ class RunCore:
                                for c in response.tool_calls],
             })
             for call in response.tool_calls:
-                content = yield from self._agent_tool_call(run, plan.name, agent, names, call)
+                content = yield from self._agent_tool_call(run, plan.name, plan.agent_tool_key, agent, names, call)
                 conversation.append({"role": "tool", "tool_call_id": call.id, "content": content})
         raise RunFailed(Failure(
             "tool", f"state '{plan.name}': agent '{agent.name}' still asked for tools after "
@@ -653,7 +1247,8 @@ class RunCore:
             run.tool_schemas[agent.name] = cached
         return cached
 
-    def _agent_tool_call(self, run: Run, state: str, agent: _AgentPlan, names: dict[str, str], call: Any) -> Steps:
+    def _agent_tool_call(self, run: Run, state: str, key: str, agent: _AgentPlan, names: dict[str, str],
+                         call: Any) -> Steps:
         """Run one tool call a model asked for; any problem becomes the tool message the model reads."""
         tool = names.get(call.name) or (call.name if call.name in agent.tools else None)
         args: Any = None
@@ -669,9 +1264,9 @@ class RunCore:
             except ValueError as exc:
                 content = f"error: the arguments are not a valid JSON object: {exc}"
             else:
-                seq = run.seqs.get(f"agent-tool:{state}", 0)
-                run.seqs[f"agent-tool:{state}"] = seq + 1
-                run.count("seqs", f"agent-tool:{state}")
+                seq = run.seqs.get(key, 0)
+                run.seqs[key] = seq + 1
+                run.count("seqs", key)
                 try:
                     outcome: ToolOutcome = yield CallTool(state, tool, args, seq, agent=agent.name)
                 except Exception as exc:  # noqa: BLE001 - a failing tool is reported to the model
@@ -789,14 +1384,14 @@ class RunCore:
         run.seqs[plan.tool_key] = seq + 1
         run.count("seqs", plan.tool_key)
         scope = Scope(run.outputs.get(run.last_state) if run.last_state else None, run.inputs, run.outputs,
-                      run.visits)
+                      run.visits, run.locals or {})
         try:
             args = call.args(scope)
         except Exception as exc:  # noqa: BLE001 - reported as the step's failure
             raise RunFailed(Failure("tool", f"state '{name}': the arguments of {call.tool}(...) could not "
                                             f"be computed: {exc}", state=name, origin=call.origin)) from None
         try:
-            outcome: ToolOutcome = yield CallTool(name, call.tool, args, seq)
+            outcome: ToolOutcome = yield CallTool(name, call.tool, args, seq, item=run.item)
         except Exception as exc:  # noqa: BLE001 - tools raise ToolError; anything else is the tool's too
             if getattr(exc, "scripted", False):  # the test's script has no result for this call
                 raise RunFailed(Failure("script", f"state '{name}': {exc}", state=name)) from None
@@ -851,14 +1446,19 @@ class RunCore:
             response_schema=schema, schema_name=schema_name, tools=tools, fallbacks=fallbacks, timeout=timeout,
             max_tokens=self.max_tokens,
             metadata={"statewright": {"run_id": run.run_id, "state": state, "role": role, "seq": seq,
-                                      "agent": agent.name if agent is not None else None}},
+                                      "agent": agent.name if agent is not None else None,
+                                      **({"item": run.item} if run.item is not None else {})}},
         )
         if self._budget_limited:
             estimate = yield EstimateCall(request)
             self._check_budget(run, request, estimate)
+            if isinstance(run, _ForkedRun):
+                run.reserved = estimate
         try:
             response: ModelResponse = yield CallModel(request)
         except ModelError as exc:
+            if isinstance(run, _ForkedRun):
+                run.reserved = (0, 0.0)
             spent_prompt, spent_completion, spent_usd = getattr(exc, "spent", (0, 0, 0.0))
             run.usage.prompt_tokens += spent_prompt  # replies received and thrown away count all the same
             run.usage.completion_tokens += spent_completion
@@ -873,6 +1473,8 @@ class RunCore:
                                                  f"'{state}': {exc}", state=state, limit=limit)) from None
             kind = "script" if getattr(exc, "scripted", False) else "model"
             raise RunFailed(Failure(kind, f"state '{state}': {exc}", state=state)) from None
+        if isinstance(run, _ForkedRun):
+            run.reserved = (0, 0.0)
         usage = run.usage
         usage.prompt_tokens += response.prompt_tokens
         usage.completion_tokens += response.completion_tokens
@@ -890,6 +1492,8 @@ class RunCore:
             "prompt_tokens": response.prompt_tokens, "completion_tokens": response.completion_tokens,
             "cost_usd": response.cost_usd, "latency_ms": response.latency_ms, "attempts": response.attempts,
         }
+        if run.item is not None:
+            fields["item"] = run.item
         if response.events:
             fields["events"] = response.events
         if run.content:
@@ -1041,8 +1645,14 @@ class RunCore:
                edges: list[_Edge]) -> Steps:
         conditions = [e.text for e in edges]
         if instruction is None:
-            call = plan.spec.call
-            instruction = f"(an automated step: the tool {call.tool} was called)" if call else ""
+            call, parallel, each = plan.spec.call, plan.spec.parallel, plan.spec.each
+            if parallel is not None:
+                instruction = (f"(branches {', '.join(parallel.branches)} ran at the same time; the output lists "
+                               "the outputs of those joined)")
+            elif each is not None:
+                instruction = f"(a step ran once for each element of a list, {each.text}; the output lists them)"
+            else:
+                instruction = f"(an automated step: the tool {call.tool} was called)" if call else ""
         messages = verifier_messages(instruction, to_text(output), conditions)
         schema = verdict_schema(conditions)
         try:
@@ -1068,11 +1678,11 @@ class RunCore:
 
     def _check_limits(self, run: Run, state: str, before_step: bool) -> None:
         limits = self._limits
-        if before_step and run.steps >= limits.steps:
+        steps, usage, _ = _fan_out_totals(run)  # (every branch's steps and usage, while branches run)
+        if before_step and steps >= limits.steps:
             self._limit_reached(state, "steps", f"the run reached its limit of {limits.steps} steps")
         if not self._usage_limited:
             return
-        usage = run.usage
         if limits.tokens is not None and usage.prompt_tokens + usage.completion_tokens >= limits.tokens:
             self._limit_reached(state, "tokens", f"the run used {usage.tokens} tokens; its limit is "
                                                  f"{limits.tokens}")
@@ -1091,7 +1701,11 @@ class RunCore:
         The estimate (tokens, cost_usd) counts the prompt plus the reply allowance (`max_tokens`, when the
         run sets one); the executor asks the model client for it (client.py: CallEstimator)."""
         tokens, cost = estimate
-        limits, usage, state = self._limits, run.usage, request.state
+        limits, state = self._limits, request.state
+        _steps, usage, (reserved_tokens, reserved_cost) = _fan_out_totals(run)
+        # the calls other branches have in flight count at their estimates until they are answered
+        usage = Usage(usage.prompt_tokens + reserved_tokens, usage.completion_tokens, usage.cost_usd + reserved_cost,
+                      usage.llm_calls)
         if limits.tokens is not None and usage.tokens + tokens > limits.tokens:
             allowance = reply_allowance(request)
             self._budget_exceeded(state, "tokens", f"the run used {usage.tokens} tokens and the call is "
@@ -1120,6 +1734,8 @@ class RunCore:
             outputs, visits = run.outputs, run.visits
             for name in self._state_names:
                 context[name] = {"output": outputs.get(name), "visits": visits.get(name, 0)}
+            if run.locals:  # a map's element and position, in that element's step
+                context.update(run.locals)
             run.context_cache = context
         return context
 
@@ -1267,4 +1883,5 @@ class RunCore:
             "elapsed": self._elapsed(run), "last_state": run.last_state, "result": result,
             "final_state": final_state, "failure": failure.to_json() if failure else None,
             "workspace": run.workspace, "waiting": run.waiting, "source_path": self.machine.source_path,
+            "fanout": run.fanout.to_json() if run.fanout is not None else None,
         }, "changes": changes or None})

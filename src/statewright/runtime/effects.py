@@ -39,14 +39,16 @@ class CallTool:
     run exactly as it would have answered the interrupted one.
     """
 
-    __slots__ = ("agent", "args", "seq", "state", "tool")
+    __slots__ = ("agent", "args", "item", "seq", "state", "tool")
 
-    def __init__(self, state: str, tool: str, args: dict[str, Any], seq: int, agent: str | None = None) -> None:
+    def __init__(self, state: str, tool: str, args: dict[str, Any], seq: int, agent: str | None = None,
+                 item: int | None = None) -> None:
         self.state = state
         self.tool = tool
         self.args = args
         self.seq = seq
         self.agent = agent
+        self.item = item  # a map's element, numbered over the run: a script answers it by that number
 
 
 class ToolOutcome:

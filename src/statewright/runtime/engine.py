@@ -16,10 +16,12 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from .checkpoint import LEASE_SECONDS, CheckpointError, CheckpointStore
 from .client import ModelClient, ModelRequest, ModelResponse, rough_call_estimate
+from .concurrency import Cancel, Completed, Concurrently
 from .core import InputError, InputValidator, Run, RunCore
 from .effects import AwaitPerson, CallModel, CallTool, DescribeTools, EstimateCall, PersonReply, ToolOutcome
 from .result import AnswerError, Failure, RunResult
@@ -228,7 +230,8 @@ class Engine:
         if redactions:  # the run's secret values leave through no hook: trace, listeners, checkpoint
             emit = _redacting(emit, redactions) if emit is not None else None
             save = _redacting(save, redactions) if save is not None else None
-        run.listen(emit, content=trace.content if trace is not None else False, save=save)
+        run.listen(emit, content=trace.content if trace is not None else False, save=save,
+                   stamp=_event_time)
         run.observe = self.observe
 
     def _emitter(self, trace: Trace | None) -> Listener | None:
@@ -255,18 +258,21 @@ class Engine:
         error the effect raised into it (the core decides what a failure means)."""
         value: Any = None
         error: Exception | None = None
-        while True:
-            try:
-                effect = steps.send(value) if error is None else steps.throw(error)
-            except StopIteration as stop:
-                return stop.value
-            error = None
-            if effects.store is not None:
-                await effects.store.durable()  # what the run decided is committed before it acts on it
-            try:
-                value = await effects.perform(effect)
-            except Exception as exc:  # noqa: BLE001 - sent back into the core, which turns it into a failure
-                value, error = None, exc
+        try:
+            while True:
+                try:
+                    effect = steps.send(value) if error is None else steps.throw(error)
+                except StopIteration as stop:
+                    return stop.value
+                error = None
+                if effects.store is not None:
+                    await effects.store.durable()  # what the run decided is committed before it acts on it
+                try:
+                    value = await effects.perform(effect)
+                except Exception as exc:  # noqa: BLE001 - sent back into the core, which turns it into a failure
+                    value, error = None, exc
+        finally:
+            effects.abandon()
 
 
 def _redacting(hook: Callable[[str, dict[str, Any]], None], redactions: list[str]
@@ -292,7 +298,7 @@ def _redacted_result(result: RunResult, redactions: list[str]) -> RunResult:
 class _LocalEffects:
     """Performs the effects of one run in this process."""
 
-    __slots__ = ("answer", "client", "engine", "registry", "run", "scripted", "secrets", "store")
+    __slots__ = ("answer", "client", "engine", "in_flight", "registry", "run", "scripted", "secrets", "store")
 
     def __init__(self, engine: Engine, run: Run, secrets: Mapping[str, str], answer: Any = None) -> None:
         self.engine = engine
@@ -306,6 +312,7 @@ class _LocalEffects:
                          else ScriptedClient(engine.script) if engine.script is not None else None)
         self.client: Any = given if given is not None else self.scripted or engine.client
         self.registry: Any = engine._tools
+        self.in_flight: dict[str, asyncio.Future[Any]] = {}  # effects started by Concurrently, by key
 
     async def perform(self, effect: Any) -> Any:
         kind = type(effect)
@@ -321,7 +328,34 @@ class _LocalEffects:
             return self.describe_tools(effect)
         if kind is AwaitPerson:
             return self.await_person(effect)
+        if kind is Concurrently:
+            return await self.concurrently(effect)
+        if kind is Cancel:
+            for key in effect.keys:
+                task = self.in_flight.pop(key, None)
+                if task is not None:
+                    task.cancel()
+            return None
         raise TypeError(f"the local executor cannot perform {kind.__name__}")
+
+    async def concurrently(self, effect: Concurrently) -> Completed:
+        """Start the effects of branches or map elements, and answer with the first of all those in
+        flight to finish (of several finishing together, the one started first)."""
+        for key, inner in effect.start.items():
+            self.in_flight[key] = asyncio.ensure_future(self.perform(inner))
+        await asyncio.wait(self.in_flight.values(), return_when=asyncio.FIRST_COMPLETED)
+        key = next(k for k, task in self.in_flight.items() if task.done())
+        task = self.in_flight.pop(key)
+        error = task.exception()
+        if error is not None and not isinstance(error, Exception):
+            raise error  # KeyboardInterrupt, a stopped tool: the run stops, as for a call made alone
+        return Completed(key, None if error is not None else task.result(), error)
+
+    def abandon(self) -> None:
+        """Cancel what the run started and no longer waits for (its core has ended)."""
+        for task in self.in_flight.values():
+            task.cancel()
+        self.in_flight.clear()
 
     def announce(self, request: ModelRequest) -> None:
         """Listeners (not the trace) hear of a model call as it starts: a person watching sees the wait."""
@@ -360,7 +394,7 @@ class _LocalEffects:
         started = time.perf_counter()
         scripted = self.scripted
         if effect.agent is None and scripted is not None and scripted.script.has("tool", effect.state):
-            reply = scripted.tool(effect.state, effect.seq, run_id=self.run.run_id)
+            reply = scripted.tool(effect.state, effect.seq, run_id=self.run.run_id, item=effect.item)
             if reply.delay > 0:
                 await asyncio.sleep(reply.delay)
             return ToolOutcome(reply.value, _ms_since(started), scripted=True)
@@ -419,6 +453,14 @@ _NO_ANSWER = object()
 
 def _monotonic() -> float:
     return time.monotonic()
+
+
+_EVENT_UTC = timezone(timedelta(0))
+
+
+def _event_time() -> str:
+    """Now, as a trace writes an event's time (for the events branches hold back until their join)."""
+    return datetime.now(_EVENT_UTC).isoformat(timespec="milliseconds")
 
 
 def _ms_since(started: float) -> float:

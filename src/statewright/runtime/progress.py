@@ -107,6 +107,16 @@ class Progress:
             if target is None:
                 return p("fail", f"  stopped ({because})")
             return f"  -> {printable(target)} {p('cause', '(' + because + ')')}"
+        if event == "fan_out":  # (the branches' own lines follow at their join, branch by branch)
+            if fields.get("kind") == "map":
+                return p("dim", f"  {fields.get('items')} elements, {fields.get('concurrency')} at a time")
+            branches = ", ".join(printable(b) for b in fields.get("branches") or [])
+            return p("dim", f"  branches at once: {branches}")
+        if event == "join" and "joined" in fields:
+            joined = ", ".join(printable(b) for b in fields.get("joined") or []) or "no branch"
+            cancelled = fields.get("cancelled") or []
+            return p("dim", f"  joined {joined}" + (f"; cancelled {', '.join(map(printable, cancelled))}"
+                                                     if cancelled else ""))
         if event == "waiting":
             return p("cause", f"  waiting for a person's answer at {printable(fields.get('state'))}")
         if event == "answer":

@@ -78,8 +78,12 @@ class Script:
         return list(self._replies.get((role, state), []))
 
     def has(self, role: str, state: str) -> bool:
-        """Whether the script speaks for (role, state) at all — e.g. replaces an action state's tool."""
-        return bool(self._replies.get((role, state)))
+        """Whether the script speaks for (role, state) at all — e.g. replaces an action state's tool (for a
+        map, replies for one of its elements, `state[N]`, count too)."""
+        if self._replies.get((role, state)):
+            return True
+        prefix = state + "["
+        return any(r == role and s.startswith(prefix) and items for (r, s), items in self._replies.items())
 
     def keys(self) -> list[tuple[str, str]]:
         """Every (role, state) the script has replies for, in the order they were added."""
@@ -92,6 +96,26 @@ class Script:
             raise ScriptExhausted(role, state, seq, len(replies))
         _script_log_call(role, state, seq, run_id)
         return replies[seq]
+
+    def next_item(self, role: str, state: str, item: int, seq: int, *,
+                  run_id: str | None = None) -> tuple[ScriptedReply, str, int]:
+        """The reply to call `seq` of element `item` (numbered over the run) of a map state, and where it
+        was: (the state, or `state[item]`; its index there).
+
+        The element's own replies, `state[item]`, when the script has them; else the state's replies, one
+        per element in order: element `item` takes reply `item`, and a second call of one element needs
+        replies of its own (`state[item]`). Elements run at once, so the order their calls arrive in cannot
+        choose the reply; their numbers do."""
+        own = f"{state}[{item}]"
+        if self._replies.get((role, own)):
+            return self.next(role, own, seq, run_id=run_id), own, seq
+        if seq > 0:
+            raise ScriptExhausted(role, own, seq, 0)
+        replies = self._replies.get((role, state), [])
+        if item >= len(replies):
+            raise ScriptExhausted(role, state, item, len(replies))
+        _script_log_call(role, state, item, run_id, item=item)
+        return replies[item], state, item
 
     @classmethod
     def from_test(cls, machine: MachineSpec, test: TestSpec) -> Script:
@@ -165,12 +189,15 @@ def _script_is_wrapped(value: Any) -> bool:
     return isinstance(value, Mapping) and set(value) == {"value"}
 
 
-def _script_log_call(role: str, state: str, seq: int, run_id: str | None) -> None:
+def _script_log_call(role: str, state: str, seq: int, run_id: str | None, *, item: int | None = None) -> None:
     # A file other processes can read: the crash/resume tests prove from it that no completed step re-runs.
     path = os.environ.get(SCRIPT_LOG_ENV)
     if not path:
         return
-    line = json.dumps({"role": role, "state": state, "seq": seq, "run_id": run_id, "pid": os.getpid()})
+    entry: dict[str, Any] = {"role": role, "state": state, "seq": seq, "run_id": run_id, "pid": os.getpid()}
+    if item is not None:
+        entry["item"] = item
+    line = json.dumps(entry)
     with open(path, "a", encoding="utf-8") as log:
         log.write(line + "\n")
 
@@ -192,6 +219,7 @@ class ScriptedClient:
         self.script = script
         self.calls: list[tuple[str, str, int]] = []  # (role, state, seq) of every reply served
         self.received: list[dict[str, Any]] = []  # role, state, seq, model, messages and options of each call
+        self.arrivals: list[float] = []  # when each of them arrived (perf_counter): calls made at once show it
 
     async def acomplete(self, request: ModelRequest) -> ModelResponse:
         started = time.perf_counter()
@@ -220,8 +248,13 @@ class ScriptedClient:
         self.calls.append(("person", state, seq))
         return reply
 
-    def tool(self, state: str, seq: int, *, run_id: str | None = None) -> ScriptedReply:
-        """The scripted result of an action state's tool call (the real tool does not run)."""
+    def tool(self, state: str, seq: int, *, run_id: str | None = None, item: int | None = None) -> ScriptedReply:
+        """The scripted result of an action state's tool call (the real tool does not run); `item`, the
+        element of a map state it is for."""
+        if item is not None:
+            reply, where, index = self.script.next_item("tool", state, item, seq, run_id=run_id)
+            self.calls.append(("tool", where, index))
+            return reply
         reply = self.script.next("tool", state, seq, run_id=run_id)
         self.calls.append(("tool", state, seq))
         return reply
@@ -233,13 +266,20 @@ class ScriptedClient:
         state = str(identity.get("state") if identity.get("state") is not None else request.state)
         given = identity.get("seq")
         seq = int(given) if given is not None else sum(1 for c in self.calls if c[:2] == (role, state))
-        reply = self.script.next(role, state, seq, run_id=identity.get("run_id"))
-        self.calls.append((role, state, seq))
+        item = identity.get("item")
+        if item is not None:  # one element of a map state: answered by its number, whenever it asks
+            reply, where, index = self.script.next_item(role, state, int(item), seq, run_id=identity.get("run_id"))
+            self.calls.append((role, where, index))
+        else:
+            reply = self.script.next(role, state, seq, run_id=identity.get("run_id"))
+            self.calls.append((role, state, seq))
         options = {"max_tokens": request.max_tokens, "temperature": request.temperature,
                    "response_schema": request.response_schema, "tools": request.tools}
         self.received.append({"role": role, "state": state, "seq": seq, "model": request.model,
                               "messages": list(request.messages),
-                              "options": {k: v for k, v in options.items() if v is not None}})
+                              "options": {k: v for k, v in options.items() if v is not None},
+                              **({"item": int(item)} if item is not None else {})})
+        self.arrivals.append(time.perf_counter())
         return reply, seq
 
 

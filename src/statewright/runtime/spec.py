@@ -20,6 +20,7 @@ class Scope:
     inputs: Mapping[str, Any]
     outputs: Mapping[str, Any]  # state name -> its latest output (absent if the state has not run)
     visits: Mapping[str, int]  # state name -> completed visits
+    each: Mapping[str, Any] = field(default_factory=dict)  # a map's element and position, by their names
 
 
 Guard = Callable[[Scope], Any]
@@ -48,12 +49,50 @@ class ToolCallSpec:
 
 
 @dataclass(frozen=True)
+class JoinSpec:
+    """Which branches a parallel state waits for: "all", or the "first" `count` to finish — of those whose
+    output makes `guard` true, when it has one (the guard sees one branch's output as `output`)."""
+
+    rule: str = "all"
+    count: int | None = None
+    guard: Guard | None = None
+    text: str = ""  # the guard as written
+    origin: str = ""
+
+
+@dataclass(frozen=True)
+class ParallelSpec:
+    """The branches a parallel state starts at once, by their entry states, in the order written."""
+
+    branches: tuple[str, ...]
+    join: JoinSpec = field(default_factory=JoinSpec)
+    origin: str = ""
+
+
+@dataclass(frozen=True)
+class EachSpec:
+    """A state that runs once per element of the list `items` builds: `item` (and `index`, when named) are
+    what its instruction and tool call see; at most `max` elements, `concurrency` at a time."""
+
+    item: str
+    items: Callable[[Scope], Any]
+    max: int
+    index: str | None = None
+    concurrency: int = 4
+    text: str = ""  # the list expression as written
+    origin: str = ""
+
+
+@dataclass(frozen=True)
 class StateSpec:
     """kind: who does the step, "agent" | "action" | "human" (a person answers the question in
-    `instruction`) | "final" (a final state that does no work).
+    `instruction`) | "parallel" (its branches, `parallel`) | "final" (a final state that does no work).
 
     `final`: the run ends after this state (which may do work first); `fail`: the reason template of a
-    final state that ends the run as failed; `model`: overrides the agent's model for this state."""
+    final state that ends the run as failed; `model`: overrides the agent's model for this state. `each`:
+    the state runs once per element of a list, and its output is the list of the elements' outputs;
+    `branch`: the entry state of the branch a branch state runs in. For a map or a parallel state, `output`
+    validates one element of the output list."""
 
     name: str
     kind: str
@@ -72,6 +111,9 @@ class StateSpec:
     fail: str | None = None  # Jinja2 template source: the reason of a failing final state
     transitions: tuple[TransitionSpec, ...] = ()
     origin: str = ""
+    parallel: ParallelSpec | None = None
+    each: EachSpec | None = None
+    branch: str | None = None
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from datetime import timedelta
 from typing import Any
 
 from .client import ModelError, ModelRequest, ModelResponse, ToolCallRequest, rough_call_estimate
+from .concurrency import Cancel, Completed, Concurrently
 from .core import InputError, RunCore
 from .effects import AwaitPerson, CallModel, CallTool, DescribeTools, EstimateCall, PersonReply, ToolOutcome
 from .engine import DEFAULT_WORKSPACE_ROOT, new_run_id
@@ -95,7 +96,11 @@ def machine_key(machine: MachineSpec) -> str:
                    for n, a in machine.agents.items()},
         "states": [[s.name, s.kind, s.agent, s.instruction, s.output.__name__ if s.output else None,
                     list(s.tell), s.visits, s.retries, s.call.tool if s.call else None, s.result,
-                    [[t.kind, t.target, t.text, t.max] for t in s.transitions]]
+                    [[t.kind, t.target, t.text, t.max] for t in s.transitions],
+                    *([[list(s.parallel.branches), s.parallel.join.rule, s.parallel.join.count,
+                        s.parallel.join.text]] if s.parallel is not None else []),
+                    *([[s.each.item, s.each.index, s.each.text, s.each.max, s.each.concurrency]]
+                      if s.each is not None else [])]
                    for s in machine.states.values()],
     }
     digest = hashlib.sha256(json.dumps(shape, sort_keys=True, default=str).encode("utf-8")).hexdigest()
@@ -199,7 +204,8 @@ def script_to_json(script: Script, only: tuple[str, str] | None = None) -> dict[
     `only`, just the replies of that (role, state)."""
     data: dict[str, Any] = {}
     for role, state in script.keys():  # noqa: SIM118 - a Script, not a dict
-        if only is not None and (role, state) != only:
+        # (a map's elements may have replies of their own, under `state[N]`)
+        if only is not None and (role != only[0] or (state != only[1] and not state.startswith(only[1] + "["))):
             continue
         data.setdefault(role, {})[state] = [{"value": to_jsonable(r.value), "delay": r.delay}
                                             for r in script.replies(role, state)]
@@ -344,8 +350,10 @@ class TemporalActivities:
         state, seq = str(payload["state"]), int(payload["seq"])
         script = payload.get("script")
         if script is not None:  # an action state's tool, answered by the run's script
+            item = payload.get("item")
             try:
-                reply = ScriptedClient(Script.from_json(script)).tool(state, seq, run_id=payload.get("run_id"))
+                reply = ScriptedClient(Script.from_json(script)).tool(state, seq, run_id=payload.get("run_id"),
+                                                                      item=int(item) if item is not None else None)
             except ScriptExhausted as exc:
                 return {"error": {"message": str(exc), "scripted": True}}
             if reply.delay > 0:
@@ -455,6 +463,7 @@ def temporal_workflow_class(machines: TemporalMachines, secrets: Sequence[str] |
             self.machine: MachineSpec | None = None
             self.policy = dict(TEMPORAL_RETRY_DEFAULTS)
             self.heartbeat = TEMPORAL_HEARTBEAT_SECONDS
+            self.in_flight: dict[str, asyncio.Future[Any]] = {}  # effects of branches under way, by key
 
         # -- running --------------------------------------------------------------------------------------
 
@@ -479,7 +488,8 @@ def temporal_workflow_class(machines: TemporalMachines, secrets: Sequence[str] |
                 run = core.start(run_id, given, workspace)
             except InputError as exc:
                 return self.finish(core.fail_input(run_id, given, workspace, Failure("input", str(exc)), emit))
-            run.listen(emit, content=bool(spec.get("trace_content")))
+            run.listen(emit, content=bool(spec.get("trace_content")),
+                       stamp=lambda: workflow.now().isoformat(timespec="milliseconds"))
             self.run = run
             core.begin(run, resumed=False)
             return self.finish(await self.drive(core.execute(run)))
@@ -494,16 +504,21 @@ def temporal_workflow_class(machines: TemporalMachines, secrets: Sequence[str] |
             back or its error thrown in."""
             value: Any = None
             error: Exception | None = None
-            while True:
-                try:
-                    effect = steps.send(value) if error is None else steps.throw(error)
-                except StopIteration as stop:
-                    return stop.value  # type: ignore[no-any-return]
-                error = None
-                try:
-                    value = await self.perform(effect)
-                except Exception as exc:  # noqa: BLE001 - thrown into the core, which decides what it means
-                    value, error = None, exc
+            try:
+                while True:
+                    try:
+                        effect = steps.send(value) if error is None else steps.throw(error)
+                    except StopIteration as stop:
+                        return stop.value  # type: ignore[no-any-return]
+                    error = None
+                    try:
+                        value = await self.perform(effect)
+                    except Exception as exc:  # noqa: BLE001 - thrown into the core, which decides what it means
+                        value, error = None, exc
+            finally:
+                for task in self.in_flight.values():
+                    task.cancel()
+                self.in_flight.clear()
 
         def finish(self, result: RunResult) -> dict[str, Any]:
             self.result = redact_data(result_to_json(result), hidden)
@@ -521,7 +536,29 @@ def temporal_workflow_class(machines: TemporalMachines, secrets: Sequence[str] |
                 return await self.describe_tools(effect)
             if kind is AwaitPerson:  # a state that asks a person: wait for the `answer` signal
                 return await self.await_person(effect)
+            if kind is Concurrently:  # branches' or a map's elements' effects: activities at the same time
+                return await self.concurrently(effect)
+            if kind is Cancel:
+                for key in effect.keys:
+                    task = self.in_flight.pop(key, None)
+                    if task is not None:
+                        task.cancel()  # the activity is cancelled with it
+                return None
             raise TypeError(f"the Temporal executor cannot perform {kind.__name__}")
+
+        async def concurrently(self, effect: Concurrently) -> Completed:
+            """As locally: start the effects, answer with the first in flight to finish. The workflow's event
+            loop is deterministic, so a replay sees the same one finish first; of several finishing in one
+            turn, the one started first is taken."""
+            for key, inner in effect.start.items():
+                self.in_flight[key] = asyncio.ensure_future(self.perform(inner))
+            await asyncio.wait(list(self.in_flight.values()), return_when=asyncio.FIRST_COMPLETED)
+            key = next(k for k, task in self.in_flight.items() if task.done())
+            task = self.in_flight.pop(key)
+            error = task.exception()
+            if error is not None and not isinstance(error, Exception):
+                raise error
+            return Completed(key, None if error is not None else task.result(), error)
 
         def retry_policy(self) -> Any:
             policy = self.policy
@@ -561,7 +598,8 @@ def temporal_workflow_class(machines: TemporalMachines, secrets: Sequence[str] |
         async def call_tool(self, effect: CallTool) -> ToolOutcome:
             scripted = (effect.agent is None and self.script is not None and self.script.has("tool", effect.state))
             payload = {"key": self.key, "state": effect.state, "tool": effect.tool, "args": to_jsonable(effect.args),
-                       "seq": effect.seq, "run_id": workflow.info().workflow_id, "heartbeat": self.heartbeat / 3,
+                       "seq": effect.seq, "item": effect.item, "run_id": workflow.info().workflow_id,
+                       "heartbeat": self.heartbeat / 3,
                        "workspace": self.run.workspace if self.run is not None else "",
                        "script": self.script_for("tool", effect.state) if scripted else None}
             seconds = TEMPORAL_TOOL_TIMEOUT_SECONDS

@@ -31,9 +31,9 @@ else:
         MachineSpec, ModelClient, RunResult, Scope, Script, StateSpec, TestSpec, Trace,
         TransitionSpec, arun_machine, main, run_machine,
     )
-if RUNTIME_SHA256 != "4c8b6f7d24ad9835773fb6640129aab783d8dd2f386c794a1d1124cbdc80b453":
+if RUNTIME_SHA256 != "98f544bb0dcf4a4c89bad391410027bb1b72e2dbc286fce0ef79eea32582568c":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 4c8b6f7d24ad), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 98f544bb0dcf), but "
         f"the statewright_runtime.py it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile "
         "--runtime module`, which rewrites the runtime too"

@@ -1,7 +1,7 @@
 """The checks: one parsed machine through every check in order, all into one Diagnostics.
 
-    resolve -> constraints -> flow -> typecheck -> secrets -> templates -> testblocks -> settings -> shape
-    -> graph -> listeners -> unused
+    resolve -> constraints -> flow -> fanout -> typecheck -> secrets -> templates -> testblocks -> settings
+    -> shape -> graph -> listeners -> unused
 
 Every check reports into one Diagnostics and none stops the others, so a single run shows every problem.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 from ...diagnostics import Diagnostics, SourceFile
 from ...grammar import ast
 from .constraints import check_constraints
+from .fanout import check_fanouts, record_branches
 from .flow import Flow
 from .graph import check_graph
 from .listeners import check_conditions, check_listeners
@@ -43,6 +44,8 @@ def _check_machine(machine: ast.Machine, diagnostics: Diagnostics) -> Symbols:
     symbols = resolve_names(machine, diagnostics)
     check_constraints(symbols, diagnostics)
     flow = Flow(machine)
+    record_branches(flow, symbols)
+    check_fanouts(symbols, flow, diagnostics)
     check_types(machine, symbols, diagnostics, flow)
     check_secrets(machine, symbols, diagnostics)
     check_templates(machine, symbols, diagnostics, flow)

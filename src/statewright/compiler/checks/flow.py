@@ -35,6 +35,7 @@ class Edge:
     target: int
     transition: ast.Transition
     fires: bool
+    fork: bool = False  # a parallel state starting one of its branches (not one of its transitions)
 
 
 @dataclass(frozen=True)
@@ -254,16 +255,19 @@ class Flow:
         # id of a guard transition -> the guard's value, when it reads nothing the run decides
         self.known: dict[int, Known] = {}
         self._find_dead_transitions()
+        self._find_branches()
         self.unknown_target = [False] * n
         self.edges: list[list[Edge]] = [[] for _ in range(n)]
         candidates = self._candidate_edges()
         self.reachable = self._reach(candidates)
+        forks = {id(t) for row in self.forks for _, t in row}
         for i, row in enumerate(candidates):
             for target, t, possible in row:
-                self.edges[i].append(Edge(i, target, t, possible and self.reachable[i]))
+                self.edges[i].append(Edge(i, target, t, possible and self.reachable[i], id(t) in forks))
         self._successors = [[e.target for e in edges if e.fires] for edges in self.edges]
         self._paths_left = _PATHS_SHOWN
         self._dominators()
+        self._find_joined()
 
     # -- transitions that can never fire
 
@@ -305,7 +309,9 @@ class Flow:
     def _candidate_edges(self) -> list[list[tuple[int, ast.Transition, bool]]]:
         rows: list[list[tuple[int, ast.Transition, bool]]] = []
         for i, decl in enumerate(self.states):
-            row: list[tuple[int, ast.Transition, bool]] = []
+            # a parallel state starts each of its branches before its own transitions are tried
+            row: list[tuple[int, ast.Transition, bool]] = [(entry, t, not self.final[i])
+                                                           for entry, t in self.forks[i]]
             for t in decl.transitions:
                 target = i if t.kind == "stay" else (self.index.get(t.target.value) if t.target else None)
                 if target is None:
@@ -314,6 +320,74 @@ class Flow:
                 row.append((target, t, not self.final[i] and not self.never_fires(t)))
             rows.append(row)
         return rows
+
+    # -- parallel states and their branches
+
+    def _find_branches(self) -> None:
+        """Each parallel state's branches: the states a run can go through from each entry state along the
+        transitions between branch states. Edges out of a branch, states in two branches and entries that
+        are no branch state are kept for the fan-out checks (checks/fanout.py) to report."""
+        n = len(self.states)
+        # the synthesized edge from a parallel state to each entry: a run always takes it, before the
+        # state's own transitions (and it carries no bound: the branch itself must be bounded)
+        self.forks: list[list[tuple[int, ast.Transition]]] = [[] for _ in range(n)]
+        self.branch_entries: dict[int, list[int]] = {}  # parallel state -> its entries, in written order
+        self.entry_of: list[int | None] = [None] * n  # a branch state -> the entry of its branch
+        self.parallel_of: list[int | None] = [None] * n  # a branch state -> its parallel state
+        self.branch_conflicts: list[tuple[int, int, int]] = []  # (state, entry it is in, another entry)
+        for i, decl in enumerate(self.states):
+            written = next((item for item in decl.items if isinstance(item, ast.Parallel)), None)
+            if written is None:
+                continue
+            entries: list[int] = []
+            for name in written.branches:
+                entry = self.index.get(name.value)
+                if entry is None or entry in entries:
+                    continue
+                entries.append(entry)
+                self.forks[i].append((entry, ast.Transition("always", name, span=name.span)))
+            self.branch_entries[i] = entries
+        for parallel, entries in self.branch_entries.items():
+            for entry in entries:
+                if not self.states[entry].branch:
+                    continue
+                if self.entry_of[entry] is not None:
+                    continue  # an entry listed by two parallel states: the fan-out checks report it
+                self.entry_of[entry], self.parallel_of[entry] = entry, parallel
+                queue = deque([entry])
+                while queue:
+                    for t in self.states[queue.popleft()].transitions:
+                        target = self.index.get(t.target.value) if t.target is not None else None
+                        if target is None or not self.states[target].branch:
+                            continue
+                        if self.entry_of[target] is None:
+                            self.entry_of[target], self.parallel_of[target] = entry, parallel
+                            queue.append(target)
+                        elif self.entry_of[target] != entry:
+                            self.branch_conflicts.append((target, self.entry_of[target], entry))  # type: ignore[arg-type]
+
+    def branch_ends(self, entry: int) -> list[int]:
+        """The states of an entry's branch that can end it: those without transitions, in source order."""
+        return [i for i in range(len(self.states)) if self.entry_of[i] == entry and not self.states[i].transitions]
+
+    def _find_joined(self) -> None:
+        """The branch states surely run once their parallel state has joined: with `join all`, those every
+        path through the branch passes (its entry, and each state that dominates all its ends)."""
+        self.joined: list[bool] = [False] * len(self.states)
+        for parallel, entries in self.branch_entries.items():
+            join = next((item for item in self.states[parallel].items if isinstance(item, ast.Join)), None)
+            if join is not None and join.rule.value != "all":
+                continue
+            for entry in entries:
+                if self.entry_of[entry] != entry:
+                    continue
+                ends = [e for e in self.branch_ends(entry) if self.reachable[e]]
+                for i in range(len(self.states)):
+                    if self.entry_of[i] == entry and self.reachable[i]:
+                        self.joined[i] = i == entry or all(self._dominates(i, e) for e in ends)
+
+    def _dominates(self, a: int, b: int) -> bool:
+        return a == b or (self._enter[a] <= self._enter[b] and self._leave[b] <= self._leave[a])
 
     def _reach(self, rows: list[list[tuple[int, ast.Transition, bool]]]) -> list[bool]:
         seen = [False] * len(self.states)
@@ -373,7 +447,11 @@ class Flow:
             return True
         if a == b or not self.reachable[a]:
             return False
-        return self._enter[a] <= self._enter[b] and self._leave[b] <= self._leave[a]
+        parallel = self.parallel_of[a]
+        if self.joined[a] and parallel is not None and self.parallel_of[b] != parallel:
+            # after the join of its parallel state: its guards, and every state that runs after it
+            return parallel == b or self._dominates(parallel, b)
+        return self._dominates(a, b)
 
     def path_avoiding(self, avoid: str, to: str) -> list[str] | None:
         """A shortest path of transitions that can fire from the start state to `to` that never enters

@@ -143,6 +143,8 @@ def _report_unreachable(flow: Flow, diagnostics: Diagnostics) -> None:
             if e.target != e.source and flow.reachable[e.source] and not e.fires:
                 dead_into.setdefault(e.target, []).append(e)
     for i, decl in enumerate(flow.states):
+        if decl.branch and flow.entry_of[i] is None:
+            continue  # a branch state in no branch: SW3062 says so
         if not flow.reachable[i] and not decl.start:  # an extra start state already has SW3002
             diagnostics.report(
                 "SW7004", f"state '{decl.name.value}' is unreachable", decl.name.span,
@@ -164,7 +166,7 @@ def _check_finals_reachable(flow: Flow, diagnostics: Diagnostics) -> None:
     predecessors: list[list[int]] = [[] for _ in range(n)]
     for edges in flow.edges:
         for edge in edges:
-            if edge.fires:
+            if edge.fires and not edge.fork:  # a branch that ends hands the run back to its parallel state
                 predecessors[edge.target].append(edge.source)
     finishes = [
         flow.final[i] or flow.unknown_target[i] or flow.duplicated[i] or not s.transitions
@@ -181,7 +183,8 @@ def _check_finals_reachable(flow: Flow, diagnostics: Diagnostics) -> None:
         return
     # Every successor of a stuck state is stuck too, so the stuck states form a closed subgraph. Its
     # components come out of Tarjan's algorithm sinks first; the run ends up in a sink component.
-    successors = [flow.successors(i) if stuck[i] else [] for i in range(n)]
+    # (a stuck parallel state's branches may end: the run is stuck after the join, in its own transitions)
+    successors = [[t for t in flow.successors(i) if stuck[t]] if stuck[i] else [] for i in range(n)]
     components = strongly_connected_components(n, successors, include=stuck)
     component_of = [-1] * n
     for c, members in enumerate(components):
@@ -209,6 +212,15 @@ def _check_finals_reachable(flow: Flow, diagnostics: Diagnostics) -> None:
         way_out = f"'{sink_names[0]}'" if len(sink) == 1 else "one of those states"
         dead_ways_out = [f"{_line_of(e.transition)}'{transition_text(e.transition)}' would lead on, but never "
                          "fires" for e in flow.edges[i] if not e.fires and finishes[e.target]]
+        if flow.states[i].branch:  # a branch ends in a state without transitions, not in a final state
+            diagnostics.report(
+                "SW3005", f"branch state '{name}' can never end its branch", flow.states[i].name.span,
+                label="a branch that gets here can only end by exhausting a bound or limit",
+                notes=[note, *dead_ways_out],
+                help=f"add a transition from {way_out} to a branch state without transitions (it ends the "
+                     "branch), e.g. 'otherwise -> NAME'",
+            )
+            continue
         diagnostics.report(
             "SW3005", f"no final state can be reached from '{name}'", flow.states[i].name.span,
             label="a run that gets here can only end by exhausting a bound or limit",

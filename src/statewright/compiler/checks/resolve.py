@@ -78,6 +78,9 @@ class StateView(Node, frozen=False):
     call: ast.ToolCall | None = None
     result: ast.Result | None = None
     fail: ast.Fail | None = None
+    parallel: ast.Parallel | None = None
+    join: ast.Join | None = None
+    each: ast.ForEach | None = None
 
     @property
     def name(self) -> str:
@@ -85,9 +88,12 @@ class StateView(Node, frozen=False):
 
     @property
     def kind(self) -> str:
-        """Who does the state's step: "agent", "action" (a tool call), "human" (a person answers `ask`),
-        "final" for a final state that does no work, or "none" for any other state that does none (already
-        reported). A final state may do work: `decl.final` says that the run ends there."""
+        """Who does the state's step: "parallel" (its branches), "agent", "action" (a tool call), "human" (a
+        person answers `ask`), "final" for a final state that does no work, or "none" for any other state
+        that does none (already reported). A final state may do work: `decl.final` says that the run ends
+        there. A state with `for` is an agent or action state that runs once per element."""
+        if self.parallel is not None:
+            return "parallel"
         if self.agent is not None:
             return "agent"
         if self.call is not None:
@@ -164,6 +170,13 @@ class Symbols(Node, frozen=False):
     # and template checks for tools that navigate a file (the language server)
     input_reads: list[InputRead] = field(default_factory=list)
     field_reads: list[FieldRead] = field(default_factory=list)
+    # parallel state -> its branches, in `parallel [...]` order: (entry state, the states that can end the
+    # branch); recorded from the machine's flow (checks/fanout.py) before the type checks read it
+    branches: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = field(default_factory=dict)
+    branch_of: dict[str, str] = field(default_factory=dict)  # branch state -> the entry of its branch
+    # map state -> the types of its index and element names (checker types), recorded by the type check
+    # for the template check
+    each_names: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def known_tool(self, name: str) -> bool:
         return name in self.tools or name in STD_TOOLS
@@ -233,6 +246,7 @@ _STATE_SETTINGS: dict[type, tuple[str, str]] = {
     ast.OutputDecl: ("output", "output"), ast.Tell: ("tell", "tell"),
     ast.Visits: ("visits", "visits"), ast.Retries: ("retries", "retries"),
     ast.ToolCall: ("call", "call"), ast.Result: ("result", "result"), ast.Fail: ("fail", "fail"),
+    ast.Parallel: ("parallel", "parallel"), ast.Join: ("join", "join"), ast.ForEach: ("each", "for"),
 }
 _TEST_SETTINGS: dict[type, tuple[str, str]] = {
     ast.TestInput: ("input", "input"), ast.ExpectPath: ("expect_path", "expect path"),
@@ -539,6 +553,9 @@ class _Resolver:
         for t in view.transitions:
             if t.target is not None:
                 self._state_ref(t.target)
+        if view.parallel is not None:
+            for entry in view.parallel.branches:
+                self._state_ref(entry, context=" in 'parallel'")
 
     def _test_refs(self, test: TestView) -> None:
         for item in test.decl.items:

@@ -118,11 +118,11 @@ def _check_moving(view: StateView, diags: Diagnostics) -> None:
         diags.report("SW3018", f"state '{name}' is not final, so its result is never used", view.result.span,
                      label="only final states have a result",
                      help=f"mark it 'final state {name}', or remove 'result'")
-    if not view.transitions:
+    if not view.transitions and not view.decl.branch:  # a branch state without transitions ends its branch
         diags.report("SW3012", f"state '{name}' has no transitions", view.decl.name.span,
                      label="where does the run go next?",
                      help="add a transition such as '-> NEXT', or mark the state 'final'")
-    elif all(t.kind == "timeout" for t in view.transitions):
+    elif view.transitions and all(t.kind == "timeout" for t in view.transitions):
         diags.report("SW3012", f"state '{name}' has no transition for when the person answers",
                      view.decl.name.span, label="only 'after' leads on",
                      help="add a transition such as '-> NEXT' for the answer")

@@ -279,6 +279,7 @@ class _TemplateChecker:
         self.diags = diags
         self.flow = flow
         self.memo: dict[tuple[int, bool], set[str]] = {}  # the none tests of one template's conditions
+        self.local: dict[str, TypeLike] = {}
         # the variant types templates may test with `is`, and each variant output's variants by path
         self.variant_names = frozenset(symbols.variant_types())
         self.variant_paths: dict[str, tuple[str, ...]] = {}
@@ -287,8 +288,11 @@ class _TemplateChecker:
             if isinstance(t, ir.Variant):
                 self.variant_paths[f"{view.name}.output"] = t.options
 
-    def check(self, string: ast.String, where: str, *, reader: str | None = None, template: str = "") -> None:
-        """Check one template; `reader` is the state whose instruction or result it is (None: a prompt)."""
+    def check(self, string: ast.String, where: str, *, reader: str | None = None, template: str = "",
+              local: dict[str, TypeLike] | None = None) -> None:
+        """Check one template; `reader` is the state whose instruction or result it is (None: a prompt);
+        `local`, the names a map gives its instruction (the element and its position), with their types."""
+        self.local = local or {}
         text = string.value
         if "{" not in text:
             return
@@ -464,6 +468,9 @@ class _TemplateChecker:
               reader: str | None, template: str) -> None:
         s = self.symbols
         name = node.name
+        if name in self.local:
+            self._fields(node, self.local[name], parents, parsed, name)
+            return
         if name in s.inputs:
             s.used_inputs.add(name)
             s.input_reads.append(InputRead(name, parsed.name_span(node)))
@@ -677,7 +684,7 @@ def check_templates(machine: ast.Machine, symbols: Symbols, diagnostics: Diagnos
     for state in symbols.states.values():
         if state.instruction is not None:
             checker.check(state.instruction.text, f"the instruction of state '{state.name}'",
-                          reader=state.name, template="instruction")
+                          reader=state.name, template="instruction", local=symbols.each_names.get(state.name))
         if state.ask is not None:
             checker.check(state.ask.text, f"the question of state '{state.name}'", reader=state.name,
                           template="instruction")

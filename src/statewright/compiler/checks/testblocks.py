@@ -13,7 +13,14 @@ from ...diagnostics import Diagnostics, did_you_mean, quoted_list
 from ...grammar import ast
 from .. import ir
 from .resolve import LIMIT_NAMES, Symbols, TestView
-from .typecheck import TypeLike, output_type, parse_signature_type, type_text, value_problems
+from .typecheck import (
+    TypeLike,
+    output_type,
+    parse_signature_type,
+    step_output_type,
+    type_text,
+    value_problems,
+)
 
 
 def expected_failures() -> tuple[str, ...]:
@@ -79,14 +86,15 @@ def _check_reply(item: ast.Reply, symbols: Symbols, diags: Diagnostics) -> None:
     view = symbols.states.get(item.state.value)
     if view is None:
         return
-    if view.kind in ("final", "none"):
-        why = "is final" if view.kind == "final" else "runs no agent and no tool"
+    if view.kind in ("final", "none", "parallel"):
+        why = {"final": "is final", "parallel": "runs branches, not an agent or a tool"}.get(
+            view.kind, "runs no agent and no tool")
         diags.report("SW6003", f"state '{view.name}' {why}, so it takes no reply", item.state.span,
                      label="nothing here reads a reply",
                      help="script the replies of agent states, action states and the answers of states "
                           "that ask a person")
         return
-    want: TypeLike = output_type(view, symbols)
+    want: TypeLike = step_output_type(view, symbols)  # (a map's element's: one reply per element, in order)
     if item.variant is not None and want == ir.ANY:
         return  # an output whose types are not all known (reported): nothing to check the reply against
     if item.variant is not None and not isinstance(want, ir.Variant):

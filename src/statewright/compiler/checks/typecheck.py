@@ -111,13 +111,49 @@ def tool_result_type(name: str, symbols: Symbols) -> TypeLike:
 
 
 def output_type(view: StateView, symbols: Symbols) -> TypeLike:
-    """The type of a state's output: its `output TYPE`, plain text for an agent, a tool's result."""
+    """The type of a state's output: its `output TYPE`, plain text for an agent, a tool's result; for a
+    state that maps over a list, the list of those; for a parallel state, the list of its branches'
+    outputs (`list[any]` when the branches end in outputs of different types)."""
+    if view.parallel is not None:
+        return ir.ListOf(_as_ir(common_type([branch_output_type(ends, symbols)
+                                             for _, ends in symbols.branches.get(view.name, ())])))
+    one = step_output_type(view, symbols)
+    return ir.ListOf(_as_ir(one)) if view.each is not None else one
+
+
+def step_output_type(view: StateView, symbols: Symbols) -> TypeLike:
+    """What one step of a state gives: its `output TYPE`, plain text for an agent, a tool's result (for a
+    map, what one element's step gives)."""
     if view.output is not None:
         return symbols.resolve_output(view.output.type)
     if view.kind in ("agent", "human"):
         return TextOutput(view.name)
     if view.kind == "action" and view.call is not None:
         return tool_result_type(view.call.tool.dotted, symbols)
+    return ir.ANY
+
+
+def branch_output_type(ends: tuple[str, ...], symbols: Symbols) -> TypeLike:
+    """The output of a branch: the output of the state it ended in."""
+    views = [symbols.states[e] for e in ends if e in symbols.states]
+    # (a parallel state ending a branch is an error of its own, SW3069: its type is not worked out)
+    return common_type([output_type(v, symbols) if v.parallel is None else ir.ANY for v in views])
+
+
+def common_type(types: list[TypeLike]) -> TypeLike:
+    """The one type all of `types` have (plain text counting as str), else `any`."""
+    normal = [ir.STR if isinstance(t, TextOutput) else t for t in types]
+    if normal and all(t == normal[0] for t in normal):
+        return normal[0]
+    return ir.ANY
+
+
+def _as_ir(t: TypeLike) -> ir.Type:
+    """A checker type as the IR type of a list's items (the checker's own kinds as what they are at run time)."""
+    if isinstance(t, (ir.Prim, ir.ListOf, ir.Optional_, ir.Enum, ir.Named, ir.Variant)):
+        return t
+    if isinstance(t, TextOutput):
+        return ir.STR
     return ir.ANY
 
 
@@ -426,17 +462,21 @@ class ExprChecker:
     """
 
     def __init__(self, symbols: Symbols, diags: Diagnostics, state: StateView | None, *,
-                 reader: str | None = None, flow: Flow | None = None) -> None:
+                 reader: str | None = None, flow: Flow | None = None,
+                 local: dict[str, TypeLike] | None = None, output: TypeLike | None = None) -> None:
         self.symbols = symbols
         self.diags = diags
         self.state = state
+        self.output = output  # what `output` is when not the state's own output (a join guard: one branch's)
         # the state whose guard or tool call this is, and the machine's flow: together they say whose
         # output is surely there (SW4014)
         self.reader = reader if reader is not None else (state.name if state is not None else None)
         self.flow = flow
         self.narrowed: set[str] = set()  # paths a none test on the way here has shown to be there
         self.variants: dict[str, frozenset[str]] = {}  # paths an `is` test has shown to be some variants
-        self.locals: dict[str, TypeLike] = {}  # names bound by all(), any() and count(), with their types
+        # names bound by all(), any() and count(), with their types; in a map's step, also the element's
+        # and its position's
+        self.locals: dict[str, TypeLike] = dict(local or {})
         # expressions that read a constrained field or input: the declaration, for SW7020
         self.declared: dict[int, ast.FieldDecl | ast.InputDecl] = {}
         self.guard: ast.Transition | None = None  # the transition whose guard is checked, for help texts
@@ -584,7 +624,7 @@ class ExprChecker:
                                   label="the call runs before this state has an output",
                                   help="use the machine's inputs or another state's 'STATE.output'")
                 return ir.ANY
-            return output_type(self.state, s)
+            return self.output if self.output is not None else output_type(self.state, s)
         if e.name in self.locals:
             return self.locals[e.name]
         if e.name in s.inputs:
@@ -603,6 +643,11 @@ class ExprChecker:
         hint = ""
         if self.state is not None and e.name in fields_of(_strip_optional(output_type(self.state, s)), s):
             hint = f"did you mean 'output.{e.name}'?"
+        each = self.state.each if self.state is not None else None
+        if each is not None and e.name in (each.item.value, each.index.value if each.index else None):
+            hint = (f"'{e.name}' names an element only in the step that runs for it (the instruction and the "
+                    "tool call); the state's guards run once, after every element: 'output' is the list of "
+                    "the outputs")
         if not hint and e.name in ("True", "False", "None", "null"):
             # before did-you-mean: Python's `None` is one letter from a state named `done`
             hint = "the literals are written true, false and none"
@@ -1121,8 +1166,45 @@ def _check_tool_options(symbols: Symbols, diags: Diagnostics) -> None:
                              label=p.message, help=p.help)
 
 
+def _check_each(view: StateView, each: ast.ForEach, symbols: Symbols, diags: Diagnostics,
+                flow: Flow | None) -> None:
+    """The list a state maps over is a list; its element's type (and the index's) is noted for the state's
+    tool call and templates."""
+    checker = ExprChecker(symbols, diags, None, reader=view.name, flow=flow)
+    listed = _strip_optional(checker.present(checker.infer(each.items), each.items))
+    element: TypeLike = ir.ANY
+    if isinstance(listed, ir.ListOf):
+        element = listed.item
+    elif listed != ir.ANY:
+        diags.report("SW4060", f"state '{view.name}' maps over {type_text(listed)}, not a list", each.items.span,
+                     label=f"this is {type_text(listed)}",
+                     help="map over a list: a list input, a list field of a state's output ('STATE.output.FIELD'), "
+                          "or the output of a map or a parallel state")
+    names: dict[str, TypeLike] = {each.item.value: element}
+    if each.index is not None:
+        names.setdefault(each.index.value, ir.INT)
+    symbols.each_names[view.name] = names
+
+
+def _check_join_guard(view: StateView, join: ast.Join, symbols: Symbols, diags: Diagnostics,
+                      flow: Flow | None) -> None:
+    """`join first where GUARD`: a boolean over one branch's output, as `output`."""
+    if join.guard is None:
+        return
+    branch = common_type([branch_output_type(ends, symbols) for _, ends in symbols.branches.get(view.name, ())])
+    checker = ExprChecker(symbols, diags, view, flow=flow, output=branch)
+    result = checker.infer(join.guard)
+    if not _is_bool(result):
+        diags.report("SW4004", f"the join guard is {type_text(_norm(result))}, not a boolean", join.guard.span,
+                     label="not true/false", help=_boolean_hint(join.guard.span.text, _strip_optional(result)))
+
+
 def _check_guards_and_calls(symbols: Symbols, diags: Diagnostics, flow: Flow | None) -> None:
     for view in symbols.states.values():
+        if view.each is not None:
+            _check_each(view, view.each, symbols, diags, flow)
+        if view.parallel is not None and view.join is not None:
+            _check_join_guard(view, view.join, symbols, diags, flow)
         if not view.decl.final:
             guards = ExprChecker(symbols, diags, view, flow=flow)
             for t in view.transitions:
@@ -1134,7 +1216,8 @@ def _check_guards_and_calls(symbols: Symbols, diags: Diagnostics, flow: Flow | N
                                      t.guard.span, label="not true/false",
                                      help=_boolean_hint(t.guard.span.text, _strip_optional(result)))
         if view.call is not None:
-            _check_call(view.call, symbols, diags, ExprChecker(symbols, diags, None, reader=view.name, flow=flow))
+            _check_call(view.call, symbols, diags, ExprChecker(symbols, diags, None, reader=view.name, flow=flow,
+                                                               local=symbols.each_names.get(view.name)))
 
 
 def _boolean_hint(text: str, t: TypeLike) -> str:

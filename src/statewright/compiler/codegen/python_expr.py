@@ -13,7 +13,7 @@ import builtins
 import keyword
 import math
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ...grammar import ast
 from .. import ir
@@ -122,6 +122,9 @@ class ExprContext:
     names: GuardNames  # the machine's (GuardNames.of, made once per machine)
     state: ir.State | None = None  # the state whose `output` the expression sees
     scope: str = "s"  # the name of the Scope parameter in the generated function
+    # a map's element and position names, with their types, where its step runs (`Scope.each`)
+    each: Mapping[str, ir.Type | None] = field(default_factory=dict)
+    join: bool = False  # a join guard: `output` is one branch's output, not the parallel state's list
 
 
 def python_source(expr: ast.Expr, context: ExprContext) -> str:
@@ -225,6 +228,8 @@ class _PythonWriter(_Writer):
             return self.quantifier(expr)
         if isinstance(expr, ast.IsVariant):
             return self.is_variant(expr)
+        if isinstance(expr, ast.NameExpr) and expr.name in ctx.each:  # a map's element or its position
+            return f"{ctx.scope}.each[{py_string(expr.name)}]", POSTFIX
         ref = reference_of(expr, ctx.names) if not self._reads_item(expr) else None
         if ref is not None:
             if ref.kind == "output":
@@ -343,10 +348,14 @@ class _PythonWriter(_Writer):
 def _static_type(expr: ast.Expr, ctx: ExprContext, bound: Mapping[str, ir.Type | None]) -> ir.Type | None:
     if isinstance(expr, ast.NameExpr) and expr.name in bound:
         return bound[expr.name]
+    if isinstance(expr, ast.NameExpr) and expr.name in ctx.each:
+        return ctx.each[expr.name]
     item_field = isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.NameExpr) and expr.value.name in bound
     ref = reference_of(expr, ctx.names) if not item_field else None
     if ref is not None:
         if ref.kind == "output":
+            if ctx.join and ctx.state is not None:
+                return ctx.state.output  # one branch's output
             return _output_type(ctx.state)
         if ref.kind == "input":
             return next((i.type for i in ctx.machine.inputs if i.name == ref.name), None)
@@ -371,9 +380,28 @@ def _static_type(expr: ast.Expr, ctx: ExprContext, bound: Mapping[str, ir.Type |
 
 
 def _output_type(state: ir.State | None) -> ir.Type | None:
-    """A state's output type: the declared one, str for an untyped agent state; None for a tool's result."""
+    """A state's output type: the declared one, str for an untyped agent state; None for a tool's result.
+    A map's or a parallel state's output is the list of its elements' or branches' outputs."""
     if state is None:
         return None
-    if state.output is not None:
-        return state.output
-    return ir.STR if state.kind == "agent" else None
+    if state.parallel is not None:
+        return ir.ListOf(state.output) if state.output is not None else None
+    one = state.output if state.output is not None else (ir.STR if state.kind == "agent" else None)
+    if state.each is not None:
+        return ir.ListOf(one) if one is not None else None
+    return one
+
+
+def each_names(machine: ir.Machine, state: ir.State) -> dict[str, ir.Type | None]:
+    """The names a map gives its step, with their static types: the element's (the list's item type, when
+    known) and the position's (int)."""
+    each = state.each
+    if each is None:
+        return {}
+    listed = _static_type(each.items, ExprContext(machine, ModelPlans((), {}, {}), GuardNames.of(machine)), {})
+    while isinstance(listed, ir.Optional_):
+        listed = listed.inner
+    names: dict[str, ir.Type | None] = {each.item: listed.item if isinstance(listed, ir.ListOf) else None}
+    if each.index is not None:
+        names[each.index] = ir.INT
+    return names

@@ -31,7 +31,7 @@ from .inline_runtime import (
     installed_runtime_index,
     reserved_names,
 )
-from .python_expr import ExprContext, GuardNames, guard_return, python_source, spec_source
+from .python_expr import ExprContext, GuardNames, each_names, guard_return, python_source, spec_source
 from .types_py import (
     ModelPlan,
     ModelPlans,
@@ -148,6 +148,8 @@ class _RunnerView:
         self.arg_builders: list[str] = []
         self.guard_functions: dict[tuple[str, int], str] = {}
         self.args_names: dict[str, str] = {}
+        self.join_names: dict[str, str] = {}  # parallel state -> its join guard's function
+        self.items_names: dict[str, str] = {}  # map state -> the function that builds its list
         # states that share another's work (the merge pass) are written after the states they share with
         for state in sorted(machine.states, key=lambda s: s.shares is not None):
             self._functions_for(state)
@@ -287,8 +289,31 @@ class _RunnerView:
                     self.guard_functions[(state.name, index)] = shared
             if state.call is not None:
                 self.args_names[state.name] = self.args_names[state.shares]
+            if state.shares in self.join_names:
+                self.join_names[state.name] = self.join_names[state.shares]
+            if state.shares in self.items_names:
+                self.items_names[state.name] = self.items_names[state.shares]
             return
         context = ExprContext(self.machine, self.plans, self.guard_names, state)
+        if state.parallel is not None and state.parallel.join.guard is not None:
+            guard = state.parallel.join.guard
+            name = self.names.claim(f"join_{state.name}")
+            self.join_names[state.name] = name
+            join_context = ExprContext(self.machine, self.plans, self.guard_names, state, join=True)
+            self.guards.append(
+                f"# {comment_text('join first where ' + spec_source(guard))}\n"
+                f"def {name}(s: Scope) -> bool:\n"
+                f"{INDENT}{guard_return(guard, join_context)}\n"
+            )
+        if state.each is not None:
+            listed = state.each.items
+            name = self.names.claim(f"items_{state.name}")
+            self.items_names[state.name] = name
+            self.arg_builders.append(
+                f"# {comment_text('for ... in ' + spec_source(listed))}\n"
+                f"def {name}(s: Scope) -> Any:\n"
+                f"{INDENT}return {python_source(listed, context)}\n"
+            )
         for index, t in enumerate(state.transitions):
             if t.kind != "guard" or t.guard is None:
                 continue
@@ -305,8 +330,10 @@ class _RunnerView:
             self.args_names[state.name] = name
             written = ", ".join(f"{a.name} = {spec_source(a.value)}" for a in call.args)
             items = ""
+            call_context = ExprContext(self.machine, self.plans, self.guard_names, state,
+                                       each=each_names(self.machine, state))
             for a in call.args:
-                code = python_source(a.value, context)
+                code = python_source(a.value, call_context)
                 items += INDENT * 2 + f"{py_string(a.name)}: {code},\n"
             body = f"{{\n{items}{INDENT}}}" if items else "{}"
             self.arg_builders.append(
@@ -393,6 +420,31 @@ class _RunnerView:
                 ("seconds", t.seconds),
                 ("origin", self._position(f"{s.name} transition {index}", t.origin)),
             ]))
+        parallel = None
+        if s.parallel is not None:
+            join = s.parallel.join
+            join_guard = self.join_names.get(s.name)
+            parallel = _spec_call(runtime_spec.ParallelSpec, [
+                ("branches", s.parallel.branches),
+                ("join", _spec_call(runtime_spec.JoinSpec, [
+                    ("rule", join.rule), ("count", join.count),
+                    ("guard", Raw(join_guard) if join_guard else None),
+                    ("text", spec_source(join.guard) if join.guard is not None else ""),
+                    ("origin", self._position(f"{s.name} join", join.origin)),
+                ])),
+                ("origin", self._position(f"{s.name} parallel", s.parallel.origin)),
+            ])
+        each = None
+        if s.each is not None:
+            each = _spec_call(runtime_spec.EachSpec, [
+                ("item", s.each.item),
+                ("items", Raw(self.items_names[s.name])),
+                ("max", s.each.max),
+                ("index", s.each.index),
+                ("concurrency", s.each.concurrency),
+                ("text", spec_source(s.each.items)),
+                ("origin", self._position(f"{s.name} for", s.each.origin)),
+            ])
         return _spec_call(runtime_spec.StateSpec, [
             ("name", s.name),
             ("kind", s.kind),
@@ -411,6 +463,9 @@ class _RunnerView:
             ("fail", s.fail),
             ("transitions", tuple(transitions)),
             ("origin", position),
+            ("parallel", parallel),
+            ("each", each),
+            ("branch", s.branch),
         ])
 
     def _test(self, t: ir.Test, index: int) -> Call:

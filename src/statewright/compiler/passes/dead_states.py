@@ -15,11 +15,18 @@ def reachable_states(machine: ir.Machine) -> set[str]:
     seen = {machine.start}
     queue = deque([machine.start])
     while queue:
-        for t in by_name[queue.popleft()].transitions:
-            if t.target in by_name and t.target not in seen:
-                seen.add(t.target)
-                queue.append(t.target)
+        for target in successor_names(by_name[queue.popleft()]):
+            if target in by_name and target not in seen:
+                seen.add(target)
+                queue.append(target)
     return seen
+
+
+def successor_names(state: ir.State) -> list[str]:
+    """The states a run can go to from `state`: a parallel state's branch entries, then its transitions'
+    targets."""
+    branches = list(state.parallel.branches) if state.parallel is not None else []
+    return [*branches, *(t.target for t in state.transitions)]
 
 
 def live_states(machine: ir.Machine) -> set[str]:
@@ -34,7 +41,7 @@ def live_states(machine: ir.Machine) -> set[str]:
     queue = deque(sorted(seen))
     while queue:
         state = by_name[queue.popleft()]
-        leads_to = {t.target for t in state.transitions if t.target in names}
+        leads_to = {target for target in successor_names(state) if target in names}
         for name in sorted(leads_to | state_mentions(state, names)):
             if name not in seen:
                 seen.add(name)

@@ -183,7 +183,8 @@ class _RefinablePartition:
 
 def _signature(state: ir.State) -> object:
     return (state.kind, state.agent, state.instruction, state.output, state.tell, state.visits, state.retries,
-            state.call, state.result, tuple(_edge_label(t) for t in state.transitions))
+            state.call, state.result, state.parallel, state.each, state.branch,
+            tuple(_edge_label(t) for t in state.transitions))
 
 
 def _edge_label(t: ir.Transition) -> object:
@@ -212,6 +213,10 @@ def state_mentions(state: ir.State, names: set[str]) -> set[str]:
     if state.call is not None:
         for arg in state.call.args:
             found |= _expr_names(arg.value) & names
+    if state.parallel is not None and state.parallel.join.guard is not None:
+        found |= _expr_names(state.parallel.join.guard) & names
+    if state.each is not None:
+        found |= _expr_names(state.each.items) & names
     return found
 
 

@@ -436,7 +436,7 @@ class _Layout:
         raise TypeError(f"unknown agent item {type(item).__name__}")
 
     def _state(self, state: ast.StateDecl) -> _Element:
-        header = "start " * state.start + "final " * state.final + f"state {state.name.value}"
+        header = "start " * state.start + "final " * state.final + "branch " * state.branch + f"state {state.name.value}"
         if not state.items and not state.has_body:
             return _line(state.span, header, "state")
         items = [self._state_item(i) for i in state.items]
@@ -469,6 +469,23 @@ class _Layout:
             return _line(item.span, f"fail {self._string(item.text, depth)}")
         if isinstance(item, ast.ModelSetting):
             return _line(item.span, f"model {self._string(item.model, depth)}")
+        if isinstance(item, ast.Parallel):
+            return _line(item.span, "parallel [" + ", ".join(n.value for n in item.branches) + "]")
+        if isinstance(item, ast.Join):
+            text = f"join {item.rule.value}"
+            if item.count is not None:
+                text += f" {_number(item.count.value)}"
+            if item.guard is not None:
+                text += f" where {self._expr(item.guard, depth)}"
+            return _line(item.span, text)
+        if isinstance(item, ast.ForEach):
+            names = f"{item.index.value}, {item.item.value}" if item.index is not None else item.item.value
+            text = f"for {names} in {self._expr(item.items, depth)}"
+            if item.max is not None:
+                text += f" max {_number(item.max.value)}"
+            if item.concurrency is not None:
+                text += f" concurrency {_number(item.concurrency.value)}"
+            return _line(item.span, text)
         if isinstance(item, ast.Transition):
             return _line(item.span, self._transition(item, depth))
         raise TypeError(f"unknown state item {type(item).__name__}")

@@ -12,6 +12,11 @@ Edge styles (the legend in docs/graphs.md):
     traceback                  coloured: the edge goes back to a non-final state at or before its
                                source in breadth-first order from the start state
 A bound adds a "max N" line to the edge label; a state's `visits N` adds a line to its node label.
+
+A parallel state is drawn as a hexagon with an edge to each branch's entry (labelled "branch"); the
+states of its branches sit in a box named for it, each branch's last states lead (dotted, "done") to a
+join node that names the join rule, and the parallel state's own transitions leave from the join node. A
+state that maps over a list is drawn as a subroutine box (dot: a double border) saying what it maps over.
 """
 
 from __future__ import annotations
@@ -28,11 +33,16 @@ TRACEBACK_COLOUR = "#c2410c"
 # ---- the view model: what both formats draw -------------------------------------------------------
 
 
+JOIN = "join:"  # the key of a parallel state's join node: "join:NAME" (a colon is in no state name)
+
+
 @dataclass(frozen=True)
 class _Node:
-    name: str
+    name: str  # a state's name, or JOIN + the parallel state's name
     lines: tuple[str, ...]
     final: bool
+    shape: str = "state"  # "state" | "parallel" | "join" | "map"
+    group: str | None = None  # the parallel state whose branches this state (or join) belongs to
 
 
 @dataclass(frozen=True)
@@ -52,13 +62,32 @@ class _View:
     edges: tuple[_Edge, ...]
 
 
+def _join_lines(p: ir.Parallel) -> tuple[str, ...]:
+    join = p.join
+    if join.rule == "all":
+        return ("join all",)
+    text = f"join first {join.count or 1}"
+    return (text, f"where {expr_to_source(join.guard)}") if join.guard is not None else (text,)
+
+
 def _view(machine: ir.Machine) -> _View:
     order = _breadth_first_order(machine)
     finals = {s.name for s in machine.states if s.final}
+    group_of = {s.name: p.name for p in machine.states if p.parallel is not None
+                for s in machine.states if s.branch is not None and s.branch in p.parallel.branches}
     nodes = []
     edges = []
     for state in machine.states:
         lines = [state.name]
+        shape = "state"
+        if state.parallel is not None:
+            shape = "parallel"
+            lines.append("parallel")
+        if state.each is not None:
+            shape = "map"
+            names = f"{state.each.index}, {state.each.item}" if state.each.index else state.each.item
+            lines.append(f"for {names} in {expr_to_source(state.each.items)}")
+            lines.append(f"max {state.each.max}, {state.each.concurrency} at once")
         if state.visits is not None:
             lines.append(f"visits {state.visits}")
         if state.model is not None:
@@ -67,14 +96,25 @@ def _view(machine: ir.Machine) -> _View:
             lines.append("fails the run")
         if state.kind == "human":
             lines.append("asks a person")
-        nodes.append(_Node(state.name, tuple(lines), state.final))
+        nodes.append(_Node(state.name, tuple(lines), state.final, shape, group_of.get(state.name)))
+        source = state.name
+        if state.parallel is not None:
+            join = JOIN + state.name
+            nodes.append(_Node(join, _join_lines(state.parallel), False, "join"))
+            for entry in state.parallel.branches:
+                edges.append(_Edge(state.name, entry, "solid", ("branch",), False))
+            for branch_state in machine.states:  # each branch's last states hand their output to the join
+                if group_of.get(branch_state.name) == state.name and not branch_state.transitions:
+                    edges.append(_Edge(branch_state.name, join, "dotted", ("done",), False))
+            source = join
         for t in state.transitions:
-            edges.append(_edge(state.name, t, order, finals))
+            edges.append(_edge(source, t, order, finals, state.name))
     return _View(machine.name, machine.start, tuple(nodes), tuple(edges))
 
 
-def _edge(source: str, t: ir.Transition, order: dict[str, int], finals: set[str]) -> _Edge:
-    target = source if t.kind == "stay" else t.target
+def _edge(source: str, t: ir.Transition, order: dict[str, int], finals: set[str], state: str = "") -> _Edge:
+    state = state or source  # the state the edge leaves (a join node's is its parallel state)
+    target = state if t.kind == "stay" else t.target
     if t.kind == "guard" and t.guard is not None:
         style, label = "thick", expr_to_source(t.guard)
     elif t.kind == "condition":
@@ -93,7 +133,7 @@ def _edge(source: str, t: ir.Transition, order: dict[str, int], finals: set[str]
     # a traceback sends the run back to re-do work: never `stay`, never into a final state
     back = (
         t.kind != "stay" and target not in finals
-        and target in order and source in order and order[target] <= order[source]
+        and target in order and state in order and order[target] <= order[state]
     )
     return _Edge(source, target, style, tuple(lines), back)
 
@@ -102,7 +142,9 @@ def _breadth_first_order(machine: ir.Machine) -> dict[str, int]:
     """Each reachable state's position in a breadth-first walk from the start, transitions taken in
     source order. Edges of states the walk never reaches are not tracebacks: there is no run to go back in."""
     successors = {
-        s.name: [s.name if t.kind == "stay" else t.target for t in s.transitions] for s in machine.states
+        s.name: [*(s.parallel.branches if s.parallel is not None else ()),
+                 *(s.name if t.kind == "stay" else t.target for t in s.transitions)]
+        for s in machine.states
     }
     order: dict[str, int] = {}
     queue: deque[str] = deque()
@@ -163,16 +205,34 @@ def _mermaid_label(lines: tuple[str, ...]) -> str:
 
 def _mermaid_id(name: str) -> str:
     # a prefix keeps ids clear of Mermaid keywords ("end") and of edge heads ("o"/"x" after a link)
+    if name.startswith(JOIN):
+        return f"j_{name[len(JOIN):]}"
     return f"s_{name}"
+
+
+_MERMAID_SHAPES = {"parallel": "{{{{{}}}}}", "join": "[/{}\\]", "map": "[[{}]]"}
+
+
+def _mermaid_node(node: _Node) -> str:
+    label = _mermaid_label(node.lines)
+    if node.final:
+        return f"{_mermaid_id(node.name)}((({label})))"
+    return _mermaid_id(node.name) + _MERMAID_SHAPES.get(node.shape, "({})").format(label)
 
 
 def _render_mermaid(view: _View) -> str:
     out = ["flowchart TD"]
     out.append(f'    {_MERMAID_START}(( ))')
     for node in view.nodes:
-        label = _mermaid_label(node.lines)
-        shape = f"((({label})))" if node.final else f"({label})"
-        out.append(f"    {_mermaid_id(node.name)}{shape}")
+        if node.group is not None:
+            continue  # drawn in its parallel state's box, below
+        out.append(f"    {_mermaid_node(node)}")
+        if node.shape == "parallel":
+            members = [n for n in view.nodes if n.group == node.name]
+            if members:
+                out.append(f"    subgraph b_{node.name}[{_mermaid_label(('branches of ' + node.name,))}]")
+                out.extend(f"        {_mermaid_node(member)}" for member in members)
+                out.append("    end")
     out.append(f"    {_MERMAID_START} --> {_mermaid_id(view.start)}")
     link_styles = []
     for number, edge in enumerate(view.edges, start=1):  # link 0 is the start marker's
@@ -210,16 +270,39 @@ def _dot_quote(lines: tuple[str, ...] | str) -> str:
     return '"' + "\\n".join(dot_text(line) for line in lines) + '"'
 
 
+_DOT_SHAPES = {"parallel": "shape=hexagon", "join": "shape=invtrapezium", "map": "peripheries=2"}
+
+
+def _dot_id(name: str) -> str:
+    # a join node's id has parentheses, which no state name can hold
+    return _dot_quote(f"(join {name[len(JOIN):]})" if name.startswith(JOIN) else name)
+
+
+def _dot_node(node: _Node) -> str:
+    attrs = [f"label={_dot_quote(node.lines)}"]
+    if node.final:
+        attrs.append("shape=doublecircle")
+    elif node.shape in _DOT_SHAPES:
+        attrs.append(_DOT_SHAPES[node.shape])
+    return f"{_dot_id(node.name)} [{', '.join(attrs)}];"
+
+
 def _render_dot(view: _View) -> str:
     out = [f"digraph {_dot_quote(view.name)} {{"]
     out.append('    node [shape=box, style=rounded, fontname="Helvetica"];')
     out.append('    edge [fontname="Helvetica", fontsize=10];')
     out.append(f'    {_dot_quote(_DOT_START)} [shape=point, width=0.15, label=""];')
     for node in view.nodes:
-        attrs = [f"label={_dot_quote(node.lines)}"]
-        if node.final:
-            attrs.append("shape=doublecircle")
-        out.append(f"    {_dot_quote(node.name)} [{', '.join(attrs)}];")
+        if node.group is not None:
+            continue  # drawn in its parallel state's cluster, below
+        out.append(f"    {_dot_node(node)}")
+        if node.shape == "parallel":
+            members = [n for n in view.nodes if n.group == node.name]
+            if members:
+                out.append(f"    subgraph {_dot_quote('cluster_' + node.name)} {{")
+                out.append(f"        label={_dot_quote('branches of ' + node.name)};")
+                out.extend(f"        {_dot_node(member)}" for member in members)
+                out.append("    }")
     out.append(f"    {_dot_quote(_DOT_START)} -> {_dot_quote(view.start)};")
     for edge in view.edges:
         attrs = []
@@ -230,7 +313,7 @@ def _render_dot(view: _View) -> str:
         if edge.traceback:
             attrs.append(f'color="{TRACEBACK_COLOUR}", fontcolor="{TRACEBACK_COLOUR}"')
         suffix = f" [{', '.join(attrs)}]" if attrs else ""
-        out.append(f"    {_dot_quote(edge.source)} -> {_dot_quote(edge.target)}{suffix};")
+        out.append(f"    {_dot_id(edge.source)} -> {_dot_id(edge.target)}{suffix};")
     out.append("}")
     return "\n".join(out) + "\n"
 

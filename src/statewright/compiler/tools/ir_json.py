@@ -119,6 +119,26 @@ def _call(call: ir.ToolCall | None) -> dict[str, Any] | None:
     }
 
 
+def _parallel(p: ir.Parallel | None) -> dict[str, Any] | None:
+    if p is None:
+        return None
+    join = p.join
+    return {
+        "branches": list(p.branches),
+        "join": {"rule": join.rule, "count": join.count,
+                 "guard": expr_to_json(join.guard) if join.guard is not None else None,
+                 "origin": span_to_json(join.origin)},
+        "origin": span_to_json(p.origin),
+    }
+
+
+def _each(e: ir.Each | None) -> dict[str, Any] | None:
+    if e is None:
+        return None
+    return {"index": e.index, "item": e.item, "items": expr_to_json(e.items), "max": e.max,
+            "concurrency": e.concurrency, "origin": span_to_json(e.origin)}
+
+
 def _state(s: ir.State) -> dict[str, Any]:
     return {
         "name": s.name,
@@ -139,6 +159,9 @@ def _state(s: ir.State) -> dict[str, Any]:
         "final": s.final,
         "model": s.model,
         "fail": s.fail,
+        "parallel": _parallel(s.parallel),
+        "each": _each(s.each),
+        "branch": s.branch,
     }
 
 
@@ -330,8 +353,19 @@ IR_JSON_SCHEMA: dict[str, Any] = {
                      "items": _obj({"name": _STR, "value": _REF["expr"], "origin": _ORIGIN})},
             "origin": _ORIGIN,
         }),
+        "parallel": _obj({
+            "branches": {"type": "array", "items": _STR, "minItems": 2},
+            "join": _obj({"rule": {"enum": ["all", "first"]}, "count": _nullable({"type": "integer", "minimum": 1}),
+                          "guard": _nullable(_REF["expr"]), "origin": _ORIGIN}),
+            "origin": _ORIGIN,
+        }),
+        "each": _obj({
+            "index": _nullable(_STR), "item": _STR, "items": _REF["expr"], "max": {"type": "integer", "minimum": 1},
+            "concurrency": {"type": "integer", "minimum": 1}, "origin": _ORIGIN,
+        }),
         "state": _obj({
-            "name": _STR, "kind": {"enum": ["agent", "action", "human", "final"]}, "agent": _nullable(_STR),
+            "name": _STR, "kind": {"enum": ["agent", "action", "human", "parallel", "final"]},
+            "agent": _nullable(_STR),
             "instruction": _nullable(_STR), "output": _nullable(_REF["type"]), "tell": _STRS,
             "visits": _nullable({"type": "integer", "minimum": 1}),
             "retries": {"type": "integer", "minimum": 0},
@@ -341,6 +375,8 @@ IR_JSON_SCHEMA: dict[str, Any] = {
                 "state": _STR, "template": {"enum": ["instruction", "result", "fail"]}, "origin": _ORIGIN})},
             "origin": _ORIGIN, "shares": _nullable(_STR), "final": {"type": "boolean"},
             "model": _nullable(_STR), "fail": _nullable(_STR),
+            "parallel": _nullable({"$ref": "#/$defs/parallel"}), "each": _nullable({"$ref": "#/$defs/each"}),
+            "branch": _nullable(_STR),
         }),
         "test": _obj({
             "name": _STR,

@@ -125,7 +125,8 @@ class _Finisher:
     @staticmethod
     def _refused(token: Token, text: str) -> tuple[str, int, str]:
         # the last token may be unfinished (half a keyword): drop it; one before the end is a real error
-        return ("token", token.start_pos or 0, "") if token.end_pos == len(text) else ("token", -1, "")
+        last = not text[token.end_pos or 0 :].strip()  # nothing but the newline a draft ends with after it
+        return ("token", token.start_pos or 0, "") if last else ("token", -1, "")
 
     # -- the shortest way to the end ----------------------------------------------------------------
 
