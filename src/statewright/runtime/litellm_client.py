@@ -209,7 +209,7 @@ def _llm_capped_session_class() -> Any:
             loop = asyncio.get_running_loop()
             client = self._per_loop.get(loop)
             if client is None:
-                client = httpx.AsyncClient(follow_redirects=True, timeout=None)
+                client = httpx.AsyncClient(follow_redirects=True, timeout=None, transport=_llm_transport())
                 self._per_loop[loop] = client
             response = await client.send(request, stream=True, **kwargs)
             if stream:
@@ -226,6 +226,17 @@ def _llm_capped_session_class() -> Any:
             return whole
 
     return CappedSession
+
+
+def _llm_transport() -> Any:
+    """The aiohttp transport litellm gives its own sessions (httpx's pool is several times slower with a
+    hundred calls in flight), or httpx's when litellm no longer offers it."""
+    try:
+        from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler
+
+        return AsyncHTTPHandler.create_aiohttp_transport()
+    except Exception:  # noqa: BLE001 - an internal of litellm: without it, httpx's own transport serves
+        return None
 
 
 class _ModelCallPlan:
