@@ -91,8 +91,8 @@ class _FieldNamesPostLex:
             yield tok
 
 
-def _colon_follows(text: str, pos: int) -> bool:
-    """Whether the next code after `pos` (past whitespace and comments) is a ':'."""
+def next_code(text: str, pos: int) -> int:
+    """The offset of the first character of code at or after `pos`, past whitespace and comments."""
     while pos < len(text):
         if text[pos] in _SPACE:
             pos += 1
@@ -101,7 +101,12 @@ def _colon_follows(text: str, pos: int) -> bool:
             pos = len(text) if end < 0 else end
         else:
             break
-    return text.startswith(":", pos)
+    return pos
+
+
+def _colon_follows(text: str, pos: int) -> bool:
+    """Whether the next code after `pos` (past whitespace and comments) is a ':'."""
+    return text.startswith(":", next_code(text, pos))
 
 
 @contextmanager

@@ -23,7 +23,7 @@ from typing import cast
 
 from ...diagnostics import Diagnostic, Diagnostics, SourceFile, Span
 from ...grammar import ast, parse_source
-from ...grammar.parser import decode_long_string
+from ...grammar.parser import decode_long_string, next_code
 
 INDENT = "    "
 
@@ -328,16 +328,7 @@ class _Layout:
 
     def _next_code(self, pos: int) -> int:
         """The offset of the first character of code at or after `pos`, skipping whitespace and comments."""
-        text = self.text
-        while pos < len(text):
-            if text[pos] in _WHITESPACE:
-                pos += 1
-            elif text[pos] == "#":
-                end = text.find("\n", pos)
-                pos = len(text) if end < 0 else end
-            else:
-                break
-        return pos
+        return next_code(self.text, pos)
 
     # ---- the machine and its declarations ------------------------------------------------------
 
