@@ -1,7 +1,8 @@
 """The parser front: source text in, syntax tree (or positioned diagnostics) out.
 
-Lark types never leave this module. The tree is built by one explicit, non-recursive Transformer, so
-deeply nested input cannot exhaust Python's recursion limit here.
+Lark types never leave this module. The syntax tree is built while Lark parses: each rule's reduction
+calls the builder's method of that name with the rule's span and its children, so no intermediate parse
+tree is made and walked again, and nothing recurses, however deeply the input nests.
 """
 
 from __future__ import annotations
@@ -21,10 +22,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from lark import Lark, Token, v_args
-from lark.exceptions import UnexpectedInput, UnexpectedToken, VisitError
-from lark.tree import Meta
-from lark.visitors import Transformer_NonRecursive
+from lark import Lark, Token, Tree
+from lark.exceptions import UnexpectedInput, UnexpectedToken
+from lark.parse_tree_builder import ParseTreeBuilder
 
 from ..diagnostics import Diagnostics, SourceFile, Span
 from . import ast
@@ -123,7 +123,7 @@ def build_parser(*, strict: bool = False, cache: bool = True) -> Lark:
     options: dict[str, object] = {
         "parser": "lalr",
         "lexer": "contextual",
-        "propagate_positions": True,
+        "propagate_positions": False,  # the builder's reductions place every node (_reductions)
         "maybe_placeholders": False,
         "lexer_callbacks": {"COMMENT": _collect_comment},
         "postlex": _FieldNamesPostLex(),
@@ -132,7 +132,9 @@ def build_parser(*, strict: bool = False, cache: bool = True) -> Lark:
     if cache and not strict:
         cache_dir = Path(os.environ.get("STATEWRIGHT_CACHE_DIR", tempfile.gettempdir()))
         options["cache"] = str(cache_dir / f".statewright-grammar-{_grammar_digest()}-{os.getuid()}.lark")
-    return Lark(GRAMMAR_PATH.read_text(encoding="utf-8"), **options)  # type: ignore[arg-type]
+    parser = Lark(GRAMMAR_PATH.read_text(encoding="utf-8"), **options)  # type: ignore[arg-type]
+    parser.parser.parser.parser.callbacks = _reductions(parser)
+    return parser
 
 
 @lru_cache(maxsize=1)
@@ -224,18 +226,111 @@ class _Failure(Exception):
         self.code, self.message, self.start, self.end, self.help = code, message, start, end, help
 
 
-@v_args(meta=True, inline=True)
-class _BuildAst(Transformer_NonRecursive):
+class Meta:
+    """Where the text of one reduced rule is: from its first token to its last, `empty` when it has none
+    (what Lark's propagated positions would say, without building a parse tree to carry them)."""
+
+    __slots__ = ("empty", "end_pos", "start_pos")
+
+    def __init__(self, start_pos: int, end_pos: int, empty: bool) -> None:
+        self.start_pos, self.end_pos, self.empty = start_pos, end_pos, empty
+
+
+# The builder of the parse running in this thread (or task), which the shared parser's reductions call;
+# None while a parse only recognises (the examples of syntax errors), when reductions build nothing.
+_BUILDER: ContextVar[_BuildAst | None] = ContextVar("statewright_builder", default=None)
+
+
+def _reductions(parser: Lark) -> dict[Any, Any]:
+    """The parser's callback for each grammar rule: place the rule's text, then build its node.
+
+    Lark's own tree builder still shapes the children (tokens filtered out, `_inlined` rules spliced in,
+    `?rules` with one child passed through); the builder's method named for the rule then gets the rule's
+    Meta and those children, as a `v_args(meta=True, inline=True)` transformer method would. A rule is
+    placed from its first child with a place to its last, tokens filtered out included; a node passed
+    through a `?rule` takes the place of that rule (`(a)` spans its brackets), as Lark's "containers" do.
+    """
+    def method_callback(name: str) -> Any:
+        def build(children: list[Any]) -> Any:
+            builder = _BUILDER.get()
+            return None if builder is None else getattr(builder, name)(builder.meta, *children)
+        return build
+
+    class Methods:  # a rule without a method (an `_inlined` one) becomes a Tree its parent splices in
+        def __getattr__(self, name: str) -> Any:
+            if name.startswith("_") or not callable(getattr(_BuildAst, name, None)):
+                raise AttributeError(name)
+            return method_callback(name)
+
+    shaped = ParseTreeBuilder(parser.rules, Tree).create_callback(Methods())
+    return {rule: _passed_through if _passes_through(rule) else _placed(callback)
+            for rule, callback in shaped.items()}
+
+
+def _passes_through(rule: Any) -> bool:
+    """Whether the rule is a `?rule: other` whose one child is its value, in the same place (most
+    reductions: `?expr: or_expr`, `?or_expr: and_expr`, ... down to the atom)."""
+    if not rule.options.expand1 or rule.alias or len(rule.expansion) != 1:
+        return False
+    symbol = rule.expansion[0]
+    return not (symbol.is_term and symbol.filter_out) and not symbol.name.startswith("_")
+
+
+def _passed_through(children: list[Any]) -> Any:
+    return children[0]
+
+
+def _placed(shaped: Any) -> Any:
+    def reduce(children: list[Any]) -> Any:
+        builder = _BUILDER.get()
+        if builder is None:
+            return None
+        places = builder.places
+        start = end = -1
+        for c in children:
+            if isinstance(c, Token):
+                start = c.start_pos or 0
+                break
+            place = places.get(id(c))
+            if place is not None:
+                start = place[0]
+                break
+        if start >= 0:
+            for c in reversed(children):
+                if isinstance(c, Token):
+                    end = c.end_pos or 0
+                    break
+                place = places.get(id(c))
+                if place is not None:
+                    end = place[1]
+                    break
+        builder.meta = Meta(start, end, start < 0)
+        value = shaped(children)
+        if start >= 0 and value is not None:
+            places[id(value)] = (start, end)  # alive until its parent's reduction reads it
+        return value
+    return reduce
+
+
+class _BuildAst:
     """Builds the syntax tree of one source file; one builder per parse, so parses never share one."""
 
     def __init__(self, source: SourceFile) -> None:
-        super().__init__()
         self.source = source
+        self.meta = Meta(0, 0, True)  # the place of the rule being reduced
+        self.places: dict[int, tuple[int, int]] = {}  # id of each node built, while its parent is not
+
+    def build(self, parser: Lark, text: str, on_error: Any) -> Any:
+        token = _BUILDER.set(self)
+        try:
+            return parser.parse(text, on_error=on_error)
+        finally:
+            _BUILDER.reset(token)
 
     def _span(self, meta: Meta) -> Span:
-        if getattr(meta, "empty", True):
+        if meta.empty:
             return self.source.span(0, 0)
-        return self.source.span(meta.start_pos, meta.end_pos)  # type: ignore[attr-defined]
+        return self.source.span(meta.start_pos, meta.end_pos)
 
     def _tok_span(self, tok: Token) -> Span:
         return self.source.span(tok.start_pos or 0, tok.end_pos or 0)
@@ -738,33 +833,44 @@ def _keyword_terminals(parser: Lark) -> frozenset[str]:
 # ---- nesting -------------------------------------------------------------------------------------
 
 
+_DEEP_KINDS = (ast.BinaryOp, ast.UnaryOp, ast.Attribute, ast.Index, ast.Call, ast.ListExpr, ast.Value)
+
+
+_WALKED_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _walked_fields(kind: type[Node]) -> tuple[str, ...]:
+    found = _WALKED_FIELDS.get(kind)
+    if found is None:
+        found = _WALKED_FIELDS[kind] = tuple(f for f in field_names(kind) if f != "span")
+    return found
+
+
 def _too_deep(machine: ast.Machine) -> ast.Expr | ast.Value | None:
     """The first node nested deeper than MAX_NESTING, found without recursion."""
-    stack: list[tuple[object, int]] = [(machine, 0)]
+    stack: list[tuple[Any, int]] = [(machine, 0)]
+    pop, push = stack.pop, stack.append
     while stack:
-        node, depth = stack.pop()
-        if depth > MAX_NESTING and isinstance(node, (ast.BinaryOp, ast.UnaryOp, ast.Attribute, ast.Index,
-                                                     ast.Call, ast.ListExpr, ast.Value)):
-            return node  # type: ignore[return-value]
-        children: tuple[object, ...]
-        if isinstance(node, ast.Value) and node.kind in ("list", "object"):
-            children = tuple(node.value)  # type: ignore[arg-type]
+        node, depth = pop()
+        if depth > MAX_NESTING and isinstance(node, _DEEP_KINDS):
+            return node  # type: ignore[no-any-return]
+        depth += 1
+        if isinstance(node, ast.Value):
+            if node.kind in ("list", "object"):
+                for item in node.value:  # type: ignore[attr-defined]
+                    push((item, depth))
         elif isinstance(node, ast.ObjectEntry):
-            children = (node.value,)
-        elif isinstance(node, Node) and not isinstance(node, ast.Value):
-            children = tuple(getattr(node, f) for f in field_names(node) if f != "span")
-            flat: list[object] = []
-            for c in children:
-                if isinstance(c, tuple):
-                    flat.extend(c)
-                else:
-                    flat.append(c)
-            children = tuple(flat)
+            push((node.value, depth))
         else:
-            continue
-        for child in children:
-            if isinstance(child, Node):
-                stack.append((child, depth + 1))
+            kind: type[Node] = type(node)
+            for name in _walked_fields(kind):
+                child = getattr(node, name)
+                if isinstance(child, tuple):
+                    for item in child:
+                        if isinstance(item, Node):
+                            push((item, depth))
+                elif isinstance(child, Node):
+                    push((child, depth))
     return None
 
 
@@ -836,13 +942,9 @@ def parse_source(source: SourceFile) -> ParseResult:
     try:
         on_error = _keyword_as_name(parser)
         with paused_gc(), _parsing(source.text):
-            machine = builder.transform(parser.parse(source.text, on_error=on_error))
+            machine = builder.build(parser, source.text, on_error)
     except UnexpectedInput as err:
         failures.append(_syntax_failure(_original_error(err, on_error.converted), source, parser))
-    except VisitError as err:  # unwrap: users never see Lark internals
-        if not isinstance(err.orig_exc, _Failure):
-            return _internal_error(result, source, err.orig_exc)
-        failures.append(err.orig_exc)
     except _Failure as f:
         failures.append(f)
     except RecursionError:
@@ -932,11 +1034,9 @@ def _failure_in(source: SourceFile, parser: Lark) -> _Failure | None:
     on_error = _keyword_as_name(parser)
     try:
         with _parsing(source.text):
-            builder.transform(parser.parse(source.text, on_error=on_error))
+            builder.build(parser, source.text, on_error)
     except UnexpectedInput as err:
         return _syntax_failure(_original_error(err, on_error.converted), source, parser)
-    except VisitError as err:
-        return err.orig_exc if isinstance(err.orig_exc, _Failure) else None
     except _Failure as f:
         return f
     return None
