@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from statewright.api import check_text
+from statewright.compiler.checks import template_source
 from statewright.diagnostics import Diagnostic
 
 MACHINE = """machine t {{
@@ -143,3 +148,65 @@ def test_templates_that_bind_no_name_read_what_compiling_them_finds() -> None:
     assert fast >= 10, "most templates bind nothing"
     assert reads_without_compiling(tree_index(env.parse("{% for x in xs %}{{ x }}{% endfor %}")), env) is None
     assert reads_without_compiling(tree_index(env.parse("{{ self }}")), env) is None
+
+
+# ---- the fast ways from a template to its source are the general ways -------------------------------
+
+_TEMPLATE_CHARS = st.text(alphabet=st.sampled_from(list("ab {}%#\n\r\t\\\"é😀")), max_size=40)
+
+
+@given(_TEMPLATE_CHARS)
+def test_normalized_text_without_a_carriage_return_is_what_reading_line_by_line_gives(value: str) -> None:
+    assert template_source.normalized_text(value) == template_source.normalized_text_by_lines(value)
+
+
+@given(st.text(alphabet=st.sampled_from(list("ab {}\n\t'é😀")), max_size=40))
+def test_a_string_without_escapes_maps_each_character_to_its_own_source_offset(body: str) -> None:
+    text = f'x = "{body}"'
+    start, end = 5, 5 + len(body)
+    fast = template_source._short_string_offsets(text, start, end, body)
+    assert fast == template_source.escaped_string_offsets(text, start, end, body)
+    assert fast == list(range(start, end))
+
+
+_FRAGMENTS = st.sampled_from(["{{", "}}", " ", "\n", "\r\n", "x", "a.b", ".", "{%", "{#", "-", "|", "true",
+                              "{", "}", "text ", "y_1", "é", "s1.output.fixes", "1", "%}", "#}", "\t"])
+
+
+def _shape(parsed: template_source.ParsedTemplate) -> list[tuple[str, int, str]]:
+    assert parsed.tree is not None
+    return [(type(n).__name__, n.lineno, repr(n)) for n in template_source._walk(parsed.tree)]
+
+
+@settings(max_examples=500)
+@given(st.lists(_FRAGMENTS, max_size=14).map("".join))
+def test_a_template_read_without_jinja_has_jinjas_tokens_and_tree(text: str) -> None:
+    from statewright.grammar import ast
+
+    string = ast.String(text, False, None)
+    simple = template_source._parse_simple(string, template_source.normalized_text(text)[0])
+    if simple is None:
+        return  # Jinja's to read
+    jinja = template_source.parse_with_jinja(string)
+    assert simple.tokens == jinja.tokens
+    assert _shape(simple) == _shape(jinja)
+
+
+@pytest.mark.parametrize("text", ["Write about {{ topic }}.", "{{s1.output.fixes}}\nthen {{ x }}", "{ braces }",
+                                  "{{ a }}{{ b.c }}", "tail {{\n name \n}}"])
+def test_templates_of_text_and_dotted_names_are_read_without_jinja(text: str) -> None:
+    from statewright.grammar import ast
+
+    string = ast.String(text, False, None)
+    simple = template_source._parse_simple(string, template_source.normalized_text(text)[0])
+    assert simple is not None
+    jinja = template_source.parse_with_jinja(string)
+    assert simple.tokens == jinja.tokens and _shape(simple) == _shape(jinja)
+
+
+@pytest.mark.parametrize("text", ["{{ x | upper }}", "{% if x %}y{% endif %}", "{{ true }}", "{{{ x }}",
+                                  "{# note #}{{ x }}", "{{- x }}", "{{ x[0] }}", "{{ " + ".".join("a" * 30) + " }}"])
+def test_every_other_template_is_jinjas_to_read(text: str) -> None:
+    from statewright.grammar import ast
+
+    assert template_source._parse_simple(ast.String(text, False, None), text) is None

@@ -155,6 +155,17 @@ def field_names(node: Node | type[Node]) -> tuple[str, ...]:
     return node._field_names
 
 
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def child_fields(kind: type[Node]) -> tuple[str, ...]:
+    """The fields of a node class but its span: those a walk over the tree reads (cached per class)."""
+    found = _CHILD_FIELDS.get(kind)
+    if found is None:
+        found = _CHILD_FIELDS[kind] = tuple(f for f in kind._field_names if f != "span")
+    return found
+
+
 def _compile_init(cls: type[Node]) -> Callable[..., None]:
     """The `__init__` a frozen dataclass with these fields would have."""
     params, body = [], []

@@ -28,7 +28,7 @@ from lark.parse_tree_builder import ParseTreeBuilder
 
 from ..diagnostics import Diagnostics, SourceFile, Span
 from . import ast
-from .node import Node, field_names
+from .node import Node, child_fields
 
 GRAMMAR_PATH = Path(__file__).with_name("statewright.lark")
 MAX_NESTING = 200
@@ -836,16 +836,6 @@ def _keyword_terminals(parser: Lark) -> frozenset[str]:
 _DEEP_KINDS = (ast.BinaryOp, ast.UnaryOp, ast.Attribute, ast.Index, ast.Call, ast.ListExpr, ast.Value)
 
 
-_WALKED_FIELDS: dict[type, tuple[str, ...]] = {}
-
-
-def _walked_fields(kind: type[Node]) -> tuple[str, ...]:
-    found = _WALKED_FIELDS.get(kind)
-    if found is None:
-        found = _WALKED_FIELDS[kind] = tuple(f for f in field_names(kind) if f != "span")
-    return found
-
-
 def _too_deep(machine: ast.Machine) -> ast.Expr | ast.Value | None:
     """The first node nested deeper than MAX_NESTING, found without recursion."""
     stack: list[tuple[Any, int]] = [(machine, 0)]
@@ -863,7 +853,7 @@ def _too_deep(machine: ast.Machine) -> ast.Expr | ast.Value | None:
             push((node.value, depth))
         else:
             kind: type[Node] = type(node)
-            for name in _walked_fields(kind):
+            for name in child_fields(kind):
                 child = getattr(node, name)
                 if isinstance(child, tuple):
                     for item in child:

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 from ...diagnostics import Diagnostics, Span, did_you_mean, quoted_list
 from ...grammar import ast
-from ...grammar.node import Node, field_names
+from ...grammar.node import Node, child_fields
 from ...runtime.tool_secrets import header_value_problem, secret_template_parts
 from ...runtime.tool_signatures import STD_TOOLS
 from .resolve import Symbols, closest
@@ -226,11 +226,13 @@ def _strings_outside_tests(machine: ast.Machine) -> Iterator[ast.String]:
         elif isinstance(node, ast.Value):
             stack.extend(reversed(node.value) if isinstance(node.value, tuple) else ())
         elif isinstance(node, Node):
-            children: list[object] = []
-            for name in field_names(node):
+            kind: type[Node] = type(node)
+            for name in reversed(child_fields(kind)):
                 child = getattr(node, name)
-                children.extend(child if isinstance(child, tuple) else (child,))
-            stack.extend(reversed(children))
+                if isinstance(child, tuple):
+                    stack.extend(reversed(child))
+                elif isinstance(child, Node):
+                    stack.append(child)
 
 
 def _as_string(value: str, span: Span) -> ast.String:

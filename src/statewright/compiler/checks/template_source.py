@@ -82,6 +82,13 @@ def string_offsets(string: ast.String) -> list[int] | None:
 
 
 def _short_string_offsets(text: str, start: int, end: int, value: str) -> list[int] | None:
+    if text.find("\\", start, end) < 0:  # no escape: one source character per character
+        return list(range(start, end)) if end - start == len(value) else None
+    return escaped_string_offsets(text, start, end, value)
+
+
+def escaped_string_offsets(text: str, start: int, end: int, value: str) -> list[int] | None:
+    """_short_string_offsets read character by character, escapes decoded (any string takes this way)."""
     out: list[int] = []
     chars: list[str] = []
     i = start
@@ -166,6 +173,14 @@ def _common_prefix(items: list[str]) -> str:
 def normalized_text(value: str) -> tuple[str, list[int]]:
     """The template text as Jinja's lexer reads it (every line break one LF, a final one dropped), and
     for each of its characters, and one past the end, the position in `value`."""
+    if "\r" not in value:  # every line break is one LF already
+        text = value.removesuffix("\n")
+        return text, [*range(len(text)), len(value)]
+    return normalized_text_by_lines(value)
+
+
+def normalized_text_by_lines(value: str) -> tuple[str, list[int]]:
+    """normalized_text read line break by line break (any text takes this way)."""
     out: list[str] = []
     positions: list[int] = []
     pos = 0
@@ -481,8 +496,70 @@ def tokenize(text: str) -> list[Token]:
     return record
 
 
+# The shape most templates have: text and `{{ name }}` or `{{ name.field.field }}`, nothing else. These
+# are read here, to the same tokens and tree Jinja's lexer and parser give them (a property test holds the
+# two to that); every other template is Jinja's to read.
+_SIMPLE_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+_SIMPLE_OUTPUT = re.compile(rf"\{{\{{([ \t\n]*)({_SIMPLE_NAME}(?:\.{_SIMPLE_NAME}){{0,20}})([ \t\n]*)\}}\}}")
+_TAG_OPENING = re.compile(r"\{[{%#]")
+# names Jinja reads as constants or operators where an expression begins
+_NOT_A_VARIABLE = frozenset({"true", "false", "none", "True", "False", "None", "and", "or", "not", "in",
+                             "is", "if", "else", "elif", "for", "recursive"})
+
+
+def _parse_simple(string: ast.String, text: str) -> ParsedTemplate | None:
+    """The template read without Jinja when it has only text and dotted names; None when it has more."""
+    tokens: list[Token] = []
+    body: list[nodes.Node] = []
+    pos = 0
+    for m in _SIMPLE_OUTPUT.finditer(text):
+        # Jinja's lexer opens a tag at the first '{{', '{%' or '{#': it must be this one
+        if _TAG_OPENING.search(text, pos, m.start() + 1) is not None:
+            return None
+        path = m.group(2).split(".")
+        if path[0] in _NOT_A_VARIABLE:
+            return None
+        if m.start() > pos:
+            tokens.append(Token(pos, "data", text[pos : m.start()]))
+            body.append(nodes.TemplateData(text[pos : m.start()], lineno=pos + 1))
+        at = m.start()
+        tokens.append(Token(at, "variable_begin", "{{"))
+        at += 2
+        if m.group(1):
+            tokens.append(Token(at, "whitespace", m.group(1)))
+            at += len(m.group(1))
+        tokens.append(Token(at, "name", path[0]))
+        node: nodes.Expr = nodes.Name(path[0], "load", lineno=at + 1)
+        at += len(path[0])
+        for attr in path[1:]:
+            tokens.append(Token(at, "operator", "."))
+            node = nodes.Getattr(node, attr, "load", lineno=at + 1)
+            tokens.append(Token(at + 1, "name", attr))
+            at += 1 + len(attr)
+        if m.group(3):
+            tokens.append(Token(at, "whitespace", m.group(3)))
+            at += len(m.group(3))
+        tokens.append(Token(at, "variable_end", "}}"))
+        body.append(node)
+        pos = m.end()
+    if _TAG_OPENING.search(text, pos) is not None:
+        return None
+    if pos < len(text):
+        tokens.append(Token(pos, "data", text[pos:]))
+        body.append(nodes.TemplateData(text[pos:], lineno=pos + 1))
+    tree = nodes.Template([nodes.Output(body, lineno=body[0].lineno)] if body else [], lineno=1)
+    tree.set_environment(check_environment())
+    return ParsedTemplate(string, tree, tokens)
+
+
 def parse_template(string: ast.String) -> ParsedTemplate:
     """The template in a string literal, parsed; raises TemplateSourceError when it cannot be."""
+    simple = _parse_simple(string, normalized_text(string.value)[0])
+    return simple if simple is not None else parse_with_jinja(string)
+
+
+def parse_with_jinja(string: ast.String) -> ParsedTemplate:
+    """parse_template through Jinja's lexer and parser, whatever the template (any template takes this way)."""
     text = string.value
     tokens = tokenize(text)
     problem = _nesting_problem(tokens)
