@@ -485,3 +485,44 @@ def test_runner_is_current_compares_bytes_exactly(tmp_path: Path) -> None:
     assert not runner_is_current(target, text)
     target.write_text(text, encoding="utf-8")
     assert runner_is_current(target, text)
+
+
+GUARD_TEXT_MACHINE = r'''machine tricky {
+    input note: str
+    model "openai/gpt-4o-mini"
+    type Out {
+        text: str
+    }
+    agent writer {
+        prompt "You write."
+    }
+    start state s {
+        agent writer
+        do "Write."
+        output Out
+        when output.text == "# not a comment \" inputs.x Field(" and note != "a\\b" -> done
+        when "run" in output.text or len(output.text) > 1e3 -> done
+        -> done
+    }
+    final state done
+}
+'''
+
+
+@pytest.mark.parametrize("source", [*FIXTURES, None], ids=[*FIXTURE_IDS, "tricky strings"])
+def test_the_names_found_in_guard_functions_without_parsing_are_the_parsed_names(source: Path | None) -> None:
+    """function_names reads the generated guards and argument builders with a regex: it must find every
+    name ast finds, and nothing else that imports are chosen from."""
+    from statewright.compiler.codegen import render
+
+    comp = compiled(source) if source is not None else check_text(GUARD_TEXT_MACHINE, "tricky.fsm")
+    assert comp.ir is not None and comp.source is not None
+    index = render.installed_runtime_index()
+    view = render._RunnerView(comp.ir, index, comp.source.text, comp.source.path, "0", "inline")
+    code = "\n".join([*view.guards, *view.arg_builders])
+    if source is None:
+        assert view.guards, "the machine has guard functions to read"
+    parsed, found = render._used_names(code), render.function_names(code)
+    candidates = set(index.names) | {i.bound for i in render.SPEC_IMPORTS}
+    assert parsed <= found
+    assert (found - parsed) & candidates == set()

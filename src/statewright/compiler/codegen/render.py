@@ -11,6 +11,7 @@ import ast
 import dataclasses
 import hashlib
 import math
+import re
 import sys
 import textwrap
 from collections.abc import Iterable, Sequence
@@ -165,7 +166,8 @@ class _RunnerView:
         source_map = "SOURCE_MAP = " + py_source(self.source_map)
         # The names the machine part uses, for its imports: the functions and classes are parsed; the
         # MACHINE literal, which is most of the text, is read from the values it was written from.
-        used = _used_names("\n".join([*classes, *rebuilds, *self.guards, *self.arg_builders, *api]))
+        used = _used_names("\n".join([*classes, *rebuilds, *api]))
+        used |= function_names("\n".join([*self.guards, *self.arg_builders]))
         used |= literal_names(machine_call) | {"MACHINE", "SOURCE_MAP", "main"}
         mode = self.runtime_mode
         runtime_import = ""
@@ -626,6 +628,20 @@ def _import_lines(group: list[HoistedImport]) -> list[str]:
 def _used_names(code: str) -> set[str]:
     """The names `code` reads or binds (ast.Name nodes: attributes, keywords and strings are not names)."""
     return {n.id for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Name)}
+
+
+_GENERATED_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
+_IDENTIFIER = re.compile(r"(?<![\w.])[A-Za-z_]\w*")
+
+
+def function_names(code: str) -> set[str]:
+    """The names the guard and argument functions read, found without parsing them: every identifier but
+    attributes, outside comments and strings. Their code is this module's own — each comment a whole
+    line, each string written by py_string — so this finds every name `_used_names` would, and besides
+    them only words that are not names there (`def`, a parameter, a function's own name), which never
+    collide with the runtime's names that imports are chosen from."""
+    lines = [line for line in code.split("\n") if not line.lstrip().startswith("#")]
+    return set(_IDENTIFIER.findall(_GENERATED_STRING.sub('""', "\n".join(lines))))
 
 
 def literal_names(value: object) -> set[str]:
