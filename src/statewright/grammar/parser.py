@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from lark import Lark, Token, Tree
-from lark.exceptions import UnexpectedInput, UnexpectedToken
+from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
+from lark.lexer import ContextualLexer
 from lark.parse_tree_builder import ParseTreeBuilder
 
 from ..diagnostics import Diagnostics, SourceFile, Span
@@ -134,7 +135,104 @@ def build_parser(*, strict: bool = False, cache: bool = True) -> Lark:
         options["cache"] = str(cache_dir / f".statewright-grammar-{_grammar_digest()}-{os.getuid()}.lark")
     parser = Lark(GRAMMAR_PATH.read_text(encoding="utf-8"), **options)  # type: ignore[arg-type]
     parser.parser.parser.parser.callbacks = _reductions(parser)
+    contextual = getattr(parser.parser.lexer, "lexer", None)  # behind the post-lexer
+    if isinstance(contextual, ContextualLexer):
+        contextual.lex = _RootFirstLexer(contextual).lex  # type: ignore[method-assign]
     return parser
+
+
+# A state's own scanner tries fewer terminals, so it reads faster once compiled: a state that has read
+# this many tokens (a large file, or many files in one process) compiles it and reads with it from then on.
+OWN_SCANNER_AFTER = 200
+
+
+class _RootFirstLexer:
+    """Lark's contextual lexer, reading each token with the one scanner of every terminal first.
+
+    The contextual lexer compiles a scanner for each set of terminals the parser accepts somewhere: some
+    eighty regular expressions, compiled anew in every process the first time each is needed, which
+    cost `check` more than the rest of its work on a typical file. The scanner of all terminals reads
+    the same token whenever the terminal it finds is one the parser accepts there: a scanner tries its
+    terminals in one order, and a state's scanner tries a subset of them in that order. So the token is
+    read with it, and only a token the parser does not accept there (a keyword where a name goes, an
+    error) is read again by the state's own scanner, exactly as Lark reads it. A state that reads many
+    tokens compiles its own scanner after all (OWN_SCANNER_AFTER), which pays for itself there.
+    """
+
+    def __init__(self, contextual: ContextualLexer) -> None:
+        self.contextual = contextual
+        self.root = contextual.root_lexer
+        self.accepted: dict[int, frozenset[str]] = {}
+        self.reads: dict[int, int] = {}  # tokens read in each parser state, in this process
+
+    def _accepts(self, state: int) -> frozenset[str]:
+        found = self.accepted.get(state)
+        if found is None:
+            lexer = self.contextual.lexers[state]
+            found = self.accepted[state] = frozenset(t.name for t in lexer.terminals)  # type: ignore[attr-defined]
+        return found
+
+    def lex(self, lexer_state: Any, parser_state: Any) -> Iterator[Token]:
+        """ContextualLexer.lex, each token read by _next where it can be."""
+        lexers = self.contextual.lexers
+        reads = self.reads
+        try:
+            while True:
+                state = parser_state.position
+                token = None
+                if reads.get(state, 0) < OWN_SCANNER_AFTER:
+                    reads[state] = reads.get(state, 0) + 1
+                    token = self._next(lexer_state, parser_state)
+                if token is None:
+                    token = lexers[state].next_token(lexer_state, parser_state)
+                yield token
+        except EOFError:
+            pass
+        except UnexpectedCharacters as e:
+            # as Lark does: a terminal defined but not accepted here is an unexpected token, not characters
+            try:
+                last_token = lexer_state.last_token
+                token = self.root.next_token(lexer_state, parser_state)
+                raise UnexpectedToken(token, e.allowed, state=parser_state, token_history=[last_token],
+                                      terminals_by_name=self.root.terminals_by_name) from None
+            except UnexpectedCharacters:
+                raise e from None
+
+    def _next(self, lexer_state: Any, parser_state: Any) -> Token | None:
+        """The next token read by the scanner of every terminal (BasicLexer.next_token's steps), or None,
+        with nothing consumed, when it is not one the parser accepts here."""
+        root: Any = self.root
+        scanner = root.scanner
+        callbacks = root.callback
+        ignored, newlines = root.ignore_types, root.newline_types
+        accepted = self._accepts(parser_state.position)
+        line_ctr = lexer_state.line_ctr
+        text = lexer_state.text
+        while line_ctr.char_pos < text.end:
+            found = scanner.match(text, line_ctr.char_pos)
+            if found is None:
+                return None
+            value, kind = found
+            if kind in ignored:  # whitespace and comments, accepted everywhere
+                ignored_token = None
+                if kind in callbacks:
+                    ignored_token = Token(kind, value, line_ctr.char_pos, line_ctr.line, line_ctr.column)
+                line_ctr.feed(value, kind in newlines)
+                if ignored_token is not None:
+                    ignored_token.end_line, ignored_token.end_column = line_ctr.line, line_ctr.column
+                    ignored_token.end_pos = line_ctr.char_pos
+                    callbacks[kind](ignored_token)
+                continue
+            token = Token(kind, value, line_ctr.char_pos, line_ctr.line, line_ctr.column)
+            if kind in callbacks:
+                token = callbacks[kind](token)  # a name that spells a keyword becomes the keyword
+            if token.type not in accepted:
+                return None
+            line_ctr.feed(value, kind in newlines)
+            token.end_line, token.end_column, token.end_pos = line_ctr.line, line_ctr.column, line_ctr.char_pos
+            lexer_state.last_token = token
+            return token
+        raise EOFError(self)
 
 
 @lru_cache(maxsize=1)
