@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.scripted_litellm import Served, register_scripted_provider
@@ -456,3 +457,70 @@ def test_the_docs_try_the_designer_without_a_key_with_a_script_file(tmp_path: Pa
     comp = api.check_file(written)
     assert comp.ok and comp.diagnostics == []
     assert all(outcome.passed for outcome in api.run_tests(comp))
+
+
+def _page_commands(block: str) -> list[list[str]]:
+    """The commands in a ```text block: `$ `-prefixed lines (with their `\\` continuations), or the whole
+    block when it holds one command; each split as a shell would."""
+    import shlex
+
+    text = block.replace("\\\n", "")  # a line continuation, as the shell reads it
+    if text.lstrip().startswith("$ "):
+        return [shlex.split(line[2:]) for line in text.splitlines() if line.startswith("$ ")]
+    return [shlex.split(text)]
+
+
+def _run_page_design(words: list[str], tmp_path: Path) -> Any:
+    import shutil
+
+    from support.e2e_runs import cli
+
+    assert words[:2] == ["statewright", "design"] and "--script" in words
+    shutil.copytree(ROOT / "docs" / "designs", tmp_path / "docs" / "designs", dirs_exist_ok=True)
+    return cli(*words[1:], cwd=tmp_path)
+
+
+def test_the_docs_design_session_runs_as_shown_from_its_script_file(tmp_path: Path) -> None:
+    """docs/designer.md's session is the command it shows, run from a clone: the log it prints, the file it
+    writes and the repair requests it sends are the page's, and so are the trace's events."""
+    import json
+    import re
+
+    page = (ROOT / "docs" / "designer.md").read_text(encoding="utf-8")
+    session = page.split("\n## A session\n", 1)[1].split("\n## ", 1)[0]
+    command, log = re.findall(r"```text\n(.*?)```", session, re.DOTALL)[:2]
+    [words] = _page_commands(command)
+    done = _run_page_design(words, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == log
+    written = (tmp_path / words[words.index("-o") + 1]).read_text(encoding="utf-8")
+    assert written == re.findall(r"```fsm\n(.*?)```", page, re.DOTALL)[0]
+    events = [json.loads(line) for line in (tmp_path / words[words.index("--trace") + 1]).read_text().splitlines()]
+    sent = [e["message"] for e in events if e["event"] == "designer_feedback"]
+    shown = re.findall(r"````text\n(.*?)````", page, re.DOTALL)
+    assert [m.strip() for m in sent] == [b.strip() for b in shown]
+    abridged = page.split("The session above, abridged:\n\n```text\n", 1)[1].split("```", 1)[0]
+    shown_events = [json.loads(line) for line in abridged.splitlines()]
+    assert [(e["event"], e.get("state"), sorted(e)) for e in shown_events] == \
+        [(e["event"], e.get("state"), sorted(k for k in e if k != "time")) for e in events]
+
+
+def test_the_docs_failed_design_runs_as_shown(tmp_path: Path) -> None:
+    """The page's failure: the same command, its exit status and the start of the diagnostics file kept."""
+    import re
+    import subprocess
+
+    page = (ROOT / "docs" / "designer.md").read_text(encoding="utf-8")
+    section = page.split("\n### Failure\n", 1)[1].split("\n## ", 1)[0]
+    block = re.findall(r"```text\n(.*?)```", section, re.DOTALL)[0]
+    design_words, echo, head = _page_commands(block)
+    assert echo == ["echo", "$?"] and head[:2] == ["head", "-n"]
+    shown = block.replace("\\\n", "").splitlines()
+    outputs = [[]]  # type: list[list[str]]
+    for line in shown[1:]:
+        outputs.append([]) if line.startswith("$ ") else outputs[-1].append(line)
+    done = _run_page_design(design_words, tmp_path)
+    assert done.stderr.splitlines() == outputs[0]
+    assert [str(done.returncode)] == outputs[1]
+    read = subprocess.run(head, cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+    assert read.splitlines() == outputs[2]
