@@ -6,9 +6,12 @@ one run, each in a process of its own:
   batch     `statewright batch --concurrency CASES` over CASES cases of a machine of CALLS agent states,
             timed inside the process after a warm-up (importing litellm takes seconds and is not the
             batch's doing); `cli_wall_s` is the whole command, start-up included
-The ideal is CALLS x 100 ms. Target: batch within 1.1x of raw.
+The ideal is CALLS x 100 ms. Target: batch within 1.1x of raw. Raw and batch are run ROUNDS times,
+alternated; the ratio reported is the median of each round's batch over the raw run just before it (a
+paired comparison: on a shared machine one run alone can be off by 30 %), with the ratio of the median
+runs beside it.
 
-Run: python bench/concurrency.py [--cases N] [--calls N] [--delay S]. The last line is `RESULT {json}`.
+Run: python bench/concurrency.py [--cases N] [--calls N] [--delay S] [--rounds N]. The last line is `RESULT {json}`.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -86,11 +90,17 @@ def python(code: str, *args: str, env: dict[str, str]) -> dict[str, float]:
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
+def _median_run(runs: list[dict[str, float]]) -> dict[str, float]:
+    """The run of median wall time (the machine is shared: one run can be slowed by another's work)."""
+    return sorted(runs, key=lambda r: r["wall_s"])[len(runs) // 2]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=200)
     parser.add_argument("--calls", type=int, default=4)
     parser.add_argument("--delay", type=float, default=0.1)
+    parser.add_argument("--rounds", type=int, default=5, help="raw and batch runs, alternated; medians compared")
     args = parser.parse_args()
     server = subprocess.Popen([sys.executable, str(ROOT / "bench" / "latency_server.py"), "--delay", str(args.delay)],
                               stdout=subprocess.PIPE, text=True)
@@ -105,13 +115,19 @@ def main() -> None:
             cases = Path(tmp, "cases.jsonl")
             cases.write_text("".join(json.dumps({"id": f"c{n}", "inputs": {"topic": f"topic {n}"}}) + "\n"
                                      for n in range(args.cases)), encoding="utf-8")
-            raw = python(RAW, str(args.cases), str(args.calls), MODEL, env=env)
-            batch = python(BATCH, str(spec), str(cases), str(Path(tmp, "out.jsonl")), MODEL, str(args.cases),
-                           env={**env, "STATEWRIGHT_QUIET": "1"})
-            lines = [json.loads(line) for line in Path(tmp, "out.jsonl").read_text().splitlines()]
-            if batch["code"] != 0 or len(lines) != args.cases or any(line["status"] != "final" for line in lines):
-                raise SystemExit(f"the batch did not run every case to its end: exit {batch['code']}, "
-                                 f"{len(lines)} lines")
+            raws, batches = [], []
+            for n in range(args.rounds):  # alternated, so that a busy moment of the machine hits both
+                raws.append(python(RAW, str(args.cases), str(args.calls), MODEL, env=env))
+                out = Path(tmp, f"out-{n}.jsonl")
+                batch = python(BATCH, str(spec), str(cases), str(out), MODEL, str(args.cases),
+                               env={**env, "STATEWRIGHT_QUIET": "1"})
+                lines = [json.loads(line) for line in out.read_text().splitlines()]
+                if batch["code"] != 0 or len(lines) != args.cases or any(x["status"] != "final" for x in lines):
+                    raise SystemExit(f"the batch did not run every case to its end: exit {batch['code']}, "
+                                     f"{len(lines)} lines")
+                batches.append(batch)
+            raw = _median_run(raws)
+            batch = _median_run(batches)
             started = time.perf_counter()
             cli = subprocess.run([sys.executable, "-m", "statewright", "batch", str(spec), "--inputs", str(cases),
                                   "--concurrency", str(args.cases), "--out", str(Path(tmp, "cli.jsonl")),
@@ -126,14 +142,20 @@ def main() -> None:
     ideal = args.calls * args.delay
     result = {
         "cases": args.cases, "calls_per_case": args.calls, "delay_s": args.delay, "ideal_s": round(ideal, 3),
+        "rounds": args.rounds, "raw_litellm_walls_s": [round(r["wall_s"], 3) for r in raws],
+        "batch_walls_s": [round(b["wall_s"], 3) for b in batches],
         "wall_s": round(batch["wall_s"], 3), "raw_litellm_wall_s": round(raw["wall_s"], 3),
-        "ratio_vs_raw_litellm": round(batch["wall_s"] / raw["wall_s"], 3),
+        # each round's batch against the raw run just before it, the median of those: a paired comparison,
+        # which the machine's slow and fast moments disturb least
+        "ratio_vs_raw_litellm": round(statistics.median(b["wall_s"] / r["wall_s"] for r, b in zip(raws, batches)), 3),
+        "ratio_of_medians": round(batch["wall_s"] / raw["wall_s"], 3),
         "cli_wall_s": round(cli_wall, 3), "peak_rss_mb": round(batch["peak_rss_mb"], 1),
         "raw_peak_rss_mb": round(raw["peak_rss_mb"], 1),
     }
-    print(f"{args.cases} cases x {args.calls} calls, {args.delay * 1000:.0f} ms per call (ideal {ideal:.2f} s):")
+    print(f"{args.cases} cases x {args.calls} calls, {args.delay * 1000:.0f} ms per call (ideal {ideal:.2f} s), "
+          f"median of {args.rounds} alternated rounds:")
     print(f"  raw litellm.acompletion   {raw['wall_s']:7.3f} s")
-    print(f"  statewright batch         {batch['wall_s']:7.3f} s  ({result['ratio_vs_raw_litellm']:.2f}x raw, "
+    print(f"  statewright batch         {batch['wall_s']:7.3f} s  ({result['ratio_vs_raw_litellm']:.2f}x raw paired, "
           f"peak RSS {batch['peak_rss_mb']:.0f} MB)")
     print(f"  the whole command         {cli_wall:7.3f} s  (start-up and litellm's import included)")
     print("RESULT " + json.dumps(result))

@@ -117,7 +117,9 @@ class LiteLLMClient:
                 if left <= 0:
                     break
                 try:
-                    raw = await asyncio.wait_for(litellm.acompletion(**calls.kwargs(model, left)), left)
+                    # the attempt's deadline is kept here; litellm is given the same timeout on every call,
+                    # as it keys its cache of SDK clients by it (a new client per call costs more than the call)
+                    raw = await asyncio.wait_for(litellm.acompletion(**calls.kwargs(model)), left)
                     calls.check(model, raw)
                 except Exception as error:  # noqa: BLE001 - litellm maps provider errors to many types
                     if isinstance(error, (asyncio.TimeoutError, TimeoutError)):
@@ -175,6 +177,19 @@ def _llm_price(litellm: Any, model: str, prompt_tokens: int, completion_tokens: 
 
 
 def _llm_litellm_module() -> Any:
+    litellm = _llm_imported()
+    # replies over HTTP through the OpenAI SDK (openai/..., azure/..., every OpenAI-compatible server) are
+    # read through a session that stops at the reply cap as the body arrives; a session the user set up
+    # is theirs, and is left alone
+    if litellm.aclient_session is None:
+        litellm.aclient_session = _llm_capped_session_class()()
+    return litellm
+
+
+@lru_cache(maxsize=1)
+def _llm_imported() -> Any:
+    """litellm, imported and set up once per process (every model call asks for it: setting a logger's
+    level clears every logger's cache, which is not a cost to pay per call)."""
     # The bundled cost map: no network fetch at import time, and prices stay reproducible.
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
@@ -184,11 +199,6 @@ def _llm_litellm_module() -> Any:
     # reports every failure itself.
     litellm.suppress_debug_info = True
     logging.getLogger("LiteLLM").setLevel(logging.ERROR)
-    # replies over HTTP through the OpenAI SDK (openai/..., azure/..., every OpenAI-compatible server) are
-    # read through a session that stops at the reply cap as the body arrives; a session the user set up
-    # is theirs, and is left alone
-    if litellm.aclient_session is None:
-        litellm.aclient_session = _llm_capped_session_class()()
     return litellm
 
 
@@ -278,13 +288,13 @@ class _ModelCallPlan:
         """Attempt numbers for one model: the first try and its retries."""
         return range(1, self.client.retry.max_retries + 2)
 
-    def kwargs(self, model: str, timeout: float) -> dict[str, Any]:
+    def kwargs(self, model: str) -> dict[str, Any]:
         self.total_attempts += 1
         request = self.request
         messages = [_llm_encodable(m) for m in request.messages]
         kwargs: dict[str, Any] = {
             "model": model,
-            "timeout": timeout,
+            "timeout": self.client.retry.timeout,
             "num_retries": 0,  # retries are ours: counted, backed off and recorded in the trace
             "drop_params": True,  # e.g. a temperature a model does not take is dropped, not fatal
             "metadata": copy.deepcopy(request.metadata),
