@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -69,6 +71,35 @@ def test_the_mode_is_recorded_once_per_model_however_many_retries():
     assert [e["type"] for e in response.events] == ["structured_output", "retry", "retry"]
     # the schema instruction is added once, not once per attempt
     assert all(r.body["messages"][0]["content"].count("JSON Schema") == 1 for r in server.requests)
+
+
+def test_calls_one_after_another_share_one_sdk_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    """litellm keys its cache of OpenAI SDK clients by the request's timeout: every call gets the same one,
+    and the time an attempt has left is kept by the client itself, so five calls on one event loop build
+    one SDK client."""
+    import openai
+
+    built = []
+    original = openai.AsyncOpenAI.__init__
+
+    def counting(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        built.append(kwargs.get("timeout"))
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(openai.AsyncOpenAI, "__init__", counting)
+    with FakeOpenAIServer() as server:
+        server.enqueue(*[Reply(text=f"reply {n}") for n in range(5)])
+        client = LiteLLMClient(retry=RetryPolicy(timeout=30.0), api_base=server.url + "/v1-shared",
+                               api_key="sk-test-shared")
+
+        async def five() -> list[Any]:
+            return [await client.acomplete(ModelRequest(role="agent", state="s", model="openai/shared-model",
+                                                         messages=[{"role": "user", "content": f"call {n}"}]))
+                    for n in range(5)]
+
+        replies = asyncio.run(five())
+    assert [r.content for r in replies] == [f"reply {n}" for n in range(5)]
+    assert len(built) <= 1, f"{len(built)} SDK clients built, with timeouts {built}"
 
 
 @pytest.mark.parametrize(("reply", "content", "calls"), [
