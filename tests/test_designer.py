@@ -516,9 +516,12 @@ def test_the_docs_failed_design_runs_as_shown(tmp_path: Path) -> None:
     design_words, echo, head = _page_commands(block)
     assert echo == ["echo", "$?"] and head[:2] == ["head", "-n"]
     shown = block.replace("\\\n", "").splitlines()
-    outputs = [[]]  # type: list[list[str]]
+    outputs: list[list[str]] = [[]]  # what each command printed, in order
     for line in shown[1:]:
-        outputs.append([]) if line.startswith("$ ") else outputs[-1].append(line)
+        if line.startswith("$ "):
+            outputs.append([])
+        else:
+            outputs[-1].append(line)
     done = _run_page_design(design_words, tmp_path)
     assert done.stderr.splitlines() == outputs[0]
     assert [str(done.returncode)] == outputs[1]

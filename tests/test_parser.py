@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from statewright.grammar import ast, build_parser, parse_text, syntax_errors
@@ -358,7 +360,7 @@ def test_the_garbage_collector_is_back_on_after_parses_in_two_threads_overlap() 
 
 # ---- the lexer reads with one scanner where it can, and every token as Lark's contextual lexer does ----
 
-_ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+_ROOT = Path(__file__).resolve().parents[1]
 _SPECS = sorted([*_ROOT.glob("examples/*.fsm"), *_ROOT.glob("tests/cases/*/*/input.fsm")])
 
 

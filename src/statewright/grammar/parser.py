@@ -404,8 +404,13 @@ def _placed(shaped: Any) -> Any:
                     break
         builder.meta = Meta(start, end, start < 0)
         value = shaped(children)
-        if start >= 0 and value is not None:
-            places[id(value)] = (start, end)  # alive until its parent's reduction reads it
+        if value is not None:
+            # keyed by id: the value is alive until its parent's reduction reads the entry; a value with no
+            # place drops any entry a freed object of the same id left behind
+            if start >= 0:
+                places[id(value)] = (start, end)
+            else:
+                places.pop(id(value), None)
         return value
     return reduce
 
