@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from statewright.grammar import ast, build_parser, parse_text, syntax_errors
@@ -356,52 +354,3 @@ def test_the_garbage_collector_is_back_on_after_parses_in_two_threads_overlap() 
     leave.set()
     other.join()
     assert gc.isenabled()
-
-
-# ---- the lexer reads with one scanner where it can, and every token as Lark's contextual lexer does ----
-
-_ROOT = Path(__file__).resolve().parents[1]
-_SPECS = sorted([*_ROOT.glob("examples/*.fsm"), *_ROOT.glob("tests/cases/*/*/input.fsm")])
-
-
-def _outcome(result: object) -> tuple[str, list[tuple[str, str, int, int]]]:
-    diagnostics = [(d.code, d.message, d.span.start, d.span.end) for d in result.diagnostics]  # type: ignore[attr-defined]
-    return repr(result.machine), diagnostics  # type: ignore[attr-defined]
-
-
-def forget_examples() -> None:
-    """Two parsers built in one process may number their LALR states differently."""
-    from statewright.grammar import parser
-
-    parser._example_error.cache_clear()
-    syntax_errors._STATES.clear()
-
-
-@pytest.mark.parametrize("which", ["root scanner first", "own scanners"])
-def test_every_spec_parses_as_with_larks_own_contextual_lexer(which: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """With the scanner of all terminals read first (a small file, or a state that reads few tokens) and
-    with each state's own scanner, every example and every test case parses to the same tree and the
-    same diagnostics as with Lark's ContextualLexer.lex: the valid specs, and each syntax error too."""
-    from lark.lexer import ContextualLexer
-
-    from statewright.diagnostics import SourceFile
-    from statewright.grammar import parser
-
-    monkeypatch.setattr(parser, "OWN_SCANNER_AFTER", 10**9 if which == "root scanner first" else 0)
-    ours = build_parser(cache=False)
-    larks = build_parser(cache=False)
-    contextual = larks.parser.lexer.lexer
-    contextual.lex = ContextualLexer.lex.__get__(contextual)  # type: ignore[method-assign]
-    assert len(_SPECS) > 150
-    for path in _SPECS:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            continue  # a case of a file that is not UTF-8: it never reaches the parser
-        monkeypatch.setattr(parser, "_parser", lambda: ours)
-        forget_examples()  # the examples of syntax errors are parsed by the parser in use
-        got = _outcome(parser.parse_source(SourceFile(str(path), text)))
-        monkeypatch.setattr(parser, "_parser", lambda: larks)
-        forget_examples()
-        assert got == _outcome(parser.parse_source(SourceFile(str(path), text))), path
-    forget_examples()

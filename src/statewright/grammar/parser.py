@@ -1,8 +1,10 @@
 """The parser front: source text in, syntax tree (or positioned diagnostics) out.
 
-Lark types never leave this module. The syntax tree is built while Lark parses: each rule's reduction
-calls the builder's method of that name with the rule's span and its children, so no intermediate parse
-tree is made and walked again, and nothing recurses, however deeply the input nests.
+Lark types never leave the grammar package. The syntax tree is built while the text is parsed, by the
+parse loop in lalr.py over Lark's table and scanners: each rule's reduction calls the builder's method of
+that name with the rule's span and its children, so no intermediate parse tree is made and walked again,
+and nothing recurses, however deeply the input nests. Lark's own parser runs only on a file that does not
+parse, to name its error.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from lark.parse_tree_builder import ParseTreeBuilder
 
 from ..diagnostics import Diagnostics, SourceFile, Span
 from . import ast
+from .lalr import Meta, SyntaxStop, Tables, drive
 from .node import Node, child_fields
 
 GRAMMAR_PATH = Path(__file__).with_name("statewright.lark")
@@ -43,20 +46,6 @@ class ParseResult(Node, frozen=False):
     machine: ast.Machine | None
     comments: list[ast.Comment] = field(default_factory=list)
     diagnostics: Diagnostics = field(default_factory=Diagnostics)
-
-
-# The comments of the parse running in this thread (or task): the lexer hands every COMMENT token to
-# `_collect_comment`, and each call of `parse_source` gives it a list of its own. Lark fixes its lexer
-# callbacks when the parser is built, and one built parser serves every call, so the sink that a call owns
-# is found through a context variable: two files parsed at once, in two threads or two tasks, never see
-# each other's comments.
-_COMMENT_SINK: ContextVar[list[Token] | None] = ContextVar("statewright_comment_sink", default=None)
-
-
-def _collect_comment(token: Token) -> None:
-    sink = _COMMENT_SINK.get()
-    if sink is not None:
-        sink.append(token)
 
 
 # The text being parsed in this thread (or task), for the post-lexer's one look ahead.
@@ -124,9 +113,8 @@ def build_parser(*, strict: bool = False, cache: bool = True) -> Lark:
     options: dict[str, object] = {
         "parser": "lalr",
         "lexer": "contextual",
-        "propagate_positions": False,  # the builder's reductions place every node (_reductions)
+        "propagate_positions": False,  # the parse loop places every node (lalr.py)
         "maybe_placeholders": False,
-        "lexer_callbacks": {"COMMENT": _collect_comment},
         "postlex": _FieldNamesPostLex(),
         "strict": strict,
     }
@@ -134,7 +122,7 @@ def build_parser(*, strict: bool = False, cache: bool = True) -> Lark:
         cache_dir = Path(os.environ.get("STATEWRIGHT_CACHE_DIR", tempfile.gettempdir()))
         options["cache"] = str(cache_dir / f".statewright-grammar-{_grammar_digest()}-{os.getuid()}.lark")
     parser = Lark(GRAMMAR_PATH.read_text(encoding="utf-8"), **options)  # type: ignore[arg-type]
-    parser.parser.parser.parser.callbacks = _reductions(parser)
+    parser.parser.parser.parser.callbacks = dict.fromkeys(parser.rules, _recognized)  # it only names errors
     contextual = getattr(parser.parser.lexer, "lexer", None)  # behind the post-lexer
     if isinstance(contextual, ContextualLexer):
         contextual.lex = _RootFirstLexer(contextual).lex  # type: ignore[method-assign]
@@ -149,6 +137,8 @@ OWN_SCANNER_AFTER = 200
 class _RootFirstLexer:
     """Lark's contextual lexer, reading each token with the one scanner of every terminal first.
 
+    Lark's parser reads only a text that does not parse (to name its error) and the malformed examples
+    of syntax_errors.py; the parse loop (lalr.py) reads every token the same way.
     The contextual lexer compiles a scanner for each set of terminals the parser accepts somewhere: some
     eighty regular expressions, compiled anew in every process the first time each is needed, which
     cost `check` more than the rest of its work on a typical file. The scanner of all terminals reads
@@ -324,29 +314,21 @@ class _Failure(Exception):
         self.code, self.message, self.start, self.end, self.help = code, message, start, end, help
 
 
-class Meta:
-    """Where the text of one reduced rule is: from its first token to its last, `empty` when it has none
-    (what Lark's propagated positions would say, without building a parse tree to carry them)."""
-
-    __slots__ = ("empty", "end_pos", "start_pos")
-
-    def __init__(self, start_pos: int, end_pos: int, empty: bool) -> None:
-        self.start_pos, self.end_pos, self.empty = start_pos, end_pos, empty
-
-
-# The builder of the parse running in this thread (or task), which the shared parser's reductions call;
-# None while a parse only recognises (the examples of syntax errors), when reductions build nothing.
+# The builder of the parse running in this thread (or task), which the shared rule callbacks call.
 _BUILDER: ContextVar[_BuildAst | None] = ContextVar("statewright_builder", default=None)
 
 
-def _reductions(parser: Lark) -> dict[Any, Any]:
-    """The parser's callback for each grammar rule: place the rule's text, then build its node.
+def _recognized(children: list[Any]) -> None:
+    """Lark's parser only recognises (to name a syntax error): its reductions build nothing."""
 
-    Lark's own tree builder still shapes the children (tokens filtered out, `_inlined` rules spliced in,
-    `?rules` with one child passed through); the builder's method named for the rule then gets the rule's
-    Meta and those children, as a `v_args(meta=True, inline=True)` transformer method would. A rule is
-    placed from its first child with a place to its last, tokens filtered out included; a node passed
-    through a `?rule` takes the place of that rule (`(a)` spans its brackets), as Lark's "containers" do.
+
+def _reductions(parser: Lark) -> dict[Any, Any]:
+    """The callback for each grammar rule that builds its value, None for a rule whose value is its one
+    child, in the same place (most reductions: `?expr: or_expr`, `?or_expr: and_expr`, ... to the atom).
+
+    Lark's own tree builder shapes the children (tokens filtered out, `_inlined` rules spliced in, `?rules`
+    with one child passed through); the builder's method named for the rule then gets the rule's Meta and
+    those children, as a `v_args(meta=True, inline=True)` transformer method would.
     """
     def method_callback(name: str) -> Any:
         def build(children: list[Any]) -> Any:
@@ -361,58 +343,32 @@ def _reductions(parser: Lark) -> dict[Any, Any]:
             return method_callback(name)
 
     shaped = ParseTreeBuilder(parser.rules, Tree).create_callback(Methods())
-    return {rule: _passed_through if _passes_through(rule) else _placed(callback)
-            for rule, callback in shaped.items()}
+    return {rule: None if _passes_through(rule) else callback for rule, callback in shaped.items()}
 
 
 def _passes_through(rule: Any) -> bool:
-    """Whether the rule is a `?rule: other` whose one child is its value, in the same place (most
-    reductions: `?expr: or_expr`, `?or_expr: and_expr`, ... down to the atom)."""
+    """Whether the rule is a `?rule: other` whose one child is its value."""
     if not rule.options.expand1 or rule.alias or len(rule.expansion) != 1:
         return False
     symbol = rule.expansion[0]
     return not (symbol.is_term and symbol.filter_out) and not symbol.name.startswith("_")
 
 
-def _passed_through(children: list[Any]) -> Any:
-    return children[0]
+@lru_cache(maxsize=1)
+def _tables() -> Tables:
+    parser = _parser()
+    return Tables(parser, _reductions(parser), _keyword_terminals(parser), CONSTRAINT_KEYWORDS, _colon_follows)
 
 
-def _placed(shaped: Any) -> Any:
-    def reduce(children: list[Any]) -> Any:
-        builder = _BUILDER.get()
-        if builder is None:
-            return None
-        places = builder.places
-        start = end = -1
-        for c in children:
-            if isinstance(c, Token):
-                start = c.start_pos or 0
-                break
-            place = places.get(id(c))
-            if place is not None:
-                start = place[0]
-                break
-        if start >= 0:
-            for c in reversed(children):
-                if isinstance(c, Token):
-                    end = c.end_pos or 0
-                    break
-                place = places.get(id(c))
-                if place is not None:
-                    end = place[1]
-                    break
-        builder.meta = Meta(start, end, start < 0)
-        value = shaped(children)
-        if value is not None:
-            # keyed by id: the value is alive until its parent's reduction reads the entry; a value with no
-            # place drops any entry a freed object of the same id left behind
-            if start >= 0:
-                places[id(value)] = (start, end)
-            else:
-                places.pop(id(value), None)
-        return value
-    return reduce
+def _build(source: SourceFile) -> tuple[ast.Machine, list[tuple[str, int, int]]]:
+    """The syntax tree of a file and its comments (text, start, end); raises SyntaxStop where the text
+    does not parse, and _Failure for a problem found while building (a bad escape, a huge number)."""
+    builder = _BuildAst(source)
+    token = _BUILDER.set(builder)
+    try:
+        return drive(_tables(), source.text, builder)  # type: ignore[no-any-return]
+    finally:
+        _BUILDER.reset(token)
 
 
 class _BuildAst:
@@ -420,15 +376,7 @@ class _BuildAst:
 
     def __init__(self, source: SourceFile) -> None:
         self.source = source
-        self.meta = Meta(0, 0, True)  # the place of the rule being reduced
-        self.places: dict[int, tuple[int, int]] = {}  # id of each node built, while its parent is not
-
-    def build(self, parser: Lark, text: str, on_error: Any) -> Any:
-        token = _BUILDER.set(self)
-        try:
-            return parser.parse(text, on_error=on_error)
-        finally:
-            _BUILDER.reset(token)
+        self.meta = Meta(0, 0, True)  # the place of the rule being reduced (set by the parse loop)
 
     def _span(self, meta: Meta) -> Span:
         if meta.empty:
@@ -873,17 +821,30 @@ def _syntax_failure(err: UnexpectedInput, source: SourceFile, parser: Lark) -> _
     return _Failure(problem.code, problem.message, problem.start, problem.end, problem.help)
 
 
-@lru_cache(maxsize=2048)
-def _example_error(example: str) -> UnexpectedInput | None:
-    """The error a malformed example ends in, found as `parse_source` finds one (each is parsed once)."""
-    parser = _parser()
+def _first_error(parser: Lark, text: str) -> UnexpectedInput | None:
+    """The error Lark's parser ends in on `text`, keywords read as names where only a name can go; None
+    when the text parses."""
     on_error = _keyword_as_name(parser)
     try:
-        with _parsing(example):
-            parser.parse(example, on_error=on_error)
+        with _parsing(text):
+            parser.parse(text, on_error=on_error)
     except UnexpectedInput as err:
         return _original_error(err, on_error.converted)
     return None
+
+
+@lru_cache(maxsize=2048)
+def _example_error(example: str) -> UnexpectedInput | None:
+    """The error a malformed example ends in, found as `parse_source` finds one (each is parsed once)."""
+    return _first_error(_parser(), example)
+
+
+def _stopped(source: SourceFile, parser: Lark) -> _Failure:
+    """The named syntax error where the parse loop stopped, found by Lark's parser on the same text."""
+    err = _first_error(parser, source.text)
+    if err is None:  # the two parsers disagree: a bug, reported as one
+        raise RuntimeError("the parse loop stopped on text that Lark's parser accepts")
+    return _syntax_failure(err, source, parser)
 
 
 # ---- keywords used as names ---------------------------------------------------------------------
@@ -1028,16 +989,15 @@ def parse_source(source: SourceFile) -> ParseResult:
                                   f"{MAX_FILE_CHARS:,}", source.span(0, 0))
         return result
     parser = _parser()
-    builder = _BuildAst(source)
-    comment_tokens: list[Token] = []
-    sink = _COMMENT_SINK.set(comment_tokens)
     failures: list[_Failure] = []
     try:
-        on_error = _keyword_as_name(parser)
-        with paused_gc(), _parsing(source.text):
-            machine = builder.build(parser, source.text, on_error)
-    except UnexpectedInput as err:
-        failures.append(_syntax_failure(_original_error(err, on_error.converted), source, parser))
+        with paused_gc():
+            machine, comments = _build(source)
+    except SyntaxStop:
+        try:
+            failures.append(_stopped(source, parser))
+        except Exception as err:  # noqa: BLE001 - as below
+            return _internal_error(result, source, err)
     except _Failure as f:
         failures.append(f)
     except RecursionError:
@@ -1046,8 +1006,6 @@ def parse_source(source: SourceFile) -> ParseResult:
         return result
     except Exception as err:  # noqa: BLE001 - a bug here must not take the other files of a check with it
         return _internal_error(result, source, err)
-    finally:
-        _COMMENT_SINK.reset(sink)
     if failures:
         failures += _later_failures(source, failures[0], parser)
         for failure in failures:
@@ -1060,9 +1018,7 @@ def parse_source(source: SourceFile) -> ParseResult:
                                   deep.span, help="split the expression into simpler parts")
         return result
     result.machine = machine
-    result.comments = [
-        ast.Comment(str(t), source.span(t.start_pos or 0, t.end_pos or 0)) for t in comment_tokens
-    ]
+    result.comments = [ast.Comment(text, source.span(start, end)) for text, start, end in comments]
     return result
 
 
@@ -1123,13 +1079,10 @@ def _blank(text: str) -> str:
 
 
 def _failure_in(source: SourceFile, parser: Lark) -> _Failure | None:
-    builder = _BuildAst(source)
-    on_error = _keyword_as_name(parser)
     try:
-        with _parsing(source.text):
-            builder.build(parser, source.text, on_error)
-    except UnexpectedInput as err:
-        return _syntax_failure(_original_error(err, on_error.converted), source, parser)
+        _build(source)
+    except SyntaxStop:
+        return _stopped(source, parser)
     except _Failure as f:
         return f
     return None
