@@ -3,8 +3,9 @@
 Lark's own parser reads a token through a lexer thread, a post-lexer generator and a contextual lexer,
 and feeds it to a parser state that calls each rule's callback; that is a dozen Python calls a token
 before any work is done, and most of the time a large file takes to parse. This loop does the same work
-in one function: the same table, the same scanners and the same rule callbacks, so it reads every token
-Lark's contextual lexer would read and makes every reduction Lark's parser would make, in the same order.
+in one function, over the same table and the same scanners, shaping each rule's children as Lark's tree
+builder does: it reads every token Lark's contextual lexer would read and makes every reduction Lark's
+parser would make, in the same order, and calls the builder's method for each rule it reduces.
 
 It covers a file that parses. When it meets a token the parser cannot take, it stops (SyntaxStop), and
 the caller runs Lark's own parser on the file to name the error: error messages are made from Lark's
@@ -12,15 +13,17 @@ exceptions and its interactive parser, and a file with an error is small work.
 
 Each value on the stack has the place of its text beside it: a token's own, a reduced rule's from its
 first child with a place to its last (what Lark's propagated positions say), a rule that passes its one
-child through keeps the child's. The builder gets the place of the rule being reduced as `builder.meta`.
+child through keeps the child's. A builder method gets the place of the rule it builds as its Meta.
 """
 
 from __future__ import annotations
 
+import operator
+import re
 from collections.abc import Callable
 from typing import Any
 
-from lark import Lark, Token
+from lark import Lark, Token, Tree
 from lark.lexer import TextSlice
 from lark.parsers.lalr_analysis import Shift
 
@@ -51,23 +54,43 @@ def token(kind: str, value: str, start: int, end: int) -> Token:
     return tok
 
 
+PASS, BUILD, TREE = 0, 1, 2  # what a reduction makes: its one child, a builder method's node, a Tree to splice
+
+
+class Rows(dict):  # type: ignore[type-arg]
+    """The parse table's rows, each made on first use: a shift or a goto is the next state; a reduction
+    is its plan, a tuple (what, size, rule name, method, kept children, spliced children, single, name)."""
+
+    def __init__(self, tables: Tables) -> None:
+        super().__init__()
+        self.tables = tables
+
+    def __missing__(self, state: Any) -> dict[str, Any]:
+        row = self[state] = {
+            symbol: self.tables.plan(arg) if action is not Shift else arg
+            for symbol, (action, arg) in self.tables.states[state].items()
+        }
+        return row
+
+
 class Tables:
     """What the loop reads, taken once from a built Lark parser.
 
-    `reductions` maps each grammar rule to the callback that builds its value from its children (None for
-    a rule that passes its one child through); `keywords` are the terminals a name may be read as where
-    only a name can go (`_keyword_as_name`); a token of `names_before_colon` is a name when the next code
-    after it is a ':' (the post-lexer's one look ahead, `_FieldNamesPostLex`).
+    `methods` are the builder's methods by rule name; each rule's children are shaped as Lark's tree
+    builder shapes them (anonymous tokens filtered out, `_inlined` rules spliced in, a `?rule` with one
+    child passed through), and a rule with no method becomes a Tree its parent splices in. `keywords` are
+    the terminals a name may be read as where only a name can go (`_keyword_as_name`); a token of
+    `names_before_colon` is a name when the next code after it is a ':' (the post-lexer, `_FieldNamesPostLex`).
     """
 
-    def __init__(self, parser: Lark, reductions: dict[Any, Any], keywords: frozenset[str],
+    def __init__(self, parser: Lark, methods: dict[str, Callable[..., Any]], keywords: frozenset[str],
                  names_before_colon: frozenset[str], colon_follows: Callable[[str, int], bool]) -> None:
         table = parser.parser.parser.parser.parse_table
         self.states: dict[Any, dict[str, tuple[Any, Any]]] = table.states
+        self.rows = Rows(self)
         self.start_state = table.start_states["start"]
         self.end_state = table.end_states["start"]
-        self.reductions = reductions
-        self.rules: dict[Any, tuple[int, str, Any]] = {}  # keyed by the table's own rule objects
+        self.methods = methods
         self.keywords = keywords
         self.names_before_colon = names_before_colon
         self.colon_follows = colon_follows
@@ -76,6 +99,13 @@ class Tables:
         root = contextual.root_lexer
         self.patterns = [mre.match for mre in root.scanner._mres]
         self.ignored: frozenset[str] = root.ignore_types
+        # the scanner with the whitespace before a token skipped in the same match (one match a token, not
+        # two): whitespace is ignored and begins no other terminal, so skipping it reads the same tokens
+        self.spaced = None
+        space = next((t for t in root.terminals if t.name == "WS" and t.name in self.ignored), None)
+        if space is not None and len(root.scanner._mres) == 1:
+            mre = root.scanner._mres[0]
+            self.spaced = re.compile(f"(?:{space.pattern.to_regexp()})*+(?:{mre.pattern})", mre.flags).match
         # a terminal whose pattern also matches the strings of other terminals (a name that spells a
         # keyword): the scanner reads the pattern, and its callback reads such a string as the other one
         self.spelled: dict[str, dict[str, str]] = {}
@@ -85,18 +115,40 @@ class Tables:
                 raise TypeError(f"the parse loop reads no lexer callback but Lark's own keywords ({kind})")
             self.spelled[kind] = {t.pattern.value: t.name for t in terminals}
 
-    def rule(self, rule: Any) -> tuple[int, str, Any]:
-        info = self.rules[rule] = (len(rule.expansion), rule.origin.name, self.reductions[rule])
-        return info
+    def plan(self, rule: Any) -> tuple[Any, ...]:
+        """How a reduction by `rule` makes its value (ParseTreeBuilder's wrappers, without placeholders)."""
+        options, expansion = rule.options, rule.expansion
+        name = rule.alias or options.template_source or rule.origin.name
+        include = [(i, not sym.is_term and sym.name.startswith("_")) for i, sym in enumerate(expansion)
+                   if options.keep_all_tokens or not (sym.is_term and sym.filter_out)]
+        single = bool(options.expand1 and not rule.alias)
+        if single and len(expansion) == 1 and include == [(0, False)]:
+            return (PASS, 1, rule.origin.name, None, None, None, True, name)
+        keep = splice = None
+        if any(spliced for _, spliced in include):
+            splice = tuple(include)
+        elif len(include) < len(expansion):
+            kept = [i for i, _ in include]
+            keep = operator.itemgetter(*kept) if len(kept) > 1 else _one(kept[0]) if kept else _none
+        method = None if name.startswith("_") else self.methods.get(name)
+        return (BUILD if method is not None else TREE, len(expansion), rule.origin.name, method, keep, splice,
+                single, name)
+
+
+def _one(i: int) -> Callable[[list[Any]], tuple[Any, ...]]:
+    return lambda children: (children[i],)
+
+
+def _none(children: list[Any]) -> tuple[Any, ...]:
+    return ()
 
 
 def drive(tables: Tables, text: str, builder: Any) -> tuple[Any, list[tuple[str, int, int]]]:
     """The value of the start rule for `text`, and the comments read (text, start, end).
 
-    Raises SyntaxStop where the parser cannot take a token, and whatever the rule callbacks raise.
+    Raises SyntaxStop where the parser cannot take a token, and whatever the builder's methods raise.
     """
-    states = tables.states
-    rules = tables.rules
+    rows = tables.rows
     ignored = tables.ignored
     spelled = tables.spelled
     keywords = tables.keywords
@@ -111,37 +163,45 @@ def drive(tables: Tables, text: str, builder: Any) -> tuple[Any, list[tuple[str,
     n = len(text)
     pos = 0
     patterns = tables.patterns
-    single = patterns[0] if len(patterns) == 1 else None
+    spaced = tables.spaced
     while True:
-        row = states[state_stack[-1]]
+        row = rows[state_stack[-1]]
         # ---- read the next token, as the contextual lexer reads it in this state
-        if pos >= n:
+        m = None if spaced is None or pos >= n else spaced(text, pos)
+        if m is not None:
+            kind = m.lastgroup or ""
+            value = m.group(kind)
+            end = m.end()
+            pos = end - len(value)
+        elif pos >= n:
             kind, value, end = END, "", pos
         else:
-            m = single(text, pos) if single is not None else _root_match(patterns, text, pos)
+            m = _root_match(patterns, text, pos)
             if m is None:
                 kind, value, end = _state_read(tables, state_stack[-1], text, pos)
             else:
                 kind, value, end = m.lastgroup, m.group(), m.end()  # type: ignore[assignment]
+        if kind in ignored:
+            if kind == "COMMENT":
+                comments.append((value, pos, end))
+            pos = end
+            continue
+        if kind in spelled:
+            named = spelled[kind].get(value)
+            if named is not None and named in row:
+                kind = named
+        if kind not in row and kind != NAME and kind != END:  # the state's own scanner may read another one
+            kind, value, end = _state_read(tables, state_stack[-1], text, pos)
             if kind in ignored:
                 if kind == "COMMENT":
                     comments.append((value, pos, end))
                 pos = end
                 continue
-            if kind in spelled:
-                named = spelled[kind].get(value)
-                if named is not None and named in row:
-                    kind = named
-            if kind not in row and kind != NAME:  # the state's own scanner may read another terminal here
-                kind, value, end = _state_read(tables, state_stack[-1], text, pos)
-                if kind in ignored:
-                    if kind == "COMMENT":
-                        comments.append((value, pos, end))
-                    pos = end
-                    continue
-            if kind in names_before_colon and colon_follows(text, end):
-                kind = NAME
-        tok = token(kind, value, pos, end)
+        if kind in names_before_colon and colon_follows(text, end):
+            kind = NAME
+        tok = _new_str(Token, value)  # token(kind, value, pos, end), inline
+        tok.type, tok.value, tok.start_pos, tok.end_pos = kind, value, pos, end
+        tok.line = tok.column = tok.end_line = tok.end_column = None
         # ---- reduce as far as the token asks, then shift it
         while True:
             action = row.get(kind)
@@ -151,18 +211,14 @@ def drive(tables: Tables, text: str, builder: Any) -> tuple[Any, list[tuple[str,
                     tok = token(kind, value, pos, end)
                     continue
                 raise SyntaxStop(pos)
-            act, arg = action
-            if act is Shift:
-                state_stack.append(arg)
+            if type(action) is not tuple:  # shift
+                state_stack.append(action)
                 values.append(tok)
                 starts.append(pos)
                 ends.append(end)
                 break
-            info = rules.get(arg)
-            if info is None:
-                info = tables.rule(arg)
-            size, origin, build = info
-            if build is None:  # passes its one child through, in the same place
+            what, size, origin, method, keep, splice, single, name = action
+            if what == PASS:  # the one child is the value, in the same place
                 del state_stack[-1]
             else:
                 if size:
@@ -181,15 +237,37 @@ def drive(tables: Tables, text: str, builder: Any) -> tuple[Any, list[tuple[str,
                 else:
                     children = []
                     start = stop = -1
-                builder.meta = Meta(start, stop, start < 0)
-                values.append(build(children))
+                if keep is not None:
+                    children = keep(children)  # an itemgetter: a tuple of the children kept
+                elif splice is not None:
+                    children = _spliced(children, splice)
+                if single and len(children) == 1:
+                    values.append(children[0])
+                elif method is not None:
+                    values.append(method(builder, Meta(start, stop, start < 0), *children))
+                else:
+                    values.append(Tree(name, children if type(children) is list else list(children)))
                 starts.append(start)
                 ends.append(stop)
-            state_stack.append(states[state_stack[-1]][origin][1])
+            state_stack.append(rows[state_stack[-1]][origin])
             if kind == END and state_stack[-1] == end_state:
                 return values[-1], comments
-            row = states[state_stack[-1]]
+            row = rows[state_stack[-1]]
         pos = end
+
+
+def _spliced(children: list[Any], splice: tuple[tuple[int, bool], ...]) -> list[Any]:
+    """The children kept, an `_inlined` rule's Tree replaced by its own children. As in Lark, a first
+    spliced Tree lends its list, which grows in place: a left-recursive list stays linear to build."""
+    shaped: list[Any] = []
+    for i, spliced in splice:
+        if not spliced:
+            shaped.append(children[i])
+        elif shaped:
+            shaped += children[i].children
+        else:
+            shaped = children[i].children
+    return shaped
 
 
 def _root_match(patterns: list[Any], text: str, pos: int) -> Any:
@@ -210,23 +288,21 @@ def _state_read(tables: Tables, state: Any, text: str, pos: int) -> tuple[str, s
     value, kind = found
     callback = lexer.callback.get(kind)
     if callback is not None:
-        kind = callback(token(kind, value, pos, pos + len(value))).type
+        kind = str(callback(token(kind, value, pos, pos + len(value))).type)
     return kind, value, pos + len(value)
 
 
 def _accepts_name(tables: Tables, state_stack: list[Any]) -> bool:
     """Whether a name fed here would be shifted, after the reductions it asks for (what Lark's
     InteractiveParser.accepts finds, without copying the values)."""
-    states = tables.states
+    rows = tables.rows
     stack = list(state_stack)
     while True:
-        action = states[stack[-1]].get(NAME)
+        action = rows[stack[-1]].get(NAME)
         if action is None:
             return False
-        act, arg = action
-        if act is Shift:
+        if type(action) is not tuple:
             return True
-        size, origin, _ = tables.rules.get(arg) or tables.rule(arg)
-        if size:
-            del stack[-size:]
-        stack.append(states[stack[-1]][origin][1])
+        size, origin = action[1], action[2]
+        del stack[len(stack) - size:]
+        stack.append(rows[stack[-1]][origin])

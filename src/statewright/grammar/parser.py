@@ -24,10 +24,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from lark import Lark, Token, Tree
+from lark import Lark, Token
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 from lark.lexer import ContextualLexer
-from lark.parse_tree_builder import ParseTreeBuilder
 
 from ..diagnostics import Diagnostics, SourceFile, Span
 from . import ast
@@ -314,61 +313,21 @@ class _Failure(Exception):
         self.code, self.message, self.start, self.end, self.help = code, message, start, end, help
 
 
-# The builder of the parse running in this thread (or task), which the shared rule callbacks call.
-_BUILDER: ContextVar[_BuildAst | None] = ContextVar("statewright_builder", default=None)
-
-
 def _recognized(children: list[Any]) -> None:
     """Lark's parser only recognises (to name a syntax error): its reductions build nothing."""
-
-
-def _reductions(parser: Lark) -> dict[Any, Any]:
-    """The callback for each grammar rule that builds its value, None for a rule whose value is its one
-    child, in the same place (most reductions: `?expr: or_expr`, `?or_expr: and_expr`, ... to the atom).
-
-    Lark's own tree builder shapes the children (tokens filtered out, `_inlined` rules spliced in, `?rules`
-    with one child passed through); the builder's method named for the rule then gets the rule's Meta and
-    those children, as a `v_args(meta=True, inline=True)` transformer method would.
-    """
-    def method_callback(name: str) -> Any:
-        def build(children: list[Any]) -> Any:
-            builder = _BUILDER.get()
-            return None if builder is None else getattr(builder, name)(builder.meta, *children)
-        return build
-
-    class Methods:  # a rule without a method (an `_inlined` one) becomes a Tree its parent splices in
-        def __getattr__(self, name: str) -> Any:
-            if name.startswith("_") or not callable(getattr(_BuildAst, name, None)):
-                raise AttributeError(name)
-            return method_callback(name)
-
-    shaped = ParseTreeBuilder(parser.rules, Tree).create_callback(Methods())
-    return {rule: None if _passes_through(rule) else callback for rule, callback in shaped.items()}
-
-
-def _passes_through(rule: Any) -> bool:
-    """Whether the rule is a `?rule: other` whose one child is its value."""
-    if not rule.options.expand1 or rule.alias or len(rule.expansion) != 1:
-        return False
-    symbol = rule.expansion[0]
-    return not (symbol.is_term and symbol.filter_out) and not symbol.name.startswith("_")
 
 
 @lru_cache(maxsize=1)
 def _tables() -> Tables:
     parser = _parser()
-    return Tables(parser, _reductions(parser), _keyword_terminals(parser), CONSTRAINT_KEYWORDS, _colon_follows)
+    methods = {name: f for name, f in vars(_BuildAst).items() if callable(f) and not name.startswith("_")}
+    return Tables(parser, methods, _keyword_terminals(parser), CONSTRAINT_KEYWORDS, _colon_follows)
 
 
 def _build(source: SourceFile) -> tuple[ast.Machine, list[tuple[str, int, int]]]:
     """The syntax tree of a file and its comments (text, start, end); raises SyntaxStop where the text
     does not parse, and _Failure for a problem found while building (a bad escape, a huge number)."""
-    builder = _BuildAst(source)
-    token = _BUILDER.set(builder)
-    try:
-        return drive(_tables(), source.text, builder)  # type: ignore[no-any-return]
-    finally:
-        _BUILDER.reset(token)
+    return drive(_tables(), source.text, _BuildAst(source))  # type: ignore[no-any-return]
 
 
 class _BuildAst:
@@ -376,7 +335,6 @@ class _BuildAst:
 
     def __init__(self, source: SourceFile) -> None:
         self.source = source
-        self.meta = Meta(0, 0, True)  # the place of the rule being reduced (set by the parse loop)
 
     def _span(self, meta: Meta) -> Span:
         if meta.empty:
