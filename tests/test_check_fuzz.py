@@ -106,10 +106,10 @@ def test_an_internal_error_in_one_file_is_an_sw9001_diagnostic_and_the_others_ar
 def test_an_internal_error_while_parsing_is_an_sw9001_diagnostic_too(monkeypatch: pytest.MonkeyPatch) -> None:
     from statewright.grammar import parser
 
-    def failing(self, *args):  # type: ignore[no-untyped-def]
+    def failing(*args, **kwargs):  # type: ignore[no-untyped-def]
         raise KeyError("a bug")
 
-    monkeypatch.setattr(parser._BuildAst, "machine", failing)
+    monkeypatch.setattr(parser.ast, "Machine", failing)  # the builder's last reduction fails
     compilation = check_text("machine m {\n    final state done\n}\n", "m.fsm")
     assert [d.code for d in compilation.diagnostics] == ["SW9001"]
     assert "KeyError" in compilation.diagnostics[0].message

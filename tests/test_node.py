@@ -183,3 +183,11 @@ def test_a_frozen_node_with_its_own_equality_stays_hashable_as_a_frozen_dataclas
             return isinstance(other, Loose) and abs(self.value - other.value) < 2
 
     assert Loose(1) == Loose(2) and isinstance(hash(Loose(1)), int)
+
+
+def test_a_node_is_a_record_of_slots_with_no_dict() -> None:
+    node = ast.NameExpr("score", SOURCE.span(0, 5))
+    assert not hasattr(node, "__dict__")
+    assert ast.NameExpr.__slots__ == tuple(f.name for f in dataclasses.fields(ast.NameExpr))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        node.extra = 1  # type: ignore[attr-defined]

@@ -8,10 +8,11 @@ A node class is written as a dataclass would be, annotations and `field(...)` in
         attr: Name
         span: Span = field(default=None, compare=False, repr=False)
 
-and behaves as `@dataclass(frozen=True)` would make it: keyword or positional construction with
-defaults, equality and hashing over the compared fields (spans are not compared), a repr, assignment
-refused with `dataclasses.FrozenInstanceError`, and `dataclasses.fields`, `replace`, `asdict` and
-`is_dataclass` working on it.
+and behaves as `@dataclass(frozen=True, slots=True)` would make it: keyword or positional construction
+with defaults, equality and hashing over the compared fields (spans are not compared), a repr,
+assignment refused with `dataclasses.FrozenInstanceError`, pickling and copying, and `dataclasses.fields`,
+`replace`, `asdict` and `is_dataclass` working on it. Each class has slots for its fields and no
+`__dict__`, so a tree of ten thousand states is compact in memory and a walk over it touches little.
 
 Why not `@dataclass` itself: it writes and compiles six methods for every class when the module is
 imported, which for the ~75 node classes was about a fifth of `statewright check`'s start-up. Here the
@@ -76,8 +77,23 @@ class _DataclassFields:
         return cached  # type: ignore[no-any-return]
 
 
+class _Slotted(type):
+    """Gives every node class slots for its own fields, so that a node is a small record with no
+    `__dict__`: a syntax tree or IR of ten thousand states takes much less memory, and a walk over it
+    touches less. A field's declared default (or `field(...)`) is kept aside for `__init_subclass__`."""
+
+    def __new__(mcls, name: str, bases: tuple[type, ...], namespace: dict[str, Any], **kwargs: Any) -> type:
+        if "__slots__" not in namespace:
+            inherited = {f for base in bases for f in getattr(base, "_field_names", ())}
+            own = [field for field, annotation in namespace.get("__annotations__", {}).items()
+                   if not str(annotation).startswith(("ClassVar", "typing.ClassVar")) and field not in inherited]
+            namespace["_declared"] = {field: namespace.pop(field) for field in own if field in namespace}
+            namespace["__slots__"] = tuple(own)
+        return super().__new__(mcls, name, bases, namespace, **kwargs)
+
+
 @dataclass_transform(frozen_default=True, eq_default=True, field_specifiers=(dataclasses.field, dataclasses.Field))
-class Node:
+class Node(metaclass=_Slotted):
     """An immutable node; see the module's docstring."""
 
     __slots__ = ()
@@ -106,14 +122,8 @@ class Node:
         for name, annotation in inspect.get_annotations(cls).items():
             if str(annotation).startswith(("ClassVar", "typing.ClassVar")):
                 continue
-            declared = cls.__dict__.get(name, _MISSING)
-            spec = _FieldSpec(name, str(annotation), declared)
-            specs[name] = spec
-            if spec.default is _MISSING:  # as a dataclass does: the class attribute is the default, if any
-                if declared is not _MISSING:
-                    delattr(cls, name)
-            else:
-                setattr(cls, name, spec.default)
+            declared = cls.__dict__.get("_declared", {}).get(name, _MISSING)
+            specs[name] = _FieldSpec(name, str(annotation), declared)
         cls._field_specs = tuple(specs.values())
         defaulted = [s.default is not _MISSING or s.default_factory is not _MISSING for s in cls._field_specs]
         if True in defaulted and not all(defaulted[defaulted.index(True):]):
@@ -142,6 +152,10 @@ class Node:
     def __repr__(self) -> str:
         shown = ", ".join(f"{s.name}={getattr(self, s.name)!r}" for s in self._field_specs if s.repr)
         return f"{type(self).__qualname__}({shown})"
+
+    def __reduce__(self) -> tuple[type[Node], tuple[Any, ...]]:
+        """Pickled and copied as the constructor call that makes it (slots hold no `__dict__` to restore)."""
+        return type(self), tuple(getattr(self, name) for name in self._field_names)
 
     def __setattr__(self, name: str, value: object) -> None:
         raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
