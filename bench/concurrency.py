@@ -6,8 +6,11 @@ one run, each in a process of its own:
   batch     `statewright batch --concurrency CASES` over CASES cases of a machine of CALLS agent states,
             timed inside the process after a warm-up (importing litellm takes seconds and is not the
             batch's doing); `cli_wall_s` is the whole command, start-up included
-The ideal is CALLS x 100 ms. Target: batch within 1.1x of raw. Raw and batch are run ROUNDS times,
-alternated; the ratio reported is the median of each round's batch over the raw run just before it (a
+  raw frozen  raw again, with `gc.freeze()` after the warm-up, as the batch command does before its runs
+            (runner_cli: the objects loaded before the runs are kept out of the cyclic collector's
+            sight); batch over this one is what statewright's own work costs at the same collector cost
+The ideal is CALLS x 100 ms. Target: batch within 1.1x of raw. The three are run ROUNDS times,
+alternated; each ratio reported is the median of each round's batch over the raw run of that round (a
 paired comparison: on a shared machine one run alone can be off by 30 %), with the ratio of the median
 runs beside it.
 
@@ -48,6 +51,9 @@ import litellm
 litellm.suppress_debug_info = True
 cases, calls = int(sys.argv[1]), int(sys.argv[2])
 litellm.completion(model=sys.argv[3], messages=[{"role": "user", "content": "warm up"}])  # imports, not timed
+if sys.argv[4:] == ["frozen"]:
+    import gc
+    gc.freeze()
 
 async def case(n):
     for step in range(calls):
@@ -115,9 +121,10 @@ def main() -> None:
             cases = Path(tmp, "cases.jsonl")
             cases.write_text("".join(json.dumps({"id": f"c{n}", "inputs": {"topic": f"topic {n}"}}) + "\n"
                                      for n in range(args.cases)), encoding="utf-8")
-            raws, batches = [], []
-            for n in range(args.rounds):  # alternated, so that a busy moment of the machine hits both
+            raws, frozen, batches = [], [], []
+            for n in range(args.rounds):  # alternated, so that a busy moment of the machine hits all three
                 raws.append(python(RAW, str(args.cases), str(args.calls), MODEL, env=env))
+                frozen.append(python(RAW, str(args.cases), str(args.calls), MODEL, "frozen", env=env))
                 out = Path(tmp, f"out-{n}.jsonl")
                 batch = python(BATCH, str(spec), str(cases), str(out), MODEL, str(args.cases),
                                env={**env, "STATEWRIGHT_QUIET": "1"})
@@ -149,12 +156,17 @@ def main() -> None:
         # which the machine's slow and fast moments disturb least
         "ratio_vs_raw_litellm": round(statistics.median(b["wall_s"] / r["wall_s"] for r, b in zip(raws, batches)), 3),
         "ratio_of_medians": round(batch["wall_s"] / raw["wall_s"], 3),
+        "raw_frozen_walls_s": [round(r["wall_s"], 3) for r in frozen],
+        "raw_frozen_wall_s": round(_median_run(frozen)["wall_s"], 3),
+        "ratio_vs_raw_frozen": round(statistics.median(b["wall_s"] / r["wall_s"] for r, b in zip(frozen, batches)), 3),
         "cli_wall_s": round(cli_wall, 3), "peak_rss_mb": round(batch["peak_rss_mb"], 1),
         "raw_peak_rss_mb": round(raw["peak_rss_mb"], 1),
     }
     print(f"{args.cases} cases x {args.calls} calls, {args.delay * 1000:.0f} ms per call (ideal {ideal:.2f} s), "
           f"median of {args.rounds} alternated rounds:")
     print(f"  raw litellm.acompletion   {raw['wall_s']:7.3f} s")
+    print(f"  the same, gc.freeze()     {result['raw_frozen_wall_s']:7.3f} s  (batch is "
+          f"{result['ratio_vs_raw_frozen']:.2f}x this, paired: statewright's own work)")
     print(f"  statewright batch         {batch['wall_s']:7.3f} s  ({result['ratio_vs_raw_litellm']:.2f}x raw paired, "
           f"peak RSS {batch['peak_rss_mb']:.0f} MB)")
     print(f"  the whole command         {cli_wall:7.3f} s  (start-up and litellm's import included)")

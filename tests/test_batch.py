@@ -261,3 +261,37 @@ def test_a_batch_killed_midway_resumes_without_repeating_any_finished_cases_mode
     # and an interrupted case whose first step was checkpointed continued with its second step only
     assert all(after.count(call) == 1 for call in after)
     assert "finished before, skipped" in resumed.stderr
+
+
+@pytest.mark.parametrize("frozen_before", [False, True])
+def test_the_batch_command_keeps_what_was_loaded_out_of_the_collectors_sight(
+    frozen_before: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The objects loaded before the runs are frozen while the batch runs and thawed after it; a process
+    that froze objects itself keeps them as it froze them."""
+    import gc
+
+    from statewright.runtime import runner_cli
+
+    seen: list[int] = []
+    real = runner_cli.run_batch
+
+    async def watched(*args: Any, **kwargs: Any) -> Any:
+        seen.append(gc.get_freeze_count())
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(runner_cli, "run_batch", watched)
+    cases = write_lines(tmp_path / "cases.jsonl", {"inputs": {"subject": "FSMs"}})
+    if frozen_before:
+        gc.freeze()
+    try:
+        before = gc.get_freeze_count()
+        code, lines, _ = batch(tmp_path, capsys, "--inputs", str(cases), "--quiet")
+        assert code == 0 and [line["status"] for line in lines] == ["final"]
+        if frozen_before:  # left as the process froze it (a frozen object freed since leaves the count)
+            assert 0 < seen[0] <= before and 0 < gc.get_freeze_count() <= before
+        else:  # frozen while the batch ran, thawed after it
+            assert seen[0] > 0 and gc.get_freeze_count() == 0
+    finally:
+        gc.unfreeze()
+    assert gc.get_freeze_count() == 0

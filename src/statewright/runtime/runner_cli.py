@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import os
 import signal
@@ -54,6 +55,26 @@ def _runner_stopped_by_sigterm(engine: Engine) -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def _runner_loaded_objects_frozen() -> Iterator[None]:
+    """The batch command's runs, with every object loaded before them (the machine, the modules, the
+    model client's own) out of the cyclic collector's sight.
+
+    A model client allocates many short-lived objects a call, and each full collection scans every
+    object the process holds: with the compiled machine and the modules a command loads, a batch of a
+    few hundred cases spent a sixth of its time there. Frozen objects are still freed by reference
+    counting; they are thawed when the batch ends. A process that froze objects itself is left alone.
+    """
+    if gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 class RunnerUsageError(Exception):
@@ -592,7 +613,7 @@ def _runner_batch_main(machine: MachineSpec, args: argparse.Namespace) -> int:
     summary = BatchSummary()
     terminated = False
     try:
-        with _runner_stopped_by_sigterm(engine):
+        with _runner_stopped_by_sigterm(engine), _runner_loaded_objects_frozen():
             run_sync(run_batch(engine, args.inputs, out_path=args.out, concurrency=args.concurrency,
                                resume=args.resume, match=args.match, trace_dir=args.trace,
                                trace_content=args.trace_content, quiet=args.quiet, summary=summary))

@@ -31,9 +31,9 @@ else:
         LimitsSpec, MachineSpec, ModelClient, RunResult, Scope, Script, StateSpec, TestSpec, Trace,
         TransitionSpec, arun_machine, main, run_machine,
     )
-if RUNTIME_SHA256 != "c0c3bb4a95a2f9342cc2acf9890d0dc2dd1a11b9c579e05b0e255813ba17ae56":
+if RUNTIME_SHA256 != "5b9a3c4a965227b7942c8252582f8ebe95fecaafb547f318581dd4f294c60882":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 c0c3bb4a95a2), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 5b9a3c4a9652), but "
         f"the statewright_runtime.py it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile "
         "--runtime module`, which rewrites the runtime too"
