@@ -54,12 +54,27 @@ def _equivalence_classes(machine: ir.Machine, keep_apart: Sequence[bool] | None)
     index = {s.name: i for i, s in enumerate(states)}
     targets = [[index.get(t.target, -1) for t in s.transitions] for s in states]
 
-    # initial partition: by everything a state does, except where its edges lead
-    signature_block: dict[object, int] = {}
+    # initial partition: by everything a state does, except where its edges lead. States are grouped by
+    # the fields of their signature that hash cheaply first; the whole signature (guards, types and tool
+    # calls, each hashed node by node) is only read within a group of two or more: the same blocks
     initial = [0] * n
+    groups: dict[object, list[int]] = {}
     for i, s in enumerate(states):
-        sig = ("alone", i) if keep_apart is not None and keep_apart[i] else _signature(s)
-        initial[i] = signature_block.setdefault(sig, len(signature_block))
+        key = ("alone", i) if keep_apart is not None and keep_apart[i] else _plain_signature(s)
+        groups.setdefault(key, []).append(i)
+    count = 0
+    for members in groups.values():
+        if len(members) == 1:
+            initial[members[0]] = count
+            count += 1
+            continue
+        signature_block: dict[object, int] = {}
+        for i in members:
+            block = signature_block.get(sig := _signature(states[i]))
+            if block is None:
+                block = signature_block[sig] = count
+                count += 1
+            initial[i] = block
     # the alphabet is the transition's position: within a block every state has the same labels at the same
     # positions (they are part of the signature), so position alone tells edges apart
     incoming: list[list[tuple[int, int]]] = [[] for _ in range(n)]  # target -> [(position, source)]
@@ -187,6 +202,12 @@ def _signature(state: ir.State) -> object:
             tuple(_edge_label(t) for t in state.transitions))
 
 
+def _plain_signature(state: ir.State) -> object:
+    """The part of `_signature` made of text and numbers (equal signatures have equal plain ones)."""
+    return (state.kind, state.agent, state.instruction, state.tell, state.visits, state.retries, state.result,
+            state.branch, tuple((t.kind, t.condition, t.max) for t in state.transitions))
+
+
 def _edge_label(t: ir.Transition) -> object:
     return (t.kind, t.guard, t.condition, t.max)
 
@@ -221,4 +242,12 @@ def state_mentions(state: ir.State, names: set[str]) -> set[str]:
 
 
 def _expr_names(expr: ast.Expr) -> set[str]:
-    return {node.name for node in ast.iter_expr(expr) if isinstance(node, ast.NameExpr)}
+    names: set[str] = set()
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.NameExpr):
+            names.add(node.name)
+        else:
+            stack.extend(ast.expr_children(node))
+    return names
