@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-import os
 import re
-import tempfile
 import textwrap
 import threading
 from collections.abc import Iterator
@@ -28,6 +26,7 @@ from lark import Lark, Token
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 from lark.lexer import ContextualLexer
 
+from ..cache_dir import cache_dir
 from ..diagnostics import Diagnostics, SourceFile, Span
 from . import ast
 from .lalr import Meta, SyntaxStop, Tables, drive
@@ -117,9 +116,9 @@ def build_parser(*, strict: bool = False, cache: bool = True) -> Lark:
         "postlex": _FieldNamesPostLex(),
         "strict": strict,
     }
-    if cache and not strict:
-        cache_dir = Path(os.environ.get("STATEWRIGHT_CACHE_DIR", tempfile.gettempdir()))
-        options["cache"] = str(cache_dir / f".statewright-grammar-{_grammar_digest()}-{os.getuid()}.lark")
+    directory = cache_dir() if cache and not strict else None
+    if directory is not None:  # a pickle: only ever loaded from this user's own directory (cache_dir.py)
+        options["cache"] = str(directory / f".statewright-grammar-{_grammar_digest()}.lark")
     parser = Lark(GRAMMAR_PATH.read_text(encoding="utf-8"), **options)  # type: ignore[arg-type]
     parser.parser.parser.parser.callbacks = dict.fromkeys(parser.rules, _recognized)  # it only names errors
     contextual = getattr(parser.parser.lexer, "lexer", None)  # behind the post-lexer

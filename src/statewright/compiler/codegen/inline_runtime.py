@@ -15,13 +15,15 @@ import io
 import json
 import os
 import sys
-import tempfile
 import tokenize
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+from typing import Any
+
+from ...cache_dir import cache_dir
 
 RUNTIME_PACKAGE = "statewright.runtime"
 # What a runner may import besides the standard library; litellm only inside a function (lazily), tqdm
@@ -89,7 +91,18 @@ def runtime_sources() -> dict[str, str]:
 
 @lru_cache(maxsize=1)
 def installed_runtime() -> InlinedRuntime:
-    return inline_runtime(runtime_sources())
+    """The installed runtime, inlined: read back from the cache (cache_dir.py) when this runtime and this
+    inliner made it before, which spares `compile` parsing ~5,000 lines; inlined and cached otherwise."""
+    sources = runtime_sources()
+    cache = _cache_file("inline", sources)
+    data = _read_cache(cache)
+    if _inlined_shape(data):
+        return InlinedRuntime(modules=tuple(data["modules"]), imports=tuple(HoistedImport(*i) for i in data["imports"]),
+                              body=data["body"], names=tuple(data["names"]))
+    inlined = inline_runtime(sources)
+    _write_cache(cache, {"modules": inlined.modules, "imports": [list(i.key) for i in inlined.imports],
+                         "body": inlined.body, "names": inlined.names})
+    return inlined
 
 
 @dataclass(frozen=True)
@@ -108,22 +121,58 @@ def installed_runtime_index() -> RuntimeIndex:
     its first test, so the index is kept in a cache file beside the grammar's, keyed by a hash of the
     sources it was read from (a changed runtime is simply indexed again)."""
     sources = runtime_sources()
-    digest = hashlib.sha256("\0".join(f"{n}\0{t}" for n, t in sources.items()).encode("utf-8")).hexdigest()[:16]
-    cache = Path(os.environ.get("STATEWRIGHT_CACHE_DIR", tempfile.gettempdir())) / (
-        f".statewright-runtime-index-{digest}-{os.getuid()}.json")
+    cache = _cache_file("index", sources)
+    data = _read_cache(cache)
     try:
-        data = json.loads(cache.read_text(encoding="utf-8"))
-        return RuntimeIndex(tuple(data["names"]), dict(data["defined_in"]))
-    except (OSError, ValueError, KeyError, TypeError):
-        pass  # no cache yet, or one that cannot be used: index the sources
+        if data is not None:
+            return RuntimeIndex(tuple(data["names"]), dict(data["defined_in"]))
+    except (KeyError, TypeError, ValueError):
+        pass  # a cache that cannot be used: index the sources
     index = runtime_index(sources)
+    _write_cache(cache, {"names": index.names, "defined_in": dict(index.defined_in)})
+    return index
+
+
+def _inlined_shape(data: Any) -> bool:
+    """Whether a cached inlined runtime has the shape `installed_runtime` writes (else it is inlined again)."""
+    def strings(items: Any) -> bool:
+        return isinstance(items, list) and all(isinstance(i, str) for i in items)
+
+    return (isinstance(data, dict) and isinstance(data.get("body"), str) and strings(data.get("modules"))
+            and strings(data.get("names")) and isinstance(data.get("imports"), list)
+            and all(isinstance(i, list) and len(i) == 3 and isinstance(i[0], str) and isinstance(i[2], str)
+                    and (i[1] is None or isinstance(i[1], str)) for i in data["imports"]))
+
+
+def _cache_file(kind: str, sources: Mapping[str, str]) -> Path | None:
+    """The cache file of `kind` for these runtime sources, named by a hash of them and of this module's
+    own code (a changed inliner never reads what an older one wrote); None without a cache directory."""
+    directory = cache_dir()
+    if directory is None:
+        return None
+    text = Path(__file__).read_text(encoding="utf-8") + "".join(f"\0{n}\0{t}" for n, t in sources.items())
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    return directory / f".statewright-runtime-{kind}-{digest}.json"
+
+
+def _read_cache(cache: Path | None) -> Any:
+    if cache is None:
+        return None
+    try:
+        return json.loads(cache.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # no cache yet, or a broken one: computed again
+
+
+def _write_cache(cache: Path | None, data: object) -> None:
+    if cache is None:
+        return
     try:
         tmp = cache.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"names": index.names, "defined_in": dict(index.defined_in)}), encoding="utf-8")
+        tmp.write_text(json.dumps(data), encoding="utf-8")
         os.replace(tmp, cache)
     except OSError:
-        pass  # an unwritable cache directory only costs the parse next time
-    return index
+        pass  # an unwritable cache directory only costs the work next time
 
 
 def runtime_index(sources: Mapping[str, str]) -> RuntimeIndex:

@@ -70,11 +70,11 @@ def _equivalence_classes(machine: ir.Machine, keep_apart: Sequence[bool] | None)
             continue
         signature_block: dict[object, int] = {}
         for i in members:
-            block = signature_block.get(sig := _signature(states[i]))
-            if block is None:
-                block = signature_block[sig] = count
+            number = signature_block.get(sig := _signature(states[i]))
+            if number is None:
+                number = signature_block[sig] = count
                 count += 1
-            initial[i] = block
+            initial[i] = number
     # the alphabet is the transition's position: within a block every state has the same labels at the same
     # positions (they are part of the signature), so position alone tells edges apart
     incoming: list[list[tuple[int, int]]] = [[] for _ in range(n)]  # target -> [(position, source)]

@@ -1,0 +1,75 @@
+"""The caches are kept where only this user can write: a cache file is loaded and trusted."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from statewright.cache_dir import cache_dir
+from statewright.compiler.codegen import inline_runtime as inline
+from statewright.grammar import parse_text
+from statewright.grammar import parser as grammar_parser
+
+
+@pytest.fixture
+def temp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.delenv("STATEWRIGHT_CACHE_DIR", raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    return tmp_path
+
+
+def test_the_default_directory_is_this_users_own_and_private(temp: Path) -> None:
+    found = cache_dir()
+    assert found == temp / f"statewright-{os.getuid()}"
+    assert found.stat().st_mode & 0o777 == 0o700
+
+
+@pytest.mark.parametrize("planted", ["writable by others", "owned by another user", "a symlink"])
+def test_a_directory_another_user_could_have_planted_is_never_used(planted: str, temp: Path) -> None:
+    path = temp / f"statewright-{os.getuid()}"
+    if planted == "a symlink":
+        (temp / "elsewhere").mkdir(mode=0o700)
+        path.symlink_to(temp / "elsewhere")
+    else:
+        path.mkdir(mode=0o700)
+        if planted == "writable by others":
+            path.chmod(0o777)
+        elif os.getuid() == 0:
+            os.chown(path, 12345, 12345)
+        else:
+            pytest.skip("only root can give a directory to another user")
+    assert cache_dir() is None
+    # every command still works, without the caches
+    grammar_parser._parser.cache_clear()
+    try:
+        assert grammar_parser._parser() is not None and parse_text("machine m {\n    final state done\n}\n").machine
+    finally:
+        grammar_parser._parser.cache_clear()
+    assert not list(path.iterdir())  # nothing was written there
+
+
+def test_the_inlined_runtime_is_read_back_from_its_cache_and_a_broken_cache_is_never_trusted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("STATEWRIGHT_CACHE_DIR", str(tmp_path))
+    fresh = inline.inline_runtime(inline.runtime_sources())
+    assert inline.installed_runtime.__wrapped__() == fresh  # inlined, and written to the cache
+    [cache] = list(tmp_path.glob(".statewright-runtime-inline-*.json"))
+    assert inline.installed_runtime.__wrapped__() == fresh  # read back from the file
+    for broken in ('{"modules": ["only-this"', '{"modules": 3}', '{"imports": [[1]]}', "[]",
+                   '{"modules": [], "imports": [], "body": 5, "names": []}',
+                   '{"modules": [], "imports": [["a", null]], "body": "", "names": []}'):
+        cache.write_text(broken, encoding="utf-8")
+        assert inline.installed_runtime.__wrapped__() == fresh
+
+
+def test_a_changed_inliner_never_reads_what_another_one_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STATEWRIGHT_CACHE_DIR", str(tmp_path))
+    sources = inline.runtime_sources()
+    before = inline._cache_file("inline", sources)
+    monkeypatch.setattr(inline, "__file__", str(tmp_path / "another_inliner.py"))
+    (tmp_path / "another_inliner.py").write_text("# another version\n", encoding="utf-8")
+    assert inline._cache_file("inline", sources) != before
