@@ -42,8 +42,8 @@ import sys
 from lark import Lark
 with open(sys.argv[1], encoding="utf-8") as f:
     grammar = f.read()
-Lark(grammar, parser="lalr", lexer="contextual", propagate_positions=True, maybe_placeholders=False,
-     lexer_callbacks={"COMMENT": lambda token: None}, cache=sys.argv[2])
+Lark(grammar, parser="lalr", lexer="contextual", propagate_positions=False, maybe_placeholders=False,
+     cache=sys.argv[2])
 """
 
 # The same floor ended as statewright's short commands end (see cli.console_main): without tearing the
