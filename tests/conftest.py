@@ -28,3 +28,15 @@ def bare_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from support.bare_python import make_bare_python
 
     return make_bare_python(tmp_path_factory.mktemp("bare-venv"))
+
+
+# Modules whose tests start processes, servers, a jail or a cluster, or search at random: marked slow, so
+# that `pytest -m "not slow and not realmodel"` is the fast inner loop while editing (CI runs them all).
+SLOW_MODULES = ("test_e2e_", "test_temporal.py", "test_jail.py", "test_sandbox.py", "test_lsp.py",
+                "test_codegen_runtime_module.py", "test_grammar_constraint.py", "test_formatter_properties.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.name.startswith(SLOW_MODULES):
+            item.add_marker(pytest.mark.slow)

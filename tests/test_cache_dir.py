@@ -56,14 +56,21 @@ def test_the_inlined_runtime_is_read_back_from_its_cache_and_a_broken_cache_is_n
 ) -> None:
     monkeypatch.setenv("STATEWRIGHT_CACHE_DIR", str(tmp_path))
     fresh = inline.inline_runtime(inline.runtime_sources())
-    assert inline.installed_runtime.__wrapped__() == fresh  # inlined, and written to the cache
+    inlined: list[object] = []
+
+    def inline_runtime(sources: object) -> object:
+        inlined.append(sources)
+        return fresh
+
+    monkeypatch.setattr(inline, "inline_runtime", inline_runtime)
+    assert inline.installed_runtime.__wrapped__() == fresh and len(inlined) == 1  # inlined, and cached
     [cache] = list(tmp_path.glob(".statewright-runtime-inline-*.json"))
-    assert inline.installed_runtime.__wrapped__() == fresh  # read back from the file
-    for broken in ('{"modules": ["only-this"', '{"modules": 3}', '{"imports": [[1]]}', "[]",
+    assert inline.installed_runtime.__wrapped__() == fresh and len(inlined) == 1  # read back from the file
+    for count, broken in enumerate(('{"modules": ["only-this"', '{"modules": 3}', '{"imports": [[1]]}', "[]",
                    '{"modules": [], "imports": [], "body": 5, "names": []}',
-                   '{"modules": [], "imports": [["a", null]], "body": "", "names": []}'):
+                   '{"modules": [], "imports": [["a", null]], "body": "", "names": []}'), start=2):
         cache.write_text(broken, encoding="utf-8")
-        assert inline.installed_runtime.__wrapped__() == fresh
+        assert inline.installed_runtime.__wrapped__() == fresh and len(inlined) == count  # inlined again
 
 
 def test_a_changed_inliner_never_reads_what_another_one_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -40,6 +40,7 @@ def _check_batch(tmp_path: Path, batch: list[tuple[str, str]], capsys: pytest.Ca
     assert "internal error" not in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_mutated_examples_never_make_the_checker_fail() -> None:
     started = time.monotonic()
     for name, text in mutants(400, seed=9):

@@ -151,6 +151,7 @@ def test_a_runners_run_and_arun_spell_out_every_option_in_signature_and_docstrin
 # ---- determinism and lint ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_output_is_byte_identical_under_any_hash_seed(tmp_path: Path) -> None:
     code = f"""
         import hashlib, json

@@ -691,6 +691,7 @@ def test_a_name_declared_twice_is_left_to_its_duplicate_diagnostic() -> None:
 # ---- scale: iterative walks, linear time ------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_chain_of_ten_thousand_states_with_bounded_back_edges_checks_clean() -> None:
     n = 10_000
     lines = ["machine long_chain {"]

@@ -227,6 +227,7 @@ def test_an_accepted_merge_is_a_diff_that_applies_and_checks(tmp_path: Path) -> 
     assert [o.passed for o in api.run_tests(merged_comp)] == [True]
 
 
+@pytest.mark.slow
 def test_a_model_that_accepts_everything_never_joins_start_and_final_and_keeps_every_cycle_bounded() -> None:
     text = fifty_state_machine()
     script = scripted([YES] * 150)

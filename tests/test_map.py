@@ -230,6 +230,7 @@ def test_a_script_can_answer_each_element_on_its_own_by_number(tmp_path: Path) -
     assert [(e["state"], e["attempt"]) for e in events if e["event"] == "reask"] == [("build", 1)]
 
 
+@pytest.mark.slow
 def test_statewright_run_the_python_api_and_a_generated_runner_give_the_same_result(tmp_path: Path) -> None:
     path = spec(tmp_path)
     data = script(FILES, [0.1] * 4)

@@ -229,6 +229,7 @@ def test_a_token_budget_counts_the_calls_other_branches_have_in_flight(tmp_path:
 # ---- every face ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_statewright_run_the_python_api_and_a_generated_runner_give_the_same_result(tmp_path: Path) -> None:
     path = spec(tmp_path)
     data = script({"style": 0.5, "facts": 0.5, "tone": 0.5})

@@ -152,6 +152,7 @@ def _mutate(text: str, rng: random.Random) -> str:
     return text[:i] + rng.choice(_WORDS) + " " + text[j:]
 
 
+@pytest.mark.slow
 def test_mutated_specs_parse_as_larks_own_parser_parses_them(compare: Any) -> None:
     rng = random.Random(20261201)
     texts = [t for t in _texts() if len(t[1]) < 6000]

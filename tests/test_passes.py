@@ -307,6 +307,7 @@ def _requests(machine, seed: int):  # type: ignore[no-untyped-def]
     return client.requests, (result.status, result.final_state, result.result, result.path, moves, failure)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(machines_with_loops_and_listeners(), st.integers(0, 10_000))
 def test_every_model_is_sent_exactly_the_same_messages_after_the_passes(text: str, seed: int) -> None:
@@ -626,6 +627,7 @@ class ContentReplies:
         return ModelResponse(content=content, model=request.model, prompt_tokens=1, completion_tokens=1)
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(machines_with_loops_and_listeners(), st.integers(0, 10_000), st.integers(0, 6), st.booleans())
 def test_a_run_checkpointed_at_one_level_resumes_at_the_other(tmp_path_factory, text: str, seed: int,

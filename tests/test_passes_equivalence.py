@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -156,6 +157,7 @@ def import_runner(text: str, directory: Path, name: str) -> Any:
     return module
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                    HealthCheck.function_scoped_fixture])
 @given(rich_machines(), st.integers(0, 10_000))
@@ -173,6 +175,7 @@ def test_every_request_result_path_and_cause_is_the_same_at_both_levels(text: st
 _RUNNER_NAMES = iter(f"equivalence_runner_{i}" for i in range(1_000_000))
 
 
+@pytest.mark.slow
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                    HealthCheck.function_scoped_fixture])
 @given(rich_machines(), st.integers(0, 10_000))

@@ -58,6 +58,7 @@ def test_commands_that_do_not_use_temporal_never_import_it(argv: list[str]) -> N
     assert proc.returncode == 0, proc.stderr
 
 
+@pytest.mark.slow
 def test_a_runners_help_never_imports_temporal_and_its_options_say_how_to_install_it(tmp_path: Path) -> None:
     runner = tmp_path / "runner.py"
     assert api.load(EXAMPLE).compile(runner)
