@@ -187,6 +187,37 @@ def test_a_token_read_another_way_in_its_state_is_read_as_larks_contextual_lexer
     compare("support_triage.fsm", _SUPPORT.replace(old, new, 1))
 
 
+_SMALL = (_ROOT / "examples" / "content_pipeline.fsm").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("text", [
+    "",
+    "   \n\t\f\r\n",
+    "# only a comment",
+    "# a comment\n# and another\n",
+    _SMALL.replace("\n", "\r\n"),  # CRLF line ends
+    _SMALL.replace("    ", "\t"),
+    _SMALL + "\n\n   \t  ",
+    _SMALL + "\x00",
+    "\x00" + _SMALL,
+    _SMALL.replace("machine content_pipeline", "machine contént_pipeline"),
+    _SMALL.replace('"', '\\"', 3),
+    _SMALL.replace("steps 20", "steps " + "9" * 150),  # a number too long (SW3015)
+    _SMALL.replace("{{ topic }}", "\\q{{ topic }}", 1),
+    _SMALL.replace("steps 20", "steps (((((((((((((((((((((20)))))))))))))))))))))"),
+    "machine m {\n    start state s {\n        do \"x\"\n        when " + "(" * 300 + "a" + ")" * 300
+    + " -> s\n    }\n}\n",
+    "machine m {\n    start state s {\n        do \"x\"\n        when a" + " + a" * 400 + " > 1 -> s\n    }\n}\n",
+    "machine m {\n    start state s {\n        do \"x\"\n        when " + "not " * 300 + "a -> s\n    }\n}\n",
+    "machine m {" * 50,
+    "}" * 50,
+    '"""' + "x" * 100,
+    _SMALL[: len(_SMALL) // 2],
+])
+def test_hostile_and_odd_texts_come_out_as_larks_own_parser_has_them(text: str, compare: Any) -> None:
+    compare("odd.fsm", text)
+
+
 def test_a_keyword_where_only_a_name_can_go_is_read_as_the_name(compare: Any) -> None:
     text = """machine m {
     type T {
