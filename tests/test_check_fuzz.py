@@ -114,3 +114,18 @@ def test_an_internal_error_while_parsing_is_an_sw9001_diagnostic_too(monkeypatch
     compilation = check_text("machine m {\n    final state done\n}\n", "m.fsm")
     assert [d.code for d in compilation.diagnostics] == ["SW9001"]
     assert "KeyError" in compilation.diagnostics[0].message
+
+
+def test_an_internal_error_while_looking_for_later_syntax_errors_keeps_the_first_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from statewright.grammar import parser
+
+    def failing(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(parser, "_later_failures", failing)
+    compilation = check_text("machine m {\n    start state s {\n        oops\n    }\n}\n", "m.fsm")
+    by_code = {d.code: d for d in compilation.diagnostics}
+    assert sorted(by_code) == ["SW1002", "SW9001"] and len(compilation.diagnostics) == 2
+    assert "RuntimeError" in by_code["SW9001"].message

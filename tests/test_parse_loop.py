@@ -5,6 +5,9 @@ with propagated positions building a parse tree, and the builder's methods run o
 transformer. Every example and every test case, and thousands of mutations of them (the hostile inputs a
 person or a model writes: cut, doubled, spliced, keywords where names go), must come out the same: the
 same tree, the same comments, the same diagnostics.
+
+Both sides share the builder's methods, the post-lexer and the keyword-as-name handler (parser.py): what
+is compared is the reading and the parse, each of those being tested on its own elsewhere.
 """
 
 from __future__ import annotations

@@ -12,8 +12,12 @@ the caller runs Lark's own parser on the file to name the error: error messages 
 exceptions and its interactive parser, and a file with an error is small work.
 
 Each value on the stack has the place of its text beside it: a token's own, a reduced rule's from its
-first child with a place to its last (what Lark's propagated positions say), a rule that passes its one
-child through keeps the child's. A builder method gets the place of the rule it builds as its Meta.
+first child with a place to its last, tokens filtered out of its children included (what Lark's
+propagated positions say). A `?rule: other` whose one child is its value keeps the child's place; a rule
+that keeps one child of several (`?atom: "(" expr ")"`) gives that node its own place, the brackets
+included, as Lark's "containers" do, while the node's own span stays its text. A builder method gets the
+place of the rule it builds as its Meta. (Lark also writes a container's place into the meta of an empty
+rule passed through so; this grammar has no such rule, and the differential test would show one.)
 """
 
 from __future__ import annotations
@@ -79,12 +83,15 @@ class Tables:
     `methods` are the builder's methods by rule name; each rule's children are shaped as Lark's tree
     builder shapes them (anonymous tokens filtered out, `_inlined` rules spliced in, a `?rule` with one
     child passed through), and a rule with no method becomes a Tree its parent splices in. `keywords` are
-    the terminals a name may be read as where only a name can go (`_keyword_as_name`); a token of
-    `names_before_colon` is a name when the next code after it is a ':' (the post-lexer, `_FieldNamesPostLex`).
+    the keyword terminals that are read as a name where only a name can go (`_keyword_as_name`); a token
+    of `names_before_colon` is a name when the next code after it is a ':' (the post-lexer,
+    `_FieldNamesPostLex`). A parser built with options the loop does not reproduce is refused.
     """
 
     def __init__(self, parser: Lark, methods: dict[str, Callable[..., Any]], keywords: frozenset[str],
                  names_before_colon: frozenset[str], colon_follows: Callable[[str, int], bool]) -> None:
+        if parser.options.maybe_placeholders:
+            raise TypeError("the parse loop does not write Lark's placeholders (maybe_placeholders)")
         table = parser.parser.parser.parser.parse_table
         self.states: dict[Any, dict[str, tuple[Any, Any]]] = table.states
         self.rows = Rows(self)
@@ -100,12 +107,16 @@ class Tables:
         self.patterns = [mre.match for mre in root.scanner._mres]
         self.ignored: frozenset[str] = root.ignore_types
         # the scanner with the whitespace before a token skipped in the same match (one match a token, not
-        # two): whitespace is ignored and begins no other terminal, so skipping it reads the same tokens
+        # two). Whitespace is ignored, and in this grammar no other terminal begins with it (checked here
+        # for each whitespace character), so skipping it reads the same tokens; where the scanner then
+        # finds nothing, it backs off into the whitespace and reads a WS token, which is skipped as any is.
         self.spaced = None
         space = next((t for t in root.terminals if t.name == "WS" and t.name in self.ignored), None)
         if space is not None and len(root.scanner._mres) == 1:
             mre = root.scanner._mres[0]
-            self.spaced = re.compile(f"(?:{space.pattern.to_regexp()})*+(?:{mre.pattern})", mre.flags).match
+            alone = all((found := mre.match(c + "x")) is not None and found.lastgroup == "WS" for c in " \t\n\r\f")
+            if alone:
+                self.spaced = re.compile(f"(?:{space.pattern.to_regexp()})*(?:{mre.pattern})", mre.flags).match
         # a terminal whose pattern also matches the strings of other terminals (a name that spells a
         # keyword): the scanner reads the pattern, and its callback reads such a string as the other one
         self.spelled: dict[str, dict[str, str]] = {}
@@ -242,7 +253,10 @@ def drive(tables: Tables, text: str, builder: Any) -> tuple[Any, list[tuple[str,
                 elif splice is not None:
                     children = _spliced(children, splice)
                 if single and len(children) == 1:
-                    values.append(children[0])
+                    child = children[0]
+                    values.append(child)
+                    if isinstance(child, Token):  # a token passed through keeps its own place, as in Lark
+                        start, stop = child.start_pos or 0, child.end_pos or 0
                 elif method is not None:
                     values.append(method(builder, Meta(start, stop, start < 0), *children))
                 else:

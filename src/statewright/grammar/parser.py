@@ -964,7 +964,13 @@ def parse_source(source: SourceFile) -> ParseResult:
     except Exception as err:  # noqa: BLE001 - a bug here must not take the other files of a check with it
         return _internal_error(result, source, err)
     if failures:
-        failures += _later_failures(source, failures[0], parser)
+        try:
+            failures += _later_failures(source, failures[0], parser)
+        except Exception as err:  # noqa: BLE001 - as above: the first error is still reported
+            for failure in failures:
+                result.diagnostics.report(failure.code, failure.message,
+                                          source.span(failure.start, failure.end), help=failure.help)
+            return _internal_error(result, source, err)
         for failure in failures:
             result.diagnostics.report(failure.code, failure.message, source.span(failure.start, failure.end),
                                       help=failure.help)
