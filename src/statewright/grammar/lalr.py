@@ -116,7 +116,7 @@ class Tables:
             mre = root.scanner._mres[0]
             alone = all((found := mre.match(c + "x")) is not None and found.lastgroup == "WS" for c in " \t\n\r\f")
             if alone:
-                self.spaced = re.compile(f"(?:{space.pattern.to_regexp()})*(?:{mre.pattern})", mre.flags).match
+                self.spaced = re.compile(f"(?:{space.pattern.to_regexp()})?(?:{mre.pattern})", mre.flags).match
         # a terminal whose pattern also matches the strings of other terminals (a name that spells a
         # keyword): the scanner reads the pattern, and its callback reads such a string as the other one
         self.spelled: dict[str, dict[str, str]] = {}
