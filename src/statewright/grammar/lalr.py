@@ -192,22 +192,18 @@ def drive(tables: Tables, text: str, builder: Any) -> tuple[Any, list[tuple[str,
                 kind, value, end = _state_read(tables, state_stack[-1], text, pos)
             else:
                 kind, value, end = m.lastgroup, m.group(), m.end()  # type: ignore[assignment]
+        if kind not in ignored:
+            if kind in spelled:
+                named = spelled[kind].get(value)
+                if named is not None and named in row:
+                    kind = named
+            if kind not in row and kind != NAME and kind != END:  # the state's own scanner may read another
+                kind, value, end = _state_read(tables, state_stack[-1], text, pos)
         if kind in ignored:
             if kind == "COMMENT":
                 comments.append((value, pos, end))
             pos = end
             continue
-        if kind in spelled:
-            named = spelled[kind].get(value)
-            if named is not None and named in row:
-                kind = named
-        if kind not in row and kind != NAME and kind != END:  # the state's own scanner may read another one
-            kind, value, end = _state_read(tables, state_stack[-1], text, pos)
-            if kind in ignored:
-                if kind == "COMMENT":
-                    comments.append((value, pos, end))
-                pos = end
-                continue
         if kind in names_before_colon and colon_follows(text, end):
             kind = NAME
         tok = _new_str(Token, value)  # token(kind, value, pos, end), inline

@@ -196,20 +196,18 @@ class _RefinablePartition:
         return new_blocks
 
 
-def _signature(state: ir.State) -> object:
-    return (state.kind, state.agent, state.instruction, state.output, state.tell, state.visits, state.retries,
-            state.call, state.result, state.parallel, state.each, state.branch,
-            tuple(_edge_label(t) for t in state.transitions))
-
-
 def _plain_signature(state: ir.State) -> object:
-    """The part of `_signature` made of text and numbers (equal signatures have equal plain ones)."""
+    """What a state does and how its edges are labelled, in the fields that are text and numbers (cheap to
+    hash); `_signature` adds the rest, so equal signatures have equal plain ones."""
     return (state.kind, state.agent, state.instruction, state.tell, state.visits, state.retries, state.result,
             state.branch, tuple((t.kind, t.condition, t.max) for t in state.transitions))
 
 
-def _edge_label(t: ir.Transition) -> object:
-    return (t.kind, t.guard, t.condition, t.max)
+def _signature(state: ir.State) -> object:
+    """Everything a state does, except where its edges lead: the plain part, then its output type, tool
+    call, branches, map and guards (syntax trees, hashed node by node)."""
+    return (_plain_signature(state), state.output, state.call, state.parallel, state.each,
+            tuple(t.guard for t in state.transitions))
 
 
 def referenced_state_names(machine: ir.Machine) -> set[str]:
