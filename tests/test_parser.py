@@ -85,6 +85,34 @@ def test_parallel_join_and_for_each_read_into_their_nodes() -> None:
     assert each.concurrency is not None and each.concurrency.value == 3
 
 
+def test_every_mention_of_a_name_is_one_string() -> None:
+    # the compiler looks states, agents and inputs up by name everywhere; interned names compare by pointer
+    result = parse_text("""machine m {
+    input topic: str
+    agent w { prompt "p" }
+    start state a {
+        agent w
+        do "x"
+        when a.output == topic -> b
+        -> b
+    }
+    final state b
+}
+""", "t.fsm")
+    assert not result.diagnostics.items
+    a, b = result.machine.of(ast.StateDecl)
+    agent_decl = result.machine.of(ast.AgentDecl)[0]
+    uses_agent, _, when, otherwise = a.items
+    assert isinstance(uses_agent, ast.AgentRef) and uses_agent.name.value is agent_decl.name.value
+    assert isinstance(when, ast.Transition) and isinstance(otherwise, ast.Transition)
+    assert when.target is not None and otherwise.target is not None
+    assert when.target.value is otherwise.target.value is b.name.value
+    assert isinstance(when.guard, ast.BinaryOp) and isinstance(when.guard.left, ast.Attribute)
+    assert isinstance(when.guard.left.value, ast.NameExpr) and when.guard.left.value.name is a.name.value
+    assert isinstance(when.guard.right, ast.NameExpr)
+    assert when.guard.right.name is result.machine.of(ast.InputDecl)[0].name.value
+
+
 def test_a_missing_brace_before_a_keyword_is_reported_at_the_keyword() -> None:
     code, message, line, column = only_error(
         'machine m {\n    type T {\n        a: str\n    agent w {\n    }\n}\n'

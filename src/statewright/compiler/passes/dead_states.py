@@ -3,22 +3,21 @@
 from __future__ import annotations
 
 import dataclasses
-from collections import deque
 
 from .. import ir
-from .merge_equivalent import state_mentions
+from .merge_equivalent import mentioned_names
 
 
 def reachable_states(machine: ir.Machine) -> set[str]:
     """States some sequence of transitions leads to from the start state."""
     by_name = {s.name: s for s in machine.states}
     seen = {machine.start}
-    queue = deque([machine.start])
-    while queue:
-        for target in successor_names(by_name[queue.popleft()]):
-            if target in by_name and target not in seen:
+    stack = [machine.start]
+    while stack:
+        for target in successor_names(by_name[stack.pop()]):
+            if target not in seen and target in by_name:
                 seen.add(target)
-                queue.append(target)
+                stack.append(target)
     return seen
 
 
@@ -35,17 +34,18 @@ def live_states(machine: ir.Machine) -> set[str]:
     Templates and guards see every state's name (`STATE.output` is none until the state runs), so a state
     that is read stays even when it can never run: dropping it would turn `none` into an undefined name.
     """
+    reachable = reachable_states(machine)
+    if len(reachable) == len(machine.states):
+        return reachable  # every state is reached: what they read adds none (the common case)
     by_name = {s.name: s for s in machine.states}
-    names = set(by_name)
     seen = {machine.start}
-    queue = deque(sorted(seen))
-    while queue:
-        state = by_name[queue.popleft()]
-        leads_to = {target for target in successor_names(state) if target in names}
-        for name in sorted(leads_to | state_mentions(state, names)):
-            if name not in seen:
+    stack = [machine.start]
+    while stack:  # the set found does not depend on the order of the walk
+        state = by_name[stack.pop()]
+        for name in (*successor_names(state), *mentioned_names(state)):
+            if name not in seen and name in by_name:
                 seen.add(name)
-                queue.append(name)
+                stack.append(name)
     return seen
 
 

@@ -29,8 +29,10 @@ def merge_equivalent_states(machine: ir.Machine) -> ir.Machine:
     # The pass allocates a few small objects per state and transition; a full collection rescanning all of
     # them (and the IR) now and then would make large machines cost more than O(m log n).
     with paused_gc():
-        groups = equivalence_classes(machine)
+        groups, marked = _equivalence_classes(machine, None)
         shares = {name: rep for rep, members in groups.items() for name in members if name != rep}
+        if not shares and not marked:
+            return machine  # nothing to merge, and nothing was: the common case, decided without a second look
         if all(s.shares == shares.get(s.name) for s in machine.states):
             return machine  # already marked as the partition says: the pass is idempotent
         states = tuple(dataclasses.replace(s, shares=shares.get(s.name)) if s.shares != shares.get(s.name) else s
@@ -45,10 +47,12 @@ def equivalence_classes(machine: ir.Machine, keep_apart: Sequence[bool] | None =
     `keep_apart[i]` puts state i in a class of its own (a source rewrite deletes merged states, and some
     states must keep their declaration: see source_edit)."""
     with paused_gc():
-        return _equivalence_classes(machine, keep_apart)
+        return _equivalence_classes(machine, keep_apart)[0]
 
 
-def _equivalence_classes(machine: ir.Machine, keep_apart: Sequence[bool] | None) -> dict[str, list[str]]:
+def _equivalence_classes(machine: ir.Machine, keep_apart: Sequence[bool] | None
+                         ) -> tuple[dict[str, list[str]], bool]:
+    """The classes, and whether some state is marked as sharing another's work already."""
     states = machine.states
     n = len(states)
     index = {s.name: i for i, s in enumerate(states)}
@@ -59,9 +63,11 @@ def _equivalence_classes(machine: ir.Machine, keep_apart: Sequence[bool] | None)
     # calls, each hashed node by node) is only read within a group of two or more: the same blocks
     initial = [0] * n
     groups: dict[object, list[int]] = {}
+    marked = False
     for i, s in enumerate(states):
         key = ("alone", i) if keep_apart is not None and keep_apart[i] else _plain_signature(s)
         groups.setdefault(key, []).append(i)
+        marked = marked or s.shares is not None
     count = 0
     for members in groups.values():
         if len(members) == 1:
@@ -92,7 +98,7 @@ def _equivalence_classes(machine: ir.Machine, keep_apart: Sequence[bool] | None)
         names = [states[i].name for i in members]
         rep = machine.start if machine.start in names else names[0]
         result[rep] = names
-    return dict(sorted(result.items(), key=lambda kv: index[kv[0]]))
+    return dict(sorted(result.items(), key=lambda kv: index[kv[0]])), marked
 
 
 def refine_partition(initial: list[int],
@@ -220,32 +226,34 @@ def referenced_state_names(machine: ir.Machine) -> set[str]:
 
 
 def state_mentions(state: ir.State, names: set[str]) -> set[str]:
-    """The state names one state's guards, tool-call arguments and templates read.
+    """The state names one state's guards, tool-call arguments and templates read."""
+    return mentioned_names(state) & names
+
+
+def mentioned_names(state: ir.State) -> set[str]:
+    """Every name one state's guards, tool-call arguments and templates read: the states among them are
+    the states it reads (inputs and a map's element names are the others).
 
     Templates are not searched here: the template check recorded the states each one reads from its Jinja
     parse (`State.template_reads`). An agent's prompt reads no state (SW2008).
     """
-    found = {read.state for read in state.template_reads} & names
-    for t in state.transitions:
-        if t.guard is not None:
-            found |= _expr_names(t.guard) & names
+    found = {read.state for read in state.template_reads}
+    stack: list[ast.Expr] = [t.guard for t in state.transitions if t.guard is not None]
     if state.call is not None:
-        for arg in state.call.args:
-            found |= _expr_names(arg.value) & names
+        stack.extend(arg.value for arg in state.call.args)
     if state.parallel is not None and state.parallel.join.guard is not None:
-        found |= _expr_names(state.parallel.join.guard) & names
+        stack.append(state.parallel.join.guard)
     if state.each is not None:
-        found |= _expr_names(state.each.items) & names
-    return found
-
-
-def _expr_names(expr: ast.Expr) -> set[str]:
-    names: set[str] = set()
-    stack = [expr]
+        stack.append(state.each.items)
     while stack:
         node = stack.pop()
         if isinstance(node, ast.NameExpr):
-            names.add(node.name)
-        else:
+            found.add(node.name)
+        elif isinstance(node, ast.BinaryOp):  # the common shapes first, without building a tuple of children
+            stack.append(node.left)
+            stack.append(node.right)
+        elif isinstance(node, ast.Attribute):
+            stack.append(node.value)
+        elif not isinstance(node, ast.Literal):
             stack.extend(ast.expr_children(node))
-    return names
+    return found
