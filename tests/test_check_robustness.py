@@ -53,3 +53,83 @@ def test_checking_a_file_imports_neither_litellm_nor_pydantic() -> None:
     loaded = subprocess.run([sys.executable, "-c", _PROBE, path], check=True, capture_output=True,
                             text=True).stdout.strip()
     assert loaded == ""
+
+
+def _type_chain(n: int, *, closed: bool = False) -> str:
+    """A machine whose output type T0 holds T1, which holds T2, ... T{n-1} (which holds T0 when closed)."""
+    lines = ["machine chain {"]
+    for i in range(n):
+        inner = f"T{i + 1}" if i + 1 < n else ("T0" if closed else "str")
+        lines += [f"    type T{i} {{", f"        next: list[{inner}]", "    }"]
+    lines += ['    agent w { prompt "p" }', "    start state a {", "        agent w", '        do "x"',
+              "        output T0", "        -> done", "    }", "    final state done", "}"]
+    return "\n".join(lines) + "\n"
+
+
+def test_a_chain_of_types_longer_than_the_recursion_limit_compiles(tmp_path: Path) -> None:
+    """Types nest by name, so the parser's nesting limit does not bound a chain of them: the checks and
+    code generation walk it without recursion (and in linear time: the recursive-type check used to
+    search a path from every type)."""
+    from statewright.cli import main
+
+    spec = tmp_path / "chain.fsm"
+    spec.write_text(_type_chain(sys.getrecursionlimit() + 200))
+    assert main(["compile", str(spec), "-o", str(tmp_path / "chain.py")]) == 0
+    runner = (tmp_path / "chain.py").read_text()
+    assert runner.index("class T1(") < runner.index("class T0(")  # each class after the ones it holds
+
+
+def test_a_long_cycle_of_types_is_one_sw4009() -> None:
+    compilation = check_text(_type_chain(1500, closed=True), "cycle.fsm")
+    reports = [d for d in compilation.diagnostics if d.code == "SW4009"]
+    assert [d.message for d in reports] == ["type 'T0' contains itself"]
+    assert reports[0].label.startswith("T0.next -> T1.next -> ") and reports[0].label.endswith("T1499.next -> T0")
+
+
+def _first_cycles(edges: dict[str, list[tuple[str, str]]]) -> list[tuple[str, str]]:
+    """The SW4009 reports a plain search gives (message, chain): from each type in order, the first path
+    back to it depth first, fields in order, once per set of types on it."""
+    reports, reported = [], set()
+    for start in edges:
+        stack: list[tuple[str, list[tuple[str, str]]]] = [(start, [])]
+        visited: set[str] = set()
+        found = None
+        while stack and found is None:
+            node, path = stack.pop()
+            for target, field in edges[node]:
+                if target == start:
+                    found = [*path, (node, field)]
+                    break
+                if target not in visited:
+                    visited.add(target)
+                    stack.append((target, [*path, (node, field)]))
+        if found is not None and frozenset(n for n, _ in found) not in reported:
+            reported.add(frozenset(n for n, _ in found))
+            chain = " -> ".join(f"{n}.{f}" for n, f in found) + f" -> {start}"
+            reports.append((f"type '{start}' contains itself", chain))
+    return reports
+
+
+def test_recursive_types_are_reported_as_a_plain_search_reports_them() -> None:
+    import random
+
+    rng = random.Random(4009)
+    for _ in range(300):
+        n = rng.randint(1, 7)
+        edges: dict[str, list[tuple[str, str]]] = {}
+        lines = ["machine m {"]
+        for i in range(n):
+            lines.append(f"    type T{i} {{")
+            edges[f"T{i}"] = []
+            for j in range(rng.randint(1, 3)):
+                k = rng.randrange(n + 1)
+                inner = f"T{k}" if k < n else "str"
+                if k < n:
+                    edges[f"T{i}"].append((inner, f"f{j}"))
+                lines.append(f"        f{j}: {rng.choice([inner, inner + '?', f'list[{inner}]'])}")
+            lines.append("    }")
+        lines += ['    agent w { prompt "p" }', "    start state a {", "        agent w", '        do "x"',
+                  "        output T0", "        -> done", "    }", "    final state done", "}"]
+        compilation = check_text("\n".join(lines) + "\n", "types.fsm")
+        got = [(d.message, d.label) for d in compilation.diagnostics if d.code == "SW4009"]
+        assert got == _first_cycles(edges), "\n".join(lines)

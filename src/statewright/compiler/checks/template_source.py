@@ -51,14 +51,12 @@ class Token:
 class TemplateSourceError(Exception):
     """The template cannot be parsed: a Jinja syntax error or nesting too deep, at an offset."""
 
-    def __init__(self, message: str, offset: int, *, kind: str = "syntax", length: int = 0,
-                 jinja_error: jinja2.TemplateSyntaxError | None = None) -> None:
+    def __init__(self, message: str, offset: int, *, kind: str = "syntax", length: int = 0) -> None:
         super().__init__(message)
         self.message = message
         self.offset = offset
         self.length = length
         self.kind = kind  # "syntax" | "nesting"
-        self.jinja_error = jinja_error
         self.tokens: list[Token] = []  # the template's tokens, when it could be tokenized
 
 
@@ -491,7 +489,7 @@ def tokenize(text: str) -> list[Token]:
         for _ in _located(env.lexer.tokeniter(text, None), normal, starts, record):
             pass
     except jinja2.TemplateSyntaxError as e:
-        raise TemplateSourceError(e.message or str(e), max((e.lineno or 1) - 1, 0), jinja_error=e) from None
+        raise TemplateSourceError(e.message or str(e), max((e.lineno or 1) - 1, 0)) from None
     env.lexed = (text, record)
     return record
 
@@ -568,7 +566,7 @@ def parse_with_jinja(string: ast.String) -> ParsedTemplate:
         try:
             tree = env.parse(text)
         except jinja2.TemplateSyntaxError as e:
-            problem = TemplateSourceError(e.message or str(e), max((e.lineno or 1) - 1, 0), jinja_error=e)
+            problem = TemplateSourceError(e.message or str(e), max((e.lineno or 1) - 1, 0))
         except RecursionError:
             problem = TemplateSourceError("the template is nested too deeply to parse", 0, kind="nesting")
         else:

@@ -299,6 +299,7 @@ class _TemplateChecker:
         try:
             parsed = parse_template(string)
         except TemplateSourceError as e:
+            e.__traceback__ = None  # its frames hold it (parse_with_jinja's `problem`): no cycle is left behind
             # the names it reads are unknown, so count every input it mentions as read
             self.symbols.used_inputs.update(set(re.findall(r"[A-Za-z_]\w*", text)) & set(self.symbols.inputs))
             self._source_error(e, ParsedTemplate(string, None, e.tokens), where)

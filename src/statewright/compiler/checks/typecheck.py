@@ -1091,35 +1091,97 @@ def _named_refs(ref: ast.TypeRef) -> Iterator[ast.NamedType]:
 
 
 def _check_recursive_types(symbols: Symbols, diags: Diagnostics) -> None:
-    """Report each cycle of types containing themselves once, at the field that closes it."""
+    """Report each cycle of types containing themselves once, at the field that closes it.
+
+    Only a type on a cycle can contain itself: the types of the graph's strongly connected components
+    that have a cycle are searched, each for its first path back to itself (depth first, fields in order),
+    within its component. A chain of types as long as a spec can hold is linear to check."""
     edges: dict[str, list[tuple[str, ast.FieldDecl]]] = {}
     for name, decl in symbols.types.items():
         edges[name] = [(ref.name.value, f) for f in decl.fields for ref in _named_refs(f.type)
                        if ref.name.value in symbols.types]
+    component = _cyclic_components(edges)
     reported: set[frozenset[str]] = set()
     for start in symbols.types:
-        # depth-first search for a path back to `start`
-        stack: list[tuple[str, list[tuple[str, ast.FieldDecl]]]] = [(start, [])]
-        visited: set[str] = set()
-        while stack:
-            node, path = stack.pop()
-            for target, fld in edges[node]:
-                step = path + [(node, fld)]
-                if target == start:
-                    members = frozenset(n for n, _ in step)
-                    if members not in reported:
-                        reported.add(members)
-                        chain = " -> ".join(f"{n}.{f.name.value}" for n, f in step) + f" -> {start}"
-                        first = step[0][1]
-                        diags.report("SW4009", f"type '{start}' contains itself", first.type.span,
-                                     label=f"{chain}",
-                                     help="a structured output needs a finite schema; store references as "
-                                          "str ids or flatten the nesting")
-                    stack.clear()
-                    break
-                if target not in visited:
-                    visited.add(target)
-                    stack.append((target, step))
+        if start not in component:
+            continue
+        step = _path_back(start, edges, component)
+        members = frozenset(n for n, _ in step)
+        if members in reported:
+            continue
+        reported.add(members)
+        chain = " -> ".join(f"{n}.{f.name.value}" for n, f in step) + f" -> {start}"
+        diags.report("SW4009", f"type '{start}' contains itself", step[0][1].type.span, label=chain,
+                     help="a structured output needs a finite schema; store references as str ids or flatten "
+                          "the nesting")
+
+
+def _path_back(start: str, edges: dict[str, list[tuple[str, ast.FieldDecl]]],
+               component: dict[str, int]) -> list[tuple[str, ast.FieldDecl]]:
+    """The first path from `start` back to itself that a depth-first search finds, as (type, field) steps;
+    `start` is on a cycle, so there is one, and it stays in `start`'s component."""
+    within = component[start]
+    came_from: dict[str, tuple[str, ast.FieldDecl]] = {}
+    stack = [start]
+    while stack:
+        node = stack.pop()
+        for target, fld in edges[node]:
+            if target == start:
+                step = [(node, fld)]
+                while node != start:
+                    node, f = came_from[node]
+                    step.append((node, f))
+                return step[::-1]
+            if target not in came_from and component.get(target) == within:
+                came_from[target] = (node, fld)
+                stack.append(target)
+    raise AssertionError(f"type {start!r} is on no cycle")
+
+
+def _cyclic_components(edges: dict[str, list[tuple[str, ast.FieldDecl]]]) -> dict[str, int]:
+    """Each type on a cycle -> the number of its strongly connected component (Tarjan's algorithm, with
+    its own stack: no recursion however long a chain of types is)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    component: dict[str, int] = {}
+    count = 0
+    for root in edges:
+        if root in index:
+            continue
+        work = [(root, 0)]
+        while work:
+            node, i = work.pop()
+            if i == 0:
+                index[node] = low[node] = len(index)
+                stack.append(node)
+                on_stack.add(node)
+            targets = edges[node]
+            if i < len(targets):
+                work.append((node, i + 1))
+                target = targets[i][0]
+                if target not in index:
+                    work.append((target, 0))
+                elif target in on_stack:
+                    low[node] = min(low[node], index[target])
+                continue
+            if work:  # back in the caller: it takes the lowest link of the node it visited
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                members = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    members.append(member)
+                    if member == node:
+                        break
+                if len(members) > 1 or any(t == node for t, _ in targets):
+                    for member in members:
+                        component[member] = count
+                    count += 1
+    return component
 
 
 def _check_inputs(symbols: Symbols, diags: Diagnostics) -> None:

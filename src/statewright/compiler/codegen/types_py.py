@@ -9,7 +9,7 @@ from __future__ import annotations
 import builtins
 import keyword
 import re
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from .. import ir
@@ -159,29 +159,40 @@ def _named_in(t: ir.Type) -> list[str]:
 
 
 def _dependency_order(types: tuple[ir.TypeDef, ...]) -> tuple[list[ir.TypeDef], set[str]]:
-    """Types ordered so each follows the types its fields use; names that must refer forward (cycles)."""
+    """Types ordered so each follows the types its fields use; names that must refer forward (cycles).
+
+    A depth-first walk with its own stack: a chain of types as long as a spec can hold needs no recursion,
+    and no closure refers to itself (which would leave the walk's tables for the cyclic collector)."""
     by_name = {t.name: t for t in types}
     done: dict[str, bool] = {}  # name -> finished (False while on the current path)
     order: list[ir.TypeDef] = []
     forward: set[str] = set()
-
-    def visit(t: ir.TypeDef) -> None:
-        done[t.name] = False
-        for f in t.fields:
-            for dep in _named_in(f.type):
+    for root in types:
+        if root.name in done:
+            continue
+        done[root.name] = False
+        stack = [(root, _uses(root))]
+        while stack:
+            t, uses = stack[-1]
+            for dep in uses:
                 if dep not in by_name:
                     continue
                 if dep not in done:
-                    visit(by_name[dep])
-                elif not done[dep]:
+                    done[dep] = False
+                    stack.append((by_name[dep], _uses(by_name[dep])))
+                    break
+                if not done[dep]:
                     forward.add(t.name)  # a cycle: this class refers to one not yet defined
-        done[t.name] = True
-        order.append(t)
-
-    for t in types:
-        if t.name not in done:
-            visit(t)
+            else:
+                done[t.name] = True
+                order.append(t)
+                stack.pop()
     return order, forward
+
+
+def _uses(t: ir.TypeDef) -> Iterator[str]:
+    """The names of the types `t`'s fields use, in field order."""
+    return (dep for f in t.fields for dep in _named_in(f.type))
 
 
 # ---- annotations ---------------------------------------------------------------------------------
