@@ -190,6 +190,18 @@ def test_a_template_read_without_jinja_has_jinjas_tokens_and_tree(text: str) -> 
     jinja = template_source.parse_with_jinja(string)
     assert simple.tokens == jinja.tokens
     assert _shape(simple) == _shape(jinja)
+    _assert_indexed_as_walked(simple)
+
+
+def _assert_indexed_as_walked(parsed: template_source.ParsedTemplate) -> None:
+    """The index a template read without Jinja comes with is the one a walk of its tree gives, and every
+    node knows the environment, as after Jinja's set_environment."""
+    assert parsed.simple and parsed.index is not None and parsed.tree is not None
+    walked = template_source.tree_index(parsed.tree)
+    assert [id(n) for n in parsed.index.order] == [id(n) for n in walked.order]
+    assert {k: id(v) for k, v in parsed.index.parents.items()} == {k: id(v) for k, v in walked.parents.items()}
+    assert parsed.index.depth == walked.depth
+    assert all(n.environment is template_source.check_environment() for n in walked.order)
 
 
 @pytest.mark.parametrize("text", ["Write about {{ topic }}.", "{{s1.output.fixes}}\nthen {{ x }}", "{ braces }",
@@ -202,6 +214,8 @@ def test_templates_of_text_and_dotted_names_are_read_without_jinja(text: str) ->
     assert simple is not None
     jinja = template_source.parse_with_jinja(string)
     assert simple.tokens == jinja.tokens and _shape(simple) == _shape(jinja)
+    _assert_indexed_as_walked(simple)
+    assert not jinja.simple and jinja.index is None
 
 
 @pytest.mark.parametrize("text", ["{{ x | upper }}", "{% if x %}y{% endif %}", "{{ true }}", "{{{ x }}",

@@ -13,10 +13,11 @@ bounded operators. Parsing is guarded against nesting that would exhaust Python'
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import jinja2
 from jinja2 import nodes
@@ -283,16 +284,46 @@ def check_environment() -> Any:
 # ---- a parsed template -----------------------------------------------------------------------------
 
 
+class TreeIndex(NamedTuple):
+    """A template's nodes in one walk: every check of it reads these instead of walking the tree again
+    (Jinja's iter_child_nodes is slow, and a large machine has a template per state). A template read
+    without Jinja comes with its index, made as its tree is."""
+
+    order: list[nodes.Node]  # every node, each before the nodes inside it (the order find_all gives)
+    parents: dict[int, nodes.Node]  # id of a node -> the node it is in
+    depth: int  # of the deepest node; the template itself is at 0
+
+
+def tree_index(root: nodes.Node) -> TreeIndex:
+    order: list[nodes.Node] = []
+    parents: dict[int, nodes.Node] = {}
+    deepest = 0
+    stack: list[tuple[nodes.Node, int]] = [(root, 0)]
+    while stack:
+        node, depth = stack.pop()
+        order.append(node)
+        deepest = max(deepest, depth)
+        children = list(node.iter_child_nodes())
+        for child in children:
+            parents[id(child)] = node
+        stack.extend((child, depth + 1) for child in reversed(children))
+    return TreeIndex(order, parents, deepest)
+
+
 class ParsedTemplate:
     """One template's tree and tokens, and the way from a template offset back to the source."""
 
-    def __init__(self, string: ast.String, tree: nodes.Template | None, tokens: list[Token]) -> None:
+    def __init__(self, string: ast.String, tree: nodes.Template | None, tokens: list[Token], *,
+                 index: TreeIndex | None = None, normalized: tuple[str, list[int]] | None = None) -> None:
         self.string = string
         self.tree = tree
         self.tokens = tokens
+        # read without Jinja (_parse_simple): only text and `{{ dotted.names }}`, indexed as it was built
+        self.index = index
+        self.simple = index is not None
         self._at = {t.offset: i for i, t in enumerate(tokens)}
         self._ending = {t.end: i for i, t in enumerate(tokens)}
-        self.text, positions = normalized_text(string.value)
+        self.text, positions = normalized or normalized_text(string.value)
         offsets = string_offsets(string)
         self._source = [offsets[p] for p in positions] if offsets is not None else None
 
@@ -505,10 +536,14 @@ _NOT_A_VARIABLE = frozenset({"true", "false", "none", "True", "False", "None", "
                              "is", "if", "else", "elif", "for", "recursive"})
 
 
-def _parse_simple(string: ast.String, text: str) -> ParsedTemplate | None:
+def _parse_simple(string: ast.String, text: str, normalized: tuple[str, list[int]] | None = None
+                  ) -> ParsedTemplate | None:
     """The template read without Jinja when it has only text and dotted names; None when it has more."""
     tokens: list[Token] = []
     body: list[nodes.Node] = []
+    order: list[nodes.Node] = []  # each body node before the nodes inside it, as tree_index gives them
+    parents: dict[int, nodes.Node] = {}
+    deepest = 0
     pos = 0
     for m in _SIMPLE_OUTPUT.finditer(text):
         # Jinja's lexer opens a tag at the first '{{', '{%' or '{#': it must be this one
@@ -519,7 +554,9 @@ def _parse_simple(string: ast.String, text: str) -> ParsedTemplate | None:
             return None
         if m.start() > pos:
             tokens.append(Token(pos, "data", text[pos : m.start()]))
-            body.append(nodes.TemplateData(text[pos : m.start()], lineno=pos + 1))
+            data = nodes.TemplateData(text[pos : m.start()], lineno=pos + 1)
+            body.append(data)
+            order.append(data)
         at = m.start()
         tokens.append(Token(at, "variable_begin", "{{"))
         at += 2
@@ -528,10 +565,12 @@ def _parse_simple(string: ast.String, text: str) -> ParsedTemplate | None:
             at += len(m.group(1))
         tokens.append(Token(at, "name", path[0]))
         node: nodes.Expr = nodes.Name(path[0], "load", lineno=at + 1)
+        chain = [node]
         at += len(path[0])
         for attr in path[1:]:
             tokens.append(Token(at, "operator", "."))
             node = nodes.Getattr(node, attr, "load", lineno=at + 1)
+            chain.append(node)
             tokens.append(Token(at + 1, "name", attr))
             at += 1 + len(attr)
         if m.group(3):
@@ -539,20 +578,38 @@ def _parse_simple(string: ast.String, text: str) -> ParsedTemplate | None:
             at += len(m.group(3))
         tokens.append(Token(at, "variable_end", "}}"))
         body.append(node)
+        for inner, outer in itertools.pairwise(chain):
+            parents[id(inner)] = outer
+        order.extend(reversed(chain))
+        deepest = max(deepest, 1 + len(chain))
         pos = m.end()
     if _TAG_OPENING.search(text, pos) is not None:
         return None
     if pos < len(text):
         tokens.append(Token(pos, "data", text[pos:]))
-        body.append(nodes.TemplateData(text[pos:], lineno=pos + 1))
-    tree = nodes.Template([nodes.Output(body, lineno=body[0].lineno)] if body else [], lineno=1)
-    tree.set_environment(check_environment())
-    return ParsedTemplate(string, tree, tokens)
+        data = nodes.TemplateData(text[pos:], lineno=pos + 1)
+        body.append(data)
+        order.append(data)
+    tree = nodes.Template([], lineno=1)
+    order[:0] = [tree]
+    if body:
+        deepest = max(deepest, 2)
+        output = nodes.Output(body, lineno=body[0].lineno)
+        tree.body.append(output)
+        order.insert(1, output)
+        parents[id(output)] = tree
+        for child in body:
+            parents[id(child)] = output
+    environment = check_environment()
+    for n in order:  # what tree.set_environment does, without walking the tree again
+        n.environment = environment
+    return ParsedTemplate(string, tree, tokens, index=TreeIndex(order, parents, deepest), normalized=normalized)
 
 
 def parse_template(string: ast.String) -> ParsedTemplate:
     """The template in a string literal, parsed; raises TemplateSourceError when it cannot be."""
-    simple = _parse_simple(string, normalized_text(string.value)[0])
+    normalized = normalized_text(string.value)
+    simple = _parse_simple(string, normalized[0], normalized)
     return simple if simple is not None else parse_with_jinja(string)
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Iterable
-from typing import NamedTuple
 
 import jinja2
 from jinja2 import nodes
@@ -34,7 +33,15 @@ from ...runtime.templates import (
 from .. import ir
 from .flow import Flow
 from .resolve import JINJA_NAMES, FieldRead, InputRead, StateView, Symbols, closest
-from .template_source import ParsedTemplate, TemplateSourceError, Token, check_environment, parse_template
+from .template_source import (
+    ParsedTemplate,
+    TemplateSourceError,
+    Token,
+    TreeIndex,
+    check_environment,
+    parse_template,
+    tree_index,
+)
 from .typecheck import (
     Record,
     TextOutput,
@@ -54,31 +61,6 @@ _INNERMOST_BLOCK = re.compile(r"The innermost block that needs to be closed is '
 _FOLDED_AT_CHECK = 100_000
 _ARITHMETIC = frozenset({"+", "-", "*", "/", "//", "%", "**"})
 _NOTHING = object()
-
-
-class TreeIndex(NamedTuple):
-    """A template's nodes in one walk: every check of it reads these instead of walking the tree again
-    (Jinja's iter_child_nodes is slow, and a large machine has a template per state)."""
-
-    order: list[nodes.Node]  # every node, each before the nodes inside it (the order find_all gives)
-    parents: dict[int, nodes.Node]  # id of a node -> the node it is in
-    depth: int  # of the deepest node; the template itself is at 0
-
-
-def tree_index(root: nodes.Node) -> TreeIndex:
-    order: list[nodes.Node] = []
-    parents: dict[int, nodes.Node] = {}
-    deepest = 0
-    stack: list[tuple[nodes.Node, int]] = [(root, 0)]
-    while stack:
-        node, depth = stack.pop()
-        order.append(node)
-        deepest = max(deepest, depth)
-        children = list(node.iter_child_nodes())
-        for child in children:
-            parents[id(child)] = node
-        stack.extend((child, depth + 1) for child in reversed(children))
-    return TreeIndex(order, parents, deepest)
 
 
 def _unclosed_block(error: TemplateSourceError) -> Token | None:
@@ -307,10 +289,12 @@ class _TemplateChecker:
         tree = parsed.tree
         assert tree is not None
         self.memo = {}
-        index = tree_index(tree)
-        self._loaders(parsed, index, where)
-        helpers_known = self._helpers(parsed, index, where)
-        self._constants(parsed, index, where)
+        index = parsed.index or tree_index(tree)
+        helpers_known = True
+        if not parsed.simple:  # text and dotted names load nothing, call no helper and hold no constant
+            self._loaders(parsed, index, where)
+            helpers_known = self._helpers(parsed, index, where)
+            self._constants(parsed, index, where)
         reads = self._context_reads(parsed, index, where, helpers_known)
         if reads is None:
             # it does not compile (reported); its inputs still count as read
