@@ -173,11 +173,23 @@ _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
 def child_fields(kind: type[Node]) -> tuple[str, ...]:
-    """The fields of a node class but its span: those a walk over the tree reads (cached per class)."""
+    """The fields of a node class that may hold nodes: those a walk over the tree reads (cached per class).
+
+    Its span is left out, and so is every field declared as text, a number, a truth value or none (a
+    name's text, an operator), which holds no node."""
     found = _CHILD_FIELDS.get(kind)
     if found is None:
-        found = _CHILD_FIELDS[kind] = tuple(f for f in kind._field_names if f != "span")
+        found = _CHILD_FIELDS[kind] = tuple(f.name for f in kind._field_specs
+                                            if f.name != "span" and not _scalar(f.annotation))
     return found
+
+
+_SCALARS = frozenset({"str", "int", "float", "bool", "None"})
+
+
+def _scalar(annotation: str) -> bool:
+    """Whether an annotation (as written) names scalar types only: `str`, `int | None`."""
+    return all(part.strip() in _SCALARS for part in annotation.split("|"))
 
 
 def _compile_init(cls: type[Node]) -> Callable[..., None]:

@@ -213,26 +213,29 @@ def _strings_outside_tests(machine: ast.Machine) -> Iterator[ast.String]:
     """Every string of the machine but those of test blocks (scripted data) and of headers and query
     values (checked with their tool), as String nodes; string literals in values and guards too."""
     stack: list[object] = [item for item in reversed(machine.items) if not isinstance(item, ast.TestDecl)]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.String):
+    pop, push, extend = stack.pop, stack.append, stack.extend
+    while stack:  # dispatched on the exact class: most nodes are none of the first three
+        node = pop()
+        if type(node) is ast.String:
             yield node
-        elif isinstance(node, ast.Value) and node.kind == "str":
-            yield _as_string(str(node.value), node.span)
-        elif isinstance(node, ast.Literal) and isinstance(node.value, str):
-            yield _as_string(node.value, node.span)
-        elif isinstance(node, (ast.ToolHeaders, ast.ToolQuery)):
-            continue
-        elif isinstance(node, ast.Value):
-            stack.extend(reversed(node.value) if isinstance(node.value, tuple) else ())
-        elif isinstance(node, Node):
-            kind: type[Node] = type(node)
-            for name in reversed(child_fields(kind)):
+        elif type(node) is ast.Value:
+            if node.kind == "str":
+                yield _as_string(str(node.value), node.span)
+            elif isinstance(node.value, tuple):
+                extend(reversed(node.value))
+        elif type(node) is ast.Literal:
+            if isinstance(node.value, str):
+                yield _as_string(node.value, node.span)
+        elif isinstance(node, Node) and type(node) not in _NOT_SEARCHED:
+            for name in reversed(child_fields(type(node))):
                 child = getattr(node, name)
                 if isinstance(child, tuple):
-                    stack.extend(reversed(child))
+                    extend(reversed(child))
                 elif isinstance(child, Node):
-                    stack.append(child)
+                    push(child)
+
+
+_NOT_SEARCHED = frozenset({ast.ToolHeaders, ast.ToolQuery})  # checked with their tool
 
 
 def _as_string(value: str, span: Span) -> ast.String:
