@@ -84,3 +84,49 @@ def test_len_of_a_number_says_to_use_the_number() -> None:
     d = only(diagnose(guard="len(output.score) > 2"))
     assert d.code == "SW4005"
     assert d.help.endswith("use the number itself: output.score")
+
+
+def _misspelled_inputs(inputs: int, mistakes: list[str]) -> str:
+    """A machine with `inputs` inputs and one template reading each name in `mistakes` (none declared)."""
+    reads = " ".join(f"{{{{ {name} }}}}" for name in mistakes)
+    declared = "\n".join(f"    input field_{i}: str" for i in range(inputs))
+    uses = " ".join(f"{{{{ field_{i} }}}}" for i in range(inputs))
+    return (f"machine m {{\n{declared}\n    agent w {{ prompt \"p\" }}\n    start state a {{\n        agent w\n"
+            f"        do \"\"\"{uses} {reads}\"\"\"\n        -> done\n    }}\n    final state done\n}}\n")
+
+
+def test_a_misspelling_repeated_gets_its_suggestion_every_time() -> None:
+    from statewright.diagnostics.diagnostic import SUGGESTION_BUDGET
+
+    inputs = 1000
+    repeats = 3 * SUGGESTION_BUDGET // inputs  # far more searches than the budget pays for, but one name
+    unknown = [d for d in check_text(_misspelled_inputs(inputs, ["feild_17"] * repeats)).diagnostics
+               if d.code == "SW2008"]
+    assert len(unknown) == repeats
+    assert all(d.help.startswith("did you mean") and "'field_17'" in d.help for d in unknown)
+
+
+def test_a_file_of_thousands_of_mistakes_stops_suggesting_and_reports_them_all() -> None:
+    """Each suggestion compares a name with every candidate: past what one check may spend, mistakes are
+    still reported, in full, without one (the first ones keep theirs)."""
+    from statewright.diagnostics.diagnostic import SUGGESTION_BUDGET
+
+    inputs = 1000
+    mistakes = [f"feild_{i}" for i in range(2 * SUGGESTION_BUDGET // inputs)]
+    unknown = [d for d in check_text(_misspelled_inputs(inputs, mistakes)).diagnostics if d.code == "SW2008"]
+    assert [d.message for d in unknown] == [f"unknown template variable '{m}' in the instruction of state "
+                                            "'a'" for m in mistakes]
+    suggested = [d for d in unknown if d.help.startswith("did you mean")]
+    assert 0 < len(suggested) <= SUGGESTION_BUDGET // inputs < len(unknown)
+    assert suggested == unknown[: len(suggested)] and "'field_0'" in suggested[0].help
+    assert all(d.help and not d.help.startswith("did you mean") for d in unknown[len(suggested):])
+
+
+def test_suggestions_outside_a_check_are_not_budgeted() -> None:
+    from statewright.diagnostics import did_you_mean
+
+    from statewright.diagnostics.diagnostic import SUGGESTION_BUDGET
+
+    names = [f"field_{i}" for i in range(300)]
+    searches = SUGGESTION_BUDGET // len(names) + 20
+    assert all(did_you_mean(f"feild_{i % 300}", names).startswith("did you mean") for i in range(searches))

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import field
 from typing import TYPE_CHECKING, Literal, TypeVar
 
-from ..diagnostics import Diagnostic, Diagnostics, SourceFile
+from ..diagnostics import Diagnostic, Diagnostics, SourceFile, suggestion_budget
 from ..grammar import ast, parse_source
 from ..grammar.node import Node
 
@@ -93,7 +93,8 @@ def compile_source(source: SourceFile, *, stop_after: Stage = "lower", level: in
 def _check(source: SourceFile, machine: ast.Machine, diagnostics: Diagnostics) -> Symbols | None:
     from .checks import check_machine
 
-    return check_machine(source, machine, diagnostics)
+    with suggestion_budget():  # what this file's "did you mean" suggestions may cost
+        return check_machine(source, machine, diagnostics)
 
 
 def _lower(machine: ast.Machine, symbols: Symbols) -> IRMachine:

@@ -5,7 +5,15 @@ Used by every stage; depends on none of them.
 
 from typing import TYPE_CHECKING, Any
 
-from .diagnostic import Diagnostic, Diagnostics, Severity, did_you_mean, quoted_list
+from .diagnostic import (
+    Diagnostic,
+    Diagnostics,
+    Severity,
+    close_names,
+    did_you_mean,
+    quoted_list,
+    suggestion_budget,
+)
 from .render import diagnostic_to_json, paint, render_json, render_summary, render_text
 from .source import Position, SourceFile, Span
 
@@ -31,6 +39,7 @@ __all__ = [
     "Severity",
     "SourceFile",
     "Span",
+    "close_names",
     "diagnostic_to_json",
     "did_you_mean",
     "paint",
@@ -38,4 +47,5 @@ __all__ = [
     "render_json",
     "render_summary",
     "render_text",
+    "suggestion_budget",
 ]

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import itertools
+from collections.abc import Iterable, Iterator, Sized
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -41,9 +44,7 @@ class Diagnostic:
 
 def did_you_mean(name: str, candidates: Iterable[str]) -> str:
     """A short 'did you mean' help text, or '' when nothing is close."""
-    import difflib  # here, not at import: only a file with a mistake needs it
-
-    close = difflib.get_close_matches(name, sorted(set(candidates)), n=3, cutoff=0.6)
+    close = close_names(name, candidates)
     if not close:
         return ""
     if len(close) == 1:
@@ -51,12 +52,70 @@ def did_you_mean(name: str, candidates: Iterable[str]) -> str:
     return "did you mean one of " + ", ".join(f"'{c}'" for c in close) + "?"
 
 
+def close_names(name: str, candidates: Iterable[str]) -> list[str]:
+    """The (at most three) candidates closest to `name`, closest first: difflib's close matches, cutoff 0.6.
+
+    Each is worked out once per check (a name misspelled the same way twice costs one search), and a
+    check spends at most SUGGESTION_BUDGET comparisons on them (suggestion_budget): every suggestion
+    compares the name with every candidate, so a file with thousands of mistakes against thousands of
+    names would otherwise take minutes to report. Past the budget, a mistake is reported without one.
+    """
+    budget = _budget.get()
+    if budget is not None and budget.left <= 0:
+        return []  # spent: not even the candidates are read
+    pool = tuple(sorted(set(candidates)))
+    if budget is None:
+        return list(_close_names(name, pool))
+    key = (name, pool)
+    found = budget.found.get(key)
+    if found is None:
+        if budget.left < len(pool):
+            budget.left = 0
+            return []
+        budget.left -= len(pool)
+        found = budget.found[key] = _close_names(name, pool)
+    return list(found)
+
+
+def _close_names(name: str, pool: tuple[str, ...]) -> tuple[str, ...]:
+    import difflib  # here, not at import: only a file with a mistake needs it
+
+    return tuple(difflib.get_close_matches(name, pool, n=3, cutoff=0.6))
+
+
+SUGGESTION_BUDGET = 50_000  # comparisons of a name with a candidate, in one check: well under a second
+
+
+class _Budget:
+    def __init__(self, comparisons: int) -> None:
+        self.left = comparisons
+        self.found: dict[tuple[str, tuple[str, ...]], tuple[str, ...]] = {}
+
+
+_budget: ContextVar[_Budget | None] = ContextVar("statewright_suggestion_budget", default=None)
+
+
+@contextmanager
+def suggestion_budget(comparisons: int = SUGGESTION_BUDGET) -> Iterator[None]:
+    """What close_names may spend while the block runs (one check of one file); its own in each thread
+    and task."""
+    token = _budget.set(_Budget(comparisons))
+    try:
+        yield
+    finally:
+        _budget.reset(token)
+
+
 def quoted_list(names: Iterable[str], limit: int = 8, last: str = "and") -> str:
     """Names for a message, quoted: `'a', 'b' and 'c'` (or `... or 'c'` with last="or"); past `limit` of
     them, the first `limit` and how many more."""
-    quoted = [f"'{n}'" for n in names]
-    if len(quoted) > limit:
-        quoted = [*quoted[:limit], f"{len(quoted) - limit} more"]
+    rest = iter(names)
+    shown = list(itertools.islice(rest, limit + 1))  # the rest are only counted: a help text per mistake
+    if len(shown) > limit:  # may list thousands of states
+        total = len(names) if isinstance(names, Sized) else len(shown) + sum(1 for _ in rest)
+        quoted = [*(f"'{n}'" for n in shown[:limit]), f"{total - limit} more"]
+    else:
+        quoted = [f"'{n}'" for n in shown]
     if len(quoted) < 2:
         return "".join(quoted)
     return ", ".join(quoted[:-1]) + f" {last} " + quoted[-1]

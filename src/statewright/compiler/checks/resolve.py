@@ -8,13 +8,12 @@ Each declaration kind gets one table; the first declaration of a name wins and l
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Iterable
 from dataclasses import field
 from typing import Any
 
-from ...diagnostics import Diagnostics, Span, did_you_mean, quoted_list
+from ...diagnostics import Diagnostics, Span, close_names, did_you_mean, quoted_list
 from ...grammar import ast
 from ...grammar.node import Node
 from ...runtime.tool_signatures import STD_TOOLS
@@ -40,7 +39,7 @@ def closest(name: str, candidates: Iterable[str]) -> str | None:
     A misspelled reference counts as a use of the name it most likely meant, so one typo does not also
     produce an 'unused' warning for the declaration it was meant to reach.
     """
-    close = difflib.get_close_matches(name, sorted(set(candidates)), n=1, cutoff=0.6)
+    close = close_names(name, candidates)
     return close[0] if close else None
 
 
