@@ -224,3 +224,54 @@ def test_every_other_template_is_jinjas_to_read(text: str) -> None:
     from statewright.grammar import ast
 
     assert template_source._parse_simple(ast.String(text, False, None), text) is None
+
+
+def _elif_chain(branches: int, last: str) -> str:
+    """A template of `branches` `elif`s after an `if`, each testing that `s1` ran, then `last`."""
+    chain = "".join(f"{{% elif s1.output and s1.output.f0 == {i} %}}{{{{ s1.output.f0 }}}}" for i in range(branches))
+    return f"""machine m {{
+    input topic: str
+    agent a {{ prompt "p" }}
+    type R {{ f0: int }}
+    start state s0 {{
+        agent a
+        do "go"
+        output R
+        when output.f0 > 1 -> s1
+        -> s2
+    }}
+    state s1 {{
+        agent a
+        do "x"
+        output R
+        -> s2
+    }}
+    state s2 {{
+        agent a
+        do \"\"\"{{% if s1.output == none %}}none{chain}{last}{{% endif %}}\"\"\"
+        -> done
+    }}
+    final state done
+}}
+"""
+
+
+@pytest.mark.parametrize("last, warned", [("", 0), ("{% else %}{{ s1.output.f0 }}", 0),
+                                          ("{% elif topic %}{{ s1.output.f0 }}", 0)])
+def test_each_branch_of_a_long_elif_chain_is_narrowed_by_the_tests_before_it(last: str, warned: int) -> None:
+    """Every branch after `if s1.output == none` knows s1 ran, the thousandth as the first (the tests
+    before a branch are worked out once per block, not once per read)."""
+    diagnostics = check_text(_elif_chain(1000, last), "chain.fsm").diagnostics
+    assert [d.code for d in diagnostics if d.code == "SW4014"] == ["SW4014"] * warned
+    assert not [d for d in diagnostics if d.severity.value == "error"]
+
+
+def test_a_read_in_the_if_body_of_a_none_test_is_not_narrowed() -> None:
+    text = _elif_chain(3, "").replace("{% if s1.output == none %}none", "{% if s1.output == none %}{{ s1.output.f0 }}")
+    assert [d.code for d in check_text(text, "chain.fsm").diagnostics if d.code == "SW4014"] == ["SW4014"]
+
+
+def test_the_else_of_a_long_elif_chain_that_never_tests_for_none_is_warned() -> None:
+    text = _elif_chain(1000, "{% else %}{{ s1.output.f0 }}").replace("{% if s1.output == none %}none",
+                                                                       "{% if topic == 'a' %}a")
+    assert [d.code for d in check_text(text, "chain.fsm").diagnostics if d.code == "SW4014"] == ["SW4014"]

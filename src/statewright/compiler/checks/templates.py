@@ -208,8 +208,51 @@ def none_tests(node: nodes.Node, value: bool, memo: dict[tuple[int, bool], set[s
     return set()
 
 
+class IfBranches:
+    """One `{% if %}` block's branches: which one each node directly inside it is in, and what the tests
+    before a branch show once they are all false (worked out once per block, so that a read in the last
+    of n `elif`s costs no walk over the n before it)."""
+
+    def __init__(self, node: nodes.If) -> None:
+        self.node = node
+        self.tests = [node.test, *(e.test for e in node.elif_)]
+        self.branch = {id(c): -1 for c in node.body}  # -1: the `if` body; k: `elif` k; else past them
+        self.branch.update((id(e), k) for k, e in enumerate(node.elif_))
+        self._none_false: list[set[str]] = []  # [k]: none_tests false of tests 0..k
+        self._variants_false: list[dict[str, frozenset[str]]] = []
+
+    def of(self, child: nodes.Node) -> int:
+        """-1 for the `if` body, k for `elif` k, the number of `elif`s for the `else` body."""
+        return self.branch.get(id(child), len(self.node.elif_))
+
+    def none_false(self, upto: int, memo: dict[tuple[int, bool], set[str]] | None) -> set[str]:
+        """The paths shown there once tests 0..upto are all false."""
+        while len(self._none_false) <= upto:
+            before = self._none_false[-1] if self._none_false else set()
+            self._none_false.append(before | none_tests(self.tests[len(self._none_false)], False, memo))
+        return self._none_false[upto]
+
+    def variants_false(self, upto: int, paths: dict[str, tuple[str, ...]]) -> dict[str, frozenset[str]]:
+        """What tests 0..upto all false show about which variants paths are."""
+        while len(self._variants_false) <= upto:
+            before = self._variants_false[-1] if self._variants_false else {}
+            test = self.tests[len(self._variants_false)]
+            self._variants_false.append(merge_variant_tests(before, variant_tests(test, False, paths)))
+        return self._variants_false[upto]
+
+
+def if_branches(node: nodes.If, cache: dict[int, IfBranches] | None) -> IfBranches:
+    if cache is None:
+        return IfBranches(node)
+    found = cache.get(id(node))
+    if found is None:
+        found = cache[id(node)] = IfBranches(node)
+    return found
+
+
 def _narrowed(node: nodes.Node, parents: dict[int, nodes.Node],
-              memo: dict[tuple[int, bool], set[str]] | None = None) -> set[str]:
+              memo: dict[tuple[int, bool], set[str]] | None = None,
+              blocks: dict[int, IfBranches] | None = None) -> set[str]:
     """The paths the tests around `node` show to be there: the conditions of the `if`
     blocks and inline `if`s it sits in (negated in `elif` and `else`), and the left side of an `and` or
     `or` it is the right side of. A macro's body is not narrowed by where the macro is written."""
@@ -218,13 +261,12 @@ def _narrowed(node: nodes.Node, parents: dict[int, nodes.Node],
     parent = parents.get(id(child))
     while parent is not None and not isinstance(parent, (nodes.Macro, nodes.CallBlock)):
         if isinstance(parent, nodes.If) and child is not parent.test:
-            if any(c is child for c in parent.body):
+            block = if_branches(parent, blocks)
+            branch = block.of(child)
+            if branch < 0:
                 shown |= none_tests(parent.test, True, memo)
             else:
-                tests = [parent.test, *(e.test for e in parent.elif_)]
-                later = next((k for k, e in enumerate(parent.elif_) if e is child), len(parent.elif_))
-                for test in tests[: later + 1]:
-                    shown |= none_tests(test, False, memo)
+                shown |= block.none_false(branch, memo)
         elif isinstance(parent, nodes.CondExpr) and child is not parent.test:
             shown |= none_tests(parent.test, child is parent.expr1, memo)
         elif isinstance(parent, nodes.And) and child is parent.right:
@@ -261,6 +303,7 @@ class _TemplateChecker:
         self.diags = diags
         self.flow = flow
         self.memo: dict[tuple[int, bool], set[str]] = {}  # the none tests of one template's conditions
+        self.blocks: dict[int, IfBranches] = {}  # and its `if` blocks' branches
         self.local: dict[str, TypeLike] = {}
         # the variant types templates may test with `is`, and each variant output's variants by path
         self.variant_names = frozenset(symbols.variant_types())
@@ -289,6 +332,7 @@ class _TemplateChecker:
         tree = parsed.tree
         assert tree is not None
         self.memo = {}
+        self.blocks = {}
         index = parsed.index or tree_index(tree)
         helpers_known = True
         if not parsed.simple:  # text and dotted names load nothing, call no helper and hold no constant
@@ -527,13 +571,12 @@ class _TemplateChecker:
         paths = self.variant_paths
         while parent is not None and not isinstance(parent, (nodes.Macro, nodes.CallBlock)):
             if isinstance(parent, nodes.If) and child is not parent.test:
-                if any(c is child for c in parent.body):
+                block = if_branches(parent, self.blocks)
+                branch = block.of(child)
+                if branch < 0:
                     shown = merge_variant_tests(shown, variant_tests(parent.test, True, paths))
                 else:
-                    tests = [parent.test, *(e.test for e in parent.elif_)]
-                    later = next((k for k, e in enumerate(parent.elif_) if e is child), len(parent.elif_))
-                    for test in tests[: later + 1]:
-                        shown = merge_variant_tests(shown, variant_tests(test, False, paths))
+                    shown = merge_variant_tests(shown, block.variants_false(branch, paths))
             elif isinstance(parent, nodes.CondExpr) and child is not parent.test:
                 shown = merge_variant_tests(shown, variant_tests(parent.test, child is parent.expr1, paths))
             elif isinstance(parent, nodes.And) and child is parent.right:
@@ -573,7 +616,7 @@ class _TemplateChecker:
                     parsed: ParsedTemplate, shown: str) -> None:
         """SW4014 for a field or item read from an optional value that no test around it shows is there."""
         path = jinja_path(node)
-        if path is not None and path in _narrowed(node, parents, self.memo):
+        if path is not None and path in _narrowed(node, parents, self.memo, self.blocks):
             return
         call = parents.get(id(read))
         whole = call if isinstance(call, nodes.Call) and call.node is read else read  # `x.f()`, not `x.f`
@@ -601,7 +644,7 @@ class _TemplateChecker:
             return
         if state == reader and template in ("result", "fail") and self._does_work(reader):
             return  # a final state's result and reason are rendered after its own step
-        if f"{state}.output" in _narrowed(output, parents, self.memo):
+        if f"{state}.output" in _narrowed(output, parents, self.memo, self.blocks):
             return
         assert use is not None
         shown = parsed.node_span(use.iter if isinstance(use, nodes.For) else use)
