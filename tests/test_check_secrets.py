@@ -131,6 +131,25 @@ def test_keys_written_into_the_spec_are_noticed_outside_test_blocks() -> None:
     assert not any("Bearer authentication" in text for _, _, text in diagnostics)
 
 
+def test_each_of_many_references_in_one_value_points_at_its_own_name() -> None:
+    # escapes before and between them: the offsets of the value are not those of its source
+    value = '"\\u0041 ${KEY} ' + " \\t".join(f"${{NOPE{i}}}" for i in range(1000)) + ' ${bad-"'
+    diagnostics = found(http_tool(f'headers {{ "X-Test" {value} }}'))
+    unknown = [text for code, _, text in diagnostics if code == "SW2040"]
+    assert unknown == [f"NOPE{i}" for i in range(1000)]
+    assert ("SW2042", "'${bad-' is not a secret reference", "${bad-") in diagnostics
+
+
+def test_each_of_many_secret_references_in_a_text_is_reported_where_it_is() -> None:
+    text = "\\n".join(["${KEY}"] * 1000)
+    source = http_tool('headers { "X-Test" "${KEY}" }').replace(
+        "    final state done\n", f'    final state done\n    agent w {{\n        prompt "{text}"\n    }}\n')
+    comp = check_text(source, "s.fsm")
+    spans = [d.span for d in comp.diagnostics if d.code == "SW7042" and d.span is not None]
+    assert [s.text for s in spans] == ["${KEY}"] * 1000
+    assert len({s.start for s in spans}) == 1000
+
+
 @pytest.mark.parametrize("broken", [
     "secrets [1]", 'secrets ["KEY"]', "secrets [KEY", "headers { A }", 'headers { A "x" B }', "headers {",
     'query { "a": }', "secrets", 'headers "x"', "query [a]",

@@ -57,6 +57,60 @@ def test_check_reports_every_error_with_position_code_and_help(broken: Path, cap
     assert "= help:" in out
 
 
+def _columns(text: str) -> int:
+    """The terminal columns `text` takes (wide characters two, combining ones none)."""
+    import unicodedata
+
+    return sum(0 if unicodedata.combining(c) or unicodedata.category(c) in ("Mn", "Me", "Cf")
+               else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def _shown(out: str, line: int) -> tuple[str, str]:
+    """The source line and the caret line of the one diagnostic printed, without their gutters."""
+    lines = out.split("\n")
+    text = next(i for i, row in enumerate(lines) if row.startswith(f"{line} | "))
+    return lines[text][len(f"{line} | "):], lines[text + 1][len(f"{' ' * len(str(line))} | "):]
+
+
+@pytest.mark.parametrize("where", ["start", "middle", "end"])
+@pytest.mark.parametrize("pad", ["x", "漢字", "a😀é\u0301\t"])  # wide, emoji, combining and tab characters
+def test_a_long_source_line_is_shown_as_a_window_with_the_carets_under_the_span(
+        where: str, pad: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    before, after = {"start": (1, 400), "middle": (200, 200), "end": (400, 1)}[where]
+    spec = tmp_path / "long.fsm"
+    spec.write_text(BROKEN.replace("Write about {{ topc }}.", f"{pad * before} {{{{ topc }}}} {pad * after}"),
+                    encoding="utf-8")
+    assert main(["check", str(spec)]) == 1
+    shown, carets = _shown(capsys.readouterr().out, 8)
+    assert _columns(shown) <= 120
+    assert shown.startswith("…") == (where != "start") and shown.endswith("…") == (where != "end")
+    # the carets stand under 'topc', counted in terminal columns
+    column = _columns(shown[:shown.index("topc")])
+    assert carets == " " * column + "^^^^ not in scope"
+    assert "\t" not in shown  # a tab is shown as one space, as in a line that fits
+
+
+def test_a_source_line_that_fits_is_shown_whole(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = tmp_path / "short.fsm"
+    spec.write_text(BROKEN.replace("Write about", "漢字 " + "x" * 90), encoding="utf-8")
+    assert main(["check", str(spec)]) == 1
+    shown, carets = _shown(capsys.readouterr().out, 8)
+    assert shown == '        do "漢字 ' + "x" * 90 + ' {{ topc }}."'
+    assert carets == " " * _columns(shown[:shown.index("topc")]) + "^^^^ not in scope"
+
+
+def test_many_diagnostics_on_one_long_line_print_a_window_each(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    spec = tmp_path / "many.fsm"
+    spec.write_text(BROKEN.replace("{{ topc }}", " ".join(f"{{{{ nope{i} }}}}" for i in range(500))),
+                    encoding="utf-8")
+    assert main(["check", str(spec)]) == 1
+    out = capsys.readouterr().out
+    rows = [row for row in out.split("\n") if row.startswith("8 | ")]
+    assert len(rows) == 500 and max(_columns(row) for row in rows) <= len("8 | ") + 120
+    assert all(f"nope{i} " in row for i, row in enumerate(rows))
+
+
 def test_check_json_form(broken: Path, capsys) -> None:
     assert main(["check", "--format", "json", str(broken)]) == 1
     doc = json.loads(capsys.readouterr().out)

@@ -226,6 +226,18 @@ def test_a_pattern_error_points_into_the_pattern() -> None:
     assert diag.span is not None and diag.span.text == "(?="
 
 
+def test_each_of_many_features_of_a_long_pattern_points_at_its_own_characters() -> None:
+    pattern = "a^" * 2000  # a '^' every second character: 2,000 warnings in one literal
+    comp = api.check_text('machine m {\n  type T {\n    x: str matches """' + pattern + '"""\n  }\n'
+                          '  agent a { prompt "p" }\n  start state s { agent a do "x" output T -> d }\n'
+                          '  final state d\n}\n', "m.fsm")
+    assert comp.source is not None
+    first = comp.source.text.index('"""') + 3
+    spans = [d.span for d in comp.diagnostics if d.label == "'^' inside the pattern" and d.span is not None]
+    assert [s.text for s in spans] == ["^"] * 2000
+    assert [s.start - first for s in spans] == list(range(1, 4000, 2))
+
+
 def test_check_stays_off_pydantic_without_patterns_and_uses_only_its_core_with_them(tmp_path: Path) -> None:
     import subprocess
 

@@ -366,3 +366,43 @@ machine m {
 def test_is_narrows_like_a_none_test(guard: str, codes: list[str]) -> None:
     found = [d.code for d in api.check_text(NARROWING.replace("GUARD", guard), "m.fsm").diagnostics]
     assert found == codes
+
+
+def many_variants(n: int) -> str:
+    """A machine whose one typed state offers n variant types, and a test block that gets the last one."""
+    types = "".join(f"    type V{i} {{\n        x{i}: int\n    }}\n" for i in range(n))
+    return f"""machine wide {{
+{types}    agent a {{
+        prompt "p"
+    }}
+    start state s {{
+        agent a
+        do "go"
+        output {' | '.join(f'V{i}' for i in range(n))}
+        when output is V{n - 1} and output.x{n - 1} == 7 -> last
+        -> done
+    }}
+    final state last
+    final state done
+    test "the last variant" {{
+        reply s {{
+            x{n - 1} 7
+        }}
+        expect path [s, last]
+    }}
+}}
+"""
+
+
+# 3,000: past what Python's parser takes as one `A | B | ...` chain (a few seconds to import: slow)
+@pytest.mark.parametrize("n", [200, pytest.param(3000, marks=pytest.mark.slow)])
+def test_a_runner_for_thousands_of_variants_compiles_imports_and_passes_its_selftest(n: int, tmp_path: Path) -> None:
+    spec = tmp_path / "wide.fsm"
+    spec.write_text(many_variants(n), encoding="utf-8")
+    runner = compile_runner(spec, tmp_path / "wide_runner.py")
+    selftest = runner_process(sys.executable, runner, "--selftest", cwd=tmp_path)
+    assert selftest.returncode == 0, selftest.stdout + selftest.stderr
+    module = import_runner(runner, f"wide_runner_{n}")
+    # the union the model is offered holds every variant, in the spec's order
+    assert list(module.SOutput.model_fields["value"].annotation.__args__) == [
+        getattr(module, f"V{i}Variant") for i in range(n)]

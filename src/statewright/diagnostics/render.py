@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+import bisect
+import unicodedata
 from collections.abc import Sequence
+from functools import lru_cache
 
 from .diagnostic import Diagnostic, Severity
+
+# The most terminal columns of a source line a diagnostic shows. A longer line is cut to a window around
+# the span, with "…" where text is left out (as rustc and ruff do): printing all of it again for every
+# diagnostic on it made the output of n diagnostics on one line grow as n times its length.
+SOURCE_WIDTH = 120
+# How many columns of the line a cut window keeps before the span, to read it in.
+SOURCE_CONTEXT = SOURCE_WIDTH // 3
+ELLIPSIS = "\u2026"
 
 # ANSI styles for text on a terminal (SGR parameters), as rustc colours its diagnostics.
 _STYLES = {
@@ -39,22 +50,74 @@ def render_text(diag: Diagnostic, *, color: bool = False) -> str:
         lines.append(f"  {paint('-->', 'frame', color)} {span.path}:{start.line}:{start.column}")
         source_line = span.source.line_text(start.line)
         gutter = " " * len(str(start.line))
-        shown = source_line.expandtabs(1)  # one column per character keeps carets aligned
-        bar = paint("|", "frame", color)
-        lines.append(f"{gutter} {bar}")
-        lines.append(f"{paint(str(start.line), 'frame', color)} {bar} {shown}")
         if end.line == start.line:
             width = max(1, end.column - start.column)
         else:
             width = max(1, len(source_line) - start.column + 1)
-        marks = "^" * width + (f" {diag.label}" if diag.label else "")
-        lines.append(f"{gutter} {bar} {' ' * (start.column - 1)}{paint(marks, severity, color)}")
+        shown, pad, carets = _shown_line(source_line, start.column - 1, width)
+        bar = paint("|", "frame", color)
+        lines.append(f"{gutter} {bar}")
+        lines.append(f"{paint(str(start.line), 'frame', color)} {bar} {shown}")
+        marks = "^" * carets + (f" {diag.label}" if diag.label else "")
+        lines.append(f"{gutter} {bar} {' ' * pad}{paint(marks, severity, color)}")
     equals = paint("=", "frame", color)
     for note in diag.notes:
         lines.append(f"{gutter} {equals} {paint('note', 'help', color)}: {note}")
     if diag.help:
         lines.append(f"{gutter} {equals} {paint('help', 'help', color)}: {diag.help}")
     return "\n".join(lines)
+
+
+def _shown_line(line: str, first: int, count: int) -> tuple[str, int, int]:
+    """The part of a source line to show for the characters [first, first + count) (positions past its end
+    count one column each), the columns before the carets and the number of carets.
+
+    Columns are terminal columns: a wide (East Asian) character takes two, a combining one none, a tab
+    one (it is shown as a space, so carets stay aligned). A line of at most SOURCE_WIDTH columns is shown
+    whole; a longer one is cut to SOURCE_WIDTH columns, from its start when the span ends in the first
+    ones, else from SOURCE_CONTEXT columns before the span (less when that would end short of the line's
+    end), never through a wide character."""
+    n = len(line)
+    cols = _columns(line)
+
+    def col(i: int) -> int:
+        return cols[min(i, n)] + max(0, i - n)
+
+    left, right = col(first), col(first + count)
+    if cols[n] <= SOURCE_WIDTH:
+        return line.replace("\t", " "), left, max(1, right - left)
+    if right <= SOURCE_WIDTH - 1:
+        a = 0
+    else:
+        a = bisect.bisect_left(cols, max(0, min(left - SOURCE_CONTEXT, cols[n] - (SOURCE_WIDTH - 1))))
+        while a < min(first, n) and cols[a + 1] == cols[a]:
+            a += 1  # a combining character is shown with the one it combines with, or not at all
+    room = SOURCE_WIDTH - (a > 0)
+    if cols[n] - cols[a] <= room:
+        b = n
+    else:
+        b = bisect.bisect_right(cols, cols[a] + room - 1) - 1
+    shown = (ELLIPSIS if a > 0 else "") + line[a:b].replace("\t", " ") + (ELLIPSIS if b < n else "")
+    visible_end = first + count if b == n else min(first + count, b)
+    return shown, (a > 0) + left - cols[a], max(1, col(visible_end) - left)
+
+
+@lru_cache(maxsize=8)
+def _columns(line: str) -> Sequence[int]:
+    """The terminal column where each character of `line` starts, and one past the last (cached: the
+    diagnostics on one line ask for the same line one after another)."""
+    if line.isascii():
+        return range(len(line) + 1)
+    out = [0]
+    for ch in line:
+        out.append(out[-1] + _char_width(ch))
+    return out
+
+
+def _char_width(ch: str) -> int:
+    if unicodedata.combining(ch) or unicodedata.category(ch) in ("Mn", "Me", "Cf"):
+        return 0
+    return 2 if unicodedata.east_asian_width(ch) in "WF" else 1
 
 
 def render_summary(diags: Sequence[Diagnostic], *, color: bool = False) -> str:

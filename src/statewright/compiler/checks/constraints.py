@@ -169,16 +169,24 @@ def _check_range(c: ast.Constraint, t: ir.Type, owner: str, diags: Diagnostics) 
 # ---- patterns ------------------------------------------------------------------------------------
 
 
-def _pattern_span(pattern: ast.String, start: int, length: int) -> Span:
-    """The span of characters [start, start + length) of a pattern, where the source shows them one for
-    one (a string without escapes on one line); the whole string otherwise."""
+def _pattern_start(pattern: ast.String) -> int | None:
+    """The source offset of a pattern's first character, where the source shows its characters one for
+    one (a string without escapes on one line); None otherwise. Found once per pattern: the comparison
+    reads the whole literal, and a long pattern can have a feature to report every few characters."""
     span = pattern.span
     raw = span.text
     quote = 3 if pattern.triple else 1
     if len(raw) >= 2 * quote and raw[quote:-quote] == pattern.value:
-        offset = span.start + quote + start
-        return span.source.span(offset, offset + max(length, 1))
-    return span
+        return span.start + quote
+    return None
+
+
+def _pattern_span(pattern: ast.String, first: int | None, start: int, length: int) -> Span:
+    """The span of characters [start, start + length) of a pattern whose first character is at source
+    offset `first` (from _pattern_start); the whole string when there is none."""
+    if first is None:
+        return pattern.span
+    return pattern.span.source.span(first + start, first + start + max(length, 1))
 
 
 def pattern_features(text: str) -> Iterator[tuple[int, int, str, str, str]]:
@@ -246,16 +254,18 @@ def check_pattern(pattern: ast.String, diags: Diagnostics) -> bool:
         re.compile(text)
     except re.error as e:
         pos = e.pos if isinstance(e.pos, int) else 0
-        diags.report("SW4024", "not a valid regular expression", _pattern_span(pattern, pos, 1),
+        diags.report("SW4024", "not a valid regular expression",
+                     _pattern_span(pattern, _pattern_start(pattern), pos, 1),
                      label=str(e.msg), help="patterns are regular expressions such as \"^[A-Z]{3}-[0-9]+$\"; "
                      'write them in """triple quotes""" to keep backslashes as they are')
         return False
     usable = True
+    first = _pattern_start(pattern)
     for offset, length, what, severity, help in pattern_features(text):
         code = "SW4024" if severity == "error" else "SW7021"
         message = (f"the pattern uses {what}" if severity == "error"
                    else f"the pattern uses {what}, which not every decoder reads alike")
-        diags.report(code, message, _pattern_span(pattern, offset, length), label=what, help=help)
+        diags.report(code, message, _pattern_span(pattern, first, offset, length), label=what, help=help)
         usable = usable and severity != "error"
     if not usable:
         return False

@@ -143,6 +143,7 @@ def _check_entry_name(what: str, entry: ast.TextEntry, seen: dict[tuple[str, str
 def _check_entry_value(what: str, entry: ast.TextEntry, secrets: set[str], diags: Diagnostics) -> set[str]:
     """The secrets a header or query value puts in; reports references to no secret and unfit text."""
     value = entry.value
+    parts = _PartSpans(value)
     used: set[str] = set()
     literal: list[str] = []
     references = 0
@@ -151,14 +152,14 @@ def _check_entry_value(what: str, entry: ast.TextEntry, secrets: set[str], diags
         if kind == "text":
             literal.append(text)
         elif kind == "malformed":
-            diags.report("SW2042", f"{text!r} is not a secret reference", _part_span(value, start, end),
+            diags.report("SW2042", f"{text!r} is not a secret reference", parts.span(start, end),
                          label="expected ${NAME}",
                          help="write ${NAME} for the secret NAME of this tool, or $${ for the text '${'")
         elif text in secrets:
             used.add(text)
         else:
             used.add(closest(text, secrets) or "")  # a misspelling is a use of what it meant: one problem
-            diags.report("SW2040", f"unknown secret '{text}'", _part_span(value, start + 2, end - 1),
+            diags.report("SW2040", f"unknown secret '{text}'", parts.span(start + 2, end - 1),
                          label="not one of this tool's secrets",
                          help=did_you_mean(text, secrets) or (
                              f"declare it: secrets [{text}] (its secrets are {quoted_list(sorted(secrets))})"
@@ -193,9 +194,10 @@ def _use_secrets_help(name: str) -> str:
 
 
 def _check_text(string: ast.String, declared: set[str], diags: Diagnostics) -> None:
+    parts = _PartSpans(string)
     match = _LITERAL_KEY.search(string.value)
     if match is not None:
-        diags.report("SW7040", "this text looks like a literal key", _part_span(string, *match.span()),
+        diags.report("SW7040", "this text looks like a literal key", parts.span(*match.span()),
                      label="a credential written into the spec",
                      help="a key in the spec is committed with it, written into generated runners and may be "
                           "sent to models; keep it in an environment variable and give it to a tool with "
@@ -203,7 +205,7 @@ def _check_text(string: ast.String, declared: set[str], diags: Diagnostics) -> N
     if declared:
         for kind, text, start, end in secret_template_parts(string.value):
             if kind == "secret" and text in declared:
-                diags.report("SW7042", f"'${{{text}}}' is not replaced here", _part_span(string, start, end),
+                diags.report("SW7042", f"'${{{text}}}' is not replaced here", parts.span(start, end),
                              label="the text is used as written",
                              help="a secret is put in only by std.http_get's 'headers' and 'query', and given "
                                   "to a user tool's 'secrets' parameter; nothing else sees its value")
@@ -242,9 +244,25 @@ def _as_string(value: str, span: Span) -> ast.String:
     return ast.String(value, span is not None and span.text.startswith('"""'), span)
 
 
-def _part_span(string: ast.String, start: int, end: int) -> Span:
-    """The source span of string[start:end), or the whole literal when the two cannot be lined up."""
-    offsets = string_offsets(string) if string.span is not None else None
-    if offsets is None or not 0 <= start < end <= len(string.value):
-        return string.span
-    return string.span.source.span(offsets[start], offsets[end])
+class _PartSpans:
+    """The source spans of parts of one string literal. Its offset table covers the whole literal, so it
+    is built once, for the first part reported, and shared by the rest (a long value can hold thousands
+    of references); a string with nothing to report never builds it."""
+
+    __slots__ = ("_offsets", "_read", "string")
+
+    def __init__(self, string: ast.String) -> None:
+        self.string = string
+        self._offsets: list[int] | None = None
+        self._read = False
+
+    def span(self, start: int, end: int) -> Span:
+        """The source span of string[start:end), or the whole literal when the two cannot be lined up."""
+        string = self.string
+        if not self._read:
+            self._offsets = string_offsets(string) if string.span is not None else None
+            self._read = True
+        offsets = self._offsets
+        if offsets is None or not 0 <= start < end <= len(string.value):
+            return string.span
+        return string.span.source.span(offsets[start], offsets[end])

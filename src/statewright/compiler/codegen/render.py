@@ -135,6 +135,9 @@ class _RunnerView:
         self.version = version
         self.sha256 = hashlib.sha256(source_text.encode("utf-8")).hexdigest()
         self.plans = plan_models(machine, reserved_names(index.names))
+        # the branch class of each variant's type, for every annotation of a variant (one table for all of
+        # them: a machine with thousands of variants has as many classes)
+        self.branch_classes = {name: p.class_name for name, p in self.plans.branches.items()}
         self.guard_names = GuardNames.of(machine)
         # Function names avoid the runtime's names and the classes', and the state names (which share
         # SOURCE_MAP with them).
@@ -260,9 +263,8 @@ class _RunnerView:
         lines.append(f"class {plan.class_name}({base}):")
         if plan.title != plan.class_name:
             lines.append(f"{INDENT}model_config = ConfigDict(title={py_string(plan.title)})")
-        branches = {name: p.class_name for name, p in self.plans.branches.items()}
         for f in plan.fields:
-            ann = annotation_source(f.type, self.plans.class_names, branches)
+            ann = annotation_source(f.type, self.plans.class_names, self.branch_classes)
             arguments: list[tuple[str, object]] = []
             if f.optional:
                 arguments.append(("default", None))

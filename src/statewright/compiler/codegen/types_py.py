@@ -24,6 +24,11 @@ _BASEMODEL_ATTRIBUTES = frozenset({
 })
 
 WRAPPER_FIELD = "value"
+# The most options a union annotation chains with `|` in one run. `A | B | C` nests to the left, one
+# level per option, and Python's own parser gives up on a chain a few thousand long (compiling or
+# importing the module is a RecursionError); a longer union is written in parenthesized runs of this
+# many, and runs of runs, which evaluate to the same union in the same order.
+UNION_RUN = 64
 
 
 class NameAllocator:
@@ -218,7 +223,7 @@ def annotation_source(t: ir.Type, class_names: Mapping[str, str], branches: Mapp
         return f"Annotated[{annotation_source(t, class_names, branches)}, Field({arguments})]"
     if isinstance(t, ir.Variant):
         assert branches is not None, "a variant needs its branch classes"
-        return " | ".join(branches[o] for o in t.options)
+        return union_source([branches[o] for o in t.options])
     if isinstance(t, ir.Prim):
         return PRIMITIVE_SOURCE[t.name]
     if isinstance(t, ir.ListOf):
@@ -231,6 +236,16 @@ def annotation_source(t: ir.Type, class_names: Mapping[str, str], branches: Mapp
     if isinstance(t, ir.Named):
         return class_names[t.name]
     raise TypeError(f"not an IR type: {t!r}")
+
+
+def union_source(options: list[str]) -> str:
+    """`A | B | ...` for annotations, nested no deeper than a few UNION_RUN runs however many options
+    there are: `(A | ... | Z) | (A2 | ...) | ...` past UNION_RUN (a union of unions is flat, so this is the
+    same type as the plain chain)."""
+    parts = options
+    while len(parts) > UNION_RUN:
+        parts = ["(" + " | ".join(parts[i:i + UNION_RUN]) + ")" for i in range(0, len(parts), UNION_RUN)]
+    return " | ".join(parts)
 
 
 def constraint_arguments(c: ir.Constraints, t: ir.Type) -> list[tuple[str, str]]:
