@@ -124,7 +124,6 @@ def test_a_file_of_thousands_of_mistakes_stops_suggesting_and_reports_them_all()
 
 def test_suggestions_outside_a_check_are_not_budgeted() -> None:
     from statewright.diagnostics import did_you_mean
-
     from statewright.diagnostics.diagnostic import SUGGESTION_BUDGET
 
     names = [f"field_{i}" for i in range(300)]
