@@ -165,3 +165,24 @@ def test_a_parallel_state_with_thousands_of_branches_records_each_and_knows_what
     branches = compilation.symbols.branches["fan"]
     assert branches == (*((f"a{i}", (f"b{i}",)) for i in range(n)), ("c", ("d", "e")))
     assert compilation.symbols.branch_of["b7"] == "a7" and compilation.symbols.branch_of["e"] == "c"
+
+
+def test_a_type_of_thousands_of_fields_is_read_field_by_field_from_one_table() -> None:
+    """A reply giving every field of a wide type, and a template reading each of them: each field is found
+    in a table of its type made once (each look-up used to walk or rebuild the type's fields, so 6,000
+    fields took six seconds). A field declared twice is the first declaration, constraints included."""
+    n = 6000
+    fields = "".join(f"        f{i}: int\n" for i in range(n - 1))
+    reply = "".join(f"            f{i} {i}\n" for i in range(n))
+    reads = " ".join(f"{{{{ s0.output.f{i} }}}}" for i in range(n))
+    text = (f"machine wide {{\n    type R {{\n{fields}        f{n - 1}: int in 0..5\n        f{n - 1}: str\n    }}\n"
+            '    agent w { prompt "p" }\n'
+            f'    start state s0 {{ agent w  do "x"  output R  when output.f{n - 1} > 1 -> s1  -> s1 }}\n'
+            f'    state s1 {{ agent w  do "{reads} {{{{ s0.output.nope }}}}"  -> done }}\n    final state done\n'
+            f'    test "all" {{\n        reply s0 {{\n{reply}        }}\n        expect path [s0, s1, done]\n    }}\n}}\n')
+    diagnostics = check_text(text, "wide.fsm").diagnostics
+    assert [(d.code, d.message, d.span.text if d.span else "") for d in diagnostics] == [
+        ("SW2001", f"field 'f{n - 1}' is declared twice in type 'R'", f"f{n - 1}"),
+        ("SW2006", "R has no field 'nope'", "nope"),
+        ("SW6002", "the reply for 's0' breaks a constraint of its output type R", str(n - 1)),
+    ]

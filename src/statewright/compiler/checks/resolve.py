@@ -177,6 +177,10 @@ class Symbols(Node, frozen=False):
     # map state -> the types of its index and element names (checker types), recorded by the type check
     # for the template check
     each_names: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # declared type -> the first declaration of each of its fields, and their types, by name: built on the
+    # first look after resolution, as object literals and field reads look up fields one at a time
+    field_tables: dict[str, tuple[dict[str, ast.FieldDecl], dict[str, ir.Type]]] = field(
+        default_factory=dict, compare=False, repr=False)
 
     def known_tool(self, name: str) -> bool:
         return name in self.tools or name in STD_TOOLS
@@ -215,17 +219,25 @@ class Symbols(Node, frozen=False):
 
     def field_decl(self, type_name: str, field: str) -> ast.FieldDecl | None:
         """The first declaration of field `field` in declared type `type_name`."""
-        decl = self.types.get(type_name)
-        return next((f for f in decl.fields if f.name.value == field), None) if decl is not None else None
+        return self._field_table(type_name)[0].get(field)
 
     def fields_of(self, type_name: str) -> dict[str, ir.Type]:
-        decl = self.types.get(type_name)
-        if decl is None:
-            return {}
-        out: dict[str, ir.Type] = {}
-        for f in decl.fields:
-            out.setdefault(f.name.value, self.resolve_type(f.type))
-        return out
+        """The fields of declared type `type_name` and their types, in declaration order (the first
+        declaration of a name); {} for a name that is no declared type. Do not change the dict."""
+        return self._field_table(type_name)[1]
+
+    def _field_table(self, type_name: str) -> tuple[dict[str, ast.FieldDecl], dict[str, ir.Type]]:
+        table = self.field_tables.get(type_name)
+        if table is None:
+            decl = self.types.get(type_name)
+            if decl is None:
+                return {}, {}
+            decls: dict[str, ast.FieldDecl] = {}
+            for f in decl.fields:
+                decls.setdefault(f.name.value, f)  # a duplicate is reported (SW2001); the first is the field
+            table = decls, {name: self.resolve_type(f.type) for name, f in decls.items()}
+            self.field_tables[type_name] = table
+        return table
 
 
 # For each block kind: the setting classes read into its view, each with the view attribute it fills and
