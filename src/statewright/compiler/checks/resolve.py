@@ -275,6 +275,7 @@ class _Resolver:
         self.machine = machine
         self.diags = diags
         self.symbols = Symbols(MachineView())
+        self._test_names: dict[str, TestView] = {}  # the first test of each name
 
     # -- helpers
 
@@ -365,14 +366,14 @@ class _Resolver:
         return view
 
     def _declare_test(self, decl: ast.TestDecl) -> None:
-        for other in self.symbols.tests:
-            if other.decl.name.value == decl.name.value:
-                self.diags.report("SW2001", f"test \"{decl.name.value}\" is declared twice", decl.name.span,
-                                  label="a second test with this name",
-                                  help=f"give each test its own name (the first is at line "
-                                       f"{other.decl.name.span.start_pos.line})")
-                break
+        other = self._test_names.get(decl.name.value)
+        if other is not None:
+            self.diags.report("SW2001", f"test \"{decl.name.value}\" is declared twice", decl.name.span,
+                              label="a second test with this name",
+                              help=f"give each test its own name (the first is at line "
+                                   f"{other.decl.name.span.start_pos.line})")
         view = TestView(decl)
+        self._test_names.setdefault(decl.name.value, view)
         self._read_settings(view, decl.items, _TEST_SETTINGS, f'test "{decl.name.value}"')
         self.symbols.tests.append(view)
 
