@@ -186,3 +186,27 @@ def test_a_type_of_thousands_of_fields_is_read_field_by_field_from_one_table() -
         ("SW2006", "R has no field 'nope'", "nope"),
         ("SW6002", "the reply for 's0' breaks a constraint of its output type R", str(n - 1)),
     ]
+
+
+@pytest.mark.slow
+def test_thousands_of_tests_are_checked_against_the_machine_without_rereading_it_per_test() -> None:
+    """Each test's name is looked up among those before it, and the final states its `expect result` may
+    end in are found once (each test used to compare its name with every earlier test and filter every
+    final state: 5,000 tests and final states took over five seconds)."""
+    n = 5000
+    lines = ["machine many {", '    agent w { prompt "p" }', '    start state s0 { agent w  do "x"  output int',
+             *(f"        when output == {i} -> f{i}" for i in range(n)), "        -> mid }",
+             '    state mid { agent w  do "x"  -> f0 }',
+             *(f'    final state f{i} {{ result "{{{{ s0.output }}}}" }}' for i in range(n)),
+             *(f"    test \"t{i}\" {{ reply s0 {i}  expect path [s0, f{i}]  expect result {i} }}" for i in range(n)),
+             '    test "t7" { reply s0 -1  reply mid "y"  expect path [s0, mid]  expect result -1 }', "}"]
+    first = next(i for i, line in enumerate(lines, 1) if line.startswith('    test "t7"'))
+    diagnostics = check_text("\n".join(lines) + "\n", "many.fsm").diagnostics
+    (twice,) = [d for d in diagnostics if d.code == "SW2001"]
+    assert twice.span is not None and twice.span.start_pos.line == len(lines) - 1
+    assert twice.help == f"give each test its own name (the first is at line {first})"
+    results = [d for d in diagnostics if d.code == "SW6042"]
+    assert [d.span.text if d.span else "" for d in results] == [*(str(i) for i in range(n)), "-1"]
+    assert [d.notes for d in results[:2]] == [("'f0' has a result template",), ("'f1' has a result template",)]
+    assert results[-1].notes == tuple(f"'f{i}' has a result template" for i in range(3))  # it may end in any
+    assert len(diagnostics) == n + 2
