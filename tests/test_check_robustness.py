@@ -210,3 +210,24 @@ def test_thousands_of_tests_are_checked_against_the_machine_without_rereading_it
     assert [d.notes for d in results[:2]] == [("'f0' has a result template",), ("'f1' has a result template",)]
     assert results[-1].notes == tuple(f"'f{i}' has a result template" for i in range(3))  # it may end in any
     assert len(diagnostics) == n + 2
+
+
+@pytest.mark.slow
+def test_thousands_of_branch_states_in_two_branches_and_entries_of_two_parallel_states_are_each_reported() -> None:
+    """Every state two branches reach, and every entry two parallel states list, is one SW3063 at its own
+    place (the states in two branches were gathered again for each transition, and each shared entry was
+    looked for along the whole list)."""
+    n = 2000
+    lines = ["machine shared {", '    agent w { prompt "p" }', '    start state s0 { agent w  do "x"  -> p }',
+             f"    state p {{ parallel [{', '.join(f'a{i}' for i in range(n))}]  -> q }}",
+             f"    state q {{ parallel [{', '.join(f'b{i}' for i in range(n))}, a0, a1]  -> done }}",
+             *(f'    branch state {x}{i} {{ agent w  do "x"  -> c{i} }}' for i in range(n) for x in "ab"),
+             *(f'    branch state c{i} {{ agent w  do "x" }}' for i in range(n)), "    final state done", "}"]
+    diagnostics = check_text("\n".join(lines) + "\n", "shared.fsm").diagnostics
+    assert {d.code for d in diagnostics} == {"SW3063"}
+    shared = [d for d in diagnostics if "is also a branch" in d.message]
+    assert [(d.message, d.span.start_pos.line if d.span else 0) for d in shared] == [
+        (f"branch '{a}' is also a branch of state 'p'", 5) for a in ("a0", "a1")]
+    twice = [d for d in diagnostics if "is in two branches" in d.message]
+    assert [d.message for d in twice] == [f"branch state 'c{i}' is in two branches" for i in range(n)]
+    assert twice[0].label == "reached from 'a0' and from 'b0'"
