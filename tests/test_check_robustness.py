@@ -231,3 +231,20 @@ def test_thousands_of_branch_states_in_two_branches_and_entries_of_two_parallel_
     twice = [d for d in diagnostics if "is in two branches" in d.message]
     assert [d.message for d in twice] == [f"branch state 'c{i}' is in two branches" for i in range(n)]
     assert twice[0].label == "reached from 'a0' and from 'b0'"
+
+
+@pytest.mark.slow
+def test_a_test_expecting_the_output_of_each_of_thousands_of_states_on_its_path_counts_the_path_once() -> None:
+    """How often the expected path visits a state is counted once per test, not once per `expect output`
+    (counted for each, the cost grew with the square of the path)."""
+    n = 8000
+    names = [f"s{i}" for i in range(n)]
+    lines = ["machine chain {", '    agent w { prompt "p" }',
+             *(f'    {"start " if i == 0 else ""}state s{i} {{ agent w  do "x"  -> {(names[i + 1:] or ["done"])[0]} }}'
+               for i in range(n)), "    final state done", '    test "along" {',
+             *(f'        reply s{i} "r"' for i in range(n)), f"        expect path [{', '.join(names)}, done]",
+             *(f'        expect output s{i} "r"' for i in range(n)), f'        expect output s{n - 1} visit 2 "r"',
+             "    }", "}"]
+    diagnostics = check_text("\n".join(lines) + "\n", "chain.fsm").diagnostics
+    assert [(d.code, d.message, d.span.text if d.span else "") for d in diagnostics] == [
+        ("SW7043", f"the expected path visits 's{n - 1}' once", "2")]

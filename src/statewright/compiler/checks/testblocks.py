@@ -9,6 +9,8 @@ skipped.
 
 from __future__ import annotations
 
+from collections import Counter
+
 from ...diagnostics import Diagnostics, did_you_mean, quoted_list
 from ...grammar import ast
 from .. import ir
@@ -49,8 +51,12 @@ def check_tests(symbols: Symbols, diagnostics: Diagnostics) -> None:
             elif isinstance(item, ast.TestTimeout):
                 _check_timeout(item, symbols, diagnostics)
         _check_expectations(test, symbols, diagnostics)
-        for expectation in test.expectations:
-            _check_visit_expectation(expectation, test, symbols, diagnostics)
+        expectations = test.expectations
+        if expectations:
+            # how often the expected path visits each state, counted once for all the test's expectations
+            on_path = Counter(s.value for s in test.expect_path.states) if test.expect_path is not None else None
+            for expectation in expectations:
+                _check_visit_expectation(expectation, on_path, symbols, diagnostics)
         _check_result_can_match(test, symbols, finals, every_final_has_result, diagnostics)
 
 
@@ -294,10 +300,10 @@ def _check_expectations(test: TestView, symbols: Symbols, diags: Diagnostics) ->
                           "'expect output STATE ...' or 'expect failure KIND'")
 
 
-def _check_visit_expectation(item: ast.ExpectOutput | ast.ExpectInstruction, test: TestView, symbols: Symbols,
-                             diags: Diagnostics) -> None:
-    """`expect output` and `expect instruction`: a visit that can happen, of a state that has the thing
-    expected, with a value of its type."""
+def _check_visit_expectation(item: ast.ExpectOutput | ast.ExpectInstruction, on_path: Counter[str] | None,
+                             symbols: Symbols, diags: Diagnostics) -> None:
+    """`expect output` and `expect instruction`: a visit that can happen (`on_path` counts the visits of the
+    test's expected path, if it has one), of a state that has the thing expected, with a value of its type."""
     visit = 1
     if item.visit is not None:
         visit = int(item.visit.value)
@@ -325,8 +331,8 @@ def _check_visit_expectation(item: ast.ExpectOutput | ast.ExpectInstruction, tes
     else:
         _check_expected_output(item, view.name, output_type(view, symbols), view.kind == "agent" and
                                view.output is None, symbols, diags)
-    if test.expect_path is not None:
-        count = sum(1 for state in test.expect_path.states if state.value == name)
+    if on_path is not None:
+        count = on_path[name]
         if count < visit:
             times = {0: f"never visits '{name}'", 1: f"visits '{name}' once"}.get(count,
                                                                             f"visits '{name}' {count} times")
