@@ -174,6 +174,9 @@ class Symbols(Node, frozen=False):
     # branch); recorded from the machine's flow (checks/fanout.py) before the type checks read it
     branches: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = field(default_factory=dict)
     branch_of: dict[str, str] = field(default_factory=dict)  # branch state -> the entry of its branch
+    # parallel state -> the type of its output, worked out from its branches on the first read of it (each
+    # read of `STATE.output` asks for it again)
+    parallel_outputs: dict[str, ir.Type] = field(default_factory=dict, compare=False, repr=False)
     # map state -> the types of its index and element names (checker types), recorded by the type check
     # for the template check
     each_names: dict[str, dict[str, Any]] = field(default_factory=dict)
