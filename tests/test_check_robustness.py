@@ -264,3 +264,19 @@ def test_the_output_of_a_parallel_state_of_a_thousand_branches_read_by_a_thousan
     diagnostics = check_text("\n".join(lines) + "\n", "fan.fsm").diagnostics
     assert [(d.code, d.message, d.span.text if d.span else "") for d in diagnostics] == [
         ("SW2006", "R has no field 'nope'", "nope")]
+
+
+@pytest.mark.slow
+def test_each_state_of_a_cycle_of_thousands_with_no_way_out_is_reported_with_the_cycle_named_once() -> None:
+    """Every state of a cycle no run leaves is an SW3005 whose note names the cycle, made once for the
+    cycle (it was made again for each of its states: 7,000 states took six seconds)."""
+    n = 7000
+    lines = ["machine loop {", '    agent w { prompt "p" }',
+             *(f'    {"start " if i == 0 else ""}state s{i} {{ agent w  do "x"  -> s{(i + 1) % n} }}' for i in range(n)),
+             "    final state done", "}"]
+    diagnostics = check_text("\n".join(lines) + "\n", "loop.fsm").diagnostics
+    stuck = [d for d in diagnostics if d.code == "SW3005"]
+    assert [d.message for d in stuck] == [f"no final state can be reached from 's{i}'" for i in range(n)]
+    names = ", ".join(f"'s{i}'" for i in range(12))  # the first twelve, as messages cut lists of states
+    assert {d.notes for d in stuck} == {(f"from here the run ends up going round {names} and {n - 12} more",)}
+    assert [d.code for d in diagnostics if d.code != "SW3005"] == ["SW3008", "SW7004"]  # the cycle; done
