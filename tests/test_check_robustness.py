@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from statewright.api import check_text
 from statewright.grammar.parser import MAX_FILE_CHARS
 
@@ -133,3 +135,148 @@ def test_recursive_types_are_reported_as_a_plain_search_reports_them() -> None:
         compilation = check_text("\n".join(lines) + "\n", "types.fsm")
         got = [(d.message, d.label) for d in compilation.diagnostics if d.code == "SW4009"]
         assert got == _first_cycles(edges), "\n".join(lines)
+
+
+def _wide_parallel(n: int) -> str:
+    """One parallel state with `n` branches of two states (a{i} -> b{i}) and one that forks (c -> d or e),
+    then a state whose instruction reads the first, the last and the forked branches' outputs."""
+    lines = ["machine wide {", "    type R {", "        ok: bool", "    }", '    agent w { prompt "p" }',
+             '    start state go { agent w  do "x"  -> fan }',
+             f"    state fan {{ parallel [{', '.join(f'a{i}' for i in range(n))}, c]  join all  -> after }}"]
+    for i in range(n):
+        lines += [f'    branch state a{i} {{ agent w  do "x"  output R  -> b{i} }}',
+                  f'    branch state b{i} {{ agent w  do "x" }}']
+    lines += ['    branch state c { agent w  do "x"  output R  when output.ok -> d  otherwise -> e }',
+              '    branch state d { agent w  do "x"  output R }', '    branch state e { agent w  do "x" }',
+              (f'    state after {{ agent w  do "{{{{ a0.output.ok }}}} {{{{ b{n - 1}.output }}}} '
+               '{{ c.output.ok }} {{ d.output.ok }}"  -> done }'), "    final state done", "}"]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.slow
+def test_a_parallel_state_with_thousands_of_branches_records_each_and_knows_what_its_join_ran() -> None:
+    """Each branch's states are found once for the whole machine (a scan of every state per branch made
+    5,000 branches take over five seconds): every branch is recorded with its ends, and after `join all`
+    each state that every path through its branch passes has surely run, the others not."""
+    n = 5000
+    compilation = check_text(_wide_parallel(n), "wide.fsm")
+    assert [(d.code, d.span.text if d.span else "") for d in compilation.diagnostics] == [("SW4014", "d.output.ok")]
+    assert compilation.symbols is not None
+    branches = compilation.symbols.branches["fan"]
+    assert branches == (*((f"a{i}", (f"b{i}",)) for i in range(n)), ("c", ("d", "e")))
+    assert compilation.symbols.branch_of["b7"] == "a7" and compilation.symbols.branch_of["e"] == "c"
+
+
+def test_a_type_of_thousands_of_fields_is_read_field_by_field_from_one_table() -> None:
+    """A reply giving every field of a wide type, and a template reading each of them: each field is found
+    in a table of its type made once (each look-up used to walk or rebuild the type's fields, so 6,000
+    fields took six seconds). A field declared twice is the first declaration, constraints included."""
+    n = 6000
+    fields = "".join(f"        f{i}: int\n" for i in range(n - 1))
+    reply = "".join(f"            f{i} {i}\n" for i in range(n))
+    reads = " ".join(f"{{{{ s0.output.f{i} }}}}" for i in range(n))
+    text = (f"machine wide {{\n    type R {{\n{fields}        f{n - 1}: int in 0..5\n        f{n - 1}: str\n    }}\n"
+            '    agent w { prompt "p" }\n'
+            f'    start state s0 {{ agent w  do "x"  output R  when output.f{n - 1} > 1 -> s1  -> s1 }}\n'
+            f'    state s1 {{ agent w  do "{reads} {{{{ s0.output.nope }}}}"  -> done }}\n    final state done\n'
+            f'    test "all" {{\n        reply s0 {{\n{reply}        }}\n        expect path [s0, s1, done]\n    }}\n}}\n')
+    diagnostics = check_text(text, "wide.fsm").diagnostics
+    assert [(d.code, d.message, d.span.text if d.span else "") for d in diagnostics] == [
+        ("SW2001", f"field 'f{n - 1}' is declared twice in type 'R'", f"f{n - 1}"),
+        ("SW2006", "R has no field 'nope'", "nope"),
+        ("SW6002", "the reply for 's0' breaks a constraint of its output type R", str(n - 1)),
+    ]
+
+
+@pytest.mark.slow
+def test_thousands_of_tests_are_checked_against_the_machine_without_rereading_it_per_test() -> None:
+    """Each test's name is looked up among those before it, and the final states its `expect result` may
+    end in are found once (each test used to compare its name with every earlier test and filter every
+    final state: 5,000 tests and final states took over five seconds)."""
+    n = 5000
+    lines = ["machine many {", '    agent w { prompt "p" }', '    start state s0 { agent w  do "x"  output int',
+             *(f"        when output == {i} -> f{i}" for i in range(n)), "        -> mid }",
+             '    state mid { agent w  do "x"  -> f0 }',
+             *(f'    final state f{i} {{ result "{{{{ s0.output }}}}" }}' for i in range(n)),
+             *(f"    test \"t{i}\" {{ reply s0 {i}  expect path [s0, f{i}]  expect result {i} }}" for i in range(n)),
+             '    test "t7" { reply s0 -1  reply mid "y"  expect path [s0, mid]  expect result -1 }', "}"]
+    first = next(i for i, line in enumerate(lines, 1) if line.startswith('    test "t7"'))
+    diagnostics = check_text("\n".join(lines) + "\n", "many.fsm").diagnostics
+    (twice,) = [d for d in diagnostics if d.code == "SW2001"]
+    assert twice.span is not None and twice.span.start_pos.line == len(lines) - 1
+    assert twice.help == f"give each test its own name (the first is at line {first})"
+    results = [d for d in diagnostics if d.code == "SW6042"]
+    assert [d.span.text if d.span else "" for d in results] == [*(str(i) for i in range(n)), "-1"]
+    assert [d.notes for d in results[:2]] == [("'f0' has a result template",), ("'f1' has a result template",)]
+    assert results[-1].notes == tuple(f"'f{i}' has a result template" for i in range(3))  # it may end in any
+    assert len(diagnostics) == n + 2
+
+
+@pytest.mark.slow
+def test_thousands_of_branch_states_in_two_branches_and_entries_of_two_parallel_states_are_each_reported() -> None:
+    """Every state two branches reach, and every entry two parallel states list, is one SW3063 at its own
+    place (the states in two branches were gathered again for each transition, and each shared entry was
+    looked for along the whole list)."""
+    n = 2000
+    lines = ["machine shared {", '    agent w { prompt "p" }', '    start state s0 { agent w  do "x"  -> p }',
+             f"    state p {{ parallel [{', '.join(f'a{i}' for i in range(n))}]  -> q }}",
+             f"    state q {{ parallel [{', '.join(f'b{i}' for i in range(n))}, a0, a1]  -> done }}",
+             *(f'    branch state {x}{i} {{ agent w  do "x"  -> c{i} }}' for i in range(n) for x in "ab"),
+             *(f'    branch state c{i} {{ agent w  do "x" }}' for i in range(n)), "    final state done", "}"]
+    diagnostics = check_text("\n".join(lines) + "\n", "shared.fsm").diagnostics
+    assert {d.code for d in diagnostics} == {"SW3063"}
+    shared = [d for d in diagnostics if "is also a branch" in d.message]
+    assert [(d.message, d.span.start_pos.line if d.span else 0) for d in shared] == [
+        (f"branch '{a}' is also a branch of state 'p'", 5) for a in ("a0", "a1")]
+    twice = [d for d in diagnostics if "is in two branches" in d.message]
+    assert [d.message for d in twice] == [f"branch state 'c{i}' is in two branches" for i in range(n)]
+    assert twice[0].label == "reached from 'a0' and from 'b0'"
+
+
+@pytest.mark.slow
+def test_a_test_expecting_the_output_of_each_of_thousands_of_states_on_its_path_counts_the_path_once() -> None:
+    """How often the expected path visits a state is counted once per test, not once per `expect output`
+    (counted for each, the cost grew with the square of the path)."""
+    n = 8000
+    names = [f"s{i}" for i in range(n)]
+    lines = ["machine chain {", '    agent w { prompt "p" }',
+             *(f'    {"start " if i == 0 else ""}state s{i} {{ agent w  do "x"  -> {(names[i + 1:] or ["done"])[0]} }}'
+               for i in range(n)), "    final state done", '    test "along" {',
+             *(f'        reply s{i} "r"' for i in range(n)), f"        expect path [{', '.join(names)}, done]",
+             *(f'        expect output s{i} "r"' for i in range(n)), f'        expect output s{n - 1} visit 2 "r"',
+             "    }", "}"]
+    diagnostics = check_text("\n".join(lines) + "\n", "chain.fsm").diagnostics
+    assert [(d.code, d.message, d.span.text if d.span else "") for d in diagnostics] == [
+        ("SW7043", f"the expected path visits 's{n - 1}' once", "2")]
+
+
+def test_the_output_of_a_parallel_state_of_a_thousand_branches_read_by_a_thousand_states() -> None:
+    """The type of a parallel state's output is worked out from its branches once, not on every read of
+    it (a thousand states reading the output of a thousand branches took five seconds)."""
+    n = 1000
+    lines = ["machine fan {", "    type R { ok: bool }", '    agent w { prompt "p" }',
+             '    start state s0 { agent w  do "x"  -> par }',
+             f"    state par {{ parallel [{', '.join(f'b{i}' for i in range(n))}]  join all  -> r0 }}",
+             *(f'    branch state b{i} {{ agent w  do "x"  output R }}' for i in range(n)),
+             *(f'    state r{i} {{ agent w  do "{{{{ par.output[{i}].{"nope" if i == n - 1 else "ok"} }}}}"  '
+               f'when par.output[0].ok -> {f"r{i + 1}" if i + 1 < n else "done"}  -> done }}' for i in range(n)),
+             "    final state done", "}"]
+    diagnostics = check_text("\n".join(lines) + "\n", "fan.fsm").diagnostics
+    assert [(d.code, d.message, d.span.text if d.span else "") for d in diagnostics] == [
+        ("SW2006", "R has no field 'nope'", "nope")]
+
+
+@pytest.mark.slow
+def test_each_state_of_a_cycle_of_thousands_with_no_way_out_is_reported_with_the_cycle_named_once() -> None:
+    """Every state of a cycle no run leaves is an SW3005 whose note names the cycle, made once for the
+    cycle (it was made again for each of its states: 7,000 states took six seconds)."""
+    n = 7000
+    lines = ["machine loop {", '    agent w { prompt "p" }',
+             *(f'    {"start " if i == 0 else ""}state s{i} {{ agent w  do "x"  -> s{(i + 1) % n} }}' for i in range(n)),
+             "    final state done", "}"]
+    diagnostics = check_text("\n".join(lines) + "\n", "loop.fsm").diagnostics
+    stuck = [d for d in diagnostics if d.code == "SW3005"]
+    assert [d.message for d in stuck] == [f"no final state can be reached from 's{i}'" for i in range(n)]
+    names = ", ".join(f"'s{i}'" for i in range(12))  # the first twelve, as messages cut lists of states
+    assert {d.notes for d in stuck} == {(f"from here the run ends up going round {names} and {n - 12} more",)}
+    assert [d.code for d in diagnostics if d.code != "SW3005"] == ["SW3008", "SW7004"]  # the cycle; done

@@ -144,10 +144,12 @@ def _check_entries_shared(symbols: Symbols, diags: Diagnostics) -> None:
     for view in symbols.states.values():
         if view.parallel is None:
             continue
-        for entry in dict.fromkeys(n.value for n in view.parallel.branches):
+        listed: dict[str, ast.Name] = {}  # each entry where the state first lists it
+        for n in view.parallel.branches:
+            listed.setdefault(n.value, n)
+        for entry, name in listed.items():
             if entry in owner:
-                span = next(n.span for n in view.parallel.branches if n.value == entry)
-                diags.report("SW3063", f"branch '{entry}' is also a branch of state '{owner[entry]}'", span,
+                diags.report("SW3063", f"branch '{entry}' is also a branch of state '{owner[entry]}'", name.span,
                              label="already another parallel state's branch",
                              help="give each parallel state branches of its own")
             else:
@@ -156,6 +158,7 @@ def _check_entries_shared(symbols: Symbols, diags: Diagnostics) -> None:
 
 def _check_edges(flow: Flow, diags: Diagnostics) -> None:
     """Transitions that leave a branch or enter one from outside, and states two branches reach."""
+    conflicted = {state for state, _, _ in flow.branch_conflicts}
     for i, decl in enumerate(flow.states):
         entry = flow.entry_of[i]
         for t in decl.transitions:
@@ -166,7 +169,6 @@ def _check_edges(flow: Flow, diags: Diagnostics) -> None:
                 continue
             target = flow.states[j]
             parallel = flow.parallel_of[i]
-            conflicted = {state for state, _, _ in flow.branch_conflicts}
             if decl.branch and entry is not None and parallel is not None and j not in conflicted:
                 if not target.branch or (flow.entry_of[j] is not None and flow.entry_of[j] != entry):
                     branch = flow.states[entry].name.value

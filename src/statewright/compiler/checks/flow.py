@@ -340,11 +340,13 @@ class Flow:
             if written is None:
                 continue
             entries: list[int] = []
+            listed: set[int] = set()  # `entries` as a set: a parallel state may list thousands of branches
             for name in written.branches:
                 entry = self.index.get(name.value)
-                if entry is None or entry in entries:
+                if entry is None or entry in listed:
                     continue
                 entries.append(entry)
+                listed.add(entry)
                 self.forks[i].append((entry, ast.Transition("always", name, span=name.span)))
             self.branch_entries[i] = entries
         for parallel, entries in self.branch_entries.items():
@@ -365,10 +367,20 @@ class Flow:
                             queue.append(target)
                         elif self.entry_of[target] != entry:
                             self.branch_conflicts.append((target, self.entry_of[target], entry))  # type: ignore[arg-type]
+        # entry -> the states of its branch, in source order: read per branch, so that no branch scans
+        # every state of the machine
+        self._branch_states: dict[int, list[int]] = {}
+        for i, entry in enumerate(self.entry_of):
+            if entry is not None:
+                self._branch_states.setdefault(entry, []).append(i)
+
+    def branch_states(self, entry: int) -> list[int]:
+        """The states of an entry's branch, in source order (do not change the list)."""
+        return self._branch_states.get(entry, [])
 
     def branch_ends(self, entry: int) -> list[int]:
         """The states of an entry's branch that can end it: those without transitions, in source order."""
-        return [i for i in range(len(self.states)) if self.entry_of[i] == entry and not self.states[i].transitions]
+        return [i for i in self.branch_states(entry) if not self.states[i].transitions]
 
     def _find_joined(self) -> None:
         """The branch states surely run once their parallel state has joined: with `join all`, those every
@@ -381,10 +393,14 @@ class Flow:
             for entry in entries:
                 if self.entry_of[entry] != entry:
                     continue
+                # a state dominates every end when its interval in the dominator tree holds all of theirs:
+                # it starts no later than the first of them and ends no earlier than the last
                 ends = [e for e in self.branch_ends(entry) if self.reachable[e]]
-                for i in range(len(self.states)):
-                    if self.entry_of[i] == entry and self.reachable[i]:
-                        self.joined[i] = i == entry or all(self._dominates(i, e) for e in ends)
+                first = min((self._enter[e] for e in ends), default=len(self.states))
+                last = max((self._leave[e] for e in ends), default=-1)
+                for i in self.branch_states(entry):
+                    if self.reachable[i]:
+                        self.joined[i] = i == entry or (self._enter[i] <= first and last <= self._leave[i])
 
     def _dominates(self, a: int, b: int) -> bool:
         return a == b or (self._enter[a] <= self._enter[b] and self._leave[b] <= self._leave[a])

@@ -197,19 +197,23 @@ def _check_finals_reachable(flow: Flow, diagnostics: Diagnostics) -> None:
         )
         sink_of.append(c if onward is None else sink_of[onward])
     first_final = next(s.name.value for i, s in enumerate(flow.states) if flow.final[i])
+    going_round: dict[int, str] = {}  # sink component -> the note naming its states (each of them is reported)
     for i in range(n):
         if not stuck[i]:
             continue
         name = flow.states[i].name.value
-        sink = components[sink_of[component_of[i]]]
-        sink_names = [flow.states[m].name.value for m in sink]
+        ends_in = sink_of[component_of[i]]
+        sink = components[ends_in]
         if len(sink) == 1 and sink[0] == i:
             note = f"'{name}' only leads back to itself"
         elif len(sink) == 1:
-            note = f"from here the run ends in '{sink_names[0]}', which only leads back to itself"
+            note = f"from here the run ends in '{flow.states[sink[0]].name.value}', which only leads back to itself"
         else:
-            note = f"from here the run ends up going round {quoted_list(sink_names, _SHOWN_NAMES)}"
-        way_out = f"'{sink_names[0]}'" if len(sink) == 1 else "one of those states"
+            if ends_in not in going_round:
+                sink_names = [flow.states[m].name.value for m in sink]
+                going_round[ends_in] = f"from here the run ends up going round {quoted_list(sink_names, _SHOWN_NAMES)}"
+            note = going_round[ends_in]
+        way_out = f"'{flow.states[sink[0]].name.value}'" if len(sink) == 1 else "one of those states"
         dead_ways_out = [f"{_line_of(e.transition)}'{transition_text(e.transition)}' would lead on, but never "
                          "fires" for e in flow.edges[i] if not e.fires and finishes[e.target]]
         if flow.states[i].branch:  # a branch ends in a state without transitions, not in a final state

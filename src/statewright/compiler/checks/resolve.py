@@ -173,9 +173,16 @@ class Symbols(Node, frozen=False):
     # branch); recorded from the machine's flow (checks/fanout.py) before the type checks read it
     branches: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = field(default_factory=dict)
     branch_of: dict[str, str] = field(default_factory=dict)  # branch state -> the entry of its branch
+    # parallel state -> the type of its output, worked out from its branches on the first read of it (each
+    # read of `STATE.output` asks for it again)
+    parallel_outputs: dict[str, ir.Type] = field(default_factory=dict, compare=False, repr=False)
     # map state -> the types of its index and element names (checker types), recorded by the type check
     # for the template check
     each_names: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # declared type -> the first declaration of each of its fields, and their types, by name: built on the
+    # first look after resolution, as object literals and field reads look up fields one at a time
+    field_tables: dict[str, tuple[dict[str, ast.FieldDecl], dict[str, ir.Type]]] = field(
+        default_factory=dict, compare=False, repr=False)
 
     def known_tool(self, name: str) -> bool:
         return name in self.tools or name in STD_TOOLS
@@ -214,17 +221,25 @@ class Symbols(Node, frozen=False):
 
     def field_decl(self, type_name: str, field: str) -> ast.FieldDecl | None:
         """The first declaration of field `field` in declared type `type_name`."""
-        decl = self.types.get(type_name)
-        return next((f for f in decl.fields if f.name.value == field), None) if decl is not None else None
+        return self._field_table(type_name)[0].get(field)
 
     def fields_of(self, type_name: str) -> dict[str, ir.Type]:
-        decl = self.types.get(type_name)
-        if decl is None:
-            return {}
-        out: dict[str, ir.Type] = {}
-        for f in decl.fields:
-            out.setdefault(f.name.value, self.resolve_type(f.type))
-        return out
+        """The fields of declared type `type_name` and their types, in declaration order (the first
+        declaration of a name); {} for a name that is no declared type. Do not change the dict."""
+        return self._field_table(type_name)[1]
+
+    def _field_table(self, type_name: str) -> tuple[dict[str, ast.FieldDecl], dict[str, ir.Type]]:
+        table = self.field_tables.get(type_name)
+        if table is None:
+            decl = self.types.get(type_name)
+            if decl is None:
+                return {}, {}
+            decls: dict[str, ast.FieldDecl] = {}
+            for f in decl.fields:
+                decls.setdefault(f.name.value, f)  # a duplicate is reported (SW2001); the first is the field
+            table = decls, {name: self.resolve_type(f.type) for name, f in decls.items()}
+            self.field_tables[type_name] = table
+        return table
 
 
 # For each block kind: the setting classes read into its view, each with the view attribute it fills and
@@ -262,6 +277,7 @@ class _Resolver:
         self.machine = machine
         self.diags = diags
         self.symbols = Symbols(MachineView())
+        self._test_names: dict[str, TestView] = {}  # the first test of each name
 
     # -- helpers
 
@@ -352,14 +368,14 @@ class _Resolver:
         return view
 
     def _declare_test(self, decl: ast.TestDecl) -> None:
-        for other in self.symbols.tests:
-            if other.decl.name.value == decl.name.value:
-                self.diags.report("SW2001", f"test \"{decl.name.value}\" is declared twice", decl.name.span,
-                                  label="a second test with this name",
-                                  help=f"give each test its own name (the first is at line "
-                                       f"{other.decl.name.span.start_pos.line})")
-                break
+        other = self._test_names.get(decl.name.value)
+        if other is not None:
+            self.diags.report("SW2001", f"test \"{decl.name.value}\" is declared twice", decl.name.span,
+                              label="a second test with this name",
+                              help=f"give each test its own name (the first is at line "
+                                   f"{other.decl.name.span.start_pos.line})")
         view = TestView(decl)
+        self._test_names.setdefault(decl.name.value, view)
         self._read_settings(view, decl.items, _TEST_SETTINGS, f'test "{decl.name.value}"')
         self.symbols.tests.append(view)
 

@@ -9,10 +9,12 @@ skipped.
 
 from __future__ import annotations
 
+from collections import Counter
+
 from ...diagnostics import Diagnostics, did_you_mean, quoted_list
 from ...grammar import ast
 from .. import ir
-from .resolve import LIMIT_NAMES, Symbols, TestView
+from .resolve import LIMIT_NAMES, StateView, Symbols, TestView
 from .typecheck import (
     TypeLike,
     output_type,
@@ -32,8 +34,13 @@ def expected_failures() -> tuple[str, ...]:
 
 def check_tests(symbols: Symbols, diagnostics: Diagnostics) -> None:
     """Check every test block of the machine."""
+    # what each test reads of the whole machine, found once rather than per test
+    required = [name for name, decl in symbols.inputs.items()
+                if decl.default is None and not isinstance(decl.type, ast.OptionalType)]
+    finals = [v for v in symbols.states.values() if v.decl.final]
+    every_final_has_result = all(v.result is not None for v in finals)
     for test in symbols.tests:
-        _check_inputs(test, symbols, diagnostics)
+        _check_inputs(test, symbols, required, diagnostics)
         for item in test.decl.items:
             if isinstance(item, ast.Reply):
                 _check_reply(item, symbols, diagnostics)
@@ -44,12 +51,16 @@ def check_tests(symbols: Symbols, diagnostics: Diagnostics) -> None:
             elif isinstance(item, ast.TestTimeout):
                 _check_timeout(item, symbols, diagnostics)
         _check_expectations(test, symbols, diagnostics)
-        for expectation in test.expectations:
-            _check_visit_expectation(expectation, test, symbols, diagnostics)
-        _check_result_can_match(test, symbols, diagnostics)
+        expectations = test.expectations
+        if expectations:
+            # how often the expected path visits each state, counted once for all the test's expectations
+            on_path = Counter(s.value for s in test.expect_path.states) if test.expect_path is not None else None
+            for expectation in expectations:
+                _check_visit_expectation(expectation, on_path, symbols, diagnostics)
+        _check_result_can_match(test, symbols, finals, every_final_has_result, diagnostics)
 
 
-def _check_inputs(test: TestView, symbols: Symbols, diags: Diagnostics) -> None:
+def _check_inputs(test: TestView, symbols: Symbols, required: list[str], diags: Diagnostics) -> None:
     given: set[str] = set()
     if test.input is not None:
         for entry in ast.object_entries(test.input.values):
@@ -71,8 +82,7 @@ def _check_inputs(test: TestView, symbols: Symbols, diags: Diagnostics) -> None:
                 fits = "its constraints" if p.constraint else f"its type {type_text(want)}"
                 diags.report("SW4006", f"test input '{key}' does not fit {fits}", p.span, label=p.message,
                              help=p.help)
-    missing = [name for name, decl in symbols.inputs.items()
-               if name not in given and decl.default is None and not isinstance(decl.type, ast.OptionalType)]
+    missing = [name for name in required if name not in given]
     if missing:
         span = test.input.span if test.input is not None else test.decl.name.span
         plural = "s" if len(missing) > 1 else ""
@@ -290,10 +300,10 @@ def _check_expectations(test: TestView, symbols: Symbols, diags: Diagnostics) ->
                           "'expect output STATE ...' or 'expect failure KIND'")
 
 
-def _check_visit_expectation(item: ast.ExpectOutput | ast.ExpectInstruction, test: TestView, symbols: Symbols,
-                             diags: Diagnostics) -> None:
-    """`expect output` and `expect instruction`: a visit that can happen, of a state that has the thing
-    expected, with a value of its type."""
+def _check_visit_expectation(item: ast.ExpectOutput | ast.ExpectInstruction, on_path: Counter[str] | None,
+                             symbols: Symbols, diags: Diagnostics) -> None:
+    """`expect output` and `expect instruction`: a visit that can happen (`on_path` counts the visits of the
+    test's expected path, if it has one), of a state that has the thing expected, with a value of its type."""
     visit = 1
     if item.visit is not None:
         visit = int(item.visit.value)
@@ -321,8 +331,8 @@ def _check_visit_expectation(item: ast.ExpectOutput | ast.ExpectInstruction, tes
     else:
         _check_expected_output(item, view.name, output_type(view, symbols), view.kind == "agent" and
                                view.output is None, symbols, diags)
-    if test.expect_path is not None:
-        count = sum(1 for state in test.expect_path.states if state.value == name)
+    if on_path is not None:
+        count = on_path[name]
         if count < visit:
             times = {0: f"never visits '{name}'", 1: f"visits '{name}' once"}.get(count,
                                                                             f"visits '{name}' {count} times")
@@ -351,20 +361,28 @@ def _check_expected_output(item: ast.ExpectOutput, name: str, want: TypeLike, te
                          f"{type_text(want)}", p.span, label=p.message, help=p.help)
 
 
-def _check_result_can_match(test: TestView, symbols: Symbols, diags: Diagnostics) -> None:
+def _check_result_can_match(test: TestView, symbols: Symbols, finals: list[StateView], every_final_has_result: bool,
+                            diags: Diagnostics) -> None:
     """`expect result VALUE` compares typed values: a value that is not text can never equal what a final
-    state's `result` template renders."""
+    state's `result` template renders. `finals` are the machine's final states in source order, and
+    `every_final_has_result` whether each of them has a `result`."""
     if test.expect_result is None or test.expect_failure is not None:
         return
     value = test.expect_result.value
     if value.kind == "str":
         return
-    finals = [v for v in symbols.states.values() if v.decl.final]
+    end: StateView | None = None  # the final state the test expects the run to end in, when it names one
     if test.expect_final is not None:
-        finals = [v for v in finals if v.name == test.expect_final.state.value]
+        end = symbols.states.get(test.expect_final.state.value)
+        if end is None or not end.decl.final:
+            return
     elif test.expect_path is not None and test.expect_path.states:
-        finals = [v for v in finals if v.name == test.expect_path.states[-1].value] or finals
-    if finals and all(v.result is not None for v in finals):
+        end = symbols.states.get(test.expect_path.states[-1].value)
+        if end is not None and not end.decl.final:
+            end = None  # a path that stops short of a final state: the run may end in any of them
+    if end is not None:
+        finals, every_final_has_result = [end], end.result is not None
+    if finals and every_final_has_result:
         written = value.span.text if value.span is not None else ""
         scalar = value.kind in ("int", "float", "bool", "none")
         diags.report("SW6042", "this result can never match: the run's result is text", value.span,

@@ -115,8 +115,12 @@ def output_type(view: StateView, symbols: Symbols) -> TypeLike:
     state that maps over a list, the list of those; for a parallel state, the list of its branches'
     outputs (`list[any]` when the branches end in outputs of different types)."""
     if view.parallel is not None:
-        return ir.ListOf(_as_ir(common_type([branch_output_type(ends, symbols)
-                                             for _, ends in symbols.branches.get(view.name, ())])))
+        found = symbols.parallel_outputs.get(view.name)
+        if found is None:
+            found = ir.ListOf(_as_ir(common_type([branch_output_type(ends, symbols)
+                                                  for _, ends in symbols.branches.get(view.name, ())])))
+            symbols.parallel_outputs[view.name] = found
+        return found
     one = step_output_type(view, symbols)
     return ir.ListOf(_as_ir(one)) if view.each is not None else one
 
