@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -280,3 +281,15 @@ def test_each_state_of_a_cycle_of_thousands_with_no_way_out_is_reported_with_the
     names = ", ".join(f"'s{i}'" for i in range(12))  # the first twelve, as messages cut lists of states
     assert {d.notes for d in stuck} == {(f"from here the run ends up going round {names} and {n - 12} more",)}
     assert [d.code for d in diagnostics if d.code != "SW3005"] == ["SW3008", "SW7004"]  # the cycle; done
+
+
+@pytest.mark.slow
+def test_the_dimension_benchmark_runs_and_ends_with_its_result() -> None:
+    bench = Path(__file__).resolve().parents[1] / "bench" / "dimension_scaling.py"
+    done = subprocess.run([sys.executable, str(bench), "--scale", "0.02", "--repeat", "1"], capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.startswith("RESULT ")
+    result = json.loads(last.removeprefix("RESULT "))
+    assert {"type_chain_exponent", "misspellings_exponent", "targets_met"} <= result.keys()
