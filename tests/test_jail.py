@@ -355,7 +355,10 @@ def test_a_fork_bomb_stops_at_max_processes_and_the_call_ends(workspace: Path) -
     took = time.monotonic() - began
     started, error = json.loads(result["stdout"])
     assert error == errno.EAGAIN  # fork failed inside: "Resource temporarily unavailable"
-    assert 1 <= started <= 16
+    # The limit counts every process of the user: processes of the same user that an earlier test's jail
+    # left exiting free their slots while the bomb runs, so a few more forks than 16 may succeed. Without
+    # the limit, all 1,000 would.
+    assert 1 <= started <= 32
     assert result["timed_out"] is False and took < 20  # the call ended with its main process ...
     assert eventually_none_named(name)  # ... and took every child with it
     assert subprocess.run(["true"], check=False).returncode == 0  # the host still starts processes
