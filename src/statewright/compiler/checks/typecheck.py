@@ -1143,48 +1143,16 @@ def _path_back(start: str, edges: dict[str, list[tuple[str, ast.FieldDecl]]],
 
 
 def _cyclic_components(edges: dict[str, list[tuple[str, ast.FieldDecl]]]) -> dict[str, int]:
-    """Each type on a cycle -> the number of its strongly connected component (Tarjan's algorithm, with
-    its own stack: no recursion however long a chain of types is)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    on_stack: set[str] = set()
-    stack: list[str] = []
+    """Each type on a cycle -> the number of its strongly connected component."""
+    from .graph import strongly_connected_components
+
+    names = list(edges)
+    number = {name: i for i, name in enumerate(names)}
+    successors = [[number[target] for target, _ in edges[name]] for name in names]
     component: dict[str, int] = {}
-    count = 0
-    for root in edges:
-        if root in index:
-            continue
-        work = [(root, 0)]
-        while work:
-            node, i = work.pop()
-            if i == 0:
-                index[node] = low[node] = len(index)
-                stack.append(node)
-                on_stack.add(node)
-            targets = edges[node]
-            if i < len(targets):
-                work.append((node, i + 1))
-                target = targets[i][0]
-                if target not in index:
-                    work.append((target, 0))
-                elif target in on_stack:
-                    low[node] = min(low[node], index[target])
-                continue
-            if work:  # back in the caller: it takes the lowest link of the node it visited
-                parent = work[-1][0]
-                low[parent] = min(low[parent], low[node])
-            if low[node] == index[node]:
-                members = []
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    members.append(member)
-                    if member == node:
-                        break
-                if len(members) > 1 or any(t == node for t, _ in targets):
-                    for member in members:
-                        component[member] = count
-                    count += 1
+    for k, members in enumerate(strongly_connected_components(len(names), successors)):
+        if len(members) > 1 or members[0] in successors[members[0]]:
+            component.update((names[m], k) for m in members)
     return component
 
 
