@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from functools import cached_property
 
 from ...diagnostics import Diagnostics, Span, did_you_mean, quoted_list
 from ...grammar import ast
@@ -249,20 +250,16 @@ class _PartSpans:
     is built once, for the first part reported, and shared by the rest (a long value can hold thousands
     of references); a string with nothing to report never builds it."""
 
-    __slots__ = ("_offsets", "_read", "string")
-
     def __init__(self, string: ast.String) -> None:
         self.string = string
-        self._offsets: list[int] | None = None
-        self._read = False
+
+    @cached_property
+    def _offsets(self) -> list[int] | None:
+        return string_offsets(self.string) if self.string.span is not None else None
 
     def span(self, start: int, end: int) -> Span:
         """The source span of string[start:end), or the whole literal when the two cannot be lined up."""
-        string = self.string
-        if not self._read:
-            self._offsets = string_offsets(string) if string.span is not None else None
-            self._read = True
-        offsets = self._offsets
+        string, offsets = self.string, self._offsets
         if offsets is None or not 0 <= start < end <= len(string.value):
             return string.span
         return string.span.source.span(offsets[start], offsets[end])

@@ -318,14 +318,17 @@ class ParsedTemplate:
         self.string = string
         self.tree = tree
         self.tokens = tokens
-        # read without Jinja (_parse_simple): only text and `{{ dotted.names }}`, indexed as it was built
-        self.index = index
-        self.simple = index is not None
+        self.index = index  # made as the tree was, by _parse_simple
         self._at = {t.offset: i for i, t in enumerate(tokens)}
         self._ending = {t.end: i for i, t in enumerate(tokens)}
         self.text, positions = normalized or normalized_text(string.value)
         offsets = string_offsets(string)
         self._source = [offsets[p] for p in positions] if offsets is not None else None
+
+    @property
+    def simple(self) -> bool:
+        """Read without Jinja (_parse_simple): only text and `{{ dotted.names }}`."""
+        return self.index is not None
 
     # -- spans
 

@@ -10,15 +10,7 @@ from .merge_equivalent import mentioned_names
 
 def reachable_states(machine: ir.Machine) -> set[str]:
     """States some sequence of transitions leads to from the start state."""
-    by_name = {s.name: s for s in machine.states}
-    seen = {machine.start}
-    stack = [machine.start]
-    while stack:
-        for target in successor_names(by_name[stack.pop()]):
-            if target not in seen and target in by_name:
-                seen.add(target)
-                stack.append(target)
-    return seen
+    return _closure(machine.start, {s.name: s for s in machine.states}, reads=False)
 
 
 def successor_names(state: ir.State) -> list[str]:
@@ -34,15 +26,21 @@ def live_states(machine: ir.Machine) -> set[str]:
     Templates and guards see every state's name (`STATE.output` is none until the state runs), so a state
     that is read stays even when it can never run: dropping it would turn `none` into an undefined name.
     """
-    reachable = reachable_states(machine)
-    if len(reachable) == len(machine.states):
-        return reachable  # every state is reached: what they read adds none (the common case)
     by_name = {s.name: s for s in machine.states}
-    seen = {machine.start}
-    stack = [machine.start]
-    while stack:  # the set found does not depend on the order of the walk
+    reachable = _closure(machine.start, by_name, reads=False)
+    if len(reachable) == len(by_name):
+        return reachable  # every state is reached: what they read adds none (the common case)
+    return _closure(machine.start, by_name, reads=True)
+
+
+def _closure(start: str, by_name: dict[str, ir.State], *, reads: bool) -> set[str]:
+    """The states a walk from `start` finds, following transitions and, with `reads`, the states each
+    one reads by name (the set does not depend on the order of the walk)."""
+    seen = {start}
+    stack = [start]
+    while stack:
         state = by_name[stack.pop()]
-        for name in (*successor_names(state), *mentioned_names(state)):
+        for name in (*successor_names(state), *mentioned_names(state)) if reads else successor_names(state):
             if name not in seen and name in by_name:
                 seen.add(name)
                 stack.append(name)
