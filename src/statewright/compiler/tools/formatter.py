@@ -26,6 +26,8 @@ from ...grammar import ast, parse_source
 from ...grammar.parser import decode_long_string, next_code
 
 INDENT = "    "
+# An object or list value that fits in this many columns (indentation included) is printed on one line.
+LINE_WIDTH = 100
 
 # Machine items in one of these groups sit on consecutive lines; every other pair of neighbours (and any
 # two items of different groups) is separated by one blank line.
@@ -207,6 +209,7 @@ class _Layout:
         self.text = source.text
         self.machine = machine
         self.comments = comments
+        self.comment_starts = sorted(c.span.start for c in comments)
         self.file_end: list[_Comment] = []
 
     # ---- rendering -------------------------------------------------------------------------------
@@ -543,14 +546,18 @@ class _Layout:
             return _line(item.span, "allow unused replies")
         raise TypeError(f"unknown test item {type(item).__name__}")
 
-    # ---- values: objects and lists of objects are blocks, everything else stays on its line --------
+    # ---- values: on one line when they fit, else objects and lists of objects are blocks ----------
 
     def _valued(self, span: Span, owner: str, value: ast.Value, depth: int, *, suffix: str = "",
                 group: str = "") -> _Element:
-        """`owner value` as one element: a block when the value is an object or holds objects."""
+        """`owner value` as one element: one line when it fits, else a block when the value is an object
+        or holds objects."""
         if not _spans_lines(value):
             text = f"{owner} {self._value(value, depth)}" if owner else self._value(value, depth)
             return _line(span, text + suffix, group)
+        one_line = self._one_line(owner, value, depth, suffix)
+        if one_line is not None:
+            return _line(span, one_line, group)
         children: list[_Element]
         if value.kind == "object":
             children = [self._valued(e.span, e.key.value, e.value, depth + 1)
@@ -561,6 +568,22 @@ class _Layout:
             opener, closer = "[", "]"
         return _Element(span.start, span.end, owner, block=True, open_pos=value.span.start, opener=opener,
                         closer=closer + suffix, children=children, group=group)
+
+    def _one_line(self, owner: str, value: ast.Value, depth: int, suffix: str) -> str | None:
+        """`owner { key value, ... }` when it fits in LINE_WIDTH and nothing in the value needs a line of
+        its own: a comment inside it keeps the block (where the comment has its place), and so does a
+        string written over several lines. Both are read from the text being printed, so the choice is
+        the same when the result is formatted again."""
+        i = bisect.bisect_left(self.comment_starts, value.span.start)
+        if i < len(self.comment_starts) and self.comment_starts[i] < value.span.end:
+            return None
+        text = self._inline_value(value, depth)
+        if "\n" in text:
+            return None
+        line = (f"{owner} {text}" if owner else text) + suffix
+        if display_width(INDENT * depth + line) > LINE_WIDTH:
+            return None
+        return line
 
     def _value(self, value: ast.Value, depth: int) -> str:
         kind = value.kind
@@ -644,12 +667,22 @@ def _trailing(comments: list[str]) -> str:
 
 
 def _spans_lines(value: ast.Value) -> bool:
-    """Objects with entries, and lists holding such objects, are printed one entry per line."""
+    """Objects with entries, and lists holding such objects: one entry per line unless they fit on one."""
     if value.kind == "object":
         return bool(value.value)
     if value.kind == "list":
         return any(_spans_lines(v) for v in ast.list_items(value))
     return False
+
+
+def display_width(line: str) -> int:
+    """Columns a terminal gives `line`: wide characters two, combining marks none."""
+    width = 0
+    for ch in line:
+        if unicodedata.combining(ch):
+            continue
+        width += 2 if unicodedata.east_asian_width(ch) in "WF" else 1
+    return width
 
 
 def _is_control(ch: str) -> bool:
