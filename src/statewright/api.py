@@ -8,6 +8,7 @@ Heavy modules (pydantic, jinja2, litellm) are imported inside the functions that
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,7 @@ if TYPE_CHECKING:  # imported for annotations only: these modules are heavy or c
 
     from .compiler import ir
     from .compiler.codegen.runtime_module import RuntimeFileState
+    from .compiler.codegen.source_map import RunnerMap, RunnerOrigin
     from .designer.design import DesignOutcome
     from .designer.llm_merge import MergeReport
     from .importers import ImportOutcome
@@ -276,6 +278,22 @@ def write_runner(path: str | Path, text: str, *, force: bool = False) -> None:
         raise RunnerOverwriteError(str(e)) from None
 
 
+def runner_origin(runner_path: str | Path, line: int) -> RunnerOrigin | None:
+    """Where 1-based `line` of a generated runner comes from in its `.fsm` spec (its SOURCE_MAP), the spec's
+    path resolved against the runner's directory; None when the line comes from no one place of the spec
+    (the runtime a standalone runner carries, imports, type classes). Raises OSError when the file cannot
+    be read, and NotARunner (a ValueError) when it is not a runner statewright generated."""
+    return runner_map(runner_path).origin(line)
+
+
+def runner_map(runner_path: str | Path) -> RunnerMap:
+    """A generated runner read once, to map any number of its lines back to the spec (`.origin(line)`)."""
+    from .compiler.codegen.source_map import RunnerMap
+
+    text = Path(runner_path).read_text(encoding="utf-8", errors="replace")
+    return RunnerMap(text, str(runner_path))
+
+
 def runtime_machine(comp: Compilation, *, level: int = 1, disabled: Sequence[str] = ()) -> MachineSpec:
     """The machine as every face runs it: the machine part of its runner, compiled in memory (and cached
     per source, so loading it again costs nothing)."""
@@ -288,14 +306,19 @@ def runtime_machine(comp: Compilation, *, level: int = 1, disabled: Sequence[str
 
 def run_tests(comp: Compilation, *, trace_dir: str | None = None, trace_content: bool = False,
               name_filter: str | None = None, level: int = 1,
-              disabled: Sequence[str] = ()) -> list[TestOutcome]:
+              disabled: Sequence[str] = (), names: Sequence[str] | None = None) -> list[TestOutcome]:
     """Run the machine's test blocks with scripted replies; one outcome per test block.
 
-    Tests run the machine that `compile` would write, optimized as `level` and `disabled` say; merged
-    states keep their names, so a test means the same at every level."""
+    `name_filter` keeps the tests whose name contains it or matches it as a glob (`test --filter`);
+    `names`, the tests of exactly these names (an editor's "run this test"). Tests run the machine that
+    `compile` would write, optimized as `level` and `disabled` say; merged states keep their names, so a
+    test means the same at every level."""
     from .runtime.testing import run_tests as run
 
     machine = runtime_machine(comp, level=level, disabled=disabled)
+    if names is not None:
+        wanted = set(names)
+        machine = dataclasses.replace(machine, tests=tuple(t for t in machine.tests if t.name in wanted))
     return list(run(machine, trace_dir=trace_dir, trace_content=trace_content, name_filter=name_filter))
 
 

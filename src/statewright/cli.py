@@ -602,6 +602,36 @@ def cmd_import(args: argparse.Namespace) -> int:
     return EXIT_INPUT if args.repair and not checked.ok else EXIT_OK
 
 
+def cmd_source_map(args: argparse.Namespace) -> int:
+    import json
+
+    from . import api
+    from .compiler.codegen.source_map import NotARunner
+
+    runner, _, number = args.location.rpartition(":")
+    if not runner or not number.isdigit() or int(number) < 1:
+        raise UsageError(f"{args.location!r} is not RUNNER.py:LINE (a runner's path, ':', a line number from 1)")
+    line = int(number)
+    try:
+        found = api.runner_origin(runner, line)
+    except OSError as e:
+        _err(f"error: cannot read {runner}: {e.strerror or e}")
+        return EXIT_INPUT
+    except NotARunner as e:
+        _err(f"error: {runner}: {e}")
+        return EXIT_INPUT
+    if args.format == "json":
+        _out(json.dumps({"runner": runner, "runner_line": line, "found": found is not None,
+                         **({"key": found.key, "file": found.path, "line": found.line, "column": found.column}
+                            if found is not None else {})}))
+    elif found is not None:
+        _out(f"{found.label()}: {found.key}")
+    if found is None:
+        _err(f"{runner}:{line} comes from no one place of the spec (the runtime, an import or a type's class)")
+        return EXIT_INPUT
+    return EXIT_OK
+
+
 def cmd_lsp(args: argparse.Namespace) -> int:
     try:
         from .lsp.server import serve  # pygls only here: no other command pays for it
@@ -900,6 +930,13 @@ def _setup_lsp(p: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_lsp)
 
 
+def _setup_source_map(p: argparse.ArgumentParser) -> None:
+    p.add_argument("location", metavar="RUNNER.py:LINE", help="a generated runner and a line of it (from 1)")
+    p.add_argument("--format", choices=["text", "json"], default="text",
+                   help="text: FILE:LINE:COL: KEY (the default); json: one object")
+    p.set_defaults(func=cmd_source_map)
+
+
 def _setup_design(p: argparse.ArgumentParser) -> None:
     p.add_argument("task", metavar="TASK")
     p.add_argument("-o", "--output", required=True, metavar="FILE")
@@ -961,11 +998,12 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "design": ("draft a machine from a task description with a designer model", _setup_design),
     "grammar": ("print the grammar as a decoding constraint (GBNF or Lark)", _setup_grammar),
     "optimize": ("propose LLM-judged state merges as a reviewable source diff", _setup_optimize),
+    "source-map": ("map a line of a generated runner back to its .fsm position", _setup_source_map),
     "lsp": ("serve the language server over stdin and stdout, for editors", _setup_lsp),
 }
 
 # Commands that only read specs and write whole files: see console_main.
-SHORT_LIVED = frozenset({"check", "explain", "dump", "fmt", "graph", "compile"})
+SHORT_LIVED = frozenset({"check", "explain", "dump", "fmt", "graph", "compile", "source-map"})
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
