@@ -70,7 +70,7 @@ def test_a_file_with_errors_gets_every_diagnostic_with_its_code_exact_range_seve
         assert unknown.source == "statewright"
         assert unknown.message.startswith("unknown state 'reviw'")
         assert "help: did you mean" in unknown.message
-        assert unknown.code_description is not None and "SW2002" in unknown.code_description.href
+        assert unknown.code_description is None  # no link unless the client names one (test_lsp_running.py)
         field = by_code["SW2006"]
         line, column = where(text, "output.scor ", inside=7)
         assert (field.range.start, field.range.end) == (types.Position(line, column),
@@ -191,7 +191,7 @@ def test_references_of_a_state_include_its_templates_and_test_blocks() -> None:
         texts = sorted({lines[r.range.start.line].strip() for r in found})
         assert "state review {" in texts
         assert 'do "Revise your article. Apply each of these fixes: {{ review.output.fixes }}"' in texts
-        assert "reply review {" in texts
+        assert 'reply review { score 60, fixes ["restructure"] }' in texts
         assert any(t.startswith("expect path [harvest, draft, review") for t in texts)
         without = await s.references(URI, *where(PIPELINE, "state review", inside=7), declaration=False)
         assert len(without) == len(found) - 1
@@ -343,7 +343,7 @@ def test_renaming_an_input_agent_and_type_reaches_prompts_templates_tests_and_li
     async def scenario(s: Session) -> None:
         s.open(URI, PIPELINE)
         for needle, inside, new, shown in (
-                ("input audience", 6, "readers", ["{{ readers }}", '            readers "students"']),
+                ("input audience", 6, "readers", ["{{ readers }}", 'readers "students" }']),
                 ("agent critic", 6, "judge", ["agent judge {", "tell [writer, judge]", "        agent judge\n"]),
                 ("type Critique", 5, "Review", ["type Review {", "output Review"])):
             edit = await s.rename(URI, *where(PIPELINE, needle, inside=inside), new)

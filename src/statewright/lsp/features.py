@@ -28,7 +28,10 @@ from .context import CursorContext, cursor_context, dotted_chain, word_before
 from .index import Key, Occurrence
 
 EXPLAIN_COMMAND = "statewright.explainCode"
-DEFAULT_EXPLAIN_LINK = "command:statewright.explain?%5B%22{code}%22%5D"  # the VS Code extension's command
+# No link unless the client names one (initializationOptions.explainLink): a `command:` URI works in one
+# editor only, and there is no published documentation site to point at. The VS Code extension names its
+# own explain command.
+DEFAULT_EXPLAIN_LINK = ""
 SOURCE = "statewright"
 
 
@@ -46,7 +49,8 @@ def offset_of(a: Analysis, position: types.Position) -> int:
 
 def diagnostics(a: Analysis, explain_link: str = DEFAULT_EXPLAIN_LINK) -> list[types.Diagnostic]:
     """Every diagnostic of the document, as `statewright check` reports it: code, exact range, severity,
-    the label, help and notes, a link to the code's explanation, and the fixes its help names."""
+    the label, help and notes, a link to the code's explanation (when the client names one), and the
+    fixes its help names."""
     out = []
     for d in a.compilation.diagnostics:
         start, end = (d.span.start, d.span.end) if d.span is not None else (0, 0)
@@ -60,7 +64,8 @@ def diagnostics(a: Analysis, explain_link: str = DEFAULT_EXPLAIN_LINK) -> list[t
             severity=(types.DiagnosticSeverity.Error if d.severity.value == "error"
                       else types.DiagnosticSeverity.Warning),
             code=d.code,
-            code_description=types.CodeDescription(href=explain_link.replace("{code}", d.code)),
+            code_description=(types.CodeDescription(href=explain_link.replace("{code}", d.code)) if explain_link
+                              else None),
             source=SOURCE,
             data={"fixes": fixes} if fixes else None,
         ))
