@@ -113,10 +113,12 @@ class Session:
             context=types.ReferenceContext(include_declaration=declaration)))
 
     async def completion(self, uri: str, line: int, character: int) -> list[str]:
+        return [item.label for item in await self.completion_items(uri, line, character)]
+
+    async def completion_items(self, uri: str, line: int, character: int) -> list[types.CompletionItem]:
         result = await self.request(self.client.text_document_completion_async, types.CompletionParams(
             text_document=self.doc(uri), position=types.Position(line, character)))
-        items = result.items if isinstance(result, types.CompletionList) else (result or [])
-        return [item.label for item in items]
+        return list(result.items if isinstance(result, types.CompletionList) else (result or []))
 
     async def rename(self, uri: str, line: int, character: int, new_name: str) -> Any:
         return await self.request(self.client.text_document_rename_async, types.RenameParams(

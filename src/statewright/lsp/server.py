@@ -92,6 +92,13 @@ class StatewrightServer(LanguageServer):
                 self.parsed[uri] = analysis
         return analysis
 
+    def takes_snippets(self) -> bool:
+        """Whether the client inserts completion snippets (`${1:name}` placeholders) as snippets."""
+        document = self.client_capabilities.text_document
+        completion = document.completion if document is not None else None
+        item = completion.completion_item if completion is not None else None
+        return bool(item is not None and item.snippet_support)
+
     def publish(self, analysis: Analysis) -> None:
         """The document's diagnostics: the compiler's, and those of its last test run if it ran this version."""
         found = features.diagnostics(analysis, self.explain_link)
@@ -216,7 +223,9 @@ async def references(ls: StatewrightServer, params: types.ReferenceParams) -> li
 async def completion(ls: StatewrightServer, params: types.CompletionParams) -> types.CompletionList | None:
     uri = params.text_document.uri
     a = await ls.analysis(uri)
-    return features.completion(a, ls.parsed.get(uri), params.position) if a is not None else None
+    if a is None:
+        return None
+    return features.completion(a, ls.parsed.get(uri), params.position, snippets=ls.takes_snippets())
 
 
 @server.feature(types.TEXT_DOCUMENT_PREPARE_RENAME)
