@@ -297,12 +297,15 @@ def test_completion_offers_states_fields_template_variables_and_keywords_where_t
             ('        do "Use {{ review.', {"output", "visits"}),
             ("        agent ", {"researcher", "writer", "critic"}),
             ("        output ", {"Signals", "Critique", "str"}),
-            ("        ", {"agent", "do", "output", "tell", "when", "otherwise"}),
+            # the review state has its agent, instruction, output, retries and otherwise: the rest an agent state takes
+            ("        ", {"model", "tell", "visits", "for", "when", "->"}),
         ]
         for typed, expected in cases:
             s.edit(URI, (line, 0), (line, 0), typed + "\n")
             labels = set(await s.completion(URI, line, len(typed)))
             assert expected <= labels, (typed, labels)
+            if typed.isspace():
+                assert not {"agent", "do", "output", "retries", "otherwise", "ask", "after", "call", "parallel"} & labels
             s.edit(URI, (line, 0), (line + 1, 0), "")
         # a test block: state names after `reply`
         test_line = line_of(PIPELINE, "        reply draft \"A first draft.\"")

@@ -4,8 +4,6 @@ map and a state that asks a person — each of which, filled with its defaults, 
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
 pytest.importorskip("pygls")
