@@ -666,10 +666,16 @@ def _progress(args: argparse.Namespace) -> list[object]:
 def cmd_design(args: argparse.Namespace) -> int:
     from . import api
 
+    system_prompt = None
+    if args.reference == "compact":  # for a model with a small context window
+        from .stdlib.reference import compact_designer_system_prompt
+
+        system_prompt = compact_designer_system_prompt()
     try:
         outcome = api.design(args.task, output=args.output, model=args.model, max_repairs=args.max_repairs,
                              optimize=not args.no_optimize, trace_path=args.trace, script=args.script,
-                             listeners=_progress(args), constrain=args.constrain, max_tokens=args.max_tokens)
+                             listeners=_progress(args), constrain=args.constrain, max_tokens=args.max_tokens,
+                             system_prompt=system_prompt)
     except api.ScriptFileError as e:
         raise UsageError(str(e)) from None
     lines = outcome.log
@@ -954,6 +960,10 @@ def _setup_design(p: argparse.ArgumentParser) -> None:
                    "known to take a grammar), grammar (always) or none (default auto)")
     p.add_argument("--max-tokens", type=_positive, default=None, metavar="N",
                    help="cap each designer reply at N tokens")
+    p.add_argument("--reference", choices=["full", "compact"], default="full",
+                   help="what the designer reads: full (the guide, the grammar and every example, about "
+                   "11,000 tokens; the default) or compact (the guide and one example, about 2,000 tokens, "
+                   "for a model with a small context window)")
     _add_color_option(p)
     p.set_defaults(func=cmd_design)
 
