@@ -344,3 +344,16 @@ def test_diagnostics_link_nowhere_by_default_and_to_the_link_a_client_names() ->
 
     run(default)
     run(configured, initialization_options={"explainLink": "https://docs.example.org/diagnostics/#{code}"})
+
+
+def test_an_unsaved_document_has_no_place_for_a_runner_but_runs_its_tests() -> None:
+    uri = "untitled:Untitled-1"
+
+    async def scenario(s: Session) -> None:
+        s.open(uri, TEXT)
+        result = await s.command(COMPILE, uri)
+        assert result == {"ok": False, "error": "save the file first: a runner is written beside its .fsm file"}
+        result = await s.command(RUN_TEST, uri, TEST_NAMES[0])
+        assert result["ok"] and [t["passed"] for t in result["tests"]] == [True]
+
+    run(scenario)

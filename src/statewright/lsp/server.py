@@ -123,6 +123,8 @@ class StatewrightServer(LanguageServer):
             run = await asyncio.get_running_loop().run_in_executor(self.runner, running.run_tests, a, name)
         except running.CannotRun as e:
             return self._refused(str(e))
+        except Exception as e:  # noqa: BLE001 - a bug of ours: the editor hears of it, the session goes on
+            return self._failed("running the tests", e)
         self.test_results[uri] = (a.version, run.diagnostics)
         current = self.analyses.get(uri)
         if current is not None and current.version == a.version:
@@ -140,6 +142,8 @@ class StatewrightServer(LanguageServer):
         except running.CannotRun as e:
             # a save with errors is common and the diagnostics show them: that goes to the log only
             return self._refused(f"not compiled: {e}" if on_save else str(e), popup=not (on_save and e.has_errors))
+        except Exception as e:  # noqa: BLE001 - as for tests
+            return self._failed("writing the runner", e)
         self.tell(f"wrote {path}", popup=not on_save)
         return {"ok": True, "path": str(path)}
 
@@ -147,9 +151,15 @@ class StatewrightServer(LanguageServer):
         self.tell(message, types.MessageType.Warning, popup=popup)
         return {"ok": False, "error": message}
 
+    def _failed(self, doing: str, e: Exception) -> dict[str, Any]:
+        log.exception("%s failed", doing)
+        message = f"statewright failed {doing} ({type(e).__name__}: {e}); please report this"
+        self.tell(message, types.MessageType.Error)
+        return {"ok": False, "error": message}
+
     def closed(self, uri: str) -> None:
         for table in (self.analyses, self.parsed, self.test_results):
-            table.pop(uri, None)  # type: ignore[attr-defined]
+            table.pop(uri, None)
         self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
 
 
