@@ -663,6 +663,15 @@ def _progress(args: argparse.Namespace) -> list[object]:
     return [Progress()]
 
 
+def _design_progress(args: argparse.Namespace) -> list[object]:
+    """The progress of a design session on stderr, each attempt with what it fixed: none with --quiet."""
+    if args.quiet:
+        return []
+    from .designer.progress import DesignProgress
+
+    return [DesignProgress()]
+
+
 def cmd_design(args: argparse.Namespace) -> int:
     from . import api
 
@@ -674,8 +683,8 @@ def cmd_design(args: argparse.Namespace) -> int:
     try:
         outcome = api.design(args.task, output=args.output, model=args.model, max_repairs=args.max_repairs,
                              optimize=not args.no_optimize, trace_path=args.trace, script=args.script,
-                             listeners=_progress(args), constrain=args.constrain, max_tokens=args.max_tokens,
-                             system_prompt=system_prompt)
+                             listeners=_design_progress(args), constrain=args.constrain,
+                             max_tokens=args.max_tokens, system_prompt=system_prompt)
     except api.ScriptFileError as e:
         raise UsageError(str(e)) from None
     lines = outcome.log

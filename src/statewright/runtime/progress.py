@@ -125,9 +125,6 @@ class Progress:
         if event == "designer_start":
             return p("dim", f"designing {printable(fields.get('output'))} with {printable(fields.get('model'))}")
         if event == "designer_attempt":
-            if fields.get("summary"):  # what it still has, and what it fixed of the attempt before
-                return p("ok" if fields.get("ok") else "fail",
-                         f"attempt {fields.get('attempt')}: {printable(fields['summary'], 300)}")
             if fields.get("ok"):
                 return p("ok", f"attempt {fields.get('attempt')}: the machine checks and its tests pass")
             codes = ", ".join(printable(c) for c in fields.get("codes") or [])
