@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.fake_openai_server import FakeOpenAIServer, Reply
+from support.fake_openai_server import FakeOpenAIServer, Reply, Slow
 from test_designer import AGENTS, GOOD, TASK, fenced
 
 from statewright.cli import main
@@ -113,3 +113,18 @@ def test_a_small_context_model_reads_the_compact_reference(local_server: FakeOpe
     assert [s.startswith(want) for s, want in zip(systems, (compact, compact, full, full), strict=True)] == [True] * 4
     assert (systems[1], systems[3]) == (compact, full)
     assert len(compact) * 4 < len(full)
+
+
+def test_a_slow_local_model_gets_the_seconds_timeout_gives_each_call(
+        local_server: FakeOpenAIServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    local_server.enqueue(Slow(2.0, then=Reply(json=AGENTS)))
+    code = main(["design", TASK, "-o", str(tmp_path / "a.fsm"), "--model", "openai/smollm2-135m", "--quiet",
+                 "--timeout", "0.5"])
+    assert code == 1 and "no reply within the 0.5 s" in capsys.readouterr().err
+    local_server.enqueue(Slow(2.0, then=Reply(json=AGENTS)), Reply(text=fenced(GOOD)))
+    code = main(["design", TASK, "-o", str(tmp_path / "b.fsm"), "--model", "openai/smollm2-135m", "--quiet",
+                 "--timeout", "30"])
+    assert code == 0, capsys.readouterr().err
+    for wrong in ("0", "-1", "inf", "soon"):
+        assert main(["design", TASK, "-o", str(tmp_path / "c.fsm"), "--timeout", wrong]) == 2
+    assert "expected" in capsys.readouterr().err

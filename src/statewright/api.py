@@ -495,12 +495,13 @@ def import_file(source_format: str, path: str | Path, *, repair: bool = False, b
 def design(task: str, *, output: str, model: str | None = None, max_repairs: int = 3, optimize: bool = True,
            trace_path: str | None = None, client: Any = None, script: Any = None,
            listeners: Sequence[Any] = (), constrain: str = "auto", max_tokens: int | None = None,
-           system_prompt: str | None = None) -> DesignOutcome:
+           system_prompt: str | None = None, timeout: float | None = None) -> DesignOutcome:
     """Draft a machine from a task description; see designer.design. Returns a DesignOutcome.
 
     `script` (a Script, its JSON form, or the path of a JSON script file) answers the designer's calls
     instead of a model — `statewright design --script FILE`; `listeners` hear its events as they happen.
-    `constrain` holds drafts to the grammar at decoding time (auto, grammar, none)."""
+    `constrain` holds drafts to the grammar at decoding time (auto, grammar, none); `timeout`, the seconds
+    each designer call may take (a slow local model)."""
     from .designer import design as run_design
 
     client = _scripted_client(script) if script is not None else client
@@ -508,7 +509,7 @@ def design(task: str, *, output: str, model: str | None = None, max_repairs: int
     try:
         return run_design(task, output=output, model=model, max_repairs=max_repairs, optimize=optimize,
                           client=client, trace=events, constrain=constrain, max_tokens=max_tokens,
-                          system_prompt=system_prompt)
+                          system_prompt=system_prompt, timeout=timeout)
     finally:
         if events is not None:
             events.close()

@@ -684,7 +684,7 @@ def cmd_design(args: argparse.Namespace) -> int:
         outcome = api.design(args.task, output=args.output, model=args.model, max_repairs=args.max_repairs,
                              optimize=not args.no_optimize, trace_path=args.trace, script=args.script,
                              listeners=_design_progress(args), constrain=args.constrain,
-                             max_tokens=args.max_tokens, system_prompt=system_prompt)
+                             max_tokens=args.max_tokens, system_prompt=system_prompt, timeout=args.timeout)
     except api.ScriptFileError as e:
         raise UsageError(str(e)) from None
     lines = outcome.log
@@ -741,6 +741,17 @@ def _positive(text: str) -> int:
     value = _count(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected one or more, got {value}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds, more than 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a finite number of seconds more than 0, got {text}")
     return value
 
 
@@ -973,6 +984,9 @@ def _setup_design(p: argparse.ArgumentParser) -> None:
                    help="what the designer reads: full (the guide, the grammar and every example, about "
                    "11,000 tokens; the default) or compact (the guide and one example, about 2,000 tokens, "
                    "for a model with a small context window)")
+    p.add_argument("--timeout", type=_seconds, default=None, metavar="S",
+                   help="seconds each designer call may take, its retries included (default 60): a slow "
+                   "local model needs more")
     _add_color_option(p)
     p.set_defaults(func=cmd_design)
 

@@ -98,12 +98,14 @@ def design(
     constrain: str = "auto",
     max_tokens: int | None = None,
     system_prompt: str | None = None,
+    timeout: float | None = None,
 ) -> DesignOutcome:
     """Design a machine for `task` and write it to `output`; on failure keep the last attempt beside it.
 
     `constrain` ("auto", "grammar" or "none") says whether the machine drafts are constrained to the grammar
     at decoding time (see designer/constraint.py); `max_tokens` caps every designer reply; `system_prompt`
-    replaces the language reference the model reads (for a model with a small context window).
+    replaces the language reference the model reads (for a model with a small context window); `timeout`
+    gives each designer call that many seconds (a slow local model) instead of the client's default.
     Never raises for a failed design or an unreachable model: the outcome is not ok and its log says why.
     """
     from ..stdlib.reference import designer_system_prompt
@@ -116,7 +118,7 @@ def design(
     if problem:
         return DesignOutcome(False, output, None, attempts, [f"error: {problem}"])
     constraint = choose_constraint(constrain, model)
-    caller = _DesignerCalls(model, client, trace, max_tokens=max_tokens)
+    caller = _DesignerCalls(model, client, trace, max_tokens=max_tokens, timeout=timeout)
     caller.emit("designer_start", task=task_text, model=model, max_repairs=max_repairs, output=output,
                 constraint=constraint.mode, constraint_reason=constraint.reason)
     if constraint.grammar:
@@ -460,11 +462,13 @@ def with_header(source: str, task: str, model: str) -> str:
 class _DesignerCalls:
     """Designer calls go through the runtime's model client, with role "designer", traced like any call."""
 
-    def __init__(self, model: str, client: Any, trace: Any, max_tokens: int | None = None) -> None:
+    def __init__(self, model: str, client: Any, trace: Any, max_tokens: int | None = None,
+                 timeout: float | None = None) -> None:
         self.model = model
         self.client = client
         self.trace = trace
         self.max_tokens = max_tokens
+        self.timeout = timeout
         self.seq: dict[str, int] = {}
 
     def call(self, stage: str, messages: list[dict[str, Any]], schema: dict[str, Any] | None = None,
@@ -472,9 +476,9 @@ class _DesignerCalls:
         from ..runtime.client import ModelError, ModelRequest
 
         if self.client is None:
-            from ..runtime.litellm_client import LiteLLMClient
+            from ..runtime.litellm_client import LiteLLMClient, RetryPolicy
 
-            self.client = LiteLLMClient()
+            self.client = LiteLLMClient(retry=RetryPolicy(timeout=self.timeout)) if self.timeout else LiteLLMClient()
         seq = self.seq.get(stage, 0)
         self.seq[stage] = seq + 1
         request = ModelRequest(
