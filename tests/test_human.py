@@ -342,3 +342,40 @@ def test_an_answer_to_a_variant_output_is_held_to_its_variant_and_constraints(tm
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["result"] == "fine"
     assert main(["test", str(spec)]) == 0
+
+
+DAMAGES = {
+    "a field of the wrong type": ("head", lambda head: {**head, "steps": "many"}, "steps is text, not a whole number"),
+    "a state the machine lacks": ("head", lambda head: {**head, "state": "nowhere"},
+                                  "'nowhere', a state the machine does not have"),
+    "a question in a state that asks nobody": (
+        "head", lambda head: {**head, "waiting": {**head["waiting"], "state": "check"}}, "which asks nobody"),
+    "a newer snapshot version": ("head", lambda head: {**head, "version": 99}, "snapshot version 99, newer"),
+    "a value nested too deep": ("tail", lambda tail: tail + "\n" + json.dumps({"outputs": {"check": "x"}})
+                                .replace('"x"', "[" * 3000 + "]" * 3000), "levels deep"),
+    "a log that is not a list": ("tail", lambda tail: tail + '\n{"path": "check"}', "path is text, not a list"),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGES))
+def test_a_damaged_checkpoint_is_refused_with_exit_2_and_never_an_internal_error(
+        spec: Path, tmp_path: Path, damage: str) -> None:
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(CHECKED), encoding="utf-8")
+    first = _cli(["run", str(spec), "--input", "amount=5", "--script", str(script), "--run-id", "d1", "--quiet"],
+                 tmp_path)
+    assert first.returncode == 4, first.stderr
+    column, change, message = DAMAGES[damage]
+    db = tmp_path / ".statewright" / "checkpoints.sqlite"
+    import sqlite3
+
+    with sqlite3.connect(db) as conn:
+        value = conn.execute(f"SELECT {column} FROM runs WHERE run_id = 'd1'").fetchone()[0]
+        changed = change(json.loads(value)) if column == "head" else change(value)
+        conn.execute(f"UPDATE runs SET {column} = ? WHERE run_id = 'd1'",
+                     (json.dumps(changed) if column == "head" else changed,))
+    resumed = _cli(["resume", "d1", "--answer", '{"approved": true, "note": "ok"}'], tmp_path)
+    assert resumed.returncode == 2, resumed.stderr
+    assert "is damaged" in resumed.stderr and "It cannot be resumed" in resumed.stderr, resumed.stderr
+    assert message in resumed.stderr, resumed.stderr
+    assert "Traceback" not in resumed.stderr and "--resume" not in resumed.stderr

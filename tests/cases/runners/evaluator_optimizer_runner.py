@@ -31,9 +31,9 @@ else:
         MachineSpec, ModelClient, RunResult, Scope, Script, StateSpec, TestSpec, Trace,
         TransitionSpec, arun_machine, main, run_machine,
     )
-if RUNTIME_SHA256 != "de2586b1d5eb6fe0d21f6749c5f814da72626e0bf379155f834e4e26a9b319a2":
+if RUNTIME_SHA256 != "965ea7b9d5f6b9d1e9c801e1c30d296f67a8a799a72bd2f2ac5d39a224588823":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 de2586b1d5eb), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 965ea7b9d5f6), but "
         f"the statewright_runtime.py it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile "
         "--runtime module`, which rewrites the runtime too"
