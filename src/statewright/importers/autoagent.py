@@ -9,13 +9,12 @@ how each of these is mapped.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 
 from ..diagnostics import Diagnostics, SourceFile, Span, did_you_mean, quoted_list
 from . import fallbacks, repair
-from .emit import literal_template
+from .emit import placeholder_template
 from .header import Header
 from .model import Agent, Input, Machine, State, Tool, Transition
 from .names import Namespace, file_stem, identifier
@@ -26,7 +25,6 @@ from .xml_source import XmlElement, parse_xml
 START_EVENT = "on_start"
 ACTIONS = ("RESULT", "ABORT", "GOTO")
 STAND_IN_TOOL = "statewright.importers.stand_ins:unavailable_tool"
-_VARIABLE = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*)\}(?!\})")
 
 
 @dataclass
@@ -469,7 +467,7 @@ def _agents(spec: _Spec, working: list[_Event], machine: Machine, header: Header
             if agent.name != identifier(declared.name, "agent") or len(pairs) > 1:
                 agent.comments.append(f"AutoAgent agent \"{declared.name}\"" + (f" with {model}" if model else ""))
             agent.model = model if model != machine.model else None
-            agent.prompt = _template(declared.prompt, variables) if declared.prompt else None
+            agent.prompt = placeholder_template(declared.prompt, variables) if declared.prompt else None
             for tool_name, description in declared.tools:
                 if tool_name not in tool_names:
                     tool_names[tool_name] = tools.claim(tool_name, "tool")
@@ -495,20 +493,6 @@ def _model_words(model: str | None) -> str:
     return (model or "default").rsplit("/", 1)[-1]
 
 
-def _template(text: str, variables: dict[str, str]) -> str:
-    """A prompt or task as a template: AutoAgent's `{variable}` for the workflow's inputs and variables
-    (`variables` maps their keys to input names), everything else kept as it is written."""
-    out: list[str] = []
-    last = 0
-    for m in _VARIABLE.finditer(text):
-        if m.group(1) in variables:
-            out.append(literal_template(text[last : m.start()]))
-            out.append("{{ " + variables[m.group(1)] + " }}")
-            last = m.end()
-    out.append(literal_template(text[last:]))
-    return "".join(out)
-
-
 def _producers(spec: _Spec, state_of: dict[str, str]) -> dict[str, list[tuple[str, str]]]:
     """For every output key, the events that produce it, as (event name, state name), in file order."""
     producers: dict[str, list[tuple[str, str]]] = {}
@@ -526,7 +510,7 @@ def _instruction(event: _Event, input_names: dict[str, str], producers: dict[str
                  unproduced: dict[str, list[str]]) -> str:
     """The event's task, followed by its inputs: each one read from the machine's inputs or from the output
     of the events that produce it (the latest first, when several do)."""
-    task = _template(event.task or "", input_names)
+    task = placeholder_template(event.task or "", input_names)
     lines = []
     for key in event.inputs:
         if key in input_names:
