@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 
 from ..diagnostics import Span
 
-
 # A type as a small tree: ("str",), ("int",), ("float",), ("bool",), ("list", T), ("opt", T),
 # ("enum", ("a", "b")), ("named", "Name").
 Shape = tuple

@@ -26,7 +26,7 @@ class MissingYamlReader(RuntimeError):
                          f"with {INSTALL_HINT}")
 
 
-def _yaml() -> Any:
+def require_yaml() -> Any:
     try:
         import yaml
     except ImportError:
@@ -36,7 +36,7 @@ def _yaml() -> Any:
 
 def parse_yaml(source: SourceFile, diagnostics: Diagnostics) -> JsonValue | None:
     """The document's root value (None for an empty document), or None after reporting SW8010."""
-    yaml = _yaml()
+    yaml = require_yaml()
     try:
         node = yaml.compose(source.text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as e:
