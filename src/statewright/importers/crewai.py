@@ -19,7 +19,7 @@ from .crewai_types import ModelTypes
 from .emit import placeholder_template, placeholders
 from .header import Header
 from .model import Agent, FieldDecl, Input, Machine, Shape, State, Transition, TypeDecl
-from .names import Namespace, identifier
+from .names import Namespace, identifier, type_name
 from .skeleton import shortest_path_test
 
 REVIEW_ROUNDS = 3  # how often a person's feedback may send a task back before the run moves on
@@ -42,6 +42,7 @@ class _Names:
     state: dict[str, str] = field(default_factory=dict)  # task key -> its state
     review: dict[str, str] = field(default_factory=dict)  # task key -> its review state (human_input)
     manager: str = ""
+    approval: str = APPROVAL  # the type of a person's review
 
 
 def import_crewai(path: str, diags: Diagnostics, *, repair_mode: bool, bound: int, header: Header
@@ -101,13 +102,15 @@ def _async_groups(spec: CrewSpec) -> dict[str, int]:
     """Runs of two or more consecutive async tasks without human input: CrewAI runs each run side by side."""
     groups: dict[str, int] = {}
     run: list[CrewTask] = []
+    count = 0
     for task in [*spec.tasks, None]:
         if task is not None and task.async_execution and not task.human_input:
             run.append(task)
             continue
         if len(run) >= 2:
+            count += 1
             for t in run:
-                groups[t.key] = len(groups)
+                groups[t.key] = count
         run = []
     return groups
 
@@ -138,6 +141,7 @@ def _build(spec: CrewSpec, diags: Diagnostics, header: Header) -> tuple[Machine,
             names.review[task.key] = names.values.claim(f"review_{task.key}", "state")
     if any(t.human_input for t in spec.tasks):
         machine.types.append(_approval_type(types.names))
+        names.approval = machine.types[-1].name
     done = State(names.values.claim("done", "state"), final=True)
     if spec.hierarchical:
         _hierarchical_states(spec, machine, names, outputs, done, types.names)
@@ -217,9 +221,7 @@ def _output_types(spec: CrewSpec, types: ModelTypes, diags: Diagnostics, header:
 
 
 def _approval_type(type_names: Namespace) -> TypeDecl:
-    name = APPROVAL if APPROVAL not in type_names.taken else type_names.claim(APPROVAL, "type")
-    type_names.taken.add(name)
-    return TypeDecl(name, [
+    return TypeDecl(type_name(APPROVAL, type_names), [
         FieldDecl("approved", ("bool",), "true when the answer can be used as it is"),
         FieldDecl("feedback", ("str",), "what to change, when it cannot"),
     ], comments=["A person's review of a task's answer (CrewAI's human_input)"])
@@ -237,9 +239,11 @@ def _instruction(task: CrewTask, spec: CrewSpec, names: _Names, reads: list[str]
     if task.key in names.review:
         review, state = names.review[task.key], names.state[task.key]
         answer = f"{state}.output.answer" if spec.hierarchical else f"{state}.output"
+        previous = ("{% if " + state + ".output %}" + "{{ " + answer + " }}{% endif %}" if spec.hierarchical
+                    else "{{ " + answer + " }}")
         parts.append("{% if " + review + ".output %}A person reviewed your previous answer and asked for "
-                     "changes:\n{{ " + review + ".output.feedback }}\n\nYour previous answer:\n{{ " + answer +
-                     " }}{% endif %}")
+                     "changes:\n{{ " + review + ".output.feedback }}\n\nYour previous answer:\n" + previous +
+                     "{% endif %}")
     return "\n\n".join(p for p in parts if p)
 
 
@@ -260,8 +264,7 @@ def _review_state(task: CrewTask, names: _Names, then: str, spec: CrewSpec) -> S
     expected = placeholder_template(task.expected_output or "", names.inputs)
     question = (f"Review the answer to the task '{task.key}' (expected: {expected}):\n\n{{{{ {answer} }}}}\n\n"
                 "Approve it, or say what to change.")
-    approval = ("named", APPROVAL)
-    return State(review, ask=question, output=approval, transitions=[
+    return State(review, ask=question, output=("named", names.approval), transitions=[
         Transition(then, guard="output.approved", sample_fires=True),
         Transition(state, bound=REVIEW_ROUNDS),
         Transition(then, otherwise=True),
@@ -362,8 +365,7 @@ def _hierarchical_states(spec: CrewSpec, machine: Machine, names: _Names, output
 
 
 def _delegation_type(machine: Machine, type_names: Namespace, workers: list[str], answer: Shape) -> str:
-    name = type_names.claim("Delegation", "type") if "Delegation" in type_names.taken else "Delegation"
-    type_names.taken.add(name)
+    name = type_name("Delegation", type_names)
     machine.types.append(TypeDecl(name, [
         FieldDecl("coworker", ("enum", ("done", *workers)), "who works next: a coworker, or done to give the answer"),
         FieldDecl("request", ("str",), "the work or the question for the coworker, with all it needs"),

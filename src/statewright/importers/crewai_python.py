@@ -35,6 +35,7 @@ class PySource:
     agents: list[PyCall] = field(default_factory=list)
     tasks: list[PyCall] = field(default_factory=list)
     crew: PyCall | None = None
+    helpers: list[PyCall] = field(default_factory=list)  # undecorated methods (a manager agent may be one)
     tool_methods: set[str] = field(default_factory=set)  # methods decorated @tool in the crew class
     tool_functions: dict[str, str] = field(default_factory=dict)  # module `@tool("Name")` functions: name -> label
     assigned: dict[str, ast.expr] = field(default_factory=dict)  # module-level NAME = value
@@ -151,6 +152,8 @@ def _read_class_item(item: ast.stmt, py: PySource) -> None:
         py.crew = _returned_call(item, name_span)
     elif "tool" in decorators:
         py.tool_methods.add(item.name)
+    elif not decorators:
+        py.helpers.append(_returned_call(item, name_span))
 
 
 def _def_name_span(source: SourceFile, item: ast.FunctionDef | ast.AsyncFunctionDef) -> Span:

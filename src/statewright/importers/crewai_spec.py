@@ -233,6 +233,10 @@ def _text(schema: JsonSchema, value: JsonValue | None, what: str) -> str | None:
 def _read_agents(spec: CrewSpec, py: PySource | None, yaml: JsonValue | None, schema: JsonSchema) -> None:
     configs = yaml.members if yaml is not None else {}
     methods = py.agents if py is not None and py.agents else []
+    manager = py.crew.keywords.get("manager_agent") if py is not None and py.crew is not None else None
+    helper = next((h for h in py.helpers if h.method == self_method(manager)), None) if py and manager else None
+    if helper is not None and helper.call == "Agent":  # a manager agent the crew class does not mark @agent
+        methods = [*methods, helper]
     if methods:
         for method in methods:
             agent = CrewAgent(method.method, method.span)
@@ -252,8 +256,11 @@ def _read_agents(spec: CrewSpec, py: PySource | None, yaml: JsonValue | None, sc
 
 def _require(role: str | None, goal: str | None, backstory: str | None, agent: CrewAgent,
              config: JsonValue | None, schema: JsonSchema) -> None:
+    if config is None and agent.role is None and agent.goal is None and agent.backstory is None and \
+            schema.diagnostics.has_errors:
+        return  # its config was refused already
     for key, value in (("role", role), ("goal", goal), ("backstory", backstory)):
-        if value is None:
+        if value is None and (config is None or config.get(key) is None):
             schema.diagnostics.report("SW8004", f"agent '{agent.key}' has no '{key}'",
                                       anchor(config) if config is not None else agent.span,
                                       label=f"'{key}' is missing here",
@@ -304,6 +311,8 @@ def _agent_code(agent: CrewAgent, method: PyCall, py: PySource, schema: JsonSche
                 setattr(agent, key, " ".join(value.split()))
     if "llm" in kw:
         agent.llm = _llm(kw["llm"])
+        if agent.llm is None:
+            computed(schema.diagnostics, py.span(kw["llm"]), f"agent '{agent.key}'s llm")
     if "tools" in kw:
         agent.tools = code_tools(kw["tools"], py, schema)
     flag = kw.get("allow_code_execution")
@@ -312,14 +321,18 @@ def _agent_code(agent: CrewAgent, method: PyCall, py: PySource, schema: JsonSche
 
 
 def _code_text(node: ast.expr, py: PySource, schema: JsonSchema, what: str) -> str | None:
+    """A text given in code: a literal, a module-level constant or an f-string without fields; anything
+    else is noted (SW8114) and stands as a marker the reader of the import will see."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
+    if isinstance(node, ast.JoinedStr) and all(isinstance(v, ast.Constant) for v in node.values):
+        return "".join(str(v.value) for v in node.values)  # type: ignore[attr-defined]
     if isinstance(node, ast.Name) and isinstance(py.assigned.get(node.id), ast.Constant):
         value = py.assigned[node.id].value  # type: ignore[attr-defined]
         if isinstance(value, str):
             return value
     computed(schema.diagnostics, py.span(node), what)
-    return None
+    return f"({what.split(' ', 2)[-1]}: computed in crew.py when the crew runs)"
 
 
 def computed(diags: Diagnostics, span: Span, what: str) -> None:
@@ -381,8 +394,10 @@ def _read_tasks(spec: CrewSpec, py: PySource | None, yaml: JsonValue | None, sch
 
 
 def _require_task(task: CrewTask, config: JsonValue | None, schema: JsonSchema) -> None:
+    if config is None and task.description is None and schema.diagnostics.has_errors:
+        return  # its config was refused already
     for key in ("description", "expected_output"):
-        if getattr(task, key) is None:
+        if getattr(task, key) is None and (config is None or config.get(key) is None):
             schema.diagnostics.report("SW8004", f"task '{task.key}' has no '{key}'",
                                       anchor(config) if config is not None else task.span,
                                       label=f"'{key}' is missing here",

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 
 from .model import FieldDecl, Shape, TypeDecl
-from .names import RESERVED, Namespace
+from .names import Namespace, type_name
 
 _SCALARS = {"str": "str", "int": "int", "float": "float", "bool": "bool", "Decimal": "float",
             "date": "str", "datetime": "str", "HttpUrl": "str", "AnyUrl": "str", "EmailStr": "str"}
@@ -55,7 +55,7 @@ class ModelTypes:
         node = self.classes.get(model)
         if node is None:
             return None
-        name = _type_name(model, self.names)
+        name = type_name(model, self.names)
         self.made[model] = name
         decl = TypeDecl(name)
         doc = ast.get_docstring(node)
@@ -65,12 +65,18 @@ class ModelTypes:
         elif name != model:
             decl.comments.append(f"pydantic model {model}")
         self.types.append(decl)
-        for base in node.bases:  # fields a model inherits from another model come first, as pydantic orders them
+        decl.fields = self._fields(model, set())
+        return name
+
+    def _fields(self, model: str, seen: set[str]) -> list[FieldDecl]:
+        """The fields of `model`: those it inherits from other models first, as pydantic orders them."""
+        node = self.classes[model]
+        seen = seen | {model}
+        fields: list[FieldDecl] = []
+        for base in node.bases:
             base_name = _base_name(base)
-            if base_name in self.classes and base_name != model:
-                inherited = self.type_of(base_name)
-                parent = next(t for t in self.types if t.name == inherited)
-                decl.fields.extend(f for f in parent.fields if f.name not in {g.name for g in decl.fields})
+            if base_name in self.classes and base_name not in seen:
+                fields.extend(f for f in self._fields(base_name, seen) if f.name not in {g.name for g in fields})
         for item in node.body:
             if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
                 if item.target.id.startswith("_") or _is_classvar(item.annotation):
@@ -78,9 +84,9 @@ class ModelTypes:
                 shape = self._shape(item.annotation, f"{model}.{item.target.id}")
                 if _optional_default(item.value) and shape[0] != "opt":
                     shape = ("opt", shape)
-                decl.fields = [f for f in decl.fields if f.name != item.target.id]
-                decl.fields.append(FieldDecl(item.target.id, shape, _description(item.value)))
-        return name
+                fields = [f for f in fields if f.name != item.target.id]
+                fields.append(FieldDecl(item.target.id, shape, _description(item.value)))
+        return fields
 
     def _shape(self, node: ast.expr, where: str) -> Shape:
         if isinstance(node, ast.Constant) and isinstance(node.value, str):  # a string annotation
@@ -123,15 +129,6 @@ class ModelTypes:
     def _text(self, where: str, written: str) -> Shape:
         self.as_text.append(f"{where} ({written})")
         return ("str",)
-
-
-def _type_name(model: str, names: Namespace) -> str:
-    """The model's own name where it is a free name of the language (types keep their capitals)."""
-    if re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", model) and model not in RESERVED and model not in names.taken \
-            and model not in _SCALARS:
-        names.taken.add(model)
-        return model
-    return names.claim(model, "type")
 
 
 def _base_name(node: ast.expr) -> str | None:

@@ -110,15 +110,21 @@ class _Converter:
         span = self._span(node)
         if isinstance(node, self.yaml.MappingNode):
             inner = on_path | {id(node)}
+            own = {id(k) for k, _ in node.value if k.tag != "tag:yaml.org,2002:merge"}
+            if len(own) < len(node.value):
+                self._merge(node, inner)
             members: dict[str, tuple[Span, JsonValue]] = {}
+            written: set[str] = set()  # keys the mapping writes itself (a merged key may be written over)
             for key_node, value_node in node.value:
                 key = self._value(key_node, inner)
                 name = key.value if key.kind == "string" else key.span.text
-                if name in members:
+                if id(key_node) in own and name in written:
                     self.diagnostics.report("SW8007", f"the key '{name}' is written twice", key.span,
                                             label="written again here",
                                             notes=[f"first written at {members[name][0].label()}"],
                                             help="YAML keeps only the last one: remove or rename one of them")
+                if id(key_node) in own:
+                    written.add(name)
                 members[str(name)] = (key.span, self._value(value_node, inner))
             return JsonValue("object", span, members=members)
         if isinstance(node, self.yaml.SequenceNode):
@@ -135,6 +141,18 @@ class _Converter:
         if isinstance(value, (int, float)):
             return JsonValue("number", span, value)
         return JsonValue("string", span, str(value))
+
+
+    def _merge(self, node: Any, on_path: frozenset[int]) -> None:
+        """`<<: *base`: the keys of the merged mappings, under the node's own (PyYAML's own merge, after
+        checking that the merged values do not contain the node)."""
+        for key, value in node.value:
+            if key.tag == "tag:yaml.org,2002:merge" and id(value) in on_path:
+                raise _TooLarge("not valid YAML here: an alias makes this value contain itself", self._span(value))
+        try:
+            self.constructor.flatten_mapping(node)
+        except self.yaml.YAMLError as e:
+            raise _TooLarge(f"not valid YAML here: {getattr(e, 'problem', None) or e}", self._span(node)) from None
 
 
 class _TooLarge(Exception):
