@@ -249,7 +249,7 @@ def test_import_writes_the_file_and_summarises(tmp_path: Path, capsys: pytest.Ca
     out = tmp_path / "out.fsm"
     assert main(["import", "metaagent", str(LINEAR), "-o", str(out)]) == 0
     err = capsys.readouterr().err
-    assert out.read_text(encoding="utf-8") == api.import_file("metaagent", LINEAR).text
+    assert out.read_text(encoding="utf-8") == api.import_file("metaagent", LINEAR, output=str(out)).text
     assert "literal mode" in err and f"`statewright check` on {out}: no problems" in err
 
 

@@ -10,7 +10,6 @@ model) is read as text, and the importer lists each such field.
 from __future__ import annotations
 
 import ast
-import re
 from dataclasses import dataclass, field
 
 from .model import FieldDecl, Shape, TypeDecl
