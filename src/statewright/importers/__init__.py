@@ -124,9 +124,17 @@ def header_path(path: str, output: str | None) -> str:
     travels with the file: an absolute path, or one from wherever the command ran, says nothing there)."""
     if path.startswith("<"):
         return path
+    name = Path(path).name or os.path.basename(os.path.abspath(path))
     if output is None or output == "-" or output.startswith("<"):
-        return Path(path).name or os.path.basename(os.path.abspath(path))
-    return Path(os.path.relpath(os.path.abspath(path), os.path.dirname(os.path.abspath(output)))).as_posix()
+        return name
+    source, folder = os.path.abspath(path), os.path.dirname(os.path.abspath(output))
+    try:
+        common = os.path.commonpath([source, folder])
+    except ValueError:  # two drives
+        return name
+    if common == os.path.dirname(common):  # nothing shared but the root: a path up to it is an absolute path
+        return name
+    return Path(os.path.relpath(source, folder)).as_posix()
 
 
 __all__ = ["DEFAULT_BOUND", "FILE_FORMATS", "FORMATS", "ImportOutcome", "header_path", "import_project",
