@@ -112,9 +112,9 @@ def test_crew_py_is_read_never_run(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("agents, message", [
-    ('a: &a ["x", "x"]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\n'
+    (('a: &a ["x", "x"]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\n'
      'd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]\ne: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]\n'
-     'f: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]\ng: [*f, *f, *f, *f, *f, *f, *f, *f, *f]\n', "100,000 values"),
+     'f: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]\ng: [*f, *f, *f, *f, *f, *f, *f, *f, *f]\n'), "100,000 values"),
     ("a: &a\n  b: *a\n", "contain itself"),
     ("x: " + "[" * 5000 + "]" * 5000 + "\n", "not valid YAML"),
     ("x: !!python/object:os.system 'echo hi'\n", "not valid YAML"),
