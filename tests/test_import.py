@@ -340,6 +340,10 @@ DOCS = Path(__file__).parent.parent / "docs"
     "metaagent-loop-literal/expected-check.txt",
     "metaagent-routing-protocol-stripped/expected-import.txt",
     "metaagent-unknown-ids/expected-import.txt",
+    "crewai-sequential-research/config/tasks.yaml",
+    "crewai-sequential-research/crew.py",
+    "crewai-sequential-research/expected.fsm",
+    "crewai-context-cycle/expected-import.txt",
 ])
 def test_the_import_page_quotes_the_golden_cases_exactly(quoted: str) -> None:
     page = (DOCS / "import.md").read_text(encoding="utf-8")
