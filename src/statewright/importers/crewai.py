@@ -401,6 +401,9 @@ def _describe(spec: CrewSpec, machine: Machine, names: _Names, header: Header, t
         if any(t.async_execution for t in spec.tasks):
             d.append("The manager does the tasks one after another: async_execution is not kept in a hierarchical "
                      "crew.")
+    if spec.planning:
+        d.append("CrewAI's planning (planning=True) is not kept: no plan is made and added to the tasks before "
+                 "the crew runs; a planning state before the first task would do it.")
     if not spec.has_crew_class:
         d.append("No @CrewBase class binds the YAML: the tasks run in the order tasks.yaml writes them.")
     for where in types.as_text:

@@ -63,6 +63,7 @@ class CrewSpec:
     example_inputs: dict[str, str] = field(default_factory=dict)  # from main.py's `inputs = {...}`
     has_crew_class: bool = False
     custom_tools: set[str] = field(default_factory=set)  # the crew's own @tool functions and methods
+    planning: bool = False  # Crew(planning=True): CrewAI plans every task before the crew runs
 
     def agent(self, key: str) -> CrewAgent | None:
         return next((a for a in self.agents if a.key == key), None)
@@ -112,10 +113,25 @@ def locate(path: str) -> ProjectFiles:
 
 
 def _find_crew(folder: Path) -> Path | None:
+    """crew.py at the top, under src/NAME/ or one folder down; else the one Python file in those places (or a
+    flow's crews/NAME/) that holds a @CrewBase class (a flow's crew is NAME_crew.py). Several such files
+    are ambiguous: FileNotFoundError names them."""
     for candidate in [folder / "crew.py", *sorted(folder.glob("src/*/crew.py")), *sorted(folder.glob("*/crew.py"))]:
         if candidate.is_file():
             return candidate
-    return None
+    patterns = ("*.py", "src/*/*.py", "*/*.py", "crews/*/*.py", "src/*/crews/*/*.py")
+    found = sorted({p for pattern in patterns for p in folder.glob(pattern) if p.is_file() and _binds_crew(p)})
+    if len(found) > 1:
+        names = ", ".join(str(p.relative_to(folder)) for p in found)
+        raise FileNotFoundError(f"{folder} holds several crews ({names}): name the one to import")
+    return found[0] if found else None
+
+
+def _binds_crew(path: Path) -> bool:
+    try:
+        return "@CrewBase" in path.read_text(encoding="utf-8", errors="replace")[:MAX_FILE_CHARS]
+    except OSError:
+        return False
 
 
 def _config_paths(crew: Path) -> tuple[str, str]:
@@ -286,7 +302,8 @@ def _agent_settings(agent: CrewAgent, config: JsonValue | None, schema: JsonSche
     agent.role = _text(schema, config.get("role"), "an agent's 'role'")
     agent.goal = _text(schema, config.get("goal"), "an agent's 'goal'")
     agent.backstory = _text(schema, config.get("backstory"), "an agent's 'backstory'")
-    agent.llm = schema.text(config.get("llm"), "an agent's 'llm'")
+    llm = schema.text(config.get("llm"), "an agent's 'llm'")
+    agent.llm = llm.strip() if llm is not None else None
     agent.tools = _yaml_names(schema, config.get("tools"), "an agent's 'tools'")
     agent.code_execution = schema.flag(config.get("allow_code_execution"), "'allow_code_execution'")
 
@@ -294,11 +311,11 @@ def _agent_settings(agent: CrewAgent, config: JsonValue | None, schema: JsonSche
 def _yaml_names(schema: JsonSchema, value: JsonValue | None, what: str) -> list[Ref]:
     refs = []
     if value is not None and value.kind == "string":  # `context: research_task`: one name
-        return [(str(value.value), value.span)]
+        return [(str(value.value).strip(), value.span)]
     for item in schema.array(value, what):
         name = schema.text(item, what.replace("'s '", "'s item of '"))
         if name is not None:
-            refs.append((name, item.span))
+            refs.append((name.strip(), item.span))
     return refs
 
 
@@ -413,7 +430,7 @@ def _task_settings(task: CrewTask, config: JsonValue | None, schema: JsonSchema)
     agent = config.get("agent")
     name = schema.text(agent, "a task's 'agent'")
     if name is not None and agent is not None:
-        task.agent = (name, agent.span)
+        task.agent = (name.strip(), agent.span)
     if config.get("context") is not None:
         task.context = _yaml_names(schema, config.get("context"), "a task's 'context'")
     task.tools = _yaml_names(schema, config.get("tools"), "a task's 'tools'")
@@ -485,6 +502,8 @@ def _read_crew(spec: CrewSpec, py: PySource, crew: PyCall, diags: Diagnostics) -
             spec.agents.remove(manager)  # CrewAI keeps the manager out of the crew's agents
     memory = kw.get("memory")
     spec.memory = isinstance(memory, ast.Constant) and memory.value is True
+    planning = kw.get("planning")
+    spec.planning = isinstance(planning, ast.Constant) and planning.value is True
     tasks = kw.get("tasks")
     if isinstance(tasks, (ast.List, ast.Tuple)):  # an explicit order: tasks=[self.a(), self.b()]
         by_key = {t.key: t for t in spec.tasks}
