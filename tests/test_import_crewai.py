@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from statewright import api
 from statewright.cli import main
@@ -187,3 +189,67 @@ def test_an_on_start_that_works_is_a_state_not_an_input() -> None:
 def test_an_import_api_for_files_refuses_a_project_format() -> None:
     with pytest.raises(ValueError, match="project folder"):
         api.import_bytes("crewai", b"", "x")
+
+
+# ---- any crew of the documented shapes ----------------------------------------------------------------
+
+@st.composite
+def crews(draw: st.DrawFn) -> dict[str, str]:
+    agents = [f"agent_{i}" for i in range(draw(st.integers(1, 3)))]
+    tasks = [f"task_{i}" for i in range(draw(st.integers(1, 5)))]
+    hierarchical = draw(st.booleans())
+    agents_yaml = "".join(f"{a}:\n  role: Role of {a} for {{topic}}\n  goal: Goal {a}\n  backstory: Story {a}\n"
+                          for a in agents)
+    tasks_yaml, methods = "", ""
+    for i, t in enumerate(tasks):
+        tasks_yaml += f"{t}:\n  description: Do {t} about {{topic}}.\n  expected_output: The result of {t}.\n"
+        if not hierarchical or draw(st.booleans()):
+            tasks_yaml += f"  agent: {draw(st.sampled_from(agents))}\n"
+        # a later read always names the last task, which reads nothing itself: notes, never a cycle
+        context = draw(st.sampled_from(["none", "empty", "earlier", "later"])) if i + 1 < len(tasks) else "none"
+        if context == "empty":
+            tasks_yaml += "  context: []\n"
+        elif context == "earlier" and i > 0:
+            tasks_yaml += f"  context: [{', '.join(draw(st.lists(st.sampled_from(tasks[:i]), min_size=1, unique=True)))}]\n"
+        elif context == "later":
+            tasks_yaml += f"  context: [{tasks[-1]}]\n"
+        if draw(st.booleans()):
+            tasks_yaml += "  human_input: true\n"
+        if draw(st.booleans()):
+            tasks_yaml += "  async_execution: true\n"
+        output = draw(st.sampled_from(["", ", output_pydantic=Result", ", output_json=Missing"]))
+        methods += (f"    @task\n    def {t}(self) -> Task:\n"
+                    f"        return Task(config=self.tasks_config['{t}']{output})\n\n")
+    agent_methods = "".join(f"    @agent\n    def {a}(self) -> Agent:\n        return Agent(config=self.agents_config"
+                            f"['{a}'], tools=[SerperDevTool(), FileReadTool()])\n\n" for a in agents)
+    process = "Process.hierarchical, manager_llm='openai/gpt-4o'" if hierarchical else "Process.sequential"
+    crew = ("from pydantic import BaseModel\nfrom crewai_tools import FileReadTool, SerperDevTool\n\n"
+            "class Result(BaseModel):\n    summary: str\n    points: list[str]\n    score: int | None = None\n\n"
+            f"@CrewBase\nclass RandomCrew:\n{agent_methods}{methods}"
+            f"    @crew\n    def crew(self) -> Crew:\n        return Crew(agents=self.agents, tasks=self.tasks, "
+            f"process={process})\n")
+    return {"config/agents.yaml": agents_yaml, "config/tasks.yaml": tasks_yaml, "crew.py": crew}
+
+
+@settings(max_examples=30, deadline=None)
+@given(crews())
+def test_any_crew_imports_and_its_repaired_import_checks_and_passes_its_test(files: dict[str, str]) -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        for name, text in files.items():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text(text, encoding="utf-8")
+        for repair in (False, True):
+            outcome = api.import_file("crewai", root, repair=repair)
+            assert outcome.text is not None, [d.message for d in outcome.diagnostics]
+            assert api.format_text(outcome.text).text == outcome.text
+            compilation = api.check_text(outcome.text)
+            errors = [(d.code, d.message) for d in compilation.diagnostics if d.severity.value == "error"]
+            if repair:
+                assert errors == []
+            if not errors:
+                assert [r.messages for r in api.run_tests(compilation) if not r.passed] == []
+            for name in re.findall(r'^    tool (\w+) = "statewright', outcome.text, re.MULTILINE):
+                assert f"Tool '{name}' is a stand-in" in outcome.text
