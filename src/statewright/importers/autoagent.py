@@ -279,7 +279,7 @@ def _check_references(root: XmlElement, spec: _Spec, diags: Diagnostics) -> None
     agent_names = [a.name for a in spec.agents]
     for event in spec.events:
         for source, span in event.listens:
-            if source not in event_names:
+            if source not in event_names and source != START_EVENT:  # an on_start left implicit: see _adopt_start
                 unknown(diags, "event", source, span, event_names, "no event has this name")
         for output in event.outputs:
             if output.target is not None and output.target not in event_names:
@@ -306,6 +306,11 @@ def _adopt_start(root: XmlElement, spec: _Spec, diags: Diagnostics, header: Head
         header.differences.append(f"'{START_EVENT}' has its own agent ('{on_start.agent}') and task: it is the start "
                                   "state, and the events that read its outputs read them from it.")
         first: _Event | None = on_start
+    elif any(source == START_EVENT for e in spec.events for source, _ in e.listens):
+        header.differences.append(f"The workflow has no '{START_EVENT}' event, though events listen to it: the run "
+                                  "starts with them, as if it were there to pass the system input on.")
+        spec.events.insert(0, _Event(START_EVENT, spec.events[0].span, [], None, [], [], None, None, None))
+        return True
     else:
         system = {spec.input_key, *(key for key, _, _ in spec.variables)}
         first = next((e for e in spec.events if not e.listens and set(e.inputs) <= system and e.agent), None)
