@@ -467,13 +467,7 @@ def _build(spec: _Spec, order: list[str], source: SourceFile, header: Header, di
         state.comments.extend(parallel.get(event.state, []))
         reads = _Reads(producers, ancestors[event.name], run_order, branch_of, repair_mode)
         state.instruction = _instruction(event, input_names, reads, unproduced)
-        for key, writers in reads.unready.items():
-            late.setdefault(identifier(key, "input"), writers)
-            diags.report("SW8117", f"event '{event.name}' reads '{key}', which only {quoted_list(writers)} "
-                         "write, and they have not finished when it starts", event.span,
-                         label="starts before its input is written",
-                         help=f"let '{event.name}' listen to the event that writes '{key}'")
-        header.repairs += reads.repairs
+        _report_unready(event, reads, late, diags, header)
         if in_fork is not None:  # a branch ends in its one state: its result is the branch's output
             machine.states.append(state)
             continue
@@ -491,6 +485,18 @@ def _build(spec: _Spec, order: list[str], source: SourceFile, header: Header, di
     machine.states.extend(aborts.values())
     _describe(machine, header, branches, aborts)
     return machine, unproduced, late
+
+
+def _report_unready(event: _Event, reads: _Reads, late: dict[str, list[str]], diags: Diagnostics,
+                    header: Header) -> None:
+    """SW8117 for each key `event` reads before it is written; what --repair did about it, in the header."""
+    for key, writers in reads.unready.items():
+        late.setdefault(identifier(key, "input"), writers)
+        diags.report("SW8117", f"event '{event.name}' reads '{key}', which only {quoted_list(writers)} "
+                     "write, and they have not finished when it starts", event.span,
+                     label="starts before its input is written",
+                     help=f"let '{event.name}' listen to the event that writes '{key}'")
+    header.repairs += reads.repairs
 
 
 def _forks(working: list[_Event], order: list[str], listens: dict[str, list[str]], state_of: dict[str, str],
