@@ -50,8 +50,9 @@ class ToolMapper:
         self.declared[tool] = name
         function = "search_engine" if tool in SEARCH_TOOLS else "unavailable_tool"
         path = f"{STAND_IN_MODULE}:{function}"
-        comments = [(f"CrewAI's {tool} has no standard counterpart: this stand-in answers that it is not "
-                    "configured. Point the import path at your own function.")]
+        what = f"The crew's own tool {tool}" if own else f"CrewAI's {tool}"
+        comments = [(f"{what} has no standard counterpart: this stand-in answers that it is not configured. "
+                     "Point the import path at your own function.")]
         if tool in SEARCH_TOOLS:
             comments.append("A search API key goes in `secrets [NAME]`; the function gets it in `secrets`.")
         self.machine.tools.append(Tool(name, path, comments=comments))
