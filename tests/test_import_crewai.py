@@ -75,6 +75,15 @@ def test_usage_errors_exit_2(argv: list[str], tmp_path: Path, capsys: pytest.Cap
     assert "Traceback" not in capsys.readouterr().err
 
 
+def test_a_crew_py_whose_config_file_is_missing_is_a_usage_error(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "proj"
+    root.mkdir()
+    shutil.copy(RESEARCH / "crew.py", root / "crew.py")
+    assert main(["import", "crewai", str(root)]) == 2
+    assert "reads its agents_config from config/agents.yaml, which is not there" in capsys.readouterr().err
+
+
 def test_without_pyyaml_the_command_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setitem(sys.modules, "yaml", None)  # `import yaml` now raises ImportError

@@ -104,6 +104,12 @@ def locate(path: str) -> ProjectFiles:
         base, agents, tasks = given, given / "config" / "agents.yaml", given / "config" / "tasks.yaml"
     python = sorted(p for p in base.glob("*.py") if p != crew and p.name != "main.py") if crew else []
     main = base / "main.py" if crew is not None and (base / "main.py").is_file() else None
+    if crew is not None:
+        text = crew.read_text(encoding="utf-8", errors="replace")
+        for config, kind in ((agents, "agents_config"), (tasks, "tasks_config")):
+            if not config.is_file() and f"{kind}[" in text.replace(" ", "").replace("self.", ""):
+                raise FileNotFoundError(f"{crew} reads its {kind} from {os.path.relpath(config, base)}, which is "
+                                        "not there")
     found = ProjectFiles(given, crew, agents if agents.is_file() else None, tasks if tasks.is_file() else None,
                          python, main)
     if found.crew is None and (found.agents is None or found.tasks is None):
