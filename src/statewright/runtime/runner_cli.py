@@ -796,7 +796,8 @@ def runner_temporal_dispatch(machine: MachineSpec | None, command: str, args: ar
 def serve_on_temporal(machines: Sequence[MachineSpec], address: str, *, task_queue: str | None = None,
                       namespace: str = "default", concurrency: int = 64, unsafe_tools: bool = False) -> int:
     """Run a worker for `machines` until SIGTERM or Ctrl-C (in-flight calls are handed back to the cluster)."""
-    from .temporal import temporal_sdk, temporal_serve
+    from .temporal import temporal_sdk
+    from .temporal_worker import temporal_serve
 
     temporal_sdk()
 
