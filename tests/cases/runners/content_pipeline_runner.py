@@ -31,9 +31,9 @@ else:
         MachineSpec, ModelClient, RunResult, Scope, Script, StateSpec, TestSpec, Trace,
         TransitionSpec, arun_machine, main, run_machine,
     )
-if RUNTIME_SHA256 != "015bbb97045e8538c04b67d80933d907abf8b9693ecfdd0300c3602275d4f1ef":
+if RUNTIME_SHA256 != "de2586b1d5eb6fe0d21f6749c5f814da72626e0bf379155f834e4e26a9b319a2":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 015bbb97045e), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 de2586b1d5eb), but "
         f"the statewright_runtime.py it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile "
         "--runtime module`, which rewrites the runtime too"
