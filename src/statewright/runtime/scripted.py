@@ -264,6 +264,8 @@ class ScriptedClient:
         identity = identity if isinstance(identity, Mapping) else {}
         role = str(identity.get("role") or request.role)
         state = str(identity.get("state") if identity.get("state") is not None else request.state)
+        if identity.get("call"):  # a state of a machine another one runs: scripted by its path
+            state = f"{identity['call']}/{state}"
         given = identity.get("seq")
         seq = int(given) if given is not None else sum(1 for c in self.calls if c[:2] == (role, state))
         item = identity.get("item")
