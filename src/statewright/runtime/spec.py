@@ -246,3 +246,17 @@ def every_machine(machine: MachineSpec) -> Iterator[MachineSpec]:
         seen.add(id(current))
         yield current
         stack.extend(reversed(list(current.machines.values())))
+
+
+def state_at(machine: MachineSpec, path: str) -> StateSpec | None:
+    """The state a path names: `draft`, or `investigate/draft` (state `draft` of the machine that state
+    `investigate` runs), `investigate[2]/draft` (the same, for a map's element), nested `a/b/c`; None when
+    the path leads nowhere."""
+    *calls, name = path.split("/")
+    current: MachineSpec | None = machine
+    for step in calls:
+        state = current.states.get(step.split("[", 1)[0]) if current is not None else None
+        if state is None or state.run is None:
+            return None
+        current = current.machines.get(state.run.machine) if current is not None else None
+    return current.states.get(name) if current is not None else None
