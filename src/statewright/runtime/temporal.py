@@ -471,8 +471,7 @@ async def temporal_answer(address: str, run_id: str, answer: Any, *, state: str 
         except Exception:  # noqa: BLE001 - no worker up to answer the query yet
             await asyncio.sleep(0.2)
             continue
-        waiting = status.get("waiting") if isinstance(status, dict) else None
-        refused = (waiting.get("refused") or []) if isinstance(waiting, dict) else []
+        refused = (status.get("refused") or []) if isinstance(status, dict) else []
         for entry in refused:
             if entry.get("id") == mark:
                 return str(entry["error"])

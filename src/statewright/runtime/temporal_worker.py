@@ -31,7 +31,7 @@ from .executor import Performer, drive
 from .inputs import InputError
 from .result import AnswerError, Failure, RunResult
 from .scripted import Script, ScriptedClient, ScriptError, ScriptExhausted
-from .spec import MachineSpec
+from .spec import MachineSpec, state_at
 from .structured import safe_json_dumps, to_jsonable
 from .temporal import (
     TEMPORAL_ANSWER_SIGNAL,
@@ -261,7 +261,8 @@ class TemporalWorkflow(Performer):
         super().__init__()
         self.events: list[str] = []  # JSON lines, keys in the order the core wrote them
         self.answers: list[dict[str, Any]] = []
-        self.waiting: dict[str, Any] | None = None
+        self.waits: dict[str, dict[str, Any]] = {}  # the questions it waits on, by path (calls may ask at once)
+        self.refused: list[dict[str, Any]] = []  # answers refused, with why (status shows them)
         self.core: Any = None
         self.run: Any = None
         self.result: dict[str, Any] | None = None
@@ -444,10 +445,9 @@ class TemporalWorkflow(Performer):
             if value.get("timeout"):
                 return PersonReply("timeout", now, scripted=True)
             return PersonReply("answer", now, value.get("answer"), scripted=True)
-        self.waiting = {"state": effect.state, "path": state, "question": effect.question,
-                        "answer_schema": effect.schema,
-                        "deadline": deadline, "since": workflow.now().isoformat(timespec="seconds"),
-                        "refused": []}
+        self.waits[state] = {"state": effect.state, "path": state, "question": effect.question,
+                             "answer_schema": effect.schema, "deadline": deadline,
+                             "since": workflow.now().isoformat(timespec="seconds")}
         if self.run is not None and self.run.events:
             self.run.emit("waiting", {"state": state, "deadline": deadline})
         try:
@@ -463,8 +463,7 @@ class TemporalWorkflow(Performer):
                 try:
                     self.core.check_answer(self.run, answer.get("answer"), state)
                 except AnswerError as exc:
-                    self.waiting["refused"].append({"answer": answer.get("answer"), "error": str(exc),
-                                                    "id": answer.get("id")})
+                    self.refused.append({"answer": answer.get("answer"), "error": str(exc), "id": answer.get("id")})
                     if self.run is not None and self.run.events:
                         self.run.emit("answer_refused", {"state": state, "error": str(exc), "by": answer.get("by")})
                     continue
@@ -472,7 +471,7 @@ class TemporalWorkflow(Performer):
                     self.run.emit("answered_by", {"state": state, "by": answer.get("by")})
                 return PersonReply("answer", workflow.now().timestamp(), answer.get("answer"))
         finally:
-            self.waiting = None
+            self.waits.pop(state, None)
 
     def first_answer(self, state: str | None) -> int | None:
         for index, answer in enumerate(self.answers):
@@ -491,17 +490,28 @@ class TemporalWorkflow(Performer):
         self.events.append(redact(safe_json_dumps(record), self.hidden))
 
     def take_answer(self, payload: dict[str, Any]) -> None:
+        """An answer, for the question at its path (or whichever is asked first): one for a path where the
+        machine asks nobody is refused at once rather than kept for a question that never comes."""
+        path = payload.get("state")
+        if path and self.machine is not None:
+            found = state_at(self.machine, str(path))
+            if found is None or found.kind != "human":
+                self.refused.append({"answer": payload.get("answer"), "id": payload.get("id"),
+                                     "error": f"the machine asks no question at {path}"})
+                return
         self.answers.append(dict(payload))
 
     def status(self) -> dict[str, Any]:
         from temporalio import workflow
 
         run = self.run
-        status = "waiting" if self.waiting is not None else "running"
+        waits = list(self.waits.values())
+        status = "waiting" if waits else "running"
         if self.result is not None:
             status = str(self.result["status"])
         data: dict[str, Any] = {"run_id": workflow.info().workflow_id, "machine": self.spec.get("machine"),
-                                "status": status, "waiting": self.waiting, "events": len(self.events),
+                                "status": status, "waiting": waits[0] if waits else None, "waits": waits,
+                                "refused": self.refused[-20:], "events": len(self.events),
                                 "answers_queued": len(self.answers),
                                 "queued": [a.get("id") for a in self.answers if a.get("id")]}
         if run is not None:
