@@ -295,7 +295,8 @@ def _redacted_result(result: RunResult, redactions: list[str]) -> RunResult:
 class _LocalEffects(Performer):
     """Performs the effects of one run in this process: the leaves of the executor skeleton (executor.py)."""
 
-    __slots__ = ("answer", "client", "engine", "registries", "run", "scripted", "secrets", "settles", "store")
+    __slots__ = ("acomplete", "answer", "client", "engine", "registries", "run", "scripted", "secrets", "settles",
+                 "store")
 
     def __init__(self, engine: Engine, run: Run, secrets: Mapping[str, str],
                  answer: tuple[str, Any] | None = None) -> None:
@@ -311,6 +312,7 @@ class _LocalEffects(Performer):
         self.scripted = (given if isinstance(given, ScriptedClient)
                          else ScriptedClient(engine.script) if engine.script is not None else None)
         self.client: Any = given if given is not None else self.scripted or engine.client
+        self.acomplete = getattr(self.client, "acomplete", None)  # (a client may answer synchronously only)
         self.registries: dict[int, Any] = {}  # by machine: each machine a run runs has its own tools
 
     async def settle(self) -> None:
@@ -321,11 +323,10 @@ class _LocalEffects(Performer):
         request = effect.request
         if self.engine.listeners:
             self.announce(request)
-        client = self.client
-        acomplete = getattr(client, "acomplete", None)
+        acomplete = self.acomplete
         if acomplete is not None:
             return await acomplete(request)  # type: ignore[no-any-return]
-        return client.complete(request)  # type: ignore[no-any-return]
+        return self.client.complete(request)  # type: ignore[no-any-return]
 
     def announce(self, request: ModelRequest) -> None:
         """Listeners (not the trace) hear of a model call as it starts: a person watching sees the wait."""
