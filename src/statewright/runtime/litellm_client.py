@@ -16,9 +16,11 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from .call_failures import CappedBody, call_retryable, call_status, retry_after_seconds
 from .client import ModelRequest, ToolCallRequest, rough_tokens
-# RetryPolicy, ToolProtocolError and parse_tool_protocol are imported from here too, as they were defined here
-from .model_calls import MAX_REPLY_BYTES, CappedBody, Completion, ModelCaller, ModelCallPlan, RetryPolicy, ToolProtocolError, call_retryable, call_status, parse_tool_protocol, retry_after_seconds  # noqa: F401
+from .model_calls import MAX_REPLY_BYTES, Completion, ModelCaller, ModelCallPlan, RetryPolicy  # noqa: F401
+
+# (RetryPolicy is imported from here too, where it was defined before model_calls.py existed.)
 
 _llm_reply_cap: contextvars.ContextVar[int] = contextvars.ContextVar("statewright_reply_cap",
                                                                      default=MAX_REPLY_BYTES)
@@ -88,9 +90,9 @@ class LiteLLMTransport:
             read.content = getattr(message, "content", None) or ""
             for index, call in enumerate(getattr(message, "tool_calls", None) or []):
                 function = getattr(call, "function", None)
-                read.tool_calls.append(ToolCallRequest(id=getattr(call, "id", None) or f"call_{index}",
-                                                       name=getattr(function, "name", None) or "",
-                                                       arguments=getattr(function, "arguments", None) or "{}"))
+                read.tool_calls.append(ToolCallRequest(
+                    id=getattr(call, "id", None) or f"call_{index}", name=getattr(function, "name", None) or "",
+                    arguments=getattr(function, "arguments", None) or "{}"))
         return read
 
     def _cost(self, model: str, raw: Any) -> float:
@@ -123,7 +125,8 @@ class LiteLLMTransport:
 
     def is_auth_error(self, error: BaseException) -> bool:
         """401/403, or a provider SDK refusing to start without a key (litellm reports some as 500s)."""
-        if isinstance(error, _llm_error_classes(self.litellm, ("AuthenticationError", "PermissionDeniedError"))):
+        refused = _llm_error_classes(self.litellm, ("AuthenticationError", "PermissionDeniedError"))
+        if isinstance(error, refused):
             return True
         if call_status(error) in (401, 403):
             return True
@@ -135,7 +138,7 @@ class LiteLLMTransport:
         try:
             found = self.litellm.validate_environment(model=model)
             missing = [str(k) for k in (found.get("missing_keys") or [])]
-        except Exception:  # noqa: BLE001 - a model litellm cannot place: fall back to the provider's name
+        except Exception:  # noqa: BLE001, S110 - a model litellm cannot place: advice by the provider's name
             pass
         if missing:
             return f"set {' and '.join(missing)} for model {model!r} (litellm reads the key from it)"
@@ -182,8 +185,9 @@ class LiteLLMTransport:
             count = int(litellm.token_counter(model=request.model, messages=request.messages,
                                               tools=request.tools or None))
             if request.response_schema is not None:
-                count += int(litellm.token_counter(model=request.model, text=json.dumps(request.response_schema)))
-        except Exception:  # noqa: BLE001 - a message shape the tokenizer does not take: count characters instead
+                schema = json.dumps(request.response_schema)
+                count += int(litellm.token_counter(model=request.model, text=schema))
+        except Exception:  # noqa: BLE001 - a message shape the tokenizer does not take: count characters
             return rough_tokens(request)
         return count
 
@@ -243,7 +247,8 @@ def _llm_capped_session_class() -> Any:
             loop = asyncio.get_running_loop()
             client = self._per_loop.get(loop)
             if client is None:
-                client = httpx.AsyncClient(follow_redirects=True, timeout=None, transport=_llm_aiohttp_transport())
+                client = httpx.AsyncClient(follow_redirects=True, timeout=None,
+                                           transport=_llm_aiohttp_transport())
                 self._per_loop[loop] = client
             response = await client.send(request, stream=True, **kwargs)
             if stream:

@@ -3,25 +3,24 @@ request each model is sent and the reply read back into a ModelResponse.
 
 A client differs from another only in its *transport*: how one attempt reaches a model (litellm's
 `acompletion`, or statewright's own HTTP client for OpenAI-compatible endpoints) and how that transport's
-failures read (which are worth a retry, which mean a refused key, what a Retry-After says). Everything else —
-deadlines, backoff, fallbacks, the events the trace records, the reply cap, structured output, the tool
-prompt protocol, usage, spent replies and the redaction of error texts — is here, once.
+failures read (which are worth a retry, which mean a refused key, what a Retry-After says). Everything
+else — deadlines, backoff, fallbacks, the events the trace records, the reply cap, structured output, the
+tool prompt protocol, usage, spent replies and the redaction of error texts — is here, once.
 """
 
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import json
 import os
 import random
 import re
 import time
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .call_failures import CallDeadline, EmptyReply, ReplyTooLarge, call_cause, call_status
 from .client import ModelError, ModelRequest, ModelResponse, ToolCallRequest, reply_allowance
 from .scripted import ScriptExhausted
 from .sync import run_sync
@@ -178,7 +177,8 @@ async def drive_model_call(plan: ModelCallPlan) -> ModelResponse:
                 completion = await asyncio.wait_for(transport.send(plan, model), left)
                 plan.check(completion)
             except Exception as error:  # noqa: BLE001 - each transport's failures, judged by the transport
-                if isinstance(error, (asyncio.TimeoutError, TimeoutError)) and not isinstance(error, CallDeadline):
+                timed_out = isinstance(error, (asyncio.TimeoutError, TimeoutError))
+                if timed_out and not isinstance(error, CallDeadline):
                     error = CallDeadline(f"no reply within the {left:.3g} s the call had left")
                 wait = plan.failed(model, attempt, error)
                 if wait is None:
@@ -279,20 +279,22 @@ class ModelCallPlan:
 
     def failed(self, model: str, attempt: int, error: Exception) -> float | None:
         """Records a failed attempt; returns the wait before retrying, or None to move on."""
-        exhausted = _call_cause(error, ScriptExhausted)
+        exhausted = call_cause(error, ScriptExhausted)
         if exhausted is not None:
             raise exhausted  # a test script ran out: no retry or fallback can produce a reply
         transport = self.transport(model)
         self.last_error_text = self._error_text(transport, error)
-        too_large = _call_cause(error, ReplyTooLarge)
+        too_large = call_cause(error, ReplyTooLarge)
         if too_large is not None:
             self.last_error_text = str(too_large)
-            return self._final_for_model(model, attempt)
+            self._final_for_model(model, attempt)
+            return None
         if transport.is_auth_error(error):
             # a missing or refused key: no retry can fix it — say which variable the key is read from
             self.last_error_text = (f"authentication failed ({call_status(error) or 'no key'}): "
                                     f"{transport.key_advice(model)}")
-            return self._final_for_model(model, attempt)
+            self._final_for_model(model, attempt)
+            return None
         self.last_error = f"{model}: {self.last_error_text}"
         retryable = transport.is_retryable(error)
         if not retryable or attempt > self.client.retry.max_retries:
@@ -370,7 +372,8 @@ class ModelCallPlan:
 
     def limit_error(self, limit: str) -> ModelError:
         """The run's own time ran out during the call: a limit, not a model failure."""
-        last = redact_call_error(self.last_error, self.secrets) if self.total_attempts else "no attempt could be made"
+        last = (redact_call_error(self.last_error, self.secrets) if self.total_attempts
+                else "no attempt could be made")
         error = ModelError(self.request.model, f"the time left under the machine's `{limit}` limit ran out "
                                                f"during the call (last: {last})", self.total_attempts)
         error.limit = limit  # type: ignore[attr-defined]
@@ -400,104 +403,6 @@ class ModelCallPlan:
         if len(text) > _CALL_ERROR_TEXT_LIMIT:
             text = text[:_CALL_ERROR_TEXT_LIMIT] + "..."
         return redact_call_error(text, self.secrets)
-
-
-# --- failures every transport can meet --------------------------------------------------------------
-
-
-class EmptyReply(Exception):
-    """A reply with a 200 status and nothing in it; worth another try."""
-
-
-class ReplyTooLarge(Exception):
-    """A reply's body passed the reply cap (a runaway or hostile server, a gzip bomb); not retried."""
-
-
-class CallDeadline(TimeoutError):
-    """An attempt ran out of the time its call had left (a stalled or trickling server)."""
-
-
-def _call_cause(error: BaseException, kind: type[Any]) -> Any:
-    """`error` or the first error of its chain that is a `kind` (an SDK wraps what its HTTP client
-    raises, and litellm wraps that), else None."""
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        if isinstance(current, kind):
-            return current
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return None
-
-
-def call_status(error: BaseException) -> int | None:
-    """The HTTP status a failed attempt's error carries, if any."""
-    status = getattr(error, "status_code", None)
-    return status if isinstance(status, int) else None
-
-
-def call_retryable(error: BaseException) -> bool:
-    """What is worth another try whoever raised it: 408, 409, 429 and 5xx answers, connection errors,
-    timeouts and replies with nothing in them; other 4xx answers are mistakes a retry repeats."""
-    if isinstance(error, (TimeoutError, ConnectionError, EmptyReply)):
-        return True
-    status = call_status(error)
-    return status is not None and (status in (408, 409, 429) or status >= 500)
-
-
-def retry_after_seconds(value: Any) -> float | None:
-    """A Retry-After header's value in seconds from now: a number of seconds, or an HTTP date."""
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except (TypeError, ValueError):
-        pass
-    try:
-        parsed = email.utils.parsedate_to_datetime(value) if isinstance(value, str) else None
-    except (TypeError, ValueError):
-        return None
-    if parsed is None:
-        return None
-    return max(0.0, parsed.timestamp() - time.time())
-
-
-class CappedBody:
-    """A reply's body as it arrives, decompressed, refused (ReplyTooLarge) once it passes `cap` bytes.
-    gzip and deflate are inflated here, never more than the cap allows at a time (a compressed megabyte
-    can hold a gigabyte); a broken compressed stream is a ValueError."""
-
-    def __init__(self, cap: int, encoding: str = "") -> None:
-        self.cap = cap
-        self.encoding = encoding.strip().lower()
-        self.inflate = zlib.decompressobj(47) if self.encoding in ("gzip", "x-gzip", "deflate") else None  # 47: gzip or zlib
-        self.parts: list[bytes] = []
-        self.size = 0
-
-    @property
-    def done(self) -> bool:
-        """Whether a compressed stream has ended (bytes after it are not part of the body)."""
-        return self.inflate is not None and self.inflate.eof
-
-    def feed(self, chunk: bytes) -> None:
-        pending = chunk
-        while pending and not self.done:
-            if self.inflate is None:
-                data, pending = pending, b""
-            else:
-                try:
-                    data = self.inflate.decompress(pending, self.cap + 1 - self.size)
-                except zlib.error as exc:
-                    raise ValueError(f"the reply's {self.encoding} body is broken: {exc}") from None
-                pending = self.inflate.unconsumed_tail
-            self.size += len(data)
-            if self.size > self.cap:
-                raise ReplyTooLarge(f"the reply is larger than the cap of {self.cap:,} bytes (decompressed); "
-                                    "it was not read further")
-            self.parts.append(data)
-
-    def whole(self) -> bytes:
-        return self.parts[0] if len(self.parts) == 1 else b"".join(self.parts)
 
 
 # --- keeping secrets out of error texts ---------------------------------------------------------------
