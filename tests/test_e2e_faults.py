@@ -1,6 +1,7 @@
-"""Model faults end to end: `statewright run` over the real litellm HTTP path against a local OpenAI-compatible
-server that fails on cue — failures are typed, checkpoints survive them, tools and outputs are repaired or
-re-asked within their bounds, fallbacks take over, and the API key ends up nowhere on disk."""
+"""Model faults end to end: `statewright run` over the real HTTP path against a local OpenAI-compatible server
+that fails on cue — failures are typed, checkpoints survive them, tools and outputs are repaired or re-asked
+within their bounds, fallbacks take over, and the API key ends up nowhere on disk. Every test runs on both
+paths: the native client's (the default for `openai/...` models) and litellm's (--model-client litellm)."""
 
 from __future__ import annotations
 
@@ -66,6 +67,13 @@ machine notes {
 PRIMARY, BACKUP = "primary-model", "backup-model"  # what the server sees; litellm strips "openai/"
 TO_SERVER = ["--model-map", f"openai/gpt-4o=openai/{PRIMARY}", "--model-map", f"openai/gpt-4o-mini=openai/{BACKUP}"]
 FAST = ["--retries", "1", "--retry-delay", "0"]
+
+
+@pytest.fixture(autouse=True, params=["native", "litellm"])
+def model_client(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The path every call takes, for the run in process and for the processes a test starts."""
+    monkeypatch.setenv("STATEWRIGHT_MODEL_CLIENT", "auto" if request.param == "native" else "litellm")
+    return str(request.param)
 
 
 @pytest.fixture

@@ -179,7 +179,9 @@ class FakeOpenAIServer:
                     body = json.loads(raw)
                 except ValueError:
                     body = None
-                server.requests.append(RecordedRequest(self.path, dict(self.headers.items()), body, raw))
+                # header names as the server reads them: in any case (the record is keyed in lower case)
+                headers = {name.lower(): value for name, value in self.headers.items()}
+                server.requests.append(RecordedRequest(self.path, headers, body, raw))
                 # any prefix before /v1 (e.g. /worker-a/v1): tests tell their clients apart by it
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})

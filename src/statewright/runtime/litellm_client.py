@@ -48,6 +48,7 @@ class LiteLLMTransport:
 
     def __init__(self, client: ModelCaller) -> None:
         self.client = client
+        _llm_litellm_module()  # imported now, before any call's deadline starts: the import takes seconds
 
     @property
     def litellm(self) -> Any:

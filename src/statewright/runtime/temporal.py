@@ -60,7 +60,7 @@ TEMPORAL_DEFAULT_NAMESPACE = "default"
 TEMPORAL_HEARTBEAT_SECONDS = 10.0  # a worker that stops heartbeating this long has its activity run elsewhere
 TEMPORAL_TOOL_TIMEOUT_SECONDS = 3600.0  # one tool call, when the run has no `seconds` limit
 TEMPORAL_TRACE_PAGE = 500  # events per `trace` query answer
-# The model call's own retry policy (litellm_client.RetryPolicy), for the activity's Temporal retries.
+# The model call's own retry policy (model_calls.RetryPolicy), for the activity's Temporal retries.
 TEMPORAL_RETRY_DEFAULTS = {"retries": 3, "retry_delay": 0.5, "max_delay": 8.0, "timeout": 60.0}
 
 
@@ -315,6 +315,11 @@ class TemporalActivities:
         event loop blocked that long sends no heartbeats — Temporal would take the worker for dead."""
         if payload.get("script") is not None:
             return
+        from .model_client import calls_need_litellm
+
+        request = payload.get("request") or {}
+        if not calls_need_litellm([str(request.get("model", "")), *(request.get("fallbacks") or ())]):
+            return  # the native client (model_client.py) loads nothing that takes long
         if self.litellm_import is None:  # one import for every call waiting on it: a second `import
             from .litellm_client import _llm_litellm_module  # litellm` would block the loop on its lock
 
@@ -325,13 +330,14 @@ class TemporalActivities:
         script = payload.get("script")
         if script is not None:
             return ScriptedClient(Script.from_json(script))
-        from .litellm_client import LiteLLMClient, RetryPolicy
+        from .model_calls import RetryPolicy
+        from .model_client import default_model_client
 
         policy = payload.get("policy") or TEMPORAL_RETRY_DEFAULTS
-        return LiteLLMClient(retry=RetryPolicy(max_retries=int(policy["retries"]),
-                                               initial_delay=float(policy["retry_delay"]),
-                                               max_delay=float(policy["max_delay"]),
-                                               timeout=float(policy["timeout"])))
+        return default_model_client(RetryPolicy(max_retries=int(policy["retries"]),
+                                                initial_delay=float(policy["retry_delay"]),
+                                                max_delay=float(policy["max_delay"]),
+                                                timeout=float(policy["timeout"])))
 
     async def call_model(self, payload: Mapping[str, Any]) -> dict[str, Any]:
         """One model call with the client's own retries and fallbacks; a call that fails for good is answered
