@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from typing import Any
 
 import pytest
 
@@ -14,13 +15,16 @@ from statewright.runtime.litellm_client import LiteLLMClient, RetryPolicy
 from statewright.runtime.model_calls import ModelCaller
 from statewright.runtime.openai_http import OpenAIHTTPClient
 from tests.support.fake_openai_server import (
+    Chunked,
     Fail,
     FakeOpenAIServer,
     Gzipped,
     Malformed,
     NoChoices,
+    Raw,
     Reply,
     Slow,
+    ThenClose,
     Trickle,
     Truncated,
 )
@@ -284,6 +288,37 @@ def test_a_broken_response_body_is_retried(server, fault, client_for):
     assert response.content == "whole"
     [retry] = [e for e in response.events if e["type"] == "retry"]
     assert retry["attempt"] == 1 and retry["error"]
+
+
+def test_a_chunked_reply_is_read_whole(server, client_for):
+    server.enqueue(Chunked(Reply(text="in many small pieces", prompt_tokens=5, completion_tokens=4), size=3))
+
+    response = client_for(server).complete(ask())
+
+    assert (response.content, response.prompt_tokens, response.completion_tokens) == ("in many small pieces", 5, 4)
+
+
+@pytest.mark.parametrize("data", [b"NOT HTTP AT ALL\r\n\r\n", b"HTTP/1.1 200 OK\r\nContent-Le"],
+                         ids=["not-http", "cut-head"])
+def test_a_reply_that_is_not_http_is_retried(server, client_for, data):
+    server.enqueue(Raw(data), Reply(text="proper"))
+
+    response = client_for(server).complete(ask())
+
+    assert response.content == "proper" and response.attempts == 2
+
+
+def test_a_connection_the_server_closed_after_its_reply_is_not_an_attempt_lost(server, client_for):
+    server.enqueue(ThenClose(Reply(text="first")), Reply(text="second"))
+    client = client_for(server)
+
+    async def two() -> list[Any]:
+        return [await client.acomplete(ask()) for _ in range(2)]
+
+    first, second = asyncio.run(two())
+    assert (first.content, second.content) == ("first", "second")
+    assert second.attempts == 1 and second.events == []  # the closed connection was replaced, not retried
+    assert len(server.requests) == 2
 
 
 def test_a_fallback_model_takes_over_with_retries_of_its_own(server, client_for):
