@@ -335,19 +335,9 @@ def _pool_wire_cap(wire: int, cap: int) -> None:
 
 @lru_cache(maxsize=1)
 def http_tls_context() -> ssl.SSLContext:
-    """The TLS settings of every https connection, made once (loading certificates takes milliseconds):
-    SSL_CERT_FILE or SSL_CERT_DIR when set, else certifi's bundle when it is installed (as httpx and the
-    OpenAI SDK verify), else the system's certificates."""
-    cafile = os.environ.get("SSL_CERT_FILE") or None
-    capath = os.environ.get("SSL_CERT_DIR") or None
-    if cafile is None and capath is None:
-        try:
-            import certifi
-
-            cafile = certifi.where()
-        except ImportError:
-            pass
-    return ssl.create_default_context(cafile=cafile, capath=capath)
+    """The TLS settings of every https connection, made once (loading certificates takes milliseconds): the
+    system's certificates, or those SSL_CERT_FILE or SSL_CERT_DIR name (as std.http_get verifies)."""
+    return ssl.create_default_context()
 
 
 def _pool_proxy_for(scheme: str, host: str) -> tuple[str, int, str] | None:

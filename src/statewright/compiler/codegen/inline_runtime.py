@@ -30,8 +30,7 @@ RUNTIME_PACKAGE = "statewright.runtime"
 # (which litellm brings) only inside a function that does without it when it is missing, and temporalio
 # only inside the functions of the Temporal backend (runtime/temporal.py), which say how to install it.
 ALLOWED_PACKAGES = ("pydantic", "jinja2")
-LAZY_PACKAGES = ("litellm", "httpx", "tqdm", "temporalio", "certifi")  # httpx comes with litellm, used only with it;
-# certifi: the certificates https model calls are verified with, where it is installed (http_pool.py)
+LAZY_PACKAGES = ("litellm", "httpx", "tqdm", "temporalio")  # httpx comes with litellm, used only with it
 
 
 class RuntimeInlineError(Exception):
