@@ -204,3 +204,26 @@ def test_a_temporal_workers_model_calls_never_import_litellm(server, spec, tmp_p
 
     assert report["content"] == "from the worker" and report["litellm"] is False
     assert report["estimate"][0] > 0
+
+
+@pytest.mark.slow
+def test_a_runner_of_openai_compatible_models_runs_with_only_pydantic_and_jinja2_installed(server, spec, tmp_path):
+    from support.bare_python import make_minimal_python
+
+    python = make_minimal_python(tmp_path / "venv")
+    runner = compile_runner(spec, tmp_path / "notes_runner.py")
+    script_replies(server)
+    env = environment(server)
+    env.pop("PYTHONPATH")
+
+    done = subprocess.run([str(python), str(runner), "--input", "topic=FSMs", "--quiet"], capture_output=True,
+                          text=True, env=env, cwd=tmp_path, timeout=120, check=False)
+
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["result"] == "Notes on FSMs. / 81"
+    forced = subprocess.run([str(python), str(runner), "--input", "topic=FSMs", "--model-client", "litellm"],
+                            capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120, check=False)
+    assert forced.returncode == 1, forced.stderr  # a typed failure, naming what to install
+    failure = json.loads(forced.stdout)["failure"]
+    assert failure["kind"] == "model" and "litellm, which cannot be imported here" in failure["message"]
+    assert "install litellm" in failure["message"]

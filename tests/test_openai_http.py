@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -86,6 +87,25 @@ def test_models_of_other_providers_go_through_litellm_within_one_call(server):
     kinds = [(e["type"], e["model"]) for e in caught.value.events if e["type"] in ("retry", "fallback")]
     assert kinds[-1] == ("fallback", "anthropic/claude-haiku-4-5")
     assert type(client.transport("anthropic/claude-haiku-4-5")).__name__ == "LiteLLMTransport"
+
+
+def test_without_litellm_its_models_fail_typed_and_a_native_fallback_takes_over(server, monkeypatch):
+    from statewright.runtime import litellm_client
+
+    def missing() -> None:
+        raise ModuleNotFoundError("No module named 'litellm'")
+
+    monkeypatch.setattr(litellm_client, "_llm_litellm_module", missing)
+    server.enqueue(Reply(text="from the native fallback"))
+
+    response = native(server).complete(ask("anthropic/claude-haiku-4-5", fallbacks=("openai/test-model",)))
+
+    assert response.content == "from the native fallback" and response.attempts == 1
+    [fallback] = [e for e in response.events if e["type"] == "fallback"]
+    assert "litellm, which cannot be imported here (No module named 'litellm')" in fallback["error"]
+    with pytest.raises(ModelError) as caught:
+        native(server).complete(ask("anthropic/claude-haiku-4-5"))
+    assert caught.value.attempts == 0 and "install litellm" in str(caught.value)
 
 
 # ---- where calls go ------------------------------------------------------------------------------------
@@ -321,3 +341,58 @@ def test_a_price_file_that_cannot_be_read_prices_nothing(monkeypatch, tmp_path):
     broken.write_text("{not json")
     assert "gpt-4o-mini" in model_price_table(str(broken))
     assert set(model_price_table(str(tmp_path / "missing.json"))) == set(model_price_table(""))
+
+
+# ---- https ---------------------------------------------------------------------------------------------
+
+TLS_CLIENT = """
+import json, os, ssl, sys
+sys.path.insert(0, {root!r})
+from tests.support.fake_openai_server import FakeOpenAIServer, Reply
+from statewright.runtime.client import ModelError, ModelRequest
+from statewright.runtime.model_calls import RetryPolicy
+from statewright.runtime.openai_http import OpenAIHTTPClient
+server = FakeOpenAIServer()
+context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+context.load_cert_chain(sys.argv[1], sys.argv[2])
+server._httpd.socket = context.wrap_socket(server._httpd.socket, server_side=True)
+with server:
+    server.enqueue(Reply(text="over tls"))
+    url = server.url.replace("http://127.0.0.1", "https://localhost") + "/v1"
+    client = OpenAIHTTPClient(retry=RetryPolicy(max_retries=0, timeout=10), api_base=url, api_key="sk-x")
+    try:
+        print(json.dumps({{"content": client.complete(ModelRequest(role="agent", state="s", model="openai/m",
+                          messages=[{{"role": "user", "content": "hi"}}])).content}}))
+    except ModelError as error:
+        print(json.dumps({{"error": str(error)}}))
+"""
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    directory = tmp_path_factory.mktemp("tls")
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    done = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                           "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost",
+                           "-keyout", str(key), "-out", str(cert)], capture_output=True, timeout=60, check=False)
+    if done.returncode != 0:
+        pytest.skip(f"openssl cannot make a certificate here: {done.stderr[-200:]!r}")
+    return cert, key
+
+
+@pytest.mark.parametrize("trusted", [True, False], ids=["trusted", "untrusted"])
+def test_https_endpoints_are_verified_against_the_certificates_ssl_cert_file_names(certificate, trusted):
+    cert, key = certificate
+    env = {name: value for name, value in os.environ.items() if not name.endswith(("_proxy", "_PROXY"))}
+    if trusted:
+        env["SSL_CERT_FILE"] = str(cert)
+    else:
+        env.pop("SSL_CERT_FILE", None)
+    done = subprocess.run([sys.executable, "-c", TLS_CLIENT.format(root=str(ROOT)), str(cert), str(key)],
+                          capture_output=True, text=True, env=env, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    if trusted:
+        assert answer == {"content": "over tls"}
+    else:  # a certificate nobody vouches for: no reply is read from that server
+        assert "APIConnectionError" in answer["error"] and "certificate verify failed" in answer["error"]

@@ -165,7 +165,11 @@ async def drive_model_call(plan: ModelCallPlan) -> ModelResponse:
     timeout = plan.request.timeout
     run_deadline = clock() + timeout if timeout is not None else None
     for model in plan.models():
-        transport = plan.transport(model)
+        try:
+            transport = plan.transport(model)
+        except ImportError as error:  # litellm, for a model only it calls, is not installed
+            plan.unavailable(model, error)
+            continue
         deadline = clock() + plan.client.retry.timeout
         if run_deadline is not None:
             deadline = min(deadline, run_deadline)
@@ -312,6 +316,12 @@ class ModelCallPlan:
             event["wait_s"] = round(wait, 4)
         self.events.append(event)
         return wait
+
+    def unavailable(self, model: str, error: ImportError) -> None:
+        """The client this model needs cannot be loaded: no attempt is made on it (a fallback may be)."""
+        self.last_error_text = (f"this model is called through litellm, which cannot be imported here ({error}): "
+                                "install litellm, or name an OpenAI-compatible model (docs/models.md)")
+        self._final_for_model(model, 0)
 
     def _final_for_model(self, model: str, attempt: int) -> None:
         self.events.append({"type": "error", "model": model, "attempt": attempt,
