@@ -13,7 +13,6 @@ import time
 import weakref
 from collections.abc import AsyncIterator
 from functools import lru_cache
-from typing import Any
 
 from .call_failures import CappedBody, ReplyTooLarge
 from .http_get import HttpGetError
@@ -351,8 +350,3 @@ def _pool_proxy_for(scheme: str, host: str) -> tuple[str, int, str] | None:
         return _http_proxy(scheme, host)
     except HttpGetError as exc:
         raise HTTPFailure(str(exc).removeprefix("std.http_get: ")) from None
-
-
-def http_loop_pool(loop: Any) -> HTTPPool | None:
-    """The pool of `loop`, if it has one (for tests and benchmarks)."""
-    return _pool_pools.get(loop)
