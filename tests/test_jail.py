@@ -427,7 +427,7 @@ def test_a_run_killed_on_its_way_out_keeps_its_checkpoint_and_resumes(tmp_path: 
         asyncio.run(run_then_stop())
     assert eventually_none_named(name)
     snapshot = store.load("stopped")
-    assert snapshot is not None and snapshot["status"] != "failed" and snapshot["state"] == "work"
+    assert snapshot is not None and snapshot.head.status != "failed" and snapshot.head.state == "work"
     (workspace / "go").write_text("")
     resumed = Engine(spec, checkpoint=store, workspace=str(workspace)).run(run_id="stopped", resume=True)
     assert resumed.ok and resumed.outputs["work"]["stdout"] == "went\n"

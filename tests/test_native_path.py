@@ -180,7 +180,8 @@ def test_the_variable_forces_litellm_and_a_value_it_does_not_know_is_a_usage_err
 WORKER_ACTIVITIES = """
 import asyncio, json, sys
 from statewright import api
-from statewright.runtime.temporal import TemporalActivities, TemporalMachines, request_to_json
+from statewright.runtime.temporal import TemporalMachines, request_to_json
+from statewright.runtime.temporal_worker import TemporalActivities
 from statewright.runtime.client import ModelRequest
 machine = api.runtime_machine(api.check_file(sys.argv[1]))
 activities = TemporalActivities(TemporalMachines([machine]))

@@ -32,8 +32,8 @@ from statewright.runtime.temporal import (
     temporal_connect,
     temporal_result,
     temporal_status,
-    temporal_workflow_class,
 )
+from statewright.runtime.temporal_worker import temporal_workflow_class
 from statewright.runtime.trace import Trace
 
 temporalio = pytest.importorskip("temporalio")

@@ -408,7 +408,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     if snapshot is None:
         raise UsageError(f"no run '{args.run_id}' in {db} (`statewright run PATH --checkpoint {db} "
                          "--list-runs` lists them)")
-    path = snapshot.get("source_path")
+    path = snapshot.head.source_path
     if not path:
         raise UsageError(f"run '{args.run_id}' does not record its machine's file; resume it with "
                          f"`statewright run PATH --checkpoint {db} --resume {args.run_id}`")

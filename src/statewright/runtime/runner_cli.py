@@ -831,7 +831,8 @@ def serve_on_temporal(machines: Sequence[MachineSpec], address: str, *, task_que
     `model_client` ("auto" or "litellm") is the worker's choice of client for every call it makes: it is
     set as STATEWRIGHT_MODEL_CLIENT in this process, where the worker's activities read it."""
     from .model_client import MODEL_CLIENT_ENV, model_client_choice
-    from .temporal import temporal_sdk, temporal_serve
+    from .temporal import temporal_sdk
+    from .temporal_worker import temporal_serve
 
     try:
         os.environ[MODEL_CLIENT_ENV] = model_client_choice(model_client)

@@ -31,9 +31,9 @@ else:
         LimitsSpec, MachineSpec, ModelClient, RunResult, Scope, Script, StateSpec, TestSpec, Trace,
         TransitionSpec, arun_machine, main, run_machine,
     )
-if RUNTIME_SHA256 != "c03b7c7f8fb5c00901460fb89e98186f40e533d87b80e55475a5a3466d24fda6":
+if RUNTIME_SHA256 != "77275d63bf3cfa4985f93acc4107bd1a7d4084e18a7e1a1f7f5c63c77ee40ca0":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 c03b7c7f8fb5), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 77275d63bf3c), but "
         f"the statewright_runtime.py it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile "
         "--runtime module`, which rewrites the runtime too"
