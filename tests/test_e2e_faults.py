@@ -128,7 +128,7 @@ def test_a_model_failing_past_its_retries_is_a_typed_failure_and_resume_finishes
     code, result, _ = statewright_run(capsys, *common, "--resume", "r1")
 
     assert code == 0 and result is not None
-    assert (result.path, result["result"]) == (["draft", "review", "done"], "Notes on FSMs. / 80")
+    assert (result["path"], result["result"]) == (["draft", "review", "done"], "Notes on FSMs. / 80")
     assert len(bodies(server, BACKUP)) == 3  # the completed draft step was not asked again
 
 
