@@ -418,6 +418,12 @@ def cmd_resume(args: argparse.Namespace) -> int:
     forwarded = ["--checkpoint", db, "--resume", args.run_id]
     if args.answer is not None:
         forwarded += ["--answer", args.answer]
+    script = snapshot.head.options.get("script")
+    if script and "--script" not in args.runner_args:  # a scripted run goes on answered by its script
+        if not os.path.isfile(script):
+            raise UsageError(f"run '{args.run_id}' was started with --script {script}, which is not there from "
+                             "here; give the script again with --script FILE")
+        forwarded += ["--script", script]
     args.path, args.runner_args = path, [*forwarded, *args.runner_args]
     args.prog = f"statewright resume {args.run_id}"
     return cmd_run(args)

@@ -7,47 +7,45 @@ the result to be sent back. It reads no clock but the one it is given and draws 
 same inputs and the same effect results always make the same run: a durable engine can replay it.
 
 What a run reports goes to hooks the executor attaches to the run: `emit(event, fields)` for trace events
-and `save(run_id, snapshot)` for checkpoint records.
+and `save(run_id, delta)` for checkpoint records (snapshot.py).
+
+The core is one class in several rooms: this module holds the step loop, action states, model calls,
+transitions, limits, templates and the run's end; agent_steps.py an agent's step and its tool calls;
+person.py the states that ask a person; fanout.py parallel states and maps. What every run of a machine
+shares is its MachinePlan (plan.py); what one run has done is its Run (run_state.py).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Generator, Mapping
 from typing import Any
 
+from .agent_steps import AgentSteps
 from .checkpoint import CheckpointError
 from .client import ModelError, ModelRequest, ModelResponse, reply_allowance
-from .effects import AwaitPerson, CallModel, CallTool, DescribeTools, EstimateCall, PersonReply, ToolOutcome
+from .effects import CallModel, CallTool, EstimateCall, ToolOutcome
 from .fanout import FanOut, FanOutSteps, ForkedRun, fan_out_totals
 from .inputs import InputError, InputValidator
+from .person import TIMED_OUT, Paused, PersonSteps
 from .plan import AgentPlan, EdgePlan, MachinePlan, StatePlan, exit_fields, output_label, output_text
-from .result import AnswerError, Failure, RunFailed, RunResult, Usage, Waiting
-from .run_state import Question, Run, Steps
+from .result import Failure, RunFailed, RunResult, Usage, Waiting
+from .run_state import Run, Steps
 from .snapshot import Snapshot, SnapshotError, make_delta, new_memories, revive_run
 from .spec import Scope
-from .structured import ReplyError, parse_typed_reply, to_jsonable, to_text, validate_typed
+from .structured import ReplyError, to_jsonable, to_text, validate_typed
 from .templates import TemplateDeadlineExceeded, TemplateRenderError
 from .verifier import Verdict, parse_verdict, verdict_schema, verifier_messages
 
-MAX_TOOL_ROUNDS = 8
 NEUTRAL_RETRY = "Your previous answer to this step did not let the run move on. Do this step again, better."
 # failures that leave the last checkpoint as it was, so that resuming the run retries the step
 RETRYABLE_FAILURES = ("model", "script")
-
-_TIMED_OUT = object()  # what a person's step gives when its deadline passed without an answer
-
-
-class _Paused(Exception):
-    """A person has not answered yet: the run stops here, checkpointed, until it is resumed."""
-
 
 # A run's generator: yields effects, is sent their results, returns the RunResult.
 RunSteps = Generator[Any, Any, RunResult]
 # ---- the core ------------------------------------------------------------------------------------
 
 
-class RunCore(FanOutSteps):
+class RunCore(AgentSteps, FanOutSteps, PersonSteps):
     """Runs of one machine, as generators of effects. One core serves any number of concurrent runs: all a
     run's state is in its Run; what every run of the machine shares is its MachinePlan (plan.py).
 
@@ -118,7 +116,7 @@ class RunCore(FanOutSteps):
             return (yield from self._steps(run))
         except RunFailed as exc:
             return self._fail(run, exc.failure)
-        except _Paused:
+        except Paused:
             return self._pause(run)
 
     def _steps(self, run: Run) -> RunSteps:
@@ -153,7 +151,7 @@ class RunCore(FanOutSteps):
                 output, instruction = yield from self._agent_step(run, plan, feedback)
             elif plan.kind == "human":
                 answered = yield from self._person_step(run, plan)
-                if answered is _TIMED_OUT:
+                if answered is TIMED_OUT:
                     assert plan.timeout is not None
                     if run.events:
                         run.emit("state_exit", {"state": name})
@@ -187,241 +185,6 @@ class RunCore(FanOutSteps):
 
 
     # -- a step -----------------------------------------------------------------------------------
-
-    def _agent_step(self, run: Run, plan: StatePlan, feedback: str | None) -> Steps:
-        agent = plan.agent
-        assert agent is not None
-        instruction = self._render(run, plan.instruction, plan.name)
-        if run.observe is not None and run.item is None:  # (a map's elements: at their join, together)
-            run.observe("instruction", plan.name, run.visits[plan.name], instruction)
-        user_text = instruction if feedback is None else f"{instruction}\n\n{feedback}"
-        memory = run.memories[agent.name]
-        system = run.system_prompts.get(agent.name)
-        if system is None:
-            system = self._render(run, agent.prompt, plan.name, run.inputs)
-            run.system_prompts[agent.name] = system
-        messages = [{"role": "system", "content": system}, *memory.view(),
-                    {"role": "user", "content": user_text}]
-        if plan.output is None:
-            response = yield from self._converse(run, plan, messages)
-            output: Any = response.content
-            reply_text = output
-        else:
-            model, wrapped = plan.output, plan.wrapped
-            try:
-                output, _response = yield from self._ask_until_valid(
-                    run, plan, "agent", messages, lambda text: parse_typed_reply(model, wrapped, text),
-                    lambda conversation: self._converse(run, plan, conversation))
-            except ReplyError as exc:
-                raise RunFailed(Failure(
-                    "output",
-                    f"state '{plan.name}': the reply did not match {output_label(plan)} after "
-                    f"{exc.attempts} attempt(s); last error: {exc.last_error}",
-                    state=plan.name, origin=plan.spec.origin,
-                )) from None
-            reply_text = output_text(plan, output)
-        memory.keep_exchange(user_text, reply_text)
-        return output, instruction
-
-    def _ask_until_valid(self, run: Run, plan: StatePlan, role: str, messages: list[dict[str, Any]],
-                         parse: Callable[[str], tuple[Any, list[str]]],
-                         call: Callable[[list[dict[str, Any]]], Steps]) -> Steps:
-        """Call, parse, and on a bad reply feed the error back and ask again, `retries` more times at most.
-
-        The bad reply and the error message go into the conversation of the retry only. Raises ReplyError
-        when every attempt failed."""
-        conversation = messages
-        last_error = ""
-        retries = plan.retries
-        for attempt in range(retries + 1):
-            response = yield from call(conversation)
-            try:
-                value, repairs = parse(response.content)
-            except ValueError as exc:
-                last_error = str(exc)
-                if attempt == retries:
-                    break
-                if run.events:
-                    run.emit("reask", {"state": plan.name, "role": role, "attempt": attempt + 1,
-                                       "error": last_error})
-                conversation = conversation + [
-                    {"role": "assistant", "content": response.content},
-                    {"role": "user", "content": f"Your reply could not be used: {last_error}\n"
-                                                "Reply again with only the JSON value, matching the schema."},
-                ]
-                continue
-            if repairs and run.events:
-                run.emit("repair", {"state": plan.name, "role": role, "repairs": repairs})
-            return value, response
-        raise ReplyError(last_error, retries + 1)
-
-    def _converse(self, run: Run, plan: StatePlan, messages: list[dict[str, Any]]) -> Steps:
-        """One reply of the state's agent, running the tool calls it asks for (at most MAX_TOOL_ROUNDS)."""
-        agent = plan.agent
-        assert agent is not None
-        if not agent.tools:
-            return (yield from self._call_model(run, "agent", plan.name, plan.agent_key, agent, messages,
-                                                plan.schema, plan.schema_name, None))
-        schemas, names = yield from self._agent_tools(run, plan, agent)
-        conversation = list(messages)
-        for _round in range(MAX_TOOL_ROUNDS + 1):
-            response = yield from self._call_model(run, "agent", plan.name, plan.agent_key, agent, conversation,
-                                                   plan.schema, plan.schema_name, schemas)
-            if not response.tool_calls:
-                return response
-            if _round == MAX_TOOL_ROUNDS:
-                break
-            conversation.append({
-                "role": "assistant",
-                "content": response.content or None,
-                "tool_calls": [{"id": c.id, "type": "function", "function": {"name": c.name,
-                                                                          "arguments": c.arguments}}
-                               for c in response.tool_calls],
-            })
-            for call in response.tool_calls:
-                content = yield from self._agent_tool_call(run, plan.name, plan.agent_tool_key, agent, names, call)
-                conversation.append({"role": "tool", "tool_call_id": call.id, "content": content})
-        raise RunFailed(Failure(
-            "tool", f"state '{plan.name}': agent '{agent.name}' still asked for tools after "
-                    f"{MAX_TOOL_ROUNDS} rounds of tool calls", state=plan.name, origin=plan.spec.origin))
-
-    def _agent_tools(self, run: Run, plan: StatePlan, agent: AgentPlan) -> Steps:
-        cached = run.tool_schemas.get(agent.name)
-        if cached is None:
-            try:
-                cached = yield DescribeTools(plan.name, agent.name, agent.tools)
-            except Exception as exc:  # noqa: BLE001 - ToolError, or a user tool that does not import
-                raise RunFailed(Failure("tool", f"state '{plan.name}': the tools of agent '{agent.name}' are "
-                                                f"not available: {exc}", state=plan.name,
-                                        origin=plan.spec.origin)) from None
-            run.tool_schemas[agent.name] = cached
-        return cached
-
-    def _agent_tool_call(self, run: Run, state: str, key: str, agent: AgentPlan, names: dict[str, str],
-                         call: Any) -> Steps:
-        """Run one tool call a model asked for; any problem becomes the tool message the model reads."""
-        tool = names.get(call.name) or (call.name if call.name in agent.tools else None)
-        args: Any = None
-        ok = False
-        latency = 0.0
-        if tool is None:
-            content = f"error: there is no tool named '{call.name}'; the tools are: {', '.join(names)}"
-        else:
-            try:
-                args = json.loads(call.arguments or "{}")
-                if not isinstance(args, dict):
-                    raise ValueError("the arguments must be a JSON object")  # noqa: TRY004 - reported like bad JSON
-            except ValueError as exc:
-                content = f"error: the arguments are not a valid JSON object: {exc}"
-            else:
-                seq = run.seqs.get(key, 0)
-                run.seqs[key] = seq + 1
-                run.count("seqs", key)
-                try:
-                    outcome: ToolOutcome = yield CallTool(state, tool, args, seq, agent=agent.name)
-                except Exception as exc:  # noqa: BLE001 - a failing tool is reported to the model
-                    content = f"error: {exc}"
-                    latency = getattr(exc, "latency_ms", 0.0)
-                else:
-                    content = to_text(outcome.value)
-                    latency = outcome.latency_ms
-                    ok = True
-        if run.events:
-            fields: dict[str, Any] = {"state": state, "agent": agent.name, "tool": tool or call.name, "ok": ok,
-                                      "latency_ms": latency}
-            if not ok:
-                fields["error"] = content
-            if run.content:
-                fields["args"] = args if args is not None else call.arguments
-                if ok:
-                    fields["result"] = content
-            run.emit("tool_call", fields)
-        return content
-
-    def _person_step(self, run: Run, plan: StatePlan) -> Steps:
-        """Ask a person the state's question: their answer (validated against the state's output type) and
-        the question; _TIMED_OUT when the deadline passed first. Raises _Paused while nobody has answered."""
-        name = plan.name
-        waiting = run.waiting
-        if waiting is None:
-            question = self._render(run, plan.instruction, name)
-            waiting = Question(name, question, run.seqs.get(plan.person_key, 0))
-            run.waiting = waiting
-        seconds = plan.timeout.seconds if plan.timeout is not None else None
-        reply: PersonReply = yield AwaitPerson(name, waiting.question, self.answer_schema(plan), waiting.seq,
-                                               waiting.deadline, seconds)
-        if waiting.asked_at is None:
-            waiting.asked_at = reply.now
-            if seconds is not None:
-                waiting.deadline = reply.now + seconds
-        if reply.kind == "none":
-            raise _Paused
-        run.waiting = None
-        run.seqs[plan.person_key] = waiting.seq + 1
-        run.count("seqs", plan.person_key)
-        if reply.kind == "timeout":
-            if run.events:
-                run.emit("answer", {"state": name, "timed_out": True})
-            return _TIMED_OUT
-        try:
-            answer = self.parse_answer(plan, reply.value)
-        except AnswerError as exc:
-            if reply.scripted:
-                raise RunFailed(Failure("script", f"state '{name}': the scripted answer does not fit: {exc}",
-                                        state=name, origin=plan.spec.origin)) from None
-            raise RunFailed(Failure("output", f"state '{name}': the answer does not fit: {exc}", state=name,
-                                    origin=plan.spec.origin)) from None
-        if run.events:
-            fields: dict[str, Any] = {"state": name, "timed_out": False}
-            if run.content:
-                fields["answer"] = answer
-            run.emit("answer", fields)
-        return answer, waiting.question
-
-    def answer_schema(self, plan: StatePlan) -> dict[str, Any]:
-        """The JSON Schema of an answer to `plan`'s question: its output type's, or text. A person answers
-        with the value itself, so an output the model gets wrapped (`{"value": ...}`: a list, a variant)
-        is shown unwrapped, its definitions kept."""
-        if plan.schema is None:
-            return {"type": "string"}
-        if not plan.wrapped:
-            return plan.schema
-        inner = dict(plan.schema.get("properties", {}).get("value", {}))
-        if "$defs" in plan.schema:
-            inner["$defs"] = plan.schema["$defs"]
-        return inner
-
-    def parse_answer(self, plan: StatePlan, given: Any) -> Any:
-        """A person's answer as the state's output: text as it is for an untyped state; for a typed one a
-        JSON value (text is read as JSON when it parses, else taken as the text itself). AnswerError says
-        what does not fit."""
-        if plan.output is None:
-            if isinstance(given, str):
-                return given
-            raise AnswerError(f"state '{plan.name}' takes text as its answer, not {type(given).__name__}")
-        candidates = [given]
-        if isinstance(given, str):
-            try:
-                candidates.insert(0, json.loads(given))
-            except ValueError:
-                pass
-        error = ""
-        for value in candidates:
-            try:
-                return validate_typed(plan.output, value, plan.wrapped)
-            except ValueError as exc:
-                error = error or str(exc)
-        # a declared type by its name; a list, a text type or a variant has only the generated schema's name
-        what = f"the output type of state '{plan.name}'" if plan.wrapped or plan.variant else plan.schema_name
-        raise AnswerError(f"the answer does not fit {what}: {error}")
-
-    def check_answer(self, run: Run, given: Any) -> Any:
-        """An answer given to a resumed run, checked before the run moves: AnswerError when the run waits
-        for no answer or the answer does not fit (the run then keeps waiting, unchanged)."""
-        if run.waiting is None:
-            raise AnswerError(f"run '{run.run_id}' is not waiting for an answer")
-        plan = self._plans[run.waiting.state]
-        return self.parse_answer(plan, given)
 
     def _action_step(self, run: Run, plan: StatePlan) -> Steps:
         call = plan.spec.call

@@ -75,6 +75,9 @@ class Engine:
     confinement where their bubblewrap jail cannot run (runs it starts say so in their trace's
     `run_start`). `listeners` hear every run's events as they happen.
 
+    `started_with` is recorded in every checkpoint (how the run was started: `{"script": PATH}`), so that
+    `statewright resume RUN_ID` continues it the same way.
+
     Each run reads the secrets its tools name (`secrets [...]`) from the environment when it starts; one
     that is not set ends the run at once with a failure of kind `secret` (`require_secrets=False`, for
     test blocks, lets it start: a tool that needs a missing secret then fails its call). Every value read
@@ -98,6 +101,7 @@ class Engine:
         clock: Callable[[], float] | None = None,
         require_secrets: bool = True,
         observe: Callable[[str, str, int, Any], None] | None = None,
+        started_with: Mapping[str, str] | None = None,
     ) -> None:
         self.machine = machine
         self._client = client
@@ -112,6 +116,7 @@ class Engine:
         self.listeners = tuple(listeners)
         self.require_secrets = require_secrets
         self.observe = observe  # hears each step's instruction and output (test blocks' expectations)
+        self.started_with = dict(started_with or {})  # recorded in checkpoints: how runs were started
         self.core = RunCore(MachinePlan(machine, model_map=model_map, max_tokens=max_tokens),
                             clock=clock or _monotonic)
 
@@ -234,8 +239,12 @@ class Engine:
         emit = self._emitter(trace)
         save: Callable[[str, Delta], None] | None = None
         if self.checkpoint is not None:
-            store = self.checkpoint
-            save = store.save if not redactions else lambda run_id, delta: store.save(run_id, delta, redactions)
+            store, options = self.checkpoint, self.started_with
+
+            def save(run_id: str, delta: Delta) -> None:
+                delta.head.options = options
+                store.save(run_id, delta, redactions)
+
         if redactions and emit is not None:  # the run's secret values leave through no hook
             emit = _redacting(emit, redactions)
         run.listen(emit, content=trace.content if trace is not None else False, save=save,

@@ -87,6 +87,8 @@ class Head:
     waiting: Question | None = None
     source_path: str = ""
     fanout: FanOutRecord | None = None
+    # how the run was started, so that resuming it needs only its id: {"script": an absolute path}
+    options: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -149,6 +151,7 @@ def head_to_json(head: Head) -> dict[str, Any]:
         "final_state": head.final_state, "failure": head.failure.to_json() if head.failure else None,
         "workspace": head.workspace, "waiting": head.waiting.to_json() if head.waiting else None,
         "source_path": head.source_path, "fanout": _fanout_to_json(fanout) if fanout is not None else None,
+        **({"options": head.options} if head.options else {}),
     }
 
 
@@ -303,7 +306,15 @@ def read_head(data: Any) -> Head:
         waiting=_read_question(f.data["waiting"]) if f.data.get("waiting") is not None else None,
         source_path=f.text("source_path", optional=True) or "",
         fanout=_read_fanout(f.data["fanout"]) if f.data.get("fanout") is not None else None,
+        options=_read_options(f.obj("options")),
     )
+
+
+def _read_options(data: dict[str, Any]) -> dict[str, str]:
+    for name, value in data.items():
+        if not isinstance(value, str):
+            raise SnapshotError(f"the run's record: options[{name!r}] is {_kind(value)}, not text")
+    return data
 
 
 def _read_question(data: Any) -> Question:

@@ -31,9 +31,9 @@ else:
         JoinSpec, LimitsSpec, MachineSpec, ModelClient, ParallelSpec, RunResult, Scope, Script,
         StateSpec, TestSpec, Trace, TransitionSpec, arun_machine, main, run_machine,
     )
-if RUNTIME_SHA256 != "77275d63bf3cfa4985f93acc4107bd1a7d4084e18a7e1a1f7f5c63c77ee40ca0":
+if RUNTIME_SHA256 != "c3527c67a2b4913821fb36d0a85a296b58bb62457908801689ced4834233a5ab":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 77275d63bf3c), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 c3527c67a2b4), but "
         f"the statewright_runtime.py it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile "
         "--runtime module`, which rewrites the runtime too"
