@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import os
-import ssl
 import time
 import weakref
 from collections.abc import AsyncIterator
 from functools import lru_cache
+from typing import Any
 
 from .call_failures import CappedBody, ReplyTooLarge
 from .http_get import HttpGetError
@@ -333,9 +333,12 @@ def _pool_wire_cap(wire: int, cap: int) -> None:
 
 
 @lru_cache(maxsize=1)
-def http_tls_context() -> ssl.SSLContext:
-    """The TLS settings of every https connection, made once (loading certificates takes milliseconds): the
+def http_tls_context() -> Any:
+    """The TLS settings of every https connection (an ssl.SSLContext), made once: loading certificates takes
+    milliseconds, and importing ssl too, which a runner that calls no https endpoint never does. The
     system's certificates, or those SSL_CERT_FILE or SSL_CERT_DIR name (as std.http_get verifies)."""
+    import ssl
+
     return ssl.create_default_context()
 
 
