@@ -69,7 +69,11 @@ class HTTPOrigin:
         return path
 
     def proxy_header(self) -> str:
-        return f"Proxy-Authorization: {self.proxy[2]}\r\n" if self.proxy and self.proxy[2] and not self.tls else ""
+        """The credentials a plain-http proxy is sent with every request (an https one gets them once, in
+        the CONNECT that opens its tunnel)."""
+        if self.proxy is None or not self.proxy[2] or self.tls:
+            return ""
+        return f"Proxy-Authorization: {self.proxy[2]}\r\n"
 
 
 class HTTPPool:
@@ -125,12 +129,12 @@ async def http_pool() -> HTTPPool:
     pool = _pool_pools.get(loop)
     if pool is None or pool.closed:
         pool = _pool_pools[loop] = HTTPPool(http_connections_per_host())
-        pool._watch = _pool_pool_watch(pool)
+        pool._watch = _pool_watch(pool)
         await pool._watch.__anext__()
     return pool
 
 
-async def _pool_pool_watch(pool: HTTPPool) -> AsyncIterator[None]:
+async def _pool_watch(pool: HTTPPool) -> AsyncIterator[None]:
     try:
         yield
     finally:
@@ -174,8 +178,8 @@ class _PoolHost:
         origin = self.origin
         try:
             if not origin.tls:
-                where = (origin.proxy[0], origin.proxy[1]) if origin.proxy is not None else (origin.host, origin.port)
-                reader, writer = await asyncio.open_connection(*where, limit=_POOL_HEAD_LIMIT)
+                near = origin.proxy[:2] if origin.proxy else (origin.host, origin.port)  # a proxy, or the host
+                reader, writer = await asyncio.open_connection(near[0], near[1], limit=_POOL_HEAD_LIMIT)
             elif origin.proxy is None:
                 reader, writer = await asyncio.open_connection(
                     origin.host, origin.port, ssl=http_tls_context(), server_hostname=origin.host,
@@ -192,7 +196,8 @@ async def _pool_tunnelled(origin: HTTPOrigin) -> tuple[asyncio.StreamReader, asy
 
     assert origin.proxy is not None
     host = origin.host
-    tunnel = await _http_tunnel(origin.proxy, f"[{host}]:{origin.port}" if ":" in host else f"{host}:{origin.port}")
+    destination = f"[{host}]:{origin.port}" if ":" in host else f"{host}:{origin.port}"
+    tunnel = await _http_tunnel(origin.proxy, destination)
     try:
         return await asyncio.open_connection(sock=tunnel, ssl=http_tls_context(), server_hostname=host,
                                              limit=_POOL_HEAD_LIMIT)

@@ -92,7 +92,8 @@ class LiteLLMTransport:
             for index, call in enumerate(getattr(message, "tool_calls", None) or []):
                 function = getattr(call, "function", None)
                 read.tool_calls.append(ToolCallRequest(
-                    id=getattr(call, "id", None) or f"call_{index}", name=getattr(function, "name", None) or "",
+                    id=getattr(call, "id", None) or f"call_{index}",
+                    name=getattr(function, "name", None) or "",
                     arguments=getattr(function, "arguments", None) or "{}"))
         return read
 

@@ -319,8 +319,9 @@ class ModelCallPlan:
 
     def unavailable(self, model: str, error: ImportError) -> None:
         """The client this model needs cannot be loaded: no attempt is made on it (a fallback may be)."""
-        self.last_error_text = (f"this model is called through litellm, which cannot be imported here ({error}): "
-                                "install litellm, or name an OpenAI-compatible model (docs/models.md)")
+        self.last_error_text = (f"this model is called through litellm, which cannot be imported here "
+                                f"({error}): install litellm, or name an OpenAI-compatible model "
+                                "(docs/models.md)")
         self._final_for_model(model, 0)
 
     def _final_for_model(self, model: str, attempt: int) -> None:

@@ -33,7 +33,8 @@ class ModelPrice:
     def cost(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> float:
         """The price of a call's tokens; `cached_tokens` of the prompt at the cached-input price."""
         cached = min(max(cached_tokens, 0), prompt_tokens)
-        cost = (prompt_tokens - cached) * self.input + cached * self.cache_read + completion_tokens * self.output
+        cost = ((prompt_tokens - cached) * self.input + cached * self.cache_read
+                + completion_tokens * self.output)
         return cost if cost > 0 else 0.0
 
 

@@ -37,7 +37,8 @@ OPENAI_PROVIDERS = {provider.name: provider for provider in (
                    ("OPENAI_API_KEY",)),
     OpenAIProvider("azure", ("AZURE_API_BASE", "AZURE_OPENAI_ENDPOINT"), None,
                    ("AZURE_API_KEY", "AZURE_OPENAI_API_KEY"), key_header="api-key"),
-    OpenAIProvider("openrouter", ("OPENROUTER_API_BASE",), "https://openrouter.ai/api/v1", ("OPENROUTER_API_KEY",)),
+    OpenAIProvider("openrouter", ("OPENROUTER_API_BASE",), "https://openrouter.ai/api/v1",
+                   ("OPENROUTER_API_KEY",)),
     OpenAIProvider("together_ai", ("TOGETHER_AI_API_BASE",), "https://api.together.xyz/v1",
                    ("TOGETHERAI_API_KEY", "TOGETHER_AI_API_KEY", "TOGETHER_API_KEY")),
     OpenAIProvider("groq", ("GROQ_API_BASE",), "https://api.groq.com/openai/v1", ("GROQ_API_KEY",)),
@@ -50,10 +51,12 @@ AZURE_API_VERSION = "2024-10-21"  # the latest generally available version, unle
 _OPENAI_REASONING_PREFIXES = ("o1", "o3", "o4", "gpt-5")
 # what an error status is called, in the OpenAI SDK's (and litellm's) words
 _OPENAI_STATUS_NAMES = {400: "BadRequestError", 401: "AuthenticationError", 403: "PermissionDeniedError",
-                        404: "NotFoundError", 408: "Timeout", 409: "ConflictError", 422: "UnprocessableEntityError",
-                        429: "RateLimitError", 500: "InternalServerError", 502: "BadGatewayError",
-                        503: "ServiceUnavailableError", 504: "GatewayTimeoutError"}
+                        404: "NotFoundError", 408: "Timeout", 409: "ConflictError",
+                        422: "UnprocessableEntityError", 429: "RateLimitError", 500: "InternalServerError",
+                        502: "BadGatewayError", 503: "ServiceUnavailableError", 504: "GatewayTimeoutError"}
 _OPENAI_ERROR_TEXT = 600
+# what an `openai/` call also sends when the environment names them, as the OpenAI SDK does
+_OPENAI_ACCOUNT_HEADERS = (("OPENAI_ORG_ID", "OpenAI-Organization"), ("OPENAI_PROJECT_ID", "OpenAI-Project"))
 _OPENAI_TOKENS_MAX = 10**12  # usage a server reports beyond this is not believed
 
 
@@ -139,17 +142,17 @@ class _OpenAIEndpoint:
             lines.append(f"{provider.key_header}: Bearer {key}" if provider.key_header == "Authorization"
                          else f"{provider.key_header}: {key}")
         if provider.name == "openai":
-            for variable, header in (("OPENAI_ORG_ID", "OpenAI-Organization"), ("OPENAI_PROJECT_ID", "OpenAI-Project")):
+            for variable, header in _OPENAI_ACCOUNT_HEADERS:
                 if os.environ.get(variable):
                     lines.append(f"{header}: {os.environ[variable]}")
         if any(c in line for line in lines for c in "\0\r\n"):
-            raise OpenAICallError("BadRequestError", f"the key or endpoint of model {model!r} holds a line break "
-                                  "or a character a request header cannot carry")
+            raise OpenAICallError("BadRequestError", f"the key or endpoint of model {model!r} holds a line "
+                                  "break or a character a request header cannot carry")
         try:
             self.head = ("\r\n".join(lines) + "\r\n" + self.origin.proxy_header()).encode("latin-1")
         except UnicodeEncodeError:
-            raise OpenAICallError("BadRequestError", f"the key or endpoint of model {model!r} holds a character "
-                                  "a request header cannot carry") from None
+            raise OpenAICallError("BadRequestError", f"the key or endpoint of model {model!r} holds a "
+                                  "character a request header cannot carry") from None
 
 
 def _openai_first_set(variables: tuple[str, ...]) -> str | None:
@@ -279,7 +282,8 @@ def openai_completion(model: str, reply: HTTPReply) -> Completion:
         raise OpenAICallError("APIError", "the reply is not a JSON object", retryable=True)
     usage = payload.get("usage")
     usage = usage if isinstance(usage, dict) else {}
-    prompt, completion = _openai_count(usage.get("prompt_tokens")), _openai_count(usage.get("completion_tokens"))
+    prompt = _openai_count(usage.get("prompt_tokens"))
+    completion = _openai_count(usage.get("completion_tokens"))
     details = usage.get("prompt_tokens_details")
     cached = _openai_count(details.get("cached_tokens")) if isinstance(details, dict) else 0
     price = model_price(model)
