@@ -396,3 +396,34 @@ def test_https_endpoints_are_verified_against_the_certificates_ssl_cert_file_nam
         assert answer == {"content": "over tls"}
     else:  # a certificate nobody vouches for: no reply is read from that server
         assert "APIConnectionError" in answer["error"] and "certificate verify failed" in answer["error"]
+
+
+def test_a_hosts_slots_go_to_waiters_in_order_and_none_is_lost_to_a_cancelled_one():
+    from statewright.runtime.http_pool import _PoolSlots
+
+    async def scenario() -> tuple[list[str], int]:
+        slots = _PoolSlots(2)
+        order: list[str] = []
+        gate = asyncio.Event()
+
+        async def hold(name: str) -> None:
+            async with slots:
+                order.append(name)
+                await gate.wait()
+
+        holders = [asyncio.create_task(hold(n)) for n in ("a", "b", "c", "d", "e")]
+        await asyncio.sleep(0.01)
+        holders[2].cancel()  # "c" gives up while it waits
+        await asyncio.sleep(0.01)
+        gate.set()
+        await asyncio.gather(*holders, return_exceptions=True)
+        # a waiter cancelled in the moment it was handed a slot hands it on
+        async with slots, slots:
+            late = asyncio.create_task(hold("late"))
+            await asyncio.sleep(0.01)
+        late.cancel()
+        await asyncio.gather(late, return_exceptions=True)
+        return order, slots.free
+
+    order, free = asyncio.run(scenario())
+    assert order == ["a", "b", "d", "e"] and free == 2
