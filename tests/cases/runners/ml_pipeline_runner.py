@@ -31,9 +31,9 @@ else:
         MachineSpec, ModelClient, RunResult, Scope, Script, StateSpec, TestSpec, ToolSpec, Trace,
         TransitionSpec, arun_machine, main, run_machine,
     )
-if RUNTIME_SHA256 != "c3527c67a2b4913821fb36d0a85a296b58bb62457908801689ced4834233a5ab":
+if RUNTIME_SHA256 != "f3a799d23f286eca871fac01af6e151237f8837c0a4d9a269eb6b48badc9f41a":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 c3527c67a2b4), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 f3a799d23f28), but "
         f"the statewright_runtime.py it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile "
         "--runtime module`, which rewrites the runtime too"
