@@ -119,7 +119,7 @@ def test_a_model_failing_past_its_retries_is_a_typed_failure_and_resume_finishes
     assert "backup still down" in failure["message"]  # ... and the last error, from its fallback
     assert "4 attempt(s)" in failure["message"]  # 1 + 1 retry, for each of the two models
     assert len(bodies(server, PRIMARY)) == 2 and len(bodies(server, BACKUP)) == 3
-    assert "--resume r1" in err
+    assert "resume r1 --checkpoint" in err  # the command that continues it
     snapshot = CheckpointStore(db).load("r1")
     assert snapshot is not None and (snapshot.head.status, snapshot.head.state) == ("running", "review")
     assert snapshot.outputs["draft"] == "Notes on FSMs."
