@@ -68,8 +68,9 @@ class Engine:
     """Runs one machine, any number of times, concurrently if asked.
 
     `client=None` calls models with the default client (model_client.py: OpenAI-compatible models over
-    statewright's own HTTP, others through litellm, imported on the first such call). `script` answers every model
-    call, verifier verdict and action-state tool from a Script instead (no litellm is imported); each run
+    statewright's own HTTP, others through litellm, imported on the first such call). `script` answers
+    every model call, verifier verdict and action-state tool from a Script instead (no litellm is
+    imported); each run
     gets its own scripted client. `tools` is a tool registry serving every run; without it each run gets
     its own, working in the run's workspace. `unsafe_tools` lets std.python and std.shell run with no
     confinement where their bubblewrap jail cannot run (runs it starts say so in their trace's

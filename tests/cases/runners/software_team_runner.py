@@ -33,9 +33,9 @@ else:
         TestSpec, ToolCallSpec, ToolSpec, Trace, TransitionSpec, arun_machine, guard_attribute,
         main, run_machine,
     )
-if RUNTIME_SHA256 != "f3a799d23f286eca871fac01af6e151237f8837c0a4d9a269eb6b48badc9f41a":
+if RUNTIME_SHA256 != "046144cecd4c2885db7eed3342156ea690deafc080565f0aa019cc7b5657cf91":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 f3a799d23f28), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 046144cecd4c), but "
         f"the statewright_runtime.py it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile "
         "--runtime module`, which rewrites the runtime too"
