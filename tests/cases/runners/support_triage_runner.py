@@ -31,9 +31,9 @@ else:
         LimitsSpec, MachineSpec, ModelClient, RunResult, Scope, Script, StateSpec, TestSpec, Trace,
         TransitionSpec, arun_machine, main, run_machine,
     )
-if RUNTIME_SHA256 != "046144cecd4c2885db7eed3342156ea690deafc080565f0aa019cc7b5657cf91":
+if RUNTIME_SHA256 != "c3a937f73f4b881501f55d62cb9efeed6a7f80e4eaf1537127bcb4632d3963d5":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 046144cecd4c), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 c3a937f73f4b), but "
         f"the statewright_runtime.py it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile "
         "--runtime module`, which rewrites the runtime too"
