@@ -5,6 +5,8 @@ median of RUNS runs each:
   plain       a hand-written while/if loop calling the same instant in-process client
   engine      the engine with that client (the ModelClient seam): the engine's own overhead
   litellm     the engine through litellm and the scripted provider (fewer transitions: litellm is slow)
+  native      the engine through the native client (`OpenAIHTTPClient`), each call a real HTTP exchange
+              with bench/latency_server.py answering at once: what a transition costs with its model call
   checkpoint  the engine with a SQLite checkpoint committed after every transition
 
 And the cost of a checkpoint as a run grows: the same number of checkpointed transitions around a ring of
@@ -164,12 +166,35 @@ def measure_litellm(spec: MachineSpec, transitions: int, runs: int) -> float:
     return median_us(runs, transitions, lambda: check(engine.run({}), transitions))
 
 
+def measure_native(spec: MachineSpec, transitions: int, runs: int) -> float:
+    import subprocess
+
+    from statewright.runtime.model_calls import RetryPolicy
+    from statewright.runtime.openai_http import OpenAIHTTPClient
+
+    bench = os.path.dirname(os.path.abspath(__file__))
+    server = subprocess.Popen([sys.executable, os.path.join(bench, "latency_server.py"), "--delay", "0"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        port = int(server.stdout.readline().split()[1])
+        client = OpenAIHTTPClient(retry=RetryPolicy(max_retries=0), api_base=f"http://127.0.0.1:{port}/v1",
+                                  api_key="sk-bench-not-a-key")
+        engine = Engine(spec, client=client, model_map={"*": "openai/bench"})
+        check(engine.run({}), transitions)  # warm-up: the connection, the price table
+        return median_us(runs, transitions, lambda: check(engine.run({}), transitions))
+    finally:
+        server.kill()
+        server.wait()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--transitions", type=int, default=10_000)
     parser.add_argument("--litellm-transitions", type=int, default=1_000)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--skip-litellm", action="store_true")
+    parser.add_argument("--native-transitions", type=int, default=3_001)
     args = parser.parse_args()
     n, runs = args.transitions, args.runs
     client = InstantClient()
@@ -198,11 +223,14 @@ def main() -> None:
         m = args.litellm_transitions
         litellm_us = measure_litellm(loop_machine(m), m, runs)
 
+    native_us = measure_native(loop_machine(args.native_transitions), args.native_transitions, runs)
+
     result = {
         "transitions": n,
         "plain_us": round(plain, 3),
         "engine_us": round(engine_us, 3),
         "litellm_us": round(litellm_us, 3) if litellm_us is not None else None,
+        "native_us": round(native_us, 3),
         "checkpoint_us": round(checkpoint_us, 3),
         "engine_ratio": round(engine_us / plain, 2),
         "engine_overhead_us": round(engine_us - plain, 3),
@@ -220,6 +248,8 @@ def main() -> None:
     print(f"  checkpointed, 10 states  {ring_us:9.2f} us  ({ring_moves} transitions around a ring of 10)")
     print(f"  checkpointed, {n} states {wide_us:9.2f} us  ({wide_moves} transitions through {n} distinct states; "
           f"{wide_us / ring_us:.2f}x the ring, target at most 1.5)")
+    print(f"  engine via native HTTP  {native_us:9.2f} us  (a real call to a local server; "
+          f"{args.native_transitions} transitions)")
     if litellm_us is not None:
         print(f"  engine via litellm      {litellm_us:9.2f} us  ({litellm_us / engine_us:.0f}x the engine alone)")
     print("RESULT " + json.dumps(result))

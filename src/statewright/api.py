@@ -359,17 +359,17 @@ class Machine:
     def run(self, inputs: Mapping[str, Any] | None = None, *, trace: Any = None, trace_content: bool = False,
             checkpoint: Any = None, resume: str | None = None, answer: Any = None, run_id: str | None = None,
             model_map: Mapping[str, str] | None = None, workspace: str | None = None, script: Any = None,
-            client: Any = None, tools: Any = None, unsafe_tools: bool = False, max_tokens: int | None = None,
-            retries: int | None = None, retry_delay: float | None = None, timeout: float | None = None,
-            listeners: Sequence[Any] = ()) -> RunResult:
+            client: Any = None, model_client: str | None = None, tools: Any = None, unsafe_tools: bool = False,
+            max_tokens: int | None = None, retries: int | None = None, retry_delay: float | None = None,
+            timeout: float | None = None, listeners: Sequence[Any] = ()) -> RunResult:
         """Run the machine to its end; a failed run is a RunResult too (see `arun` for the options)."""
         from .runtime.sync import run_sync
 
         return run_sync(self.arun(  # type: ignore[no-any-return]
             inputs, trace=trace, trace_content=trace_content, checkpoint=checkpoint, resume=resume,
             answer=answer, run_id=run_id, model_map=model_map, workspace=workspace, script=script,
-            client=client, tools=tools, unsafe_tools=unsafe_tools, max_tokens=max_tokens, retries=retries,
-            retry_delay=retry_delay, timeout=timeout, listeners=listeners))
+            client=client, model_client=model_client, tools=tools, unsafe_tools=unsafe_tools,
+            max_tokens=max_tokens, retries=retries, retry_delay=retry_delay, timeout=timeout, listeners=listeners))
 
     def resume(self, run_id: str, answer: Any = None, *, checkpoint: Any = None, **options: Any) -> RunResult:
         """Continue the checkpointed run `run_id` — one that waits for a person, with their `answer` (text,
@@ -385,10 +385,10 @@ class Machine:
     async def arun(self, inputs: Mapping[str, Any] | None = None, *, trace: Any = None,
                    trace_content: bool = False, checkpoint: Any = None, resume: str | None = None,
                    answer: Any = None, run_id: str | None = None, model_map: Mapping[str, str] | None = None,
-                   workspace: str | None = None, script: Any = None, client: Any = None, tools: Any = None,
-                   unsafe_tools: bool = False, max_tokens: int | None = None, retries: int | None = None,
-                   retry_delay: float | None = None, timeout: float | None = None,
-                   listeners: Sequence[Any] = ()) -> RunResult:
+                   workspace: str | None = None, script: Any = None, client: Any = None,
+                   model_client: str | None = None, tools: Any = None, unsafe_tools: bool = False,
+                   max_tokens: int | None = None, retries: int | None = None, retry_delay: float | None = None,
+                   timeout: float | None = None, listeners: Sequence[Any] = ()) -> RunResult:
         """Run the machine to its end on the running event loop.
 
         inputs: the machine's inputs by name. trace: a JSONL file (or an open Trace) to append the run's
@@ -398,8 +398,10 @@ class Machine:
         checkpointed run to continue; answer: with resume, the answer of the person the run waits for;
         run_id: the id of a new run. model_map: {spec model: model to call}, "*" for any other. workspace:
         where tools work. script: a Script or its JSON form answering every call instead of a model;
-        client: a model client. tools: a tool registry. unsafe_tools: let std.python and std.shell run
-        unconfined where their bubblewrap jail cannot run. max_tokens, retries, retry_delay, timeout: the
+        client: a model client; model_client: "litellm" to send every call through litellm, "auto" (the
+        default, or $STATEWRIGHT_MODEL_CLIENT) to call OpenAI-compatible models natively. tools: a tool
+        registry. unsafe_tools: let std.python and std.shell run unconfined where their bubblewrap jail
+        cannot run. max_tokens, retries, retry_delay, timeout: the
         model calls' limits and retry policy. listeners: called with (event, fields) as the run goes.
 
         Raises CheckpointError when a resume is impossible and AnswerError when an answer does not fit;
@@ -408,9 +410,9 @@ class Machine:
 
         return await arun_machine(
             self.spec, inputs, trace=trace, trace_content=trace_content, checkpoint=checkpoint, resume=resume,
-            answer=answer, run_id=run_id, model_map=model_map, workspace=workspace, script=script, client=client, tools=tools,
-            unsafe_tools=unsafe_tools, max_tokens=max_tokens, retries=retries, retry_delay=retry_delay,
-            timeout=timeout, listeners=listeners)
+            answer=answer, run_id=run_id, model_map=model_map, workspace=workspace, script=script, client=client,
+            model_client=model_client, tools=tools, unsafe_tools=unsafe_tools, max_tokens=max_tokens,
+            retries=retries, retry_delay=retry_delay, timeout=timeout, listeners=listeners)
 
     def test(self, name_filter: str | None = None, *, trace_dir: str | None = None,
              trace_content: bool = False) -> list[TestOutcome]:

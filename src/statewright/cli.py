@@ -526,7 +526,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         return EXIT_INPUT
     return _temporal_call(lambda address: serve_on_temporal(
         machines, address, task_queue=args.task_queue, namespace=args.namespace, concurrency=args.concurrency,
-        unsafe_tools=args.unsafe_tools),
+        unsafe_tools=args.unsafe_tools, model_client=args.model_client),
         args.temporal)
 
 
@@ -814,7 +814,7 @@ def _setup_compile(p: argparse.ArgumentParser) -> None:
 
 def _setup_run(p: argparse.ArgumentParser) -> None:
     p.usage = "statewright run [--color WHEN] PATH [RUNNER OPTION]..."
-    p.description = "Check a machine and run it with real models through litellm."
+    p.description = "Check a machine and run it with real models."
     p.epilog = ("The options after PATH are those of a generated runner: `statewright run PATH --help` lists "
                 "them, with the machine's inputs.")
     p.add_argument("path", metavar="PATH", help="the .fsm file of the machine to run")
@@ -893,6 +893,10 @@ def _setup_worker(p: argparse.ArgumentParser) -> None:
                    help="model and tool calls this worker makes at once (default 64)")
     p.add_argument("--unsafe-tools", action="store_true",
                    help="let std.python and std.shell run unconfined where their bubblewrap jail cannot run")
+    p.add_argument("--model-client", choices=("auto", "litellm"), metavar="auto|litellm",
+                   help="litellm: every model call through litellm; auto: OpenAI-compatible models over "
+                        "statewright's own HTTP client, others through litellm (default: "
+                        "$STATEWRIGHT_MODEL_CLIENT, else auto)")
     _add_color_option(p)
     p.set_defaults(func=cmd_worker)
 

@@ -67,8 +67,10 @@ def prepare_inputs(machine: MachineSpec, given: Mapping[str, Any]) -> dict[str, 
 class Engine:
     """Runs one machine, any number of times, concurrently if asked.
 
-    `client=None` calls models through litellm (imported on the first call). `script` answers every model
-    call, verifier verdict and action-state tool from a Script instead (no litellm is imported); each run
+    `client=None` calls models with the default client (model_client.py: OpenAI-compatible models over
+    statewright's own HTTP, others through litellm, imported on the first such call). `script` answers
+    every model call, verifier verdict and action-state tool from a Script instead (no litellm is
+    imported); each run
     gets its own scripted client. `tools` is a tool registry serving every run; without it each run gets
     its own, working in the run's workspace. `unsafe_tools` lets std.python and std.shell run with no
     confinement where their bubblewrap jail cannot run (runs it starts say so in their trace's
@@ -121,11 +123,11 @@ class Engine:
 
     @property
     def client(self) -> ModelClient:
-        """The model client of unscripted runs (litellm's, made on first use)."""
+        """The model client of unscripted runs (the default client, made on first use)."""
         if self._client is None:
-            from .litellm_client import LiteLLMClient
+            from .model_client import default_model_client
 
-            self._client = LiteLLMClient()
+            self._client = default_model_client()
         return self._client
 
     # -- running ------------------------------------------------------------------------------------

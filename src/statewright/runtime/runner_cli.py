@@ -101,7 +101,10 @@ RUN_OPTIONS: tuple[tuple[str, str, str, str], ...] = (
      "the directory tools work in (default: a fresh .statewright/runs/RUN_ID/workspace)"),
     ("script", "Script | Mapping[str, Any] | None", "None",
      "answer every model call from this script (a Script or its JSON form) instead of a model"),
-    ("client", "ModelClient | None", "None", "the model client (default: litellm)"),
+    ("client", "ModelClient | None", "None", "the model client (default: the one `model_client` names)"),
+    ("model_client", "str | None", "None",
+     ("'auto': OpenAI-compatible models over statewright's own HTTP, others through litellm; 'litellm': "
+      "every model through litellm (default: $STATEWRIGHT_MODEL_CLIENT, else auto)")),
     ("tools", "Any", "None", "a tool registry to use instead of the machine's own tools"),
     ("unsafe_tools", "bool", "False",
      "run std.python and std.shell unconfined where their bubblewrap jail cannot run (the trace says so)"),
@@ -115,19 +118,23 @@ RUN_OPTIONS: tuple[tuple[str, str, str, str], ...] = (
 
 
 def _runner_client(client: ModelClient | None, retries: int | None, retry_delay: float | None,
-                   timeout: float | None = None) -> ModelClient | None:
-    """The model client a run uses: the one given, else litellm with the retry policy asked for."""
+                   timeout: float | None = None, model_client: str | None = None) -> ModelClient | None:
+    """The model client a run uses: the one given, else the default client (`model_client` names which,
+    model_client.py) with the retry policy asked for."""
     if client is not None:
         return client
-    if retries is None and retry_delay is None and timeout is None:
+    from .model_client import default_model_client, model_client_choice
+
+    choice = model_client_choice(model_client)  # ValueError: neither the option nor the variable is known
+    if retries is None and retry_delay is None and timeout is None and model_client is None:
         return None  # the engine makes the default client when the first call needs it
-    from .litellm_client import LiteLLMClient, RetryPolicy
+    from .model_calls import RetryPolicy
 
     policy = RetryPolicy()
     delay = retry_delay if retry_delay is not None else policy.initial_delay
-    return LiteLLMClient(retry=RetryPolicy(max_retries=retries if retries is not None else policy.max_retries,
-                                           initial_delay=delay, max_delay=max(policy.max_delay, delay),
-                                           timeout=timeout if timeout is not None else policy.timeout))
+    return default_model_client(RetryPolicy(max_retries=retries if retries is not None else policy.max_retries,
+                                            initial_delay=delay, max_delay=max(policy.max_delay, delay),
+                                            timeout=timeout if timeout is not None else policy.timeout), choice)
 
 
 def _runner_script(script: Script | Mapping[str, Any] | None) -> Script | None:
@@ -141,20 +148,22 @@ async def arun_machine(machine: MachineSpec, inputs: Mapping[str, Any] | None = 
                        checkpoint: CheckpointStore | str | None = None, resume: str | None = None,
                        answer: Any = None, run_id: str | None = None, model_map: Mapping[str, str] | None = None,
                        workspace: str | None = None, script: Script | Mapping[str, Any] | None = None,
-                       client: ModelClient | None = None, tools: Any = None, unsafe_tools: bool = False,
-                       max_tokens: int | None = None, retries: int | None = None, retry_delay: float | None = None,
-                       timeout: float | None = None, listeners: Sequence[Listener] = ()) -> RunResult:
+                       client: ModelClient | None = None, model_client: str | None = None, tools: Any = None,
+                       unsafe_tools: bool = False, max_tokens: int | None = None, retries: int | None = None,
+                       retry_delay: float | None = None, timeout: float | None = None,
+                       listeners: Sequence[Listener] = ()) -> RunResult:
     """Run `machine` once, to a final state or a typed failure (see RUN_OPTIONS for every option).
 
     Never raises for a failed run — the RunResult says how it failed; raises CheckpointError when a
-    resume is impossible and AnswerError when `answer` does not fit. `retries`, `retry_delay` and
-    `timeout` set the default litellm client's policy (not that of a `client` given here). A machine that
-    asks a person checkpoints to DEFAULT_CHECKPOINT unless given `checkpoint` (`run_checkpoint`)."""
+    resume is impossible and AnswerError when `answer` does not fit, ValueError for a `model_client` that
+    is neither "auto" nor "litellm". `retries`, `retry_delay` and `timeout` set the default client's
+    policy and `model_client` which client it is (not a `client` given here). A machine that asks a
+    person checkpoints to DEFAULT_CHECKPOINT unless given `checkpoint` (`run_checkpoint`)."""
     opened = Trace(trace, content=trace_content) if isinstance(trace, str) else None
     checkpoint = run_checkpoint(machine, checkpoint)
     store = CheckpointStore(checkpoint) if isinstance(checkpoint, str) else checkpoint
     try:
-        engine = Engine(machine, client=_runner_client(client, retries, retry_delay, timeout),
+        engine = Engine(machine, client=_runner_client(client, retries, retry_delay, timeout, model_client),
                         trace=opened or trace, checkpoint=store, model_map=model_map,  # type: ignore[arg-type]
                         script=_runner_script(script), workspace=workspace, tools=tools,
                         unsafe_tools=unsafe_tools, max_tokens=max_tokens, listeners=listeners)
@@ -261,6 +270,7 @@ def _runner_parser(machine: MachineSpec, prog: str | None) -> argparse.ArgumentP
     parser.add_argument("--timeout", type=_runner_seconds, metavar="S",
                         help="seconds a model call may take on each model, every attempt and retry "
                              "together (default 60)")
+    _runner_model_client_option(parser)
     parser.add_argument("--script", metavar="FILE",
                         help="answer every model call from the JSON script FILE instead of a model "
                              "(the format of docs/execution.md)")
@@ -282,6 +292,21 @@ def _runner_temporal_options(parser: argparse.ArgumentParser, required: bool = F
     parser.add_argument("--task-queue", metavar="QUEUE",
                         help="the Temporal task queue (default: one per machine and source version)")
     parser.add_argument("--namespace", metavar="NS", default="default", help="the Temporal namespace (default)")
+
+
+def _runner_model_client_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model-client", choices=("auto", "litellm"), metavar="auto|litellm",
+                        help="litellm: every model call through litellm; auto: OpenAI-compatible models over "
+                             "statewright's own HTTP client, others through litellm (default: "
+                             "$STATEWRIGHT_MODEL_CLIENT, else auto)")
+
+
+def _runner_default_client(args: argparse.Namespace) -> ModelClient | None:
+    """The client the command line asks for; an unknown STATEWRIGHT_MODEL_CLIENT is a usage error."""
+    try:
+        return _runner_client(None, args.retries, args.retry_delay, args.timeout, args.model_client)
+    except ValueError as exc:
+        raise RunnerUsageError(str(exc)) from None
 
 
 _RUNNER_UNSAFE_TOOLS_HELP = ("let std.python and std.shell run with no confinement at all where their "
@@ -482,8 +507,8 @@ def _runner_main(machine: MachineSpec, args: argparse.Namespace) -> int:
         raise RunnerUsageError(f"cannot write --trace {args.trace}: {exc.strerror or exc}") from None
     if store is not None and not args.quiet:
         print(f"run {run_id} (checkpoints in {args.checkpoint})", file=sys.stderr)
-    engine = Engine(machine, client=_runner_client(None, args.retries, args.retry_delay, args.timeout),
-                    trace=trace, checkpoint=store, model_map=model_map, workspace=args.workspace, script=script,
+    engine = Engine(machine, client=_runner_default_client(args), trace=trace, checkpoint=store,
+                    model_map=model_map, workspace=args.workspace, script=script,
                     unsafe_tools=args.unsafe_tools, max_tokens=args.max_tokens,
                     listeners=() if args.quiet else (Progress(end=False),),
                     started_with=_runner_started_with(args))
@@ -611,6 +636,7 @@ def _runner_batch_parser(prog: str) -> argparse.ArgumentParser:
     parser.add_argument("--retries", type=_runner_count, metavar="N", help="retries of a failed model call")
     parser.add_argument("--retry-delay", type=_runner_seconds, metavar="S", help="seconds before the first retry")
     parser.add_argument("--timeout", type=_runner_seconds, metavar="S", help="seconds one model call may take")
+    _runner_model_client_option(parser)
     parser.add_argument("--script", metavar="FILE", help="answer every model call from the JSON script FILE")
     parser.add_argument("--unsafe-tools", action="store_true", help=_RUNNER_UNSAFE_TOOLS_HELP)
     parser.add_argument("--quiet", action="store_true", help="no progress bar or per-case lines on stderr")
@@ -655,9 +681,8 @@ def _runner_batch_main(machine: MachineSpec, args: argparse.Namespace) -> int:
     if args.temporal:
         engine = _runner_temporal_runner(machine, args, script, model_map, attach=True)
     else:
-        engine = Engine(machine, client=_runner_client(None, args.retries, args.retry_delay, args.timeout),
-                        checkpoint=store, model_map=model_map, script=script, unsafe_tools=args.unsafe_tools,
-                        max_tokens=args.max_tokens)
+        engine = Engine(machine, client=_runner_default_client(args), checkpoint=store, model_map=model_map,
+                        script=script, unsafe_tools=args.unsafe_tools, max_tokens=args.max_tokens)
     summary = BatchSummary()
     if args.temporal:
         summary.resume_hint = f"statewright resume RUN_ID --temporal {args.temporal} --answer '...'"
@@ -707,6 +732,9 @@ def _runner_temporal_runner(machine: MachineSpec, args: argparse.Namespace, scri
     if getattr(args, "unsafe_tools", False):
         raise RunnerUsageError("with --temporal, tools run on the workers: --unsafe-tools is a worker's option "
                                "(`worker --unsafe-tools`)")
+    if getattr(args, "model_client", None):
+        raise RunnerUsageError("with --temporal, the workers call the models: --model-client is a worker's option "
+                               "(`worker --model-client`)")
     temporal_sdk()  # says how to install temporalio when it is missing
     return TemporalRunner(machine, _runner_temporal_address(args.temporal), task_queue=args.task_queue,
                           namespace=args.namespace, model_map=model_map, script=script,
@@ -800,6 +828,7 @@ def _runner_temporal_parser(command: str, prog: str) -> argparse.ArgumentParser:
         parser.add_argument("--concurrency", type=_runner_positive_int, default=64, metavar="N",
                             help="model and tool calls this worker makes at once (default 64)")
         parser.add_argument("--unsafe-tools", action="store_true", help=_RUNNER_UNSAFE_TOOLS_HELP)
+        _runner_model_client_option(parser)
     else:
         parser.add_argument("run_id", metavar="RUN_ID", help="the run's id (its workflow id)")
         parser.add_argument("--temporal", metavar="HOST:PORT", required=True, help="the Temporal service")
@@ -834,7 +863,8 @@ def runner_temporal_dispatch(machine: MachineSpec | None, command: str, args: ar
             if machine is None:
                 raise RunnerUsageError("a worker needs a machine to serve")
             return serve_on_temporal([machine], address, task_queue=args.task_queue, namespace=args.namespace,
-                                     concurrency=args.concurrency, unsafe_tools=args.unsafe_tools)
+                                     concurrency=args.concurrency, unsafe_tools=args.unsafe_tools,
+                                     model_client=args.model_client)
         if command == "status":
             return _runner_temporal_status(address, args)
         return _runner_temporal_resume(address, args)
@@ -847,11 +877,21 @@ def runner_temporal_dispatch(machine: MachineSpec | None, command: str, args: ar
 
 
 def serve_on_temporal(machines: Sequence[MachineSpec], address: str, *, task_queue: str | None = None,
-                      namespace: str = "default", concurrency: int = 64, unsafe_tools: bool = False) -> int:
-    """Run a worker for `machines` until SIGTERM or Ctrl-C (in-flight calls are handed back to the cluster)."""
+                      namespace: str = "default", concurrency: int = 64, unsafe_tools: bool = False,
+                      model_client: str | None = None) -> int:
+    """Run a worker for `machines` until SIGTERM or Ctrl-C (in-flight calls are handed back to the cluster).
+
+    `model_client` ("auto" or "litellm") is the worker's choice of client for every call it makes: it is
+    set as STATEWRIGHT_MODEL_CLIENT in this process, where the worker's activities read it."""
+    from .model_client import MODEL_CLIENT_ENV, model_client_choice
     from .temporal import temporal_sdk
     from .temporal_worker import temporal_serve
 
+    try:
+        os.environ[MODEL_CLIENT_ENV] = model_client_choice(model_client)
+    except ValueError as exc:
+        print(f"worker: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     temporal_sdk()
 
     def announce(text: str) -> None:

@@ -51,7 +51,7 @@ TEMPORAL_DEFAULT_NAMESPACE = "default"
 TEMPORAL_HEARTBEAT_SECONDS = 10.0  # a worker that stops heartbeating this long has its activity run elsewhere
 TEMPORAL_TOOL_TIMEOUT_SECONDS = 3600.0  # one tool call, when the run has no `seconds` limit
 TEMPORAL_TRACE_PAGE = 500  # events per `trace` query answer
-# The model call's own retry policy (litellm_client.RetryPolicy), for the activity's Temporal retries.
+# The model call's own retry policy (model_calls.RetryPolicy), for the activity's Temporal retries.
 TEMPORAL_RETRY_DEFAULTS = {"retries": 3, "retry_delay": 0.5, "max_delay": 8.0, "timeout": 60.0}
 
 

@@ -114,6 +114,11 @@ class TemporalActivities:
         event loop blocked that long sends no heartbeats — Temporal would take the worker for dead."""
         if payload.get("script") is not None:
             return
+        from .model_client import calls_need_litellm
+
+        request = payload.get("request") or {}
+        if not calls_need_litellm([str(request.get("model", "")), *(request.get("fallbacks") or ())]):
+            return  # the native client (model_client.py) loads nothing that takes long
         if self.litellm_import is None:  # one import for every call waiting on it: a second `import
             from .litellm_client import _llm_litellm_module  # litellm` would block the loop on its lock
 
@@ -124,13 +129,14 @@ class TemporalActivities:
         script = payload.get("script")
         if script is not None:
             return ScriptedClient(Script.from_json(script))
-        from .litellm_client import LiteLLMClient, RetryPolicy
+        from .model_calls import RetryPolicy
+        from .model_client import default_model_client
 
         policy = payload.get("policy") or TEMPORAL_RETRY_DEFAULTS
-        return LiteLLMClient(retry=RetryPolicy(max_retries=int(policy["retries"]),
-                                               initial_delay=float(policy["retry_delay"]),
-                                               max_delay=float(policy["max_delay"]),
-                                               timeout=float(policy["timeout"])))
+        return default_model_client(RetryPolicy(max_retries=int(policy["retries"]),
+                                                initial_delay=float(policy["retry_delay"]),
+                                                max_delay=float(policy["max_delay"]),
+                                                timeout=float(policy["timeout"])))
 
     async def call_model(self, payload: Mapping[str, Any]) -> dict[str, Any]:
         """One model call with the client's own retries and fallbacks; a call that fails for good is answered

@@ -8,7 +8,7 @@ Turn a one-line requirement into a PRD, a design and working code whose tests pa
 
 Python: `run(inputs)` or `await arun(inputs)` return a RunResult.
 Command line: `python <this file> --help`. Needs statewright_runtime.py beside it (generated with
-it), litellm, pydantic and jinja2; not statewright.
+it), pydantic and jinja2, and litellm for models that are not OpenAI-compatible; not statewright.
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ else:
         TestSpec, ToolCallSpec, ToolSpec, Trace, TransitionSpec, arun_machine, guard_attribute,
         main, run_machine,
     )
-if RUNTIME_SHA256 != "39a50646bcbfe69a646175179a41215c95871b7d7422f508be41dd96fd9c7de1":
+if RUNTIME_SHA256 != "e5c396254f6247f17a81d54f1a8de9ad9a116d410dca444d0f247f0eeff5e889":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 39a50646bcbf), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 e5c396254f62), but "
         f"the statewright_runtime.py it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile "
         "--runtime module`, which rewrites the runtime too"
@@ -632,6 +632,7 @@ def run(
     workspace: str | None = None,
     script: Script | Mapping[str, Any] | None = None,
     client: ModelClient | None = None,
+    model_client: str | None = None,
     tools: Any = None,
     unsafe_tools: bool = False,
     max_tokens: int | None = None,
@@ -656,7 +657,10 @@ def run(
         workspace: the directory tools work in (default: a fresh .statewright/runs/RUN_ID/workspace)
         script: answer every model call from this script (a Script or its JSON form) instead of a
             model
-        client: the model client (default: litellm)
+        client: the model client (default: the one `model_client` names)
+        model_client: 'auto': OpenAI-compatible models over statewright's own HTTP, others through
+            litellm; 'litellm': every model through litellm (default: $STATEWRIGHT_MODEL_CLIENT,
+            else auto)
         tools: a tool registry to use instead of the machine's own tools
         unsafe_tools: run std.python and std.shell unconfined where their bubblewrap jail cannot run
             (the trace says so)
@@ -679,6 +683,7 @@ def run(
         workspace=workspace,
         script=script,
         client=client,
+        model_client=model_client,
         tools=tools,
         unsafe_tools=unsafe_tools,
         max_tokens=max_tokens,
@@ -702,6 +707,7 @@ async def arun(
     workspace: str | None = None,
     script: Script | Mapping[str, Any] | None = None,
     client: ModelClient | None = None,
+    model_client: str | None = None,
     tools: Any = None,
     unsafe_tools: bool = False,
     max_tokens: int | None = None,
@@ -726,7 +732,10 @@ async def arun(
         workspace: the directory tools work in (default: a fresh .statewright/runs/RUN_ID/workspace)
         script: answer every model call from this script (a Script or its JSON form) instead of a
             model
-        client: the model client (default: litellm)
+        client: the model client (default: the one `model_client` names)
+        model_client: 'auto': OpenAI-compatible models over statewright's own HTTP, others through
+            litellm; 'litellm': every model through litellm (default: $STATEWRIGHT_MODEL_CLIENT,
+            else auto)
         tools: a tool registry to use instead of the machine's own tools
         unsafe_tools: run std.python and std.shell unconfined where their bubblewrap jail cannot run
             (the trace says so)
@@ -749,6 +758,7 @@ async def arun(
         workspace=workspace,
         script=script,
         client=client,
+        model_client=model_client,
         tools=tools,
         unsafe_tools=unsafe_tools,
         max_tokens=max_tokens,
