@@ -398,6 +398,7 @@ class _ModelCallPlan:
             latency_ms=(time.perf_counter() - self.started) * 1000.0,
             attempts=self.total_attempts,
             events=self.events,
+            finish_reason=getattr(raw.choices[0], "finish_reason", None) or None,
         )
 
     def check(self, model: str, raw: Any) -> None:
