@@ -141,14 +141,15 @@ class OtelTelemetry:
                  latest: bool | None = None, owned: bool = False, planned: bool = False) -> None:
         from opentelemetry import metrics, trace
 
-        self.tracer_provider = tracer_provider or trace.get_tracer_provider()
+        self.tracer_provider: Any = tracer_provider or trace.get_tracer_provider()
         self.meter_provider = meter_provider or metrics.get_meter_provider()
         self.ids: OtelPlannedIds | None = None
         generator = getattr(self.tracer_provider, "id_generator", None)
         if isinstance(generator, OtelPlannedIds):
             self.ids = generator
         elif planned and generator is not None:  # an SDK provider: its spans' ids can be planned
-            self.ids = self.tracer_provider.id_generator = OtelPlannedIds(generator)
+            self.ids = OtelPlannedIds(generator)
+            setattr(self.tracer_provider, "id_generator", self.ids)  # noqa: B010 - the API's type lacks it
         self.tracer = self.tracer_provider.get_tracer(OTEL_SCOPE)
         self.content = otel_capture_content() if content is None else bool(content)
         self.latest = otel_latest_conventions() if latest is None else bool(latest)
@@ -219,6 +220,25 @@ class OtelMetrics:
                                                     "Time from a question to its answer")
 
 
+class _OtelNoInstrument:
+    def add(self, amount: float, attributes: Any = None) -> None:
+        pass
+
+    def record(self, amount: float, attributes: Any = None) -> None:
+        pass
+
+
+class _OtelNoMetrics:
+    """Instruments that count nothing (a workflow's replay)."""
+
+    def __getattr__(self, name: str) -> _OtelNoInstrument:
+        return _OTEL_NO_INSTRUMENT
+
+
+_OTEL_NO_INSTRUMENT = _OtelNoInstrument()
+_OTEL_NO_METRICS: Any = _OtelNoMetrics()
+
+
 class _OtelOpen:
     """A span the sink has started and not ended: its kind (run, state, branch, item, verifier), the state
     it is of, and the time of the last event it saw (a branch ends there)."""
@@ -252,7 +272,8 @@ class OtelRunSink:
         self.content = content
         self.secrets = secrets
         self.latest = telemetry.latest
-        self.metrics = telemetry.metrics
+        self.metrics: Any = telemetry.metrics
+        self.provider_key = telemetry.metrics.provider_key
         self.planned = planned
         self.planned_count = 0
         self.replaying: Any = None  # a workflow's "is it replaying" (spans ended then were sent before)
@@ -268,10 +289,10 @@ class OtelRunSink:
 
     def record(self, event: str, fields: dict[str, Any], at: int | None = None) -> None:
         """Take one event; `at` (ns since the epoch) when it happened, else its `time` field, else now."""
-        if at is None:
-            at = otel_event_ns(fields.get("time")) if "time" in fields else None
-            if at is None:
-                at = time.time_ns()
+        stamp = otel_event_ns(fields["time"]) if "time" in fields else None  # a branch's event, held back
+        at = stamp or at or time.time_ns()
+        if self.replaying is not None:  # a replayed workflow's metrics were counted by the worker before
+            self.metrics = _OTEL_NO_METRICS if self.replaying() else self.telemetry.metrics
         handle = _OTEL_HANDLERS.get(event)
         if self.stack:
             self.stack[-1].last = at
@@ -282,6 +303,12 @@ class OtelRunSink:
             handle(self, fields, at)
         elif self.stack:
             self._event(self.stack[-1].span, event, fields, at)
+
+    def current(self) -> str | None:
+        """The traceparent of the innermost span under way (what an activity's own spans go under)."""
+        if not self.stack:
+            return self.parent
+        return otel_traceparent(self.stack[-1].span.get_span_context())
 
     # -- spans ----------------------------------------------------------------------------------------
 
@@ -386,6 +413,7 @@ class OtelRunSink:
         machine = str(fields.get("machine") or self.machine)
         self.machine = machine
         resumed = bool(fields.get("resumed"))
+        attributes: dict[str, Any]
         if self.latest:
             name, attributes = f"invoke_workflow {machine}", {"gen_ai.operation.name": "invoke_workflow",
                                                               "gen_ai.workflow.name": machine}
@@ -394,7 +422,8 @@ class OtelRunSink:
                                                            "gen_ai.agent.name": machine}
         attributes.update({"statewright.machine": machine, "statewright.run_id": str(fields.get("run_id") or "")})
         if resumed:
-            attributes.update({"statewright.resumed": True, "statewright.steps": int(fields.get("steps") or 0)})
+            attributes["statewright.resumed"] = True
+            attributes["statewright.steps"] = int(fields.get("steps") or 0)
         self.stack = []
         entry = self._push("run", name, None, at, attributes)
         self.root = entry.span
@@ -464,7 +493,7 @@ class OtelRunSink:
         latency = float(fields.get("latency_ms") or 0.0)
         start = at - int(latency * 1_000_000)
         attributes: dict[str, Any] = {
-            "gen_ai.operation.name": "chat", self.metrics.provider_key: provider,
+            "gen_ai.operation.name": "chat", self.provider_key: provider,
             "gen_ai.request.model": request_model, "gen_ai.response.model": response_model,
             "gen_ai.usage.input_tokens": int(fields.get("prompt_tokens") or 0),
             "gen_ai.usage.output_tokens": int(fields.get("completion_tokens") or 0),
@@ -494,7 +523,7 @@ class OtelRunSink:
         state = fields.get("state")
         parent = self._verifier(state, at) if role == "verifier" else self._call_parent(state, fields, at)
         provider, model = otel_model_names(str(fields.get("model") or ""), self.latest)
-        attributes = {"gen_ai.operation.name": "chat", self.metrics.provider_key: provider,
+        attributes = {"gen_ai.operation.name": "chat", self.provider_key: provider,
                       "gen_ai.request.model": model, "statewright.role": role, "error.type": "model",
                       "statewright.attempts": int(fields.get("attempts") or 1)}
         if state is not None:
@@ -512,7 +541,7 @@ class OtelRunSink:
     def _model_metrics(self, provider: str, request_model: str, response_model: str, fields: dict[str, Any],
                        latency: float, error: str | None) -> None:
         metrics = self.metrics
-        attributes = {"gen_ai.operation.name": "chat", metrics.provider_key: provider,
+        attributes = {"gen_ai.operation.name": "chat", self.provider_key: provider,
                       "gen_ai.request.model": request_model, "gen_ai.response.model": response_model}
         if error is not None:
             attributes["error.type"] = error

@@ -62,7 +62,8 @@ def otel_from_environment(*, content: bool | None = None, planned: bool = False,
     except ImportError:
         raise OtelUnavailable(OTEL_INSTALL_HINT) from None
     resource = Resource.create(otel_resource_defaults())
-    tracer_provider = TracerProvider(resource=resource, id_generator=OtelPlannedIds(RandomIdGenerator()))
+    ids: Any = OtelPlannedIds(RandomIdGenerator())  # (an IdGenerator in all but its base class)
+    tracer_provider = TracerProvider(resource=resource, id_generator=ids)
     exporter = span_exporter if span_exporter is not None else otel_span_exporter()
     if exporter is not None:
         tracer_provider.add_span_processor(BatchSpanProcessor(exporter))
