@@ -304,6 +304,14 @@ class OtelRunSink:
         elif self.stack:
             self._event(self.stack[-1].span, event, fields, at)
 
+    def close_open(self) -> None:
+        """End the spans still open at the time of the last event seen: a run whose trace stops without its
+        end (it crashed), marked so."""
+        if self.stack:
+            at = self.stack[-1].last
+            self.stack[0].span.set_attribute("statewright.status", "unfinished")
+            self._pop_to(("run",), at)
+
     def current(self) -> str | None:
         """The traceparent of the innermost span under way (what an activity's own spans go under)."""
         if not self.stack:

@@ -821,12 +821,12 @@ def _runner_temporal_selftest(machine: MachineSpec, args: argparse.Namespace) ->
 
 def run_tests_on_temporal(machine: MachineSpec, address: str, *, task_queue: str | None = None,
                           namespace: str = "default", trace_dir: str | None = None, trace_content: bool = False,
-                          name_filter: str | None = None) -> list[Any]:
+                          name_filter: str | None = None, otel: Any = None) -> list[Any]:
     """The machine's test blocks run on the cluster (TestOutcomes, as `testing.run_tests` gives)."""
     from .temporal import TemporalRunner, temporal_arun_tests, temporal_sdk
 
     temporal_sdk()
-    runner = TemporalRunner(machine, address, task_queue=task_queue, namespace=namespace)
+    runner = TemporalRunner(machine, address, task_queue=task_queue, namespace=namespace, otel=otel)
     return list(run_sync(temporal_arun_tests(machine, runner, trace_dir=trace_dir, trace_content=trace_content,
                                              name_filter=name_filter)))
 
