@@ -583,6 +583,14 @@ class OtelRunSink:
         """Where a call's span goes: the map element or the state under way (a verifier's decision ends)."""
         if self.stack and self.stack[-1].kind == "verifier":
             self._pop_to(("verifier",), at)
+        agent = fields.get("agent")
+        if agent and state is not None and str(state) not in self.agents:  # a trace read without its machine
+            self.agents[str(state)] = str(agent)
+            for entry in reversed(self.stack):
+                if entry.kind == "state" and entry.state == state:
+                    entry.span.update_name(f"invoke_agent {agent}")
+                    entry.span.set_attributes({"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": str(agent)})
+                    break
         if self.stack and self.stack[-1].kind == "item":
             return self.stack[-1].span
         return self._state(str(state) if state is not None else None, at)
