@@ -23,25 +23,6 @@ class ExportReport:
     traces: int
 
 
-class _Collected:
-    """A span processor that keeps the spans that end, to send them in one export whose result is known."""
-
-    def __init__(self) -> None:
-        self.spans: list[Any] = []
-
-    def on_start(self, span: Any, parent_context: Any = None) -> None:
-        pass
-
-    def on_end(self, span: Any) -> None:
-        self.spans.append(span)
-
-    def shutdown(self) -> None:
-        pass
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return True
-
-
 def export_trace(path: str, url: str | None = None, *, content: bool = False) -> ExportReport:
     """Send the trace file `path` to the OTLP/HTTP collector at `url` (default: the OTEL_EXPORTER_OTLP_*
     endpoint) as spans: each run a trace, a resumed run's segments in its run's trace. Content in the file
@@ -51,7 +32,8 @@ def export_trace(path: str, url: str | None = None, *, content: bool = False) ->
     try:
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import SpanExportResult
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
         from .runtime.otel_setup import OtelUnavailable, otel_http_exporter, otel_resource_defaults
     except ImportError:
@@ -65,23 +47,24 @@ def export_trace(path: str, url: str | None = None, *, content: bool = False) ->
         exporter = otel_http_exporter(target)
     except OtelUnavailable as exc:
         raise TraceExportError(str(exc)) from None
-    collected = _Collected()
+    collected = InMemorySpanExporter()  # the spans are sent in one export, whose result is known
     provider = TracerProvider(resource=Resource.create(otel_resource_defaults()))
-    provider.add_span_processor(collected)  # type: ignore[arg-type]
+    provider.add_span_processor(SimpleSpanProcessor(collected))
     from opentelemetry.sdk.metrics import MeterProvider
 
     telemetry = OtelTelemetry(provider, MeterProvider(), content=content)
     runs = _replay(events, telemetry, content)
-    traces = len({span.context.trace_id for span in collected.spans})
+    spans = collected.get_finished_spans()
+    traces = len({span.context.trace_id for span in spans})
     try:
-        result = exporter.export(collected.spans)
+        result = exporter.export(spans)
     except Exception as exc:  # noqa: BLE001 - a collector that cannot be reached: one clear line
         raise TraceExportError(f"could not send to {target}: {exc}") from None
     finally:
         exporter.shutdown()
     if result is not SpanExportResult.SUCCESS:
         raise TraceExportError(f"the collector at {target} did not take the spans (see the messages above)")
-    return ExportReport(runs, len(events), len(collected.spans), traces)
+    return ExportReport(runs, len(events), len(spans), traces)
 
 
 def _replay(events: list[dict[str, Any]], telemetry: OtelTelemetry, content: bool) -> int:

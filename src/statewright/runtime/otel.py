@@ -278,6 +278,7 @@ class OtelRunSink:
         self.planned_count = 0
         self.replaying: Any = None  # a workflow's "is it replaying" (spans ended then were sent before)
         self.stack: list[_OtelOpen] = []
+        self.asked: dict[str, int] = {}  # state -> when the run began to wait there (the `waiting` event)
         self.root: Any = None
         self.parent = getattr(run, "trace_context", None)  # the run's context, when it has one already
         self.status = "running"
@@ -460,6 +461,8 @@ class OtelRunSink:
             attributes["error.type"] = str(failure.get("kind") or "_OTHER")
             attributes["statewright.failure"] = self._text(str(failure.get("message") or ""))
             span.set_status(self.api.Status(self.api.StatusCode.ERROR, self._text(str(failure.get("message") or ""))))
+        elif status == "final":
+            span.set_status(self.api.Status(self.api.StatusCode.OK))
         span.set_attributes(attributes)
         self._pop_to(("run",), at)
         self.metrics.runs_ended.add(1, {"statewright.machine": self.machine, "statewright.status": status})
@@ -680,6 +683,7 @@ class OtelRunSink:
         self._pop_to(("item",), at)
 
     def _waiting(self, fields: dict[str, Any], at: int) -> None:
+        self.asked[str(fields.get("state") or "")] = at  # (a durable engine waits in the same run: no pause)
         span = self._state(fields.get("state"), at)
         self._event(span, "waiting", fields if self.content else otel_without_content("waiting", fields), at)
 
@@ -689,6 +693,7 @@ class OtelRunSink:
         span = self._state(state, at)
         asked = fields.get("asked_at")
         start = int(float(asked) * 1e9) if isinstance(asked, (int, float)) and not isinstance(asked, bool) else at
+        start = min(start, self.asked.pop(state, start))
         timed_out = bool(fields.get("timed_out"))
         attributes: dict[str, Any] = {"statewright.state": state, "statewright.timed_out": timed_out}
         if self.content and "answer" in fields:
