@@ -22,14 +22,14 @@ from statewright.runtime.scripted import Script
 from statewright.runtime.snapshot import SnapshotError, read_head
 
 otel_sdk = pytest.importorskip("opentelemetry.sdk.trace", reason="the otel extra (opentelemetry-sdk) is missing")
-from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: E402
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from statewright.runtime.otel import OtelTelemetry  # noqa: E402
-from statewright.trace_export import _replay  # noqa: E402
+from statewright.runtime.otel import OtelTelemetry
+from statewright.trace_export import _replay
 
 PARALLEL = ROOT / "examples" / "parallel_review.fsm"
 APPROVAL = '''machine refund {
@@ -145,7 +145,7 @@ def test_a_run_is_one_tree_of_the_machine_s_structure() -> None:
     assert branch.attributes["statewright.branch.status"] == "done"
     assert branch.start_time <= branch.end_time
     metrics = collected.metrics()
-    assert sum(p.value for p in metrics["statewright.state.visits"]) == len(result.path)
+    assert sum(p.count for p in metrics["statewright.state.duration"]) == len(result.path)  # every visit
     tokens = {p.attributes["gen_ai.token.type"]: p for p in metrics["gen_ai.client.token.usage"]
               if p.attributes["gen_ai.request.model"] == "gpt-4o"}
     assert set(tokens) == {"input", "output"}

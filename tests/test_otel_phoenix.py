@@ -279,8 +279,9 @@ def test_an_approval_paused_and_resumed_in_another_process_is_one_trace(phoenix:
 
 @pytest.mark.skipif(temporal_cli() is None, reason="no `temporal` program (statewright[temporal])")
 def test_a_run_on_temporal_with_two_workers_is_one_tree(phoenix: Phoenix, tmp_path: Path) -> None:
-    """The client's span travels into the workflow and every activity; a worker killed mid-run is replaced by
-    another, and the run is still one tree in Phoenix, its activities' spans naming both workers."""
+    """The client's span travels into the workflow and its activities; the worker that ran the first part of a
+    run is killed while the run waits for a person, another replays the run and finishes it, and the spans
+    both made are one tree in Phoenix, none of them twice."""
     spec = tmp_path / "refund.fsm"
     spec.write_text(APPROVAL)
     with DevServer() as server:

@@ -208,7 +208,7 @@ class OtelMetrics:
         self.runs_started = meter.create_counter("statewright.runs.started", "{run}", "Runs started or resumed")
         self.runs_ended = meter.create_counter("statewright.runs.ended", "{run}", "Runs ended, by status")
         self.run_duration = meter.create_histogram("statewright.run.duration", "s", "Wall time of a run's segment")
-        self.visits = meter.create_counter("statewright.state.visits", "{visit}", "State visits")
+        # (a histogram counts what it records: its count is the state's visits, a model's calls, ...)
         self.state_duration = meter.create_histogram("statewright.state.duration", "s", "Time of a state visit")
         self.operation = meter.create_histogram("gen_ai.client.operation.duration", "s",
                                                 "GenAI operation duration")
@@ -243,11 +243,12 @@ class _OtelOpen:
     """A span the sink has started and not ended: its kind (run, state, branch, item, verifier), the state
     it is of, and the time of the last event it saw (a branch ends there)."""
 
-    __slots__ = ("kind", "last", "span", "start", "state")
+    __slots__ = ("context", "kind", "last", "span", "start", "state")
 
     def __init__(self, kind: str, span: Any, state: str | None, start: int) -> None:
         self.kind = kind
         self.span = span
+        self.context: Any = None  # the span as its children's parent context, made once
         self.state = state
         self.start = start
         self.last = start
@@ -339,10 +340,15 @@ class OtelRunSink:
         span.end(end_time=at)
 
     def _push(self, kind: str, name: str, state: str | None, at: int, attributes: dict[str, Any]) -> _OtelOpen:
-        parent = self.stack[-1].span if self.stack else self._root_parent()
+        parent = self._parent_context(self.stack[-1]) if self.stack else self._root_parent()
         entry = _OtelOpen(kind, self._start(name, parent, at, attributes), state, at)
         self.stack.append(entry)
         return entry
+
+    def _parent_context(self, entry: _OtelOpen) -> Any:
+        if entry.context is None:
+            entry.context = self.api.set_span_in_context(entry.span)
+        return entry.context
 
     def _root_parent(self) -> Any:
         return otel_context(self.api, self.parent) if self.parent else None
@@ -473,7 +479,6 @@ class OtelRunSink:
         state = str(fields.get("state"))
         self._pop_to(("run", "branch", "item"), at, inclusive=False)
         self._push("state", self._state_name(state), state, at, self._state_attributes(state, fields.get("visit")))
-        self.metrics.visits.add(1, {"statewright.machine": self.machine, "statewright.state": state})
 
     def _state_exit(self, fields: dict[str, Any], at: int) -> None:
         span = self._state(fields.get("state"), at)

@@ -72,7 +72,12 @@ def otel_from_environment(*, content: bool | None = None, planned: bool = False,
         from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
         readers.append(PeriodicExportingMetricReader(otel_metric_exporter()))
-    meter_provider = MeterProvider(resource=resource, metric_readers=readers)
+    # no reader, no metrics: the API's no-op instruments cost nothing, an SDK meter's cost a record each
+    meter_provider: Any = MeterProvider(resource=resource, metric_readers=readers) if readers else None
+    if meter_provider is None:
+        from opentelemetry.metrics import NoOpMeterProvider
+
+        meter_provider = NoOpMeterProvider()
     return OtelTelemetry(tracer_provider, meter_provider, content=content, owned=True, planned=planned)
 
 
