@@ -33,9 +33,9 @@ else:
         TestSpec, ToolCallSpec, ToolSpec, Trace, TransitionSpec, arun_machine, guard_attribute,
         main, run_machine,
     )
-if RUNTIME_SHA256 != "965ea7b9d5f6b9d1e9c801e1c30d296f67a8a799a72bd2f2ac5d39a224588823":
+if RUNTIME_SHA256 != "b2c396616848a5ceafbf42acaf56cc029b47b40e7c7d37b053b326354294546f":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 965ea7b9d5f6), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 b2c396616848), but "
         f"the statewright_runtime.py it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile "
         "--runtime module`, which rewrites the runtime too"
@@ -639,6 +639,7 @@ def run(
     retry_delay: float | None = None,
     timeout: float | None = None,
     listeners: Sequence[Callable[[str, dict[str, Any]], None]] = (),
+    otel: Any = None,
 ) -> RunResult:
     """Run the machine to its end and return the RunResult; a failed run is a result too.
 
@@ -665,6 +666,8 @@ def run(
         retry_delay: seconds before the first retry, doubling for each next one
         timeout: seconds one model call may take (default 60)
         listeners: called with (event, fields) for every event of the run, as it happens
+        otel: spans and metrics: True (from the OTEL_* environment), a TracerProvider, an
+            OtelTelemetry
     """
     return run_machine(
         MACHINE,
@@ -686,6 +689,7 @@ def run(
         retry_delay=retry_delay,
         timeout=timeout,
         listeners=listeners,
+        otel=otel,
     )
 
 
@@ -709,6 +713,7 @@ async def arun(
     retry_delay: float | None = None,
     timeout: float | None = None,
     listeners: Sequence[Callable[[str, dict[str, Any]], None]] = (),
+    otel: Any = None,
 ) -> RunResult:
     """`run` for async code: the same run, the same options, on the running event loop.
 
@@ -735,6 +740,8 @@ async def arun(
         retry_delay: seconds before the first retry, doubling for each next one
         timeout: seconds one model call may take (default 60)
         listeners: called with (event, fields) for every event of the run, as it happens
+        otel: spans and metrics: True (from the OTEL_* environment), a TracerProvider, an
+            OtelTelemetry
     """
     return await arun_machine(
         MACHINE,
@@ -756,6 +763,7 @@ async def arun(
         retry_delay=retry_delay,
         timeout=timeout,
         listeners=listeners,
+        otel=otel,
     )
 
 
