@@ -711,17 +711,6 @@ class OtelRunSink:
         self.metrics.wait_duration.record(max(at - start, 0) / 1e9, outcome)
 
 
-_OTEL_HANDLERS: dict[str, Any] = {
-    "run_start": OtelRunSink._run_start, "run_end": OtelRunSink._run_end,
-    "state_enter": OtelRunSink._state_enter, "state_exit": OtelRunSink._state_exit,
-    "transition": OtelRunSink._transition, "llm_call": OtelRunSink._llm_call, "llm_error": OtelRunSink._llm_error,
-    "verdict": OtelRunSink._verdict, "tool_call": OtelRunSink._tool_call, "fan_out": OtelRunSink._fan_out,
-    "branch_start": OtelRunSink._branch_start, "branch_end": OtelRunSink._branch_end,
-    "item_start": OtelRunSink._item_start, "item_end": OtelRunSink._item_end,
-    "waiting": OtelRunSink._waiting, "answer": OtelRunSink._answer,
-}
-
-
 def _otel_state_event(name: str) -> Any:
     """The handler of an event that is an event of its state's span (a guard, a bound, a re-ask, ...)."""
 
@@ -731,8 +720,17 @@ def _otel_state_event(name: str) -> Any:
     return handle
 
 
-for _otel_name in ("guard", "bound_skip", "reask", "repair", "join", "answer_refused", "answered_by"):
-    _OTEL_HANDLERS[_otel_name] = _otel_state_event(_otel_name)
+_OTEL_HANDLERS: dict[str, Any] = {
+    "run_start": OtelRunSink._run_start, "run_end": OtelRunSink._run_end,
+    "state_enter": OtelRunSink._state_enter, "state_exit": OtelRunSink._state_exit,
+    "transition": OtelRunSink._transition, "llm_call": OtelRunSink._llm_call, "llm_error": OtelRunSink._llm_error,
+    "verdict": OtelRunSink._verdict, "tool_call": OtelRunSink._tool_call, "fan_out": OtelRunSink._fan_out,
+    "branch_start": OtelRunSink._branch_start, "branch_end": OtelRunSink._branch_end,
+    "item_start": OtelRunSink._item_start, "item_end": OtelRunSink._item_end,
+    "waiting": OtelRunSink._waiting, "answer": OtelRunSink._answer,
+    **{name: _otel_state_event(name)
+       for name in ("guard", "bound_skip", "reask", "repair", "join", "answer_refused", "answered_by")},
+}
 
 
 def otel_message(message: Mapping[str, Any]) -> dict[str, Any]:

@@ -33,9 +33,9 @@ else:
         TestSpec, ToolCallSpec, ToolSpec, Trace, TransitionSpec, arun_machine, guard_attribute,
         main, run_machine,
     )
-if RUNTIME_SHA256 != "b2c396616848a5ceafbf42acaf56cc029b47b40e7c7d37b053b326354294546f":
+if RUNTIME_SHA256 != "3ba1a3fdb163be6c7f1c4280659820b56488f848e9dba338636003c2255bf507":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 b2c396616848), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 3ba1a3fdb163), but "
         f"the statewright_runtime.py it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile "
         "--runtime module`, which rewrites the runtime too"
