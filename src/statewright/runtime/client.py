@@ -50,6 +50,8 @@ class ModelResponse:
     # what the client had to do to get here: retries with their errors and waits, fallbacks taken,
     # structured-output mode used. Recorded in the trace.
     events: list[dict[str, Any]] = field(default_factory=list)
+    # why the model stopped, as the provider said it ("stop", "length", "tool_calls", ...), when it did
+    finish_reason: str | None = None
 
 
 class ModelError(Exception):

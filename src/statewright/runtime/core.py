@@ -333,6 +333,10 @@ class RunCore(AgentSteps, CallSteps, FanOutSteps, PersonSteps):
         }
         if run.item is not None:
             fields["item"] = run.item
+        if response.model and response.model != request.model:
+            fields["request_model"] = request.model  # a fallback answered
+        if response.finish_reason:
+            fields["finish_reason"] = response.finish_reason
         if response.events:
             fields["events"] = response.events
         if run.content:

@@ -76,6 +76,9 @@ class Engine:
     confinement where their bubblewrap jail cannot run (runs it starts say so in their trace's
     `run_start`). `listeners` hear every run's events as they happen.
 
+    `otel` (an otel.OtelTelemetry) makes each run's events spans and metrics too; a run's trace context
+    is kept in its checkpoint, so a resumed run continues its trace.
+
     `started_with` is recorded in every checkpoint (how the run was started: `{"script": PATH}`), so that
     `statewright resume RUN_ID` continues it the same way.
 
@@ -103,6 +106,7 @@ class Engine:
         require_secrets: bool = True,
         observe: Callable[[str, str, int, Any], None] | None = None,
         started_with: Mapping[str, str] | None = None,
+        otel: Any = None,
     ) -> None:
         self.machine = machine
         self._client = client
@@ -118,6 +122,7 @@ class Engine:
         self.require_secrets = require_secrets
         self.observe = observe  # hears each step's instruction and output (test blocks' expectations)
         self.started_with = dict(started_with or {})  # recorded in checkpoints: how runs were started
+        self.otel = otel  # an OtelTelemetry (otel.py): each run's events as spans and metrics too
         self.core = RunCore(MachinePlan(machine, model_map=model_map, max_tokens=max_tokens),
                             clock=clock or _monotonic)
 
@@ -175,12 +180,12 @@ class Engine:
                 run = core.start(run_id, given, workspace)
             except InputError as exc:
                 return core.fail_input(run_id, given, workspace, Failure("input", str(exc)),
-                                       self._emitter(trace or self.trace))
+                                       self._emitter(trace or self.trace, self._otel_sink(None)))
         try:
             secrets = read_secrets(self.machine, os.environ, required=self.require_secrets)
         except SecretError as exc:  # before anything runs: nothing is saved, the run can start again
             return core.fail_input(run.run_id, run.inputs_json, run.workspace, Failure("secret", str(exc)),
-                                   self._emitter(trace or self.trace))
+                                   self._emitter(trace or self.trace, self._otel_sink(None)))
         redactions = secret_forms(secrets.values())
         effects = _LocalEffects(self, run, secrets, (path or "", answer) if answer is not None else None)
         self._running.add(effects)
@@ -240,7 +245,8 @@ class Engine:
         return self.core.restore(run_id, snapshot, workspace)
 
     def _attach(self, run: Run, trace: Trace | None, redactions: list[str]) -> None:
-        emit = self._emitter(trace)
+        sink = self._otel_sink(run)
+        emit = self._emitter(trace, sink)
         save: Callable[[str, Delta], None] | None = None
         if self.checkpoint is not None:
             store, options = self.checkpoint, self.started_with
@@ -251,13 +257,21 @@ class Engine:
 
         if redactions and emit is not None:  # the run's secret values leave through no hook
             emit = _redacting(emit, redactions)
-        run.listen(emit, content=trace.content if trace is not None else False, save=save,
-                   stamp=_event_time)
+        content = (trace.content if trace is not None else False) or (sink is not None and sink.content)
+        run.listen(emit, content=content, save=save, stamp=_event_time)
         run.observe = self.observe
 
-    def _emitter(self, trace: Trace | None) -> Listener | None:
-        sinks: list[Listener] = [trace.record] if trace is not None else []
+    def _otel_sink(self, run: Run | None) -> Any:
+        return self.otel.run_sink(run, self.machine) if self.otel is not None else None
+
+    def _emitter(self, trace: Trace | None, otel_sink: Any = None) -> Listener | None:
+        sinks: list[Listener] = []
+        if trace is not None:  # (the spans may carry content a trace without it must not)
+            sinks.append(trace.record if trace.content or otel_sink is None or not otel_sink.content
+                         else _without_content(trace.record))
         sinks += self.listeners
+        if otel_sink is not None:
+            sinks.append(otel_sink)
         if not sinks:
             return None
         if len(sinks) == 1 and not self.unsafe_tools:
@@ -282,6 +296,16 @@ def _redacting(hook: Callable[[str, dict[str, Any]], None], redactions: list[str
         hook(key, redact_data(data, redactions))
 
     return redacted
+
+
+def _without_content(hook: Listener) -> Listener:
+    """`hook` (a trace's) handed events without their content fields."""
+    from .otel import otel_without_content
+
+    def plain(event: str, fields: dict[str, Any]) -> None:
+        hook(event, otel_without_content(event, fields))
+
+    return plain
 
 
 def _redacted_result(result: RunResult, redactions: list[str]) -> RunResult:

@@ -89,6 +89,7 @@ class LiteLLMTransport:
         if read.choices:
             message = getattr(raw.choices[0], "message", None)
             read.content = getattr(message, "content", None) or ""
+            read.finish_reason = getattr(raw.choices[0], "finish_reason", None) or None
             for index, call in enumerate(getattr(message, "tool_calls", None) or []):
                 function = getattr(call, "function", None)
                 read.tool_calls.append(ToolCallRequest(

@@ -74,6 +74,7 @@ class Completion:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
+    finish_reason: str | None = None  # why the model stopped, as the provider said ("stop", "length", ...)
 
     def size(self) -> int:
         """The characters of the answer: its text and its tool calls' arguments."""
@@ -359,6 +360,7 @@ class ModelCallPlan:
             latency_ms=(time.perf_counter() - self.started) * 1000.0,
             attempts=self.total_attempts,
             events=self.events,
+            finish_reason=completion.finish_reason,
         )
 
     def _spend(self, completion: Completion) -> None:

@@ -298,6 +298,8 @@ def openai_completion(model: str, reply: HTTPReply) -> Completion:
             raise OpenAICallError("APIError", "the reply's first choice has no message", retryable=True)
         read.content = _openai_text(message.get("content"))
         read.tool_calls = _openai_tool_calls(message.get("tool_calls"))
+        reason = choices[0].get("finish_reason")
+        read.finish_reason = reason if isinstance(reason, str) and reason else None
     return read
 
 

@@ -31,9 +31,9 @@ else:
         MachineSpec, ModelClient, RunResult, Scope, Script, StateSpec, TestSpec, Trace,
         TransitionSpec, arun_machine, main, run_machine,
     )
-if RUNTIME_SHA256 != "e5c396254f6247f17a81d54f1a8de9ad9a116d410dca444d0f247f0eeff5e889":
+if RUNTIME_SHA256 != "4ed2f4144fa9bd4c14ffff46b5d8cc2bf3758ce774255d3df5c94887f2b41fa4":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 e5c396254f62), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 4ed2f4144fa9), but "
         f"the statewright_runtime.py it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile "
         "--runtime module`, which rewrites the runtime too"
@@ -349,6 +349,7 @@ def run(
     retry_delay: float | None = None,
     timeout: float | None = None,
     listeners: Sequence[Callable[[str, dict[str, Any]], None]] = (),
+    otel: Any = None,
 ) -> RunResult:
     """Run the machine to its end and return the RunResult; a failed run is a result too.
 
@@ -378,6 +379,8 @@ def run(
         retry_delay: seconds before the first retry, doubling for each next one
         timeout: seconds one model call may take (default 60)
         listeners: called with (event, fields) for every event of the run, as it happens
+        otel: spans and metrics: True (from the OTEL_* environment), a TracerProvider, an
+            OtelTelemetry
     """
     return run_machine(
         MACHINE,
@@ -400,6 +403,7 @@ def run(
         retry_delay=retry_delay,
         timeout=timeout,
         listeners=listeners,
+        otel=otel,
     )
 
 
@@ -424,6 +428,7 @@ async def arun(
     retry_delay: float | None = None,
     timeout: float | None = None,
     listeners: Sequence[Callable[[str, dict[str, Any]], None]] = (),
+    otel: Any = None,
 ) -> RunResult:
     """`run` for async code: the same run, the same options, on the running event loop.
 
@@ -453,6 +458,8 @@ async def arun(
         retry_delay: seconds before the first retry, doubling for each next one
         timeout: seconds one model call may take (default 60)
         listeners: called with (event, fields) for every event of the run, as it happens
+        otel: spans and metrics: True (from the OTEL_* environment), a TracerProvider, an
+            OtelTelemetry
     """
     return await arun_machine(
         MACHINE,
@@ -475,6 +482,7 @@ async def arun(
         retry_delay=retry_delay,
         timeout=timeout,
         listeners=listeners,
+        otel=otel,
     )
 
 
