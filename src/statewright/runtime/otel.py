@@ -283,6 +283,9 @@ class OtelRunSink:
         self.root: Any = None
         self.parent = getattr(run, "trace_context", None)  # the run's context, when it has one already
         self.status = "running"
+        self.spec = machine
+        self.calls: dict[str, OtelRunSink] = {}  # the machines the run runs, by path: each a sink of its own
+        self.parent_span: Any = None  # a call's sink: the span of the caller's state that runs it
 
     # -- the listener ---------------------------------------------------------------------------------
 
@@ -291,6 +294,10 @@ class OtelRunSink:
 
     def record(self, event: str, fields: dict[str, Any], at: int | None = None) -> None:
         """Take one event; `at` (ns since the epoch) when it happened, else its `time` field, else now."""
+        call = fields.get("call")
+        if isinstance(call, str) and call:  # an event of a machine the run runs: its spans nest under the call
+            self._call_event(call, event, fields, at)
+            return
         stamp = otel_event_ns(fields["time"]) if "time" in fields else None  # a branch's event, held back
         at = stamp or at or time.time_ns()
         if self.replaying is not None:  # a replayed workflow's metrics were counted by the worker before
@@ -305,6 +312,28 @@ class OtelRunSink:
             handle(self, fields, at)
         elif self.stack:
             self._event(self.stack[-1].span, event, fields, at)
+
+    def _call_event(self, path: str, event: str, fields: dict[str, Any], at: int | None) -> None:
+        """Hand an event of a call to the call's own sink, made at its `run_start` under the span of the
+        state that runs it (for `a/b`, under the span of the state of `a` that runs `b`)."""
+        sink = self.calls.get(path)
+        if sink is None:
+            caller = self.calls.get(path.rsplit("/", 1)[0]) if "/" in path else self
+            if caller is None or not caller.stack:
+                return  # (a call whose start this sink never saw: nothing to hang it on)
+            spec = None
+            if caller.spec is not None:
+                from .spec import every_machine
+
+                spec = next((m for m in every_machine(caller.spec) if m.name == fields.get("machine")), None)
+            sink = OtelRunSink(self.telemetry, None, spec, content=self.content, secrets=self.secrets,
+                               planned=f"{self.planned}/{path}" if self.planned is not None else None)
+            sink.replaying = self.replaying
+            sink.parent_span = caller.stack[-1].span
+            self.calls[path] = sink
+        sink.record(event, {k: v for k, v in fields.items() if k != "call"}, at)
+        if event == "run_end":
+            self.calls.pop(path, None)
 
     def close_open(self) -> None:
         """End the spans still open at the time of the last event seen: a run whose trace stops without its
@@ -351,6 +380,8 @@ class OtelRunSink:
         return entry.context
 
     def _root_parent(self) -> Any:
+        if self.parent_span is not None:
+            return self.api.set_span_in_context(self.parent_span)
         return otel_context(self.api, self.parent) if self.parent else None
 
     def _pop_to(self, kinds: tuple[str, ...], at: int, *, inclusive: bool = True) -> _OtelOpen | None:
