@@ -476,9 +476,10 @@ class _DesignerCalls:
         from ..runtime.client import ModelError, ModelRequest
 
         if self.client is None:
-            from ..runtime.litellm_client import LiteLLMClient, RetryPolicy
+            from ..runtime.model_calls import RetryPolicy
+            from ..runtime.model_client import default_model_client
 
-            self.client = LiteLLMClient(retry=RetryPolicy(timeout=self.timeout)) if self.timeout else LiteLLMClient()
+            self.client = default_model_client(RetryPolicy(timeout=self.timeout) if self.timeout else None)
         seq = self.seq.get(stage, 0)
         self.seq[stage] = seq + 1
         request = ModelRequest(
