@@ -115,6 +115,9 @@ RUN_OPTIONS: tuple[tuple[str, str, str, str], ...] = (
     ("listeners", "Sequence[Callable[[str, dict[str, Any]], None]]", "()",
      "called with (event, fields) for every event of the run, as it happens"),
     ("otel", "Any", "None", "spans and metrics: True (from the OTEL_* environment), a TracerProvider, an OtelTelemetry"),
+    ("at", "str | None", "None",
+     "with resume and answer: the question answered, by its path (investigate[2]/approve), when the run waits "
+     "in several places"),
 )
 
 

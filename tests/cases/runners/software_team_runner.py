@@ -33,9 +33,9 @@ else:
         TestSpec, ToolCallSpec, ToolSpec, Trace, TransitionSpec, arun_machine, guard_attribute,
         main, run_machine,
     )
-if RUNTIME_SHA256 != "4ed2f4144fa9bd4c14ffff46b5d8cc2bf3758ce774255d3df5c94887f2b41fa4":
+if RUNTIME_SHA256 != "c96451b346906c5fa8194d0387d47478585a620623f37150d75d4e78ca6ed44a":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 4ed2f4144fa9), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 c96451b34690), but "
         f"the statewright_runtime.py it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile "
         "--runtime module`, which rewrites the runtime too"
@@ -641,6 +641,7 @@ def run(
     timeout: float | None = None,
     listeners: Sequence[Callable[[str, dict[str, Any]], None]] = (),
     otel: Any = None,
+    at: str | None = None,
 ) -> RunResult:
     """Run the machine to its end and return the RunResult; a failed run is a result too.
 
@@ -672,6 +673,8 @@ def run(
         listeners: called with (event, fields) for every event of the run, as it happens
         otel: spans and metrics: True (from the OTEL_* environment), a TracerProvider, an
             OtelTelemetry
+        at: with resume and answer: the question answered, by its path (investigate[2]/approve),
+            when the run waits in several places
     """
     return run_machine(
         MACHINE,
@@ -695,6 +698,7 @@ def run(
         timeout=timeout,
         listeners=listeners,
         otel=otel,
+        at=at,
     )
 
 
@@ -720,6 +724,7 @@ async def arun(
     timeout: float | None = None,
     listeners: Sequence[Callable[[str, dict[str, Any]], None]] = (),
     otel: Any = None,
+    at: str | None = None,
 ) -> RunResult:
     """`run` for async code: the same run, the same options, on the running event loop.
 
@@ -751,6 +756,8 @@ async def arun(
         listeners: called with (event, fields) for every event of the run, as it happens
         otel: spans and metrics: True (from the OTEL_* environment), a TracerProvider, an
             OtelTelemetry
+        at: with resume and answer: the question answered, by its path (investigate[2]/approve),
+            when the run waits in several places
     """
     return await arun_machine(
         MACHINE,
@@ -774,6 +781,7 @@ async def arun(
         timeout=timeout,
         listeners=listeners,
         otel=otel,
+        at=at,
     )
 
 
