@@ -18,7 +18,6 @@ copy or move the database only with its `-wal` (and `-shm`) files, or after ever
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import socket
 import sqlite3
@@ -26,8 +25,8 @@ import threading
 import time
 from typing import Any
 
-from .structured import safe_json_dumps
-from .trace import redact, secret_values
+from .trace import redacted_json, secret_values
+from .untrusted import MAX_RECORD_CHARS, MAX_RECORD_DEPTH, BorderError, read_json
 
 CHECKPOINT_VERSION = 2
 LEASE_SECONDS = 30.0  # a lease not renewed for this long has expired
@@ -132,7 +131,7 @@ class CheckpointStore:
             self._begin()
             try:
                 if changes:
-                    line = redact(safe_json_dumps(changes), self._secrets)
+                    line = redacted_json(changes, self._secrets)
                     tail = f"{tail}\n{line}" if tail else line
                     if len(tail) > _CHECKPOINT_TAIL_BYTES:
                         self._conn.execute("INSERT INTO run_pieces VALUES (?, ?, ?)", (run_id, pieces, tail))
@@ -144,7 +143,7 @@ class CheckpointStore:
                     "machine = excluded.machine, source_sha256 = excluded.source_sha256",
                     (run_id, str(head.get("machine", "")), str(head.get("source_sha256", "")),
                      str(head.get("status", "running")), head.get("state"), now, now,
-                     redact(safe_json_dumps(head), self._secrets), pieces, tail))
+                     redacted_json(head, self._secrets), pieces, tail))
             except BaseException:
                 self._rollback()
                 self._positions.pop(run_id, None)
@@ -203,9 +202,10 @@ class CheckpointStore:
                 "SELECT piece, changes FROM run_pieces WHERE run_id = ? ORDER BY piece", (run_id,)))
         damaged = f"the checkpoint of run '{run_id}' in {self.path} is damaged"
         try:
-            snapshot = json.loads(row[0])
-        except ValueError:
-            raise CheckpointError(f"{damaged}: its record does not read as JSON. It cannot be resumed; start "
+            snapshot = read_json(row[0], "its record", max_depth=MAX_RECORD_DEPTH, max_chars=MAX_RECORD_CHARS)
+        except ValueError as exc:
+            why = f" ({exc})" if isinstance(exc, BorderError) else ""
+            raise CheckpointError(f"{damaged}: its record does not read as JSON{why}. It cannot be resumed; start "
                                   "the run again under a new id") from None
         expected = int(row[1])
         numbers = [number for number, _ in pieces]
@@ -220,11 +220,12 @@ class CheckpointStore:
         lines += [("the latest changes do", line) for line in str(row[2]).split("\n") if line]
         for where, text in lines:
             try:
-                changes = json.loads(text)
+                changes = read_json(text, "a piece", max_depth=MAX_RECORD_DEPTH, max_chars=MAX_RECORD_CHARS)
                 if not isinstance(changes, dict):
                     raise ValueError("not an object")  # noqa: TRY004 - reported with the JSON errors
-            except ValueError:
-                raise CheckpointError(f"{damaged}: {where} not read as JSON. It cannot be resumed; "
+            except ValueError as exc:
+                why = f" ({exc})" if isinstance(exc, BorderError) else ""
+                raise CheckpointError(f"{damaged}: {where} not read as JSON{why}. It cannot be resumed; "
                                       "start the run again under a new id") from None
             for key, value in changes.items():
                 if key in merged:

@@ -28,6 +28,7 @@ from .result import AnswerError, Failure, RunFailed, RunResult, Usage, Waiting
 from .spec import AgentSpec, InputSpec, MachineSpec, Scope, StateSpec
 from .structured import ReplyError, output_type_name, parse_typed_reply, to_jsonable, to_text, validate_typed
 from .templates import TemplateDeadlineExceeded, TemplateRenderError, TemplateSet, variant_tests
+from .untrusted import BorderError, check_value, read_json
 from .verifier import Verdict, parse_verdict, verdict_schema, verifier_messages
 
 MAX_TOOL_ROUNDS = 8
@@ -67,6 +68,7 @@ class InputValidator:
 
     def validate(self, spec: InputSpec, value: Any) -> Any:
         """`value` checked (and coerced where pydantic's lax mode does) against the input's annotation."""
+        check_value(value, "the value")  # before pydantic, which recurses
         annotation = spec.annotation
         if annotation is str and isinstance(value, str):
             return value
@@ -1258,7 +1260,7 @@ class RunCore:
             content = f"error: there is no tool named '{call.name}'; the tools are: {', '.join(names)}"
         else:
             try:
-                args = json.loads(call.arguments or "{}")
+                args = read_json(call.arguments or "{}", "the arguments")
                 if not isinstance(args, dict):
                     raise ValueError("the arguments must be a JSON object")  # noqa: TRY004 - reported like bad JSON
             except ValueError as exc:
@@ -1346,22 +1348,31 @@ class RunCore:
         """A person's answer as the state's output: text as it is for an untyped state; for a typed one a
         JSON value (text is read as JSON when it parses, else taken as the text itself). AnswerError says
         what does not fit."""
+        try:
+            check_value(given, "the answer")  # before json and pydantic, which recurse
+        except BorderError as exc:
+            raise AnswerError(str(exc)) from None
         if plan.output is None:
             if isinstance(given, str):
                 return given
             raise AnswerError(f"state '{plan.name}' takes text as its answer, not {type(given).__name__}")
         candidates = [given]
+        refused: BorderError | None = None
         if isinstance(given, str):
             try:
-                candidates.insert(0, json.loads(given))
+                candidates.insert(0, read_json(given, "the answer"))
+            except BorderError as exc:
+                refused = exc  # unless the text itself fits (a text type), this is what is wrong
             except ValueError:
                 pass
         error = ""
         for value in candidates:
             try:
-                return validate_typed(plan.output, value, plan.wrapped)
+                return validate_typed(plan.output, value, plan.wrapped, strict=True)  # no lax coercion
             except ValueError as exc:
                 error = error or str(exc)
+        if refused is not None:
+            raise AnswerError(str(refused))
         # a declared type by its name; a list, a text type or a variant has only the generated schema's name
         what = f"the output type of state '{plan.name}'" if plan.wrapped or plan.variant else plan.schema_name
         raise AnswerError(f"the answer does not fit {what}: {error}")

@@ -26,6 +26,7 @@ from .sync import run_sync
 from .temporal import TemporalRunError, TemporalUnavailable
 from .tool_secrets import SecretError, read_secrets
 from .trace import Trace, redact, sink_json
+from .untrusted import BorderError, read_json, read_json_file
 
 EXIT_FINAL = 0
 EXIT_FAILED = 1
@@ -301,10 +302,11 @@ def _runner_seconds(text: str) -> float:
 
 def _runner_read_script(path: str) -> Script:
     try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
+        data = read_json_file(path, f"--script {path}")
     except OSError as exc:
         raise RunnerUsageError(f"cannot read --script {path}: {exc.strerror or exc}") from None
+    except BorderError as exc:
+        raise RunnerUsageError(str(exc)) from None
     except ValueError as exc:
         raise RunnerUsageError(f"--script {path} is not valid JSON: {exc}") from None
     try:
@@ -326,8 +328,8 @@ def _runner_pairs(items: list[str], option: str) -> list[tuple[str, str]]:
 def _runner_cli_value(spec: InputSpec, raw: str) -> Any:
     """A command-line value: JSON when it parses and fits the input's type, else the text itself."""
     try:
-        parsed: Any = json.loads(raw)
-    except ValueError:
+        parsed: Any = read_json(raw, "the value")
+    except ValueError:  # not JSON, or too deep to be read as JSON: the text itself
         return validate_input(spec, raw)
     try:
         return validate_input(spec, parsed)
@@ -343,10 +345,11 @@ def read_inputs(machine: MachineSpec, pairs: list[str], inputs_file: str | None)
     given: dict[str, Any] = {}
     if inputs_file:
         try:
-            with open(inputs_file, encoding="utf-8") as handle:
-                data = json.load(handle)
+            data = read_json_file(inputs_file, f"--inputs-file {inputs_file}")
         except OSError as exc:
             raise RunnerUsageError(f"cannot read --inputs-file {inputs_file}: {exc.strerror or exc}") from None
+        except BorderError as exc:
+            raise RunnerUsageError(str(exc)) from None
         except ValueError as exc:
             raise RunnerUsageError(f"--inputs-file {inputs_file} is not valid JSON: {exc}") from None
         if not isinstance(data, dict):
@@ -425,10 +428,10 @@ def _runner_dispatch(machine: MachineSpec, argv: list[str], prog: str | None, ba
             return _runner_list_runs(args.checkpoint)
         return _runner_main(machine, args)
     except (RunnerUsageError, TemporalUnavailable) as exc:
-        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        print(f"{parser.prog}: error: {printable(exc)}", file=sys.stderr)
         return EXIT_USAGE
     except TemporalRunError as exc:
-        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        print(f"{parser.prog}: error: {printable(exc)}", file=sys.stderr)
         return EXIT_FAILED
 
 
@@ -461,7 +464,7 @@ def _runner_main(machine: MachineSpec, args: argparse.Namespace) -> int:
     except OSError as exc:
         raise RunnerUsageError(f"cannot write --trace {args.trace}: {exc.strerror or exc}") from None
     if store is not None:
-        print(f"run {run_id} (checkpoints in {args.checkpoint})", file=sys.stderr)
+        print(printable(f"run {run_id} (checkpoints in {args.checkpoint})"), file=sys.stderr)
     engine = Engine(machine, client=_runner_client(None, args.retries, args.retry_delay, args.timeout),
                     trace=trace, checkpoint=store, model_map=model_map, workspace=args.workspace, script=script,
                     unsafe_tools=args.unsafe_tools, max_tokens=args.max_tokens,
@@ -473,11 +476,11 @@ def _runner_main(machine: MachineSpec, args: argparse.Namespace) -> int:
         raise RunnerUsageError(str(exc)) from None
     except KeyboardInterrupt as stop:
         what = "stopped by SIGTERM" if isinstance(stop, RunnerTerminated) else "interrupted"
-        print(f"{what}{_runner_resume_hint(run_id, store, args)}", file=sys.stderr)
+        print(printable(f"{what}{_runner_resume_hint(run_id, store, args)}"), file=sys.stderr)
         return EXIT_TERMINATED if isinstance(stop, RunnerTerminated) else EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - a crash is reported in one line, with how to resume
-        print(f"error: the run stopped: {type(exc).__name__}: {printable(redact(str(exc)))}"
-              f"{_runner_resume_hint(run_id, store, args)}", file=sys.stderr)
+        print(printable(f"error: the run stopped: {type(exc).__name__}: {redact(str(exc))}"
+                        f"{_runner_resume_hint(run_id, store, args)}"), file=sys.stderr)
         return EXIT_FAILED
     finally:
         if trace is not None:
@@ -496,20 +499,26 @@ def _runner_resume_hint(run_id: str, store: CheckpointStore | None, args: argpar
 
 
 def _runner_summary(result: RunResult, store: CheckpointStore | None, args: argparse.Namespace) -> str:
+    """The line (two, for a waiting run) a run ends with on stderr; every name and message in it, and the
+    paths, escaped for the terminal."""
+    return printable(_runner_summary_text(result, store, args))
+
+
+def _runner_summary_text(result: RunResult, store: CheckpointStore | None, args: argparse.Namespace) -> str:
     usage = result.usage
     spent = f"{len(result.path)} states, {usage.tokens} tokens, ${usage.cost_usd:.4f}"
     if result.ok:
         return f"final state {result.final_state} ({spent})"
     if result.waiting is not None:
         waiting = result.waiting
-        return (f"waiting for an answer at state {waiting.state}: {printable(waiting.question)}\n"
+        return (f"waiting for an answer at state {waiting.state}: {waiting.question}\n"
                 f"answer it with: --checkpoint {args.checkpoint} --resume {result.run_id} --answer '...' ({spent})")
     failure = result.failure
     assert failure is not None
     kind = f"limit {failure.limit}" if failure.kind == "limit" else failure.kind
     where = f" at {failure.origin}" if failure.origin else ""  # the .fsm line of the construct that failed
     hint = _runner_resume_hint(result.run_id, store, args) if failure.kind in ("model", "script") else ""
-    return f"run failed ({kind}){where}: {printable(redact(failure.message))} ({spent}){hint}"
+    return f"run failed ({kind}){where}: {redact(failure.message)} ({spent}){hint}"
 
 
 def _runner_list_runs(checkpoint: str | None) -> int:
@@ -828,7 +837,7 @@ def _runner_temporal_status(address: str, args: argparse.Namespace) -> int:
         line += f" in state {data['state']} after {data.get('steps', 0)} steps"
     if waiting:
         line += f"; waiting for an answer since {waiting.get('since')} (resume {args.run_id} --answer TEXT)"
-    print(line, file=sys.stderr)
+    print(printable(line), file=sys.stderr)
     return EXIT_FINAL
 
 
@@ -852,7 +861,7 @@ def _runner_temporal_resume(address: str, args: argparse.Namespace) -> int:
     refused = run_sync(temporal_answer(address, args.run_id, args.answer, state=args.state, by=args.by,
                                        namespace=args.namespace))
     if refused is not None:
-        print(f"the run refused the answer and keeps waiting: {refused}", file=sys.stderr)
+        print(f"the run refused the answer and keeps waiting: {printable(refused)}", file=sys.stderr)
         return EXIT_USAGE
     print(f"sent the answer to run {args.run_id}", file=sys.stderr)
     return EXIT_FINAL

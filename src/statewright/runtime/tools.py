@@ -27,6 +27,7 @@ from .sync import run_sync
 from .tool_secrets import SECRETS_PARAMETER, SecretError, render_secret_template, secret_references
 from .tool_signatures import STD_TOOLS
 from .trace import redact, redact_data, secret_forms
+from .untrusted import BorderError, check_value, read_json
 
 
 class ToolError(Exception):
@@ -607,8 +608,8 @@ class ToolRegistry:
             args = {}
         if isinstance(args, str):
             try:
-                args = json.loads(args) if args.strip() else {}
-            except json.JSONDecodeError as exc:
+                args = read_json(args, "the arguments") if args.strip() else {}
+            except ValueError as exc:
                 raise ToolError(f"{entry.name}: the arguments are not valid JSON ({exc}); send a JSON object. "
                                 f"Call it as {entry.usage()}.", tool=entry.name) from exc
         if not isinstance(args, Mapping):
@@ -647,6 +648,10 @@ class ToolRegistry:
         return f"{entry.name}: bad arguments:\n" + "\n".join(lines) + f"\nCall it as {entry.usage()}."
 
     def _json_ready(self, entry: _ToolEntry, result: Any) -> Any:
+        try:
+            check_value(result, f"the result of tool {entry.name!r}")  # before anything recurses into it
+        except BorderError as exc:
+            raise ToolError(str(exc), tool=entry.name) from None
         if isinstance(result, BaseModel):
             result = result.model_dump(mode="json")
         try:
