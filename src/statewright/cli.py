@@ -36,6 +36,14 @@ def _err(text: str) -> None:
     sys.stderr.write(text if text.endswith("\n") else text + "\n")
 
 
+def _printable(text: object) -> str:
+    """An error's text for the terminal: what it quotes (a run id, a name a checkpoint or an imported file
+    holds, a path) may carry escape sequences, shown escaped, never obeyed."""
+    from .runtime.progress import printable
+
+    return printable(text)
+
+
 def use_color(choice: str, stream: IO[str]) -> bool:
     """Whether to colour what goes to `stream`: `--color always|never` decides; with `auto` (the default),
     NO_COLOR (set and not empty) turns colour off, FORCE_COLOR (set, not empty and not 0) turns it on, and
@@ -68,7 +76,7 @@ def _print_diagnostics(diags: Sequence[Diagnostic], args: argparse.Namespace, *,
 def _report_internal_error(e: BaseException) -> None:
     import traceback
 
-    _err(f"statewright: internal error: {type(e).__name__}: {e}")
+    _err(f"statewright: internal error: {type(e).__name__}: {_printable(e)}")
     _err("This is a bug in statewright. Please report it, with the input file and this message.")
     if os.environ.get("STATEWRIGHT_DEBUG"):
         _err("".join(traceback.format_exception(type(e), e, e.__traceback__)).rstrip())
@@ -533,7 +541,7 @@ def _temporal_call(call: Callable[[str], int], address: str) -> int:
     except TemporalUnavailable as e:
         raise UsageError(str(e)) from None
     except TemporalRunError as e:
-        _err(f"statewright: error: {e}")
+        _err(f"statewright: error: {_printable(e)}")
         return EXIT_INPUT
 
 
@@ -619,7 +627,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     except OSError as e:
         raise UsageError(f"cannot read {args.file}: {e.strerror or e}") from None
     except ValueError as e:
-        _err(f"error: {args.file} is not a statewright trace: {e}")
+        _err(f"error: {_printable(args.file)} is not a statewright trace: {_printable(e)}")
         return EXIT_INPUT
     return EXIT_OK
 
@@ -1004,7 +1012,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except UsageError as e:
-        _err(f"statewright: error: {e}")
+        _err(f"statewright: error: {_printable(e)}")
         return EXIT_USAGE
     except KeyboardInterrupt:
         _err("interrupted")
