@@ -203,6 +203,8 @@ class CheckpointStore:
         damaged = f"the checkpoint of run '{run_id}' in {self.path} is damaged"
         try:
             snapshot = read_json(row[0], "its record", max_depth=MAX_RECORD_DEPTH, max_chars=MAX_RECORD_CHARS)
+            if not isinstance(snapshot, dict):
+                raise ValueError("not an object")  # noqa: TRY004 - reported with the JSON errors
         except ValueError as exc:
             why = f" ({exc})" if isinstance(exc, BorderError) else ""
             raise CheckpointError(f"{damaged}: its record does not read as JSON{why}. It cannot be resumed; start "

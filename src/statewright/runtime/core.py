@@ -28,7 +28,7 @@ from .result import AnswerError, Failure, RunFailed, RunResult, Usage, Waiting
 from .spec import AgentSpec, InputSpec, MachineSpec, Scope, StateSpec
 from .structured import ReplyError, output_type_name, parse_typed_reply, to_jsonable, to_text, validate_typed
 from .templates import TemplateDeadlineExceeded, TemplateRenderError, TemplateSet, variant_tests
-from .untrusted import BorderError, check_value, read_json
+from .untrusted import BorderError, check_value, read_json, shown_within_limits
 from .verifier import Verdict, parse_verdict, verdict_schema, verifier_messages
 
 MAX_TOOL_ROUNDS = 8
@@ -1826,7 +1826,7 @@ class RunCore:
                    emit: Callable[[str, dict[str, Any]], None] | None) -> RunResult:
         """The result of a run whose inputs are invalid: announced and ended in the trace, never saved."""
         run = Run(run_id, {}, self.machine.start, workspace, self.clock())
-        run.inputs_json = to_jsonable(dict(inputs))
+        run.inputs_json = to_jsonable(shown_within_limits(dict(inputs)))  # a refused value is not written
         run.listen(emit)
         self._emit_start(run, resumed=False)
         return self._fail(run, failure)

@@ -81,7 +81,7 @@ def check_text(text: str | bytes, what: str, max_chars: int = MAX_VALUE_CHARS) -
 
 
 def _untrusted_too_deep(what: str, max_depth: int) -> BorderError:
-    return BorderError(what, "depth", f"{what} is nested too deeply: more than {max_depth} levels of arrays and "
+    return BorderError(what, "depth", f"{what} is nested too deeply: more than {max_depth} levels of lists and "
                                       f"objects, and at most {max_depth} are read")
 
 
@@ -203,8 +203,7 @@ def check_value(value: Any, what: str, *, max_depth: int = MAX_DEPTH, max_chars:
         elif isinstance(item, (dict, list, tuple, set, frozenset)) or _untrusted_is_model(item):
             depth += 1
             if depth > max_depth:
-                raise BorderError(what, "depth", f"{what} is nested too deeply: more than {max_depth} levels "
-                                                 f"of lists, objects and mappings; at most {max_depth} are read")
+                raise _untrusted_too_deep(what, max_depth)
             members = vars(item) if _untrusted_is_model(item) else item
             size += len(members)
             if isinstance(members, dict):
@@ -218,6 +217,19 @@ def check_value(value: Any, what: str, *, max_depth: int = MAX_DEPTH, max_chars:
         if size > max_chars:
             raise BorderError(what, "size", f"{what} is too large: more than {max_chars:,} characters and items, "
                                             f"and at most {max_chars:,} are read")
+
+
+def shown_within_limits(values: dict[str, Any]) -> dict[str, Any]:
+    """`values` with each one `check_value` refuses replaced by a note saying why: what a run that was
+    refused its inputs records of them (its trace, its result) without reading what it refused."""
+    shown = {}
+    for name, value in values.items():
+        try:
+            check_value(value, "the value")
+        except BorderError as exc:
+            value = f"[not shown: {exc}]"
+        shown[name] = value
+    return shown
 
 
 def _untrusted_is_model(item: Any) -> bool:
