@@ -42,17 +42,18 @@ def secret_forms(values: Iterable[str]) -> list[str]:
     """Every form in which text may carry each secret value, longest first, for `redact`: the one place
     that knows them, so every sink that redacts hides them all.
 
-    Each value as it is; as the project writes it into a request — percent-encoded in a query string
-    (`http_get` writes `quote(value, safe="")`; `quote` keeping `/` and `quote_plus`, which write a space
-    as `+`, are the other forms a URL takes); as an error text quotes it (Python's repr, in either of its
-    quote styles); and as a terminal line shows it (`printable`'s escapes). Then each of those as JSON
-    writes it inside a string: escaped with and without ASCII escapes, and as `safe_json_dumps` writes it.
+    Each value as it is; as the project writes it into a request — in a header, whose value a server
+    reads without the spaces and tabs around it; percent-encoded in a query string (`http_get` writes
+    `quote(value, safe="")`; `quote` keeping `/` and `quote_plus`, which writes a space as `+`, are the
+    other forms a URL takes); as an error text quotes it (Python's repr, in either of its quote styles);
+    and as a terminal line shows it (`printable`'s escapes). Then each of those as JSON writes it inside a
+    string: escaped with and without ASCII escapes, and as `safe_json_dumps` writes it.
     """
     forms: set[str] = set()
     for value in values:
         if not value:
             continue
-        shown = {value, urllib.parse.quote(value, safe=""), urllib.parse.quote(value),
+        shown = {value, value.strip(" \t"), urllib.parse.quote(value, safe=""), urllib.parse.quote(value),
                  urllib.parse.quote_plus(value), urllib.parse.quote_plus(value, safe="/"),
                  repr(value + "\"'")[1:-4], printable(value)}
         if '"' not in value:
