@@ -378,7 +378,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     machine = api.runtime_machine(comp)
     from .runtime.runner_cli import main as runner_main
 
-    prog = getattr(args, "prog", None) or f"statewright run {path}"
+    prog = getattr(args, "prog", None) or f"statewright run {_printable(path)}"
     return runner_main(machine, args.runner_args, prog=prog)
 
 
@@ -427,7 +427,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     if args.answer is not None:
         forwarded += ["--answer", args.answer]
     args.path, args.runner_args = path, [*forwarded, *args.runner_args]
-    args.prog = f"statewright resume {args.run_id}"
+    args.prog = f"statewright resume {_printable(args.run_id)}"
     return cmd_run(args)
 
 
@@ -454,7 +454,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
     machine = api.runtime_machine(comp)
     from .runtime.runner_cli import main as runner_main
 
-    return runner_main(machine, ["batch", *args.runner_args], batch_prog=f"statewright batch {path}")
+    return runner_main(machine, ["batch", *args.runner_args], batch_prog=f"statewright batch {_printable(path)}")
 
 
 def cmd_test(args: argparse.Namespace) -> int:

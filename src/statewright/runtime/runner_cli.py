@@ -428,10 +428,10 @@ def _runner_dispatch(machine: MachineSpec, argv: list[str], prog: str | None, ba
             return _runner_list_runs(args.checkpoint)
         return _runner_main(machine, args)
     except (RunnerUsageError, TemporalUnavailable) as exc:
-        print(f"{parser.prog}: error: {printable(exc)}", file=sys.stderr)
+        print(printable(f"{parser.prog}: error: {exc}"), file=sys.stderr)
         return EXIT_USAGE
     except TemporalRunError as exc:
-        print(f"{parser.prog}: error: {printable(exc)}", file=sys.stderr)
+        print(printable(f"{parser.prog}: error: {exc}"), file=sys.stderr)
         return EXIT_FAILED
 
 
@@ -588,10 +588,10 @@ def _runner_batch(machine: MachineSpec, argv: list[str], prog: str) -> int:
     try:
         return _runner_batch_main(machine, args)
     except (RunnerUsageError, BatchError) as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
+        print(printable(f"{prog}: error: {exc}"), file=sys.stderr)
         return EXIT_USAGE
     except TemporalUnavailable as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
+        print(printable(f"{prog}: error: {exc}"), file=sys.stderr)
         return EXIT_USAGE
 
 
@@ -795,10 +795,10 @@ def runner_temporal_dispatch(machine: MachineSpec | None, command: str, args: ar
             return _runner_temporal_status(address, args)
         return _runner_temporal_resume(address, args)
     except (RunnerUsageError, TemporalUnavailable) as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
+        print(printable(f"{prog}: error: {exc}"), file=sys.stderr)
         return EXIT_USAGE
     except TemporalRunError as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
+        print(printable(f"{prog}: error: {exc}"), file=sys.stderr)
         return EXIT_FAILED
 
 
