@@ -671,8 +671,8 @@ def temporal_workflow_class(machines: TemporalMachines, secrets: Sequence[str] |
                     try:
                         self.core.check_answer(self.run, answer.get("answer"))
                     except AnswerError as exc:
-                        self.waiting["refused"].append({"answer": answer.get("answer"), "error": str(exc),
-                                                        "id": answer.get("id")})
+                        self.waiting["refused"].append(redact_data(  # shown by `status`: a sink like the others
+                            {"answer": answer.get("answer"), "error": str(exc), "id": answer.get("id")}, hidden))
                         if self.run is not None and self.run.events:
                             self.run.emit("answer_refused", {"state": state, "error": str(exc),
                                                              "by": answer.get("by")})
