@@ -351,6 +351,7 @@ def test_trace_show_shows_a_line_5000_deep_as_unreadable(spec: Path, tmp_path: P
     assert "      line 3 is unreadable: nested too deeply: more than 200 levels" in shown.stdout
     assert f"      line {len(lines) + 1} is unreadable: not JSON" in shown.stdout
     assert "  check (visit 1)" in shown.stdout  # the lines around it are shown as ever
+    assert "end: waiting for a person's answer at approve;" in shown.stdout  # (a pause is no failure)
 
 
 # ---- files and inputs -------------------------------------------------------------------------------------------

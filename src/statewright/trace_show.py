@@ -200,7 +200,11 @@ class _Timeline:
     def _on_run_end(self, event: dict[str, Any]) -> None:
         usage = event.get("usage") or {}
         tokens = int(usage.get("prompt_tokens") or 0) + int(usage.get("completion_tokens") or 0)
-        outcome = (f"final state {event.get('final_state')}" if event.get("status") == "final"
+        status = event.get("status")
+        path = event.get("path")
+        last = path[-1] if isinstance(path, list) and path else "its state"
+        outcome = (f"final state {event.get('final_state')}" if status == "final"
+                   else f"waiting for a person's answer at {last}" if status == "waiting"
                    else _failure_text(event.get("failure")))
         self.lines.append(f"end: {outcome}; {event.get('steps', 0)} steps, {tokens} tokens, "
                           f"{_money(float(usage.get('cost_usd') or 0.0))}, "
