@@ -396,3 +396,19 @@ def test_an_imported_file_too_deep_is_a_positioned_diagnostic(tmp_path: Path) ->
     assert done.returncode == 1 and "was not imported" in done.stderr
     assert "error[SW8001]: not valid JSON: the file is nested too deeply" in done.stderr
     assert f"{path}:1:" in done.stderr and "level 101 opens here" in done.stderr
+
+
+def test_a_deep_input_for_a_run_on_temporal_fails_before_anything_is_sent(spec: Path) -> None:
+    pytest.importorskip("temporalio")
+    import asyncio
+
+    from statewright import api
+    from statewright.runtime.temporal import TemporalRunner
+
+    value: Any = "x"
+    for _ in range(5000):
+        value = [value]
+    runner = TemporalRunner(api.runtime_machine(api.check_path(spec)), "127.0.0.1:1")  # nothing listens there
+    result = asyncio.run(runner.arun({"amount": 1, "tags": value}))
+    assert result.failure is not None and result.failure.kind == "input"
+    assert result.failure.message.startswith("input 'tags': the value is nested too deeply")

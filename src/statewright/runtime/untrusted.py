@@ -175,6 +175,12 @@ def read_json(text: str | bytes, what: str, *, max_depth: int = MAX_DEPTH, max_c
     return json.loads(text, strict=strict)
 
 
+def read_record(text: str | bytes, what: str) -> Any:
+    """`read_json` with the limits of a record the runtime wrote itself and reads back (a checkpoint row, a
+    trace line, a batch's result line, a Temporal run's event)."""
+    return read_json(text, what, max_depth=MAX_RECORD_DEPTH, max_chars=MAX_RECORD_CHARS)
+
+
 def read_json_file(path: str, what: str, *, max_depth: int = MAX_DEPTH, max_chars: int = MAX_VALUE_CHARS) -> Any:
     """The JSON value of a file: OSError when it cannot be read, BorderError when it is too large (told by
     its size, before it is read) or nested too deeply, ValueError when it is not JSON."""
@@ -219,17 +225,22 @@ def check_value(value: Any, what: str, *, max_depth: int = MAX_DEPTH, max_chars:
                                             f"and at most {max_chars:,} are read")
 
 
-def shown_within_limits(values: dict[str, Any]) -> dict[str, Any]:
-    """`values` with each one `check_value` refuses replaced by a note saying why: what a run that was
-    refused its inputs records of them (its trace, its result) without reading what it refused."""
-    shown = {}
+def refused_values(values: dict[str, Any]) -> dict[str, str]:
+    """Why `check_value` refuses each of `values` it refuses, by name."""
+    refused = {}
     for name, value in values.items():
         try:
             check_value(value, "the value")
         except BorderError as exc:
-            value = f"[not shown: {exc}]"
-        shown[name] = value
-    return shown
+            refused[name] = str(exc)
+    return refused
+
+
+def shown_within_limits(values: dict[str, Any]) -> dict[str, Any]:
+    """`values` with each one `check_value` refuses replaced by a note saying why: what a run that was
+    refused its inputs records of them (its trace, its result) without reading what it refused."""
+    refused = refused_values(values)
+    return {name: f"[not shown: {refused[name]}]" if name in refused else value for name, value in values.items()}
 
 
 def _untrusted_is_model(item: Any) -> bool:
