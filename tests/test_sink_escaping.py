@@ -163,3 +163,22 @@ def test_a_batchs_progress_and_summary_are_escaped(batch_spec: Path, tmp_path: P
     assert f"case {SHOWN} (line 1): final done" in done.stderr
     assert f"failed    1 ({SHOWN} 1)" in done.stderr
     assert raw_controls(done.stderr) == [] and raw_controls(done.stdout) == []
+
+
+def test_diagnostics_escape_the_source_line_and_what_their_messages_quote(tmp_path: Path) -> None:
+    spec = tmp_path / "raw.fsm"
+    spec.write_text(f'machine m {{\n    description "{HOSTILE} here" lost\n}}\n', encoding="utf-8")
+    done = cli("check", str(spec))
+    assert done.returncode == 1 and raw_controls(done.stdout + done.stderr) == []
+    lines = (done.stdout + done.stderr).splitlines()
+    shown = next(line for line in lines if line.startswith("2 | "))
+    carets = lines[lines.index(shown) + 1]
+    assert shown[carets.index("^"):].startswith("lost")  # each control character kept its column
+    source = {"agents": [{"agent_id": 1, "name": "a", "system_prompt": "p", "tools": []}],
+              "states": {"states": [{"state_id": "s", "agent_id": HOSTILE, "instruction": "x", "is_initial": True,
+                                     "is_final": True}], "transitions": []}}
+    imported = tmp_path / "evil.json"
+    imported.write_text(json.dumps(source), encoding="utf-8")
+    done = cli("import", "metaagent", str(imported))
+    assert done.returncode == 1 and f"error[SW8006]: unknown agent id '{SHOWN}'" in done.stderr
+    assert raw_controls(done.stdout + done.stderr) == []
