@@ -222,7 +222,7 @@ def waiting(spec: Path, tmp_path: Path) -> Path:
     script = script_file(tmp_path, [GOOD_REPLY])
     done = cli("run", str(spec), "--input", "amount=7", "--script", str(script), "--checkpoint", str(db), "--run-id",
                "r1", cwd=tmp_path)
-    assert done.returncode == 3, done.stderr
+    assert done.returncode == 4, done.stderr
     return db
 
 
@@ -240,7 +240,7 @@ def test_an_answer_that_does_not_fit_is_refused_and_the_run_keeps_waiting(
     clean(refused)
     assert refused.returncode == 2 and said in refused.stderr, refused.stderr
     still = cli("resume", "r1", "--checkpoint", str(waiting), cwd=tmp_path)
-    assert still.returncode == 3 and json.loads(still.stdout)["status"] == "waiting"
+    assert still.returncode == 4 and json.loads(still.stdout)["status"] == "waiting"
     taken = cli("resume", "r1", "--checkpoint", str(waiting), "--answer", '{"approved": true, "note": "ok"}', cwd=tmp_path)
     assert taken.returncode == 0 and json.loads(taken.stdout)["result"] == "paid 7: ok"
 
@@ -326,7 +326,7 @@ def test_a_checkpoint_value_3000_deep_is_a_damaged_checkpoint(waiting: Path, tmp
         clean(done)
         assert done.returncode == 2
         assert "the checkpoint of run 'r1'" in done.stderr and "is damaged" in done.stderr
-        assert "nested too deeply" in done.stderr and "cannot be resumed" in done.stderr
+        assert "too deeply (at most 200 levels" in done.stderr and "cannot be resumed" in done.stderr
 
 
 def test_a_checkpoint_record_that_is_not_an_object_is_damaged(waiting: Path, tmp_path: Path) -> None:
@@ -341,7 +341,7 @@ def test_trace_show_shows_a_line_5000_deep_as_unreadable(spec: Path, tmp_path: P
     trace = tmp_path / "t.jsonl"
     done = cli("run", str(spec), "--input", "amount=5", "--script", str(script_file(tmp_path, [GOOD_REPLY])),
                "--trace", str(trace), cwd=tmp_path)
-    assert done.returncode == 3
+    assert done.returncode == 4
     lines = trace.read_text().splitlines()
     lines.insert(2, '{"event": "guard", "seq": 3, "value": ' + deep(5000) + "}")
     trace.write_text("\n".join(lines) + '\n{"event": "state_en', encoding="utf-8")
@@ -351,7 +351,7 @@ def test_trace_show_shows_a_line_5000_deep_as_unreadable(spec: Path, tmp_path: P
     assert "      line 3 is unreadable: nested too deeply: more than 200 levels" in shown.stdout
     assert f"      line {len(lines) + 1} is unreadable: not JSON" in shown.stdout
     assert "  check (visit 1)" in shown.stdout  # the lines around it are shown as ever
-    assert "end: waiting for a person's answer at approve;" in shown.stdout  # (a pause is no failure)
+    assert "end: waiting for a person's answer in state approve" in shown.stdout  # (a pause is no failure)
 
 
 # ---- files and inputs -------------------------------------------------------------------------------------------

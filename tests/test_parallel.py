@@ -318,10 +318,10 @@ def test_a_run_that_failed_in_one_branch_resumes_only_the_unfinished_branches(tm
     first = machine.run({"draft": "a draft"}, client=client, checkpoint=db, run_id="r1")
     assert first.failure is not None and first.failure.kind == "model"
     snapshot = CheckpointStore(db).load("r1")
-    assert snapshot is not None and snapshot["status"] == "running" and snapshot["state"] == "review"
-    tasks = {t["path"][0] if t["path"] else t["state"]: t for t in snapshot["fanout"]["tasks"]}
-    assert tasks["style"]["done"] and tasks["tone"]["done"] and not tasks["facts"]["done"]
-    assert tasks["facts"]["state"] == "facts_note"  # its first step was committed
+    assert snapshot is not None and snapshot.head.status == "running" and snapshot.head.state == "review"
+    tasks = {t.path[0] if t.path else t.state: t for t in snapshot.head.fanout.tasks}
+    assert tasks["style"].done and tasks["tone"].done and not tasks["facts"].done
+    assert tasks["facts"].state == "facts_note"  # its first step was committed
     before = list(client.calls)
     second = machine.resume("r1", checkpoint=db, client=client)
     assert second.ok and second.final_state == "publish"

@@ -240,28 +240,44 @@ def test_a_batch_hides_every_form_from_its_results_traces_and_checkpoints(canary
     assert leaks(canary, sinks) == []
 
 
-def test_every_form_of_an_environment_key_is_hidden_from_traces_and_checkpoints(tmp_path: Path,
-                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    """A key the environment holds (named ..._API_KEY) that a tool echoes: the same forms are hidden."""
-    from statewright.runtime.checkpoint import CheckpointStore
-    from statewright.runtime.trace import Trace, redact, sink_json
+def test_every_form_of_an_environment_key_is_hidden_from_traces_and_checkpoints(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A key the environment holds (named ..._API_KEY) that a tool echoes in every form: each is hidden."""
+    from statewright.runtime.trace import redact, sink_json
 
     key = CANARIES[0]
     monkeypatch.setenv("SERVICE_API_KEY", key)
-    trace = Trace(str(tmp_path / "t.jsonl"), content=True)
     record = {f"form {n}": form for n, form in enumerate(encodings(key))}
     record["nested"] = [json.dumps({"inner": key}), {key: "as a key"}]
-    trace.emit("tool_call", **record)
-    trace.close()
-    store = CheckpointStore(str(tmp_path / "c.db"))
-    store.save("r1", {"head": {"machine": "m", "note": record}, "changes": {"outputs": record}})
-    store.close()
+    (tmp_path / "envkey_tools.py").write_text(f"def echo() -> dict:\n    return {record!r}\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    source = textwrap.dedent("""\
+        machine envkey {
+            tool echo = "envkey_tools:echo"
+            start state s {
+                call echo()
+                -> done
+            }
+            final state done {
+                result "{{ s.output }}"
+            }
+        }
+    """)
+    try:
+        result = statewright.load_text(source, "envkey.fsm").run(
+            {}, workspace=str(tmp_path / "ws"), trace=str(tmp_path / "t.jsonl"), trace_content=True,
+            checkpoint=str(tmp_path / "c.db"), run_id="r1")
+    finally:
+        sys.modules.pop("envkey_tools", None)
+    assert result.ok, result.failure
     sinks: dict[str, str | bytes] = {"sink_json": sink_json(record), "redact": redact(json.dumps(record)),
-                                     **files_under(tmp_path)}
+                                     "result": json.dumps(result.to_json()),
+                                     **{name: data for name, data in files_under(tmp_path).items()
+                                        if not name.endswith(".py")}}
     assert leaks(key, sinks) == []
     # and the trace still reads as JSON: redacted in its strings, not cut in its text
     for line in (tmp_path / "t.jsonl").read_text().splitlines():
-        assert json.loads(line)["event"] == "tool_call"
+        assert "event" in json.loads(line)
 
 
 # ---- Temporal --------------------------------------------------------------------------------------------------

@@ -8,10 +8,19 @@ runtime/trace.py).
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from .runtime.progress import printable
 from .runtime.trace import trace_lines
+
+
+def _when(seconds: float) -> str:
+    """A wall-clock time in seconds since the epoch, as UTC text."""
+    try:
+        return datetime.fromtimestamp(seconds, timezone(timedelta(0))).isoformat(timespec="seconds")
+    except (OverflowError, OSError, ValueError):
+        return str(seconds)
 
 
 def _money(value: float) -> str:
@@ -59,6 +68,7 @@ class _Timeline:
         self.per_state: dict[str, _Totals] = {}
         self.per_agent: dict[str, _Totals] = {}
         self.per_stage: dict[str, _Totals] = {}  # designer calls, by stage (agents, machine, repair, merge)
+        self.waiting_in: str | None = None  # the state a paused run waits in
 
     def add(self, event: dict[str, Any]) -> None:
         render = getattr(self, f"_on_{event['event']}", None) if isinstance(event["event"], str) else None
@@ -197,15 +207,23 @@ class _Timeline:
         target = event.get("to") or "(none)"
         self.lines.append(f"  -> {target}  ({event.get('cause')}{': ' + reason if reason else ''})")
 
+    def _on_waiting(self, event: dict[str, Any]) -> None:
+        self.waiting_in = str(event.get("state"))
+        deadline = event.get("deadline")
+        until = f" until {_when(float(deadline))}" if isinstance(deadline, (int, float)) else ""
+        self.lines.append(f"      waiting  for a person's answer in {self.waiting_in}{until}")
+
     def _on_run_end(self, event: dict[str, Any]) -> None:
         usage = event.get("usage") or {}
         tokens = int(usage.get("prompt_tokens") or 0) + int(usage.get("completion_tokens") or 0)
         status = event.get("status")
-        path = event.get("path")
-        last = path[-1] if isinstance(path, list) and path else "its state"
-        outcome = (f"final state {event.get('final_state')}" if status == "final"
-                   else f"waiting for a person's answer at {last}" if status == "waiting"
-                   else _failure_text(event.get("failure")))
+        if status == "final":
+            outcome = f"final state {event.get('final_state')}"
+        elif status == "waiting":
+            where = f" in state {self.waiting_in}" if self.waiting_in else ""
+            outcome = f"waiting for a person's answer{where} (resume the run with the answer)"
+        else:
+            outcome = _failure_text(event.get("failure"))
         self.lines.append(f"end: {outcome}; {event.get('steps', 0)} steps, {tokens} tokens, "
                           f"{_money(float(usage.get('cost_usd') or 0.0))}, "
                           f"{usage.get('llm_calls', 0)} model calls")

@@ -31,9 +31,9 @@ else:
         MachineSpec, ModelClient, RunResult, Scope, Script, StateSpec, TestSpec, Trace,
         TransitionSpec, arun_machine, main, run_machine,
     )
-if RUNTIME_SHA256 != "af5361d70bef9e5e4d40591df7b460aae7e2e1c3b5adfb69a8df92074ea802fd":
+if RUNTIME_SHA256 != "ec3a0de897dda802cb8226605b13fd1f602ceb78eb1d7749c54377139a25ecbc":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 af5361d70bef), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 ec3a0de897dd), but "
         f"the statewright_runtime.py it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile "
         "--runtime module`, which rewrites the runtime too"
