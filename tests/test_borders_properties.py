@@ -382,7 +382,7 @@ def test_a_batch_settles_every_hostile_case_line_and_finishes(project: Path, lin
     done = cli("batch", str(project / "hostile.fsm"), "--inputs", str(cases), "--script", str(script), "--out", str(out),
                "--trace", str(folder / "traces"), "--trace-content", cwd=folder, timeout=300)
     _face_checks(done, folder)
-    assert done.returncode in (0, 1), done.stderr
+    assert done.returncode in (0, 1, 4), done.stderr
     written = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     with_text = [n for n, raw in enumerate(cases.read_bytes().split(b"\n"), 1) if raw.strip()]
     assert sorted(line["line"] for line in written) == with_text  # every case line settled: nothing lost

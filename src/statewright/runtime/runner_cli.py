@@ -540,8 +540,8 @@ def _runner_resume_hint(run_id: str, store: CheckpointStore | None, args: argpar
 
 def _runner_summary(result: RunResult, store: CheckpointStore | None, args: argparse.Namespace) -> str:
     """The line (two, for a waiting run) a run ends with on stderr; every name and message in it, and the
-    paths, escaped for the terminal."""
-    return printable(_runner_summary_text(result, store, args))
+    paths, escaped for the terminal, and the environment's keys redacted (a question quotes outputs)."""
+    return printable(redact(_runner_summary_text(result, store, args)))
 
 
 def _runner_summary_text(result: RunResult, store: CheckpointStore | None, args: argparse.Namespace) -> str:
@@ -558,7 +558,7 @@ def _runner_summary_text(result: RunResult, store: CheckpointStore | None, args:
     kind = f"limit {failure.limit}" if failure.kind == "limit" else failure.kind
     where = f" at {failure.origin}" if failure.origin else ""  # the .fsm line of the construct that failed
     hint = _runner_resume_hint(result.run_id, store, args) if failure.kind in ("model", "script") else ""
-    return f"run failed ({kind}){where}: {redact(failure.message)} ({spent}){hint}"
+    return f"run failed ({kind}){where}: {failure.message} ({spent}){hint}"
 
 
 def _runner_list_runs(checkpoint: str | None) -> int:
