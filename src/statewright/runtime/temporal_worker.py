@@ -25,13 +25,13 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
-from .client import ModelError, ModelResponse, rough_call_estimate
+from .client import ModelError, ModelRequest, ModelResponse, rough_call_estimate
 from .effects import AwaitPerson, CallModel, CallTool, DescribeTools, EstimateCall, PersonReply, ToolOutcome
 from .executor import Performer, drive
 from .inputs import InputError
 from .result import AnswerError, Failure, RunResult
 from .scripted import Script, ScriptedClient, ScriptError, ScriptExhausted
-from .spec import MachineSpec
+from .spec import MachineSpec, state_at
 from .structured import to_jsonable
 from .temporal import (
     TEMPORAL_ANSWER_SIGNAL,
@@ -233,6 +233,13 @@ async def _worker_beating(work: Any, every: float) -> Any:
             task.cancel()
 
 
+def _worker_where(request: ModelRequest) -> str:
+    """The state a request is for, as scripts name it (`investigate/draft` in a machine a run runs)."""
+    identity = request.metadata.get("statewright") or {}
+    call = identity.get("call")
+    return f"{call}/{request.state}" if call else request.state
+
+
 # ---- the workflow ------------------------------------------------------------------------------------------
 
 
@@ -254,7 +261,8 @@ class TemporalWorkflow(Performer):
         super().__init__()
         self.events: list[str] = []  # JSON lines, keys in the order the core wrote them
         self.answers: list[dict[str, Any]] = []
-        self.waiting: dict[str, Any] | None = None
+        self.waits: dict[str, dict[str, Any]] = {}  # the questions it waits on, by path (calls may ask at once)
+        self.refused: list[dict[str, Any]] = []  # answers refused, with why (status shows them)
         self.core: Any = None
         self.run: Any = None
         self.result: dict[str, Any] | None = None
@@ -267,6 +275,7 @@ class TemporalWorkflow(Performer):
         # a test's run: what each visit saw and produced, and which scripted replies it was served
         self.observed: list[list[Any]] | None = None
         self.served: list[list[Any]] = []
+        self.keys: dict[int, str] = {}  # the machines it runs, by id: their keys
 
     # -- running --------------------------------------------------------------------------------------------
 
@@ -321,6 +330,15 @@ class TemporalWorkflow(Performer):
                            backoff_coefficient=2.0, maximum_interval=timedelta(seconds=policy["max_delay"]),
                            maximum_attempts=int(policy["retries"]) + 1)
 
+    def key_of(self, machine: MachineSpec | None) -> str:
+        """The key of the machine whose tools an effect uses (the run's own, or one it runs)."""
+        if machine is None or machine is self.machine:
+            return self.key
+        key = self.keys.get(id(machine))
+        if key is None:
+            key = self.keys[id(machine)] = machine_key(machine)
+        return key
+
     def script_for(self, role: str, state: str) -> dict[str, Any] | None:
         if self.script is None:
             return None
@@ -338,7 +356,7 @@ class TemporalWorkflow(Performer):
         if request.timeout is not None:
             seconds = min(seconds, request.timeout + 5.0)
         payload = {"request": request_to_json(request), "policy": self.policy, "heartbeat": self.heartbeat / 3,
-                   "script": self.script_for(str(identity.get("role") or request.role), request.state)}
+                   "script": self.script_for(str(identity.get("role") or request.role), _worker_where(request))}
         try:
             answer = await workflow.execute_activity(
                 TEMPORAL_CALL_MODEL, payload, start_to_close_timeout=timedelta(seconds=max(seconds, 1.0)),
@@ -360,12 +378,14 @@ class TemporalWorkflow(Performer):
         from temporalio import workflow
         from temporalio.exceptions import ActivityError
 
-        scripted = effect.agent is None and self.script is not None and self.script.has("tool", effect.state)
-        payload = {"key": self.key, "state": effect.state, "tool": effect.tool, "args": to_jsonable(effect.args),
+        where = effect.where
+        scripted = effect.agent is None and self.script is not None and self.script.has("tool", where)
+        payload = {"key": self.key_of(effect.machine), "state": where, "tool": effect.tool,
+                   "args": to_jsonable(effect.args),
                    "seq": effect.seq, "item": effect.item, "run_id": workflow.info().workflow_id,
                    "heartbeat": self.heartbeat / 3,
                    "workspace": self.run.workspace if self.run is not None else "",
-                   "script": self.script_for("tool", effect.state) if scripted else None}
+                   "script": self.script_for("tool", where) if scripted else None}
         seconds = TEMPORAL_TOOL_TIMEOUT_SECONDS
         limit = self.machine.limits.seconds if self.machine is not None else None
         if limit is not None and self.run is not None:
@@ -390,7 +410,7 @@ class TemporalWorkflow(Performer):
         request = effect.request
         identity = request.metadata.get("statewright") or {}
         payload = {"request": request_to_json(request), "policy": self.policy,
-                   "script": self.script_for(str(identity.get("role") or request.role), request.state)}
+                   "script": self.script_for(str(identity.get("role") or request.role), _worker_where(request))}
         tokens, cost = await workflow.execute_local_activity(
             TEMPORAL_ESTIMATE, payload, start_to_close_timeout=timedelta(seconds=60))
         return int(tokens), float(cost)
@@ -398,7 +418,7 @@ class TemporalWorkflow(Performer):
     async def describe_tools(self, effect: DescribeTools) -> tuple[list[dict[str, Any]], dict[str, str]]:
         from temporalio import workflow
 
-        payload = {"key": self.key, "tools": list(effect.tools),
+        payload = {"key": self.key_of(effect.machine), "tools": list(effect.tools),
                    "workspace": self.run.workspace if self.run is not None else ""}
         answer = await workflow.execute_local_activity(
             TEMPORAL_DESCRIBE_TOOLS, payload, start_to_close_timeout=timedelta(seconds=120))
@@ -414,7 +434,7 @@ class TemporalWorkflow(Performer):
         goes on; the deadline is the one the core set when the question was first put."""
         from temporalio import workflow
 
-        state = effect.state
+        state = effect.where  # (a question of a machine the run runs is answered by its path)
         now = workflow.now().timestamp()
         deadline = effect.deadline if effect.deadline is not None else (
             None if effect.seconds is None else now + effect.seconds)
@@ -425,9 +445,9 @@ class TemporalWorkflow(Performer):
             if value.get("timeout"):
                 return PersonReply("timeout", now, scripted=True)
             return PersonReply("answer", now, value.get("answer"), scripted=True)
-        self.waiting = {"state": state, "question": effect.question, "answer_schema": effect.schema,
-                        "deadline": deadline, "since": workflow.now().isoformat(timespec="seconds"),
-                        "refused": []}
+        self.waits[state] = {"state": effect.state, "path": state, "question": effect.question,
+                             "answer_schema": effect.schema, "deadline": deadline,
+                             "since": workflow.now().isoformat(timespec="seconds")}
         if self.run is not None and self.run.events:
             self.run.emit("waiting", {"state": state, "deadline": deadline})
         try:
@@ -441,9 +461,9 @@ class TemporalWorkflow(Performer):
                 assert index is not None
                 answer = self.answers.pop(index)
                 try:
-                    self.core.check_answer(self.run, answer.get("answer"))
+                    self.core.check_answer(self.run, answer.get("answer"), state)
                 except AnswerError as exc:
-                    self.waiting["refused"].append(redact_data(  # shown by `status`: a sink like the others
+                    self.refused.append(redact_data(  # shown by `status`: a sink like the others
                         {"answer": answer.get("answer"), "error": str(exc), "id": answer.get("id")}, self.hidden))
                     if self.run is not None and self.run.events:
                         self.run.emit("answer_refused", {"state": state, "error": str(exc), "by": answer.get("by")})
@@ -452,7 +472,7 @@ class TemporalWorkflow(Performer):
                     self.run.emit("answered_by", {"state": state, "by": answer.get("by")})
                 return PersonReply("answer", workflow.now().timestamp(), answer.get("answer"))
         finally:
-            self.waiting = None
+            self.waits.pop(state, None)
 
     def first_answer(self, state: str | None) -> int | None:
         for index, answer in enumerate(self.answers):
@@ -471,17 +491,28 @@ class TemporalWorkflow(Performer):
         self.events.append(redacted_json(record, self.hidden))
 
     def take_answer(self, payload: dict[str, Any]) -> None:
+        """An answer, for the question at its path (or whichever is asked first): one for a path where the
+        machine asks nobody is refused at once rather than kept for a question that never comes."""
+        path = payload.get("state")
+        if path and self.machine is not None:
+            found = state_at(self.machine, str(path))
+            if found is None or found.kind != "human":
+                self.refused.append({"answer": payload.get("answer"), "id": payload.get("id"),
+                                     "error": f"the machine asks no question at {path}"})
+                return
         self.answers.append(dict(payload))
 
     def status(self) -> dict[str, Any]:
         from temporalio import workflow
 
         run = self.run
-        status = "waiting" if self.waiting is not None else "running"
+        waits = list(self.waits.values())
+        status = "waiting" if waits else "running"
         if self.result is not None:
             status = str(self.result["status"])
         data: dict[str, Any] = {"run_id": workflow.info().workflow_id, "machine": self.spec.get("machine"),
-                                "status": status, "waiting": self.waiting, "events": len(self.events),
+                                "status": status, "waiting": waits[0] if waits else None, "waits": waits,
+                                "refused": self.refused[-20:], "events": len(self.events),
                                 "answers_queued": len(self.answers),
                                 "queued": [a.get("id") for a in self.answers if a.get("id")]}
         if run is not None:
