@@ -31,9 +31,9 @@ else:
         LimitsSpec, MachineSpec, ModelClient, RunResult, Scope, Script, StateSpec, TestSpec, Trace,
         TransitionSpec, arun_machine, main, run_machine,
     )
-if RUNTIME_SHA256 != "4ed2f4144fa9bd4c14ffff46b5d8cc2bf3758ce774255d3df5c94887f2b41fa4":
+if RUNTIME_SHA256 != "b7b4dfa24b119252de59462e5e0288def0a70a60557ebf6668a504fe57e08fa2":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 4ed2f4144fa9), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 b7b4dfa24b11), but "
         f"the statewright_runtime.py it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile "
         "--runtime module`, which rewrites the runtime too"
