@@ -31,9 +31,9 @@ else:
         MachineSpec, ModelClient, RunResult, Scope, Script, StateSpec, TestSpec, ToolSpec, Trace,
         TransitionSpec, arun_machine, main, run_machine,
     )
-if RUNTIME_SHA256 != "b7b4dfa24b119252de59462e5e0288def0a70a60557ebf6668a504fe57e08fa2":
+if RUNTIME_SHA256 != "41502bb8bf8b20296f0e4f69c757a0439ee44c57d0f3da8212f9d6f966cc951b":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 b7b4dfa24b11), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 41502bb8bf8b), but "
         f"the statewright_runtime.py it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile "
         "--runtime module`, which rewrites the runtime too"
