@@ -31,9 +31,9 @@ else:
         LimitsSpec, MachineSpec, ModelClient, RunResult, Scope, Script, StateSpec, TestSpec, Trace,
         TransitionSpec, arun_machine, main, run_machine,
     )
-if RUNTIME_SHA256 != "c96451b346906c5fa8194d0387d47478585a620623f37150d75d4e78ca6ed44a":
+if RUNTIME_SHA256 != "189da4581cac11ea63b4a64e9c6eb5fd2f6a9be7f147910861ad4167af48e151":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 c96451b34690), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 189da4581cac), but "
         f"the statewright_runtime.py it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile "
         "--runtime module`, which rewrites the runtime too"
@@ -444,8 +444,7 @@ def run(
         listeners: called with (event, fields) for every event of the run, as it happens
         otel: spans and metrics: True (from the OTEL_* environment), a TracerProvider, an
             OtelTelemetry
-        at: with resume and answer: the question answered, by its path (investigate[2]/approve),
-            when the run waits in several places
+        at: with resume and answer: the question it answers, by its path (investigate[2]/approve)
     """
     return run_machine(
         MACHINE,
@@ -527,8 +526,7 @@ async def arun(
         listeners: called with (event, fields) for every event of the run, as it happens
         otel: spans and metrics: True (from the OTEL_* environment), a TracerProvider, an
             OtelTelemetry
-        at: with resume and answer: the question answered, by its path (investigate[2]/approve),
-            when the run waits in several places
+        at: with resume and answer: the question it answers, by its path (investigate[2]/approve)
     """
     return await arun_machine(
         MACHINE,
