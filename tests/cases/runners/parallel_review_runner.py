@@ -31,9 +31,9 @@ else:
         JoinSpec, LimitsSpec, MachineSpec, ModelClient, ParallelSpec, RunResult, Scope, Script,
         StateSpec, TestSpec, Trace, TransitionSpec, arun_machine, main, run_machine,
     )
-if RUNTIME_SHA256 != "189da4581cac11ea63b4a64e9c6eb5fd2f6a9be7f147910861ad4167af48e151":
+if RUNTIME_SHA256 != "67e782ba82d389e7f70d6cfface3a0dc6381a45b524929929c280c1bee404be3":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 189da4581cac), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 67e782ba82d3), but "
         f"the statewright_runtime.py it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile "
         "--runtime module`, which rewrites the runtime too"
