@@ -90,6 +90,24 @@ _ALL = [
        "operating system's reason; for a missing file the help names the closest .fsm file beside it. The "
        "other files of the same command are still checked.",
        "statewright check flows/reveiw.fsm", "statewright check flows/review.fsm"),
+    _e("SW1030", "':' after a keyword",
+       "A statement's value follows its keyword directly: 'output Draft', 'agent writer', 'visits 3'. A colon "
+       "belongs only between a name and its type ('input topic: str', a type's 'score: int') and, optionally, "
+       "between a key and its value in an object.",
+       "state review {\n    output: Critique\n}", "state review {\n    output Critique\n}"),
+    _e("SW1031", "keyword in the wrong block",
+       "Each kind of block holds its own statements: an agent holds 'prompt', 'model', 'tools', 'memory'; a "
+       "state holds 'agent', 'do', 'output', 'tell', transitions; a test holds 'input', 'reply', 'expect'. The "
+       "statement was found in a block of another kind; the message says where it belongs.",
+       "agent writer {\n    do \"Write the draft.\"\n}",
+       "agent writer {\n    prompt \"You write drafts.\"\n}\nstate draft {\n    agent writer\n"
+       "    do \"Write the draft.\"\n}"),
+    _e("SW1032", "text after the end of the machine",
+       "A file holds one machine, and its block ends at its last '}'. Something follows that '}': usually a "
+       "'}' above is one too many and closed the machine early, or a declaration was written after the "
+       "machine's closing brace.",
+       "machine m {\n    state a { -> b } }\n    final state b\n}",
+       "machine m {\n    state a { -> b }\n    final state b\n}"),
     # --- names --------------------------------------------------------------------------------
     _e("SW2001", "duplicate name",
        "Two declarations of the same kind share a name. Names of states, agents, types, tools, inputs, "

@@ -1,0 +1,267 @@
+"""Syntax error recovery: the rest of a text read after its first syntax error, each later one named once.
+
+After the first slip, the loop reads on without building, mending each slip as it goes, so that one run
+reports every syntax error of a file, each once.
+
+At a slip, the repairs tried are, in order: the ones that mend the usual cause of the mistake it was
+named as (syntax_errors.py: `=>` becomes `->`, a missing '}' is put back, a stray ':' is dropped); then
+the smallest edits (drop the token; put one token the parser takes before it; put one in its place; drop
+it and the next). A repair is taken when the parser then reads on for REPAIR_CHECK tokens, or up to a
+later line, or to the end of a complete text: the first such repair is the one taken, as in Burke and
+Fisher's and Corchuelo's repairing LR parsers. When none does, the parser skips tokens until one it can
+take here, or, at a '}' or a declaration's keyword beginning a line, until one an enclosing block takes
+(panic mode, as yacc's `error` token does).
+
+What a repair makes of the text is never reported: it is only a guess that keeps the parser in step
+with the author. So that a guess that went wrong does not show as errors of its own, a slip is reported
+only when it is not at the token of the one before, not within the few tokens after a skip, and not the
+closing brace a repair that opened a block (`state s:` read as `state s {`) left owed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .lalr import (
+    ACCEPTED,
+    END,
+    MAX_STACK,
+    REFUSED,
+    SHIFTED,
+    BuildFailure,
+    Repair,
+    Slip,
+    SlipNamer,
+    Tables,
+    Unreadable,
+    read_token,
+    shifts,
+    step,
+)
+
+MAX_SYNTAX_ERRORS = 20  # reported per file; past it, the parse stops
+REPAIR_CHECK = 4  # tokens the parser must read on after a repair, on the slip's own line
+QUIET_AFTER_SKIP = 3  # tokens read after a skip in which a slip is a consequence of the skip
+_CHECKED_TOKENS = frozenset({"STRING", "LONG_STRING", "INT", "FLOAT", "DURATION"})
+# the order generic repairs put tokens in: what closes or links first, names and values last
+_FIRST = ("}", "]", ")", "->", "{", ",", ":", "=")
+
+
+class Recovery:
+    """Reads the rest of a text after a slip without building, naming and mending each slip."""
+
+    def __init__(self, tables: Tables, text: str, builder: Any, on_slip: SlipNamer) -> None:
+        self.tables = tables
+        self.text = text
+        self.builder = builder
+        self.on_slip = on_slip
+        self.problems: list[object] = []
+        self.reported = 0
+        self.last_start = -1  # where the last slip was
+        self.quiet = 0  # tokens still to read before a slip is reported again (after a skip)
+        self.owed_braces = 0  # '{' a repair put in, whose '}' the text will lack
+        self.open_kind = tables.literal_kinds.get("{", "")
+        self.close_kind = tables.literal_kinds.get("}", "")
+        self.order = {tables.literal_kinds[t]: i for i, t in enumerate(_FIRST) if t in tables.literal_kinds}
+        # the last keyword read as a name: (kind, text, start, end, the parser's states before it)
+        self.conversion: tuple[str, str, int, int, tuple[Any, ...]] | None = None
+
+    def run(self, slip: Slip) -> list[object]:
+        """The problems of the text from the first slip on. The first slip is named before anything else,
+        so that a bug in recovery costs only what comes after it (an SW9001 says so)."""
+        named = self.on_slip(slip)
+        try:
+            self._recognize(list(slip.states), slip.start, slip, named)
+        except Exception as err:  # noqa: BLE001 - the syntax errors found so far are still reported
+            if not self.problems:
+                self.problems.append(named[0])
+            self.problems.append(_internal_error(err))
+        return self.problems
+
+    def resume(self, states: list[Any], pos: int) -> list[object]:
+        """The problems of the text from `pos` on, the parser in `states` there."""
+        try:
+            self._recognize(list(states), pos, None, None)
+        except Exception as err:  # noqa: BLE001 - as in run
+            self.problems.append(_internal_error(err))
+        return self.problems
+
+    # -- the loop without building
+
+    def _recognize(self, states: list[Any], pos: int, slip: Slip | None,
+                   named: tuple[object, Sequence[Repair]] | None) -> None:
+        tables, text = self.tables, self.text
+        while True:
+            if slip is not None:
+                mended = self._mend(slip, named or self.on_slip(slip))
+                if mended is None:
+                    return
+                states, pos = mended
+                slip = named = None
+                continue
+            try:
+                kind, value, start, end = read_token(tables, text, pos, states[-1], None)
+            except Unreadable as e:
+                slip = Slip("", text[e.pos], e.pos, e.pos + 1, tuple(states), tables.accepts(states))
+                continue
+            noted: list[tuple[Any, ...]] = []
+            result = step(tables, states, kind, noted)
+            if result == ACCEPTED:
+                return
+            if result == REFUSED:
+                slip = self._slip_at(states, kind, value, start, end)
+                continue
+            if noted:
+                self.conversion = (kind, value, start, end, noted[-1])
+            if len(states) > MAX_STACK:
+                self._report(Slip(kind, value, start, end, tuple(states), frozenset(), True))
+                return
+            self.quiet = max(0, self.quiet - 1)
+            if kind in _CHECKED_TOKENS:
+                failure = self.builder.token_failure(kind, value, start)
+                if failure is not None:
+                    self.problems.append(failure)
+            pos = end
+
+    def _slip_at(self, states: list[Any], kind: str, value: str, start: int, end: int) -> Slip:
+        """The slip where the parser stopped; at the keyword read as a name before it, if that was on the
+        same line (as lalr._stuck_slip says)."""
+        conversion, self.conversion = self.conversion, None
+        if conversion is not None and "\n" not in self.text[conversion[2]:start]:
+            k_kind, k_value, k_start, k_end, k_states = conversion
+            return Slip(k_kind, k_value, k_start, k_end, k_states, self.tables.accepts(k_states))
+        return Slip(kind, value, start, end, tuple(states), self.tables.accepts(states))
+
+    def _mend(self, slip: Slip, named: tuple[object, Sequence[Repair]]) -> tuple[list[Any], int] | None:
+        """Report the slip (unless it is a consequence of mending an earlier one) and mend it: the stack
+        and position to read on from, or None where reading stops (the end of the text, too deep, or a
+        slip after which nothing can be read in step: a repair with no place to resume)."""
+        problem, repairs = named
+        if slip.too_deep or slip.kind == END or any(r.resume < 0 for r in repairs):
+            if slip.too_deep or not self._consequence(slip):
+                self._report_problem(slip, problem)
+            return None
+        repair = self._repair(slip, repairs)
+        if repair is None:
+            consequence = self._consequence(slip)
+            skipped = self._skip(slip)
+            if not consequence:
+                self._report_problem(slip, problem)
+            self.quiet = QUIET_AFTER_SKIP
+            return skipped
+        states = list(slip.states)
+        for kind in repair.inserts:
+            step(self.tables, states, kind)
+        closes_owed = self.close_kind in repair.inserts and self.owed_braces > 0
+        if closes_owed:
+            self.owed_braces -= 1
+        elif not self._consequence(slip):
+            self._report_problem(slip, problem)
+        self.owed_braces += repair.inserts.count(self.open_kind)
+        return states, repair.resume
+
+    def _consequence(self, slip: Slip) -> bool:
+        return slip.start == self.last_start or self.quiet > 0
+
+    def _report_problem(self, slip: Slip, problem: object) -> None:
+        self.last_start = slip.start
+        if self.reported < MAX_SYNTAX_ERRORS:
+            self.problems.append(problem)
+        self.reported += 1
+
+    def _report(self, slip: Slip) -> None:
+        problem, _ = self.on_slip(slip)
+        self._report_problem(slip, problem)
+
+    # -- repairs
+
+    def _repair(self, slip: Slip, named: Sequence[Repair]) -> Repair | None:
+        """The first repair after which the parser reads on far enough: a named one (the mend of a mistake
+        recognised as such) needs to read one token on, a guess REPAIR_CHECK of them."""
+        for repair in named:
+            if self._reads_on(slip, repair, 1):
+                return repair
+        for repair in self._edits(slip):
+            if self._reads_on(slip, repair, REPAIR_CHECK):
+                return repair
+        return None
+
+    def _edits(self, slip: Slip) -> list[Repair]:
+        """The smallest edits at a slip: drop the token, put one before it, put one in its place, drop two."""
+        kinds = sorted(slip.accepts - {END}, key=lambda k: (self.order.get(k, len(self.order)), k))
+        if slip.kind == "":  # a character no terminal reads: it can only go, or be something else
+            return [Repair(slip.end), *(Repair(slip.end, (k,)) for k in kinds)]
+        edits = [Repair(slip.end), *(Repair(slip.start, (k,)) for k in kinds), *(Repair(slip.end, (k,)) for k in kinds)]
+        try:
+            _, _, _, after = read_token(self.tables, self.text, slip.end, slip.state, None)
+        except Unreadable as e:
+            after = e.pos + 1
+        edits.append(Repair(after))
+        return edits
+
+    def _reads_on(self, slip: Slip, repair: Repair, enough: int) -> bool:
+        """Whether the parser, given the repair, reads `enough` tokens on, or to the end of a complete text,
+        or to the end of the slip's line where a statement may end (a '}' could follow): what the next
+        line holds is then that line's own mistake, not this repair's."""
+        tables, text = self.tables, self.text
+        states = list(slip.states)
+        for kind in repair.inserts:
+            if step(tables, states, kind) != SHIFTED:
+                return False
+        pos, read = repair.resume, 0
+        line_end = text.find("\n", slip.start)
+        line_end = len(text) if line_end < 0 else line_end
+        while read < enough:
+            try:
+                kind, _, start, end = read_token(tables, text, pos, states[-1], None)
+            except Unreadable as e:
+                return e.pos > line_end and self._may_close(states)
+            if start > line_end and self._may_close(states):
+                return True
+            result = step(tables, states, kind)
+            if result == ACCEPTED:
+                return True
+            if result == REFUSED:
+                return False
+            read += 1
+            pos = end
+        return True
+
+    def _may_close(self, states: list[Any]) -> bool:
+        """Whether a block could close here: the parser is between two statements."""
+        return shifts(self.tables, states, self.close_kind)
+
+    def _skip(self, slip: Slip) -> tuple[list[Any], int] | None:
+        """Panic mode: skip tokens until one the parser takes where it is, or, for a '}' or a keyword that
+        begins a line, one an enclosing block takes (the blocks in between left). None at the end."""
+        tables, text = self.tables, self.text
+        states = list(slip.states)
+        kind, start, end = slip.kind, slip.start, slip.end
+        first = True
+        while True:
+            if not first:
+                if kind == END:
+                    return None
+                if shifts(tables, states, kind):
+                    return states, start
+            if kind == self.close_kind or (kind in tables.keywords and _begins_line(text, start)):
+                for depth in range(len(states) - 1, 0, -1):
+                    if shifts(tables, states[:depth], kind):
+                        return states[:depth], start
+            first = False
+            try:
+                kind, _, start, end = read_token(tables, text, end, states[-1], None)
+            except Unreadable as e:
+                kind, start, end = "", e.pos, e.pos + 1
+
+
+def _begins_line(text: str, pos: int) -> bool:
+    line_start = text.rfind("\n", 0, pos) + 1
+    return not text[line_start:pos].strip()
+
+
+def _internal_error(err: Exception) -> BuildFailure:
+    return BuildFailure("SW9001", f"internal compiler error while looking for more syntax errors: "
+                        f"{type(err).__name__}: {str(err)[:200]}", 0, 0,
+                        help="this is a bug in statewright; please report it with this file")
