@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from compile_scaling import generate_machine  # noqa: E402 - a sibling benchmark, found on the path above
+from compile_scaling import generate_machine
 
 MB = 1024 * 1024
 RATIO_TARGET = 20.0

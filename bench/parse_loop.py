@@ -35,13 +35,13 @@ from lark import Lark, Token, Tree
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from compile_scaling import generate_machine  # noqa: E402 - a sibling benchmark, found on the path above
+from compile_scaling import generate_machine
 
-from statewright.diagnostics import SourceFile, Span  # noqa: E402
-from statewright.grammar import parser  # noqa: E402
-from statewright.grammar.build import TreeBuilder  # noqa: E402
-from statewright.grammar.lalr import PASS, Meta, Tables, _spliced  # noqa: E402
-from statewright.grammar.node import Node  # noqa: E402
+from statewright.diagnostics import SourceFile, Span
+from statewright.grammar import parser
+from statewright.grammar.build import TreeBuilder
+from statewright.grammar.lalr import PASS, Meta, Tables, _spliced
+from statewright.grammar.node import Node
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEED_TARGET = 1.5

@@ -108,6 +108,11 @@ _ALL = [
        "machine's closing brace.",
        "machine m {\n    state a { -> b } }\n    final state b\n}",
        "machine m {\n    state a { -> b }\n    final state b\n}"),
+    _e("SW1033", "'\"' inside a string",
+       "A double-quoted string ends at the next '\"', so a quote meant to be part of the text ends it early and "
+       "what follows is read as code. Escape the quote as \\\", or write the text in \"\"\"triple quotes\"\"\", "
+       "which may hold single quotes freely.",
+       'do "Write about "FSMs" for beginners."', 'do "Write about \\"FSMs\\" for beginners."'),
     # --- names --------------------------------------------------------------------------------
     _e("SW2001", "duplicate name",
        "Two declarations of the same kind share a name. Names of states, agents, types, tools, inputs, "

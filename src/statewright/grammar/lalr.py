@@ -247,7 +247,8 @@ def _state_read(tables: Tables, state: Any, text: str, pos: int) -> tuple[str, s
         m = _root_match(tables.patterns, text, pos)
         if m is None:
             raise Unreadable(pos)
-        return m.lastgroup, m.group(), m.end()  # a token this state does not take: the parser says so
+        kind, value = m.lastgroup, m.group()  # a token this state does not take: the parser says so
+        return tables.spelled.get(kind, {}).get(value, kind), value, m.end()
     value, kind = found
     callback = lexer.callback.get(kind)
     if callback is not None:
@@ -438,15 +439,18 @@ class Slip(NamedTuple):
 
 class Repair(NamedTuple):
     """A way to mend the text at a slip: read on from `resume` (past what the repair drops) after feeding
-    the parser the terminals in `inserts` (which the text lacks)."""
+    the parser the terminals in `inserts` (which the text lacks); from the parser states `states` when
+    given, instead of the slip's (a block the text closed too early, opened again). A `resume` below 0
+    says that nothing after the slip can be read in step."""
 
     resume: int
     inserts: tuple[str, ...] = ()
+    states: tuple[Any, ...] | None = None
 
 
-# What `on_slip` says of a slip: the problem to report (anything; the loop only collects it) and the
-# repairs that mend the usual cause of this mistake, tried before any other.
-SlipNamer = Callable[[Slip], "tuple[object, Sequence[Repair]]"]
+# What `on_slip` says of a slip: what it may be, most likely first, each a problem to report (anything:
+# the loop only collects it) and the repairs that mend its usual cause, tried before any other.
+SlipNamer = Callable[[Slip], "Sequence[tuple[object, Sequence[Repair]]]"]
 
 
 class Parsed(NamedTuple):

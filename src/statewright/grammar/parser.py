@@ -163,13 +163,14 @@ def _tables() -> Tables:
 # ---- naming syntax errors ------------------------------------------------------------------------
 
 
-def _name_slip(slip: Slip, text: str) -> tuple[object, Sequence[Repair]]:
-    """What a slip in `text` is called, and how it is usually mended (syntax_errors.py holds the names)."""
+def _name_slip(slip: Slip, text: str) -> Sequence[tuple[object, Sequence[Repair]]]:
+    """What a slip in `text` may be called, and how each is usually mended (syntax_errors.py names them)."""
     from .syntax_errors import name_syntax_error  # here, not at import: only a file with an error needs it
 
     if slip.too_deep:
-        return BuildFailure("SW1020", f"this is nested more than {MAX_NESTING} levels deep", slip.start, slip.end,
-                            help="split it into simpler parts: a named type, a flatter value, several guards"), ()
+        return [(BuildFailure("SW1020", f"this is nested more than {MAX_NESTING} levels deep", slip.start,
+                              slip.end, help="split it into simpler parts: a named type, a flatter value, several "
+                              "guards"), ())]
     return name_syntax_error(slip, text, _tables(), _example_slip)
 
 

@@ -41,8 +41,9 @@ from .lalr import (
 )
 
 MAX_SYNTAX_ERRORS = 20  # reported per file; past it, the parse stops
+# What a slip may be, most likely first: each a problem to report and the repairs that mend it.
+Namings = Sequence[tuple[object, Sequence[Repair]]]
 REPAIR_CHECK = 4  # tokens the parser must read on after a repair, on the slip's own line
-QUIET_AFTER_SKIP = 3  # tokens read after a skip in which a slip is a consequence of the skip
 _CHECKED_TOKENS = frozenset({"STRING", "LONG_STRING", "INT", "FLOAT", "DURATION"})
 # the order generic repairs put tokens in: what closes or links first, names and values last
 _FIRST = ("}", "]", ")", "->", "{", ",", ":", "=")
@@ -59,7 +60,7 @@ class Recovery:
         self.problems: list[object] = []
         self.reported = 0
         self.last_start = -1  # where the last slip was
-        self.quiet = 0  # tokens still to read before a slip is reported again (after a skip)
+        self.quiet_until = -1  # a slip before this offset follows from the last skip (the rest of its line)
         self.owed_braces = 0  # '{' a repair put in, whose '}' the text will lack
         self.open_kind = tables.literal_kinds.get("{", "")
         self.close_kind = tables.literal_kinds.get("}", "")
@@ -75,7 +76,7 @@ class Recovery:
             self._recognize(list(slip.states), slip.start, slip, named)
         except Exception as err:  # noqa: BLE001 - the syntax errors found so far are still reported
             if not self.problems:
-                self.problems.append(named[0])
+                self.problems.append(named[0][0])
             self.problems.append(_internal_error(err))
         return self.problems
 
@@ -89,8 +90,7 @@ class Recovery:
 
     # -- the loop without building
 
-    def _recognize(self, states: list[Any], pos: int, slip: Slip | None,
-                   named: tuple[object, Sequence[Repair]] | None) -> None:
+    def _recognize(self, states: list[Any], pos: int, slip: Slip | None, named: Namings | None) -> None:
         tables, text = self.tables, self.text
         while True:
             if slip is not None:
@@ -117,7 +117,6 @@ class Recovery:
             if len(states) > MAX_STACK:
                 self._report(Slip(kind, value, start, end, tuple(states), frozenset(), True))
                 return
-            self.quiet = max(0, self.quiet - 1)
             if kind in _CHECKED_TOKENS:
                 failure = self.builder.token_failure(kind, value, start)
                 if failure is not None:
@@ -133,24 +132,27 @@ class Recovery:
             return Slip(k_kind, k_value, k_start, k_end, k_states, self.tables.accepts(k_states))
         return Slip(kind, value, start, end, tuple(states), self.tables.accepts(states))
 
-    def _mend(self, slip: Slip, named: tuple[object, Sequence[Repair]]) -> tuple[list[Any], int] | None:
+    def _mend(self, slip: Slip, named: Namings) -> tuple[list[Any], int] | None:
         """Report the slip (unless it is a consequence of mending an earlier one) and mend it: the stack
         and position to read on from, or None where reading stops (the end of the text, too deep, or a
-        slip after which nothing can be read in step: a repair with no place to resume)."""
-        problem, repairs = named
-        if slip.too_deep or slip.kind == END or any(r.resume < 0 for r in repairs):
-            if slip.too_deep or not self._consequence(slip):
-                self._report_problem(slip, problem)
+        slip after which nothing can be read in step: a repair with no place to resume).
+
+        `named` holds what the slip may be, most likely first, each with the repairs that mend it: the
+        first whose repair reads on is what is reported, or one that leaves the mending to the smallest
+        edits; when none does, the first."""
+        if slip.too_deep or slip.kind == END or any(r.resume < 0 for r in named[0][1]):
+            owed = slip.kind == END and self.owed_braces > 0  # the '}' a block opened by a repair lacks
+            if slip.too_deep or not (self._consequence(slip) or owed):
+                self._report_problem(slip, named[0][0])
             return None
-        repair = self._repair(slip, repairs)
+        problem, repair = self._choose(slip, named)
         if repair is None:
             consequence = self._consequence(slip)
             skipped = self._skip(slip)
             if not consequence:
                 self._report_problem(slip, problem)
-            self.quiet = QUIET_AFTER_SKIP
             return skipped
-        states = list(slip.states)
+        states = list(repair.states if repair.states is not None else slip.states)
         for kind in repair.inserts:
             step(self.tables, states, kind)
         closes_owed = self.close_kind in repair.inserts and self.owed_braces > 0
@@ -161,8 +163,18 @@ class Recovery:
         self.owed_braces += repair.inserts.count(self.open_kind)
         return states, repair.resume
 
+    def _choose(self, slip: Slip, named: Namings) -> tuple[object, Repair | None]:
+        """What the slip is reported as, and the repair that mends it (None: skip in panic mode)."""
+        for problem, repairs in named:
+            if not repairs:
+                return problem, self._guess(slip)
+            for repair in repairs:
+                if self._reads_on(slip, repair, named=True):
+                    return problem, repair
+        return named[0][0], self._guess(slip)
+
     def _consequence(self, slip: Slip) -> bool:
-        return slip.start == self.last_start or self.quiet > 0
+        return slip.start == self.last_start or slip.start < self.quiet_until
 
     def _report_problem(self, slip: Slip, problem: object) -> None:
         self.last_start = slip.start
@@ -176,14 +188,10 @@ class Recovery:
 
     # -- repairs
 
-    def _repair(self, slip: Slip, named: Sequence[Repair]) -> Repair | None:
-        """The first repair after which the parser reads on far enough: a named one (the mend of a mistake
-        recognised as such) needs to read one token on, a guess REPAIR_CHECK of them."""
-        for repair in named:
-            if self._reads_on(slip, repair, 1):
-                return repair
+    def _guess(self, slip: Slip) -> Repair | None:
+        """The first of the smallest edits after which the parser reads on far enough (None: none does)."""
         for repair in self._edits(slip):
-            if self._reads_on(slip, repair, REPAIR_CHECK):
+            if self._reads_on(slip, repair, named=False):
                 return repair
         return None
 
@@ -200,30 +208,30 @@ class Recovery:
         edits.append(Repair(after))
         return edits
 
-    def _reads_on(self, slip: Slip, repair: Repair, enough: int) -> bool:
-        """Whether the parser, given the repair, reads `enough` tokens on, or to the end of a complete text,
-        or to the end of the slip's line where a statement may end (a '}' could follow): what the next
-        line holds is then that line's own mistake, not this repair's."""
+    def _reads_on(self, slip: Slip, repair: Repair, named: bool) -> bool:
+        """Whether the parser, given the repair, reads on far enough: REPAIR_CHECK tokens, or to the end of
+        a complete text, or to the end of the slip's line where a statement may end (a '}' could follow),
+        what the next line holds being that line's own business. The repair of a named mistake may also
+        read one token and meet another mistake on the same line (`when x = 1 => b`)."""
         tables, text = self.tables, self.text
-        states = list(slip.states)
+        states = list(repair.states if repair.states is not None else slip.states)
         for kind in repair.inserts:
             if step(tables, states, kind) != SHIFTED:
                 return False
         pos, read = repair.resume, 0
-        line_end = text.find("\n", slip.start)
-        line_end = len(text) if line_end < 0 else line_end
-        while read < enough:
+        line_end = _line_end(text, slip.start)
+        while read < REPAIR_CHECK:
             try:
                 kind, _, start, end = read_token(tables, text, pos, states[-1], None)
             except Unreadable as e:
-                return e.pos > line_end and self._may_close(states)
+                kind, start, end = "", e.pos, e.pos + 1
             if start > line_end and self._may_close(states):
                 return True
-            result = step(tables, states, kind)
+            result = step(tables, states, kind) if kind else REFUSED
             if result == ACCEPTED:
                 return True
             if result == REFUSED:
-                return False
+                return named and read > 0 and start <= line_end
             read += 1
             pos = end
         return True
@@ -233,32 +241,42 @@ class Recovery:
         return shifts(self.tables, states, self.close_kind)
 
     def _skip(self, slip: Slip) -> tuple[list[Any], int] | None:
-        """Panic mode: skip tokens until one the parser takes where it is, or, for a '}' or a keyword that
-        begins a line, one an enclosing block takes (the blocks in between left). None at the end."""
+        """Panic mode: skip the tokens of the slip's line until one the parser takes where it is. The
+        first token of a later line always ends the skip: where the parser takes it, or an enclosing block
+        does (a '}', the next declaration), the blocks in between left; elsewhere, as the slip of its own
+        line. A slip later on the line the skip ended in follows from the skip, and is not reported."""
         tables, text = self.tables, self.text
         states = list(slip.states)
         kind, start, end = slip.kind, slip.start, slip.end
-        first = True
+        line_end = _line_end(text, slip.start)
         while True:
-            if not first:
-                if kind == END:
-                    return None
-                if shifts(tables, states, kind):
-                    return states, start
-            if kind == self.close_kind or (kind in tables.keywords and _begins_line(text, start)):
-                for depth in range(len(states) - 1, 0, -1):
-                    if shifts(tables, states[:depth], kind):
-                        return states[:depth], start
-            first = False
             try:
                 kind, _, start, end = read_token(tables, text, end, states[-1], None)
             except Unreadable as e:
                 kind, start, end = "", e.pos, e.pos + 1
+            if kind == END:
+                return None
+            if start > line_end:
+                return self._at_new_line(states, kind), start
+            if kind and shifts(tables, states, kind):
+                self.quiet_until = line_end
+                return states, start
+
+    def _at_new_line(self, states: list[Any], kind: str) -> list[Any]:
+        """The stack to read a line's first token with: as it is where the parser takes it, else as the
+        nearest enclosing block that does (the blocks in between left), else as it is."""
+        if not kind or shifts(self.tables, states, kind):
+            return states
+        for depth in range(len(states) - 1, 0, -1):
+            outer = states[:depth]
+            if self._may_close(outer) and shifts(self.tables, outer, kind):  # between two statements there
+                return outer
+        return states
 
 
-def _begins_line(text: str, pos: int) -> bool:
-    line_start = text.rfind("\n", 0, pos) + 1
-    return not text[line_start:pos].strip()
+def _line_end(text: str, pos: int) -> int:
+    end = text.find("\n", pos)
+    return len(text) if end < 0 else end
 
 
 def _internal_error(err: Exception) -> BuildFailure:

@@ -17,12 +17,13 @@ the author meant and the next error it reports is a mistake of its own, not a co
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from .lalr import END, NAME, Repair, Slip, Tables
+from .lalr import END, NAME, SHIFTED, Repair, Slip, Tables, step
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,10 @@ class SyntaxProblem:
     start: int
     end: int
     help: str = ""
+
+
+WORD = "a word"  # a Mistake's token_type for a name or a keyword written where a name goes
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclass(frozen=True)
@@ -59,11 +64,21 @@ class Mistake:
     anywhere: bool = False
     fix: tuple[str, ...] | None = None
     keep: bool = False
+    skip_block: bool = False  # the mend: read on after the block the token opens ('{' ... its '}')
+    takes: str = ""  # a token the parser must take where the slip is (with `anywhere`: what places it)
+    mid_statement: bool = False  # the slip is inside a statement: a '}' could not close a block there
 
-    def fits(self, slip: Slip, text: str) -> bool:
+    def fits(self, slip: Slip, text: str, tables: Tables | None = None) -> bool:
         if self.tokens and slip.value not in self.tokens:
             return False
-        if self.token_type is not None and slip.kind != self.token_type:
+        if self.takes and (tables is None or tables.literal_kinds.get(self.takes) not in slip.accepts):
+            return False
+        if self.mid_statement and (tables is None or tables.literal_kinds.get("}") in slip.accepts):
+            return False
+        if self.token_type == WORD:  # a name, or a keyword the author used as one (a state called `model`)
+            if not _IDENTIFIER.fullmatch(slip.value):
+                return False
+        elif self.token_type is not None and slip.kind != self.token_type:
             return False
         return (text[slip.start - len(self.before) : slip.start] == self.before
                 and text[slip.end : slip.end + len(self.after)] == self.after)
@@ -74,7 +89,9 @@ class Mistake:
         words = {"token": slip.value, "word": _word_before(text, slip.start)}
         return SyntaxProblem(self.code, self.message.format(**words), start, end, self.help.format(**words))
 
-    def repairs(self, slip: Slip, tables: Tables) -> tuple[Repair, ...]:
+    def repairs(self, slip: Slip, tables: Tables, text: str) -> tuple[Repair, ...]:
+        if self.skip_block:
+            return (Repair(block_end(text, slip.start)),)
         if self.fix is None:
             return ()
         inserts = tuple(tables.literal_kinds.get(t, t) for t in self.fix)
@@ -108,8 +125,10 @@ def _lists(item: str, other: str) -> tuple[str, ...]:
 
 # What an expression can end with: the parser meets the mistake right after one of these.
 _EXPRESSION_ENDS = ("x", "x.f", "x[0]", "f(x)", "f()", "f(x, y)", "(x)", '"s"', "1", "1.5", "true", "false",
-                    "none", *_lists("x", "y"), "-x", "not x", "x + y", "x * y", "x == y", "x in y",
-                    "x not in y", "x and y", "x or y")
+                    "none", *_lists("x", "y"), "-x", "not x", "x + y", "x * y", "x in y",
+                    "x not in y", "x and y", "x or y", "x is T", "x is not T", "all(x for x in y)",
+                    "f(x.f for x in y.f)", "x == f(y for y in z)",
+                    *(f"x == {end}" for end in ("y", '"s"', "1", "1.5", "true", "none", "y.f", "f(y)", "[]", "-1")))
 # Where a guard expression stands: a `when`, and the places inside one an expression can nest.
 _GUARDS = (_state("when @ -> b"), _state("when f(@ -> b"), _state("when f(y, @ -> b"),
            _state("when [@ -> b"), _state("when [y, @ -> b"), _state("when y[@ -> b"),
@@ -173,10 +192,10 @@ MISTAKES: tuple[Mistake, ...] = (
             _each((f"{end} = 1" for end in _EXPRESSION_ENDS), *_GUARDS), tokens=("=",), fix=("COMPARE",)),
     Mistake("SW1013", "missing 'state' keyword", "write 'state {token}' after 'start' or 'final'",
             (_machine("final done"), _machine("start done"), _machine("start final done"),
-             _machine("final start done")), token_type="NAME", fix=("state",), keep=True),
+             _machine("final start done")), token_type=WORD, fix=("state",), keep=True),
     Mistake("SW1014", "missing '->' before the target state", "write '-> {token}'",
-            _each((f"{end} b" for end in _EXPRESSION_ENDS), _state("when @")), token_type="NAME",
-            fix=("->",), keep=True),
+            _each((f"{end} b" for end in _EXPRESSION_ENDS), _state("when @")), token_type=WORD,
+            fix=("->",), keep=True, anywhere=True, takes="->", mid_statement=True),
     Mistake("SW1015", "':' cannot start a block", "use braces: NAME {{ ... }}",
             (_machine("state s:"), _machine("start state s:"), _machine("final state s:"), _machine("agent w:"),
              _machine("type T:"), _machine("limits:"), _machine('test "t":'), "machine m:",
@@ -191,6 +210,9 @@ MISTAKES: tuple[Mistake, ...] = (
     Mistake("SW1002", "unexpected token '{token}'", "the block before this line may be missing its closing '}}'",
             tuple(block.replace("\n#\n", "\nstate x\n") for block in _OPEN_BLOCKS), tokens=_DECLARATION_KEYWORDS,
             fix=("}",), keep=True),
+    Mistake("SW1031", "an agent is declared in the machine's block, not in a state",
+            "declare 'agent {word} {{ ... }}' beside the states, and name it in the state: 'agent {word}'",
+            (_state("agent w {", "}"), _state('do "x"', "agent w {", "}")), tokens=("{",), skip_block=True),
     Mistake("SW1030", "'{word}' takes no ':'", "drop the colon: the value follows '{word}' directly",
             _KEYWORD_COLONS, tokens=(":",), fix=()),
 )
@@ -229,42 +251,120 @@ _TERMINAL_WORDS = {
 ExampleSlip = Callable[[str], "Slip | None"]
 
 
-def name_syntax_error(slip: Slip, text: str, tables: Tables, example_slip: ExampleSlip
-                      ) -> tuple[SyntaxProblem, Sequence[Repair]]:
-    """The named problem for a slip in `text`, and the repairs that mend its usual cause (tried first);
-    `example_slip` parses an example the same way and returns its first slip (None if it parses)."""
+Naming = tuple[SyntaxProblem, Sequence[Repair]]
+
+
+def name_syntax_error(slip: Slip, text: str, tables: Tables, example_slip: ExampleSlip) -> list[Naming]:
+    """What a slip in `text` may be, most likely first: each a named problem and the repairs that mend its
+    usual cause (recovery reports the first whose repair reads on, or one with none); `example_slip`
+    parses an example the same way and returns its first slip (None if it parses)."""
     if slip.kind == "":
-        return _unexpected_character(slip, text, tables)
+        return [_unexpected_character(slip, text, tables)]
     if slip.kind == END:
-        end = len(text)
-        if not text.strip(" \t\r\n\ufeff"):
-            return SyntaxProblem("SW1003", "the file is empty", 0, 0,
-                                 "a statewright file holds one machine: machine NAME { ... }"), ()
-        if tables.literal_kinds.get("}") in slip.accepts:
-            return SyntaxProblem("SW1003", "unexpected end of file", end, end,
-                                 "the file ends inside a block: a '}' is missing"), ()
-        return SyntaxProblem("SW1003", "unexpected end of file", end, end,
-                             _joined(expected_text(tables, slip.accepts), "a '}' may be missing")), ()
+        return [_unexpected_end(slip, text, tables)]
     if slip.accepts == {END}:
-        return SyntaxProblem("SW1032", f"'{_shown(slip.value)}' after the end of the machine", slip.start, slip.end,
-                             "the machine's block ends at its last '}': a '}' above may be one too many, "
-                             "or this belongs inside the machine"), (Repair(-1),)
-    candidates = [m for m in MISTAKES if m.fits(slip, text)]
-    for mistake in candidates:
-        if mistake.anywhere:
-            return _named(mistake, slip, text, tables)
-    for mistake in candidates:
-        if (slip.state, slip.accepts) in _example_states(mistake, example_slip, tables):
-            return _named(mistake, slip, text, tables)
+        return [_after_the_machine(slip, text, tables)]
+    if _quote_inside_string(slip, text):
+        return [(SyntaxProblem("SW1033", "a '\"' inside the string ends it", slip.start - 1, slip.start,
+                               'write \\" for a quote inside a string, or use """triple quotes"""'),
+                 (Repair(_line_end(text, slip.start)),))]
+    candidates = [m for m in MISTAKES if m.fits(slip, text, tables)]
+    named = [_named(m, slip, text, tables) for m in candidates if m.anywhere]
+    named += [_named(m, slip, text, tables) for m in candidates
+              if not m.anywhere and (slip.state, slip.accepts) in _example_states(m, example_slip, tables)]
     misplaced = _misplaced_keyword(slip, tables)
     if misplaced is not None:
-        return misplaced, ()
-    return SyntaxProblem("SW1002", f"unexpected {_token_kind(slip.kind)} '{_shown(slip.value)}'", slip.start,
-                         slip.end, expected_text(tables, slip.accepts)), ()
+        named.append((misplaced, ()))
+    if named:
+        return named
+    # a '{' that opens no block here: what it holds is read past, so its statements are no errors of their own
+    skip = (Repair(block_end(text, slip.start)),) if slip.value == "{" else ()
+    return [(SyntaxProblem("SW1002", f"unexpected {_token_kind(slip.kind)} '{_shown(slip.value)}'", slip.start,
+                           slip.end, expected_text(tables, slip.accepts)), skip)]
 
 
-def _named(mistake: Mistake, slip: Slip, text: str, tables: Tables) -> tuple[SyntaxProblem, Sequence[Repair]]:
-    return mistake.problem(slip, text), mistake.repairs(slip, tables)
+def _unexpected_end(slip: Slip, text: str, tables: Tables) -> Naming:
+    end = len(text)
+    if not text.strip(" \t\r\n\ufeff"):
+        return SyntaxProblem("SW1003", "the file is empty", 0, 0,
+                             "a statewright file holds one machine: machine NAME { ... }"), ()
+    if tables.literal_kinds.get("}") in slip.accepts:
+        return SyntaxProblem("SW1003", "unexpected end of file", end, end,
+                             "the file ends inside a block: a '}' is missing"), ()
+    return SyntaxProblem("SW1003", "unexpected end of file", end, end,
+                         _joined(expected_text(tables, slip.accepts), "a '}' may be missing")), ()
+
+
+# strings (even one left open) and comments, whose braces are text; and braces. Loops unrolled, as the
+# grammar's strings are, so that a long string costs the scanner no memory.
+_SKIPPED = re.compile(r'"""[^"]*(?:"(?!"")[^"]*)*(?:"""|\Z)|"[^"\\\n]*(?:\\.[^"\\\n]*)*"?|#[^\n]*|[{}]')
+
+
+def block_end(text: str, start: int) -> int:
+    """Where the block opened by the '{' at `start` ends: past its matching '}' (braces in strings and
+    comments not counted), or the end of the text."""
+    depth = 0
+    for m in _SKIPPED.finditer(text, start):
+        if m.group() == "{":
+            depth += 1
+        elif m.group() == "}":
+            depth -= 1
+            if depth == 0:
+                return m.end()
+    return len(text)
+
+
+def _after_the_machine(slip: Slip, text: str, tables: Tables) -> Naming:
+    """Text after the machine's closing brace: reported at that brace, which is most often one too many
+    (a block above closed twice); the parser reads on as if the machine's block were still open."""
+    if slip.value == "}":
+        return SyntaxProblem("SW1032", "one '}' too many: the machine's block has ended", slip.start, slip.end,
+                             "remove this '}': a block above is already closed"), (Repair(slip.end),)
+    brace = text.rfind("}", 0, slip.start)
+    reopened = _machine_opened(tables)
+    repairs = (Repair(slip.start, (), reopened),) if reopened is not None else (Repair(-1),)
+    if brace >= 0 and not _code_between(text, brace + 1, slip.start):
+        return SyntaxProblem("SW1032", "the machine's block ends here, but the file goes on", brace, brace + 1,
+                             "this '}' may be one too many (a block above closed twice): the machine ends at "
+                             "its last '}'"), repairs
+    return SyntaxProblem("SW1032", f"'{_shown(slip.value)}' after the end of the machine", slip.start, slip.end,
+                         "the machine's block ends at its last '}': a '}' above may be one too many, or this "
+                         "belongs inside the machine"), repairs
+
+
+@lru_cache(maxsize=4)
+def _machine_opened(tables: Tables) -> tuple[Any, ...] | None:
+    """The parser's states right after `machine NAME {`: where the machine's items are read."""
+    states = [tables.start_state]
+    for kind in (tables.literal_kinds.get("machine", ""), NAME, tables.literal_kinds.get("{", "")):
+        if step(tables, states, kind) != SHIFTED:
+            return None
+    return tuple(states)
+
+
+_CODE_GAP = re.compile(r"(?:\s|#[^\n]*)*")
+
+
+def _code_between(text: str, start: int, end: int) -> bool:
+    """Whether there is code (not whitespace or comments) in text[start:end]."""
+    return _CODE_GAP.match(text, start, end).end() < end  # type: ignore[union-attr]
+
+
+def _quote_inside_string(slip: Slip, text: str) -> bool:
+    """Whether the slip is right after a double-quoted string, on its line, where the author most likely
+    meant the quote that ended the string to be part of it (`do "say "hi" now"`)."""
+    if slip.start == 0 or text[slip.start - 1] != '"' or text.startswith('"""', max(0, slip.start - 3)):
+        return False
+    return slip.kind not in ("STRING", "LONG_STRING") and '"' in text[slip.start:_line_end(text, slip.start)]
+
+
+def _line_end(text: str, pos: int) -> int:
+    end = text.find("\n", pos)
+    return len(text) if end < 0 else end
+
+
+def _named(mistake: Mistake, slip: Slip, text: str, tables: Tables) -> Naming:
+    return mistake.problem(slip, text), mistake.repairs(slip, tables, text)
 
 
 def _word_before(text: str, pos: int) -> str:
@@ -296,13 +396,13 @@ def _example_states(mistake: Mistake, example_slip: ExampleSlip, tables: Tables
         for example in mistake.examples:
             slip = example_slip(example)
             # an example counts where it slips on the mistake itself, not on a token after it
-            if slip is not None and slip.kind not in ("", END) and mistake.fits(slip, example):
+            if slip is not None and slip.kind not in ("", END) and mistake.fits(slip, example, tables):
                 places.add((slip.state, slip.accepts))
         found = _STATES[mistake] = frozenset(places)
     return found
 
 
-def _unexpected_character(slip: Slip, text: str, tables: Tables) -> tuple[SyntaxProblem, Sequence[Repair]]:
+def _unexpected_character(slip: Slip, text: str, tables: Tables) -> Naming:
     pos = slip.start
     ch = text[pos] if pos < len(text) else ""
     if ch == '"':

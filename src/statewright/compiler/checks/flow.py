@@ -301,6 +301,12 @@ class Flow:
                 if always and unbounded:
                     shadow = t
 
+    @property
+    def goes_astray(self) -> bool:
+        """Whether a reachable state names a transition target that does not exist (SW2002): where the run
+        goes from there is unknown, so what the checks would conclude from where it cannot go is not said."""
+        return any(unknown and reached for unknown, reached in zip(self.unknown_target, self.reachable))
+
     def never_fires(self, t: ast.Transition) -> bool:
         """Whether `t` can never fire whatever the run does (its state aside: see Edge.fires)."""
         known = self.known.get(id(t))
@@ -388,7 +394,9 @@ class Flow:
         self.joined: list[bool] = [False] * len(self.states)
         for parallel, entries in self.branch_entries.items():
             join = next((item for item in self.states[parallel].items if isinstance(item, ast.Join)), None)
-            if join is not None and join.rule.value != "all":
+            # only `join first` may leave branches unrun: a rule that is no rule at all is reported once
+            # (SW3066) and read as `all`, so that it does not show again as branch outputs that may be none
+            if join is not None and join.rule.value == "first":
                 continue
             for entry in entries:
                 if self.entry_of[entry] != entry:

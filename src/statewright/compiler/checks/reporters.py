@@ -13,7 +13,7 @@ REPORTED_BY: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("parse", "grammar/parser.py", ("SW1005", "SW1020", "SW1021", "SW9001")),
     ("parse", "grammar/build.py", ("SW1006", "SW3015")),
     ("parse", "grammar/syntax_errors.py", ("SW1001", "SW1002", "SW1003", "SW1004", "SW1010", "SW1011", "SW1012",
-                                           "SW1013", "SW1014", "SW1015", "SW1030", "SW1031", "SW1032")),
+                                           "SW1013", "SW1014", "SW1015", "SW1030", "SW1031", "SW1032", "SW1033")),
     ("parse", "grammar/recovery.py", ("SW9001",)),
     ("check", "compiler/checks/resolve.py", ("SW2001", "SW2002", "SW2003", "SW2004", "SW2005", "SW2010", "SW2012",
                                              "SW2013", "SW2014", "SW2020", "SW4030", "SW6001")),
