@@ -8,6 +8,7 @@ Heavy modules (pydantic, jinja2, litellm) are imported inside the functions that
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -52,8 +53,10 @@ def check_bytes(data: bytes, path: str) -> Compilation:
 
 def check_file(path: str | Path) -> Compilation:
     """Check a file on disk. A missing or unreadable file is an OSError for the caller to report."""
-    p = Path(path)
-    return check_bytes(p.read_bytes(), str(path))
+    from .grammar.parser import read_limited
+
+    with open(path, "rb") as f:
+        return check_bytes(read_limited(f), str(path))
 
 
 def check_path(path: str | Path) -> Compilation:
@@ -65,12 +68,19 @@ def check_path(path: str | Path) -> Compilation:
 
 
 def read_spec(path: str | Path) -> tuple[bytes | None, list[Diagnostic]]:
-    """A spec's bytes, or None and the SW1022 diagnostic saying why the file cannot be read."""
+    """A spec's bytes, or None and the diagnostic saying why it is not read: SW1022 for a file that cannot
+    be read, SW1021 for one over the size limit (found without reading more than the limit, whatever the
+    file is: a pipe or a device has no size to ask for)."""
+    from .grammar.parser import MAX_FILE_BYTES, file_too_large, read_limited
     from .spec_paths import unreadable_file
 
     try:
         with open(path, "rb") as f:
-            return f.read(), []
+            data = read_limited(f)
+            if len(data) > MAX_FILE_BYTES:
+                size = os.fstat(f.fileno()).st_size
+                return None, [file_too_large(str(path), size if size > MAX_FILE_BYTES else None)]
+            return data, []
     except OSError as e:
         return None, [unreadable_file(str(path), e)]
 
@@ -463,7 +473,10 @@ def import_bytes(source_format: str, data: bytes, path: str, *, repair: bool = F
 
 def import_file(source_format: str, path: str | Path, *, repair: bool = False, bound: int = 2) -> ImportOutcome:
     """Import a file on disk. A missing or unreadable file is an OSError for the caller to report."""
-    return import_bytes(source_format, Path(path).read_bytes(), str(path), repair=repair, bound=bound)
+    from .grammar.parser import read_limited
+
+    with open(path, "rb") as f:
+        return import_bytes(source_format, read_limited(f), str(path), repair=repair, bound=bound)
 
 
 # ---- design and LLM-judged optimization ----------------------------------------------------------

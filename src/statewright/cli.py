@@ -251,8 +251,9 @@ def cmd_fmt(args: argparse.Namespace) -> int:
 
 def _fmt_stdin(args: argparse.Namespace) -> int:
     from . import api
+    from .grammar.parser import read_limited
 
-    data = sys.stdin.buffer.read()
+    data = read_limited(sys.stdin.buffer)
     res = api.format_bytes(data, "<stdin>")
     if res.text is None:
         _print_diagnostics(res.diagnostics, args)
@@ -571,12 +572,14 @@ def cmd_import(args: argparse.Namespace) -> int:
     bound = 2 if args.bound is None else args.bound
     if bound < 1:
         raise UsageError(f"--bound must be at least 1, not {bound}")
+    from .grammar.parser import read_limited
+
     if args.path == "-":
-        data, name = sys.stdin.buffer.read(), "<stdin>"
+        data, name = read_limited(sys.stdin.buffer), "<stdin>"
     else:
         try:
             with open(args.path, "rb") as f:
-                data, name = f.read(), args.path
+                data, name = read_limited(f), args.path
         except OSError as e:
             raise UsageError(f"cannot read {args.path}: {e.strerror or e}") from None
     outcome = api.import_bytes(args.format, data, name, repair=args.repair, bound=bound)

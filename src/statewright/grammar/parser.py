@@ -19,7 +19,7 @@ from contextvars import ContextVar
 from dataclasses import field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from lark import Lark, Token
 from lark.exceptions import UnexpectedInput, UnexpectedToken
@@ -36,7 +36,7 @@ from .strings import ESCAPE_CHARS, ESCAPING_TERMINAL, decode_long_string, decode
 __all__ = [  # what the rest of the package reads from here
     "ESCAPE_CHARS", "ESCAPING_TERMINAL", "MAX_FILE_BYTES", "MAX_FILE_CHARS", "MAX_NESTING", "MAX_NUMBER_DIGITS",
     "ParseResult", "build_parser", "decode_long_string", "decode_string", "file_too_large", "next_code",
-    "parse_source", "parse_text", "paused_gc", "read_source",
+    "parse_source", "parse_text", "paused_gc", "read_limited", "read_source",
 ]
 
 GRAMMAR_PATH = Path(__file__).with_name("statewright.lark")
@@ -290,20 +290,28 @@ _PROMOTED_FROM = 50_000  # objects: a young collection of that many takes about 
 # ---- entry points -------------------------------------------------------------------------------
 
 
-def file_too_large(path: str, size: int, unit: str = "bytes") -> Diagnostic:
-    """SW1021 for a file (or text) over the size limit, which is not read."""
+def file_too_large(path: str, size: int | None = None, unit: str = "bytes") -> Diagnostic:
+    """SW1021 for a file (or text) over the size limit, which is not read (`size` when it is known: a pipe
+    is read only up to the limit)."""
     source = SourceFile(path, "")
-    return Diagnostic("SW1021", f"the file has {size:,} {unit}; the limit is {MAX_FILE_BYTES:,} "
-                      f"({MAX_FILE_BYTES // (1024 * 1024)} MiB), so it was not read", source.span(0, 0),
+    has = f"has {size:,} {unit}" if size is not None else f"has more than {MAX_FILE_BYTES:,} {unit}"
+    return Diagnostic("SW1021", f"the file {has}; the limit is {MAX_FILE_BYTES:,} ({MAX_FILE_BYTES // 2**20} MiB), "
+                      "so it was not read", source.span(0, 0),
                       help="keep long texts such as prompts short, or split the machine into machines that "
                       "call each other", severity=Severity.ERROR)
+
+
+def read_limited(stream: BinaryIO) -> bytes:
+    """A file's bytes, read up to one past the size limit: what is longer is refused (read_source) without
+    being read to its end."""
+    return stream.read(MAX_FILE_BYTES + 1)
 
 
 def read_source(path: str, data: bytes, diagnostics: Diagnostics) -> SourceFile | None:
     """Decode a file's bytes as UTF-8; report SW1005 with the position of the first bad byte, and SW1021,
     without decoding, for bytes over the size limit."""
     if len(data) > MAX_FILE_BYTES:
-        diagnostics.extend([file_too_large(path, len(data))])
+        diagnostics.extend([file_too_large(path, len(data) if len(data) != MAX_FILE_BYTES + 1 else None)])
         return None
     try:
         text = data.decode("utf-8")

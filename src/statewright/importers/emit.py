@@ -14,7 +14,7 @@ from ..diagnostics import SourceFile
 from ..grammar.parser import decode_long_string
 from .model import Agent, Input, Machine, State, TestBlock, Tool, Transition
 
-_LONG_STRING = re.compile(r'"""(?:[^"]|"(?!""))*"""')
+_LONG_STRING = re.compile(r'"""[^"]*(?:"(?!"")[^"]*)*"""')  # unrolled: no regex state per character
 _JINJA_MARKUP = re.compile(r"\{[{%#]")
 _WIDTH = 110
 

@@ -43,7 +43,7 @@ REPORTED_BY: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("check", "compiler/checks/__init__.py", ("SW9001",)),
     ("lower, load", "compiler/pipeline.py", ("SW9001",)),
     ("fmt", "compiler/tools/formatter.py", ("SW9001",)),
-    ("import", "importers/__init__.py", ("SW1021", "SW8003")),
+    ("import", "importers/__init__.py", ("SW8003",)),
     ("import", "importers/json_source.py", ("SW8001",)),
     ("import", "importers/xml_source.py", ("SW8002",)),
     ("import", "importers/schema.py", ("SW8004", "SW8005", "SW8006")),

@@ -23,6 +23,7 @@ from typing import cast
 
 from ...diagnostics import Diagnostic, Diagnostics, SourceFile, Span
 from ...grammar import ast, parse_source
+from ...grammar.node import digest
 from ...grammar.parser import decode_long_string, next_code
 
 INDENT = "    "
@@ -32,7 +33,7 @@ INDENT = "    "
 _CONSECUTIVE_GROUPS = frozenset({"description", "inputs", "defaults", "tools"})
 
 _BARE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_LONG_STRING = re.compile(r'"""(?:[^"]|"(?!""))*"""')
+_LONG_STRING = re.compile(r'"""[^"]*(?:"(?!"")[^"]*)*"""')  # unrolled: no regex state per character
 _WHITESPACE = " \t\f\r\n"
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r"}
 
@@ -64,11 +65,14 @@ def format_source(source: SourceFile) -> FormatResult:
     if parsed.machine is None or parsed.diagnostics.has_errors:
         return FormatResult(None, parsed.diagnostics.sorted())
     text = _Layout(source, parsed.machine, parsed.comments).render()
-    problem = _round_trip_problem(parsed.machine, parsed.comments, text, source.path)
+    span = parsed.machine.span
+    before = digest(parsed.machine), comment_texts(parsed.comments)
+    del parsed  # the tree goes before the text is read again: a large file's two trees are never held at once
+    problem = _round_trip_problem(before, text, source.path)
     if problem:
         diagnostics = Diagnostics()
         diagnostics.report(
-            "SW9001", f"the formatter would {problem}; the file was left unchanged", parsed.machine.span,
+            "SW9001", f"the formatter would {problem}; the file was left unchanged", span,
             help="please report this with the input file",
         )
         return FormatResult(None, diagnostics.sorted())
@@ -157,13 +161,15 @@ def _diff_lines(text: str) -> list[str]:
     return lines
 
 
-def _round_trip_problem(machine: ast.Machine, comments: list[ast.Comment], text: str, path: str) -> str:
+def _round_trip_problem(before: tuple[bytes, Counter[str]], text: str, path: str) -> str:
+    """What reading the formatted text back shows the formatter would break: the input's tree is compared by
+    its digest (grammar.node.digest), and its comments as comment_texts keeps them."""
     reparsed = parse_source(SourceFile(path, text))
     if reparsed.machine is None or reparsed.diagnostics.has_errors:
         return "produce text that does not parse"
-    if reparsed.machine != machine:
+    if digest(reparsed.machine) != before[0]:
         return "change the meaning of the machine"
-    if comment_texts(reparsed.comments) != comment_texts(comments):
+    if comment_texts(reparsed.comments) != before[1]:
         return "lose or alter a comment"
     return ""
 
@@ -171,13 +177,13 @@ def _round_trip_problem(machine: ast.Machine, comments: list[ast.Comment], text:
 # ---- the printed shape: lines and blocks, each remembering where it came from ----------------------
 
 
-@dataclass
+@dataclass(slots=True)
 class _Comment:
     text: str
     blank_before: bool = False
 
 
-@dataclass
+@dataclass(slots=True)
 class _Element:
     """One printed statement (a line) or block (`header {` ... `}`), with the comments attached to it."""
 
