@@ -4,20 +4,25 @@ Spec files of three shapes are generated at 1, 4 and 16 MB:
 
     long_strings     four strings of a quarter of the file each (description, field doc, test data)
     many_states      the realistic machine of bench/compile_scaling.py, with as many states as fit
-    long_templates   four instructions, each a Jinja template of a quarter of the file
+    long_templates   four instructions, each a Jinja template of a quarter of the file (prose with a value
+                     read every 150 characters and an `if` block every 450)
 
 and each is read by each face, each in a child process of its own:
 
     check      `statewright check FILE` (the CLI, in-process in the child)
     fmt        what `statewright fmt` does to the file (api.format_bytes)
     lsp        the language server's analysis of the open document, its symbol index included
-    designer   the designer's check of a draft (compile_text as far as loading the machine)
+    designer   the designer's evaluation of a draft (compile_text as far as loading the machine, as
+               evaluate_attempt does before it runs the draft's tests)
 
 The child first runs its face on a small spec, so that imports, the grammar and every cache are loaded,
-and takes its peak resident set size then as its baseline; it then runs the face on the large file. The
-ratio is (peak - baseline) / bytes of source. The target is at most 20 bytes per byte at every size.
+and takes its peak resident set size then as its baseline (VmHWM, Linux); it then runs the face on the
+large file. The ratio is (peak - baseline) / bytes of source. The target is at most 20 bytes per byte at
+every size. A valid draft's evaluation loads it: CPython compiles the generated module, some 250 bytes per
+byte of spec (the machine literal is one expression), so the designer face runs up to --designer-mb (4)
+unless told otherwise: at 16 MB it would take 4 GB of a shared machine.
 
-    python bench/memory.py [--sizes 1,4,16] [--shapes ...] [--faces ...]
+    python bench/memory.py [--sizes 1,4,16] [--shapes ...] [--faces ...] [--designer-mb 4]
 
 The last line is `RESULT {json}`: per face, shape and size the ratio, and the largest ratio of all.
 """
@@ -96,10 +101,14 @@ def many_states(size: int) -> str:
 
 
 def long_templates(size: int) -> str:
-    """Four agent states, each instruction a template of a quarter of the file reading inputs and the
-    output of the state before."""
-    unit = "Write about {{ topic }} for {{ audience }}. {% if strict %}Be strict.{% endif %} "
-    body = (unit * (size // 4 // len(unit) + 1))[: size // 4 // len(unit) * len(unit)]
+    """Four agent states, each instruction a template of a quarter of the file: paragraphs of prose, each
+    reading three values and holding one `{% if %}` block, as long prompts are written."""
+    unit = ("Write a section about {{ topic }} for {{ audience }}. Explain the background first, then the main "
+            "idea, then the consequences that matter in practice; give one concrete example and say where it "
+            "stops applying. {% if strict %}Check every claim against the sources you were given and say which "
+            "one supports it.{% endif %} Keep the tone plain and precise, and use the terms the reader already "
+            "knows. The last section said: {{ topic | upper }}.\n")
+    body = unit * (size // 4 // len(unit))
     head = ["machine long_templates {", "    input topic: str", '    input audience: str = "engineers"',
             "    input strict: bool = false", '    agent w { prompt "You write." }']
     lines = list(head)
@@ -167,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="1,4,16", help="file sizes in MB")
     parser.add_argument("--shapes", default=",".join(SHAPES))
     parser.add_argument("--faces", default=",".join(FACES))
+    parser.add_argument("--designer-mb", type=float, default=4.0, help="the largest size the designer face runs at")
     args = parser.parse_args(argv)
     sizes = [float(s) for s in args.sizes.split(",")]
     shapes = args.shapes.split(",")
@@ -181,6 +191,8 @@ def main(argv: list[str] | None = None) -> int:
                 large.write_text(GENERATORS[shape](int(size * MB)), encoding="utf-8")
                 source_bytes = large.stat().st_size
                 for face in faces:
+                    if face == "designer" and size > args.designer_mb:
+                        continue
                     found = measure(face, small, large)
                     ratio = (found["peak"] - found["base"]) / source_bytes
                     key = f"{face}/{shape}/{size:g}MB"

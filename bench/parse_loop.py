@@ -4,11 +4,14 @@ Both build the same syntax tree from the 10,000-state machine of bench/compile_s
 
     loop   grammar/lalr.py's `drive`: one loop over Lark's LALR table and scanners that reads tokens,
            reduces and calls the tree builder's methods (what `parse_source` runs)
-    lark   Lark's own parser with a transformer given to it (`Lark(..., parser="lalr", transformer=...)`):
-           Lark's contextual lexer, post-lexer and parser state call the same builder methods at each
-           reduction, so no parse tree is built either. Lark's internal transformer gets no positions
-           (`v_args(meta=True)` is refused there), so the parser keeps every token (`keep_all_tokens`) and
-           a wrapper works out each rule's place from its children before dropping the punctuation.
+    lark   Lark's own tree-less LALR mode: Lark's contextual lexer, post-lexer and parser state, calling
+           a callback at each reduction as they do for a transformer given to the parser
+           (`Lark(..., parser="lalr", transformer=...)`), so no parse tree is built either. A transformer
+           given that way gets no positions (Lark refuses `v_args(meta=True)` there, and drops the
+           punctuation a span must cover before it sees the children), so each rule's callback is set on
+           the parser directly, where `transformer=` would set it: it gets the rule's raw children, works
+           out the rule's place from them, shapes them as Lark's tree builder does and calls the same
+           builder method the loop calls.
 
 Before timing, the two trees are compared node by node, spans included, on the large machine and on every
 example, so the numbers are of the same work. Each side is timed `--repeat` times, interleaved, with the

@@ -3,18 +3,20 @@
 After the first slip, the loop reads on without building, mending each slip as it goes, so that one run
 reports every syntax error of a file, each once.
 
-At a slip, the repairs tried are, in order: the ones that mend the usual cause of the mistake it was
-named as (syntax_errors.py: `=>` becomes `->`, a missing '}' is put back, a stray ':' is dropped); then
-the smallest edits (drop the token; put one token the parser takes before it; put one in its place; drop
-it and the next). A repair is taken when the parser then reads on for REPAIR_CHECK tokens, or up to a
-later line, or to the end of a complete text: the first such repair is the one taken, as in Burke and
-Fisher's and Corchuelo's repairing LR parsers. When none does, the parser skips tokens until one it can
-take here, or, at a '}' or a declaration's keyword beginning a line, until one an enclosing block takes
-(panic mode, as yacc's `error` token does).
+A slip may be named several ways (syntax_errors.py), most likely first, each with the repairs that mend
+its usual cause (`=>` read as `->`, a missing '}' put back, a stray ':' dropped). The first name whose
+repair reads on is the one reported; a name without a repair of its own, or the first when none reads on,
+leaves the mending to the smallest edits (drop the token; put one token the parser takes before it; put
+one in its place; drop it and the next), the first of which to read on is taken, as in Burke and
+Fisher's and Corchuelo's repairing LR parsers. A repair reads on when the parser then takes REPAIR_CHECK
+tokens, or the rest of the slip's line and ends it where a statement may end, or a complete text; a
+named one may also meet another mistake on its own line after a token (`when x = 1 => b`). When nothing
+reads on, panic mode skips the rest of the line; the first token of a later line resumes where the parser
+takes it, or at the enclosing block that does (a '}', the next declaration).
 
-What a repair makes of the text is never reported: it is only a guess that keeps the parser in step
-with the author. So that a guess that went wrong does not show as errors of its own, a slip is reported
-only when it is not at the token of the one before, not within the few tokens after a skip, and not the
+What a repair makes of the text is never reported: it is only a guess that keeps the parser in step with
+the author. So that a guess that went wrong does not show as errors of its own, a slip is reported only
+when it is not at the token of the one before, not later on a line panic mode skipped, and not the
 closing brace a repair that opened a block (`state s:` read as `state s {`) left owed.
 """
 

@@ -277,8 +277,9 @@ def name_syntax_error(slip: Slip, text: str, tables: Tables, example_slip: Examp
         named.append((misplaced, ()))
     if named:
         return named
-    # a '{' that opens no block here: what it holds is read past, so its statements are no errors of their own
-    skip = (Repair(block_end(text, slip.start)),) if slip.value == "{" else ()
+    # a '{' that opens no block here: one too many (`{{`), else what it holds is read past, so that its
+    # statements are no errors of their own
+    skip = (Repair(slip.end), Repair(block_end(text, slip.start))) if slip.value == "{" else ()
     return [(SyntaxProblem("SW1002", f"unexpected {_token_kind(slip.kind)} '{_shown(slip.value)}'", slip.start,
                            slip.end, expected_text(tables, slip.accepts)), skip)]
 
