@@ -67,6 +67,20 @@ class _Reference:
             with parser._parsing(source.text):
                 tree = self.lark.parse(source.text, on_error=on_error)
         except UnexpectedInput as err:
+            # what was reduced before the error is built first, as the loop builds it, and a failure in it
+            # comes first (the loop stops building at a failure, and reads on for syntax only)
+            try:
+                pending = list(err.interactive_parser.parser_state.value_stack)
+                while pending:  # each tree of a rule with a builder method, inlined helpers opened up
+                    value = pending.pop(0)
+                    if isinstance(value, Tree) and value.data.startswith("_"):
+                        pending[:0] = value.children
+                    elif isinstance(value, Tree):
+                        Build().transform(value)
+            except BuildFailure as e:
+                return ("failure", type(e).__name__, e.code)
+            except VisitError as e:
+                return ("failure", type(e.orig_exc).__name__, getattr(e.orig_exc, "code", None))
             original = _original_error(err, on_error.converted)
             found = _error(original, source.text, self.lark.parser.parser.parser.parse_table.states)
             if original is not err:  # its parser state has moved on since (Lark's errors hold the live one)
@@ -195,7 +209,12 @@ def test_mutated_specs_parse_as_larks_own_parser_parses_them(compare: Any) -> No
         for _ in range(rng.randrange(1, 4)):
             text = _mutate(text, rng)
         compare(f"{path}#mutation{n}", text)
-        outcomes.add(parser.parse_text(text).machine is None)
+        result = parser.parse_text(text)
+        outcomes.add(result.machine is None)
+        # and recovery, which reads on after the first slip, names each later one without failing itself
+        diagnostics = result.diagnostics.items
+        assert all(d.code != "SW9001" and d.help for d in diagnostics if d.code.startswith("SW1")), text
+        assert (result.machine is None) == any(d.severity.value == "error" for d in diagnostics), text
     assert outcomes == {True, False}  # some mutations still parse, most do not
 
 
