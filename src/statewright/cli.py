@@ -10,13 +10,14 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import IO, TYPE_CHECKING, NoReturn
+from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 from . import __version__
 
 if TYPE_CHECKING:
     from .api import Compilation
     from .diagnostics import Diagnostic
+    from .importers import ImportOutcome
 
 EXIT_OK, EXIT_INPUT, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -387,12 +388,12 @@ def cmd_resume(args: argparse.Namespace) -> int:
             raise UsageError("resume --temporal sends a person's answer: give --answer TEXT (a run on the "
                              "cluster goes on by itself after a crash)")
         if args.runner_args or args.checkpoint:
-            raise UsageError("resume --temporal takes only --answer, --state, --by and --namespace")
+            raise UsageError("resume --temporal takes only --answer, --at, --by and --namespace")
         from .runtime.runner_cli import runner_temporal_dispatch
 
         return runner_temporal_dispatch(None, "resume", args, "statewright resume")
-    if args.state or args.by:
-        raise UsageError("--state and --by are for a run on a Temporal cluster (with --temporal HOST:PORT)")
+    if args.by:
+        raise UsageError("--by is for a run on a Temporal cluster (with --temporal HOST:PORT)")
 
     db = args.checkpoint or DEFAULT_CHECKPOINT
     if not os.path.exists(db):
@@ -409,7 +410,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     if snapshot is None:
         raise UsageError(f"no run '{args.run_id}' in {db} (`statewright run PATH --checkpoint {db} "
                          "--list-runs` lists them)")
-    path = snapshot.get("source_path")
+    path = snapshot.head.source_path
     if not path:
         raise UsageError(f"run '{args.run_id}' does not record its machine's file; resume it with "
                          f"`statewright run PATH --checkpoint {db} --resume {args.run_id}`")
@@ -419,6 +420,14 @@ def cmd_resume(args: argparse.Namespace) -> int:
     forwarded = ["--checkpoint", db, "--resume", args.run_id]
     if args.answer is not None:
         forwarded += ["--answer", args.answer]
+    if args.state:
+        forwarded += ["--at", args.state]
+    script = snapshot.head.options.get("script")
+    if script and "--script" not in args.runner_args:  # a scripted run goes on answered by its script
+        if not os.path.isfile(script):
+            raise UsageError(f"run '{args.run_id}' was started with --script {script}, which is not there from "
+                             "here; give the script again with --script FILE")
+        forwarded += ["--script", script]
     args.path, args.runner_args = path, [*forwarded, *args.runner_args]
     args.prog = f"statewright resume {args.run_id}"
     return cmd_run(args)
@@ -430,6 +439,7 @@ def _resume_own_options(args: argparse.Namespace) -> None:
     own = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     for flag in ("--checkpoint", "--answer", "--temporal", "--namespace", "--state", "--by"):
         own.add_argument(flag, dest=flag[2:])
+    own.add_argument("--at", dest="state")
     found, rest = own.parse_known_args(args.runner_args)
     for name, value in vars(found).items():
         if value is not None:
@@ -451,16 +461,38 @@ def cmd_batch(args: argparse.Namespace) -> int:
 
 
 def cmd_test(args: argparse.Namespace) -> int:
+    files, problems = _spec_files(args)
+    _print_diagnostics(problems, args)
+    declared: list[tuple[str, str]] = []  # (test name, file) of every test block, for a filter that matches none
+    telemetry = _telemetry(args)
+    try:
+        return _test_files(args, files, problems, declared, telemetry)
+    finally:
+        if telemetry is not None:
+            telemetry.shutdown()
+
+
+def _telemetry(args: argparse.Namespace) -> Any:
+    """The OpenTelemetry a command asks for (`--otel`, or the OTLP endpoint variable), or None."""
+    from .runtime.otel_setup import OtelUnavailable, otel_for_command
+
+    try:
+        return otel_for_command(bool(getattr(args, "otel", False)),
+                                content=bool(getattr(args, "trace_content", False)),
+                                planned=getattr(args, "func", None) is cmd_worker)
+    except OtelUnavailable as e:
+        raise UsageError(str(e)) from None
+
+
+def _test_files(args: argparse.Namespace, files: list[str], problems: Sequence[Diagnostic],
+                declared: list[tuple[str, str]], telemetry: Any) -> int:
     from . import api
     from .diagnostics import paint
     from .runtime.testing import format_outcome
 
-    files, problems = _spec_files(args)
-    _print_diagnostics(problems, args)
     color = _color(args, sys.stdout)
     passed = failed = 0
     broken = len(problems)  # directories that could not be read
-    declared: list[tuple[str, str]] = []  # (test name, file) of every test block, for a filter that matches none
     for path in files:
         comp = _compile_or_report(path, args)
         if not comp.ok or comp.ir is None:
@@ -468,10 +500,11 @@ def cmd_test(args: argparse.Namespace) -> int:
             continue
         declared.extend((t.name, path) for t in comp.ir.tests)
         if args.temporal:
-            outcomes = _temporal_tests(comp, args)
+            outcomes = _temporal_tests(comp, args, telemetry)
         else:
             outcomes = api.run_tests(comp, trace_dir=args.trace, trace_content=args.trace_content,
-                                     name_filter=args.filter, level=args.opt_level, disabled=args.no_pass)
+                                     name_filter=args.filter, level=args.opt_level, disabled=args.no_pass,
+                                     otel=telemetry)
         for outcome in outcomes:
             if outcome.passed:
                 passed += 1
@@ -517,7 +550,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         return EXIT_INPUT
     return _temporal_call(lambda address: serve_on_temporal(
         machines, address, task_queue=args.task_queue, namespace=args.namespace, concurrency=args.concurrency,
-        unsafe_tools=args.unsafe_tools),
+        unsafe_tools=args.unsafe_tools, model_client=args.model_client, otel=_telemetry(args)),
         args.temporal)
 
 
@@ -544,7 +577,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     return runner_temporal_dispatch(None, "status", args, "statewright status")
 
 
-def _temporal_tests(comp: Compilation, args: argparse.Namespace) -> list:  # type: ignore[type-arg]
+def _temporal_tests(comp: Compilation, args: argparse.Namespace, telemetry: Any = None) -> list:  # type: ignore[type-arg]
     """A spec's test blocks run on the cluster: each a workflow carrying its scripted replies."""
     from . import api
     from .runtime.runner_cli import run_tests_on_temporal
@@ -555,7 +588,8 @@ def _temporal_tests(comp: Compilation, args: argparse.Namespace) -> list:  # typ
     def call(address: str) -> int:
         outcomes.extend(run_tests_on_temporal(machine, address, task_queue=args.task_queue,
                                               namespace=args.namespace, trace_dir=args.trace,
-                                              trace_content=args.trace_content, name_filter=args.filter))
+                                              trace_content=args.trace_content, name_filter=args.filter,
+                                              otel=telemetry))
         return EXIT_OK
 
     if _temporal_call(call, args.temporal) != EXIT_OK:
@@ -564,14 +598,21 @@ def _temporal_tests(comp: Compilation, args: argparse.Namespace) -> list:  # typ
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from . import api
-    from .diagnostics import render_summary
-
     if args.bound is not None and not args.repair:
         raise UsageError("--bound needs --repair: a literal import bounds nothing")
     bound = 2 if args.bound is None else args.bound
     if bound < 1:
         raise UsageError(f"--bound must be at least 1, not {bound}")
+    if args.format == "crewai":
+        outcome, name = _import_project(args, bound), args.path
+    else:
+        outcome, name = _import_file(args, bound)
+    _print_diagnostics(outcome.diagnostics, args)
+    return _finish_import(args, outcome, name)
+
+
+def _import_file(args: argparse.Namespace, bound: int) -> tuple[ImportOutcome, str]:
+    from . import api
     from .grammar.parser import read_limited
 
     if args.path == "-":
@@ -582,8 +623,29 @@ def cmd_import(args: argparse.Namespace) -> int:
                 data, name = read_limited(f), args.path
         except OSError as e:
             raise UsageError(f"cannot read {args.path}: {e.strerror or e}") from None
-    outcome = api.import_bytes(args.format, data, name, repair=args.repair, bound=bound)
-    _print_diagnostics(outcome.diagnostics, args)
+    return api.import_bytes(args.format, data, name, repair=args.repair, bound=bound,
+                            output=args.output), name
+
+
+def _import_project(args: argparse.Namespace, bound: int) -> ImportOutcome:
+    """`statewright import crewai PATH`: a project folder, read where it lies."""
+    from . import api
+    from .importers.yaml_source import MissingYamlReader
+
+    if args.path == "-":
+        raise UsageError("a CrewAI project is a folder: give its path, not '-'")
+    try:
+        return api.import_file(args.format, args.path, repair=args.repair, bound=bound, output=args.output)
+    except MissingYamlReader as e:
+        raise UsageError(str(e)) from None
+    except OSError as e:
+        raise UsageError(f"cannot read {args.path}: {e.strerror or e}") from None
+
+
+def _finish_import(args: argparse.Namespace, outcome: ImportOutcome, name: str) -> int:
+    from . import api
+    from .diagnostics import render_summary
+
     if outcome.text is None:
         _err(f"failed: {name} was not imported ({render_summary(outcome.diagnostics)})")
         return EXIT_INPUT
@@ -624,6 +686,24 @@ def cmd_trace(args: argparse.Namespace) -> int:
     except ValueError as e:
         _err(f"error: {args.file} is not a statewright trace: {e}")
         return EXIT_INPUT
+    return EXIT_OK
+
+
+def cmd_trace_export(args: argparse.Namespace) -> int:
+    from .trace_export import TraceExportError, export_trace
+
+    try:
+        report = export_trace(args.file, args.otlp, content=args.trace_content)
+    except OSError as e:
+        raise UsageError(f"cannot read {args.file}: {e.strerror or e}") from None
+    except ValueError as e:
+        _err(f"error: {args.file} is not a statewright trace: {e}")
+        return EXIT_INPUT
+    except TraceExportError as e:
+        _err(f"statewright: error: {e}")
+        return EXIT_INPUT
+    _err(f"sent {report.spans} spans of {_plural(report.runs, 'run segment')} ({_plural(report.traces, 'trace')}, "
+         f"{report.events} events)")
     return EXIT_OK
 
 
@@ -778,7 +858,7 @@ def _setup_compile(p: argparse.ArgumentParser) -> None:
 
 def _setup_run(p: argparse.ArgumentParser) -> None:
     p.usage = "statewright run [--color WHEN] PATH [RUNNER OPTION]..."
-    p.description = "Check a machine and run it with real models through litellm."
+    p.description = "Check a machine and run it with real models."
     p.epilog = ("The options after PATH are those of a generated runner: `statewright run PATH --help` lists "
                 "them, with the machine's inputs.")
     p.add_argument("path", metavar="PATH", help="the .fsm file of the machine to run")
@@ -791,7 +871,7 @@ def _setup_run(p: argparse.ArgumentParser) -> None:
 
 def _setup_resume(p: argparse.ArgumentParser) -> None:
     p.usage = ("statewright resume [--color WHEN] RUN_ID [--checkpoint DB] [--answer TEXT] [RUNNER OPTION]...\n"
-               "       statewright resume RUN_ID --temporal HOST:PORT --answer TEXT [--state S] [--by NAME] "
+               "       statewright resume RUN_ID --temporal HOST:PORT --answer TEXT [--at PATH] [--by NAME] "
                "[--namespace NS]")
     p.description = ("Continue a checkpointed run — one that waits for a person's answer, or one that was "
                      "interrupted — with the .fsm file it was started from; with --temporal, send the answer "
@@ -804,8 +884,9 @@ def _setup_resume(p: argparse.ArgumentParser) -> None:
                         "is not text and it parses); a bad answer is an error and the run keeps waiting")
     p.add_argument("--temporal", metavar="HOST:PORT", help="the Temporal service the run is on")
     p.add_argument("--namespace", metavar="NS", default="default", help="with --temporal: the namespace")
-    p.add_argument("--state", metavar="STATE", help="with --temporal: the state the answer is for (default: "
-                                                    "the one the run waits in)")
+    p.add_argument("--at", "--state", dest="state", metavar="PATH",
+                   help="the question the answer is for, by its path (a state, or investigate[2]/approve in a "
+                        "machine the run runs), when the run waits in several places")
     p.add_argument("--by", metavar="NAME", help="with --temporal: who answers (recorded in the trace)")
     p.add_argument("runner_args", nargs=argparse.REMAINDER, metavar="RUNNER OPTION",
                    help="--trace FILE, --model-map OLD=NEW, ... (those of `statewright run`)")
@@ -832,10 +913,16 @@ def _setup_test(p: argparse.ArgumentParser) -> None:
     p.add_argument("--filter", metavar="TEXT",
                    help="run only the tests whose name contains TEXT (or matches it as a glob); "
                         "matching none is an error")
+    p.add_argument("--otel", action="store_true", help=_OTEL_HELP)
     _add_pass_options(p)
     _add_temporal_options(p, required=False)
     _add_color_option(p)
     p.set_defaults(func=cmd_test)
+
+
+_OTEL_HELP = ("send the runs' spans and metrics (OpenTelemetry, GenAI conventions) where the OTEL_* environment "
+              "says; on by itself when OTEL_EXPORTER_OTLP_ENDPOINT is set; needs statewright[otel] "
+              "(docs/observability.md)")
 
 
 def _add_temporal_options(p: argparse.ArgumentParser, required: bool) -> None:
@@ -856,6 +943,12 @@ def _setup_worker(p: argparse.ArgumentParser) -> None:
                    help="model and tool calls this worker makes at once (default 64)")
     p.add_argument("--unsafe-tools", action="store_true",
                    help="let std.python and std.shell run unconfined where their bubblewrap jail cannot run")
+    p.add_argument("--model-client", choices=("auto", "litellm"), metavar="auto|litellm",
+                   help="litellm: every model call through litellm; auto: OpenAI-compatible models over "
+                        "statewright's own HTTP client, others through litellm (default: "
+                        "$STATEWRIGHT_MODEL_CLIENT, else auto)")
+    p.add_argument("--otel", action="store_true", help=_OTEL_HELP)
+    p.add_argument("--trace-content", action="store_true", help="with --otel: prompts and replies in the spans")
     _add_color_option(p)
     p.set_defaults(func=cmd_worker)
 
@@ -876,9 +969,10 @@ def _setup_status(p: argparse.ArgumentParser) -> None:
 
 
 def _setup_import(p: argparse.ArgumentParser) -> None:
-    p.add_argument("format", choices=["metaagent", "autoagent"], metavar="FORMAT",
-                   help="the input's format: metaagent or autoagent")
-    p.add_argument("path", metavar="FILE", help="the file to import; '-' for standard input")
+    p.add_argument("format", choices=["metaagent", "autoagent", "crewai"], metavar="FORMAT",
+                   help="the input's format: metaagent, autoagent or crewai")
+    p.add_argument("path", metavar="PATH", help="the file to import ('-' for standard input); for crewai, the "
+                   "project's folder (or its crew.py)")
     p.add_argument("-o", "--output", metavar="OUT", help="where to write the .fsm file (default, or '-': "
                    "standard output)")
     p.add_argument("--repair", action="store_true", help="bound back edges, drop duplicate and self "
@@ -895,6 +989,15 @@ def _setup_trace(p: argparse.ArgumentParser) -> None:
     t = tsub.add_parser("show", help="print a readable timeline of a trace with totals")
     t.add_argument("file", metavar="FILE")
     t.set_defaults(func=cmd_trace)
+    e = tsub.add_parser("export", help="send a trace to an OpenTelemetry collector as spans (docs/observability.md)",
+                        description="Send a recorded trace to an OpenTelemetry collector (OTLP over HTTP) as the "
+                                    "spans its run would have sent live, at the times it recorded.")
+    e.add_argument("file", metavar="FILE")
+    e.add_argument("--otlp", metavar="URL", help="the collector: its base URL (http://HOST:4318) or its "
+                                                 "/v1/traces endpoint (default: OTEL_EXPORTER_OTLP_ENDPOINT)")
+    e.add_argument("--trace-content", action="store_true",
+                   help="send the messages, replies and tool arguments the trace holds (left out by default)")
+    e.set_defaults(func=cmd_trace_export)
 
 
 def _setup_lsp(p: argparse.ArgumentParser) -> None:
@@ -959,7 +1062,8 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "test": ("run the test blocks of .fsm files with scripted replies", _setup_test),
     "worker": ("serve machines' runs from a Temporal cluster", _setup_worker),
     "status": ("show what a run on a Temporal cluster is doing", _setup_status),
-    "import": ("import a MetaAgent FSM (JSON) or an AutoAgent workflow form (XML)", _setup_import),
+    "import": ("import a MetaAgent FSM (JSON), an AutoAgent workflow form (XML) or a CrewAI project",
+               _setup_import),
     "trace": ("read trace files", _setup_trace),
     "design": ("draft a machine from a task description with a designer model", _setup_design),
     "grammar": ("print the grammar as a decoding constraint (GBNF or Lark)", _setup_grammar),

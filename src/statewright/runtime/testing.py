@@ -7,6 +7,7 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,19 +38,20 @@ class TestOutcome:
 
 
 def run_test(machine: MachineSpec, test: TestSpec, *, trace_path: str | None = None,
-             trace_content: bool = False) -> TestOutcome:
+             trace_content: bool = False, otel: Any = None) -> TestOutcome:
     """`arun_test` for synchronous code."""
-    return run_sync(arun_test(machine, test, trace_path=trace_path, trace_content=trace_content))  # type: ignore[no-any-return]
+    return run_sync(arun_test(machine, test, trace_path=trace_path, trace_content=trace_content,  # type: ignore[no-any-return]
+                              otel=otel))
 
 
 async def arun_test(machine: MachineSpec, test: TestSpec, *, trace_path: str | None = None,
-                    trace_content: bool = False) -> TestOutcome:
+                    trace_content: bool = False, otel: Any = None) -> TestOutcome:
     """Runs one test block: its replies and verdicts play the models, then its expectations are checked.
 
     Every model — agents, fallbacks, verifier — answers from the test's own script, in process: no model,
     no network, no litellm. A run that asks for more replies than the test scripted fails the test, and so
     does one that never asks for a reply or verdict the test scripted (unless `allow unused replies`); it
-    never raises.
+    never raises. `otel` (an otel.OtelTelemetry) makes the run's spans and metrics.
     """
     script = Script.from_test(machine, test)
     client = ScriptedClient(script)
@@ -58,7 +60,6 @@ async def arun_test(machine: MachineSpec, test: TestSpec, *, trace_path: str | N
     def observe(kind: str, state: str, visit: int, value: Any) -> None:
         observed.setdefault((kind, state), {})[visit] = to_jsonable(value)
     trace = Trace(trace_path, content=trace_content) if trace_path else None
-    expected = list(test.expect_path) if test.expect_path is not None else None
     # tools a test lets run (an agent's scripted tool calls) work in a directory that goes with the test
     workspace = tempfile.TemporaryDirectory(prefix="statewright-test-")
     try:
@@ -66,23 +67,37 @@ async def arun_test(machine: MachineSpec, test: TestSpec, *, trace_path: str | N
         # a test needs no secrets: scripted tools never run, and a real tool that needs one fails its call
         engine = Engine(machine, client=client, trace=trace, script=script,
                         workspace=os.path.join(workspace.name, "workspace"), require_secrets=False,
-                        observe=observe if test.expectations else None)
+                        observe=observe if test.expectations else None, otel=otel)
         result = await engine.arun(dict(test.inputs))
     except Exception as error:  # noqa: BLE001 - a test reports what broke instead of crashing the suite
-        crashed = f"the run crashed: {type(error).__name__}: {error}"
-        return TestOutcome(test.name, False, expected, [], [crashed], None, test.origin)
+        return crashed_test(test, error)
     finally:
         if trace is not None:
             trace.close()
         workspace.cleanup()
+    return judge_test(machine, test, result, observed, client.calls)
+
+
+def judge_test(machine: MachineSpec, test: TestSpec, result: RunResult, observed: Observed,
+               served: Iterable[tuple[str, str, int]]) -> TestOutcome:
+    """A test block's outcome from what its run did, on whatever face it ran: the result, what each visit
+    saw and produced (`observed`), and which scripted replies were served, as (role, state, seq)."""
+    expected = list(test.expect_path) if test.expect_path is not None else None
     messages = check_expectations(test, result, observed)
     if not messages and not test.allow_unused:
-        messages = unused_script(machine, test, client)
+        messages = unused_script(machine, test, served)
     return TestOutcome(test.name, not messages, expected, list(result.path), messages, result, test.origin)
 
 
+def crashed_test(test: TestSpec, error: BaseException) -> TestOutcome:
+    """The outcome of a test whose run raised instead of ending: it fails, saying what broke."""
+    expected = list(test.expect_path) if test.expect_path is not None else None
+    crashed = f"the run crashed: {type(error).__name__}: {error}"
+    return TestOutcome(test.name, False, expected, [], [crashed], None, test.origin)
+
+
 def run_tests(machine: MachineSpec, *, trace_dir: str | None = None, trace_content: bool = False,
-              name_filter: str | None = None) -> list[TestOutcome]:
+              name_filter: str | None = None, otel: Any = None) -> list[TestOutcome]:
     """Runs the machine's test blocks in source order; `name_filter` is a substring or glob of test names.
 
     With `trace_dir`, each test writes its trace to `<trace_dir>/<test name>.jsonl`.
@@ -94,7 +109,7 @@ def run_tests(machine: MachineSpec, *, trace_dir: str | None = None, trace_conte
         if name_filter and name_filter not in test.name and not fnmatch.fnmatchcase(test.name, name_filter):
             continue
         trace_path = os.path.join(trace_dir, _testing_file_name(test.name) + ".jsonl") if trace_dir else None
-        outcomes.append(run_test(machine, test, trace_path=trace_path, trace_content=trace_content))
+        outcomes.append(run_test(machine, test, trace_path=trace_path, trace_content=trace_content, otel=otel))
     return outcomes
 
 
@@ -136,10 +151,10 @@ def check_expectations(test: TestSpec, result: RunResult, observed: Observed | N
     return messages
 
 
-def unused_script(machine: MachineSpec, test: TestSpec, client: ScriptedClient) -> list[str]:
+def unused_script(machine: MachineSpec, test: TestSpec, calls: Iterable[tuple[str, str, int]]) -> list[str]:
     """One message for each reply, verdict, answer and timeout the test scripted that the run never asked
-    for."""
-    served = {(role, state, seq) for role, state, seq in client.calls}
+    for; `calls` are the (role, state, seq) of the replies served."""
+    served = {(role, state, seq) for role, state, seq in calls}
     counts: dict[tuple[str, str], int] = {}
     messages = []
     for index, (kind, state, value) in enumerate(test.steps):

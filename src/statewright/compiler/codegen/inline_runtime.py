@@ -28,9 +28,11 @@ from ...cache_dir import cache_dir
 RUNTIME_PACKAGE = "statewright.runtime"
 # What a runner may import besides the standard library; litellm only inside a function (lazily), tqdm
 # (which litellm brings) only inside a function that does without it when it is missing, and temporalio
-# only inside the functions of the Temporal backend (runtime/temporal.py), which say how to install it.
+# only inside the functions of the Temporal backend (runtime/temporal.py), which say how to install it, and
+# opentelemetry only inside the functions that make spans and metrics (runtime/otel.py, otel_setup.py).
 ALLOWED_PACKAGES = ("pydantic", "jinja2")
-LAZY_PACKAGES = ("litellm", "httpx", "tqdm", "temporalio")  # httpx comes with litellm, used only with it
+# httpx comes with litellm, used only with it
+LAZY_PACKAGES = ("litellm", "httpx", "tqdm", "temporalio", "opentelemetry")
 
 
 class RuntimeInlineError(Exception):
@@ -261,7 +263,8 @@ def _blocking_violations(name: str, tree: ast.Module, trees: Mapping[str, ast.Mo
     """The rule breaks that would make the concatenated module wrong, not just untidy."""
     problems = []
     for stmt in tree.body:
-        if isinstance(stmt, (ast.Import, ast.ImportFrom)) and stmt.lineno != stmt.end_lineno:
+        if (isinstance(stmt, (ast.Import, ast.ImportFrom)) and not getattr(stmt, "level", 0)
+                and stmt.lineno != stmt.end_lineno):  # (imports of runtime modules are dropped whole)
             problems.append(f"{name}.py:{stmt.lineno}: a top-level import spans lines; keep it on one line")
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and "__all__" in _assigned_names(stmt):
             problems.append(f"{name}.py:{stmt.lineno}: __all__ is not used in runtime modules")
