@@ -27,44 +27,48 @@ _HELP = {
 }
 
 
-def _kind(node: Any) -> str | None:
-    if isinstance(node, _EXPRESSIONS):
-        return "expression"
-    if isinstance(node, _TYPES):
-        return "type"
-    if isinstance(node, (ast.Value, ast.ObjectEntry)):
-        return "value"
-    return None
+_KINDS: dict[type, str | None] = {}
+
+
+def _kind_of(cls: type) -> str | None:
+    """What nests in a node of this class: "expression", "type", "value" or nothing (cached per class)."""
+    found = _KINDS.get(cls, "")
+    if found == "":
+        found = _KINDS[cls] = ("expression" if issubclass(cls, _EXPRESSIONS) else "type" if issubclass(cls, _TYPES)
+                               else "value" if issubclass(cls, (ast.Value, ast.ObjectEntry)) else None)
+    return found
 
 
 def too_deep(machine: ast.Machine) -> tuple[Any, str, str] | None:
     """The first guard, type or value (in source order) nested more than MAX_NESTING levels deep (inside
-    more than MAX_NESTING others of its kind), what it is
-    ("expression", "type" or "value") and the help for it; found without recursion. A level is one node of the same kind inside another (an object
+    more than MAX_NESTING others of its kind), what it is ("expression", "type" or "value") and the help
+    for it; found without recursion. A level is one node of the same kind inside another (an object
     entry is no level of its own: in `{ a { b 1 } }` the 1 is two levels deep, inside two objects)."""
     stack: list[tuple[Any, int]] = [(machine, 0)]
     pop, push = stack.pop, stack.append
     while stack:
         node, level = pop()
-        kind = _kind(node)
+        cls = type(node)
+        kind = _kind_of(cls)
         if level > MAX_NESTING and kind is not None:
             return node, kind, _HELP[kind]
-        children: list[Any] = []
-        if isinstance(node, ast.Value):
-            if node.kind in ("list", "object"):
-                children = list(node.value)  # type: ignore[call-overload]
+        if cls is ast.Value:
+            children = node.value if node.kind in ("list", "object") else ()
         else:
-            for name in child_fields(type(node)):
+            children = []
+            for name in child_fields(cls):
                 child = getattr(node, name)
-                if isinstance(child, tuple):
-                    children += [item for item in child if isinstance(item, Node)]
-                elif isinstance(child, Node):
+                if type(child) is tuple:
+                    children.extend(child)
+                elif child is not None:
                     children.append(child)
         for child in reversed(children):
-            child_kind = _kind(child)
+            if not isinstance(child, Node):
+                continue
+            child_kind = _kind_of(type(child))
             if child_kind is None:
                 push((child, 0))
-            elif isinstance(child, ast.ObjectEntry):
+            elif type(child) is ast.ObjectEntry:
                 push((child, level))  # an entry is part of its object's level
             else:
                 push((child, level + 1 if child_kind == kind else 0))

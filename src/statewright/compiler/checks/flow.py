@@ -265,6 +265,9 @@ class Flow:
             for target, t, possible in row:
                 self.edges[i].append(Edge(i, target, t, possible and self.reachable[i], id(t) in forks))
         self._successors = [[e.target for e in edges if e.fires] for edges in self.edges]
+        # whether a reachable state names a transition target that does not exist (SW2002): where the run
+        # goes from there is unknown, so what the checks would conclude from where it cannot go is not said
+        self.goes_astray = any(unknown and reached for unknown, reached in zip(self.unknown_target, self.reachable))
         self._paths_left = _PATHS_SHOWN
         self._dominators()
         self._find_joined()
@@ -300,12 +303,6 @@ class Flow:
                         guards.setdefault(t.guard, t)
                 if always and unbounded:
                     shadow = t
-
-    @property
-    def goes_astray(self) -> bool:
-        """Whether a reachable state names a transition target that does not exist (SW2002): where the run
-        goes from there is unknown, so what the checks would conclude from where it cannot go is not said."""
-        return any(unknown and reached for unknown, reached in zip(self.unknown_target, self.reachable))
 
     def never_fires(self, t: ast.Transition) -> bool:
         """Whether `t` can never fire whatever the run does (its state aside: see Edge.fires)."""
