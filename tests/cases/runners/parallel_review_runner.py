@@ -31,9 +31,9 @@ else:
         JoinSpec, LimitsSpec, MachineSpec, ModelClient, ParallelSpec, RunResult, Scope, Script,
         StateSpec, TestSpec, Trace, TransitionSpec, arun_machine, main, run_machine,
     )
-if RUNTIME_SHA256 != "4ed2f4144fa9bd4c14ffff46b5d8cc2bf3758ce774255d3df5c94887f2b41fa4":
+if RUNTIME_SHA256 != "189da4581cac11ea63b4a64e9c6eb5fd2f6a9be7f147910861ad4167af48e151":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 4ed2f4144fa9), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 189da4581cac), but "
         f"the statewright_runtime.py it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile "
         "--runtime module`, which rewrites the runtime too"
@@ -387,6 +387,7 @@ def run(
     timeout: float | None = None,
     listeners: Sequence[Callable[[str, dict[str, Any]], None]] = (),
     otel: Any = None,
+    at: str | None = None,
 ) -> RunResult:
     """Run the machine to its end and return the RunResult; a failed run is a result too.
 
@@ -418,6 +419,7 @@ def run(
         listeners: called with (event, fields) for every event of the run, as it happens
         otel: spans and metrics: True (from the OTEL_* environment), a TracerProvider, an
             OtelTelemetry
+        at: with resume and answer: the question it answers, by its path (investigate[2]/approve)
     """
     return run_machine(
         MACHINE,
@@ -441,6 +443,7 @@ def run(
         timeout=timeout,
         listeners=listeners,
         otel=otel,
+        at=at,
     )
 
 
@@ -466,6 +469,7 @@ async def arun(
     timeout: float | None = None,
     listeners: Sequence[Callable[[str, dict[str, Any]], None]] = (),
     otel: Any = None,
+    at: str | None = None,
 ) -> RunResult:
     """`run` for async code: the same run, the same options, on the running event loop.
 
@@ -497,6 +501,7 @@ async def arun(
         listeners: called with (event, fields) for every event of the run, as it happens
         otel: spans and metrics: True (from the OTEL_* environment), a TracerProvider, an
             OtelTelemetry
+        at: with resume and answer: the question it answers, by its path (investigate[2]/approve)
     """
     return await arun_machine(
         MACHINE,
@@ -520,6 +525,7 @@ async def arun(
         timeout=timeout,
         listeners=listeners,
         otel=otel,
+        at=at,
     )
 
 
