@@ -58,6 +58,7 @@ def test_initialize_advertises_every_feature() -> None:
 def test_a_file_with_errors_gets_every_diagnostic_with_its_code_exact_range_severity_and_help() -> None:
     text = PIPELINE.replace("        -> review\n    }\n\n    state review", "        -> reviw\n    }\n\n    state review")
     text = text.replace("when output.score >= 85", "when output.scor >= 85")
+    text = text.replace("    input topic: str\n", "    input topic: str\n    input spare: str = \"x\"\n", 1)  # a warning
 
     async def scenario(s: Session) -> None:
         s.open(URI, text)
@@ -78,7 +79,7 @@ def test_a_file_with_errors_gets_every_diagnostic_with_its_code_exact_range_seve
         # the same codes, in the same order, as `statewright check` reports for the text
         expected = api.check_text(text, "content_pipeline.fsm").diagnostics
         assert [d.code for d in found] == [d.code for d in expected]
-        warnings = [d for d in found if d.code == "SW7004"]
+        warnings = [d for d in found if d.code == "SW7005"]
         assert warnings and all(d.severity == types.DiagnosticSeverity.Warning for d in warnings)
 
     run(scenario)

@@ -9,6 +9,7 @@ Heavy modules (pydantic, jinja2, litellm) are imported inside the functions that
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -54,8 +55,10 @@ def check_bytes(data: bytes, path: str) -> Compilation:
 
 def check_file(path: str | Path) -> Compilation:
     """Check a file on disk. A missing or unreadable file is an OSError for the caller to report."""
-    p = Path(path)
-    return check_bytes(p.read_bytes(), str(path))
+    from .grammar.parser import read_limited
+
+    with open(path, "rb") as f:
+        return check_bytes(read_limited(f), str(path))
 
 
 def check_path(path: str | Path) -> Compilation:
@@ -67,12 +70,19 @@ def check_path(path: str | Path) -> Compilation:
 
 
 def read_spec(path: str | Path) -> tuple[bytes | None, list[Diagnostic]]:
-    """A spec's bytes, or None and the SW1022 diagnostic saying why the file cannot be read."""
+    """A spec's bytes, or None and the diagnostic saying why it is not read: SW1022 for a file that cannot
+    be read, SW1021 for one over the size limit (found without reading more than the limit, whatever the
+    file is: a pipe or a device has no size to ask for)."""
+    from .grammar.parser import MAX_FILE_BYTES, file_too_large, read_limited
     from .spec_paths import unreadable_file
 
     try:
         with open(path, "rb") as f:
-            return f.read(), []
+            data = read_limited(f)
+            if len(data) > MAX_FILE_BYTES:
+                size = os.fstat(f.fileno()).st_size
+                return None, [file_too_large(str(path), size if size > MAX_FILE_BYTES else None)]
+            return data, []
     except OSError as e:
         return None, [unreadable_file(str(path), e)]
 
@@ -512,13 +522,15 @@ def import_file(source_format: str, path: str | Path, *, repair: bool = False, b
     """Import a file on disk, or for "crewai" a project folder (or its crew.py), read statically: its
     Python is parsed, never imported or run. A missing or unreadable file is an OSError for the caller to
     report; a CrewAI import without PyYAML raises MissingYamlReader (a RuntimeError) saying how to
-    install it (`pip install 'statewright[crewai]'`)."""
+    install it (`pip install 'statewright[crewai]'`). A file is read up to the size limit only (SW1021)."""
+    from .grammar.parser import read_limited
     from .importers import FILE_FORMATS, import_project
 
     if source_format not in FILE_FORMATS:
         return import_project(source_format, str(path), repair=repair, bound=bound, output=output)
-    return import_bytes(source_format, Path(path).read_bytes(), str(path), repair=repair, bound=bound,
-                        output=output)
+    with open(path, "rb") as f:
+        return import_bytes(source_format, read_limited(f), str(path), repair=repair, bound=bound,
+                            output=output)
 
 
 # ---- design and LLM-judged optimization ----------------------------------------------------------

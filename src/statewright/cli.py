@@ -260,8 +260,9 @@ def cmd_fmt(args: argparse.Namespace) -> int:
 
 def _fmt_stdin(args: argparse.Namespace) -> int:
     from . import api
+    from .grammar.parser import read_limited
 
-    data = sys.stdin.buffer.read()
+    data = read_limited(sys.stdin.buffer)
     res = api.format_bytes(data, "<stdin>")
     if res.text is None:
         _print_diagnostics(res.diagnostics, args)
@@ -620,13 +621,14 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def _import_file(args: argparse.Namespace, bound: int) -> tuple[ImportOutcome, str]:
     from . import api
+    from .grammar.parser import read_limited
 
     if args.path == "-":
-        data, name = sys.stdin.buffer.read(), "<stdin>"
+        data, name = read_limited(sys.stdin.buffer), "<stdin>"
     else:
         try:
             with open(args.path, "rb") as f:
-                data, name = f.read(), args.path
+                data, name = read_limited(f), args.path
         except OSError as e:
             raise UsageError(f"cannot read {args.path}: {e.strerror or e}") from None
     return api.import_bytes(args.format, data, name, repair=args.repair, bound=bound,

@@ -11,7 +11,8 @@ import re
 from dataclasses import dataclass, field
 
 # strings (triple-quoted first), comments and braces; an unclosed string or comment runs to the cursor
-_TOKENS = re.compile(r'"""(?:[^"]|"(?!""))*(?:"""|\Z)|"(?:[^"\\\n]|\\.)*(?:"|$)|#[^\n]*|[{}]', re.MULTILINE)
+_TOKENS = re.compile(r'"""[^"]*(?:"(?!"")[^"]*)*(?:"""|\Z)|"[^"\\\n]*(?:\\.[^"\\\n]*)*(?:"|$)|#[^\n]*|[{}]',
+                     re.MULTILINE)
 _HEADERS = (
     ("machine", re.compile(r"\bmachine\s+(\w+)\s*$")),
     ("state", re.compile(r"\b((?:(?:start|final|branch)\s+)*)state\s+(\w+)\s*$")),

@@ -352,7 +352,7 @@ def document_symbols(a: Analysis) -> list[types.DocumentSymbol]:
 
 # ---- folding -------------------------------------------------------------------------------------
 
-_FOLD_TOKENS = re.compile(r'"""(?:[^"]|"(?!""))*(?:"""|\Z)|"(?:[^"\\\n]|\\.)*"?|#[^\n]*|[{}]')
+_FOLD_TOKENS = re.compile(r'"""[^"]*(?:"(?!"")[^"]*)*(?:"""|\Z)|"[^"\\\n]*(?:\\.[^"\\\n]*)*"?|#[^\n]*|[{}]')
 
 
 def folding_ranges(a: Analysis) -> list[types.FoldingRange]:
