@@ -403,6 +403,12 @@ _ALL = [
        "In a guard, a state name on its own is not a value: read its output with 'STATE.output' or count its "
        "runs with 'visits(STATE)'.",
        'when draft == "x" -> done', 'when draft.output == "x" -> done'),
+    _e("SW4015", "type nested too deep",
+       "A value of a type may nest at most 100 levels of records and lists, counted through the named types "
+       "it uses: a chain of types each holding the next nests as deep as one type written out. Deeper "
+       "schemas are more than a model can fill and more than a reply may nest.",
+       "type T0 { next: T1 }\ntype T1 { next: T2 }\n...\ntype T120 { v: int }",
+       "type Part { id: str\n  parent: str? }\ntype Outline { parts: list[Part] }"),
     _e("SW4014", "value read where it may be none",
        "A value may be none: an optional one (type 'T?'), or 'STATE.output' where STATE may not have run "
        "yet. Reading a field or an item of it, looping over it, ordering it, doing arithmetic with it or "

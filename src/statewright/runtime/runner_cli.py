@@ -27,7 +27,7 @@ from .sync import run_sync
 from .temporal import TemporalRunError, TemporalUnavailable
 from .tool_secrets import SecretError, read_secrets
 from .trace import Trace, redact, sink_json
-from .untrusted import BorderError, read_json, read_json_file
+from .untrusted import MAX_DEPTH, BorderError, read_json, read_json_file
 
 EXIT_FINAL = 0
 EXIT_FAILED = 1
@@ -375,17 +375,9 @@ def _runner_seconds(text: str) -> float:
 
 def _runner_read_script(path: str) -> Script:
     try:
-        data = read_json_file(path, f"--script {path}")
-    except OSError as exc:
-        raise RunnerUsageError(f"cannot read --script {path}: {exc.strerror or exc}") from None
-    except BorderError as exc:
+        return Script.from_file(path, f"--script {path}")
+    except ScriptError as exc:
         raise RunnerUsageError(str(exc)) from None
-    except ValueError as exc:
-        raise RunnerUsageError(f"--script {path} is not valid JSON: {exc}") from None
-    try:
-        return Script.from_json(data)
-    except (ScriptError, TypeError, ValueError) as exc:
-        raise RunnerUsageError(f"--script {path}: {exc}") from None
 
 
 def _runner_pairs(items: list[str], option: str) -> list[tuple[str, str]]:
@@ -418,7 +410,7 @@ def read_inputs(machine: MachineSpec, pairs: list[str], inputs_file: str | None)
     given: dict[str, Any] = {}
     if inputs_file:
         try:
-            data = read_json_file(inputs_file, f"--inputs-file {inputs_file}")
+            data = read_json_file(inputs_file, f"--inputs-file {inputs_file}", max_depth=MAX_DEPTH + 1)  # {name: value}
         except OSError as exc:
             raise RunnerUsageError(f"cannot read --inputs-file {inputs_file}: {exc.strerror or exc}") from None
         except BorderError as exc:

@@ -22,7 +22,7 @@ REPORTED_BY: tuple[tuple[str, str, tuple[str, ...]], ...] = (
                                             "SW3066", "SW3067", "SW3068", "SW3069", "SW3070", "SW3071", "SW3072",
                                             "SW7060")),
     ("check", "compiler/checks/typecheck.py", ("SW2002", "SW2006", "SW2007", "SW2009", "SW2010", "SW2011", "SW4001",
-                                               "SW4002", "SW4004", "SW4005", "SW4006", "SW4008", "SW4009", "SW4010",
+                                               "SW4002", "SW4004", "SW4005", "SW4006", "SW4008", "SW4009", "SW4010", "SW4015",
                                                "SW4011", "SW4012", "SW4013", "SW4014", "SW4020", "SW4021", "SW4031",
                                                "SW4032", "SW4060", "SW7020")),
     ("check", "compiler/checks/secrets.py", ("SW2001", "SW2010", "SW2040", "SW2041", "SW2042", "SW7040", "SW7041",

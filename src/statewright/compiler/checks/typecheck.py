@@ -1120,6 +1120,68 @@ def _check_recursive_types(symbols: Symbols, diags: Diagnostics) -> None:
                           "the nesting")
 
 
+def _check_type_depth(symbols: Symbols, diags: Diagnostics) -> None:
+    """Report each type whose values nest more than MAX_NESTING levels of records and lists, counted through
+    the types it uses (a chain of named types nests as deep as one type written out): a structured output's
+    schema and its replies stay within what every face reads (the reply's depth limit, the JSON schema).
+
+    Only the outermost type of a chain too deep is reported (those that use it are deeper still, and say
+    nothing new). Depths are worked out once each, with a stack: a chain of thousands of types is linear and
+    recursion-free. Types on a cycle are SW4009's and are left out."""
+    from ...grammar.nesting import MAX_NESTING
+
+    types = symbols.types
+    # the named types each field refers to, with the levels of lists the field puts around it
+    uses: dict[str, list[tuple[str, int]]] = {}
+    for name, decl in types.items():
+        refs = []
+        for f in decl.fields:
+            lists = 0
+            for node in ast.iter_type_ref(f.type):
+                if isinstance(node, ast.ListType):
+                    lists += 1
+                elif isinstance(node, ast.NamedType) and node.name.value in types:
+                    refs.append((node.name.value, lists))
+            refs.append(("", lists))  # the field's own lists, whatever it holds
+        uses[name] = refs
+    depth: dict[str, int] = {}
+    deepest: dict[str, str] = {}  # type -> the type its depth comes through ("" for none)
+    on_stack: set[str] = set()
+    for root in types:
+        stack = [root]
+        while stack:
+            name = stack[-1]
+            if name in depth:
+                stack.pop()
+                continue
+            pending = [used for used, _ in uses[name] if used and used not in depth]
+            if pending and name not in on_stack:
+                on_stack.add(name)
+                stack.extend(u for u in pending if u not in on_stack)
+                continue
+            on_stack.discard(name)
+            stack.pop()
+            best, through = 0, ""
+            for used, lists in uses[name]:
+                d = lists + (depth.get(used, 0) if used else 0)  # a cycle's types count 0 here (SW4009)
+                if d > best:
+                    best, through = d, used
+            depth[name], deepest[name] = 1 + best, through
+    too_deep = {name for name, d in depth.items() if d > MAX_NESTING}
+    inner = {deepest[name] for name in too_deep}
+    for name in types:
+        if name not in too_deep or name in inner:
+            continue
+        chain = [name]
+        while deepest[chain[-1]] and len(chain) < 4:
+            chain.append(deepest[chain[-1]])
+        shown = " -> ".join(chain) + (" -> ..." if deepest[chain[-1]] else "")
+        diags.report("SW4015", f"type '{name}' nests {depth[name]} levels of records and lists deep, through the "
+                     f"types it uses; at most {MAX_NESTING} are allowed", types[name].name.span, label=shown,
+                     help="flatten the nesting: a structured output this deep is no schema a model can fill; "
+                          "refer to deeper parts by str ids or split them into states of their own")
+
+
 def _path_back(start: str, edges: dict[str, list[tuple[str, ast.FieldDecl]]],
                component: dict[str, int]) -> list[tuple[str, ast.FieldDecl]]:
     """The first path from `start` back to itself that a depth-first search finds, as (type, field) steps;
@@ -1332,6 +1394,7 @@ def check_types(machine: ast.Machine, symbols: Symbols, diagnostics: Diagnostics
     With `flow`, a state's output read where that state may not have run yet is reported (SW4014)."""
     _check_enums(machine, diagnostics)
     _check_recursive_types(symbols, diagnostics)
+    _check_type_depth(symbols, diagnostics)
     _check_inputs(symbols, diagnostics)
     _check_tool_options(symbols, diagnostics)
     _check_guards_and_calls(symbols, diagnostics, flow)
