@@ -1196,7 +1196,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         _err("interrupted")
         return 130
     except BrokenPipeError:
-        return EXIT_OK
+        from .runtime.runner_cli import stdout_gone
+
+        return stdout_gone()
     except Exception as e:  # noqa: BLE001 - the last line of defence: never a bare traceback
         _report_internal_error(e)
         return EXIT_INTERNAL

@@ -458,8 +458,23 @@ def main(machine: MachineSpec, argv: list[str] | None = None, *, prog: str | Non
 
     Exit status: 0 final state, 1 typed failure (or failing self-tests), 2 usage error."""
     if argv is None:  # the program's own command line: this process is the runner
-        return leave_after_temporal(_runner_dispatch(machine, list(sys.argv[1:]), prog, batch_prog))
+        try:
+            status = _runner_dispatch(machine, list(sys.argv[1:]), prog, batch_prog)
+        except BrokenPipeError:
+            status = stdout_gone()
+        return leave_after_temporal(status)
     return _runner_dispatch(machine, argv, prog, batch_prog)
+
+
+def stdout_gone() -> int:
+    """The exit status when the reader of standard output went away (`| head`): what it did not read is not
+    wanted, so no traceback and status 0. Standard output is pointed at /dev/null first, so that the
+    interpreter's last flush of what was left in its buffer cannot fail again."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    return 0
 
 
 def leave_after_temporal(status: int) -> int:

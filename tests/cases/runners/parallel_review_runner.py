@@ -31,9 +31,9 @@ else:
         JoinSpec, LimitsSpec, MachineSpec, ModelClient, ParallelSpec, RunResult, Scope, Script,
         StateSpec, TestSpec, Trace, TransitionSpec, arun_machine, main, run_machine,
     )
-if RUNTIME_SHA256 != "8757c877a62225ecc600c498821a9b6af41e0a1e115b107943815c974ecec35d":
+if RUNTIME_SHA256 != "411d802d4543ada5aecd40df7b587b7e37abfad3464255998f9f9da77f034c70":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 8757c877a622), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 411d802d4543), but "
         f"the statewright_runtime.py it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile "
         "--runtime module`, which rewrites the runtime too"
