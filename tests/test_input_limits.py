@@ -197,3 +197,14 @@ def test_the_digest_sees_numbers_as_equality_does_and_needs_no_recursion() -> No
     text = _machine(guard="-" * 50_000 + "x > 0")
     tree = parse_text(text.replace("machine m", "machine m")).machine  # too deep for the front: built anyway
     assert tree is None or len(digest(tree)) == 32
+
+
+@pytest.mark.parametrize("opening", ["(", "[", "not "])
+def test_nesting_far_past_the_limit_after_an_earlier_slip_is_reported_not_an_internal_error(opening: str) -> None:
+    """Recovery reads on after the first slip without building; its own stack limit names the slip too deep
+    as the parser does (SW1020), never SW9001."""
+    closing = {"(": ")", "[": "]", "not ": ""}[opening]
+    guard = opening * 3000 + "x" + closing * 3000
+    text = f'machine m {{\n  input x: bool\n  start state a {{\n    do "x" => a\n    when {guard} -> a\n  }}\n}}\n'
+    codes = [d.code for d in api.check_text(text, "deep.fsm").diagnostics]
+    assert "SW9001" not in codes and codes[0] == "SW1014" and "SW1020" in codes

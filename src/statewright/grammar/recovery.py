@@ -185,7 +185,8 @@ class Recovery:
         self.reported += 1
 
     def _report(self, slip: Slip) -> None:
-        problem, _ = self.on_slip(slip)
+        """Report a slip under its first (most likely) name."""
+        [(problem, _), *_others] = self.on_slip(slip)
         self._report_problem(slip, problem)
 
     # -- repairs
