@@ -19,6 +19,7 @@ from collections import deque
 from collections.abc import Callable, Generator, Mapping
 from typing import Any
 
+from .bounds import bound_text, bound_value
 from .checkpoint import CheckpointError
 from .client import ModelError, ModelRequest, ModelResponse, reply_allowance
 from .concurrency import Cancel, Completed, Concurrently
@@ -128,7 +129,7 @@ class _Edge:
 
     __slots__ = ("guard", "index", "key", "kind", "max", "origin", "seconds", "target", "target_visits", "text")
 
-    def __init__(self, state: str, index: int, spec: Any, target_visits: int | None) -> None:
+    def __init__(self, state: str, index: int, spec: Any, target_visits: int | str | None) -> None:
         self.index = index
         self.kind = spec.kind
         self.target = spec.target
@@ -801,7 +802,7 @@ class RunCore:
         fan = run.fanout
         if fan is None:
             for entry in spec.branches:  # a branch starts at its entry whatever its bound: a spent one stops the run
-                limit = self.machine.states[entry].visits
+                limit = bound_value(self.machine.states[entry].visits, run.inputs)
                 if limit is not None and run.visits.get(entry, 0) >= limit:
                     raise RunFailed(Failure("bound", f"state '{name}': branch '{entry}' has used its visits {limit}",
                                             state=name, origin=plan.spec.origin))
@@ -934,9 +935,11 @@ class RunCore:
         if not isinstance(items, (list, tuple)):
             raise RunFailed(Failure("guard", f"state '{name}': `{each.text}` is {type(items).__name__}, not a list",
                                     state=name, origin=each.origin))
-        if len(items) > each.max:
+        most = bound_value(each.max, run.inputs)
+        if most is not None and len(items) > most:
             raise RunFailed(Failure("bound", f"state '{name}': the list `{each.text}` has {len(items)} elements, "
-                                             f"more than its max {each.max}", state=name, origin=each.origin))
+                                             f"more than its {bound_text('max', each.max, run.inputs)}",
+                                    state=name, origin=each.origin))
         fan = run.fanout
         if fan is None:
             base = run.seqs.get(plan.items_key, 0)
@@ -947,7 +950,7 @@ class RunCore:
             run.seqs[plan.items_key] = base + len(items)
             run.count("seqs", plan.items_key)
             if run.events:
-                run.emit("fan_out", {"state": name, "kind": "map", "items": len(items), "max": each.max,
+                run.emit("fan_out", {"state": name, "kind": "map", "items": len(items), "max": most,
                                      "concurrency": each.concurrency})
         elif len(fan.tasks) != len(items):
             raise RunFailed(Failure("bound", f"state '{name}': the list `{each.text}` has {len(items)} elements; "
@@ -1580,10 +1583,12 @@ class RunCore:
         raise RunFailed(Failure("bound", message, state=plan.name, origin=plan.spec.origin))
 
     def _enabled(self, run: Run, plan: _StatePlan, edge: _Edge) -> bool:
-        if edge.max is not None and run.edges.get(edge.key, 0) >= edge.max:
-            bound = f"max {edge.max}" + (" per visit" if edge.key in plan.visit_edges else "")
-        elif edge.target_visits is not None and run.visits.get(edge.target, 0) >= edge.target_visits:
-            bound = f"visits {edge.target_visits}"
+        most = bound_value(edge.max, run.inputs)
+        visits = bound_value(edge.target_visits, run.inputs)
+        if most is not None and run.edges.get(edge.key, 0) >= most:
+            bound = bound_text("max", edge.max, run.inputs) + (" per visit" if edge.key in plan.visit_edges else "")
+        elif visits is not None and run.visits.get(edge.target, 0) >= visits:
+            bound = bound_text("visits", edge.target_visits, run.inputs)
         else:
             return True
         if run.events:

@@ -34,6 +34,7 @@ REPORTED_BY: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("check", "compiler/checks/shape.py", ("SW3009", "SW3010", "SW3011", "SW3012", "SW3013", "SW3014", "SW3015",
                                            "SW3016", "SW3017", "SW3018", "SW3019", "SW3020", "SW3021", "SW3022",
                                            "SW3023", "SW3024", "SW3025")),
+    ("check", "compiler/checks/bounds.py", ("SW2070", "SW3040", "SW4040")),
     ("check", "compiler/checks/graph.py", ("SW3001", "SW3002", "SW3003", "SW3005", "SW3006", "SW3007", "SW3008",
                                            "SW7004", "SW7007")),
     ("check", "compiler/checks/listeners.py", ("SW7008", "SW7009", "SW7010")),
