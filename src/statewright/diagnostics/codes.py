@@ -491,6 +491,17 @@ _ALL = [
        "larger. The compiler works out constant expressions the same way, so one that would be refused at run "
        "time is an error here.",
        'do "{{ 10 ** 5000 }}"', 'do "{{ 10 ** 50 }}"'),
+    _e("SW5010", "read into a value the template check does not follow",
+       "The template check follows typed values through every name a template binds ('set', 'with', 'for', "
+       "a macro's parameters, 'namespace()') and through the filters whose result it knows ('first', "
+       "'map(attribute=...)', 'selectattr', 'groupby', 'default', ...), so that a field read from a copy is "
+       "checked like a read of the original. Here a typed value went through something it does not follow — "
+       "a filter such as 'dictsort', a value a call returns, a field chosen at run time, 'loop.previtem', a "
+       "macro called without the argument — and the template reads a field or an item of the result, which "
+       "could fail when the run renders it. Read the field from the value itself, before the filter or call; "
+       "the help says how for each case.",
+       'do "{% set first = (plan.output.steps | dictsort)[0] %}{{ first.title }}"',
+       'do "{% set first = plan.output.steps[0] %}{{ first.title }}"'),
     # --- tests --------------------------------------------------------------------------------
     _e("SW6001", "test names an unknown state",
        "A 'reply', 'verdict' or 'expect' in a test block names a state the machine does not have.",

@@ -508,6 +508,69 @@ def absent_output_notes(state: str, reader: str, flow: Flow | None) -> list[str]
     return ["for example, a run can go " + " -> ".join(path) + f" without running '{state}'"]
 
 
+@dataclass(frozen=True)
+class EntryFacts:
+    """What every transition into a state shows, its guard being true: the paths (`review.output`, `tags`)
+    surely not none, and which variants paths are. A state entered only by `when output is Approve -> s`
+    from `review` reads `review.output` as an Approve."""
+
+    present: frozenset[str] = frozenset()
+    variants: tuple[tuple[str, frozenset[str]], ...] = ()
+
+    def after_step(self, state: str, also: frozenset[str] = frozenset()) -> EntryFacts:
+        """The facts once `state` (and the states in `also`, its branches) has run again: none about them."""
+        gone = {state, *also}
+
+        def kept(path: str) -> bool:
+            return path.split(".", 1)[0] not in gone
+
+        return EntryFacts(frozenset(p for p in self.present if kept(p)),
+                          tuple((p, o) for p, o in self.variants if kept(p)))
+
+
+def entry_facts(symbols: Symbols, flow: Flow) -> dict[str, EntryFacts]:
+    """For each state but the start, what every transition that can fire into it shows (EntryFacts); a
+    state's own `otherwise stay` and edges to itself change no other state's output and are left out."""
+    incoming: dict[int, list[tuple[int, ast.Transition | None]]] = {}
+    for edges in flow.edges:
+        for e in edges:
+            if e.fires and e.source != e.target:
+                incoming.setdefault(e.target, []).append((e.source, None if e.fork else e.transition))
+    memo: dict[int, EntryFacts] = {}
+    out: dict[str, EntryFacts] = {}
+    for i, transitions in incoming.items():
+        name = flow.states[i].name.value
+        if i == flow.start or name not in symbols.states:
+            continue
+        facts = [_edge_facts(flow.states[source].name.value, t, symbols, flow, memo) for source, t in transitions]
+        present = frozenset.intersection(*(f.present for f in facts))
+        variants = [dict(f.variants) for f in facts]
+        common = {p: frozenset.union(*(v[p] for v in variants)) for p in variants[0] if all(p in v for v in variants)}
+        if present or common:
+            out[name] = EntryFacts(present, tuple(common.items()))
+    return out
+
+
+def _edge_facts(source: str, t: ast.Transition | None, symbols: Symbols, flow: Flow,
+                memo: dict[int, EntryFacts]) -> EntryFacts:
+    """What transition `t` of state `source` firing shows: its guard true, `output` being source's output."""
+    view = symbols.states.get(source)
+    if t is None or t.kind != "guard" or t.guard is None or view is None:
+        return EntryFacts()
+    found = memo.get(id(t))
+    if found is not None:
+        return found
+
+    def absolute(path: str) -> str:
+        return f"{source}.{path}" if path == GUARD_OUTPUT or path.startswith(GUARD_OUTPUT + ".") else path
+
+    checker = ExprChecker(symbols, Diagnostics(), view, flow=flow)
+    facts = EntryFacts(frozenset(absolute(p) for p in none_tests(t.guard, True, symbols)),
+                       tuple((absolute(p), o) for p, o in checker.variant_tests(t.guard, True).items()))
+    memo[id(t)] = facts
+    return facts
+
+
 class ExprChecker:
     """Infers expression types in one scope and reports what cannot work.
 
@@ -534,6 +597,12 @@ class ExprChecker:
         # expressions that read a constrained field or input: the declaration, for SW7020
         self.declared: dict[int, ast.FieldDecl | ast.InputDecl] = {}
         self.guard: ast.Transition | None = None  # the transition whose guard is checked, for help texts
+
+    def knowing(self, facts: EntryFacts) -> ExprChecker:
+        """This checker, with what the transitions into its state show taken as known."""
+        self.narrowed |= facts.present
+        self.variants = merge_variant_tests(self.variants, dict(facts.variants))
+        return self
 
     def has_run(self, name: str) -> bool:
         """Whether state `name` has surely run when this expression is evaluated."""
@@ -1383,13 +1452,21 @@ def _check_join_guard(view: StateView, join: ast.Join, symbols: Symbols, diags: 
 
 
 def _check_guards_and_calls(symbols: Symbols, diags: Diagnostics, flow: Flow | None) -> None:
+    facts: dict[str, EntryFacts] = symbols.entry_facts
+    in_branch: dict[str, set[str]] = {}  # a branch's entry -> its states
+    for state, entry in symbols.branch_of.items():
+        in_branch.setdefault(entry, set()).add(state)
     for view in symbols.states.values():
+        entered = facts.get(view.name, EntryFacts())
+        branches = (frozenset().union(*(in_branch.get(e, ()) for e, _ in symbols.branches.get(view.name, ())))
+                    if view.name in facts else frozenset())
+        after = entered.after_step(view.name, branches)
         if view.each is not None:
             _check_each(view, view.each, symbols, diags, flow)
         if view.parallel is not None and view.join is not None:
             _check_join_guard(view, view.join, symbols, diags, flow)
         if not view.decl.final:
-            guards = ExprChecker(symbols, diags, view, flow=flow)
+            guards = ExprChecker(symbols, diags, view, flow=flow).knowing(after)
             for t in view.transitions:
                 if t.kind == "guard" and t.guard is not None:
                     guards.guard = t
@@ -1399,8 +1476,10 @@ def _check_guards_and_calls(symbols: Symbols, diags: Diagnostics, flow: Flow | N
                                      t.guard.span, label="not true/false",
                                      help=_boolean_hint(t.guard.span.text, _strip_optional(result)))
         if view.call is not None:
-            _check_call(view.call, symbols, diags, ExprChecker(symbols, diags, None, reader=view.name, flow=flow,
-                                                               local=symbols.each_names.get(view.name)))
+            args = ExprChecker(symbols, diags, None, reader=view.name, flow=flow,
+                               local=symbols.each_names.get(view.name)).knowing(entered)
+            _check_call(view.call, symbols, diags, args)
+
 
 
 def _boolean_hint(text: str, t: TypeLike) -> str:
@@ -1483,5 +1562,7 @@ def check_types(machine: ast.Machine, symbols: Symbols, diagnostics: Diagnostics
     _check_recursive_types(symbols, diagnostics)
     _check_inputs(symbols, diagnostics)
     _check_tool_options(symbols, diagnostics)
+    if flow is not None:
+        symbols.entry_facts = entry_facts(symbols, flow)
     _check_guards_and_calls(symbols, diagnostics, flow)
 
