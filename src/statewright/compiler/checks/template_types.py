@@ -154,6 +154,8 @@ class TemplateTypes:
         """Every binding in the template, with a way to work out the types it gives its name."""
         macros: dict[str, list[nodes.Macro]] = {}
         for node in self.index.order:
+            if type(node) not in _BINDERS:
+                continue
             if isinstance(node, nodes.Assign):
                 self._bind_target(node.target, node, partial(self.eval, node.node))
             elif isinstance(node, nodes.AssignBlock):
@@ -245,9 +247,11 @@ class TemplateTypes:
     def _narrowed(self, node: nodes.Node, types: Types) -> Types:
         """`types` of a path (`a`, `review.output.note`) as the tests around it narrow them: there when a
         test showed it is, of the variants a test showed it is (so a copy of it keeps what was shown)."""
+        if type(node) not in _PATHS or (all(type(t) in _PLAIN for t in types) and ir.NONE not in types):
+            return types
         maybe = any(isinstance(t, (MaybeAbsent, ir.Optional_)) or t == ir.NONE for t in types)
         variant = any(isinstance(_inner(t), ir.Variant) for t in types)
-        if not (maybe or variant) or not isinstance(node, (nodes.Name, nodes.Getattr, nodes.Getitem)):
+        if not (maybe or variant):
             return types
         path = jinja_path(node)
         if path is None:
@@ -260,14 +264,24 @@ class TemplateTypes:
         return types
 
     def _eval(self, node: nodes.Node) -> Types:
-        if isinstance(node, nodes.Const):
-            return (_const_type(node.value),)
-        if isinstance(node, nodes.Name):
-            return self._name(node)
-        if isinstance(node, nodes.Getattr):
-            return self._read(self.eval(node.node), str(node.attr), node.node, node)
-        if isinstance(node, nodes.Getitem):
-            return self._getitem(node)
+        kind = type(node)
+        fixed = _FIXED.get(kind)
+        if fixed is not None:
+            return fixed
+        if kind is nodes.Const:
+            return (_const_type(node.value),)  # type: ignore[attr-defined]
+        if kind is nodes.Name:
+            return self._name(node)  # type: ignore[arg-type]
+        if kind is nodes.Getattr:
+            return self._read(self.eval(node.node), str(node.attr), node.node, node)  # type: ignore[attr-defined]
+        if kind is nodes.Getitem:
+            return self._getitem(node)  # type: ignore[arg-type]
+        if kind is nodes.Filter:
+            return self._filter(node)  # type: ignore[arg-type]
+        return self._compound(node)
+
+    def _compound(self, node: nodes.Node) -> Types:
+        """The types of the expressions made of others: conditionals, `and`/`or`, lists, calls, arithmetic."""
         if isinstance(node, nodes.CondExpr):
             other = self.eval(node.expr2) if node.expr2 is not None else (ir.ANY,)
             return union(self.eval(node.expr1), other)
@@ -275,12 +289,6 @@ class TemplateTypes:
             return union(_present(self.eval(node.left)), self.eval(node.right))
         if isinstance(node, nodes.And):
             return union(self.eval(node.left), self.eval(node.right))
-        if isinstance(node, nodes.Filter):
-            return self._filter(node)
-        if isinstance(node, (nodes.Test, nodes.Not, nodes.Compare)):
-            return (ir.BOOL,)
-        if isinstance(node, nodes.Concat):
-            return (ir.STR,)
         if isinstance(node, (nodes.List, nodes.Tuple)):
             return self._list([self.eval(i) for i in node.items])
         if isinstance(node, nodes.Call):
@@ -407,14 +415,14 @@ class TemplateTypes:
         """The types of `owner.key` (`owner[key]`), reporting at `at` (or `place`) what cannot be read:
         `owner_node` is the expression read into (None inside a filter's `attribute=`, where no test
         narrows), `via` the filter that reads it."""
-        span = place if place is not None else self.parsed.name_span(at)
+        span: Any = place if place is not None else _Where(self.parsed, at)  # made only to report
         shown = shown if shown is not None else _shown(owner_node, self.parsed)
         out: list[Any] = []
         for t in owner:
             out.extend(self._read_one(t, key, owner_node, at, span, shown, via))
         return union(out)
 
-    def _read_one(self, t: Any, key: Any, owner_node: nodes.Node | None, at: nodes.Node, span: Span, shown: str,
+    def _read_one(self, t: Any, key: Any, owner_node: nodes.Node | None, at: nodes.Node, span: Any, shown: str,
                   via: str) -> Types:
         if isinstance(t, MaybeAbsent):
             if not self._present(owner_node):
@@ -469,17 +477,17 @@ class TemplateTypes:
                                else ""))
         return (ir.ANY,)  # a method of text, a number or a list
 
-    def _field(self, t: ir.Named | Record, key: str, at: nodes.Node, span: Span) -> Types:
+    def _field(self, t: ir.Named | Record, key: str, at: nodes.Node, span: Any) -> Types:
         fields = fields_of(t, self.symbols)
         if key not in fields:
             self._once(at, "SW2006", f"{type_text(t)} has no field '{key}'", span, label="unknown field",
                        help=unknown_field_help(key, fields))
             return (ir.ANY,)
         if isinstance(t, ir.Named) and self.report:
-            self.symbols.field_reads.append(FieldRead(t.name, key, span))
+            self.symbols.field_reads.append(FieldRead(t.name, key, _span_of(span)))
         return (fields[key],)
 
-    def _variant_field(self, t: ir.Variant, key: str, owner_node: nodes.Node | None, at: nodes.Node, span: Span,
+    def _variant_field(self, t: ir.Variant, key: str, owner_node: nodes.Node | None, at: nodes.Node, span: Any,
                        shown: str, via: str) -> Types:
         """Field `key` of a variant value, narrowed by the `is` tests around it (SW2006, SW4031)."""
         path = jinja_path(owner_node) if owner_node is not None else None
@@ -509,7 +517,7 @@ class TemplateTypes:
                    help=help, notes=[f"{_q(shown)} is {' | '.join(options)} here"])
         return (ir.ANY,)
 
-    def _state_field(self, state: str, key: Any, at: nodes.Node, span: Span) -> Types:
+    def _state_field(self, state: str, key: Any, at: nodes.Node, span: Any) -> Types:
         view = self.symbols.states[state]
         if key == "visits":
             return (ir.INT,)
@@ -536,7 +544,7 @@ class TemplateTypes:
         view = self.symbols.states.get(state)
         return view is not None and view.kind in ("agent", "action")
 
-    def _namespace_field(self, t: NamespaceValue, key: Any, at: nodes.Node, span: Span, shown: str) -> Types:
+    def _namespace_field(self, t: NamespaceValue, key: Any, at: nodes.Node, span: Any, shown: str) -> Types:
         if not isinstance(key, str):
             return (ir.ANY,)
         found = self.fields.get((t.site, key))
@@ -584,13 +592,13 @@ class TemplateTypes:
     def _iterate(self, node: nodes.Node, listed: Types, loop: nodes.Node | None) -> Types:
         """The items of the values of types `listed`, going over `node` (`loop`: report what cannot be)."""
         out: list[Any] = []
-        span = self.parsed.node_span(node)
+        span = _Where(self.parsed, node, whole=True)
         shown = _shown(node, self.parsed)
         for t in listed:
             out.extend(self._items_of(t, node, loop, span, shown))
         return union(out)
 
-    def _items_of(self, t: Any, node: nodes.Node, loop: nodes.Node | None, span: Span, shown: str) -> Types:
+    def _items_of(self, t: Any, node: nodes.Node, loop: nodes.Node | None, span: Any, shown: str) -> Types:
         at = loop if loop is not None else node
         if isinstance(t, MaybeAbsent):
             if loop is not None and not self._present(node):
@@ -641,17 +649,17 @@ class TemplateTypes:
 
     # -- reporting
 
-    def _once(self, at: nodes.Node, code: str, message: str, span: Span, **details: Any) -> None:
+    def _once(self, at: nodes.Node, code: str, message: str, span: Any, **details: Any) -> None:
         if not self.report or (id(at), code) in self.reported:
             return
         self.reported.add((id(at), code))
-        self.diags.report(code, message, span, **details)
+        self.diags.report(code, message, _span_of(span), **details)
 
-    def _untracked(self, t: Untracked, at: nodes.Node, span: Span, shown: str) -> None:
+    def _untracked(self, t: Untracked, at: nodes.Node, span: Any, shown: str) -> None:
         self._once(at, "SW5010", f"the check cannot follow {_q(shown)} here: {t.why}", span,
                    label="a read of a value the check does not follow", help=t.how)
 
-    def _maybe_none(self, t: Any, at: nodes.Node, owner_node: nodes.Node | None, span: Span, shown: str,
+    def _maybe_none(self, t: Any, at: nodes.Node, owner_node: nodes.Node | None, span: Any, shown: str,
                     via: str) -> None:
         """SW4014 for a field or item read from a value that may be none, which no test around it shows."""
         whole = at
@@ -668,14 +676,14 @@ class TemplateTypes:
         self._once(at, "SW4014", f"{_q(shown)} may be none here", span,
                    label=f"{_q(shown)} is {type_text(t)}: it may be none", help=help)
 
-    def _absent(self, state: str, at: nodes.Node, owner_node: nodes.Node | None, span: Span) -> None:
+    def _absent(self, state: str, at: nodes.Node, owner_node: nodes.Node | None, span: Any) -> None:
         """SW4014 for a field or item of `STATE.output`, or a loop over it, where STATE may not have run.
 
         A template is rendered when its state is entered, before that state's step: STATE must have run
         before its state (or be shown to have run by a test around the read)."""
         reader = self.reader.state or "?"
         loop = isinstance(at, nodes.For)
-        shown = span if loop or owner_node is None else self.parsed.node_span(at)
+        shown = _span_of(span) if loop or owner_node is None else self.parsed.node_span(at)
         text = shown.text if shown is not None and "\n" not in shown.text else f"{state}.output..."
         template = self.reader.template
         when = "is rendered before its state runs" if state == reader else f"is rendered when '{reader}' starts"
@@ -797,6 +805,34 @@ def _const_type(value: object) -> TypeLike:
     if isinstance(value, float):
         return ir.FLOAT
     return ir.STR if isinstance(value, str) else ir.ANY
+
+
+_BINDERS = frozenset({nodes.Assign, nodes.AssignBlock, nodes.For, nodes.With, nodes.Macro, nodes.CallBlock,
+                      nodes.Call})  # the nodes that bind a name, or may make a namespace
+# Expressions whose type is known from their kind alone: text, tests and comparisons.
+_FIXED: dict[type, Types] = {nodes.TemplateData: (ir.STR,), nodes.Concat: (ir.STR,), nodes.Test: (ir.BOOL,),
+                             nodes.Not: (ir.BOOL,), nodes.Compare: (ir.BOOL,)}
+_PATHS = frozenset({nodes.Name, nodes.Getattr, nodes.Getitem})  # the expressions a test can narrow
+_PLAIN = frozenset({ir.Prim, ir.ListOf, ir.Enum, ir.Named, Record, TextOutput, StateValue, NamespaceValue, Opaque,
+                    Untracked})  # kinds no test narrows (a list's items are not narrowed, its presence is)
+
+
+class _Where:
+    """Where a read is, as a span made only when something is reported there (most reads report nothing,
+    and mapping a node back to the source costs more than checking it)."""
+
+    __slots__ = ("node", "parsed", "whole")
+
+    def __init__(self, parsed: ParsedTemplate, node: nodes.Node, whole: bool = False) -> None:
+        self.parsed = parsed
+        self.node = node
+        self.whole = whole  # the whole expression, not its own word
+
+
+def _span_of(where: Span | _Where) -> Span:
+    if not isinstance(where, _Where):
+        return where
+    return where.parsed.node_span(where.node) if where.whole else where.parsed.name_span(where.node)
 
 
 def _q(shown: str) -> str:
