@@ -153,6 +153,11 @@ def test_unknown_fields_and_reads_that_may_be_none_are_caught_through_a_copy(rev
     ("{% macro show(a) %}{{ a.tags }}{% endmacro %}{{ show() }}", "gives 'a' no value"),
     ("{% set k = 'text' %}{{ answer.output[k] }}", "decided at run time"),
     ("{{ [answer.output] | map(attribute=answer.output.tags[0]) | list }}", "decided at run time"),
+    ("{% set d = {'k': answer.output} %}{{ d.k.tags }}", "a mapping written in the template"),
+    ("{% for k, v in answer.output | items %}{{ v.tags }}{% endfor %}", "the filter 'items'"),
+    ("{% macro show(p) %}{{ caller(p) }}{% endmacro %}{% call(q) show(answer.output) %}{{ q.tags }}{% endcall %}",
+     "caller"),
+    ("{% for x in [answer.output] recursive %}{{ x.tags }}{% endfor %}", "recursive loop"),
 ])
 def test_a_read_the_check_cannot_follow_is_refused_and_says_why(review: str, words: str) -> None:
     found = errors(review=review)

@@ -299,11 +299,24 @@ class TemplateTypes:
             return self.eval(node.node)
         if isinstance(node, (nodes.MarkSafe, nodes.MarkSafeIfAutoescape)):
             return self.eval(node.expr)
+        if isinstance(node, nodes.Dict):
+            return self._untracked_if(self._children_types(node), "it is a mapping written in the template",
+                                      "give the value a name of its own: {% set NAME = VALUE %}")
         return self._untracked_if(self._children_types(node), "it is computed in a way the check does not follow",
                                   "read the field first, then compute with it")
 
     def _children_types(self, node: nodes.Node) -> Types:
-        return union(*(self.eval(c) for c in node.iter_child_nodes() if isinstance(c, nodes.Expr)))
+        """The types of the expressions directly inside `node`, through the helper nodes that hold them (a
+        dict's pairs, a call's keywords)."""
+        found: list[Types] = []
+        stack = list(node.iter_child_nodes())
+        while stack:
+            child = stack.pop()
+            if isinstance(child, nodes.Expr):
+                found.append(self.eval(child))
+            else:
+                stack.extend(child.iter_child_nodes())
+        return union(*found)
 
     @staticmethod
     def _untracked_if(inputs: Types, why: str, how: str) -> Types:
