@@ -15,6 +15,7 @@ from support.machines import final, go, machine, otherwise, state, when
 from statewright.runtime.checkpoint import CheckpointError, CheckpointStore
 from statewright.runtime.client import ModelError
 from statewright.runtime.engine import Engine
+from statewright.runtime.snapshot import Changes, Delta, Head
 from statewright.runtime.trace import Trace
 
 
@@ -77,8 +78,8 @@ def test_a_model_error_leaves_the_checkpoint_so_resume_retries_the_step(tmp_path
     answers[("agent", "review")][0] = ModelError("fake/model", "HTTP 503", attempts=4)
     failed = Engine(pipeline(), client=FakeClient(answers), checkpoint=store).run({}, run_id="r2")
     assert failed.failure.kind == "model"
-    assert store.load("r2")["status"] == "running"
-    assert store.load("r2")["state"] == "review"
+    assert store.load("r2").head.status == "running"
+    assert store.load("r2").head.state == "review"
 
     client = FakeClient(ANSWERS)
     result = Engine(pipeline(), client=client, checkpoint=store).run({}, run_id="r2", resume=True)
@@ -141,14 +142,14 @@ def test_a_snapshot_is_committed_after_every_transition(tmp_path):
     answers[("agent", "review")] = [review_answer]
     Engine(pipeline(), client=FakeClient(answers), checkpoint=CheckpointStore(path)).run({}, run_id="r4")
     snapshot = seen[0]
-    assert snapshot["state"] == "review"
-    assert snapshot["status"] == "running"
-    assert snapshot["visits"] == {"draft": 1}
-    assert snapshot["seqs"] == {"agent:draft": 1}
-    assert snapshot["outputs"] == {"draft": "draft one"}
-    assert snapshot["logs"]["path"] == ["draft"]
-    assert snapshot["logs"]["memory:critic"] == [{"role": "user", "content": "[output of state 'draft']\ndraft one"}]
-    assert snapshot["source_sha256"] == "sha-1"
+    assert snapshot.head.state == "review"
+    assert snapshot.head.status == "running"
+    assert snapshot.visits == {"draft": 1}
+    assert snapshot.seqs == {"agent:draft": 1}
+    assert snapshot.outputs == {"draft": "draft one"}
+    assert snapshot.logs["path"] == ["draft"]
+    assert snapshot.logs["memory:critic"] == [{"role": "user", "content": "[output of state 'draft']\ndraft one"}]
+    assert snapshot.head.source_sha256 == "sha-1"
 
 
 def test_the_store_uses_wal_and_lists_runs(tmp_path):
@@ -163,7 +164,10 @@ def test_the_store_uses_wal_and_lists_runs(tmp_path):
 
 
 def record(status: str = "running", **changes):
-    return {"head": {"machine": "m", "status": status, "state": "s"}, "changes": changes or None}
+    """A save's delta as a test writes it: mappings by name, logs ("path", "memory:NAME") by theirs."""
+    logs = {name: items for name, items in changes.items() if name == "path" or name.startswith("memory:")}
+    mappings = {name: value for name, value in changes.items() if name not in logs}
+    return Delta(Head(machine="m", source_sha256="", status=status, state="s"), Changes(logs=logs, **mappings))
 
 
 def test_pieces_are_read_back_whole_however_many_a_run_writes(tmp_path):
@@ -175,13 +179,13 @@ def test_pieces_are_read_back_whole_however_many_a_run_writes(tmp_path):
         store.save("x", record(**{"memory:a": log[-1:], "path": ["s"], "visits": {"s": i + 1},
                                   "outputs": {f"state{i}": i}}))
     loaded = CheckpointStore(path).load("x")
-    assert loaded["logs"]["memory:a"] == log
-    assert loaded["logs"]["path"] == ["s"] * 500
-    assert loaded["visits"] == {"s": 500} and len(loaded["outputs"]) == 500
+    assert loaded.logs["memory:a"] == log
+    assert loaded.logs["path"] == ["s"] * 500
+    assert loaded.visits == {"s": 500} and len(loaded.outputs) == 500
     # a store that did not load the run continues its pieces where they stand
     other = CheckpointStore(path)
     other.save("x", record(**{"memory:a": [{"n": 1}]}))
-    assert CheckpointStore(path).load("x")["logs"]["memory:a"] == [*log, {"n": 1}]
+    assert CheckpointStore(path).load("x").logs["memory:a"] == [*log, {"n": 1}]
 
 
 def test_a_missing_or_unreadable_piece_is_found_and_the_run_refused(tmp_path):
@@ -196,11 +200,11 @@ def test_a_missing_or_unreadable_piece_is_found_and_the_run_refused(tmp_path):
         CheckpointStore(path).load("x")
     with sqlite3.connect(path) as db:
         db.execute("INSERT INTO run_pieces VALUES ('x', 1, '{not json')")
-    with pytest.raises(CheckpointError, match="piece 1 does not read as JSON"):
+    with pytest.raises(CheckpointError, match="piece 1 does not read as JSON. It cannot be resumed"):
         CheckpointStore(path).load("x")
     with sqlite3.connect(path) as db:
         db.execute("UPDATE runs SET head = 'garbage' WHERE run_id = 'x'")
-    with pytest.raises(CheckpointError, match="record does not read as JSON") as caught:
+    with pytest.raises(CheckpointError, match="its record does not read as JSON. It cannot be resumed") as caught:
         CheckpointStore(path).load("x")
     assert "--resume" not in str(caught.value)  # no hint that could never work
 

@@ -155,7 +155,7 @@ def test_a_directory_that_cannot_be_listed_is_a_diagnostic(repo: Path, capsys) -
 def test_the_example_folder_is_what_the_docs_say(tmp_path: Path, capsys) -> None:
     shutil.copytree(ROOT / "examples", tmp_path / "examples")
     assert main(["check", str(tmp_path / "examples")]) == 0
-    count = len(list((ROOT / "examples").glob("*.fsm")))
+    count = len(list((ROOT / "examples").rglob("*.fsm")))  # check walks the folders under it too
     assert count >= 5 and f"ok: {count} files checked, no problems" in capsys.readouterr().err
 
 

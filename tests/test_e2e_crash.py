@@ -90,8 +90,8 @@ def test_a_killed_run_resumes_to_the_same_result_without_repeating_a_completed_s
 
     # what the last checkpoint before the kill holds: the step to run next and the calls committed so far
     snapshot = CheckpointStore(str(db)).load("r1")
-    assert snapshot is not None and snapshot["status"] == "running"
-    committed = snapshot["seqs"]
+    assert snapshot is not None and snapshot.head.status == "running"
+    committed = snapshot.seqs
 
     resumed = subprocess.run([*base, "--resume", "r1"], env=env, cwd=tmp_path, capture_output=True, text=True,
                              check=False, timeout=120)
@@ -106,7 +106,7 @@ def test_a_killed_run_resumes_to_the_same_result_without_repeating_a_completed_s
     # only the step in flight at the kill may run again: calls of the state the checkpoint runs next,
     # made after its last commit, at the end of the killed run's log
     in_flight = [call_key(e) for e in before_kill
-                 if e["state"] == snapshot["state"] and e["seq"] >= committed.get(f"{e['role']}:{e['state']}", 0)]
+                 if e["state"] == snapshot.head.state and e["seq"] >= committed.get(f"{e['role']}:{e['state']}", 0)]
     assert set(repeated) <= set(in_flight), (repeated, in_flight, committed)
     assert [call_key(e) for e in before_kill[len(before_kill) - len(in_flight):]] == in_flight
     # and together the two processes made exactly the uninterrupted run's calls
@@ -165,7 +165,7 @@ def test_sigterm_stops_a_run_cleanly_and_it_resumes_to_the_same_result(tmp_path:
     assert "stopped by SIGTERM" in err and "--resume r1" in err and "Traceback" not in err
     assert out == ""  # no result: the run did not end
     snapshot = CheckpointStore(str(db)).load("r1")
-    assert snapshot is not None and snapshot["status"] == "running"
+    assert snapshot is not None and snapshot.head.status == "running"
     resumed = subprocess.run([*base, "--resume", "r1"], env=env, cwd=tmp_path, capture_output=True, text=True,
                              check=False, timeout=120)  # at once: the stopped process released its lease
     assert resumed.returncode == 0, resumed.stderr

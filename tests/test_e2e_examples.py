@@ -81,7 +81,7 @@ def test_interpreted_and_generated_runs_write_the_same_traces(example: Path, tmp
 
 def test_support_triage_pauses_under_statewright_run_and_a_generated_runner_resumes_it(bare_python: Path,
                                                                                        tmp_path: Path) -> None:
-    """The example's urgent ticket waits for a person in one process (`statewright run`, exit status 3) and
+    """The example's urgent ticket waits for a person in one process (`statewright run`, exit status 4) and
     is answered in another, by the example's generated runner without statewright installed: the resumed
     run does not call the model again for the steps before the question."""
     import json
@@ -94,7 +94,7 @@ def test_support_triage_pauses_under_statewright_run_and_a_generated_runner_resu
     db = tmp_path / "runs.sqlite"
     started = cli("run", str(example), "--input", "ticket=Every call returns 500.", "--script", str(script),
                   "--checkpoint", str(db), "--run-id", "ticket-1", cwd=tmp_path)
-    assert started.returncode == 3, started.stderr
+    assert started.returncode == 4, started.stderr
     waiting = json.loads(started.stdout)["waiting"]
     assert waiting["state"] == "approve" and "Draft reply:\nWe are on it." in waiting["question"]
     runner = compile_runner(example, tmp_path / "support_triage_runner.py")

@@ -113,14 +113,14 @@ def test_a_model_failing_past_its_retries_is_a_typed_failure_and_resume_finishes
     assert len(bodies(server, PRIMARY)) == 2 and len(bodies(server, BACKUP)) == 3
     assert "--resume r1" in err
     snapshot = CheckpointStore(db).load("r1")
-    assert snapshot is not None and (snapshot["status"], snapshot["state"]) == ("running", "review")
-    assert snapshot["outputs"]["draft"] == "Notes on FSMs."
+    assert snapshot is not None and (snapshot.head.status, snapshot.head.state) == ("running", "review")
+    assert snapshot.outputs["draft"] == "Notes on FSMs."
 
     server.enqueue(Reply(json={"score": 80}), model=PRIMARY)  # the provider has recovered
     code, result, _ = statewright_run(capsys, *common, "--resume", "r1")
 
     assert code == 0 and result is not None
-    assert (result["path"], result["result"]) == (["draft", "review", "done"], "Notes on FSMs. / 80")
+    assert (result.path, result["result"]) == (["draft", "review", "done"], "Notes on FSMs. / 80")
     assert len(bodies(server, BACKUP)) == 3  # the completed draft step was not asked again
 
 

@@ -8,7 +8,7 @@ from typing import Any
 from support.fake_client import FakeClient, tool_calls
 from support.machines import action, agent, final, go, machine, state, when
 
-from statewright.runtime.core import MAX_TOOL_ROUNDS
+from statewright.runtime.agent_steps import MAX_TOOL_ROUNDS
 from statewright.runtime.engine import Engine
 from statewright.runtime.scripted import Script
 from statewright.runtime.tools import ToolError

@@ -221,17 +221,18 @@ def _cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
 def test_paused_by_one_process_and_answered_in_another(spec: Path, tmp_path: Path) -> None:
     script = tmp_path / "script.json"
     script.write_text(json.dumps(CHECKED), encoding="utf-8")
-    first = _cli(["run", str(spec), "--input", "amount=30", "--script", str(script), "--run-id", "p1",
-                  "--quiet"], tmp_path)
-    assert first.returncode == 3, first.stderr
+    first = _cli(["run", str(spec), "--input", "amount=30", "--script", str(script), "--run-id", "p1"], tmp_path)
+    assert first.returncode == 4, first.stderr  # waiting: neither a failure (1) nor an internal error (3)
     assert json.loads(first.stdout)["waiting"]["question"].startswith("Refund 30 USD?")
     assert "waiting for an answer at state approve" in first.stderr
+    # the hint works as printed: the run recorded its file and its script
+    assert "answer it with: statewright resume p1 --answer '...'" in first.stderr
     assert (tmp_path / ".statewright" / "checkpoints.sqlite").is_file()  # the default checkpoint
-    bad = _cli(["resume", "p1", "--answer", "sure", "--script", str(script), "--quiet"], tmp_path)
+    bad = _cli(["resume", "p1", "--answer", "sure", "--quiet"], tmp_path)
     assert bad.returncode == 2 and "does not fit Decision" in bad.stderr
-    good = _cli(["resume", "p1", "--answer", '{"approved": true, "note": "ok"}', "--script", str(script),
-                 "--quiet"], tmp_path)
+    good = _cli(["resume", "p1", "--answer", '{"approved": true, "note": "ok"}', "--quiet"], tmp_path)
     assert good.returncode == 0, good.stderr
+    assert good.stderr == ""  # --quiet: nothing but the result
     assert json.loads(good.stdout)["result"] == "paid 30: ok"
 
 
@@ -244,7 +245,7 @@ def test_a_generated_runner_pauses_and_resumes_with_an_answer(spec: Path, tmp_pa
     common = [sys.executable, str(runner), "--checkpoint", db, "--script", str(script), "--quiet"]
     first = subprocess.run([*common, "--input", "amount=7", "--run-id", "g1"], capture_output=True, text=True,
                            check=False, timeout=120)
-    assert first.returncode == 3, first.stderr
+    assert first.returncode == 4, first.stderr
     resumed = subprocess.run([*common, "--resume", "g1", "--answer", '{"approved": false, "note": "no"}'],
                              capture_output=True, text=True, check=False, timeout=120)
     assert resumed.returncode == 0, resumed.stderr
@@ -253,16 +254,24 @@ def test_a_generated_runner_pauses_and_resumes_with_an_answer(spec: Path, tmp_pa
     assert orphan.returncode == 2 and "--answer needs --resume" in orphan.stderr
 
 
-def test_batch_counts_waiting_cases(spec: Path, tmp_path: Path) -> None:
+def test_batch_counts_waiting_cases(spec: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cases = tmp_path / "cases.jsonl"
     cases.write_text("".join(json.dumps({"inputs": {"amount": n}}) + "\n" for n in (1, 2)), encoding="utf-8")
     script = tmp_path / "script.json"
     script.write_text(json.dumps(CHECKED), encoding="utf-8")
     out = tmp_path / "results.jsonl"
     assert main(["batch", str(spec), "--inputs", str(cases), "--out", str(out), "--script", str(script),
-                 "--quiet"]) == 1
+                 "--quiet"]) == 4  # no case failed; some wait for an answer
     lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert [line["status"] for line in lines] == ["waiting", "waiting"]
+    # the summary's hint names the batch's own checkpoint database, and answering it as printed works
+    hint = capsys.readouterr().err.split("answer each with: ")[1].split(")")[0]
+    db = f"{out}.checkpoints.sqlite"
+    assert hint == f"statewright resume RUN_ID --checkpoint {db} --answer '...'"
+    answered = _cli(["resume", lines[0]["run_id"], "--checkpoint", db, "--answer",
+                     '{"approved": true, "note": "ok"}', "--quiet"], tmp_path)
+    assert answered.returncode == 0, answered.stderr
+    assert json.loads(answered.stdout)["final_state"] == "pay"
     assert all(line["waiting"]["state"] == "approve" for line in lines)
 
 
@@ -321,7 +330,7 @@ def test_an_answer_to_a_variant_output_is_held_to_its_variant_and_constraints(tm
     spec = tmp_path / "verdicts.fsm"
     spec.write_text(VARIANT, encoding="utf-8")
     started = _cli(["run", str(spec)], tmp_path)
-    assert started.returncode == 3, started.stderr
+    assert started.returncode == 4, started.stderr
     run_id = json.loads(started.stdout)["run_id"]
     schema = json.loads(started.stdout)["waiting"]["answer_schema"]  # what a person types, not the model's wrapper
     assert "value" not in schema.get("properties", {}) and len(schema["anyOf"]) == 2 and "Reject" in schema["$defs"]
@@ -333,3 +342,40 @@ def test_an_answer_to_a_variant_output_is_held_to_its_variant_and_constraints(tm
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["result"] == "fine"
     assert main(["test", str(spec)]) == 0
+
+
+DAMAGES = {
+    "a field of the wrong type": ("head", lambda head: {**head, "steps": "many"}, "steps is text, not a whole number"),
+    "a state the machine lacks": ("head", lambda head: {**head, "state": "nowhere"},
+                                  "'nowhere', a state the machine does not have"),
+    "a question in a state that asks nobody": (
+        "head", lambda head: {**head, "waiting": {**head["waiting"], "state": "check"}}, "which asks nobody"),
+    "a newer snapshot version": ("head", lambda head: {**head, "version": 99}, "snapshot version 99, newer"),
+    "a value nested too deep": ("tail", lambda tail: tail + "\n" + json.dumps({"outputs": {"check": "x"}})
+                                .replace('"x"', "[" * 3000 + "]" * 3000), "levels deep"),
+    "a log that is not a list": ("tail", lambda tail: tail + '\n{"path": "check"}', "path is text, not a list"),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGES))
+def test_a_damaged_checkpoint_is_refused_with_exit_2_and_never_an_internal_error(
+        spec: Path, tmp_path: Path, damage: str) -> None:
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(CHECKED), encoding="utf-8")
+    first = _cli(["run", str(spec), "--input", "amount=5", "--script", str(script), "--run-id", "d1", "--quiet"],
+                 tmp_path)
+    assert first.returncode == 4, first.stderr
+    column, change, message = DAMAGES[damage]
+    db = tmp_path / ".statewright" / "checkpoints.sqlite"
+    import sqlite3
+
+    with sqlite3.connect(db) as conn:
+        value = conn.execute(f"SELECT {column} FROM runs WHERE run_id = 'd1'").fetchone()[0]
+        changed = change(json.loads(value)) if column == "head" else change(value)
+        conn.execute(f"UPDATE runs SET {column} = ? WHERE run_id = 'd1'",
+                     (json.dumps(changed) if column == "head" else changed,))
+    resumed = _cli(["resume", "d1", "--answer", '{"approved": true, "note": "ok"}'], tmp_path)
+    assert resumed.returncode == 2, resumed.stderr
+    assert "is damaged" in resumed.stderr and "It cannot be resumed" in resumed.stderr, resumed.stderr
+    assert message in resumed.stderr, resumed.stderr
+    assert "Traceback" not in resumed.stderr and "--resume" not in resumed.stderr

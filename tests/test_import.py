@@ -1,7 +1,8 @@
 """`statewright import`: golden cases, the invariants every import keeps, and the command line.
 
-Each case under tests/cases/import/<case>/ holds one `*.json` (MetaAgent) or `*.xml` (AutoAgent) file, an
-optional `args` file with the options it is imported with (`--repair`, `--bound N`), and beside them:
+Each case under tests/cases/import/<case>/ holds one `*.json` (MetaAgent) or `*.xml` (AutoAgent) file, or
+a CrewAI project (`crewai-*` cases: crew.py and config/agents.yaml, config/tasks.yaml, as CrewAI lays them
+out), an optional `args` file with the options it is imported with (`--repair`, `--bound N`), and beside them:
 
 - `expected-import.txt`: the diagnostics on the input (errors and lint notes) and the summary line;
 - `expected.fsm`: the imported file (absent when the input has errors);
@@ -39,27 +40,33 @@ FORMAT_OF = {".json": "metaagent", ".xml": "autoagent"}
 
 
 def _case_dirs() -> list[Path]:
-    return sorted({p.parent for p in [*CASES.glob("*/*.json"), *CASES.glob("*/*.xml")]})
+    return sorted({p.parent for p in [*CASES.glob("*/*.json"), *CASES.glob("*/*.xml")]} |
+                  {p for p in CASES.glob("crewai-*") if p.is_dir()})
 
 
 def _input(case: Path) -> Path:
+    if case.name.startswith("crewai-"):
+        return case  # a CrewAI project is its folder
     (found,) = [p for p in case.iterdir() if p.suffix in FORMAT_OF]
     return found
+
+
+def _format(case: Path) -> str:
+    return "crewai" if case.name.startswith("crewai-") else FORMAT_OF[_input(case).suffix]
 
 
 def _options(case: Path) -> tuple[bool, int]:
     args_file = case / "args"
     extra = shlex.split(args_file.read_text(encoding="utf-8")) if args_file.exists() else []
-    source = _input(case)
-    args = build_parser().parse_args(["import", FORMAT_OF[source.suffix], source.name, *extra])
+    args = build_parser().parse_args(["import", _format(case), _input(case).name, *extra])
     return args.repair, 2 if args.bound is None else args.bound
 
 
 def _import(case: Path, monkeypatch: pytest.MonkeyPatch) -> ImportOutcome:
     monkeypatch.chdir(case)  # diagnostics then name the file by its name alone, whatever the checkout path
-    source = _input(case)
     repair, bound = _options(case)
-    return api.import_file(FORMAT_OF[source.suffix], source.name, repair=repair, bound=bound)
+    path = "." if _format(case) == "crewai" else _input(case).name
+    return api.import_file(_format(case), path, repair=repair, bound=bound)
 
 
 def _rendered(diagnostics: list) -> str:  # type: ignore[type-arg]
@@ -84,6 +91,8 @@ def _compare(path: Path, actual: str | None) -> None:
 
 def _output_name(case: Path) -> str:
     """What the imported file is called in the expected check output: the input's name, as `.fsm`."""
+    if _format(case) == "crewai":
+        return "crew.fsm"
     return _input(case).with_suffix(".fsm").name
 
 
@@ -141,15 +150,15 @@ def test_every_import_code_is_shown_by_a_case() -> None:
     assert sorted(c for c in CODES if c.startswith("SW8") and c not in shown) == []
 
 
-def test_both_modes_and_both_formats_are_covered() -> None:
-    kinds = {(FORMAT_OF[_input(c).suffix], _options(c)[0]) for c in _case_dirs()}
-    assert kinds == {("metaagent", False), ("metaagent", True), ("autoagent", False), ("autoagent", True)}
+def test_both_modes_and_every_format_are_covered() -> None:
+    kinds = {(_format(c), _options(c)[0]) for c in _case_dirs()}
+    assert kinds == {(f, repair) for f in ("metaagent", "autoagent", "crewai") for repair in (False, True)}
     assert any(_options(c)[1] != 2 for c in _case_dirs()), "a case imports with --bound"
 
 
 def test_case_names_say_what_they_show() -> None:
     for case in _case_dirs():
-        assert re.fullmatch(r"(metaagent|autoagent)(-[a-z0-9]+)+", case.name), case.name
+        assert re.fullmatch(r"(metaagent|autoagent|crewai)(-[a-z0-9]+)+", case.name), case.name
 
 
 # ---- properties over generated specs ----------------------------------------------------------------
@@ -240,7 +249,7 @@ def test_import_writes_the_file_and_summarises(tmp_path: Path, capsys: pytest.Ca
     out = tmp_path / "out.fsm"
     assert main(["import", "metaagent", str(LINEAR), "-o", str(out)]) == 0
     err = capsys.readouterr().err
-    assert out.read_text(encoding="utf-8") == api.import_file("metaagent", LINEAR).text
+    assert out.read_text(encoding="utf-8") == api.import_file("metaagent", LINEAR, output=str(out)).text
     assert "literal mode" in err and f"`statewright check` on {out}: no problems" in err
 
 
@@ -331,6 +340,10 @@ DOCS = Path(__file__).parent.parent / "docs"
     "metaagent-loop-literal/expected-check.txt",
     "metaagent-routing-protocol-stripped/expected-import.txt",
     "metaagent-unknown-ids/expected-import.txt",
+    "crewai-sequential-research/config/tasks.yaml",
+    "crewai-sequential-research/crew.py",
+    "crewai-sequential-research/expected.fsm",
+    "crewai-context-cycle/expected-import.txt",
 ])
 def test_the_import_page_quotes_the_golden_cases_exactly(quoted: str) -> None:
     page = (DOCS / "import.md").read_text(encoding="utf-8")

@@ -218,7 +218,7 @@ def test_a_machine_built_without_source_has_empty_origins() -> None:
     machine = ir.Machine(
         name="m", description="", inputs=(), model="x/y", verifier_model="x/y", temperature=None,
         limits=ir.Limits(), types=(), tools=(),
-        agents=(ir.Agent("a", "p", model="", temperature=None, tools=()),),
+        agents=(ir.Agent("a", "p", model="x/y", temperature=None, tools=()),),
         states=(
             ir.State("s", "agent", agent="a", instruction="go",
                      transitions=(ir.Transition("always", "f"),)),
@@ -228,7 +228,7 @@ def test_a_machine_built_without_source_has_empty_origins() -> None:
     )
     m = runtime_of(machine)
     assert m.states["s"].origin == "" and m.states["s"].transitions[0].origin == ""
-    assert m.agents["a"].model == "x/y"  # the machine's model fills an agent that names none
+    assert m.agents["a"].model == "x/y"  # as lowering filled it: code generation decides no default again
 
 
 def test_a_type_named_like_a_runtime_class_keeps_its_schema_title() -> None:

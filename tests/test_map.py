@@ -281,8 +281,8 @@ def test_a_run_that_failed_in_one_element_resumes_only_the_unfinished_elements(t
     first = machine.run({"task": "a CLI"}, client=client, checkpoint=db, run_id="m1")
     assert first.failure is not None and first.failure.kind == "model"
     snapshot = CheckpointStore(db).load("m1")
-    assert snapshot is not None and snapshot["state"] == "build"
-    done = [t["done"] for t in snapshot["fanout"]["tasks"]]
+    assert snapshot is not None and snapshot.head.state == "build"
+    done = [t.done for t in snapshot.head.fanout.tasks]
     assert done[:2] == [True, True] and done[2] is False
     before = len(client.calls)
     second = machine.resume("m1", checkpoint=db, client=client)

@@ -318,10 +318,10 @@ def test_a_run_that_failed_in_one_branch_resumes_only_the_unfinished_branches(tm
     first = machine.run({"draft": "a draft"}, client=client, checkpoint=db, run_id="r1")
     assert first.failure is not None and first.failure.kind == "model"
     snapshot = CheckpointStore(db).load("r1")
-    assert snapshot is not None and snapshot["status"] == "running" and snapshot["state"] == "review"
-    tasks = {t["path"][0] if t["path"] else t["state"]: t for t in snapshot["fanout"]["tasks"]}
-    assert tasks["style"]["done"] and tasks["tone"]["done"] and not tasks["facts"]["done"]
-    assert tasks["facts"]["state"] == "facts_note"  # its first step was committed
+    assert snapshot is not None and snapshot.head.status == "running" and snapshot.head.state == "review"
+    tasks = {t.path[0] if t.path else t.state: t for t in snapshot.head.fanout.tasks}
+    assert tasks["style"].done and tasks["tone"].done and not tasks["facts"].done
+    assert tasks["facts"].state == "facts_note"  # its first step was committed
     before = list(client.calls)
     second = machine.resume("r1", checkpoint=db, client=client)
     assert second.ok and second.final_state == "publish"
@@ -329,6 +329,9 @@ def test_a_run_that_failed_in_one_branch_resumes_only_the_unfinished_branches(tm
     uninterrupted = machine.run({"draft": "a draft"}, script=script())
     assert {k: v for k, v in second.to_json().items() if k not in ("run_id", "workspace")} == {
         k: v for k, v in uninterrupted.to_json().items() if k not in ("run_id", "workspace")}
+    # the branches that had finished before the checkpoint are in the join's output as they were
+    assert second.outputs["review"] == uninterrupted.outputs["review"]
+    assert None not in second.outputs["review"]
 
 
 def test_a_failure_in_a_branch_ends_the_run_with_every_branchs_events_in_the_trace(tmp_path: Path) -> None:

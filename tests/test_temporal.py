@@ -32,8 +32,8 @@ from statewright.runtime.temporal import (
     temporal_connect,
     temporal_result,
     temporal_status,
-    temporal_workflow_class,
 )
+from statewright.runtime.temporal_worker import temporal_workflow_class
 from statewright.runtime.trace import Trace
 
 temporalio = pytest.importorskip("temporalio")
@@ -334,6 +334,70 @@ def test_scripted_answers_run_on_the_cluster_as_locally(server: DevServer, worke
     remote = asyncio.run(runner.arun({"topic": "x"}))
     local = run_machine(machine(spec), {"topic": "x"}, script=script)
     assert (remote.status, remote.path) == (local.status, local.path) == ("final", ["draft", "approve", "rejected"])
+
+
+def test_a_machine_that_asks_starts_detached_and_ends_with_the_answer_given_by_resume(
+        server: DevServer, workers: Workers, tmp_path: Path) -> None:
+    spec = human_spec(tmp_path, "24h")
+    workers.start(str(spec))
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"agent": {"draft": ["A draft about x."]}}), encoding="utf-8")
+    started = cli("run", str(spec), "--input", "topic=x", "--script", str(script), "--temporal", server.address,
+                  "--detach", "--run-id", "asks-1", cwd=tmp_path)
+    assert started.returncode == 0, started.stderr  # no default checkpoint is forced on a run on the cluster
+    assert started.stdout.strip() == "asks-1"
+    assert not (tmp_path / ".statewright" / "checkpoints.sqlite").exists()
+
+    async def waiting() -> dict[str, Any]:
+        for _ in range(200):
+            status = await temporal_status(server.address, "asks-1")
+            if status.get("status") == "waiting":
+                return status
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"the run never waited: {status}")
+
+    assert asyncio.run(waiting())["waiting"]["state"] == "approve"
+    answered = cli("resume", "asks-1", "--answer", "yes", "--temporal", server.address)
+    assert answered.returncode == 0, answered.stderr
+
+    async def result() -> Any:
+        client = await temporal_connect(server.address)
+        return await asyncio.wait_for(temporal_result(client.get_workflow_handle("asks-1")), 60)
+
+    final = asyncio.run(result())
+    assert (final.status, final.final_state, final.result) == ("final", "publish", "A draft about x.")
+
+
+def test_a_batch_resumed_takes_the_result_of_a_case_that_finished_while_it_was_away(
+        server: DevServer, workers: Workers, tmp_path: Path) -> None:
+    workers.start(str(CONTENT))
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"agent": {"harvest": [{"key_points": ["k"], "open_questions": []}],
+                                            "draft": ["A draft."], "review": [{"score": 90, "fixes": []}]}}))
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text('{"id": "away-1", "inputs": {"topic": "y"}}\n{"id": "away-2", "inputs": {"topic": "z"}}\n')
+    out = tmp_path / "results.jsonl"
+    common = ["batch", str(CONTENT), "--inputs", str(cases), "--script", str(script), "--temporal",
+              server.address, "--out", str(out), "--quiet"]
+    first = cli(*common)
+    assert first.returncode == 0, first.stderr
+    lines = out.read_text().splitlines()
+    # the batch's client died after both workflows finished but before it wrote the second case's line
+    out.write_text(lines[0] + "\n")
+    again = cli(*common, "--resume")
+    assert again.returncode == 0, again.stderr
+    resumed = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted(line["id"] for line in resumed) == ["away-1", "away-2"]
+    assert all(line["status"] == "final" for line in resumed)
+
+    async def runs_of(run_id: str) -> int:
+        client = await temporal_connect(server.address)
+        return len([w async for w in client.list_workflows(f'WorkflowId = "{run_id}"')])
+
+    assert asyncio.run(runs_of("away-2")) == 1  # its result taken, the workflow not started again
+    started_again = cli("run", str(CONTENT), "--input", "topic=z", "--script", str(script), "--temporal",
+                        server.address, "--run-id", "away-2")
+    assert started_again.returncode == 1 and "already exists on the cluster" in started_again.stderr
 
 
 @pytest.mark.slow

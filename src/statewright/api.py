@@ -449,21 +449,32 @@ def load_text(text: str, path: str = "<string>", *, level: int = 1, disabled: Se
 # ---- importing other systems' specs --------------------------------------------------------------
 
 
-def import_bytes(source_format: str, data: bytes, path: str, *, repair: bool = False, bound: int = 2
-                 ) -> ImportOutcome:
+def import_bytes(source_format: str, data: bytes, path: str, *, repair: bool = False, bound: int = 2,
+                 output: str | None = None) -> ImportOutcome:
     """A MetaAgent FSM (JSON) or an AutoAgent workflow form (XML) as canonical `.fsm` text.
 
     Literal by default; `repair` bounds back edges with `max bound` and more, each change listed in the
     file's header. Problems in the input come back as diagnostics on it (`text` is None after an error).
+    `output`, where the result will be written, lets the header name the input by its path from there
+    (without it, by its file name).
     """
     from .importers import import_spec
 
-    return import_spec(source_format, data, path, repair=repair, bound=bound)
+    return import_spec(source_format, data, path, repair=repair, bound=bound, output=output)
 
 
-def import_file(source_format: str, path: str | Path, *, repair: bool = False, bound: int = 2) -> ImportOutcome:
-    """Import a file on disk. A missing or unreadable file is an OSError for the caller to report."""
-    return import_bytes(source_format, Path(path).read_bytes(), str(path), repair=repair, bound=bound)
+def import_file(source_format: str, path: str | Path, *, repair: bool = False, bound: int = 2,
+                output: str | None = None) -> ImportOutcome:
+    """Import a file on disk, or for "crewai" a project folder (or its crew.py), read statically: its
+    Python is parsed, never imported or run. A missing or unreadable file is an OSError for the caller to
+    report; a CrewAI import without PyYAML raises MissingYamlReader (a RuntimeError) saying how to
+    install it (`pip install 'statewright[crewai]'`)."""
+    from .importers import FILE_FORMATS, import_project
+
+    if source_format not in FILE_FORMATS:
+        return import_project(source_format, str(path), repair=repair, bound=bound, output=output)
+    return import_bytes(source_format, Path(path).read_bytes(), str(path), repair=repair, bound=bound,
+                        output=output)
 
 
 # ---- design and LLM-judged optimization ----------------------------------------------------------

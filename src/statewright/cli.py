@@ -17,6 +17,7 @@ from . import __version__
 if TYPE_CHECKING:
     from .api import Compilation
     from .diagnostics import Diagnostic
+    from .importers import ImportOutcome
 
 EXIT_OK, EXIT_INPUT, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -386,12 +387,12 @@ def cmd_resume(args: argparse.Namespace) -> int:
             raise UsageError("resume --temporal sends a person's answer: give --answer TEXT (a run on the "
                              "cluster goes on by itself after a crash)")
         if args.runner_args or args.checkpoint:
-            raise UsageError("resume --temporal takes only --answer, --state, --by and --namespace")
+            raise UsageError("resume --temporal takes only --answer, --at, --by and --namespace")
         from .runtime.runner_cli import runner_temporal_dispatch
 
         return runner_temporal_dispatch(None, "resume", args, "statewright resume")
-    if args.state or args.by:
-        raise UsageError("--state and --by are for a run on a Temporal cluster (with --temporal HOST:PORT)")
+    if args.by:
+        raise UsageError("--by is for a run on a Temporal cluster (with --temporal HOST:PORT)")
 
     db = args.checkpoint or DEFAULT_CHECKPOINT
     if not os.path.exists(db):
@@ -408,7 +409,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     if snapshot is None:
         raise UsageError(f"no run '{args.run_id}' in {db} (`statewright run PATH --checkpoint {db} "
                          "--list-runs` lists them)")
-    path = snapshot.get("source_path")
+    path = snapshot.head.source_path
     if not path:
         raise UsageError(f"run '{args.run_id}' does not record its machine's file; resume it with "
                          f"`statewright run PATH --checkpoint {db} --resume {args.run_id}`")
@@ -418,6 +419,14 @@ def cmd_resume(args: argparse.Namespace) -> int:
     forwarded = ["--checkpoint", db, "--resume", args.run_id]
     if args.answer is not None:
         forwarded += ["--answer", args.answer]
+    if args.state:
+        forwarded += ["--at", args.state]
+    script = snapshot.head.options.get("script")
+    if script and "--script" not in args.runner_args:  # a scripted run goes on answered by its script
+        if not os.path.isfile(script):
+            raise UsageError(f"run '{args.run_id}' was started with --script {script}, which is not there from "
+                             "here; give the script again with --script FILE")
+        forwarded += ["--script", script]
     args.path, args.runner_args = path, [*forwarded, *args.runner_args]
     args.prog = f"statewright resume {args.run_id}"
     return cmd_run(args)
@@ -429,6 +438,7 @@ def _resume_own_options(args: argparse.Namespace) -> None:
     own = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     for flag in ("--checkpoint", "--answer", "--temporal", "--namespace", "--state", "--by"):
         own.add_argument(flag, dest=flag[2:])
+    own.add_argument("--at", dest="state")
     found, rest = own.parse_known_args(args.runner_args)
     for name, value in vars(found).items():
         if value is not None:
@@ -563,14 +573,22 @@ def _temporal_tests(comp: Compilation, args: argparse.Namespace) -> list:  # typ
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from . import api
-    from .diagnostics import render_summary
-
     if args.bound is not None and not args.repair:
         raise UsageError("--bound needs --repair: a literal import bounds nothing")
     bound = 2 if args.bound is None else args.bound
     if bound < 1:
         raise UsageError(f"--bound must be at least 1, not {bound}")
+    if args.format == "crewai":
+        outcome, name = _import_project(args, bound), args.path
+    else:
+        outcome, name = _import_file(args, bound)
+    _print_diagnostics(outcome.diagnostics, args)
+    return _finish_import(args, outcome, name)
+
+
+def _import_file(args: argparse.Namespace, bound: int) -> tuple[ImportOutcome, str]:
+    from . import api
+
     if args.path == "-":
         data, name = sys.stdin.buffer.read(), "<stdin>"
     else:
@@ -579,8 +597,29 @@ def cmd_import(args: argparse.Namespace) -> int:
                 data, name = f.read(), args.path
         except OSError as e:
             raise UsageError(f"cannot read {args.path}: {e.strerror or e}") from None
-    outcome = api.import_bytes(args.format, data, name, repair=args.repair, bound=bound)
-    _print_diagnostics(outcome.diagnostics, args)
+    return api.import_bytes(args.format, data, name, repair=args.repair, bound=bound,
+                            output=args.output), name
+
+
+def _import_project(args: argparse.Namespace, bound: int) -> ImportOutcome:
+    """`statewright import crewai PATH`: a project folder, read where it lies."""
+    from . import api
+    from .importers.yaml_source import MissingYamlReader
+
+    if args.path == "-":
+        raise UsageError("a CrewAI project is a folder: give its path, not '-'")
+    try:
+        return api.import_file(args.format, args.path, repair=args.repair, bound=bound, output=args.output)
+    except MissingYamlReader as e:
+        raise UsageError(str(e)) from None
+    except OSError as e:
+        raise UsageError(f"cannot read {args.path}: {e.strerror or e}") from None
+
+
+def _finish_import(args: argparse.Namespace, outcome: ImportOutcome, name: str) -> int:
+    from . import api
+    from .diagnostics import render_summary
+
     if outcome.text is None:
         _err(f"failed: {name} was not imported ({render_summary(outcome.diagnostics)})")
         return EXIT_INPUT
@@ -788,7 +827,7 @@ def _setup_run(p: argparse.ArgumentParser) -> None:
 
 def _setup_resume(p: argparse.ArgumentParser) -> None:
     p.usage = ("statewright resume [--color WHEN] RUN_ID [--checkpoint DB] [--answer TEXT] [RUNNER OPTION]...\n"
-               "       statewright resume RUN_ID --temporal HOST:PORT --answer TEXT [--state S] [--by NAME] "
+               "       statewright resume RUN_ID --temporal HOST:PORT --answer TEXT [--at PATH] [--by NAME] "
                "[--namespace NS]")
     p.description = ("Continue a checkpointed run — one that waits for a person's answer, or one that was "
                      "interrupted — with the .fsm file it was started from; with --temporal, send the answer "
@@ -801,8 +840,9 @@ def _setup_resume(p: argparse.ArgumentParser) -> None:
                         "is not text and it parses); a bad answer is an error and the run keeps waiting")
     p.add_argument("--temporal", metavar="HOST:PORT", help="the Temporal service the run is on")
     p.add_argument("--namespace", metavar="NS", default="default", help="with --temporal: the namespace")
-    p.add_argument("--state", metavar="STATE", help="with --temporal: the state the answer is for (default: "
-                                                    "the one the run waits in)")
+    p.add_argument("--at", "--state", dest="state", metavar="PATH",
+                   help="the question the answer is for, by its path (a state, or investigate[2]/approve in a "
+                        "machine the run runs), when the run waits in several places")
     p.add_argument("--by", metavar="NAME", help="with --temporal: who answers (recorded in the trace)")
     p.add_argument("runner_args", nargs=argparse.REMAINDER, metavar="RUNNER OPTION",
                    help="--trace FILE, --model-map OLD=NEW, ... (those of `statewright run`)")
@@ -873,9 +913,10 @@ def _setup_status(p: argparse.ArgumentParser) -> None:
 
 
 def _setup_import(p: argparse.ArgumentParser) -> None:
-    p.add_argument("format", choices=["metaagent", "autoagent"], metavar="FORMAT",
-                   help="the input's format: metaagent or autoagent")
-    p.add_argument("path", metavar="FILE", help="the file to import; '-' for standard input")
+    p.add_argument("format", choices=["metaagent", "autoagent", "crewai"], metavar="FORMAT",
+                   help="the input's format: metaagent, autoagent or crewai")
+    p.add_argument("path", metavar="PATH", help="the file to import ('-' for standard input); for crewai, the "
+                   "project's folder (or its crew.py)")
     p.add_argument("-o", "--output", metavar="OUT", help="where to write the .fsm file (default, or '-': "
                    "standard output)")
     p.add_argument("--repair", action="store_true", help="bound back edges, drop duplicate and self "
@@ -956,7 +997,8 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "test": ("run the test blocks of .fsm files with scripted replies", _setup_test),
     "worker": ("serve machines' runs from a Temporal cluster", _setup_worker),
     "status": ("show what a run on a Temporal cluster is doing", _setup_status),
-    "import": ("import a MetaAgent FSM (JSON) or an AutoAgent workflow form (XML)", _setup_import),
+    "import": ("import a MetaAgent FSM (JSON), an AutoAgent workflow form (XML) or a CrewAI project",
+               _setup_import),
     "trace": ("read trace files", _setup_trace),
     "design": ("draft a machine from a task description with a designer model", _setup_design),
     "grammar": ("print the grammar as a decoding constraint (GBNF or Lark)", _setup_grammar),

@@ -7,10 +7,19 @@ nothing to show them (`read_trace`, which only reads them, stays with the writer
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from .runtime.progress import printable
 from .runtime.trace import read_trace
+
+
+def _when(seconds: float) -> str:
+    """A wall-clock time in seconds since the epoch, as UTC text."""
+    try:
+        return datetime.fromtimestamp(seconds, timezone(timedelta(0))).isoformat(timespec="seconds")
+    except (OverflowError, OSError, ValueError):
+        return str(seconds)
 
 
 def _money(value: float) -> str:
@@ -55,18 +64,49 @@ class _Timeline:
         self.per_state: dict[str, _Totals] = {}
         self.per_agent: dict[str, _Totals] = {}
         self.per_stage: dict[str, _Totals] = {}  # designer calls, by stage (agents, machine, repair, merge)
+        self.waiting_in: str | None = None  # the state a paused run waits in
 
     def add(self, event: dict[str, Any]) -> None:
+        mark = len(self.lines)
+        call = event.get("call")
+        if isinstance(call, str) and call:  # an event of a machine the run runs: shown nested by its path
+            self._add_nested(event, call, mark)
+            return
+        self._render(event, mark)
+
+    def _render(self, event: dict[str, Any], mark: int) -> None:
         render = getattr(self, f"_on_{event['event']}", None) if isinstance(event["event"], str) else None
         if render is None:
             self._generic(event)
             return
-        mark = len(self.lines)
         try:
             render(event)
         except (AttributeError, KeyError, TypeError, ValueError):  # a field of an unexpected shape
             del self.lines[mark:]
             self._generic(event)
+
+    def _add_nested(self, event: dict[str, Any], call: str, mark: int) -> None:
+        """An event of a call, indented by its depth, its run's start and end named by the call's path; its
+        states count toward the totals under that path (`investigate/draft`)."""
+        kind = event.get("event")
+        depth = call.count("/") + 1
+        if kind == "run_start":
+            self.lines.append(f"{'    ' * depth}call {call}: machine {event.get('machine')}"
+                              f"{' (resumed)' if event.get('resumed') else ''}")
+            return
+        if kind == "run_end":
+            status = event.get("status")
+            outcome = (f"final state {event.get('final_state')}" if status == "final" else
+                       "waiting for a person's answer" if status == "waiting" else _failure_text(event.get("failure")))
+            self.lines.append(f"{'    ' * depth}end of call {call}: {outcome}; {event.get('steps', 0)} steps")
+            return
+        plain = {k: v for k, v in event.items() if k != "call"}
+        if "state" in plain and kind in ("state_enter", "llm_call", "waiting"):
+            plain["state"] = f"{call}/{plain['state']}"
+        if kind == "waiting":
+            self.waiting_in = str(plain["state"])
+        self._render(plain, mark)
+        self.lines[mark:] = [f"{'    ' * depth}{line}" for line in self.lines[mark:]]
 
     def text(self) -> str:
         # every line holds text a model, a tool or an input produced: escaped, it can neither move the
@@ -193,11 +233,23 @@ class _Timeline:
         target = event.get("to") or "(none)"
         self.lines.append(f"  -> {target}  ({event.get('cause')}{': ' + reason if reason else ''})")
 
+    def _on_waiting(self, event: dict[str, Any]) -> None:
+        self.waiting_in = str(event.get("state"))
+        deadline = event.get("deadline")
+        until = f" until {_when(float(deadline))}" if isinstance(deadline, (int, float)) else ""
+        self.lines.append(f"      waiting  for a person's answer in {self.waiting_in}{until}")
+
     def _on_run_end(self, event: dict[str, Any]) -> None:
         usage = event.get("usage") or {}
         tokens = int(usage.get("prompt_tokens") or 0) + int(usage.get("completion_tokens") or 0)
-        outcome = (f"final state {event.get('final_state')}" if event.get("status") == "final"
-                   else _failure_text(event.get("failure")))
+        status = event.get("status")
+        if status == "final":
+            outcome = f"final state {event.get('final_state')}"
+        elif status == "waiting":
+            where = f" in state {self.waiting_in}" if self.waiting_in else ""
+            outcome = f"waiting for a person's answer{where} (resume the run with the answer)"
+        else:
+            outcome = _failure_text(event.get("failure"))
         self.lines.append(f"end: {outcome}; {event.get('steps', 0)} steps, {tokens} tokens, "
                           f"{_money(float(usage.get('cost_usd') or 0.0))}, "
                           f"{usage.get('llm_calls', 0)} model calls")

@@ -12,7 +12,8 @@ import os
 import sys
 
 from statewright import api
-from statewright.runtime.temporal import TemporalMachines, temporal_serve
+from statewright.runtime.temporal import TemporalMachines
+from statewright.runtime.temporal_worker import temporal_serve
 
 
 def main() -> None:

@@ -638,6 +638,27 @@ _ALL = [
        "in an AutoAgent workflow the on_start event takes the system input and every other event follows "
        "from it.",
        '"is_initial": true   # on two states', '"is_initial": true   # on one state'),
+    _e("SW8010", "input is not valid YAML",
+       "A CrewAI config file (config/agents.yaml, config/tasks.yaml) does not parse as YAML, or holds more "
+       "than the importer reads: more than 100,000 values once aliases are followed, or an alias that makes "
+       "a value contain itself. The message gives the YAML parser's reason at the position where it stopped.",
+       "researcher:\n  role: Senior researcher: finds sources", "researcher:\n  role: >\n    Senior researcher: finds sources"),
+    _e("SW8011", "crew source does not parse",
+       "The importer reads a crew's Python source (crew.py) with Python's own parser, without running it, "
+       "and this file is not valid Python. The message gives Python's reason at the position where it "
+       "stopped.",
+       "def researcher(self) -> Agent\n    return Agent(config=self.agents_config['researcher'])",
+       "def researcher(self) -> Agent:\n    return Agent(config=self.agents_config['researcher'])"),
+    _e("SW8012", "context cycle",
+       "The tasks' context entries go round: a task reads a task that, through its own context, reads the "
+       "first. No order runs each task after the tasks it reads, so CrewAI refuses the crew, and so does the "
+       "importer.",
+       "write:\n  context: [edit]\nedit:\n  context: [write]", "write:\n  context: [research]\nedit:\n  context: [write]"),
+    _e("SW8013", "hierarchical crew without a manager",
+       "A crew with process=Process.hierarchical needs a manager: a model for the manager CrewAI makes "
+       "(manager_llm) or an agent of its own (manager_agent). Without one CrewAI refuses to start the crew.",
+       "Crew(agents=self.agents, tasks=self.tasks, process=Process.hierarchical)",
+       'Crew(agents=self.agents, tasks=self.tasks, process=Process.hierarchical, manager_llm="openai/gpt-4o")'),
     _w("SW8101", "prompt routes to a state that is not an exit",
        "A prompt or instruction tells the agent to print '<STATE_TRANS>: N', but no transition leads from "
        "the agent's states to N. MetaAgent moves only along declared transitions, so this exit never fires; "
@@ -677,6 +698,51 @@ _ALL = [
        "MetaAgent knows the tools code_interpreter, search_engine and file_writer. The importer declares any "
        "other tool as a user tool with a stand-in import path that you must replace with your own function.",
        '"tools": ["web_browser"]', '"tools": ["search_engine"]'),
+    _w("SW8110", "context names a later task",
+       "A task's context names a task that runs after it, so its output is not there yet when the task "
+       "runs. CrewAI refuses such a crew; the literal import keeps the read (it renders as nothing), and "
+       "--repair drops it.",
+       "summary:\n  context: [research]   # research comes after summary", "summary:\n  context: [research]   # research comes first"),
+    _w("SW8111", "output model not in the crew's source",
+       "output_pydantic or output_json names a class that is not declared in crew.py or a Python file beside "
+       "it, so the importer cannot make the output type from it: the task's output is text, and the header "
+       "lists it.",
+       "output_pydantic=Report   # Report is imported from another package",
+       "class Report(BaseModel): ...   # declared in crew.py or beside it"),
+    _w("SW8112", "tool without a statewright counterpart",
+       "A CrewAI tool that no standard tool matches (FileReadTool, FileWriterTool, DirectoryReadTool and "
+       "CodeInterpreterTool do): the imported machine declares it as a user tool with a stand-in import path, "
+       "which tells the model the tool is not configured. Search tools get a stand-in that names the query. "
+       "Point the import path at your own function.",
+       "tools=[ScrapeWebsiteTool()]", 'tool scrape_website = "mypkg.tools:scrape_website"   # in the .fsm'),
+    _w("SW8113", "async task reads a task that runs beside it",
+       "Two async tasks next to each other run at the same time, and one of them names the other in its "
+       "context, whose output is not there yet. The literal import keeps the read as a read of another branch "
+       "(check reports it); --repair drops it.",
+       "facts:\n  async_execution: true\n  context: [quotes]   # quotes is async too",
+       "facts:\n  async_execution: true\n  context: [outline]"),
+    _w("SW8114", "value computed when the crew runs",
+       "A keyword of an Agent, Task or Crew in crew.py is not a literal the importer can read without running "
+       "the code (an f-string, a function call, a variable from elsewhere). The imported machine leaves it "
+       "out.",
+       "Task(config=..., description=build_description())", 'Task(config=...)   # description in tasks.yaml'),
+    _w("SW8115", "agent that does no task",
+       "A sequential crew runs only the agents its tasks name, and no task names this one; it is imported "
+       "unused.",
+       "reviewer:\n  role: Reviewer   # no task has 'agent: reviewer'", "review_task:\n  agent: reviewer"),
+    _w("SW8116", "on_start does work of its own",
+       "An AutoAgent on_start event with its own agent and task (older workflow forms) runs that task before "
+       "the events that listen to it. The import keeps it as the start state, so what it produces is read "
+       "from its output rather than asked for as an input.",
+       "<event><name>on_start</name><task>Search the web for {query}</task><agent>...</agent>...",
+       "<event><name>on_start</name><inputs>...</inputs><outputs>...</outputs></event>"),
+    _w("SW8117", "event reads a key written beside it",
+       "An event reads an input key that only events running at the same time as it (or after it) write: in "
+       "the original it starts before that key has a value. The literal import leaves the key unproduced "
+       "(check reports SW2008); --repair reads the writer's output when the writer runs first in the import, "
+       "and asks for the key as an input otherwise.",
+       "on_outline listens to on_start and reads search_result, which on_search (also after on_start) writes",
+       "on_outline listens to on_search"),
     _w("SW7008", "ambiguous verifier condition",
        "Consecutive natural-language conditions are judged by one verifier call, which picks one of them or "
        "answers \"none\". Two conditions of one call that differ only in case, spacing or punctuation (or "

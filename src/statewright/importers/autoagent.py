@@ -9,13 +9,12 @@ how each of these is mapped.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 
 from ..diagnostics import Diagnostics, SourceFile, Span, did_you_mean, quoted_list
 from . import fallbacks, repair
-from .emit import literal_template
+from .emit import placeholder_template
 from .header import Header
 from .model import Agent, Input, Machine, State, Tool, Transition
 from .names import Namespace, file_stem, identifier
@@ -24,9 +23,11 @@ from .skeleton import shortest_path_test
 from .xml_source import XmlElement, parse_xml
 
 START_EVENT = "on_start"
+# The start of a workflow whose on_start does work, or that has none (older forms): an event no file can
+# name (XML text holds no NUL), which the event that starts the run listens to.
+SYSTEM_START = "\x00start"
 ACTIONS = ("RESULT", "ABORT", "GOTO")
 STAND_IN_TOOL = "statewright.importers.stand_ins:unavailable_tool"
-_VARIABLE = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*)\}(?!\})")
 
 
 @dataclass
@@ -71,6 +72,7 @@ class _Spec:
     variables: list[tuple[str, str, str]]  # (key, description, value)
     agents: list[_Agent] = field(default_factory=list)
     events: list[_Event] = field(default_factory=list)
+    start: str = START_EVENT  # the event that takes the system input and does no work
 
     def event(self, name: str) -> _Event:
         return next(e for e in self.events if e.name == name)
@@ -84,13 +86,15 @@ def import_autoagent(source: SourceFile, diags: Diagnostics, *, repair_mode: boo
     spec = _read(root, source, diags)
     if spec is None or diags.has_errors:
         return None
+    if not _adopt_start(root, spec, diags, header):
+        return None
     order = _run_order(spec, diags)
     if order is None:
         return None
     _lint(spec, diags)
-    machine, unproduced = _build(spec, order, source, header)
+    machine, unproduced, late = _build(spec, order, source, header, diags, repair_mode)
     if repair_mode:
-        header.repairs += _declare_unproduced_inputs(machine, unproduced)
+        header.repairs += _declare_unproduced_inputs(machine, unproduced, late)
         header.repairs += repair.order_unconditional_last(machine)
         header.repairs += repair.bound_back_edges(machine, bound)
         header.repairs += repair.end_where_stuck(machine, Namespace(tuple(_taken(machine))))
@@ -273,15 +277,9 @@ def _read_output(output: XmlElement, what: str, diags: Diagnostics) -> _Output |
 def _check_references(root: XmlElement, spec: _Spec, diags: Diagnostics) -> None:
     event_names = [e.name for e in spec.events]
     agent_names = [a.name for a in spec.agents]
-    if START_EVENT not in event_names:
-        events = root.child("events") or root
-        diags.report("SW8008", f"the workflow has no '{START_EVENT}' event", events.span,
-                     label=f"no {START_EVENT} among these events",
-                     help=f"add the event that takes the system input: <event><name>{START_EVENT}</name>"
-                          "<inputs>...</inputs><outputs>...</outputs></event>")
     for event in spec.events:
         for source, span in event.listens:
-            if source not in event_names:
+            if source not in event_names and source != START_EVENT:  # an on_start left implicit: see _adopt_start
                 unknown(diags, "event", source, span, event_names, "no event has this name")
         for output in event.outputs:
             if output.target is not None and output.target not in event_names:
@@ -292,10 +290,70 @@ def _check_references(root: XmlElement, spec: _Spec, diags: Diagnostics) -> None
             unknown(diags, "agent", event.agent, event.agent_span, agent_names, "not declared in <agents>")
 
 
+def _adopt_start(root: XmlElement, spec: _Spec, diags: Diagnostics, header: Header) -> bool:
+    """Find where the run starts. An on_start that does work (an agent and a task of its own, older forms)
+    is the start state, after a start of the system's; a workflow without on_start (older forms) starts with
+    the first event that listens to nothing and reads only the system input and variables."""
+    names = [e.name for e in spec.events]
+    if START_EVENT in names:
+        on_start = spec.event(START_EVENT)
+        if on_start.agent is None or not on_start.task:
+            return True
+        diags.report("SW8116", f"'{START_EVENT}' does work of its own: agent '{on_start.agent}' and a task",
+                     on_start.span, label="not only the system input",
+                     help="the import keeps it as the start state; its outputs are read from it, not asked for "
+                          "as inputs")
+        header.differences.append(f"'{START_EVENT}' has its own agent ('{on_start.agent}') and task: it is the start "
+                                  "state, and the events that read its outputs read them from it.")
+        first: _Event | None = on_start
+    elif any(source == START_EVENT for e in spec.events for source, _ in e.listens):
+        header.differences.append(f"The workflow has no '{START_EVENT}' event, though events listen to it: the run "
+                                  "starts with them, as if it were there to pass the system input on.")
+        spec.events.insert(0, _Event(START_EVENT, spec.events[0].span, [], None, [], [], None, None, None))
+        return True
+    else:
+        system = {spec.input_key, *(key for key, _, _ in spec.variables)}
+        first = next((e for e in spec.events if not e.listens and set(e.inputs) <= system and e.agent), None)
+        if first is None:
+            events = root.child("events") or root
+            diags.report("SW8008", f"the workflow has no '{START_EVENT}' event", events.span,
+                         label=f"no {START_EVENT} among these events",
+                         help=f"add the event that takes the system input: <event><name>{START_EVENT}</name>"
+                              "<inputs>...</inputs><outputs>...</outputs></event>; without one, the first "
+                              "event that listens to nothing and reads only the system input starts the run")
+            return False
+        header.differences.append(f"The workflow has no '{START_EVENT}' (an older form): '{first.name}', the first "
+                                  "event that listens to nothing and reads only the system input, starts the run.")
+    assert first is not None
+    spec.events.insert(0, _Event(SYSTEM_START, first.span, [], None, [], [], None, None, None))
+    first.listens = [(SYSTEM_START, first.span)]
+    spec.start = SYSTEM_START
+    return True
+
+
+def _ancestors(spec: _Spec) -> dict[str, set[str]]:
+    """For every event, the events that have surely finished when it starts: those it listens to, the
+    events a GOTO into it comes from, and (transitively) theirs."""
+    before: dict[str, set[str]] = {e.name: {s for s, _ in e.listens} for e in spec.events}
+    for event in spec.events:
+        for output in event.outputs:
+            if output.target is not None and output.target in before:
+                before[output.target].add(event.name)
+    changed = True
+    while changed:
+        changed = False
+        for found in before.values():
+            more = set().union(*(before.get(s, set()) for s in found)) - found
+            if more:
+                found |= more
+                changed = True
+    return before
+
+
 def _run_order(spec: _Spec, diags: Diagnostics) -> list[str] | None:
     """The events that follow from on_start, in the order they run: file order, made topological."""
     listens = {e.name: [s for s, _ in e.listens] for e in spec.events}
-    reachable = {START_EVENT}
+    reachable = {spec.start}
     changed = True
     while changed:
         changed = False
@@ -303,9 +361,9 @@ def _run_order(spec: _Spec, diags: Diagnostics) -> list[str] | None:
             if event.name not in reachable and any(s in reachable for s in listens[event.name]):
                 reachable.add(event.name)
                 changed = True
-    pending = [e.name for e in spec.events if e.name in reachable and e.name != START_EVENT]
+    pending = [e.name for e in spec.events if e.name in reachable and e.name != spec.start]
     order: list[str] = []
-    done = {START_EVENT}
+    done = {spec.start}
     while pending:
         ready = next((n for n in pending if all(s in done or s not in reachable for s in listens[n])), None)
         if ready is None:  # a cycle of listens: AutoAgent never runs these; keep file order
@@ -314,7 +372,7 @@ def _run_order(spec: _Spec, diags: Diagnostics) -> list[str] | None:
         order.append(ready)
         done.add(ready)
     if not order:
-        start = spec.event(START_EVENT)
+        start = spec.event(spec.start)
         diags.report("SW8008", f"no event listens to '{START_EVENT}'", start.span, label="nothing follows it",
                      help=f"let the first event listen to it: <listen><event>{START_EVENT}</event></listen>")
         return None
@@ -346,8 +404,8 @@ def _lint(spec: _Spec, diags: Diagnostics) -> None:
 # ---- building the machine ------------------------------------------------------------------------
 
 
-def _build(spec: _Spec, order: list[str], source: SourceFile, header: Header
-           ) -> tuple[Machine, dict[str, list[str]]]:
+def _build(spec: _Spec, order: list[str], source: SourceFile, header: Header, diags: Diagnostics,
+           repair_mode: bool) -> tuple[Machine, dict[str, list[str]], dict[str, list[str]]]:
     values = Namespace()
     machine = Machine(identifier(spec.name or file_stem(source.path), "machine"))
     input_names: dict[str, str] = {}
@@ -362,16 +420,18 @@ def _build(spec: _Spec, order: list[str], source: SourceFile, header: Header
         machine.inputs.append(variable)
         input_names[key] = variable.name
     working = [spec.event(name) for name in order] + [e for e in spec.events
-                                                         if e.name not in order and e.name != START_EVENT]
+                                                         if e.name not in order and e.name != spec.start]
     working.sort(key=lambda e: spec.events.index(e))
     for event in working:
         event.state = values.claim(event.name, "state")
     state_of = {e.name: e.state for e in working}
     agent_for = _agents(spec, working, machine, header, input_names)
     listens = {e.state: [state_of.get(s, s) for s, _ in e.listens] for e in working}
-    forks, reduced, reduced_listens = _forks(working, [state_of[n] for n in order], listens, state_of, values)
-    following, parallel, branches = fallbacks.sequence_parallel_branches(reduced, reduced_listens, START_EVENT)
-    state_of[START_EVENT] = reduced[0]
+    forks, reduced, reduced_listens = _forks(working, [state_of[n] for n in order], listens, state_of, values,
+                                             spec.start)
+    following, parallel, branches = fallbacks.sequence_parallel_branches(reduced, reduced_listens, spec.start)
+    state_of[spec.start] = reduced[0]
+    state_of.setdefault(START_EVENT, reduced[0])
     output_name = identifier(spec.output_key or "done", "state")
     success = State(values.claim(output_name if output_name not in values.taken else "done", "state"), final=True)
     if spec.output_description:
@@ -385,13 +445,17 @@ def _build(spec: _Spec, order: list[str], source: SourceFile, header: Header
                                            "original") for key, events in abort_events.items()}
     producers = _producers(spec, state_of)
     unproduced: dict[str, list[str]] = {}
+    late: dict[str, list[str]] = {}  # an input name nothing writes in time -> the events that write it late
     fork_of = {b: (name, fork) for name, fork in forks.items() for b in fork.branches}
+    ancestors = _ancestors(spec)
+    branch_of = {b: name for b, (name, _) in fork_of.items()}
+    run_order = [s for n in reduced for s in (forks[n].branches if n in forks else (n,))]
     for event in working:
         in_fork = fork_of.get(event.state)
         if in_fork is not None and in_fork[1].branches[0] == event.state:  # its parallel state comes first
             name, fork = in_fork
             fan_out = State(name, start=reduced[0] == name, parallel=list(fork.branches))
-            after = "the run starts" if fork.source == START_EVENT else f"'{fork.source}' is done"
+            after = "the run starts" if fork.source == spec.start else f"'{fork.source}' is done"
             fan_out.comments.append(f"The original runs {quoted_list(fork.branches)} in parallel once {after}, "
                                     f"and '{fork.join}' waits for all of them: here they are branches.")
             fan_out.transitions.append(Transition(following[name] or success.name))
@@ -401,7 +465,9 @@ def _build(spec: _Spec, order: list[str], source: SourceFile, header: Header
         if event.state != event.name:
             state.comments.append(f"AutoAgent event \"{event.name}\"")
         state.comments.extend(parallel.get(event.state, []))
-        state.instruction = _instruction(event, input_names, producers, unproduced)
+        reads = _Reads(producers, ancestors[event.name], run_order, branch_of, repair_mode)
+        state.instruction = _instruction(event, input_names, reads, unproduced)
+        _report_unready(event, reads, late, diags, header)
         if in_fork is not None:  # a branch ends in its one state: its result is the branch's output
             machine.states.append(state)
             continue
@@ -418,11 +484,23 @@ def _build(spec: _Spec, order: list[str], source: SourceFile, header: Header
     machine.states.append(success)
     machine.states.extend(aborts.values())
     _describe(machine, header, branches, aborts)
-    return machine, unproduced
+    return machine, unproduced, late
+
+
+def _report_unready(event: _Event, reads: _Reads, late: dict[str, list[str]], diags: Diagnostics,
+                    header: Header) -> None:
+    """SW8117 for each key `event` reads before it is written; what --repair did about it, in the header."""
+    for key, writers in reads.unready.items():
+        late.setdefault(identifier(key, "input"), writers)
+        diags.report("SW8117", f"event '{event.name}' reads '{key}', which only {quoted_list(writers)} "
+                     "write, and they have not finished when it starts", event.span,
+                     label="starts before its input is written",
+                     help=f"let '{event.name}' listen to the event that writes '{key}'")
+    header.repairs += reads.repairs
 
 
 def _forks(working: list[_Event], order: list[str], listens: dict[str, list[str]], state_of: dict[str, str],
-           values: Namespace) -> tuple[dict[str, fallbacks.Fork], list[str], dict[str, list[str]]]:
+           values: Namespace, start: str) -> tuple[dict[str, fallbacks.Fork], list[str], dict[str, list[str]]]:
     """The original's fan-outs that become parallel states (by the parallel state's name), and the run order
     and listens with each one's branches replaced by its parallel state."""
     plain = {e.state for e in working
@@ -430,7 +508,7 @@ def _forks(working: list[_Event], order: list[str], listens: dict[str, list[str]
     jumped_to = {state_of.get(o.target, o.target) for e in working for o in e.outputs
                  if o.action == "GOTO" and o.target is not None}
     forks = {values.claim(f"{fork.join}_branches", "state"): fork
-             for fork in fallbacks.parallel_branches(order, listens, START_EVENT, plain)
+             for fork in fallbacks.parallel_branches(order, listens, start, plain)
              if not jumped_to & set(fork.branches)}  # a branch is entered through its parallel state only
     reduced: list[str] = []
     reduced_listens = {name: list(sources) for name, sources in listens.items()}
@@ -469,7 +547,7 @@ def _agents(spec: _Spec, working: list[_Event], machine: Machine, header: Header
             if agent.name != identifier(declared.name, "agent") or len(pairs) > 1:
                 agent.comments.append(f"AutoAgent agent \"{declared.name}\"" + (f" with {model}" if model else ""))
             agent.model = model if model != machine.model else None
-            agent.prompt = _template(declared.prompt, variables) if declared.prompt else None
+            agent.prompt = placeholder_template(declared.prompt, variables) if declared.prompt else None
             for tool_name, description in declared.tools:
                 if tool_name not in tool_names:
                     tool_names[tool_name] = tools.claim(tool_name, "tool")
@@ -495,25 +573,11 @@ def _model_words(model: str | None) -> str:
     return (model or "default").rsplit("/", 1)[-1]
 
 
-def _template(text: str, variables: dict[str, str]) -> str:
-    """A prompt or task as a template: AutoAgent's `{variable}` for the workflow's inputs and variables
-    (`variables` maps their keys to input names), everything else kept as it is written."""
-    out: list[str] = []
-    last = 0
-    for m in _VARIABLE.finditer(text):
-        if m.group(1) in variables:
-            out.append(literal_template(text[last : m.start()]))
-            out.append("{{ " + variables[m.group(1)] + " }}")
-            last = m.end()
-    out.append(literal_template(text[last:]))
-    return "".join(out)
-
-
 def _producers(spec: _Spec, state_of: dict[str, str]) -> dict[str, list[tuple[str, str]]]:
     """For every output key, the events that produce it, as (event name, state name), in file order."""
     producers: dict[str, list[tuple[str, str]]] = {}
     for event in spec.events:
-        if event.name == START_EVENT:
+        if event.name == spec.start or (event.name == START_EVENT and event.agent is None):
             continue
         for output in event.outputs:
             entry = (event.name, state_of[event.name])
@@ -522,21 +586,53 @@ def _producers(spec: _Spec, state_of: dict[str, str]) -> dict[str, list[tuple[st
     return producers
 
 
-def _instruction(event: _Event, input_names: dict[str, str], producers: dict[str, list[tuple[str, str]]],
-                 unproduced: dict[str, list[str]]) -> str:
+@dataclass
+class _Reads:
+    """How an event's inputs are read: from the events that write them and have surely finished when it
+    starts (its ancestors); a key only events beside it or after it write is not ready (SW8117)."""
+
+    producers: dict[str, list[tuple[str, str]]]  # key -> (event, state) of its writers, in file order
+    ancestors: set[str]  # the events that have finished when this one starts
+    run_order: list[str]  # states in the order the import runs them
+    branch_of: dict[str, str]  # a branch state -> its parallel state
+    repair_mode: bool
+    unready: dict[str, list[str]] = field(default_factory=dict)  # key -> its writers, none of them ready
+    repairs: list[str] = field(default_factory=list)
+
+    def value(self, event: _Event, key: str) -> str | None:
+        """The template that reads `key` for `event`, or None when nothing can give it."""
+        found = self.producers.get(key, [])
+        ready = [p for p in found if p[0] in self.ancestors]
+        if found and not ready:
+            self.unready[key] = [e for e, _ in found]
+            ready = [p for p in found if self._runs_first(p[1], event.state)] if self.repair_mode else []
+            if ready:
+                self.repairs.append(f"Event '{event.name}' reads '{key}', which {quoted_list(e for e, _ in ready)} "
+                                    "write while it runs in the original: it now reads their output, which is there "
+                                    "first here.")
+        if not ready:
+            return None
+        listened = {s for s, _ in event.listens}
+        preferred = [p for p in ready if p[0] in listened] or ready
+        return "{{ " + " or ".join(f"{state}.output" for _, state in reversed(preferred)) + " }}"
+
+    def _runs_first(self, writer: str, reader: str) -> bool:
+        if writer not in self.run_order or reader not in self.run_order:
+            return False
+        if self.branch_of.get(writer) is not None and self.branch_of.get(writer) == self.branch_of.get(reader):
+            return False  # two branches of one parallel state: neither is there for the other
+        return self.run_order.index(writer) < self.run_order.index(reader)
+
+
+def _instruction(event: _Event, input_names: dict[str, str], reads: _Reads, unproduced: dict[str, list[str]]
+                 ) -> str:
     """The event's task, followed by its inputs: each one read from the machine's inputs or from the output
     of the events that produce it (the latest first, when several do)."""
-    task = _template(event.task or "", input_names)
+    task = placeholder_template(event.task or "", input_names)
     lines = []
     for key in event.inputs:
-        if key in input_names:
-            value = "{{ " + input_names[key] + " }}"
-        elif key in producers:
-            listened = {s for s, _ in event.listens}
-            found = producers[key]
-            preferred = [p for p in found if p[0] in listened] or found
-            value = "{{ " + " or ".join(f"{state}.output" for _, state in reversed(preferred)) + " }}"
-        else:
+        value = "{{ " + input_names[key] + " }}" if key in input_names else reads.value(event, key)
+        if value is None:
             name = identifier(key, "input")
             unproduced.setdefault(name, []).append(event.state)
             value = "{{ " + name + " }}"
@@ -546,18 +642,27 @@ def _instruction(event: _Event, input_names: dict[str, str], producers: dict[str
     return f"{task}\n\n" + "\n".join(lines) if task else "\n".join(lines)
 
 
-def _declare_unproduced_inputs(machine: Machine, unproduced: dict[str, list[str]]) -> list[str]:
-    """An input no event produces (SW2008 in literal mode) becomes a machine input."""
+def _declare_unproduced_inputs(machine: Machine, unproduced: dict[str, list[str]], late: dict[str, list[str]]
+                               ) -> list[str]:
+    """An input no event produces (SW2008 in literal mode), or none in time for its reader (SW8117), becomes
+    a machine input."""
     changes = []
     taken = set(_taken(machine))
     for name, states in unproduced.items():
         if name in taken:
             continue
         readers = ", ".join(f"'{s}'" for s in states)
-        machine.inputs.append(Input(name, comments=[(f"--repair: no event produces '{name}', which {readers} "
-                                                   "read; given when the machine runs")]))
-        changes.append(f"No event produces '{name}' ({readers} read it): declared it as an input of the "
-                       "machine.")
+        if name in late:
+            writers = quoted_list(late[name])
+            machine.inputs.append(Input(name, comments=[(f"--repair: {writers} write '{name}' only while {readers} "
+                                                       "run; given when the machine runs")]))
+            changes.append(f"{writers} write '{name}' only while {readers} run (SW8117), and no earlier state "
+                           "does here: declared it as an input of the machine.")
+        else:
+            machine.inputs.append(Input(name, comments=[(f"--repair: no event produces '{name}', which {readers} "
+                                                       "read; given when the machine runs")]))
+            changes.append(f"No event produces '{name}' ({readers} read it): declared it as an input of the "
+                           "machine.")
         taken.add(name)
     return changes
 

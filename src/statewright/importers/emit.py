@@ -12,7 +12,7 @@ import textwrap
 from ..compiler.tools.formatter import double_quoted, format_source
 from ..diagnostics import SourceFile
 from ..grammar.parser import decode_long_string
-from .model import Agent, Input, Machine, State, TestBlock, Tool, Transition
+from .model import Agent, Input, Machine, State, TestBlock, Tool, Transition, TypeDecl, type_text
 
 _LONG_STRING = re.compile(r'"""(?:[^"]|"(?!""))*"""')
 _JINJA_MARKUP = re.compile(r"\{[{%#]")
@@ -25,6 +25,28 @@ def literal_template(text: str) -> str:
     Imported prompts are plain text; braces in them (code samples, JSON) must not become template markup.
     """
     return _JINJA_MARKUP.sub(lambda m: "{{ '" + m.group(0) + "' }}", text)
+
+
+_PLACEHOLDER = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*)\}(?!\})")
+
+
+def placeholder_template(text: str, variables: dict[str, str]) -> str:
+    """`text` as a template in which a `{key}` placeholder of `variables` (keys mapped to input names) reads
+    that input, and everything else is kept as it is written (AutoAgent's and CrewAI's `{topic}`)."""
+    out: list[str] = []
+    last = 0
+    for m in _PLACEHOLDER.finditer(text):
+        if m.group(1) in variables:
+            out.append(literal_template(text[last : m.start()]))
+            out.append("{{ " + variables[m.group(1)] + " }}")
+            last = m.end()
+    out.append(literal_template(text[last:]))
+    return "".join(out)
+
+
+def placeholders(text: str) -> list[str]:
+    """The `{key}` placeholders of `text`, in order, each once."""
+    return list(dict.fromkeys(m.group(1) for m in _PLACEHOLDER.finditer(text)))
 
 
 def fsm_string(value: str) -> str:
@@ -64,6 +86,8 @@ def render_machine(machine: Machine, path: str) -> str:
     if machine.steps is not None:
         out.extend(_comments([machine.steps_comment] if machine.steps_comment else [], "    "))
         out.append(f"    limits {{ steps {machine.steps} }}")
+    for decl in machine.types:
+        out.extend(_type(decl))
     for tool in machine.tools:
         out.extend(_tool(tool))
     for agent in machine.agents:
@@ -88,6 +112,15 @@ def _input(item: Input) -> list[str]:
     return [*_comments(item.comments, "    "), f"    input {item.name}: str{default}"]
 
 
+def _type(decl: TypeDecl) -> list[str]:
+    lines = [*_comments(decl.comments, "    "), f"    type {decl.name} {{"]
+    for f in decl.fields:
+        doc = f" {double_quoted(f.doc)}" if f.doc else ""
+        lines.append(f"        {f.name}: {type_text(f.shape)}{doc}")
+    lines.append("    }")
+    return lines
+
+
 def _tool(tool: Tool) -> list[str]:
     path = f" = {double_quoted(tool.import_path)}" if tool.import_path is not None else ""
     return [*_comments(tool.comments, "    "), f"    tool {tool.name}{path}"]
@@ -101,6 +134,8 @@ def _agent(agent: Agent) -> list[str]:
         lines.append(f"        model {fsm_string(agent.model)}")
     if agent.tools:
         lines.append(f"        tools [{', '.join(agent.tools)}]")
+    if agent.memory is not None:
+        lines.append(f"        memory {agent.memory}")
     lines.append("    }")
     return lines
 
@@ -116,6 +151,10 @@ def _state(state: State) -> list[str]:
         body.append(f"agent {state.agent}")
     if state.instruction is not None:
         body.append(f"do {fsm_string(state.instruction)}")
+    if state.ask is not None:
+        body.append(f"ask {fsm_string(state.ask)}")
+    if state.output is not None:
+        body.append(f"output {type_text(state.output)}")
     if state.tell:
         body.append(f"tell [{', '.join(state.tell)}]")
     if state.result is not None:
@@ -136,6 +175,8 @@ def _transition(t: Transition) -> str:
         return f"otherwise stay{bound}"
     if t.otherwise:
         return f"otherwise -> {t.target}{bound}"
+    if t.guard is not None:
+        return f"when {t.guard} -> {t.target}{bound}"
     if t.condition is not None:
         return f"when {double_quoted(t.condition)} -> {t.target}{bound}"
     return f"-> {t.target}{bound}"
@@ -148,7 +189,9 @@ def _test(test: TestBlock) -> list[str]:
         lines.extend(f"            {name} {double_quoted(value)}" for name, value in test.inputs.items())
         lines.append("        }")
     for step in test.steps:
-        if step.kind == "reply":
+        if step.kind == "reply" and step.value is not None:
+            lines.append(f"        reply {step.state} {step.value}")
+        elif step.kind == "reply":
             lines.append(f"        reply {step.state} {double_quoted(step.text or '')}")
         else:
             verdict = double_quoted(step.text) if step.text is not None else "none"

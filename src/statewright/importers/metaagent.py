@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..diagnostics import Diagnostics, SourceFile, Span
+from ..diagnostics import Diagnostics, SourceFile, Span, quoted_list
 from . import fallbacks, repair
 from .emit import literal_template
 from .header import Header
@@ -81,8 +81,10 @@ def import_metaagent(source: SourceFile, diags: Diagnostics, *, repair_mode: boo
     spec = _read(root, diags)
     if spec is None or diags.has_errors:
         return None
-    _lint(spec, diags)
+    misspelt = _lint(spec, diags)
     machine = _build(spec, source, diags, header)
+    if misspelt:
+        header.differences.append(_misspelt_difference(misspelt))
     if repair_mode:
         header.repairs += repair.drop_listener_repeats(machine)
         header.repairs += repair.order_unconditional_last(machine)
@@ -218,7 +220,18 @@ def _check_references(top: JsonValue, spec: _Spec, diags: Diagnostics) -> None:
 # ---- lint notes on the original --------------------------------------------------------------------
 
 
-def _lint(spec: _Spec, diags: Diagnostics) -> None:
+def _misspelt_difference(misspelt: list[tuple[str, str]]) -> str:
+    places = list(dict.fromkeys(where for where, _ in misspelt))
+    tokens = quoted_list(dict.fromkeys(token for _, token in misspelt))
+    where = ", ".join(places[:-1]) + " and " + places[-1] if len(places) > 1 else places[0]
+    return (f"The original spells the routing token {tokens} in {where}: MetaAgent recognises only "
+            "<STATE_TRANS>, so an agent that follows that text never leaves its state there (it is re-prompted, "
+            "then the run returns the last output); here the verifier routes those states by their transitions.")
+
+
+def _lint(spec: _Spec, diags: Diagnostics) -> list[tuple[str, str]]:
+    """Notes on the original; returns where the routing token is misspelt, and how: (where, token)."""
+    misspelt: list[tuple[str, str]] = []
     agent_exits: dict[str, set[str]] = {a.id: set() for a in spec.agents}
     state_exits: dict[str, set[str]] = {s.id: set() for s in spec.states}
     agent_of = {s.id: s.agent_id for s in spec.states}
@@ -227,9 +240,11 @@ def _lint(spec: _Spec, diags: Diagnostics) -> None:
         state_exits[t.source].add(t.target)
     for agent in spec.agents:
         if agent.prompt is not None:
-            _lint_routing(agent.prompt, agent_exits[agent.id], f"the prompt of agent '{agent.name}'", diags)
+            misspelt += _lint_routing(agent.prompt, agent_exits[agent.id], f"the prompt of agent '{agent.name}'",
+                                      diags)
     for state in spec.states:
-        _lint_routing(state.instruction, state_exits[state.id], f"the instruction of state '{state.id}'", diags)
+        misspelt += _lint_routing(state.instruction, state_exits[state.id], f"the instruction of state '{state.id}'",
+                                  diags)
     initial = next(s for s in spec.states if s.initial)
     for t in spec.transitions:
         if t.target == initial.id:
@@ -239,12 +254,15 @@ def _lint(spec: _Spec, diags: Diagnostics) -> None:
                                 "the imported machine keeps the task and tells only the listeners")],
                          help="make sure the run means to start over")
     _lint_listeners(spec, diags)
+    return misspelt
 
 
-def _lint_routing(text: JsonValue, exits: set[str], where: str, diags: Diagnostics) -> None:
+def _lint_routing(text: JsonValue, exits: set[str], where: str, diags: Diagnostics) -> list[tuple[str, str]]:
+    misspelt: list[tuple[str, str]] = []
     for m in _ROUTING_TOKEN.finditer(str(text.value)):
         token = m.group(0)[: m.group(0).index(">") + 1]
         if token != "<STATE_TRANS>":
+            misspelt.append((where, token))
             diags.report("SW8102", f"{where} spells the routing token '{token}'",
                          text.string_span(m.start(), m.start() + len(token)), label="not <STATE_TRANS>",
                          help="MetaAgent recognises only '<STATE_TRANS>'; an agent that prints this never "
@@ -255,6 +273,7 @@ def _lint_routing(text: JsonValue, exits: set[str], where: str, diags: Diagnosti
             diags.report("SW8101", f"{where} routes to state '{target}', which is not one of its exits",
                          text.string_span(m.start(2), m.start(2) + len(target)), label="no transition to it",
                          help="the exits are: " + (", ".join(f"'{e}'" for e in sorted(exits)) or "none"))
+    return misspelt
 
 
 def _lint_listeners(spec: _Spec, diags: Diagnostics) -> None:

@@ -10,6 +10,41 @@ from dataclasses import dataclass, field
 
 from ..diagnostics import Span
 
+# A type as a small tree: ("str",), ("int",), ("float",), ("bool",), ("list", T), ("opt", T),
+# ("enum", ("a", "b")), ("named", "Name").
+Shape = tuple
+
+
+def type_text(shape: Shape) -> str:
+    """The type as `.fsm` source: `list[Activity]`, `str?`, `"a" | "b"`."""
+    kind = shape[0]
+    if kind == "list":
+        return f"list[{type_text(shape[1])}]"
+    if kind == "opt":
+        inner = shape[1][1] if shape[1][0] == "opt" else shape[1]
+        return f"{type_text(inner)}?"  # an enum's `?` makes the whole enum optional
+    if kind == "enum":
+        from ..compiler.tools.formatter import double_quoted
+
+        return " | ".join(double_quoted(v) for v in shape[1])
+    if kind == "named":
+        return str(shape[1])
+    return str(kind)
+
+
+@dataclass
+class FieldDecl:
+    name: str
+    shape: Shape
+    doc: str | None = None
+
+
+@dataclass
+class TypeDecl:
+    name: str
+    fields: list[FieldDecl] = field(default_factory=list)
+    comments: list[str] = field(default_factory=list)
+
 
 @dataclass
 class Transition:
@@ -18,6 +53,8 @@ class Transition:
 
     target: str | None  # None for `otherwise stay`
     condition: str | None = None  # a natural-language condition, judged by the verifier
+    guard: str | None = None  # a guard expression, evaluated by code
+    sample_fires: bool = False  # whether the guard holds for the state's sample reply (the test skeleton's)
     otherwise: bool = False
     bound: int | None = None
     per_visit: bool = False  # `max N per visit`: the bound starts again each time the run enters the state
@@ -30,7 +67,7 @@ class Transition:
     @property
     def unconditional(self) -> bool:
         """Fires whenever evaluation reaches it (until its bound runs out)."""
-        return self.condition is None
+        return self.condition is None and self.guard is None
 
 
 @dataclass
@@ -40,6 +77,8 @@ class State:
     final: bool = False
     agent: str | None = None
     instruction: str | None = None  # a Jinja template
+    ask: str | None = None  # a question to a person (a Jinja template): a state that asks
+    output: Shape | None = None  # the type of the state's output (None: text)
     tell: list[str] = field(default_factory=list)
     tell_origins: list[Span | None] = field(default_factory=list)
     transitions: list[Transition] = field(default_factory=list)
@@ -58,6 +97,7 @@ class Agent:
     prompt: str | None = None  # a Jinja template
     model: str | None = None
     tools: list[str] = field(default_factory=list)
+    memory: str | None = None  # `memory none`, `memory last N`; None: the default (all)
     comments: list[str] = field(default_factory=list)
 
 
@@ -80,6 +120,7 @@ class TestStep:
     kind: str  # "reply" or "verdict"
     state: str
     text: str | None  # the reply, or the verdict's condition (None: `verdict STATE none`)
+    value: str | None = None  # a typed reply, as `.fsm` value text (printed as it is, in place of `text`)
 
 
 @dataclass
@@ -99,6 +140,7 @@ class Machine:
     model: str | None = None
     steps: int | None = None
     steps_comment: str = ""
+    types: list[TypeDecl] = field(default_factory=list)
     tools: list[Tool] = field(default_factory=list)
     agents: list[Agent] = field(default_factory=list)
     states: list[State] = field(default_factory=list)

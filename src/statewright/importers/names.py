@@ -55,3 +55,16 @@ def file_stem(path: str) -> str:
     if name.startswith("<"):  # <stdin>
         return "imported"
     return name.rsplit(".", 1)[0] if "." in name else name or "imported"
+
+
+def type_name(text: str, names: Namespace) -> str:
+    """A type's name: `text` itself where it is a free name (types keep their capitals), else made valid and
+    unique the way other names are, with a number after a taken one (Delegation, Delegation2)."""
+    base = text if re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", text) and text not in RESERVED else (
+        identifier(text, "type").title().replace("_", ""))
+    name, n = base, 1
+    while name in names.taken:
+        n += 1
+        name = f"{base}{n}"
+    names.taken.add(name)
+    return name

@@ -14,6 +14,8 @@ def _edge(state: State, t: Transition) -> str:
         return f"'{state.name}' -> itself (otherwise stay)"
     if t.condition is not None:
         return f"'{state.name}' -> '{t.target}' when \"{t.condition}\""
+    if t.guard is not None:
+        return f"'{state.name}' -> '{t.target}' when {t.guard}"
     return f"'{state.name}' -> '{t.target}'"
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import heapq
 
-from .model import Machine, State, TestBlock, TestStep
+from .model import Machine, Shape, State, TestBlock, TestStep, TypeDecl
 
 Verdicts = list[str | None]  # the verifier's answers during one run of a state (None: 'none')
 Route = tuple[str, list[Verdicts]]  # the next state, and the verdicts of each run of this state on the way
@@ -28,6 +28,15 @@ def routes(state: State) -> list[Route]:
     this_run: Verdicts = []
     group: list[str] = []  # the conditions of the group being read
     for t in state.transitions:
+        if t.guard is not None:  # code decides: a route when the state's sample reply makes it hold
+            if group:
+                this_run.append(None)
+                group = []
+            if t.sample_fires:
+                assert t.target is not None
+                found.append((t.target, [*earlier_runs, list(this_run)]))
+                break
+            continue
         if t.condition is not None:
             assert t.target is not None
             if t.condition not in group:  # a verdict names a condition by its text: the first one wins
@@ -99,17 +108,52 @@ def shortest_path_test(machine: Machine, inputs: dict[str, str], step_limit: int
                                      goal, failure="steps")
                 path.append(step)
                 if step != name:
-                    steps_list.append(TestStep("reply", step, f"A reply for {step}."))
+                    steps_list.append(_reply(machine, step))
             continue
         for verdicts in runs:
             if step_limit is not None and len(path) == step_limit:
                 return TestBlock(f"the step limit ends the run before {goal}", inputs, steps_list, path, goal,
                                  failure="steps")
             path.append(name)
-            steps_list.append(TestStep("reply", name, f"A reply for {name}."))
+            steps_list.append(_reply(machine, name))
             steps_list.extend(TestStep("verdict", name, v) for v in verdicts)
     ending = machine.state(goal)
     if ending.agent is not None:  # a final state that does work answers too
-        steps_list.append(TestStep("reply", goal, f"A reply for {goal}."))
+        steps_list.append(_reply(machine, goal))
     return TestBlock(f"the shortest path reaches {goal}", inputs, steps_list, [*path, goal], goal,
                      failure="final" if ending.failing else None)
+
+
+def _reply(machine: Machine, name: str) -> TestStep:
+    """A placeholder reply for state `name`: text, or a value of its output type."""
+    shape = machine.state(name).output
+    if shape is None:
+        return TestStep("reply", name, f"A reply for {name}.")
+    return TestStep("reply", name, None, sample_value(shape, {t.name: t for t in machine.types}))
+
+
+def sample_value(shape: Shape, types: dict[str, TypeDecl], field: str = "", depth: int = 0) -> str:
+    """A value of type `shape` as `.fsm` value text: the first of an enum, `true`, an empty list, `none`
+    for what is optional, an object with a sample of each field. Its guards' `sample_fires` count on this."""
+    from ..compiler.tools.formatter import double_quoted
+
+    kind = shape[0]
+    if kind == "str":
+        return double_quoted(f"An example {field.replace('_', ' ')}." if field else "An example.")
+    if kind == "int":
+        return "1"
+    if kind == "float":
+        return "1.0"
+    if kind == "bool":
+        return "true"
+    if kind == "list" or (kind == "opt" and depth > 0):
+        return "[]" if kind == "list" else "none"
+    if kind == "opt":
+        return sample_value(shape[1], types, field, depth)
+    if kind == "enum":
+        return double_quoted(shape[1][0])
+    decl = types.get(shape[1])
+    if decl is None or depth > 8:
+        return "{}"
+    parts = [f"{f.name} {sample_value(f.shape, types, f.name, depth + 1)}" for f in decl.fields]
+    return "{ " + "  ".join(parts) + " }" if parts else "{}"

@@ -154,11 +154,17 @@ class BatchSummary:
     cost_usd: float = 0.0
     latencies: list[float] = field(default_factory=list)
     interrupted: bool = False
+    resume_hint: str = "statewright resume RUN_ID --answer '...'"  # how a waiting case is answered
 
     @property
     def ok(self) -> bool:
-        return (not self.failed and not self.invalid and not self.waiting and self.matched == self.expected
-                and not self.interrupted)
+        return not self.waiting and self.ok_but_waiting
+
+    @property
+    def ok_but_waiting(self) -> bool:
+        """No case failed, was invalid or missed its expect, and the batch was not interrupted (cases that
+        wait for a person's answer aside)."""
+        return not self.failed and not self.invalid and self.matched == self.expected and not self.interrupted
 
     def count(self, line: Mapping[str, Any]) -> None:
         """Add one result line (of this run of the batch, or of an earlier one being resumed)."""
@@ -197,7 +203,7 @@ class BatchSummary:
             ("failed", f"{failed}" + (f" ({kinds})" if kinds else "")),
         ]
         if self.waiting:
-            waiting = f"{self.waiting} wait for a person's answer (statewright resume RUN_ID --answer ...)"
+            waiting = f"{self.waiting} wait for a person's answer (answer each with: {self.resume_hint})"
             rows.append(("waiting", waiting))
         if self.invalid:
             rows.append(("invalid", f"{self.invalid} line(s) skipped"))

@@ -18,7 +18,6 @@ copy or move the database only with its `-wal` (and `-shm`) files, or after ever
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import socket
 import sqlite3
@@ -26,8 +25,18 @@ import threading
 import time
 from typing import Any
 
+from .snapshot import (
+    Delta,
+    Snapshot,
+    SnapshotError,
+    changes_to_json,
+    head_to_json,
+    read_changes,
+    read_head,
+    read_json,
+)
 from .structured import safe_json_dumps
-from .trace import redact, secret_values
+from .trace import redact, redact_data, secret_values
 
 CHECKPOINT_VERSION = 2
 LEASE_SECONDS = 30.0  # a lease not renewed for this long has expired
@@ -59,8 +68,6 @@ CREATE TABLE IF NOT EXISTS run_leases (
     expires REAL NOT NULL
 );
 """
-# what a piece may hold: mappings merged key by key, and logs extended
-_CHECKPOINT_MAPPINGS = ("outputs", "visits", "edges", "seqs")
 # The changes of recent saves collect in the run's own row (its tail, one JSON line per save) until they
 # hold about this many bytes, then move to a piece row: rewriting one row is several times cheaper than
 # also appending to a growing table on every commit.
@@ -117,11 +124,13 @@ class CheckpointStore:
         """Let saves share commits; the caller promises to `await durable()` before acting on a save."""
         self._grouping = True
 
-    def save(self, run_id: str, record: dict[str, Any]) -> None:
-        """Write a run's head and what changed: `record` is `{"head": {...}, "changes": {...} or None}`
-        (core.py builds it)."""
-        head = dict(record["head"])
-        changes = record.get("changes")
+    def save(self, run_id: str, delta: Delta, redactions: list[str] | None = None) -> None:
+        """Write a run's head and what changed (snapshot.py: `make_delta` builds the delta). `redactions` are
+        values no record may hold (the forms of the run's tool secrets), besides the environment's keys."""
+        head = head_to_json(delta.head)
+        changes = changes_to_json(delta.changes) if not delta.changes.empty() else None
+        if redactions:
+            head, changes = redact_data(head, redactions), redact_data(changes, redactions)
         now = time.time()
         with self._lock:
             position = self._positions.get(run_id)
@@ -142,8 +151,7 @@ class CheckpointStore:
                     "status = excluded.status, state = excluded.state, updated = excluded.updated, "
                     "head = excluded.head, pieces = excluded.pieces, tail = excluded.tail, "
                     "machine = excluded.machine, source_sha256 = excluded.source_sha256",
-                    (run_id, str(head.get("machine", "")), str(head.get("source_sha256", "")),
-                     str(head.get("status", "running")), head.get("state"), now, now,
+                    (run_id, delta.head.machine, delta.head.source_sha256, delta.head.status, delta.head.state, now, now,
                      redact(safe_json_dumps(head), self._secrets), pieces, tail))
             except BaseException:
                 self._rollback()
@@ -192,9 +200,10 @@ class CheckpointStore:
 
     # -- reading ---------------------------------------------------------------------------------
 
-    def load(self, run_id: str) -> dict[str, Any] | None:
+    def load(self, run_id: str) -> Snapshot | None:
         """The run as its checkpoints left it — the head with every piece replayed — or None for an unknown
-        run. Raises CheckpointError for a damaged record (a piece missing or unreadable)."""
+        run. Raises CheckpointError for a damaged record: a piece missing, or a record that does not read
+        as the snapshot's shape (snapshot.py) — it cannot be resumed."""
         with self._lock:
             row = self._conn.execute("SELECT head, pieces, tail FROM runs WHERE run_id = ?", (run_id,)).fetchone()
             if row is None:
@@ -202,40 +211,23 @@ class CheckpointStore:
             pieces = list(self._conn.execute(
                 "SELECT piece, changes FROM run_pieces WHERE run_id = ? ORDER BY piece", (run_id,)))
         damaged = f"the checkpoint of run '{run_id}' in {self.path} is damaged"
-        try:
-            snapshot = json.loads(row[0])
-        except ValueError:
-            raise CheckpointError(f"{damaged}: its record does not read as JSON. It cannot be resumed; start "
-                                  "the run again under a new id") from None
         expected = int(row[1])
         numbers = [number for number, _ in pieces]
         if numbers != list(range(expected)):
             missing = sorted(set(range(expected)) - set(numbers))
             what = f"piece {missing[0]} of {expected} is missing" if missing else "it has pieces it should not"
             raise CheckpointError(f"{damaged}: {what}. It cannot be resumed; start the run again under a new id")
-        logs: dict[str, list[Any]] = {}
-        merged: dict[str, dict[str, Any]] = {name: {} for name in _CHECKPOINT_MAPPINGS}
-        inputs: Any = None
-        lines = [(f"piece {number} does", line) for number, text in pieces for line in text.split("\n") if line]
-        lines += [("the latest changes do", line) for line in str(row[2]).split("\n") if line]
-        for where, text in lines:
-            try:
-                changes = json.loads(text)
-                if not isinstance(changes, dict):
-                    raise ValueError("not an object")  # noqa: TRY004 - reported with the JSON errors
-            except ValueError:
-                raise CheckpointError(f"{damaged}: {where} not read as JSON. It cannot be resumed; "
-                                      "start the run again under a new id") from None
-            for key, value in changes.items():
-                if key in merged:
-                    merged[key].update(value)
-                elif key == "inputs":
-                    inputs = value
-                else:
-                    logs.setdefault(key, []).extend(value)
-        snapshot.update(merged)
-        snapshot["inputs"] = inputs if inputs is not None else {}
-        snapshot["logs"] = logs
+        try:
+            snapshot = Snapshot(read_head(read_json(str(row[0]), "its record")))
+            lines = [(f"piece {number}", False, line) for number, text in pieces
+                     for line in str(text).split("\n") if line]
+            lines += [("the latest changes", True, line) for line in str(row[2]).split("\n") if line]
+            for where, plural, text in lines:
+                snapshot.apply(read_changes(read_json(text, where, plural=plural), where))
+            snapshot.prune()
+        except SnapshotError as exc:
+            raise CheckpointError(f"{damaged}: {exc}. It cannot be resumed; start the run again under a new id"
+                                  ) from None
         with self._lock:
             self._positions[run_id] = (expected, str(row[2]))
         return snapshot

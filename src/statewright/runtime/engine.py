@@ -21,11 +21,15 @@ from typing import Any
 
 from .checkpoint import LEASE_SECONDS, CheckpointError, CheckpointStore
 from .client import ModelClient, ModelRequest, ModelResponse, rough_call_estimate
-from .concurrency import Cancel, Completed, Concurrently
-from .core import InputError, InputValidator, Run, RunCore
+from .core import RunCore
 from .effects import AwaitPerson, CallModel, CallTool, DescribeTools, EstimateCall, PersonReply, ToolOutcome
+from .executor import Performer, drive
+from .inputs import InputError, InputValidator
+from .plan import MachinePlan
 from .result import AnswerError, Failure, RunResult
+from .run_state import Run
 from .scripted import Script, ScriptedClient
+from .snapshot import Delta
 from .spec import InputSpec, MachineSpec
 from .sync import run_sync
 from .tool_secrets import SecretError, read_secrets
@@ -70,6 +74,9 @@ class Engine:
     confinement where their bubblewrap jail cannot run (runs it starts say so in their trace's
     `run_start`). `listeners` hear every run's events as they happen.
 
+    `started_with` is recorded in every checkpoint (how the run was started: `{"script": PATH}`), so that
+    `statewright resume RUN_ID` continues it the same way.
+
     Each run reads the secrets its tools name (`secrets [...]`) from the environment when it starts; one
     that is not set ends the run at once with a failure of kind `secret` (`require_secrets=False`, for
     test blocks, lets it start: a tool that needs a missing secret then fails its call). Every value read
@@ -93,6 +100,7 @@ class Engine:
         clock: Callable[[], float] | None = None,
         require_secrets: bool = True,
         observe: Callable[[str, str, int, Any], None] | None = None,
+        started_with: Mapping[str, str] | None = None,
     ) -> None:
         self.machine = machine
         self._client = client
@@ -107,7 +115,9 @@ class Engine:
         self.listeners = tuple(listeners)
         self.require_secrets = require_secrets
         self.observe = observe  # hears each step's instruction and output (test blocks' expectations)
-        self.core = RunCore(machine, clock=clock or _monotonic, model_map=model_map, max_tokens=max_tokens)
+        self.started_with = dict(started_with or {})  # recorded in checkpoints: how runs were started
+        self.core = RunCore(MachinePlan(machine, model_map=model_map, max_tokens=max_tokens),
+                            clock=clock or _monotonic)
 
     @property
     def client(self) -> ModelClient:
@@ -121,17 +131,20 @@ class Engine:
     # -- running ------------------------------------------------------------------------------------
 
     def run(self, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
-            resume: bool = False, answer: Any = None) -> RunResult:
+            resume: bool = False, answer: Any = None, path: str | None = None) -> RunResult:
         """Run the machine to a final state or a typed failure (see `arun`), from synchronous code."""
-        return run_sync(self.arun(inputs, run_id=run_id, resume=resume, answer=answer))  # type: ignore[no-any-return]
+        return run_sync(self.arun(inputs, run_id=run_id, resume=resume, answer=answer,  # type: ignore[no-any-return]
+                                  path=path))
 
 
     async def arun(self, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
-                   resume: bool = False, trace: Trace | None = None, answer: Any = None) -> RunResult:
+                   resume: bool = False, trace: Trace | None = None, answer: Any = None,
+                   path: str | None = None) -> RunResult:
         """Run the machine to a final state, a typed failure, or a pause for a person's answer (status
         "waiting"). With `resume=True`, continue the checkpointed run `run_id` (its stored inputs are used;
-        `inputs` is ignored); `answer` is the answer of the person it waits for. `trace`, when given, takes
-        this run's events instead of the engine's trace (a batch writes one trace per case).
+        `inputs` is ignored); `answer` is the answer of the person it waits for — at `path` (a state, or
+        `investigate[2]/approve` inside a machine it runs) when it waits in several places. `trace`, when
+        given, takes this run's events instead of the engine's trace (a batch writes one trace per case).
 
         Raises CheckpointError when resuming is impossible (no store, unknown run, different machine), and
         AnswerError when `answer` does not fit the question (or the run waits for none): the run is left
@@ -148,7 +161,7 @@ class Engine:
                 return restored
             run = restored
             if answer is not None:
-                core.check_answer(run, answer)
+                path = core.check_answer(run, answer, path)
         else:
             run_id = run_id or new_run_id()
             if store is not None and store.exists(run_id):
@@ -167,13 +180,13 @@ class Engine:
             return core.fail_input(run.run_id, run.inputs_json, run.workspace, Failure("secret", str(exc)),
                                    self._emitter(trace or self.trace))
         redactions = secret_forms(secrets.values())
-        effects = _LocalEffects(self, run, secrets, answer)
+        effects = _LocalEffects(self, run, secrets, (path or "", answer) if answer is not None else None)
         self._running.add(effects)
         try:
             if store is None:
                 self._attach(run, trace or self.trace, redactions)
                 core.begin(run, resumed=resume)
-                result = await self._drive(core.execute(run), effects)
+                result = await drive(core.execute(run), effects)
                 return _redacted_result(result, redactions)
             store.group_commits()
             store.acquire(run.run_id)  # one owner per run: another process holding it is refused here
@@ -181,7 +194,7 @@ class Engine:
             try:
                 self._attach(run, trace or self.trace, redactions)
                 core.begin(run, resumed=resume)
-                result = await self._drive(core.execute(run), effects)
+                result = await drive(core.execute(run), effects)
                 await store.durable()
                 return _redacted_result(result, redactions)
             finally:
@@ -199,7 +212,7 @@ class Engine:
 
         Meant for a runner's SIGTERM handler: it only sends signals and sets flags, so it is safe inside one."""
         self._tools_stopped = True
-        registries = [effects.registry for effects in list(self._running)]
+        registries = [registry for effects in list(self._running) for registry in effects.registries.values()]
         if self._tools is not None:
             registries.append(self._tools)
         killed = 0
@@ -221,15 +234,21 @@ class Engine:
         if snapshot is None:
             raise CheckpointError(f"no checkpoint of run '{run_id}' in {store.path}")
         # the workspace the run started with, unless this engine was given one
-        workspace = self.workspace or snapshot.get("workspace") or default_workspace(run_id)
+        workspace = self.workspace or snapshot.head.workspace or default_workspace(run_id)
         return self.core.restore(run_id, snapshot, workspace)
 
     def _attach(self, run: Run, trace: Trace | None, redactions: list[str]) -> None:
         emit = self._emitter(trace)
-        save: Listener | None = self.checkpoint.save if self.checkpoint is not None else None
-        if redactions:  # the run's secret values leave through no hook: trace, listeners, checkpoint
-            emit = _redacting(emit, redactions) if emit is not None else None
-            save = _redacting(save, redactions) if save is not None else None
+        save: Callable[[str, Delta], None] | None = None
+        if self.checkpoint is not None:
+            store, options = self.checkpoint, self.started_with
+
+            def save(run_id: str, delta: Delta) -> None:
+                delta.head.options = options
+                store.save(run_id, delta, redactions)
+
+        if redactions and emit is not None:  # the run's secret values leave through no hook
+            emit = _redacting(emit, redactions)
         run.listen(emit, content=trace.content if trace is not None else False, save=save,
                    stamp=_event_time)
         run.observe = self.observe
@@ -252,32 +271,10 @@ class Engine:
 
         return emit
 
-    @staticmethod
-    async def _drive(steps: Any, effects: _LocalEffects) -> Any:
-        """Run the core's generator: perform each effect it yields and send back the result, or throw the
-        error the effect raised into it (the core decides what a failure means)."""
-        value: Any = None
-        error: Exception | None = None
-        try:
-            while True:
-                try:
-                    effect = steps.send(value) if error is None else steps.throw(error)
-                except StopIteration as stop:
-                    return stop.value
-                error = None
-                if effects.store is not None:
-                    await effects.store.durable()  # what the run decided is committed before it acts on it
-                try:
-                    value = await effects.perform(effect)
-                except Exception as exc:  # noqa: BLE001 - sent back into the core, which turns it into a failure
-                    value, error = None, exc
-        finally:
-            effects.abandon()
-
 
 def _redacting(hook: Callable[[str, dict[str, Any]], None], redactions: list[str]
                ) -> Callable[[str, dict[str, Any]], None]:
-    """`hook` (an emitter or a checkpoint save) handed its data with the secret values redacted."""
+    """`hook` (an emitter) handed its data with the secret values redacted."""
 
     def redacted(key: str, data: dict[str, Any]) -> None:
         hook(key, redact_data(data, redactions))
@@ -295,67 +292,40 @@ def _redacted_result(result: RunResult, redactions: list[str]) -> RunResult:
     return result
 
 
-class _LocalEffects:
-    """Performs the effects of one run in this process."""
+class _LocalEffects(Performer):
+    """Performs the effects of one run in this process: the leaves of the executor skeleton (executor.py)."""
 
-    __slots__ = ("answer", "client", "engine", "in_flight", "registry", "run", "scripted", "secrets", "store")
+    __slots__ = ("answer", "client", "engine", "registries", "run", "scripted", "secrets", "settles", "store")
 
-    def __init__(self, engine: Engine, run: Run, secrets: Mapping[str, str], answer: Any = None) -> None:
+    def __init__(self, engine: Engine, run: Run, secrets: Mapping[str, str],
+                 answer: tuple[str, Any] | None = None) -> None:
+        super().__init__()
         self.engine = engine
         self.run = run
         self.secrets = secrets
-        self.answer = _NO_ANSWER if answer is None else answer  # a person's answer for the waiting run
+        self.answer = answer  # (the path of the question, a person's answer to it) for the waiting run
         self.store = engine.checkpoint
+        self.settles = self.store is not None
         given = engine._client
         # a scripted run answers from its own client; a given ScriptedClient (a test block's) records it all
         self.scripted = (given if isinstance(given, ScriptedClient)
                          else ScriptedClient(engine.script) if engine.script is not None else None)
         self.client: Any = given if given is not None else self.scripted or engine.client
-        self.registry: Any = engine._tools
-        self.in_flight: dict[str, asyncio.Future[Any]] = {}  # effects started by Concurrently, by key
+        self.registries: dict[int, Any] = {}  # by machine: each machine a run runs has its own tools
 
-    async def perform(self, effect: Any) -> Any:
-        kind = type(effect)
-        if kind is CallModel:
-            if self.engine.listeners:
-                self.announce(effect.request)
-            return await self.call_model(effect.request)
-        if kind is CallTool:
-            return await self.call_tool(effect)
-        if kind is EstimateCall:
-            return self.estimate(effect.request)
-        if kind is DescribeTools:
-            return self.describe_tools(effect)
-        if kind is AwaitPerson:
-            return self.await_person(effect)
-        if kind is Concurrently:
-            return await self.concurrently(effect)
-        if kind is Cancel:
-            for key in effect.keys:
-                task = self.in_flight.pop(key, None)
-                if task is not None:
-                    task.cancel()
-            return None
-        raise TypeError(f"the local executor cannot perform {kind.__name__}")
+    async def settle(self) -> None:
+        assert self.store is not None
+        await self.store.durable()  # what the run decided is committed before it acts on it
 
-    async def concurrently(self, effect: Concurrently) -> Completed:
-        """Start the effects of branches or map elements, and answer with the first of all those in
-        flight to finish (of several finishing together, the one started first)."""
-        for key, inner in effect.start.items():
-            self.in_flight[key] = asyncio.ensure_future(self.perform(inner))
-        await asyncio.wait(self.in_flight.values(), return_when=asyncio.FIRST_COMPLETED)
-        key = next(k for k, task in self.in_flight.items() if task.done())
-        task = self.in_flight.pop(key)
-        error = task.exception()
-        if error is not None and not isinstance(error, Exception):
-            raise error  # KeyboardInterrupt, a stopped tool: the run stops, as for a call made alone
-        return Completed(key, None if error is not None else task.result(), error)
-
-    def abandon(self) -> None:
-        """Cancel what the run started and no longer waits for (its core has ended)."""
-        for task in self.in_flight.values():
-            task.cancel()
-        self.in_flight.clear()
+    async def call_model(self, effect: CallModel) -> ModelResponse:
+        request = effect.request
+        if self.engine.listeners:
+            self.announce(request)
+        client = self.client
+        acomplete = getattr(client, "acomplete", None)
+        if acomplete is not None:
+            return await acomplete(request)  # type: ignore[no-any-return]
+        return client.complete(request)  # type: ignore[no-any-return]
 
     def announce(self, request: ModelRequest) -> None:
         """Listeners (not the trace) hear of a model call as it starts: a person watching sees the wait."""
@@ -365,14 +335,8 @@ class _LocalEffects:
         for listener in self.engine.listeners:
             listener("llm_request", fields)
 
-    async def call_model(self, request: ModelRequest) -> ModelResponse:
-        client = self.client
-        acomplete = getattr(client, "acomplete", None)
-        if acomplete is not None:
-            return await acomplete(request)  # type: ignore[no-any-return]
-        return client.complete(request)  # type: ignore[no-any-return]
-
-    def estimate(self, request: ModelRequest) -> tuple[int, float]:
+    async def estimate(self, effect: EstimateCall) -> tuple[int, float]:
+        request = effect.request
         estimator = getattr(self.client, "estimate", None)
         try:
             tokens, cost = estimator(request) if estimator is not None else rough_call_estimate(request)
@@ -380,25 +344,30 @@ class _LocalEffects:
         except Exception:  # noqa: BLE001 - a client whose estimate fails still gets its budget checked
             return rough_call_estimate(request)
 
-    def tools(self) -> Any:
-        if self.registry is None:
+    def tools(self, machine: Any) -> Any:
+        """The tool registry of `machine` in this run (the engine's own, when it was given one)."""
+        if self.engine._tools is not None:
+            return self.engine._tools
+        machine = machine or self.engine.machine
+        registry = self.registries.get(id(machine))
+        if registry is None:
             from .tools import ToolRegistry
 
-            self.registry = ToolRegistry(self.engine.machine.tools, self.run.workspace,
-                                         unsafe_tools=self.engine.unsafe_tools, secrets=self.secrets)
+            registry = self.registries[id(machine)] = ToolRegistry(
+                machine.tools, self.run.workspace, unsafe_tools=self.engine.unsafe_tools, secrets=self.secrets)
             if self.engine._tools_stopped:
-                self.registry.kill_processes()  # made after the stop: it must start nothing either
-        return self.registry
+                registry.kill_processes()  # made after the stop: it must start nothing either
+        return registry
 
     async def call_tool(self, effect: CallTool) -> ToolOutcome:
         started = time.perf_counter()
         scripted = self.scripted
-        if effect.agent is None and scripted is not None and scripted.script.has("tool", effect.state):
-            reply = scripted.tool(effect.state, effect.seq, run_id=self.run.run_id, item=effect.item)
+        if effect.agent is None and scripted is not None and scripted.script.has("tool", effect.where):
+            reply = scripted.tool(effect.where, effect.seq, run_id=self.run.run_id, item=effect.item)
             if reply.delay > 0:
                 await asyncio.sleep(reply.delay)
             return ToolOutcome(reply.value, _ms_since(started), scripted=True)
-        registry = self.tools()
+        registry = self.tools(effect.machine)
         try:
             acall = getattr(registry, "acall", None)
             if acall is not None:
@@ -410,26 +379,26 @@ class _LocalEffects:
             raise
         return ToolOutcome(value, _ms_since(started))
 
-    def await_person(self, effect: AwaitPerson) -> PersonReply:
+    async def await_person(self, effect: AwaitPerson) -> PersonReply:
         """The answer this run was resumed with, a scripted one, a timeout once the deadline passed, or
         none: locally, a run that waits for a person pauses (checkpointed) instead of blocking."""
         now = time.time()
         scripted = self.scripted
         if scripted is not None:
-            reply = scripted.person(effect.state, effect.seq, run_id=self.run.run_id)
+            reply = scripted.person(effect.where, effect.seq, run_id=self.run.run_id)
             if reply is not None:
                 if reply.value.get("timeout"):
                     return PersonReply("timeout", now, scripted=True)
                 return PersonReply("answer", now, reply.value["answer"], scripted=True)
-        if self.answer is not _NO_ANSWER:
-            answer, self.answer = self.answer, _NO_ANSWER
+        if self.answer is not None and self.answer[0] == effect.where:  # (the question it was given for)
+            answer, self.answer = self.answer[1], None
             return PersonReply("answer", now, answer)
         if effect.deadline is not None and now >= effect.deadline:
             return PersonReply("timeout", now)
         return PersonReply("none", now)
 
-    def describe_tools(self, effect: DescribeTools) -> tuple[list[dict[str, Any]], dict[str, str]]:
-        registry = self.tools()
+    async def describe_tools(self, effect: DescribeTools) -> tuple[list[dict[str, Any]], dict[str, str]]:
+        registry = self.tools(effect.machine)
         schemas: list[dict[str, Any]] = []
         names: dict[str, str] = {}
         for tool in effect.tools:
@@ -446,9 +415,6 @@ async def _keep_lease(store: CheckpointStore, run_id: str) -> None:
         await asyncio.sleep(LEASE_SECONDS / 3)
         store.renew(run_id)
         await store.durable()
-
-
-_NO_ANSWER = object()
 
 
 def _monotonic() -> float:

@@ -8,6 +8,7 @@ import contextlib
 import gc
 import json
 import os
+import shlex
 import signal
 import sys
 from collections.abc import Iterator, Mapping, Sequence
@@ -30,7 +31,7 @@ from .trace import Trace, redact, sink_json
 EXIT_FINAL = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
-EXIT_WAITING = 3  # the run waits for a person's answer: resume it with --resume RUN_ID --answer '...'
+EXIT_WAITING = 4  # the run waits for a person's answer: resume it with --resume RUN_ID --answer '...'
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143  # 128 + SIGTERM
 
@@ -148,11 +149,9 @@ async def arun_machine(machine: MachineSpec, inputs: Mapping[str, Any] | None = 
     Never raises for a failed run — the RunResult says how it failed; raises CheckpointError when a
     resume is impossible and AnswerError when `answer` does not fit. `retries`, `retry_delay` and
     `timeout` set the default litellm client's policy (not that of a `client` given here). A machine that
-    asks a person checkpoints to DEFAULT_CHECKPOINT unless given `checkpoint` (and is never run without
-    one, so that its pause is durable), except when a `script` answers its questions."""
+    asks a person checkpoints to DEFAULT_CHECKPOINT unless given `checkpoint` (`run_checkpoint`)."""
     opened = Trace(trace, content=trace_content) if isinstance(trace, str) else None
-    if checkpoint is None and script is None and client is None and asks_people(machine):
-        checkpoint = default_checkpoint()
+    checkpoint = run_checkpoint(machine, checkpoint)
     store = CheckpointStore(checkpoint) if isinstance(checkpoint, str) else checkpoint
     try:
         engine = Engine(machine, client=_runner_client(client, retries, retry_delay, timeout),
@@ -185,6 +184,17 @@ def asks_people(machine: MachineSpec) -> bool:
     return any(state.kind == "human" for state in machine.states.values())
 
 
+def run_checkpoint(machine: MachineSpec, given: Any, *, temporal: bool = False) -> Any:
+    """The checkpoint a run keeps, the one rule every face follows: the one given; else, for a machine that
+    asks a person, DEFAULT_CHECKPOINT — a run that pauses for an answer must be able to resume — except on
+    a Temporal cluster, whose history is every run's checkpoint (None there)."""
+    if temporal:
+        return None
+    if given is None and asks_people(machine):
+        return default_checkpoint()
+    return given
+
+
 def run_machine(machine: MachineSpec, inputs: Mapping[str, Any] | None = None, **options: Any) -> RunResult:
     """`arun_machine` for synchronous code: the same run, the same options."""
     return run_sync(arun_machine(machine, inputs, **options))  # type: ignore[no-any-return]
@@ -207,7 +217,7 @@ def _runner_parser(machine: MachineSpec, prog: str | None) -> argparse.ArgumentP
     epilog = ("inputs:\n" + "\n".join(lines)) if lines else "this machine takes no inputs"
     epilog += ("\n\nexit status: 0 the run ended in a final state, 1 it failed (in a failing final state "
                "too; the failure is in the JSON result), 2 usage or configuration error (bad inputs, a secret not "
-               "set, a bad --answer: the run keeps waiting), 3 the run waits for a person's answer, 130 "
+               "set, a bad --answer: the run keeps waiting), 4 the run waits for a person's answer, 130 "
                "interrupted, 143 stopped by SIGTERM\n\n"
                "The command `batch` runs the machine over a file of many inputs at once (see `batch --help`).\n"
                "On a Temporal cluster (pip install 'statewright[temporal]'): --temporal HOST:PORT runs it there; "
@@ -219,7 +229,9 @@ def _runner_parser(machine: MachineSpec, prog: str | None) -> argparse.ArgumentP
     parser.add_argument("--input", action="append", default=[], metavar="KEY=VALUE",
                         help="an input value (repeatable); VALUE is read as JSON when it parses, else as text")
     parser.add_argument("--inputs-file", metavar="FILE", help="a JSON object of inputs (--input overrides it)")
-    parser.add_argument("--trace", metavar="FILE", help="append the run's JSONL trace to FILE")
+    parser.add_argument("--trace", metavar="FILE", help="append the run's JSONL trace to FILE (with --selftest: a "
+                                                      "directory, one trace per test block, as `statewright test "
+                                                      "--trace DIR` writes)")
     parser.add_argument("--trace-content", action="store_true",
                         help="include messages, replies and tool arguments/results in the trace")
     parser.add_argument("--checkpoint", metavar="DB", help="checkpoint the run after every transition to the "
@@ -229,6 +241,10 @@ def _runner_parser(machine: MachineSpec, prog: str | None) -> argparse.ArgumentP
     parser.add_argument("--answer", metavar="TEXT",
                         help="with --resume: the answer of the person the run waits for (read as JSON when the "
                              "question's type is not text and it parses)")
+    parser.add_argument("--at", metavar="PATH",
+                        help="with --answer: the question it answers, by its path (`approve`, or "
+                             "`investigate[2]/approve` in a machine the run runs), when the run waits in "
+                             "several places")
     parser.add_argument("--run-id", metavar="ID", help="the id of a new run (default: a random one)")
     parser.add_argument("--list-runs", action="store_true", help="list the runs in --checkpoint DB and exit")
     parser.add_argument("--model-map", action="append", default=[], metavar="OLD=NEW",
@@ -416,11 +432,12 @@ def _runner_dispatch(machine: MachineSpec, argv: list[str], prog: str | None, ba
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, or argparse's own usage error
         return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
+    args.prog = parser.prog  # for the commands a run prints to go on with it
     try:
         if args.selftest and args.temporal:
             return _runner_temporal_selftest(machine, args)
         if args.selftest:
-            return _runner_selftest(machine)
+            return _runner_selftest(machine, args.trace, args.trace_content)
         if args.list_runs:
             return _runner_list_runs(args.checkpoint)
         return _runner_main(machine, args)
@@ -439,15 +456,18 @@ def _runner_main(machine: MachineSpec, args: argparse.Namespace) -> int:
     script = _runner_read_script(args.script) if args.script else None
     if args.answer is not None and not args.resume:
         raise RunnerUsageError("--answer needs --resume RUN_ID: the run that waits for the answer")
-    if not args.checkpoint and asks_people(machine):
-        args.checkpoint = default_checkpoint()  # a run that pauses for a person must be able to resume
+    if args.temporal:
+        if args.checkpoint or args.resume or args.list_runs:
+            raise RunnerUsageError("with --temporal the cluster's history is the run's checkpoint: --checkpoint, "
+                                   "--resume and --list-runs do not apply (see `status` and `resume`)")
+        return _runner_temporal_run(machine, args, read_inputs(machine, args.input, args.inputs_file), script,
+                                    model_map)
+    args.checkpoint = run_checkpoint(machine, args.checkpoint or None)
     if args.resume and not args.checkpoint:
         raise RunnerUsageError("--resume needs --checkpoint DB: the database the run was checkpointed to")
     if args.resume and (args.input or args.inputs_file):
         print("note: a resumed run uses its stored inputs; --input/--inputs-file are ignored", file=sys.stderr)
     inputs = {} if args.resume else read_inputs(machine, args.input, args.inputs_file)
-    if args.temporal:
-        return _runner_temporal_run(machine, args, inputs, script, model_map)
     if args.detach:
         raise RunnerUsageError("--detach starts a run on a Temporal cluster: give --temporal HOST:PORT too")
     check_secrets(machine)
@@ -460,15 +480,16 @@ def _runner_main(machine: MachineSpec, args: argparse.Namespace) -> int:
         trace = Trace(args.trace, content=args.trace_content) if args.trace else None
     except OSError as exc:
         raise RunnerUsageError(f"cannot write --trace {args.trace}: {exc.strerror or exc}") from None
-    if store is not None:
+    if store is not None and not args.quiet:
         print(f"run {run_id} (checkpoints in {args.checkpoint})", file=sys.stderr)
     engine = Engine(machine, client=_runner_client(None, args.retries, args.retry_delay, args.timeout),
                     trace=trace, checkpoint=store, model_map=model_map, workspace=args.workspace, script=script,
                     unsafe_tools=args.unsafe_tools, max_tokens=args.max_tokens,
-                    listeners=() if args.quiet else (Progress(end=False),))
+                    listeners=() if args.quiet else (Progress(end=False),),
+                    started_with=_runner_started_with(args))
     try:
         with _runner_stopped_by_sigterm(engine):
-            result = engine.run(inputs, run_id=run_id, resume=bool(args.resume), answer=args.answer)
+            result = engine.run(inputs, run_id=run_id, resume=bool(args.resume), answer=args.answer, path=args.at)
     except (CheckpointError, AnswerError) as exc:
         raise RunnerUsageError(str(exc)) from None
     except KeyboardInterrupt as stop:
@@ -483,16 +504,39 @@ def _runner_main(machine: MachineSpec, args: argparse.Namespace) -> int:
         if trace is not None:
             trace.close()
     print(sink_json(result.to_json(), indent=2))
-    print(_runner_summary(result, store, args), file=sys.stderr)
+    if not args.quiet:
+        print(_runner_summary(result, store, args), file=sys.stderr)
     if result.status == "waiting":
         return EXIT_WAITING
     return EXIT_FINAL if result.ok else EXIT_FAILED
 
 
+def _runner_started_with(args: argparse.Namespace) -> dict[str, str]:
+    """What a checkpointed run records of how it was started, so that `statewright resume RUN_ID` alone
+    continues it the same way: the script that answers its model calls."""
+    return {"script": os.path.abspath(args.script)} if args.script else {}
+
+
+def _runner_resume_command(run_id: str, args: argparse.Namespace, answer: bool = False) -> str:
+    """The command that continues run `run_id` as it was started (its checkpoint database, its script)."""
+    if args.prog.startswith("statewright "):  # the run records its script and file: `resume` finds them
+        parts = ["statewright", "resume", shlex.quote(run_id)]
+        if os.path.abspath(args.checkpoint) != os.path.abspath(DEFAULT_CHECKPOINT):
+            parts += ["--checkpoint", shlex.quote(args.checkpoint)]
+    else:
+        prog = args.prog if not args.prog.endswith(".py") else f"python {shlex.quote(args.prog)}"
+        parts = [prog, "--checkpoint", shlex.quote(args.checkpoint), "--resume", shlex.quote(run_id)]
+        if args.script:
+            parts += ["--script", shlex.quote(args.script)]
+    if answer:
+        parts += ["--answer", "'...'"]
+    return " ".join(parts)
+
+
 def _runner_resume_hint(run_id: str, store: CheckpointStore | None, args: argparse.Namespace) -> str:
     if store is None:
         return ""
-    return f"; continue it with --checkpoint {args.checkpoint} --resume {run_id}"
+    return f"; continue it with: {_runner_resume_command(run_id, args)}"
 
 
 def _runner_summary(result: RunResult, store: CheckpointStore | None, args: argparse.Namespace) -> str:
@@ -501,9 +545,13 @@ def _runner_summary(result: RunResult, store: CheckpointStore | None, args: argp
     if result.ok:
         return f"final state {result.final_state} ({spent})"
     if result.waiting is not None:
-        waiting = result.waiting
-        return (f"waiting for an answer at state {waiting.state}: {printable(waiting.question)}\n"
-                f"answer it with: --checkpoint {args.checkpoint} --resume {result.run_id} --answer '...' ({spent})")
+        waits = result.waits or [result.waiting]
+        lines = [f"waiting for an answer at state {w.path or w.state}: {printable(w.question)}" for w in waits]
+        lines[0] += f" ({spent})"
+        command = _runner_resume_command(result.run_id, args, answer=True)
+        if len(waits) > 1:  # answered one at a time, each naming the question it answers
+            return "\n".join([*lines, f"answer each with: {command} --at PATH"])
+        return "\n".join([*lines, f"answer it with: {command}"])
     failure = result.failure
     assert failure is not None
     kind = f"limit {failure.limit}" if failure.kind == "limit" else failure.kind
@@ -519,15 +567,14 @@ def _runner_list_runs(checkpoint: str | None) -> int:
     return EXIT_FINAL
 
 
-def _runner_selftest(machine: MachineSpec) -> int:
-    from .testing import format_outcome, run_test
+def _runner_selftest(machine: MachineSpec, trace_dir: str | None = None, trace_content: bool = False) -> int:
+    from .testing import format_outcome, run_tests
 
     if not machine.tests:
         print(f"machine '{machine.name}' has no test blocks", file=sys.stderr)
         return EXIT_FINAL
     failed = 0
-    for test in machine.tests:
-        outcome = run_test(machine, test)
+    for outcome in run_tests(machine, trace_dir=trace_dir, trace_content=trace_content):
         failed += not outcome.passed
         print(format_outcome(outcome))
     print(f"{len(machine.tests) - failed} passed, {failed} failed", file=sys.stderr)
@@ -542,7 +589,8 @@ def _runner_batch_parser(prog: str) -> argparse.ArgumentParser:
         prog=prog, description="Run the machine once per line of a JSON Lines file of cases, concurrently.",
         epilog="a case: {\"inputs\": {...}, \"id\": \"...\", \"expect\": ...} (id and expect optional)\n\n"
                "exit status: 0 every case reached a final state (and matched its expect), 1 otherwise, "
-               "2 usage error, 130 interrupted (finished cases are kept; --resume continues)",
+               "2 usage error, 4 no case failed but some wait for a person's answer, 130 interrupted "
+               "(finished cases are kept; --resume continues)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--inputs", required=True, metavar="CASES.jsonl", help="the cases, one JSON object per line")
@@ -576,6 +624,7 @@ def _runner_batch(machine: MachineSpec, argv: list[str], prog: str) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:
         return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
+    args.run_prog = prog.removesuffix(" batch")  # the command that runs (and resumes) one case
     try:
         return _runner_batch_main(machine, args)
     except (RunnerUsageError, BatchError) as exc:
@@ -592,11 +641,10 @@ def _runner_batch_main(machine: MachineSpec, args: argparse.Namespace) -> int:
         raise RunnerUsageError("--script answers every model call; it cannot be combined with --model-map")
     script = _runner_read_script(args.script) if args.script else None
     check_secrets(machine)
-    checkpoint = args.checkpoint or (default_batch_checkpoint(args.out) if args.out else None)
+    checkpoint = run_checkpoint(machine, args.checkpoint or (default_batch_checkpoint(args.out) if args.out
+                                                              else None), temporal=bool(args.temporal))
     if args.resume and args.out and not os.path.exists(args.out):
         raise RunnerUsageError(f"--resume: there is no results file {args.out} to continue")
-    if args.temporal:
-        checkpoint = None  # the cluster keeps every case's run
     try:
         store = CheckpointStore(checkpoint) if checkpoint else None
     except Exception as exc:  # noqa: BLE001 - sqlite3 errors: not a database, unwritable directory
@@ -611,6 +659,11 @@ def _runner_batch_main(machine: MachineSpec, args: argparse.Namespace) -> int:
                         checkpoint=store, model_map=model_map, script=script, unsafe_tools=args.unsafe_tools,
                         max_tokens=args.max_tokens)
     summary = BatchSummary()
+    if args.temporal:
+        summary.resume_hint = f"statewright resume RUN_ID --temporal {args.temporal} --answer '...'"
+    elif checkpoint:
+        args.prog, args.checkpoint = args.run_prog, checkpoint
+        summary.resume_hint = _runner_resume_command("RUN_ID", args, answer=True)
     terminated = False
     try:
         with _runner_stopped_by_sigterm(engine), _runner_loaded_objects_frozen():
@@ -628,6 +681,8 @@ def _runner_batch_main(machine: MachineSpec, args: argparse.Namespace) -> int:
         hint = f"; continue with --out {args.out} --resume" if args.out else ""
         print(f"{'stopped by SIGTERM' if terminated else 'interrupted'}{hint}", file=sys.stderr)
         return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
+    if summary.waiting and summary.ok_but_waiting:
+        return EXIT_WAITING
     return EXIT_FINAL if summary.ok else EXIT_FAILED
 
 
@@ -662,9 +717,6 @@ def _runner_temporal_runner(machine: MachineSpec, args: argparse.Namespace, scri
 def _runner_temporal_run(machine: MachineSpec, args: argparse.Namespace, inputs: dict[str, Any],
                          script: Script | None, model_map: Mapping[str, str]) -> int:
     """Start the run on the cluster; wait for its result (or, with --detach, print its id)."""
-    if args.checkpoint or args.resume or args.list_runs:
-        raise RunnerUsageError("with --temporal the cluster's history is the run's checkpoint: --checkpoint, "
-                               "--resume and --list-runs do not apply (see `status` and `resume`)")
     from .temporal import temporal_copy_trace, temporal_result
 
     runner = _runner_temporal_runner(machine, args, script, model_map)
@@ -757,8 +809,9 @@ def _runner_temporal_parser(command: str, prog: str) -> argparse.ArgumentParser:
                                                             "was started with a trace)")
     if command == "resume":
         parser.add_argument("--answer", required=True, metavar="TEXT", help="the person's answer")
-        parser.add_argument("--state", metavar="STATE", help="the state the answer is for (default: the one the "
-                                                             "run waits in)")
+        parser.add_argument("--at", "--state", dest="state", metavar="PATH",
+                            help="the question the answer is for, by its path (a state, or investigate[2]/approve "
+                                 "in a machine the run runs; default: the one the run waits on)")
         parser.add_argument("--by", metavar="NAME", help="who answers (recorded in the trace)")
     return parser
 
@@ -796,7 +849,8 @@ def runner_temporal_dispatch(machine: MachineSpec | None, command: str, args: ar
 def serve_on_temporal(machines: Sequence[MachineSpec], address: str, *, task_queue: str | None = None,
                       namespace: str = "default", concurrency: int = 64, unsafe_tools: bool = False) -> int:
     """Run a worker for `machines` until SIGTERM or Ctrl-C (in-flight calls are handed back to the cluster)."""
-    from .temporal import temporal_sdk, temporal_serve
+    from .temporal import temporal_sdk
+    from .temporal_worker import temporal_serve
 
     temporal_sdk()
 

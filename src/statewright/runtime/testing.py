@@ -7,6 +7,7 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,7 +59,6 @@ async def arun_test(machine: MachineSpec, test: TestSpec, *, trace_path: str | N
     def observe(kind: str, state: str, visit: int, value: Any) -> None:
         observed.setdefault((kind, state), {})[visit] = to_jsonable(value)
     trace = Trace(trace_path, content=trace_content) if trace_path else None
-    expected = list(test.expect_path) if test.expect_path is not None else None
     # tools a test lets run (an agent's scripted tool calls) work in a directory that goes with the test
     workspace = tempfile.TemporaryDirectory(prefix="statewright-test-")
     try:
@@ -69,16 +69,30 @@ async def arun_test(machine: MachineSpec, test: TestSpec, *, trace_path: str | N
                         observe=observe if test.expectations else None)
         result = await engine.arun(dict(test.inputs))
     except Exception as error:  # noqa: BLE001 - a test reports what broke instead of crashing the suite
-        crashed = f"the run crashed: {type(error).__name__}: {error}"
-        return TestOutcome(test.name, False, expected, [], [crashed], None, test.origin)
+        return crashed_test(test, error)
     finally:
         if trace is not None:
             trace.close()
         workspace.cleanup()
+    return judge_test(machine, test, result, observed, client.calls)
+
+
+def judge_test(machine: MachineSpec, test: TestSpec, result: RunResult, observed: Observed,
+               served: Iterable[tuple[str, str, int]]) -> TestOutcome:
+    """A test block's outcome from what its run did, on whatever face it ran: the result, what each visit
+    saw and produced (`observed`), and which scripted replies were served, as (role, state, seq)."""
+    expected = list(test.expect_path) if test.expect_path is not None else None
     messages = check_expectations(test, result, observed)
     if not messages and not test.allow_unused:
-        messages = unused_script(machine, test, client)
+        messages = unused_script(machine, test, served)
     return TestOutcome(test.name, not messages, expected, list(result.path), messages, result, test.origin)
+
+
+def crashed_test(test: TestSpec, error: BaseException) -> TestOutcome:
+    """The outcome of a test whose run raised instead of ending: it fails, saying what broke."""
+    expected = list(test.expect_path) if test.expect_path is not None else None
+    crashed = f"the run crashed: {type(error).__name__}: {error}"
+    return TestOutcome(test.name, False, expected, [], [crashed], None, test.origin)
 
 
 def run_tests(machine: MachineSpec, *, trace_dir: str | None = None, trace_content: bool = False,
@@ -136,10 +150,10 @@ def check_expectations(test: TestSpec, result: RunResult, observed: Observed | N
     return messages
 
 
-def unused_script(machine: MachineSpec, test: TestSpec, client: ScriptedClient) -> list[str]:
+def unused_script(machine: MachineSpec, test: TestSpec, calls: Iterable[tuple[str, str, int]]) -> list[str]:
     """One message for each reply, verdict, answer and timeout the test scripted that the run never asked
-    for."""
-    served = {(role, state, seq) for role, state, seq in client.calls}
+    for; `calls` are the (role, state, seq) of the replies served."""
+    served = {(role, state, seq) for role, state, seq in calls}
     counts: dict[tuple[str, str], int] = {}
     messages = []
     for index, (kind, state, value) in enumerate(test.steps):

@@ -31,9 +31,9 @@ else:
         MachineSpec, ModelClient, RunResult, Scope, Script, StateSpec, TestSpec, Trace,
         TransitionSpec, arun_machine, main, run_machine,
     )
-if RUNTIME_SHA256 != "fde2d4f374aeab7232aa1d71986aaa29ec9d0dd7b1ac64bda3dc5626dabc36b8":
+if RUNTIME_SHA256 != "933af20e3b7ecd789216f628427d7e2885ba6dd69ac1d0462628e9d03f72d4c7":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 fde2d4f374ae), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 933af20e3b7e), but "
         f"the statewright_runtime.py it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile "
         "--runtime module`, which rewrites the runtime too"

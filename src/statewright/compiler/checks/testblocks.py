@@ -317,11 +317,14 @@ def _check_visit_expectation(item: ast.ExpectOutput | ast.ExpectInstruction, on_
     name = view.name
     if isinstance(item, ast.ExpectInstruction):
         if view.kind != "agent":
-            what = "a final state" if view.kind == "final" else "an action state: it calls a tool"
+            what = {"final": "a final state", "action": "an action state: it calls a tool",
+                    "human": "a state that asks a person a question",
+                    "parallel": "a parallel state: its branches' agents have the instructions"}[view.kind]
+            help_text = {"final": "expect the run's result instead: expect result ...",
+                         "parallel": "expect the instruction of a branch's state instead"}.get(
+                view.kind, f"expect its output instead: expect output {name} ...")
             diags.report("SW6041", f"state '{name}' has no instruction", item.state.span,
-                         label=f"{what}, and no agent is sent an instruction",
-                         help=(f"expect its output instead: expect output {name} ..." if view.kind == "action"
-                               else "expect the run's result instead: expect result ..."))
+                         label=f"{what}, and no agent is sent an instruction", help=help_text)
             return
     elif view.kind == "final":
         diags.report("SW6041", f"final state '{name}' has no output", item.state.span,

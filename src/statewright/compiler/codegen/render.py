@@ -70,15 +70,6 @@ def transition_text(t: ir.Transition) -> str:
     return ""
 
 
-def effective_agent(machine: ir.Machine, agent: ir.Agent) -> ir.Agent:
-    """The agent with the machine's defaults filled in where it sets nothing itself."""
-    return dataclasses.replace(
-        agent,
-        model=agent.model or machine.model,
-        temperature=agent.temperature if agent.temperature is not None else machine.temperature,
-    )
-
-
 def scripted_step(step: ir.Reply | ir.ToolCalls | ir.Verdict | ir.Timeout) -> tuple[str, str, Any]:
     if isinstance(step, ir.ToolCalls):  # the agent's reply as a model writes tool calls
         return ("calls", step.state, [{"name": tool, "arguments": dict(args)} for tool, args in step.calls])
@@ -394,7 +385,6 @@ class _RunnerView:
         ])
 
     def _agent(self, a: ir.Agent) -> Call:
-        a = effective_agent(self.machine, a)
         return _spec_call(runtime_spec.AgentSpec, [
             ("name", a.name), ("prompt", a.prompt), ("model", a.model), ("temperature", a.temperature),
             ("tools", a.tools), ("memory", a.memory), ("memory_count", a.memory_count),

@@ -1,0 +1,607 @@
+"""The worker's side of durable runs: the workflow that drives the core, the activities that touch the world.
+
+One run is one workflow. `TemporalWorkflow` drives the same deterministic core as the local engine, through
+the same executor skeleton (executor.py): it is a Performer whose leaves are activities — a model or
+verifier call (`statewright.call_model`), a tool call (`statewright.call_tool`), and, as local activities,
+a budget estimate and an agent's tool schemas — and whose person's answer is a signal, awaited under a
+durable timer. It reads Temporal's clock (`workflow.time()`). Temporal's event history is the checkpoint: a
+worker that dies mid-run is replaced by another that replays the history through the core — every
+completed activity answers from the history, nothing is called again — and carries on.
+
+`TemporalWorkflow` is an ordinary class here; `temporal_workflow_class` binds it to the machines one worker
+serves and applies Temporal's decorators to that binding (temporalio is imported only then, so a runner
+carries this module and works without temporalio installed until one of its `--temporal` options is used).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from datetime import timedelta
+from typing import Any
+
+from .client import ModelError, ModelRequest, ModelResponse, rough_call_estimate
+from .effects import AwaitPerson, CallModel, CallTool, DescribeTools, EstimateCall, PersonReply, ToolOutcome
+from .executor import Performer, drive
+from .inputs import InputError
+from .result import AnswerError, Failure, RunResult
+from .scripted import Script, ScriptedClient, ScriptError, ScriptExhausted
+from .spec import MachineSpec, state_at
+from .structured import safe_json_dumps, to_jsonable
+from .temporal import (
+    TEMPORAL_ANSWER_SIGNAL,
+    TEMPORAL_CALL_MODEL,
+    TEMPORAL_CALL_TOOL,
+    TEMPORAL_DEFAULT_NAMESPACE,
+    TEMPORAL_DESCRIBE_TOOLS,
+    TEMPORAL_ESTIMATE,
+    TEMPORAL_HEARTBEAT_SECONDS,
+    TEMPORAL_RETRY_DEFAULTS,
+    TEMPORAL_TOOL_TIMEOUT_SECONDS,
+    TEMPORAL_TRACE_PAGE,
+    TEMPORAL_WORKFLOW,
+    RemoteModelError,
+    RemoteToolError,
+    TemporalMachines,
+    default_task_queue,
+    machine_key,
+    request_from_json,
+    request_to_json,
+    response_from_json,
+    response_to_json,
+    result_to_json,
+    script_to_json,
+    temporal_connect,
+    temporal_model_error_json,
+    temporal_policy,
+    temporal_sdk,
+    temporal_workspace,
+)
+from .tool_secrets import read_secrets
+from .trace import redact, redact_data, secret_forms, secret_values
+
+
+def _worker_ms_since(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)
+
+
+# ---- activities: where the world is touched ---------------------------------------------------------------
+
+
+class TemporalActivities:
+    """What a worker performs for the workflows it runs: model calls, tool calls, estimates, tool schemas.
+
+    Each activity answers with data, not an exception, when the call failed for good: Temporal retries
+    only a lost or timed-out activity, and the core decides what a failure means. A scripted call's answer
+    says which scripted reply it served (`served`), so a test run on the cluster can tell unused replies."""
+
+    def __init__(self, machines: TemporalMachines, *, unsafe_tools: bool = False,
+                 secrets: Mapping[str, Mapping[str, str]] | None = None) -> None:
+        self.machines = machines
+        self.unsafe_tools = unsafe_tools  # the worker's to give, never a run's: its tools run on this host
+        self.secrets = dict(secrets or {})  # machine key -> the tool secrets this worker read for it
+        self.registries: OrderedDict[tuple[str, str], Any] = OrderedDict()  # (key, workspace) -> ToolRegistry
+        self.litellm_import: asyncio.Future[Any] | None = None
+
+    def definitions(self) -> list[Any]:
+        from temporalio import activity
+
+        async def call_model(payload: dict) -> dict:
+            return await self.call_model(payload)
+
+        async def call_tool(payload: dict) -> dict:
+            return await self.call_tool(payload)
+
+        async def estimate(payload: dict) -> list:
+            await self.ready(payload)
+            return self.estimate(payload)
+
+        async def describe_tools(payload: dict) -> dict:
+            return self.describe_tools(payload)
+
+        return [activity.defn(name=TEMPORAL_CALL_MODEL)(call_model),
+                activity.defn(name=TEMPORAL_CALL_TOOL)(call_tool),
+                activity.defn(name=TEMPORAL_ESTIMATE)(estimate),
+                activity.defn(name=TEMPORAL_DESCRIBE_TOOLS)(describe_tools)]
+
+    async def ready(self, payload: Mapping[str, Any]) -> None:
+        """Import litellm, the first time a call needs it, in a thread: the import takes seconds, and an
+        event loop blocked that long sends no heartbeats — Temporal would take the worker for dead."""
+        if payload.get("script") is not None:
+            return
+        if self.litellm_import is None:  # one import for every call waiting on it: a second `import
+            from .litellm_client import _llm_litellm_module  # litellm` would block the loop on its lock
+
+            self.litellm_import = asyncio.ensure_future(asyncio.to_thread(_llm_litellm_module))
+        await asyncio.shield(self.litellm_import)
+
+    def client(self, payload: Mapping[str, Any]) -> Any:
+        script = payload.get("script")
+        if script is not None:
+            return ScriptedClient(Script.from_json(script))
+        from .litellm_client import LiteLLMClient, RetryPolicy
+
+        policy = payload.get("policy") or TEMPORAL_RETRY_DEFAULTS
+        return LiteLLMClient(retry=RetryPolicy(max_retries=int(policy["retries"]),
+                                               initial_delay=float(policy["retry_delay"]),
+                                               max_delay=float(policy["max_delay"]),
+                                               timeout=float(policy["timeout"])))
+
+    async def call_model(self, payload: Mapping[str, Any]) -> dict[str, Any]:
+        """One model call with the client's own retries and fallbacks; a call that fails for good is answered
+        with its error."""
+        request = request_from_json(payload["request"])
+        await _worker_beating(self.ready(payload), float(payload.get("heartbeat") or 0))
+        client = self.client(payload)
+        try:
+            response = await _worker_beating(client.acomplete(request), float(payload.get("heartbeat") or 0))
+        except ModelError as exc:
+            return {"error": temporal_model_error_json(exc)}
+        answer: dict[str, Any] = {"response": response_to_json(response)}
+        if isinstance(client, ScriptedClient):
+            answer["served"] = [list(call) for call in client.calls]
+        return answer
+
+    async def call_tool(self, payload: Mapping[str, Any]) -> dict[str, Any]:
+        started = time.perf_counter()
+        state, seq = str(payload["state"]), int(payload["seq"])
+        script = payload.get("script")
+        if script is not None:  # an action state's tool, answered by the run's script
+            item = payload.get("item")
+            client = ScriptedClient(Script.from_json(script))
+            try:
+                reply = client.tool(state, seq, run_id=payload.get("run_id"),
+                                    item=int(item) if item is not None else None)
+            except ScriptExhausted as exc:
+                return {"error": {"message": str(exc), "scripted": True}}
+            if reply.delay > 0:
+                await asyncio.sleep(reply.delay)
+            return {"outcome": {"value": to_jsonable(reply.value), "latency_ms": _worker_ms_since(started),
+                                "scripted": True}, "served": [list(call) for call in client.calls]}
+        try:
+            registry = self.tools(str(payload["key"]), str(payload["workspace"]))
+            value = await _worker_beating(registry.acall(payload["tool"], payload["args"]),
+                                          float(payload.get("heartbeat") or 0))
+        except Exception as exc:  # noqa: BLE001 - the tool's failure goes back to the core, as locally
+            return {"error": {"message": str(exc), "latency_ms": getattr(exc, "latency_ms", None)
+                              or _worker_ms_since(started)}}
+        return {"outcome": {"value": to_jsonable(value), "latency_ms": _worker_ms_since(started)}}
+
+    def estimate(self, payload: Mapping[str, Any]) -> list[Any]:
+        request = request_from_json(payload["request"])
+        client = self.client(payload)
+        try:
+            tokens, cost = client.estimate(request)
+            return [int(tokens), float(cost)]
+        except Exception:  # noqa: BLE001 - as locally: a failing estimate still gets the budget checked
+            return list(rough_call_estimate(request))
+
+    def describe_tools(self, payload: Mapping[str, Any]) -> dict[str, Any]:
+        try:
+            registry = self.tools(str(payload["key"]), str(payload["workspace"]))
+            schemas: list[dict[str, Any]] = []
+            names: dict[str, str] = {}
+            for tool in payload["tools"]:
+                schema = registry.schema(tool)
+                schemas.append(schema)
+                function = schema.get("function", schema)
+                names[str(function.get("name", tool))] = tool
+        except Exception as exc:  # noqa: BLE001 - a ToolError, or a user tool that does not import
+            return {"error": {"message": str(exc)}}
+        return {"schemas": to_jsonable(schemas), "names": names}
+
+    def tools(self, key: str, workspace: str) -> Any:
+        """The tool registry of a machine working in `workspace` (resolved against this worker's directory)."""
+        entry = self.machines.get(key)
+        if entry is None:
+            raise RuntimeError(f"this worker does not serve the machine {key}")
+        where = os.path.abspath(workspace)
+        registry = self.registries.get((key, where))
+        if registry is None:
+            from .tools import ToolRegistry
+
+            registry = ToolRegistry(entry.machine.tools, where, unsafe_tools=self.unsafe_tools,
+                                    secrets=self.secrets.get(key, {}))
+            self.registries[(key, where)] = registry
+            while len(self.registries) > 256:
+                self.registries.popitem(last=False)
+        else:
+            self.registries.move_to_end((key, where))
+        return registry
+
+
+async def _worker_beating(work: Any, every: float) -> Any:
+    """Await `work`, heartbeating while it runs, so a worker that dies is noticed within the heartbeat timeout."""
+    if every <= 0:
+        return await work
+    from temporalio import activity
+
+    task = asyncio.ensure_future(work)
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=every)
+            if done:
+                return task.result()
+            activity.heartbeat()
+    finally:
+        if not task.done():
+            task.cancel()
+
+
+def _worker_where(request: ModelRequest) -> str:
+    """The state a request is for, as scripts name it (`investigate/draft` in a machine a run runs)."""
+    identity = request.metadata.get("statewright") or {}
+    call = identity.get("call")
+    return f"{call}/{request.state}" if call else request.state
+
+
+# ---- the workflow ------------------------------------------------------------------------------------------
+
+
+class TemporalWorkflow(Performer):
+    """One run, as a workflow: drives the core and performs its effects as activities, signals and timers.
+
+    It runs outside Temporal's sandbox: the sandbox re-imports a workflow's module by name for every run,
+    which a generated runner (the runtime inlined into a `__main__`) and a machine compiled in memory cannot
+    offer. What the sandbox would guard is the core's own contract — no clock but the one it is given, no
+    randomness, no I/O — which its tests hold, and which replaying a history checks.
+
+    `machines` and `hidden` (the values no event may hold) are set on the class `temporal_workflow_class`
+    binds for one worker."""
+
+    machines: TemporalMachines
+    hidden: list[str]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[str] = []  # JSON lines, keys in the order the core wrote them
+        self.answers: list[dict[str, Any]] = []
+        self.waits: dict[str, dict[str, Any]] = {}  # the questions it waits on, by path (calls may ask at once)
+        self.refused: list[dict[str, Any]] = []  # answers refused, with why (status shows them)
+        self.core: Any = None
+        self.run: Any = None
+        self.result: dict[str, Any] | None = None
+        self.spec: dict[str, Any] = {}
+        self.script: Script | None = None
+        self.key = ""
+        self.machine: MachineSpec | None = None
+        self.policy = dict(TEMPORAL_RETRY_DEFAULTS)
+        self.heartbeat = TEMPORAL_HEARTBEAT_SECONDS
+        # a test's run: what each visit saw and produced, and which scripted replies it was served
+        self.observed: list[list[Any]] | None = None
+        self.served: list[list[Any]] = []
+        self.keys: dict[int, str] = {}  # the machines it runs, by id: their keys
+
+    # -- running --------------------------------------------------------------------------------------------
+
+    async def execute(self, spec: dict[str, Any]) -> dict[str, Any]:
+        from temporalio import workflow
+        from temporalio.exceptions import ApplicationError
+
+        self.spec = spec
+        entry = self.machines.get(str(spec.get("key")))
+        if entry is None:
+            raise ApplicationError(self.machines.refusal(spec, workflow.info().task_queue),
+                                   type="MachineNotServed", non_retryable=True)
+        self.key = str(spec["key"])
+        self.machine = entry.machine
+        self.script = Script.from_json(spec["script"]) if spec.get("script") is not None else None
+        self.policy = temporal_policy(spec)
+        self.heartbeat = float(spec.get("heartbeat") or TEMPORAL_HEARTBEAT_SECONDS)
+        core = self.core = entry.core(workflow.time, spec.get("model_map"), spec.get("max_tokens"))
+        run_id = workflow.info().workflow_id
+        workspace = str(spec.get("workspace") or temporal_workspace(run_id))
+        given = dict(spec.get("inputs") or {})
+        emit = self.emit if spec.get("trace") else None
+        try:
+            run = core.start(run_id, given, workspace)
+        except InputError as exc:
+            return self.finish(core.fail_input(run_id, given, workspace, Failure("input", str(exc)), emit))
+        run.listen(emit, content=bool(spec.get("trace_content")),
+                   stamp=lambda: workflow.now().isoformat(timespec="milliseconds"))
+        if spec.get("observe"):
+            observed: list[list[Any]] = []
+            self.observed = observed
+            run.observe = lambda kind, state, visit, value: observed.append([kind, state, visit, to_jsonable(value)])
+        self.run = run
+        core.begin(run, resumed=False)
+        return self.finish(await drive(core.execute(run), self))
+
+    def finish(self, result: RunResult) -> dict[str, Any]:
+        data = result_to_json(result)
+        if self.observed is not None:
+            data["observed"] = self.observed
+            data["served"] = self.served
+        self.result = redact_data(data, self.hidden)
+        return self.result
+
+    # -- the leaves of the executor skeleton ------------------------------------------------------------
+
+    def retry_policy(self) -> Any:
+        from temporalio.common import RetryPolicy
+
+        policy = self.policy
+        return RetryPolicy(initial_interval=timedelta(seconds=max(policy["retry_delay"], 0.01)),
+                           backoff_coefficient=2.0, maximum_interval=timedelta(seconds=policy["max_delay"]),
+                           maximum_attempts=int(policy["retries"]) + 1)
+
+    def key_of(self, machine: MachineSpec | None) -> str:
+        """The key of the machine whose tools an effect uses (the run's own, or one it runs)."""
+        if machine is None or machine is self.machine:
+            return self.key
+        key = self.keys.get(id(machine))
+        if key is None:
+            key = self.keys[id(machine)] = machine_key(machine)
+        return key
+
+    def script_for(self, role: str, state: str) -> dict[str, Any] | None:
+        if self.script is None:
+            return None
+        return script_to_json(self.script, (role, state))
+
+    async def call_model(self, effect: CallModel) -> ModelResponse:
+        from temporalio import workflow
+        from temporalio.exceptions import ActivityError
+        from temporalio.exceptions import TimeoutError as ActivityTimeout
+
+        request = effect.request
+        identity = request.metadata.get("statewright") or {}
+        models = 1 + len(request.fallbacks)
+        seconds = self.policy["timeout"] * models + 10.0  # the client's own deadlines end the call first
+        if request.timeout is not None:
+            seconds = min(seconds, request.timeout + 5.0)
+        payload = {"request": request_to_json(request), "policy": self.policy, "heartbeat": self.heartbeat / 3,
+                   "script": self.script_for(str(identity.get("role") or request.role), _worker_where(request))}
+        try:
+            answer = await workflow.execute_activity(
+                TEMPORAL_CALL_MODEL, payload, start_to_close_timeout=timedelta(seconds=max(seconds, 1.0)),
+                heartbeat_timeout=timedelta(seconds=self.heartbeat), retry_policy=self.retry_policy(),
+                summary=f"{request.role} {request.state}")
+        except ActivityError as exc:
+            cause = exc.cause or exc
+            error = ModelError(request.model, f"the model call's activity failed: {cause}",
+                               int(self.policy["retries"]) + 1)
+            if request.timeout is not None and isinstance(cause, ActivityTimeout):
+                error.limit = "seconds"  # type: ignore[attr-defined]  # the run's own time ran out
+            raise error from None
+        self.served.extend(answer.get("served") or ())
+        if "error" in answer:
+            raise RemoteModelError(answer["error"])
+        return response_from_json(answer["response"])
+
+    async def call_tool(self, effect: CallTool) -> ToolOutcome:
+        from temporalio import workflow
+        from temporalio.exceptions import ActivityError
+
+        where = effect.where
+        scripted = effect.agent is None and self.script is not None and self.script.has("tool", where)
+        payload = {"key": self.key_of(effect.machine), "state": where, "tool": effect.tool,
+                   "args": to_jsonable(effect.args),
+                   "seq": effect.seq, "item": effect.item, "run_id": workflow.info().workflow_id,
+                   "heartbeat": self.heartbeat / 3,
+                   "workspace": self.run.workspace if self.run is not None else "",
+                   "script": self.script_for("tool", where) if scripted else None}
+        seconds = TEMPORAL_TOOL_TIMEOUT_SECONDS
+        limit = self.machine.limits.seconds if self.machine is not None else None
+        if limit is not None and self.run is not None:
+            seconds = max(1.0, limit - (self.run.elapsed_before + workflow.time() - self.run.started) + 5.0)
+        try:
+            answer = await workflow.execute_activity(
+                TEMPORAL_CALL_TOOL, payload, start_to_close_timeout=timedelta(seconds=seconds),
+                heartbeat_timeout=timedelta(seconds=self.heartbeat), retry_policy=self.retry_policy(),
+                summary=f"{effect.tool} in {effect.state}")
+        except ActivityError as exc:
+            raise RemoteToolError({"message": f"the tool call's activity failed: {exc.cause or exc}"}) from None
+        self.served.extend(answer.get("served") or ())
+        if "error" in answer:
+            raise RemoteToolError(answer["error"])
+        outcome = answer["outcome"]
+        return ToolOutcome(outcome.get("value"), float(outcome.get("latency_ms") or 0.0),
+                           scripted=bool(outcome.get("scripted")))
+
+    async def estimate(self, effect: EstimateCall) -> tuple[int, float]:
+        from temporalio import workflow
+
+        request = effect.request
+        identity = request.metadata.get("statewright") or {}
+        payload = {"request": request_to_json(request), "policy": self.policy,
+                   "script": self.script_for(str(identity.get("role") or request.role), _worker_where(request))}
+        tokens, cost = await workflow.execute_local_activity(
+            TEMPORAL_ESTIMATE, payload, start_to_close_timeout=timedelta(seconds=60))
+        return int(tokens), float(cost)
+
+    async def describe_tools(self, effect: DescribeTools) -> tuple[list[dict[str, Any]], dict[str, str]]:
+        from temporalio import workflow
+
+        payload = {"key": self.key_of(effect.machine), "tools": list(effect.tools),
+                   "workspace": self.run.workspace if self.run is not None else ""}
+        answer = await workflow.execute_local_activity(
+            TEMPORAL_DESCRIBE_TOOLS, payload, start_to_close_timeout=timedelta(seconds=120))
+        if "error" in answer:
+            raise RemoteToolError(answer["error"])
+        return list(answer["schemas"]), dict(answer["names"])
+
+    async def await_person(self, effect: AwaitPerson) -> PersonReply:
+        """Wait for a person's answer: the `answer` signal brings it, a durable timer bounds the wait.
+
+        Unlike a local run, which pauses, the workflow itself waits: it is durable already. An answer that
+        does not fit the question is refused (traced as `answer_refused`, shown by `status`) and the wait
+        goes on; the deadline is the one the core set when the question was first put."""
+        from temporalio import workflow
+
+        state = effect.where  # (a question of a machine the run runs is answered by its path)
+        now = workflow.now().timestamp()
+        deadline = effect.deadline if effect.deadline is not None else (
+            None if effect.seconds is None else now + effect.seconds)
+        scripted = self.script.replies("person", state) if self.script is not None else []
+        if effect.seq < len(scripted):
+            self.served.append(["person", state, effect.seq])
+            value = scripted[effect.seq].value
+            if value.get("timeout"):
+                return PersonReply("timeout", now, scripted=True)
+            return PersonReply("answer", now, value.get("answer"), scripted=True)
+        self.waits[state] = {"state": effect.state, "path": state, "question": effect.question,
+                             "answer_schema": effect.schema, "deadline": deadline,
+                             "since": workflow.now().isoformat(timespec="seconds")}
+        if self.run is not None and self.run.events:
+            self.run.emit("waiting", {"state": state, "deadline": deadline})
+        try:
+            while True:
+                left = None if deadline is None else max(deadline - workflow.now().timestamp(), 0.0)
+                try:
+                    await workflow.wait_condition(lambda: self.first_answer(state) is not None, timeout=left)
+                except asyncio.TimeoutError:
+                    return PersonReply("timeout", workflow.now().timestamp())
+                index = self.first_answer(state)
+                assert index is not None
+                answer = self.answers.pop(index)
+                try:
+                    self.core.check_answer(self.run, answer.get("answer"), state)
+                except AnswerError as exc:
+                    self.refused.append({"answer": answer.get("answer"), "error": str(exc), "id": answer.get("id")})
+                    if self.run is not None and self.run.events:
+                        self.run.emit("answer_refused", {"state": state, "error": str(exc), "by": answer.get("by")})
+                    continue
+                if self.run is not None and self.run.events and answer.get("by"):
+                    self.run.emit("answered_by", {"state": state, "by": answer.get("by")})
+                return PersonReply("answer", workflow.now().timestamp(), answer.get("answer"))
+        finally:
+            self.waits.pop(state, None)
+
+    def first_answer(self, state: str | None) -> int | None:
+        for index, answer in enumerate(self.answers):
+            if answer.get("state") in (None, state):
+                return index
+        return None
+
+    # -- what the world reads and sends ---------------------------------------------------------------------
+
+    def emit(self, event: str, fields: dict[str, Any]) -> None:
+        from temporalio import workflow
+
+        record = {"event": event, "time": workflow.now().isoformat(timespec="milliseconds")}
+        record.update(fields)
+        record["event"] = event
+        self.events.append(redact(safe_json_dumps(record), self.hidden))
+
+    def take_answer(self, payload: dict[str, Any]) -> None:
+        """An answer, for the question at its path (or whichever is asked first): one for a path where the
+        machine asks nobody is refused at once rather than kept for a question that never comes."""
+        path = payload.get("state")
+        if path and self.machine is not None:
+            found = state_at(self.machine, str(path))
+            if found is None or found.kind != "human":
+                self.refused.append({"answer": payload.get("answer"), "id": payload.get("id"),
+                                     "error": f"the machine asks no question at {path}"})
+                return
+        self.answers.append(dict(payload))
+
+    def status(self) -> dict[str, Any]:
+        from temporalio import workflow
+
+        run = self.run
+        waits = list(self.waits.values())
+        status = "waiting" if waits else "running"
+        if self.result is not None:
+            status = str(self.result["status"])
+        data: dict[str, Any] = {"run_id": workflow.info().workflow_id, "machine": self.spec.get("machine"),
+                                "status": status, "waiting": waits[0] if waits else None, "waits": waits,
+                                "refused": self.refused[-20:], "events": len(self.events),
+                                "answers_queued": len(self.answers),
+                                "queued": [a.get("id") for a in self.answers if a.get("id")]}
+        if run is not None:
+            data.update(state=run.state, steps=run.steps, path=list(run.path), usage=run.usage.to_json())
+        if self.result is not None:
+            data["result"] = self.result
+        return data
+
+    def trace_page(self, offset: int) -> dict[str, Any]:
+        page = self.events[offset:offset + TEMPORAL_TRACE_PAGE]
+        return {"events": page, "next": offset + len(page), "total": len(self.events)}
+
+
+def temporal_workflow_class(machines: TemporalMachines, secrets: Sequence[str] | None = None) -> type:
+    """The workflow one worker runs: TemporalWorkflow bound to the machines it serves, with Temporal's
+    decorators applied (temporalio requires the run method on the class it defines)."""
+    from temporalio import workflow
+
+    async def run(self: TemporalWorkflow, spec: dict) -> dict:
+        return await TemporalWorkflow.execute(self, spec)
+
+    def answer(self: TemporalWorkflow, payload: dict) -> None:
+        TemporalWorkflow.take_answer(self, payload)
+
+    def status(self: TemporalWorkflow) -> dict:
+        return TemporalWorkflow.status(self)
+
+    def trace(self: TemporalWorkflow, offset: int) -> dict:
+        return TemporalWorkflow.trace_page(self, offset)
+
+    for function in (run, answer, status, trace):
+        function.__qualname__ = f"StatewrightRun.{function.__name__}"
+    members = {"machines": machines, "hidden": list(secret_values() if secrets is None else secrets),
+               "__module__": __name__, "run": workflow.run(run),
+               "answer": workflow.signal(name=TEMPORAL_ANSWER_SIGNAL)(answer),
+               "status": workflow.query(name="status")(status), "trace": workflow.query(name="trace")(trace)}
+    bound = type("StatewrightRun", (TemporalWorkflow,), members)
+    # a workflow input that cannot be read (a bad script) fails the run; it would fail every retry alike
+    return workflow.defn(name=TEMPORAL_WORKFLOW, sandboxed=False, failure_exception_types=[ScriptError])(bound)
+
+
+# ---- the worker ---------------------------------------------------------------------------------------------
+
+
+async def temporal_serve(machines: Sequence[MachineSpec], address: str, *, task_queue: str | None = None,
+                         concurrency: int = 64, namespace: str = TEMPORAL_DEFAULT_NAMESPACE,
+                         registry: TemporalMachines | None = None, stop: asyncio.Event | None = None,
+                         announce: Callable[[str], None] | None = None, unsafe_tools: bool = False) -> None:
+    """Serve `machines` until `stop` is set (or SIGTERM/SIGINT): one Temporal worker per task queue, each
+    machine on `task_queue` or its own `default_task_queue`. `concurrency` caps the activities (model and
+    tool calls) this process runs at once; `unsafe_tools` lets std.python and std.shell run unconfined where
+    their jail cannot run (as a local run's --unsafe-tools)."""
+    temporal_sdk()
+    from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+
+    registry = registry or TemporalMachines()
+    queues: dict[str, list[MachineSpec]] = {}
+    for machine in machines:
+        registry.add(machine)
+        queues.setdefault(task_queue or default_task_queue(machine), []).append(machine)
+    for entry in registry.entries.values():  # machines added to a given registry, not passed here
+        if not any(entry.machine is m for group in queues.values() for m in group):
+            queues.setdefault(task_queue or default_task_queue(entry.machine), []).append(entry.machine)
+    # The secrets the served machines' tools name come from this worker's environment, read before it takes
+    # any work: a worker that lacks one refuses to start (SecretError) rather than fail the runs it picks up.
+    tool_secrets = {key: read_secrets(entry.machine, os.environ) for key, entry in registry.entries.items()}
+    hidden = [*secret_values(), *secret_forms(v for values in tool_secrets.values() for v in values.values())]
+    client = await temporal_connect(address, namespace)
+    run_class = temporal_workflow_class(registry, sorted(set(hidden), key=len, reverse=True))
+    activities = TemporalActivities(registry, unsafe_tools=unsafe_tools, secrets=tool_secrets).definitions()
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    handled = []
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(signum, stop.set)
+            handled.append(signum)
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            for queue in sorted(queues):
+                worker = Worker(client, task_queue=queue, workflows=[run_class], activities=activities,
+                                workflow_runner=UnsandboxedWorkflowRunner(),
+                                max_concurrent_activities=concurrency, max_concurrent_local_activities=concurrency,
+                                max_concurrent_workflow_tasks=max(concurrency, 8),
+                                graceful_shutdown_timeout=timedelta(seconds=5))
+                await stack.enter_async_context(worker)
+                if announce is not None:
+                    names = ", ".join(sorted({f"{m.name} ({machine_key(m)})" for m in queues[queue]}))
+                    announce(f"serving {names} on task queue {queue} at {address}")
+            await stop.wait()
+    finally:
+        for signum in handled:
+            loop.remove_signal_handler(signum)
