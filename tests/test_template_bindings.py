@@ -195,11 +195,16 @@ def test_the_guards_and_tool_calls_of_such_a_state_read_that_variant_too() -> No
         do """Go."""
         -> done
     }''', '''    state confident {
-        call std.python(code = answer.output.text)
+        for tag in answer.output.tags + [answer.output.text] max 5
+        call std.python(code = answer.output.text + tag)
         when answer.output.note != none -> review
         -> done
     }''')
     assert [d.code for d in check_text(text, "support.fsm").diagnostics if d.severity.value == "error"] == []
+    # the same reads in a state also entered by a catch-all are refused
+    widened = text.replace("        when output is Escalation -> basket\n", "        when output is Escalation -> confident\n")
+    found = [d.code for d in check_text(widened, "support.fsm").diagnostics if d.severity.value == "error"]
+    assert found and set(found) == {"SW4031"}
 
 
 # ---- the property: accepted templates render, whatever variant arrives --------------------------------

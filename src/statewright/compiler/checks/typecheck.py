@@ -1419,10 +1419,10 @@ def _check_tool_options(symbols: Symbols, diags: Diagnostics) -> None:
 
 
 def _check_each(view: StateView, each: ast.ForEach, symbols: Symbols, diags: Diagnostics,
-                flow: Flow | None) -> None:
+                flow: Flow | None, entered: EntryFacts) -> None:
     """The list a state maps over is a list; its element's type (and the index's) is noted for the state's
     tool call and templates."""
-    checker = ExprChecker(symbols, diags, None, reader=view.name, flow=flow)
+    checker = ExprChecker(symbols, diags, None, reader=view.name, flow=flow).knowing(entered)
     listed = _strip_optional(checker.present(checker.infer(each.items), each.items))
     element: TypeLike = ir.ANY
     if isinstance(listed, ir.ListOf):
@@ -1462,7 +1462,7 @@ def _check_guards_and_calls(symbols: Symbols, diags: Diagnostics, flow: Flow | N
                     if view.name in facts else frozenset())
         after = entered.after_step(view.name, branches)
         if view.each is not None:
-            _check_each(view, view.each, symbols, diags, flow)
+            _check_each(view, view.each, symbols, diags, flow, entered)
         if view.parallel is not None and view.join is not None:
             _check_join_guard(view, view.join, symbols, diags, flow)
         if not view.decl.final:
