@@ -185,3 +185,22 @@ def test_python_literals_are_pointed_to_the_language_literals_even_when_a_state_
     # `None` is one letter from the state `done`; the hint must not send the writer there
     diags = check_text(MACHINE.format(guard=guard, action_guard=ACTION_GUARD), "guards.fsm").diagnostics
     assert [(d.code, d.help) for d in diags] == [("SW2007", "the literals are written true, false and none")]
+
+
+@pytest.mark.parametrize("guard, value", [
+    ("sum([1, 2]) > 2", "true"),
+    ("min(3, 1, 2) == 1 and max([1, 5]) == 5", "true"),
+    ("(1 if 2 > 3 else 4) == 1", "false"),
+    ("len([] or [1]) == 1", "true"),
+    ("max(len(w) for w in [\"ab\", \"c\"]) == 3", "false"),
+])
+def test_a_guard_of_literals_with_the_new_forms_is_worked_out(guard: str, value: str) -> None:
+    found = [d for d in check_text(MACHINE.format(guard=guard, action_guard=ACTION_GUARD), "guards.fsm").diagnostics
+             if d.code == "SW7007"]
+    assert [d.message for d in found] == [f"the guard is always {value}"]
+
+
+def test_min_of_an_empty_literal_list_is_left_to_the_run() -> None:
+    # it fails when the guard is evaluated (a failure of kind `guard`), so it is not worked out as constant
+    assert codes_for("min([]) > 0") == []
+    assert "SW7007" in codes_for("min([2]) > 0")
