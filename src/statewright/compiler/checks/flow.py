@@ -263,6 +263,26 @@ def immediate_dominators(successors: list[list[int]], root: int) -> tuple[list[i
     return idom, vertex
 
 
+@dataclass(frozen=True)
+class EntryFacts:
+    """What every transition into a state shows, its guard being true: the paths (`review.output`, `tags`)
+    surely not none, and which variants paths are. A state entered only by `when output is Approve -> s`
+    from `review` reads `review.output` as an Approve."""
+
+    present: frozenset[str] = frozenset()
+    variants: tuple[tuple[str, frozenset[str]], ...] = ()
+
+    def after_step(self, state: str, also: frozenset[str] = frozenset()) -> EntryFacts:
+        """The facts once `state` (and the states in `also`, its branches) has run again: none about them."""
+        gone = {state, *also}
+
+        def kept(path: str) -> bool:
+            return path.split(".", 1)[0] not in gone
+
+        return EntryFacts(frozenset(p for p in self.present if kept(p)),
+                          tuple((p, o) for p, o in self.variants if kept(p)))
+
+
 class Flow:
     """States by index in source order (the first declaration of each name), their edges, and what can
     happen in a run."""

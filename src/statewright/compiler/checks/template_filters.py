@@ -12,14 +12,63 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from jinja2 import nodes
+
 from .. import ir
-from .template_values import GROUP_LABEL, Types, Untracked, tracked, union
+from .template_values import GROUP_LABEL, Types, Untracked, shown_name, tracked, union
 from .typecheck import Record, _join, _numeric, _stringy
 
 if TYPE_CHECKING:
-    from .template_types import FilterCall
+    from .template_types import TemplateTypes
 
 FilterRule = Callable[["FilterCall"], Types]
+
+
+class FilterCall:
+    """One filter applied to a value, as the filter rules (template_filters.py) see it."""
+
+    def __init__(self, types: TemplateTypes, node: nodes.Filter, value: Types) -> None:
+        self.types = types
+        self.node = node
+        self.value = value
+
+    def argument(self, position: int, keyword: str) -> nodes.Node | None:
+        """The filter's argument by its position after the value, or by keyword."""
+        given = next((kw.value for kw in self.node.kwargs if keyword and kw.key == keyword), None)
+        if given is None and 0 <= position < len(self.node.args):
+            given = self.node.args[position]
+        return given
+
+    def items(self, reading: bool = False) -> Types:
+        """The items of the value the filter goes over; `reading` (it reads a field of each), a value that
+        may be none is reported (any other filter decides for itself what it does with none)."""
+        if self.node.node is None:
+            return ()
+        return self.types._iterate(self.node.node, self.value, self.node if reading else None)
+
+    def attribute(self, items: Types, argument: nodes.Node | None) -> Types:
+        """What `attribute="a.b"` reads from each item: the fields one after another, checked like reads."""
+        if argument is None:
+            return items
+        tt = self.types
+        if not (isinstance(argument, nodes.Const) and isinstance(argument.value, (str, int))):
+            if any(tracked(t) for t in items):  # the filter reads it from every item, now
+                tt._untracked(Untracked("the attribute it reads is decided at run time",
+                                        "name the attribute: attribute=\"FIELD\""), self.node,
+                              tt.parsed.node_span(argument), shown_name(self.node.node, tt.parsed))
+            return (ir.ANY,)
+        place = tt.parsed.node_span(argument)
+        parts: list[str | int] = [int(p) if p.isdigit() else p for p in str(argument.value).split(".")]
+        found = items
+        shown = f"an item of '{shown_name(self.node.node, tt.parsed)}'" if self.node.node is not None else "an item"
+        for part in parts:
+            found = tt._read(found, part, None, self.node, place=place, shown=shown, via=self.node.name)
+            shown = f"{shown}.{part}" if not shown.startswith("an item") else f"the '{part}' of {shown}"
+        return found
+
+    def untracked(self, why: str, how: str) -> Types:
+        return self.types._untracked_if(self.value, why, how)
+
 
 _TEXT = ("string", "upper", "lower", "title", "capitalize", "trim", "striptags", "escape", "e", "forceescape",
          "format", "indent", "replace", "truncate", "wordwrap", "center", "urlencode", "urlize", "tojson",

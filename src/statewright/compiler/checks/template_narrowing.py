@@ -6,7 +6,7 @@ left side of an `and` or `or` it is the right side of. A macro's body is not nar
 written. A test of a name the template binds counts only where no binding of that name lies inside the
 narrowed part (a `set` between the test and the read would change what was tested), and a variant test
 (`X is Answer`) also shows that X is there. What the transitions into the template's state show
-(typecheck.EntryFacts) holds everywhere in its templates.
+(flow.EntryFacts) holds everywhere in its templates.
 """
 
 from __future__ import annotations

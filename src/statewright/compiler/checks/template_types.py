@@ -26,22 +26,32 @@ from ...diagnostics import Diagnostics, Span, did_you_mean
 from .. import ir
 from .flow import Flow
 from .resolve import FieldRead, Symbols
-from .template_filters import FILTERS
+from .template_filters import FILTERS, FilterCall
 from .template_narrowing import Narrowing, jinja_path
 from .template_source import ParsedTemplate, TreeIndex
 from .template_values import (
     DYNAMIC,
+    EXAMPLE_METHODS,
     GROUP_LABEL,
     LOOP,
     LOOP_FIELDS,
     MACRO,
+    METHODS,
     ROUNDS,
     NamespaceValue,
     Opaque,
     StateValue,
     Types,
     Untracked,
+    const_type,
+    inner_type,
+    only_variants,
+    plain_kind,
+    present_types,
+    quoted,
+    shown_name,
     tracked,
+    type_name,
     union,
 )
 from .typecheck import (
@@ -250,17 +260,17 @@ class TemplateTypes:
         if type(node) not in _PATHS or (all(type(t) in _PLAIN for t in types) and ir.NONE not in types):
             return types
         maybe = any(isinstance(t, (MaybeAbsent, ir.Optional_)) or t == ir.NONE for t in types)
-        variant = any(isinstance(_inner(t), ir.Variant) for t in types)
+        variant = any(isinstance(inner_type(t), ir.Variant) for t in types)
         if not (maybe or variant):
             return types
         path = jinja_path(node)
         if path is None:
             return types
         if maybe and path in self.narrowing.present(node):
-            types = _present(types)
+            types = present_types(types)
         allowed = self.narrowing.variants(node).get(path) if variant else None
         if allowed is not None:
-            types = union(_only(t, allowed) for t in types)
+            types = union(only_variants(t, allowed) for t in types)
         return types
 
     def _eval(self, node: nodes.Node) -> Types:
@@ -269,7 +279,7 @@ class TemplateTypes:
         if fixed is not None:
             return fixed
         if kind is nodes.Const:
-            return (_const_type(node.value),)  # type: ignore[attr-defined]
+            return (const_type(node.value),)  # type: ignore[attr-defined]
         if kind is nodes.Name:
             return self._name(node)  # type: ignore[arg-type]
         if kind is nodes.Getattr:
@@ -286,7 +296,7 @@ class TemplateTypes:
             other = self.eval(node.expr2) if node.expr2 is not None else (ir.ANY,)
             return union(self.eval(node.expr1), other)
         if isinstance(node, nodes.Or):
-            return union(_present(self.eval(node.left)), self.eval(node.right))
+            return union(present_types(self.eval(node.left)), self.eval(node.right))
         if isinstance(node, nodes.And):
             return union(self.eval(node.left), self.eval(node.right))
         if isinstance(node, (nodes.List, nodes.Tuple)):
@@ -365,7 +375,7 @@ class TemplateTypes:
         owner = self.eval(node.node)
         arg = node.arg
         if isinstance(arg, nodes.Slice):
-            return tuple(t if isinstance(t, ir.ListOf) or t == ir.STR else ir.ANY for t in _present(owner))
+            return tuple(t if isinstance(t, ir.ListOf) or t == ir.STR else ir.ANY for t in present_types(owner))
         if isinstance(arg, nodes.Const) and isinstance(arg.value, (str, int)) and not isinstance(arg.value, bool):
             return self._read(owner, arg.value, node.node, node)
         self.eval(arg)
@@ -429,7 +439,7 @@ class TemplateTypes:
         `owner_node` is the expression read into (None inside a filter's `attribute=`, where no test
         narrows), `via` the filter that reads it."""
         span: Any = place if place is not None else _Where(self.parsed, at)  # made only to report
-        shown = shown if shown is not None else _shown(owner_node, self.parsed)
+        shown = shown if shown is not None else shown_name(owner_node, self.parsed)
         out: list[Any] = []
         for t in owner:
             out.extend(self._read_one(t, key, owner_node, at, span, shown, via))
@@ -476,17 +486,17 @@ class TemplateTypes:
             return self._field(t, key, at, span)
         if isinstance(t, ir.ListOf) and (isinstance(key, int) or key is DYNAMIC):
             return (t.item,)
-        plain = _plain_kind(t)
+        plain = plain_kind(t)
         if plain is None or key is DYNAMIC:
             return (ir.ANY,)  # `any`: the template engine decides at run time
         if plain in ("str", "list") and isinstance(key, int):
             return (ir.STR,) if plain == "str" else (ir.ANY,)
-        if not (isinstance(key, str) and key in _METHODS[plain]):
+        if not (isinstance(key, str) and key in METHODS[plain]):
             what = f"field '{key}'" if isinstance(key, str) else f"item [{key}]"
-            self._once(at, "SW4012", f"{_q(shown)} is {type_text(t)} and has no {what}", span,
+            self._once(at, "SW4012", f"{quoted(shown)} is {type_text(t)} and has no {what}", span,
                        label=f"no {what} on {type_text(t)}",
                        help="only values of a declared type (and tool results) have fields"
-                            + (f"; {plain} has methods such as {_EXAMPLE_METHODS[plain]}" if plain in _EXAMPLE_METHODS
+                            + (f"; {plain} has methods such as {EXAMPLE_METHODS[plain]}" if plain in EXAMPLE_METHODS
                                else ""))
         return (ir.ANY,)  # a method of text, a number or a list
 
@@ -526,8 +536,8 @@ class TemplateTypes:
                     "{% endfor %}'")
         else:
             help = f"test the variant first: '{{% if {shown} is {having[0]} %}}...{{% endif %}}'"
-        self._once(at, "SW4031", f"'{key}' is not a field of every variant {_q(shown)} may be", span, label=label,
-                   help=help, notes=[f"{_q(shown)} is {' | '.join(options)} here"])
+        self._once(at, "SW4031", f"'{key}' is not a field of every variant {quoted(shown)} may be", span, label=label,
+                   help=help, notes=[f"{quoted(shown)} is {' | '.join(options)} here"])
         return (ir.ANY,)
 
     def _state_field(self, state: str, key: Any, at: nodes.Node, span: Any) -> Types:
@@ -606,7 +616,7 @@ class TemplateTypes:
         """The items of the values of types `listed`, going over `node` (`loop`: report what cannot be)."""
         out: list[Any] = []
         span = _Where(self.parsed, node, whole=True)
-        shown = _shown(node, self.parsed)
+        shown = shown_name(node, self.parsed)
         for t in listed:
             out.extend(self._items_of(t, node, loop, span, shown))
         return union(out)
@@ -630,7 +640,7 @@ class TemplateTypes:
                 self._untracked(t, at, span, shown)
             return (ir.ANY,)
         if tracked(t):
-            return (Untracked(f"'{shown}' is {_type_name(t)}, not a list", "loop over a list field of it"),)
+            return (Untracked(f"'{shown}' is {type_name(t)}, not a list", "loop over a list field of it"),)
         return (ir.ANY,)
 
     def _unpack_from(self, value: Callable[[], Types], k: int, size: int) -> Types:
@@ -669,7 +679,7 @@ class TemplateTypes:
         self.diags.report(code, message, _span_of(span), **details)
 
     def _untracked(self, t: Untracked, at: nodes.Node, span: Any, shown: str) -> None:
-        self._once(at, "SW5010", f"the check cannot follow {_q(shown)} here: {t.why}", span,
+        self._once(at, "SW5010", f"the check cannot follow {quoted(shown)} here: {t.why}", span,
                    label="a read of a value the check does not follow", help=t.how)
 
     def _maybe_none(self, t: Any, at: nodes.Node, owner_node: nodes.Node | None, span: Any, shown: str,
@@ -686,8 +696,8 @@ class TemplateTypes:
         inline = f", or '{{{{ {written} if {shown} }}}}'" if written and "\n" not in written else ""
         help = (f"the filter '{via}' reads into every item, and an item may be none: test each in a loop"
                 if via else f"test it first: '{{% if {shown} %}}...{{% endif %}}'" + inline)
-        self._once(at, "SW4014", f"{_q(shown)} may be none here", span,
-                   label=f"{_q(shown)} is {type_text(t)}: it may be none", help=help)
+        self._once(at, "SW4014", f"{quoted(shown)} may be none here", span,
+                   label=f"{quoted(shown)} is {type_text(t)}: it may be none", help=help)
 
     def _absent(self, state: str, at: nodes.Node, owner_node: nodes.Node | None, span: Any) -> None:
         """SW4014 for a field or item of `STATE.output`, or a loop over it, where STATE may not have run.
@@ -707,117 +717,6 @@ class TemplateTypes:
             help=f"test that it ran first: '{{% if {state}.output %}}...{{% endif %}}'"
                  + (f", or '{{{{ {text} if {state}.output }}}}'" if not loop else ""))
 
-
-
-class FilterCall:
-    """One filter applied to a value, as the filter rules (template_filters.py) see it."""
-
-    def __init__(self, types: TemplateTypes, node: nodes.Filter, value: Types) -> None:
-        self.types = types
-        self.node = node
-        self.value = value
-
-    def argument(self, position: int, keyword: str) -> nodes.Node | None:
-        """The filter's argument by its position after the value, or by keyword."""
-        given = next((kw.value for kw in self.node.kwargs if keyword and kw.key == keyword), None)
-        if given is None and 0 <= position < len(self.node.args):
-            given = self.node.args[position]
-        return given
-
-    def items(self, reading: bool = False) -> Types:
-        """The items of the value the filter goes over; `reading` (it reads a field of each), a value that
-        may be none is reported (any other filter decides for itself what it does with none)."""
-        if self.node.node is None:
-            return ()
-        return self.types._iterate(self.node.node, self.value, self.node if reading else None)
-
-    def attribute(self, items: Types, argument: nodes.Node | None) -> Types:
-        """What `attribute="a.b"` reads from each item: the fields one after another, checked like reads."""
-        if argument is None:
-            return items
-        tt = self.types
-        if not (isinstance(argument, nodes.Const) and isinstance(argument.value, (str, int))):
-            if any(tracked(t) for t in items):  # the filter reads it from every item, now
-                tt._untracked(Untracked("the attribute it reads is decided at run time",
-                                        "name the attribute: attribute=\"FIELD\""), self.node,
-                              tt.parsed.node_span(argument), _shown(self.node.node, tt.parsed))
-            return (ir.ANY,)
-        place = tt.parsed.node_span(argument)
-        parts: list[str | int] = [int(p) if p.isdigit() else p for p in str(argument.value).split(".")]
-        found = items
-        shown = f"an item of '{_shown(self.node.node, tt.parsed)}'" if self.node.node is not None else "an item"
-        for part in parts:
-            found = tt._read(found, part, None, self.node, place=place, shown=shown, via=self.node.name)
-            shown = f"{shown}.{part}" if not shown.startswith("an item") else f"the '{part}' of {shown}"
-        return found
-
-    def untracked(self, why: str, how: str) -> Types:
-        return self.types._untracked_if(self.value, why, how)
-
-
-def _present(types: Types) -> Types:
-    """The types of a value that is there (true): not none, a state's output that has run."""
-    out = []
-    for t in types:
-        while isinstance(t, (MaybeAbsent, ir.Optional_)):
-            t = t.inner
-        if t != ir.NONE:
-            out.append(t)
-    return union(out) or (ir.ANY,)
-
-
-# What a template may read from a value without fields: its Python methods (the sandbox allows no others).
-_METHODS = {
-    "str": frozenset(n for n in dir(str) if not n.startswith("_")),
-    "int": frozenset(n for n in dir(int) if not n.startswith("_")),
-    "float": frozenset(n for n in dir(float) if not n.startswith("_")),
-    "bool": frozenset(n for n in dir(bool) if not n.startswith("_")),
-    "list": frozenset(n for n in dir(list) if not n.startswith("_")),
-}
-_EXAMPLE_METHODS = {"str": "upper() and split()", "list": "index() and count()"}
-
-
-def _plain_kind(t: Any) -> str | None:
-    """The Python kind of a value without fields (text, a number, a list), or None for any other."""
-    if t == ir.STR or isinstance(t, (ir.Enum, TextOutput)):
-        return "str"
-    if isinstance(t, ir.ListOf):
-        return "list"
-    if isinstance(t, ir.Prim) and t.name in ("int", "float", "bool"):
-        return t.name
-    return None
-
-
-def _inner(t: Any) -> Any:
-    while isinstance(t, (MaybeAbsent, ir.Optional_)):
-        t = t.inner
-    return t
-
-
-def _only(t: Any, allowed: frozenset[str]) -> Any:
-    """A variant type (inside any optional or maybe-absent) restricted to the variants `allowed`."""
-    if isinstance(t, MaybeAbsent):
-        return MaybeAbsent(_only(t.inner, allowed), t.state)
-    if isinstance(t, ir.Optional_):
-        return ir.Optional_(_only(t.inner, allowed))
-    if isinstance(t, ir.Variant):
-        options = tuple(o for o in t.options if o in allowed)
-        if len(options) == 1:
-            return ir.Named(options[0])
-        return ir.Variant(options) if options else t
-    return t
-
-
-def _const_type(value: object) -> TypeLike:
-    if value is None:
-        return ir.NONE
-    if isinstance(value, bool):
-        return ir.BOOL
-    if isinstance(value, int):
-        return ir.INT
-    if isinstance(value, float):
-        return ir.FLOAT
-    return ir.STR if isinstance(value, str) else ir.ANY
 
 
 _BINDERS = frozenset({nodes.Assign, nodes.AssignBlock, nodes.For, nodes.With, nodes.Macro, nodes.CallBlock,
@@ -846,30 +745,3 @@ def _span_of(where: Span | _Where) -> Span:
     if not isinstance(where, _Where):
         return where
     return where.parsed.node_span(where.node) if where.whole else where.parsed.name_span(where.node)
-
-
-def _q(shown: str) -> str:
-    """A value's name quoted in a message: `'a.text'`, but `an item of 'xs'` as it reads."""
-    return shown if shown.startswith(("an item", "the '")) else f"'{shown}'"
-
-
-def _shown(node: nodes.Node | None, parsed: ParsedTemplate) -> str:
-    """How an expression is named in a message: its path, or its text when that fits on a line."""
-    if node is None:
-        return "the value"
-    path = jinja_path(node)
-    if path is not None:
-        return path
-    text = parsed.node_span(node).text
-    return text if "\n" not in text and len(text) <= 60 else "the value"
-
-
-def _type_name(t: Any) -> str:
-    if isinstance(t, StateValue):
-        return f"the state '{t.state}'"
-    if isinstance(t, NamespaceValue):
-        return "a namespace"
-    if isinstance(t, (Untracked, Opaque)):
-        return "a value"
-    return type_text(t)
-

@@ -18,7 +18,7 @@ from ...grammar import ast
 from ...runtime.tool_signatures import STD_TOOLS
 from .. import ir
 from .constraints import constraint_of, lower_range, range_text, value_violations
-from .flow import Flow
+from .flow import EntryFacts, Flow
 from .resolve import (
     BUILTIN_TYPES,
     GUARD_OUTPUT,
@@ -506,69 +506,6 @@ def absent_output_notes(state: str, reader: str, flow: Flow | None) -> list[str]
         return [f"the first time a run enters '{reader}', it has not run yet: "
                 + " -> ".join(path)]
     return ["for example, a run can go " + " -> ".join(path) + f" without running '{state}'"]
-
-
-@dataclass(frozen=True)
-class EntryFacts:
-    """What every transition into a state shows, its guard being true: the paths (`review.output`, `tags`)
-    surely not none, and which variants paths are. A state entered only by `when output is Approve -> s`
-    from `review` reads `review.output` as an Approve."""
-
-    present: frozenset[str] = frozenset()
-    variants: tuple[tuple[str, frozenset[str]], ...] = ()
-
-    def after_step(self, state: str, also: frozenset[str] = frozenset()) -> EntryFacts:
-        """The facts once `state` (and the states in `also`, its branches) has run again: none about them."""
-        gone = {state, *also}
-
-        def kept(path: str) -> bool:
-            return path.split(".", 1)[0] not in gone
-
-        return EntryFacts(frozenset(p for p in self.present if kept(p)),
-                          tuple((p, o) for p, o in self.variants if kept(p)))
-
-
-def entry_facts(symbols: Symbols, flow: Flow) -> dict[str, EntryFacts]:
-    """For each state but the start, what every transition that can fire into it shows (EntryFacts); a
-    state's own `otherwise stay` and edges to itself change no other state's output and are left out."""
-    incoming: dict[int, list[tuple[int, ast.Transition | None]]] = {}
-    for edges in flow.edges:
-        for e in edges:
-            if e.fires and e.source != e.target:
-                incoming.setdefault(e.target, []).append((e.source, None if e.fork else e.transition))
-    memo: dict[int, EntryFacts] = {}
-    out: dict[str, EntryFacts] = {}
-    for i, transitions in incoming.items():
-        name = flow.states[i].name.value
-        if i == flow.start or name not in symbols.states:
-            continue
-        facts = [_edge_facts(flow.states[source].name.value, t, symbols, flow, memo) for source, t in transitions]
-        present = frozenset.intersection(*(f.present for f in facts))
-        variants = [dict(f.variants) for f in facts]
-        common = {p: frozenset.union(*(v[p] for v in variants)) for p in variants[0] if all(p in v for v in variants)}
-        if present or common:
-            out[name] = EntryFacts(present, tuple(common.items()))
-    return out
-
-
-def _edge_facts(source: str, t: ast.Transition | None, symbols: Symbols, flow: Flow,
-                memo: dict[int, EntryFacts]) -> EntryFacts:
-    """What transition `t` of state `source` firing shows: its guard true, `output` being source's output."""
-    view = symbols.states.get(source)
-    if t is None or t.kind != "guard" or t.guard is None or view is None:
-        return EntryFacts()
-    found = memo.get(id(t))
-    if found is not None:
-        return found
-
-    def absolute(path: str) -> str:
-        return f"{source}.{path}" if path == GUARD_OUTPUT or path.startswith(GUARD_OUTPUT + ".") else path
-
-    checker = ExprChecker(symbols, Diagnostics(), view, flow=flow)
-    facts = EntryFacts(frozenset(absolute(p) for p in none_tests(t.guard, True, symbols)),
-                       tuple((absolute(p), o) for p, o in checker.variant_tests(t.guard, True).items()))
-    memo[id(t)] = facts
-    return facts
 
 
 class ExprChecker:
@@ -1562,7 +1499,5 @@ def check_types(machine: ast.Machine, symbols: Symbols, diagnostics: Diagnostics
     _check_recursive_types(symbols, diagnostics)
     _check_inputs(symbols, diagnostics)
     _check_tool_options(symbols, diagnostics)
-    if flow is not None:
-        symbols.entry_facts = entry_facts(symbols, flow)
     _check_guards_and_calls(symbols, diagnostics, flow)
 
