@@ -158,8 +158,9 @@ def test_design_repairs_three_errors_into_a_checked_formatted_tested_file(
     assert code == 0, err
     assert stage_calls(script, "agents") == [("designer", "agents", 0)]
     assert stage_calls(script, "machine", "repair") == [("designer", "machine", 0), ("designer", "repair", 0)]
-    assert "attempt 1: 3 error(s) (SW2002, SW3008, SW4001)" in err
-    assert "attempt 2: the machine checks and its tests pass" in err
+    assert "attempt 1: 3 errors (SW2002, SW3008, SW4001)" in err
+    assert ("attempt 2: 3 errors -> 0 errors (fixed SW2002, SW3008, SW4001): the machine checks and its tests "
+            "pass") in err
     assert f"wrote {out} after 2 attempt(s)" in err
 
     text = out.read_text()

@@ -10,8 +10,10 @@ the compiler.
 from __future__ import annotations
 
 import bisect
+from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ..compiler import ir
 from ..compiler.checks.resolve import Symbols
@@ -22,7 +24,7 @@ from ..grammar import ast
 KINDS = ("state", "agent", "type", "tool", "input", "field")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Key:
     """One declared thing: its kind and its name (`Type.field` for a field, `std.python` for a tool)."""
 
@@ -30,27 +32,35 @@ class Key:
     name: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Occurrence:
-    """A name in the text that stands for `key`: its declaration or a use, over [start, end)."""
+    """A name in the text that stands for `key`: its declaration or a use, over [start, end) of `span`
+    (the compiler's own span, kept rather than copied: a large file has hundreds of thousands)."""
 
     key: Key
-    start: int
-    end: int
+    span: Span
     definition: bool = False
+
+    @property
+    def start(self) -> int:
+        return self.span.start
+
+    @property
+    def end(self) -> int:
+        return self.span.end
 
 
 class SymbolIndex:
     """Every occurrence of every declared name in one checked (or partly checked) file."""
 
     def __init__(self, occurrences: Iterable[Occurrence]) -> None:
-        unique: dict[tuple[Key, int, int], Occurrence] = {}
+        unique: dict[tuple[Key, Span], Occurrence] = {}  # by key and place (a span hashes as its range)
         for o in occurrences:
-            known = unique.get((o.key, o.start, o.end))
+            known = unique.get((o.key, o.span))
             if known is None or o.definition and not known.definition:
-                unique[(o.key, o.start, o.end)] = o
+                unique[(o.key, o.span)] = o
         self.occurrences = sorted(unique.values(), key=lambda o: (o.start, o.end))
-        self._starts = [o.start for o in self.occurrences]
+        self._starts = array("q", [o.start for o in self.occurrences])
         self.by_key: dict[Key, list[Occurrence]] = {}
         for o in self.occurrences:
             self.by_key.setdefault(o.key, []).append(o)
@@ -78,7 +88,13 @@ def build_index(machine: ast.Machine, symbols: Symbols | None) -> SymbolIndex:
 
 def _at(key: Key, span: Span | None, definition: bool = False) -> Iterator[Occurrence]:
     if span is not None:
-        yield Occurrence(key, span.start, span.end, definition)
+        yield Occurrence(_one_key(key), span, definition)
+
+
+@lru_cache(maxsize=65536)
+def _one_key(key: Key) -> Key:
+    """The one Key object for every occurrence of a name (a large file names a state thousands of times)."""
+    return key
 
 
 def _occurrences(machine: ast.Machine, symbols: Symbols | None) -> Iterator[Occurrence]:

@@ -316,6 +316,12 @@ def _runner_temporal_options(parser: argparse.ArgumentParser, required: bool = F
     parser.add_argument("--task-queue", metavar="QUEUE",
                         help="the Temporal task queue (default: one per machine and source version)")
     parser.add_argument("--namespace", metavar="NS", default="default", help="the Temporal namespace (default)")
+    if not required:  # (a run's option: a worker serves runs of either kind)
+        parser.add_argument("--durability", choices=("call", "task"), default="call", metavar="call|task",
+                            help="with --temporal: record every model and tool call in the run's history before "
+                                 "it goes on (call, the default: a killed worker makes no completed call again), "
+                                 "or with the workflow task that made it (task: local activities, fewer round "
+                                 "trips; a worker killed before its task completes makes that task's calls again)")
 
 
 def _runner_model_client_option(parser: argparse.ArgumentParser) -> None:
@@ -799,7 +805,7 @@ def _runner_temporal_runner(machine: MachineSpec, args: argparse.Namespace, scri
                           namespace=args.namespace, model_map=model_map, script=script,
                           workspace=getattr(args, "workspace", None), max_tokens=args.max_tokens,
                           retries=args.retries, retry_delay=args.retry_delay, timeout=args.timeout, attach=attach,
-                          otel=otel)
+                          otel=otel, durability=getattr(args, "durability", "call"))
 
 
 def _runner_temporal_run(machine: MachineSpec, args: argparse.Namespace, inputs: dict[str, Any],

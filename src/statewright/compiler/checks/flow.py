@@ -319,6 +319,9 @@ class Flow:
             for target, t, possible in row:
                 self.edges[i].append(Edge(i, target, t, possible and self.reachable[i], id(t) in forks))
         self._successors = [[e.target for e in edges if e.fires] for edges in self.edges]
+        # whether a reachable state names a transition target that does not exist (SW2002): where the run
+        # goes from there is unknown, so what the checks would conclude from where it cannot go is not said
+        self.goes_astray = any(unknown and reached for unknown, reached in zip(self.unknown_target, self.reachable))
         self._paths_left = _PATHS_SHOWN
         self._dominators()
         self._find_joined()
@@ -442,7 +445,9 @@ class Flow:
         self.joined: list[bool] = [False] * len(self.states)
         for parallel, entries in self.branch_entries.items():
             join = next((item for item in self.states[parallel].items if isinstance(item, ast.Join)), None)
-            if join is not None and join.rule.value != "all":
+            # only `join first` may leave branches unrun: a rule that is no rule at all is reported once
+            # (SW3066) and read as `all`, so that it does not show again as branch outputs that may be none
+            if join is not None and join.rule.value == "first":
                 continue
             for entry in entries:
                 if self.entry_of[entry] != entry:
