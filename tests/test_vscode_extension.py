@@ -159,6 +159,21 @@ def test_the_grammar_tells_a_keyword_used_as_a_name_from_a_number_and_an_operato
     assert by_text["2"] == "constant.numeric.integer.statewright"
 
 
+@needs_node
+def test_the_grammar_tells_a_function_from_a_bound_and_scopes_if_and_else(node_modules: Path, tmp_path: Path) -> None:
+    sample = tmp_path / "sample.fsm"
+    sample.write_text('machine m {\n    state s {\n        when max(output.xs) > 1 if sum(output.xs) > 0 else false'
+                      ' -> done max rounds\n    }\n}\n', encoding="utf-8")
+    line = [t for t in tokenize([sample])[str(sample)] if t[0] == 2]
+    text = sample.read_text(encoding="utf-8").splitlines()[2]
+    scopes = [(text[t[1]:t[2]], t[3][-1]) for t in line]  # type: ignore[misc]
+    assert ("max", "support.function.builtin.statewright") in scopes
+    assert ("sum", "support.function.builtin.statewright") in scopes
+    assert ("if", "keyword.control.statewright") in scopes and ("else", "keyword.control.statewright") in scopes
+    assert [s for t, s in scopes if t == "max"] == ["support.function.builtin.statewright",
+                                                    "keyword.control.statewright"]
+
+
 # ---- tokenization goldens: what each token of a case is scoped as ------------------------------------
 
 

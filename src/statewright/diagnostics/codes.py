@@ -204,6 +204,12 @@ _ALL = [
        "body and its encoding); a header value is printable ASCII text. A query parameter has a name. "
        "In a value, ${NAME} puts in a secret and $${ is the text '${'; any other '${' is a mistake.",
        'headers { "X Api Key" "${KEY}" }', 'headers { "X-Api-Key" "${KEY}" }'),
+    _e("SW2070", "bound names no input",
+       "A bound — 'max N' on a transition or after 'for ... in', 'visits N' on a state — is a number or the "
+       "name of an int input whose range says how large it may be; the run reads the bound from that input. "
+       "This name is no input of the machine.",
+       "input rounds: int in 1..5 = 2\n...\n-> debate max round",
+       "input rounds: int in 1..5 = 2\n...\n-> debate max rounds"),
     # --- structure ----------------------------------------------------------------------------
     _e("SW3001", "no start state",
        "Every machine needs exactly one 'start state'.", "state draft { ... }", "start state draft { ... }"),
@@ -301,6 +307,13 @@ _ALL = [
        "A person has one deadline per question: a state with 'ask' has at most one 'after' transition.",
        'state approve { ask "Publish?" after 1h -> remind after 2h -> done -> done }',
        'state approve { ask "Publish?" after 1h -> remind -> done }'),
+    _e("SW3040", "bound from an input with no range",
+       "A bound may name an int input ('-> debate max rounds'), and the compiler proves every loop bounded "
+       "with the largest value the input's range allows; the run reads the bound from the input, which is "
+       "validated against that range when the run starts. So the input needs a range with both ends, the "
+       "smaller 0 or more: 'input rounds: int in 1..10'.",
+       "input rounds: int = 3\n...\n-> debate max rounds",
+       "input rounds: int in 1..10 = 3\n...\n-> debate max rounds"),
     _e("SW3060", "parallel state with fewer than two branches",
        "'parallel [a, b]' starts its branches at once and joins them; with one branch (or none) there is "
        "nothing to run side by side: make that branch's states ordinary states in the path instead.",
@@ -478,6 +491,11 @@ _ALL = [
        "'output' or 'STATE.output' of a state with 'output A | B', and TYPE is one of its variants. To test "
        "for none, compare: 'VALUE == none'.",
        "when output is Anwser -> done", "when output is Answer -> done"),
+    _e("SW4040", "bound from an input that is not an int",
+       "A bound counts steps, visits or elements, so an input it is read from must be declared 'int' (not "
+       "optional) with a range: 'input rounds: int in 1..10'.",
+       "input rounds: float in 1..10 = 3\n...\n-> debate max rounds",
+       "input rounds: int in 1..10 = 3\n...\n-> debate max rounds"),
     _e("SW2020", "variant type named like a Jinja test",
        "Templates test a variant output with Jinja's 'is': '{% if draft.output is Answer %}'. Jinja has "
        "tests of its own ('number', 'string', 'mapping', 'defined', ...); a variant type with one of those "
@@ -508,6 +526,17 @@ _ALL = [
        "larger. The compiler works out constant expressions the same way, so one that would be refused at run "
        "time is an error here.",
        'do "{{ 10 ** 5000 }}"', 'do "{{ 10 ** 50 }}"'),
+    _e("SW5010", "read into a value the template check does not follow",
+       "The template check follows typed values through every name a template binds ('set', 'with', 'for', "
+       "a macro's parameters, 'namespace()') and through the filters whose result it knows ('first', "
+       "'map(attribute=...)', 'selectattr', 'groupby', 'default', ...), so that a field read from a copy is "
+       "checked like a read of the original. Here a typed value went through something it does not follow — "
+       "a filter such as 'dictsort', a value a call returns, a field chosen at run time, 'loop.previtem', a "
+       "macro called without the argument — and the template reads a field or an item of the result, which "
+       "could fail when the run renders it. Read the field from the value itself, before the filter or call; "
+       "the help says how for each case.",
+       'do "{% set first = (plan.output.steps | dictsort)[0] %}{{ first.title }}"',
+       'do "{% set first = plan.output.steps[0] %}{{ first.title }}"'),
     # --- tests --------------------------------------------------------------------------------
     _e("SW6001", "test names an unknown state",
        "A 'reply', 'verdict' or 'expect' in a test block names a state the machine does not have.",

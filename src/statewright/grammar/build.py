@@ -22,6 +22,9 @@ MAX_NUMBER_DIGITS = 100
 _DURATION_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}  # `after 24h`: the units, in seconds
 
 
+
+_Bound = tuple[ast.Number | ast.Name, Span | None]  # `max N` (or `max INPUT`) and where `per visit` follows
+
 class TreeBuilder:
     """Builds the syntax tree of one source file; one builder per parse, so parses never share one.
 
@@ -237,7 +240,7 @@ class TreeBuilder:
         return ast.Tell(tuple(self._name(n) for n in names if n is not None), self._span(meta))
 
     def visits(self, meta: Meta, count: Token) -> ast.Visits:
-        return ast.Visits(self.number(None, count), self._span(meta))
+        return ast.Visits(self._bound_count(count), self._span(meta))
 
     def retries(self, meta: Meta, count: Token) -> ast.Retries:
         return ast.Retries(self.number(None, count), self._span(meta))
@@ -268,48 +271,52 @@ class TreeBuilder:
     def for_each(self, meta: Meta, *parts: object) -> ast.ForEach:
         names = [p for p in parts if isinstance(p, Token)]
         items = next(p for p in parts if p is not None and not isinstance(p, (Token, tuple)))
-        options: dict[str, ast.Number] = dict(p for p in parts if isinstance(p, tuple))
+        options: dict[str, Any] = dict(p for p in parts if isinstance(p, tuple))
         index, item = (names[0], names[1]) if len(names) == 2 else (None, names[0])
         return ast.ForEach(self._name(index) if index is not None else None, self._name(item), items,  # type: ignore[arg-type]
                            options.get("max"), options.get("concurrency"), self._span(meta))
 
-    def each_max(self, meta: Meta, count: Token) -> tuple[str, ast.Number]:
-        return "max", self.number(None, count)
+    def each_max(self, meta: Meta, count: Token) -> tuple[str, ast.Number | ast.Name]:
+        return "max", self._bound_count(count)
 
     def each_concurrency(self, meta: Meta, count: Token) -> tuple[str, ast.Number]:
         return "concurrency", self.number(None, count)
 
-    def bound(self, meta: Meta, count: Token, per_visit: Span | None = None) -> tuple[ast.Number, Span | None]:
-        return self.number(None, count), per_visit
+    def bound(self, meta: Meta, count: Token, per_visit: Span | None = None) -> _Bound:
+        return self._bound_count(count), per_visit
+
+    def _bound_count(self, count: Token) -> ast.Number | ast.Name:
+        """A bound's count: a number, or the name of the input that gives it (`max rounds`)."""
+        return self._name(count) if count.type == "NAME" else self.number(None, count)
 
     def per_visit(self, meta: Meta) -> Span:
         return self._span(meta)
 
     def _edge(self, meta: Meta, kind: str, target: Token | None, guard: ast.Expr | None,
-              condition: ast.String | None, bound: tuple[ast.Number, Span | None] | None) -> ast.Transition:
+              condition: ast.String | None, bound: _Bound | None) -> ast.Transition:
         limit, per_visit = bound if bound is not None else (None, None)
         return ast.Transition(kind, self._name(target) if target is not None else None, guard, condition, limit,
                               self._span(meta), per_visit=per_visit)
 
     def when_transition(self, meta: Meta, cond: ast.Expr, target: Token,
-                        bound: tuple[ast.Number, Span | None] | None = None) -> ast.Transition:
+                        bound: _Bound | None = None) -> ast.Transition:
         if isinstance(cond, ast.Literal) and isinstance(cond.value, str):
             return self._edge(meta, "condition", target, None, ast.String(cond.value, False, cond.span), bound)
         return self._edge(meta, "guard", target, cond, None, bound)
 
     def always_transition(self, meta: Meta, target: Token,
-                          bound: tuple[ast.Number, Span | None] | None = None) -> ast.Transition:
+                          bound: _Bound | None = None) -> ast.Transition:
         return self._edge(meta, "always", target, None, None, bound)
 
     def otherwise_transition(self, meta: Meta, target: Token,
-                             bound: tuple[ast.Number, Span | None] | None = None) -> ast.Transition:
+                             bound: _Bound | None = None) -> ast.Transition:
         return self._edge(meta, "otherwise", target, None, None, bound)
 
-    def stay_transition(self, meta: Meta, bound: tuple[ast.Number, Span | None] | None = None) -> ast.Transition:
+    def stay_transition(self, meta: Meta, bound: _Bound | None = None) -> ast.Transition:
         return self._edge(meta, "stay", None, None, None, bound)
 
     def timeout_transition(self, meta: Meta, duration: Token, target: Token,
-                           bound: tuple[ast.Number, Span | None] | None = None) -> ast.Transition:
+                           bound: _Bound | None = None) -> ast.Transition:
         text = str(duration)
         if len(text) > MAX_NUMBER_DIGITS:
             raise self.token_failure("DURATION", text, duration.start_pos or 0)  # type: ignore[misc]
@@ -353,6 +360,9 @@ class TreeBuilder:
 
     def quantifier(self, meta: Meta, func: Token, element: ast.Expr, var: Token, items: ast.Expr) -> ast.Quantifier:
         return ast.Quantifier(self._name(func), element, self._name(var), items, self._span(meta))
+
+    def conditional(self, meta: Meta, then: ast.Expr, test: ast.Expr, orelse: ast.Expr) -> ast.Conditional:
+        return ast.Conditional(then, test, orelse, self._span(meta))
 
     def is_op(self, meta: Meta, value: ast.Expr, type_: Token) -> ast.IsVariant:
         return ast.IsVariant(value, self._name(type_), False, self._span(meta))

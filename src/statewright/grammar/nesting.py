@@ -17,7 +17,7 @@ from .node import Node, child_fields
 MAX_NESTING = 100  # levels of one guard, one type or one value
 
 _EXPRESSIONS = (ast.BinaryOp, ast.UnaryOp, ast.Attribute, ast.Index, ast.Call, ast.ListExpr, ast.Quantifier,
-                ast.IsVariant, ast.NameExpr, ast.Literal)
+                ast.IsVariant, ast.Conditional, ast.NameExpr, ast.Literal)
 _TYPES = (ast.NamedType, ast.ListType, ast.OptionalType, ast.EnumType)
 _HELP = {
     "expression": "split the guard into simpler parts: several `when` transitions, or a field the agent "

@@ -26,7 +26,7 @@ TEST_KEYWORDS = ("input", "reply", "verdict", "timeout", "expect path", "expect 
                  "expect failure", "expect output", "expect instruction", "allow unused replies")
 TOOL_KEYWORDS = ("allow", "secrets", "headers", "query")
 LIMIT_KEYWORDS = ("steps", "cost_usd", "tokens", "seconds")
-GUARD_FUNCTIONS = ("len", "visits")
+GUARD_FUNCTIONS = ("len", "visits", "sum", "min", "max")
 
 
 def completion(a: Analysis, good: Analysis | None, position: types.Position, *, snippets: bool = False

@@ -194,7 +194,8 @@ def describe(key: Key, a: Analysis) -> str:
         if view.tell is not None:
             lines.append(f"tells: {', '.join(f'`{n.value}`' for n in view.tell.agents)}")
         if view.visits is not None:
-            lines.append(f"visits: at most {view.visits.count.value}")
+            count = view.visits.count
+            lines.append(f"visits: at most {count.value}" + (" (an input)" if isinstance(count, ast.Name) else ""))
         body = "  \n".join(line for line in lines if line)
         if view.transitions:
             body += "\n\n" + _fence("\n".join(t.span.text for t in view.transitions), "fsm")

@@ -27,7 +27,7 @@ class EdgePlan:
 
     __slots__ = ("guard", "index", "key", "kind", "max", "origin", "seconds", "target", "target_visits", "text")
 
-    def __init__(self, state: str, index: int, spec: Any, target_visits: int | None) -> None:
+    def __init__(self, state: str, index: int, spec: Any, target_visits: int | str | None) -> None:
         self.index = index
         self.kind = spec.kind
         self.target = spec.target

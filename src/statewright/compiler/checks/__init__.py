@@ -1,7 +1,7 @@
 """The checks: one parsed machine through every check in order, all into one Diagnostics.
 
-    resolve -> constraints -> flow -> fanout -> typecheck -> secrets -> templates -> testblocks -> settings
-    -> shape -> graph -> listeners -> unused
+    resolve -> constraints -> flow -> fanout -> entry facts -> typecheck -> secrets -> templates -> testblocks -> settings
+    -> shape -> bounds -> graph -> listeners -> unused
 
 Every check reports into one Diagnostics and none stops the others, so a single run shows every problem.
 """
@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from ...diagnostics import Diagnostics, SourceFile
 from ...grammar import ast
+from .bounds import check_input_bounds
 from .constraints import check_constraints
+from .entry_facts import entry_facts
 from .fanout import check_fanouts, record_branches
 from .flow import Flow
 from .graph import check_graph
@@ -46,12 +48,14 @@ def _check_machine(machine: ast.Machine, diagnostics: Diagnostics) -> Symbols:
     flow = Flow(machine)
     record_branches(flow, symbols)
     check_fanouts(symbols, flow, diagnostics)
+    symbols.entry_facts = entry_facts(symbols, flow)
     check_types(machine, symbols, diagnostics, flow)
     check_secrets(machine, symbols, diagnostics)
     check_templates(machine, symbols, diagnostics, flow)
     check_tests(symbols, diagnostics)
     check_settings(machine, symbols, diagnostics)
     check_shapes(symbols, diagnostics)
+    check_input_bounds(symbols, diagnostics)
     check_graph(machine, diagnostics, flow)
     check_listeners(symbols, flow, diagnostics)
     check_conditions(symbols, diagnostics)

@@ -40,7 +40,7 @@ _WHITESPACE = " \t\f\r\n"
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r"}
 
 # Binding strength of each expression form, loosest first; mirrors the precedence chain in the grammar.
-_OR, _AND, _NOT, _COMPARE, _SUM, _PRODUCT, _UNARY, _POSTFIX, _ATOM = range(9)
+_CONDITIONAL, _OR, _AND, _NOT, _COMPARE, _SUM, _PRODUCT, _UNARY, _POSTFIX, _ATOM = range(-1, 9)
 _BINARY_LEVEL = {
     "or": _OR, "and": _AND,
     "==": _COMPARE, "!=": _COMPARE, "<": _COMPARE, "<=": _COMPARE, ">": _COMPARE, ">=": _COMPARE,
@@ -112,21 +112,27 @@ def expr_to_source(expr: ast.Expr, string: Callable[[ast.Literal], str] | None =
         elif isinstance(e, ast.UnaryOp):
             level = _NOT if e.op == "not" else _UNARY
             written[id(e)] = level, ("not " if e.op == "not" else "-") + operand(e.operand, level)
+        elif isinstance(e, ast.Conditional):
+            # `a if b else c if d else e` nests to the right, as in Python; its first two parts are tighter
+            written[id(e)] = _CONDITIONAL, (f"{operand(e.then, _OR)} if {operand(e.test, _OR)} else "
+                                            f"{operand(e.orelse, _CONDITIONAL)}")
         elif isinstance(e, ast.Attribute):
             written[id(e)] = _POSTFIX, f"{operand(e.value, _POSTFIX)}.{e.attr.value}"
         elif isinstance(e, ast.Index):
-            written[id(e)] = _POSTFIX, f"{operand(e.value, _POSTFIX)}[{operand(e.index, _OR)}]"
+            written[id(e)] = _POSTFIX, f"{operand(e.value, _POSTFIX)}[{operand(e.index, _CONDITIONAL)}]"
         elif isinstance(e, ast.Call):
-            written[id(e)] = _POSTFIX, f"{e.func.value}(" + ", ".join(operand(a, _OR) for a in e.args) + ")"
+            written[id(e)] = _POSTFIX, (f"{e.func.value}(" + ", ".join(operand(a, _CONDITIONAL) for a in e.args)
+                                        + ")")
         elif isinstance(e, ast.Quantifier):
-            written[id(e)] = _POSTFIX, (f"{e.func.value}({operand(e.element, _OR)} for {e.var.value} in "
+            # a conditional list is parenthesized: Python would read `in a if b` as a filter
+            written[id(e)] = _POSTFIX, (f"{e.func.value}({operand(e.element, _CONDITIONAL)} for {e.var.value} in "
                                         f"{operand(e.items, _OR)})")
         elif isinstance(e, ast.IsVariant):
             # a comparison: its operand binds tighter, as comparisons do not chain
             written[id(e)] = _COMPARE, (f"{operand(e.value, _SUM)} is {'not ' if e.negated else ''}"
                                         f"{e.type.value}")
         elif isinstance(e, ast.ListExpr):
-            written[id(e)] = _ATOM, "[" + ", ".join(operand(i, _OR) for i in e.items) + "]"
+            written[id(e)] = _ATOM, "[" + ", ".join(operand(i, _CONDITIONAL) for i in e.items) + "]"
         elif isinstance(e, ast.NameExpr):
             written[id(e)] = _ATOM, e.name
         elif isinstance(e, ast.Literal):
@@ -134,6 +140,11 @@ def expr_to_source(expr: ast.Expr, string: Callable[[ast.Literal], str] | None =
         else:
             raise TypeError(f"not a guard expression: {type(e).__name__}")
     return written[id(expr)][1]
+
+
+def _bound(count: ast.Number | ast.Name) -> str:
+    """A bound's count: the number, or the name of the input it is read from (`max rounds`)."""
+    return count.value if isinstance(count, ast.Name) else _number(count.value)
 
 
 def _literal_source(literal: ast.Literal, string: Callable[[ast.Literal], str] | None) -> tuple[int, str]:
@@ -474,7 +485,7 @@ class _Layout:
         if isinstance(item, ast.Tell):
             return _line(item.span, "tell [" + ", ".join(n.value for n in item.agents) + "]")
         if isinstance(item, ast.Visits):
-            return _line(item.span, f"visits {_number(item.count.value)}")
+            return _line(item.span, f"visits {_bound(item.count)}")
         if isinstance(item, ast.Retries):
             return _line(item.span, f"retries {_number(item.count.value)}")
         if isinstance(item, ast.ToolCall):
@@ -499,7 +510,7 @@ class _Layout:
             names = f"{item.index.value}, {item.item.value}" if item.index is not None else item.item.value
             text = f"for {names} in {self._expr(item.items, depth)}"
             if item.max is not None:
-                text += f" max {_number(item.max.value)}"
+                text += f" max {_bound(item.max)}"
             if item.concurrency is not None:
                 text += f" concurrency {_number(item.concurrency.value)}"
             return _line(item.span, text)
@@ -525,7 +536,7 @@ class _Layout:
         else:
             text = "otherwise stay"
         if t.max is not None:
-            text += f" max {_number(t.max.value)}"
+            text += f" max {_bound(t.max)}"
             if t.per_visit is not None:
                 text += " per visit"
         return text
