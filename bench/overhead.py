@@ -3,6 +3,9 @@
 A three-state loop (a -> b -> c -> a ...) leaves for a final state after TRANSITIONS transitions. Timed,
 median of RUNS runs each:
   plain       a hand-written while/if loop calling the same instant in-process client
+  transitions the same loop in the `transitions` library (installed by the bench when missing), without
+              model calls: what a general-purpose FSM library costs per transition. The engine's own cost
+              (engine - plain) must be at most 3.5 us and at most 0.45x this
   engine      the engine with that client (the ModelClient seam): the engine's own overhead
   litellm     the engine through litellm and the scripted provider (fewer transitions: litellm is slow)
   native      the engine through the native client (`OpenAIHTTPClient`), each call a real HTTP exchange
@@ -22,9 +25,11 @@ Run: python bench/overhead.py [--transitions N] [--runs N]. The last line is `RE
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -137,6 +142,39 @@ def plain_loop(transitions: int, client: InstantClient) -> int:
     return moves
 
 
+def transitions_loop(transitions: int) -> Callable[[], int]:
+    """The loop in the `transitions` library: a -> b -> c -> a ..., leaving a for done after as many cycles
+    (a condition on a visit counter, as the engine's guard); one `step()` a transition."""
+    if importlib.util.find_spec("transitions") is None:
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "transitions"], check=True)
+    from transitions import Machine
+
+    cycles = (transitions - 1) // 3
+
+    def once() -> int:
+        visits = {"a": 1}
+
+        def count() -> None:
+            visits["a"] += 1
+
+        class Loop:
+            state: str
+
+        loop = Loop()
+        machine = Machine(model=loop, states=["a", "b", "c", "done"], initial="a", auto_transitions=False)
+        machine.add_transition("step", "a", "done", conditions=[lambda: visits["a"] > cycles])
+        machine.add_transition("step", "a", "b")
+        machine.add_transition("step", "b", "c")
+        machine.add_transition("step", "c", "a", after=count)
+        moves = 0
+        while loop.state != "done":
+            loop.step()  # type: ignore[attr-defined]
+            moves += 1
+        return moves
+
+    return once
+
+
 def median_us(runs: int, transitions: int, once: Callable[[], object]) -> float:
     times = []
     for _ in range(runs):
@@ -227,6 +265,9 @@ def main() -> None:
 
     assert plain_loop(n, client) == n
     plain = median_us(runs, n, lambda: plain_loop(n, client))
+    library = transitions_loop(n)
+    assert library() == n, "the transitions loop did not run as intended"
+    library_us = median_us(runs, n, library)
 
     engine = Engine(spec, client=client)
     check(engine.run({}), n)
@@ -271,6 +312,10 @@ def main() -> None:
         "checkpoint_us": round(checkpoint_us, 3),
         "engine_ratio": round(engine_us / plain, 2),
         "engine_overhead_us": round(engine_us - plain, 3),
+        "engine_overhead_target_us": 3.5,
+        "transitions_us": round(library_us, 3),
+        "engine_vs_transitions": round((engine_us - plain) / library_us, 3),
+        "engine_vs_transitions_target": 0.45,
         "checkpoint_overhead_us": round(checkpoint_us - plain, 3),
         "checkpoint_10_states_us": round(ring_us, 3),
         "checkpoint_10k_states_us": round(wide_us, 3),
@@ -288,6 +333,8 @@ def main() -> None:
     print(f"  plain loop              {plain:9.2f} us")
     print(f"  engine                  {engine_us:9.2f} us  ({engine_us / plain:.1f}x plain, "
           f"+{engine_us - plain:.2f} us)")
+    print(f"  transitions library     {library_us:9.2f} us  (the engine's own cost is "
+          f"{(engine_us - plain) / library_us:.2f}x this; target at most 0.45, and at most 3.5 us)")
     print(f"  engine + checkpoints    {checkpoint_us:9.2f} us  ({checkpoint_us / plain:.1f}x plain, "
           f"+{checkpoint_us - plain:.2f} us)")
     print(f"  checkpointed, 10 states  {ring_us:9.2f} us  ({ring_moves} transitions around a ring of 10)")
