@@ -250,6 +250,25 @@ def dropping_telemetry(metrics: bool = False) -> object | None:
     return OtelTelemetry(provider, MeterProvider() if metrics else NoOpMeterProvider())
 
 
+def span_floor_us(telemetry: object, transitions: int, runs: int) -> float:
+    """What the OpenTelemetry SDK alone costs a transition of the traced run: a state's span and its model
+    call's span, started and ended under a run's span with the same provider, with no attribute and no
+    event (the floor under any instrumentation that gives a state visit and a model call a span each)."""
+    tracer = telemetry.tracer  # type: ignore[attr-defined]
+    from opentelemetry import trace
+
+    def once() -> None:
+        root = tracer.start_span("run")
+        context = trace.set_span_in_context(root)
+        for _ in range(transitions):
+            state = tracer.start_span("state", context=context)
+            tracer.start_span("chat", context=trace.set_span_in_context(state)).end()
+            state.end()
+        root.end()
+
+    return median_us(runs, transitions, once)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--transitions", type=int, default=10_000)
@@ -285,8 +304,9 @@ def main() -> None:
         wide_us, wide_moves = checkpointed_us(ring_machine(n, n), client, runs, tmp)
 
     telemetry = None if args.skip_otel else dropping_telemetry()
-    traced_us = metered_us = None
+    traced_us = metered_us = floor_us = None
     if telemetry is not None:
+        floor_us = span_floor_us(telemetry, n, runs)
         traced = Engine(spec, client=client, otel=telemetry)
         check(traced.run({}), n)
         traced_us = median_us(runs, n, lambda: check(traced.run({}), n))
@@ -323,6 +343,7 @@ def main() -> None:
         "traced_us": round(traced_us, 3) if traced_us is not None else None,
         "traced_overhead_us": round(traced_us - engine_us, 3) if traced_us is not None else None,
         "traced_target_us": 25.0,
+        "traced_sdk_floor_us": round(floor_us, 3) if floor_us is not None else None,
         "traced_metrics_overhead_us": round(metered_us - engine_us, 3) if metered_us is not None else None,
         "litellm_traced_us": round(litellm_traced_us, 3) if litellm_traced_us is not None else None,
         "litellm_traced_ratio": (round(litellm_traced_us / litellm_us, 3)
@@ -345,6 +366,8 @@ def main() -> None:
     if traced_us is not None:
         print(f"  engine, traced          {traced_us:9.2f} us  (+{traced_us - engine_us:.2f} us a state visit with "
               f"OpenTelemetry on; target at most +25)")
+        print(f"  two bare SDK spans      {floor_us:9.2f} us  (the SDK's own floor: a state's span and a model "
+              "call's, no attributes)")
         print(f"  traced, with metrics    {metered_us:9.2f} us  (+{metered_us - engine_us:.2f} us; SDK metrics, "
               "no target)")
     if litellm_us is not None:
