@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # imported for annotations only: these modules are heavy or c
 
     from .compiler import ir
     from .compiler.codegen.runtime_module import RuntimeFileState
+    from .compiler.project import Project
     from .designer.design import DesignOutcome
     from .designer.llm_merge import MergeReport
     from .importers import ImportOutcome
@@ -32,14 +33,48 @@ if TYPE_CHECKING:  # imported for annotations only: these modules are heavy or c
     from .spec_paths import SpecFiles
 
 
-def check_source(source: SourceFile) -> Compilation:
+def check_source(source: SourceFile, *, location: str | None = None, project: Project | None = None
+                 ) -> Compilation:
     """Parse and check one source file; every problem is reported, none raised (the compiler's front door,
-    compiler.pipeline.compile_source, as far as the IR)."""
-    return compile_source(source)
+    compiler.pipeline.compile_source, as far as the IR). The files its `use` lines name are read from
+    disk relative to `location` (its path by default), through `project` when given (which keeps every
+    file it compiles: see new_project)."""
+    if project is not None:
+        return project.compile_source(source, location=location)
+    return compile_source(source, location=location)
 
 
-def check_text(text: str, path: str = "<string>") -> Compilation:
-    return check_source(SourceFile(path, text))
+def check_text(text: str, path: str = "<string>", *, location: str | None = None) -> Compilation:
+    return check_source(SourceFile(path, text), location=location)
+
+
+def new_project() -> Project:
+    """A project: files compiled through it are read and compiled once, however many files use them."""
+    from .compiler.project import Project
+
+    return Project()
+
+
+def check_files(paths: Sequence[str], project: Project | None = None) -> list[Compilation]:
+    """Check files on disk as one project: each file once, and each file they use (directly or through
+    others) once. The compilations of `paths` in order, then those of the files only used, in the order
+    they were read. A file that cannot be read is a compilation holding its SW1022 diagnostic."""
+    project = project if project is not None else new_project()
+    given = [check_path(path, project) for path in paths]
+    return project_compilations(project, given)
+
+
+def project_compilations(project: Project, given: Sequence[Compilation]) -> list[Compilation]:
+    """`given`, then every other file `project` compiled, each once."""
+    seen = {id(c) for c in given}
+    return [*given, *(c for c in project.compilations() if id(c) not in seen)]
+
+
+def used_compilations(comp: Compilation) -> list[Compilation]:
+    """The compilations of the files `comp` uses, directly or through others, each once."""
+    from .compiler.project import iter_used
+
+    return list(iter_used(comp))
 
 
 def check_bytes(data: bytes, path: str) -> Compilation:
@@ -56,8 +91,15 @@ def check_file(path: str | Path) -> Compilation:
     return check_bytes(p.read_bytes(), str(path))
 
 
-def check_path(path: str | Path) -> Compilation:
+def check_path(path: str | Path, project: Project | None = None) -> Compilation:
     """Check a file on disk; one that cannot be read is an SW1022 diagnostic, not an exception."""
+    if project is not None:
+        try:
+            return project.compile_path(str(path))
+        except OSError as e:
+            from .spec_paths import unreadable_file
+
+            return Compilation(None, None, [], None, [unreadable_file(str(path), e)])
     data, problems = read_spec(path)
     if data is None:
         return Compilation(None, None, [], None, problems)

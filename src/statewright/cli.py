@@ -100,11 +100,14 @@ def _one_file(path: str, command: str) -> str:
 
 
 def _compile_or_report(path: str, args: argparse.Namespace) -> Compilation:
-    """Check a file; print its diagnostics to stderr; return the Compilation (ir None on errors)."""
+    """Check a file; print its diagnostics, and those of the files it uses, to stderr; return the
+    Compilation (ir None on errors)."""
     from . import api
 
     comp = api.check_path(path)
     _print_diagnostics(comp.diagnostics, args)
+    for used in api.used_compilations(comp):
+        _print_diagnostics(used.diagnostics, args)
     return comp
 
 
@@ -135,17 +138,23 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     # Whatever happens to one file, the others are checked and, with --format json, exactly one document
     # is printed: a bug in the compiler becomes an SW9001 diagnostic for the file that showed it.
+    # One project: a file that several files use is checked once, and reported once.
     files, diags = _spec_files(args)
+    project = api.new_project()
     bugs = 0
+    given = []
     for path in files:
         try:
-            diags.extend(api.check_path(path).diagnostics)
+            given.append(api.check_path(path, project))
         except Exception as e:  # noqa: BLE001 - reported, for this file only
             bugs += 1
             _report_internal_error(e)
             diags.append(Diagnostic("SW9001", f"internal compiler error while checking {path}: "
                                     f"{type(e).__name__}: {e}", None, severity=Severity.ERROR, file=path,
                                     help="this is a bug in statewright; please report it with the file"))
+    checked = api.project_compilations(project, given)
+    for comp in checked:
+        diags.extend(comp.diagnostics)
     errors = sum(1 for d in diags if d.severity is Severity.ERROR)
     if args.format == "json":
         _out(render_json(diags))
@@ -153,7 +162,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         _print_diagnostics(diags, args, to_stdout=True)
         color = _color(args, sys.stderr)
         verdict = paint("failed", "error", color) if errors else paint("ok", "ok", color)
-        _err(f"{verdict}: {_plural(len(files), 'file')} checked, {render_summary(diags, color=color)}")
+        _err(f"{verdict}: {_plural(max(len(files), len(checked)), 'file')} checked, "
+             f"{render_summary(diags, color=color)}")
     if bugs:
         return EXIT_INTERNAL
     return EXIT_INPUT if errors else EXIT_OK

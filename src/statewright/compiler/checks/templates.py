@@ -42,6 +42,7 @@ from .template_source import (
     parse_template,
     tree_index,
 )
+from .callees import UntypedResult
 from .typecheck import (
     Record,
     TextOutput,
@@ -668,6 +669,12 @@ class _TemplateChecker:
             if isinstance(t, ir.Optional_):
                 self._maybe_none(node, parent, t, parents, parsed, shown)
                 t = t.inner
+            if isinstance(t, UntypedResult) and isinstance(step, str):
+                self.diags.report("SW4105", f"the result of machine '{t.machine}' has no declared type",
+                                  parsed.name_span(parent), label=f"'{shown}' has no field '{step}' to read",
+                                  help=f"declare 'returns TYPE' in the machine that '{t.machine}' runs, or use "
+                                       f"'{shown}' as a whole")
+                return
             if isinstance(t, TextOutput) and isinstance(step, str):
                 self.diags.report("SW5002", f"state '{t.state}' has no typed output", parsed.name_span(parent),
                                   label=f"'{shown}' is plain text, so it has no field '{step}'",
