@@ -329,6 +329,9 @@ def test_a_run_that_failed_in_one_branch_resumes_only_the_unfinished_branches(tm
     uninterrupted = machine.run({"draft": "a draft"}, script=script())
     assert {k: v for k, v in second.to_json().items() if k not in ("run_id", "workspace")} == {
         k: v for k, v in uninterrupted.to_json().items() if k not in ("run_id", "workspace")}
+    # the branches that had finished before the checkpoint are in the join's output as they were
+    assert second.outputs["review"] == uninterrupted.outputs["review"]
+    assert None not in second.outputs["review"]
 
 
 def test_a_failure_in_a_branch_ends_the_run_with_every_branchs_events_in_the_trace(tmp_path: Path) -> None:

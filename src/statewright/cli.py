@@ -397,12 +397,12 @@ def cmd_resume(args: argparse.Namespace) -> int:
             raise UsageError("resume --temporal sends a person's answer: give --answer TEXT (a run on the "
                              "cluster goes on by itself after a crash)")
         if args.runner_args or args.checkpoint:
-            raise UsageError("resume --temporal takes only --answer, --state, --by and --namespace")
+            raise UsageError("resume --temporal takes only --answer, --at, --by and --namespace")
         from .runtime.runner_cli import runner_temporal_dispatch
 
         return runner_temporal_dispatch(None, "resume", args, "statewright resume")
-    if args.state or args.by:
-        raise UsageError("--state and --by are for a run on a Temporal cluster (with --temporal HOST:PORT)")
+    if args.by:
+        raise UsageError("--by is for a run on a Temporal cluster (with --temporal HOST:PORT)")
 
     db = args.checkpoint or DEFAULT_CHECKPOINT
     if not os.path.exists(db):
@@ -429,6 +429,8 @@ def cmd_resume(args: argparse.Namespace) -> int:
     forwarded = ["--checkpoint", db, "--resume", args.run_id]
     if args.answer is not None:
         forwarded += ["--answer", args.answer]
+    if args.state:
+        forwarded += ["--at", args.state]
     script = snapshot.head.options.get("script")
     if script and "--script" not in args.runner_args:  # a scripted run goes on answered by its script
         if not os.path.isfile(script):
@@ -446,6 +448,7 @@ def _resume_own_options(args: argparse.Namespace) -> None:
     own = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     for flag in ("--checkpoint", "--answer", "--temporal", "--namespace", "--state", "--by"):
         own.add_argument(flag, dest=flag[2:])
+    own.add_argument("--at", dest="state")
     found, rest = own.parse_known_args(args.runner_args)
     for name, value in vars(found).items():
         if value is not None:
@@ -834,7 +837,7 @@ def _setup_run(p: argparse.ArgumentParser) -> None:
 
 def _setup_resume(p: argparse.ArgumentParser) -> None:
     p.usage = ("statewright resume [--color WHEN] RUN_ID [--checkpoint DB] [--answer TEXT] [RUNNER OPTION]...\n"
-               "       statewright resume RUN_ID --temporal HOST:PORT --answer TEXT [--state S] [--by NAME] "
+               "       statewright resume RUN_ID --temporal HOST:PORT --answer TEXT [--at PATH] [--by NAME] "
                "[--namespace NS]")
     p.description = ("Continue a checkpointed run — one that waits for a person's answer, or one that was "
                      "interrupted — with the .fsm file it was started from; with --temporal, send the answer "
@@ -847,8 +850,9 @@ def _setup_resume(p: argparse.ArgumentParser) -> None:
                         "is not text and it parses); a bad answer is an error and the run keeps waiting")
     p.add_argument("--temporal", metavar="HOST:PORT", help="the Temporal service the run is on")
     p.add_argument("--namespace", metavar="NS", default="default", help="with --temporal: the namespace")
-    p.add_argument("--state", metavar="STATE", help="with --temporal: the state the answer is for (default: "
-                                                    "the one the run waits in)")
+    p.add_argument("--at", "--state", dest="state", metavar="PATH",
+                   help="the question the answer is for, by its path (a state, or investigate[2]/approve in a "
+                        "machine the run runs), when the run waits in several places")
     p.add_argument("--by", metavar="NAME", help="with --temporal: who answers (recorded in the trace)")
     p.add_argument("runner_args", nargs=argparse.REMAINDER, metavar="RUNNER OPTION",
                    help="--trace FILE, --model-map OLD=NEW, ... (those of `statewright run`)")

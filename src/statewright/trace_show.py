@@ -67,16 +67,46 @@ class _Timeline:
         self.waiting_in: str | None = None  # the state a paused run waits in
 
     def add(self, event: dict[str, Any]) -> None:
+        mark = len(self.lines)
+        call = event.get("call")
+        if isinstance(call, str) and call:  # an event of a machine the run runs: shown nested by its path
+            self._add_nested(event, call, mark)
+            return
+        self._render(event, mark)
+
+    def _render(self, event: dict[str, Any], mark: int) -> None:
         render = getattr(self, f"_on_{event['event']}", None) if isinstance(event["event"], str) else None
         if render is None:
             self._generic(event)
             return
-        mark = len(self.lines)
         try:
             render(event)
         except (AttributeError, KeyError, TypeError, ValueError):  # a field of an unexpected shape
             del self.lines[mark:]
             self._generic(event)
+
+    def _add_nested(self, event: dict[str, Any], call: str, mark: int) -> None:
+        """An event of a call, indented by its depth, its run's start and end named by the call's path; its
+        states count toward the totals under that path (`investigate/draft`)."""
+        kind = event.get("event")
+        depth = call.count("/") + 1
+        if kind == "run_start":
+            self.lines.append(f"{'    ' * depth}call {call}: machine {event.get('machine')}"
+                              f"{' (resumed)' if event.get('resumed') else ''}")
+            return
+        if kind == "run_end":
+            status = event.get("status")
+            outcome = (f"final state {event.get('final_state')}" if status == "final" else
+                       "waiting for a person's answer" if status == "waiting" else _failure_text(event.get("failure")))
+            self.lines.append(f"{'    ' * depth}end of call {call}: {outcome}; {event.get('steps', 0)} steps")
+            return
+        plain = {k: v for k, v in event.items() if k != "call"}
+        if "state" in plain and kind in ("state_enter", "llm_call", "waiting"):
+            plain["state"] = f"{call}/{plain['state']}"
+        if kind == "waiting":
+            self.waiting_in = str(plain["state"])
+        self._render(plain, mark)
+        self.lines[mark:] = [f"{'    ' * depth}{line}" for line in self.lines[mark:]]
 
     def text(self) -> str:
         # every line holds text a model, a tool or an input produced: escaped, it can neither move the

@@ -14,6 +14,7 @@ from .effects import CallTool, DescribeTools, ToolOutcome
 from .plan import AgentPlan, StatePlan, output_label, output_text
 from .result import Failure, RunFailed
 from .run_state import Run, Steps
+from .spec import MachineSpec
 from .structured import ReplyError, parse_typed_reply, to_text
 
 MAX_TOOL_ROUNDS = 8
@@ -24,6 +25,7 @@ class AgentSteps:
 
     if TYPE_CHECKING:  # what these steps use of the rest of the core (core.py)
         _plans: Mapping[str, StatePlan]
+        machine: MachineSpec
 
         def _render(self, run: Run, source: str, state: str, context: Mapping[str, Any] | None = None) -> str: ...
         def _call_model(self, run: Run, role: str, state: str, key: str, agent: AgentPlan | None,
@@ -131,7 +133,7 @@ class AgentSteps:
         cached = run.tool_schemas.get(agent.name)
         if cached is None:
             try:
-                cached = yield DescribeTools(plan.name, agent.name, agent.tools)
+                cached = yield DescribeTools(plan.name, agent.name, agent.tools, machine=self.machine)
             except Exception as exc:  # noqa: BLE001 - ToolError, or a user tool that does not import
                 raise RunFailed(Failure("tool", f"state '{plan.name}': the tools of agent '{agent.name}' are "
                                                 f"not available: {exc}", state=plan.name,
@@ -160,7 +162,8 @@ class AgentSteps:
                 run.seqs[key] = seq + 1
                 run.count("seqs", key)
                 try:
-                    outcome: ToolOutcome = yield CallTool(state, tool, args, seq, agent=agent.name)
+                    outcome: ToolOutcome = yield CallTool(state, tool, args, seq, agent=agent.name, call=run.call_path,
+                                                          machine=self.machine)
                 except Exception as exc:  # noqa: BLE001 - a failing tool is reported to the model
                     content = f"error: {exc}"
                     latency = getattr(exc, "latency_ms", 0.0)

@@ -224,6 +224,7 @@ class CheckpointStore:
             lines += [("the latest changes", True, line) for line in str(row[2]).split("\n") if line]
             for where, plural, text in lines:
                 snapshot.apply(read_changes(read_json(text, where, plural=plural), where))
+            snapshot.prune()
         except SnapshotError as exc:
             raise CheckpointError(f"{damaged}: {exc}. It cannot be resumed; start the run again under a new id"
                                   ) from None

@@ -21,10 +21,11 @@ from collections.abc import Callable, Generator, Mapping
 from typing import Any
 
 from .agent_steps import AgentSteps
+from .call_steps import CallSteps
 from .checkpoint import CheckpointError
 from .client import ModelError, ModelRequest, ModelResponse, reply_allowance
 from .effects import CallModel, CallTool, EstimateCall, ToolOutcome
-from .fanout import FanOut, FanOutSteps, ForkedRun, fan_out_totals
+from .fanout import FanOut, FanOutSteps, ForkedRun, run_totals
 from .inputs import InputError, InputValidator
 from .person import TIMED_OUT, Paused, PersonSteps
 from .plan import AgentPlan, EdgePlan, MachinePlan, StatePlan, exit_fields, output_label, output_text
@@ -45,7 +46,7 @@ RunSteps = Generator[Any, Any, RunResult]
 # ---- the core ------------------------------------------------------------------------------------
 
 
-class RunCore(AgentSteps, FanOutSteps, PersonSteps):
+class RunCore(AgentSteps, CallSteps, FanOutSteps, PersonSteps):
     """Runs of one machine, as generators of effects. One core serves any number of concurrent runs: all a
     run's state is in its Run; what every run of the machine shares is its MachinePlan (plan.py).
 
@@ -66,6 +67,11 @@ class RunCore(AgentSteps, FanOutSteps, PersonSteps):
         self._usage_limited = plan.usage_limited
         self._budget_limited = plan.budget_limited
         self._state_names = plan.state_names
+        self.callee_cores: dict[str, RunCore] = {}  # the cores of the machines this one runs, made on first use
+
+    def core_for(self, plan: MachinePlan) -> RunCore:
+        """A core for another machine's plan, on this core's clock (a machine this one runs)."""
+        return RunCore(plan, clock=self.clock)
 
     # -- starting and resuming ---------------------------------------------------------------------
 
@@ -95,17 +101,27 @@ class RunCore(AgentSteps, FanOutSteps, PersonSteps):
                 f"(source sha256 {head.source_sha256[:12] or '-'} vs "
                 f"{self.machine.source_sha256[:12] or '-'}); resume it with the machine it started with")
         try:
-            inputs = self.inputs.prepare(self.machine, snapshot.inputs)  # typed inputs come back as their types
-        except InputError:
-            inputs = dict(snapshot.inputs)
-        try:
-            run = revive_run(self.plan, run_id, snapshot, workspace, self.clock(), inputs)
-            run.fanout = FanOut.from_record(self.machine, head.fanout) if head.fanout is not None else None
+            run = self.revive_child(run_id, snapshot, workspace)
         except (SnapshotError, ValueError) as exc:
             raise CheckpointError(f"the checkpoint of run '{run_id}' is damaged: {exc}. It cannot be resumed; "
                                   "start the run again under a new id") from None
         if head.status in ("final", "failed"):
             return self._result(run, head.status, head.final_state, head.result, head.failure)
+        return run
+
+    def revive_child(self, run_id: str, snapshot: Snapshot, workspace: str) -> Run:
+        """The run a snapshot describes, with the branches and calls it had under way (SnapshotError or
+        ValueError when it does not fit this machine)."""
+        if snapshot.head.machine != self.machine.name:
+            raise SnapshotError(f"a call of machine '{self.machine.name}' holds a run of '{snapshot.head.machine}'")
+        try:
+            inputs = self.inputs.prepare(self.machine, snapshot.inputs)  # typed inputs come back as their types
+        except InputError:
+            inputs = dict(snapshot.inputs)
+        run = revive_run(self.plan, run_id, snapshot, workspace, self.clock(), inputs)
+        head = snapshot.head
+        run.fanout = FanOut.from_record(self.machine, head.fanout) if head.fanout is not None else None
+        self.revive_calls(run, snapshot, workspace)
         return run
 
     # -- running ------------------------------------------------------------------------------------
@@ -115,6 +131,8 @@ class RunCore(AgentSteps, FanOutSteps, PersonSteps):
         try:
             return (yield from self._steps(run))
         except RunFailed as exc:
+            if exc.owner is not None and exc.owner is not run:
+                raise  # a limit of a run that called this one: that run ends
             return self._fail(run, exc.failure)
         except Paused:
             return self._pause(run)
@@ -127,8 +145,9 @@ class RunCore(AgentSteps, FanOutSteps, PersonSteps):
             if not plan.works:
                 return self._finish(run, plan, entered=False)
             changed = run.changed
-            # (a run resumed while waiting for a person, or while its branches ran, is inside its step)
-            if run.waiting is None and run.fanout is None:
+            # (a run resumed while waiting for a person, while its branches ran or while it ran another
+            # machine, is inside its step)
+            if run.waiting is None and run.fanout is None and not run.calls:
                 self._check_limits(run, name, True)
                 run.steps += 1
                 visit = run.visits.get(name, 0) + 1
@@ -160,6 +179,8 @@ class RunCore(AgentSteps, FanOutSteps, PersonSteps):
                     self._save(run, "running")
                     continue
                 output, instruction = answered
+            elif plan.kind == "call":
+                output, instruction = (yield from self._call_step(run, plan)), None
             else:
                 output, instruction = (yield from self._action_step(run, plan)), None
             run.outputs[name] = output
@@ -203,7 +224,8 @@ class RunCore(AgentSteps, FanOutSteps, PersonSteps):
             raise RunFailed(Failure("tool", f"state '{name}': the arguments of {call.tool}(...) could not "
                                             f"be computed: {exc}", state=name, origin=call.origin)) from None
         try:
-            outcome: ToolOutcome = yield CallTool(name, call.tool, args, seq, item=run.item)
+            outcome: ToolOutcome = yield CallTool(name, call.tool, args, seq, item=run.item, call=run.call_path,
+                                                  machine=self.machine)
         except Exception as exc:  # noqa: BLE001 - tools raise ToolError; anything else is the tool's too
             if getattr(exc, "scripted", False):  # the test's script has no result for this call
                 raise RunFailed(Failure("script", f"state '{name}': {exc}", state=name)) from None
@@ -259,9 +281,10 @@ class RunCore(AgentSteps, FanOutSteps, PersonSteps):
             max_tokens=self.max_tokens,
             metadata={"statewright": {"run_id": run.run_id, "state": state, "role": role, "seq": seq,
                                       "agent": agent.name if agent is not None else None,
-                                      **({"item": run.item} if run.item is not None else {})}},
+                                      **({"item": run.item} if run.item is not None else {}),
+                                      **({"call": run.call_path} if run.call_path else {})}},
         )
-        if self._budget_limited:
+        if self._budget_limited or (run.caller is not None and self._callers_budgeted(run)):
             estimate = yield EstimateCall(request)
             self._check_budget(run, request, estimate)
             if isinstance(run, ForkedRun):
@@ -483,8 +506,13 @@ class RunCore(AgentSteps, FanOutSteps, PersonSteps):
         return run.elapsed_before + (self.clock() - run.started)
 
     def _check_limits(self, run: Run, state: str, before_step: bool) -> None:
+        self._check_own_limits(run, state, before_step)
+        if run.caller is not None:  # a machine another one runs: the callers' limits count what it does
+            self._check_callers(run, lambda core, caller: core._check_own_limits(caller, caller.state, before_step))
+
+    def _check_own_limits(self, run: Run, state: str, before_step: bool) -> None:
         limits = self._limits
-        steps, usage, _ = fan_out_totals(run)  # (every branch's steps and usage, while branches run)
+        steps, usage, _ = run_totals(run)  # (every branch's and call's steps and usage, while they run)
         if before_step and steps >= limits.steps:
             self._limit_reached(state, "steps", f"the run reached its limit of {limits.steps} steps")
         if not self._usage_limited:
@@ -506,9 +534,15 @@ class RunCore(AgentSteps, FanOutSteps, PersonSteps):
 
         The estimate (tokens, cost_usd) counts the prompt plus the reply allowance (`max_tokens`, when the
         run sets one); the executor asks the model client for it (client.py: CallEstimator)."""
+        self._check_own_budget(run, request.state, request, estimate)
+        if run.caller is not None:
+            self._check_callers(run, lambda core, caller: core._check_own_budget(caller, caller.state, request,
+                                                                                estimate))
+
+    def _check_own_budget(self, run: Run, state: str, request: ModelRequest, estimate: tuple[int, float]) -> None:
         tokens, cost = estimate
-        limits, state = self._limits, request.state
-        _steps, usage, (reserved_tokens, reserved_cost) = fan_out_totals(run)
+        limits = self._limits
+        _steps, usage, (reserved_tokens, reserved_cost) = run_totals(run)
         # the calls other branches have in flight count at their estimates until they are answered
         usage = Usage(usage.prompt_tokens + reserved_tokens, usage.completion_tokens, usage.cost_usd + reserved_cost,
                       usage.llm_calls)
@@ -597,15 +631,16 @@ class RunCore(AgentSteps, FanOutSteps, PersonSteps):
         return self._result(run, "final", name, result, None)
 
     def _pause(self, run: Run) -> RunResult:
-        """The run waits for a person: checkpointed as "waiting", resumed by giving the answer."""
+        """The run waits for a person — its own question, or one a machine it runs asks: checkpointed as
+        "waiting", resumed by giving the answer."""
         waiting = run.waiting
-        assert waiting is not None
         self._save(run, "waiting")
         if run.events:
-            fields: dict[str, Any] = {"state": waiting.state, "deadline": waiting.deadline}
-            if run.content:
-                fields["question"] = waiting.question
-            run.emit("waiting", fields)
+            if waiting is not None:  # (a machine it runs announced its own question)
+                fields: dict[str, Any] = {"state": waiting.state, "deadline": waiting.deadline}
+                if run.content:
+                    fields["question"] = waiting.question
+                run.emit("waiting", fields)
             self._emit_end(run, "waiting", None, None)
         return self._result(run, "waiting", None, None, None)
 
@@ -630,16 +665,16 @@ class RunCore(AgentSteps, FanOutSteps, PersonSteps):
 
     def _result(self, run: Run, status: str, final_state: str | None, result: Any,
                 failure: Failure | None) -> RunResult:
-        usage = run.usage
-        waiting = None
-        if status == "waiting" and run.waiting is not None:
-            w = run.waiting
-            waiting = Waiting(w.state, w.question, self.answer_schema(self._plans[w.state]), w.asked_at,
-                              w.deadline)
+        _steps, usage, _ = run_totals(run)  # (a run that waits inside a call counts what the call did so far)
+        waits = []
+        if status == "waiting":
+            waits = [Waiting(q.state, q.question, core.answer_schema(plan), q.asked_at, q.deadline, where)
+                     for where, q, plan, core in self.waits(run)]
         return RunResult(status=status, run_id=run.run_id, machine=self.machine.name, final_state=final_state,
                          result=result, path=list(run.path), outputs=dict(run.outputs), failure=failure,
                          usage=Usage(usage.prompt_tokens, usage.completion_tokens, usage.cost_usd,
-                                     usage.llm_calls), workspace=run.workspace, waiting=waiting)
+                                     usage.llm_calls), workspace=run.workspace,
+                         waiting=waits[0] if waits else None, waits=waits)
 
     def _emit_start(self, run: Run, resumed: bool) -> None:
         if run.events:
@@ -650,9 +685,10 @@ class RunCore(AgentSteps, FanOutSteps, PersonSteps):
             run.emit("run_start", fields)
 
     def _emit_end(self, run: Run, status: str, final_state: str | None, failure: Failure | None) -> None:
+        steps, usage, _ = run_totals(run)
         run.emit("run_end", {"run_id": run.run_id, "status": status, "final_state": final_state,
-                             "failure": failure.to_json() if failure else None, "usage": run.usage.to_json(),
-                             "steps": run.steps, "path": run.path, "seconds": round(self._elapsed(run), 3)})
+                             "failure": failure.to_json() if failure else None, "usage": usage.to_json(),
+                             "steps": steps, "path": run.path, "seconds": round(self._elapsed(run), 3)})
 
     # -- checkpoints -------------------------------------------------------------------------------
 

@@ -39,16 +39,23 @@ class CallTool:
     run exactly as it would have answered the interrupted one.
     """
 
-    __slots__ = ("agent", "args", "item", "seq", "state", "tool")
+    __slots__ = ("agent", "args", "call", "item", "machine", "seq", "state", "tool")
 
     def __init__(self, state: str, tool: str, args: dict[str, Any], seq: int, agent: str | None = None,
-                 item: int | None = None) -> None:
+                 item: int | None = None, call: str = "", machine: Any = None) -> None:
         self.state = state
         self.tool = tool
         self.args = args
         self.seq = seq
         self.agent = agent
         self.item = item  # a map's element, numbered over the run: a script answers it by that number
+        self.call = call  # where the run making it is, when another machine runs it (`investigate[2]`)
+        self.machine = machine  # the MachineSpec whose tools these are (a machine another one runs has its own)
+
+    @property
+    def where(self) -> str:
+        """The state's path: `investigate/draft` in a machine that `investigate` runs (what scripts name)."""
+        return f"{self.call}/{self.state}" if self.call else self.state
 
 
 class ToolOutcome:
@@ -65,12 +72,13 @@ class ToolOutcome:
 class DescribeTools:
     """The function-tool schemas of an agent's tools: answered with (schemas, {function name: tool name})."""
 
-    __slots__ = ("agent", "state", "tools")
+    __slots__ = ("agent", "machine", "state", "tools")
 
-    def __init__(self, state: str, agent: str, tools: tuple[str, ...]) -> None:
+    def __init__(self, state: str, agent: str, tools: tuple[str, ...], machine: Any = None) -> None:
         self.state = state
         self.agent = agent
         self.tools = tools
+        self.machine = machine  # the MachineSpec whose tools these are
 
 
 class AwaitPerson:
@@ -83,16 +91,22 @@ class AwaitPerson:
     an answer. A durable engine may instead wait (a signal, a timer) before it answers.
     """
 
-    __slots__ = ("deadline", "question", "schema", "seconds", "seq", "state")
+    __slots__ = ("call", "deadline", "question", "schema", "seconds", "seq", "state")
 
     def __init__(self, state: str, question: str, schema: dict[str, Any], seq: int, deadline: float | None,
-                 seconds: float | None) -> None:
+                 seconds: float | None, call: str = "") -> None:
         self.state = state
         self.question = question
         self.schema = schema
         self.seq = seq
         self.deadline = deadline
         self.seconds = seconds
+        self.call = call  # where the run asking is, when another machine runs it
+
+    @property
+    def where(self) -> str:
+        """The state's path (`investigate[2]/approve`): scripts and answers name it."""
+        return f"{self.call}/{self.state}" if self.call else self.state
 
 
 class PersonReply:

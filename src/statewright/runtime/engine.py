@@ -131,17 +131,20 @@ class Engine:
     # -- running ------------------------------------------------------------------------------------
 
     def run(self, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
-            resume: bool = False, answer: Any = None) -> RunResult:
+            resume: bool = False, answer: Any = None, path: str | None = None) -> RunResult:
         """Run the machine to a final state or a typed failure (see `arun`), from synchronous code."""
-        return run_sync(self.arun(inputs, run_id=run_id, resume=resume, answer=answer))  # type: ignore[no-any-return]
+        return run_sync(self.arun(inputs, run_id=run_id, resume=resume, answer=answer,  # type: ignore[no-any-return]
+                                  path=path))
 
 
     async def arun(self, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
-                   resume: bool = False, trace: Trace | None = None, answer: Any = None) -> RunResult:
+                   resume: bool = False, trace: Trace | None = None, answer: Any = None,
+                   path: str | None = None) -> RunResult:
         """Run the machine to a final state, a typed failure, or a pause for a person's answer (status
         "waiting"). With `resume=True`, continue the checkpointed run `run_id` (its stored inputs are used;
-        `inputs` is ignored); `answer` is the answer of the person it waits for. `trace`, when given, takes
-        this run's events instead of the engine's trace (a batch writes one trace per case).
+        `inputs` is ignored); `answer` is the answer of the person it waits for — at `path` (a state, or
+        `investigate[2]/approve` inside a machine it runs) when it waits in several places. `trace`, when
+        given, takes this run's events instead of the engine's trace (a batch writes one trace per case).
 
         Raises CheckpointError when resuming is impossible (no store, unknown run, different machine), and
         AnswerError when `answer` does not fit the question (or the run waits for none): the run is left
@@ -158,7 +161,7 @@ class Engine:
                 return restored
             run = restored
             if answer is not None:
-                core.check_answer(run, answer)
+                path = core.check_answer(run, answer, path)
         else:
             run_id = run_id or new_run_id()
             if store is not None and store.exists(run_id):
@@ -177,7 +180,7 @@ class Engine:
             return core.fail_input(run.run_id, run.inputs_json, run.workspace, Failure("secret", str(exc)),
                                    self._emitter(trace or self.trace))
         redactions = secret_forms(secrets.values())
-        effects = _LocalEffects(self, run, secrets, answer)
+        effects = _LocalEffects(self, run, secrets, (path or "", answer) if answer is not None else None)
         self._running.add(effects)
         try:
             if store is None:
@@ -209,7 +212,7 @@ class Engine:
 
         Meant for a runner's SIGTERM handler: it only sends signals and sets flags, so it is safe inside one."""
         self._tools_stopped = True
-        registries = [effects.registry for effects in list(self._running)]
+        registries = [registry for effects in list(self._running) for registry in effects.registries.values()]
         if self._tools is not None:
             registries.append(self._tools)
         killed = 0
@@ -292,14 +295,15 @@ def _redacted_result(result: RunResult, redactions: list[str]) -> RunResult:
 class _LocalEffects(Performer):
     """Performs the effects of one run in this process: the leaves of the executor skeleton (executor.py)."""
 
-    __slots__ = ("answer", "client", "engine", "registry", "run", "scripted", "secrets", "settles", "store")
+    __slots__ = ("answer", "client", "engine", "registries", "run", "scripted", "secrets", "settles", "store")
 
-    def __init__(self, engine: Engine, run: Run, secrets: Mapping[str, str], answer: Any = None) -> None:
+    def __init__(self, engine: Engine, run: Run, secrets: Mapping[str, str],
+                 answer: tuple[str, Any] | None = None) -> None:
         super().__init__()
         self.engine = engine
         self.run = run
         self.secrets = secrets
-        self.answer = _NO_ANSWER if answer is None else answer  # a person's answer for the waiting run
+        self.answer = answer  # (the path of the question, a person's answer to it) for the waiting run
         self.store = engine.checkpoint
         self.settles = self.store is not None
         given = engine._client
@@ -307,7 +311,7 @@ class _LocalEffects(Performer):
         self.scripted = (given if isinstance(given, ScriptedClient)
                          else ScriptedClient(engine.script) if engine.script is not None else None)
         self.client: Any = given if given is not None else self.scripted or engine.client
-        self.registry: Any = engine._tools
+        self.registries: dict[int, Any] = {}  # by machine: each machine a run runs has its own tools
 
     async def settle(self) -> None:
         assert self.store is not None
@@ -340,25 +344,30 @@ class _LocalEffects(Performer):
         except Exception:  # noqa: BLE001 - a client whose estimate fails still gets its budget checked
             return rough_call_estimate(request)
 
-    def tools(self) -> Any:
-        if self.registry is None:
+    def tools(self, machine: Any) -> Any:
+        """The tool registry of `machine` in this run (the engine's own, when it was given one)."""
+        if self.engine._tools is not None:
+            return self.engine._tools
+        machine = machine or self.engine.machine
+        registry = self.registries.get(id(machine))
+        if registry is None:
             from .tools import ToolRegistry
 
-            self.registry = ToolRegistry(self.engine.machine.tools, self.run.workspace,
-                                         unsafe_tools=self.engine.unsafe_tools, secrets=self.secrets)
+            registry = self.registries[id(machine)] = ToolRegistry(
+                machine.tools, self.run.workspace, unsafe_tools=self.engine.unsafe_tools, secrets=self.secrets)
             if self.engine._tools_stopped:
-                self.registry.kill_processes()  # made after the stop: it must start nothing either
-        return self.registry
+                registry.kill_processes()  # made after the stop: it must start nothing either
+        return registry
 
     async def call_tool(self, effect: CallTool) -> ToolOutcome:
         started = time.perf_counter()
         scripted = self.scripted
-        if effect.agent is None and scripted is not None and scripted.script.has("tool", effect.state):
-            reply = scripted.tool(effect.state, effect.seq, run_id=self.run.run_id, item=effect.item)
+        if effect.agent is None and scripted is not None and scripted.script.has("tool", effect.where):
+            reply = scripted.tool(effect.where, effect.seq, run_id=self.run.run_id, item=effect.item)
             if reply.delay > 0:
                 await asyncio.sleep(reply.delay)
             return ToolOutcome(reply.value, _ms_since(started), scripted=True)
-        registry = self.tools()
+        registry = self.tools(effect.machine)
         try:
             acall = getattr(registry, "acall", None)
             if acall is not None:
@@ -376,20 +385,20 @@ class _LocalEffects(Performer):
         now = time.time()
         scripted = self.scripted
         if scripted is not None:
-            reply = scripted.person(effect.state, effect.seq, run_id=self.run.run_id)
+            reply = scripted.person(effect.where, effect.seq, run_id=self.run.run_id)
             if reply is not None:
                 if reply.value.get("timeout"):
                     return PersonReply("timeout", now, scripted=True)
                 return PersonReply("answer", now, reply.value["answer"], scripted=True)
-        if self.answer is not _NO_ANSWER:
-            answer, self.answer = self.answer, _NO_ANSWER
+        if self.answer is not None and self.answer[0] == effect.where:  # (the question it was given for)
+            answer, self.answer = self.answer[1], None
             return PersonReply("answer", now, answer)
         if effect.deadline is not None and now >= effect.deadline:
             return PersonReply("timeout", now)
         return PersonReply("none", now)
 
     async def describe_tools(self, effect: DescribeTools) -> tuple[list[dict[str, Any]], dict[str, str]]:
-        registry = self.tools()
+        registry = self.tools(effect.machine)
         schemas: list[dict[str, Any]] = []
         names: dict[str, str] = {}
         for tool in effect.tools:
@@ -406,9 +415,6 @@ async def _keep_lease(store: CheckpointStore, run_id: str) -> None:
         await asyncio.sleep(LEASE_SECONDS / 3)
         store.renew(run_id)
         await store.durable()
-
-
-_NO_ANSWER = object()
 
 
 def _monotonic() -> float:

@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 from .concurrency import Cancel, Completed, Concurrently
 from .memory import AgentMemory
+from .person import Paused
 from .plan import StatePlan, exit_fields, output_text
 from .result import Failure, RunFailed, Usage
-from .run_state import Run, Steps, _no_save
+from .run_state import Run, Steps, _no_save, state_of_key
 from .snapshot import FanOutRecord, TaskRecord
 from .spec import MachineSpec, Scope
 from .structured import to_jsonable, validate_typed
@@ -92,7 +93,8 @@ class ForkedRun(Run):
 
     def __init__(self, parent: Run, fan: FanOut, task: FanTask) -> None:
         for slot in ("run_id", "inputs", "inputs_json", "started", "elapsed_before", "system_prompts",
-                     "tool_schemas", "workspace", "content", "events", "stamp", "observe"):
+                     "tool_schemas", "workspace", "content", "events", "stamp", "observe", "caller", "call_path",
+                     "calls", "call_heads"):  # (the calls of every branch are the run's, by unique keys)
             setattr(self, slot, getattr(parent, slot))
         self.parent = parent
         self.fan = fan
@@ -231,6 +233,22 @@ def fan_out_totals(run: Run) -> tuple[int, Usage, tuple[int, float]]:
     return steps, total, (tokens, cost)
 
 
+def run_totals(run: Run) -> tuple[int, Usage, tuple[int, float]]:
+    """What `fan_out_totals` counts, plus everything the machines the run is running have done so far: a
+    caller's limits count what its calls do. (A call's own steps and usage join its caller's when it ends.)"""
+    steps, usage, reserved = fan_out_totals(run)
+    if not run.calls:
+        return steps, usage, reserved
+    usage = Usage(usage.prompt_tokens, usage.completion_tokens, usage.cost_usd, usage.llm_calls)
+    tokens, cost = reserved
+    for child in run.calls.values():
+        child_steps, child_usage, (child_tokens, child_cost) = run_totals(child)
+        steps += child_steps
+        add_usage(usage, child_usage)
+        tokens, cost = tokens + child_tokens, cost + child_cost
+    return steps, usage, (tokens, cost)
+
+
 def add_usage(total: Usage, more: Usage) -> None:
     total.prompt_tokens += more.prompt_tokens
     total.completion_tokens += more.completion_tokens
@@ -258,6 +276,7 @@ class FanOutSteps:
         def _check_limits(self, run: Run, state: str, before_step: bool) -> None: ...
         def _agent_step(self, run: Run, plan: StatePlan, feedback: str | None) -> Steps: ...
         def _action_step(self, run: Run, plan: StatePlan) -> Steps: ...
+        def _call_step(self, run: Run, plan: StatePlan) -> Steps: ...
         def _transition(self, run: Run, plan: StatePlan, output: Any, instruction: str | None) -> Steps: ...
         def _fire_direct(self, run: Run, plan: StatePlan) -> None: ...
         def _save(self, run: Run, status: str) -> None: ...
@@ -293,9 +312,10 @@ class FanOutSteps:
             self._commit(run, task)
             return len(fan.accepted) >= wanted
 
-        for task in fan.tasks:  # branches done before a run was resumed, not yet counted by the join
-            if task.done and task.index not in fan.finished:
+        for task in fan.tasks:  # branches done before a run was resumed: their outputs are the run's
+            if task.done and task.run is None:
                 task.output = run.outputs.get(task.last) if task.last else None
+            if task.done and task.index not in fan.finished:  # (not yet counted by the join)
                 fan.finished.append(task.index)
                 if join.guard is None or self._join_guard(plan, task):
                     fan.accepted.append(task.index)
@@ -479,6 +499,8 @@ class FanOutSteps:
         """A state's own work, in a branch or for a map's element: its agent's step or its tool call."""
         if plan.agent is not None:
             return (yield from self._agent_step(run, plan, feedback))
+        if plan.kind == "call":
+            return (yield from self._call_step(run, plan)), None
         if plan.kind == "human":
             raise RunFailed(Failure("tool", f"state '{plan.name}' asks a person, which a branch cannot",
                                     state=plan.name, origin=plan.spec.origin))
@@ -489,11 +511,13 @@ class FanOutSteps:
         """Run the tasks' steps at once, at most `limit` at a time (in their order): every effect they ask
         for goes to the executor in a Concurrently, and each result back to the task that asked. When a task
         is done, `complete(task)` says whether the join has what it waits for; the tasks still running are
-        then cancelled."""
+        then cancelled. A task whose call waits for a person stops where it is; once no task can go on, the
+        run pauses (Paused), to go on with each of them when it is resumed."""
         waiting = deque(tasks)
         running: dict[str, FanTask] = {}  # key -> a task with an effect in flight, or about to be started
         start: dict[str, Any] = {}
         satisfied = False
+        paused: list[FanTask] = []
 
         def advance(task: FanTask, value: Any, error: BaseException | None) -> bool:
             assert task.work is not None
@@ -503,6 +527,11 @@ class FanOutSteps:
                 running.pop(task.key, None)
                 task.done, task.output, task.work = True, stop.value, None
                 return complete(task)
+            except Paused:  # a machine it runs waits for a person: it goes on when the run is resumed
+                running.pop(task.key, None)
+                task.work = None
+                paused.append(task)
+                return False
             except BaseException:
                 running.pop(task.key, None)
                 task.work = None
@@ -531,6 +560,18 @@ class FanOutSteps:
         for task in running.values():
             task.cancelled = True
             self._commit(run, task, cancelled=True)
+        if paused and not satisfied:
+            raise Paused
+        for task in paused:  # the join has what it waits for: their calls are abandoned with them
+            task.cancelled = True
+            self._drop_calls(run, task)
+
+    def _drop_calls(self, run: Run, task: FanTask) -> None:
+        """Forget the calls a task that will not go on had under way (keyed by its state)."""
+        state = task.run.state if task.run is not None else task.state
+        for key in [k for k in run.calls if state_of_key(k) == state]:
+            del run.calls[key]
+            run.call_heads.pop(key, None)
 
     def _commit(self, run: Run, task: FanTask, *, cancelled: bool = False) -> None:
         """Hand a task's finished step to the run: the counters and outputs it changed, its steps and what

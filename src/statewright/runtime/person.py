@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from .effects import AwaitPerson, PersonReply
 from .plan import StatePlan
 from .result import AnswerError, Failure, RunFailed
-from .run_state import Question, Run, Steps
+from .run_state import Question, Run, Steps, state_of_key
 from .structured import validate_typed
 
 TIMED_OUT = object()  # what a person's step gives when its deadline passed without an answer
@@ -31,6 +31,8 @@ class PersonSteps:
     if TYPE_CHECKING:  # what these steps use of the rest of the core (core.py)
         _plans: Mapping[str, StatePlan]
 
+        def callee(self, plan: StatePlan) -> Any: ...
+
         def _render(self, run: Run, source: str, state: str, context: Mapping[str, Any] | None = None) -> str: ...
 
     def _person_step(self, run: Run, plan: StatePlan) -> Steps:
@@ -44,7 +46,7 @@ class PersonSteps:
             run.waiting = waiting
         seconds = plan.timeout.seconds if plan.timeout is not None else None
         reply: PersonReply = yield AwaitPerson(name, waiting.question, self.answer_schema(plan), waiting.seq,
-                                               waiting.deadline, seconds)
+                                               waiting.deadline, seconds, call=run.call_path)
         if waiting.asked_at is None:
             waiting.asked_at = reply.now
             if seconds is not None:
@@ -110,10 +112,36 @@ class PersonSteps:
         what = f"the output type of state '{plan.name}'" if plan.wrapped or plan.variant else plan.schema_name
         raise AnswerError(f"the answer does not fit {what}: {error}")
 
-    def check_answer(self, run: Run, given: Any) -> Any:
-        """An answer given to a resumed run, checked before the run moves: AnswerError when the run waits
-        for no answer or the answer does not fit (the run then keeps waiting, unchanged)."""
-        if run.waiting is None:
+    def waits(self, run: Run) -> list[tuple[str, Question, StatePlan, Any]]:
+        """Every question the run waits on — its own, and those of the machines it is running, at any depth —
+        as (path, question, the state's plan, the core of its machine): `approve`, `investigate[2]/approve`."""
+        found: list[tuple[str, Question, StatePlan, Any]] = []
+        if run.waiting is not None:
+            state = run.waiting.state
+            where = f"{run.call_path}/{state}" if run.call_path else state
+            found.append((where, run.waiting, self._plans[state], self))
+        for key, child in run.calls.items():
+            found += self.callee(self._plans[state_of_key(key)]).waits(child)
+        return found
+
+    def check_answer(self, run: Run, given: Any, path: str | None = None) -> str:
+        """An answer given to a resumed run, checked before the run moves: the path of the question it
+        answers. AnswerError when the run waits for no answer, waits in several places and `path` does not
+        say which, or the answer does not fit (the run then keeps waiting, unchanged)."""
+        waits = self.waits(run)
+        if not waits:
             raise AnswerError(f"run '{run.run_id}' is not waiting for an answer")
-        plan = self._plans[run.waiting.state]
-        return self.parse_answer(plan, given)
+        places = ", ".join(where for where, *_ in waits)
+        if path is None:
+            if len(waits) > 1:
+                raise AnswerError(f"run '{run.run_id}' waits for {len(waits)} answers, at {places}: say which "
+                                  "this one is for with --path PATH")
+            chosen = waits[0]
+        else:
+            matches = [w for w in waits if w[0] == path]
+            if not matches:
+                raise AnswerError(f"run '{run.run_id}' waits for no answer at {path}; it waits at {places}")
+            chosen = matches[0]
+        where, _question, plan, core = chosen
+        core.parse_answer(plan, given)
+        return where

@@ -72,6 +72,7 @@ class StatePlan:
         "agent",
         "agent_key",
         "agent_tool_key",
+        "call_key",
         "direct",
         "edges",
         "final",
@@ -133,6 +134,7 @@ class StatePlan:
         self.tool_key = "tool:" + spec.name
         self.agent_tool_key = "agent-tool:" + spec.name
         self.items_key = "items:" + spec.name  # a map's elements run in earlier visits: numbers them over the run
+        self.call_key = "run:" + spec.name  # the machine a `run` state calls: its calls, numbered over the run
 
     def for_item(self, number: int) -> StatePlan:
         """The plan of one element's step of a map: its own call counters (`agent:build[3]`), so that the

@@ -49,9 +49,12 @@ class Failure:
 class RunFailed(Exception):
     """Raised inside the engine to end a run with a typed failure; never escapes `Engine.run`."""
 
-    def __init__(self, failure: Failure) -> None:
+    def __init__(self, failure: Failure, owner: Any = None) -> None:
         super().__init__(failure.message)
         self.failure = failure
+        # the run the failure ends, when it is not the one whose step raised it: a caller whose limit a
+        # machine it runs exhausted (runtime/call_steps.py)
+        self.owner = owner
 
 
 @dataclass
@@ -66,10 +69,15 @@ class Waiting:
     answer_schema: dict[str, Any]
     asked_at: float | None = None
     deadline: float | None = None
+    # where the state is, for a state of a machine the run called: `investigate[2]/approve`
+    path: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return {"state": self.state, "question": self.question, "answer_schema": self.answer_schema,
+        data = {"state": self.state, "question": self.question, "answer_schema": self.answer_schema,
                 "asked_at": self.asked_at, "deadline": self.deadline}
+        if self.path and self.path != self.state:
+            data["path"] = self.path
+        return data
 
 
 class AnswerError(ValueError):
@@ -89,7 +97,8 @@ class RunResult:
     failure: Failure | None = None
     usage: Usage = field(default_factory=Usage)
     workspace: str | None = None  # the directory the run's tools worked in
-    waiting: Waiting | None = None  # what a paused run waits for
+    waiting: Waiting | None = None  # what a paused run waits for (the first, when it waits in several places)
+    waits: list[Waiting] = field(default_factory=list)  # every question it waits on (calls run at once may ask)
 
     @property
     def ok(self) -> bool:
@@ -107,4 +116,5 @@ class RunResult:
             "usage": self.usage.to_json(),
             "workspace": self.workspace,
             **({"waiting": self.waiting.to_json()} if self.waiting is not None else {}),
+            **({"waits": [w.to_json() for w in self.waits]} if len(self.waits) > 1 else {}),
         }

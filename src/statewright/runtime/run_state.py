@@ -55,6 +55,10 @@ class Run:
     """
 
     __slots__ = (
+        "call_heads",
+        "call_path",
+        "caller",
+        "calls",
         "changed",
         "content",
         "context_cache",
@@ -125,6 +129,14 @@ class Run:
         self.item: int | None = None  # which element of a map this step is, numbered over the run
         # hears ("instruction" | "output", state, visit, value) for every step: a test block's expectations
         self.observe: Callable[[str, str, int, Any], None] | None = None
+        # a machine another one runs: the run that called it (and its core, whose limits the call counts
+        # toward), and where it is in the caller (`investigate[2]`, `a/b` for a call within a call)
+        self.caller: tuple[Run, Any] | None = None
+        self.call_path = ""
+        # the calls under way in this run's step (machines it runs), by key (`state#n`, `state[item]`), and
+        # the head each last saved: a checkpoint of this run carries them (snapshot.py)
+        self.calls: dict[str, Run] = {}
+        self.call_heads: dict[str, Any] = {}
 
     def listen(self, emit: Callable[[str, dict[str, Any]], None] | None, *, content: bool = False,
                save: Callable[[str, Any], None] | None = None,
@@ -145,3 +157,32 @@ class Run:
         changed = self.changed
         if changed is not None:
             changed[mapping].add(key)
+
+
+# the separator of a call's key from its number: `investigate#0` (a state's name never holds it)
+CALL_KEY_MARK = "#"
+
+
+def call_key(plan: Any, run: Run) -> tuple[str, str]:
+    """The key a call is kept under in its caller (unique over the run: a state's calls are numbered, a
+    map's elements are numbered over the run) and where it is shown to be (`investigate`, `investigate[2]`)."""
+    if run.item is not None:
+        where = f"{plan.name}[{run.item}]"
+        return where, where
+    return f"{plan.name}{CALL_KEY_MARK}{run.seqs.get(plan.call_key, 0)}", plan.name
+
+
+def where_of_key(key: str) -> str:
+    """Where a call is shown to be, from its key: `investigate#3` -> `investigate`; `research[2]` as it is."""
+    return key.split(CALL_KEY_MARK, 1)[0]
+
+
+def state_of_key(key: str) -> str:
+    """The calling state of a call's key."""
+    return where_of_key(key).split("[", 1)[0]
+
+
+def real_run(run: Run) -> Run:
+    """The run a branch's view belongs to (a run itself for anything else): the one that is checkpointed."""
+    parent = getattr(run, "parent", None)
+    return parent if parent is not None else run

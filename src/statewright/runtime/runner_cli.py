@@ -241,6 +241,10 @@ def _runner_parser(machine: MachineSpec, prog: str | None) -> argparse.ArgumentP
     parser.add_argument("--answer", metavar="TEXT",
                         help="with --resume: the answer of the person the run waits for (read as JSON when the "
                              "question's type is not text and it parses)")
+    parser.add_argument("--at", metavar="PATH",
+                        help="with --answer: the question it answers, by its path (`approve`, or "
+                             "`investigate[2]/approve` in a machine the run runs), when the run waits in "
+                             "several places")
     parser.add_argument("--run-id", metavar="ID", help="the id of a new run (default: a random one)")
     parser.add_argument("--list-runs", action="store_true", help="list the runs in --checkpoint DB and exit")
     parser.add_argument("--model-map", action="append", default=[], metavar="OLD=NEW",
@@ -485,7 +489,7 @@ def _runner_main(machine: MachineSpec, args: argparse.Namespace) -> int:
                     started_with=_runner_started_with(args))
     try:
         with _runner_stopped_by_sigterm(engine):
-            result = engine.run(inputs, run_id=run_id, resume=bool(args.resume), answer=args.answer)
+            result = engine.run(inputs, run_id=run_id, resume=bool(args.resume), answer=args.answer, path=args.at)
     except (CheckpointError, AnswerError) as exc:
         raise RunnerUsageError(str(exc)) from None
     except KeyboardInterrupt as stop:
@@ -541,9 +545,13 @@ def _runner_summary(result: RunResult, store: CheckpointStore | None, args: argp
     if result.ok:
         return f"final state {result.final_state} ({spent})"
     if result.waiting is not None:
-        waiting = result.waiting
-        return (f"waiting for an answer at state {waiting.state}: {printable(waiting.question)} ({spent})\n"
-                f"answer it with: {_runner_resume_command(result.run_id, args, answer=True)}")
+        waits = result.waits or [result.waiting]
+        lines = [f"waiting for an answer at state {w.path or w.state}: {printable(w.question)}" for w in waits]
+        lines[0] += f" ({spent})"
+        command = _runner_resume_command(result.run_id, args, answer=True)
+        if len(waits) > 1:  # answered one at a time, each naming the question it answers
+            return "\n".join([*lines, f"answer each with: {command} --at PATH"])
+        return "\n".join([*lines, f"answer it with: {command}"])
     failure = result.failure
     assert failure is not None
     kind = f"limit {failure.limit}" if failure.kind == "limit" else failure.kind
@@ -801,8 +809,9 @@ def _runner_temporal_parser(command: str, prog: str) -> argparse.ArgumentParser:
                                                             "was started with a trace)")
     if command == "resume":
         parser.add_argument("--answer", required=True, metavar="TEXT", help="the person's answer")
-        parser.add_argument("--state", metavar="STATE", help="the state the answer is for (default: the one the "
-                                                             "run waits in)")
+        parser.add_argument("--at", "--state", dest="state", metavar="PATH",
+                            help="the question the answer is for, by its path (a state, or investigate[2]/approve "
+                                 "in a machine the run runs; default: the one the run waits on)")
         parser.add_argument("--by", metavar="NAME", help="who answers (recorded in the trace)")
     return parser
 

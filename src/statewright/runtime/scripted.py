@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .client import ModelError, ModelRequest, ModelResponse, ToolCallRequest, rough_call_estimate
-from .spec import MachineSpec, TestSpec
+from .spec import MachineSpec, TestSpec, state_at
 
 # designer: `design` and `optimize --llm`; person: the answers of states that `ask` ({"answer": VALUE}, or
 # {"timeout": true} for a person who does not answer in time)
@@ -126,7 +126,7 @@ class Script:
         """
         script = cls()
         for kind, state_name, value in test.steps:
-            state = machine.states.get(state_name)
+            state = state_at(machine, state_name)  # (a state of a machine it runs: `investigate/draft`)
             role = script_role_of_step(machine, kind, state_name)
             if role == "verifier":
                 # a condition by its exact text; none as 0, which no condition's text can be taken for
@@ -175,7 +175,7 @@ class Script:
 def script_role_of_step(machine: MachineSpec, kind: str, state_name: str) -> str:
     """Who answers a test block's step: `verdict` the verifier; `timeout`, and a reply to a state that asks,
     the person; a reply to an action state its tool; any other reply the state's agent."""
-    state = machine.states.get(state_name)
+    state = state_at(machine, state_name)
     if kind == "verdict":
         return "verifier"
     if kind == "calls":
@@ -264,6 +264,8 @@ class ScriptedClient:
         identity = identity if isinstance(identity, Mapping) else {}
         role = str(identity.get("role") or request.role)
         state = str(identity.get("state") if identity.get("state") is not None else request.state)
+        if identity.get("call"):  # a state of a machine another one runs: scripted by its path
+            state = f"{identity['call']}/{state}"
         given = identity.get("seq")
         seq = int(given) if given is not None else sum(1 for c in self.calls if c[:2] == (role, state))
         item = identity.get("item")

@@ -89,6 +89,12 @@ class Head:
     fanout: FanOutRecord | None = None
     # how the run was started, so that resuming it needs only its id: {"script": an absolute path}
     options: dict[str, str] = field(default_factory=dict)
+    # the calls under way (machines the run runs), by key (`state#n`, `state[item]`): each one's own head
+    calls: dict[str, Head] = field(default_factory=dict)
+
+
+# the head of a call that ended: its changes are in the log, and are not revived
+_ENDED_CALL = Head(machine="", source_sha256="", status="final", state="")
 
 
 @dataclass
@@ -101,10 +107,11 @@ class Changes:
     edges: dict[str, int] = field(default_factory=dict)
     seqs: dict[str, int] = field(default_factory=dict)
     logs: dict[str, list[Any]] = field(default_factory=dict)  # "path", "memory:AGENT" -> appended items
+    calls: dict[str, Changes] = field(default_factory=dict)  # each call's own changes, by its key
 
     def empty(self) -> bool:
         return (self.inputs is None and not self.outputs and not self.visits and not self.edges
-                and not self.seqs and not self.logs)
+                and not self.seqs and not self.logs and not self.calls)
 
 
 @dataclass
@@ -126,9 +133,10 @@ class Snapshot:
     edges: dict[str, int] = field(default_factory=dict)
     seqs: dict[str, int] = field(default_factory=dict)
     logs: dict[str, list[Any]] = field(default_factory=dict)
+    calls: dict[str, Snapshot] = field(default_factory=dict)  # the calls under way, each as its own snapshot
 
     def apply(self, changes: Changes) -> None:
-        """Merge one save's changes: mappings key by key, logs extended."""
+        """Merge one save's changes: mappings key by key, logs extended, each call's changes into its own."""
         if changes.inputs is not None:
             self.inputs = changes.inputs
         self.outputs.update(changes.outputs)
@@ -137,6 +145,17 @@ class Snapshot:
         self.seqs.update(changes.seqs)
         for name, items in changes.logs.items():
             self.logs.setdefault(name, []).extend(items)
+        for key, child in changes.calls.items():
+            snapshot = self.calls.get(key)
+            if snapshot is None:  # (its head is the latest one the run saved; a call that ended has none)
+                snapshot = self.calls[key] = Snapshot(self.head.calls.get(key) or _ENDED_CALL)
+            snapshot.apply(child)
+
+    def prune(self) -> None:
+        """Forget the calls that ended: only those under way when the last save was made are revived."""
+        self.calls = {key: child for key, child in self.calls.items() if key in self.head.calls}
+        for child in self.calls.values():
+            child.prune()
 
 
 # ---- as JSON -------------------------------------------------------------------------------------------
@@ -152,6 +171,7 @@ def head_to_json(head: Head) -> dict[str, Any]:
         "workspace": head.workspace, "waiting": head.waiting.to_json() if head.waiting else None,
         "source_path": head.source_path, "fanout": _fanout_to_json(fanout) if fanout is not None else None,
         **({"options": head.options} if head.options else {}),
+        **({"calls": {key: head_to_json(child) for key, child in head.calls.items()}} if head.calls else {}),
     }
 
 
@@ -178,6 +198,8 @@ def changes_to_json(changes: Changes) -> dict[str, Any]:
         if values:
             data[name] = values
     data.update(changes.logs)
+    if changes.calls:
+        data["calls"] = {key: changes_to_json(child) for key, child in changes.calls.items()}
     return data
 
 
@@ -307,6 +329,7 @@ def read_head(data: Any) -> Head:
         source_path=f.text("source_path", optional=True) or "",
         fanout=_read_fanout(f.data["fanout"]) if f.data.get("fanout") is not None else None,
         options=_read_options(f.obj("options")),
+        calls={str(key): read_head(child) for key, child in f.obj("calls").items()},
     )
 
 
@@ -366,8 +389,10 @@ def read_changes(data: Any, where: str) -> Changes:
     changes = Changes(
         inputs=f.obj("inputs") if "inputs" in f.data else None, outputs=f.obj("outputs"),
         visits=f.counters("visits"), edges=f.counters("edges"), seqs=f.counters("seqs"))
+    for key, child in f.obj("calls").items():
+        changes.calls[str(key)] = read_changes(child, f"{where}, call {key}")
     for name, items in f.data.items():
-        if name in ("inputs", "outputs", "visits", "edges", "seqs"):
+        if name in ("inputs", "outputs", "visits", "edges", "seqs", "calls"):
             continue
         if name != "path" and not name.startswith("memory:"):
             raise SnapshotError(f"{where} holds {name!r}, which no save writes")
@@ -412,7 +437,7 @@ def make_delta(plan: MachinePlan, run: Run, status: str, elapsed: float, *, resu
                 feedback=run.feedback, usage=Usage(**run.usage.to_json()), steps=run.steps, elapsed=elapsed,
                 last_state=run.last_state, result=result, final_state=final_state, failure=failure,
                 workspace=run.workspace, waiting=run.waiting, source_path=machine.source_path,
-                fanout=run.fanout.to_record() if run.fanout is not None else None)
+                fanout=run.fanout.to_record() if run.fanout is not None else None, calls=dict(run.call_heads))
     return Delta(head, changes)
 
 
@@ -430,6 +455,13 @@ def stored_output(plan: MachinePlan, state: str, output: Any) -> Any:
 def revive_output(plan: MachinePlan, state: str, data: Any) -> Any:
     """An output read back from a checkpoint, validated against its state's type again."""
     spec = plan.machine.states.get(state)
+    if spec is not None and spec.run is not None and data is not None:  # a call's outcome (a map's: a list)
+        from .calls import revive_outcome
+
+        callee = plan.machine.machines[spec.run.machine]
+        if spec.each is not None and isinstance(data, list):
+            return [revive_outcome(callee, item) for item in data]
+        return revive_outcome(callee, data)
     if spec is None or spec.output is None or data is None:
         return data
     if (spec.each is not None or spec.parallel is not None) and isinstance(data, list):

@@ -7,7 +7,7 @@ difference, which is what keeps the two faces from drifting.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +49,16 @@ class ToolCallSpec:
 
 
 @dataclass(frozen=True)
+class CallSpec:
+    """`run NAME(arg = ..., ...)`: the state runs machine NAME (a key of its machine's `machines`), with the
+    inputs `args` builds from the scope."""
+
+    machine: str
+    args: Callable[[Scope], dict[str, Any]]
+    origin: str = ""
+
+
+@dataclass(frozen=True)
 class JoinSpec:
     """Which branches a parallel state waits for: "all", or the "first" `count` to finish — of those whose
     output makes `guard` true, when it has one (the guard sees one branch's output as `output`)."""
@@ -86,7 +96,8 @@ class EachSpec:
 @dataclass(frozen=True)
 class StateSpec:
     """kind: who does the step, "agent" | "action" | "human" (a person answers the question in
-    `instruction`) | "parallel" (its branches, `parallel`) | "final" (a final state that does no work).
+    `instruction`) | "parallel" (its branches, `parallel`) | "call" (it runs another machine, `run`; its
+    output is the call's outcome, calls.CallOutcome) | "final" (a final state that does no work).
 
     `final`: the run ends after this state (which may do work first); `fail`: the reason template of a
     final state that ends the run as failed; `model`: overrides the agent's model for this state. `each`:
@@ -114,6 +125,7 @@ class StateSpec:
     parallel: ParallelSpec | None = None
     each: EachSpec | None = None
     branch: str | None = None
+    run: CallSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -215,3 +227,36 @@ class MachineSpec:
     source_path: str = ""
     # the declared types that variant outputs offer, by name: templates test them with `is NAME`
     variant_types: Mapping[str, type] = field(default_factory=dict)
+    # the machines this one runs (`run NAME(...)`), by the name it calls them; each carries its own
+    machines: Mapping[str, MachineSpec] = field(default_factory=dict)
+    # `returns T`: the class a result is validated against (wrapped in `{"value": ...}` like an output
+    # when T is not a record), or None for a machine that declares none
+    result_type: type | None = None
+    result_wrapped: bool = False
+
+
+def every_machine(machine: MachineSpec) -> Iterator[MachineSpec]:
+    """`machine` and every machine it runs, directly or through others, each once (in depth-first order)."""
+    seen: set[int] = set()
+    stack = [machine]
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        stack.extend(reversed(list(current.machines.values())))
+
+
+def state_at(machine: MachineSpec, path: str) -> StateSpec | None:
+    """The state a path names: `draft`, or `investigate/draft` (state `draft` of the machine that state
+    `investigate` runs), `investigate[2]/draft` (the same, for a map's element), nested `a/b/c`; None when
+    the path leads nowhere."""
+    *calls, name = path.split("/")
+    current: MachineSpec | None = machine
+    for step in calls:
+        state = current.states.get(step.split("[", 1)[0]) if current is not None else None
+        if state is None or state.run is None:
+            return None
+        current = current.machines.get(state.run.machine) if current is not None else None
+    return current.states.get(name) if current is not None else None

@@ -33,7 +33,7 @@ from .engine import DEFAULT_WORKSPACE_ROOT, new_run_id
 from .plan import MachinePlan
 from .result import Failure, RunResult, Usage
 from .scripted import Script
-from .spec import MachineSpec, TestSpec
+from .spec import MachineSpec, TestSpec, every_machine
 from .structured import to_jsonable
 from .testing import Observed, TestOutcome, crashed_test, judge_test
 from .trace import Trace
@@ -93,6 +93,7 @@ def machine_key(machine: MachineSpec) -> str:
                     *([[s.each.item, s.each.index, s.each.text, s.each.max, s.each.concurrency]]
                       if s.each is not None else [])]
                    for s in machine.states.values()],
+        "machines": {name: machine_key(callee) for name, callee in sorted(machine.machines.items())},
     }
     digest = hashlib.sha256(json.dumps(shape, sort_keys=True, default=str).encode("utf-8")).hexdigest()
     return f"{machine.source_sha256[:16] or 'nosource'}.{digest[:12]}"
@@ -131,9 +132,11 @@ class TemporalMachines:
             self.add(machine)
 
     def add(self, machine: MachineSpec) -> str:
-        """Serve `machine`."""
+        """Serve `machine` (and, for their tools, the machines it runs); its key."""
         key = machine_key(machine)
         self.entries[key] = TemporalEntry(machine)
+        for callee in every_machine(machine):
+            self.entries.setdefault(machine_key(callee), TemporalEntry(callee))
         return key
 
     def get(self, key: str) -> TemporalEntry | None:

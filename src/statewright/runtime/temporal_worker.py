@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
-from .client import ModelError, ModelResponse, rough_call_estimate
+from .client import ModelError, ModelRequest, ModelResponse, rough_call_estimate
 from .effects import AwaitPerson, CallModel, CallTool, DescribeTools, EstimateCall, PersonReply, ToolOutcome
 from .executor import Performer, drive
 from .inputs import InputError
@@ -233,6 +233,13 @@ async def _worker_beating(work: Any, every: float) -> Any:
             task.cancel()
 
 
+def _worker_where(request: ModelRequest) -> str:
+    """The state a request is for, as scripts name it (`investigate/draft` in a machine a run runs)."""
+    identity = request.metadata.get("statewright") or {}
+    call = identity.get("call")
+    return f"{call}/{request.state}" if call else request.state
+
+
 # ---- the workflow ------------------------------------------------------------------------------------------
 
 
@@ -267,6 +274,7 @@ class TemporalWorkflow(Performer):
         # a test's run: what each visit saw and produced, and which scripted replies it was served
         self.observed: list[list[Any]] | None = None
         self.served: list[list[Any]] = []
+        self.keys: dict[int, str] = {}  # the machines it runs, by id: their keys
 
     # -- running --------------------------------------------------------------------------------------------
 
@@ -321,6 +329,15 @@ class TemporalWorkflow(Performer):
                            backoff_coefficient=2.0, maximum_interval=timedelta(seconds=policy["max_delay"]),
                            maximum_attempts=int(policy["retries"]) + 1)
 
+    def key_of(self, machine: MachineSpec | None) -> str:
+        """The key of the machine whose tools an effect uses (the run's own, or one it runs)."""
+        if machine is None or machine is self.machine:
+            return self.key
+        key = self.keys.get(id(machine))
+        if key is None:
+            key = self.keys[id(machine)] = machine_key(machine)
+        return key
+
     def script_for(self, role: str, state: str) -> dict[str, Any] | None:
         if self.script is None:
             return None
@@ -338,7 +355,7 @@ class TemporalWorkflow(Performer):
         if request.timeout is not None:
             seconds = min(seconds, request.timeout + 5.0)
         payload = {"request": request_to_json(request), "policy": self.policy, "heartbeat": self.heartbeat / 3,
-                   "script": self.script_for(str(identity.get("role") or request.role), request.state)}
+                   "script": self.script_for(str(identity.get("role") or request.role), _worker_where(request))}
         try:
             answer = await workflow.execute_activity(
                 TEMPORAL_CALL_MODEL, payload, start_to_close_timeout=timedelta(seconds=max(seconds, 1.0)),
@@ -360,12 +377,14 @@ class TemporalWorkflow(Performer):
         from temporalio import workflow
         from temporalio.exceptions import ActivityError
 
-        scripted = effect.agent is None and self.script is not None and self.script.has("tool", effect.state)
-        payload = {"key": self.key, "state": effect.state, "tool": effect.tool, "args": to_jsonable(effect.args),
+        where = effect.where
+        scripted = effect.agent is None and self.script is not None and self.script.has("tool", where)
+        payload = {"key": self.key_of(effect.machine), "state": where, "tool": effect.tool,
+                   "args": to_jsonable(effect.args),
                    "seq": effect.seq, "item": effect.item, "run_id": workflow.info().workflow_id,
                    "heartbeat": self.heartbeat / 3,
                    "workspace": self.run.workspace if self.run is not None else "",
-                   "script": self.script_for("tool", effect.state) if scripted else None}
+                   "script": self.script_for("tool", where) if scripted else None}
         seconds = TEMPORAL_TOOL_TIMEOUT_SECONDS
         limit = self.machine.limits.seconds if self.machine is not None else None
         if limit is not None and self.run is not None:
@@ -390,7 +409,7 @@ class TemporalWorkflow(Performer):
         request = effect.request
         identity = request.metadata.get("statewright") or {}
         payload = {"request": request_to_json(request), "policy": self.policy,
-                   "script": self.script_for(str(identity.get("role") or request.role), request.state)}
+                   "script": self.script_for(str(identity.get("role") or request.role), _worker_where(request))}
         tokens, cost = await workflow.execute_local_activity(
             TEMPORAL_ESTIMATE, payload, start_to_close_timeout=timedelta(seconds=60))
         return int(tokens), float(cost)
@@ -398,7 +417,7 @@ class TemporalWorkflow(Performer):
     async def describe_tools(self, effect: DescribeTools) -> tuple[list[dict[str, Any]], dict[str, str]]:
         from temporalio import workflow
 
-        payload = {"key": self.key, "tools": list(effect.tools),
+        payload = {"key": self.key_of(effect.machine), "tools": list(effect.tools),
                    "workspace": self.run.workspace if self.run is not None else ""}
         answer = await workflow.execute_local_activity(
             TEMPORAL_DESCRIBE_TOOLS, payload, start_to_close_timeout=timedelta(seconds=120))
@@ -414,7 +433,7 @@ class TemporalWorkflow(Performer):
         goes on; the deadline is the one the core set when the question was first put."""
         from temporalio import workflow
 
-        state = effect.state
+        state = effect.where  # (a question of a machine the run runs is answered by its path)
         now = workflow.now().timestamp()
         deadline = effect.deadline if effect.deadline is not None else (
             None if effect.seconds is None else now + effect.seconds)
@@ -425,7 +444,8 @@ class TemporalWorkflow(Performer):
             if value.get("timeout"):
                 return PersonReply("timeout", now, scripted=True)
             return PersonReply("answer", now, value.get("answer"), scripted=True)
-        self.waiting = {"state": state, "question": effect.question, "answer_schema": effect.schema,
+        self.waiting = {"state": effect.state, "path": state, "question": effect.question,
+                        "answer_schema": effect.schema,
                         "deadline": deadline, "since": workflow.now().isoformat(timespec="seconds"),
                         "refused": []}
         if self.run is not None and self.run.events:
@@ -441,7 +461,7 @@ class TemporalWorkflow(Performer):
                 assert index is not None
                 answer = self.answers.pop(index)
                 try:
-                    self.core.check_answer(self.run, answer.get("answer"))
+                    self.core.check_answer(self.run, answer.get("answer"), state)
                 except AnswerError as exc:
                     self.waiting["refused"].append({"answer": answer.get("answer"), "error": str(exc),
                                                     "id": answer.get("id")})

@@ -120,10 +120,14 @@ def read_secrets(machine: MachineSpec, environ: Mapping[str, str], *, required: 
 
 
 def _secrets_needed(machine: MachineSpec) -> dict[str, list[ToolSpec]]:
+    """The secrets the tools of the machine, and of every machine it runs, name."""
+    from .spec import every_machine
+
     needed: dict[str, list[ToolSpec]] = {}
-    for tool in machine.tools.values():
-        for name in tool.secrets:
-            needed.setdefault(name, []).append(tool)
+    for each in every_machine(machine):
+        for tool in each.tools.values():
+            for name in tool.secrets:
+                needed.setdefault(name, []).append(tool)
     return needed
 
 

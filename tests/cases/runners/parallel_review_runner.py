@@ -31,9 +31,9 @@ else:
         JoinSpec, LimitsSpec, MachineSpec, ModelClient, ParallelSpec, RunResult, Scope, Script,
         StateSpec, TestSpec, Trace, TransitionSpec, arun_machine, main, run_machine,
     )
-if RUNTIME_SHA256 != "965ea7b9d5f6b9d1e9c801e1c30d296f67a8a799a72bd2f2ac5d39a224588823":
+if RUNTIME_SHA256 != "bcd6b806e2714b3d90a0f164b300d056405f729ce8c53f96713d25fee4267c8e":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 965ea7b9d5f6), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 bcd6b806e271), but "
         f"the statewright_runtime.py it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile "
         "--runtime module`, which rewrites the runtime too"
