@@ -468,7 +468,7 @@ class Machine:
         assert self.compilation.source is not None
         name = runner_source_name(self.compilation.source.path, path)
         comp = self.compilation if name == self.compilation.source.path else check_text(
-            self.compilation.source.text, name)
+            self.compilation.source.text, name, location=self.compilation.source.path)
         text = generate_runner(comp, level=self.level, disabled=self.disabled, runtime=runtime)
         if runtime == "module":
             check_overwrite(path, force=force)

@@ -621,11 +621,11 @@ _ALL = [
        "The last step of a test path names a state of the machine that the step before runs.",
        'reply investigate/draf "text"', 'reply investigate/draft "text"'),
     _e("SW6102", "test path without the call's number, or with one it cannot have",
-       "A state that maps over a list runs one call per element: a test path names which, numbered from 1 "
-       "over the run ('investigate[2]/draft'). A state that runs one call takes no number, and the last step "
-       "(a state) none either.",
+       "A state that maps over a list runs one call per element: a test path names which by the element's "
+       "position in the list, from 0 ('investigate[2]/draft' is the call of the third element), below the "
+       "map's 'max'. A state that runs one call takes no number, and the last step (a state) none either.",
        'reply investigate/draft "text"   # investigate: for topic in topics ...',
-       'reply investigate[1]/draft "text"'),
+       'reply investigate[0]/draft "text"'),
     _w("SW7001", "unused agent", "The agent is declared but no state uses it and no state tells it anything.",
        'agent helper { prompt "You help." }   # no state says \'agent helper\' or tells it',
        'agent helper { prompt "You help." }\nstate check { agent helper do "Check it." -> done }'),

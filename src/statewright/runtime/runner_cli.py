@@ -22,7 +22,7 @@ from .engine import Engine, Listener, new_run_id, prepare_inputs, validate_input
 from .progress import Progress, printable
 from .result import AnswerError, RunResult
 from .scripted import Script, ScriptError
-from .spec import InputSpec, MachineSpec
+from .spec import InputSpec, MachineSpec, every_machine
 from .sync import run_sync
 from .temporal import TemporalRunError, TemporalUnavailable
 from .tool_secrets import SecretError, read_secrets
@@ -570,14 +570,21 @@ def _runner_list_runs(checkpoint: str | None) -> int:
 def _runner_selftest(machine: MachineSpec, trace_dir: str | None = None, trace_content: bool = False) -> int:
     from .testing import format_outcome, run_tests
 
-    if not machine.tests:
+    # (issue 24, front end) the test blocks of every machine the runner holds: the machine's own, then those
+    # of each machine it runs, each machine once (a called machine is tested alone, by its own file's tests)
+    machines = list(every_machine(machine))
+    total = sum(len(m.tests) for m in machines)
+    if not total:
         print(f"machine '{machine.name}' has no test blocks", file=sys.stderr)
         return EXIT_FINAL
     failed = 0
-    for outcome in run_tests(machine, trace_dir=trace_dir, trace_content=trace_content):
-        failed += not outcome.passed
-        print(format_outcome(outcome))
-    print(f"{len(machine.tests) - failed} passed, {failed} failed", file=sys.stderr)
+    for tested in machines:
+        if tested is not machine and tested.tests:
+            print(f"machine '{tested.name}' ({tested.source_path}):")
+        for outcome in run_tests(tested, trace_dir=trace_dir, trace_content=trace_content):
+            failed += not outcome.passed
+            print(format_outcome(outcome))
+    print(f"{total - failed} passed, {failed} failed", file=sys.stderr)
     return EXIT_FAILED if failed else EXIT_FINAL
 
 

@@ -31,9 +31,9 @@ else:
         MachineSpec, ModelClient, RunResult, Scope, Script, StateSpec, TestSpec, Trace,
         TransitionSpec, arun_machine, main, run_machine,
     )
-if RUNTIME_SHA256 != "bcd6b806e2714b3d90a0f164b300d056405f729ce8c53f96713d25fee4267c8e":
+if RUNTIME_SHA256 != "69547cb424093aa8268d90bfae54668f884adea7a03b61bb38cc8b21852836ce":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 bcd6b806e271), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 69547cb42409), but "
         f"the statewright_runtime.py it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile "
         "--runtime module`, which rewrites the runtime too"

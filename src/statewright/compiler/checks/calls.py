@@ -9,7 +9,8 @@ in a map of calls they see the element). Its output, the call's outcome, is type
 template gives text; one without takes the last output, the output of the state that led there).
 
 A test step for a called machine's state names it by path — `investigate/draft`, `investigate[2]/draft`
-in a map of calls, `a/b/c` deeper — and is then checked against that state as in its own machine.
+in a map of calls (the call of the list's third element: elements are numbered from 0, as a map's
+position is), `a/b/c` deeper — and is then checked against that state as in its own machine.
 """
 
 from __future__ import annotations
@@ -217,20 +218,23 @@ def path_target(symbols: Symbols, name: ast.Name) -> tuple[Symbols, StateView] |
 
 
 def _element_fits(view: StateView, step: ast.PathStep, span: Span | None, diags: Diagnostics) -> bool:
-    """A map of calls is entered at a numbered call (`investigate[2]`), a single call without one."""
+    """A map of calls is entered at the call of one element, by the element's position in the list from 0
+    (`investigate[2]`: the third); a single call without one."""
     if view.each is not None and step.element is None:
         diags.report("SW6102", f"state '{step.state}' runs a map of calls: name which call", span,
                      label="which element's call?",
-                     help=f"write '{step.state}[1]/...' for the first call of the run, '{step.state}[2]/...' for "
-                          "the second (calls are numbered over the run, in the order of the list)")
+                     help=f"write '{step.state}[0]/...' for the call of the first element of the list, "
+                          f"'{step.state}[1]/...' for the second")
         return False
     if view.each is None and step.element is not None:
         diags.report("SW6102", f"state '{step.state}' runs one call, not a map of calls", span,
                      label="no elements to number", help=f"write '{step.state}/...' without the brackets")
         return False
-    if step.element is not None and step.element < 1:
-        diags.report("SW6102", "calls are numbered from 1", span, label="there is no call 0",
-                     help=f"write '{step.state}[1]/...' for the first call")
+    most = int(view.each.max.value) if view.each is not None and view.each.max is not None else None
+    if step.element is not None and most is not None and step.element >= most:
+        diags.report("SW6102", f"state '{step.state}' takes at most {most} element{'s' if most != 1 else ''}, so "
+                     f"there is no call [{step.element}]", span, label=f"the calls are [0] to [{most - 1}]",
+                     help=f"elements are numbered from 0: '{step.state}[0]/...' is the first")
         return False
     return True
 
