@@ -520,9 +520,10 @@ def test_the_names_found_in_guard_functions_without_parsing_are_the_parsed_names
     assert comp.ir is not None and comp.source is not None
     index = render.installed_runtime_index()
     view = render._RunnerView(comp.ir, index, comp.source.text, comp.source.path, "0", "inline")
-    code = "\n".join([*view.guards, *view.arg_builders])
+    guards = [g for part in view.ordered for g in part.guards]
+    code = "\n".join([*guards, *(b for part in view.ordered for b in part.arg_builders)])
     if source is None:
-        assert view.guards, "the machine has guard functions to read"
+        assert guards, "the machine has guard functions to read"
     parsed, found = render._used_names(code), render.function_names(code)
     candidates = set(index.names) | {i.bound for i in render.SPEC_IMPORTS}
     assert parsed <= found

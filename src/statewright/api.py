@@ -77,12 +77,12 @@ def used_compilations(comp: Compilation) -> list[Compilation]:
     return list(iter_used(comp))
 
 
-def check_bytes(data: bytes, path: str) -> Compilation:
+def check_bytes(data: bytes, path: str, project: Project | None = None) -> Compilation:
     diags = Diagnostics()
     source = read_source(path, data, diags)
     if source is None:
         return Compilation(None, None, [], None, diags.sorted())
-    return check_source(source)
+    return check_source(source, project=project)
 
 
 def check_file(path: str | Path) -> Compilation:
@@ -93,17 +93,13 @@ def check_file(path: str | Path) -> Compilation:
 
 def check_path(path: str | Path, project: Project | None = None) -> Compilation:
     """Check a file on disk; one that cannot be read is an SW1022 diagnostic, not an exception."""
-    if project is not None:
-        try:
-            return project.compile_path(str(path))
-        except OSError as e:
-            from .spec_paths import unreadable_file
-
-            return Compilation(None, None, [], None, [unreadable_file(str(path), e)])
+    known = project.compilation(str(path)) if project is not None else None
+    if known is not None:  # checked already, as a file another one uses
+        return known
     data, problems = read_spec(path)
     if data is None:
         return Compilation(None, None, [], None, problems)
-    return check_bytes(data, str(path))
+    return check_bytes(data, str(path), project)
 
 
 def read_spec(path: str | Path) -> tuple[bytes | None, list[Diagnostic]]:

@@ -15,7 +15,7 @@ from ...diagnostics import Span
 from ...grammar import ast
 from .. import ir
 
-IR_JSON_VERSION = 1
+IR_JSON_VERSION = 2
 
 
 def span_to_json(span: Span | None) -> dict[str, Any] | None:
@@ -119,6 +119,17 @@ def _call(call: ir.ToolCall | None) -> dict[str, Any] | None:
     }
 
 
+def _run(run: ir.Run | None) -> dict[str, Any] | None:
+    if run is None:
+        return None
+    return {
+        "machine": run.machine,
+        "args": [{"name": a.name, "value": expr_to_json(a.value), "origin": span_to_json(a.origin)}
+                 for a in run.args],
+        "origin": span_to_json(run.origin),
+    }
+
+
 def _parallel(p: ir.Parallel | None) -> dict[str, Any] | None:
     if p is None:
         return None
@@ -162,6 +173,7 @@ def _state(s: ir.State) -> dict[str, Any]:
         "parallel": _parallel(s.parallel),
         "each": _each(s.each),
         "branch": s.branch,
+        "run": _run(s.run),
     }
 
 
@@ -236,6 +248,9 @@ def ir_to_json(machine: ir.Machine) -> dict[str, Any]:
         "start": machine.start,
         "tests": [_test(t) for t in machine.tests],
         "origin": span_to_json(machine.origin),
+        "returns": type_to_json(machine.returns) if machine.returns is not None else None,
+        # the machines its states run, each in full (a machine two callers run appears under each)
+        "machines": [{"name": name, "machine": ir_to_json(callee)} for name, callee in machine.machines],
     }
 
 
@@ -297,6 +312,8 @@ IR_JSON_SCHEMA: dict[str, Any] = {
         "start": _STR,
         "tests": {"type": "array", "items": {"$ref": "#/$defs/test"}},
         "origin": _ORIGIN,
+        "returns": _nullable(_REF["type"]),
+        "machines": {"type": "array", "items": _obj({"name": _STR, "machine": {"$ref": "#"}})},
     }),
     "$defs": {
         "position": _obj({"line": {"type": "integer", "minimum": 1},
@@ -359,12 +376,18 @@ IR_JSON_SCHEMA: dict[str, Any] = {
                           "guard": _nullable(_REF["expr"]), "origin": _ORIGIN}),
             "origin": _ORIGIN,
         }),
+        "run": _obj({
+            "machine": _STR,
+            "args": {"type": "array",
+                     "items": _obj({"name": _STR, "value": _REF["expr"], "origin": _ORIGIN})},
+            "origin": _ORIGIN,
+        }),
         "each": _obj({
             "index": _nullable(_STR), "item": _STR, "items": _REF["expr"], "max": {"type": "integer", "minimum": 1},
             "concurrency": {"type": "integer", "minimum": 1}, "origin": _ORIGIN,
         }),
         "state": _obj({
-            "name": _STR, "kind": {"enum": ["agent", "action", "human", "parallel", "final"]},
+            "name": _STR, "kind": {"enum": ["agent", "action", "call", "human", "parallel", "final"]},
             "agent": _nullable(_STR),
             "instruction": _nullable(_STR), "output": _nullable(_REF["type"]), "tell": _STRS,
             "visits": _nullable({"type": "integer", "minimum": 1}),
@@ -376,7 +399,7 @@ IR_JSON_SCHEMA: dict[str, Any] = {
             "origin": _ORIGIN, "shares": _nullable(_STR), "final": {"type": "boolean"},
             "model": _nullable(_STR), "fail": _nullable(_STR),
             "parallel": _nullable({"$ref": "#/$defs/parallel"}), "each": _nullable({"$ref": "#/$defs/each"}),
-            "branch": _nullable(_STR),
+            "branch": _nullable(_STR), "run": _nullable({"$ref": "#/$defs/run"}),
         }),
         "test": _obj({
             "name": _STR,
