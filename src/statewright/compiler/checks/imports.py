@@ -48,8 +48,7 @@ def declare_imports(symbols: Symbols, uses: list[object], diags: Diagnostics,
     symbols.uses = list(uses)  # type: ignore[arg-type]
     for used in symbols.uses:
         if not used.usable:
-            if used.name:
-                symbols.broken_callees.add(used.name)
+            symbols.broken_callees.add(used.name)
             symbols.broken_imports.update(n.dotted for n in used.decl.names or ())
             continue
         assert used.compilation is not None and used.compilation.symbols is not None

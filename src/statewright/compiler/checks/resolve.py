@@ -624,8 +624,8 @@ class _Resolver:
         """A machine a `run` names: one a `use` line makes callable by this name."""
         s = self.symbols
         s.used_callees.add(name.value)
-        if name.value in s.callees or name.value in s.broken_callees:
-            return
+        if name.value in s.callees or name.value in s.broken_callees or "" in s.broken_callees:
+            return  # ("": a `use` whose file could not be read, so the name it gives is not known)
         s.used_callees.add(closest(name.value, s.callees) or "")
         if s.callees:
             help = did_you_mean(name.value, s.callees) or f"the machines it may run are {quoted_list(s.callees)}"
