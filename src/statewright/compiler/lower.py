@@ -253,7 +253,8 @@ class _Lowerer:
         out = []
         for name, callee in self.symbols.callees.items():
             compilation = callee.used.compilation
-            if name in self.symbols.used_callees and compilation is not None and compilation.ir is not None:
+            if (name in self.symbols.used_callees and callee.used.usable and compilation is not None
+                    and compilation.ir is not None):
                 out.append((name, compilation.ir))
         return tuple(out)
 

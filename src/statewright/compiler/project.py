@@ -39,17 +39,15 @@ def read_file(location: str) -> bytes:
 @dataclass(frozen=True)
 class UsedFile:
     """What one `use` line gives the file that has it: the used file's compilation, and the name `run`
-    calls its machine by (its own name, or the one after `as`). `compilation` is None when the file could
-    not be used (missing, unreadable, in a cycle, or with errors: each reported at the `use` line)."""
+    calls its machine by (its own name, or the one after `as`). It is `usable` when the file checks; one
+    that does not (missing, unreadable, in a cycle, or with errors) is reported at the `use` line, and its
+    compilation, when there is one, holds its own diagnostics."""
 
     decl: ast.UseDecl
     path: str  # the used file's display name
     compilation: Compilation | None
     name: str  # the name the using machine runs it by ("" when the file could not be parsed)
-
-    @property
-    def usable(self) -> bool:
-        return self.compilation is not None
+    usable: bool = True
 
 
 def is_pseudo_path(path: str) -> bool:
@@ -191,20 +189,20 @@ class Project:
         if not written.strip():
             diagnostics.report("SW2100", "the path of a 'use' is empty", decl.path.span, label="which file?",
                                help='name a .fsm file relative to this one: use "teams/research.fsm"')
-            return UsedFile(decl, name, None, "")
+            return UsedFile(decl, name, None, "", False)
         key = self.key(there)
         self._users.setdefault(key, set()).add(user)
         if key in self._active:
             self._cycle(decl, user, key, diagnostics)
-            return UsedFile(decl, self._names.get(key, name), None, self._machine_name(key, decl))
+            return UsedFile(decl, self._names.get(key, name), None, self._machine_name(key, decl), False)
         compilation = self._cached(key, stop_after)
         if compilation is None:
             self._names.setdefault(key, name)
             try:
                 data = self.reader(there)
             except OSError as e:
-                self._unreadable(decl, there, name, e, diagnostics)
-                return UsedFile(decl, name, None, "")
+                self._unreadable(decl, there, name, e, diagnostics, location)
+                return UsedFile(decl, name, None, "", False)
             compilation = self._compile_bytes(data, there, key, stop_after)
         shown = self._names.get(key, name)
         callable_name = decl.alias.value if decl.alias is not None else (
@@ -212,32 +210,36 @@ class Project:
         chain = self._cycles.get((user, key))
         if chain is not None:
             self._report_cycle(decl, chain, user, diagnostics)
-            return UsedFile(decl, shown, None, callable_name)
+            return UsedFile(decl, shown, compilation, callable_name, False)
         if not compilation.ok:
             errors = sum(1 for d in compilation.diagnostics if d.severity.value == "error")
-            diagnostics.report("SW2102", f"'{written}' has {errors or 'its'} error{'s' if errors != 1 else ''}",
-                               decl.path.span, label="this file cannot be used until it checks",
-                               help=f"fix the errors of {shown} first")
-            return UsedFile(decl, shown, None, callable_name)
+            diagnostics.report("SW2102", f"'{shown_text(written)}' has {errors or 'its'} "
+                               f"error{'s' if errors != 1 else ''}", decl.path.span,
+                               label="this file cannot be used until it checks",
+                               help=f"fix the errors of {shown_text(shown)} first")
+            return UsedFile(decl, shown, compilation, callable_name, False)
         return UsedFile(decl, shown, compilation, callable_name)
 
-    def _unreadable(self, decl: ast.UseDecl, there: str, name: str, e: OSError, diagnostics: Diagnostics) -> None:
-        written = decl.path.value
+    def _unreadable(self, decl: ast.UseDecl, there: str, name: str, e: OSError, diagnostics: Diagnostics,
+                    user: str) -> None:
+        written = shown_text(decl.path.value)
         if isinstance(e, FileNotFoundError):
             folder, file = os.path.split(there)
-            try:
-                beside = [f for f in os.listdir(folder or os.curdir) if f.endswith(SPEC_SUFFIX)]
+            try:  # the .fsm files beside where it was looked for, but not the using file itself
+                beside = [f for f in os.listdir(folder or os.curdir) if f.endswith(SPEC_SUFFIX)
+                          and self.key(os.path.join(folder, f)) != self.key(user)]
             except OSError:
                 beside = []
             hint = did_you_mean(file, beside)
-            diagnostics.report("SW2100", f"no file '{written}'", decl.path.span, label=f"{name} does not exist",
+            diagnostics.report("SW2100", f"no file '{written}'", decl.path.span,
+                               label=f"{shown_text(name)} does not exist",
                                help=hint or "the path is relative to the folder of this file"
                                             + (f"; the .fsm files there are {', '.join(sorted(beside)[:8])}"
                                                if beside else ""))
             return
         reason = "it is a folder" if isinstance(e, IsADirectoryError) else (e.strerror or str(e))
         diagnostics.report("SW2101", f"cannot read '{written}': {reason}", decl.path.span,
-                           label=f"{name} cannot be read",
+                           label=f"{shown_text(name)} cannot be read",
                            help="name a .fsm file" if isinstance(e, IsADirectoryError)
                            else "check that the file exists and that you may read it")
 
@@ -266,7 +268,7 @@ class Project:
                                help="break the chain: a machine that must repeat work loops over its own states "
                                     "(with a bound), or calls a third machine that does the repeated part")
             return
-        files = [self._names.get(k, k) for k in rotated]
+        files = [shown_text(self._names.get(k, k)) for k in rotated]
         diagnostics.report("SW2103", f"files that use each other: {' -> '.join(files)}",
                            decl.path.span, label="files cannot use each other in a cycle",
                            help="move what they share into a third file that both use")
@@ -306,6 +308,12 @@ class Project:
         self._locations[key] = location
 
 
+def shown_text(text: str) -> str:
+    """A path as a message shows it: a character that could act on a terminal (an escape, a bell, a line
+    break) written as its escape, so a hostile path cannot reach a sink raw."""
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
 def _stage_index(stage: Stage) -> int:
     from .pipeline import STAGES
 
@@ -331,7 +339,7 @@ def iter_used(compilation: Compilation) -> Iterator[Compilation]:
             continue
         seen.add(id(unit))
         stack.append((unit, True))
-        for used in reversed(unit.uses):
+        for used in reversed(unit.uses):  # (a file with errors too: its diagnostics are its own to show)
             if used.compilation is not None and id(used.compilation) not in seen:
                 stack.append((used.compilation, False))
     return iter(order[:-1])

@@ -35,6 +35,11 @@ def check_calls(symbols: Symbols, diagnostics: Diagnostics, flow: Flow | None) -
             callee = symbols.callees.get(view.run.machine.value)
             if callee is not None:
                 _check_arguments(view, view.run, callee, symbols, diagnostics, flow)
+            else:  # an unknown machine (reported): its arguments are still read, as expressions of this machine
+                checker = ExprChecker(symbols, diagnostics, None, reader=view.name, flow=flow,
+                                      local=symbols.each_names.get(view.name))
+                for arg in view.run.args:
+                    checker.infer(arg.value)
     if symbols.machine.returns is not None:
         _check_returns(symbols.machine.returns, symbols, diagnostics)
     for test in symbols.tests:
