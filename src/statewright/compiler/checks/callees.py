@@ -117,10 +117,25 @@ def _type_name(owner: Symbols, callee: Callee, name: str) -> str:
     known = owner.type_names_by_decl().get(id(decl))
     if known is not None:
         return known
-    qualified = f"{callee.name}.{name}"
+    base = f"{_declared_in(callee, decl)}.{name}"
+    qualified, n = base, 1
+    while qualified in owner.foreign_types:  # another declaration under the same name: numbered apart
+        n += 1
+        qualified = f"{base}#{n}"
     owner.foreign_types[qualified] = CalleeType(owner, callee, name)
     owner.type_names_by_decl()[id(decl)] = qualified
     return qualified
+
+
+def _declared_in(callee: Callee, decl: ast.TypeDecl) -> str:
+    """The machine that declares a type of a callee: the callee itself, or the machine of the file it
+    imported the type from (so a type reached through two callees has one name, its home's)."""
+    for imported in callee.symbols.imports:
+        if imported.decl is decl:
+            for used in callee.symbols.uses:
+                if used.path == imported.path and used.compilation is not None and used.compilation.ast is not None:
+                    return used.compilation.ast.name.value
+    return callee.name
 
 
 def machine_result(symbols: Symbols) -> ir.Type | UntypedResult:
