@@ -337,6 +337,8 @@ class _MachinePart:
             lines.append(f"# `{comment_text(plan.branch_of)}` as one variant of an output: "
                          f"{{{comment_text(json_string(plan.branch_of))}: ...}}")
             base = "VariantBranch"
+        elif plan.wrapper and plan is self.plans.result:
+            lines.append(f"# the result of the machine (`returns`), wrapped in an object as an output is")
         elif plan.wrapper:
             lines.append(f"# the output of state `{_state_of(self.plans, plan)}`, wrapped in an object for the model")
         lines.append(f"class {plan.class_name}({base}):")
