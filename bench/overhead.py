@@ -5,7 +5,12 @@ median of RUNS runs each:
   plain       a hand-written while/if loop calling the same instant in-process client
   engine      the engine with that client (the ModelClient seam): the engine's own overhead
   litellm     the engine through litellm and the scripted provider (fewer transitions: litellm is slow)
+  native      the engine through the native client (`OpenAIHTTPClient`), each call a real HTTP exchange
+              with bench/latency_server.py answering at once: what a transition costs with its model call
   checkpoint  the engine with a SQLite checkpoint committed after every transition
+  traced      the engine with OpenTelemetry on (spans through a batch span processor to an exporter that
+              drops them, metrics to an SDK meter provider): at most 25 us more per state visit than the
+              engine, and through litellm at most 3% more per model call (needs the otel extra)
 
 And the cost of a checkpoint as a run grows: the same number of checkpointed transitions around a ring of
 10 states and through 10,000 distinct states (every state's output, visit counter and call counter kept).
@@ -147,7 +152,7 @@ def check(result: object, transitions: int) -> None:
         raise SystemExit(f"the benchmark machine did not run as intended: {result}")
 
 
-def measure_litellm(spec: MachineSpec, transitions: int, runs: int) -> float:
+def measure_litellm(spec: MachineSpec, transitions: int, runs: int, otel: object = None) -> float:
     # the scripted provider behind litellm's real call path lives with the tests that prove its contract
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
     from support.scripted_litellm import register_scripted_provider
@@ -159,9 +164,52 @@ def measure_litellm(spec: MachineSpec, transitions: int, runs: int) -> float:
     script = Script({("agent", s): ["ok"] * steps_per_state for s in "abc"})
     register_scripted_provider(script)
     engine = Engine(spec, client=LiteLLMClient(retry=RetryPolicy(max_retries=0)),
-                    model_map={"*": "scripted/bench"})
+                    model_map={"*": "scripted/bench"}, otel=otel)
     check(engine.run({}), transitions)  # warm-up: litellm's first call loads much
     return median_us(runs, transitions, lambda: check(engine.run({}), transitions))
+
+
+def measure_native(spec: MachineSpec, transitions: int, runs: int) -> float:
+    import subprocess
+
+    from statewright.runtime.model_calls import RetryPolicy
+    from statewright.runtime.openai_http import OpenAIHTTPClient
+
+    bench = os.path.dirname(os.path.abspath(__file__))
+    server = subprocess.Popen([sys.executable, os.path.join(bench, "latency_server.py"), "--delay", "0"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        port = int(server.stdout.readline().split()[1])
+        client = OpenAIHTTPClient(retry=RetryPolicy(max_retries=0), api_base=f"http://127.0.0.1:{port}/v1",
+                                  api_key="sk-bench-not-a-key")
+        engine = Engine(spec, client=client, model_map={"*": "openai/bench"})
+        check(engine.run({}), transitions)  # warm-up: the connection, the price table
+        return median_us(runs, transitions, lambda: check(engine.run({}), transitions))
+    finally:
+        server.kill()
+        server.wait()
+def dropping_telemetry(metrics: bool = False) -> object | None:
+    """OpenTelemetry as a service would run it — a batch span processor (and, with `metrics`, an SDK meter
+    provider) — with an exporter that drops the spans: what remains is what tracing costs the run. None
+    without the otel extra."""
+    try:
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+    except ImportError:
+        return None
+    from statewright.runtime.otel import OtelTelemetry
+
+    class Dropping(SpanExporter):
+        def export(self, spans: object) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    from opentelemetry.metrics import NoOpMeterProvider
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(Dropping()))
+    return OtelTelemetry(provider, MeterProvider() if metrics else NoOpMeterProvider())
 
 
 def main() -> None:
@@ -170,6 +218,8 @@ def main() -> None:
     parser.add_argument("--litellm-transitions", type=int, default=1_000)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--skip-litellm", action="store_true")
+    parser.add_argument("--native-transitions", type=int, default=3_001)
+    parser.add_argument("--skip-otel", action="store_true")
     args = parser.parse_args()
     n, runs = args.transitions, args.runs
     client = InstantClient()
@@ -193,16 +243,31 @@ def main() -> None:
         ring_us, ring_moves = checkpointed_us(ring_machine(10, n), client, runs, tmp)
         wide_us, wide_moves = checkpointed_us(ring_machine(n, n), client, runs, tmp)
 
-    litellm_us = None
+    telemetry = None if args.skip_otel else dropping_telemetry()
+    traced_us = metered_us = None
+    if telemetry is not None:
+        traced = Engine(spec, client=client, otel=telemetry)
+        check(traced.run({}), n)
+        traced_us = median_us(runs, n, lambda: check(traced.run({}), n))
+        measured = Engine(spec, client=client, otel=dropping_telemetry(metrics=True))
+        check(measured.run({}), n)
+        metered_us = median_us(runs, n, lambda: check(measured.run({}), n))
+
+    litellm_us = litellm_traced_us = None
     if not args.skip_litellm:
         m = args.litellm_transitions
         litellm_us = measure_litellm(loop_machine(m), m, runs)
+        if telemetry is not None:
+            litellm_traced_us = measure_litellm(loop_machine(m), m, runs, otel=telemetry)
+
+    native_us = measure_native(loop_machine(args.native_transitions), args.native_transitions, runs)
 
     result = {
         "transitions": n,
         "plain_us": round(plain, 3),
         "engine_us": round(engine_us, 3),
         "litellm_us": round(litellm_us, 3) if litellm_us is not None else None,
+        "native_us": round(native_us, 3),
         "checkpoint_us": round(checkpoint_us, 3),
         "engine_ratio": round(engine_us / plain, 2),
         "engine_overhead_us": round(engine_us - plain, 3),
@@ -210,6 +275,14 @@ def main() -> None:
         "checkpoint_10_states_us": round(ring_us, 3),
         "checkpoint_10k_states_us": round(wide_us, 3),
         "checkpoint_growth_ratio": round(wide_us / ring_us, 3),
+        "traced_us": round(traced_us, 3) if traced_us is not None else None,
+        "traced_overhead_us": round(traced_us - engine_us, 3) if traced_us is not None else None,
+        "traced_target_us": 25.0,
+        "traced_metrics_overhead_us": round(metered_us - engine_us, 3) if metered_us is not None else None,
+        "litellm_traced_us": round(litellm_traced_us, 3) if litellm_traced_us is not None else None,
+        "litellm_traced_ratio": (round(litellm_traced_us / litellm_us, 3)
+                                 if litellm_traced_us is not None and litellm_us else None),
+        "litellm_traced_target_ratio": 1.03,
     }
     print(f"transitions: {n} (litellm: {args.litellm_transitions}), median of {runs} runs, per transition:")
     print(f"  plain loop              {plain:9.2f} us")
@@ -220,8 +293,18 @@ def main() -> None:
     print(f"  checkpointed, 10 states  {ring_us:9.2f} us  ({ring_moves} transitions around a ring of 10)")
     print(f"  checkpointed, {n} states {wide_us:9.2f} us  ({wide_moves} transitions through {n} distinct states; "
           f"{wide_us / ring_us:.2f}x the ring, target at most 1.5)")
+    print(f"  engine via native HTTP  {native_us:9.2f} us  (a real call to a local server; "
+          f"{args.native_transitions} transitions)")
+    if traced_us is not None:
+        print(f"  engine, traced          {traced_us:9.2f} us  (+{traced_us - engine_us:.2f} us a state visit with "
+              f"OpenTelemetry on; target at most +25)")
+        print(f"  traced, with metrics    {metered_us:9.2f} us  (+{metered_us - engine_us:.2f} us; SDK metrics, "
+              "no target)")
     if litellm_us is not None:
         print(f"  engine via litellm      {litellm_us:9.2f} us  ({litellm_us / engine_us:.0f}x the engine alone)")
+    if litellm_traced_us is not None and litellm_us:
+        print(f"  via litellm, traced     {litellm_traced_us:9.2f} us  ({litellm_traced_us / litellm_us:.3f}x "
+              "untraced; target at most 1.03)")
     print("RESULT " + json.dumps(result))
     sys.stdout.flush()
 

@@ -194,3 +194,32 @@ def test_a_map_of_calls_runs_one_call_per_element_each_scripted_by_its_path() ->
     result = Engine(fan, script=script).run({"topics": ["a", "b"]})
     assert result.ok, result.failure
     assert [o.final for o in result.outputs["investigate"]] == ["published", "thin"]
+
+
+def test_a_calls_spans_nest_under_the_state_that_runs_it() -> None:
+    pytest.importorskip("opentelemetry.sdk.trace", reason="the otel extra (opentelemetry-sdk) is missing")
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from statewright.runtime.otel import OtelTelemetry
+
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    script = scripted(agent_plan=["p"], agent_investigate__draft=["a good draft"],
+                      agent_investigate__review=["good"], agent_write=["w"])
+    result = Engine(supervisor(research()), script=script, otel=OtelTelemetry(provider, MeterProvider())).run(
+        {"topic": "x"})
+    assert result.ok
+    finished = list(spans.get_finished_spans())
+    by_id = {s.context.span_id: s for s in finished}
+    runs = [s for s in finished if s.attributes.get("statewright.machine") == "research"
+            and s.attributes.get("statewright.run_id")]
+    assert len(runs) == 1, [s.name for s in finished]
+    caller = by_id[runs[0].parent.span_id]
+    assert caller.attributes.get("statewright.state") == "investigate"
+    drafts = [s for s in finished if s.attributes.get("statewright.state") == "draft" and "statewright.visit" in s.attributes]
+    assert drafts and by_id[drafts[0].parent.span_id] is runs[0]
+    assert len({s.context.trace_id for s in finished}) == 1  # one trace for the run and its call

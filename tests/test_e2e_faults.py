@@ -1,6 +1,7 @@
-"""Model faults end to end: `statewright run` over the real litellm HTTP path against a local OpenAI-compatible
-server that fails on cue — failures are typed, checkpoints survive them, tools and outputs are repaired or
-re-asked within their bounds, fallbacks take over, and the API key ends up nowhere on disk."""
+"""Model faults end to end: `statewright run` over the real HTTP path against a local OpenAI-compatible server
+that fails on cue — failures are typed, checkpoints survive them, tools and outputs are repaired or re-asked
+within their bounds, fallbacks take over, and the API key ends up nowhere on disk. Every test runs on both
+paths: the native client's (the default for `openai/...` models) and litellm's (--model-client litellm)."""
 
 from __future__ import annotations
 
@@ -68,6 +69,13 @@ TO_SERVER = ["--model-map", f"openai/gpt-4o=openai/{PRIMARY}", "--model-map", f"
 FAST = ["--retries", "1", "--retry-delay", "0"]
 
 
+@pytest.fixture(autouse=True, params=["native", "litellm"])
+def model_client(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The path every call takes, for the run in process and for the processes a test starts."""
+    monkeypatch.setenv("STATEWRIGHT_MODEL_CLIENT", "auto" if request.param == "native" else "litellm")
+    return str(request.param)
+
+
 @pytest.fixture
 def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAIServer]:
     with FakeOpenAIServer() as running:
@@ -111,7 +119,7 @@ def test_a_model_failing_past_its_retries_is_a_typed_failure_and_resume_finishes
     assert "backup still down" in failure["message"]  # ... and the last error, from its fallback
     assert "4 attempt(s)" in failure["message"]  # 1 + 1 retry, for each of the two models
     assert len(bodies(server, PRIMARY)) == 2 and len(bodies(server, BACKUP)) == 3
-    assert "--resume r1" in err
+    assert "resume r1 --checkpoint" in err  # the command that continues it
     snapshot = CheckpointStore(db).load("r1")
     assert snapshot is not None and (snapshot.head.status, snapshot.head.state) == ("running", "review")
     assert snapshot.outputs["draft"] == "Notes on FSMs."
@@ -120,7 +128,7 @@ def test_a_model_failing_past_its_retries_is_a_typed_failure_and_resume_finishes
     code, result, _ = statewright_run(capsys, *common, "--resume", "r1")
 
     assert code == 0 and result is not None
-    assert (result.path, result["result"]) == (["draft", "review", "done"], "Notes on FSMs. / 80")
+    assert (result["path"], result["result"]) == (["draft", "review", "done"], "Notes on FSMs. / 80")
     assert len(bodies(server, BACKUP)) == 3  # the completed draft step was not asked again
 
 

@@ -1,23 +1,30 @@
-"""Faults on the real HTTP path: litellm's OpenAI client against a local server that misbehaves on cue."""
+"""Faults on the real HTTP path, the same for both clients — litellm's, and the native one's own HTTP client —
+against a local server that misbehaves on cue."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import time
+from typing import Any
 
 import pytest
 
 from statewright.runtime.client import ModelError, ModelRequest, ToolCallRequest
 from statewright.runtime.litellm_client import LiteLLMClient, RetryPolicy
+from statewright.runtime.model_calls import ModelCaller
+from statewright.runtime.openai_http import OpenAIHTTPClient
 from tests.support.fake_openai_server import (
+    Chunked,
     Fail,
     FakeOpenAIServer,
     Gzipped,
     Malformed,
     NoChoices,
+    Raw,
     Reply,
     Slow,
+    ThenClose,
     Trickle,
     Truncated,
 )
@@ -40,14 +47,27 @@ LOOKUP_TOOL = {
 }
 
 
+CLIENTS: dict[str, type[ModelCaller]] = {"litellm": LiteLLMClient, "native": OpenAIHTTPClient}
+
+
 @pytest.fixture
 def server():
     with FakeOpenAIServer() as running:
         yield running
 
 
-def client_for(server: FakeOpenAIServer, retry: RetryPolicy = FAST, **options) -> LiteLLMClient:
-    return LiteLLMClient(retry=retry, api_base=server.url + "/v1", api_key=CLIENT_KEY, **options)
+@pytest.fixture(params=sorted(CLIENTS))
+def kind(request: pytest.FixtureRequest) -> str:
+    """Every test runs on both clients: what one does, the other does."""
+    return str(request.param)
+
+
+@pytest.fixture
+def client_for(kind: str):
+    def make(server: FakeOpenAIServer, retry: RetryPolicy = FAST, **options) -> ModelCaller:
+        return CLIENTS[kind](retry=retry, api_base=server.url + "/v1", api_key=CLIENT_KEY, **options)
+
+    return make
 
 
 def ask(model: str = "openai/test-model", **fields) -> ModelRequest:
@@ -55,7 +75,7 @@ def ask(model: str = "openai/test-model", **fields) -> ModelRequest:
     return ModelRequest(role="agent", state="draft", model=model, **fields)
 
 
-def test_a_reply_arrives_with_its_usage(server):
+def test_a_reply_arrives_with_its_usage(server, client_for):
     server.enqueue(Reply(text="One sentence.", prompt_tokens=12, completion_tokens=3))
 
     response = client_for(server).complete(ask())
@@ -70,7 +90,7 @@ def test_a_reply_arrives_with_its_usage(server):
     assert server.requests[0].headers["authorization"] == f"Bearer {CLIENT_KEY}"
 
 
-def test_rate_limit_then_success_is_retried_and_the_backoff_recorded(server):
+def test_rate_limit_then_success_is_retried_and_the_backoff_recorded(server, client_for):
     server.enqueue(Fail(429, "slow down", retry_after=0), Reply(text="ok"))
 
     response = client_for(server).complete(ask())
@@ -85,7 +105,7 @@ def test_rate_limit_then_success_is_retried_and_the_backoff_recorded(server):
     assert retry["retry_after_s"] == 0
 
 
-def test_retry_after_is_honoured_up_to_the_maximum_delay(server):
+def test_retry_after_is_honoured_up_to_the_maximum_delay(server, client_for):
     server.enqueue(Fail(429, retry_after=30), Reply(text="ok"))
 
     response = client_for(server).complete(ask())
@@ -95,7 +115,7 @@ def test_retry_after_is_honoured_up_to_the_maximum_delay(server):
     assert retry["wait_s"] == FAST.max_delay
 
 
-def test_server_errors_past_the_retry_budget_raise_a_model_error_naming_model_and_last_error(server):
+def test_server_errors_past_the_retry_budget_raise_a_model_error_naming_model_and_last_error(server, client_for):
     server.enqueue(Fail(500, "first"), Fail(502, "second"), Fail(503, "overloaded-third"))
 
     with pytest.raises(ModelError) as caught:
@@ -112,7 +132,7 @@ def test_server_errors_past_the_retry_budget_raise_a_model_error_naming_model_an
 
 
 @pytest.mark.parametrize("status", [400, 404])
-def test_client_errors_are_not_retried(server, status):
+def test_client_errors_are_not_retried(server, status, client_for):
     server.enqueue(Fail(status, "you asked wrong"), Reply(text="never served"))
 
     with pytest.raises(ModelError) as caught:
@@ -124,7 +144,7 @@ def test_client_errors_are_not_retried(server, status):
 
 
 @pytest.mark.parametrize("status", [401, 403])
-def test_a_refused_key_fails_at_once_naming_the_variable_litellm_reads(server, status):
+def test_a_refused_key_fails_at_once_naming_the_variable_the_key_is_read_from(server, status, client_for):
     server.enqueue(Fail(status, "Incorrect API key provided"), Reply(text="never served"))
     started = time.monotonic()
 
@@ -137,9 +157,9 @@ def test_a_refused_key_fails_at_once_naming_the_variable_litellm_reads(server, s
     assert "InternalServerError" not in str(caught.value)
 
 
-def test_a_missing_key_fails_at_once_naming_the_variable(monkeypatch):
+def test_a_missing_key_fails_at_once_naming_the_variable(monkeypatch, kind):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    client = LiteLLMClient(retry=RetryPolicy(max_retries=3, initial_delay=0.5))
+    client = CLIENTS[kind](retry=RetryPolicy(max_retries=3, initial_delay=0.5))
     started = time.monotonic()
 
     with pytest.raises(ModelError) as caught:
@@ -150,7 +170,7 @@ def test_a_missing_key_fails_at_once_naming_the_variable(monkeypatch):
     assert "Traceback" not in str(caught.value)
 
 
-def test_a_reply_slower_than_the_calls_deadline_ends_the_call_at_its_deadline(server):
+def test_a_reply_slower_than_the_calls_deadline_ends_the_call_at_its_deadline(server, client_for, kind):
     policy = RetryPolicy(max_retries=3, initial_delay=0.01, jitter=0, timeout=0.4)
     server.enqueue(Slow(5), Slow(5))
     started = time.monotonic()
@@ -160,17 +180,18 @@ def test_a_reply_slower_than_the_calls_deadline_ends_the_call_at_its_deadline(se
 
     assert time.monotonic() - started < 1.5  # one deadline for the call, not one per attempt
     assert "no reply within" in caught.value.last_error
-    assert 0.3 < float(server.requests[0].headers["x-stainless-read-timeout"]) <= 0.4  # the deadline reached it
+    if kind == "litellm":  # the OpenAI SDK was told the deadline too
+        assert 0.3 < float(server.requests[0].headers["x-stainless-read-timeout"]) <= 0.4
 
 
-def test_fast_failures_are_retried_within_the_calls_deadline(server):
+def test_fast_failures_are_retried_within_the_calls_deadline(server, client_for):
     policy = RetryPolicy(max_retries=5, initial_delay=0.01, jitter=0, timeout=5)
     server.enqueue(Fail(500), Fail(503), Reply(text="third time"))
 
     assert client_for(server, policy).complete(ask()).content == "third time"
 
 
-def test_a_trickling_server_ends_at_the_deadline(server):
+def test_a_trickling_server_ends_at_the_deadline(server, client_for):
     policy = RetryPolicy(max_retries=3, initial_delay=0.01, jitter=0, timeout=1.0)
     server.enqueue(Trickle(seconds_per_byte=0.2), Trickle(seconds_per_byte=0.2))
     started = time.monotonic()
@@ -181,7 +202,7 @@ def test_a_trickling_server_ends_at_the_deadline(server):
     assert time.monotonic() - started < 2.5
 
 
-def test_what_is_left_of_the_runs_time_is_the_calls_deadline_and_a_limit_when_it_runs_out(server):
+def test_what_is_left_of_the_runs_time_is_the_calls_deadline_and_a_limit_when_it_runs_out(server, client_for):
     server.enqueue(Slow(5), Reply(text="too late"))
     started = time.monotonic()
 
@@ -193,7 +214,7 @@ def test_what_is_left_of_the_runs_time_is_the_calls_deadline_and_a_limit_when_it
     assert "`seconds` limit ran out" in str(caught.value)
 
 
-def test_an_answer_without_choices_is_retried(server):
+def test_an_answer_without_choices_is_retried(server, client_for):
     policy = RetryPolicy(max_retries=2, initial_delay=0.01, jitter=0)
     server.enqueue(NoChoices(), Reply(text="now with a choice"))
 
@@ -204,7 +225,7 @@ def test_an_answer_without_choices_is_retried(server):
     assert "no choices" in retry["error"]
 
 
-def test_a_reply_thrown_away_still_counts_its_tokens(server):
+def test_a_reply_thrown_away_still_counts_its_tokens(server, client_for):
     policy = RetryPolicy(max_retries=2, initial_delay=0.01, jitter=0)
     server.enqueue(NoChoices(), Reply(text="now with a choice", prompt_tokens=11, completion_tokens=7))
 
@@ -213,7 +234,7 @@ def test_a_reply_thrown_away_still_counts_its_tokens(server):
     assert (response.prompt_tokens, response.completion_tokens) == (22, 14)  # both replies were billed
 
 
-def test_an_answer_without_choices_every_time_is_a_model_error_naming_it(server):
+def test_an_answer_without_choices_every_time_is_a_model_error_naming_it(server, client_for):
     policy = RetryPolicy(max_retries=2, initial_delay=0.01, jitter=0)
     server.enqueue(NoChoices(), NoChoices(), NoChoices())
 
@@ -226,7 +247,7 @@ def test_an_answer_without_choices_every_time_is_a_model_error_naming_it(server)
     assert "IndexError" not in str(caught.value)
 
 
-def test_a_gzip_bomb_is_refused_at_the_reply_cap_and_not_retried(server):
+def test_a_gzip_bomb_is_refused_at_the_reply_cap_and_not_retried(server, client_for):
     server.enqueue(Gzipped(inflated_bytes=200_000_000), Reply(text="never served"))
     started = time.monotonic()
 
@@ -240,7 +261,7 @@ def test_a_gzip_bomb_is_refused_at_the_reply_cap_and_not_retried(server):
     assert event["retryable"] is False
 
 
-def test_the_reply_cap_is_the_clients_and_a_fallback_takes_over_from_a_model_over_it(server):
+def test_the_reply_cap_is_the_clients_and_a_fallback_takes_over_from_a_model_over_it(server, client_for):
     server.enqueue(Reply(text="x" * 5000), model="big")
     server.enqueue(Reply(text="small enough"), model="small")
 
@@ -251,7 +272,7 @@ def test_the_reply_cap_is_the_clients_and_a_fallback_takes_over_from_a_model_ove
     assert "larger than the cap of 4,000 bytes" in fallback["error"]
 
 
-def test_a_reply_under_the_cap_is_read_whole_compressed_or_not(server):
+def test_a_reply_under_the_cap_is_read_whole_compressed_or_not(server, client_for):
     server.enqueue(Gzipped(inflated_bytes=1_000_000), Reply(text="plain"))
     client = client_for(server)
     assert client.complete(ask()).content == "huge"
@@ -259,7 +280,7 @@ def test_a_reply_under_the_cap_is_read_whole_compressed_or_not(server):
 
 
 @pytest.mark.parametrize("fault", [Malformed(), Truncated()], ids=["malformed-json", "truncated-body"])
-def test_a_broken_response_body_is_retried(server, fault):
+def test_a_broken_response_body_is_retried(server, fault, client_for):
     server.enqueue(fault, Reply(text="whole"))
 
     response = client_for(server).complete(ask())
@@ -269,7 +290,38 @@ def test_a_broken_response_body_is_retried(server, fault):
     assert retry["attempt"] == 1 and retry["error"]
 
 
-def test_a_fallback_model_takes_over_with_retries_of_its_own(server):
+def test_a_chunked_reply_is_read_whole(server, client_for):
+    server.enqueue(Chunked(Reply(text="in many small pieces", prompt_tokens=5, completion_tokens=4), size=3))
+
+    response = client_for(server).complete(ask())
+
+    assert (response.content, response.prompt_tokens, response.completion_tokens) == ("in many small pieces", 5, 4)
+
+
+@pytest.mark.parametrize("data", [b"NOT HTTP AT ALL\r\n\r\n", b"HTTP/1.1 200 OK\r\nContent-Le"],
+                         ids=["not-http", "cut-head"])
+def test_a_reply_that_is_not_http_is_retried(server, client_for, data):
+    server.enqueue(Raw(data), Reply(text="proper"))
+
+    response = client_for(server).complete(ask())
+
+    assert response.content == "proper" and response.attempts == 2
+
+
+def test_a_connection_the_server_closed_after_its_reply_is_not_an_attempt_lost(server, client_for):
+    server.enqueue(ThenClose(Reply(text="first")), Reply(text="second"))
+    client = client_for(server)
+
+    async def two() -> list[Any]:
+        return [await client.acomplete(ask()) for _ in range(2)]
+
+    first, second = asyncio.run(two())
+    assert (first.content, second.content) == ("first", "second")
+    assert second.attempts == 1 and second.events == []  # the closed connection was replaced, not retried
+    assert len(server.requests) == 2
+
+
+def test_a_fallback_model_takes_over_with_retries_of_its_own(server, client_for):
     server.enqueue(Fail(503), Fail(503), Fail(503), model="test-model")
     server.enqueue(Fail(500), Reply(text="from the backup"), model="backup-model")
 
@@ -290,7 +342,7 @@ def test_a_fallback_model_takes_over_with_retries_of_its_own(server):
     assert fallback["after"] == "openai/test-model" and "ServiceUnavailableError" in fallback["error"]
 
 
-def test_a_client_error_moves_straight_to_the_fallback(server):
+def test_a_client_error_moves_straight_to_the_fallback(server, client_for):
     server.enqueue(Fail(404, "no such model"), model="test-model")
     server.enqueue(Reply(text="backup"), model="backup-model")
 
@@ -300,7 +352,7 @@ def test_a_client_error_moves_straight_to_the_fallback(server):
     assert len(server.requests_for("test-model")) == 1
 
 
-def test_when_every_model_fails_the_error_names_the_requested_model_and_the_last_error(server):
+def test_when_every_model_fails_the_error_names_the_requested_model_and_the_last_error(server, client_for):
     server.enqueue(Fail(400, "primary refused"), model="test-model")
     server.enqueue(Fail(400, "backup refused"), model="backup-model")
 
@@ -312,7 +364,7 @@ def test_when_every_model_fails_the_error_names_the_requested_model_and_the_last
     assert "openai/backup-model" in caught.value.last_error and "backup refused" in caught.value.last_error
 
 
-def test_structured_output_without_schema_support_sends_json_mode_with_the_schema(server):
+def test_structured_output_without_schema_support_sends_json_mode_with_the_schema(server, client_for):
     server.enqueue(Reply(json={"score": 90, "fixes": []}))
 
     response = client_for(server).complete(ask(response_schema=CRITIQUE, schema_name="Critique",
@@ -330,7 +382,7 @@ def test_structured_output_without_schema_support_sends_json_mode_with_the_schem
         response.events
 
 
-def test_structured_output_uses_json_schema_for_models_litellm_knows_support_it(server):
+def test_structured_output_uses_json_schema_for_models_litellm_knows_support_it(server, client_for):
     # gpt-4o-mini is in litellm's capability map; api_base sends the call to the local server anyway
     server.enqueue(Reply(json={"score": 90, "fixes": []}))
 
@@ -345,7 +397,7 @@ def test_structured_output_uses_json_schema_for_models_litellm_knows_support_it(
     assert response.cost_usd > 0  # a priced model: cost from litellm.completion_cost
 
 
-def test_structured_output_mode_can_be_forced(server):
+def test_structured_output_mode_can_be_forced(server, client_for):
     server.enqueue(Reply(json={"score": 1, "fixes": []}))
 
     client_for(server, structured_mode="json_schema").complete(ask(response_schema=CRITIQUE))
@@ -354,7 +406,7 @@ def test_structured_output_mode_can_be_forced(server):
     assert server.requests[0].body["messages"] == [{"role": "user", "content": "Write one sentence."}]
 
 
-def test_tools_are_sent_natively_and_tool_calls_come_back(server):
+def test_tools_are_sent_natively_and_tool_calls_come_back(server, client_for):
     server.enqueue(Reply(tool_calls=[{"name": "lookup", "arguments": {"q": "FSM"}}]))
 
     response = client_for(server).complete(ask(tools=[LOOKUP_TOOL]))
@@ -364,7 +416,7 @@ def test_tools_are_sent_natively_and_tool_calls_come_back(server):
     assert {"type": "tool_mode", "mode": "native", "model": "openai/test-model"} in response.events
 
 
-def test_the_tool_prompt_protocol_describes_tools_and_parses_tool_calls(server):
+def test_the_tool_prompt_protocol_describes_tools_and_parses_tool_calls(server, client_for):
     server.enqueue(Reply(json={"tool_calls": [{"name": "lookup", "arguments": {"q": "FSM"}}]}))
     messages = [
         {"role": "system", "content": "You define words."},
@@ -392,7 +444,7 @@ def test_the_tool_prompt_protocol_describes_tools_and_parses_tool_calls(server):
     assert {"type": "tool_mode", "mode": "prompt", "model": "openai/test-model"} in response.events
 
 
-def test_the_tool_prompt_protocol_final_answer_becomes_the_content(server):
+def test_the_tool_prompt_protocol_final_answer_becomes_the_content(server, client_for):
     server.enqueue(Reply(json={"final": "A finite-state machine."}))
 
     response = client_for(server, tool_mode="prompt").complete(ask(tools=[LOOKUP_TOOL]))
@@ -401,7 +453,7 @@ def test_the_tool_prompt_protocol_final_answer_becomes_the_content(server):
     assert response.tool_calls == []
 
 
-def test_a_reply_outside_the_tool_prompt_protocol_is_kept_as_content_and_noted(server):
+def test_a_reply_outside_the_tool_prompt_protocol_is_kept_as_content_and_noted(server, client_for):
     server.enqueue(Reply(text="I think FSM means finite-state machine."))
 
     response = client_for(server, tool_mode="prompt").complete(ask(tools=[LOOKUP_TOOL]))
@@ -412,7 +464,7 @@ def test_a_reply_outside_the_tool_prompt_protocol_is_kept_as_content_and_noted(s
     assert "not JSON" in problem["error"]
 
 
-def test_api_keys_never_appear_in_errors_or_events(server, monkeypatch):
+def test_api_keys_never_appear_in_errors_or_events(server, monkeypatch, client_for):
     monkeypatch.setenv("OPENAI_API_KEY", ENV_KEY)
     # a server that echoes credentials back in its error text
     leak = f"invalid key {CLIENT_KEY}; env {ENV_KEY}; header Authorization: Bearer {CLIENT_KEY}"
@@ -427,16 +479,16 @@ def test_api_keys_never_appear_in_errors_or_events(server, monkeypatch):
     assert "SECRET" not in visible
 
 
-def test_the_api_key_comes_from_the_environment_as_litellm_reads_it(server, monkeypatch):
+def test_the_api_key_comes_from_the_environment_as_litellm_reads_it_on_both_paths(server, monkeypatch, kind):
     monkeypatch.setenv("OPENAI_API_KEY", ENV_KEY)
     server.enqueue(Reply(text="ok"))
 
-    LiteLLMClient(retry=FAST, api_base=server.url + "/v1").complete(ask())
+    CLIENTS[kind](retry=FAST, api_base=server.url + "/v1").complete(ask())
 
     assert server.requests[0].headers["authorization"] == f"Bearer {ENV_KEY}"
 
 
-def test_the_async_path_retries_too(server):
+def test_the_async_path_retries_too(server, client_for):
     server.enqueue(Fail(429), Reply(text="async ok"))
 
     response = asyncio.run(client_for(server).acomplete(ask()))

@@ -11,12 +11,8 @@ from typing import Any
 import pytest
 
 from statewright.runtime.client import ModelRequest, ToolCallRequest
-from statewright.runtime.litellm_client import (
-    LiteLLMClient,
-    RetryPolicy,
-    ToolProtocolError,
-    parse_tool_protocol,
-)
+from statewright.runtime.litellm_client import LiteLLMClient, RetryPolicy
+from statewright.runtime.model_calls import ToolProtocolError, parse_tool_protocol
 from tests.support.fake_openai_server import Fail, FakeOpenAIServer, Reply
 
 

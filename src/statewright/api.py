@@ -326,15 +326,17 @@ def runtime_machine(comp: Compilation, *, level: int = 1, disabled: Sequence[str
 
 def run_tests(comp: Compilation, *, trace_dir: str | None = None, trace_content: bool = False,
               name_filter: str | None = None, level: int = 1,
-              disabled: Sequence[str] = ()) -> list[TestOutcome]:
+              disabled: Sequence[str] = (), otel: Any = None) -> list[TestOutcome]:
     """Run the machine's test blocks with scripted replies; one outcome per test block.
 
     Tests run the machine that `compile` would write, optimized as `level` and `disabled` say; merged
-    states keep their names, so a test means the same at every level."""
+    states keep their names, so a test means the same at every level. `otel` (an OtelTelemetry) makes
+    each test's run spans and metrics too."""
     from .runtime.testing import run_tests as run
 
     machine = runtime_machine(comp, level=level, disabled=disabled)
-    return list(run(machine, trace_dir=trace_dir, trace_content=trace_content, name_filter=name_filter))
+    return list(run(machine, trace_dir=trace_dir, trace_content=trace_content, name_filter=name_filter,
+                    otel=otel))
 
 
 # ---- the Python API: a machine loaded from a file ---------------------------------------------------
@@ -397,17 +399,19 @@ class Machine:
     def run(self, inputs: Mapping[str, Any] | None = None, *, trace: Any = None, trace_content: bool = False,
             checkpoint: Any = None, resume: str | None = None, answer: Any = None, run_id: str | None = None,
             model_map: Mapping[str, str] | None = None, workspace: str | None = None, script: Any = None,
-            client: Any = None, tools: Any = None, unsafe_tools: bool = False, max_tokens: int | None = None,
-            retries: int | None = None, retry_delay: float | None = None, timeout: float | None = None,
-            listeners: Sequence[Any] = ()) -> RunResult:
+            client: Any = None, model_client: str | None = None, tools: Any = None, unsafe_tools: bool = False,
+            max_tokens: int | None = None, retries: int | None = None, retry_delay: float | None = None,
+            timeout: float | None = None, listeners: Sequence[Any] = (), otel: Any = None,
+            at: str | None = None) -> RunResult:
         """Run the machine to its end; a failed run is a RunResult too (see `arun` for the options)."""
         from .runtime.sync import run_sync
 
         return run_sync(self.arun(  # type: ignore[no-any-return]
             inputs, trace=trace, trace_content=trace_content, checkpoint=checkpoint, resume=resume,
             answer=answer, run_id=run_id, model_map=model_map, workspace=workspace, script=script,
-            client=client, tools=tools, unsafe_tools=unsafe_tools, max_tokens=max_tokens, retries=retries,
-            retry_delay=retry_delay, timeout=timeout, listeners=listeners))
+            client=client, model_client=model_client, tools=tools, unsafe_tools=unsafe_tools,
+            max_tokens=max_tokens, retries=retries, retry_delay=retry_delay, timeout=timeout, listeners=listeners,
+            otel=otel, at=at))
 
     def resume(self, run_id: str, answer: Any = None, *, checkpoint: Any = None, **options: Any) -> RunResult:
         """Continue the checkpointed run `run_id` — one that waits for a person, with their `answer` (text,
@@ -423,22 +427,30 @@ class Machine:
     async def arun(self, inputs: Mapping[str, Any] | None = None, *, trace: Any = None,
                    trace_content: bool = False, checkpoint: Any = None, resume: str | None = None,
                    answer: Any = None, run_id: str | None = None, model_map: Mapping[str, str] | None = None,
-                   workspace: str | None = None, script: Any = None, client: Any = None, tools: Any = None,
-                   unsafe_tools: bool = False, max_tokens: int | None = None, retries: int | None = None,
-                   retry_delay: float | None = None, timeout: float | None = None,
-                   listeners: Sequence[Any] = ()) -> RunResult:
+                   workspace: str | None = None, script: Any = None, client: Any = None,
+                   model_client: str | None = None, tools: Any = None, unsafe_tools: bool = False,
+                   max_tokens: int | None = None, retries: int | None = None, retry_delay: float | None = None,
+                   timeout: float | None = None, listeners: Sequence[Any] = (), otel: Any = None,
+                   at: str | None = None) -> RunResult:
         """Run the machine to its end on the running event loop.
 
         inputs: the machine's inputs by name. trace: a JSONL file (or an open Trace) to append the run's
         events to; trace_content: include messages and replies. checkpoint: a SQLite file (or an open
         CheckpointStore) written after every transition (a machine that asks a person uses
-        .statewright/checkpoints.sqlite unless given one, a script or a client); resume: the id of a
-        checkpointed run to continue; answer: with resume, the answer of the person the run waits for;
+        .statewright/checkpoints.sqlite unless given one); resume: the id of a checkpointed run to continue;
+        answer: with resume, the answer of the person the run waits for; at: the path of the question it
+        answers (`investigate[2]/approve`), when the run waits in several places;
         run_id: the id of a new run. model_map: {spec model: model to call}, "*" for any other. workspace:
         where tools work. script: a Script or its JSON form answering every call instead of a model;
-        client: a model client. tools: a tool registry. unsafe_tools: let std.python and std.shell run
-        unconfined where their bubblewrap jail cannot run. max_tokens, retries, retry_delay, timeout: the
+        client: a model client; model_client: "litellm" to send every call through litellm, "auto" (the
+        default, or $STATEWRIGHT_MODEL_CLIENT) to call OpenAI-compatible models natively. tools: a tool
+        registry. unsafe_tools: let std.python and std.shell run unconfined where their bubblewrap jail
+        cannot run. max_tokens, retries, retry_delay, timeout: the
         model calls' limits and retry policy. listeners: called with (event, fields) as the run goes.
+        otel: OpenTelemetry spans and metrics of the run — True (set up from the OTEL_* environment), a
+        TracerProvider (spans to it, metrics to the global MeterProvider), or a
+        `statewright.runtime.otel.OtelTelemetry(tracer_provider, meter_provider)`; prompts and replies go
+        into spans with trace_content (docs/observability.md).
 
         Raises CheckpointError when a resume is impossible and AnswerError when an answer does not fit;
         any other problem is in the RunResult (a run that waits for a person has status "waiting")."""
@@ -446,16 +458,24 @@ class Machine:
 
         return await arun_machine(
             self.spec, inputs, trace=trace, trace_content=trace_content, checkpoint=checkpoint, resume=resume,
-            answer=answer, run_id=run_id, model_map=model_map, workspace=workspace, script=script, client=client, tools=tools,
-            unsafe_tools=unsafe_tools, max_tokens=max_tokens, retries=retries, retry_delay=retry_delay,
-            timeout=timeout, listeners=listeners)
+            answer=answer, run_id=run_id, model_map=model_map, workspace=workspace, script=script, client=client,
+            model_client=model_client, tools=tools, unsafe_tools=unsafe_tools, max_tokens=max_tokens,
+            retries=retries, retry_delay=retry_delay, timeout=timeout, listeners=listeners, otel=otel, at=at)
 
     def test(self, name_filter: str | None = None, *, trace_dir: str | None = None,
-             trace_content: bool = False) -> list[TestOutcome]:
-        """Run the machine's test blocks with their scripted replies; one TestOutcome each (`.passed`)."""
+             trace_content: bool = False, otel: Any = None) -> list[TestOutcome]:
+        """Run the machine's test blocks with their scripted replies; one TestOutcome each (`.passed`);
+        `otel` as for `run`."""
+        from .runtime.runner_cli import runner_telemetry
         from .runtime.testing import run_tests as run
 
-        return list(run(self.spec, trace_dir=trace_dir, trace_content=trace_content, name_filter=name_filter))
+        telemetry, made = runner_telemetry(otel, trace_content)
+        try:
+            return list(run(self.spec, trace_dir=trace_dir, trace_content=trace_content, name_filter=name_filter,
+                            otel=telemetry))
+        finally:
+            if made:
+                telemetry.shutdown()
 
     def compile(self, path: str | Path, *, force: bool = False, runtime: str = "inline") -> Path:
         """Write the machine's runner to `path` (what `statewright compile -o PATH --runtime RUNTIME`

@@ -10,7 +10,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import IO, TYPE_CHECKING, NoReturn
+from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 from . import __version__
 
@@ -470,16 +470,38 @@ def cmd_batch(args: argparse.Namespace) -> int:
 
 
 def cmd_test(args: argparse.Namespace) -> int:
+    files, problems = _spec_files(args)
+    _print_diagnostics(problems, args)
+    declared: list[tuple[str, str]] = []  # (test name, file) of every test block, for a filter that matches none
+    telemetry = _telemetry(args)
+    try:
+        return _test_files(args, files, problems, declared, telemetry)
+    finally:
+        if telemetry is not None:
+            telemetry.shutdown()
+
+
+def _telemetry(args: argparse.Namespace) -> Any:
+    """The OpenTelemetry a command asks for (`--otel`, or the OTLP endpoint variable), or None."""
+    from .runtime.otel_setup import OtelUnavailable, otel_for_command
+
+    try:
+        return otel_for_command(bool(getattr(args, "otel", False)),
+                                content=bool(getattr(args, "trace_content", False)),
+                                planned=getattr(args, "func", None) is cmd_worker)
+    except OtelUnavailable as e:
+        raise UsageError(str(e)) from None
+
+
+def _test_files(args: argparse.Namespace, files: list[str], problems: Sequence[Diagnostic],
+                declared: list[tuple[str, str]], telemetry: Any) -> int:
     from . import api
     from .diagnostics import paint
     from .runtime.testing import format_outcome
 
-    files, problems = _spec_files(args)
-    _print_diagnostics(problems, args)
     color = _color(args, sys.stdout)
     passed = failed = 0
     broken = len(problems)  # directories that could not be read
-    declared: list[tuple[str, str]] = []  # (test name, file) of every test block, for a filter that matches none
     for path in files:
         comp = _compile_or_report(path, args)
         if not comp.ok or comp.ir is None:
@@ -487,10 +509,11 @@ def cmd_test(args: argparse.Namespace) -> int:
             continue
         declared.extend((t.name, path) for t in comp.ir.tests)
         if args.temporal:
-            outcomes = _temporal_tests(comp, args)
+            outcomes = _temporal_tests(comp, args, telemetry)
         else:
             outcomes = api.run_tests(comp, trace_dir=args.trace, trace_content=args.trace_content,
-                                     name_filter=args.filter, level=args.opt_level, disabled=args.no_pass)
+                                     name_filter=args.filter, level=args.opt_level, disabled=args.no_pass,
+                                     otel=telemetry)
         for outcome in outcomes:
             if outcome.passed:
                 passed += 1
@@ -536,7 +559,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         return EXIT_INPUT
     return _temporal_call(lambda address: serve_on_temporal(
         machines, address, task_queue=args.task_queue, namespace=args.namespace, concurrency=args.concurrency,
-        unsafe_tools=args.unsafe_tools),
+        unsafe_tools=args.unsafe_tools, model_client=args.model_client, otel=_telemetry(args)),
         args.temporal)
 
 
@@ -563,7 +586,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     return runner_temporal_dispatch(None, "status", args, "statewright status")
 
 
-def _temporal_tests(comp: Compilation, args: argparse.Namespace) -> list:  # type: ignore[type-arg]
+def _temporal_tests(comp: Compilation, args: argparse.Namespace, telemetry: Any = None) -> list:  # type: ignore[type-arg]
     """A spec's test blocks run on the cluster: each a workflow carrying its scripted replies."""
     from . import api
     from .runtime.runner_cli import run_tests_on_temporal
@@ -574,7 +597,8 @@ def _temporal_tests(comp: Compilation, args: argparse.Namespace) -> list:  # typ
     def call(address: str) -> int:
         outcomes.extend(run_tests_on_temporal(machine, address, task_queue=args.task_queue,
                                               namespace=args.namespace, trace_dir=args.trace,
-                                              trace_content=args.trace_content, name_filter=args.filter))
+                                              trace_content=args.trace_content, name_filter=args.filter,
+                                              otel=telemetry))
         return EXIT_OK
 
     if _temporal_call(call, args.temporal) != EXIT_OK:
@@ -670,6 +694,24 @@ def cmd_trace(args: argparse.Namespace) -> int:
     except ValueError as e:
         _err(f"error: {args.file} is not a statewright trace: {e}")
         return EXIT_INPUT
+    return EXIT_OK
+
+
+def cmd_trace_export(args: argparse.Namespace) -> int:
+    from .trace_export import TraceExportError, export_trace
+
+    try:
+        report = export_trace(args.file, args.otlp, content=args.trace_content)
+    except OSError as e:
+        raise UsageError(f"cannot read {args.file}: {e.strerror or e}") from None
+    except ValueError as e:
+        _err(f"error: {args.file} is not a statewright trace: {e}")
+        return EXIT_INPUT
+    except TraceExportError as e:
+        _err(f"statewright: error: {e}")
+        return EXIT_INPUT
+    _err(f"sent {report.spans} spans of {_plural(report.runs, 'run segment')} ({_plural(report.traces, 'trace')}, "
+         f"{report.events} events)")
     return EXIT_OK
 
 
@@ -824,7 +866,7 @@ def _setup_compile(p: argparse.ArgumentParser) -> None:
 
 def _setup_run(p: argparse.ArgumentParser) -> None:
     p.usage = "statewright run [--color WHEN] PATH [RUNNER OPTION]..."
-    p.description = "Check a machine and run it with real models through litellm."
+    p.description = "Check a machine and run it with real models."
     p.epilog = ("The options after PATH are those of a generated runner: `statewright run PATH --help` lists "
                 "them, with the machine's inputs.")
     p.add_argument("path", metavar="PATH", help="the .fsm file of the machine to run")
@@ -879,10 +921,16 @@ def _setup_test(p: argparse.ArgumentParser) -> None:
     p.add_argument("--filter", metavar="TEXT",
                    help="run only the tests whose name contains TEXT (or matches it as a glob); "
                         "matching none is an error")
+    p.add_argument("--otel", action="store_true", help=_OTEL_HELP)
     _add_pass_options(p)
     _add_temporal_options(p, required=False)
     _add_color_option(p)
     p.set_defaults(func=cmd_test)
+
+
+_OTEL_HELP = ("send the runs' spans and metrics (OpenTelemetry, GenAI conventions) where the OTEL_* environment "
+              "says; on by itself when OTEL_EXPORTER_OTLP_ENDPOINT is set; needs statewright[otel] "
+              "(docs/observability.md)")
 
 
 def _add_temporal_options(p: argparse.ArgumentParser, required: bool) -> None:
@@ -903,6 +951,12 @@ def _setup_worker(p: argparse.ArgumentParser) -> None:
                    help="model and tool calls this worker makes at once (default 64)")
     p.add_argument("--unsafe-tools", action="store_true",
                    help="let std.python and std.shell run unconfined where their bubblewrap jail cannot run")
+    p.add_argument("--model-client", choices=("auto", "litellm"), metavar="auto|litellm",
+                   help="litellm: every model call through litellm; auto: OpenAI-compatible models over "
+                        "statewright's own HTTP client, others through litellm (default: "
+                        "$STATEWRIGHT_MODEL_CLIENT, else auto)")
+    p.add_argument("--otel", action="store_true", help=_OTEL_HELP)
+    p.add_argument("--trace-content", action="store_true", help="with --otel: prompts and replies in the spans")
     _add_color_option(p)
     p.set_defaults(func=cmd_worker)
 
@@ -943,6 +997,15 @@ def _setup_trace(p: argparse.ArgumentParser) -> None:
     t = tsub.add_parser("show", help="print a readable timeline of a trace with totals")
     t.add_argument("file", metavar="FILE")
     t.set_defaults(func=cmd_trace)
+    e = tsub.add_parser("export", help="send a trace to an OpenTelemetry collector as spans (docs/observability.md)",
+                        description="Send a recorded trace to an OpenTelemetry collector (OTLP over HTTP) as the "
+                                    "spans its run would have sent live, at the times it recorded.")
+    e.add_argument("file", metavar="FILE")
+    e.add_argument("--otlp", metavar="URL", help="the collector: its base URL (http://HOST:4318) or its "
+                                                 "/v1/traces endpoint (default: OTEL_EXPORTER_OTLP_ENDPOINT)")
+    e.add_argument("--trace-content", action="store_true",
+                   help="send the messages, replies and tool arguments the trace holds (left out by default)")
+    e.set_defaults(func=cmd_trace_export)
 
 
 def _setup_lsp(p: argparse.ArgumentParser) -> None:

@@ -79,7 +79,30 @@ class Gzipped:
     inflated_bytes: int = 50_000_000
 
 
-Behaviour = Reply | Fail | Slow | Malformed | Truncated | Trickle | NoChoices | Gzipped
+@dataclass
+class Chunked:
+    """A 200 whose body comes in chunks (Transfer-Encoding: chunked) of `size` bytes."""
+
+    reply: Reply = field(default_factory=lambda: Reply(text="chunked"))
+    size: int = 7
+
+
+@dataclass
+class Raw:
+    """Exactly these bytes on the connection, which is then closed (a reply that is not HTTP, a cut head)."""
+
+    data: bytes = b"NOT HTTP AT ALL\r\n\r\n"
+
+
+@dataclass
+class ThenClose:
+    """Answer with `reply`, promising to keep the connection open, then close it without a word: the next
+    request a client sends on it finds it closed (a server's idle timeout, racing the client)."""
+
+    reply: Reply = field(default_factory=lambda: Reply(text="and then the door shut"))
+
+
+Behaviour = Reply | Fail | Slow | Malformed | Truncated | Trickle | NoChoices | Gzipped | Chunked | Raw | ThenClose
 
 
 @dataclass
@@ -89,6 +112,12 @@ class RecordedRequest:
     body: dict[str, Any] | None
     raw: bytes
     at: float = field(default_factory=time.monotonic)  # when it arrived
+    peer: tuple[str, int] = ("", 0)  # the client's address: one per connection
+
+    @property
+    def connection(self) -> int:
+        """The client's port: requests on one connection share it."""
+        return self.peer[1]
 
     @property
     def model(self) -> str | None:
@@ -121,6 +150,8 @@ class FakeOpenAIServer:
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self.requests: list[RecordedRequest] = []
+        self.in_flight = 0
+        self.max_in_flight = 0  # the most requests it was answering at once
         self._httpd = _QuietHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02},
@@ -179,13 +210,23 @@ class FakeOpenAIServer:
                     body = json.loads(raw)
                 except ValueError:
                     body = None
-                server.requests.append(RecordedRequest(self.path, dict(self.headers.items()), body, raw))
+                # header names as the server reads them: in any case (the record is keyed in lower case)
+                headers = {name.lower(): value for name, value in self.headers.items()}
+                server.requests.append(RecordedRequest(self.path, headers, body, raw,
+                                                       peer=tuple(self.client_address[:2])))
                 # any prefix before /v1 (e.g. /worker-a/v1): tests tell their clients apart by it
-                if not self.path.rstrip("/").endswith("/chat/completions"):
+                if not self.path.split("?", 1)[0].rstrip("/").endswith("/chat/completions"):
                     self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
                     return
                 model = body.get("model") if isinstance(body, dict) else None
-                self._perform(server._next_behaviour(model), model or "unknown")
+                with server._lock:
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                try:
+                    self._perform(server._next_behaviour(model), model or "unknown")
+                finally:
+                    with server._lock:
+                        server.in_flight -= 1
 
             def _perform(self, behaviour: Behaviour | None, model: str) -> None:
                 if behaviour is None:
@@ -217,6 +258,23 @@ class FakeOpenAIServer:
                             self.wfile.flush()
                         except OSError:  # the client gave up, as it should
                             return
+                elif isinstance(behaviour, Chunked):
+                    data = json.dumps(completion_body(behaviour.reply, model)).encode()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Transfer-Encoding", "chunked")
+                    self.end_headers()
+                    for start in range(0, len(data), behaviour.size):
+                        piece = data[start:start + behaviour.size]
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                    self.wfile.write(b"0\r\n\r\n")
+                elif isinstance(behaviour, Raw):
+                    self.wfile.write(behaviour.data)
+                    self.wfile.flush()
+                    self.close_connection = True
+                elif isinstance(behaviour, ThenClose):
+                    self._send_json(200, completion_body(behaviour.reply, model))
+                    self.close_connection = True
                 elif isinstance(behaviour, NoChoices):
                     body = completion_body(Reply(text="x"), model)
                     body["choices"] = []

@@ -443,9 +443,9 @@ class _DesignerCalls:
         from ..runtime.client import ModelError, ModelRequest
 
         if self.client is None:
-            from ..runtime.litellm_client import LiteLLMClient
+            from ..runtime.model_client import default_model_client
 
-            self.client = LiteLLMClient()
+            self.client = default_model_client()
         seq = self.seq.get(stage, 0)
         self.seq[stage] = seq + 1
         request = ModelRequest(

@@ -154,9 +154,9 @@ def judge_and_merge(
     report.log.append(f"{len(candidates)} candidate pair(s) for {n} states "
                       f"(all pairs would be {n * (n - 1) // 2})")
     if client is None:
-        from ..runtime.litellm_client import LiteLLMClient
+        from ..runtime.model_client import default_model_client
 
-        client = LiteLLMClient()
+        client = default_model_client()
     order = {s.name: i for i, s in enumerate(machine.states)}
     merged_into: dict[str, str] = {}
     current = text

@@ -35,7 +35,7 @@ class AgentSteps:
     def _agent_step(self, run: Run, plan: StatePlan, feedback: str | None) -> Steps:
         agent = plan.agent
         assert agent is not None
-        instruction = self._render(run, plan.instruction, plan.name)
+        instruction = plan.instruction if plan.constant else self._render(run, plan.instruction, plan.name)
         if run.observe is not None and run.item is None:  # (a map's elements: at their join, together)
             run.observe("instruction", plan.name, run.visits[plan.name], instruction)
         user_text = instruction if feedback is None else f"{instruction}\n\n{feedback}"
@@ -47,7 +47,11 @@ class AgentSteps:
         messages = [{"role": "system", "content": system}, *memory.view(),
                     {"role": "user", "content": user_text}]
         if plan.output is None:
-            response = yield from self._converse(run, plan, messages)
+            if agent.tools:
+                response = yield from self._converse(run, plan, messages)
+            else:  # (the common case, without the tool loop's frame)
+                response = yield from self._call_model(run, "agent", plan.name, plan.agent_key, agent, messages,
+                                                       None, plan.schema_name, None)
             output: Any = response.content
             reply_text = output
         else:

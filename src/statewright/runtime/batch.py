@@ -230,7 +230,7 @@ class _BatchProgress:
         if not quiet and getattr(stream, "isatty", lambda: False)():
             try:
                 from tqdm import tqdm
-            except ImportError:  # runners need only litellm, pydantic and jinja2; tqdm comes with litellm
+            except ImportError:  # runners need only pydantic and jinja2 (and litellm, which brings tqdm)
                 tqdm = None
             if tqdm is not None:
                 self.bar = tqdm(total=total, unit="case", file=stream, dynamic_ncols=True,

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 
-@dataclass
+@dataclass(slots=True)  # (one is made for every model call: slots make it cheaper to build and read)
 class ModelRequest:
     role: str  # "agent" | "verifier" | "designer"
     state: str  # the state the call is made for ("" for the designer)
@@ -50,6 +50,8 @@ class ModelResponse:
     # what the client had to do to get here: retries with their errors and waits, fallbacks taken,
     # structured-output mode used. Recorded in the trace.
     events: list[dict[str, Any]] = field(default_factory=list)
+    # why the model stopped, as the provider said it ("stop", "length", "tool_calls", ...), when it did
+    finish_reason: str | None = None
 
 
 class ModelError(Exception):

@@ -162,13 +162,14 @@ class RunCore(AgentSteps, CallSteps, FanOutSteps, PersonSteps):
                 visit = run.visits.get(name, 0)
             feedback = run.feedback
             run.feedback = None
-            if plan.spec.parallel is not None:
-                output, instruction = (yield from self._parallel_step(run, plan, feedback)), None
-            elif plan.spec.each is not None:
-                output, instruction = (yield from self._map_step(run, plan, feedback)), None
-            elif plan.agent is not None:
+            step = plan.step
+            if step == "agent":
                 output, instruction = yield from self._agent_step(run, plan, feedback)
-            elif plan.kind == "human":
+            elif step == "parallel":
+                output, instruction = (yield from self._parallel_step(run, plan, feedback)), None
+            elif step == "map":
+                output, instruction = (yield from self._map_step(run, plan, feedback)), None
+            elif step == "human":
                 answered = yield from self._person_step(run, plan)
                 if answered is TIMED_OUT:
                     assert plan.timeout is not None
@@ -179,7 +180,7 @@ class RunCore(AgentSteps, CallSteps, FanOutSteps, PersonSteps):
                     self._save(run, "running")
                     continue
                 output, instruction = answered
-            elif plan.kind == "call":
+            elif step == "call":
                 output, instruction = (yield from self._call_step(run, plan)), None
             else:
                 output, instruction = (yield from self._action_step(run, plan)), None
@@ -202,7 +203,8 @@ class RunCore(AgentSteps, CallSteps, FanOutSteps, PersonSteps):
                 self._fire_direct(run, plan)
             else:
                 yield from self._transition(run, plan, output, instruction)
-            self._save(run, "running")
+            if changed is not None:
+                self._save(run, "running")
 
 
     # -- a step -----------------------------------------------------------------------------------
@@ -264,26 +266,28 @@ class RunCore(AgentSteps, CallSteps, FanOutSteps, PersonSteps):
     def _call_model(self, run: Run, role: str, state: str, key: str, agent: AgentPlan | None,
                     messages: list[dict[str, Any]], schema: dict[str, Any] | None, schema_name: str,
                     tools: list[dict[str, Any]] | None) -> Steps:
-        self._check_limits(run, state, False)
+        if self._usage_limited or run.caller is not None or type(run) is not Run:  # (else nothing to check)
+            self._check_limits(run, state, False)
         seq = run.seqs.get(key, 0)
         run.seqs[key] = seq + 1
-        run.count("seqs", key)
+        if run.changed is not None:
+            run.changed["seqs"].add(key)
         if agent is not None:
             model, fallbacks, temperature = agent.model, agent.fallbacks, agent.temperature
         else:
             model, fallbacks, temperature = self._verifier_model, (), 0.0
+        identity = {"run_id": run.run_id, "state": state, "role": role, "seq": seq,
+                    "agent": agent.name if agent is not None else None}
+        if run.item is not None:
+            identity["item"] = run.item
+        if run.call_path:
+            identity["call"] = run.call_path
         timeout = None
         if self._limits.seconds is not None:  # the call's deadline: what is left of the run's time
             timeout = max(self._limits.seconds - self._elapsed(run), 0.0)
-        request = ModelRequest(
-            role=role, state=state, model=model, messages=messages, temperature=temperature,
-            response_schema=schema, schema_name=schema_name, tools=tools, fallbacks=fallbacks, timeout=timeout,
-            max_tokens=self.max_tokens,
-            metadata={"statewright": {"run_id": run.run_id, "state": state, "role": role, "seq": seq,
-                                      "agent": agent.name if agent is not None else None,
-                                      **({"item": run.item} if run.item is not None else {}),
-                                      **({"call": run.call_path} if run.call_path else {})}},
-        )
+        # (positional: a call is made on every step, and keywords cost twice as much here)
+        request = ModelRequest(role, state, model, messages, temperature, schema, schema_name, tools, fallbacks,
+                               timeout, self.max_tokens, {"statewright": identity})
         if self._budget_limited or (run.caller is not None and self._callers_budgeted(run)):
             estimate = yield EstimateCall(request)
             self._check_budget(run, request, estimate)
@@ -329,6 +333,10 @@ class RunCore(AgentSteps, CallSteps, FanOutSteps, PersonSteps):
         }
         if run.item is not None:
             fields["item"] = run.item
+        if response.model and response.model != request.model:
+            fields["request_model"] = request.model  # a fallback answered
+        if response.finish_reason:
+            fields["finish_reason"] = response.finish_reason
         if response.events:
             fields["events"] = response.events
         if run.content:
@@ -346,8 +354,11 @@ class RunCore(AgentSteps, CallSteps, FanOutSteps, PersonSteps):
         target = plan.direct
         assert target is not None
         if run.visits.get(target, 0):
-            run.feedback = f"This step is being done again: state '{plan.name}' sent the run back here."
-        self._arrive(run, target)
+            run.feedback = plan.back_here
+        if plan.direct_resets:
+            self._arrive(run, target)
+        else:  # (no `stay ... per visit` at the target to start afresh)
+            run.state = target
         if run.events:
             run.emit("transition", {"from": plan.name, "to": target, "cause": "unconditional", "reason": "",
                                     "index": 0})
@@ -461,7 +472,7 @@ class RunCore(AgentSteps, CallSteps, FanOutSteps, PersonSteps):
                     parts.append(f"State '{plan.name}' sent the run back here.")
                 run.feedback = self.plan.without_conditions("\n".join(parts))
             else:
-                run.feedback = f"This step is being done again: state '{plan.name}' sent the run back here."
+                run.feedback = plan.back_here
         if cause == "stay":
             run.state = target
         else:
@@ -506,13 +517,21 @@ class RunCore(AgentSteps, CallSteps, FanOutSteps, PersonSteps):
         return run.elapsed_before + (self.clock() - run.started)
 
     def _check_limits(self, run: Run, state: str, before_step: bool) -> None:
+        if run.caller is None and not run.calls and type(run) is Run:  # the common case, checked at once
+            if before_step and run.steps >= self._limits.steps:
+                self._limit_reached(state, "steps", f"the run reached its limit of {self._limits.steps} steps")
+            if not self._usage_limited:
+                return
         self._check_own_limits(run, state, before_step)
         if run.caller is not None:  # a machine another one runs: the callers' limits count what it does
             self._check_callers(run, lambda core, caller: core._check_own_limits(caller, caller.state, before_step))
 
     def _check_own_limits(self, run: Run, state: str, before_step: bool) -> None:
         limits = self._limits
-        steps, usage, _ = run_totals(run)  # (every branch's and call's steps and usage, while they run)
+        if run.calls or type(run) is not Run:  # every branch's and call's steps and usage, while they run
+            steps, usage, _ = run_totals(run)
+        else:
+            steps, usage = run.steps, run.usage
         if before_step and steps >= limits.steps:
             self._limit_reached(state, "steps", f"the run reached its limit of {limits.steps} steps")
         if not self._usage_limited:

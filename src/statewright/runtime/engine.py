@@ -67,12 +67,17 @@ def prepare_inputs(machine: MachineSpec, given: Mapping[str, Any]) -> dict[str, 
 class Engine:
     """Runs one machine, any number of times, concurrently if asked.
 
-    `client=None` calls models through litellm (imported on the first call). `script` answers every model
-    call, verifier verdict and action-state tool from a Script instead (no litellm is imported); each run
+    `client=None` calls models with the default client (model_client.py: OpenAI-compatible models over
+    statewright's own HTTP, others through litellm, imported on the first such call). `script` answers
+    every model call, verifier verdict and action-state tool from a Script instead (no litellm is
+    imported); each run
     gets its own scripted client. `tools` is a tool registry serving every run; without it each run gets
     its own, working in the run's workspace. `unsafe_tools` lets std.python and std.shell run with no
     confinement where their bubblewrap jail cannot run (runs it starts say so in their trace's
     `run_start`). `listeners` hear every run's events as they happen.
+
+    `otel` (an otel.OtelTelemetry) makes each run's events spans and metrics too; a run's trace context
+    is kept in its checkpoint, so a resumed run continues its trace.
 
     `started_with` is recorded in every checkpoint (how the run was started: `{"script": PATH}`), so that
     `statewright resume RUN_ID` continues it the same way.
@@ -101,6 +106,7 @@ class Engine:
         require_secrets: bool = True,
         observe: Callable[[str, str, int, Any], None] | None = None,
         started_with: Mapping[str, str] | None = None,
+        otel: Any = None,
     ) -> None:
         self.machine = machine
         self._client = client
@@ -116,16 +122,17 @@ class Engine:
         self.require_secrets = require_secrets
         self.observe = observe  # hears each step's instruction and output (test blocks' expectations)
         self.started_with = dict(started_with or {})  # recorded in checkpoints: how runs were started
+        self.otel = otel  # an OtelTelemetry (otel.py): each run's events as spans and metrics too
         self.core = RunCore(MachinePlan(machine, model_map=model_map, max_tokens=max_tokens),
                             clock=clock or _monotonic)
 
     @property
     def client(self) -> ModelClient:
-        """The model client of unscripted runs (litellm's, made on first use)."""
+        """The model client of unscripted runs (the default client, made on first use)."""
         if self._client is None:
-            from .litellm_client import LiteLLMClient
+            from .model_client import default_model_client
 
-            self._client = LiteLLMClient()
+            self._client = default_model_client()
         return self._client
 
     # -- running ------------------------------------------------------------------------------------
@@ -173,12 +180,12 @@ class Engine:
                 run = core.start(run_id, given, workspace)
             except InputError as exc:
                 return core.fail_input(run_id, given, workspace, Failure("input", str(exc)),
-                                       self._emitter(trace or self.trace))
+                                       self._emitter(trace or self.trace, self._otel_sink(None)))
         try:
             secrets = read_secrets(self.machine, os.environ, required=self.require_secrets)
         except SecretError as exc:  # before anything runs: nothing is saved, the run can start again
             return core.fail_input(run.run_id, run.inputs_json, run.workspace, Failure("secret", str(exc)),
-                                   self._emitter(trace or self.trace))
+                                   self._emitter(trace or self.trace, self._otel_sink(None)))
         redactions = secret_forms(secrets.values())
         effects = _LocalEffects(self, run, secrets, (path or "", answer) if answer is not None else None)
         self._running.add(effects)
@@ -238,7 +245,8 @@ class Engine:
         return self.core.restore(run_id, snapshot, workspace)
 
     def _attach(self, run: Run, trace: Trace | None, redactions: list[str]) -> None:
-        emit = self._emitter(trace)
+        sink = self._otel_sink(run)
+        emit = self._emitter(trace, sink)
         save: Callable[[str, Delta], None] | None = None
         if self.checkpoint is not None:
             store, options = self.checkpoint, self.started_with
@@ -249,13 +257,21 @@ class Engine:
 
         if redactions and emit is not None:  # the run's secret values leave through no hook
             emit = _redacting(emit, redactions)
-        run.listen(emit, content=trace.content if trace is not None else False, save=save,
-                   stamp=_event_time)
+        content = (trace.content if trace is not None else False) or (sink is not None and sink.content)
+        run.listen(emit, content=content, save=save, stamp=_event_time)
         run.observe = self.observe
 
-    def _emitter(self, trace: Trace | None) -> Listener | None:
-        sinks: list[Listener] = [trace.record] if trace is not None else []
+    def _otel_sink(self, run: Run | None) -> Any:
+        return self.otel.run_sink(run, self.machine) if self.otel is not None else None
+
+    def _emitter(self, trace: Trace | None, otel_sink: Any = None) -> Listener | None:
+        sinks: list[Listener] = []
+        if trace is not None:  # (the spans may carry content a trace without it must not)
+            sinks.append(trace.record if trace.content or otel_sink is None or not otel_sink.content
+                         else _without_content(trace.record))
         sinks += self.listeners
+        if otel_sink is not None:
+            sinks.append(otel_sink)
         if not sinks:
             return None
         if len(sinks) == 1 and not self.unsafe_tools:
@@ -282,6 +298,16 @@ def _redacting(hook: Callable[[str, dict[str, Any]], None], redactions: list[str
     return redacted
 
 
+def _without_content(hook: Listener) -> Listener:
+    """`hook` (a trace's) handed events without their content fields."""
+    from .otel import otel_without_content
+
+    def plain(event: str, fields: dict[str, Any]) -> None:
+        hook(event, otel_without_content(event, fields))
+
+    return plain
+
+
 def _redacted_result(result: RunResult, redactions: list[str]) -> RunResult:
     """The RunResult with no secret value in its result or failure (what a runner prints on stdout)."""
     if not redactions:
@@ -295,7 +321,8 @@ def _redacted_result(result: RunResult, redactions: list[str]) -> RunResult:
 class _LocalEffects(Performer):
     """Performs the effects of one run in this process: the leaves of the executor skeleton (executor.py)."""
 
-    __slots__ = ("answer", "client", "engine", "registries", "run", "scripted", "secrets", "settles", "store")
+    __slots__ = ("acomplete", "answer", "client", "engine", "registries", "run", "scripted", "secrets", "settles",
+                 "store")
 
     def __init__(self, engine: Engine, run: Run, secrets: Mapping[str, str],
                  answer: tuple[str, Any] | None = None) -> None:
@@ -311,6 +338,7 @@ class _LocalEffects(Performer):
         self.scripted = (given if isinstance(given, ScriptedClient)
                          else ScriptedClient(engine.script) if engine.script is not None else None)
         self.client: Any = given if given is not None else self.scripted or engine.client
+        self.acomplete = getattr(self.client, "acomplete", None)  # (a client may answer synchronously only)
         self.registries: dict[int, Any] = {}  # by machine: each machine a run runs has its own tools
 
     async def settle(self) -> None:
@@ -321,11 +349,10 @@ class _LocalEffects(Performer):
         request = effect.request
         if self.engine.listeners:
             self.announce(request)
-        client = self.client
-        acomplete = getattr(client, "acomplete", None)
+        acomplete = self.acomplete
         if acomplete is not None:
             return await acomplete(request)  # type: ignore[no-any-return]
-        return client.complete(request)  # type: ignore[no-any-return]
+        return self.client.complete(request)  # type: ignore[no-any-return]
 
     def announce(self, request: ModelRequest) -> None:
         """Listeners (not the trace) hear of a model call as it starts: a person watching sees the wait."""

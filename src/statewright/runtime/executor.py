@@ -118,6 +118,7 @@ async def drive(steps: Generator[Any, Any, Any], performer: Performer) -> Any:
     value: Any = None
     error: Exception | None = None
     settles = performer.settles
+    dispatch = performer._dispatch  # (perform's lookup, inlined: this loop runs once per effect of every run)
     try:
         while True:
             try:
@@ -128,7 +129,8 @@ async def drive(steps: Generator[Any, Any, Any], performer: Performer) -> Any:
             if settles:
                 await performer.settle()
             try:
-                value = await performer.perform(effect)
+                leaf = dispatch.get(type(effect))
+                value = await (leaf(performer, effect) if leaf is not None else performer.perform(effect))
             except Exception as exc:  # noqa: BLE001 - sent back into the core, which turns it into a failure
                 value, error = None, exc
     finally:

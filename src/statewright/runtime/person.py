@@ -25,6 +25,15 @@ class Paused(Exception):
     """A person has not answered yet: the run stops here, checkpointed, until it is resumed."""
 
 
+def _answer_fields(state: str, timed_out: bool, waiting: Question, reply: PersonReply) -> dict[str, Any]:
+    """The `answer` event's fields: with `asked_at` (seconds since the epoch) when a person was waited for
+    (a span of the wait begins there); a test's scripted answer waited for nobody."""
+    fields: dict[str, Any] = {"state": state, "timed_out": timed_out}
+    if not reply.scripted and waiting.asked_at is not None:
+        fields["asked_at"] = waiting.asked_at
+    return fields
+
+
 class PersonSteps:
     """The core's steps of states that ask a person (mixed into RunCore)."""
 
@@ -58,7 +67,7 @@ class PersonSteps:
         run.count("seqs", plan.person_key)
         if reply.kind == "timeout":
             if run.events:
-                run.emit("answer", {"state": name, "timed_out": True})
+                run.emit("answer", _answer_fields(name, True, waiting, reply))
             return TIMED_OUT
         try:
             answer = self.parse_answer(plan, reply.value)
@@ -69,7 +78,7 @@ class PersonSteps:
             raise RunFailed(Failure("output", f"state '{name}': the answer does not fit: {exc}", state=name,
                                     origin=plan.spec.origin)) from None
         if run.events:
-            fields: dict[str, Any] = {"state": name, "timed_out": False}
+            fields = _answer_fields(name, False, waiting, reply)
             if run.content:
                 fields["answer"] = answer
             run.emit("answer", fields)

@@ -19,7 +19,7 @@ from typing import Any
 
 from .spec import AgentSpec, MachineSpec, StateSpec
 from .structured import output_type_name, to_text
-from .templates import TemplateSet, variant_tests
+from .templates import TemplateSet, is_constant, variant_tests
 
 
 class EdgePlan:
@@ -72,8 +72,11 @@ class StatePlan:
         "agent",
         "agent_key",
         "agent_tool_key",
+        "back_here",
         "call_key",
+        "constant",
         "direct",
+        "direct_resets",
         "edges",
         "final",
         "instruction",
@@ -86,6 +89,7 @@ class StatePlan:
         "schema",
         "schema_name",
         "spec",
+        "step",
         "tell",
         "timeout",
         "tool_key",
@@ -105,7 +109,12 @@ class StatePlan:
         self.agent = agents[spec.agent] if spec.agent else None
         if self.agent is not None and spec.model:  # the state's own model, the agent's everything else
             self.agent = self.agent.with_model(spec.model)
+        # which step the core takes here: a parallel state's, a map's, an agent's, a person's, a call's, a tool's
+        self.step = ("parallel" if spec.parallel is not None else "map" if spec.each is not None
+                     else "agent" if self.agent is not None else spec.kind if spec.kind in ("human", "call")
+                     else "action")
         self.instruction = spec.instruction or ""
+        self.constant = is_constant(self.instruction)  # an instruction without Jinja markup: used as it is
         self.output = spec.output
         self.wrapped = spec.output_wrapped
         self.variant = spec.output_variant
@@ -124,6 +133,11 @@ class StatePlan:
         only = self.edges[0] if len(self.edges) == 1 else None
         self.direct = (only.target if only is not None and only.kind == "always" and only.max is None
                        and only.target_visits is None else None)
+        # whether arriving by that edge starts a visit whose `stay ... per visit` counters go back to 0
+        target = machine.states.get(self.direct) if self.direct is not None else None
+        self.direct_resets = target is not None and any(
+            t.kind == "stay" and t.per_visit for t in target.transitions)
+        self.back_here = f"This step is being done again: state '{spec.name}' sent the run back here."
         # the counters of `otherwise stay max N per visit`, set back to 0 whenever the run arrives here
         self.visit_edges = tuple(e.key for e in self.edges if e.kind == "stay" and spec.transitions[e.index].per_visit)
         # `after 24h -> s`: the edge a person's silence takes, outside the evaluation in source order

@@ -87,6 +87,7 @@ class Run:
         "steps",
         "system_prompts",
         "tool_schemas",
+        "trace_context",
         "usage",
         "visits",
         "waiting",
@@ -118,6 +119,8 @@ class Run:
         self.tool_schemas: dict[str, tuple[list[dict[str, Any]], dict[str, str]]] = {}
         self.workspace = workspace  # the directory tools work in; created by the first step that uses tools
         self.waiting: Question | None = None  # the question a person has been asked and not yet answered
+        # the W3C traceparent of the run's first span (otel.py), kept in checkpoints: one trace per run
+        self.trace_context: str | None = None
         self.emit: Callable[[str, dict[str, Any]], None] = _no_event
         self.events = False  # whether anyone listens to `emit`
         self.content = False

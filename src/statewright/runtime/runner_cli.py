@@ -101,7 +101,10 @@ RUN_OPTIONS: tuple[tuple[str, str, str, str], ...] = (
      "the directory tools work in (default: a fresh .statewright/runs/RUN_ID/workspace)"),
     ("script", "Script | Mapping[str, Any] | None", "None",
      "answer every model call from this script (a Script or its JSON form) instead of a model"),
-    ("client", "ModelClient | None", "None", "the model client (default: litellm)"),
+    ("client", "ModelClient | None", "None", "the model client (default: the one `model_client` names)"),
+    ("model_client", "str | None", "None",
+     ("'auto': OpenAI-compatible models over statewright's own HTTP, others through litellm; 'litellm': "
+      "every model through litellm (default: $STATEWRIGHT_MODEL_CLIENT, else auto)")),
     ("tools", "Any", "None", "a tool registry to use instead of the machine's own tools"),
     ("unsafe_tools", "bool", "False",
      "run std.python and std.shell unconfined where their bubblewrap jail cannot run (the trace says so)"),
@@ -111,23 +114,28 @@ RUN_OPTIONS: tuple[tuple[str, str, str, str], ...] = (
     ("timeout", "float | None", "None", "seconds one model call may take (default 60)"),
     ("listeners", "Sequence[Callable[[str, dict[str, Any]], None]]", "()",
      "called with (event, fields) for every event of the run, as it happens"),
+    ("otel", "Any", "None", "spans and metrics: True (from the OTEL_* environment), a TracerProvider, an OtelTelemetry"),
 )
 
 
 def _runner_client(client: ModelClient | None, retries: int | None, retry_delay: float | None,
-                   timeout: float | None = None) -> ModelClient | None:
-    """The model client a run uses: the one given, else litellm with the retry policy asked for."""
+                   timeout: float | None = None, model_client: str | None = None) -> ModelClient | None:
+    """The model client a run uses: the one given, else the default client (`model_client` names which,
+    model_client.py) with the retry policy asked for."""
     if client is not None:
         return client
-    if retries is None and retry_delay is None and timeout is None:
+    from .model_client import default_model_client, model_client_choice
+
+    choice = model_client_choice(model_client)  # ValueError: neither the option nor the variable is known
+    if retries is None and retry_delay is None and timeout is None and model_client is None:
         return None  # the engine makes the default client when the first call needs it
-    from .litellm_client import LiteLLMClient, RetryPolicy
+    from .model_calls import RetryPolicy
 
     policy = RetryPolicy()
     delay = retry_delay if retry_delay is not None else policy.initial_delay
-    return LiteLLMClient(retry=RetryPolicy(max_retries=retries if retries is not None else policy.max_retries,
-                                           initial_delay=delay, max_delay=max(policy.max_delay, delay),
-                                           timeout=timeout if timeout is not None else policy.timeout))
+    return default_model_client(RetryPolicy(max_retries=retries if retries is not None else policy.max_retries,
+                                            initial_delay=delay, max_delay=max(policy.max_delay, delay),
+                                            timeout=timeout if timeout is not None else policy.timeout), choice)
 
 
 def _runner_script(script: Script | Mapping[str, Any] | None) -> Script | None:
@@ -141,25 +149,28 @@ async def arun_machine(machine: MachineSpec, inputs: Mapping[str, Any] | None = 
                        checkpoint: CheckpointStore | str | None = None, resume: str | None = None,
                        answer: Any = None, run_id: str | None = None, model_map: Mapping[str, str] | None = None,
                        workspace: str | None = None, script: Script | Mapping[str, Any] | None = None,
-                       client: ModelClient | None = None, tools: Any = None, unsafe_tools: bool = False,
-                       max_tokens: int | None = None, retries: int | None = None, retry_delay: float | None = None,
-                       timeout: float | None = None, listeners: Sequence[Listener] = ()) -> RunResult:
+                       client: ModelClient | None = None, model_client: str | None = None, tools: Any = None,
+                       unsafe_tools: bool = False, max_tokens: int | None = None, retries: int | None = None,
+                       retry_delay: float | None = None, timeout: float | None = None,
+                       listeners: Sequence[Listener] = (), otel: Any = None, at: str | None = None) -> RunResult:
     """Run `machine` once, to a final state or a typed failure (see RUN_OPTIONS for every option).
 
     Never raises for a failed run — the RunResult says how it failed; raises CheckpointError when a
-    resume is impossible and AnswerError when `answer` does not fit. `retries`, `retry_delay` and
-    `timeout` set the default litellm client's policy (not that of a `client` given here). A machine that
-    asks a person checkpoints to DEFAULT_CHECKPOINT unless given `checkpoint` (`run_checkpoint`)."""
+    resume is impossible and AnswerError when `answer` does not fit, ValueError for a `model_client` that
+    is neither "auto" nor "litellm". `retries`, `retry_delay` and `timeout` set the default client's
+    policy and `model_client` which client it is (not a `client` given here). A machine that asks a
+    person checkpoints to DEFAULT_CHECKPOINT unless given `checkpoint` (`run_checkpoint`)."""
     opened = Trace(trace, content=trace_content) if isinstance(trace, str) else None
+    telemetry, made = runner_telemetry(otel, trace_content)
     checkpoint = run_checkpoint(machine, checkpoint)
     store = CheckpointStore(checkpoint) if isinstance(checkpoint, str) else checkpoint
     try:
-        engine = Engine(machine, client=_runner_client(client, retries, retry_delay, timeout),
+        engine = Engine(machine, client=_runner_client(client, retries, retry_delay, timeout, model_client),
                         trace=opened or trace, checkpoint=store, model_map=model_map,  # type: ignore[arg-type]
                         script=_runner_script(script), workspace=workspace, tools=tools,
-                        unsafe_tools=unsafe_tools, max_tokens=max_tokens, listeners=listeners)
+                        unsafe_tools=unsafe_tools, max_tokens=max_tokens, listeners=listeners, otel=telemetry)
         if resume:
-            return await engine.arun(None, run_id=resume, resume=True, answer=answer)
+            return await engine.arun(None, run_id=resume, resume=True, answer=answer, path=at)
         if answer is not None:
             raise AnswerError("`answer` is for a waiting run that is resumed: give `resume=RUN_ID` too")
         return await engine.arun(inputs or {}, run_id=run_id)
@@ -168,6 +179,24 @@ async def arun_machine(machine: MachineSpec, inputs: Mapping[str, Any] | None = 
             opened.close()
         if store is not None and store is not checkpoint:
             store.close()
+        if made:
+            telemetry.shutdown()
+
+
+def runner_telemetry(otel: Any, content: bool = False) -> tuple[Any, bool]:
+    """The OtelTelemetry a run's `otel` option asks for, and whether it was made here (then it is shut
+    down after the run): True sets it up from the OTEL_* environment; a TracerProvider sends spans to it."""
+    if otel is None or otel is False:
+        return None, False
+    from .otel import OtelTelemetry
+
+    if isinstance(otel, OtelTelemetry):
+        return otel, False
+    if otel is True:
+        from .otel_setup import otel_from_environment
+
+        return otel_from_environment(content=content or None), True
+    return OtelTelemetry(otel, content=content or None), False
 
 
 DEFAULT_CHECKPOINT = os.path.join(".statewright", "checkpoints.sqlite")
@@ -261,6 +290,7 @@ def _runner_parser(machine: MachineSpec, prog: str | None) -> argparse.ArgumentP
     parser.add_argument("--timeout", type=_runner_seconds, metavar="S",
                         help="seconds a model call may take on each model, every attempt and retry "
                              "together (default 60)")
+    _runner_model_client_option(parser)
     parser.add_argument("--script", metavar="FILE",
                         help="answer every model call from the JSON script FILE instead of a model "
                              "(the format of docs/execution.md)")
@@ -272,6 +302,7 @@ def _runner_parser(machine: MachineSpec, prog: str | None) -> argparse.ArgumentP
     _runner_temporal_options(parser)
     parser.add_argument("--detach", action="store_true",
                         help="with --temporal: print the run's id as soon as it starts, and do not wait")
+    parser.add_argument("--otel", action="store_true", help=_RUNNER_OTEL_HELP)
     return parser
 
 
@@ -284,6 +315,24 @@ def _runner_temporal_options(parser: argparse.ArgumentParser, required: bool = F
     parser.add_argument("--namespace", metavar="NS", default="default", help="the Temporal namespace (default)")
 
 
+def _runner_model_client_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model-client", choices=("auto", "litellm"), metavar="auto|litellm",
+                        help="litellm: every model call through litellm; auto: OpenAI-compatible models over "
+                             "statewright's own HTTP client, others through litellm (default: "
+                             "$STATEWRIGHT_MODEL_CLIENT, else auto)")
+
+
+def _runner_default_client(args: argparse.Namespace) -> ModelClient | None:
+    """The client the command line asks for; an unknown STATEWRIGHT_MODEL_CLIENT is a usage error."""
+    try:
+        return _runner_client(None, args.retries, args.retry_delay, args.timeout, args.model_client)
+    except ValueError as exc:
+        raise RunnerUsageError(str(exc)) from None
+
+
+_RUNNER_OTEL_HELP = ("send the run's spans and metrics (OpenTelemetry, GenAI conventions) where the OTEL_* "
+                     "environment says (on by itself when OTEL_EXPORTER_OTLP_ENDPOINT is set; with --trace-content "
+                     "they hold prompts and replies); needs statewright[otel]")
 _RUNNER_UNSAFE_TOOLS_HELP = ("let std.python and std.shell run with no confinement at all where their "
                               "bubblewrap jail cannot run (bubblewrap missing); recorded in the trace")
 
@@ -437,7 +486,7 @@ def _runner_dispatch(machine: MachineSpec, argv: list[str], prog: str | None, ba
         if args.selftest and args.temporal:
             return _runner_temporal_selftest(machine, args)
         if args.selftest:
-            return _runner_selftest(machine, args.trace, args.trace_content)
+            return _runner_selftest(machine, args.trace, args.trace_content, _runner_otel(args))
         if args.list_runs:
             return _runner_list_runs(args.checkpoint)
         return _runner_main(machine, args)
@@ -461,7 +510,7 @@ def _runner_main(machine: MachineSpec, args: argparse.Namespace) -> int:
             raise RunnerUsageError("with --temporal the cluster's history is the run's checkpoint: --checkpoint, "
                                    "--resume and --list-runs do not apply (see `status` and `resume`)")
         return _runner_temporal_run(machine, args, read_inputs(machine, args.input, args.inputs_file), script,
-                                    model_map)
+                                    model_map, _runner_otel(args))
     args.checkpoint = run_checkpoint(machine, args.checkpoint or None)
     if args.resume and not args.checkpoint:
         raise RunnerUsageError("--resume needs --checkpoint DB: the database the run was checkpointed to")
@@ -482,11 +531,12 @@ def _runner_main(machine: MachineSpec, args: argparse.Namespace) -> int:
         raise RunnerUsageError(f"cannot write --trace {args.trace}: {exc.strerror or exc}") from None
     if store is not None and not args.quiet:
         print(f"run {run_id} (checkpoints in {args.checkpoint})", file=sys.stderr)
-    engine = Engine(machine, client=_runner_client(None, args.retries, args.retry_delay, args.timeout),
-                    trace=trace, checkpoint=store, model_map=model_map, workspace=args.workspace, script=script,
+    telemetry = _runner_otel(args)
+    engine = Engine(machine, client=_runner_default_client(args), trace=trace, checkpoint=store,
+                    model_map=model_map, workspace=args.workspace, script=script,
                     unsafe_tools=args.unsafe_tools, max_tokens=args.max_tokens,
                     listeners=() if args.quiet else (Progress(end=False),),
-                    started_with=_runner_started_with(args))
+                    started_with=_runner_started_with(args), otel=telemetry)
     try:
         with _runner_stopped_by_sigterm(engine):
             result = engine.run(inputs, run_id=run_id, resume=bool(args.resume), answer=args.answer, path=args.at)
@@ -503,12 +553,25 @@ def _runner_main(machine: MachineSpec, args: argparse.Namespace) -> int:
     finally:
         if trace is not None:
             trace.close()
+        if telemetry is not None:
+            telemetry.shutdown()
     print(sink_json(result.to_json(), indent=2))
     if not args.quiet:
         print(_runner_summary(result, store, args), file=sys.stderr)
     if result.status == "waiting":
         return EXIT_WAITING
     return EXIT_FINAL if result.ok else EXIT_FAILED
+
+
+def _runner_otel(args: argparse.Namespace, *, planned: bool = False) -> Any:
+    """The OtelTelemetry a command asks for (`--otel`, or the OTLP endpoint variable), or None."""
+    from .otel_setup import OtelUnavailable, otel_for_command
+
+    try:
+        return otel_for_command(bool(getattr(args, "otel", False)), content=bool(getattr(args, "trace_content", False)),
+                                planned=planned)
+    except OtelUnavailable as exc:
+        raise RunnerUsageError(str(exc)) from None
 
 
 def _runner_started_with(args: argparse.Namespace) -> dict[str, str]:
@@ -567,7 +630,8 @@ def _runner_list_runs(checkpoint: str | None) -> int:
     return EXIT_FINAL
 
 
-def _runner_selftest(machine: MachineSpec, trace_dir: str | None = None, trace_content: bool = False) -> int:
+def _runner_selftest(machine: MachineSpec, trace_dir: str | None = None, trace_content: bool = False,
+                     otel: Any = None) -> int:
     from .testing import format_outcome, run_tests
 
     # (issue 24, front end) the test blocks of every machine the runner holds: the machine's own, then those
@@ -578,12 +642,16 @@ def _runner_selftest(machine: MachineSpec, trace_dir: str | None = None, trace_c
         print(f"machine '{machine.name}' has no test blocks", file=sys.stderr)
         return EXIT_FINAL
     failed = 0
-    for tested in machines:
-        if tested is not machine and tested.tests:
-            print(f"machine '{tested.name}' ({tested.source_path}):")
-        for outcome in run_tests(tested, trace_dir=trace_dir, trace_content=trace_content):
-            failed += not outcome.passed
-            print(format_outcome(outcome))
+    try:
+        for tested in machines:
+            if tested is not machine and tested.tests:
+                print(f"machine '{tested.name}' ({tested.source_path}):")
+            for outcome in run_tests(tested, trace_dir=trace_dir, trace_content=trace_content, otel=otel):
+                failed += not outcome.passed
+                print(format_outcome(outcome))
+    finally:
+        if otel is not None:
+            otel.shutdown()
     print(f"{total - failed} passed, {failed} failed", file=sys.stderr)
     return EXIT_FAILED if failed else EXIT_FINAL
 
@@ -618,9 +686,11 @@ def _runner_batch_parser(prog: str) -> argparse.ArgumentParser:
     parser.add_argument("--retries", type=_runner_count, metavar="N", help="retries of a failed model call")
     parser.add_argument("--retry-delay", type=_runner_seconds, metavar="S", help="seconds before the first retry")
     parser.add_argument("--timeout", type=_runner_seconds, metavar="S", help="seconds one model call may take")
+    _runner_model_client_option(parser)
     parser.add_argument("--script", metavar="FILE", help="answer every model call from the JSON script FILE")
     parser.add_argument("--unsafe-tools", action="store_true", help=_RUNNER_UNSAFE_TOOLS_HELP)
     parser.add_argument("--quiet", action="store_true", help="no progress bar or per-case lines on stderr")
+    parser.add_argument("--otel", action="store_true", help=_RUNNER_OTEL_HELP.replace("the run's", "every case's"))
     _runner_temporal_options(parser)
     return parser
 
@@ -659,12 +729,12 @@ def _runner_batch_main(machine: MachineSpec, args: argparse.Namespace) -> int:
     if args.trace:
         os.makedirs(args.trace, exist_ok=True)
     engine: Any
+    telemetry = _runner_otel(args)
     if args.temporal:
-        engine = _runner_temporal_runner(machine, args, script, model_map, attach=True)
+        engine = _runner_temporal_runner(machine, args, script, model_map, attach=True, otel=telemetry)
     else:
-        engine = Engine(machine, client=_runner_client(None, args.retries, args.retry_delay, args.timeout),
-                        checkpoint=store, model_map=model_map, script=script, unsafe_tools=args.unsafe_tools,
-                        max_tokens=args.max_tokens)
+        engine = Engine(machine, client=_runner_default_client(args), checkpoint=store, model_map=model_map,
+                        script=script, unsafe_tools=args.unsafe_tools, max_tokens=args.max_tokens, otel=telemetry)
     summary = BatchSummary()
     if args.temporal:
         summary.resume_hint = f"statewright resume RUN_ID --temporal {args.temporal} --answer '...'"
@@ -683,6 +753,8 @@ def _runner_batch_main(machine: MachineSpec, args: argparse.Namespace) -> int:
     finally:
         if store is not None:
             store.close()
+        if telemetry is not None:
+            telemetry.shutdown()
     print(summary.table(), file=sys.stderr)
     if summary.interrupted:
         hint = f"; continue with --out {args.out} --resume" if args.out else ""
@@ -708,25 +780,29 @@ def _runner_temporal_address(text: str) -> str:
 
 
 def _runner_temporal_runner(machine: MachineSpec, args: argparse.Namespace, script: Script | None,
-                            model_map: Mapping[str, str], attach: bool = False) -> Any:
+                            model_map: Mapping[str, str], attach: bool = False, otel: Any = None) -> Any:
     from .temporal import TemporalRunner, temporal_sdk
 
     if getattr(args, "unsafe_tools", False):
         raise RunnerUsageError("with --temporal, tools run on the workers: --unsafe-tools is a worker's option "
                                "(`worker --unsafe-tools`)")
+    if getattr(args, "model_client", None):
+        raise RunnerUsageError("with --temporal, the workers call the models: --model-client is a worker's option "
+                               "(`worker --model-client`)")
     temporal_sdk()  # says how to install temporalio when it is missing
     return TemporalRunner(machine, _runner_temporal_address(args.temporal), task_queue=args.task_queue,
                           namespace=args.namespace, model_map=model_map, script=script,
                           workspace=getattr(args, "workspace", None), max_tokens=args.max_tokens,
-                          retries=args.retries, retry_delay=args.retry_delay, timeout=args.timeout, attach=attach)
+                          retries=args.retries, retry_delay=args.retry_delay, timeout=args.timeout, attach=attach,
+                          otel=otel)
 
 
 def _runner_temporal_run(machine: MachineSpec, args: argparse.Namespace, inputs: dict[str, Any],
-                         script: Script | None, model_map: Mapping[str, str]) -> int:
+                         script: Script | None, model_map: Mapping[str, str], otel: Any = None) -> int:
     """Start the run on the cluster; wait for its result (or, with --detach, print its id)."""
     from .temporal import temporal_copy_trace, temporal_result
 
-    runner = _runner_temporal_runner(machine, args, script, model_map)
+    runner = _runner_temporal_runner(machine, args, script, model_map, otel=otel)
     try:
         trace = Trace(args.trace, content=args.trace_content) if args.trace else None
     except OSError as exc:
@@ -763,6 +839,8 @@ def _runner_temporal_run(machine: MachineSpec, args: argparse.Namespace, inputs:
     finally:
         if trace is not None:
             trace.close()
+        if otel is not None:
+            otel.shutdown()
     if result is None:
         return EXIT_FINAL
     print(sink_json(result.to_json(), indent=2))
@@ -784,12 +862,12 @@ def _runner_temporal_selftest(machine: MachineSpec, args: argparse.Namespace) ->
 
 def run_tests_on_temporal(machine: MachineSpec, address: str, *, task_queue: str | None = None,
                           namespace: str = "default", trace_dir: str | None = None, trace_content: bool = False,
-                          name_filter: str | None = None) -> list[Any]:
+                          name_filter: str | None = None, otel: Any = None) -> list[Any]:
     """The machine's test blocks run on the cluster (TestOutcomes, as `testing.run_tests` gives)."""
     from .temporal import TemporalRunner, temporal_arun_tests, temporal_sdk
 
     temporal_sdk()
-    runner = TemporalRunner(machine, address, task_queue=task_queue, namespace=namespace)
+    runner = TemporalRunner(machine, address, task_queue=task_queue, namespace=namespace, otel=otel)
     return list(run_sync(temporal_arun_tests(machine, runner, trace_dir=trace_dir, trace_content=trace_content,
                                              name_filter=name_filter)))
 
@@ -807,6 +885,10 @@ def _runner_temporal_parser(command: str, prog: str) -> argparse.ArgumentParser:
         parser.add_argument("--concurrency", type=_runner_positive_int, default=64, metavar="N",
                             help="model and tool calls this worker makes at once (default 64)")
         parser.add_argument("--unsafe-tools", action="store_true", help=_RUNNER_UNSAFE_TOOLS_HELP)
+        _runner_model_client_option(parser)
+        parser.add_argument("--otel", action="store_true", help=_RUNNER_OTEL_HELP.replace("the run's", "its runs'"))
+        parser.add_argument("--trace-content", action="store_true",
+                            help="with --otel: prompts, replies and tool arguments in the spans")
     else:
         parser.add_argument("run_id", metavar="RUN_ID", help="the run's id (its workflow id)")
         parser.add_argument("--temporal", metavar="HOST:PORT", required=True, help="the Temporal service")
@@ -841,7 +923,8 @@ def runner_temporal_dispatch(machine: MachineSpec | None, command: str, args: ar
             if machine is None:
                 raise RunnerUsageError("a worker needs a machine to serve")
             return serve_on_temporal([machine], address, task_queue=args.task_queue, namespace=args.namespace,
-                                     concurrency=args.concurrency, unsafe_tools=args.unsafe_tools)
+                                     concurrency=args.concurrency, unsafe_tools=args.unsafe_tools,
+                                     model_client=args.model_client, otel=_runner_otel(args, planned=True))
         if command == "status":
             return _runner_temporal_status(address, args)
         return _runner_temporal_resume(address, args)
@@ -854,11 +937,21 @@ def runner_temporal_dispatch(machine: MachineSpec | None, command: str, args: ar
 
 
 def serve_on_temporal(machines: Sequence[MachineSpec], address: str, *, task_queue: str | None = None,
-                      namespace: str = "default", concurrency: int = 64, unsafe_tools: bool = False) -> int:
-    """Run a worker for `machines` until SIGTERM or Ctrl-C (in-flight calls are handed back to the cluster)."""
+                      namespace: str = "default", concurrency: int = 64, unsafe_tools: bool = False,
+                      model_client: str | None = None, otel: Any = None) -> int:
+    """Run a worker for `machines` until SIGTERM or Ctrl-C (in-flight calls are handed back to the cluster).
+
+    `model_client` ("auto" or "litellm") is the worker's choice of client for every call it makes: it is
+    set as STATEWRIGHT_MODEL_CLIENT in this process, where the worker's activities read it."""
+    from .model_client import MODEL_CLIENT_ENV, model_client_choice
     from .temporal import temporal_sdk
     from .temporal_worker import temporal_serve
 
+    try:
+        os.environ[MODEL_CLIENT_ENV] = model_client_choice(model_client)
+    except ValueError as exc:
+        print(f"worker: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     temporal_sdk()
 
     def announce(text: str) -> None:
@@ -866,12 +959,15 @@ def serve_on_temporal(machines: Sequence[MachineSpec], address: str, *, task_que
 
     try:
         run_sync(temporal_serve(machines, address, task_queue=task_queue, namespace=namespace,
-                                concurrency=concurrency, announce=announce, unsafe_tools=unsafe_tools))
+                                concurrency=concurrency, announce=announce, unsafe_tools=unsafe_tools, otel=otel))
     except KeyboardInterrupt:
         pass
     except SecretError as exc:  # this worker could not run the tools of a machine it serves
         print(f"worker: error: {exc}", file=sys.stderr)
         return leave_after_temporal(EXIT_USAGE)
+    finally:
+        if otel is not None:
+            otel.shutdown()
     print("worker: stopped", file=sys.stderr)
     return leave_after_temporal(EXIT_FINAL)
 

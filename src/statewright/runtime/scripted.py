@@ -314,4 +314,5 @@ def scripted_response(request: ModelRequest, value: Any, seq: int, latency_ms: f
         events.append({"type": "structured_output", "mode": "json_schema", "model": request.model})
     return ModelResponse(content="" if calls is not None else content, model=request.model,
                          tool_calls=tool_calls, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-                         cost_usd=0.0, latency_ms=latency_ms, attempts=1, events=events)
+                         cost_usd=0.0, latency_ms=latency_ms, attempts=1, events=events,
+                         finish_reason="tool_calls" if calls else "stop")

@@ -30,6 +30,7 @@ SNAPSHOT_VERSION = 2
 MAX_SNAPSHOT_DEPTH = 200
 RUN_STATUSES = ("running", "waiting", "final", "failed")
 # what matters to how deep JSON nests: brackets, and strings (whose brackets do not count)
+_SNAPSHOT_TRACEPARENT = re.compile(r"00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}")
 _SNAPSHOT_JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 
 
@@ -91,6 +92,8 @@ class Head:
     options: dict[str, str] = field(default_factory=dict)
     # the calls under way (machines the run runs), by key (`state#n`, `state[item]`): each one's own head
     calls: dict[str, Head] = field(default_factory=dict)
+    # the W3C traceparent of the run's span (otel.py): a resumed run's spans join the same trace
+    trace_context: str | None = None
 
 
 # the head of a call that ended: its changes are in the log, and are not revived
@@ -172,6 +175,7 @@ def head_to_json(head: Head) -> dict[str, Any]:
         "source_path": head.source_path, "fanout": _fanout_to_json(fanout) if fanout is not None else None,
         **({"options": head.options} if head.options else {}),
         **({"calls": {key: head_to_json(child) for key, child in head.calls.items()}} if head.calls else {}),
+        **({"trace_context": head.trace_context} if head.trace_context else {}),
     }
 
 
@@ -330,7 +334,14 @@ def read_head(data: Any) -> Head:
         fanout=_read_fanout(f.data["fanout"]) if f.data.get("fanout") is not None else None,
         options=_read_options(f.obj("options")),
         calls={str(key): read_head(child) for key, child in f.obj("calls").items()},
+        trace_context=_read_trace_context(f.text("trace_context", optional=True)),
     )
+
+
+def _read_trace_context(text: str | None) -> str | None:
+    if text is not None and not _SNAPSHOT_TRACEPARENT.fullmatch(text):
+        raise SnapshotError(f"the run's record: trace_context {text[:80]!r} is not a W3C traceparent")
+    return text
 
 
 def _read_options(data: dict[str, Any]) -> dict[str, str]:
@@ -437,7 +448,8 @@ def make_delta(plan: MachinePlan, run: Run, status: str, elapsed: float, *, resu
                 feedback=run.feedback, usage=Usage(**run.usage.to_json()), steps=run.steps, elapsed=elapsed,
                 last_state=run.last_state, result=result, final_state=final_state, failure=failure,
                 workspace=run.workspace, waiting=run.waiting, source_path=machine.source_path,
-                fanout=run.fanout.to_record() if run.fanout is not None else None, calls=dict(run.call_heads))
+                fanout=run.fanout.to_record() if run.fanout is not None else None, calls=dict(run.call_heads),
+                trace_context=run.trace_context)
     return Delta(head, changes)
 
 
@@ -535,6 +547,7 @@ def revive_run(plan: MachinePlan, run_id: str, snapshot: Snapshot, workspace: st
     run.elapsed_before = head.elapsed
     run.last_state = head.last_state
     run.waiting = head.waiting
+    run.trace_context = head.trace_context
     logs = snapshot.logs
     run.path = list(logs.get("path") or [])
     new_memories(plan, run, logs)

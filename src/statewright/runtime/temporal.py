@@ -51,7 +51,7 @@ TEMPORAL_DEFAULT_NAMESPACE = "default"
 TEMPORAL_HEARTBEAT_SECONDS = 10.0  # a worker that stops heartbeating this long has its activity run elsewhere
 TEMPORAL_TOOL_TIMEOUT_SECONDS = 3600.0  # one tool call, when the run has no `seconds` limit
 TEMPORAL_TRACE_PAGE = 500  # events per `trace` query answer
-# The model call's own retry policy (litellm_client.RetryPolicy), for the activity's Temporal retries.
+# The model call's own retry policy (model_calls.RetryPolicy), for the activity's Temporal retries.
 TEMPORAL_RETRY_DEFAULTS = {"retries": 3, "retry_delay": 0.5, "max_delay": 8.0, "timeout": 60.0}
 
 
@@ -314,8 +314,9 @@ class TemporalRunner:
                  namespace: str = TEMPORAL_DEFAULT_NAMESPACE, model_map: Mapping[str, str] | None = None,
                  script: Script | None = None, workspace: str | None = None, max_tokens: int | None = None,
                  retries: int | None = None, retry_delay: float | None = None, timeout: float | None = None,
-                 heartbeat: float | None = None, attach: bool = False) -> None:
+                 heartbeat: float | None = None, attach: bool = False, otel: Any = None) -> None:
         self.machine = machine
+        self.otel = otel  # an otel.OtelTelemetry: each run started gets a span its workflow's spans join
         self.address = address
         self.namespace = namespace
         self.task_queue = task_queue or default_task_queue(machine)
@@ -359,6 +360,14 @@ class TemporalRunner:
         client = await self.client()
         run_id = run_id or new_run_id()
         spec = self.workflow_input(inputs, script=script, trace=trace, trace_content=trace_content, observe=observe)
+        span = None
+        if self.otel is not None:  # the run's spans, made by the workers, join this one: one trace
+            from .otel import otel_traceparent
+
+            span = self.otel.start_client_span(f"start_run {self.machine.name}", {
+                "statewright.machine": self.machine.name, "statewright.run_id": run_id,
+                "statewright.task_queue": self.task_queue})
+            spec["trace_context"] = otel_traceparent(span.get_span_context())
         try:
             return await client.start_workflow(TEMPORAL_WORKFLOW, spec, id=run_id, task_queue=self.task_queue,
                                                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY)
@@ -368,6 +377,9 @@ class TemporalRunner:
             raise TemporalRunError(f"a run with the id '{run_id}' already exists on the cluster; follow it with "
                                    f"`statewright status {run_id} --temporal {self.address}`, or choose another "
                                    "run id") from None
+        finally:
+            if span is not None:
+                span.end()
 
     async def arun(self, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
                    resume: bool = False, trace: Trace | None = None, script: Script | None = None) -> RunResult:
@@ -471,8 +483,7 @@ async def temporal_answer(address: str, run_id: str, answer: Any, *, state: str 
         except Exception:  # noqa: BLE001 - no worker up to answer the query yet
             await asyncio.sleep(0.2)
             continue
-        waiting = status.get("waiting") if isinstance(status, dict) else None
-        refused = (waiting.get("refused") or []) if isinstance(waiting, dict) else []
+        refused = (status.get("refused") or []) if isinstance(status, dict) else []
         for entry in refused:
             if entry.get("id") == mark:
                 return str(entry["error"])

@@ -31,7 +31,7 @@ from .executor import Performer, drive
 from .inputs import InputError
 from .result import AnswerError, Failure, RunResult
 from .scripted import Script, ScriptedClient, ScriptError, ScriptExhausted
-from .spec import MachineSpec
+from .spec import MachineSpec, state_at
 from .structured import safe_json_dumps, to_jsonable
 from .temporal import (
     TEMPORAL_ANSWER_SIGNAL,
@@ -66,6 +66,12 @@ from .tool_secrets import read_secrets
 from .trace import redact, redact_data, secret_forms, secret_values
 
 
+def _worker_host() -> str:
+    import socket
+
+    return socket.gethostname()
+
+
 def _worker_ms_since(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 3)
 
@@ -81,8 +87,9 @@ class TemporalActivities:
     says which scripted reply it served (`served`), so a test run on the cluster can tell unused replies."""
 
     def __init__(self, machines: TemporalMachines, *, unsafe_tools: bool = False,
-                 secrets: Mapping[str, Mapping[str, str]] | None = None) -> None:
+                 secrets: Mapping[str, Mapping[str, str]] | None = None, otel: Any = None) -> None:
         self.machines = machines
+        self.otel = otel  # an otel.OtelTelemetry: each activity a span under the run's span that asked for it
         self.unsafe_tools = unsafe_tools  # the worker's to give, never a run's: its tools run on this host
         self.secrets = dict(secrets or {})  # machine key -> the tool secrets this worker read for it
         self.registries: OrderedDict[tuple[str, str], Any] = OrderedDict()  # (key, workspace) -> ToolRegistry
@@ -92,10 +99,12 @@ class TemporalActivities:
         from temporalio import activity
 
         async def call_model(payload: dict) -> dict:
-            return await self.call_model(payload)
+            with self.activity_span(TEMPORAL_CALL_MODEL, payload):
+                return await self.call_model(payload)
 
         async def call_tool(payload: dict) -> dict:
-            return await self.call_tool(payload)
+            with self.activity_span(TEMPORAL_CALL_TOOL, payload):
+                return await self.call_tool(payload)
 
         async def estimate(payload: dict) -> list:
             await self.ready(payload)
@@ -109,11 +118,35 @@ class TemporalActivities:
                 activity.defn(name=TEMPORAL_ESTIMATE)(estimate),
                 activity.defn(name=TEMPORAL_DESCRIBE_TOOLS)(describe_tools)]
 
+    @contextlib.contextmanager
+    def activity_span(self, name: str, payload: Mapping[str, Any]) -> Any:
+        """A span of this worker's part in a run — one activity — under the run's span that asked for it, so a
+        run that moved between workers is one tree that says which worker did what."""
+        context = payload.get("trace_context")
+        if self.otel is None or not context:
+            yield None
+            return
+        from temporalio import activity
+
+        info = activity.info()
+        span = self.otel.child_span(f"RunActivity:{name}", context, {
+            "statewright.worker.pid": os.getpid(), "statewright.worker.host": _worker_host(),
+            "temporal.activity.attempt": info.attempt, "temporal.workflow.id": info.workflow_id})
+        try:
+            yield span
+        finally:
+            span.end()
+
     async def ready(self, payload: Mapping[str, Any]) -> None:
         """Import litellm, the first time a call needs it, in a thread: the import takes seconds, and an
         event loop blocked that long sends no heartbeats — Temporal would take the worker for dead."""
         if payload.get("script") is not None:
             return
+        from .model_client import calls_need_litellm
+
+        request = payload.get("request") or {}
+        if not calls_need_litellm([str(request.get("model", "")), *(request.get("fallbacks") or ())]):
+            return  # the native client (model_client.py) loads nothing that takes long
         if self.litellm_import is None:  # one import for every call waiting on it: a second `import
             from .litellm_client import _llm_litellm_module  # litellm` would block the loop on its lock
 
@@ -124,13 +157,14 @@ class TemporalActivities:
         script = payload.get("script")
         if script is not None:
             return ScriptedClient(Script.from_json(script))
-        from .litellm_client import LiteLLMClient, RetryPolicy
+        from .model_calls import RetryPolicy
+        from .model_client import default_model_client
 
         policy = payload.get("policy") or TEMPORAL_RETRY_DEFAULTS
-        return LiteLLMClient(retry=RetryPolicy(max_retries=int(policy["retries"]),
-                                               initial_delay=float(policy["retry_delay"]),
-                                               max_delay=float(policy["max_delay"]),
-                                               timeout=float(policy["timeout"])))
+        return default_model_client(RetryPolicy(max_retries=int(policy["retries"]),
+                                                initial_delay=float(policy["retry_delay"]),
+                                                max_delay=float(policy["max_delay"]),
+                                                timeout=float(policy["timeout"])))
 
     async def call_model(self, payload: Mapping[str, Any]) -> dict[str, Any]:
         """One model call with the client's own retries and fallbacks; a call that fails for good is answered
@@ -256,12 +290,17 @@ class TemporalWorkflow(Performer):
 
     machines: TemporalMachines
     hidden: list[str]
+    otel: Any = None  # the worker's otel.OtelTelemetry: the run's events as spans too
 
     def __init__(self) -> None:
         super().__init__()
         self.events: list[str] = []  # JSON lines, keys in the order the core wrote them
+        self.record_events = False  # the run was started with a trace: keep its events for the `trace` query
+        self.trace_content = False
+        self.otel_sink: Any = None
         self.answers: list[dict[str, Any]] = []
-        self.waiting: dict[str, Any] | None = None
+        self.waits: dict[str, dict[str, Any]] = {}  # the questions it waits on, by path (calls may ask at once)
+        self.refused: list[dict[str, Any]] = []  # answers refused, with why (status shows them)
         self.core: Any = None
         self.run: Any = None
         self.result: dict[str, Any] | None = None
@@ -296,12 +335,16 @@ class TemporalWorkflow(Performer):
         run_id = workflow.info().workflow_id
         workspace = str(spec.get("workspace") or temporal_workspace(run_id))
         given = dict(spec.get("inputs") or {})
-        emit = self.emit if spec.get("trace") else None
+        self.record_events = bool(spec.get("trace"))
+        self.trace_content = bool(spec.get("trace_content"))
+        if self.otel is not None:
+            self.otel_sink = self.span_sink(spec)
+        emit = self.emit if self.record_events or self.otel_sink is not None else None
         try:
             run = core.start(run_id, given, workspace)
         except InputError as exc:
             return self.finish(core.fail_input(run_id, given, workspace, Failure("input", str(exc)), emit))
-        run.listen(emit, content=bool(spec.get("trace_content")),
+        run.listen(emit, content=self.trace_content or (self.otel_sink is not None and self.otel_sink.content),
                    stamp=lambda: workflow.now().isoformat(timespec="milliseconds"))
         if spec.get("observe"):
             observed: list[list[Any]] = []
@@ -310,6 +353,24 @@ class TemporalWorkflow(Performer):
         self.run = run
         core.begin(run, resumed=False)
         return self.finish(await drive(core.execute(run), self))
+
+    def span_sink(self, spec: Mapping[str, Any]) -> Any:
+        """The run's events as spans (otel.py), under the span of the client that started it. Every span's
+        id is planned from the workflow's own identity, and a span is sent only when it ends outside a
+        replay: a worker that takes the run over makes the spans of the one before again, with the same ids
+        and times, and sends only those that had not ended."""
+        from temporalio import workflow
+
+        info = workflow.info()
+        sink = self.otel.run_sink(None, self.machine, content=self.trace_content, secrets=self.hidden,
+                                  planned=f"{info.workflow_id}:{info.run_id}")
+        sink.parent = spec.get("trace_context") if isinstance(spec.get("trace_context"), str) else None
+        sink.replaying = workflow.unsafe.is_replaying
+        return sink
+
+    def span_context(self) -> dict[str, Any]:
+        """What an activity's payload carries of the run's spans: the one it is performed for."""
+        return {"trace_context": self.otel_sink.current()} if self.otel_sink is not None else {}
 
     def finish(self, result: RunResult) -> dict[str, Any]:
         data = result_to_json(result)
@@ -355,7 +416,8 @@ class TemporalWorkflow(Performer):
         if request.timeout is not None:
             seconds = min(seconds, request.timeout + 5.0)
         payload = {"request": request_to_json(request), "policy": self.policy, "heartbeat": self.heartbeat / 3,
-                   "script": self.script_for(str(identity.get("role") or request.role), _worker_where(request))}
+                   "script": self.script_for(str(identity.get("role") or request.role), _worker_where(request)),
+                   **self.span_context()}
         try:
             answer = await workflow.execute_activity(
                 TEMPORAL_CALL_MODEL, payload, start_to_close_timeout=timedelta(seconds=max(seconds, 1.0)),
@@ -384,7 +446,7 @@ class TemporalWorkflow(Performer):
                    "seq": effect.seq, "item": effect.item, "run_id": workflow.info().workflow_id,
                    "heartbeat": self.heartbeat / 3,
                    "workspace": self.run.workspace if self.run is not None else "",
-                   "script": self.script_for("tool", where) if scripted else None}
+                   "script": self.script_for("tool", where) if scripted else None, **self.span_context()}
         seconds = TEMPORAL_TOOL_TIMEOUT_SECONDS
         limit = self.machine.limits.seconds if self.machine is not None else None
         if limit is not None and self.run is not None:
@@ -444,10 +506,9 @@ class TemporalWorkflow(Performer):
             if value.get("timeout"):
                 return PersonReply("timeout", now, scripted=True)
             return PersonReply("answer", now, value.get("answer"), scripted=True)
-        self.waiting = {"state": effect.state, "path": state, "question": effect.question,
-                        "answer_schema": effect.schema,
-                        "deadline": deadline, "since": workflow.now().isoformat(timespec="seconds"),
-                        "refused": []}
+        self.waits[state] = {"state": effect.state, "path": state, "question": effect.question,
+                             "answer_schema": effect.schema, "deadline": deadline,
+                             "since": workflow.now().isoformat(timespec="seconds")}
         if self.run is not None and self.run.events:
             self.run.emit("waiting", {"state": state, "deadline": deadline})
         try:
@@ -463,8 +524,7 @@ class TemporalWorkflow(Performer):
                 try:
                     self.core.check_answer(self.run, answer.get("answer"), state)
                 except AnswerError as exc:
-                    self.waiting["refused"].append({"answer": answer.get("answer"), "error": str(exc),
-                                                    "id": answer.get("id")})
+                    self.refused.append({"answer": answer.get("answer"), "error": str(exc), "id": answer.get("id")})
                     if self.run is not None and self.run.events:
                         self.run.emit("answer_refused", {"state": state, "error": str(exc), "by": answer.get("by")})
                     continue
@@ -472,7 +532,7 @@ class TemporalWorkflow(Performer):
                     self.run.emit("answered_by", {"state": state, "by": answer.get("by")})
                 return PersonReply("answer", workflow.now().timestamp(), answer.get("answer"))
         finally:
-            self.waiting = None
+            self.waits.pop(state, None)
 
     def first_answer(self, state: str | None) -> int | None:
         for index, answer in enumerate(self.answers):
@@ -485,23 +545,42 @@ class TemporalWorkflow(Performer):
     def emit(self, event: str, fields: dict[str, Any]) -> None:
         from temporalio import workflow
 
+        if self.otel_sink is not None:
+            self.otel_sink.record(event, fields, workflow.time_ns())
+            if not self.record_events:
+                return
+            if not self.trace_content:
+                from .otel import otel_without_content
+
+                fields = otel_without_content(event, fields)
         record = {"event": event, "time": workflow.now().isoformat(timespec="milliseconds")}
         record.update(fields)
         record["event"] = event
         self.events.append(redact(safe_json_dumps(record), self.hidden))
 
     def take_answer(self, payload: dict[str, Any]) -> None:
+        """An answer, for the question at its path (or whichever is asked first): one for a path where the
+        machine asks nobody is refused at once rather than kept for a question that never comes."""
+        path = payload.get("state")
+        if path and self.machine is not None:
+            found = state_at(self.machine, str(path))
+            if found is None or found.kind != "human":
+                self.refused.append({"answer": payload.get("answer"), "id": payload.get("id"),
+                                     "error": f"the machine asks no question at {path}"})
+                return
         self.answers.append(dict(payload))
 
     def status(self) -> dict[str, Any]:
         from temporalio import workflow
 
         run = self.run
-        status = "waiting" if self.waiting is not None else "running"
+        waits = list(self.waits.values())
+        status = "waiting" if waits else "running"
         if self.result is not None:
             status = str(self.result["status"])
         data: dict[str, Any] = {"run_id": workflow.info().workflow_id, "machine": self.spec.get("machine"),
-                                "status": status, "waiting": self.waiting, "events": len(self.events),
+                                "status": status, "waiting": waits[0] if waits else None, "waits": waits,
+                                "refused": self.refused[-20:], "events": len(self.events),
                                 "answers_queued": len(self.answers),
                                 "queued": [a.get("id") for a in self.answers if a.get("id")]}
         if run is not None:
@@ -515,7 +594,8 @@ class TemporalWorkflow(Performer):
         return {"events": page, "next": offset + len(page), "total": len(self.events)}
 
 
-def temporal_workflow_class(machines: TemporalMachines, secrets: Sequence[str] | None = None) -> type:
+def temporal_workflow_class(machines: TemporalMachines, secrets: Sequence[str] | None = None,
+                            otel: Any = None) -> type:
     """The workflow one worker runs: TemporalWorkflow bound to the machines it serves, with Temporal's
     decorators applied (temporalio requires the run method on the class it defines)."""
     from temporalio import workflow
@@ -535,7 +615,7 @@ def temporal_workflow_class(machines: TemporalMachines, secrets: Sequence[str] |
     for function in (run, answer, status, trace):
         function.__qualname__ = f"StatewrightRun.{function.__name__}"
     members = {"machines": machines, "hidden": list(secret_values() if secrets is None else secrets),
-               "__module__": __name__, "run": workflow.run(run),
+               "__module__": __name__, "run": workflow.run(run), "otel": otel,
                "answer": workflow.signal(name=TEMPORAL_ANSWER_SIGNAL)(answer),
                "status": workflow.query(name="status")(status), "trace": workflow.query(name="trace")(trace)}
     bound = type("StatewrightRun", (TemporalWorkflow,), members)
@@ -549,11 +629,13 @@ def temporal_workflow_class(machines: TemporalMachines, secrets: Sequence[str] |
 async def temporal_serve(machines: Sequence[MachineSpec], address: str, *, task_queue: str | None = None,
                          concurrency: int = 64, namespace: str = TEMPORAL_DEFAULT_NAMESPACE,
                          registry: TemporalMachines | None = None, stop: asyncio.Event | None = None,
-                         announce: Callable[[str], None] | None = None, unsafe_tools: bool = False) -> None:
+                         announce: Callable[[str], None] | None = None, unsafe_tools: bool = False,
+                         otel: Any = None) -> None:
     """Serve `machines` until `stop` is set (or SIGTERM/SIGINT): one Temporal worker per task queue, each
     machine on `task_queue` or its own `default_task_queue`. `concurrency` caps the activities (model and
     tool calls) this process runs at once; `unsafe_tools` lets std.python and std.shell run unconfined where
-    their jail cannot run (as a local run's --unsafe-tools)."""
+    their jail cannot run (as a local run's --unsafe-tools). `otel` (an otel.OtelTelemetry) makes the runs'
+    spans and metrics, and a span of each activity."""
     temporal_sdk()
     from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
@@ -570,8 +652,9 @@ async def temporal_serve(machines: Sequence[MachineSpec], address: str, *, task_
     tool_secrets = {key: read_secrets(entry.machine, os.environ) for key, entry in registry.entries.items()}
     hidden = [*secret_values(), *secret_forms(v for values in tool_secrets.values() for v in values.values())]
     client = await temporal_connect(address, namespace)
-    run_class = temporal_workflow_class(registry, sorted(set(hidden), key=len, reverse=True))
-    activities = TemporalActivities(registry, unsafe_tools=unsafe_tools, secrets=tool_secrets).definitions()
+    run_class = temporal_workflow_class(registry, sorted(set(hidden), key=len, reverse=True), otel)
+    activities = TemporalActivities(registry, unsafe_tools=unsafe_tools, secrets=tool_secrets,
+                                    otel=otel).definitions()
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     handled = []

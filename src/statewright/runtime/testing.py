@@ -38,19 +38,20 @@ class TestOutcome:
 
 
 def run_test(machine: MachineSpec, test: TestSpec, *, trace_path: str | None = None,
-             trace_content: bool = False) -> TestOutcome:
+             trace_content: bool = False, otel: Any = None) -> TestOutcome:
     """`arun_test` for synchronous code."""
-    return run_sync(arun_test(machine, test, trace_path=trace_path, trace_content=trace_content))  # type: ignore[no-any-return]
+    return run_sync(arun_test(machine, test, trace_path=trace_path, trace_content=trace_content,  # type: ignore[no-any-return]
+                              otel=otel))
 
 
 async def arun_test(machine: MachineSpec, test: TestSpec, *, trace_path: str | None = None,
-                    trace_content: bool = False) -> TestOutcome:
+                    trace_content: bool = False, otel: Any = None) -> TestOutcome:
     """Runs one test block: its replies and verdicts play the models, then its expectations are checked.
 
     Every model — agents, fallbacks, verifier — answers from the test's own script, in process: no model,
     no network, no litellm. A run that asks for more replies than the test scripted fails the test, and so
     does one that never asks for a reply or verdict the test scripted (unless `allow unused replies`); it
-    never raises.
+    never raises. `otel` (an otel.OtelTelemetry) makes the run's spans and metrics.
     """
     script = Script.from_test(machine, test)
     client = ScriptedClient(script)
@@ -66,7 +67,7 @@ async def arun_test(machine: MachineSpec, test: TestSpec, *, trace_path: str | N
         # a test needs no secrets: scripted tools never run, and a real tool that needs one fails its call
         engine = Engine(machine, client=client, trace=trace, script=script,
                         workspace=os.path.join(workspace.name, "workspace"), require_secrets=False,
-                        observe=observe if test.expectations else None)
+                        observe=observe if test.expectations else None, otel=otel)
         result = await engine.arun(dict(test.inputs))
     except Exception as error:  # noqa: BLE001 - a test reports what broke instead of crashing the suite
         return crashed_test(test, error)
@@ -96,7 +97,7 @@ def crashed_test(test: TestSpec, error: BaseException) -> TestOutcome:
 
 
 def run_tests(machine: MachineSpec, *, trace_dir: str | None = None, trace_content: bool = False,
-              name_filter: str | None = None) -> list[TestOutcome]:
+              name_filter: str | None = None, otel: Any = None) -> list[TestOutcome]:
     """Runs the machine's test blocks in source order; `name_filter` is a substring or glob of test names.
 
     With `trace_dir`, each test writes its trace to `<trace_dir>/<test name>.jsonl`.
@@ -108,7 +109,7 @@ def run_tests(machine: MachineSpec, *, trace_dir: str | None = None, trace_conte
         if name_filter and name_filter not in test.name and not fnmatch.fnmatchcase(test.name, name_filter):
             continue
         trace_path = os.path.join(trace_dir, _testing_file_name(test.name) + ".jsonl") if trace_dir else None
-        outcomes.append(run_test(machine, test, trace_path=trace_path, trace_content=trace_content))
+        outcomes.append(run_test(machine, test, trace_path=trace_path, trace_content=trace_content, otel=otel))
     return outcomes
 
 

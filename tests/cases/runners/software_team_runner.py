@@ -8,7 +8,7 @@ Turn a one-line requirement into a PRD, a design and working code whose tests pa
 
 Python: `run(inputs)` or `await arun(inputs)` return a RunResult.
 Command line: `python <this file> --help`. Needs statewright_runtime.py beside it (generated with
-it), litellm, pydantic and jinja2; not statewright.
+it), pydantic and jinja2, and litellm for models that are not OpenAI-compatible; not statewright.
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ else:
         TestSpec, ToolCallSpec, ToolSpec, Trace, TransitionSpec, arun_machine, guard_attribute,
         main, run_machine,
     )
-if RUNTIME_SHA256 != "69547cb424093aa8268d90bfae54668f884adea7a03b61bb38cc8b21852836ce":
+if RUNTIME_SHA256 != "724f636d2b476d781aa77290b8f365a64e0c04ea23de8db5e9aa2fe91e8e615d":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 69547cb42409), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 724f636d2b47), but "
         f"the statewright_runtime.py it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile "
         "--runtime module`, which rewrites the runtime too"
@@ -632,6 +632,7 @@ def run(
     workspace: str | None = None,
     script: Script | Mapping[str, Any] | None = None,
     client: ModelClient | None = None,
+    model_client: str | None = None,
     tools: Any = None,
     unsafe_tools: bool = False,
     max_tokens: int | None = None,
@@ -639,6 +640,7 @@ def run(
     retry_delay: float | None = None,
     timeout: float | None = None,
     listeners: Sequence[Callable[[str, dict[str, Any]], None]] = (),
+    otel: Any = None,
 ) -> RunResult:
     """Run the machine to its end and return the RunResult; a failed run is a result too.
 
@@ -656,7 +658,10 @@ def run(
         workspace: the directory tools work in (default: a fresh .statewright/runs/RUN_ID/workspace)
         script: answer every model call from this script (a Script or its JSON form) instead of a
             model
-        client: the model client (default: litellm)
+        client: the model client (default: the one `model_client` names)
+        model_client: 'auto': OpenAI-compatible models over statewright's own HTTP, others through
+            litellm; 'litellm': every model through litellm (default: $STATEWRIGHT_MODEL_CLIENT,
+            else auto)
         tools: a tool registry to use instead of the machine's own tools
         unsafe_tools: run std.python and std.shell unconfined where their bubblewrap jail cannot run
             (the trace says so)
@@ -665,6 +670,8 @@ def run(
         retry_delay: seconds before the first retry, doubling for each next one
         timeout: seconds one model call may take (default 60)
         listeners: called with (event, fields) for every event of the run, as it happens
+        otel: spans and metrics: True (from the OTEL_* environment), a TracerProvider, an
+            OtelTelemetry
     """
     return run_machine(
         MACHINE,
@@ -679,6 +686,7 @@ def run(
         workspace=workspace,
         script=script,
         client=client,
+        model_client=model_client,
         tools=tools,
         unsafe_tools=unsafe_tools,
         max_tokens=max_tokens,
@@ -686,6 +694,7 @@ def run(
         retry_delay=retry_delay,
         timeout=timeout,
         listeners=listeners,
+        otel=otel,
     )
 
 
@@ -702,6 +711,7 @@ async def arun(
     workspace: str | None = None,
     script: Script | Mapping[str, Any] | None = None,
     client: ModelClient | None = None,
+    model_client: str | None = None,
     tools: Any = None,
     unsafe_tools: bool = False,
     max_tokens: int | None = None,
@@ -709,6 +719,7 @@ async def arun(
     retry_delay: float | None = None,
     timeout: float | None = None,
     listeners: Sequence[Callable[[str, dict[str, Any]], None]] = (),
+    otel: Any = None,
 ) -> RunResult:
     """`run` for async code: the same run, the same options, on the running event loop.
 
@@ -726,7 +737,10 @@ async def arun(
         workspace: the directory tools work in (default: a fresh .statewright/runs/RUN_ID/workspace)
         script: answer every model call from this script (a Script or its JSON form) instead of a
             model
-        client: the model client (default: litellm)
+        client: the model client (default: the one `model_client` names)
+        model_client: 'auto': OpenAI-compatible models over statewright's own HTTP, others through
+            litellm; 'litellm': every model through litellm (default: $STATEWRIGHT_MODEL_CLIENT,
+            else auto)
         tools: a tool registry to use instead of the machine's own tools
         unsafe_tools: run std.python and std.shell unconfined where their bubblewrap jail cannot run
             (the trace says so)
@@ -735,6 +749,8 @@ async def arun(
         retry_delay: seconds before the first retry, doubling for each next one
         timeout: seconds one model call may take (default 60)
         listeners: called with (event, fields) for every event of the run, as it happens
+        otel: spans and metrics: True (from the OTEL_* environment), a TracerProvider, an
+            OtelTelemetry
     """
     return await arun_machine(
         MACHINE,
@@ -749,6 +765,7 @@ async def arun(
         workspace=workspace,
         script=script,
         client=client,
+        model_client=model_client,
         tools=tools,
         unsafe_tools=unsafe_tools,
         max_tokens=max_tokens,
@@ -756,6 +773,7 @@ async def arun(
         retry_delay=retry_delay,
         timeout=timeout,
         listeners=listeners,
+        otel=otel,
     )
 
 

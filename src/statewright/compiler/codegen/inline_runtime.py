@@ -28,9 +28,11 @@ from ...cache_dir import cache_dir
 RUNTIME_PACKAGE = "statewright.runtime"
 # What a runner may import besides the standard library; litellm only inside a function (lazily), tqdm
 # (which litellm brings) only inside a function that does without it when it is missing, and temporalio
-# only inside the functions of the Temporal backend (runtime/temporal.py), which say how to install it.
+# only inside the functions of the Temporal backend (runtime/temporal.py), which say how to install it, and
+# opentelemetry only inside the functions that make spans and metrics (runtime/otel.py, otel_setup.py).
 ALLOWED_PACKAGES = ("pydantic", "jinja2")
-LAZY_PACKAGES = ("litellm", "httpx", "tqdm", "temporalio")  # httpx comes with litellm, used only with it
+# httpx comes with litellm, used only with it
+LAZY_PACKAGES = ("litellm", "httpx", "tqdm", "temporalio", "opentelemetry")
 
 
 class RuntimeInlineError(Exception):

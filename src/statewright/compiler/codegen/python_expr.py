@@ -43,14 +43,37 @@ class GuardCompileError(Exception):
 
 @dataclass(frozen=True)
 class GuardNames:
-    """The names a guard may mention. `None` leaves the choice to run time (inputs present in the scope win)."""
+    """The names a guard may mention. `None` leaves the choice to run time (inputs present in the scope win).
+
+    `types` and `state_table` hold the machine's types and states by name (the first of a name, as
+    `ir.Machine.type` and `.state` find it): codegen reads a field's type and a state's output for each
+    guard that mentions them, and a walk over every declaration for each would make a machine's code
+    grow with the square of its size."""
 
     inputs: Collection[str] | None = None
     states: Collection[str] | None = None
+    types: Mapping[str, ir.TypeDef] = field(default_factory=dict)
+    state_table: Mapping[str, ir.State] = field(default_factory=dict)
 
     @classmethod
     def of(cls, machine: ir.Machine) -> GuardNames:
-        return cls(inputs=tuple(i.name for i in machine.inputs), states=tuple(s.name for s in machine.states))
+        types: dict[str, ir.TypeDef] = {}
+        for t in machine.types:
+            types.setdefault(t.name, t)
+        states: dict[str, ir.State] = {}
+        for s in machine.states:
+            states.setdefault(s.name, s)
+        return cls(inputs=frozenset(i.name for i in machine.inputs), states=frozenset(states), types=types,
+                   state_table=states)
+
+    def type(self, machine: ir.Machine, name: str) -> ir.TypeDef:
+        """The type `name` of `machine` (through the table when this GuardNames was made for it)."""
+        found = self.types.get(name)
+        return found if found is not None else machine.type(name)
+
+    def state(self, machine: ir.Machine, name: str) -> ir.State:
+        found = self.state_table.get(name)
+        return found if found is not None else machine.state(name)
 
     def is_state(self, name: str) -> bool | None:
         """Whether `name.output` means a state's output; None when only the scope can tell."""
@@ -332,7 +355,7 @@ class _PythonWriter(_Writer):
         name = expr.attr.value
         owner_type = self.type_of(expr.value)
         if isinstance(owner_type, ir.Named) and is_plain_attribute(name):
-            fields = self.context.machine.type(owner_type.name).fields
+            fields = self.context.names.type(self.context.machine, owner_type.name).fields
             if any(f.name == name for f in fields):
                 return f"{owner}.{name}", POSTFIX
         return f"guard_attribute({owner}, {py_string(name)})", POSTFIX
@@ -360,14 +383,14 @@ def _static_type(expr: ast.Expr, ctx: ExprContext, bound: Mapping[str, ir.Type |
         if ref.kind == "input":
             return next((i.type for i in ctx.machine.inputs if i.name == ref.name), None)
         if ref.kind == "state_output":
-            return _output_type(ctx.machine.state(ref.name))
+            return _output_type(ctx.names.state(ctx.machine, ref.name))
         return None
     if isinstance(expr, ast.Attribute):
         owner = _static_type(expr.value, ctx, bound)
         while isinstance(owner, ir.Optional_):
             owner = owner.inner
         if isinstance(owner, ir.Named):
-            for f in ctx.machine.type(owner.name).fields:
+            for f in ctx.names.type(ctx.machine, owner.name).fields:
                 if f.name == expr.attr.value:
                     return f.type
         return None

@@ -214,12 +214,13 @@ class _RunnerView:
         lines += [
             "",
             "Python: `run(inputs)` or `await arun(inputs)` return a RunResult.",
-            "Command line: `python <this file> --help`. Needs litellm, pydantic and jinja2; not statewright.",
+            "Command line: `python <this file> --help`. Needs pydantic and jinja2, and litellm for models",
+            "that are not OpenAI-compatible (docs/models.md); not statewright.",
         ]
         if self.runtime_mode == RUNTIME_MODULE:
-            lines[-1:] = [
+            lines[-2:] = [
                 "Command line: `python <this file> --help`. Needs statewright_runtime.py beside it (generated with",
-                "it), litellm, pydantic and jinja2; not statewright.",
+                "it), pydantic and jinja2, and litellm for models that are not OpenAI-compatible; not statewright.",
             ]
         return '"""' + "\n".join(lines) + '\n"""'
 

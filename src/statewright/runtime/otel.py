@@ -1,0 +1,783 @@
+"""OpenTelemetry spans and metrics of a run, built from the events its trace records: one more sink.
+
+A run's `OtelRunSink` hears the same `(event, fields)` a trace and every listener hear, and makes of them
+spans in the GenAI semantic conventions — the run, each state visit, each model call, verifier decision,
+tool call, branch, map element and wait for a person — and the run's metrics. Nothing in the core knows
+of it. The events of branches arrive held back until their join, each with the `time` it happened at:
+spans are built with the times the events carry, so a span tree is right however the branches interleaved,
+and `statewright trace export` builds the same spans from a trace file.
+
+opentelemetry is imported only when telemetry is asked for (`OtelTelemetry`, otel_setup.py): a runner
+carries this module and runs without the package until `--otel` is given.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import time
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from .structured import safe_json_dumps
+from .trace import redact, secret_values
+
+OTEL_SCOPE = "statewright"
+# OTEL_SEMCONV_STABILITY_OPT_IN value for the latest GenAI conventions (v1.41.0) instead of v1.36.0's
+OTEL_LATEST = "gen_ai_latest_experimental"
+OTEL_CAPTURE_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+# the fields of each event that are content: what only `--trace-content` (or the capture setting) shows
+OTEL_CONTENT_FIELDS = {"llm_call": ("messages", "reply"), "tool_call": ("args", "result"),
+                       "state_exit": ("output",), "item_end": ("output",), "waiting": ("question",),
+                       "answer": ("answer",)}
+# litellm's provider prefixes, as the conventions name the providers: (v1.36.0 gen_ai.system, latest)
+_OTEL_PROVIDERS = {
+    "openai": ("openai", "openai"), "anthropic": ("anthropic", "anthropic"),
+    "azure": ("az.ai.openai", "azure.ai.openai"), "azure_ai": ("az.ai.inference", "azure.ai.inference"),
+    "bedrock": ("aws.bedrock", "aws.bedrock"), "gemini": ("gemini", "gcp.gemini"),
+    "vertex_ai": ("vertex_ai", "gcp.vertex_ai"), "mistral": ("mistral_ai", "mistral_ai"),
+    "groq": ("groq", "groq"), "cohere": ("cohere", "cohere"), "deepseek": ("deepseek", "deepseek"),
+    "xai": ("xai", "x_ai"), "perplexity": ("perplexity", "perplexity"), "watsonx": ("ibm.watsonx.ai", "ibm.watsonx.ai"),
+}
+
+
+def otel_capture_content() -> bool:
+    """Whether the conventions' capture setting asks for prompts and replies in spans."""
+    return os.environ.get(OTEL_CAPTURE_ENV, "").strip().lower() in ("true", "1", "yes")
+
+
+def otel_latest_conventions() -> bool:
+    """Whether OTEL_SEMCONV_STABILITY_OPT_IN asks for the latest experimental GenAI conventions."""
+    values = os.environ.get("OTEL_SEMCONV_STABILITY_OPT_IN", "")
+    return OTEL_LATEST in (v.strip() for v in values.split(","))
+
+
+def otel_without_content(event: str, fields: dict[str, Any]) -> dict[str, Any]:
+    """`fields` without the content fields of `event` (for a sink that records no content)."""
+    names = OTEL_CONTENT_FIELDS.get(event)
+    if not names or not any(name in fields for name in names):
+        return fields
+    return {k: v for k, v in fields.items() if k not in names}
+
+
+def otel_model_names(model: str, latest: bool) -> tuple[str, str]:
+    """(provider, model) as the conventions name them, from a litellm model string (`openai/gpt-4o`)."""
+    prefix, _, name = model.partition("/")
+    known = _OTEL_PROVIDERS.get(prefix)
+    if known is not None and name:
+        return known[1 if latest else 0], name
+    return (prefix if name else "_OTHER"), model
+
+
+def otel_event_ns(text: Any) -> int | None:
+    """An event's ISO `time` in nanoseconds since the epoch; None when it has none or it does not read."""
+    if not isinstance(text, str):
+        return None
+    try:
+        return int(datetime.fromisoformat(text).timestamp() * 1_000_000_000)
+    except ValueError:
+        return None
+
+
+def otel_traceparent(context: Any) -> str:
+    """A span context as W3C `traceparent` text (what a checkpoint and a workflow's input keep)."""
+    return f"00-{context.trace_id:032x}-{context.span_id:016x}-{int(context.trace_flags):02x}"
+
+
+def otel_parse_traceparent(text: str | None) -> tuple[int, int, int] | None:
+    """(trace id, span id, flags) of `traceparent` text; None for None or text that is not one."""
+    if not text:
+        return None
+    parts = text.split("-")
+    if len(parts) != 4 or parts[0] != "00" or len(parts[1]) != 32 or len(parts[2]) != 16 or len(parts[3]) != 2:
+        return None
+    try:
+        trace_id, span_id, flags = int(parts[1], 16), int(parts[2], 16), int(parts[3], 16)
+    except ValueError:
+        return None
+    return (trace_id, span_id, flags) if trace_id and span_id else None
+
+
+class OtelPlannedIds:
+    """An id generator (OpenTelemetry's IdGenerator shape) that gives the ids planned for the next span, and
+    otherwise those of the generator it wraps. A Temporal workflow plans every span's id from its own
+    history, so a worker that replays a run makes the spans of the worker before it again, ids and all."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.local = threading.local()  # workflows run in several threads of one worker
+
+    def plan(self, span_id: int, trace_id: int | None = None) -> None:
+        self.local.planned = (span_id, trace_id)
+
+    def generate_span_id(self) -> int:
+        planned = getattr(self.local, "planned", None)
+        if planned is None:
+            return int(self.inner.generate_span_id())
+        self.local.planned = (None, planned[1]) if planned[1] is not None else None
+        return int(planned[0]) if planned[0] is not None else int(self.inner.generate_span_id())
+
+    def generate_trace_id(self) -> int:
+        planned = getattr(self.local, "planned", None)
+        if planned is not None and planned[1] is not None:
+            self.local.planned = None if planned[0] is None else (planned[0], None)
+            return int(planned[1])
+        return int(self.inner.generate_trace_id())
+
+    def is_trace_id_random(self) -> bool:
+        return False
+
+
+class OtelTelemetry:
+    """Where a process's spans and metrics go: a tracer and the run metrics' instruments, with the content
+    setting (`content`: prompts, replies and tool arguments in spans) and the conventions' version.
+
+    `tracer_provider` and `meter_provider` default to OpenTelemetry's global ones. `owned` providers (made
+    from the environment by otel_setup.py) are flushed and shut down by `shutdown`."""
+
+    def __init__(self, tracer_provider: Any = None, meter_provider: Any = None, *, content: bool | None = None,
+                 latest: bool | None = None, owned: bool = False, planned: bool = False) -> None:
+        from opentelemetry import metrics, trace
+
+        self.tracer_provider: Any = tracer_provider or trace.get_tracer_provider()
+        self.meter_provider = meter_provider or metrics.get_meter_provider()
+        self.ids: OtelPlannedIds | None = None
+        generator = getattr(self.tracer_provider, "id_generator", None)
+        if isinstance(generator, OtelPlannedIds):
+            self.ids = generator
+        elif planned and generator is not None:  # an SDK provider: its spans' ids can be planned
+            self.ids = OtelPlannedIds(generator)
+            setattr(self.tracer_provider, "id_generator", self.ids)  # noqa: B010 - the API's type lacks it
+        self.tracer = self.tracer_provider.get_tracer(OTEL_SCOPE)
+        self.content = otel_capture_content() if content is None else bool(content)
+        self.latest = otel_latest_conventions() if latest is None else bool(latest)
+        self.secrets = secret_values()
+        self.owned = owned
+        self.metrics = OtelMetrics(self.meter_provider.get_meter(OTEL_SCOPE), self.latest)
+        self.trace_api = trace
+
+    def run_sink(self, run: Any = None, machine: Any = None, *, content: bool = False,
+                 secrets: list[str] | None = None, planned: str | None = None) -> OtelRunSink:
+        """The sink of one run's events. `run` (a Run) keeps the run's trace context for its checkpoint;
+        `machine` names each state's agent; `content` adds content when this telemetry records none;
+        `planned` (a workflow's own key) plans every span id from it."""
+        return OtelRunSink(self, run, machine, content=self.content or content,
+                           secrets=self.secrets if secrets is None else secrets, planned=planned)
+
+    def start_client_span(self, name: str, attributes: Mapping[str, Any]) -> Any:
+        """A span of a client that starts a run elsewhere (a Temporal workflow): the run's spans join it."""
+        return self.tracer.start_span(name, kind=self.trace_api.SpanKind.CLIENT, attributes=dict(attributes))
+
+    def child_span(self, name: str, parent: str | None, attributes: Mapping[str, Any]) -> Any:
+        """A span under the span `parent` (traceparent text) names: an activity under its run's state."""
+        return self.tracer.start_span(name, context=otel_context(self.trace_api, parent), attributes=dict(attributes))
+
+    def flush(self) -> None:
+        for provider in (self.tracer_provider, self.meter_provider):
+            flush = getattr(provider, "force_flush", None)
+            if flush is not None:
+                flush()
+
+    def shutdown(self) -> None:
+        """Send what is buffered; providers this telemetry made are shut down."""
+        self.flush()
+        if self.owned:
+            for provider in (self.tracer_provider, self.meter_provider):
+                stop = getattr(provider, "shutdown", None)
+                if stop is not None:
+                    stop()
+
+
+def otel_context(trace_api: Any, parent: str | None) -> Any:
+    """An OpenTelemetry context whose current span is the remote span `parent` (traceparent text) names."""
+    parsed = otel_parse_traceparent(parent)
+    if parsed is None:
+        return None
+    trace_id, span_id, flags = parsed
+    remote = trace_api.SpanContext(trace_id, span_id, is_remote=True, trace_flags=trace_api.TraceFlags(flags))
+    return trace_api.set_span_in_context(trace_api.NonRecordingSpan(remote))
+
+
+class OtelMetrics:
+    """The run metrics' instruments: the GenAI client metrics for model calls, statewright's for the rest."""
+
+    def __init__(self, meter: Any, latest: bool) -> None:
+        self.provider_key = "gen_ai.provider.name" if latest else "gen_ai.system"
+        self.runs_started = meter.create_counter("statewright.runs.started", "{run}", "Runs started or resumed")
+        self.runs_ended = meter.create_counter("statewright.runs.ended", "{run}", "Runs ended, by status")
+        self.run_duration = meter.create_histogram("statewright.run.duration", "s", "Wall time of a run's segment")
+        # (a histogram counts what it records: its count is the state's visits, a model's calls, ...)
+        self.state_duration = meter.create_histogram("statewright.state.duration", "s", "Time of a state visit")
+        self.operation = meter.create_histogram("gen_ai.client.operation.duration", "s",
+                                                "GenAI operation duration")
+        self.tokens = meter.create_histogram("gen_ai.client.token.usage", "{token}",
+                                             "Measures number of input and output tokens used")
+        self.cost = meter.create_counter("statewright.model.cost", "USD", "What model calls cost, by model")
+        self.waits = meter.create_counter("statewright.person.waits", "{wait}", "Answers awaited from a person")
+        self.wait_duration = meter.create_histogram("statewright.person.wait.duration", "s",
+                                                    "Time from a question to its answer")
+
+
+class _OtelNoInstrument:
+    def add(self, amount: float, attributes: Any = None) -> None:
+        pass
+
+    def record(self, amount: float, attributes: Any = None) -> None:
+        pass
+
+
+class _OtelNoMetrics:
+    """Instruments that count nothing (a workflow's replay)."""
+
+    def __getattr__(self, name: str) -> _OtelNoInstrument:
+        return _OTEL_NO_INSTRUMENT
+
+
+_OTEL_NO_INSTRUMENT = _OtelNoInstrument()
+_OTEL_NO_METRICS: Any = _OtelNoMetrics()
+
+
+class _OtelOpen:
+    """A span the sink has started and not ended: its kind (run, state, branch, item, verifier), the state
+    it is of, and the time of the last event it saw (a branch ends there)."""
+
+    __slots__ = ("context", "kind", "last", "span", "start", "state")
+
+    def __init__(self, kind: str, span: Any, state: str | None, start: int) -> None:
+        self.kind = kind
+        self.span = span
+        self.context: Any = None  # the span as its children's parent context, made once
+        self.state = state
+        self.start = start
+        self.last = start
+
+
+class OtelRunSink:
+    """One run's events as spans: a listener `(event, fields)` (see the module's docstring).
+
+    Spans nest as the run does: the run's span holds its states' spans; a state's span holds its model
+    calls, tool calls, its verifier's decision, and a parallel state's branches or a map's elements, whose
+    own states nest in them. Guards, bounds, re-asks, repairs and transitions are events of the state's span.
+    """
+
+    def __init__(self, telemetry: OtelTelemetry, run: Any, machine: Any, *, content: bool, secrets: list[str],
+                 planned: str | None = None) -> None:
+        self.telemetry = telemetry
+        self.tracer = telemetry.tracer
+        self.api = telemetry.trace_api
+        self.run = run
+        self.agents = {n: s.agent for n, s in machine.states.items() if s.agent} if machine is not None else {}
+        self.machine = machine.name if machine is not None else ""
+        self.content = content
+        self.secrets = secrets
+        self.latest = telemetry.latest
+        self.metrics: Any = telemetry.metrics
+        self.provider_key = telemetry.metrics.provider_key
+        self.planned = planned
+        self.planned_count = 0
+        self.replaying: Any = None  # a workflow's "is it replaying" (spans ended then were sent before)
+        self.stack: list[_OtelOpen] = []
+        self.asked: dict[str, int] = {}  # state -> when the run began to wait there (the `waiting` event)
+        self.root: Any = None
+        self.parent = getattr(run, "trace_context", None)  # the run's context, when it has one already
+        self.status = "running"
+        self.spec = machine
+        self.calls: dict[str, OtelRunSink] = {}  # the machines the run runs, by path: each a sink of its own
+        self.parent_span: Any = None  # a call's sink: the span of the caller's state that runs it
+
+    # -- the listener ---------------------------------------------------------------------------------
+
+    def __call__(self, event: str, fields: dict[str, Any]) -> None:
+        self.record(event, fields)
+
+    def record(self, event: str, fields: dict[str, Any], at: int | None = None) -> None:
+        """Take one event; `at` (ns since the epoch) when it happened, else its `time` field, else now."""
+        call = fields.get("call")
+        if isinstance(call, str) and call:  # an event of a machine the run runs: its spans nest under the call
+            self._call_event(call, event, fields, at)
+            return
+        stamp = otel_event_ns(fields["time"]) if "time" in fields else None  # a branch's event, held back
+        at = stamp or at or time.time_ns()
+        if self.replaying is not None:  # a replayed workflow's metrics were counted by the worker before
+            self.metrics = _OTEL_NO_METRICS if self.replaying() else self.telemetry.metrics
+        handle = _OTEL_HANDLERS.get(event)
+        if self.stack:
+            self.stack[-1].last = at
+            for entry in self.stack:
+                if entry.kind == "branch":
+                    entry.last = at
+        if handle is not None:
+            handle(self, fields, at)
+        elif self.stack:
+            self._event(self.stack[-1].span, event, fields, at)
+
+    def _call_event(self, path: str, event: str, fields: dict[str, Any], at: int | None) -> None:
+        """Hand an event of a call to the call's own sink, made at its `run_start` under the span of the
+        state that runs it (for `a/b`, under the span of the state of `a` that runs `b`)."""
+        sink = self.calls.get(path)
+        if sink is None:
+            caller = self.calls.get(path.rsplit("/", 1)[0]) if "/" in path else self
+            if caller is None or not caller.stack:
+                return  # (a call whose start this sink never saw: nothing to hang it on)
+            spec = None
+            if caller.spec is not None:
+                from .spec import every_machine
+
+                spec = next((m for m in every_machine(caller.spec) if m.name == fields.get("machine")), None)
+            sink = OtelRunSink(self.telemetry, None, spec, content=self.content, secrets=self.secrets,
+                               planned=f"{self.planned}/{path}" if self.planned is not None else None)
+            sink.replaying = self.replaying
+            sink.parent_span = caller.stack[-1].span
+            self.calls[path] = sink
+        sink.record(event, {k: v for k, v in fields.items() if k != "call"}, at)
+        if event == "run_end":
+            self.calls.pop(path, None)
+
+    def close_open(self) -> None:
+        """End the spans still open at the time of the last event seen: a run whose trace stops without its
+        end (it crashed), marked so."""
+        if self.stack:
+            at = self.stack[-1].last
+            self.stack[0].span.set_attribute("statewright.status", "unfinished")
+            self._pop_to(("run",), at)
+
+    def current(self) -> str | None:
+        """The traceparent of the innermost span under way (what an activity's own spans go under)."""
+        if not self.stack:
+            return self.parent
+        return otel_traceparent(self.stack[-1].span.get_span_context())
+
+    # -- spans ----------------------------------------------------------------------------------------
+
+    def _start(self, name: str, parent: Any, at: int, attributes: dict[str, Any], kind: Any = None) -> Any:
+        if self.planned is not None and self.telemetry.ids is not None:
+            self.planned_count += 1
+            digest = hashlib.sha256(f"{self.planned}:{self.planned_count}".encode()).digest()
+            self.telemetry.ids.plan(int.from_bytes(digest[:8], "big") or 1,
+                                    int.from_bytes(digest[8:24], "big") or 1 if parent is None else None)
+        context = parent if parent is None or not hasattr(parent, "get_span_context") else \
+            self.api.set_span_in_context(parent)
+        return self.tracer.start_span(name, context=context, kind=kind or self.api.SpanKind.INTERNAL,
+                                      attributes=attributes, start_time=at)
+
+    def _end(self, span: Any, at: int) -> None:
+        replaying = self.replaying
+        if replaying is not None and replaying():
+            return  # the worker that ran this part of the run first sent the span
+        span.end(end_time=at)
+
+    def _push(self, kind: str, name: str, state: str | None, at: int, attributes: dict[str, Any]) -> _OtelOpen:
+        parent = self._parent_context(self.stack[-1]) if self.stack else self._root_parent()
+        entry = _OtelOpen(kind, self._start(name, parent, at, attributes), state, at)
+        self.stack.append(entry)
+        return entry
+
+    def _parent_context(self, entry: _OtelOpen) -> Any:
+        if entry.context is None:
+            entry.context = self.api.set_span_in_context(entry.span)
+        return entry.context
+
+    def _root_parent(self) -> Any:
+        if self.parent_span is not None:
+            return self.api.set_span_in_context(self.parent_span)
+        return otel_context(self.api, self.parent) if self.parent else None
+
+    def _pop_to(self, kinds: tuple[str, ...], at: int, *, inclusive: bool = True) -> _OtelOpen | None:
+        """End the spans above the innermost one of `kinds` (and it, when `inclusive`); that one."""
+        stack = self.stack
+        index = next((i for i in range(len(stack) - 1, -1, -1) if stack[i].kind in kinds), None)
+        if index is None:
+            return None
+        found = stack[index]
+        while len(stack) > index + (0 if inclusive else 1):
+            self._close(stack.pop(), at)
+        return found
+
+    def _close(self, entry: _OtelOpen, at: int) -> None:
+        if entry.kind == "state" and entry.state is not None:
+            self.metrics.state_duration.record(max(at - entry.start, 0) / 1e9,
+                                               {"statewright.machine": self.machine, "statewright.state": entry.state})
+        self._end(entry.span, at)
+
+    def _state(self, state: str | None, at: int) -> Any:
+        """The span of the visit of `state` under way; a span continuing it when the run resumed inside it."""
+        for entry in reversed(self.stack):
+            if entry.kind == "state" and (state is None or entry.state == state):
+                return entry.span
+            if entry.kind in ("branch", "item", "run"):
+                break
+        if state is None:
+            return self.stack[-1].span if self.stack else None
+        self._pop_to(("run", "branch", "item"), at, inclusive=False)
+        entry = self._push("state", self._state_name(state), state, at, self._state_attributes(state, None))
+        entry.span.set_attribute("statewright.continued", True)
+        return entry.span
+
+    def _state_name(self, state: str) -> str:
+        agent = self.agents.get(state)
+        return f"invoke_agent {agent}" if agent else f"state {state}"
+
+    def _state_attributes(self, state: str, visit: Any) -> dict[str, Any]:
+        attributes: dict[str, Any] = {"statewright.state": state}
+        if visit is not None:
+            attributes["statewright.visit"] = visit
+        agent = self.agents.get(state)
+        if agent:
+            attributes["gen_ai.operation.name"] = "invoke_agent"
+            attributes["gen_ai.agent.name"] = agent
+        return attributes
+
+    def _event(self, span: Any, name: str, fields: Mapping[str, Any], at: int) -> None:
+        if span is not None:
+            span.add_event(f"statewright.{name}", self._flat(fields), timestamp=at)
+
+    def _flat(self, fields: Mapping[str, Any]) -> dict[str, Any]:
+        """Event fields as attribute values: scalars as they are, the rest as (redacted) JSON text."""
+        flat: dict[str, Any] = {}
+        for key, value in fields.items():
+            if key == "time" or value is None:
+                continue
+            if isinstance(value, str):
+                flat[key] = self._text(value)
+            elif isinstance(value, (bool, int, float)):
+                flat[key] = value
+            else:
+                flat[key] = self._json(value)
+        return flat
+
+    def _text(self, text: str) -> str:
+        return redact(text, self.secrets)
+
+    def _json(self, value: Any) -> str:
+        return redact(safe_json_dumps(value), self.secrets)
+
+    # -- the events -----------------------------------------------------------------------------------
+
+    def _run_start(self, fields: dict[str, Any], at: int) -> None:
+        machine = str(fields.get("machine") or self.machine)
+        self.machine = machine
+        resumed = bool(fields.get("resumed"))
+        attributes: dict[str, Any]
+        if self.latest:
+            name, attributes = f"invoke_workflow {machine}", {"gen_ai.operation.name": "invoke_workflow",
+                                                              "gen_ai.workflow.name": machine}
+        else:
+            name, attributes = f"invoke_agent {machine}", {"gen_ai.operation.name": "invoke_agent",
+                                                           "gen_ai.agent.name": machine}
+        attributes.update({"statewright.machine": machine, "statewright.run_id": str(fields.get("run_id") or "")})
+        if resumed:
+            attributes["statewright.resumed"] = True
+            attributes["statewright.steps"] = int(fields.get("steps") or 0)
+        self.stack = []
+        entry = self._push("run", name, None, at, attributes)
+        self.root = entry.span
+        if self.run is not None and not self.parent:
+            self.run.trace_context = otel_traceparent(entry.span.get_span_context())
+        self.metrics.runs_started.add(1, {"statewright.machine": machine, "statewright.resumed": resumed})
+
+    def _run_end(self, fields: dict[str, Any], at: int) -> None:
+        if not self.stack:
+            return
+        root = self.stack[0]
+        status = str(fields.get("status") or "")
+        self.status = status
+        span = root.span
+        attributes: dict[str, Any] = {"statewright.status": status, "statewright.steps": int(fields.get("steps") or 0)}
+        if fields.get("final_state"):
+            attributes["statewright.final_state"] = str(fields["final_state"])
+        usage = fields.get("usage") or {}
+        if isinstance(usage, dict):
+            attributes.update({"gen_ai.usage.input_tokens": int(usage.get("prompt_tokens") or 0),
+                               "gen_ai.usage.output_tokens": int(usage.get("completion_tokens") or 0),
+                               "statewright.cost_usd": float(usage.get("cost_usd") or 0.0),
+                               "statewright.llm_calls": int(usage.get("llm_calls") or 0)})
+        failure = fields.get("failure")
+        if isinstance(failure, dict):
+            attributes["error.type"] = str(failure.get("kind") or "_OTHER")
+            attributes["statewright.failure"] = self._text(str(failure.get("message") or ""))
+            span.set_status(self.api.Status(self.api.StatusCode.ERROR, self._text(str(failure.get("message") or ""))))
+        elif status == "final":
+            span.set_status(self.api.Status(self.api.StatusCode.OK))
+        span.set_attributes(attributes)
+        self._pop_to(("run",), at)
+        self.metrics.runs_ended.add(1, {"statewright.machine": self.machine, "statewright.status": status})
+        self.metrics.run_duration.record(max(at - root.start, 0) / 1e9,
+                                         {"statewright.machine": self.machine, "statewright.status": status})
+
+    def _state_enter(self, fields: dict[str, Any], at: int) -> None:
+        state = str(fields.get("state"))
+        self._pop_to(("run", "branch", "item"), at, inclusive=False)
+        self._push("state", self._state_name(state), state, at, self._state_attributes(state, fields.get("visit")))
+
+    def _state_exit(self, fields: dict[str, Any], at: int) -> None:
+        span = self._state(fields.get("state"), at)
+        if span is None:
+            return
+        if fields.get("variant"):
+            span.set_attribute("statewright.variant", str(fields["variant"]))
+        if self.content and "output" in fields:
+            span.set_attribute("statewright.output", self._json(fields["output"]))
+
+    def _transition(self, fields: dict[str, Any], at: int) -> None:
+        span = self._state(fields.get("from"), at)
+        if span is None:
+            return
+        self._event(span, "transition", fields, at)
+        span.set_attributes({"statewright.transition.cause": str(fields.get("cause") or ""),
+                             "statewright.transition.to": str(fields.get("to") or "")})
+        if fields.get("to") is not None:  # the visit ends; a run stopped by a bound or limit ends at run_end
+            self._pop_to(("state",), at)
+
+    def _llm_call(self, fields: dict[str, Any], at: int) -> None:
+        role = str(fields.get("role") or "agent")
+        state = fields.get("state")
+        parent = self._verifier(state, at) if role == "verifier" else self._call_parent(state, fields, at)
+        served = str(fields.get("model") or "")
+        provider, response_model = otel_model_names(served, self.latest)
+        _, request_model = otel_model_names(str(fields.get("request_model") or served), self.latest)
+        latency = float(fields.get("latency_ms") or 0.0)
+        start = at - int(latency * 1_000_000)
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "chat", self.provider_key: provider,
+            "gen_ai.request.model": request_model, "gen_ai.response.model": response_model,
+            "gen_ai.usage.input_tokens": int(fields.get("prompt_tokens") or 0),
+            "gen_ai.usage.output_tokens": int(fields.get("completion_tokens") or 0),
+            "statewright.role": role, "statewright.cost_usd": float(fields.get("cost_usd") or 0.0),
+            "statewright.attempts": int(fields.get("attempts") or 1),
+            "statewright.call_index": int(fields.get("call_index") or 0)}
+        if state is not None:
+            attributes["statewright.state"] = str(state)
+        if fields.get("agent"):
+            attributes["gen_ai.agent.name"] = str(fields["agent"])
+        if fields.get("item") is not None:
+            attributes["statewright.item"] = int(fields["item"])
+        if fields.get("finish_reason"):
+            attributes["gen_ai.response.finish_reasons"] = (str(fields["finish_reason"]),)
+        if self.content:
+            self._chat_content(attributes, fields)
+        span = self._start(f"chat {request_model}", parent, start, attributes, self.api.SpanKind.CLIENT)
+        for happened in fields.get("events") or ():
+            if isinstance(happened, dict):
+                span.add_event(f"statewright.client.{happened.get('type') or 'event'}", self._flat(happened),
+                               timestamp=at)
+        self._end(span, at)
+        self._model_metrics(provider, request_model, response_model, fields, latency, None)
+
+    def _llm_error(self, fields: dict[str, Any], at: int) -> None:
+        role = str(fields.get("role") or "agent")
+        state = fields.get("state")
+        parent = self._verifier(state, at) if role == "verifier" else self._call_parent(state, fields, at)
+        provider, model = otel_model_names(str(fields.get("model") or ""), self.latest)
+        attributes = {"gen_ai.operation.name": "chat", self.provider_key: provider,
+                      "gen_ai.request.model": model, "statewright.role": role, "error.type": "model",
+                      "statewright.attempts": int(fields.get("attempts") or 1)}
+        if state is not None:
+            attributes["statewright.state"] = str(state)
+        span = self._start(f"chat {model}", parent, at, attributes, self.api.SpanKind.CLIENT)
+        message = self._text(str(fields.get("error") or ""))
+        for happened in fields.get("events") or ():
+            if isinstance(happened, dict):
+                span.add_event(f"statewright.client.{happened.get('type') or 'event'}", self._flat(happened),
+                               timestamp=at)
+        span.set_status(self.api.Status(self.api.StatusCode.ERROR, message))
+        self._end(span, at)
+        self._model_metrics(provider, model, model, fields, 0.0, "model")
+
+    def _model_metrics(self, provider: str, request_model: str, response_model: str, fields: dict[str, Any],
+                       latency: float, error: str | None) -> None:
+        metrics = self.metrics
+        attributes = {"gen_ai.operation.name": "chat", self.provider_key: provider,
+                      "gen_ai.request.model": request_model, "gen_ai.response.model": response_model}
+        if error is not None:
+            attributes["error.type"] = error
+        metrics.operation.record(latency / 1000.0, attributes)
+        if error is None:
+            metrics.tokens.record(int(fields.get("prompt_tokens") or 0), {**attributes, "gen_ai.token.type": "input"})
+            metrics.tokens.record(int(fields.get("completion_tokens") or 0),
+                                  {**attributes, "gen_ai.token.type": "output"})
+            cost = float(fields.get("cost_usd") or 0.0)
+            if cost:
+                metrics.cost.add(cost, attributes)
+
+    def _chat_content(self, attributes: dict[str, Any], fields: dict[str, Any]) -> None:
+        messages = fields.get("messages")
+        if isinstance(messages, list):
+            attributes["gen_ai.input.messages"] = self._json([otel_message(m) for m in messages if isinstance(m, dict)])
+        reply = fields.get("reply")
+        if isinstance(reply, dict):
+            parts: list[dict[str, Any]] = []
+            if reply.get("content"):
+                parts.append({"type": "text", "content": reply["content"]})
+            for call in reply.get("tool_calls") or ():
+                if isinstance(call, dict):
+                    parts.append({"type": "tool_call", "id": call.get("id"), "name": call.get("name"),
+                                  "arguments": call.get("arguments")})
+            output = {"role": "assistant", "parts": parts,
+                      "finish_reason": str(fields.get("finish_reason") or "stop")}
+            attributes["gen_ai.output.messages"] = self._json([output])
+
+    def _call_parent(self, state: Any, fields: dict[str, Any], at: int) -> Any:
+        """Where a call's span goes: the map element or the state under way (a verifier's decision ends)."""
+        if self.stack and self.stack[-1].kind == "verifier":
+            self._pop_to(("verifier",), at)
+        agent = fields.get("agent")
+        if agent and state is not None and str(state) not in self.agents:  # a trace read without its machine
+            self.agents[str(state)] = str(agent)
+            for entry in reversed(self.stack):
+                if entry.kind == "state" and entry.state == state:
+                    entry.span.update_name(f"invoke_agent {agent}")
+                    entry.span.set_attributes({"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": str(agent)})
+                    break
+        if self.stack and self.stack[-1].kind == "item":
+            return self.stack[-1].span
+        return self._state(str(state) if state is not None else None, at)
+
+    def _verifier(self, state: Any, at: int) -> Any:
+        """The span of the verifier's decision under way in `state` (begun by its first call)."""
+        if self.stack and self.stack[-1].kind == "verifier":
+            return self.stack[-1].span
+        self._state(str(state) if state is not None else None, at)
+        attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "verifier"}
+        if state is not None:
+            attributes["statewright.state"] = str(state)
+        return self._push("verifier", "invoke_agent verifier", str(state), at, attributes).span
+
+    def _verdict(self, fields: dict[str, Any], at: int) -> None:
+        span = self._verifier(fields.get("state"), at)
+        conditions = [str(c) for c in fields.get("conditions") or ()]
+        choice = str(fields.get("choice") or "none")
+        number = conditions.index(choice) + 1 if choice in conditions else 0
+        span.set_attributes({"statewright.verdict.conditions": tuple(self._text(c) for c in conditions),
+                             "statewright.verdict.choice": self._text(choice),
+                             "statewright.verdict.number": number,
+                             "statewright.verdict.reason": self._text(str(fields.get("reason") or "")),
+                             "statewright.verdict.feedback": self._text(str(fields.get("feedback") or "")),
+                             "statewright.transition.cause": "verifier" if number else "none"})
+        self._pop_to(("verifier",), at)
+
+    def _tool_call(self, fields: dict[str, Any], at: int) -> None:
+        parent = self._call_parent(fields.get("state"), fields, at)
+        tool = str(fields.get("tool") or "")
+        latency = float(fields.get("latency_ms") or 0.0)
+        ok = bool(fields.get("ok"))
+        attributes: dict[str, Any] = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool,
+                                      "gen_ai.tool.type": "function", "statewright.ok": ok}
+        for key, name in (("state", "statewright.state"), ("agent", "gen_ai.agent.name")):
+            if fields.get(key):
+                attributes[name] = str(fields[key])
+        if fields.get("scripted"):
+            attributes["statewright.scripted"] = True
+        if self.content:
+            if "args" in fields:
+                attributes["gen_ai.tool.call.arguments"] = self._json(fields["args"])
+            if "result" in fields:
+                attributes["gen_ai.tool.call.result"] = self._json(fields["result"])
+        if not ok:
+            attributes["error.type"] = "tool"
+        span = self._start(f"execute_tool {tool}", parent, at - int(latency * 1_000_000), attributes)
+        if not ok:
+            span.set_status(self.api.Status(self.api.StatusCode.ERROR, self._text(str(fields.get("error") or ""))))
+        self._end(span, at)
+
+    def _fan_out(self, fields: dict[str, Any], at: int) -> None:
+        span = self._state(fields.get("state"), at)
+        self._event(span, "fan_out", fields, at)
+        span.set_attribute("statewright.fan_out", str(fields.get("kind") or ""))
+
+    def _branch_start(self, fields: dict[str, Any], at: int) -> None:
+        self._state(fields.get("state"), at)
+        self._pop_to(("state",), at, inclusive=False)
+        branch = str(fields.get("branch") or "")
+        self._push("branch", f"branch {branch}", None, at,
+                   {"statewright.state": str(fields.get("state") or ""), "statewright.branch": branch})
+
+    def _branch_end(self, fields: dict[str, Any], at: int) -> None:
+        top = next((e for e in reversed(self.stack) if e.kind == "branch"), None)
+        if top is None:  # a branch cancelled before it held back any event: only its end is known
+            self._branch_start(fields, at)
+            top = self.stack[-1]
+        status = str(fields.get("status") or "")
+        top.span.set_attributes({"statewright.branch.status": status,
+                                 "statewright.branch.last": str(fields.get("last") or "")})
+        self._pop_to(("branch",), top.last if status == "done" else at)
+
+    def _item_start(self, fields: dict[str, Any], at: int) -> None:
+        state = str(fields.get("state") or "")
+        self._state(state, at)
+        self._pop_to(("state",), at, inclusive=False)
+        item = int(fields.get("item") or 0)
+        self._push("item", f"item {state}[{item}]", None, at, {"statewright.state": state, "statewright.item": item})
+
+    def _item_end(self, fields: dict[str, Any], at: int) -> None:
+        top = next((e for e in reversed(self.stack) if e.kind == "item"), None)
+        if top is None:
+            return
+        if self.content and "output" in fields:
+            top.span.set_attribute("statewright.output", self._json(fields["output"]))
+        self._pop_to(("item",), at)
+
+    def _waiting(self, fields: dict[str, Any], at: int) -> None:
+        self.asked[str(fields.get("state") or "")] = at  # (a durable engine waits in the same run: no pause)
+        span = self._state(fields.get("state"), at)
+        self._event(span, "waiting", fields if self.content else otel_without_content("waiting", fields), at)
+
+    def _answer(self, fields: dict[str, Any], at: int) -> None:
+        """The wait for a person, as a span from the question to the answer — across a pause and a resume."""
+        state = str(fields.get("state") or "")
+        span = self._state(state, at)
+        asked = fields.get("asked_at")
+        start = int(float(asked) * 1e9) if isinstance(asked, (int, float)) and not isinstance(asked, bool) else at
+        start = min(start, self.asked.pop(state, start))
+        timed_out = bool(fields.get("timed_out"))
+        attributes: dict[str, Any] = {"statewright.state": state, "statewright.timed_out": timed_out}
+        if self.content and "answer" in fields:
+            attributes["statewright.answer"] = self._json(fields["answer"])
+        wait = self._start(f"await_person {state}", span, min(start, at), attributes)
+        self._end(wait, at)
+        outcome = {"statewright.machine": self.machine, "statewright.state": state,
+                   "statewright.outcome": "timeout" if timed_out else "answer"}
+        self.metrics.waits.add(1, outcome)
+        self.metrics.wait_duration.record(max(at - start, 0) / 1e9, outcome)
+
+
+def _otel_state_event(name: str) -> Any:
+    """The handler of an event that is an event of its state's span (a guard, a bound, a re-ask, ...)."""
+
+    def handle(sink: OtelRunSink, fields: dict[str, Any], at: int) -> None:
+        sink._event(sink._state(fields.get("state"), at), name, fields, at)
+
+    return handle
+
+
+_OTEL_HANDLERS: dict[str, Any] = {
+    "run_start": OtelRunSink._run_start, "run_end": OtelRunSink._run_end,
+    "state_enter": OtelRunSink._state_enter, "state_exit": OtelRunSink._state_exit,
+    "transition": OtelRunSink._transition, "llm_call": OtelRunSink._llm_call, "llm_error": OtelRunSink._llm_error,
+    "verdict": OtelRunSink._verdict, "tool_call": OtelRunSink._tool_call, "fan_out": OtelRunSink._fan_out,
+    "branch_start": OtelRunSink._branch_start, "branch_end": OtelRunSink._branch_end,
+    "item_start": OtelRunSink._item_start, "item_end": OtelRunSink._item_end,
+    "waiting": OtelRunSink._waiting, "answer": OtelRunSink._answer,
+    **{name: _otel_state_event(name)
+       for name in ("guard", "bound_skip", "reask", "repair", "join", "answer_refused", "answered_by")},
+}
+
+
+def otel_message(message: Mapping[str, Any]) -> dict[str, Any]:
+    """A chat message in the conventions' shape: a role and parts (text, tool calls, a tool's response)."""
+    role = str(message.get("role") or "user")
+    parts: list[dict[str, Any]] = []
+    content = message.get("content")
+    if role == "tool":
+        parts.append({"type": "tool_call_response", "id": message.get("tool_call_id"), "response": content})
+    elif isinstance(content, str) and content:
+        parts.append({"type": "text", "content": content})
+    elif isinstance(content, list):
+        parts.extend({"type": "text", "content": str(p.get("text") or "")} for p in content if isinstance(p, dict))
+    for call in message.get("tool_calls") or ():
+        if isinstance(call, dict):
+            function = call.get("function") or {}
+            parts.append({"type": "tool_call", "id": call.get("id"), "name": function.get("name"),
+                          "arguments": function.get("arguments")})
+    return {"role": role, "parts": parts}

@@ -1,0 +1,308 @@
+"""OpenTelemetry: a run's events as spans and metrics in the GenAI conventions, read back from an in-memory
+exporter — the tree, the names and attributes, one trace across a pause and a resume in another engine,
+no content unless asked for and no secret ever, nothing imported when it is off, and the checkpoint's
+trace context read strictly."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.e2e_runs import ROOT
+
+import statewright
+from statewright.runtime.checkpoint import CheckpointStore
+from statewright.runtime.scripted import Script
+from statewright.runtime.snapshot import SnapshotError, read_head
+
+otel_sdk = pytest.importorskip("opentelemetry.sdk.trace", reason="the otel extra (opentelemetry-sdk) is missing")
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from statewright.runtime.otel import OtelTelemetry
+from statewright.trace_export import _replay
+
+PARALLEL = ROOT / "examples" / "parallel_review.fsm"
+APPROVAL = '''machine refund {
+    input amount: int
+    type Decision {
+        approved: bool
+        note: str
+    }
+    agent clerk { prompt "You handle refunds." }
+    start state check {
+        agent clerk
+        do "Check the refund of {{ amount }} USD."
+        -> approve
+    }
+    state approve {
+        ask "Refund {{ amount }} USD? The clerk says: {{ check.output }}"
+        output Decision
+        when output.approved -> pay
+        otherwise -> refuse
+    }
+    final state pay { result "paid {{ amount }}: {{ approve.output.note }}" }
+    final state refuse
+}
+'''
+
+
+class Collected:
+    """Telemetry whose spans and metrics stay in memory."""
+
+    def __init__(self, **options: Any) -> None:
+        self.spans = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(self.spans))
+        self.reader = InMemoryMetricReader()
+        self.telemetry = OtelTelemetry(provider, MeterProvider(metric_readers=[self.reader]), **options)
+
+    def finished(self) -> list[Any]:
+        return list(self.spans.get_finished_spans())
+
+    def metrics(self) -> dict[str, list[Any]]:
+        found: dict[str, list[Any]] = {}
+        data = self.reader.get_metrics_data()
+        for resource in data.resource_metrics if data else ():
+            for scope in resource.scope_metrics:
+                for metric in scope.metrics:
+                    found[metric.name] = list(metric.data.data_points)
+        return found
+
+
+def tree(spans: list[Any]) -> list[tuple[int, str]]:
+    """(depth, name) of every span, depth first, children in the order they started."""
+    children: dict[Any, list[Any]] = {}
+    ids = {s.context.span_id for s in spans}
+    for span in spans:
+        parent = span.parent.span_id if span.parent is not None and span.parent.span_id in ids else None
+        children.setdefault(parent, []).append(span)
+    lines: list[tuple[int, str]] = []
+
+    def walk(parent: Any, depth: int) -> None:
+        for span in sorted(children.get(parent, []), key=lambda s: (s.start_time, s.name)):
+            lines.append((depth, span.name))
+            walk(span.context.span_id, depth + 1)
+
+    walk(None, 0)
+    return lines
+
+
+def parallel_run(collected: Collected, test_index: int = 1, **options: Any) -> Any:
+    machine = statewright.load(PARALLEL)
+    test = machine.spec.tests[test_index]
+    return machine.run(dict(test.inputs), script=Script.from_test(machine.spec, test), otel=collected.telemetry,
+                       **options)
+
+
+def test_a_run_is_one_tree_of_the_machine_s_structure() -> None:
+    collected = Collected()
+    result = parallel_run(collected)
+    assert result.ok
+    spans = collected.finished()
+    assert len({s.context.trace_id for s in spans}) == 1
+    shape = tree(spans)
+    assert shape[0] == (0, "invoke_agent parallel_review")
+    assert (1, "invoke_agent writer") in shape and (2, "chat gpt-4o-mini") in shape
+    assert shape.count((1, "state reviews")) == 2  # the parallel state, visited twice
+    assert shape.count((2, "branch accuracy")) == 2
+    assert (3, "invoke_agent reviewer") in shape and (4, "chat claude-3-5-haiku-latest") in shape
+    assert shape[-1] == (1, "state publish")
+    by_name: dict[str, list[Any]] = {}
+    for span in spans:
+        by_name.setdefault(span.name, []).append(span)
+    root = by_name["invoke_agent parallel_review"][0]
+    assert root.attributes["gen_ai.operation.name"] == "invoke_agent"
+    assert root.attributes["statewright.status"] == "final"
+    assert root.attributes["statewright.final_state"] == "publish"
+    assert root.attributes["statewright.llm_calls"] == 8
+    chat = by_name["chat gpt-4o"][0]
+    assert chat.attributes["gen_ai.operation.name"] == "chat"
+    assert chat.attributes["gen_ai.system"] == "openai"
+    assert chat.attributes["gen_ai.request.model"] == "gpt-4o" == chat.attributes["gen_ai.response.model"]
+    assert chat.attributes["gen_ai.usage.input_tokens"] > 0 and chat.attributes["gen_ai.usage.output_tokens"] > 0
+    assert chat.attributes["gen_ai.response.finish_reasons"] == ("stop",)
+    assert chat.attributes["gen_ai.agent.name"] == "reviewer"
+    assert "gen_ai.input.messages" not in chat.attributes  # no content unless asked for
+    visits = [s for s in by_name["state reviews"]]
+    assert sorted(s.attributes["statewright.visit"] for s in visits) == [1, 2]
+    second = next(s for s in visits if s.attributes["statewright.visit"] == 2)
+    assert second.attributes["statewright.transition.cause"] == "guard"
+    assert second.attributes["statewright.transition.to"] == "publish"
+    events = [e.name for e in second.events]
+    assert events[:1] == ["statewright.fan_out"] and "statewright.join" in events
+    assert events[-1] == "statewright.transition"
+    branch = by_name["branch accuracy"][0]
+    assert branch.attributes["statewright.branch.status"] == "done"
+    assert branch.start_time <= branch.end_time
+    metrics = collected.metrics()
+    assert sum(p.count for p in metrics["statewright.state.duration"]) == len(result.path)  # every visit
+    tokens = {p.attributes["gen_ai.token.type"]: p for p in metrics["gen_ai.client.token.usage"]
+              if p.attributes["gen_ai.request.model"] == "gpt-4o"}
+    assert set(tokens) == {"input", "output"}
+    ended = metrics["statewright.runs.ended"]
+    assert [(p.attributes["statewright.status"], p.value) for p in ended] == [("final", 1)]
+    assert sum(p.count for p in metrics["gen_ai.client.operation.duration"]) == 8
+
+
+def test_the_latest_conventions_when_opted_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_SEMCONV_STABILITY_OPT_IN", "http,gen_ai_latest_experimental")
+    collected = Collected()
+    assert parallel_run(collected).ok
+    spans = {s.name: s for s in collected.finished()}
+    root = spans["invoke_workflow parallel_review"]
+    assert root.attributes["gen_ai.operation.name"] == "invoke_workflow"
+    assert root.attributes["gen_ai.workflow.name"] == "parallel_review"
+    chat = spans["chat claude-3-5-haiku-latest"]
+    assert chat.attributes["gen_ai.provider.name"] == "anthropic" and "gen_ai.system" not in chat.attributes
+
+
+def test_a_verifier_decision_and_a_failure(tmp_path: Path) -> None:
+    machine = statewright.load(ROOT / "examples" / "evaluator_optimizer.fsm")
+    collected = Collected()
+    for test in machine.spec.tests:
+        machine.run(dict(test.inputs), script=Script.from_test(machine.spec, test), otel=collected.telemetry)
+    verdicts = [s for s in collected.finished() if s.name == "invoke_agent verifier"]
+    assert verdicts, "the machine's verifier decided nothing"
+    decided = [v for v in verdicts if v.attributes["statewright.verdict.number"] > 0]
+    for verdict in decided:
+        conditions = verdict.attributes["statewright.verdict.conditions"]
+        number = verdict.attributes["statewright.verdict.number"]
+        assert conditions[number - 1] == verdict.attributes["statewright.verdict.choice"]
+        assert verdict.attributes["statewright.transition.cause"] == "verifier"
+        assert any(s.name.startswith("chat ") and s.parent.span_id == verdict.context.span_id
+                   for s in collected.finished())
+    failed = statewright.load_text(APPROVAL.replace("ask \"", "agent clerk\n        do \""), "refund.fsm")
+    collected = Collected()
+    result = failed.run({"amount": 3}, script=Script({("agent", "check"): ["fine"]}), otel=collected.telemetry)
+    assert not result.ok
+    root = next(s for s in collected.finished() if s.parent is None)
+    assert root.status.status_code.name == "ERROR" and root.attributes["error.type"] == "script"
+
+
+def test_a_paused_run_resumed_elsewhere_continues_its_trace(tmp_path: Path) -> None:
+    machine = statewright.load_text(APPROVAL, str(tmp_path / "refund.fsm"))
+    database = str(tmp_path / "runs.db")
+    first = Collected()
+    paused = machine.run({"amount": 30}, checkpoint=database, run_id="refund-1",
+                         script=Script({("agent", "check"): ["looks fine"]}), otel=first.telemetry)
+    assert paused.status == "waiting"
+    store = CheckpointStore(database)
+    snapshot = store.load("refund-1")
+    store.close()
+    assert snapshot is not None and snapshot.head.trace_context is not None
+    second = Collected()  # another engine, as another process would have: only the checkpoint joins them
+    done = statewright.load_text(APPROVAL, str(tmp_path / "refund.fsm")).resume(
+        "refund-1", '{"approved": true, "note": "ok"}', checkpoint=database, otel=second.telemetry)
+    assert done.ok and done.final_state == "pay"
+    before, after = first.finished(), second.finished()
+    assert {s.context.trace_id for s in before} == {s.context.trace_id for s in after}
+    root = next(s for s in before if s.parent is None)
+    assert root.attributes["statewright.status"] == "waiting"
+    assert snapshot.head.trace_context.split("-")[2] == f"{root.context.span_id:016x}"
+    resumed = next(s for s in after if s.name == "invoke_agent refund")
+    assert resumed.parent.span_id == root.context.span_id and resumed.attributes["statewright.resumed"]
+    wait = next(s for s in after if s.name == "await_person approve")
+    assert wait.start_time < resumed.start_time < wait.end_time  # from the question, across the pause
+    assert wait.attributes["statewright.timed_out"] is False
+    continued = next(s for s in after if s.name == "state approve")
+    assert continued.attributes["statewright.continued"] and continued.attributes["statewright.transition.to"] == "pay"
+    waits = second.metrics()["statewright.person.waits"]
+    assert [p.value for p in waits] == [1]
+
+
+SECRET_ENV = "OTEL_CANARY_API_KEY"
+SECRET = 'canary-"secret"-value-0042'
+
+
+@pytest.fixture()
+def canary(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    monkeypatch.setenv(SECRET_ENV, SECRET)
+    yield SECRET
+
+
+def every_text(spans: list[Any]) -> str:
+    parts = []
+    for span in spans:
+        parts.append(span.name)
+        parts.append(json.dumps(dict(span.attributes), default=str))
+        parts.extend(json.dumps([e.name, dict(e.attributes)], default=str) for e in span.events)
+        parts.append(str(span.status.description))
+    return "\n".join(parts)
+
+
+def test_content_only_when_asked_and_secrets_never(canary: str, tmp_path: Path) -> None:
+    machine = statewright.load(PARALLEL)
+    test = machine.spec.tests[1]
+    key = "sk-" + "a1b2c3d4e5f6g7h8i9j0k1l2"
+    topic = f"{canary} and {json.dumps(canary)[1:-1]} and {key}"
+    plain = Collected()
+    machine.run({"topic": topic}, script=Script.from_test(machine.spec, test), otel=plain.telemetry)
+    text = every_text(plain.finished())
+    assert "gen_ai.input.messages" not in text and "finite" not in text
+    content = Collected(content=True)
+    trace_file = tmp_path / "trace.jsonl"
+    machine.run({"topic": topic}, script=Script.from_test(machine.spec, test), otel=content.telemetry,
+                trace=str(trace_file))
+    spans = content.finished()
+    text = every_text(spans)
+    assert "gen_ai.input.messages" in text and "gen_ai.output.messages" in text and "[REDACTED]" in text
+    for form in (canary, json.dumps(canary)[1:-1], json.dumps(json.dumps(canary)[1:-1])[1:-1], key):
+        assert form not in text
+    chat = next(s for s in spans if s.name == "chat gpt-4o-mini")
+    messages = json.loads(chat.attributes["gen_ai.input.messages"])
+    assert messages[0]["role"] == "system" and messages[-1]["parts"][0]["type"] == "text"
+    # the spans had content; the trace, not asked for it, has none
+    lines = trace_file.read_text()
+    assert '"messages"' not in lines and '"reply"' not in lines
+
+
+def test_a_recorded_trace_exports_as_the_same_spans(tmp_path: Path) -> None:
+    live = Collected()
+    trace_file = tmp_path / "run.jsonl"
+    parallel_run(live, trace=str(trace_file))
+    exported = Collected()
+    events = [json.loads(line) for line in trace_file.read_text().splitlines()]
+    assert _replay(events, exported.telemetry, content=False) == 1
+    assert tree(exported.finished()) == tree(live.finished())
+    names = {s.name: dict(s.attributes) for s in exported.finished()}
+    assert names["chat gpt-4o"]["gen_ai.usage.input_tokens"] > 0
+
+
+def test_the_checkpoint_s_trace_context_is_read_strictly() -> None:
+    head = {"machine": "m", "status": "running", "state": "a", "trace_context": "not-a-traceparent"}
+    with pytest.raises(SnapshotError, match="not a W3C traceparent"):
+        read_head(head)
+    head["trace_context"] = 7
+    with pytest.raises(SnapshotError, match="trace_context is a number"):
+        read_head(head)
+    head["trace_context"] = "00-" + "0" * 32 + "-" + "1" * 16 + "-01"
+    with pytest.raises(SnapshotError):
+        read_head(head)
+    head["trace_context"] = "00-" + "ab" * 16 + "-" + "cd" * 8 + "-01"
+    assert read_head(head).trace_context == head["trace_context"]
+
+
+def test_nothing_is_imported_when_it_is_off(tmp_path: Path) -> None:
+    """A run without telemetry — the API, a generated runner — imports no opentelemetry module, even with
+    the extra installed; one with an endpoint set but telemetry disabled neither."""
+    runner = tmp_path / "review_runner.py"
+    statewright.load(PARALLEL).compile(runner)
+    probe = ("import sys, runpy; sys.argv = ['review_runner.py', '--selftest']\n"
+             "try:\n    runpy.run_path(sys.argv[0], run_name='__main__')\n"
+             "except SystemExit:\n    pass\n"
+             "print('IMPORTED' if any(m.startswith('opentelemetry') for m in sys.modules) else 'CLEAN')")
+    env = {**os.environ, "OTEL_SDK_DISABLED": "true", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}
+    done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, env=env,
+                          timeout=120, check=False)
+    assert done.stdout.strip().endswith("CLEAN"), done.stdout + done.stderr
+    assert "3 passed, 0 failed" in done.stderr
