@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 # strings (triple-quoted first), comments and braces; an unclosed string or comment runs to the cursor
 _TOKENS = re.compile(r'"""(?:[^"]|"(?!""))*(?:"""|\Z)|"(?:[^"\\\n]|\\.)*(?:"|$)|#[^\n]*|[{}]', re.MULTILINE)
 _HEADERS = (
+    ("use", re.compile(r'\buse\s+"([^"\n]*)"(?:\s+as\s+\w+)?\s*$')),  # `use "PATH" {`: the names it imports
     ("machine", re.compile(r"\bmachine\s+(\w+)\s*$")),
     ("state", re.compile(r"\b((?:(?:start|final|branch)\s+)*)state\s+(\w+)\s*$")),
     ("agent", re.compile(r"\bagent\s+(\w+)\s*$")),

@@ -5,12 +5,18 @@ two documents compile at once without sharing comments or diagnostics). While a 
 compiled, edits to it only mark it stale: when the compile ends, the newest text is compiled next, so a
 burst of keystrokes costs one compile for the last of them, and diagnostics are always those of a
 version the editor had. Requests (hover, completion, ...) wait for a compilation of the current text.
+
+Every document is compiled through one project, which reads open documents from the editor and other
+files from disk: a file several documents use is compiled once. When a document changes, the project
+forgets it and the files that use it (directly or through others); the open ones among those are compiled
+again and their diagnostics published anew, after the edited document's own.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -18,8 +24,9 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
 from .. import __version__
+from ..compiler.project import Project, read_file
 from . import features
-from .analysis import Analysis
+from .analysis import Analysis, path_of
 
 log = logging.getLogger(__name__)
 REQUEST_FAILED = -32803  # LSP's RequestFailed: the request was valid, and it cannot be done
@@ -34,6 +41,31 @@ class StatewrightServer(LanguageServer):
         self.stale: set[str] = set()
         self.compiler = ThreadPoolExecutor(max_workers=2, thread_name_prefix="statewright-compile")
         self.explain_link = features.DEFAULT_EXPLAIN_LINK
+        # one project for the session; compiles through it take turns (it holds the files being compiled)
+        self.project = Project(reader=self._read)
+        self.project_lock = threading.Lock()
+
+    def _read(self, location: str) -> bytes:
+        """A file's text for the project: the editor's, for an open document; the disk's otherwise."""
+        key = Project.key(location)
+        for uri, document in list(self.workspace.text_documents.items()):
+            if Project.key(path_of(uri)) == key:
+                return document.source.encode("utf-8")
+        return read_file(location)
+
+    def _compile(self, uri: str, version: int | None, text: str) -> tuple[Analysis, set[str]]:
+        """A document's analysis (in a worker thread), and the files that use it that were forgotten."""
+        path = path_of(uri)
+        with self.project_lock:
+            forgotten = self.project.invalidate(path) - {Project.key(path)}
+            return Analysis(uri, version, text, self.encoding(), self.project), forgotten
+
+    def _recompile_users(self, forgotten: set[str]) -> None:
+        """The open documents that use a changed one: compiled again, their diagnostics published anew."""
+        for uri in list(self.workspace.text_documents):
+            if Project.key(path_of(uri)) in forgotten:
+                self.analyses.pop(uri, None)
+                self.changed(uri)
 
     # -- documents
 
@@ -78,18 +110,32 @@ class StatewrightServer(LanguageServer):
         if known is not None and known.version == version and known.text == text:
             return known
         loop = asyncio.get_running_loop()
-        analysis = await loop.run_in_executor(self.compiler, Analysis, uri, version, text, self.encoding())
+        analysis, forgotten = await loop.run_in_executor(self.compiler, self._compile, uri, version, text)
         current = self.workspace.text_documents.get(uri)
         if current is not None and (uri not in self.analyses or current.version == version):
             self.analyses[uri] = analysis
             if analysis.parsed:
                 self.parsed[uri] = analysis
+        if forgotten:
+            self._recompile_users(forgotten)
         return analysis
 
     def closed(self, uri: str) -> None:
         for table in (self.analyses, self.parsed):
             table.pop(uri, None)
         self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+        # the file is read from disk from now on, for the documents that use it
+        self.compiler.submit(self._forget, path_of(uri), asyncio.get_running_loop())
+
+    def _forget(self, path: str, loop: asyncio.AbstractEventLoop) -> None:
+        try:
+            with self.project_lock:
+                forgotten = self.project.invalidate(path) - {Project.key(path)}
+        except Exception:
+            log.exception("forgetting %s failed", path)
+            return
+        if forgotten:
+            loop.call_soon_threadsafe(self._recompile_users, forgotten)
 
 
 def _build_index(analysis: Analysis) -> None:
