@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from statewright import api
+from statewright import api, grammar
 from statewright.cli import main
 from statewright.compiler import pipeline
 
@@ -84,6 +84,7 @@ def parses(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
         return real(source)
 
     monkeypatch.setattr(pipeline, "parse_source", counting)
+    monkeypatch.setattr(grammar, "parse_source", counting)  # (the project parses a file on its way down)
     return counts
 
 
@@ -243,9 +244,10 @@ def test_dump_of_a_project_holds_the_machines_it_runs(tmp_path: Path, capsys: py
     [state] = [s for s in data["states"] if s["name"] == "investigate"]
     assert state["kind"] == "call" and state["run"]["machine"] == "research"
     assert [a["name"] for a in state["run"]["args"]] == ["topic"]
-    [called] = data["machines"]
-    assert called["name"] == "research" and called["machine"]["returns"] == {"kind": "named", "name": "Findings"}
-    assert [s["name"] for s in called["machine"]["states"]] == ["draft", "done"]
+    assert data["machines"] == [{"name": "research", "called": 0}]
+    [called] = data["called"]
+    assert called["name"] == "research" and called["returns"] == {"kind": "named", "name": "Findings"}
+    assert [s["name"] for s in called["states"]] == ["draft", "done"] and called["machines"] == []
     assert main(["dump", "--stage", "ast", str(tmp_path / "lead.fsm")]) == 0
     ast_json = json.loads(capsys.readouterr().out)
     assert ast_json["uses"][0]["path"]["value"] == "team.fsm"
@@ -288,3 +290,22 @@ def test_a_file_outside_the_project_is_read_by_an_absolute_path(tmp_path: Path) 
     lead = write(tmp_path / "elsewhere", {"lead.fsm": caller("lead", str(tmp_path / "shared" / "team.fsm"))})
     assert api.check_path(lead / "lead.fsm").ok
     assert os.path.isabs(str(tmp_path))
+
+
+def test_a_chain_of_files_longer_than_pythons_recursion_limit_is_checked_compiled_and_dumped(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Files that use files are compiled with a stack of the project's own, callees first."""
+    import sys
+
+    n = sys.getrecursionlimit() + 100
+    for i in range(n):
+        use, work = (f'use "c{i + 1}.fsm"\n', f"run c{i + 1}()") if i + 1 < n else ("", 'agent w do "x"')
+        agent = "" if i + 1 < n else '    agent w { prompt "p" }\n'
+        (tmp_path / f"c{i}.fsm").write_text(f"{use}machine c{i} {{\n{agent}    start state s {{ {work} -> done }}\n"
+                                            "    final state done\n}\n", encoding="utf-8")
+    assert main(["check", str(tmp_path / "c0.fsm")]) == 0
+    assert f"ok: {n} files checked" in capsys.readouterr().err
+    assert main(["dump", str(tmp_path / "c0.fsm")]) == 0
+    assert len(json.loads(capsys.readouterr().out)["called"]) == n - 1
+    assert main(["compile", str(tmp_path / "c0.fsm"), "-o", str(tmp_path / "runner.py")]) == 0
+    assert (tmp_path / "runner.py").read_text(encoding="utf-8").count("= MachineSpec(") == n

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from ..grammar import ast
 from . import ir
-from .checks.constraints import constraint_of, lower_range
 from .checks.calls import path_target
+from .checks.constraints import constraint_of, lower_range
 from .checks.resolve import LIMIT_NAMES, AgentView, StateView, Symbols, TestView
 from .checks.testblocks import reply_variant
 from .checks.typecheck import branch_output_type, common_type

@@ -16,7 +16,7 @@ from dataclasses import field
 from typing import TYPE_CHECKING, Literal, TypeVar
 
 from ..diagnostics import Diagnostic, Diagnostics, SourceFile, suggestion_budget
-from ..grammar import ast, parse_source
+from ..grammar import ParseResult, ast, parse_source
 from ..grammar.node import Node
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ class Compilation(Node, frozen=False):
 
 def compile_source(source: SourceFile, *, stop_after: Stage = "lower", level: int = 1,
                    disabled: Sequence[str] = (), log: list[str] | None = None, project: Project | None = None,
-                   location: str | None = None) -> Compilation:
+                   location: str | None = None, parsed: ParseResult | None = None) -> Compilation:
     """Compile one source file as far as `stop_after`:
 
         parse   the syntax tree and its comments (syntax errors are diagnostics)
@@ -69,8 +69,9 @@ def compile_source(source: SourceFile, *, stop_after: Stage = "lower", level: in
         load    the machine part of its runner, compiled in memory: what run, test and the API execute
 
     `project` holds the files already compiled (a new one by default: the used files are read from disk,
-    relative to `location`, which is the source's path unless given). Every problem is a diagnostic, none
-    is raised (an unknown pass name in `disabled` excepted)."""
+    relative to `location`, which is the source's path unless given; `parsed`, when the project parsed the
+    source already). Every problem is a diagnostic, none is raised (an unknown pass name in `disabled`
+    excepted)."""
     if stop_after not in STAGES:
         raise ValueError(f"unknown stage {stop_after!r}; the stages are {', '.join(STAGES)}")
     if project is None:
@@ -84,7 +85,7 @@ def compile_source(source: SourceFile, *, stop_after: Stage = "lower", level: in
     location = location if location is not None else source.path
     uses: list[UsedFile] = []
     with paused_gc():
-        parsed = parse_source(source)
+        parsed = parsed if parsed is not None else parse_source(source)
         diagnostics = parsed.diagnostics
         symbols = ir = optimized = machine = None
         if parsed.machine is not None and last >= STAGES.index("check"):

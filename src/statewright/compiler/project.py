@@ -16,6 +16,7 @@ which files changed (`invalidate`), so only those and the files that use them ar
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from ..diagnostics import Diagnostics, SourceFile, did_you_mean
 from ..grammar import ast
 
 if TYPE_CHECKING:
+    from ..grammar import ParseResult
     from .pipeline import Compilation, Stage
 
 SPEC_SUFFIX = ".fsm"
@@ -131,21 +133,72 @@ class Project:
                        level: int = 1, disabled: tuple[str, ...] = (), log: list[str] | None = None
                        ) -> Compilation:
         """Compile a text given whole (not read through the project): the entry of a check of text, or
-        of a document being edited. Its `use` lines are resolved from `location` (by default its path)."""
+        of a document being edited. Its `use` lines are resolved from `location` (by default its path).
+
+        The files it uses are compiled first, each before the files that use it, with a stack of our own
+        (each file is parsed once, on the way down): a chain of files as long as a project can hold costs
+        no recursion."""
+        location = location if location is not None else source.path
+        self._names.setdefault(self.key(location), source.path)
+        frames = [_Frame(location, source, stop_after, level, tuple(disabled), log)]
+        compilation = None
+        while frames:
+            frame = frames[-1]
+            key = self.key(frame.location)
+            if not frame.entered:
+                frame.entered = True
+                self._active.append(key)
+            below = self._next_used(frame) if _stage_index(frame.stop_after) >= _stage_index("check") else None
+            if below is not None:
+                frames.append(below)
+                continue
+            frames.pop()
+            try:
+                compilation = self._compile_frame(frame)
+            finally:
+                self._active.pop()
+            self._units[key] = compilation
+            self._stages[key] = _stage_index(frame.stop_after)
+        assert compilation is not None
+        return compilation
+
+    def _compile_frame(self, frame: _Frame) -> Compilation:
         from .pipeline import compile_source
 
-        location = location if location is not None else source.path
-        key = self.key(location)
-        self._names.setdefault(key, source.path)
-        self._active.append(key)
-        try:
-            compilation = compile_source(source, stop_after=stop_after, level=level, disabled=disabled, log=log,
-                                         project=self, location=location)
-        finally:
-            self._active.pop()
-        self._units[key] = compilation
-        self._stages[key] = _stage_index(stop_after)
-        return compilation
+        return compile_source(frame.source, stop_after=frame.stop_after, level=frame.level, disabled=frame.disabled,
+                              log=frame.log, project=self, location=frame.location, parsed=frame.parsed)
+
+    def _next_used(self, frame: _Frame) -> _Frame | None:
+        """The next file `frame`'s file uses that is still to be compiled (read and decoded here; one that
+        cannot be read is left to the `use` line's check, which reports it)."""
+        from ..grammar import parse_source
+        from ..grammar.parser import paused_gc, read_source
+        from .pipeline import Compilation
+
+        if frame.parsed is None:
+            with paused_gc():
+                frame.parsed = parse_source(frame.source)
+        machine = frame.parsed.machine
+        for decl in machine.uses if machine is not None else ():
+            there = _joined(frame.location, decl.path.value)
+            key = self.key(there)
+            if not decl.path.value.strip() or key in frame.tried or key in self._active:
+                continue
+            frame.tried.add(key)
+            if self._cached(key, "lower") is not None:
+                continue
+            try:
+                data = self.reader(there)
+            except OSError:
+                continue
+            name = self._names.setdefault(key, _joined(frame.source.path, decl.path.value))
+            diagnostics = Diagnostics()
+            source = read_source(name, data, diagnostics)
+            if source is None:  # not UTF-8: that file's own diagnostic, and an error at the `use` line
+                self._units[key] = Compilation(None, None, [], None, diagnostics.sorted())
+                continue
+            return _Frame(there, source, "lower")
+        return None
 
     def _cached(self, key: str, stop_after: Stage) -> Compilation | None:
         """The file's compilation, when it was compiled as far as `stop_after` (a file that did not parse
@@ -250,7 +303,7 @@ class Project:
         each is reported at its own `use` line (the others when their use of the next returns)."""
         start = self._active.index(used)
         chain = (*self._active[start:], used)
-        for a, b in zip(chain, chain[1:]):
+        for a, b in itertools.pairwise(chain):
             self._cycles[(a, b)] = chain
         self._report_cycle(decl, chain, user, diagnostics)
 
@@ -280,7 +333,7 @@ class Project:
         if first is None:
             return None
         names = [first.name.value]
-        for a, b in zip(keys, keys[1:]):
+        for a, b in itertools.pairwise(keys):
             machine = self._parsed.get(a)
             target = self._parsed.get(b)
             if machine is None or target is None:
@@ -306,6 +359,18 @@ class Project:
         key = self.key(location)
         self._parsed[key] = machine
         self._locations[key] = location
+
+
+class _Frame:
+    """One file on the way down a project: compiled once the files it uses are."""
+
+    def __init__(self, location: str, source: SourceFile, stop_after: Stage, level: int = 1,
+                 disabled: tuple[str, ...] = (), log: list[str] | None = None) -> None:
+        self.location, self.source, self.stop_after = location, source, stop_after
+        self.level, self.disabled, self.log = level, disabled, log
+        self.parsed: ParseResult | None = None
+        self.entered = False
+        self.tried: set[str] = set()
 
 
 def shown_text(text: str) -> str:

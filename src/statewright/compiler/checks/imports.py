@@ -16,11 +16,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ...diagnostics import Diagnostic, Diagnostics, SourceFile, Span, did_you_mean, quoted_list
 from ...grammar import ast
 from .callees import Callee
 from .resolve import AgentView, Symbols
+
+if TYPE_CHECKING:
+    from ..project import UsedFile
 
 KINDS = ("type", "agent", "tool")
 
@@ -42,10 +46,10 @@ class Import:
         return self.decl.span
 
 
-def declare_imports(symbols: Symbols, uses: list[object], diags: Diagnostics,
+def declare_imports(symbols: Symbols, uses: list[UsedFile], diags: Diagnostics,
                     agent_view: Callable[[ast.AgentDecl], AgentView]) -> None:
-    """Record the callees of `uses` (project.UsedFile) and declare what their braces import."""
-    symbols.uses = list(uses)  # type: ignore[arg-type]
+    """Record the callees of `uses` and declare what their braces import."""
+    symbols.uses = list(uses)
     for used in symbols.uses:
         if not used.usable:
             symbols.broken_callees.add(used.name)

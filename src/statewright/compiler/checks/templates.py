@@ -31,6 +31,7 @@ from ...runtime.templates import (
     value_weight,
 )
 from .. import ir
+from .callees import UntypedResult
 from .flow import Flow
 from .resolve import JINJA_NAMES, FieldRead, InputRead, StateView, Symbols, closest
 from .template_source import (
@@ -42,7 +43,6 @@ from .template_source import (
     parse_template,
     tree_index,
 )
-from .callees import UntypedResult
 from .typecheck import (
     Record,
     TextOutput,

@@ -339,7 +339,7 @@ class _MachinePart:
                          f"{{{comment_text(json_string(plan.branch_of))}: ...}}")
             base = "VariantBranch"
         elif plan.wrapper and plan is self.plans.result:
-            lines.append(f"# the result of the machine (`returns`), wrapped in an object as an output is")
+            lines.append("# the result of the machine (`returns`), wrapped in an object as an output is")
         elif plan.wrapper:
             lines.append(f"# the output of state `{_state_of(self.plans, plan)}`, wrapped in an object for the model")
         lines.append(f"class {plan.class_name}({base}):")
@@ -620,15 +620,20 @@ def _class_names(plans: ModelPlans) -> list[str]:
 
 def machine_digest(machine: ir.Machine, source_text: str) -> str:
     """The sha256 of a machine's source, and, for a machine that runs others, of theirs too (so the hash
-    a runner and a checkpoint carry changes whenever any file the machine is made of changes)."""
+    a runner and a checkpoint carry changes whenever any file the machine is made of changes). Worked
+    out callees first, each once, without recursion (a chain of files as long as a project holds)."""
     own = hashlib.sha256(source_text.encode("utf-8")).hexdigest()
     if not machine.machines:
         return own
-    parts = [own]
-    for name, callee in machine.machines:
-        text = callee.origin.source.text if callee.origin is not None else ""
-        parts.append(f"{name}={machine_digest(callee, text)}")
-    return hashlib.sha256("\n".join(parts).encode("utf-8")).hexdigest()
+    digests: dict[int, str] = {}
+    for m in ir.iter_machines(machine):  # every machine after the machines it runs
+        text = source_text if m is machine else (m.origin.source.text if m.origin is not None else "")
+        mine = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        if m.machines:
+            mine = hashlib.sha256("\n".join([mine, *(f"{name}={digests[id(callee)]}" for name, callee in m.machines)])
+                                  .encode("utf-8")).hexdigest()
+        digests[id(m)] = mine
+    return digests[id(machine)]
 
 
 def _spec_call(cls: type, arguments: Sequence[tuple[str, object]]) -> Call:

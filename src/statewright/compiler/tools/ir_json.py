@@ -209,9 +209,19 @@ def _test(t: ir.Test) -> dict[str, Any]:
 
 
 def ir_to_json(machine: ir.Machine) -> dict[str, Any]:
-    """The IR as plain JSON data, in the shape IR_JSON_SCHEMA describes."""
+    """The IR as plain JSON data, in the shape IR_JSON_SCHEMA describes.
+
+    The machines it runs, directly or through others, are listed once each under `called` (every machine
+    after the machines it runs), and a machine names the ones it runs by their place there: a machine two
+    callers run is written once, and a chain of calls is no deeper in the JSON than one call."""
+    order = ir.iter_machines(machine)[:-1]  # the entry last: it is the document itself
+    index = {id(m): i for i, m in enumerate(order)}
+    return {"ir_version": IR_JSON_VERSION, **_machine_json(machine, index),
+            "called": [_machine_json(m, index) for m in order]}
+
+
+def _machine_json(machine: ir.Machine, index: dict[int, int]) -> dict[str, Any]:
     return {
-        "ir_version": IR_JSON_VERSION,
         "name": machine.name,
         "description": machine.description,
         "inputs": [
@@ -249,8 +259,8 @@ def ir_to_json(machine: ir.Machine) -> dict[str, Any]:
         "tests": [_test(t) for t in machine.tests],
         "origin": span_to_json(machine.origin),
         "returns": type_to_json(machine.returns) if machine.returns is not None else None,
-        # the machines its states run, each in full (a machine two callers run appears under each)
-        "machines": [{"name": name, "machine": ir_to_json(callee)} for name, callee in machine.machines],
+        # the machines its states run: the name it runs each by, and its place in `called`
+        "machines": [{"name": name, "called": index[id(callee)]} for name, callee in machine.machines],
     }
 
 
@@ -274,6 +284,42 @@ _STRS = {"type": "array", "items": _STR}
 _ORIGIN = _nullable(_REF["span"])
 _CONSTRAINTS = {"$ref": "#/$defs/constraints"}
 
+_MACHINE_PROPERTIES: dict[str, Any] = {
+    "name": _STR,
+    "description": _STR,
+    "inputs": {"type": "array", "items": _obj({
+        "name": _STR, "type": _REF["type"], "default": _REF["value"], "has_default": {"type": "boolean"},
+        "constraints": _CONSTRAINTS, "origin": _ORIGIN,
+    })},
+    "model": _STR,
+    "verifier_model": _STR,
+    "temperature": _nullable(_NUM),
+    "limits": _obj({"steps": {"type": "integer", "minimum": 1}, "cost_usd": _nullable(_NUM),
+                    "tokens": _nullable(_INT), "seconds": _nullable(_NUM)}),
+    "types": {"type": "array", "items": _obj({
+        "name": _STR,
+        "fields": {"type": "array", "items": _obj({"name": _STR, "type": _REF["type"], "doc": _STR,
+                                                   "constraints": _CONSTRAINTS, "origin": _ORIGIN})},
+        "origin": _ORIGIN,
+    })},
+    "tools": {"type": "array", "items": _obj({
+        "name": _STR, "import_path": _nullable(_STR), "options": {"type": "object"}, "secrets": _STRS,
+        "headers": {"type": "array", "items": _obj({"name": _STR, "value": _STR})},
+        "query": {"type": "array", "items": _obj({"name": _STR, "value": _STR})}, "origin": _ORIGIN,
+    })},
+    "agents": {"type": "array", "items": _obj({
+        "name": _STR, "prompt": _STR, "model": _STR, "temperature": _nullable(_NUM), "tools": _STRS,
+        "memory": {"enum": ["all", "none", "last"]}, "memory_count": _nullable(_INT), "fallbacks": _STRS,
+        "origin": _ORIGIN,
+    })},
+    "states": {"type": "array", "items": {"$ref": "#/$defs/state"}},
+    "start": _STR,
+    "tests": {"type": "array", "items": {"$ref": "#/$defs/test"}},
+    "origin": _ORIGIN,
+    "returns": _nullable(_REF["type"]),
+    "machines": {"type": "array", "items": _obj({"name": _STR, "called": {"type": "integer", "minimum": 0}})},
+}
+
 IR_JSON_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "$id": "https://statewright.dev/schemas/ir.json",
@@ -281,41 +327,12 @@ IR_JSON_SCHEMA: dict[str, Any] = {
     "description": "A checked machine: references bound, defaults filled, source spans kept.",
     **_obj({
         "ir_version": {"const": IR_JSON_VERSION},
-        "name": _STR,
-        "description": _STR,
-        "inputs": {"type": "array", "items": _obj({
-            "name": _STR, "type": _REF["type"], "default": _REF["value"], "has_default": {"type": "boolean"},
-            "constraints": _CONSTRAINTS, "origin": _ORIGIN,
-        })},
-        "model": _STR,
-        "verifier_model": _STR,
-        "temperature": _nullable(_NUM),
-        "limits": _obj({"steps": {"type": "integer", "minimum": 1}, "cost_usd": _nullable(_NUM),
-                        "tokens": _nullable(_INT), "seconds": _nullable(_NUM)}),
-        "types": {"type": "array", "items": _obj({
-            "name": _STR,
-            "fields": {"type": "array", "items": _obj({"name": _STR, "type": _REF["type"], "doc": _STR,
-                                                       "constraints": _CONSTRAINTS, "origin": _ORIGIN})},
-            "origin": _ORIGIN,
-        })},
-        "tools": {"type": "array", "items": _obj({
-            "name": _STR, "import_path": _nullable(_STR), "options": {"type": "object"}, "secrets": _STRS,
-            "headers": {"type": "array", "items": _obj({"name": _STR, "value": _STR})},
-            "query": {"type": "array", "items": _obj({"name": _STR, "value": _STR})}, "origin": _ORIGIN,
-        })},
-        "agents": {"type": "array", "items": _obj({
-            "name": _STR, "prompt": _STR, "model": _STR, "temperature": _nullable(_NUM), "tools": _STRS,
-            "memory": {"enum": ["all", "none", "last"]}, "memory_count": _nullable(_INT), "fallbacks": _STRS,
-            "origin": _ORIGIN,
-        })},
-        "states": {"type": "array", "items": {"$ref": "#/$defs/state"}},
-        "start": _STR,
-        "tests": {"type": "array", "items": {"$ref": "#/$defs/test"}},
-        "origin": _ORIGIN,
-        "returns": _nullable(_REF["type"]),
-        "machines": {"type": "array", "items": _obj({"name": _STR, "machine": {"$ref": "#"}})},
+        **_MACHINE_PROPERTIES,
+        # every machine the machine runs, directly or through others, once each
+        "called": {"type": "array", "items": {"$ref": "#/$defs/machine"}},
     }),
     "$defs": {
+        "machine": _obj(_MACHINE_PROPERTIES),
         "position": _obj({"line": {"type": "integer", "minimum": 1},
                           "column": {"type": "integer", "minimum": 1},
                           "offset": {"type": "integer", "minimum": 0}}),
