@@ -1,5 +1,7 @@
-"""The names of one file that stand for declarations of other files: its `use` lines, the machines its
-`run` states run, the called machines' states its test paths name, and the declarations it imports."""
+"""The names of one file that stand for declarations of other files.
+
+They are its `use` lines, the machines its `run` states run, the called machines' states its test paths
+name, and the declarations it imports."""
 
 from __future__ import annotations
 
