@@ -309,3 +309,14 @@ def test_a_chain_of_files_longer_than_pythons_recursion_limit_is_checked_compile
     assert len(json.loads(capsys.readouterr().out)["called"]) == n - 1
     assert main(["compile", str(tmp_path / "c0.fsm"), "-o", str(tmp_path / "runner.py")]) == 0
     assert (tmp_path / "runner.py").read_text(encoding="utf-8").count("= MachineSpec(") == n
+
+
+def test_test_of_a_folder_checks_and_reports_each_file_once(tmp_path: Path, parses: dict[str, int],
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    broken = TEAM.replace("-> done\n", "-> dne\n")
+    write(tmp_path, {"team.fsm": broken, "a.fsm": caller("a"), "b.fsm": caller("b")})
+    assert main(["test", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("error[SW2002]") == 1 and err.count("error[SW2102]") == 2
+    assert parses == {"team.fsm": 1, "a.fsm": 1, "b.fsm": 1}
+    assert "3 files did not check" in err

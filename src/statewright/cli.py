@@ -99,15 +99,19 @@ def _one_file(path: str, command: str) -> str:
     raise UsageError(f"{command} reads one .fsm file; {path} is a directory (with {shown}): name one of them")
 
 
-def _compile_or_report(path: str, args: argparse.Namespace) -> Compilation:
+def _compile_or_report(path: str, args: argparse.Namespace, project: Any = None,
+                       shown: set[int] | None = None) -> Compilation:
     """Check a file; print its diagnostics, and those of the files it uses, to stderr; return the
-    Compilation (ir None on errors)."""
+    Compilation (ir None on errors). A command that reads several files checks them in one `project`
+    and prints each file's diagnostics once (`shown` holds the files printed)."""
     from . import api
 
-    comp = api.check_path(path)
-    _print_diagnostics(comp.diagnostics, args)
-    for used in api.used_compilations(comp):
-        _print_diagnostics(used.diagnostics, args)
+    comp = api.check_path(path, project)
+    shown = shown if shown is not None else set()
+    for unit in (comp, *api.used_compilations(comp)):
+        if id(unit) not in shown:
+            shown.add(id(unit))
+            _print_diagnostics(unit.diagnostics, args)
     return comp
 
 
@@ -502,8 +506,9 @@ def _test_files(args: argparse.Namespace, files: list[str], problems: Sequence[D
     color = _color(args, sys.stdout)
     passed = failed = 0
     broken = len(problems)  # directories that could not be read
+    project, shown = api.new_project(), set[int]()  # each file checked and reported once, however many use it
     for path in files:
-        comp = _compile_or_report(path, args)
+        comp = _compile_or_report(path, args, project, shown)
         if not comp.ok or comp.ir is None:
             broken += 1  # its diagnostics are printed; its tests cannot run
             continue
@@ -547,8 +552,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
     files, problems = _spec_files(args)
     _print_diagnostics(problems, args)
     machines = []
+    project, shown = api.new_project(), set[int]()
     for path in files:
-        comp = _compile_or_report(path, args)
+        comp = _compile_or_report(path, args, project, shown)
         if not comp.ok:
             return EXIT_INPUT
         # optimized (what `run` and `test` start) and as written (what they start with -O0)
