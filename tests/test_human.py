@@ -352,7 +352,7 @@ DAMAGES = {
         "head", lambda head: {**head, "waiting": {**head["waiting"], "state": "check"}}, "which asks nobody"),
     "a newer snapshot version": ("head", lambda head: {**head, "version": 99}, "snapshot version 99, newer"),
     "a value nested too deep": ("tail", lambda tail: tail + "\n" + json.dumps({"outputs": {"check": "x"}})
-                                .replace('"x"', "[" * 3000 + "]" * 3000), "levels deep"),
+                                .replace('"x"', "[" * 3000 + "]" * 3000), "too deeply (at most 200 levels"),
     "a log that is not a list": ("tail", lambda tail: tail + '\n{"path": "check"}', "path is text, not a list"),
 }
 

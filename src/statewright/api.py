@@ -585,14 +585,15 @@ class ScriptFileError(ValueError):
 
 def read_script(path: str | Path) -> Any:
     """A JSON script file as a Script (see docs/execution.md for the format)."""
-    import json
-
     from .runtime.scripted import Script, ScriptError
+    from .runtime.untrusted import BorderError, read_json_file
 
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = read_json_file(str(path), f"the script {path}")
     except OSError as e:
         raise ScriptFileError(f"cannot read the script {path}: {e.strerror or e}") from None
+    except BorderError as e:
+        raise ScriptFileError(str(e)) from None
     except ValueError as e:
         raise ScriptFileError(f"the script {path} is not valid JSON: {e}") from None
     try:

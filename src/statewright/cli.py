@@ -37,6 +37,14 @@ def _err(text: str) -> None:
     sys.stderr.write(text if text.endswith("\n") else text + "\n")
 
 
+def _printable(text: object) -> str:
+    """An error's text for the terminal: what it quotes (a run id, a name a checkpoint or an imported file
+    holds, a path) may carry escape sequences, shown escaped, never obeyed."""
+    from .runtime.progress import printable
+
+    return printable(text)
+
+
 def use_color(choice: str, stream: IO[str]) -> bool:
     """Whether to colour what goes to `stream`: `--color always|never` decides; with `auto` (the default),
     NO_COLOR (set and not empty) turns colour off, FORCE_COLOR (set, not empty and not 0) turns it on, and
@@ -69,7 +77,7 @@ def _print_diagnostics(diags: Sequence[Diagnostic], args: argparse.Namespace, *,
 def _report_internal_error(e: BaseException) -> None:
     import traceback
 
-    _err(f"statewright: internal error: {type(e).__name__}: {e}")
+    _err(f"statewright: internal error: {type(e).__name__}: {_printable(e)}")
     _err("This is a bug in statewright. Please report it, with the input file and this message.")
     if os.environ.get("STATEWRIGHT_DEBUG"):
         _err("".join(traceback.format_exception(type(e), e, e.__traceback__)).rstrip())
@@ -385,7 +393,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     machine = api.runtime_machine(comp)
     from .runtime.runner_cli import main as runner_main
 
-    prog = getattr(args, "prog", None) or f"statewright run {path}"
+    prog = getattr(args, "prog", None) or f"statewright run {_printable(path)}"
     return runner_main(machine, args.runner_args, prog=prog)
 
 
@@ -442,7 +450,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
                              "here; give the script again with --script FILE")
         forwarded += ["--script", script]
     args.path, args.runner_args = path, [*forwarded, *args.runner_args]
-    args.prog = f"statewright resume {args.run_id}"
+    args.prog = f"statewright resume {_printable(args.run_id)}"
     return cmd_run(args)
 
 
@@ -470,7 +478,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
     machine = api.runtime_machine(comp)
     from .runtime.runner_cli import main as runner_main
 
-    return runner_main(machine, ["batch", *args.runner_args], batch_prog=f"statewright batch {path}")
+    return runner_main(machine, ["batch", *args.runner_args], batch_prog=f"statewright batch {_printable(path)}")
 
 
 def cmd_test(args: argparse.Namespace) -> int:
@@ -582,7 +590,7 @@ def _temporal_call(call: Callable[[str], int], address: str) -> int:
     except TemporalUnavailable as e:
         raise UsageError(str(e)) from None
     except TemporalRunError as e:
-        _err(f"statewright: error: {e}")
+        _err(f"statewright: error: {_printable(e)}")
         return EXIT_INPUT
 
 
@@ -698,7 +706,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     except OSError as e:
         raise UsageError(f"cannot read {args.file}: {e.strerror or e}") from None
     except ValueError as e:
-        _err(f"error: {args.file} is not a statewright trace: {e}")
+        _err(f"error: {_printable(args.file)} is not a statewright trace: {_printable(e)}")
         return EXIT_INPUT
     return EXIT_OK
 
@@ -1125,7 +1133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except UsageError as e:
-        _err(f"statewright: error: {e}")
+        _err(f"statewright: error: {_printable(e)}")
         return EXIT_USAGE
     except KeyboardInterrupt:
         _err("interrupted")

@@ -1,7 +1,8 @@
 """`statewright trace show`: a trace file as a readable timeline, with totals per state, agent and stage.
 
 The rendering lives here, beside the command, and not in the runtime: a runner writes traces and carries
-nothing to show them (`read_trace`, which only reads them, stays with the writer in runtime/trace.py).
+nothing to show them (`read_trace` and `trace_lines`, which only read them, stay with the writer in
+runtime/trace.py).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from .runtime.progress import printable
-from .runtime.trace import read_trace
+from .runtime.trace import trace_lines
 
 
 def _when(seconds: float) -> str:
@@ -47,8 +48,11 @@ def render_trace(path: str) -> str:
     feedback each got, with totals per designer stage. An event this version does not know is shown as a
     generic line. Raises OSError when the file cannot be read."""
     timeline = _Timeline()
-    for event in read_trace(path):
-        timeline.add(event)
+    for number, event, why in trace_lines(path):
+        if event is None:
+            timeline.lines.append(f"      line {number} is unreadable: {why}")
+        else:
+            timeline.add(event)
     return timeline.text()
 
 
@@ -109,14 +113,14 @@ class _Timeline:
         self.lines[mark:] = [f"{'    ' * depth}{line}" for line in self.lines[mark:]]
 
     def text(self) -> str:
-        # every line holds text a model, a tool or an input produced: escaped, it can neither move the
-        # cursor nor break into a line of its own
-        lines = [printable(line).replace("\n", "\\n") for line in self.lines]
+        lines = list(self.lines)
         for title, rows, with_visits in (("state", self.per_state, True), ("agent", self.per_agent, False),
                                          ("designer stage", self.per_stage, False)):
             if rows:
-                lines += ["", _table(title, rows, with_visits=with_visits)]
-        return "\n".join(lines) + "\n"
+                lines += ["", *_table(title, rows, with_visits=with_visits)]
+        # every line, the tables' too, holds text a model, a tool, an input or a spec's names produced:
+        # escaped, it can neither move the cursor nor break into a line of its own
+        return "\n".join(printable(line).replace("\n", "\\n") for line in lines) + "\n"
 
     def _generic(self, event: dict[str, Any]) -> None:
         fields = ", ".join(f"{k}={_brief(v)}" for k, v in event.items() if k not in _LINE_IDENTITY)
@@ -341,7 +345,7 @@ def _brief(value: Any, width: int = 60) -> str:
     return text if len(text) <= width else text[:width - 3] + "..."
 
 
-def _table(title: str, rows: dict[str, _Totals], with_visits: bool) -> str:
+def _table(title: str, rows: dict[str, _Totals], with_visits: bool) -> list[str]:
     header = f"{title:<20} {'visits':>6} {'calls':>6} {'prompt':>9} {'compl.':>9} {'cost':>10} {'latency':>10}"
     if not with_visits:
         header = f"{title:<20} {'':>6} {'calls':>6} {'prompt':>9} {'compl.':>9} {'cost':>10} {'latency':>10}"
@@ -360,4 +364,4 @@ def _table(title: str, rows: dict[str, _Totals], with_visits: bool) -> str:
     visits = str(total.visits) if with_visits else ""
     out.append(f"{'total':<20} {visits:>6} {total.calls:>6} {total.prompt_tokens:>9} "
                f"{total.completion_tokens:>9} {_money(total.cost_usd):>10} {total.latency_ms / 1000:>9.2f}s")
-    return "\n".join(out)
+    return out

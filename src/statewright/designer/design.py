@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..diagnostics import diagnostic_to_json
+from ..runtime.untrusted import read_json
 from .constraint import CONSTRAIN_MODES, choose_constraint, grammar_request_fields
 
 if TYPE_CHECKING:
@@ -311,7 +312,7 @@ def _has_syntax_errors(text: str) -> bool:
 
 def _parse_agents(reply: str) -> list[dict[str, Any]]:
     try:
-        data = json.loads(extract_json_object(reply))
+        data = read_json(extract_json_object(reply), "the reply")  # a model's: depth and size checked
         agents = data["agents"]
         return [a for a in agents if isinstance(a, dict) and isinstance(a.get("name"), str)]
     except (ValueError, KeyError, TypeError):

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import difflib
 import itertools
-import json
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..compiler import ir
+from ..runtime.untrusted import read_json
 from .design import compile_text
 from .source_edit import SourceEditError, merge_state_into
 
@@ -273,7 +273,7 @@ def _parse_decision(content: str) -> tuple[bool, str]:
     from .design import extract_json_object
 
     try:
-        data = json.loads(extract_json_object(content))
+        data = read_json(extract_json_object(content), "the answer")  # a model's: depth and size checked
         return bool(data.get("merge") is True), str(data.get("reason", ""))
     except (ValueError, AttributeError):
         return False, "unreadable answer: " + content[:80]

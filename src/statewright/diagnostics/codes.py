@@ -677,7 +677,8 @@ _ALL = [
        'use "common.fsm" { Critique, editor }   # no state runs editor', 'use "common.fsm" { Critique }'),
     _e("SW8001", "input is not valid JSON",
        "The MetaAgent importer reads the FSM as JSON, and this file does not parse. The message gives the "
-       "JSON parser's reason at the position where it stopped.",
+       "JSON parser's reason at the position where it stopped. A file whose lists and objects nest more "
+       "than 100 levels deep is not read at all: the error points at the bracket that opens level 101.",
        '{"agents": [], "states": {"states": [], "transitions": [],}}',
        '{"agents": [], "states": {"states": [], "transitions": []}}'),
     _e("SW8002", "input is not well-formed XML",

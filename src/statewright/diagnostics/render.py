@@ -38,16 +38,20 @@ def paint(text: str, style: str, color: bool = True) -> str:
 def render_text(diag: Diagnostic, *, color: bool = False) -> str:
     """error[SW2002]: message / --> file:line:col / the source line / carets / = help: …
 
-    With `color`, the parts are styled with ANSI escapes; the text is otherwise the same."""
+    With `color`, the parts are styled with ANSI escapes; the text is otherwise the same. What the file
+    holds — the source line, and the names and values a message quotes from it — is shown with its control
+    characters escaped (the source line with a stand-in of the same width): a hostile spec or imported
+    file can neither clear the screen nor retitle the window through a diagnostic."""
     severity = diag.severity.value
-    lines = [paint(f"{severity}[{diag.code}]", severity, color) + paint(f": {diag.message}", "message", color)]
+    lines = [paint(f"{severity}[{diag.code}]", severity, color)
+             + paint(f": {_escaped(diag.message)}", "message", color)]
     span = diag.span
     gutter = " "  # the width of the line number, so that '|' and '=' stand in one column
     if span is None:
-        lines.append(f"  {paint('-->', 'frame', color)} {diag.path}")
+        lines.append(f"  {paint('-->', 'frame', color)} {_escaped(diag.path)}")
     else:
         start, end = span.start_pos, span.end_pos
-        lines.append(f"  {paint('-->', 'frame', color)} {span.path}:{start.line}:{start.column}")
+        lines.append(f"  {paint('-->', 'frame', color)} {_escaped(span.path)}:{start.line}:{start.column}")
         source_line = span.source.line_text(start.line)
         gutter = " " * len(str(start.line))
         if end.line == start.line:
@@ -57,15 +61,17 @@ def render_text(diag: Diagnostic, *, color: bool = False) -> str:
         shown, pad, carets = _shown_line(source_line, start.column - 1, width)
         bar = paint("|", "frame", color)
         lines.append(f"{gutter} {bar}")
-        lines.append(f"{paint(str(start.line), 'frame', color)} {bar} {shown}")
-        marks = "^" * carets + (f" {diag.label}" if diag.label else "")
+        lines.append(f"{paint(str(start.line), 'frame', color)} {bar} {shown.translate(_SHOWN_CONTROLS)}")
+        marks = "^" * carets + (f" {_escaped(diag.label)}" if diag.label else "")
         lines.append(f"{gutter} {bar} {' ' * pad}{paint(marks, severity, color)}")
     equals = paint("=", "frame", color)
     for note in diag.notes:
-        lines.append(f"{gutter} {equals} {paint('note', 'help', color)}: {note}")
+        lines.append(f"{gutter} {equals} {paint('note', 'help', color)}: {_escaped(note)}")
     if diag.help:
-        lines.append(f"{gutter} {equals} {paint('help', 'help', color)}: {diag.help}")
+        lines.append(f"{gutter} {equals} {paint('help', 'help', color)}: {_escaped(diag.help)}")
     return "\n".join(lines)
+
+
 
 
 def _shown_line(line: str, first: int, count: int) -> tuple[str, int, int]:
@@ -157,3 +163,17 @@ def render_json(diags: Sequence[Diagnostic]) -> str:
         "diagnostics": [diagnostic_to_json(d) for d in diags],
     }
     return json.dumps(doc, indent=2, ensure_ascii=False)
+
+
+# What a terminal would act on: C0 controls (but the line breaks and tabs a message may hold), DEL, C1,
+# line and paragraph separators, bidirectional marks and overrides. The runtime's `printable` escapes the
+# same set for what a run prints; diagnostics depend on nothing, so the rule is written here once more.
+_TERMINAL_CONTROLS = frozenset([*range(0x20), 0x7F, *range(0x80, 0xA0), 0x2028, 0x2029, 0x200E, 0x200F,
+                                *range(0x202A, 0x202F), *range(0x2066, 0x206A)]) - {0x09, 0x0A}
+_ESCAPES = {code: f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" for code in _TERMINAL_CONTROLS}
+# in a shown source line a control character keeps its column: one as wide as it is counted stands in
+_SHOWN_CONTROLS = {code: "" if _char_width(chr(code)) == 0 else "\ufffd" for code in _TERMINAL_CONTROLS}
+
+
+def _escaped(text: str) -> str:
+    return text.translate(_ESCAPES)

@@ -12,6 +12,7 @@ import textwrap
 from ..compiler.tools.formatter import double_quoted, format_source
 from ..diagnostics import SourceFile
 from ..grammar.parser import decode_long_string
+from ..runtime.progress import printable
 from .model import Agent, Input, Machine, State, TestBlock, Tool, Transition, TypeDecl, type_text
 
 _LONG_STRING = re.compile(r'"""(?:[^"]|"(?!""))*"""')
@@ -62,6 +63,9 @@ def _comments(lines: list[str], indent: str) -> list[str]:
     """Comment lines at `indent`, long ones wrapped to the project's 110 columns."""
     out = []
     for line in lines:
+        # names and descriptions of the imported file explain the result here: a control character of
+        # theirs (an escape sequence, a carriage return) is written escaped, never into the .fsm text raw
+        line = printable(line)
         if not line:
             out.append(f"{indent}#")
             continue

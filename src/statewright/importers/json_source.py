@@ -13,9 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..diagnostics import Diagnostics, SourceFile, Span
+from ..runtime.untrusted import MAX_DEPTH, json_depth_problem
 
 _NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?")
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
+_OPENINGS_AND_CLOSINGS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 _CONSTANTS = {"true": True, "false": False, "null": None, "NaN": float("nan"),
               "Infinity": float("inf"), "-Infinity": float("-inf")}
 
@@ -62,7 +64,15 @@ def describe(value: JsonValue) -> str:
 
 
 def parse_json(source: SourceFile, diagnostics: Diagnostics) -> JsonValue | None:
-    """The document's root value, or None after reporting why the text is not JSON (SW8001)."""
+    """The document's root value, or None after reporting why the text is not JSON (SW8001). Nesting is
+    checked first, without recursion: json and the reader below both recurse."""
+    too_deep = json_depth_problem(source.text, "the file", MAX_DEPTH)
+    if too_deep is not None:
+        deepest = _deepest_opening(source.text, MAX_DEPTH)
+        diagnostics.report("SW8001", f"not valid JSON: {too_deep}", source.span(deepest, deepest + 1),
+                           label=f"level {MAX_DEPTH + 1} opens here",
+                           help="a spec to import nests a few levels deep; check that this is the file you meant")
+        return None
     try:
         json.loads(source.text)
     except json.JSONDecodeError as e:
@@ -82,14 +92,20 @@ def parse_json(source: SourceFile, diagnostics: Diagnostics) -> JsonValue | None
                                source.span(e.pos, e.pos + 1), label="the JSON parser stopped here",
                                help=hint)
         return None
-    except RecursionError:
-        diagnostics.report("SW8001", "not valid JSON: nested too deeply to read", source.span(0, 1))
-        return None
-    try:
-        return _Reader(source).document()
-    except RecursionError:
-        diagnostics.report("SW8001", "not valid JSON: nested too deeply to read", source.span(0, 1))
-        return None
+    return _Reader(source).document()
+
+
+def _deepest_opening(text: str, max_depth: int) -> int:
+    """Where the first bracket that opens level max_depth + 1 stands (strings skipped), for the diagnostic."""
+    depth = 0
+    for match in _OPENINGS_AND_CLOSINGS.finditer(text):
+        if match.group() in "[{":
+            depth += 1
+            if depth > max_depth:
+                return match.start()
+        elif match.group() in "]}":
+            depth -= 1
+    return 0
 
 
 class _Reader:

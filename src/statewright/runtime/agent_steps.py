@@ -6,7 +6,6 @@ mixes it in.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +15,7 @@ from .result import Failure, RunFailed
 from .run_state import Run, Steps
 from .spec import MachineSpec
 from .structured import ReplyError, parse_typed_reply, to_text
+from .untrusted import read_json
 
 MAX_TOOL_ROUNDS = 8
 
@@ -156,7 +156,7 @@ class AgentSteps:
             content = f"error: there is no tool named '{call.name}'; the tools are: {', '.join(names)}"
         else:
             try:
-                args = json.loads(call.arguments or "{}")
+                args = read_json(call.arguments or "{}", "the arguments")
                 if not isinstance(args, dict):
                     raise ValueError("the arguments must be a JSON object")  # noqa: TRY004 - reported like bad JSON
             except ValueError as exc:

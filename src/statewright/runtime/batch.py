@@ -25,7 +25,8 @@ from .engine import Engine
 from .progress import printable, wants_color
 from .result import RunResult
 from .structured import to_jsonable
-from .trace import Trace, redact
+from .trace import Trace, redacted_json
+from .untrusted import MAX_RECORD_CHARS, MAX_RECORD_DEPTH, MAX_VALUE_CHARS, BorderError, read_json, read_lines
 
 MATCH_MODES = ("exact", "text", "contains")
 # a case id must work as a run id and a file name: anything else is replaced
@@ -55,15 +56,33 @@ class BadLine:
     message: str
 
 
-def read_cases(path: str) -> Iterator[BatchCase | BadLine]:
-    """The cases of a JSON Lines file, streamed; each line that is not a case is a BadLine saying why."""
+@dataclass(frozen=True)
+class RefusedCase:
+    """A case line too large or nested too deeply to be read (untrusted.py): the case fails with kind
+    `input`, under the id `line-N` (its own id is inside what could not be read), and the batch goes on."""
+
+    line: int
+    message: str
+
+    @property
+    def id(self) -> str:
+        return f"line-{self.line}"
+
+
+def read_cases(path: str) -> Iterator[BatchCase | BadLine | RefusedCase]:
+    """The cases of a JSON Lines file, streamed; each line that is not a case is a BadLine saying why, and
+    each that is too large or too deep to read a RefusedCase."""
     seen: dict[str, int] = {}
     try:
         handle = open(path, encoding="utf-8", errors="surrogateescape")  # noqa: SIM115 - closed below
     except OSError as exc:
         raise BatchError(f"cannot read the cases file {path}: {exc.strerror or exc}") from None
     with handle:
-        for number, raw in enumerate(handle, 1):
+        for number, raw in enumerate(read_lines(handle, MAX_VALUE_CHARS), 1):
+            if raw is None:
+                yield RefusedCase(number, f"line {number} is too large: more than {MAX_VALUE_CHARS:,} characters, "
+                                          "and at most that many are read")
+                continue
             text = raw.strip()
             if not text:
                 continue
@@ -76,9 +95,11 @@ def read_cases(path: str) -> Iterator[BatchCase | BadLine]:
             yield case
 
 
-def _batch_case(number: int, text: str) -> BatchCase | BadLine:
+def _batch_case(number: int, text: str) -> BatchCase | BadLine | RefusedCase:
     try:
-        data = json.loads(text)
+        data = read_json(text, f"line {number}")
+    except BorderError as exc:
+        return RefusedCase(number, str(exc))
     except ValueError as exc:
         return BadLine(number, f"not a JSON object: {exc}")
     if not isinstance(data, dict):
@@ -195,7 +216,8 @@ class BatchSummary:
 
     def table(self) -> str:
         failed = sum(self.failed.values())
-        kinds = ", ".join(f"{kind} {count}" for kind, count in sorted(self.failed.items()))
+        # kinds come from result lines, an earlier run's too (resume): escaped, as every line printed
+        kinds = ", ".join(f"{printable(kind)} {count}" for kind, count in sorted(self.failed.items()))
         rows = [
             ("cases", f"{self.cases}" + (f" ({self.skipped} done by an earlier run of the batch)"
                                          if self.skipped else "")),
@@ -277,16 +299,24 @@ def _batch_line(case: BatchCase, result: RunResult, latency: float, match: str) 
     return line
 
 
+def _batch_refused_line(case: RefusedCase) -> dict[str, Any]:
+    """The result line of a case that could not be read: failed, kind `input`, nothing run."""
+    return {"id": case.id, "line": case.line, "inputs": None, "status": "failed", "final_state": None,
+            "result": None, "failure": {"kind": "input", "message": case.message}, "path_length": 0, "tokens": 0,
+            "cost_usd": 0.0, "latency_s": 0.0, "run_id": None}
+
+
 def _batch_earlier(out_path: str) -> dict[str, dict[str, Any]]:
     """The result lines a results file already holds, by case key (a crash may cut its last line short)."""
     done: dict[str, dict[str, Any]] = {}
     try:
         with open(out_path, encoding="utf-8", errors="surrogateescape") as handle:
-            for raw in handle:
+            for raw in read_lines(handle, MAX_RECORD_CHARS):
                 try:
-                    line = json.loads(raw)
+                    line = read_json(raw or "", "a result line", max_depth=MAX_RECORD_DEPTH,
+                                     max_chars=MAX_RECORD_CHARS)
                 except ValueError:
-                    continue
+                    continue  # cut short by a crash, or not ours: the case runs again
                 if not isinstance(line, dict):
                     continue
                 if line.get("status") == "invalid":
@@ -337,7 +367,7 @@ async def run_batch(engine: Engine, cases_path: str, *, out_path: str | None = N
 
     def write(line: dict[str, Any]) -> None:
         # ASCII: any string, any sink, never fails, and nothing a terminal would obey; keys redacted
-        text = redact(json.dumps(line, ensure_ascii=True, default=str))
+        text = redacted_json(line, ascii=True)
         sink.write(text + "\n")
         sink.flush()
 
@@ -353,32 +383,43 @@ async def run_batch(engine: Engine, cases_path: str, *, out_path: str | None = N
             summary.count(line)
             progress.done(case, line)
 
-    workers = [asyncio.ensure_future(work()) for _ in range(concurrency)]
-    try:
+    def settle(case: BadLine | RefusedCase) -> None:
+        """A line that runs no case: invalid (skipped), or a case that fails with kind `input` at once."""
+        if isinstance(case, BadLine):
+            line = {"id": None, "line": case.line, "status": "invalid", "error": case.message}
+            progress.note(f"line {case.line}: skipped: {printable(case.message)}")
+        else:
+            line = _batch_refused_line(case)
+            progress.note(f"case {case.id} (line {case.line}): failed (input): {printable(case.message)}")  # id: line-N
+        write(line)
+        summary.count(line)
+
+    async def feed() -> None:
         for case in read_cases(cases_path):
             summary.cases += 1
-            key = case.id if isinstance(case, BatchCase) else f"line-{case.line}"
+            key = case.id if not isinstance(case, BadLine) else f"line-{case.line}"
             if key in finished:
                 summary.skipped += 1
                 summary.count(finished[key])
                 if not quiet:
                     progress.note(f"case {printable(key)} (line {case.line}): finished before, skipped")
-                continue
-            if isinstance(case, BadLine):
-                line = {"id": None, "line": case.line, "status": "invalid", "error": case.message}
-                summary.count(line)
-                progress.note(f"line {case.line}: skipped: {printable(case.message)}")
-                write(line)
-                continue
-            await queue.put(case)
-        for _ in workers:
+            elif isinstance(case, BatchCase):
+                await queue.put(case)
+            else:
+                settle(case)
+        for _ in range(concurrency):
             await queue.put(None)
-        await asyncio.gather(*workers)
-    except asyncio.CancelledError:
-        summary.interrupted = True
-        for worker in workers:
-            worker.cancel()
-        await asyncio.gather(*workers, return_exceptions=True)
+
+    # the reader and the workers end together: one that fails (or a Ctrl-C) cancels the others, so a
+    # reader never waits on a full queue that no worker takes from any more
+    tasks = [asyncio.ensure_future(feed()), *(asyncio.ensure_future(work()) for _ in range(concurrency))]
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException as exc:
+        summary.interrupted = isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt))
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         raise
     finally:
         progress.close()

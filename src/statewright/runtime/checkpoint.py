@@ -33,10 +33,9 @@ from .snapshot import (
     head_to_json,
     read_changes,
     read_head,
-    read_json,
+    read_snapshot_json,
 )
-from .structured import safe_json_dumps
-from .trace import redact, redact_data, secret_values
+from .trace import redact_data, redacted_json, secret_values
 
 CHECKPOINT_VERSION = 2
 LEASE_SECONDS = 30.0  # a lease not renewed for this long has expired
@@ -141,7 +140,7 @@ class CheckpointStore:
             self._begin()
             try:
                 if changes:
-                    line = redact(safe_json_dumps(changes), self._secrets)
+                    line = redacted_json(changes, self._secrets)
                     tail = f"{tail}\n{line}" if tail else line
                     if len(tail) > _CHECKPOINT_TAIL_BYTES:
                         self._conn.execute("INSERT INTO run_pieces VALUES (?, ?, ?)", (run_id, pieces, tail))
@@ -152,7 +151,7 @@ class CheckpointStore:
                     "head = excluded.head, pieces = excluded.pieces, tail = excluded.tail, "
                     "machine = excluded.machine, source_sha256 = excluded.source_sha256",
                     (run_id, delta.head.machine, delta.head.source_sha256, delta.head.status, delta.head.state, now, now,
-                     redact(safe_json_dumps(head), self._secrets), pieces, tail))
+                     redacted_json(head, self._secrets), pieces, tail))
             except BaseException:
                 self._rollback()
                 self._positions.pop(run_id, None)
@@ -218,12 +217,12 @@ class CheckpointStore:
             what = f"piece {missing[0]} of {expected} is missing" if missing else "it has pieces it should not"
             raise CheckpointError(f"{damaged}: {what}. It cannot be resumed; start the run again under a new id")
         try:
-            snapshot = Snapshot(read_head(read_json(str(row[0]), "its record")))
+            snapshot = Snapshot(read_head(read_snapshot_json(str(row[0]), "its record")))
             lines = [(f"piece {number}", False, line) for number, text in pieces
                      for line in str(text).split("\n") if line]
             lines += [("the latest changes", True, line) for line in str(row[2]).split("\n") if line]
             for where, plural, text in lines:
-                snapshot.apply(read_changes(read_json(text, where, plural=plural), where))
+                snapshot.apply(read_changes(read_snapshot_json(text, where, plural=plural), where))
             snapshot.prune()
         except SnapshotError as exc:
             raise CheckpointError(f"{damaged}: {exc}. It cannot be resumed; start the run again under a new id"

@@ -35,6 +35,7 @@ from .snapshot import Snapshot, SnapshotError, make_delta, new_memories, revive_
 from .spec import Scope
 from .structured import ReplyError, to_jsonable, to_text, validate_typed
 from .templates import TemplateDeadlineExceeded, TemplateRenderError
+from .untrusted import shown_within_limits
 from .verifier import Verdict, parse_verdict, verdict_schema, verifier_messages
 
 NEUTRAL_RETRY = "Your previous answer to this step did not let the run move on. Do this step again, better."
@@ -677,7 +678,7 @@ class RunCore(AgentSteps, CallSteps, FanOutSteps, PersonSteps):
                    emit: Callable[[str, dict[str, Any]], None] | None) -> RunResult:
         """The result of a run whose inputs are invalid: announced and ended in the trace, never saved."""
         run = Run(run_id, {}, self.machine.start, workspace, self.clock())
-        run.inputs_json = to_jsonable(dict(inputs))
+        run.inputs_json = to_jsonable(shown_within_limits(dict(inputs)))  # a refused value is not written
         run.listen(emit)
         self._emit_start(run, resumed=False)
         return self._fail(run, failure)

@@ -9,6 +9,7 @@ from typing import Any
 
 from .spec import InputSpec, MachineSpec
 from .structured import to_jsonable
+from .untrusted import check_value
 
 
 class InputError(ValueError):
@@ -27,6 +28,7 @@ class InputValidator:
 
     def validate(self, spec: InputSpec, value: Any) -> Any:
         """`value` checked (and coerced where pydantic's lax mode does) against the input's annotation."""
+        check_value(value, "the value")  # before pydantic, which recurses
         annotation = spec.annotation
         if annotation is str and isinstance(value, str):
             return value

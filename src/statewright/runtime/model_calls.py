@@ -25,6 +25,7 @@ from .client import ModelError, ModelRequest, ModelResponse, ToolCallRequest, re
 from .scripted import ScriptExhausted
 from .sync import run_sync
 from .trace import redact, secret_forms
+from .untrusted import BorderError, read_json
 
 
 @dataclass(frozen=True)
@@ -531,7 +532,7 @@ def _tool_protocol_messages(messages: list[dict[str, Any]], tools: list[dict[str
                 function = call.get("function", {})
                 names_by_id[call.get("id", "")] = function.get("name", "")
                 try:
-                    arguments = json.loads(function.get("arguments") or "{}")
+                    arguments = read_json(function.get("arguments") or "{}", "the arguments")
                 except ValueError:
                     arguments = function.get("arguments")
                 calls.append({"name": function.get("name"), "arguments": arguments})
@@ -559,7 +560,9 @@ def parse_tool_protocol(text: str) -> tuple[str, list[ToolCallRequest]]:
     if fenced:
         stripped = fenced.group(1)
     try:
-        data = json.loads(stripped)
+        data = read_json(stripped, "the reply")
+    except BorderError as error:
+        raise ToolProtocolError(str(error)) from None
     except ValueError as error:
         raise ToolProtocolError(f"reply is not JSON: {error}") from None
     if not isinstance(data, dict) or len(data) != 1 or not set(data) <= {_TOOL_PROTOCOL_KEY_CALLS,

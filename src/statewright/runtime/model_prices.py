@@ -7,9 +7,10 @@ prices). The litellm path prices the same calls from the same table, so both pat
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 from functools import lru_cache
+
+from .untrusted import read_json_file
 
 MODEL_PRICES_ENV = "STATEWRIGHT_MODEL_PRICES"
 _PRICES_LITELLM_FILE = "model_prices_and_context_window_backup.json"
@@ -79,9 +80,8 @@ def _prices_read(path: str) -> dict:
     try:
         if os.path.getsize(path) > _PRICES_MAX_BYTES:
             return {}
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except (OSError, ValueError, RecursionError):
+        data = read_json_file(path, "the price file")
+    except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
 

@@ -17,6 +17,7 @@ from .client import ModelRequest, ToolCallRequest, rough_tokens
 from .http_pool import HTTPFailure, HTTPOrigin, HTTPReply, http_pool
 from .model_calls import Completion, ModelCaller, ModelCallPlan, ModelTransport
 from .model_prices import model_price
+from .untrusted import read_json
 
 
 @dataclass(frozen=True)
@@ -264,9 +265,10 @@ class OpenAIHTTPTransport:
 
 
 def openai_reply_json(data: bytes) -> Any:
-    """A reply body as JSON: the one place the native path decodes what a server sent (a guard for
-    untrusted JSON goes in front of this). ValueError when it is not JSON."""
-    return json.loads(data)
+    """A reply body as JSON: the one place the native path decodes what a server sent, through the guard
+    for untrusted JSON (untrusted.py: nested too deeply or too large is a BorderError, before json reads
+    it). ValueError when it is not JSON."""
+    return read_json(data, "the reply")
 
 
 def openai_completion(model: str, reply: HTTPReply) -> Completion:

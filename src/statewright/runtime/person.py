@@ -8,7 +8,6 @@ that does this; RunCore (core.py) mixes it in.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +16,7 @@ from .plan import StatePlan
 from .result import AnswerError, Failure, RunFailed
 from .run_state import Question, Run, Steps, state_of_key
 from .structured import validate_typed
+from .untrusted import BorderError, check_value, read_json
 
 TIMED_OUT = object()  # what a person's step gives when its deadline passed without an answer
 
@@ -101,22 +101,31 @@ class PersonSteps:
         """A person's answer as the state's output: text as it is for an untyped state; for a typed one a
         JSON value (text is read as JSON when it parses, else taken as the text itself). AnswerError says
         what does not fit."""
+        try:
+            check_value(given, "the answer")  # before json and pydantic, which recurse
+        except BorderError as exc:
+            raise AnswerError(str(exc)) from None
         if plan.output is None:
             if isinstance(given, str):
                 return given
             raise AnswerError(f"state '{plan.name}' takes text as its answer, not {type(given).__name__}")
         candidates = [given]
+        refused: BorderError | None = None
         if isinstance(given, str):
             try:
-                candidates.insert(0, json.loads(given))
+                candidates.insert(0, read_json(given, "the answer"))
+            except BorderError as exc:
+                refused = exc  # unless the text itself fits (a text type), this is what is wrong
             except ValueError:
                 pass
         error = ""
         for value in candidates:
             try:
-                return validate_typed(plan.output, value, plan.wrapped)
+                return validate_typed(plan.output, value, plan.wrapped, strict=True)  # no lax coercion
             except ValueError as exc:
                 error = error or str(exc)
+        if refused is not None:
+            raise AnswerError(str(refused))
         # a declared type by its name; a list, a text type or a variant has only the generated schema's name
         what = f"the output type of state '{plan.name}'" if plan.wrapped or plan.variant else plan.schema_name
         raise AnswerError(f"the answer does not fit {what}: {error}")

@@ -47,15 +47,24 @@ def printable(text: Any, limit: int | None = None) -> str:
 
 
 class Progress:
-    """Writes one line per step a person follows to `stream` (stderr by default)."""
+    """Writes one line per step a person follows to `stream` (stderr by default). A key or token of the
+    environment (trace.secret_values) is redacted from every line, as from the trace; the secrets a run's
+    tools name never reach a listener."""
 
     def __init__(self, stream: IO[str] | None = None, *, color: bool | None = None, end: bool = True) -> None:
+        from .trace import secret_values  # (trace.py shows values with `printable`, from here)
+
         self.stream = stream if stream is not None else sys.stderr
         self.color = wants_color(self.stream) if color is None else color
         self.end = end  # a line when the run ends (a caller printing its own summary turns it off)
+        self._secrets = secret_values()
 
     def __call__(self, event: str, fields: dict[str, Any]) -> None:
         line = self.line(event, fields)
+        if line is not None and self._secrets:
+            from .trace import redact
+
+            line = redact(line, self._secrets)
         if line is not None:
             try:
                 self.stream.write(line + "\n")

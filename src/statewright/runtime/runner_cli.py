@@ -27,6 +27,7 @@ from .sync import run_sync
 from .temporal import TemporalRunError, TemporalUnavailable
 from .tool_secrets import SecretError, read_secrets
 from .trace import Trace, redact, sink_json
+from .untrusted import BorderError, read_json, read_json_file
 
 EXIT_FINAL = 0
 EXIT_FAILED = 1
@@ -115,6 +116,8 @@ RUN_OPTIONS: tuple[tuple[str, str, str, str], ...] = (
     ("listeners", "Sequence[Callable[[str, dict[str, Any]], None]]", "()",
      "called with (event, fields) for every event of the run, as it happens"),
     ("otel", "Any", "None", "spans and metrics: True (from the OTEL_* environment), a TracerProvider, an OtelTelemetry"),
+    ("at", "str | None", "None",
+     "with resume and answer: the question it answers, by its path (investigate[2]/approve)"),
 )
 
 
@@ -366,10 +369,11 @@ def _runner_seconds(text: str) -> float:
 
 def _runner_read_script(path: str) -> Script:
     try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
+        data = read_json_file(path, f"--script {path}")
     except OSError as exc:
         raise RunnerUsageError(f"cannot read --script {path}: {exc.strerror or exc}") from None
+    except BorderError as exc:
+        raise RunnerUsageError(str(exc)) from None
     except ValueError as exc:
         raise RunnerUsageError(f"--script {path} is not valid JSON: {exc}") from None
     try:
@@ -391,8 +395,8 @@ def _runner_pairs(items: list[str], option: str) -> list[tuple[str, str]]:
 def _runner_cli_value(spec: InputSpec, raw: str) -> Any:
     """A command-line value: JSON when it parses and fits the input's type, else the text itself."""
     try:
-        parsed: Any = json.loads(raw)
-    except ValueError:
+        parsed: Any = read_json(raw, "the value")
+    except ValueError:  # not JSON, or too deep to be read as JSON: the text itself
         return validate_input(spec, raw)
     try:
         return validate_input(spec, parsed)
@@ -408,10 +412,11 @@ def read_inputs(machine: MachineSpec, pairs: list[str], inputs_file: str | None)
     given: dict[str, Any] = {}
     if inputs_file:
         try:
-            with open(inputs_file, encoding="utf-8") as handle:
-                data = json.load(handle)
+            data = read_json_file(inputs_file, f"--inputs-file {inputs_file}")
         except OSError as exc:
             raise RunnerUsageError(f"cannot read --inputs-file {inputs_file}: {exc.strerror or exc}") from None
+        except BorderError as exc:
+            raise RunnerUsageError(str(exc)) from None
         except ValueError as exc:
             raise RunnerUsageError(f"--inputs-file {inputs_file} is not valid JSON: {exc}") from None
         if not isinstance(data, dict):
@@ -491,10 +496,10 @@ def _runner_dispatch(machine: MachineSpec, argv: list[str], prog: str | None, ba
             return _runner_list_runs(args.checkpoint)
         return _runner_main(machine, args)
     except (RunnerUsageError, TemporalUnavailable) as exc:
-        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        print(printable(f"{parser.prog}: error: {exc}"), file=sys.stderr)
         return EXIT_USAGE
     except TemporalRunError as exc:
-        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        print(printable(f"{parser.prog}: error: {exc}"), file=sys.stderr)
         return EXIT_FAILED
 
 
@@ -530,7 +535,7 @@ def _runner_main(machine: MachineSpec, args: argparse.Namespace) -> int:
     except OSError as exc:
         raise RunnerUsageError(f"cannot write --trace {args.trace}: {exc.strerror or exc}") from None
     if store is not None and not args.quiet:
-        print(f"run {run_id} (checkpoints in {args.checkpoint})", file=sys.stderr)
+        print(printable(f"run {run_id} (checkpoints in {args.checkpoint})"), file=sys.stderr)
     telemetry = _runner_otel(args)
     engine = Engine(machine, client=_runner_default_client(args), trace=trace, checkpoint=store,
                     model_map=model_map, workspace=args.workspace, script=script,
@@ -544,11 +549,11 @@ def _runner_main(machine: MachineSpec, args: argparse.Namespace) -> int:
         raise RunnerUsageError(str(exc)) from None
     except KeyboardInterrupt as stop:
         what = "stopped by SIGTERM" if isinstance(stop, RunnerTerminated) else "interrupted"
-        print(f"{what}{_runner_resume_hint(run_id, store, args)}", file=sys.stderr)
+        print(printable(f"{what}{_runner_resume_hint(run_id, store, args)}"), file=sys.stderr)
         return EXIT_TERMINATED if isinstance(stop, RunnerTerminated) else EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - a crash is reported in one line, with how to resume
-        print(f"error: the run stopped: {type(exc).__name__}: {printable(redact(str(exc)))}"
-              f"{_runner_resume_hint(run_id, store, args)}", file=sys.stderr)
+        print(printable(f"error: the run stopped: {type(exc).__name__}: {redact(str(exc))}"
+                        f"{_runner_resume_hint(run_id, store, args)}"), file=sys.stderr)
         return EXIT_FAILED
     finally:
         if trace is not None:
@@ -603,13 +608,19 @@ def _runner_resume_hint(run_id: str, store: CheckpointStore | None, args: argpar
 
 
 def _runner_summary(result: RunResult, store: CheckpointStore | None, args: argparse.Namespace) -> str:
+    """The line (two, for a waiting run) a run ends with on stderr; every name and message in it, and the
+    paths, escaped for the terminal, and the environment's keys redacted (a question quotes outputs)."""
+    return printable(redact(_runner_summary_text(result, store, args)))
+
+
+def _runner_summary_text(result: RunResult, store: CheckpointStore | None, args: argparse.Namespace) -> str:
     usage = result.usage
     spent = f"{len(result.path)} states, {usage.tokens} tokens, ${usage.cost_usd:.4f}"
     if result.ok:
         return f"final state {result.final_state} ({spent})"
     if result.waiting is not None:
         waits = result.waits or [result.waiting]
-        lines = [f"waiting for an answer at state {w.path or w.state}: {printable(w.question)}" for w in waits]
+        lines = [f"waiting for an answer at state {w.path or w.state}: {w.question}" for w in waits]
         lines[0] += f" ({spent})"
         command = _runner_resume_command(result.run_id, args, answer=True)
         if len(waits) > 1:  # answered one at a time, each naming the question it answers
@@ -620,7 +631,7 @@ def _runner_summary(result: RunResult, store: CheckpointStore | None, args: argp
     kind = f"limit {failure.limit}" if failure.kind == "limit" else failure.kind
     where = f" at {failure.origin}" if failure.origin else ""  # the .fsm line of the construct that failed
     hint = _runner_resume_hint(result.run_id, store, args) if failure.kind in ("model", "script") else ""
-    return f"run failed ({kind}){where}: {printable(redact(failure.message))} ({spent}){hint}"
+    return f"run failed ({kind}){where}: {failure.message} ({spent}){hint}"
 
 
 def _runner_list_runs(checkpoint: str | None) -> int:
@@ -705,10 +716,10 @@ def _runner_batch(machine: MachineSpec, argv: list[str], prog: str) -> int:
     try:
         return _runner_batch_main(machine, args)
     except (RunnerUsageError, BatchError) as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
+        print(printable(f"{prog}: error: {exc}"), file=sys.stderr)
         return EXIT_USAGE
     except TemporalUnavailable as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
+        print(printable(f"{prog}: error: {exc}"), file=sys.stderr)
         return EXIT_USAGE
 
 
@@ -929,10 +940,10 @@ def runner_temporal_dispatch(machine: MachineSpec | None, command: str, args: ar
             return _runner_temporal_status(address, args)
         return _runner_temporal_resume(address, args)
     except (RunnerUsageError, TemporalUnavailable) as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
+        print(printable(f"{prog}: error: {exc}"), file=sys.stderr)
         return EXIT_USAGE
     except TemporalRunError as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
+        print(printable(f"{prog}: error: {exc}"), file=sys.stderr)
         return EXIT_FAILED
 
 
@@ -985,7 +996,7 @@ def _runner_temporal_status(address: str, args: argparse.Namespace) -> int:
         line += f" in state {data['state']} after {data.get('steps', 0)} steps"
     if waiting:
         line += f"; waiting for an answer since {waiting.get('since')} (resume {args.run_id} --answer TEXT)"
-    print(line, file=sys.stderr)
+    print(printable(line), file=sys.stderr)
     return EXIT_FINAL
 
 
@@ -1009,7 +1020,7 @@ def _runner_temporal_resume(address: str, args: argparse.Namespace) -> int:
     refused = run_sync(temporal_answer(address, args.run_id, args.answer, state=args.state, by=args.by,
                                        namespace=args.namespace))
     if refused is not None:
-        print(f"the run refused the answer and keeps waiting: {refused}", file=sys.stderr)
+        print(f"the run refused the answer and keeps waiting: {printable(refused)}", file=sys.stderr)
         return EXIT_USAGE
     print(f"sent the answer to run {args.run_id}", file=sys.stderr)
     return EXIT_FINAL

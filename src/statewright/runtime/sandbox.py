@@ -377,6 +377,9 @@ async def sandbox_run(argv: list[str], workspace: str, limits: SandboxLimits, *,
         if isinstance(exc, subprocess.SubprocessError) and jail is not None and sources:
             raise SandboxError(f"could not prepare the jail for uid {SANDBOX_UID} as root (private mounts, "
                                f"then setuid, between fork and exec): {exc}") from exc
+        cause = _sandbox_unreachable(command[0]) if jail is not None and sandbox_drops_privileges() else None
+        if cause is not None:
+            raise SandboxError(f"could not start {command[0]}: {cause}") from exc
         raise SandboxError(f"could not start {command[0]}: {exc}") from exc
     pid = transport.get_pid()
     if live is not None:
@@ -388,6 +391,50 @@ async def sandbox_run(argv: list[str], workspace: str, limits: SandboxLimits, *,
         transport.close()  # kills the main process if it still runs, and closes the pipes
         if live is not None:
             live.discard(pid)
+
+
+def _sandbox_unreachable(program: str) -> str | None:
+    """Why a root runner's child cannot start the bubblewrap `program` it can see itself, or None: the child
+    has mounted the stage over /tmp (hiding whatever lies below it there) and dropped to SANDBOX_UID, which
+    must be able to search every directory on the way to the program and to execute it."""
+    path = os.path.abspath(program)
+    stage = _SANDBOX_STAGE_ROOT.rstrip("/") + "/"
+    if path.startswith(stage):
+        return (f"it lies under {_SANDBOX_STAGE_ROOT}, which a root runner covers with the jail's own staging "
+                f"area (a private tmpfs) before it starts bubblewrap, so from there the program is not to be "
+                f"found. Install bubblewrap outside {_SANDBOX_STAGE_ROOT} (the {SANDBOX_PACKAGE} package puts "
+                "it in /usr/bin), or run as a user other than root")
+    parent = os.path.dirname(path)
+    while True:
+        allowed = _sandbox_tool_user_may_run(parent)
+        if allowed is None:
+            return None
+        if not allowed:
+            return (f"a root runner starts bubblewrap as uid {SANDBOX_UID}, and that user cannot search "
+                    f"{parent} (mode {os.stat(parent).st_mode & 0o777:o}) on the way to it. Install bubblewrap "
+                    f"where every user can reach it (the {SANDBOX_PACKAGE} package puts it in /usr/bin)")
+        if parent == os.path.dirname(parent):
+            break
+        parent = os.path.dirname(parent)
+    if _sandbox_tool_user_may_run(path) is False:
+        return (f"a root runner starts bubblewrap as uid {SANDBOX_UID}, and that user may not execute it (mode "
+                f"{os.stat(path).st_mode & 0o777:o}). Make it executable for every user, or install the "
+                f"{SANDBOX_PACKAGE} package")
+    return None
+
+
+def _sandbox_tool_user_may_run(path: str) -> bool | None:
+    """Whether SANDBOX_UID (in group SANDBOX_GID) may search the directory or execute the file `path`, by
+    its owner, group and other bits; None when it cannot be told (`path` does not exist)."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    if info.st_uid == SANDBOX_UID:
+        return bool(info.st_mode & 0o100)
+    if info.st_gid == SANDBOX_GID:
+        return bool(info.st_mode & 0o010)
+    return bool(info.st_mode & 0o001)
 
 
 async def sandbox_bwrap_options(program: str) -> frozenset[str]:

@@ -8,13 +8,12 @@ save: outputs produced, counters that moved, log items appended (the path, agent
 
 Everything read back is checked against this shape and against the machine: a field of the wrong type, a
 state the machine lacks, an output that no longer validates, a value nested deeper than `MAX_SNAPSHOT_DEPTH`
-or a snapshot of a newer version is a `SnapshotError`, which the engine reports as a damaged checkpoint
+(the limit of a record the runtime wrote, untrusted.MAX_RECORD_DEPTH) or a snapshot of a newer version is a `SnapshotError`, which the engine reports as a damaged checkpoint
 that cannot be resumed — never an internal error.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,14 +23,13 @@ from .plan import MachinePlan
 from .result import Failure, Usage
 from .run_state import Question, Run
 from .structured import to_jsonable, validate_typed
+from .untrusted import MAX_RECORD_CHARS, MAX_RECORD_DEPTH, BorderError, read_record
 
 SNAPSHOT_VERSION = 2
 # how deep a value in a checkpoint may nest (a model's output is read back through pydantic, which recurses)
-MAX_SNAPSHOT_DEPTH = 200
+MAX_SNAPSHOT_DEPTH = MAX_RECORD_DEPTH
 RUN_STATUSES = ("running", "waiting", "final", "failed")
-# what matters to how deep JSON nests: brackets, and strings (whose brackets do not count)
 _SNAPSHOT_TRACEPARENT = re.compile(r"00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}")
-_SNAPSHOT_JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 
 
 class SnapshotError(ValueError):
@@ -279,30 +277,19 @@ def _kind(value: Any) -> str:
     return type(value).__name__
 
 
-def read_json(text: str, where: str, *, plural: bool = False) -> Any:
-    """A checkpoint record's JSON, refused before it is parsed when it nests deeper than MAX_SNAPSHOT_DEPTH
-    (Python's JSON reader recurses, and so does validating the outputs in it)."""
-    depth = nesting_depth(text)
-    if depth > MAX_SNAPSHOT_DEPTH:
-        raise SnapshotError(f"{where} {'nest' if plural else 'nests'} {depth} levels deep (at most "
-                            f"{MAX_SNAPSHOT_DEPTH})")
+def read_snapshot_json(text: str, where: str, *, plural: bool = False) -> Any:
+    """A checkpoint record's JSON, refused before it is parsed when it nests deeper or is larger than a
+    record may be (the runtime's one guard, untrusted.py: Python's JSON reader recurses, and so does
+    validating the outputs in it)."""
     try:
-        return json.loads(text)
+        return read_record(text, where)
+    except BorderError as exc:
+        problem = f"{'nest' if plural else 'nests'} too deeply" if exc.limit == "depth" else (
+            f"{'are' if plural else 'is'} too large")
+        raise SnapshotError(f"{where} {problem} (at most {MAX_SNAPSHOT_DEPTH} levels and "
+                            f"{MAX_RECORD_CHARS:,} characters are read)") from None
     except ValueError:
         raise SnapshotError(f"{where} {'do' if plural else 'does'} not read as JSON") from None
-
-
-def nesting_depth(text: str) -> int:
-    """How deep the arrays and objects of a JSON text nest (strings skipped), without recursion."""
-    depth = deepest = 0
-    for token in _SNAPSHOT_JSON_TOKENS.finditer(text):
-        char = token.group()
-        if char in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif char in "]}":
-            depth -= 1
-    return deepest
 
 
 def read_head(data: Any) -> Head:

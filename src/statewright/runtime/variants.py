@@ -62,12 +62,13 @@ def tagged(value: Any) -> Any:
     return {name: value.model_dump(mode="json", by_alias=True)}
 
 
-def validate_variant(model: type, data: Any, *, strict: bool = False) -> Any:
+def validate_variant(model: type, data: Any, *, strict: bool = False, infer_name: bool | None = None) -> Any:
     """The variant in `data` (`{"value": {"Answer": {...}}}`, or `{"Answer": {...}}`) as its declared type.
 
     Raises ValueError with what is wrong, worded for the model that wrote it: the errors of the one variant
     it names, or the variants it could name. A lax (not strict) reading also takes the fields of a variant
-    without its name when they fit exactly one variant."""
+    without its name when they fit exactly one variant; `infer_name` decides that apart from `strict` (a
+    person's answer: its fields are read strictly, its variant may go unnamed)."""
     branches = variant_branches(model)
     if isinstance(data, dict) and set(data) == {"value"}:
         data = data["value"]
@@ -80,11 +81,11 @@ def validate_variant(model: type, data: Any, *, strict: bool = False) -> Any:
         except ValidationError as exc:
             raise ValueError(_variants_describe(exc, name)) from None
         return branch.value
-    if not strict and isinstance(data, dict):
+    if (not strict if infer_name is None else infer_name) and isinstance(data, dict):
         fits = []
         for name, branch in branches.items():
             try:
-                fits.append(branch.model_validate({name: data}).value)  # type: ignore[attr-defined]
+                fits.append(branch.model_validate({name: data}, strict=strict).value)  # type: ignore[attr-defined]
             except ValidationError:
                 continue
         if len(fits) == 1:

@@ -31,9 +31,9 @@ else:
         MachineSpec, ModelClient, RunResult, Scope, Script, StateSpec, TestSpec, Trace,
         TransitionSpec, arun_machine, main, run_machine,
     )
-if RUNTIME_SHA256 != "724f636d2b476d781aa77290b8f365a64e0c04ea23de8db5e9aa2fe91e8e615d":
+if RUNTIME_SHA256 != "fbb5ae8ea8d68b6fbf68d98434aff200436124cf1b23ef6157b4f0e507f4a36d":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 724f636d2b47), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 fbb5ae8ea8d6), but "
         f"the statewright_runtime.py it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile "
         "--runtime module`, which rewrites the runtime too"
@@ -350,6 +350,7 @@ def run(
     timeout: float | None = None,
     listeners: Sequence[Callable[[str, dict[str, Any]], None]] = (),
     otel: Any = None,
+    at: str | None = None,
 ) -> RunResult:
     """Run the machine to its end and return the RunResult; a failed run is a result too.
 
@@ -381,6 +382,7 @@ def run(
         listeners: called with (event, fields) for every event of the run, as it happens
         otel: spans and metrics: True (from the OTEL_* environment), a TracerProvider, an
             OtelTelemetry
+        at: with resume and answer: the question it answers, by its path (investigate[2]/approve)
     """
     return run_machine(
         MACHINE,
@@ -404,6 +406,7 @@ def run(
         timeout=timeout,
         listeners=listeners,
         otel=otel,
+        at=at,
     )
 
 
@@ -429,6 +432,7 @@ async def arun(
     timeout: float | None = None,
     listeners: Sequence[Callable[[str, dict[str, Any]], None]] = (),
     otel: Any = None,
+    at: str | None = None,
 ) -> RunResult:
     """`run` for async code: the same run, the same options, on the running event loop.
 
@@ -460,6 +464,7 @@ async def arun(
         listeners: called with (event, fields) for every event of the run, as it happens
         otel: spans and metrics: True (from the OTEL_* environment), a TracerProvider, an
             OtelTelemetry
+        at: with resume and answer: the question it answers, by its path (investigate[2]/approve)
     """
     return await arun_machine(
         MACHINE,
@@ -483,6 +488,7 @@ async def arun(
         timeout=timeout,
         listeners=listeners,
         otel=otel,
+        at=at,
     )
 
 

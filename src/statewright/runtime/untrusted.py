@@ -1,0 +1,264 @@
+"""Untrusted JSON and values where they enter: a depth limit and a size limit, checked without recursion.
+
+Model replies, tool results, a person's answers, a run's inputs, batch case lines, checkpoint rows, trace
+lines, script and input files, imported specs: each is checked here before anything that recurses sees it
+(`json.loads`, pydantic, redaction, templates, `json.dumps`). The check of JSON text is one iterative scan
+that follows JSON's grammar as far as `json` would read (a superset of it: it accepts what `json` accepts,
+and stops no earlier), counting how deep arrays and objects nest; the check of a Python value walks it with
+a stack. Neither recurses, so a value nested a million levels deep is refused like one nested 101 levels.
+
+A refusal is a `BorderError`, a ValueError whose message names what was read and the limit it broke, so
+each border turns it into its own typed outcome: a reply is sent back and re-asked (then the step fails
+with kind `output`), a batch case fails with kind `input`, an answer is refused and the run keeps waiting,
+a checkpoint is damaged, a trace line is unreadable.
+
+For a caller at a new border (a model client reading a provider's body, say):
+
+    value = read_json(text, "the provider's reply")      # BorderError or json's ValueError
+    check_value(result, "the tool's result")              # BorderError
+    for line in read_lines(handle, MAX_RECORD_CHARS): ... # None for a line over the limit
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from array import array
+from collections.abc import Iterator
+from itertools import accumulate
+from typing import IO, Any
+
+# How deep arrays and objects may nest in a value that enters a run: far more than any schema a person
+# writes, far less than what exhausts Python's stack in the code that reads it (json, pydantic, redaction).
+MAX_DEPTH = 100
+# Characters of one value (a reply, an answer, a tool's result, a case line, a script or inputs file).
+MAX_VALUE_CHARS = 64 * 1024 * 1024
+# What the runtime wrote itself and reads back (a checkpoint row, a trace line, a batch's result line):
+# a value at the limits above, with the record around it.
+MAX_RECORD_DEPTH = 2 * MAX_DEPTH
+MAX_RECORD_CHARS = 256 * 1024 * 1024
+
+# A JSON string (its escapes are json's to check), in UTF-8: no byte of another character is a quote or a
+# backslash, so strings are found in the bytes exactly as json finds them in the text.
+_UNTRUSTED_STRING_BYTES = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+# an opening bracket as the signed byte 1, a closing one as -1, every other byte dropped
+_UNTRUSTED_BRACKETS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
+_UNTRUSTED_NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
+# For a value inside other text (a reply's prose), JSON's tokens as json reads them with strict=False
+# (control characters allowed inside strings): whitespace, strings, numbers, literals, punctuation
+_UNTRUSTED_WS = r"[ \t\n\r]*"
+_UNTRUSTED_STRING = r'"(?:[^"\\]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"'
+_UNTRUSTED_SCALAR = (rf"(?:{_UNTRUSTED_STRING}|-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?"
+                     r"|true|false|null|NaN|Infinity|-Infinity)")
+_UNTRUSTED_TOKEN = re.compile(rf"{_UNTRUSTED_WS}(?:(?P<atom>{_UNTRUSTED_SCALAR})|(?P<punct>[\[\]{{}},:]))")
+_UNTRUSTED_KEY = re.compile(_UNTRUSTED_STRING)
+# the rest of a run of scalar members in one match: `, 1, "a"` in an array, `, "k": 1` in an object
+_UNTRUSTED_ARRAY_RUN = re.compile(rf"(?:{_UNTRUSTED_WS},{_UNTRUSTED_WS}{_UNTRUSTED_SCALAR})*")
+_UNTRUSTED_OBJECT_RUN = re.compile(rf"(?:{_UNTRUSTED_WS},{_UNTRUSTED_WS}{_UNTRUSTED_STRING}{_UNTRUSTED_WS}:"
+                                   rf"{_UNTRUSTED_WS}{_UNTRUSTED_SCALAR})*")
+# what the scan of a value expects next
+_UNTRUSTED_VALUE, _UNTRUSTED_FIRST, _UNTRUSTED_NAME, _UNTRUSTED_FIRST_NAME, _UNTRUSTED_COLON, _UNTRUSTED_NEXT = range(6)
+_UNTRUSTED_SKIP_CHUNK = 1024 * 1024
+
+
+class BorderError(ValueError):
+    """Untrusted data refused where it enters: nested too deep or too large. `what` names what was read
+    ("the reply", "line 7 of cases.jsonl"), `limit` is "depth" or "size"; the message says both, and how
+    far the limit is, in words a person or a model can act on."""
+
+    def __init__(self, what: str, limit: str, message: str) -> None:
+        super().__init__(message)
+        self.what = what
+        self.limit = limit
+
+
+def check_text(text: str | bytes, what: str, max_chars: int = MAX_VALUE_CHARS) -> None:
+    """BorderError when `text` is longer than `max_chars` characters (bytes, for bytes)."""
+    if len(text) > max_chars:
+        raise BorderError(what, "size", f"{what} is too large: {len(text):,} characters, and at most "
+                                        f"{max_chars:,} are read")
+
+
+def _untrusted_too_deep(what: str, max_depth: int) -> BorderError:
+    return BorderError(what, "depth", f"{what} is nested too deeply: more than {max_depth} levels of lists and "
+                                      f"objects, and at most {max_depth} are read")
+
+
+def json_depth_problem(text: str | bytes, what: str, max_depth: int = MAX_DEPTH) -> BorderError | None:
+    """The BorderError for JSON text that nests deeper than `max_depth` arrays and objects; None when it
+    does not. Text that is not JSON may be refused too (json would refuse it anyway).
+
+    Without a loop in Python per character: the strings are cut out and everything but brackets dropped
+    (a regex and bytes.translate), and the deepest level is the largest running sum of +1 per opening and
+    -1 per closing bracket (itertools.accumulate). Where json reads a value its brackets are balanced up to
+    where it stops, so no level it reaches is deeper than that sum.
+    """
+    data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
+    if data.count(b"[") + data.count(b"{") <= max_depth:
+        return None  # too few brackets to nest that deep
+    if b'"' in data:
+        data = _UNTRUSTED_STRING_BYTES.sub(b"", data)
+    steps = array("b", data.translate(_UNTRUSTED_BRACKETS, _UNTRUSTED_NOT_BRACKETS))
+    if max(accumulate(steps), default=0) <= max_depth:
+        return None
+    return _untrusted_too_deep(what, max_depth)
+
+
+def scan_json_value(text: str, start: int, what: str, max_depth: int = MAX_DEPTH) -> int | None:
+    """Where the JSON value at `start` in other text (a reply's prose) ends, as json's `raw_decode` with
+    strict=False would read it; None when there is no JSON value there; BorderError when it nests deeper
+    than `max_depth` arrays and objects.
+
+    One loop over JSON's tokens with an explicit stack (a run of scalar members is one regex match): it
+    reads exactly as far as json would, so trying every bracket of a text costs no more than json's own
+    tries — less, as a failed try builds no error (a JSONDecodeError counts the lines before it)."""
+    if text[start:start + 1] in ("", " ", "\t", "\n", "\r"):
+        return None  # raw_decode reads a value right at `start`, not after whitespace
+    stack: list[str] = []
+    expect = _UNTRUSTED_VALUE
+    pos = start
+    while True:
+        match = _UNTRUSTED_TOKEN.match(text, pos)
+        if match is None:
+            return None
+        atom, punct = match.group("atom"), match.group("punct")
+        pos = match.end()
+        if expect == _UNTRUSTED_VALUE or expect == _UNTRUSTED_FIRST:
+            if punct == "[" or punct == "{":
+                if len(stack) >= max_depth:
+                    raise _untrusted_too_deep(what, max_depth)
+                stack.append(punct)
+                expect = _UNTRUSTED_FIRST if punct == "[" else _UNTRUSTED_FIRST_NAME
+                continue
+            if atom is None and not (punct == "]" and expect == _UNTRUSTED_FIRST):
+                return None
+            if atom is None:
+                stack.pop()
+        elif expect == _UNTRUSTED_NAME or expect == _UNTRUSTED_FIRST_NAME:
+            if atom is not None and _UNTRUSTED_KEY.fullmatch(atom):
+                expect = _UNTRUSTED_COLON
+                continue
+            if not (punct == "}" and expect == _UNTRUSTED_FIRST_NAME):
+                return None
+            stack.pop()
+        elif expect == _UNTRUSTED_COLON:
+            if punct != ":":
+                return None
+            expect = _UNTRUSTED_VALUE
+            continue
+        else:  # after a member: a comma, or the end of its container
+            if punct == ",":
+                expect = _UNTRUSTED_VALUE if stack[-1] == "[" else _UNTRUSTED_NAME
+                continue
+            if punct != ("]" if stack[-1] == "[" else "}"):
+                return None
+            stack.pop()
+        # a value ended
+        if not stack:
+            return pos
+        run = _UNTRUSTED_ARRAY_RUN if stack[-1] == "[" else _UNTRUSTED_OBJECT_RUN
+        pos = run.match(text, pos).end()  # type: ignore[union-attr]  # `*` always matches
+        expect = _UNTRUSTED_NEXT
+
+
+def read_json(text: str | bytes, what: str, *, max_depth: int = MAX_DEPTH, max_chars: int = MAX_VALUE_CHARS,
+              strict: bool = True) -> Any:
+    """`json.loads(text)` for untrusted text: BorderError when it is too large or nested too deeply, json's
+    own ValueError when it is not JSON. `strict=False` allows control characters inside strings."""
+    check_text(text, what, max_chars)
+    problem = json_depth_problem(text, what, max_depth)
+    if problem is not None:
+        raise problem
+    if isinstance(text, (bytes, bytearray)):
+        text = bytes(text).decode("utf-8")
+    return json.loads(text, strict=strict)
+
+
+def read_record(text: str | bytes, what: str) -> Any:
+    """`read_json` with the limits of a record the runtime wrote itself and reads back (a checkpoint row, a
+    trace line, a batch's result line, a Temporal run's event)."""
+    return read_json(text, what, max_depth=MAX_RECORD_DEPTH, max_chars=MAX_RECORD_CHARS)
+
+
+def read_json_file(path: str, what: str, *, max_depth: int = MAX_DEPTH, max_chars: int = MAX_VALUE_CHARS) -> Any:
+    """The JSON value of a file: OSError when it cannot be read, BorderError when it is too large (told by
+    its size, before it is read) or nested too deeply, ValueError when it is not JSON."""
+    with open(path, encoding="utf-8") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size > 4 * max_chars:  # UTF-8: at most four bytes a character, so this many cannot fit
+            raise BorderError(what, "size", f"{what} is too large: {size:,} bytes, and at most {max_chars:,} "
+                                            "characters are read")
+        text = handle.read()
+    return read_json(text, what, max_depth=max_depth, max_chars=max_chars)
+
+
+def check_value(value: Any, what: str, *, max_depth: int = MAX_DEPTH, max_chars: int = MAX_VALUE_CHARS) -> None:
+    """BorderError when a Python value (a tool's result, an answer or an input given as data) nests deeper
+    than `max_depth` containers, or holds more than `max_chars` characters of text and items in all.
+    Mappings, sequences, sets and pydantic models are walked with a stack; anything else counts as one."""
+    if isinstance(value, str):
+        check_text(value, what, max_chars)
+        return
+    size = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (str, bytes, bytearray)):
+            size += len(item)
+        elif isinstance(item, (dict, list, tuple, set, frozenset)) or _untrusted_is_model(item):
+            depth += 1
+            if depth > max_depth:
+                raise _untrusted_too_deep(what, max_depth)
+            members = vars(item) if _untrusted_is_model(item) else item
+            size += len(members)
+            if isinstance(members, dict):
+                for key, member in members.items():
+                    stack.append((key, depth))
+                    stack.append((member, depth))
+            else:
+                stack.extend((member, depth) for member in members)
+        else:
+            size += 1
+        if size > max_chars:
+            raise BorderError(what, "size", f"{what} is too large: more than {max_chars:,} characters and items, "
+                                            f"and at most {max_chars:,} are read")
+
+
+def refused_values(values: dict[str, Any]) -> dict[str, str]:
+    """Why `check_value` refuses each of `values` it refuses, by name."""
+    refused = {}
+    for name, value in values.items():
+        try:
+            check_value(value, "the value")
+        except BorderError as exc:
+            refused[name] = str(exc)
+    return refused
+
+
+def shown_within_limits(values: dict[str, Any]) -> dict[str, Any]:
+    """`values` with each one `check_value` refuses replaced by a note saying why: what a run that was
+    refused its inputs records of them (its trace, its result) without reading what it refused."""
+    refused = refused_values(values)
+    return {name: f"[not shown: {refused[name]}]" if name in refused else value for name, value in values.items()}
+
+
+def _untrusted_is_model(item: Any) -> bool:
+    return hasattr(item, "model_dump") and not isinstance(item, type) and hasattr(item, "__dict__")
+
+
+def read_lines(handle: IO[str], max_chars: int) -> Iterator[str | None]:
+    """The lines of a text file, each at most `max_chars` characters long (its line break aside); None in
+    place of a longer line, whose text is skipped a chunk at a time, never held whole."""
+    while True:
+        line = handle.readline(max_chars + 1)
+        if not line:
+            return
+        if len(line) <= max_chars or line.endswith("\n"):
+            yield line
+            continue
+        while True:
+            rest = handle.readline(_UNTRUSTED_SKIP_CHUNK)
+            if not rest or rest.endswith("\n"):
+                break
+        yield None

@@ -1,0 +1,414 @@
+"""Untrusted data at every border, through the paths users take: each ends in its typed outcome.
+
+A model reply nested 600 deep is re-asked, then fails with kind `output` (and a batch of such runs writes
+every result line, and resumes); tool arguments and results too deep are the tool's error; a case line
+nested 500 or 5,000 deep fails with kind `input` and the batch goes on; an answer nested 600 deep, or one
+that fits only by lax coercion, is refused with exit 2 and the run keeps waiting; a checkpoint value 3,000
+deep is a damaged checkpoint (exit 2); a trace line 5,000 deep is shown as unreadable by `trace show`; a
+script, an inputs file, an input or an imported file too deep is a usage error or a positioned diagnostic.
+Never a RecursionError, a traceback, an internal error or a batch that cannot finish.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.e2e_runs import cli, compile_runner, read_events
+from support.fake_client import FakeClient, tool_calls
+
+import statewright
+from statewright.runtime.result import AnswerError
+from statewright.runtime.scripted import Script, ScriptedClient
+
+SPEC = textwrap.dedent("""\
+    machine refund {
+        input amount: int
+        input tags: list[str] = []
+
+        type Decision {
+            approved: bool
+            note: str
+        }
+
+        agent clerk {
+            prompt "You handle refunds."
+        }
+
+        start state check {
+            agent clerk
+            do "Check the refund of {{ amount }} USD."
+            output Decision
+            -> approve
+        }
+
+        state approve {
+            ask "Refund {{ amount }} USD? The clerk says: {{ check.output.note }}"
+            output Decision
+            when output.approved -> pay
+            otherwise -> refuse
+        }
+
+        final state pay {
+            result "paid {{ amount }}: {{ approve.output.note }}"
+        }
+
+        final state refuse
+    }
+""")
+
+GOOD_REPLY = '{"approved": true, "note": "fine"}'
+
+
+def deep(levels: int, inner: str = "") -> str:
+    return "[" * levels + inner + "]" * levels
+
+
+DEEP_REPLY = '{"approved": true, "note": ' + deep(600) + "}"
+
+
+def clean(done: Any) -> None:
+    """No traceback, no internal error, no RecursionError in what a process printed."""
+    text = done.stdout + done.stderr
+    for sign in ("Traceback", "internal error", "RecursionError", "maximum recursion depth"):
+        assert sign not in text, text[-3000:]
+
+
+@pytest.fixture
+def spec(tmp_path: Path) -> Path:
+    path = tmp_path / "refund.fsm"
+    path.write_text(SPEC, encoding="utf-8")
+    return path
+
+
+def script_file(tmp_path: Path, replies: list[Any], name: str = "script.json") -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps({"agent": {"check": replies}}), encoding="utf-8")
+    return path
+
+
+# ---- model replies ------------------------------------------------------------------------------------------
+
+
+def test_a_reply_nested_600_deep_is_re_asked_then_fails_with_kind_output(spec: Path, tmp_path: Path) -> None:
+    script = script_file(tmp_path, [DEEP_REPLY] * 3)
+    done = cli("run", str(spec), "--input", "amount=5", "--script", str(script), "--trace",
+               str(tmp_path / "t.jsonl"), cwd=tmp_path)
+    clean(done)
+    assert done.returncode == 1
+    failure = json.loads(done.stdout)["failure"]
+    assert failure["kind"] == "output" and "after 3 attempt(s)" in failure["message"]
+    assert "nested too deeply: more than 100 levels" in failure["message"]
+    reasks = [e for e in read_events(tmp_path / "t.jsonl") if e["event"] == "reask"]
+    assert [e["attempt"] for e in reasks] == [1, 2] and "nested too deeply" in reasks[0]["error"]
+
+
+def test_a_deep_reply_then_a_good_one_goes_on(spec: Path, tmp_path: Path) -> None:
+    client = ScriptedClient(Script.from_json({"agent": {"check": ["Sure: " + DEEP_REPLY, GOOD_REPLY]}}))
+    result = statewright.load(spec).run({"amount": 5}, client=client, checkpoint=str(tmp_path / "r.db"))
+    assert result.status == "waiting" and result.path == ["check", "approve"]
+    feedback = client.received[1]["messages"][-1]["content"]
+    assert "nested too deeply" in feedback  # what the model was told on the retry
+
+
+def test_a_batch_of_runs_whose_replies_are_too_deep_writes_every_line_and_resumes(spec: Path, tmp_path: Path) -> None:
+    script = script_file(tmp_path, [DEEP_REPLY] * 3)
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text("".join(json.dumps({"inputs": {"amount": n}}) + "\n" for n in range(6)), encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    done = cli("batch", str(spec), "--inputs", str(cases), "--script", str(script), "--out", str(out), cwd=tmp_path)
+    clean(done)
+    assert done.returncode == 1
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(lines) == 6 and {line["failure"]["kind"] for line in lines} == {"output"}
+    again = cli("batch", str(spec), "--inputs", str(cases), "--script", str(script), "--out", str(out),
+                "--resume", cwd=tmp_path)
+    clean(again)
+    assert again.returncode == 1 and "6 done by an earlier run of the batch" in again.stderr
+    assert len(out.read_text().splitlines()) == 6
+
+
+# ---- tools -------------------------------------------------------------------------------------------------------
+
+TOOLS = '''
+def nest(levels: int) -> list:
+    """A list nested `levels` deep."""
+    value: list = []
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+def loop(levels: int) -> list:
+    """A list that holds itself."""
+    value: list = []
+    value.append(value)
+    return value
+'''
+
+TOOL_SPEC = textwrap.dedent("""\
+    machine tooly {
+        input levels: int
+        tool nest = "border_tools:nest"
+        tool loop = "border_tools:loop"
+        agent a {
+            prompt "You call tools."
+            tools [nest, loop]
+        }
+        start state ask {
+            agent a
+            do "Call them."
+            -> make
+        }
+        state make {
+            call nest(levels = levels)
+            -> done
+        }
+        final state done
+    }
+""")
+
+
+@pytest.fixture
+def tool_spec(tmp_path: Path) -> Path:
+    (tmp_path / "border_tools.py").write_text(TOOLS, encoding="utf-8")
+    path = tmp_path / "tooly.fsm"
+    path.write_text(TOOL_SPEC, encoding="utf-8")
+    return path
+
+
+def test_tool_results_too_deep_are_the_tools_errors(tool_spec: Path, tmp_path: Path) -> None:
+    calls = {"tool_calls": [{"name": "nest", "arguments": {"levels": 5000}}, {"name": "loop", "arguments": {"levels": 1}}]}
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"agent": {"ask": [calls, "called"]}}), encoding="utf-8")
+    env = {"PYTHONPATH": str(tmp_path)}
+    ok = cli("run", str(tool_spec), "--input", "levels=50", "--script", str(script), "--trace", str(tmp_path / "t.jsonl"),
+             cwd=tmp_path, env=env)
+    clean(ok)
+    assert ok.returncode == 0, ok.stderr
+    errors = [e["error"] for e in read_events(tmp_path / "t.jsonl") if e["event"] == "tool_call" and not e["ok"]]
+    assert len(errors) == 2 and all("nested too deeply" in error for error in errors)  # the model was told
+    failed = cli("run", str(tool_spec), "--input", "levels=5000", "--script", str(script), cwd=tmp_path, env=env)
+    clean(failed)
+    failure = json.loads(failed.stdout)["failure"]
+    assert failed.returncode == 1 and failure["kind"] == "tool" and "nested too deeply" in failure["message"]
+
+
+def test_tool_arguments_too_deep_are_sent_back_to_the_model(tool_spec: Path, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(tmp_path))
+    arguments = '{"levels": ' + deep(3000) + "}"
+    client = FakeClient({("agent", "ask"): [tool_calls(("nest", arguments)), "called"]})
+    result = statewright.load(tool_spec).run({"levels": 3}, client=client, workspace=str(tmp_path / "ws"))
+    assert result.ok, result.failure
+    tool_message = client.requests[1].messages[-1]
+    assert tool_message["role"] == "tool"
+    assert tool_message["content"].startswith("error: the arguments are not a valid JSON object: the arguments "
+                                              "is nested too deeply")
+
+
+# ---- a person's answers ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def waiting(spec: Path, tmp_path: Path) -> Path:
+    db = tmp_path / "runs.db"
+    script = script_file(tmp_path, [GOOD_REPLY])
+    done = cli("run", str(spec), "--input", "amount=7", "--script", str(script), "--checkpoint", str(db), "--run-id",
+               "r1", cwd=tmp_path)
+    assert done.returncode == 4, done.stderr
+    return db
+
+
+@pytest.mark.parametrize("answer, said", [
+    ('{"approved": true, "note": ' + deep(600) + "}", "the answer is nested too deeply: more than 100 levels"),
+    (deep(50_000), "the answer is nested too deeply"),
+    ('{"approved": "yes", "note": 5}', ("- approved: Input should be a valid boolean (got 'yes')\n"
+                                       "- note: Input should be a valid string (got 5)")),
+    ('{"approved": 1, "note": "x"}', "- approved: Input should be a valid boolean (got 1)"),
+    ("yes", "the answer does not fit Decision"),
+])
+def test_an_answer_that_does_not_fit_is_refused_and_the_run_keeps_waiting(
+        waiting: Path, tmp_path: Path, answer: str, said: str) -> None:
+    refused = cli("resume", "r1", "--checkpoint", str(waiting), "--answer", answer, cwd=tmp_path)
+    clean(refused)
+    assert refused.returncode == 2 and said in refused.stderr, refused.stderr
+    still = cli("resume", "r1", "--checkpoint", str(waiting), cwd=tmp_path)
+    assert still.returncode == 4 and json.loads(still.stdout)["status"] == "waiting"
+    taken = cli("resume", "r1", "--checkpoint", str(waiting), "--answer", '{"approved": true, "note": "ok"}', cwd=tmp_path)
+    assert taken.returncode == 0 and json.loads(taken.stdout)["result"] == "paid 7: ok"
+
+
+def test_answers_are_strict_where_replies_are_lenient(spec: Path, tmp_path: Path) -> None:
+    machine = statewright.load(spec)
+    db = str(tmp_path / "runs.db")
+    # the model's "yes" for a bool is coerced (a documented repair) ...
+    replies = Script.from_json({"agent": {"check": ['{"approved": "yes", "note": "lax"}']}})
+    result = machine.run({"amount": 3}, script=replies, checkpoint=db, run_id="r1")
+    assert result.status == "waiting"
+    # ... a person's is not; the error names every field that does not fit
+    with pytest.raises(AnswerError) as refused:
+        machine.resume("r1", {"approved": "yes", "note": 5}, checkpoint=db)
+    assert "approved: Input should be a valid boolean" in str(refused.value)
+    assert "note: Input should be a valid string" in str(refused.value)
+    done = machine.resume("r1", {"approved": False, "note": "no"}, checkpoint=db)
+    assert done.ok and done.final_state == "refuse"
+
+
+# ---- batch case lines ----------------------------------------------------------------------------------------
+
+
+def test_deep_case_lines_fail_with_kind_input_and_the_batch_goes_on(spec: Path, tmp_path: Path) -> None:
+    script = script_file(tmp_path, [GOOD_REPLY])
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text("\n".join([
+        json.dumps({"inputs": {"amount": 1}}),
+        '{"id": "deep", "inputs": {"amount": ' + deep(500) + "}}",
+        json.dumps({"inputs": {"amount": 2}}),
+        '{"inputs": {"amount": 3, "tags": ' + deep(5000, '"x"') + "}}",
+        "not json",
+        json.dumps({"inputs": {"amount": 4}}),
+    ]) + "\n", encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    done = cli("batch", str(spec), "--inputs", str(cases), "--script", str(script), "--out", str(out), cwd=tmp_path,
+               timeout=120)
+    clean(done)
+    lines = {line["line"]: line for line in map(json.loads, out.read_text().splitlines())}
+    assert sorted(lines) == [1, 2, 3, 4, 5, 6]  # nothing lost
+    for number in (2, 4):
+        assert lines[number]["status"] == "failed" and lines[number]["failure"]["kind"] == "input"
+        assert lines[number]["id"] == f"line-{number}" and "nested too deeply" in lines[number]["failure"]["message"]
+    assert lines[5]["status"] == "invalid"
+    assert [lines[n]["status"] for n in (1, 3, 6)] == ["waiting"] * 3
+    assert done.returncode == 1 and "failed    2 (input 2)" in done.stderr
+    again = cli("batch", str(spec), "--inputs", str(cases), "--script", str(script), "--out", str(out), "--resume",
+                cwd=tmp_path)
+    clean(again)
+    assert len(out.read_text().splitlines()) == 6  # every line was settled: nothing runs again
+
+
+@pytest.mark.slow
+def test_a_case_line_over_the_size_limit_is_skipped_unread_and_fails_with_kind_input(
+        spec: Path, tmp_path: Path) -> None:
+    from statewright.runtime.untrusted import MAX_VALUE_CHARS
+
+    script = script_file(tmp_path, [GOOD_REPLY])
+    cases = tmp_path / "cases.jsonl"
+    with cases.open("w", encoding="utf-8") as handle:
+        handle.write(json.dumps({"inputs": {"amount": 1}}) + "\n")
+        handle.write('{"inputs": {"amount": 2, "tags": ["' + "x" * (MAX_VALUE_CHARS + 10) + '"]}}\n')
+        handle.write(json.dumps({"inputs": {"amount": 3}}) + "\n")
+    out = tmp_path / "out.jsonl"
+    done = cli("batch", str(spec), "--inputs", str(cases), "--script", str(script), "--out", str(out), cwd=tmp_path)
+    clean(done)
+    lines = {line["line"]: line for line in map(json.loads, out.read_text().splitlines())}
+    assert sorted(lines) == [1, 2, 3] and lines[2]["failure"]["kind"] == "input"
+    assert "too large" in lines[2]["failure"]["message"]
+
+
+# ---- checkpoints and traces ----------------------------------------------------------------------------------
+
+
+def test_a_checkpoint_value_3000_deep_is_a_damaged_checkpoint(waiting: Path, tmp_path: Path, spec: Path) -> None:
+    with sqlite3.connect(waiting) as db:
+        (tail,) = db.execute("SELECT tail FROM runs WHERE run_id = 'r1'").fetchone()
+        db.execute("UPDATE runs SET tail = ? WHERE run_id = 'r1'",
+                   (tail + '\n{"outputs": {"check": ' + deep(3000) + "}}",))
+    for command in (["resume", "r1", "--checkpoint", str(waiting), "--answer", GOOD_REPLY],
+                    ["run", str(spec), "--checkpoint", str(waiting), "--resume", "r1"]):
+        done = cli(*command, cwd=tmp_path)
+        clean(done)
+        assert done.returncode == 2
+        assert "the checkpoint of run 'r1'" in done.stderr and "is damaged" in done.stderr
+        assert "too deeply (at most 200 levels" in done.stderr and "cannot be resumed" in done.stderr
+
+
+def test_a_checkpoint_record_that_is_not_an_object_is_damaged(waiting: Path, tmp_path: Path) -> None:
+    with sqlite3.connect(waiting) as db:
+        db.execute("UPDATE runs SET head = '[1, 2]' WHERE run_id = 'r1'")
+    done = cli("resume", "r1", "--checkpoint", str(waiting), cwd=tmp_path)
+    clean(done)
+    assert done.returncode == 2 and "is damaged" in done.stderr
+
+
+def test_trace_show_shows_a_line_5000_deep_as_unreadable(spec: Path, tmp_path: Path) -> None:
+    trace = tmp_path / "t.jsonl"
+    done = cli("run", str(spec), "--input", "amount=5", "--script", str(script_file(tmp_path, [GOOD_REPLY])),
+               "--trace", str(trace), cwd=tmp_path)
+    assert done.returncode == 4
+    lines = trace.read_text().splitlines()
+    lines.insert(2, '{"event": "guard", "seq": 3, "value": ' + deep(5000) + "}")
+    trace.write_text("\n".join(lines) + '\n{"event": "state_en', encoding="utf-8")
+    shown = cli("trace", "show", str(trace))
+    clean(shown)
+    assert shown.returncode == 0
+    assert "      line 3 is unreadable: nested too deeply: more than 200 levels" in shown.stdout
+    assert f"      line {len(lines) + 1} is unreadable: not JSON" in shown.stdout
+    assert "  check (visit 1)" in shown.stdout  # the lines around it are shown as ever
+    assert "end: waiting for a person's answer in state approve" in shown.stdout  # (a pause is no failure)
+
+
+# ---- files and inputs -------------------------------------------------------------------------------------------
+
+
+def test_scripts_inputs_files_and_inputs_too_deep_are_usage_errors(spec: Path, tmp_path: Path) -> None:
+    script = tmp_path / "deep_script.json"
+    script.write_text('{"agent": {"check": ' + deep(5000) + "}}", encoding="utf-8")
+    inputs = tmp_path / "inputs.json"
+    inputs.write_text('{"amount": 1, "tags": ' + deep(5000) + "}", encoding="utf-8")
+    good = script_file(tmp_path, [GOOD_REPLY])
+    runner = compile_runner(spec, tmp_path / "refund_runner.py")
+    for command in ([sys.executable, "-m", "statewright", "run", str(spec)], [sys.executable, str(runner)]):
+        for args, said in ((["--input", "amount=1", "--script", str(script)], "nested too deeply"),
+                           (["--inputs-file", str(inputs), "--script", str(good)], "nested too deeply"),
+                           (["--input", "amount=1", "--input", f"tags={deep(5000)}", "--script", str(good)],
+                            "input 'tags'")):
+            done = _run(command, args, tmp_path)
+            clean(done)
+            assert done.returncode == 2 and said in done.stderr, (command, args, done.stderr)
+
+
+def _run(command: list[str], args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*command, *args], capture_output=True, text=True, cwd=cwd, timeout=120, check=False)
+
+
+def test_an_input_given_as_a_deep_python_value_fails_the_run_with_kind_input(spec: Path, tmp_path: Path) -> None:
+    value: Any = "x"
+    for _ in range(100_000):
+        value = [value]
+    result = statewright.load(spec).run({"amount": 1, "tags": value}, script=Script.from_json({"agent": {}}),
+                                        workspace=str(tmp_path / "ws"))
+    assert result.failure is not None and result.failure.kind == "input"
+    assert "input 'tags': the value is nested too deeply" in result.failure.message
+
+
+def test_an_imported_file_too_deep_is_a_positioned_diagnostic(tmp_path: Path) -> None:
+    path = tmp_path / "deep.json"
+    path.write_text('{"agents": [], "states": ' + deep(3000) + "}", encoding="utf-8")
+    done = cli("import", "metaagent", str(path))
+    clean(done)
+    assert done.returncode == 1 and "was not imported" in done.stderr
+    assert "error[SW8001]: not valid JSON: the file is nested too deeply" in done.stderr
+    assert f"{path}:1:" in done.stderr and "level 101 opens here" in done.stderr
+
+
+def test_a_deep_input_for_a_run_on_temporal_fails_before_anything_is_sent(spec: Path) -> None:
+    pytest.importorskip("temporalio")
+    import asyncio
+
+    from statewright import api
+    from statewright.runtime.temporal import TemporalRunner
+
+    value: Any = "x"
+    for _ in range(5000):
+        value = [value]
+    runner = TemporalRunner(api.runtime_machine(api.check_path(spec)), "127.0.0.1:1")  # nothing listens there
+    result = asyncio.run(runner.arun({"amount": 1, "tags": value}))
+    assert result.failure is not None and result.failure.kind == "input"
+    assert result.failure.message.startswith("input 'tags': the value is nested too deeply")
