@@ -277,3 +277,18 @@ def test_a_runner_that_runs_machines_needs_no_statewright(diamond: Path, bare_py
     done = run_runner(runner, "--selftest", python=str(bare_python))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "5 passed, 0 failed" in done.stderr
+
+
+def test_a_runner_names_every_file_from_its_own_folder_whatever_path_a_use_gives(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "leaf.fsm").write_text(LEAF.format(name="leaf"), encoding="utf-8")
+    (tmp_path / "flows").mkdir()
+    (tmp_path / "flows" / "left.fsm").write_text(MIDDLE.format(name="left").replace(
+        'use "leaf.fsm"', f'use "{shared / "leaf.fsm"}"'), encoding="utf-8")
+    text = compile_runner(tmp_path / "flows" / "left.fsm", tmp_path / "out" / "runner.py")
+    capsys.readouterr()
+    assert str(tmp_path) not in text  # an absolute `use` path does not reach the runner
+    assert "# ==== the machine `leaf`, from ../shared/leaf.fsm ====" in text
+    assert '"agent worker": "../shared/leaf.fsm:' in text

@@ -48,11 +48,27 @@ def check_text(text: str, path: str = "<string>", *, location: str | None = None
     return check_source(SourceFile(path, text), location=location)
 
 
-def new_project() -> Project:
-    """A project: files compiled through it are read and compiled once, however many files use them."""
+def new_project(namer: Any = None) -> Project:
+    """A project: files compiled through it are read and compiled once, however many files use them.
+    `namer`, given a used file's location, names it (as diagnostics and generated code show it)."""
     from .compiler.project import Project
 
-    return Project()
+    return Project(namer=namer)
+
+
+def check_for_runner(path: str, output: str | None) -> Compilation:
+    """The file at `path` checked as `compile -o OUTPUT` writes it: it and every file it uses named by
+    their path from the runner's folder (runner_source_name), so that no directory of this machine's
+    reaches the runner, whatever path a `use` line gives."""
+    data, problems = read_spec(path)
+    if data is None:
+        return Compilation(None, None, [], None, problems)
+    project = new_project(namer=lambda location: runner_source_name(location, output))
+    diags = Diagnostics()
+    source = read_source(runner_source_name(path, output), data, diags)
+    if source is None:
+        return Compilation(None, None, [], None, diags.sorted())
+    return project.compile_source(source, location=str(path))
 
 
 def check_files(paths: Sequence[str], project: Project | None = None) -> list[Compilation]:
@@ -483,8 +499,8 @@ class Machine:
         beside it."""
         assert self.compilation.source is not None
         name = runner_source_name(self.compilation.source.path, path)
-        comp = self.compilation if name == self.compilation.source.path else check_text(
-            self.compilation.source.text, name, location=self.compilation.source.path)
+        comp = self.compilation if name == self.compilation.source.path and not self.compilation.uses else (
+            check_for_runner(self.compilation.source.path, str(path)))
         text = generate_runner(comp, level=self.level, disabled=self.disabled, runtime=runtime)
         if runtime == "module":
             check_overwrite(path, force=force)

@@ -326,8 +326,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     if not comp.ok or comp.source is None:
         return EXIT_INPUT
     name = api.runner_source_name(path, args.output)
-    if name != comp.source.path:  # every file named from the runner's folder; the files it uses read from here
-        comp = api.check_text(comp.source.text, name, location=path)
+    if name != comp.source.path or comp.uses:  # every file named from the runner's folder
+        comp = api.check_for_runner(path, args.output)
     text = api.generate_runner(comp, disabled=args.no_pass, level=args.opt_level, runtime=args.runtime)
     again = f"statewright compile {path} -o {args.output}" + (" --runtime module" if module else "")
     if args.check:

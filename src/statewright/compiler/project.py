@@ -67,7 +67,8 @@ class Project:
     """The files of one invocation (or of a language server's session), each compiled once.
 
     `reader` reads a file's bytes by its location (the language server's reads open documents first);
-    `namer` gives a located file its display name (by default, the location as it was reached)."""
+    `namer` gives a used file its display name from its location (by default, its path from the name of
+    the file that uses it: `compile -o` names every file from the runner's folder instead)."""
 
     def __init__(self, reader: Reader | None = None, namer: Callable[[str], str] | None = None) -> None:
         self.reader = reader or read_file
@@ -191,7 +192,7 @@ class Project:
                 data = self.reader(there)
             except OSError:
                 continue
-            name = self._names.setdefault(key, _joined(frame.source.path, decl.path.value))
+            name = self._names.setdefault(key, self._display(there, frame.source.path, decl.path.value))
             diagnostics = Diagnostics()
             source = read_source(name, data, diagnostics)
             if source is None:  # not UTF-8: that file's own diagnostic, and an error at the `use` line
@@ -238,7 +239,7 @@ class Project:
              stop_after: Stage) -> UsedFile:
         written = decl.path.value
         there = _joined(location, written)
-        name = _joined(display, written)
+        name = self._display(there, display, written)
         if not written.strip():
             diagnostics.report("SW2100", "the path of a 'use' is empty", decl.path.span, label="which file?",
                                help='name a .fsm file relative to this one: use "teams/research.fsm"')
@@ -272,6 +273,10 @@ class Project:
                                help=f"fix the errors of {shown_text(shown)} first")
             return UsedFile(decl, shown, compilation, callable_name, False)
         return UsedFile(decl, shown, compilation, callable_name)
+
+    def _display(self, location: str, user: str, written: str) -> str:
+        """The name a used file is given: the namer's, or its path from the using file's name."""
+        return self.namer(location) if self.namer is not None else _joined(user, written)
 
     def _unreadable(self, decl: ast.UseDecl, there: str, name: str, e: OSError, diagnostics: Diagnostics,
                     user: str) -> None:
