@@ -195,8 +195,9 @@ def test_the_runners_selftest_runs_every_included_files_tests(diamond: Path,
     assert done.returncode == 0, done.stdout + done.stderr
     passed = [line for line in done.stdout.splitlines() if line.startswith("PASS")]
     # the entry's own tests first, then each machine it runs (depth first, each once)
-    assert passed == ["PASS  everything runs", "PASS  a weak leaf fails the map", "PASS  left passes the leaf's text on",
-                      "PASS  leaf works", "PASS  right passes the leaf's text on"]
+    assert passed == ["PASS  everything runs", "PASS  a weak leaf fails the map",
+                      "PASS  left: left passes the leaf's text on", "PASS  leaf: leaf works",
+                      "PASS  right: right passes the leaf's text on"]
     assert "5 passed, 0 failed" in done.stderr
 
 

@@ -655,11 +655,12 @@ def _runner_selftest(machine: MachineSpec, trace_dir: str | None = None, trace_c
     failed = 0
     try:
         for tested in machines:
-            if tested is not machine and tested.tests:
-                print(f"machine '{tested.name}' ({tested.source_path}):")
+            # a called machine's tests are named after it: `PASS  research: drafts findings`
+            named = "" if tested is machine else f"{tested.name}: "
             for outcome in run_tests(tested, trace_dir=trace_dir, trace_content=trace_content, otel=otel):
                 failed += not outcome.passed
-                print(format_outcome(outcome))
+                line = format_outcome(outcome)
+                print(line[:6] + named + line[6:])
     finally:
         if otel is not None:
             otel.shutdown()

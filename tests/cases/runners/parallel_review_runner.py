@@ -31,9 +31,9 @@ else:
         JoinSpec, LimitsSpec, MachineSpec, ModelClient, ParallelSpec, RunResult, Scope, Script,
         StateSpec, TestSpec, Trace, TransitionSpec, arun_machine, main, run_machine,
     )
-if RUNTIME_SHA256 != "fbb5ae8ea8d68b6fbf68d98434aff200436124cf1b23ef6157b4f0e507f4a36d":
+if RUNTIME_SHA256 != "10c1da335e882456f429bf59fc660e65645bbb85b9f23bb549f16c9b241ee8ec":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 fbb5ae8ea8d6), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 10c1da335e88), but "
         f"the statewright_runtime.py it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile "
         "--runtime module`, which rewrites the runtime too"
