@@ -57,6 +57,10 @@ class StatewrightServer(LanguageServer):
         """A document's analysis (in a worker thread), and the files that use it that were forgotten."""
         path = path_of(uri)
         with self.project_lock:
+            known = self.project.compilation(path)
+            if known is not None and known.source is not None and known.source.text == text:
+                # compiled already from this very text (a file another one uses, opened as it is on disk)
+                return Analysis(uri, version, text, self.encoding(), self.project, known), set()
             forgotten = self.project.invalidate(path) - {Project.key(path)}
             return Analysis(uri, version, text, self.encoding(), self.project), forgotten
 
