@@ -5,7 +5,10 @@ that answer at once, so what is timed is each backend's own work: for the local 
 in-process scripted client; for Temporal one workflow task and one activity (through the dev server's
 SQLite history) per model call, on worker processes on this machine.
 
-  per transition  RUNS runs one after another; the time of a run divided by its transitions (median)
+  per transition  RUNS runs one after another; the time of a run divided by its transitions (median), with
+                  every call recorded before the run goes on (the default) and with `--durability task`
+  the floor       a hand-written temporalio workflow making one activity call per step, in this process
+                  (tests/support/temporal_floor.py): what recording each call as an activity costs
   throughput      BATCH runs submitted at once, with one worker process and then with two: runs per second
 
 Ratios: `overhead_ratio` is Temporal's time per transition over the local one; `two_workers_speedup` is the
@@ -91,6 +94,29 @@ async def temporal_runs(runner: TemporalRunner, count: int, prefix: str, concurr
     return time.perf_counter() - started
 
 
+def floor_ms_per_transition(address: str, steps: int, runs: int) -> float:
+    """The hand-written floor (tests/support/temporal_floor.py): one activity per step, in this process."""
+    from support.temporal_floor import FloorRun, floor_worker
+    from temporalio.client import Client
+
+    async def measure() -> float:
+        client = await Client.connect(address)
+        stop = asyncio.Event()
+        worker = asyncio.ensure_future(floor_worker(client, "bench-floor", stop))
+        await asyncio.sleep(0.5)
+        times = []
+        for i in range(runs + 1):
+            started = time.perf_counter()
+            await client.execute_workflow(FloorRun.run, steps, id=f"floor-{i}-{time.time_ns()}",
+                                          task_queue="bench-floor")
+            times.append((time.perf_counter() - started) / steps * 1000)
+        stop.set()
+        await worker
+        return statistics.median(times[1:])  # (the first warms the worker)
+
+    return asyncio.run(measure())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--states", type=int, default=8)
@@ -119,6 +145,7 @@ def main() -> None:
     local_rps = args.batch / (time.perf_counter() - local_batch_started)
 
     with DevServer() as server:
+        floor = floor_ms_per_transition(server.address, args.states, args.runs)
         runner = TemporalRunner(machine, server.address, task_queue="bench", script=script)
         workers = [start_worker(server.address, spec)]
         try:
@@ -126,6 +153,10 @@ def main() -> None:
             remote = []
             for i in range(args.runs):
                 remote.append(asyncio.run(temporal_runs(runner, 1, f"seq-{i}", concurrent=False)) / transitions)
+            by_task = TemporalRunner(machine, server.address, task_queue="bench", script=script, durability="task")
+            asyncio.run(temporal_runs(by_task, 2, "warm-task", concurrent=False))
+            task = [asyncio.run(temporal_runs(by_task, 1, f"task-{i}", concurrent=False)) / transitions
+                    for i in range(args.runs)]
             one = args.batch / asyncio.run(temporal_runs(runner, args.batch, "one", concurrent=True))
             workers.append(start_worker(server.address, spec))
             asyncio.run(temporal_runs(runner, 3, "warm2", concurrent=True))
@@ -135,16 +166,22 @@ def main() -> None:
 
     local_ms = statistics.median(local) * 1000
     remote_ms = statistics.median(remote) * 1000
+    task_ms = statistics.median(task) * 1000
     result = {
         "states": args.states, "runs": args.runs, "batch": args.batch,
         "local_ms_per_transition": round(local_ms, 3), "temporal_ms_per_transition": round(remote_ms, 3),
         "overhead_ratio": round(remote_ms / local_ms, 1), "added_ms_per_transition": round(remote_ms - local_ms, 2),
+        "floor_ms_per_transition": round(floor, 2), "vs_floor": round(remote_ms / floor, 2),
+        "task_durability_ms_per_transition": round(task_ms, 2), "task_durability_vs_floor": round(task_ms / floor, 2),
         "local_runs_per_s": round(local_rps, 1), "one_worker_runs_per_s": round(one, 2),
         "two_workers_runs_per_s": round(two, 2), "two_workers_speedup": round(two / one, 2),
         "one_worker_vs_local_throughput": round(one / local_rps, 4),
     }
     print(f"per transition: local {local_ms:.3f} ms, Temporal {remote_ms:.2f} ms "
-          f"({result['overhead_ratio']}x, +{result['added_ms_per_transition']} ms)")
+          f"({result['overhead_ratio']}x, +{result['added_ms_per_transition']} ms); the hand-written floor "
+          f"(one activity per step) {floor:.2f} ms: {result['vs_floor']}x the floor")
+    print(f"with --durability task (local activities, recorded with their workflow task): {task_ms:.2f} ms per "
+          f"transition, {result['task_durability_vs_floor']}x the floor")
     print(f"throughput ({args.batch} runs at once): local {local_rps:.1f} runs/s, one worker {one:.2f} runs/s, "
           f"two workers {two:.2f} runs/s ({result['two_workers_speedup']}x)")
     print("RESULT " + json.dumps(result))

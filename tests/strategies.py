@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 # it lexes as a name in every context.
 KEYWORDS = frozenset(
     ["machine", "description", "input", "model", "verifier", "temperature", "limits", "type", "list", "tool", "agent", "prompt", "tools", "memory", "fallbacks", "start", "final", "state", "do", "output", "tell", "visits", "retries", "call", "result", "fail", "ask", "after", "per", "timeout", "when", "otherwise", "stay", "max", "not", "and", "or", "in", "true", "false", "none", "test", "reply", "verdict", "expect", "path", "failure", "secrets", "headers", "query", "instruction", "visit", "contains", "allow", "unused", "replies", "is", "for", "len", "matches", "branch",
-     "parallel", "join", "where", "concurrency"]
+     "parallel", "join", "where", "concurrency", "if", "else"]
 )
 
 _WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
@@ -184,6 +184,7 @@ def _expr_forms(children: st.SearchStrategy[list[str]]) -> st.SearchStrategy[lis
         st.builds(lambda items, comma: ["[", *_joined(items, comma), "]"], st.lists(children, max_size=3),
                   st.booleans()),
         children.map(lambda a: ["(", *a, ")"]),  # a redundant pair of parentheses
+        st.builds(lambda a, c, b: [*_paren(a), "if", *_paren(c), "else", *_paren(b)], children, children, children),
     )
 
 
@@ -361,10 +362,14 @@ def _agent_decl(draw: Draw) -> list[Piece]:
     return _block(_statement("agent", draw(names)), items)
 
 
+# a bound is a number or the name of the input it is read from (`max rounds`)
+_bound_counts: st.SearchStrategy[str] = st.one_of(ints, ints, names)
+
+
 @st.composite
 def _transition(draw: Draw) -> list[Piece]:
     kind = draw(st.sampled_from(["guard", "condition", "always", "otherwise", "stay", "stay", "timeout"]))
-    bound = ["max", draw(ints)] if draw(st.booleans()) else []
+    bound = ["max", draw(_bound_counts)] if draw(st.booleans()) else []
     if bound and kind == "stay" and draw(st.booleans()):
         bound += ["per", "visit"]
     if kind == "guard":
@@ -398,7 +403,9 @@ def _state_item(draw: Draw) -> list[Piece]:
     if kind == "tell":
         agents = [[n] for n in draw(st.lists(names, max_size=3))]
         return _statement("tell", "[", _joined(agents, draw(st.booleans()) and bool(agents)), "]")
-    if kind in ("visits", "retries"):
+    if kind == "visits":
+        return _statement(kind, draw(_bound_counts))
+    if kind == "retries":
         return _statement(kind, draw(ints))
     if kind == "parallel":
         branches = [[n] for n in draw(st.lists(names, max_size=4))]
@@ -410,7 +417,7 @@ def _state_item(draw: Draw) -> list[Piece]:
         return _statement("join", rule, count, guard)
     if kind == "for":
         item_names = [draw(names)] if draw(st.booleans()) else [draw(names), ",", draw(names)]
-        limit = ["max", draw(ints)] if draw(st.booleans()) else []
+        limit = ["max", draw(_bound_counts)] if draw(st.booleans()) else []
         concurrency = ["concurrency", draw(ints)] if draw(st.booleans()) else []
         return _statement("for", item_names, "in", draw(expressions), limit, concurrency)
     if kind == "call":

@@ -119,12 +119,12 @@ def test_an_internal_error_while_parsing_is_an_sw9001_diagnostic_too(monkeypatch
 def test_an_internal_error_while_looking_for_later_syntax_errors_keeps_the_first_one(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from statewright.grammar import parser
+    from statewright.grammar import recovery
 
     def failing(*args, **kwargs):  # type: ignore[no-untyped-def]
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(parser, "_later_failures", failing)
+    monkeypatch.setattr(recovery.Recovery, "_recognize", failing)
     compilation = check_text("machine m {\n    start state s {\n        oops\n    }\n}\n", "m.fsm")
     by_code = {d.code: d for d in compilation.diagnostics}
     assert sorted(by_code) == ["SW1002", "SW9001"] and len(compilation.diagnostics) == 2

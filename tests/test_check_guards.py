@@ -79,6 +79,21 @@ def codes_for(guard: str, action_guard: str = ACTION_GUARD) -> list[str]:
     "tags == []",
     "note == none",
     "output.fixes == tags",
+    # values that pick one of two, and sums, minima and maxima
+    "(output.score if output.ok else limit) > 3",
+    "len(output.comment if output.comment != none else \"\") > 0",
+    "len(output.comment or \"\") > 0",
+    "len(tags or output.fixes) > 0",
+    "(note or \"x\") == \"x\"",
+    "(output.score or output.ratio) > 0.5",
+    "(output.level or \"low\") == \"low\"",
+    "sum([output.score, limit]) > 3",
+    "sum(len(f) for f in output.fixes) > limit",
+    "min(output.score, limit, 2) > 0 and max(ratio, 1) < 2",
+    "max(f for f in output.fixes) == \"z\"",
+    "min(tags) == \"a\"",
+    "(1 if output.ok else 2.5) > ratio",
+    "output.ok if output.score > 1 else not output.ok",
 ])
 def test_well_typed_guards_are_accepted(guard: str) -> None:
     assert codes_for(guard) == []
@@ -112,6 +127,23 @@ def test_well_typed_guards_are_accepted(guard: str) -> None:
     ("True", "SW2007"),
     ("size(output.fixes) > 1", "SW2009"),
     ("visits(reviw) > 1", "SW2002"),
+    ("(output.score if output.ok else \"none\") == 1", "SW4001"),
+    ("len(tags or output.score) > 1", "SW4001"),
+    ("(output.score if limit else 1) > 1", "SW4004"),
+    ("output.fixes or tags", "SW4004"),
+    ("output.ok or output.fixes", "SW4004"),
+    ("len(output.comment if output.ok else \"\") > 1", "SW4014"),
+    ("len(output.comment or note) > 1", "SW4014"),
+    ("sum(output.fixes) > 1", "SW4005"),
+    ("sum(output.score) > 1", "SW4005"),
+    ("sum(tags, tags) > 1", "SW4005"),
+    ("min() > 1", "SW4005"),
+    ("max(output.score, \"a\") > 1", "SW4005"),
+    ("max(output.comment, \"a\") == \"a\"", "SW4014"),
+    ("max(output.fixes, \"a\") == \"a\"", "SW4005"),
+    ("sum(f.x for f in output.fixes) > 1", "SW4012"),
+    ("avg(output.fixes) > 1", "SW2009"),
+    ("total(f for f in output.fixes) > 1", "SW2009"),
 ])
 def test_each_guard_mistake_gets_its_code(guard: str, code: str) -> None:
     assert codes_for(guard) == [code]
@@ -153,3 +185,22 @@ def test_python_literals_are_pointed_to_the_language_literals_even_when_a_state_
     # `None` is one letter from the state `done`; the hint must not send the writer there
     diags = check_text(MACHINE.format(guard=guard, action_guard=ACTION_GUARD), "guards.fsm").diagnostics
     assert [(d.code, d.help) for d in diags] == [("SW2007", "the literals are written true, false and none")]
+
+
+@pytest.mark.parametrize("guard, value", [
+    ("sum([1, 2]) > 2", "true"),
+    ("min(3, 1, 2) == 1 and max([1, 5]) == 5", "true"),
+    ("(1 if 2 > 3 else 4) == 1", "false"),
+    ("len([] or [1]) == 1", "true"),
+    ("max(len(w) for w in [\"ab\", \"c\"]) == 3", "false"),
+])
+def test_a_guard_of_literals_with_the_new_forms_is_worked_out(guard: str, value: str) -> None:
+    found = [d for d in check_text(MACHINE.format(guard=guard, action_guard=ACTION_GUARD), "guards.fsm").diagnostics
+             if d.code == "SW7007"]
+    assert [d.message for d in found] == [f"the guard is always {value}"]
+
+
+def test_min_of_an_empty_literal_list_is_left_to_the_run() -> None:
+    # it fails when the guard is evaluated (a failure of kind `guard`), so it is not worked out as constant
+    assert codes_for("min([]) > 0") == []
+    assert "SW7007" in codes_for("min([2]) > 0")

@@ -41,9 +41,12 @@ def test_loop_variables_set_variables_and_jinja_globals_are_in_scope() -> None:
 
 def test_fields_are_followed_through_lists_and_nested_types() -> None:
     assert diagnose(result='"{{ draft.output.sections[0].heading }}"') == []
-    (d,) = diagnose(result='"{{ draft.output.sections[0].heading.x }} {{ draft.output.sections[0].headng }}"')
-    assert (d.code, d.span.text if d.span else None, d.help) == ("SW2006", "headng",
-                                                                 "did you mean 'heading'?")
+    text, missing = diagnose(result='"{{ draft.output.sections[0].heading.x }} {{ draft.output.sections[0].headng }}"')
+    # a str has methods, not fields: `.x` would fail when the run renders it
+    assert (text.code, text.span.text if text.span else None) == ("SW4012", "x")
+    assert (missing.code, missing.span.text if missing.span else None, missing.help) == (
+        "SW2006", "headng", "did you mean 'heading'?")
+    assert diagnose(result='"{{ draft.output.sections[0].heading.upper() }}"') == []
 
 
 def test_an_unknown_variable_in_a_long_string_points_at_its_line_in_the_file() -> None:

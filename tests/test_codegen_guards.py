@@ -25,6 +25,7 @@ from statewright.compiler.codegen.types_py import plan_models
 from statewright.compiler.tools.formatter import double_quoted as spec_string
 from statewright.grammar import ast
 from statewright.runtime.guard_access import guard_attribute
+from statewright.runtime.guard_aggregates import guard_max, guard_min, guard_sum
 from statewright.runtime.spec import Scope
 
 SPEC = '''
@@ -38,6 +39,7 @@ machine m {
         level: "low" | "high"
         note: str?
         class: str?
+        marks: list[int]
     }
     agent critic { prompt "p" }
     tool lookup = "json:loads"
@@ -83,7 +85,7 @@ CLASSES = {"Critique": Critique, "Answer": Answer, "Escalation": Escalation}
 
 
 def critique(**values: Any) -> Any:
-    fields = {"score": 90, "fixes": [], "level": "low", **values}
+    fields = {"score": 90, "fixes": [], "level": "low", "marks": [3, 1, 2], **values}
     return Critique.model_validate(fields)
 
 
@@ -93,7 +95,8 @@ def generated(expr: ast.Expr, state: str = "review") -> Any:
     code = python_source(expr, context)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SyntaxWarning)  # `1[0]` and the like, which the checker rejects
-        return eval(f"lambda s: {code}", {"guard_attribute": guard_attribute, **CLASSES})
+        return eval(f"lambda s: {code}", {"guard_attribute": guard_attribute, "guard_sum": guard_sum,
+                                          "guard_min": guard_min, "guard_max": guard_max, **CLASSES})
 
 
 def outcome(function: Any, scope: Scope) -> tuple[str, Any]:
@@ -148,6 +151,19 @@ SCOPES = [
     ("output is Answer", [False, False, False, False, True]),
     ("reply.output is not Escalation", [True, True, True, True, False]),
     ("output is Answer and any(n == \"\" for n in output.notes)", [False, False, False, False, True]),
+    ("count if count > 0 else -count", [2, 0, 1, 5, 1]),
+    ("topic if topic else \"untitled\"", ["FSMs", "untitled", "t", "x", "a"]),
+    ("tags or [\"x\"]", [["a", "b"], ["x"], ["t"], ["x"], ["a", "", "a"]]),
+    ("output.note or \"-\"", ["-", "n", "error", "-", "error"]),
+    ("review.output.score if review.output != none else 0", [90, 10, 0, 0, 90]),
+    ("a if true else b if false else c", ["error", "error", "error", "error", "error"]),
+    ("sum(output.marks)", [6, 6, "error", 6, "error"]),
+    ("sum(len(t) for t in tags)", [2, 0, 1, 1, 2]),
+    ("max(len(t) for t in tags)", [1, "error", 1, 1, 1]),
+    ("min(t for t in tags)", ["a", "error", "t", "x", ""]),
+    ("max(count, 3)", [3, 3, 3, 5, 3]),
+    ("min(count, 0, -count)", [-2, 0, -1, -5, -1]),
+    ("sum(f.score for f in [output]) + min(output.marks)", [91, 11, "error", 91, "error"]),
 ])
 def test_generated_code_computes_what_the_guard_means(text: str, expected: list) -> None:
     expr = guard(text)
@@ -213,6 +229,17 @@ def test_an_expression_the_checker_would_reject_is_a_compile_error(text: str) ->
      "all(any(x == len_ for x in s.inputs[\"tags\"]) for len_ in s.inputs[\"tags\"])"),
     ("output is Critique", "isinstance(s.output, Critique)"),
     ("not (output is not Critique)", "not not isinstance(s.output, Critique)"),
+    ("count if count > 0 else 0", "s.inputs[\"count\"] if s.inputs[\"count\"] > 0 else 0"),
+    ("(count if true else 1) + 1", "(s.inputs[\"count\"] if True else 1) + 1"),
+    ("1 if (2 if true else 3) else 4 if false else 5", "1 if (2 if True else 3) else 4 if False else 5"),
+    ("tags or []", "s.inputs[\"tags\"] or []"),
+    ("sum(output.marks)", "guard_sum(s.output.marks)"),
+    ("max(count, 2)", "guard_max(s.inputs[\"count\"], 2)"),
+    ("min(len(t) for t in tags)", "guard_min(len(t) for t in s.inputs[\"tags\"])"),
+    ("count(t == \"a\" for t in (tags if count > 0 else []))",
+     "sum(1 for t in (s.inputs[\"tags\"] if s.inputs[\"count\"] > 0 else []) if t == \"a\")"),
+    ("count(t if true else false for t in tags)", "sum(1 for t in s.inputs[\"tags\"] if (t if True else False))"),
+    ("all(t if true else false for t in tags)", "all(t if True else False for t in s.inputs[\"tags\"])"),
 ])
 def test_generated_python_is_the_plain_expression(text: str, python: str) -> None:
     context = ExprContext(MACHINE, plan_models(MACHINE), GuardNames.of(MACHINE), MACHINE.state("review"))
@@ -251,8 +278,11 @@ def expressions() -> st.SearchStrategy[ast.Expr]:
                 children, children),
             st.builds(lambda items: ast.ListExpr(tuple(items)), st.lists(children, max_size=3)),
             st.builds(lambda func, var, element, items: ast.Quantifier(ast.Name(func), element, ast.Name(var), items),
-                      st.sampled_from(["all", "any", "count"]), st.sampled_from(["it", "it", "s", "tags"]),
-                      children, children),
+                      st.sampled_from(["all", "any", "count", "sum", "min", "max"]),
+                      st.sampled_from(["it", "it", "s", "tags"]), children, children),
+            st.builds(ast.Conditional, children, children, children),
+            st.builds(lambda func, args: ast.Call(ast.Name(func), tuple(args[:1] if func == "sum" else args)),
+                      st.sampled_from(["sum", "min", "max"]), st.lists(children, min_size=1, max_size=3)),
             st.builds(lambda value, t, negated: ast.IsVariant(value, ast.Name(t), negated), children,
                       st.sampled_from(sorted(CLASSES)), st.booleans()),
         )

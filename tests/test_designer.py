@@ -158,8 +158,9 @@ def test_design_repairs_three_errors_into_a_checked_formatted_tested_file(
     assert code == 0, err
     assert stage_calls(script, "agents") == [("designer", "agents", 0)]
     assert stage_calls(script, "machine", "repair") == [("designer", "machine", 0), ("designer", "repair", 0)]
-    assert "attempt 1: 3 error(s) (SW2002, SW3008, SW4001)" in err
-    assert "attempt 2: the machine checks and its tests pass" in err
+    assert "attempt 1: 3 errors (SW2002, SW3008, SW4001)" in err
+    assert ("attempt 2: 3 errors -> 0 errors (fixed SW2002, SW3008, SW4001): the machine checks and its tests "
+            "pass") in err
     assert f"wrote {out} after 2 attempt(s)" in err
 
     text = out.read_text()
@@ -359,6 +360,30 @@ def test_the_exact_passes_run_on_the_design_unless_turned_off(tmp_path: Path) ->
     script_for(WITH_TWIN, [])
     listened = design(TASK, output=str(tmp_path / "c.fsm"), model=MODEL)
     assert listened.ok and "state draft_bug" in listened.source
+
+
+def test_the_exact_passes_keep_two_states_that_differ_only_in_their_model(tmp_path: Path) -> None:
+    # draft_bug is draft on a cheaper model: merged, the bug path would call the dearer one (and the test
+    # block scripting draft_bug would be rewritten to script draft)
+    twin = WITH_TWIN.replace("        tell [reviewer]\n        -> review\n    }\n\n    state review",
+                             '        model "openai/gpt-4o-mini"\n        -> review\n    }\n\n    state review')
+    twin = twin.replace("    state draft {\n        agent support\n        do \"Write a reply. Problem: "
+                        "{{ triage.output.summary }}\"\n        tell [reviewer]\n",
+                        "    state draft {\n        agent support\n        model \"openai/gpt-4o\"\n"
+                        "        do \"Write a reply. Problem: {{ triage.output.summary }}\"\n")
+    twin = twin.replace('result "{{ revise.output or draft.output }}"', 'result "sent"').replace(
+        'expect result "Go to Settings, then Export."', 'expect result "sent"')
+    assert 'model "openai/gpt-4o-mini"' in twin and 'model "openai/gpt-4o"\n' in twin
+    assert api.check_text(twin, "m.fsm").ok
+    script_for(twin, [])
+    outcome = design(TASK, output=str(tmp_path / "a.fsm"), model=MODEL)
+    assert outcome.ok
+    assert "state draft_bug" in outcome.source and "state draft " in outcome.source
+    assert not any("merged" in line for line in outcome.log)
+    machine = api.check_text(outcome.source, "a.fsm").ir
+    assert machine is not None
+    assert {s.name: s.model for s in machine.states if s.name.startswith("draft")} == {
+        "draft": "openai/gpt-4o", "draft_bug": "openai/gpt-4o-mini"}
 
 
 def test_a_multi_line_task_is_kept_line_by_line_in_the_header(tmp_path: Path) -> None:

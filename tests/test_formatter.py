@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from statewright.compiler.tools.formatter import FormatResult, format_source, format_text, unified_diff
+from statewright.compiler.tools.formatter import (
+    LINE_WIDTH,
+    FormatResult,
+    format_source,
+    format_text,
+    unified_diff,
+)
 from statewright.diagnostics import SourceFile
 from statewright.grammar import parse_text
 
@@ -176,14 +182,9 @@ DESIGN_EXAMPLE_CANONICAL = src('''
         final state failed
 
         test "good draft publishes" {
-            input {
-                topic "FSMs"
-            }
+            input { topic "FSMs" }
             reply draft "A draft."
-            reply review {
-                score 90
-                fixes []
-            }
+            reply review { score 90, fixes [] }
             expect path [draft, review, publish]
         }
     }
@@ -385,10 +386,7 @@ def test_expectations_along_the_path_print_visit_and_contains_in_one_order() -> 
     assert fmt(source) == src('''
         machine m {
             test "t" {
-                expect output review visit 2 {
-                    score 88
-                    fixes []
-                }
+                expect output review visit 2 { score 88, fixes [] }
                 expect output draft contains "x"
                 expect instruction review visit 1 contains """a "b" c"""
                 expect instruction draft "exact"
@@ -513,13 +511,17 @@ def test_tool_calls_write_each_argument_as_name_equals_expression() -> None:
     assert state_body("call lookup( )") == "call lookup()"
 
 
-def test_test_blocks_write_objects_one_entry_per_line_without_colons_or_commas() -> None:
+def test_test_blocks_write_short_objects_on_one_line_with_commas_between_entries() -> None:
     source = src('''
         machine m {
             test "t" {
-                input { topic: "FSMs", audience "devs" }
+                input {
+                    topic: "FSMs",
+                    audience "devs"
+                }
                 reply draft "A draft."
                 reply review { score: 90, fixes: [], meta: { ok true  none_ none } }
+                reply critique { score 90 issues [] }
                 reply empty {}
                 verdict review "the draft is sourced"
                 verdict review none
@@ -533,19 +535,10 @@ def test_test_blocks_write_objects_one_entry_per_line_without_colons_or_commas()
     assert fmt(source) == src('''
         machine m {
             test "t" {
-                input {
-                    topic "FSMs"
-                    audience "devs"
-                }
+                input { topic "FSMs", audience "devs" }
                 reply draft "A draft."
-                reply review {
-                    score 90
-                    fixes []
-                    meta {
-                        ok true
-                        none_ none
-                    }
-                }
+                reply review { score 90, fixes [], meta { ok true, none_ none } }
+                reply critique { score 90, issues [] }
                 reply empty {}
                 verdict review "the draft is sourced"
                 verdict review none
@@ -558,27 +551,73 @@ def test_test_blocks_write_objects_one_entry_per_line_without_colons_or_commas()
     ''')
 
 
-def test_lists_holding_objects_put_each_item_on_its_own_line_with_a_comma() -> None:
+def test_an_object_too_long_for_its_line_puts_one_entry_per_line_without_colons_or_commas() -> None:
+    long = "x" * 60
+    source = (f'machine m {{ test "t" {{ reply review {{ score: 90, fixes: ["{long}"], '
+              'meta: { ok true  none_ none } } } }')
+    assert fmt(source) == src(f'''
+        machine m {{
+            test "t" {{
+                reply review {{
+                    score 90
+                    fixes ["{long}"]
+                    meta {{ ok true, none_ none }}
+                }}
+            }}
+        }}
+    ''')
+
+
+def test_a_value_that_fills_the_line_width_exactly_stays_on_one_line_and_one_column_more_breaks() -> None:
+    def formatted(width: int) -> str:
+        # `        reply r { text "` is 24 columns and `" }` 3 more: the string fills the rest of `width`
+        return fmt(f'machine m {{ test "t" {{ reply r {{ text "{"a" * (width - 27)}" }} }} }}')
+
+    fits = formatted(LINE_WIDTH)
+    assert max(len(line) for line in fits.splitlines()) == LINE_WIDTH
+    assert len(fits.splitlines()) == 5
+    broken = formatted(LINE_WIDTH + 1)
+    assert f'        reply r {{\n            text "{"a" * (LINE_WIDTH - 26)}"\n        }}\n' in broken
+
+
+def test_wide_characters_count_two_columns_towards_the_line_width() -> None:
+    # 40 wide characters are 80 columns: with the 27 around them, one line would be 107 columns wide
+    wide = fmt('machine m { test "t" { reply r { text "' + "字" * 40 + '" } } }')
+    assert '        reply r {\n            text "' in wide
+    narrow = fmt('machine m { test "t" { reply r { text "' + "z" * 40 + '" } } }')
+    assert '        reply r { text "' + "z" * 40 + '" }\n' in narrow
+
+
+def test_an_object_holding_a_string_written_over_several_lines_stays_a_block() -> None:
+    source = 'machine m { test "t" { reply r { text """\n    two\n    lines\n""", n 1 } } }'
+    out = fmt(source)
+    assert '        reply r {\n            text """\n                two\n                lines\n' in out
+    assert fmt(out) == out
+
+
+def test_lists_holding_objects_stay_on_one_line_when_they_fit_else_put_each_item_on_its_own_line() -> None:
     source = 'machine m { test "t" { reply r [{q "a" n 1}, {}, "x", [ {y 2} ]] expect result [[1, 2], {}, []] } }'
     assert fmt(source) == src('''
         machine m {
             test "t" {
-                reply r [
-                    {
-                        q "a"
-                        n 1
-                    },
-                    {},
-                    "x",
-                    [
-                        {
-                            y 2
-                        },
-                    ],
-                ]
+                reply r [{ q "a", n 1 }, {}, "x", [{ y 2 }]]
                 expect result [[1, 2], {}, []]
             }
         }
+    ''')
+    long = "y" * 70
+    source = f'machine m {{ test "t" {{ reply r [{{q "{long}" n 1}}, {{}}, "x", [ {{y 2}} ]] }} }}'
+    assert fmt(source) == src(f'''
+        machine m {{
+            test "t" {{
+                reply r [
+                    {{ q "{long}", n 1 }},
+                    {{}},
+                    "x",
+                    [{{ y 2 }}],
+                ]
+            }}
+        }}
     ''')
 
 
@@ -587,26 +626,26 @@ def test_an_object_key_spelled_like_a_keyword_reads_back_as_a_key() -> None:
     assert fmt(source) == src('''
         machine m {
             test "t" {
-                reply r {
-                    score 1
-                    model "x"
-                    state {}
-                    output 2
-                    note "n"
-                }
+                reply r { score 1, model "x", state {}, output 2, note "n" }
             }
         }
     ''')
 
 
-def test_an_input_default_that_is_an_object_is_a_block() -> None:
-    assert fmt("machine m { input cfg: Config = { depth 2, tags [\"a\"] } }") == src('''
+def test_an_input_default_that_is_an_object_is_one_line_when_it_fits_else_a_block() -> None:
+    assert fmt('machine m { input cfg: Config = { depth 2 tags ["a"] } }') == src('''
         machine m {
-            input cfg: Config = {
-                depth 2
-                tags ["a"]
-            }
+            input cfg: Config = { depth 2, tags ["a"] }
         }
+    ''')
+    tags = ", ".join(f'"tag{i}"' for i in range(12))
+    assert fmt(f"machine m {{ input cfg: Config = {{ depth 2, tags [{tags}] }} }}") == src(f'''
+        machine m {{
+            input cfg: Config = {{
+                depth 2
+                tags [{tags}]
+            }}
+        }}
     ''')
 
 
@@ -988,12 +1027,8 @@ def test_comments_inside_objects_stay_with_their_entries() -> None:
                     # nothing else
                 }  # done
                 reply r [
-                    {
-                        a 1
-                    },  # first
-                    {
-                        b 2
-                    },
+                    { a 1 },  # first
+                    { b 2 },
                 ]
             }
         }

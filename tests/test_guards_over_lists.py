@@ -128,7 +128,8 @@ def test_every_face_takes_the_same_path(spec_path: Path, tmp_path: Path) -> None
     ("all(x > 0 for x in extra)", "SW4014", "may be none"),
     ("count(v.nope for v in output.votes) > 0", "SW2006", "Vote has no field 'nope'"),
     ("all(all(v.approve for v in output.votes) for v in output.votes)", "SW4020", "an enclosing all()"),
-    ("sum(v.approve for v in output.votes) > 0", "SW2009", "'sum' does not take 'for'"),
+    ("total(v.approve for v in output.votes) > 0", "SW2009", "'total' does not take 'for'"),
+    ("sum(v.approve for v in output.votes) > 0", "SW4005", "sum() takes numbers; 'v.approve' is bool"),
     ("all(output for output in output.votes)", "SW4020", "the current state's output"),
     ("all(v.approve for vote in output.votes)", "SW4020", "'vote' already names a state"),
 ])

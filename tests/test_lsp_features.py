@@ -83,7 +83,9 @@ def test_keywords_fit_the_block_the_cursor_is_in() -> None:
     assert {"result", "fail", "agent", "do", "call"} <= final and not {"when", "otherwise", "ask"} & final
     state_line = next(i for i, line in enumerate(lines) if "start state" in line)
     text = "\n".join([*lines[:state_line], "    state y {", "        ", "    }", *lines[state_line:]]) + "\n"
-    assert {"ask", "after", "model", "when", "otherwise", "visits"} <= labels(text, state_line + 1, 8)
+    empty = labels(text, state_line + 1, 8)
+    assert {"ask", "agent", "call", "model", "when", "otherwise", "visits", "parallel", "for"} <= empty
+    assert "after" not in empty  # only a state that asks a person has a deadline
     text = "\n".join([*lines[:machine_line], '    test "t" {', "        ", "    }", *lines[machine_line:]]) + "\n"
     assert {"timeout", "expect output", "expect instruction", "allow unused replies"} <= labels(
         text, machine_line + 1, 8)
@@ -168,8 +170,12 @@ def test_a_state_offers_the_fan_out_keywords_and_parallel_offers_the_branch_stat
     lines = FAN_OUT.splitlines()
     good = Analysis("file:///m.fsm", 1, FAN_OUT)
     build = lines.index("    state build {")
-    text = "\n".join([*lines[:build + 1], "        ", *lines[build + 1:]]) + "\n"
+    text = "\n".join([*lines[:build], "    state empty {", "        ", "    }", *lines[build:]]) + "\n"
     assert {"parallel", "join all", "join first", "for", "agent"} <= labels(text, build + 1, 8, good)
+    text = "\n".join([*lines[:build + 1], "        ", *lines[build + 1:]]) + "\n"
+    in_map = labels(text, build + 1, 8, good)  # a map whose agent works: no fan-out, no person
+    assert {"model", "output", "when"} <= in_map
+    assert not {"parallel", "join all", "join first", "for", "ask", "after", "call", "agent", "do"} & in_map
     line = lines.index("        parallel [a, b]")
     text = "\n".join([*lines[:line], "        parallel [", *lines[line + 1:]]) + "\n"
     assert labels(text, line, len("        parallel ["), good) == {"a", "b"}

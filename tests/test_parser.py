@@ -201,8 +201,10 @@ def test_every_example_in_the_table_of_mistakes_is_reported_as_that_mistake(
     for example in mistake.examples:
         [diag, *_] = parse_text(example, "t.fsm").diagnostics.items
         token = diag.span.text[len(mistake.before) : len(diag.span.text) - len(mistake.after)]
+        word = syntax_errors._word_before(example, diag.span.start)  # the keyword before a ':' (SW1030)
         assert (diag.code, diag.message, diag.help) == (
-            mistake.code, mistake.message.format(token=token), mistake.help.format(token=token)), example
+            mistake.code, mistake.message.format(token=token, word=word),
+            mistake.help.format(token=token, word=word)), example
 
 
 def test_syntax_errors_never_name_lark_terminals() -> None:

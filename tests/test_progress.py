@@ -100,11 +100,11 @@ def test_design_shows_its_attempts_as_they_happen(tmp_path: Path) -> None:
     done = cli("design", TASK, "-o", str(out), "--script", str(script), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     err = done.stderr
-    assert err.index("calling designer (agents)") < err.index("attempt 1: 3 error(s)") < err.index(
-        "attempt 2: the machine checks") < err.index(f"wrote {out}")
+    assert err.index("calling designer (agents)") < err.index("attempt 1: 3 errors (SW2002, SW3008, SW4001)") < err.index(
+        "attempt 2: 3 errors -> 0 errors (fixed SW2002, SW3008, SW4001): the machine checks") < err.index(f"wrote {out}")
     assert err.count("attempt 1:") == 1  # shown once, as it happened
     assert "\x1b" not in err
     quiet = cli("design", TASK, "-o", str(tmp_path / "again.fsm"), "--script", str(script), "--quiet",
                 cwd=tmp_path)
     assert quiet.returncode == 0 and "calling designer" not in quiet.stderr
-    assert "attempt 1: 3 error(s)" in quiet.stderr  # the log, once at the end
+    assert "attempt 1: 3 errors (" in quiet.stderr  # the log, once at the end

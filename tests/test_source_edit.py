@@ -19,6 +19,7 @@ from statewright.designer.source_edit import (
     merge_state_into,
     remove_states,
     replace_equivalent_states,
+    what_a_run_sees,
 )
 from tests.test_passes import chain_with_duplicates, machines_with_duplicates
 
@@ -344,7 +345,7 @@ def test_the_source_rewrite_is_the_ir_passes_written_back(text: str) -> None:
 def _delete_merged_states(machine: ir.Machine) -> ir.Machine:
     """The oracle, on the IR: each class of equivalent states that may lose their declaration becomes its
     first state, every edge to a deleted state leads to that one, and test blocks name it instead."""
-    classes = equivalence_classes(machine, keep_apart=_keep_declared(machine))
+    classes = equivalence_classes(machine, keep_apart=_keep_declared(machine), apart_by=what_a_run_sees)
     gone = {member: rep for rep, members in classes.items() for member in members if member != rep}
 
     def to(name: str) -> str:

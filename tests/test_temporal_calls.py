@@ -108,3 +108,27 @@ def test_questions_asked_inside_calls_are_listed_by_path_and_answered_one_at_a_t
         assert (left["final"], right["final"]) == ("published", "thin")
     finally:
         worker.close()
+
+
+def test_calls_recorded_with_their_task_run_as_local_activities_and_end_the_same(server: DevServer) -> None:
+    top = supervisor(research())
+    worker = Worker(server.address, "calls-task", top)
+    try:
+        script = scripted(agent_plan=["a plan"], agent_investigate__draft=["a good draft"],
+                          agent_investigate__review=["good"], agent_write=["the write-up"])
+
+        async def go_on() -> tuple[Any, list[str]]:
+            runner = TemporalRunner(top, server.address, task_queue="calls-task", script=script, durability="task")
+            handle = await runner.start({"topic": "FSMs"}, run_id="calls-task-1")
+            result = await temporal_result(handle)
+            events = [e.WhichOneof("attributes") async for e in handle.fetch_history_events()]
+            return result, events
+
+        result, events = asyncio.run(go_on())
+        assert result.ok and result.path == ["plan", "investigate", "write", "done"]
+        assert "marker_recorded_event_attributes" in events  # local activities
+        assert "activity_task_scheduled_event_attributes" not in events
+        with pytest.raises(ValueError, match="durability is one of"):
+            TemporalRunner(top, server.address, durability="never")
+    finally:
+        worker.close()

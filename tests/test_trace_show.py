@@ -52,13 +52,13 @@ def test_a_design_trace_shows_designer_calls_attempts_and_feedback(design_trace:
     assert "  attempt 1: 3 errors (SW2002, SW3008, SW4001)" in lines
     assert "  attempt 2: 1 failing test" in lines
     assert "  attempt 3: ok, the machine checks and its tests pass" in lines
-    assert "      feedback on attempt 1: 3 errors, 1 warning" in lines
+    assert "      feedback on attempt 1: 3 errors" in lines
     assert any(line.startswith("        error[SW2002] support.fsm:") and line.endswith("unknown state 'sned'")
                for line in lines)
     assert "      feedback on attempt 2: 1 failing test" in lines
     assert any(line.startswith("        test failed: a how-to ticket is answered at once") for line in lines)
     assert lines.index("  attempt 1: 3 errors (SW2002, SW3008, SW4001)") < lines.index(
-        "      feedback on attempt 1: 3 errors, 1 warning") < lines.index("  attempt 2: 1 failing test")
+        "      feedback on attempt 1: 3 errors") < lines.index("  attempt 2: 1 failing test")
     assert f"end: designed {tmp_path / 'support.fsm'} after 3 attempts" in lines
     # totals: the designer as one caller, and its calls per stage (not as states of a machine)
     assert table(text, "agent")["designer"][0] == "4"

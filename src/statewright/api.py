@@ -8,6 +8,8 @@ Heavy modules (pydantic, jinja2, litellm) are imported inside the functions that
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,6 +24,7 @@ if TYPE_CHECKING:  # imported for annotations only: these modules are heavy or c
 
     from .compiler import ir
     from .compiler.codegen.runtime_module import RuntimeFileState
+    from .compiler.codegen.source_map import RunnerMap, RunnerOrigin
     from .compiler.project import Project
     from .designer.design import DesignOutcome
     from .designer.llm_merge import MergeReport
@@ -56,16 +59,20 @@ def new_project(namer: Any = None) -> Project:
     return Project(namer=namer)
 
 
-def check_for_runner(path: str, output: str | None) -> Compilation:
-    """The file at `path` checked as `compile -o OUTPUT` writes it: it and every file it uses named by
-    their path from the runner's folder (runner_source_name), so that no directory of this machine's
-    reaches the runner, whatever path a `use` line gives."""
+def check_for_runner(path: str, output: str | None, text: str | None = None) -> Compilation:
+    """The file at `path` (or `text`, as the file there reads now: an editor's) checked as `compile -o
+    OUTPUT` writes it: it and every file it uses named by their path from the runner's folder
+    (runner_source_name), so that no directory of this machine's reaches the runner, whatever path a
+    `use` line gives."""
+    name = runner_source_name(path, output)
+    project = new_project(namer=lambda location: runner_source_name(location, output))
+    if text is not None:
+        return project.compile_source(SourceFile(name, text), location=str(path))
     data, problems = read_spec(path)
     if data is None:
         return Compilation(None, None, [], None, problems)
-    project = new_project(namer=lambda location: runner_source_name(location, output))
     diags = Diagnostics()
-    source = read_source(runner_source_name(path, output), data, diags)
+    source = read_source(name, data, diags)
     if source is None:
         return Compilation(None, None, [], None, diags.sorted())
     return project.compile_source(source, location=str(path))
@@ -103,8 +110,10 @@ def check_bytes(data: bytes, path: str, project: Project | None = None) -> Compi
 
 def check_file(path: str | Path) -> Compilation:
     """Check a file on disk. A missing or unreadable file is an OSError for the caller to report."""
-    p = Path(path)
-    return check_bytes(p.read_bytes(), str(path))
+    from .grammar.parser import read_limited
+
+    with open(path, "rb") as f:
+        return check_bytes(read_limited(f), str(path))
 
 
 def check_path(path: str | Path, project: Project | None = None) -> Compilation:
@@ -119,12 +128,19 @@ def check_path(path: str | Path, project: Project | None = None) -> Compilation:
 
 
 def read_spec(path: str | Path) -> tuple[bytes | None, list[Diagnostic]]:
-    """A spec's bytes, or None and the SW1022 diagnostic saying why the file cannot be read."""
+    """A spec's bytes, or None and the diagnostic saying why it is not read: SW1022 for a file that cannot
+    be read, SW1021 for one over the size limit (found without reading more than the limit, whatever the
+    file is: a pipe or a device has no size to ask for)."""
+    from .grammar.parser import MAX_FILE_BYTES, file_too_large, read_limited
     from .spec_paths import unreadable_file
 
     try:
         with open(path, "rb") as f:
-            return f.read(), []
+            data = read_limited(f)
+            if len(data) > MAX_FILE_BYTES:
+                size = os.fstat(f.fileno()).st_size
+                return None, [file_too_large(str(path), size if size > MAX_FILE_BYTES else None)]
+            return data, []
     except OSError as e:
         return None, [unreadable_file(str(path), e)]
 
@@ -330,6 +346,22 @@ def write_runner(path: str | Path, text: str, *, force: bool = False) -> None:
         raise RunnerOverwriteError(str(e)) from None
 
 
+def runner_origin(runner_path: str | Path, line: int) -> RunnerOrigin | None:
+    """Where 1-based `line` of a generated runner comes from in its `.fsm` spec (its SOURCE_MAP), the spec's
+    path resolved against the runner's directory; None when the line comes from no one place of the spec
+    (the runtime a standalone runner carries, imports, type classes). Raises OSError when the file cannot
+    be read, and NotARunner (a ValueError) when it is not a runner statewright generated."""
+    return runner_map(runner_path).origin(line)
+
+
+def runner_map(runner_path: str | Path) -> RunnerMap:
+    """A generated runner read once, to map any number of its lines back to the spec (`.origin(line)`)."""
+    from .compiler.codegen.source_map import RunnerMap
+
+    text = Path(runner_path).read_text(encoding="utf-8", errors="replace")
+    return RunnerMap(text, str(runner_path))
+
+
 def runtime_machine(comp: Compilation, *, level: int = 1, disabled: Sequence[str] = ()) -> MachineSpec:
     """The machine as every face runs it: the machine part of its runner, compiled in memory (and cached
     per source, so loading it again costs nothing)."""
@@ -342,15 +374,21 @@ def runtime_machine(comp: Compilation, *, level: int = 1, disabled: Sequence[str
 
 def run_tests(comp: Compilation, *, trace_dir: str | None = None, trace_content: bool = False,
               name_filter: str | None = None, level: int = 1,
-              disabled: Sequence[str] = (), otel: Any = None) -> list[TestOutcome]:
+              disabled: Sequence[str] = (), otel: Any = None,
+              names: Sequence[str] | None = None) -> list[TestOutcome]:
     """Run the machine's test blocks with scripted replies; one outcome per test block.
 
-    Tests run the machine that `compile` would write, optimized as `level` and `disabled` say; merged
-    states keep their names, so a test means the same at every level. `otel` (an OtelTelemetry) makes
-    each test's run spans and metrics too."""
+    `name_filter` keeps the tests whose name contains it or matches it as a glob (`test --filter`);
+    `names`, the tests of exactly these names (an editor's "run this test"). Tests run the machine that
+    `compile` would write, optimized as `level` and `disabled` say; merged states keep their names, so a
+    test means the same at every level. `otel` (an OtelTelemetry) makes each test's run spans and metrics
+    too."""
     from .runtime.testing import run_tests as run
 
     machine = runtime_machine(comp, level=level, disabled=disabled)
+    if names is not None:
+        wanted = set(names)
+        machine = dataclasses.replace(machine, tests=tuple(t for t in machine.tests if t.name in wanted))
     return list(run(machine, trace_dir=trace_dir, trace_content=trace_content, name_filter=name_filter,
                     otel=otel))
 
@@ -500,7 +538,7 @@ class Machine:
         assert self.compilation.source is not None
         name = runner_source_name(self.compilation.source.path, path)
         comp = self.compilation if name == self.compilation.source.path and not self.compilation.uses else (
-            check_for_runner(self.compilation.source.path, str(path)))
+            check_for_runner(self.compilation.source.path, str(path), self.compilation.source.text))
         text = generate_runner(comp, level=self.level, disabled=self.disabled, runtime=runtime)
         if runtime == "module":
             check_overwrite(path, force=force)
@@ -542,13 +580,15 @@ def import_file(source_format: str, path: str | Path, *, repair: bool = False, b
     """Import a file on disk, or for "crewai" a project folder (or its crew.py), read statically: its
     Python is parsed, never imported or run. A missing or unreadable file is an OSError for the caller to
     report; a CrewAI import without PyYAML raises MissingYamlReader (a RuntimeError) saying how to
-    install it (`pip install 'statewright[crewai]'`)."""
+    install it (`pip install 'statewright[crewai]'`). A file is read up to the size limit only (SW1021)."""
+    from .grammar.parser import read_limited
     from .importers import FILE_FORMATS, import_project
 
     if source_format not in FILE_FORMATS:
         return import_project(source_format, str(path), repair=repair, bound=bound, output=output)
-    return import_bytes(source_format, Path(path).read_bytes(), str(path), repair=repair, bound=bound,
-                        output=output)
+    with open(path, "rb") as f:
+        return import_bytes(source_format, read_limited(f), str(path), repair=repair, bound=bound,
+                            output=output)
 
 
 # ---- design and LLM-judged optimization ----------------------------------------------------------
@@ -557,12 +597,13 @@ def import_file(source_format: str, path: str | Path, *, repair: bool = False, b
 def design(task: str, *, output: str, model: str | None = None, max_repairs: int = 3, optimize: bool = True,
            trace_path: str | None = None, client: Any = None, script: Any = None,
            listeners: Sequence[Any] = (), constrain: str = "auto", max_tokens: int | None = None,
-           system_prompt: str | None = None) -> DesignOutcome:
+           system_prompt: str | None = None, timeout: float | None = None) -> DesignOutcome:
     """Draft a machine from a task description; see designer.design. Returns a DesignOutcome.
 
     `script` (a Script, its JSON form, or the path of a JSON script file) answers the designer's calls
     instead of a model — `statewright design --script FILE`; `listeners` hear its events as they happen.
-    `constrain` holds drafts to the grammar at decoding time (auto, grammar, none)."""
+    `constrain` holds drafts to the grammar at decoding time (auto, grammar, none); `timeout`, the seconds
+    each designer call may take (a slow local model)."""
     from .designer import design as run_design
 
     client = _scripted_client(script) if script is not None else client
@@ -570,7 +611,7 @@ def design(task: str, *, output: str, model: str | None = None, max_repairs: int
     try:
         return run_design(task, output=output, model=model, max_repairs=max_repairs, optimize=optimize,
                           client=client, trace=events, constrain=constrain, max_tokens=max_tokens,
-                          system_prompt=system_prompt)
+                          system_prompt=system_prompt, timeout=timeout)
     finally:
         if events is not None:
             events.close()
@@ -602,20 +643,11 @@ class ScriptFileError(ValueError):
 def read_script(path: str | Path) -> Any:
     """A JSON script file as a Script (see docs/execution.md for the format)."""
     from .runtime.scripted import Script, ScriptError
-    from .runtime.untrusted import BorderError, read_json_file
 
     try:
-        data = read_json_file(str(path), f"the script {path}")
-    except OSError as e:
-        raise ScriptFileError(f"cannot read the script {path}: {e.strerror or e}") from None
-    except BorderError as e:
+        return Script.from_file(str(path), f"the script {path}")
+    except ScriptError as e:
         raise ScriptFileError(str(e)) from None
-    except ValueError as e:
-        raise ScriptFileError(f"the script {path} is not valid JSON: {e}") from None
-    try:
-        return Script.from_json(data)
-    except (ScriptError, TypeError, ValueError) as e:
-        raise ScriptFileError(f"the script {path}: {e}") from None
 
 
 def _scripted_client(script: Any) -> Any:

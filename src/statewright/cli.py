@@ -274,8 +274,9 @@ def cmd_fmt(args: argparse.Namespace) -> int:
 
 def _fmt_stdin(args: argparse.Namespace) -> int:
     from . import api
+    from .grammar.parser import read_limited
 
-    data = sys.stdin.buffer.read()
+    data = read_limited(sys.stdin.buffer)
     res = api.format_bytes(data, "<stdin>")
     if res.text is None:
         _print_diagnostics(res.diagnostics, args)
@@ -636,13 +637,14 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def _import_file(args: argparse.Namespace, bound: int) -> tuple[ImportOutcome, str]:
     from . import api
+    from .grammar.parser import read_limited
 
     if args.path == "-":
-        data, name = sys.stdin.buffer.read(), "<stdin>"
+        data, name = read_limited(sys.stdin.buffer), "<stdin>"
     else:
         try:
             with open(args.path, "rb") as f:
-                data, name = f.read(), args.path
+                data, name = read_limited(f), args.path
         except OSError as e:
             raise UsageError(f"cannot read {args.path}: {e.strerror or e}") from None
     return api.import_bytes(args.format, data, name, repair=args.repair, bound=bound,
@@ -687,6 +689,36 @@ def _finish_import(args: argparse.Namespace, outcome: ImportOutcome, name: str) 
     _err(f"imported {name} ({mode} mode, {notes}); `statewright check` on {target}: "
          f"{render_summary(checked.diagnostics)}")
     return EXIT_INPUT if args.repair and not checked.ok else EXIT_OK
+
+
+def cmd_source_map(args: argparse.Namespace) -> int:
+    import json
+
+    from . import api
+    from .compiler.codegen.source_map import NotARunner
+
+    runner, _, number = args.location.rpartition(":")
+    if not runner or not number.isdigit() or int(number) < 1:
+        raise UsageError(f"{args.location!r} is not RUNNER.py:LINE (a runner's path, ':', a line number from 1)")
+    line = int(number)
+    try:
+        found = api.runner_origin(runner, line)
+    except OSError as e:
+        _err(f"error: cannot read {runner}: {e.strerror or e}")
+        return EXIT_INPUT
+    except NotARunner as e:
+        _err(f"error: {runner}: {e}")
+        return EXIT_INPUT
+    if args.format == "json":
+        _out(json.dumps({"runner": runner, "runner_line": line, "found": found is not None,
+                         **({"key": found.key, "file": found.path, "line": found.line, "column": found.column}
+                            if found is not None else {})}))
+    elif found is not None:
+        _out(f"{found.label()}: {found.key}")
+    if found is None:
+        _err(f"{runner}:{line} comes from no one place of the spec (the runtime, an import or a type's class)")
+        return EXIT_INPUT
+    return EXIT_OK
 
 
 def cmd_lsp(args: argparse.Namespace) -> int:
@@ -738,13 +770,28 @@ def _progress(args: argparse.Namespace) -> list[object]:
     return [Progress()]
 
 
+def _design_progress(args: argparse.Namespace) -> list[object]:
+    """The progress of a design session on stderr, each attempt with what it fixed: none with --quiet."""
+    if args.quiet:
+        return []
+    from .designer.progress import DesignProgress
+
+    return [DesignProgress()]
+
+
 def cmd_design(args: argparse.Namespace) -> int:
     from . import api
 
+    system_prompt = None
+    if args.reference == "compact":  # for a model with a small context window
+        from .stdlib.reference import compact_designer_system_prompt
+
+        system_prompt = compact_designer_system_prompt()
     try:
         outcome = api.design(args.task, output=args.output, model=args.model, max_repairs=args.max_repairs,
                              optimize=not args.no_optimize, trace_path=args.trace, script=args.script,
-                             listeners=_progress(args), constrain=args.constrain, max_tokens=args.max_tokens)
+                             listeners=_design_progress(args), constrain=args.constrain,
+                             max_tokens=args.max_tokens, system_prompt=system_prompt, timeout=args.timeout)
     except api.ScriptFileError as e:
         raise UsageError(str(e)) from None
     lines = outcome.log
@@ -801,6 +848,17 @@ def _positive(text: str) -> int:
     value = _count(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected one or more, got {value}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds, more than 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a finite number of seconds more than 0, got {text}")
     return value
 
 
@@ -1028,6 +1086,13 @@ def _setup_lsp(p: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_lsp)
 
 
+def _setup_source_map(p: argparse.ArgumentParser) -> None:
+    p.add_argument("location", metavar="RUNNER.py:LINE", help="a generated runner and a line of it (from 1)")
+    p.add_argument("--format", choices=["text", "json"], default="text",
+                   help="text: FILE:LINE:COL: KEY (the default); json: one object")
+    p.set_defaults(func=cmd_source_map)
+
+
 def _setup_design(p: argparse.ArgumentParser) -> None:
     p.add_argument("task", metavar="TASK")
     p.add_argument("-o", "--output", required=True, metavar="FILE")
@@ -1045,6 +1110,13 @@ def _setup_design(p: argparse.ArgumentParser) -> None:
                    "known to take a grammar), grammar (always) or none (default auto)")
     p.add_argument("--max-tokens", type=_positive, default=None, metavar="N",
                    help="cap each designer reply at N tokens")
+    p.add_argument("--reference", choices=["full", "compact"], default="full",
+                   help="what the designer reads: full (the guide, the grammar and every example, about "
+                   "11,000 tokens; the default) or compact (the guide and one example, about 2,000 tokens, "
+                   "for a model with a small context window)")
+    p.add_argument("--timeout", type=_seconds, default=None, metavar="S",
+                   help="seconds each designer call may take, its retries included (default 60): a slow "
+                   "local model needs more")
     _add_color_option(p)
     p.set_defaults(func=cmd_design)
 
@@ -1090,11 +1162,12 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "design": ("draft a machine from a task description with a designer model", _setup_design),
     "grammar": ("print the grammar as a decoding constraint (GBNF or Lark)", _setup_grammar),
     "optimize": ("propose LLM-judged state merges as a reviewable source diff", _setup_optimize),
+    "source-map": ("map a line of a generated runner back to its .fsm position", _setup_source_map),
     "lsp": ("serve the language server over stdin and stdout, for editors", _setup_lsp),
 }
 
 # Commands that only read specs and write whole files: see console_main.
-SHORT_LIVED = frozenset({"check", "explain", "dump", "fmt", "graph", "compile"})
+SHORT_LIVED = frozenset({"check", "explain", "dump", "fmt", "graph", "compile", "source-map"})
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -1139,7 +1212,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         _err("interrupted")
         return 130
     except BrokenPipeError:
-        return EXIT_OK
+        from .runtime.runner_cli import stdout_gone
+
+        return stdout_gone()
     except Exception as e:  # noqa: BLE001 - the last line of defence: never a bare traceback
         _report_internal_error(e)
         return EXIT_INTERNAL

@@ -8,19 +8,20 @@ that the generated code computes exactly that, value for value and error for err
 
 from __future__ import annotations
 
+import functools
 import operator
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from statewright.compiler import ir
 from statewright.compiler.codegen.python_expr import (
-    FUNCTIONS,
     GuardCompileError,
     GuardNames,
     Reference,
     reference_of,
     state_argument,
+    takes,
 )
 from statewright.grammar import ast
 from statewright.runtime.guard_access import guard_attribute
@@ -88,6 +89,9 @@ def _compile(expr: ast.Expr, names: GuardNames, bound: frozenset[str] = frozense
         return lambda scope: scope.items[name]  # type: ignore[attr-defined]
     if isinstance(expr, ast.Quantifier):
         return _compile_quantifier(expr, names, bound)
+    if isinstance(expr, ast.Conditional):
+        then, test, orelse = (_compile(e, names, bound) for e in (expr.then, expr.test, expr.orelse))
+        return lambda scope: then(scope) if test(scope) else orelse(scope)
     if isinstance(expr, ast.IsVariant):
         value = _compile(expr.value, names, bound)
         type_name, negated = expr.type.value, expr.negated
@@ -148,7 +152,7 @@ def _compile_quantifier(expr: ast.Quantifier, names: GuardNames, bound: frozense
     """all/any: whether every (some) item makes the test true, stopping at the first that decides, as
     Python's all() and any() do; count: how many items make it true. The list is read first, once."""
     func = expr.func.value
-    if func not in ("all", "any", "count"):
+    if func not in ("all", "any", "count", *AGGREGATES):
         raise GuardCompileError(f"unknown function {func}() over a list")
     items = _compile(expr.items, names, bound)
     var = expr.var.value
@@ -156,6 +160,8 @@ def _compile_quantifier(expr: ast.Quantifier, names: GuardNames, bound: frozense
 
     def quantified(scope: Scope) -> Any:
         values = items(scope)
+        if func in AGGREGATES:
+            return AGGREGATES[func](test(_with_item(scope, var, item)) for item in values)
         if func == "count":
             total = 0
             for item in values:
@@ -173,13 +179,40 @@ def _compile_quantifier(expr: ast.Quantifier, names: GuardNames, bound: frozense
 
 def _compile_call(expr: ast.Call, names: GuardNames, bound: frozenset[str] = frozenset()) -> Evaluator:
     func = expr.func.value
-    if FUNCTIONS.get(func) != len(expr.args):
+    if not takes(func, len(expr.args)):
         raise GuardCompileError(f"unknown function {func}() with {len(expr.args)} argument(s)")
     if func == "visits":
         state = state_argument(expr)
         return lambda scope: scope.visits.get(state, 0)
-    argument = _compile(expr.args[0], names, bound)
-    return lambda scope: len(argument(scope))
+    arguments = [_compile(a, names, bound) for a in expr.args]
+    if func in AGGREGATES:
+        aggregate = AGGREGATES[func]
+        if len(arguments) == 1:
+            return lambda scope: aggregate(arguments[0](scope))
+        return lambda scope: aggregate([a(scope) for a in arguments])
+    return lambda scope: len(arguments[0](scope))
+
+
+def _total(values: Iterable[Any]) -> Any:
+    """sum: the items added left to right, from 0."""
+    return functools.reduce(operator.add, iter(values), 0)
+
+
+def _pick(func: str, keep: Callable[[Any, Any], bool]) -> Callable[[Iterable[Any]], Any]:
+    """min or max: the first item that no later item is `keep`-than (smaller, larger); an empty list fails."""
+    def pick(values: Iterable[Any]) -> Any:
+        items = iter(values)  # lazily: an item is computed only after the ones before it are compared
+        empty = object()
+        first = next(items, empty)
+        if first is empty:
+            raise ValueError(f"{func}() of an empty list")
+        return functools.reduce(lambda best, item: item if keep(item, best) else best, items, first)
+
+    return pick
+
+
+AGGREGATES: dict[str, Callable[[Iterable[Any]], Any]] = {
+    "sum": _total, "min": _pick("min", operator.lt), "max": _pick("max", operator.gt)}
 
 
 def _compile_binary(expr: ast.BinaryOp, names: GuardNames, bound: frozenset[str] = frozenset()) -> Evaluator:

@@ -28,6 +28,23 @@ class Session:
         self.published: dict[str, list[types.PublishDiagnosticsParams]] = {}
         self.arrived = asyncio.Condition()
         self.versions: dict[str, int] = {}
+        self.messages: list[tuple[str, types.MessageType, str]] = []  # ("show" or "log", type, text)
+
+    async def _message(self, how: str, kind: types.MessageType, text: str) -> None:
+        async with self.arrived:
+            self.messages.append((how, kind, text))
+            self.arrived.notify_all()
+
+    async def message(self, contains: str, how: str = "show") -> tuple[types.MessageType, str]:
+        """The first message shown (or, with how="log", logged) whose text contains `contains`."""
+        def found() -> tuple[types.MessageType, str] | None:
+            return next(((k, t) for h, k, t in self.messages if h == how and contains in t), None)
+
+        async with self.arrived:
+            await asyncio.wait_for(self.arrived.wait_for(lambda: found() is not None), TIMEOUT)
+        result = found()
+        assert result is not None
+        return result
 
     async def _publish(self, params: types.PublishDiagnosticsParams) -> None:
         async with self.arrived:
@@ -56,6 +73,12 @@ class Session:
         self.client.text_document_did_change(types.DidChangeTextDocumentParams(
             text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=self.versions[uri]),
             content_changes=[change]))
+
+    def save(self, uri: str) -> None:
+        self.client.text_document_did_save(types.DidSaveTextDocumentParams(text_document=self.doc(uri)))
+
+    def configure(self, settings: Any) -> None:
+        self.client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings=settings))
 
     async def diagnostics(self, uri: str, version: int | None = None) -> list[types.Diagnostic]:
         """The diagnostics published for the document's `version` (by default its latest)."""
@@ -111,24 +134,40 @@ class Session:
             context=types.ReferenceContext(include_declaration=declaration)))
 
     async def completion(self, uri: str, line: int, character: int) -> list[str]:
+        return [item.label for item in await self.completion_items(uri, line, character)]
+
+    async def completion_items(self, uri: str, line: int, character: int) -> list[types.CompletionItem]:
         result = await self.request(self.client.text_document_completion_async, types.CompletionParams(
             text_document=self.doc(uri), position=types.Position(line, character)))
-        items = result.items if isinstance(result, types.CompletionList) else (result or [])
-        return [item.label for item in items]
+        return list(result.items if isinstance(result, types.CompletionList) else (result or []))
 
     async def rename(self, uri: str, line: int, character: int, new_name: str) -> Any:
         return await self.request(self.client.text_document_rename_async, types.RenameParams(
             text_document=self.doc(uri), position=types.Position(line, character), new_name=new_name))
+
+    async def command(self, name: str, *arguments: Any) -> Any:
+        return await self.request(self.client.workspace_execute_command_async, types.ExecuteCommandParams(
+            command=name, arguments=list(arguments)))
+
+    async def code_lenses(self, uri: str) -> list[types.CodeLens]:
+        found = await self.request(self.client.text_document_code_lens_async,
+                                   types.CodeLensParams(text_document=self.doc(uri)))
+        return list(found or [])
+
+    async def prepare_rename(self, uri: str, line: int, character: int) -> Any:
+        return await self.request(self.client.text_document_prepare_rename_async, types.PrepareRenameParams(
+            text_document=self.doc(uri), position=types.Position(line, character)))
 
     async def formatting(self, uri: str) -> Any:
         return await self.request(self.client.text_document_formatting_async, types.DocumentFormattingParams(
             text_document=self.doc(uri), options=types.FormattingOptions(tab_size=4, insert_spaces=True)))
 
 
-async def start(initialization_options: Any = None, encodings: list[str] | None = None) -> Session:
+async def start(initialization_options: Any = None, encodings: list[str] | None = None,
+                capabilities: types.ClientCapabilities | None = None, cwd: str | None = None) -> Session:
     client = LanguageClient("statewright-tests", "1")
-    await client.start_io(sys.executable, "-m", "statewright", "lsp", "--stdio")
-    capabilities = types.ClientCapabilities(
+    await client.start_io(sys.executable, "-m", "statewright", "lsp", "--stdio", cwd=cwd)
+    capabilities = capabilities or types.ClientCapabilities(
         general=types.GeneralClientCapabilities(position_encodings=encodings) if encodings else None)
     result = await asyncio.wait_for(client.initialize_async(types.InitializeParams(
         capabilities=capabilities, process_id=None, root_uri=None,
@@ -138,6 +177,15 @@ async def start(initialization_options: Any = None, encodings: list[str] | None 
         await session._publish(params)
 
     client.feature(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)(publish)
+
+    async def shown(params: types.ShowMessageParams) -> None:
+        await session._message("show", params.type, params.message)
+
+    async def logged(params: types.LogMessageParams) -> None:
+        await session._message("log", params.type, params.message)
+
+    client.feature(types.WINDOW_SHOW_MESSAGE)(shown)
+    client.feature(types.WINDOW_LOG_MESSAGE)(logged)
     client.initialized(types.InitializedParams())
     return session
 

@@ -158,7 +158,7 @@ class Transition(Node):
     target: str
     guard: Expr | None = None
     condition: str | None = None
-    max: int | None = None
+    max: int | str | None = None  # a str: the int input the run reads the bound from (`max rounds`)
     origin: Span | None = _origin()
     per_visit: bool = False  # `max N per visit` (only on `stay`): counted afresh each time the run arrives
     seconds: float | None = None  # kind "timeout" (`after 24h -> s`): how long a person may take to answer
@@ -210,7 +210,7 @@ class Each(Node):
 
     item: str
     items: Expr
-    max: int
+    max: int | str  # a str: the int input the run reads the bound from
     index: str | None = None
     concurrency: int = DEFAULT_CONCURRENCY
     origin: Span | None = _origin()
@@ -243,7 +243,7 @@ class State(Node):
     instruction: str | None = None
     output: Type | None = None  # None: the output is plain text (agent) or the tool's result (action)
     tell: tuple[str, ...] = ()
-    visits: int | None = None
+    visits: int | str | None = None  # a str: the int input the run reads the bound from
     retries: int = DEFAULT_RETRIES
     call: ToolCall | None = None
     result: str | None = None

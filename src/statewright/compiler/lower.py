@@ -130,7 +130,7 @@ class _Lowerer:
         if each is None or each.max is None:
             return None
         concurrency = int(each.concurrency.value) if each.concurrency is not None else ir.DEFAULT_CONCURRENCY
-        return ir.Each(each.item.value, each.items, int(each.max.value),
+        return ir.Each(each.item.value, each.items, bound_count(each.max),
                        each.index.value if each.index is not None else None, concurrency, each.span)
 
     def _output(self, view: StateView) -> ir.Type | None:
@@ -153,7 +153,7 @@ class _Lowerer:
                 target=name if t.kind == "stay" or t.target is None else t.target.value,
                 guard=t.guard,
                 condition=t.condition.value if t.condition is not None else None,
-                max=int(t.max.value) if t.max is not None else None,
+                max=bound_count(t.max) if t.max is not None else None,
                 origin=t.span,
                 per_visit=t.per_visit is not None and t.kind == "stay",
                 seconds=t.after.seconds if t.after is not None else None,
@@ -177,7 +177,7 @@ class _Lowerer:
                          else view.ask.text.value if view.ask is not None and kind == "human" else None),
             output=self._output(view),
             tell=tuple(dict.fromkeys(n.value for n in view.tell.agents)) if view.tell is not None else (),
-            visits=int(view.visits.count.value) if view.visits is not None else None,
+            visits=bound_count(view.visits.count) if view.visits is not None else None,
             retries=int(view.retries.count.value) if view.retries is not None else ir.DEFAULT_RETRIES,
             call=call if kind == "action" else None,
             result=view.result.text.value if view.result is not None and final else None,
@@ -241,7 +241,8 @@ class _Lowerer:
     def _reply_variant(self, reply: ast.Reply) -> str | None:
         """The variant a reply for a variant output is: named, or the one type its fields fit (a reply
         for a called machine's state is read in that machine's symbol tables)."""
-        symbols, view = path_target(self.symbols, reply.state) or (self.symbols, None)
+        target = path_target(self.symbols, reply.state)
+        symbols, view = target if target is not None else (self.symbols, self.symbols.states.get(reply.state.value))
         if view is None or view.output is None or not isinstance(view.output.type, ast.VariantType):
             return None
         if reply.variant is not None:
@@ -307,3 +308,8 @@ def lower_constraints(constraints: tuple[ast.Constraint, ...]) -> ir.Constraints
 def lower_machine(machine: ast.Machine, symbols: Symbols) -> ir.Machine:
     """The IR of a machine the checks found no error in."""
     return _Lowerer(machine, symbols).machine_ir()
+
+
+def bound_count(count: ast.Number | ast.Name) -> int | str:
+    """A bound as the IR keeps it: the number written, or the name of the input the run reads it from."""
+    return count.value if isinstance(count, ast.Name) else int(count.value)

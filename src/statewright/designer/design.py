@@ -99,12 +99,14 @@ def design(
     constrain: str = "auto",
     max_tokens: int | None = None,
     system_prompt: str | None = None,
+    timeout: float | None = None,
 ) -> DesignOutcome:
     """Design a machine for `task` and write it to `output`; on failure keep the last attempt beside it.
 
     `constrain` ("auto", "grammar" or "none") says whether the machine drafts are constrained to the grammar
     at decoding time (see designer/constraint.py); `max_tokens` caps every designer reply; `system_prompt`
-    replaces the language reference the model reads (for a model with a small context window).
+    replaces the language reference the model reads (for a model with a small context window); `timeout`
+    gives each designer call that many seconds (a slow local model) instead of the client's default.
     Never raises for a failed design or an unreachable model: the outcome is not ok and its log says why.
     """
     from ..stdlib.reference import designer_system_prompt
@@ -117,7 +119,7 @@ def design(
     if problem:
         return DesignOutcome(False, output, None, attempts, [f"error: {problem}"])
     constraint = choose_constraint(constrain, model)
-    caller = _DesignerCalls(model, client, trace, max_tokens=max_tokens)
+    caller = _DesignerCalls(model, client, trace, max_tokens=max_tokens, timeout=timeout)
     caller.emit("designer_start", task=task_text, model=model, max_repairs=max_repairs, output=output,
                 constraint=constraint.mode, constraint_reason=constraint.reason)
     if constraint.grammar:
@@ -144,10 +146,17 @@ def design(
                 fields["completed"] = {"added": finished.added, "dropped": finished.dropped}
                 log.append(f"attempt {number}: the reply stopped before the machine was complete (a token limit);"
                            f" finished it with {finished.added.strip()!r}")
+            previous = attempts[-2] if len(attempts) > 1 else None
+            summary = attempt_summary(attempt, previous)
+            if previous is not None:
+                before, after = _codes(previous.errors), _codes(attempt.errors)
+                fields["fixed"] = sorted(before - after)
+                fields["new"] = sorted(after - before)
+                fields["previous_error_count"] = len(previous.errors)
             caller.emit("designer_attempt", attempt=number, ok=attempt.ok, error_count=len(attempt.errors),
-                        codes=sorted({d["code"] for d in attempt.errors}),
-                        test_failures=len(attempt.test_failures), **fields)
-            log.append(f"attempt {number}: {_attempt_summary(attempt)}")
+                        codes=sorted(_codes(attempt.errors)), test_failures=len(attempt.test_failures),
+                        summary=summary, **fields)
+            log.append(f"attempt {number}: {summary}")
             if attempt.ok or number == max_repairs + 1:
                 break
             feedback = repair_request(attempt, constrained=constraint.grammar)
@@ -193,17 +202,39 @@ def _bad_arguments(task: str, output: str, max_repairs: int, constrain: str, max
     return None
 
 
-def _attempt_summary(attempt: Attempt) -> str:
-    if attempt.ok:
-        return "the machine checks and its tests pass"
-    errors = attempt.errors
+def attempt_summary(attempt: Attempt, previous: Attempt | None = None) -> str:
+    """What an attempt still has, and, after the first, what it fixed of the attempt before:
+
+        3 errors (SW2002, SW3008, SW4001)
+        3 errors -> 0 errors (fixed SW2002, SW3008, SW4001); 1 test problem
+        1 test problem -> 0: the machine checks and its tests pass
+
+    Test blocks run only when a machine has no errors, so test problems are compared only with an attempt
+    whose tests ran."""
+    errors, tests = attempt.errors, len(attempt.test_failures)
     parts = []
-    if errors:
-        codes = ", ".join(sorted({d["code"] for d in errors}))
-        parts.append(f"{len(errors)} error(s) ({codes})")
-    if attempt.test_failures:
-        parts.append(f"{len(attempt.test_failures)} test problem(s)")
-    return ", ".join(parts)
+    if previous is None or not (previous.errors or errors):
+        if errors:
+            parts.append(f"{_count(len(errors), 'error')} ({', '.join(sorted(_codes(errors)))})")
+    else:
+        before, after = _codes(previous.errors), _codes(errors)
+        what = [f"{word} {', '.join(sorted(codes))}" for word, codes in
+                (("fixed", before - after), ("new", after - before), ("still", before & after)) if codes]
+        parts.append(f"{_count(len(previous.errors), 'error')} -> {_count(len(errors), 'error')} ({'; '.join(what)})")
+    if previous is not None and not previous.errors and not errors and (previous.test_failures or tests):
+        parts.append(f"{_count(len(previous.test_failures), 'test problem')} -> {tests}")
+    elif tests:
+        parts.append(_count(tests, "test problem"))
+    done = "the machine checks and its tests pass" if attempt.ok else ""
+    return ": ".join(part for part in ("; ".join(parts), done) if part)
+
+
+def _codes(diagnostics: list[dict[str, Any]]) -> set[str]:
+    return {d["code"] for d in diagnostics}
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _failed(output: str, attempts: list[Attempt], log: list[str],
@@ -432,11 +463,13 @@ def with_header(source: str, task: str, model: str) -> str:
 class _DesignerCalls:
     """Designer calls go through the runtime's model client, with role "designer", traced like any call."""
 
-    def __init__(self, model: str, client: Any, trace: Any, max_tokens: int | None = None) -> None:
+    def __init__(self, model: str, client: Any, trace: Any, max_tokens: int | None = None,
+                 timeout: float | None = None) -> None:
         self.model = model
         self.client = client
         self.trace = trace
         self.max_tokens = max_tokens
+        self.timeout = timeout
         self.seq: dict[str, int] = {}
 
     def call(self, stage: str, messages: list[dict[str, Any]], schema: dict[str, Any] | None = None,
@@ -444,9 +477,10 @@ class _DesignerCalls:
         from ..runtime.client import ModelError, ModelRequest
 
         if self.client is None:
+            from ..runtime.model_calls import RetryPolicy
             from ..runtime.model_client import default_model_client
 
-            self.client = default_model_client()
+            self.client = default_model_client(RetryPolicy(timeout=self.timeout) if self.timeout else None)
         seq = self.seq.get(stage, 0)
         self.seq[stage] = seq + 1
         request = ModelRequest(

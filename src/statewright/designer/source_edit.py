@@ -206,6 +206,15 @@ def _keep_declared(machine: ir.Machine) -> list[bool]:
     return keep
 
 
+def what_a_run_sees(state: ir.State) -> object:
+    """What tells two states apart to a run or a reader beyond the merge pass's signature, which leaves out
+    what a merged state keeps of its own in the IR: the model it calls, whether it ends the run and the
+    reason a failing final state gives, each edge's `per visit` and deadline (`after`), and the states its
+    templates read. A source rewrite deletes a state in favour of another, so it keeps these apart."""
+    return (state.model, state.final, state.fail, tuple((t.per_visit, t.seconds) for t in state.transitions),
+            tuple((r.state, r.template) for r in state.template_reads))
+
+
 def replace_equivalent_states(text: str, replacements: Mapping[str, str], path: str = "<source>") -> str:
     """Replace each state `old` in `replacements` by its equivalent `new`: every reference is redirected and
     the declaration of `old` is deleted. For equivalent states that may lose their declaration
@@ -419,7 +428,7 @@ def apply_exact_passes_to_source(text: str, path: str = "<source>") -> tuple[str
         machine = _checked_ir(new, path)
         if machine is None:
             return text, ["left the source unchanged: removing unreachable states broke it"]
-    classes = equivalence_classes(machine, keep_apart=_keep_declared(machine))
+    classes = equivalence_classes(machine, keep_apart=_keep_declared(machine), apart_by=what_a_run_sees)
     replacements = {member: rep for rep, members in classes.items() for member in members if member != rep}
     if replacements:
         new = replace_equivalent_states(new, replacements, path)

@@ -78,18 +78,47 @@ _ALL = [
        "Blocks are written with braces: 'state draft { ... }'.",
        "state draft:\n    agent writer", "state draft {\n    agent writer\n}"),
     _e("SW1020", "nesting too deep",
-       "An expression or value is nested deeper than the compiler accepts (200 levels). "
-       "Split it into simpler parts.",
-       "input deep: list[str] = [[[[ ... 201 levels ... ]]]]", 'input flat: list[str] = ["a", "b"]'),
+       "A guard, a type or a value (a default, tool option or test data) is nested deeper than the compiler "
+       "accepts: 100 levels, counted as the constructs of its kind it sits inside. What a machine holds "
+       "becomes Python code, pydantic models and run-time values, which are all read recursively, so deeper "
+       "nesting could not run. Split a guard into several transitions, name the inner levels of a type "
+       "('type Inner { ... }'), flatten a value.",
+       "input deep: list[list[list[ ... 101 levels ... ]]]", "type Row { cells: list[str] }\ninput rows: list[Row]"),
     _e("SW1021", "file too large",
-       "The file is larger than the compiler accepts (16 MB). Keep long texts such as prompts short, or load "
-       "large data at run time with a tool.", "", ""),
+       "The file is larger than the compiler reads: 16 MiB (16,777,216 bytes; a text given directly, as the "
+       "language server gives it, is measured in characters). Nothing of it is read past the limit, not even "
+       "from a pipe. Keep long texts such as prompts short, split the machine into machines that call each "
+       "other, or load large data at run time with a tool.", "", ""),
     _e("SW1022", "cannot read file",
        "A file named on the command line, or a directory searched for .fsm files, does not exist or cannot "
        "be read (for example, for lack of permission), so nothing in it was checked. The message gives the "
        "operating system's reason; for a missing file the help names the closest .fsm file beside it. The "
        "other files of the same command are still checked.",
        "statewright check flows/reveiw.fsm", "statewright check flows/review.fsm"),
+    _e("SW1030", "':' after a keyword",
+       "A statement's value follows its keyword directly: 'output Draft', 'agent writer', 'visits 3'. A colon "
+       "belongs only between a name and its type ('input topic: str', a type's 'score: int') and, optionally, "
+       "between a key and its value in an object.",
+       "state review {\n    output: Critique\n}", "state review {\n    output Critique\n}"),
+    _e("SW1031", "statement in the wrong block",
+       "Each kind of block holds its own statements: an agent holds 'prompt', 'model', 'tools', 'memory'; a "
+       "state holds 'agent', 'do', 'output', 'tell', transitions; a test holds 'input', 'reply', 'expect'; an "
+       "agent is declared beside the states, not inside one. The statement was found in a block of another "
+       "kind; the message says where it belongs.",
+       "agent writer {\n    do \"Write the draft.\"\n}",
+       "agent writer {\n    prompt \"You write drafts.\"\n}\nstate draft {\n    agent writer\n"
+       "    do \"Write the draft.\"\n}"),
+    _e("SW1032", "text after the end of the machine",
+       "A file holds one machine, and its block ends at its last '}'. Something follows that '}': usually a "
+       "'}' above is one too many and closed the machine early, or a declaration was written after the "
+       "machine's closing brace.",
+       "machine m {\n    state a { -> b } }\n    final state b\n}",
+       "machine m {\n    state a { -> b }\n    final state b\n}"),
+    _e("SW1033", "'\"' inside a string",
+       "A double-quoted string ends at the next '\"', so a quote meant to be part of the text ends it early and "
+       "what follows is read as code. Escape the quote as \\\", or write the text in \"\"\"triple quotes\"\"\", "
+       "which may hold single quotes freely.",
+       'do "Write about "FSMs" for beginners."', 'do "Write about \\"FSMs\\" for beginners."'),
     # --- names --------------------------------------------------------------------------------
     _e("SW2001", "duplicate name",
        "Two declarations of the same kind share a name. Names of states, agents, types, tools, inputs, "
@@ -175,7 +204,12 @@ _ALL = [
        "body and its encoding); a header value is printable ASCII text. A query parameter has a name. "
        "In a value, ${NAME} puts in a secret and $${ is the text '${'; any other '${' is a mistake.",
        'headers { "X Api Key" "${KEY}" }', 'headers { "X-Api-Key" "${KEY}" }'),
-    # --- structure ----------------------------------------------------------------------------
+    _e("SW2070", "bound names no input",
+       "A bound — 'max N' on a transition or after 'for ... in', 'visits N' on a state — is a number or the "
+       "name of an int input whose range says how large it may be; the run reads the bound from that input. "
+       "This name is no input of the machine.",
+       "input rounds: int in 1..5 = 2\n...\n-> debate max round",
+       "input rounds: int in 1..5 = 2\n...\n-> debate max rounds"),
     # --- files that use files, and the machines they run --------------------------------------------
     _e("SW2100", "no file to use",
        "A 'use' line names a .fsm file by its path relative to the folder of the file that uses it; there is "
@@ -216,6 +250,7 @@ _ALL = [
        "machine's own name, or the name after 'as'.",
        'use "teams/research.fsm"\n...\n    run reserch(topic = topic)',
        'use "teams/research.fsm"\n...\n    run research(topic = topic)'),
+    # --- structure ----------------------------------------------------------------------------
     _e("SW3001", "no start state",
        "Every machine needs exactly one 'start state'.", "state draft { ... }", "start state draft { ... }"),
     _e("SW3002", "more than one start state",
@@ -312,6 +347,13 @@ _ALL = [
        "A person has one deadline per question: a state with 'ask' has at most one 'after' transition.",
        'state approve { ask "Publish?" after 1h -> remind after 2h -> done -> done }',
        'state approve { ask "Publish?" after 1h -> remind -> done }'),
+    _e("SW3040", "bound from an input with no range",
+       "A bound may name an int input ('-> debate max rounds'), and the compiler proves every loop bounded "
+       "with the largest value the input's range allows; the run reads the bound from the input, which is "
+       "validated against that range when the run starts. So the input needs a range with both ends, the "
+       "smaller 0 or more: 'input rounds: int in 1..10'.",
+       "input rounds: int = 3\n...\n-> debate max rounds",
+       "input rounds: int in 1..10 = 3\n...\n-> debate max rounds"),
     _e("SW3060", "parallel state with fewer than two branches",
        "'parallel [a, b]' starts its branches at once and joins them; with one branch (or none) there is "
        "nothing to run side by side: make that branch's states ordinary states in the path instead.",
@@ -432,6 +474,12 @@ _ALL = [
        "In a guard, a state name on its own is not a value: read its output with 'STATE.output' or count its "
        "runs with 'visits(STATE)'.",
        'when draft == "x" -> done', 'when draft.output == "x" -> done'),
+    _e("SW4015", "type nested too deep",
+       "A value of a type may nest at most 100 levels of records and lists, counted through the named types "
+       "it uses: a chain of types each holding the next nests as deep as one type written out. Deeper "
+       "schemas are more than a model can fill and more than a reply may nest.",
+       "type T0 { next: T1 }\ntype T1 { next: T2 }\n...\ntype T120 { v: int }",
+       "type Part { id: str\n  parent: str? }\ntype Outline { parts: list[Part] }"),
     _e("SW4014", "value read where it may be none",
        "A value may be none: an optional one (type 'T?'), or 'STATE.output' where STATE may not have run "
        "yet. Reading a field or an item of it, looping over it, ordering it, doing arithmetic with it or "
@@ -501,6 +549,11 @@ _ALL = [
        "'output' or 'STATE.output' of a state with 'output A | B', and TYPE is one of its variants. To test "
        "for none, compare: 'VALUE == none'.",
        "when output is Anwser -> done", "when output is Answer -> done"),
+    _e("SW4040", "bound from an input that is not an int",
+       "A bound counts steps, visits or elements, so an input it is read from must be declared 'int' (not "
+       "optional) with a range: 'input rounds: int in 1..10'.",
+       "input rounds: float in 1..10 = 3\n...\n-> debate max rounds",
+       "input rounds: int in 1..10 = 3\n...\n-> debate max rounds"),
     _e("SW4100", "unknown input of a called machine",
        "The arguments of 'run NAME(...)' are the inputs of the machine it runs, by name.",
        "run research(topc = topic)", "run research(topic = topic)"),
@@ -557,6 +610,17 @@ _ALL = [
        "larger. The compiler works out constant expressions the same way, so one that would be refused at run "
        "time is an error here.",
        'do "{{ 10 ** 5000 }}"', 'do "{{ 10 ** 50 }}"'),
+    _e("SW5010", "read into a value the template check does not follow",
+       "The template check follows typed values through every name a template binds ('set', 'with', 'for', "
+       "a macro's parameters, 'namespace()') and through the filters whose result it knows ('first', "
+       "'map(attribute=...)', 'selectattr', 'groupby', 'default', ...), so that a field read from a copy is "
+       "checked like a read of the original. Here a typed value went through something it does not follow — "
+       "a filter such as 'dictsort', a value a call returns, a field chosen at run time, 'loop.previtem', a "
+       "macro called without the argument — and the template reads a field or an item of the result, which "
+       "could fail when the run renders it. Read the field from the value itself, before the filter or call; "
+       "the help says how for each case.",
+       'do "{% set first = (plan.output.steps | dictsort)[0] %}{{ first.title }}"',
+       'do "{% set first = plan.output.steps[0] %}{{ first.title }}"'),
     # --- tests --------------------------------------------------------------------------------
     _e("SW6001", "test names an unknown state",
        "A 'reply', 'verdict' or 'expect' in a test block names a state the machine does not have.",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import re
+from array import array
 
 _NEWLINE = re.compile("\n")
 _set = object.__setattr__
@@ -51,7 +52,9 @@ class SourceFile:
     def __init__(self, path: str, text: str) -> None:
         self.path = path
         self.text = text
-        self._line_starts = [0] + [m.end() for m in _NEWLINE.finditer(text)]
+        # an array of numbers, not a list of int objects: a line costs 8 bytes, not 36
+        self._line_starts = array("q", [0])
+        self._line_starts.extend(m.end() for m in _NEWLINE.finditer(text))
 
     def position(self, offset: int) -> Position:
         offset = max(0, min(offset, len(self.text)))
@@ -77,22 +80,36 @@ class SourceFile:
         return f"SourceFile({self.path!r})"
 
 
+_END_SHIFT = 32  # a span keeps both offsets in one int: start in the low bits, end above them
+_START_MASK = (1 << _END_SHIFT) - 1
+
+
 class Span:
     """A half-open character range [start, end) in one source file.
 
     A small immutable class rather than a frozen dataclass: every syntax-tree node holds one, and the
-    dataclass machinery cost more at start-up than the whole class does."""
+    dataclass machinery cost more at start-up than the whole class does. Both offsets are kept in one
+    int (`start` and `end` read it): a large machine has a span for each of hundreds of thousands of nodes,
+    and two int objects each would cost more than the span itself."""
 
-    __slots__ = ("end", "source", "start")
+    __slots__ = ("_offsets", "source")
 
     source: SourceFile
-    start: int
-    end: int
+    _offsets: int
 
     def __init__(self, source: SourceFile, start: int, end: int) -> None:
+        if not 0 <= start <= _START_MASK:
+            raise ValueError(f"a span starts at an offset from 0 to {_START_MASK:,}, not {start}")
         _set(self, "source", source)
-        _set(self, "start", start)
-        _set(self, "end", end)
+        _set(self, "_offsets", start | end << _END_SHIFT)
+
+    @property
+    def start(self) -> int:
+        return self._offsets & _START_MASK
+
+    @property
+    def end(self) -> int:
+        return self._offsets >> _END_SHIFT
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Span):

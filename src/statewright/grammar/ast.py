@@ -209,13 +209,15 @@ class Call(Node):
 
 
 class Quantifier(Node):
-    """`all(ELEMENT for VAR in ITEMS)`, `any(...)`, `count(...)`: a test over every item of a list.
+    """`all(ELEMENT for VAR in ITEMS)`, `any(...)`, `count(...)`: a test over every item of a list; `sum`,
+    `min`, `max` (AGGREGATES) of a value computed for every item.
 
     `var` is bound to each item in turn, in `element` only; `all` and `any` are true or false, `count` is
-    how many items make `element` true. Bounded by the list: no recursion, no loops of their own.
+    how many items make `element` true, `sum` adds the elements, `min` and `max` pick one. Bounded by the
+    list: no recursion, no loops of their own.
     """
 
-    func: Name  # "all" | "any" | "count" (anything else is reported)
+    func: Name  # QUANTIFIERS or AGGREGATES (anything else is reported)
     element: Expr
     var: Name
     items: Expr
@@ -228,6 +230,15 @@ class IsVariant(Node):
     value: Expr
     type: Name
     negated: bool = False
+    span: Span = _span()
+
+
+class Conditional(Node):
+    """`THEN if TEST else OTHERWISE`: THEN when TEST is true, else OTHERWISE; only the one chosen is evaluated."""
+
+    then: Expr
+    test: Expr
+    orelse: Expr
     span: Span = _span()
 
 
@@ -253,9 +264,13 @@ BINARY_OPERATORS: dict[str, Callable[[Any, Any], Any]] = {
 }
 
 
-Expr = NameExpr | Literal | ListExpr | Attribute | Index | Call | Quantifier | IsVariant | UnaryOp | BinaryOp
+Expr = (NameExpr | Literal | ListExpr | Attribute | Index | Call | Quantifier | IsVariant | Conditional | UnaryOp
+        | BinaryOp)
 
 QUANTIFIERS = ("all", "any", "count")
+# Functions over a list's items that also take `for`: `sum(LIST)`, `sum(f.cost for f in LIST)`; `min` and
+# `max` take a list, or two or more values (`min(rounds, 3)`).
+AGGREGATES = ("sum", "min", "max")
 
 
 def expr_children(expr: Expr) -> tuple[Expr, ...]:
@@ -274,6 +289,8 @@ def expr_children(expr: Expr) -> tuple[Expr, ...]:
         return (expr.element, expr.items)
     if isinstance(expr, IsVariant):
         return (expr.value,)
+    if isinstance(expr, Conditional):
+        return (expr.then, expr.test, expr.orelse)
     if isinstance(expr, ListExpr):
         return expr.items
     return ()
@@ -480,7 +497,7 @@ class Tell(Node):
 
 
 class Visits(Node):
-    count: Number
+    count: Number | Name  # a Name: an int input whose range bounds it (`visits rounds`)
     span: Span = _span()
 
 
@@ -547,7 +564,7 @@ class ForEach(Node):
     index: Name | None
     item: Name
     items: Expr
-    max: Number | None = None
+    max: Number | Name | None = None  # a Name: an int input whose range bounds it
     concurrency: Number | None = None
     span: Span = _span()
 
@@ -564,7 +581,7 @@ class Transition(Node):
     target: Name | None
     guard: Expr | None = None
     condition: String | None = None
-    max: Number | None = None
+    max: Number | Name | None = None  # a Name: an int input whose range bounds it (`max rounds`)
     span: Span = _span()
     per_visit: Span | None = field(default=None, compare=False)  # where `per visit` follows `max N`
     after: Duration | None = None  # for kind "timeout" (`after 24h -> s`): how long a person may take

@@ -24,6 +24,7 @@ compiled the first time a class is instantiated (as fast as a dataclass's from t
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import inspect
 from collections.abc import Callable
 from operator import attrgetter
@@ -216,3 +217,46 @@ def _compile_init(cls: type[Node]) -> Callable[..., None]:
     init: Callable[..., None] = namespace["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     return init
+
+
+_CLOSE = object()  # the end of a node's or a tuple's fields, in a digest's walk
+
+
+def digest(tree: object) -> bytes:
+    """A digest of what makes a tree equal to another: node kinds and the fields equality compares (spans
+    and other `compare=False` fields left out), numbers as `==` sees them (1 and 1.0 alike). Two trees are
+    equal exactly when their digests are, up to a hash collision; so a tree can be compared with one
+    built later without keeping both. Made without recursion."""
+    h = hashlib.blake2b(digest_size=32)
+    stack: list[object] = [tree]
+    while stack:
+        item = stack.pop()
+        if item is _CLOSE:
+            h.update(b")")
+        elif isinstance(item, Node):
+            h.update(b"N" + type(item).__qualname__.encode() + b"(")
+            stack.append(_CLOSE)
+            stack.extend(reversed([getattr(item, s.name) for s in item._field_specs if s.compare]))
+        elif isinstance(item, (tuple, list)):
+            h.update(b"T%d(" % len(item))
+            stack.append(_CLOSE)
+            stack.extend(reversed(item))
+        else:
+            h.update(_digest_of_scalar(item))
+    return h.digest()
+
+
+def _digest_of_scalar(value: object) -> bytes:
+    if isinstance(value, bool):
+        value = int(value)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int):
+        return b"i%d;" % value
+    if isinstance(value, str):
+        data = value.encode("utf-8", "surrogatepass")
+        return b"s%d:" % len(data) + data
+    if value is None:
+        return b"n;"
+    text = repr(value).encode("utf-8", "surrogatepass")
+    return b"r%d:" % len(text) + text

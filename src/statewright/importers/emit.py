@@ -15,7 +15,7 @@ from ..grammar.parser import decode_long_string
 from ..runtime.progress import printable
 from .model import Agent, Input, Machine, State, TestBlock, Tool, Transition, TypeDecl, type_text
 
-_LONG_STRING = re.compile(r'"""(?:[^"]|"(?!""))*"""')
+_LONG_STRING = re.compile(r'"""[^"]*(?:"(?!"")[^"]*)*"""')  # unrolled: no regex state per character
 _JINJA_MARKUP = re.compile(r"\{[{%#]")
 _WIDTH = 110
 

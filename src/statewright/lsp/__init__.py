@@ -5,6 +5,7 @@
     context.py    what the text just before the cursor is, for completion (works on broken text)
     features.py   diagnostics, hover, definition, references, completion, rename, formatting, outline,
                   folding and code actions, as LSP types
+    running.py    code lenses that run test blocks and write the runner; a runner's line back to the spec
     server.py     the pygls server: documents, compiles off the event loop, the latest text wins
 
 Nothing here is imported unless `statewright lsp` runs (pygls and lsprotocol are the `lsp` extra).

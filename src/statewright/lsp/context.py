@@ -11,7 +11,8 @@ import re
 from dataclasses import dataclass, field
 
 # strings (triple-quoted first), comments and braces; an unclosed string or comment runs to the cursor
-_TOKENS = re.compile(r'"""(?:[^"]|"(?!""))*(?:"""|\Z)|"(?:[^"\\\n]|\\.)*(?:"|$)|#[^\n]*|[{}]', re.MULTILINE)
+_TOKENS = re.compile(r'"""[^"]*(?:"(?!"")[^"]*)*(?:"""|\Z)|"[^"\\\n]*(?:\\.[^"\\\n]*)*(?:"|$)|#[^\n]*|[{}]',
+                     re.MULTILINE)
 _HEADERS = (
     ("use", re.compile(r'\buse\s+"([^"\n]*)"(?:\s+as\s+\w+)?\s*$')),  # `use "PATH" {`: the names it imports
     ("machine", re.compile(r"\bmachine\s+(\w+)\s*$")),
@@ -27,11 +28,14 @@ _OPENERS = re.compile(r"\{\{|\{%|\}\}|%\}")
 
 @dataclass
 class Block:
-    """A block left open before the cursor: its kind ("state", "object", ...) and the name in its header."""
+    """A block left open before the cursor: its kind ("state", "object", ...), the name in its header, the
+    state modifiers, and the offset of its `{`."""
 
     kind: str
     name: str = ""
     final: bool = False
+    branch: bool = False
+    start: int = 0
 
 
 @dataclass
@@ -62,7 +66,7 @@ def cursor_context(text: str, offset: int) -> CursorContext:
     for m in _TOKENS.finditer(text, 0, offset):
         token = m.group()
         if token == "{":
-            context.blocks.append(_block(text[last_end : m.start()]))
+            context.blocks.append(_block(text[last_end : m.start()], m.start()))
             last_end = m.end()
         elif token == "}":
             if context.blocks:
@@ -95,16 +99,51 @@ def _open_template(body: str) -> str | None:
     return body[start:] if start is not None else None
 
 
-def _block(before: str) -> Block:
+def _block(before: str, start: int) -> Block:
     header = before.rsplit("\n", 3)
     text = " ".join(header)
     for kind, pattern in _HEADERS:
         m = pattern.search(text)
         if m is not None:
             if kind == "state":
-                return Block("state", m.group(2), final="final" in m.group(1))
-            return Block(kind, m.group(1) if m.groups() else "")
-    return Block("object")
+                modifiers = m.group(1).split()
+                return Block("state", m.group(2), final="final" in modifiers, branch="branch" in modifiers,
+                             start=start)
+            return Block(kind, m.group(1) if m.groups() else "", start=start)
+    return Block("object", start=start)
+
+
+_STATEMENT = re.compile(r"^[ \t]*([A-Za-z_]\w*|->)", re.MULTILINE)
+
+
+def statement_words(text: str, open_brace: int, cursor: int) -> set[str]:
+    """The first words of the statements directly inside the block opened at `open_brace` (before and after
+    the cursor, up to the block's `}` or the end of the text), except on the cursor's line: what the block
+    already holds. Strings, comments and nested blocks are blanked out, line breaks kept, so a prompt's
+    lines are not statements."""
+    out: list[str] = []
+    depth, pos = 0, open_brace + 1
+    for m in _TOKENS.finditer(text, pos):
+        between = text[pos : m.start()]
+        out.append(between if depth == 0 else _blank(between))
+        token = m.group()
+        if token == "}" and depth == 0:
+            break
+        depth += {"{": 1, "}": -1}.get(token, 0)
+        out.append(_blank(token))
+        pos = m.end()
+    else:
+        out.append(text[pos:] if depth == 0 else _blank(text[pos:]))
+    body = "".join(out)
+    line_start = text.rfind("\n", 0, cursor) + 1
+    line_end = text.find("\n", cursor)
+    own = (line_start - open_brace - 1, (line_end if line_end >= 0 else len(text)) - open_brace - 1)
+    return {m.group(1) for m in _STATEMENT.finditer(body) if not own[0] <= m.start(1) <= own[1]}
+
+
+def _blank(text: str) -> str:
+    """`text` with every character but a line break made a space: skipped, with offsets and lines kept."""
+    return re.sub(r"[^\n]", " ", text)
 
 
 # ---- the words before the cursor ---------------------------------------------------------------------

@@ -10,7 +10,6 @@ a text on its own; rename checks its result through the front door too.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -18,18 +17,20 @@ from typing import Any
 from lsprotocol import types
 
 from .. import api
-from ..compiler import ir
 from ..compiler.checks.resolve import BUILTIN_TYPES, JINJA_NAMES, Symbols
 from ..diagnostics import Diagnostic, SourceFile
 from ..diagnostics.explain import explain
 from ..grammar import ast
 from ..runtime.tool_signatures import STD_TOOLS
 from .analysis import Analysis, uri_of
-from .context import CursorContext, cursor_context, dotted_chain, word_before
+from .completion import completion
 from .index import Key, Occurrence
 
 EXPLAIN_COMMAND = "statewright.explainCode"
-DEFAULT_EXPLAIN_LINK = "command:statewright.explain?%5B%22{code}%22%5D"  # the VS Code extension's command
+# No link unless the client names one (initializationOptions.explainLink): a `command:` URI works in one
+# editor only, and there is no published documentation site to point at. The VS Code extension names its
+# own explain command.
+DEFAULT_EXPLAIN_LINK = ""
 SOURCE = "statewright"
 
 
@@ -47,7 +48,8 @@ def offset_of(a: Analysis, position: types.Position) -> int:
 
 def diagnostics(a: Analysis, explain_link: str = DEFAULT_EXPLAIN_LINK) -> list[types.Diagnostic]:
     """Every diagnostic of the document, as `statewright check` reports it: code, exact range, severity,
-    the label, help and notes, a link to the code's explanation, and the fixes its help names."""
+    the label, help and notes, a link to the code's explanation (when the client names one), and the
+    fixes its help names."""
     out = []
     for d in a.compilation.diagnostics:
         start, end = (d.span.start, d.span.end) if d.span is not None else (0, 0)
@@ -61,7 +63,8 @@ def diagnostics(a: Analysis, explain_link: str = DEFAULT_EXPLAIN_LINK) -> list[t
             severity=(types.DiagnosticSeverity.Error if d.severity.value == "error"
                       else types.DiagnosticSeverity.Warning),
             code=d.code,
-            code_description=types.CodeDescription(href=explain_link.replace("{code}", d.code)),
+            code_description=(types.CodeDescription(href=explain_link.replace("{code}", d.code)) if explain_link
+                              else None),
             source=SOURCE,
             data={"fixes": fixes} if fixes else None,
         ))
@@ -232,7 +235,8 @@ def describe(key: Key, a: Analysis) -> str:
         if view.tell is not None:
             lines.append(f"tells: {', '.join(f'`{n.value}`' for n in view.tell.agents)}")
         if view.visits is not None:
-            lines.append(f"visits: at most {view.visits.count.value}")
+            count = view.visits.count
+            lines.append(f"visits: at most {count.value}" + (" (an input)" if isinstance(count, ast.Name) else ""))
         body = "  \n".join(line for line in lines if line)
         if view.transitions:
             body += "\n\n" + _fence("\n".join(t.span.text for t in view.transitions), "fsm")
@@ -433,7 +437,7 @@ def document_symbols(a: Analysis) -> list[types.DocumentSymbol]:
 
 # ---- folding -------------------------------------------------------------------------------------
 
-_FOLD_TOKENS = re.compile(r'"""(?:[^"]|"(?!""))*(?:"""|\Z)|"(?:[^"\\\n]|\\.)*"?|#[^\n]*|[{}]')
+_FOLD_TOKENS = re.compile(r'"""[^"]*(?:"(?!"")[^"]*)*(?:"""|\Z)|"[^"\\\n]*(?:\\.[^"\\\n]*)*"?|#[^\n]*|[{}]')
 
 
 def folding_ranges(a: Analysis) -> list[types.FoldingRange]:
@@ -474,222 +478,6 @@ def folding_ranges(a: Analysis) -> list[types.FoldingRange]:
                 out.append(types.FoldingRange(start, end, kind=types.FoldingRangeKind.Region))
     end_comments()
     return out
-
-
-# ---- completion ----------------------------------------------------------------------------------
-
-MACHINE_KEYWORDS = ("description", "input", "returns", "model", "verifier model", "temperature", "limits", "type",
-                    "tool", "agent", "state", "start state", "final state", "branch state", "test")
-FILE_KEYWORDS = ("use", "machine")  # before the machine: the files it uses, then the machine
-# a state that runs branches at once and joins them, or that runs once per element of a list
-FAN_OUT_KEYWORDS = ("parallel", "join all", "join first", "for")
-STATE_KEYWORDS = ("agent", "model", "do", "output", "tell", "visits", "retries", "call", "run", "ask", "after",
-                  "when", "otherwise", "->")
-# a final state may do work too, and then end the run well (`result`) or as a failure (`fail "reason"`)
-FINAL_STATE_KEYWORDS = ("result", "fail", "agent", "model", "do", "output", "retries", "call")
-AGENT_KEYWORDS = ("prompt", "model", "temperature", "tools", "memory", "fallbacks")
-TEST_KEYWORDS = ("input", "reply", "verdict", "timeout", "expect path", "expect final", "expect result",
-                 "expect failure", "expect output", "expect instruction", "allow unused replies")
-TOOL_KEYWORDS = ("allow", "secrets", "headers", "query")
-LIMIT_KEYWORDS = ("steps", "cost_usd", "tokens", "seconds")
-GUARD_FUNCTIONS = ("len", "visits")
-
-
-def completion(a: Analysis, good: Analysis | None, position: types.Position) -> types.CompletionList:
-    """Names that fit where the cursor is: states after `->`, fields after `output.` and
-    `STATE.output.`, variables in templates, keywords at the start of a line in a block. Names come from
-    the document's last version that parsed (`good`), so completing inside half-typed text works."""
-    offset = offset_of(a, position)
-    context = cursor_context(a.text, offset)
-    source = a if a.compilation.symbols is not None else good
-    symbols = source.compilation.symbols if source is not None else None
-    items = _complete(context, symbols) if not context.in_comment else []
-    block = context.block
-    if not items and block is not None and block.kind == "use" and a.project is not None:
-        # a `use` line being typed: the file it names, if the project has compiled it
-        joined = os.path.normpath(os.path.join(os.path.dirname(a.path), block.name))
-        compiled = a.project.compilation(joined)
-        if compiled is not None and compiled.symbols is not None:
-            items = _importable_from(compiled.symbols)
-    return types.CompletionList(is_incomplete=False, items=items)
-
-
-def _item(label: str, kind: types.CompletionItemKind, detail: str = "", doc: str = "") -> types.CompletionItem:
-    documentation = types.MarkupContent(kind=types.MarkupKind.Markdown, value=doc) if doc else None
-    return types.CompletionItem(label=label, kind=kind, detail=detail or None, documentation=documentation)
-
-
-def _complete(context: CursorContext, symbols: Symbols | None) -> list[types.CompletionItem]:
-    K = types.CompletionItemKind
-    state = context.state
-    if context.in_string:
-        if context.template is None:
-            return []
-        return _expression(context.template, symbols, state.name if state else None, template=True,
-                           scope_states=state is not None)
-    line = context.line
-    block = context.block
-    if symbols is not None:
-        if re.search(r"->\s*\w*$", line) and not re.search(r"^\s*when\b.*->.*->", line):
-            return [_item(n, K.EnumMember, "state") for n in symbols.states]
-        if block is not None and block.kind == "state":
-            if re.search(r"^\s*agent\s+\w*$", line):
-                return [_item(n, K.Class, "agent") for n in symbols.agents]
-            if re.search(r"^\s*output\s+[\w\[]*$", line):
-                return _types(symbols)
-            if re.search(r"^\s*tell\s*\[[^\]]*$", line):
-                return [_item(n, K.Class, "agent") for n in symbols.agents]
-            if re.search(r"^\s*call\s+[\w.]*$", line):
-                return _tools(symbols)
-            run = _run_completion(line, symbols, state.name if state else None)
-            if run is not None:
-                return run
-            if re.search(r"^\s*parallel\s*\[[^\]]*$", line):  # the branches: their entry states
-                return [_item(n, K.EnumMember, "branch state") for n, v in symbols.states.items() if v.decl.branch]
-            if re.search(r"^\s*(for\s+\w+(\s*,\s*\w+)?\s+in|join\s+first(\s+\d+)?\s+where)\s+", line):
-                expression = re.sub(r"^\s*(for\s+\w+(\s*,\s*\w+)?\s+in|join\s+first(\s+\d+)?\s+where)\s+", "", line)
-                return _expression(expression, symbols, state.name if state else None, template=False,
-                                   scope_states=True)
-            if re.search(r"^\s*when\s+", line):
-                return _expression(re.sub(r"^\s*when\s+", "", line), symbols, state.name if state else None,
-                                   template=False, scope_states=True)
-            if re.search(r"^\s*call\s+[\w.]+\s*\(.*=\s*[^,)]*$", line):
-                return _expression(line.rsplit("=", 1)[1], symbols, None, template=False, scope_states=True)
-        if block is not None and block.kind == "agent" and re.search(r"^\s*tools\s*\[[^\]]*$", line):
-            return _tools(symbols)
-        if block is not None and block.kind == "use":
-            return _importable(block.name, symbols)
-        if block is not None and block.kind == "test" and (
-                re.search(r"^\s*(reply|verdict|timeout|expect\s+(final|output|instruction))\s+\w*$", line)
-                or re.search(r"^\s*expect\s+path\s*\[[^\]]*$", line)):
-            return [_item(n, K.EnumMember, "state") for n in symbols.states]
-        if block is not None and block.kind == "machine" and re.search(r"^\s*input\s+\w+\s*:\s*[\w\[]*$", line):
-            return _types(symbols)
-        if block is not None and block.kind == "type" and re.search(r":\s*[\w\[]*$", line):
-            return _types(symbols)
-    if block is not None and block.kind == "agent" and re.search(r"^\s*memory\s+\w*$", line):
-        return [_item(w, K.Keyword) for w in ("all", "none", "last")]
-    if block is not None and block.kind == "test" and re.search(r"^\s*expect\s+failure\s+\w*$", line):
-        from ..runtime.result import FAILURE_KINDS
-
-        return [_item(w, K.EnumMember, "failure kind") for w in FAILURE_KINDS]
-    if re.fullmatch(r"\s*\w*", line):
-        return [_item(w, K.Keyword) for w in _keywords(block)]
-    return []
-
-
-def _run_completion(line: str, symbols: Symbols, state: str | None) -> list[types.CompletionItem] | None:
-    """After `run `: the machines this one may run; in its parentheses, the inputs not given yet, and
-    after `=` the names in scope."""
-    K = types.CompletionItemKind
-    if re.search(r"^\s*run\s+\w*$", line):
-        return [_item(n, K.Module, f"machine {c.machine_name} ({c.path})") for n, c in symbols.callees.items()]
-    m = re.search(r"^\s*run\s+(\w+)\s*\(([^)]*)$", line)
-    if m is None:
-        return None
-    if re.search(r"=\s*[^,]*$", m.group(2)):
-        return _expression(m.group(2).rsplit("=", 1)[1], symbols, None, template=False, scope_states=True)
-    callee = symbols.callees.get(m.group(1))
-    if callee is None:
-        return []
-    given = set(re.findall(r"(\w+)\s*=", m.group(2)))
-    return [_item(n, K.Variable, f"input {d.type.span.text}") for n, d in callee.symbols.inputs.items()
-            if n not in given]
-
-
-def _importable(path: str, symbols: Symbols) -> list[types.CompletionItem]:
-    """In the braces of `use "PATH" {`: the types, agents and tools of that file's machine."""
-    used = next((u for u in symbols.uses if u.decl.path.value == path and u.compilation is not None), None)
-    other = used.compilation.symbols if used is not None and used.compilation is not None else None
-    return _importable_from(other) if other is not None else []
-
-
-def _importable_from(other: Symbols) -> list[types.CompletionItem]:
-    K = types.CompletionItemKind
-    return ([_item(n, K.Struct, "type") for n in other.types] + [_item(n, K.Class, "agent") for n in other.agents]
-            + [_item(n, K.Function, "tool") for n in other.tools])
-
-
-def _keywords(block: Any) -> tuple[str, ...]:
-    if block is None:
-        return FILE_KEYWORDS
-    return {"machine": MACHINE_KEYWORDS, "agent": AGENT_KEYWORDS, "test": TEST_KEYWORDS,
-            "limits": LIMIT_KEYWORDS, "tool": TOOL_KEYWORDS,
-            "state": FINAL_STATE_KEYWORDS if block.final else (*STATE_KEYWORDS, *FAN_OUT_KEYWORDS)}.get(block.kind, ())
-
-
-def _types(symbols: Symbols) -> list[types.CompletionItem]:
-    K = types.CompletionItemKind
-    return ([_item(n, K.Struct, "type") for n in symbols.types] + [_item(n, K.TypeParameter, "built-in type")
-                                                                    for n in (*BUILTIN_TYPES, "list")])
-
-
-def _tools(symbols: Symbols) -> list[types.CompletionItem]:
-    K = types.CompletionItemKind
-    names = dict.fromkeys([*symbols.tools, *STD_TOOLS])
-    return [_item(n, K.Function, "tool", STD_TOOLS.get(n, {}).get("doc", "")) for n in names]
-
-
-def _expression(text: str, symbols: Symbols | None, state: str | None, *, template: bool,
-                scope_states: bool) -> list[types.CompletionItem]:
-    """Completions in a guard or a template expression: the names in scope, or after a dot the fields."""
-    if symbols is None:
-        return []
-    K = types.CompletionItemKind
-    chain = dotted_chain(text)
-    if chain is None:
-        if not re.search(r"(^|[\s(\[,!=<>+\-*/%|])\w*$", text) and word_before(text) == "":
-            return []
-        items = [_item(n, K.Variable, "input " + symbols.inputs[n].type.span.text) for n in symbols.inputs]
-        if scope_states:
-            items += [_item(n, K.EnumMember, "state") for n in symbols.states if n not in JINJA_NAMES]
-        if not template and state is not None:
-            items.append(_item("output", K.Variable, "this state's output"))
-        if not template:
-            items += [_item(f, K.Function, "function") for f in GUARD_FUNCTIONS]
-        return items
-    names, _ = chain
-    t = _chain_type(names, symbols, state, template)
-    if isinstance(t, str):  # a state itself: its parts
-        return [_item(p, K.Property, doc) for p, doc in (
-            ("output", f"the output of state '{t}'"), *((("visits", "how many times it ran"),) if template else ()))]
-    while isinstance(t, ir.Optional_):
-        t = t.inner
-    if not isinstance(t, ir.Named):
-        return []
-    decl = symbols.types.get(t.name)
-    return [_item(f.name.value, K.Field, f.type.span.text, f.doc.value if f.doc else "")
-            for f in (decl.fields if decl else ())]
-
-
-def _chain_type(names: list[str], symbols: Symbols, state: str | None, template: bool) -> ir.Type | str | None:
-    """The type of `a.b.c` (or the state's name, for a chain that is a state alone)."""
-    first, rest = names[0], names[1:]
-    t: ir.Type | None
-    if first == "output" and not template and state in symbols.states:
-        t = _output(symbols, state)
-    elif first in symbols.inputs:
-        t = symbols.resolve_type(symbols.inputs[first].type)
-    elif first in symbols.states:
-        if not rest:
-            return first
-        if rest[0] != "output":
-            return None
-        t, rest = _output(symbols, first), rest[1:]
-    else:
-        return None
-    for name in rest:
-        while isinstance(t, ir.Optional_):
-            t = t.inner
-        if not isinstance(t, ir.Named):
-            return None
-        t = symbols.fields_of(t.name).get(name)
-    return t
-
-
-def _output(symbols: Symbols, state: str | None) -> ir.Type | None:
-    view = symbols.states.get(state or "")
-    return symbols.resolve_output(view.output.type) if view is not None and view.output is not None else None
 
 
 def explain_code(code: str) -> str:

@@ -14,8 +14,10 @@ declaration of this file has none.
 from __future__ import annotations
 
 import bisect
+from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ..compiler import ir
 from ..compiler.checks.resolve import Symbols
@@ -26,7 +28,7 @@ from ..grammar import ast
 KINDS = ("state", "agent", "type", "tool", "input", "field", "machine", "file")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Key:
     """One declared thing: its kind and its name (`Type.field` for a field, `std.python` for a tool, a
     file's path for a file), and the file that declares it when that is another file."""
@@ -40,27 +42,35 @@ class Key:
         return self if self.file else Key(self.kind, self.name, path)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Occurrence:
-    """A name in the text that stands for `key`: its declaration or a use, over [start, end)."""
+    """A name in the text that stands for `key`: its declaration or a use, over [start, end) of `span`
+    (the compiler's own span, kept rather than copied: a large file has hundreds of thousands)."""
 
     key: Key
-    start: int
-    end: int
+    span: Span
     definition: bool = False
+
+    @property
+    def start(self) -> int:
+        return self.span.start
+
+    @property
+    def end(self) -> int:
+        return self.span.end
 
 
 class SymbolIndex:
     """Every occurrence of every declared name in one checked (or partly checked) file."""
 
     def __init__(self, occurrences: Iterable[Occurrence]) -> None:
-        unique: dict[tuple[Key, int, int], Occurrence] = {}
+        unique: dict[tuple[Key, Span], Occurrence] = {}  # by key and place (a span hashes as its range)
         for o in occurrences:
-            known = unique.get((o.key, o.start, o.end))
+            known = unique.get((o.key, o.span))
             if known is None or o.definition and not known.definition:
-                unique[(o.key, o.start, o.end)] = o
+                unique[(o.key, o.span)] = o
         self.occurrences = sorted(unique.values(), key=lambda o: (o.start, o.end))
-        self._starts = [o.start for o in self.occurrences]
+        self._starts = array("q", [o.start for o in self.occurrences])
         self.by_key: dict[Key, list[Occurrence]] = {}
         for o in self.occurrences:
             self.by_key.setdefault(o.key, []).append(o)
@@ -88,7 +98,13 @@ def build_index(machine: ast.Machine, symbols: Symbols | None) -> SymbolIndex:
 
 def _at(key: Key, span: Span | None, definition: bool = False) -> Iterator[Occurrence]:
     if span is not None:
-        yield Occurrence(key, span.start, span.end, definition)
+        yield Occurrence(_one_key(key), span, definition)
+
+
+@lru_cache(maxsize=65536)
+def _one_key(key: Key) -> Key:
+    """The one Key object for every occurrence of a name (a large file names a state thousands of times)."""
+    return key
 
 
 def _occurrences(machine: ast.Machine, symbols: Symbols | None) -> Iterator[Occurrence]:
@@ -101,7 +117,7 @@ def _occurrences(machine: ast.Machine, symbols: Symbols | None) -> Iterator[Occu
     homes = imported_from(symbols)
     for o in local:
         home = homes.get((o.key.kind, o.key.name))
-        yield Occurrence(Key(o.key.kind, o.key.name, home), o.start, o.end, o.definition) if home else o
+        yield Occurrence(Key(o.key.kind, o.key.name, home), o.span, o.definition) if home else o
     yield from foreign_occurrences(machine, symbols)
 
 

@@ -8,6 +8,7 @@ logarithmic time, so a 1,000-state file costs nothing extra to map.
 from __future__ import annotations
 
 import bisect
+from array import array
 
 
 class LineIndex:
@@ -16,7 +17,7 @@ class LineIndex:
     def __init__(self, text: str, encoding: str = "utf-16") -> None:
         self.text = text
         self.encoding = encoding
-        self.starts = [0]
+        self.starts = array("q", [0])  # numbers, not int objects: 8 bytes a line
         position = text.find("\n")
         while position >= 0:
             self.starts.append(position + 1)

@@ -21,14 +21,14 @@ def foreign_occurrences(machine: ast.Machine, symbols: Symbols) -> Iterator[Occu
     for used in symbols.uses:
         decl = used.decl
         if decl.path.span is not None:
-            yield Occurrence(Key("file", used.path), decl.path.span.start, decl.path.span.end)
+            yield Occurrence(Key("file", used.path), decl.path.span)
         if decl.alias is not None and decl.alias.span is not None:
-            yield Occurrence(Key("callee", decl.alias.value), decl.alias.span.start, decl.alias.span.end, True)
+            yield Occurrence(Key("callee", decl.alias.value), decl.alias.span, True)
         other = used.compilation.symbols if used.compilation is not None else None
         for name in decl.names or ():
             for kind, table in (("type", other.types), ("agent", other.agents), ("tool", other.tools)) if other else ():
                 if name.dotted in table and name.span is not None:
-                    yield Occurrence(Key(kind, name.dotted, used.path), name.span.start, name.span.end)
+                    yield Occurrence(Key(kind, name.dotted, used.path), name.span)
     for state in machine.of(ast.StateDecl):
         for item in state.items:
             if isinstance(item, ast.RunCall) and item.machine.span is not None:
@@ -48,9 +48,9 @@ def _run(run: ast.RunCall, symbols: Symbols) -> Iterator[Occurrence]:
     if callee is None:
         return
     if callee.decl.alias is not None:
-        yield Occurrence(Key("callee", name.value), span.start, span.end)
+        yield Occurrence(Key("callee", name.value), span)
     else:
-        yield Occurrence(Key("machine", callee.machine_name, callee.path), span.start, span.end)
+        yield Occurrence(Key("machine", callee.machine_name, callee.path), span)
 
 
 def _path(name: ast.Name, symbols: Symbols) -> Iterator[Occurrence]:
@@ -61,7 +61,7 @@ def _path(name: ast.Name, symbols: Symbols) -> Iterator[Occurrence]:
         return
     here, file, offset = symbols, "", span.start
     for step in steps:
-        yield Occurrence(Key("state", step.state, file), offset, offset + len(step.state))
+        yield Occurrence(Key("state", step.state, file), span.source.span(offset, offset + len(step.state)))
         offset += len(step.state) + (len(f"[{step.element}]") if step.element is not None else 0) + 1
         view = here.states.get(step.state)
         callee = here.callees.get(view.run.machine.value) if view is not None and view.run is not None else None

@@ -6,6 +6,9 @@ compiled, edits to it only mark it stale: when the compile ends, the newest text
 burst of keystrokes costs one compile for the last of them, and diagnostics are always those of a
 version the editor had. Requests (hover, completion, ...) wait for a compilation of the current text.
 
+Test runs and runner writes (running.py) go to a thread of their own, so a long test never holds up the
+diagnostics of the next keystroke; a failed test leaves a diagnostic over its block until the text changes.
+
 Every document is compiled through one project, which reads open documents from the editor and other
 files from disk: a file several documents use is compiled once. When a document changes, the project
 forgets it and the files that use it (directly or through others); the open ones among those are compiled
@@ -25,7 +28,7 @@ from pygls.lsp.server import LanguageServer
 
 from .. import __version__
 from ..compiler.project import Project, read_file
-from . import features
+from . import features, running
 from .analysis import Analysis, path_of
 
 log = logging.getLogger(__name__)
@@ -40,7 +43,11 @@ class StatewrightServer(LanguageServer):
         self.compiling: dict[str, asyncio.Task[None]] = {}
         self.stale: set[str] = set()
         self.compiler = ThreadPoolExecutor(max_workers=2, thread_name_prefix="statewright-compile")
+        self.runner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="statewright-run")
         self.explain_link = features.DEFAULT_EXPLAIN_LINK
+        self.settings = running.EditorSettings()
+        # the diagnostics of the last test run of each document, with the version it ran
+        self.test_results: dict[str, tuple[int | None, list[types.Diagnostic]]] = {}
         # one project for the session; compiles through it take turns (it holds the files being compiled)
         self.project = Project(reader=self._read)
         self.project_lock = threading.Lock()
@@ -91,8 +98,7 @@ class StatewrightServer(LanguageServer):
                 analysis = await self.analysis(uri)
                 if analysis is None or uri not in self.workspace.text_documents:
                     return  # closed meanwhile: its diagnostics were cleared
-                self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
-                    uri=uri, version=analysis.version, diagnostics=features.diagnostics(analysis, self.explain_link)))
+                self.publish(analysis)
                 if uri in self.stale:
                     continue
                 # ready the index for the requests that follow, off the event loop
@@ -124,8 +130,73 @@ class StatewrightServer(LanguageServer):
             self._recompile_users(forgotten)
         return analysis
 
+    def takes_snippets(self) -> bool:
+        """Whether the client inserts completion snippets (`${1:name}` placeholders) as snippets."""
+        document = self.client_capabilities.text_document
+        completion = document.completion if document is not None else None
+        item = completion.completion_item if completion is not None else None
+        return bool(item is not None and item.snippet_support)
+
+    def publish(self, analysis: Analysis) -> None:
+        """The document's diagnostics: the compiler's, and those of its last test run if it ran this version."""
+        found = features.diagnostics(analysis, self.explain_link)
+        version, failures = self.test_results.get(analysis.uri, (None, []))
+        if failures and version == analysis.version:
+            found += failures
+        self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
+            uri=analysis.uri, version=analysis.version, diagnostics=found))
+
+    def tell(self, message: str, kind: types.MessageType = types.MessageType.Info, *, popup: bool = True) -> None:
+        """A message for the user: shown by the editor (`popup`), or only written to the server's log."""
+        if popup:
+            self.window_show_message(types.ShowMessageParams(type=kind, message=message))
+        else:
+            self.window_log_message(types.LogMessageParams(type=kind, message=message))
+
+    async def run_tests(self, uri: str, name: str | None) -> dict[str, Any]:
+        a = await self.analysis(uri)
+        if a is None:
+            return self._refused(f"{uri} is not open in the editor")
+        try:
+            run = await asyncio.get_running_loop().run_in_executor(self.runner, running.run_tests, a, name)
+        except running.CannotRun as e:
+            return self._refused(str(e))
+        except Exception as e:  # noqa: BLE001 - a bug of ours: the editor hears of it, the session goes on
+            return self._failed("running the tests", e)
+        self.test_results[uri] = (a.version, run.diagnostics)
+        current = self.analyses.get(uri)
+        if current is not None and current.version == a.version:
+            self.publish(current)
+        self.tell(run.summary, types.MessageType.Error if run.failed else types.MessageType.Info)
+        return {"ok": True, "failed": run.failed, "tests": run.results}
+
+    async def compile_runner(self, uri: str, *, on_save: bool = False) -> dict[str, Any]:
+        a = await self.analysis(uri)
+        if a is None:
+            return self._refused(f"{uri} is not open in the editor")
+        try:
+            path = await asyncio.get_running_loop().run_in_executor(
+                self.runner, running.compile_runner, a, self.settings)
+        except running.CannotRun as e:
+            # a save with errors is common and the diagnostics show them: that goes to the log only
+            return self._refused(f"not compiled: {e}" if on_save else str(e), popup=not (on_save and e.has_errors))
+        except Exception as e:  # noqa: BLE001 - as for tests
+            return self._failed("writing the runner", e)
+        self.tell(f"wrote {path}", popup=not on_save)
+        return {"ok": True, "path": str(path)}
+
+    def _refused(self, message: str, *, popup: bool = True) -> dict[str, Any]:
+        self.tell(message, types.MessageType.Warning, popup=popup)
+        return {"ok": False, "error": message}
+
+    def _failed(self, doing: str, e: Exception) -> dict[str, Any]:
+        log.exception("%s failed", doing)
+        message = f"statewright failed {doing} ({type(e).__name__}: {e}); please report this"
+        self.tell(message, types.MessageType.Error)
+        return {"ok": False, "error": message}
+
     def closed(self, uri: str) -> None:
-        for table in (self.analyses, self.parsed):
+        for table in (self.analyses, self.parsed, self.test_results):
             table.pop(uri, None)
         self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
         # the file is read from disk from now on, for the documents that use it
@@ -154,6 +225,14 @@ def initialize(ls: StatewrightServer, params: types.InitializeParams) -> None:
     options = params.initialization_options
     if isinstance(options, dict) and isinstance(options.get("explainLink"), str):
         ls.explain_link = options["explainLink"]
+    ls.settings.update(options)
+
+
+@server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+def did_change_configuration(ls: StatewrightServer, params: types.DidChangeConfigurationParams) -> None:
+    settings = params.settings
+    # VS Code sends the extension's section ({"statewright": {...}}); other clients may send it bare
+    ls.settings.update(settings.get("statewright", settings) if isinstance(settings, dict) else None)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
@@ -167,8 +246,11 @@ def did_change(ls: StatewrightServer, params: types.DidChangeTextDocumentParams)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
-def did_save(ls: StatewrightServer, params: types.DidSaveTextDocumentParams) -> None:
-    ls.changed(params.text_document.uri)
+async def did_save(ls: StatewrightServer, params: types.DidSaveTextDocumentParams) -> None:
+    uri = params.text_document.uri
+    ls.changed(uri)
+    if ls.settings.compile_on_save:
+        await ls.compile_runner(uri, on_save=True)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
@@ -201,7 +283,9 @@ async def references(ls: StatewrightServer, params: types.ReferenceParams) -> li
 async def completion(ls: StatewrightServer, params: types.CompletionParams) -> types.CompletionList | None:
     uri = params.text_document.uri
     a = await ls.analysis(uri)
-    return features.completion(a, ls.parsed.get(uri), params.position) if a is not None else None
+    if a is None:
+        return None
+    return features.completion(a, ls.parsed.get(uri), params.position, snippets=ls.takes_snippets())
 
 
 @server.feature(types.TEXT_DOCUMENT_PREPARE_RENAME)
@@ -210,7 +294,9 @@ async def prepare_rename(ls: StatewrightServer, params: types.PrepareRenameParam
     return features.prepare_rename(a, params.position) if a is not None else None
 
 
-@server.feature(types.TEXT_DOCUMENT_RENAME, types.RenameOptions(prepare_provider=True))
+# pygls advertises `prepareProvider` exactly when the client says it can send prepareRename (the LSP
+# allows RenameOptions only then): tests/test_lsp_running.py holds the capabilities to the handlers.
+@server.feature(types.TEXT_DOCUMENT_RENAME)
 async def rename(ls: StatewrightServer, params: types.RenameParams) -> types.WorkspaceEdit | None:
     from pygls.exceptions import JsonRpcException
 
@@ -251,9 +337,41 @@ async def code_actions(ls: StatewrightServer, params: types.CodeActionParams) ->
     return features.code_actions(a, params.text_document.uri, params.context.diagnostics)
 
 
+@server.feature(types.TEXT_DOCUMENT_CODE_LENS)
+async def code_lenses(ls: StatewrightServer, params: types.CodeLensParams) -> list[types.CodeLens]:
+    uri = params.text_document.uri
+    a = await ls.analysis(uri)
+    return running.code_lenses(a, uri) if a is not None else []
+
+
 @server.command(features.EXPLAIN_COMMAND)
 def explain_code(ls: StatewrightServer, code: str) -> str:
     return features.explain_code(code)
+
+
+@server.command(running.RUN_TESTS_COMMAND)
+async def run_tests(ls: StatewrightServer, uri: str) -> dict[str, Any]:
+    return await ls.run_tests(uri, None)
+
+
+@server.command(running.RUN_TEST_COMMAND)
+async def run_test(ls: StatewrightServer, uri: str, name: str) -> dict[str, Any]:
+    return await ls.run_tests(uri, name)
+
+
+@server.command(running.COMPILE_COMMAND)
+async def compile_runner(ls: StatewrightServer, uri: str) -> dict[str, Any]:
+    return await ls.compile_runner(uri)
+
+
+@server.command(running.RUNNER_SOURCE_COMMAND)
+async def runner_source(ls: StatewrightServer, runner_uri: str, line: int) -> types.Location | None:
+    try:
+        return await asyncio.get_running_loop().run_in_executor(
+            ls.runner, running.runner_source, runner_uri, int(line))
+    except running.CannotRun as e:
+        ls.tell(str(e), types.MessageType.Warning)
+        return None
 
 
 def serve() -> int:

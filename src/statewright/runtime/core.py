@@ -21,6 +21,7 @@ from collections.abc import Callable, Generator, Mapping
 from typing import Any
 
 from .agent_steps import AgentSteps
+from .bounds import bound_text, bound_value
 from .call_steps import CallSteps
 from .checkpoint import CheckpointError
 from .client import ModelError, ModelRequest, ModelResponse, reply_allowance
@@ -427,10 +428,12 @@ class RunCore(AgentSteps, CallSteps, FanOutSteps, PersonSteps):
         raise RunFailed(Failure("bound", message, state=plan.name, origin=plan.spec.origin))
 
     def _enabled(self, run: Run, plan: StatePlan, edge: EdgePlan) -> bool:
-        if edge.max is not None and run.edges.get(edge.key, 0) >= edge.max:
-            bound = f"max {edge.max}" + (" per visit" if edge.key in plan.visit_edges else "")
-        elif edge.target_visits is not None and run.visits.get(edge.target, 0) >= edge.target_visits:
-            bound = f"visits {edge.target_visits}"
+        most = bound_value(edge.max, run.inputs)
+        visits = bound_value(edge.target_visits, run.inputs)
+        if most is not None and run.edges.get(edge.key, 0) >= most:
+            bound = bound_text("max", edge.max, run.inputs) + (" per visit" if edge.key in plan.visit_edges else "")
+        elif visits is not None and run.visits.get(edge.target, 0) >= visits:
+            bound = bound_text("visits", edge.target_visits, run.inputs)
         else:
             return True
         if run.events:

@@ -15,6 +15,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from .bounds import bound_text, bound_value
 from .concurrency import Cancel, Completed, Concurrently
 from .memory import AgentMemory
 from .person import Paused
@@ -292,7 +293,7 @@ class FanOutSteps:
         fan = run.fanout
         if fan is None:
             for entry in spec.branches:  # a branch starts at its entry whatever its bound: a spent one stops the run
-                limit = self.machine.states[entry].visits
+                limit = bound_value(self.machine.states[entry].visits, run.inputs)
                 if limit is not None and run.visits.get(entry, 0) >= limit:
                     raise RunFailed(Failure("bound", f"state '{name}': branch '{entry}' has used its visits {limit}",
                                             state=name, origin=plan.spec.origin))
@@ -426,9 +427,11 @@ class FanOutSteps:
         if not isinstance(items, (list, tuple)):
             raise RunFailed(Failure("guard", f"state '{name}': `{each.text}` is {type(items).__name__}, not a list",
                                     state=name, origin=each.origin))
-        if len(items) > each.max:
+        most = bound_value(each.max, run.inputs)
+        if most is not None and len(items) > most:
             raise RunFailed(Failure("bound", f"state '{name}': the list `{each.text}` has {len(items)} elements, "
-                                             f"more than its max {each.max}", state=name, origin=each.origin))
+                                             f"more than its {bound_text('max', each.max, run.inputs)}",
+                                    state=name, origin=each.origin))
         fan = run.fanout
         if fan is None:
             base = run.seqs.get(plan.items_key, 0)
@@ -439,7 +442,7 @@ class FanOutSteps:
             run.seqs[plan.items_key] = base + len(items)
             run.count("seqs", plan.items_key)
             if run.events:
-                run.emit("fan_out", {"state": name, "kind": "map", "items": len(items), "max": each.max,
+                run.emit("fan_out", {"state": name, "kind": "map", "items": len(items), "max": most,
                                      "concurrency": each.concurrency})
         elif len(fan.tasks) != len(items):
             raise RunFailed(Failure("bound", f"state '{name}': the list `{each.text}` has {len(items)} elements; "

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .spec import AgentSpec, MachineSpec, StateSpec
-from .structured import output_type_name, to_text
+from .structured import json_schema, output_type_name, to_text
 from .templates import TemplateSet, is_constant, variant_tests
 
 
@@ -27,7 +27,7 @@ class EdgePlan:
 
     __slots__ = ("guard", "index", "key", "kind", "max", "origin", "seconds", "target", "target_visits", "text")
 
-    def __init__(self, state: str, index: int, spec: Any, target_visits: int | None) -> None:
+    def __init__(self, state: str, index: int, spec: Any, target_visits: int | str | None) -> None:
         self.index = index
         self.kind = spec.kind
         self.target = spec.target
@@ -121,7 +121,7 @@ class StatePlan:
         self.schema: dict[str, Any] | None = None
         self.schema_name = "output"
         if spec.output is not None and (self.agent is not None or spec.kind == "human"):
-            self.schema = spec.output.model_json_schema()  # type: ignore[attr-defined]
+            self.schema = json_schema(spec.output)
             self.schema_name = output_type_name(spec.output)
         self.retries = spec.retries
         self.tell = tuple(name for name in spec.tell if self.agent is None or name != self.agent.name)

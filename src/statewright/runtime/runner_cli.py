@@ -27,7 +27,7 @@ from .sync import run_sync
 from .temporal import TemporalRunError, TemporalUnavailable
 from .tool_secrets import SecretError, read_secrets
 from .trace import Trace, redact, sink_json
-from .untrusted import BorderError, read_json, read_json_file
+from .untrusted import MAX_DEPTH, BorderError, read_json, read_json_file
 
 EXIT_FINAL = 0
 EXIT_FAILED = 1
@@ -316,6 +316,12 @@ def _runner_temporal_options(parser: argparse.ArgumentParser, required: bool = F
     parser.add_argument("--task-queue", metavar="QUEUE",
                         help="the Temporal task queue (default: one per machine and source version)")
     parser.add_argument("--namespace", metavar="NS", default="default", help="the Temporal namespace (default)")
+    if not required:  # (a run's option: a worker serves runs of either kind)
+        parser.add_argument("--durability", choices=("call", "task"), default="call", metavar="call|task",
+                            help="with --temporal: record every model and tool call in the run's history before "
+                                 "it goes on (call, the default: a killed worker makes no completed call again), "
+                                 "or with the workflow task that made it (task: local activities, fewer round "
+                                 "trips; a worker killed before its task completes makes that task's calls again)")
 
 
 def _runner_model_client_option(parser: argparse.ArgumentParser) -> None:
@@ -369,17 +375,9 @@ def _runner_seconds(text: str) -> float:
 
 def _runner_read_script(path: str) -> Script:
     try:
-        data = read_json_file(path, f"--script {path}")
-    except OSError as exc:
-        raise RunnerUsageError(f"cannot read --script {path}: {exc.strerror or exc}") from None
-    except BorderError as exc:
+        return Script.from_file(path, f"--script {path}")
+    except ScriptError as exc:
         raise RunnerUsageError(str(exc)) from None
-    except ValueError as exc:
-        raise RunnerUsageError(f"--script {path} is not valid JSON: {exc}") from None
-    try:
-        return Script.from_json(data)
-    except (ScriptError, TypeError, ValueError) as exc:
-        raise RunnerUsageError(f"--script {path}: {exc}") from None
 
 
 def _runner_pairs(items: list[str], option: str) -> list[tuple[str, str]]:
@@ -412,7 +410,7 @@ def read_inputs(machine: MachineSpec, pairs: list[str], inputs_file: str | None)
     given: dict[str, Any] = {}
     if inputs_file:
         try:
-            data = read_json_file(inputs_file, f"--inputs-file {inputs_file}")
+            data = read_json_file(inputs_file, f"--inputs-file {inputs_file}", max_depth=MAX_DEPTH + 1)  # {name: value}
         except OSError as exc:
             raise RunnerUsageError(f"cannot read --inputs-file {inputs_file}: {exc.strerror or exc}") from None
         except BorderError as exc:
@@ -460,8 +458,23 @@ def main(machine: MachineSpec, argv: list[str] | None = None, *, prog: str | Non
 
     Exit status: 0 final state, 1 typed failure (or failing self-tests), 2 usage error."""
     if argv is None:  # the program's own command line: this process is the runner
-        return leave_after_temporal(_runner_dispatch(machine, list(sys.argv[1:]), prog, batch_prog))
+        try:
+            status = _runner_dispatch(machine, list(sys.argv[1:]), prog, batch_prog)
+        except BrokenPipeError:
+            status = stdout_gone()
+        return leave_after_temporal(status)
     return _runner_dispatch(machine, argv, prog, batch_prog)
+
+
+def stdout_gone() -> int:
+    """The exit status when the reader of standard output went away (`| head`): what it did not read is not
+    wanted, so no traceback and status 0. Standard output is pointed at /dev/null first, so that the
+    interpreter's last flush of what was left in its buffer cannot fail again."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    return 0
 
 
 def leave_after_temporal(status: int) -> int:
@@ -806,7 +819,7 @@ def _runner_temporal_runner(machine: MachineSpec, args: argparse.Namespace, scri
                           namespace=args.namespace, model_map=model_map, script=script,
                           workspace=getattr(args, "workspace", None), max_tokens=args.max_tokens,
                           retries=args.retries, retry_delay=args.retry_delay, timeout=args.timeout, attach=attach,
-                          otel=otel)
+                          otel=otel, durability=getattr(args, "durability", "call"))
 
 
 def _runner_temporal_run(machine: MachineSpec, args: argparse.Namespace, inputs: dict[str, Any],

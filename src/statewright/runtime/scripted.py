@@ -12,6 +12,7 @@ from typing import Any
 
 from .client import ModelError, ModelRequest, ModelResponse, ToolCallRequest, rough_call_estimate
 from .spec import MachineSpec, TestSpec, state_at
+from .untrusted import MAX_DEPTH, BorderError, read_json_file
 
 # designer: `design` and `optimize --llm`; person: the answers of states that `ask` ({"answer": VALUE}, or
 # {"timeout": true} for a person who does not answer in time)
@@ -27,6 +28,11 @@ class ScriptedReply:
 
 class ScriptError(ValueError):
     """A script (JSON file or hand-built) that does not have the documented shape."""
+
+
+# a reply may nest as deep as any reply (MAX_DEPTH); a script holds it inside role -> state -> list and
+# perhaps {"value": ..., "delay": ...}
+MAX_SCRIPT_DEPTH = MAX_DEPTH + 4
 
 
 class ScriptExhausted(ModelError):
@@ -143,6 +149,23 @@ class Script:
                     value = {"value": value}
                 script.add("agent", state_name, value)
         return script
+
+    @classmethod
+    def from_file(cls, path: str, what: str) -> Script:
+        """The script a JSON file holds; ScriptError, with `what` ("--script FILE") naming the file, when it
+        cannot be read, is too large or too deep, is not JSON or does not have the documented shape."""
+        try:
+            data = read_json_file(path, what, max_depth=MAX_SCRIPT_DEPTH)
+        except OSError as exc:
+            raise ScriptError(f"cannot read {what}: {exc.strerror or exc}") from None
+        except BorderError as exc:
+            raise ScriptError(str(exc)) from None
+        except ValueError as exc:
+            raise ScriptError(f"{what} is not valid JSON: {exc}") from None
+        try:
+            return cls.from_json(data)
+        except (ScriptError, TypeError, ValueError) as exc:
+            raise ScriptError(f"{what}: {exc}") from None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Script:

@@ -35,7 +35,7 @@ class TransitionSpec:
     target: str
     guard: Guard | None = None
     text: str = ""  # the guard as written, or the natural-language condition
-    max: int | None = None
+    max: int | str | None = None  # a str: the int input the run reads the bound from (runtime/bounds.py)
     per_visit: bool = False  # `max N per visit`: the count starts afresh each time the run arrives
     seconds: float | None = None  # kind "timeout": how long a person may take to answer
     origin: str = ""  # "path/to/spec.fsm:LINE:COL"
@@ -86,7 +86,7 @@ class EachSpec:
 
     item: str
     items: Callable[[Scope], Any]
-    max: int
+    max: int | str  # a str: the int input the run reads the bound from
     index: str | None = None
     concurrency: int = 4
     text: str = ""  # the list expression as written
@@ -115,7 +115,7 @@ class StateSpec:
     output_wrapped: bool = False  # the model wraps a non-object type in a single field named `value`
     output_variant: bool = False  # the output is one of several declared types (a VariantOutput class)
     tell: tuple[str, ...] = ()
-    visits: int | None = None
+    visits: int | str | None = None  # a str: the int input the run reads the bound from
     retries: int = 2
     call: ToolCallSpec | None = None
     result: str | None = None  # Jinja2 template source, for final states

@@ -126,6 +126,26 @@ def output_type_name(model: type) -> str:
     return title if isinstance(title, str) and title else model.__name__
 
 
+# pydantic writes a JSON schema with about twenty Python frames per level of nesting; the deepest type a
+# spec may declare (100 levels of records and lists, SW1020 and SW4015) needs more than the default limit
+_SCHEMA_FRAMES = 25 * 100 + 500
+
+
+def json_schema(model: type) -> dict[str, Any]:
+    """The JSON schema of an output's pydantic model, for a type nested as deep as a spec allows: the
+    recursion limit is raised while pydantic writes it (and put back), never lowered."""
+    import sys
+
+    limit = sys.getrecursionlimit()
+    if limit < _SCHEMA_FRAMES:
+        sys.setrecursionlimit(_SCHEMA_FRAMES)
+    try:
+        return model.model_json_schema()  # type: ignore[attr-defined,no-any-return]
+    finally:
+        if limit < _SCHEMA_FRAMES:
+            sys.setrecursionlimit(limit)
+
+
 def validate_typed(model: type, data: Any, wrapped: bool, *, strict: bool = False) -> Any:
     """Validate `data` against a pydantic model; a wrapped model yields its `value` field. `strict` takes
     no conversion at all (a person's answer: "yes" is no bool, 5 is no text); without it pydantic's lax mode

@@ -49,6 +49,11 @@ TEMPORAL_DESCRIBE_TOOLS = "statewright.describe_tools"
 TEMPORAL_ANSWER_SIGNAL = "answer"
 TEMPORAL_DEFAULT_ADDRESS = "127.0.0.1:7233"
 TEMPORAL_DEFAULT_NAMESPACE = "default"
+# When a run's model and tool calls are recorded in its history: "call", each before the run goes on (an
+# activity; a worker killed at any point makes no completed call again), or "task", with the workflow task
+# that made them (a local activity; fewer round trips to the cluster, but a worker killed before its task
+# completes leaves the calls of that task to be made again)
+TEMPORAL_DURABILITY = ("call", "task")
 TEMPORAL_HEARTBEAT_SECONDS = 10.0  # a worker that stops heartbeating this long has its activity run elsewhere
 TEMPORAL_TOOL_TIMEOUT_SECONDS = 3600.0  # one tool call, when the run has no `seconds` limit
 TEMPORAL_TRACE_PAGE = 500  # events per `trace` query answer
@@ -315,8 +320,12 @@ class TemporalRunner:
                  namespace: str = TEMPORAL_DEFAULT_NAMESPACE, model_map: Mapping[str, str] | None = None,
                  script: Script | None = None, workspace: str | None = None, max_tokens: int | None = None,
                  retries: int | None = None, retry_delay: float | None = None, timeout: float | None = None,
-                 heartbeat: float | None = None, attach: bool = False, otel: Any = None) -> None:
+                 heartbeat: float | None = None, attach: bool = False, otel: Any = None,
+                 durability: str = "call") -> None:
+        if durability not in TEMPORAL_DURABILITY:
+            raise ValueError(f"durability is one of {', '.join(TEMPORAL_DURABILITY)}, not {durability!r}")
         self.machine = machine
+        self.durability = durability  # "call": every call recorded before the next; "task": with its task
         self.otel = otel  # an otel.OtelTelemetry: each run started gets a span its workflow's spans join
         self.address = address
         self.namespace = namespace
@@ -345,7 +354,8 @@ class TemporalRunner:
                 "key": machine_key(self.machine), "inputs": to_jsonable(dict(inputs)),
                 "workspace": self.workspace, "model_map": self.model_map, "max_tokens": self.max_tokens,
                 "script": script_to_json(script) if script is not None else None, **self.retry,
-                "heartbeat": self.heartbeat, "trace": trace, "trace_content": trace_content, "observe": observe}
+                "heartbeat": self.heartbeat, "trace": trace, "trace_content": trace_content, "observe": observe,
+                "durability": self.durability}
 
     async def start(self, inputs: Mapping[str, Any], *, run_id: str | None = None, script: Script | None = None,
                     trace: bool = False, trace_content: bool = False, observe: bool = False) -> Any:

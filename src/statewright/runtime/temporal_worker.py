@@ -310,6 +310,7 @@ class TemporalWorkflow(Performer):
         self.machine: MachineSpec | None = None
         self.policy = dict(TEMPORAL_RETRY_DEFAULTS)
         self.heartbeat = TEMPORAL_HEARTBEAT_SECONDS
+        self.durability = "call"  # when a call's result is recorded: before the run goes on, or with the task
         # a test's run: what each visit saw and produced, and which scripted replies it was served
         self.observed: list[list[Any]] | None = None
         self.served: list[list[Any]] = []
@@ -331,6 +332,7 @@ class TemporalWorkflow(Performer):
         self.script = Script.from_json(spec["script"]) if spec.get("script") is not None else None
         self.policy = temporal_policy(spec)
         self.heartbeat = float(spec.get("heartbeat") or TEMPORAL_HEARTBEAT_SECONDS)
+        self.durability = "task" if spec.get("durability") == "task" else "call"
         core = self.core = entry.core(workflow.time, spec.get("model_map"), spec.get("max_tokens"))
         run_id = workflow.info().workflow_id
         workspace = str(spec.get("workspace") or temporal_workspace(run_id))
@@ -382,6 +384,21 @@ class TemporalWorkflow(Performer):
 
     # -- the leaves of the executor skeleton ------------------------------------------------------------
 
+    async def activity(self, name: str, payload: dict[str, Any], seconds: float, summary: str) -> Any:
+        """A model or tool call, as the run's durability says: an activity, whose result the history holds
+        before the run goes on (`call`, the default), or a local activity, run in this worker and recorded
+        with the workflow task (`task`: fewer round trips to the cluster; a worker that dies before the task
+        completes leaves its calls to be made again)."""
+        from temporalio import workflow
+
+        if self.durability == "task":
+            return await workflow.execute_local_activity(
+                name, payload, start_to_close_timeout=timedelta(seconds=seconds), retry_policy=self.retry_policy(),
+                summary=summary)
+        return await workflow.execute_activity(
+            name, payload, start_to_close_timeout=timedelta(seconds=seconds),
+            heartbeat_timeout=timedelta(seconds=self.heartbeat), retry_policy=self.retry_policy(), summary=summary)
+
     def retry_policy(self) -> Any:
         from temporalio.common import RetryPolicy
 
@@ -405,7 +422,6 @@ class TemporalWorkflow(Performer):
         return script_to_json(self.script, (role, state))
 
     async def call_model(self, effect: CallModel) -> ModelResponse:
-        from temporalio import workflow
         from temporalio.exceptions import ActivityError
         from temporalio.exceptions import TimeoutError as ActivityTimeout
 
@@ -419,10 +435,8 @@ class TemporalWorkflow(Performer):
                    "script": self.script_for(str(identity.get("role") or request.role), _worker_where(request)),
                    **self.span_context()}
         try:
-            answer = await workflow.execute_activity(
-                TEMPORAL_CALL_MODEL, payload, start_to_close_timeout=timedelta(seconds=max(seconds, 1.0)),
-                heartbeat_timeout=timedelta(seconds=self.heartbeat), retry_policy=self.retry_policy(),
-                summary=f"{request.role} {request.state}")
+            answer = await self.activity(TEMPORAL_CALL_MODEL, payload, max(seconds, 1.0),
+                                         f"{request.role} {request.state}")
         except ActivityError as exc:
             cause = exc.cause or exc
             error = ModelError(request.model, f"the model call's activity failed: {cause}",
@@ -452,10 +466,7 @@ class TemporalWorkflow(Performer):
         if limit is not None and self.run is not None:
             seconds = max(1.0, limit - (self.run.elapsed_before + workflow.time() - self.run.started) + 5.0)
         try:
-            answer = await workflow.execute_activity(
-                TEMPORAL_CALL_TOOL, payload, start_to_close_timeout=timedelta(seconds=seconds),
-                heartbeat_timeout=timedelta(seconds=self.heartbeat), retry_policy=self.retry_policy(),
-                summary=f"{effect.tool} in {effect.state}")
+            answer = await self.activity(TEMPORAL_CALL_TOOL, payload, seconds, f"{effect.tool} in {effect.state}")
         except ActivityError as exc:
             raise RemoteToolError({"message": f"the tool call's activity failed: {exc.cause or exc}"}) from None
         self.served.extend(answer.get("served") or ())

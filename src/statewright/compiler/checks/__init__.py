@@ -1,7 +1,7 @@
 """The checks: one parsed machine through every check in order, all into one Diagnostics.
 
-    resolve (imports) -> constraints -> flow -> fanout -> typecheck -> secrets -> templates -> testblocks
-    -> calls -> settings -> shape -> graph -> listeners -> unused
+    resolve (imports) -> constraints -> flow -> fanout -> entry facts -> typecheck -> secrets -> templates
+    -> testblocks -> calls -> settings -> shape -> bounds -> graph -> listeners -> unused
 
 Every check reports into one Diagnostics and none stops the others, so a single run shows every problem.
 """
@@ -12,8 +12,10 @@ from typing import TYPE_CHECKING
 
 from ...diagnostics import Diagnostics, SourceFile
 from ...grammar import ast
+from .bounds import check_input_bounds
 from .calls import check_calls
 from .constraints import check_constraints
+from .entry_facts import entry_facts
 from .fanout import check_fanouts, record_branches
 from .flow import Flow
 from .graph import check_graph
@@ -55,6 +57,7 @@ def _check_machine(source: SourceFile, machine: ast.Machine, diagnostics: Diagno
     flow = Flow(machine)
     record_branches(flow, symbols)
     check_fanouts(symbols, flow, diagnostics)
+    symbols.entry_facts = entry_facts(symbols, flow)
     check_types(machine, symbols, diagnostics, flow)
     check_secrets(machine, symbols, diagnostics)
     check_templates(machine, symbols, diagnostics, flow)
@@ -62,6 +65,7 @@ def _check_machine(source: SourceFile, machine: ast.Machine, diagnostics: Diagno
     check_calls(symbols, diagnostics, flow)
     check_settings(machine, symbols, diagnostics)
     check_shapes(symbols, diagnostics)
+    check_input_bounds(symbols, diagnostics)
     check_graph(machine, diagnostics, flow)
     check_listeners(symbols, flow, diagnostics)
     check_conditions(symbols, diagnostics)

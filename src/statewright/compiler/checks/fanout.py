@@ -199,10 +199,10 @@ def _check_each(view: StateView, each: ast.ForEach, symbols: Symbols, diags: Dia
                      label="how many elements at most?",
                      help=f"write '{_each_text(each)} max N': a longer list ends the run (failure 'bound')")
     for number, word in ((each.max, "max"), (each.concurrency, "concurrency")):
-        if number is not None and int(number.value) < 1:
+        if isinstance(number, ast.Number) and int(number.value) < 1:  # a named max: checks/bounds.py
             diags.report("SW3071", f"'{word} {number.value}' in state '{name}'", number.span,
                          label="must be at least 1", help=f"write '{word} N' with N of 1 or more")
-    if (each.max is not None and each.concurrency is not None
+    if (isinstance(each.max, ast.Number) and each.concurrency is not None
             and int(each.concurrency.value) > int(each.max.value) >= 1):
         diags.report("SW7060", f"'concurrency {each.concurrency.value}' is more than 'max {each.max.value}'",
                      each.concurrency.span, label="never more than max elements at once",

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...grammar import ast
+from ...runtime.guard_aggregates import guard_max, guard_min, guard_sum
 from ...runtime.templates import MAX_INT_DIGITS
 
 _MAX_INT_BITS = int(MAX_INT_DIGITS * 3.3219)  # a constant guard's numbers stay printable
@@ -92,6 +93,8 @@ def known_value(expr: ast.Expr, _items: dict[str, Any] | None = None, _budget: l
             values[id(e)] = value.value
         elif isinstance(e, ast.ListExpr):
             values[id(e)] = [values[id(i)] for i in e.items]
+        elif isinstance(e, ast.Conditional):
+            values[id(e)] = values[id(e.then)] if values[id(e.test)] else values[id(e.orelse)]
         elif isinstance(e, ast.UnaryOp):
             operand = values[id(e.operand)]
             if e.op == "not":
@@ -126,17 +129,48 @@ def known_value(expr: ast.Expr, _items: dict[str, Any] | None = None, _budget: l
                 values[id(e)] = len(values[id(e.args[0])])
             except _FAILURES:
                 return None
+        elif isinstance(e, ast.Call) and e.func.value in _AGGREGATES and (
+                len(e.args) == 1 or (e.args and e.func.value != "sum")):
+            arguments = [values[id(a)] for a in e.args]
+            value = _aggregated(e.func.value, arguments[0] if len(arguments) == 1 else arguments)
+            if value is None:
+                return None
+            values[id(e)] = value.value
         else:
             return None  # a name, a field read or another call: the run decides
     return Known(values[id(expr)])
 
 
+_AGGREGATES = {"sum": guard_sum, "min": guard_min, "max": guard_max}
+
+
+def _aggregated(func: str, listed: Any) -> Known | None:
+    """sum, min or max of a known list of numbers (of texts for min and max), as the run computes it."""
+    if not isinstance(listed, list) or len(listed) > _MAX_EVALUATIONS:
+        return None
+    if not (all(_is_number(v) for v in listed) or (func != "sum" and all(isinstance(v, str) for v in listed))):
+        return None
+    try:
+        return Known(_AGGREGATES[func](listed))
+    except _FAILURES:
+        return None
+
+
 def _quantified(e: ast.Quantifier, listed: Any, items: dict[str, Any], budget: list[int]) -> Known | None:
     """all/any/count over a known list, item by item, stopping where the run stops (all at the first false
-    test, any at the first true one): a test that would fail after that point does not make it unknown."""
-    if not isinstance(listed, list) or e.func.value not in ast.QUANTIFIERS:
+    test, any at the first true one): a test that would fail after that point does not make it unknown;
+    sum/min/max of a value computed for each item."""
+    if not isinstance(listed, list) or e.func.value not in (*ast.QUANTIFIERS, *ast.AGGREGATES):
         return None
     func = e.func.value
+    if func in ast.AGGREGATES:
+        elements = []
+        for item in listed:
+            element = known_value(e.element, {**items, e.var.value: item}, budget)
+            if element is None:
+                return None
+            elements.append(element.value)
+        return _aggregated(func, elements)
     count = 0
     for item in listed:
         test = known_value(e.element, {**items, e.var.value: item}, budget)
@@ -229,6 +263,26 @@ def immediate_dominators(successors: list[list[int]], root: int) -> tuple[list[i
     return idom, vertex
 
 
+@dataclass(frozen=True)
+class EntryFacts:
+    """What every transition into a state shows, its guard being true: the paths (`review.output`, `tags`)
+    surely not none, and which variants paths are. A state entered only by `when output is Approve -> s`
+    from `review` reads `review.output` as an Approve."""
+
+    present: frozenset[str] = frozenset()
+    variants: tuple[tuple[str, frozenset[str]], ...] = ()
+
+    def after_step(self, state: str, also: frozenset[str] = frozenset()) -> EntryFacts:
+        """The facts once `state` (and the states in `also`, its branches) has run again: none about them."""
+        gone = {state, *also}
+
+        def kept(path: str) -> bool:
+            return path.split(".", 1)[0] not in gone
+
+        return EntryFacts(frozenset(p for p in self.present if kept(p)),
+                          tuple((p, o) for p, o in self.variants if kept(p)))
+
+
 class Flow:
     """States by index in source order (the first declaration of each name), their edges, and what can
     happen in a run."""
@@ -265,6 +319,9 @@ class Flow:
             for target, t, possible in row:
                 self.edges[i].append(Edge(i, target, t, possible and self.reachable[i], id(t) in forks))
         self._successors = [[e.target for e in edges if e.fires] for edges in self.edges]
+        # whether a reachable state names a transition target that does not exist (SW2002): where the run
+        # goes from there is unknown, so what the checks would conclude from where it cannot go is not said
+        self.goes_astray = any(unknown and reached for unknown, reached in zip(self.unknown_target, self.reachable))
         self._paths_left = _PATHS_SHOWN
         self._dominators()
         self._find_joined()
@@ -388,7 +445,9 @@ class Flow:
         self.joined: list[bool] = [False] * len(self.states)
         for parallel, entries in self.branch_entries.items():
             join = next((item for item in self.states[parallel].items if isinstance(item, ast.Join)), None)
-            if join is not None and join.rule.value != "all":
+            # only `join first` may leave branches unrun: a rule that is no rule at all is reported once
+            # (SW3066) and read as `all`, so that it does not show again as branch outputs that may be none
+            if join is not None and join.rule.value == "first":
                 continue
             for entry in entries:
                 if self.entry_of[entry] != entry:

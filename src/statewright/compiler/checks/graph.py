@@ -137,6 +137,8 @@ def _report_known_guard(t: ast.Transition, guard: ast.Expr, known: Known, diagno
 
 
 def _report_unreachable(flow: Flow, diagnostics: Diagnostics) -> None:
+    if flow.goes_astray:  # the state a mistyped target meant may be any: what it seems to leave unreached
+        return
     dead_into: dict[int, list[Edge]] = {}  # the transitions of reachable states that lead on but never fire
     for edges in flow.edges:
         for e in edges:

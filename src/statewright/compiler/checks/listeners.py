@@ -44,6 +44,8 @@ def check_listeners(symbols: Symbols, flow: Flow, diagnostics: Diagnostics) -> N
                     help=f"remove '{agent}' from the list: the agent that does a step always remembers it, "
                          "and telling it adds the output a second time")
                 continue
+            if flow.goes_astray:
+                continue  # what runs after a mistyped target (SW2002) is unknown: not said to be nothing
             if later is None:
                 later = flow.later(marks)
             if not later[flow.index[view.name]] & bit[agent]:

@@ -192,6 +192,9 @@ class Symbols(Node, frozen=False):
     # map state -> the types of its index and element names (checker types), recorded by the type check
     # for the template check
     each_names: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # state -> what every transition into it shows about other states' outputs (flow.EntryFacts),
+    # recorded by entry_facts.py for the type and template checks
+    entry_facts: dict[str, Any] = field(default_factory=dict)
     # declared type -> the first declaration of each of its fields, and their types, by name: built on the
     # first look after resolution, as object literals and field reads look up fields one at a time
     field_tables: dict[str, tuple[dict[str, ast.FieldDecl], dict[str, ir.Type]]] = field(

@@ -16,6 +16,7 @@ from functools import cached_property
 from ...diagnostics import Diagnostics, Span, did_you_mean, quoted_list
 from ...grammar import ast
 from ...grammar.node import Node, child_fields
+from ...grammar.strings import OffsetMap
 from ...runtime.tool_secrets import header_value_problem, secret_template_parts
 from ...runtime.tool_signatures import STD_TOOLS
 from .resolve import Symbols, closest
@@ -254,7 +255,7 @@ class _PartSpans:
         self.string = string
 
     @cached_property
-    def _offsets(self) -> list[int] | None:
+    def _offsets(self) -> OffsetMap | None:
         return string_offsets(self.string) if self.string.span is not None else None
 
     def span(self, start: int, end: int) -> Span:

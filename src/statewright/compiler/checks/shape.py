@@ -7,6 +7,7 @@ both), has transitions, and bounds (`visits`, `max`, `retries`) that leave it ru
 from __future__ import annotations
 
 from ...diagnostics import Diagnostics
+from ...grammar import ast
 from .. import ir
 from .resolve import StateView, Symbols
 
@@ -126,12 +127,12 @@ def _check_moving(view: StateView, diags: Diagnostics) -> None:
         diags.report("SW3012", f"state '{name}' has no transition for when the person answers",
                      view.decl.name.span, label="only 'after' leads on",
                      help="add a transition such as '-> NEXT' for the answer")
-    if view.visits is not None and int(view.visits.count.value) < 1:
+    if view.visits is not None and isinstance(view.visits.count, ast.Number) and int(view.visits.count.value) < 1:
         diags.report("SW3013", f"'visits {view.visits.count.value}' means state '{name}' can never run",
                      view.visits.count.span, label="must be at least 1",
                      help="remove the state, or allow at least one visit")
     for t in view.transitions:
-        if t.max is not None and int(t.max.value) < 1:
+        if isinstance(t.max, ast.Number) and int(t.max.value) < 1:
             diags.report("SW3013", f"'max {t.max.value}' disables this transition", t.max.span,
                          label="must be at least 1", help="remove the transition, or allow it once")
         if t.kind == "stay" and t.max is None and view.visits is None:

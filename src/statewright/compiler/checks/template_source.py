@@ -13,8 +13,10 @@ bounded operators. Parsing is guarded against nesting that would exhaust Python'
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import re
+from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -26,6 +28,7 @@ from jinja2.parser import Parser
 
 from ...diagnostics import Span
 from ...grammar import ast
+from ...grammar.strings import OffsetMap, literal_offsets
 from ...runtime.templates import MAX_INT_DIGITS, template_environment_class
 
 # Brackets, blocks and runs of unary operators nested deeper than this are refused before Jinja's
@@ -38,7 +41,7 @@ _OPENERS = {"(": ")", "[": "]", "{": "}"}
 _BLOCKS_WITH_END = frozenset({"if", "for", "macro", "call", "filter", "block", "with", "autoescape", "trans"})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Token:
     offset: int  # in the template text as Jinja reads it (newlines normalised)
     kind: str  # Jinja's token type: "name", "operator", "string", "block_begin", ...
@@ -64,30 +67,27 @@ class TemplateSourceError(Exception):
 # ---- from template offsets to source spans -----------------------------------------------------------
 
 
-def string_offsets(string: ast.String) -> list[int] | None:
+def string_offsets(string: ast.String) -> OffsetMap | None:
     """The source offset of each character of a string literal's value, and one past the last; None when
-    the value cannot be lined up with the source (then callers fall back to the whole literal)."""
+    the value cannot be lined up with the source (then callers fall back to the whole literal). A run of
+    characters that come one after another is one entry (grammar.strings.OffsetMap)."""
     span = string.span
     if span is None:
         return None
-    text = span.source.text
-    if string.triple:
-        out = _long_string_offsets(text, span.start + 3, span.end - 3, string.value)
-    else:
-        out = _short_string_offsets(text, span.start + 1, span.end - 1, string.value)
-    if out is None:
-        return None
-    return [*out, span.end - (3 if string.triple else 1)]
+    quotes = 3 if string.triple else 1
+    return literal_offsets(span.source.text, span.start + quotes, span.end - quotes, string.triple, string.value)
 
 
-def _short_string_offsets(text: str, start: int, end: int, value: str) -> list[int] | None:
-    if text.find("\\", start, end) < 0:  # no escape: one source character per character
-        return list(range(start, end)) if end - start == len(value) else None
-    return escaped_string_offsets(text, start, end, value)
+def _short_string_offsets(text: str, start: int, end: int, value: str) -> OffsetMap | None:
+    found = literal_offsets(text, start, end, False, value)
+    if found is not None:
+        found.trim(1)
+    return found
 
 
 def escaped_string_offsets(text: str, start: int, end: int, value: str) -> list[int] | None:
-    """_short_string_offsets read character by character, escapes decoded (any string takes this way)."""
+    """_short_string_offsets read character by character, escapes decoded (the reference the tests hold the
+    runs to)."""
     out: list[int] = []
     chars: list[str] = []
     i = start
@@ -118,84 +118,36 @@ def escaped_string_offsets(text: str, start: int, end: int, value: str) -> list[
     return joined if len(joined) == len(value) else None
 
 
-def _long_string_offsets(text: str, start: int, end: int, value: str) -> list[int] | None:
-    """Follow decode_long_string: CRLF to LF, the first line break dropped, dedent, trailing space cut."""
-    chars: list[tuple[str, int]] = []
-    i = start
-    while i < end:
-        if text.startswith("\r\n", i):
-            chars.append(("\n", i))
-            i += 2
-        else:
-            chars.append((text[i], i))
-            i += 1
-    if chars and chars[0][0] == "\n":
-        chars = chars[1:]
-    lines: list[list[tuple[str, int]]] = [[]]
-    breaks: list[tuple[str, int]] = []
-    for c in chars:
-        if c[0] == "\n":
-            breaks.append(c)
-            lines.append([])
-        else:
-            lines[-1].append(c)
-    if len(lines) > 1 and "".join(c for c, _ in lines[-1]).strip() == "":
-        lines[-1] = []
-    texts = ["".join(c for c, _ in line) for line in lines]
-    indents = [t[: len(t) - len(t.lstrip(" \t"))] for t in texts if t.strip(" \t")]
-    margin = _common_prefix(indents)
-    out_chars: list[tuple[str, int]] = []
-    for n, (line, line_text) in enumerate(zip(lines, texts)):
-        if n:
-            out_chars.append(breaks[n - 1])
-        if not line_text.strip(" \t"):
-            continue  # dedent turns a line of only spaces and tabs into an empty one
-        out_chars.extend(line[len(margin):])
-    if len(lines) > 1:
-        while out_chars and out_chars[-1][0] in " \t\n":
-            out_chars.pop()
-    if "".join(c for c, _ in out_chars) != value:
-        return None
-    return [offset for _, offset in out_chars]
-
-
-def _common_prefix(items: list[str]) -> str:
-    if not items:
-        return ""
-    first, last = min(items), max(items)
-    n = 0
-    while n < len(first) and n < len(last) and first[n] == last[n]:
-        n += 1
-    return first[:n]
-
-
-def normalized_text(value: str) -> tuple[str, list[int]]:
+def normalized_text(value: str) -> tuple[str, OffsetMap]:
     """The template text as Jinja's lexer reads it (every line break one LF, a final one dropped), and
     for each of its characters, and one past the end, the position in `value`."""
     if "\r" not in value:  # every line break is one LF already
         text = value.removesuffix("\n")
-        return text, [*range(len(text)), len(value)]
+        positions = OffsetMap()
+        positions.add(0, len(text))
+        positions.add(len(value))
+        return text, positions
     return normalized_text_by_lines(value)
 
 
-def normalized_text_by_lines(value: str) -> tuple[str, list[int]]:
+def normalized_text_by_lines(value: str) -> tuple[str, OffsetMap]:
     """normalized_text read line break by line break (any text takes this way)."""
     out: list[str] = []
-    positions: list[int] = []
+    positions = OffsetMap()
     pos = 0
     for m in _NEWLINE.finditer(value):
         out.append(value[pos : m.start()])
-        positions.extend(range(pos, m.start()))
+        positions.add(pos, m.start() - pos)
         out.append("\n")
-        positions.append(m.start())
+        positions.add(m.start())
         pos = m.end()
     out.append(value[pos:])
-    positions.extend(range(pos, len(value)))
+    positions.add(pos, len(value) - pos)
     text = "".join(out)
     if text.endswith("\n"):
         text = text[:-1]
-        positions.pop()
-    positions.append(len(value))
+        positions.trim(1)
+    positions.add(len(value))
     return text, positions
 
 
@@ -314,16 +266,18 @@ class ParsedTemplate:
     """One template's tree and tokens, and the way from a template offset back to the source."""
 
     def __init__(self, string: ast.String, tree: nodes.Template | None, tokens: list[Token], *,
-                 index: TreeIndex | None = None, normalized: tuple[str, list[int]] | None = None) -> None:
+                 index: TreeIndex | None = None, normalized: tuple[str, OffsetMap] | None = None) -> None:
         self.string = string
         self.tree = tree
         self.tokens = tokens
         self.index = index  # made as the tree was, by _parse_simple
-        self._at = {t.offset: i for i, t in enumerate(tokens)}
-        self._ending = {t.end: i for i, t in enumerate(tokens)}
-        self.text, positions = normalized or normalized_text(string.value)
-        offsets = string_offsets(string)
-        self._source = [offsets[p] for p in positions] if offsets is not None else None
+        # the tokens' offsets and ends, in order (both rise): a token is found by bisection, and a template
+        # of a hundred thousand tokens keeps two arrays of numbers, not two dictionaries of objects
+        self._starts = array("q", [t.offset for t in tokens])
+        self._ends = array("q", [t.end for t in tokens])
+        self._positions: OffsetMap
+        self.text, self._positions = normalized or normalized_text(string.value)
+        self._offsets = string_offsets(string)  # with _positions: where each character of `text` is
 
     @property
     def simple(self) -> bool:
@@ -335,13 +289,14 @@ class ParsedTemplate:
     def span(self, start: int, end: int) -> Span:
         """The source span of template text [start, end); the whole literal when it cannot be mapped."""
         whole = self.string.span
-        if self._source is None or not 0 <= start < end <= len(self.text):
+        offsets = self._offsets
+        if offsets is None or not 0 <= start < end <= len(self.text):
             return whole
-        first = self._source[start]
+        first = offsets[self._positions[start]]
         if self.string.triple:
-            last = self._source[end - 1] + 1  # taken literally: one source character per character
+            last = offsets[self._positions[end - 1]] + 1  # taken literally: one source character per character
         else:
-            last = self._source[end]  # up to the next character, so an escape counts in full
+            last = offsets[self._positions[end]]  # up to the next character, so an escape counts in full
         return whole.source.span(first, max(last, first + 1))
 
     def line_span(self, offset: int) -> Span:
@@ -356,13 +311,23 @@ class ParsedTemplate:
             return self.string.span
         return self.span(start + lead, start + trail)
 
+    def _at(self, offset: int) -> int | None:
+        """The index of the (last) token that starts at `offset`."""
+        i = bisect.bisect_right(self._starts, offset) - 1
+        return i if i >= 0 and self._starts[i] == offset else None
+
+    def _ending(self, end: int) -> int | None:
+        """The index of the (last) token that ends at `end`."""
+        i = bisect.bisect_right(self._ends, end) - 1
+        return i if i >= 0 and self._ends[i] == end else None
+
     def token_at(self, offset: int) -> Token | None:
-        index = self._at.get(offset)
+        index = self._at(offset)
         return self.tokens[index] if index is not None else None
 
     def token_after(self, offset: int, kind: str = "name", skip: tuple[str, ...] = ()) -> Token | None:
         """The next token after the one at `offset`, if it is of `kind` (names in `skip` passed over)."""
-        index = self._at.get(offset)
+        index = self._at(offset)
         if index is None:
             return None
         for i in range(index + 1, len(self.tokens)):
@@ -406,7 +371,7 @@ class ParsedTemplate:
                 if word is not None:
                     ends.append(word.end)
         start, end = min(starts), max(ends)
-        first, last = self._at.get(start), self._ending.get(end)
+        first, last = self._at(start), self._ending(end)
         if first is None or last is None:
             return self.line_span(start)
         depth = 0
@@ -539,7 +504,7 @@ _NOT_A_VARIABLE = frozenset({"true", "false", "none", "True", "False", "None", "
                              "is", "if", "else", "elif", "for", "recursive"})
 
 
-def _parse_simple(string: ast.String, text: str, normalized: tuple[str, list[int]] | None = None
+def _parse_simple(string: ast.String, text: str, normalized: tuple[str, OffsetMap] | None = None
                   ) -> ParsedTemplate | None:
     """The template read without Jinja when it has only text and dotted names; None when it has more."""
     tokens: list[Token] = []
@@ -629,7 +594,9 @@ def parse_with_jinja(string: ast.String) -> ParsedTemplate:
             problem = TemplateSourceError(e.message or str(e), max((e.lineno or 1) - 1, 0))
         except RecursionError:
             problem = TemplateSourceError("the template is nested too deeply to parse", 0, kind="nesting")
-        else:
+        finally:  # the one environment keeps no template's tokens past its parse (a server runs for days)
+            env.lexed, env.record = None, []
+        if problem is None:
             problem = _tree_depth_problem(tree)
             if problem is None:
                 return ParsedTemplate(string, tree, tokens)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ...diagnostics import Diagnostics, did_you_mean, quoted_list
+from ...diagnostics import Diagnostics, close_names, did_you_mean, quoted_list
 from ...grammar import ast
 from .. import ir
 from .resolve import LIMIT_NAMES, StateView, Symbols, TestView
@@ -62,6 +62,7 @@ def check_tests(symbols: Symbols, diagnostics: Diagnostics) -> None:
 
 def _check_inputs(test: TestView, symbols: Symbols, required: list[str], diags: Diagnostics) -> None:
     given: set[str] = set()
+    misspelled: set[str] = set()  # inputs given under a misspelled name: reported as that, not as missing
     if test.input is not None:
         for entry in ast.object_entries(test.input.values):
             key = entry.key.value
@@ -72,6 +73,7 @@ def _check_inputs(test: TestView, symbols: Symbols, required: list[str], diags: 
             given.add(key)
             decl = symbols.inputs.get(key)
             if decl is None:
+                misspelled.update(close_names(key, symbols.inputs)[:1])
                 diags.report("SW6004", f"the machine has no input '{key}'", entry.key.span,
                              label="unknown input", help=did_you_mean(key, symbols.inputs) or (
                                  f"its inputs are {quoted_list(symbols.inputs)}" if symbols.inputs
@@ -82,7 +84,7 @@ def _check_inputs(test: TestView, symbols: Symbols, required: list[str], diags: 
                 fits = "its constraints" if p.constraint else f"its type {type_text(want)}"
                 diags.report("SW4006", f"test input '{key}' does not fit {fits}", p.span, label=p.message,
                              help=p.help)
-    missing = [name for name in required if name not in given]
+    missing = [name for name in required if name not in given and name not in misspelled]
     if missing:
         span = test.input.span if test.input is not None else test.decl.name.span
         plural = "s" if len(missing) > 1 else ""

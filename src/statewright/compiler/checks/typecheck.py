@@ -19,7 +19,7 @@ from ...runtime.tool_signatures import STD_TOOLS
 from .. import ir
 from .callees import UntypedResult, outcome_type
 from .constraints import constraint_of, lower_range, range_text, value_violations
-from .flow import Flow
+from .flow import EntryFacts, Flow
 from .resolve import (
     BUILTIN_TYPES,
     GUARD_OUTPUT,
@@ -31,7 +31,7 @@ from .resolve import (
     unknown_state_help,
 )
 
-FUNCTIONS = ("len", "visits", *ast.QUANTIFIERS)
+FUNCTIONS = ("len", "visits", *ast.QUANTIFIERS, *ast.AGGREGATES)
 
 
 @dataclass(frozen=True)
@@ -250,6 +250,56 @@ def _assignable(src: TypeLike, dst: TypeLike) -> bool:
     if isinstance(src, ir.ListOf) and isinstance(dst, ir.ListOf):
         return _assignable(src.item, dst.item)
     return src == dst
+
+
+def _join(a: TypeLike, b: TypeLike) -> TypeLike | None:
+    """The one type for a value of type `a` or `b` (neither optional): the same type, float for ints and
+    floats, str for texts and enums, a list of the items' join, the variant of the declared types both may
+    be, `any` when either is; None when they do not go together. `none` joins anything (as its optional)."""
+    a, b = _norm(a), _norm(b)
+    if ir.ANY in (a, b):
+        return ir.ANY
+    if a == ir.NONE or b == ir.NONE:
+        return b if a == ir.NONE else a
+    if a == b:
+        return a
+    if _numeric(a) and _numeric(b):
+        return ir.FLOAT
+    if _stringy(a) and _stringy(b):
+        if isinstance(a, ir.Enum) and isinstance(b, ir.Enum):
+            return ir.Enum(tuple(dict.fromkeys((*a.values, *b.values))))
+        return ir.STR
+    if isinstance(a, ir.ListOf) and isinstance(b, ir.ListOf):
+        if a.item == ir.ANY or b.item == ir.ANY:
+            return ir.ListOf(ir.ANY)
+        item = _join(a.item, b.item)
+        return ir.ListOf(_as_ir(item)) if item is not None else None
+    declared = [_declared_options(t) for t in (a, b)]
+    if declared[0] and declared[1]:
+        return _variant_of((*declared[0], *declared[1]))
+    return None
+
+
+def _declared_options(t: TypeLike) -> tuple[str, ...]:
+    if isinstance(t, ir.Named):
+        return (t.name,)
+    if isinstance(t, ir.Variant):
+        return t.options
+    return ()
+
+
+def _variant_of(options: tuple[str, ...]) -> ir.Named | ir.Variant:
+    names = tuple(dict.fromkeys(options))
+    return ir.Named(names[0]) if len(names) == 1 else ir.Variant(names)
+
+
+def _coalesces(left: TypeLike, right: TypeLike) -> bool:
+    """Whether `left or right` picks a value rather than combining truth values: neither side is a boolean,
+    and not both are of unknown type (`any or any` stays a boolean `or`)."""
+    kinds = [_strip_optional(t) for t in (left, right)]
+    if any(k == ir.BOOL for k in kinds):
+        return False
+    return not all(k == ir.ANY for k in kinds)
 
 
 # ---- values against types ------------------------------------------------------------------------
@@ -493,6 +543,12 @@ class ExprChecker:
         self.declared: dict[int, ast.FieldDecl | ast.InputDecl] = {}
         self.guard: ast.Transition | None = None  # the transition whose guard is checked, for help texts
 
+    def knowing(self, facts: EntryFacts) -> ExprChecker:
+        """This checker, with what the transitions into its state show taken as known."""
+        self.narrowed |= facts.present
+        self.variants = merge_variant_tests(self.variants, dict(facts.variants))
+        return self
+
     def has_run(self, name: str) -> bool:
         """Whether state `name` has surely run when this expression is evaluated."""
         if f"{name}.output" in self.narrowed or self.flow is None or self.reader is None:
@@ -604,6 +660,8 @@ class ExprChecker:
             return self._quantifier(e)
         if isinstance(e, ast.IsVariant):
             return self._is_variant(e)
+        if isinstance(e, ast.Conditional):
+            return self._conditional(e)
         if isinstance(e, ast.ListExpr):
             return self._list(e)
         if isinstance(e, ast.UnaryOp):
@@ -776,10 +834,13 @@ class ExprChecker:
     def _quantifier(self, e: ast.Quantifier) -> TypeLike:
         """`all(TEST for NAME in LIST)`, `any(...)`, `count(...)`: LIST a list, TEST a boolean, NAME new."""
         func = e.func.value
-        if func not in ast.QUANTIFIERS:
-            self.diags.report("SW2009", f"'{func}' does not take 'for'", e.func.span, label="not all, any or count",
-                              help=did_you_mean(func, ast.QUANTIFIERS)
-                              or "all(TEST for NAME in LIST), any(...) and count(...) go over a list")
+        takes_for = (*ast.QUANTIFIERS, *ast.AGGREGATES)
+        if func not in takes_for:
+            self.diags.report("SW2009", f"'{func}' does not take 'for'", e.func.span,
+                              label="not all, any, count, sum, min or max",
+                              help=did_you_mean(func, takes_for)
+                              or "all(TEST for NAME in LIST), any(...), count(...), sum(VALUE for NAME in LIST), "
+                                 "min(...) and max(...) go over a list")
         items = self.present(self.infer(e.items), e.items)
         base = _strip_optional(items)
         item: TypeLike = ir.ANY
@@ -813,6 +874,11 @@ class ExprChecker:
                 del self.locals[var]
             else:
                 self.locals[var] = outer
+        if func in ast.AGGREGATES:
+            value = self.present(test, e.element) if not isinstance(test, ir.Optional_) else test
+            return self._aggregated(func, [value], [e.element], False)
+        if func not in takes_for:
+            return ir.ANY  # reported: what it would give is unknown
         if not _is_bool(test):
             self.diags.report("SW4004", f"the test in {func}() is {type_text(_norm(test))}, not a boolean",
                               e.element.span, label="not true/false",
@@ -856,8 +922,57 @@ class ExprChecker:
                                       help="len() counts the characters of a str or the items of a list; "
                                       f"use the number itself: {e.args[0].span.text}")
             return ir.INT
+        if func in ast.AGGREGATES:
+            return self._aggregate(e, arg_types)
         self.diags.report("SW2009", f"unknown function '{func}'", e.func.span, label="not a function",
-                          help=did_you_mean(func, FUNCTIONS) or "guards may call len(x) and visits(STATE)")
+                          help=did_you_mean(func, FUNCTIONS)
+                          or "guards may call len(x), visits(STATE), sum(LIST), min(...) and max(...)")
+        return ir.ANY
+
+    def _aggregate(self, e: ast.Call, arg_types: list[TypeLike]) -> TypeLike:
+        """`sum(LIST)` of numbers; `min(LIST)` and `max(LIST)` of numbers or texts, or of two or more values."""
+        func = e.func.value
+        if not e.args or (func == "sum" and len(e.args) > 1):
+            usage = "sum(LIST)" if func == "sum" else f"{func}(LIST) or {func}(a, b, ...)"
+            self.diags.report("SW4005", f"{func}() takes {'one list' if func == 'sum' else 'a list, or two or more values'}"
+                              f", {len(e.args)} given", e.span, label="wrong number of arguments",
+                              help=f"write {usage}")
+            return ir.ANY
+        if len(e.args) == 1:
+            listed = _strip_optional(self.present(arg_types[0], e.args[0]))
+            if listed == ir.ANY:
+                return ir.ANY
+            if not isinstance(listed, ir.ListOf):
+                self.diags.report("SW4005", f"{func}() takes a list, not {type_text(listed)}", e.args[0].span,
+                                  label=f"this is {type_text(listed)}",
+                                  help=f"{func}() goes over the items of a list"
+                                       + ("" if func == "sum" else f"; compare two values with {func}(a, b)"))
+                return ir.ANY
+            return self._aggregated(func, [listed.item], [e.args[0]], True)
+        values = [_strip_optional(self.present(t, a)) for t, a in zip(arg_types, e.args, strict=True)]
+        return self._aggregated(func, values, list(e.args), False)
+
+    def _aggregated(self, func: str, types: list[TypeLike], where: list[ast.Expr], items: bool) -> TypeLike:
+        """The value of sum/min/max over values of `types` (`items`: the items of the one list at `where[0]`):
+        numbers for sum, numbers or texts for min and max; `any` while some type is unknown."""
+        normal = [_norm(t) for t in types]
+        if all(_numeric(t) for t in normal):
+            return ir.INT if all(t == ir.INT for t in normal) else ir.FLOAT
+        if func != "sum" and all(_stringy(t) for t in normal):
+            return normal[0] if len(set(normal)) == 1 else ir.STR
+        numbers = [t for t in normal if _numeric(t)]
+        texts = [t for t in normal if _stringy(t)]
+        others = [t for t in normal if t != ir.ANY and t not in numbers and t not in texts]
+        if not others and (not numbers or not texts) and (func != "sum" or not texts):
+            return ir.ANY  # the known ones go together; the unknown ones are the run's to decide
+        odd = others[0] if others else texts[0] if func == "sum" or len(texts) <= len(numbers) else numbers[0]
+        spot = where[0] if items else where[normal.index(odd)]
+        shown = f"the items of '{spot.span.text}' are" if items else f"'{spot.span.text}' is"
+        wanted = "numbers" if func == "sum" else "numbers, or texts"
+        self.diags.report("SW4005", f"{func}() takes {wanted}; {shown} {type_text(odd)}", spot.span,
+                          label=f"this is {'a list of ' if items else ''}{type_text(odd)}",
+                          help="sum() adds numbers; sum a number field of each item: sum(x.FIELD for x in LIST)"
+                          if func == "sum" else f"{func}() compares numbers with numbers, or texts with texts")
         return ir.ANY
 
     def _visits_args(self, e: ast.Call) -> None:
@@ -918,17 +1033,10 @@ class ExprChecker:
         if op in ("and", "or"):
             left = self.infer(e.left)
             # the right operand is evaluated only when the left one is true (`and`) or false (`or`)
-            shown = none_tests(e.left, op == "and", self.symbols) - self.narrowed
-            self.narrowed |= shown
-            known = self.variants
-            tests = self.variant_tests(e.left, op == "and")
-            if tests:
-                self.variants = merge_variant_tests(known, tests)
-            try:
-                right = self.infer(e.right)
-            finally:
-                self.narrowed -= shown
-                self.variants = known
+            right = self.infer_where(e.left, op == "and", e.right)
+            if op == "or" and _coalesces(left, right):
+                # `a or b` of values that are not booleans: `a` when it is there (and not empty or 0), else `b`
+                return self._either(e, _strip_optional(left), right)
             self._require_bool(left, e.left, f"'{op}'")
             self._require_bool(right, e.right, f"'{op}'")
             return ir.BOOL
@@ -962,6 +1070,53 @@ class ExprChecker:
             self._membership(e, left, right)
             return ir.BOOL
         return self._arithmetic(e, self.present(left, e.left), self.present(right, e.right))
+
+    def infer_where(self, test: ast.Expr, value: bool, e: ast.Expr) -> TypeLike:
+        """The type of `e`, which is evaluated only when `test` has the truth value `value`: what the test
+        shows (none tests, `is` tests) holds while `e` is checked."""
+        shown = none_tests(test, value, self.symbols) - self.narrowed
+        self.narrowed |= shown
+        known = self.variants
+        tests = self.variant_tests(test, value)
+        if tests:
+            self.variants = merge_variant_tests(known, tests)
+        try:
+            return self.infer(e)
+        finally:
+            self.narrowed -= shown
+            self.variants = known
+
+    def _conditional(self, e: ast.Conditional) -> TypeLike:
+        """`THEN if TEST else OTHERWISE`: TEST a boolean; THEN checked with what TEST true shows, OTHERWISE
+        with what TEST false shows; the value has the type both sides have."""
+        test = self.infer(e.test)
+        if not _is_bool(test):
+            self.diags.report("SW4004", f"the test of 'if ... else' is {type_text(_norm(test))}, not a boolean",
+                              e.test.span, label="not true/false",
+                              help=_boolean_hint(e.test.span.text, _strip_optional(test)))
+        then = self.infer_where(e.test, True, e.then)
+        orelse = self.infer_where(e.test, False, e.orelse)
+        return self._either(e, then, orelse)
+
+    def _either(self, e: ast.Conditional | ast.BinaryOp, first: TypeLike, second: TypeLike) -> TypeLike:
+        """The type of a value that is one of two (`x if c else y`, `a or b`): the type both have (ints and
+        floats give float, texts and enums str, two declared types the variant of both); it may be none when
+        either may be. Values of types that do not go together are SW4001."""
+        one, other = _strip_optional(first), _strip_optional(second)
+        joined = _join(one, other)
+        if joined is None:
+            what = "the two values of 'if ... else'" if isinstance(e, ast.Conditional) else "the two sides of 'or'"
+            sides = (e.then, e.orelse) if isinstance(e, ast.Conditional) else (e.left, e.right)
+            self.diags.report("SW4001", f"{what} have different types: {type_text(one)} and {type_text(other)}",
+                              e.span, label=f"{type_text(one)} or {type_text(other)}",
+                              help=f"give both the same type, e.g. '{sides[0].span.text}' and a "
+                                   f"{type_text(one)} in place of '{sides[1].span.text}'")
+            return ir.ANY
+        absent = next((t for t in (first, second) if isinstance(t, MaybeAbsent)), None)
+        if absent is not None:
+            return MaybeAbsent(joined, absent.state)
+        maybe_none = any(isinstance(_norm(t), ir.Optional_) or _norm(t) == ir.NONE for t in (first, second))
+        return ir.Optional_(joined) if maybe_none and joined != ir.ANY else joined  # type: ignore[arg-type]
 
     def _bounded(self, e: ast.Expr) -> tuple[ast.Range, str, ast.FieldDecl | ast.InputDecl] | None:
         """The range a constrained field or input (`in`), or the length of one (`len(x)`, `len`), keeps
@@ -1134,6 +1289,68 @@ def _check_recursive_types(symbols: Symbols, diags: Diagnostics) -> None:
                           "the nesting")
 
 
+def _check_type_depth(symbols: Symbols, diags: Diagnostics) -> None:
+    """Report each type whose values nest more than MAX_NESTING levels of records and lists, counted through
+    the types it uses (a chain of named types nests as deep as one type written out): a structured output's
+    schema and its replies stay within what every face reads (the reply's depth limit, the JSON schema).
+
+    Only the outermost type of a chain too deep is reported (those that use it are deeper still, and say
+    nothing new). Depths are worked out once each, with a stack: a chain of thousands of types is linear and
+    recursion-free. Types on a cycle are SW4009's and are left out."""
+    from ...grammar.nesting import MAX_NESTING
+
+    types = symbols.types
+    # the named types each field refers to, with the levels of lists the field puts around it
+    uses: dict[str, list[tuple[str, int]]] = {}
+    for name, decl in types.items():
+        refs = []
+        for f in decl.fields:
+            lists = 0
+            for node in ast.iter_type_ref(f.type):
+                if isinstance(node, ast.ListType):
+                    lists += 1
+                elif isinstance(node, ast.NamedType) and node.name.value in types:
+                    refs.append((node.name.value, lists))
+            refs.append(("", lists))  # the field's own lists, whatever it holds
+        uses[name] = refs
+    depth: dict[str, int] = {}
+    deepest: dict[str, str] = {}  # type -> the type its depth comes through ("" for none)
+    on_stack: set[str] = set()
+    for root in types:
+        stack = [root]
+        while stack:
+            name = stack[-1]
+            if name in depth:
+                stack.pop()
+                continue
+            pending = [used for used, _ in uses[name] if used and used not in depth]
+            if pending and name not in on_stack:
+                on_stack.add(name)
+                stack.extend(u for u in pending if u not in on_stack)
+                continue
+            on_stack.discard(name)
+            stack.pop()
+            best, through = 0, ""
+            for used, lists in uses[name]:
+                d = lists + (depth.get(used, 0) if used else 0)  # a cycle's types count 0 here (SW4009)
+                if d > best:
+                    best, through = d, used
+            depth[name], deepest[name] = 1 + best, through
+    too_deep = {name for name, d in depth.items() if d > MAX_NESTING}
+    inner = {deepest[name] for name in too_deep}
+    for name in types:
+        if name not in too_deep or name in inner:
+            continue
+        chain = [name]
+        while deepest[chain[-1]] and len(chain) < 4:
+            chain.append(deepest[chain[-1]])
+        shown = " -> ".join(chain) + (" -> ..." if deepest[chain[-1]] else "")
+        diags.report("SW4015", f"type '{name}' nests {depth[name]} levels of records and lists deep, through the "
+                     f"types it uses; at most {MAX_NESTING} are allowed", types[name].name.span, label=shown,
+                     help="flatten the nesting: a structured output this deep is no schema a model can fill; "
+                          "refer to deeper parts by str ids or split them into states of their own")
+
+
 def _path_back(start: str, edges: dict[str, list[tuple[str, ast.FieldDecl]]],
                component: dict[str, int]) -> list[tuple[str, ast.FieldDecl]]:
     """The first path from `start` back to itself that a depth-first search finds, as (type, field) steps;
@@ -1215,10 +1432,10 @@ def _check_tool_options(symbols: Symbols, diags: Diagnostics) -> None:
 
 
 def _check_each(view: StateView, each: ast.ForEach, symbols: Symbols, diags: Diagnostics,
-                flow: Flow | None) -> None:
+                flow: Flow | None, entered: EntryFacts) -> None:
     """The list a state maps over is a list; its element's type (and the index's) is noted for the state's
     tool call and templates."""
-    checker = ExprChecker(symbols, diags, None, reader=view.name, flow=flow)
+    checker = ExprChecker(symbols, diags, None, reader=view.name, flow=flow).knowing(entered)
     listed = _strip_optional(checker.present(checker.infer(each.items), each.items))
     element: TypeLike = ir.ANY
     if isinstance(listed, ir.ListOf):
@@ -1248,13 +1465,21 @@ def _check_join_guard(view: StateView, join: ast.Join, symbols: Symbols, diags: 
 
 
 def _check_guards_and_calls(symbols: Symbols, diags: Diagnostics, flow: Flow | None) -> None:
+    facts: dict[str, EntryFacts] = symbols.entry_facts
+    in_branch: dict[str, set[str]] = {}  # a branch's entry -> its states
+    for state, entry in symbols.branch_of.items():
+        in_branch.setdefault(entry, set()).add(state)
     for view in symbols.states.values():
+        entered = facts.get(view.name, EntryFacts())
+        branches = (frozenset().union(*(in_branch.get(e, ()) for e, _ in symbols.branches.get(view.name, ())))
+                    if view.name in facts else frozenset())
+        after = entered.after_step(view.name, branches)
         if view.each is not None:
-            _check_each(view, view.each, symbols, diags, flow)
+            _check_each(view, view.each, symbols, diags, flow, entered)
         if view.parallel is not None and view.join is not None:
             _check_join_guard(view, view.join, symbols, diags, flow)
         if not view.decl.final:
-            guards = ExprChecker(symbols, diags, view, flow=flow)
+            guards = ExprChecker(symbols, diags, view, flow=flow).knowing(after)
             for t in view.transitions:
                 if t.kind == "guard" and t.guard is not None:
                     guards.guard = t
@@ -1264,8 +1489,10 @@ def _check_guards_and_calls(symbols: Symbols, diags: Diagnostics, flow: Flow | N
                                      t.guard.span, label="not true/false",
                                      help=_boolean_hint(t.guard.span.text, _strip_optional(result)))
         if view.call is not None:
-            _check_call(view.call, symbols, diags, ExprChecker(symbols, diags, None, reader=view.name, flow=flow,
-                                                               local=symbols.each_names.get(view.name)))
+            args = ExprChecker(symbols, diags, None, reader=view.name, flow=flow,
+                               local=symbols.each_names.get(view.name)).knowing(entered)
+            _check_call(view.call, symbols, diags, args)
+
 
 
 def _boolean_hint(text: str, t: TypeLike) -> str:
@@ -1346,6 +1573,7 @@ def check_types(machine: ast.Machine, symbols: Symbols, diagnostics: Diagnostics
     With `flow`, a state's output read where that state may not have run yet is reported (SW4014)."""
     _check_enums(machine, diagnostics)
     _check_recursive_types(symbols, diagnostics)
+    _check_type_depth(symbols, diagnostics)
     _check_inputs(symbols, diagnostics)
     _check_tool_options(symbols, diagnostics)
     _check_guards_and_calls(symbols, diagnostics, flow)

@@ -21,7 +21,7 @@ from ..tools.formatter import expr_to_source
 from .types_py import ModelPlans, is_plain_attribute, py_string
 
 # Binding strength, weakest first; the same ladder in Python and in the spec language.
-OR, AND, NOT, COMPARE, SUM, PRODUCT, NEGATE, POSTFIX, ATOM = range(1, 10)
+CONDITIONAL, OR, AND, NOT, COMPARE, SUM, PRODUCT, NEGATE, POSTFIX, ATOM = range(10)
 
 BINARY_PRECEDENCE = {
     "or": OR, "and": AND,
@@ -35,7 +35,18 @@ ORDERING = {"<": "ascending", "<=": "ascending", ">": "descending", ">=": "desce
 
 # ---- what a name in an expression means ----------------------------------------------------------
 
-FUNCTIONS = {"len": 1, "visits": 1}  # name -> number of arguments
+# name -> the fewest and the most arguments it takes (None: any number)
+FUNCTIONS: dict[str, tuple[int, int | None]] = {"len": (1, 1), "visits": (1, 1), "sum": (1, 1), "min": (1, None),
+                                                "max": (1, None)}
+# sum, min and max as the runtime's helpers (runtime/guard_aggregates.py): one value on every Python
+AGGREGATE_HELPERS = {"sum": "guard_sum", "min": "guard_min", "max": "guard_max"}
+
+
+def takes(func: str, count: int) -> bool:
+    """Whether function `func` takes `count` arguments."""
+    fewest, most = FUNCTIONS.get(func, (-1, -1))
+    return fewest <= count and (most is None or count <= most)
+
 
 class GuardCompileError(Exception):
     """An expression the checker should have rejected: an unknown name, function or operator."""
@@ -173,6 +184,8 @@ def yields_bool(expr: ast.Expr) -> bool:
         return expr.func.value in ("all", "any")
     if isinstance(expr, ast.IsVariant):
         return True
+    if isinstance(expr, ast.Conditional):
+        return yields_bool(expr.then) and yields_bool(expr.orelse)
     return isinstance(expr, ast.Literal) and isinstance(expr.value, bool)
 
 
@@ -197,6 +210,10 @@ class _Writer:
             return "[" + ", ".join(self.write(i)[0] for i in expr.items) + "]", ATOM
         if isinstance(expr, ast.Index):
             return f"{self.operand(expr.value, POSTFIX)}[{self.write(expr.index)[0]}]", POSTFIX
+        if isinstance(expr, ast.Conditional):
+            # nests to the right as in the spec; the value and the test are tighter than a conditional
+            then, test = self.operand(expr.then, OR), self.operand(expr.test, OR)
+            return f"{then} if {test} else {self.operand(expr.orelse, CONDITIONAL)}", CONDITIONAL
         return self.leaf(expr)
 
     def leaf(self, expr: ast.Expr) -> tuple[str, int]:
@@ -224,7 +241,8 @@ class _Writer:
 
 
 # Names the Python of an expression may use besides the scope: an item of all/any/count never takes one.
-_EXPRESSION_GLOBALS = frozenset({"guard_attribute", "isinstance", "sum", *dir(builtins)})
+_EXPRESSION_GLOBALS = frozenset({"guard_attribute", "isinstance", "sum", *AGGREGATE_HELPERS.values(),
+                                 *dir(builtins)})
 
 
 class _PythonWriter(_Writer):
@@ -268,11 +286,13 @@ class _PythonWriter(_Writer):
         if isinstance(expr, ast.Attribute):
             return self.attribute(expr)
         if isinstance(expr, ast.Call):
-            if FUNCTIONS.get(expr.func.value) != len(expr.args):
-                raise GuardCompileError(f"unknown function {expr.func.value}()")
-            if expr.func.value == "visits":
+            func = expr.func.value
+            if not takes(func, len(expr.args)):
+                raise GuardCompileError(f"unknown function {func}()")
+            if func == "visits":
                 return f"{ctx.scope}.visits.get({py_string(state_argument(expr))}, 0)", POSTFIX
-            return f"len({self.write(expr.args[0])[0]})", POSTFIX
+            args = ", ".join(self.write(a)[0] for a in expr.args)
+            return f"{AGGREGATE_HELPERS.get(func, func)}({args})", POSTFIX
         if isinstance(expr, ast.NameExpr):
             raise GuardCompileError(f"unknown name {expr.name!r}")
         raise GuardCompileError(f"not an expression: {type(expr).__name__}")
@@ -284,9 +304,9 @@ class _PythonWriter(_Writer):
     def quantifier(self, expr: ast.Quantifier) -> tuple[str, int]:
         """`all(TEST for x in LIST)` as Python's own; `count(...)` as `sum(1 for x in LIST if TEST)`."""
         func = expr.func.value
-        if func not in ast.QUANTIFIERS:
+        if func not in ast.QUANTIFIERS and func not in ast.AGGREGATES:
             raise GuardCompileError(f"unknown function {func}() over a list")
-        items = self.write(expr.items)[0]
+        items = self.operand(expr.items, OR)  # `in a if b else c` would read as a filter
         owner = self.type_of(expr.items)
         item_type = owner.item if isinstance(owner, ir.ListOf) else None
         name = expr.var.value
@@ -301,8 +321,10 @@ class _PythonWriter(_Writer):
             else:
                 self.bound[name] = outer
         if func == "count":
+            if isinstance(expr.element, ast.Conditional):
+                element = f"({element})"  # a filter takes no conditional without parentheses
             return f"sum(1 for {python} in {items} if {element})", POSTFIX
-        return f"{func}({element} for {python} in {items})", POSTFIX
+        return f"{AGGREGATE_HELPERS.get(func, func)}({element} for {python} in {items})", POSTFIX
 
     def is_variant(self, expr: ast.IsVariant) -> tuple[str, int]:
         """`x is Answer` as `isinstance(x, Answer)`: a variant value is an instance of its type's class."""

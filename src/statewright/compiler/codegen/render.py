@@ -731,7 +731,7 @@ def _used_names(code: str) -> set[str]:
     return {n.id for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Name)}
 
 
-_GENERATED_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
+_GENERATED_STRING = re.compile(r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"')  # unrolled: no regex state per character
 _IDENTIFIER = re.compile(r"(?<![\w.])[A-Za-z_]\w*")
 
 

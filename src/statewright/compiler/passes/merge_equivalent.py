@@ -12,13 +12,16 @@ state, when it is in the block) as the one whose work it `shares`. Code generati
 block's work once — its guards and tool-call argument builders — for all its members. So nothing a user or
 a model sees differs between -O0 and -O1 (paths, traces, script keys, failures, positions, schema names,
 every request), a checkpoint resumes across levels, and the pass needs no exceptions: a final state, a
-bounded state, a state read by name, with listeners or on a cycle is merged like any other.
+bounded state, a state read by name, with listeners or on a cycle is merged like any other. For the same
+reason the signature leaves out what a merged state keeps of its own here — its model, a failing final
+state's reason, `per visit` and deadlines on its edges — which a source rewrite, deleting states, must not
+(`apart_by`, designer/source_edit.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ...grammar import ast
 from ...grammar.parser import paused_gc
@@ -40,17 +43,20 @@ def merge_equivalent_states(machine: ir.Machine) -> ir.Machine:
         return dataclasses.replace(machine, states=states)
 
 
-def equivalence_classes(machine: ir.Machine, keep_apart: Sequence[bool] | None = None) -> dict[str, list[str]]:
+def equivalence_classes(machine: ir.Machine, keep_apart: Sequence[bool] | None = None, *,
+                        apart_by: Callable[[ir.State], object] | None = None) -> dict[str, list[str]]:
     """Representative name -> the names of all states in its class (source order), for classes of two or
     more, ordered by the representative's position in the source.
 
     `keep_apart[i]` puts state i in a class of its own (a source rewrite deletes merged states, and some
-    states must keep their declaration: see source_edit)."""
+    states must keep their declaration: see source_edit). `apart_by(state)` adds to the signature: states
+    it tells apart are never in one class (a source rewrite must keep apart what this pass may share)."""
     with paused_gc():
-        return _equivalence_classes(machine, keep_apart)[0]
+        return _equivalence_classes(machine, keep_apart, apart_by)[0]
 
 
-def _equivalence_classes(machine: ir.Machine, keep_apart: Sequence[bool] | None
+def _equivalence_classes(machine: ir.Machine, keep_apart: Sequence[bool] | None,
+                         apart_by: Callable[[ir.State], object] | None = None
                          ) -> tuple[dict[str, list[str]], bool]:
     """The classes, and whether some state is marked as sharing another's work already."""
     states = machine.states
@@ -65,7 +71,9 @@ def _equivalence_classes(machine: ir.Machine, keep_apart: Sequence[bool] | None
     groups: dict[object, list[int]] = {}
     marked = False
     for i, s in enumerate(states):
-        key = ("alone", i) if keep_apart is not None and keep_apart[i] else _plain_signature(s)
+        key: object = ("alone", i) if keep_apart is not None and keep_apart[i] else _plain_signature(s)
+        if apart_by is not None:
+            key = (key, apart_by(s))
         groups.setdefault(key, []).append(i)
         marked = marked or s.shares is not None
     count = 0

@@ -17,27 +17,30 @@ import math
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
 from ...diagnostics import Diagnostic, Diagnostics, SourceFile, Span
 from ...grammar import ast, parse_source
+from ...grammar.node import digest
 from ...grammar.parser import decode_long_string, next_code
 
 INDENT = "    "
+# An object or list value that fits in this many columns (indentation included) is printed on one line.
+LINE_WIDTH = 100
 
 # Machine items in one of these groups sit on consecutive lines; every other pair of neighbours (and any
 # two items of different groups) is separated by one blank line.
 _CONSECUTIVE_GROUPS = frozenset({"description", "inputs", "defaults", "tools"})
 
 _BARE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_LONG_STRING = re.compile(r'"""(?:[^"]|"(?!""))*"""')
+_LONG_STRING = re.compile(r'"""[^"]*(?:"(?!"")[^"]*)*"""')  # unrolled: no regex state per character
 _WHITESPACE = " \t\f\r\n"
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r"}
 
 # Binding strength of each expression form, loosest first; mirrors the precedence chain in the grammar.
-_OR, _AND, _NOT, _COMPARE, _SUM, _PRODUCT, _UNARY, _POSTFIX, _ATOM = range(9)
+_CONDITIONAL, _OR, _AND, _NOT, _COMPARE, _SUM, _PRODUCT, _UNARY, _POSTFIX, _ATOM = range(-1, 9)
 _BINARY_LEVEL = {
     "or": _OR, "and": _AND,
     "==": _COMPARE, "!=": _COMPARE, "<": _COMPARE, "<=": _COMPARE, ">": _COMPARE, ">=": _COMPARE,
@@ -63,12 +66,17 @@ def format_source(source: SourceFile) -> FormatResult:
     parsed = parse_source(source)
     if parsed.machine is None or parsed.diagnostics.has_errors:
         return FormatResult(None, parsed.diagnostics.sorted())
-    text = _Layout(source, parsed.machine, parsed.comments).render()
-    problem = _round_trip_problem(parsed.machine, parsed.comments, text, source.path)
+    layout = _Layout(source, parsed.machine, parsed.comments)
+    span = parsed.machine.span
+    before = digest(parsed.machine), comment_texts(parsed.comments)
+    del parsed  # the tree goes once printing has its shape, before the text is read again (two trees of a
+    text = layout.render()  # large file are never held at once, nor a tree beside the printed text)
+    del layout
+    problem = _round_trip_problem(before, text, source.path)
     if problem:
         diagnostics = Diagnostics()
         diagnostics.report(
-            "SW9001", f"the formatter would {problem}; the file was left unchanged", parsed.machine.span,
+            "SW9001", f"the formatter would {problem}; the file was left unchanged", span,
             help="please report this with the input file",
         )
         return FormatResult(None, diagnostics.sorted())
@@ -104,21 +112,27 @@ def expr_to_source(expr: ast.Expr, string: Callable[[ast.Literal], str] | None =
         elif isinstance(e, ast.UnaryOp):
             level = _NOT if e.op == "not" else _UNARY
             written[id(e)] = level, ("not " if e.op == "not" else "-") + operand(e.operand, level)
+        elif isinstance(e, ast.Conditional):
+            # `a if b else c if d else e` nests to the right, as in Python; its first two parts are tighter
+            written[id(e)] = _CONDITIONAL, (f"{operand(e.then, _OR)} if {operand(e.test, _OR)} else "
+                                            f"{operand(e.orelse, _CONDITIONAL)}")
         elif isinstance(e, ast.Attribute):
             written[id(e)] = _POSTFIX, f"{operand(e.value, _POSTFIX)}.{e.attr.value}"
         elif isinstance(e, ast.Index):
-            written[id(e)] = _POSTFIX, f"{operand(e.value, _POSTFIX)}[{operand(e.index, _OR)}]"
+            written[id(e)] = _POSTFIX, f"{operand(e.value, _POSTFIX)}[{operand(e.index, _CONDITIONAL)}]"
         elif isinstance(e, ast.Call):
-            written[id(e)] = _POSTFIX, f"{e.func.value}(" + ", ".join(operand(a, _OR) for a in e.args) + ")"
+            written[id(e)] = _POSTFIX, (f"{e.func.value}(" + ", ".join(operand(a, _CONDITIONAL) for a in e.args)
+                                        + ")")
         elif isinstance(e, ast.Quantifier):
-            written[id(e)] = _POSTFIX, (f"{e.func.value}({operand(e.element, _OR)} for {e.var.value} in "
+            # a conditional list is parenthesized: Python would read `in a if b` as a filter
+            written[id(e)] = _POSTFIX, (f"{e.func.value}({operand(e.element, _CONDITIONAL)} for {e.var.value} in "
                                         f"{operand(e.items, _OR)})")
         elif isinstance(e, ast.IsVariant):
             # a comparison: its operand binds tighter, as comparisons do not chain
             written[id(e)] = _COMPARE, (f"{operand(e.value, _SUM)} is {'not ' if e.negated else ''}"
                                         f"{e.type.value}")
         elif isinstance(e, ast.ListExpr):
-            written[id(e)] = _ATOM, "[" + ", ".join(operand(i, _OR) for i in e.items) + "]"
+            written[id(e)] = _ATOM, "[" + ", ".join(operand(i, _CONDITIONAL) for i in e.items) + "]"
         elif isinstance(e, ast.NameExpr):
             written[id(e)] = _ATOM, e.name
         elif isinstance(e, ast.Literal):
@@ -126,6 +140,11 @@ def expr_to_source(expr: ast.Expr, string: Callable[[ast.Literal], str] | None =
         else:
             raise TypeError(f"not a guard expression: {type(e).__name__}")
     return written[id(expr)][1]
+
+
+def _bound(count: ast.Number | ast.Name) -> str:
+    """A bound's count: the number, or the name of the input it is read from (`max rounds`)."""
+    return count.value if isinstance(count, ast.Name) else _number(count.value)
 
 
 def _literal_source(literal: ast.Literal, string: Callable[[ast.Literal], str] | None) -> tuple[int, str]:
@@ -157,13 +176,15 @@ def _diff_lines(text: str) -> list[str]:
     return lines
 
 
-def _round_trip_problem(machine: ast.Machine, comments: list[ast.Comment], text: str, path: str) -> str:
+def _round_trip_problem(before: tuple[bytes, Counter[str]], text: str, path: str) -> str:
+    """What reading the formatted text back shows the formatter would break: the input's tree is compared by
+    its digest (grammar.node.digest), and its comments as comment_texts keeps them."""
     reparsed = parse_source(SourceFile(path, text))
     if reparsed.machine is None or reparsed.diagnostics.has_errors:
         return "produce text that does not parse"
-    if reparsed.machine != machine:
+    if digest(reparsed.machine) != before[0]:
         return "change the meaning of the machine"
-    if comment_texts(reparsed.comments) != comment_texts(comments):
+    if comment_texts(reparsed.comments) != before[1]:
         return "lose or alter a comment"
     return ""
 
@@ -171,13 +192,13 @@ def _round_trip_problem(machine: ast.Machine, comments: list[ast.Comment], text:
 # ---- the printed shape: lines and blocks, each remembering where it came from ----------------------
 
 
-@dataclass
+@dataclass(slots=True)
 class _Comment:
     text: str
     blank_before: bool = False
 
 
-@dataclass
+@dataclass(slots=True)
 class _Element:
     """One printed statement (a line) or block (`header {` ... `}`), with the comments attached to it."""
 
@@ -188,13 +209,24 @@ class _Element:
     open_pos: int = -1  # source offset of a block's opening bracket
     opener: str = "{"
     closer: str = "}"
-    children: list[_Element] = field(default_factory=list)
+    children: Sequence[_Element] = ()  # a block's: a list (a line has none)
     group: str = ""
-    leading: list[_Comment] = field(default_factory=list)  # own-line comments before the element
-    inner: list[_Comment] = field(default_factory=list)  # comments that were inside a single statement
-    trailing: list[str] = field(default_factory=list)  # after the line, or after a block's opening bracket
-    end_comments: list[_Comment] = field(default_factory=list)  # own-line comments before a block's closer
-    close_trailing: list[str] = field(default_factory=list)
+    # the comments attached to it: an empty tuple until one is (_add), so that the elements of a large file,
+    # most of which have none, do not hold five empty lists each
+    leading: Sequence[_Comment] = ()  # own-line comments before the element
+    inner: Sequence[_Comment] = ()  # comments that were inside a single statement
+    trailing: Sequence[str] = ()  # after the line, or after a block's opening bracket
+    end_comments: Sequence[_Comment] = ()  # own-line comments before a block's closer
+    close_trailing: Sequence[str] = ()
+
+
+def _add(element: _Element, where: str, comment: object) -> None:
+    """Attach a comment to one of an element's lists of comments (made on the first one)."""
+    attached = getattr(element, where)
+    if not attached:
+        attached = []
+        setattr(element, where, attached)
+    attached.append(comment)
 
 
 def _line(node_span: Span, text: str, group: str = "") -> _Element:
@@ -207,13 +239,18 @@ class _Layout:
         self.text = source.text
         self.machine = machine
         self.comments = comments
+        self.comment_starts = sorted(c.span.start for c in comments)
         self.file_end: list[_Comment] = []
 
     # ---- rendering -------------------------------------------------------------------------------
 
     def render(self) -> str:
-        root = self._machine(self.machine)
-        uses = [self._use(u) for u in self.machine.uses]  # the `use` lines before the machine
+        """The canonical text. The syntax tree is let go as soon as the printed shape is made from it: the
+        shape and the text are all that printing needs (the caller keeps the tree's digest instead)."""
+        machine, self.machine = self.machine, None  # type: ignore[assignment]
+        root = self._machine(machine)
+        uses = [self._use(u) for u in machine.uses]  # the `use` lines before the machine
+        del machine
         for comment in self.comments:
             if uses and comment.span.start < root.start:
                 self._attach_before_machine(uses, root, comment)
@@ -282,10 +319,10 @@ class _Layout:
         text = comment.text.rstrip(_WHITESPACE)
         after_code = self._code_before_on_line(pos)
         if pos < root.start:
-            root.leading.append(_Comment(text, self._blank_before(pos) and bool(root.leading)))
+            _add(root, "leading", _Comment(text, self._blank_before(pos) and bool(root.leading)))
         elif pos >= root.end:
             if after_code and not self.file_end:
-                root.close_trailing.append(text)
+                _add(root, "close_trailing", text)
             else:
                 self.file_end.append(_Comment(text, self._blank_before(pos)))
         else:
@@ -298,16 +335,16 @@ class _Layout:
         following = [*uses, root]
         i = bisect.bisect_right(uses, pos, key=_start_of)  # the uses that start before the comment
         if i > 0 and pos < uses[i - 1].end:
-            uses[i - 1].inner.append(_Comment(text))
+            _add(uses[i - 1], "inner", _Comment(text))
         elif i > 0 and self._code_before_on_line(pos):
-            uses[i - 1].trailing.append(text)
+            _add(uses[i - 1], "trailing", text)
         else:
-            following[i].leading.append(_Comment(text, self._blank_before(pos)))
+            _add(following[i], "leading", _Comment(text, self._blank_before(pos)))
 
     def _attach_in_block(self, block: _Element, pos: int, text: str, after_code: bool) -> None:
         while True:
             if pos < block.open_pos:  # between the statement's first word and its bracket
-                block.inner.append(_Comment(text))
+                _add(block, "inner", _Comment(text))
                 return
             i = bisect.bisect_left(block.children, pos, key=_start_of)
             if i > 0 and pos < block.children[i - 1].end:
@@ -315,21 +352,21 @@ class _Layout:
                 if child.block:
                     block = child
                     continue
-                child.inner.append(_Comment(text))
+                _add(child, "inner", _Comment(text))
                 return
             break
         previous = block.children[i - 1] if i > 0 else None
         if after_code:
             if previous is None:
-                block.trailing.append(text)
+                _add(block, "trailing", text)
             elif previous.block:
-                previous.close_trailing.append(text)
+                _add(previous, "close_trailing", text)
             else:
-                previous.trailing.append(text)
+                _add(previous, "trailing", text)
         elif i < len(block.children):
-            block.children[i].leading.append(_Comment(text, self._blank_before(pos)))
+            _add(block.children[i], "leading", _Comment(text, self._blank_before(pos)))
         else:
-            block.end_comments.append(_Comment(text, self._blank_before(pos)))
+            _add(block, "end_comments", _Comment(text, self._blank_before(pos)))
 
     def _code_before_on_line(self, pos: int) -> bool:
         i = pos - 1
@@ -478,7 +515,7 @@ class _Layout:
         if isinstance(item, ast.Tell):
             return _line(item.span, "tell [" + ", ".join(n.value for n in item.agents) + "]")
         if isinstance(item, ast.Visits):
-            return _line(item.span, f"visits {_number(item.count.value)}")
+            return _line(item.span, f"visits {_bound(item.count)}")
         if isinstance(item, ast.Retries):
             return _line(item.span, f"retries {_number(item.count.value)}")
         if isinstance(item, ast.ToolCall):
@@ -506,7 +543,7 @@ class _Layout:
             names = f"{item.index.value}, {item.item.value}" if item.index is not None else item.item.value
             text = f"for {names} in {self._expr(item.items, depth)}"
             if item.max is not None:
-                text += f" max {_number(item.max.value)}"
+                text += f" max {_bound(item.max)}"
             if item.concurrency is not None:
                 text += f" concurrency {_number(item.concurrency.value)}"
             return _line(item.span, text)
@@ -532,7 +569,7 @@ class _Layout:
         else:
             text = "otherwise stay"
         if t.max is not None:
-            text += f" max {_number(t.max.value)}"
+            text += f" max {_bound(t.max)}"
             if t.per_visit is not None:
                 text += " per visit"
         return text
@@ -576,14 +613,18 @@ class _Layout:
             return _line(item.span, "allow unused replies")
         raise TypeError(f"unknown test item {type(item).__name__}")
 
-    # ---- values: objects and lists of objects are blocks, everything else stays on its line --------
+    # ---- values: on one line when they fit, else objects and lists of objects are blocks ----------
 
     def _valued(self, span: Span, owner: str, value: ast.Value, depth: int, *, suffix: str = "",
                 group: str = "") -> _Element:
-        """`owner value` as one element: a block when the value is an object or holds objects."""
+        """`owner value` as one element: one line when it fits, else a block when the value is an object
+        or holds objects."""
         if not _spans_lines(value):
             text = f"{owner} {self._value(value, depth)}" if owner else self._value(value, depth)
             return _line(span, text + suffix, group)
+        one_line = self._one_line(owner, value, depth, suffix)
+        if one_line is not None:
+            return _line(span, one_line, group)
         children: list[_Element]
         if value.kind == "object":
             children = [self._valued(e.span, e.key.value, e.value, depth + 1)
@@ -594,6 +635,22 @@ class _Layout:
             opener, closer = "[", "]"
         return _Element(span.start, span.end, owner, block=True, open_pos=value.span.start, opener=opener,
                         closer=closer + suffix, children=children, group=group)
+
+    def _one_line(self, owner: str, value: ast.Value, depth: int, suffix: str) -> str | None:
+        """`owner { key value, ... }` when it fits in LINE_WIDTH and nothing in the value needs a line of
+        its own: a comment inside it keeps the block (where the comment has its place), and so does a
+        string written over several lines. Both are read from the text being printed, so the choice is
+        the same when the result is formatted again."""
+        i = bisect.bisect_left(self.comment_starts, value.span.start)
+        if i < len(self.comment_starts) and self.comment_starts[i] < value.span.end:
+            return None
+        text = self._inline_value(value, depth)
+        if "\n" in text:
+            return None
+        line = (f"{owner} {text}" if owner else text) + suffix
+        if display_width(INDENT * depth + line) > LINE_WIDTH:
+            return None
+        return line
 
     def _value(self, value: ast.Value, depth: int) -> str:
         kind = value.kind
@@ -672,17 +729,27 @@ def _separated(previous: _Element, current: _Element) -> bool:
     return previous.group != current.group or current.group not in _CONSECUTIVE_GROUPS
 
 
-def _trailing(comments: list[str]) -> str:
+def _trailing(comments: Sequence[str]) -> str:
     return "  " + comments[0] if comments else ""
 
 
 def _spans_lines(value: ast.Value) -> bool:
-    """Objects with entries, and lists holding such objects, are printed one entry per line."""
+    """Objects with entries, and lists holding such objects: one entry per line unless they fit on one."""
     if value.kind == "object":
         return bool(value.value)
     if value.kind == "list":
         return any(_spans_lines(v) for v in ast.list_items(value))
     return False
+
+
+def display_width(line: str) -> int:
+    """Columns a terminal gives `line`: wide characters two, combining marks none."""
+    width = 0
+    for ch in line:
+        if unicodedata.combining(ch):
+            continue
+        width += 2 if unicodedata.east_asian_width(ch) in "WF" else 1
+    return width
 
 
 def _is_control(ch: str) -> bool:

@@ -89,6 +89,9 @@ def expr_to_json(e: ast.Expr) -> dict[str, Any]:
     if isinstance(e, ast.IsVariant):
         return {"kind": "is", "value": expr_to_json(e.value), "type": e.type.value, "negated": e.negated,
                 "span": span}
+    if isinstance(e, ast.Conditional):
+        return {"kind": "conditional", "then": expr_to_json(e.then), "test": expr_to_json(e.test),
+                "else": expr_to_json(e.orelse), "span": span}
     if isinstance(e, ast.UnaryOp):
         return {"kind": "unary", "op": e.op, "operand": expr_to_json(e.operand), "span": span}
     return {"kind": "binary", "op": e.op, "left": expr_to_json(e.left), "right": expr_to_json(e.right),
@@ -284,6 +287,10 @@ _STRS = {"type": "array", "items": _STR}
 _ORIGIN = _nullable(_REF["span"])
 _CONSTRAINTS = {"$ref": "#/$defs/constraints"}
 
+# a bound: a number, or the name of the int input a run reads it from
+_BOUND: dict[str, Any] = {"anyOf": [{"type": "integer", "minimum": 1}, {"type": "string"}]}
+
+
 _MACHINE_PROPERTIES: dict[str, Any] = {
     "name": _STR,
     "description": _STR,
@@ -364,10 +371,12 @@ IR_JSON_SCHEMA: dict[str, Any] = {
             _obj({"kind": {"const": "index"}, "value": _REF["expr"], "index": _REF["expr"], "span": _ORIGIN}),
             _obj({"kind": {"const": "call"}, "func": _STR, "args": {"type": "array", "items": _REF["expr"]},
                   "span": _ORIGIN}),
-            _obj({"kind": {"const": "quantifier"}, "func": {"enum": ["all", "any", "count"]},
+            _obj({"kind": {"const": "quantifier"}, "func": {"enum": ["all", "any", "count", "sum", "min", "max"]},
                   "element": _REF["expr"], "var": _STR, "items": _REF["expr"], "span": _ORIGIN}),
             _obj({"kind": {"const": "is"}, "value": _REF["expr"], "type": _STR, "negated": {"type": "boolean"},
                   "span": _ORIGIN}),
+            _obj({"kind": {"const": "conditional"}, "then": _REF["expr"], "test": _REF["expr"],
+                  "else": _REF["expr"], "span": _ORIGIN}),
             _obj({"kind": {"const": "unary"}, "op": {"enum": ["not", "-"]}, "operand": _REF["expr"],
                   "span": _ORIGIN}),
             _obj({"kind": {"const": "binary"},
@@ -378,7 +387,7 @@ IR_JSON_SCHEMA: dict[str, Any] = {
         "transition": _obj({
             "kind": {"enum": ["guard", "condition", "always", "otherwise", "stay", "timeout"]},
             "target": _STR, "guard": _nullable(_REF["expr"]), "condition": _nullable(_STR),
-            "max": _nullable({"type": "integer", "minimum": 1}), "origin": _ORIGIN,
+            "max": _nullable(_BOUND), "origin": _ORIGIN,
             "per_visit": {"type": "boolean"}, "seconds": _nullable({"type": "number", "exclusiveMinimum": 0}),
         }),
         "call": _obj({
@@ -400,14 +409,14 @@ IR_JSON_SCHEMA: dict[str, Any] = {
             "origin": _ORIGIN,
         }),
         "each": _obj({
-            "index": _nullable(_STR), "item": _STR, "items": _REF["expr"], "max": {"type": "integer", "minimum": 1},
+            "index": _nullable(_STR), "item": _STR, "items": _REF["expr"], "max": _BOUND,
             "concurrency": {"type": "integer", "minimum": 1}, "origin": _ORIGIN,
         }),
         "state": _obj({
             "name": _STR, "kind": {"enum": ["agent", "action", "call", "human", "parallel", "final"]},
             "agent": _nullable(_STR),
             "instruction": _nullable(_STR), "output": _nullable(_REF["type"]), "tell": _STRS,
-            "visits": _nullable({"type": "integer", "minimum": 1}),
+            "visits": _nullable(_BOUND),
             "retries": {"type": "integer", "minimum": 0},
             "call": _nullable({"$ref": "#/$defs/call"}), "result": _nullable(_STR),
             "transitions": {"type": "array", "items": {"$ref": "#/$defs/transition"}},
