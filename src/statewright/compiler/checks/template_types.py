@@ -24,6 +24,7 @@ from jinja2 import nodes
 
 from ...diagnostics import Diagnostics, Span, did_you_mean
 from .. import ir
+from .callees import UntypedResult
 from .flow import Flow
 from .resolve import FieldRead, Symbols
 from .template_filters import FILTERS, FilterCall
@@ -470,6 +471,13 @@ class TemplateTypes:
             return (ir.ANY,)
         if isinstance(t, NamespaceValue):
             return self._namespace_field(t, key, at, span, shown)
+        if isinstance(t, UntypedResult):
+            if isinstance(key, str):
+                self._once(at, "SW4105", f"the result of machine '{t.machine}' has no declared type", span,
+                           label=f"'{shown}' has no field '{key}' to read",
+                           help=f"declare 'returns TYPE' in the machine that '{t.machine}' runs, or use '{shown}' "
+                                "as a whole")
+            return (ir.ANY,)
         if isinstance(t, TextOutput) and isinstance(key, str):
             self._once(at, "SW5002", f"state '{t.state}' has no typed output", span,
                        label=f"'{shown}' is plain text, so it has no field '{key}'",
