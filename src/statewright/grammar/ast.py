@@ -6,10 +6,9 @@ formatter's round-trip property relies on.
 
 from __future__ import annotations
 
-import operator
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import field
-from typing import Any, cast
+from typing import cast
 
 from ..diagnostics import Span
 from .node import Node
@@ -253,15 +252,6 @@ class BinaryOp(Node):
     left: Expr
     right: Expr
     span: Span = _span()
-
-
-# What each operator but `and` / `or` (which short-circuit) computes: the Python operator of the same name.
-BINARY_OPERATORS: dict[str, Callable[[Any, Any], Any]] = {
-    "==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
-    ">=": operator.ge, "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
-    "%": operator.mod, "in": lambda item, container: item in container,
-    "not in": lambda item, container: item not in container,
-}
 
 
 Expr = (NameExpr | Literal | ListExpr | Attribute | Index | Call | Quantifier | IsVariant | Conditional | UnaryOp

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...grammar import ast
+from ...grammar.operators import BINARY_OPERATORS
 from ...runtime.guard_aggregates import guard_max, guard_min, guard_sum
 from ...runtime.templates import MAX_INT_DIGITS
 
@@ -70,10 +71,11 @@ def known_value(expr: ast.Expr, _items: dict[str, Any] | None = None, _budget: l
 
     Only literals and operators on them qualify (`true`, `1 == 1`, `"a" in "abc"`, `len([1, 2]) > 1`):
     any name (`output`, an input, `STATE.output`, `visits(STATE)`) makes the value unknown. Operators mean
-    what they mean at run time (Python's, `ast.BINARY_OPERATORS`, as in the guard interpreter). An operation
-    that would fail at run time leaves it unknown too; `*` and `%` are only applied to numbers, so a file
-    cannot make the compiler build a huge string (`"a" * 1000000000`), and a product is not worked out once
-    it would have more digits than a number may print.
+    what they mean at run time, where a guard runs as the Python code generation writes for it
+    (`operators.BINARY_OPERATORS`). An operation that would fail at run time leaves it unknown too; `*`
+    and `%` are only applied to numbers, so a file cannot make the compiler build a huge string
+    (`"a" * 1000000000`), and a product is not worked out once it would have more digits than a number
+    may print.
     """
     items = _items or {}
     budget = _budget if _budget is not None else [_MAX_EVALUATIONS]
@@ -110,7 +112,7 @@ def known_value(expr: ast.Expr, _items: dict[str, Any] | None = None, _budget: l
             elif e.op == "or":
                 values[id(e)] = left or right
             else:
-                apply = ast.BINARY_OPERATORS.get(e.op)
+                apply = BINARY_OPERATORS.get(e.op)
                 if apply is None or (e.op in ("*", "%") and not (_is_number(left) and _is_number(right))):
                     return None
                 if e.op == "*" and _bits(left) + _bits(right) > _MAX_INT_BITS:

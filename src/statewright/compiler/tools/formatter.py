@@ -24,6 +24,7 @@ from typing import cast
 from ...diagnostics import Diagnostic, Diagnostics, SourceFile, Span
 from ...grammar import ast, parse_source
 from ...grammar.node import digest
+from ...grammar.operators import ATOM, BINARY_PRECEDENCE, COMPARE, CONDITIONAL, NEGATE, NOT, OR, POSTFIX, SUM
 from ...grammar.parser import decode_long_string, next_code
 
 INDENT = "    "
@@ -38,15 +39,6 @@ _BARE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _LONG_STRING = re.compile(r'"""[^"]*(?:"(?!"")[^"]*)*"""')  # unrolled: no regex state per character
 _WHITESPACE = " \t\f\r\n"
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r"}
-
-# Binding strength of each expression form, loosest first; mirrors the precedence chain in the grammar.
-_CONDITIONAL, _OR, _AND, _NOT, _COMPARE, _SUM, _PRODUCT, _UNARY, _POSTFIX, _ATOM = range(-1, 9)
-_BINARY_LEVEL = {
-    "or": _OR, "and": _AND,
-    "==": _COMPARE, "!=": _COMPARE, "<": _COMPARE, "<=": _COMPARE, ">": _COMPARE, ">=": _COMPARE,
-    "in": _COMPARE, "not in": _COMPARE,
-    "+": _SUM, "-": _SUM, "*": _PRODUCT, "/": _PRODUCT, "%": _PRODUCT,
-}
 
 
 @dataclass
@@ -105,36 +97,36 @@ def expr_to_source(expr: ast.Expr, string: Callable[[ast.Literal], str] | None =
 
     for e in reversed(list(ast.iter_expr(expr))):
         if isinstance(e, ast.BinaryOp):
-            level = _BINARY_LEVEL[e.op]
+            level = BINARY_PRECEDENCE[e.op]
             # left-associative chains keep their left operand bare; comparisons do not chain at all
-            left_need = level + 1 if level == _COMPARE else level
+            left_need = level + 1 if level == COMPARE else level
             written[id(e)] = level, f"{operand(e.left, left_need)} {e.op} {operand(e.right, level + 1)}"
         elif isinstance(e, ast.UnaryOp):
-            level = _NOT if e.op == "not" else _UNARY
+            level = NOT if e.op == "not" else NEGATE
             written[id(e)] = level, ("not " if e.op == "not" else "-") + operand(e.operand, level)
         elif isinstance(e, ast.Conditional):
             # `a if b else c if d else e` nests to the right, as in Python; its first two parts are tighter
-            written[id(e)] = _CONDITIONAL, (f"{operand(e.then, _OR)} if {operand(e.test, _OR)} else "
-                                            f"{operand(e.orelse, _CONDITIONAL)}")
+            written[id(e)] = CONDITIONAL, (f"{operand(e.then, OR)} if {operand(e.test, OR)} else "
+                                            f"{operand(e.orelse, CONDITIONAL)}")
         elif isinstance(e, ast.Attribute):
-            written[id(e)] = _POSTFIX, f"{operand(e.value, _POSTFIX)}.{e.attr.value}"
+            written[id(e)] = POSTFIX, f"{operand(e.value, POSTFIX)}.{e.attr.value}"
         elif isinstance(e, ast.Index):
-            written[id(e)] = _POSTFIX, f"{operand(e.value, _POSTFIX)}[{operand(e.index, _CONDITIONAL)}]"
+            written[id(e)] = POSTFIX, f"{operand(e.value, POSTFIX)}[{operand(e.index, CONDITIONAL)}]"
         elif isinstance(e, ast.Call):
-            written[id(e)] = _POSTFIX, (f"{e.func.value}(" + ", ".join(operand(a, _CONDITIONAL) for a in e.args)
+            written[id(e)] = POSTFIX, (f"{e.func.value}(" + ", ".join(operand(a, CONDITIONAL) for a in e.args)
                                         + ")")
         elif isinstance(e, ast.Quantifier):
             # a conditional list is parenthesized: Python would read `in a if b` as a filter
-            written[id(e)] = _POSTFIX, (f"{e.func.value}({operand(e.element, _CONDITIONAL)} for {e.var.value} in "
-                                        f"{operand(e.items, _OR)})")
+            written[id(e)] = POSTFIX, (f"{e.func.value}({operand(e.element, CONDITIONAL)} for {e.var.value} in "
+                                        f"{operand(e.items, OR)})")
         elif isinstance(e, ast.IsVariant):
             # a comparison: its operand binds tighter, as comparisons do not chain
-            written[id(e)] = _COMPARE, (f"{operand(e.value, _SUM)} is {'not ' if e.negated else ''}"
+            written[id(e)] = COMPARE, (f"{operand(e.value, SUM)} is {'not ' if e.negated else ''}"
                                         f"{e.type.value}")
         elif isinstance(e, ast.ListExpr):
-            written[id(e)] = _ATOM, "[" + ", ".join(operand(i, _CONDITIONAL) for i in e.items) + "]"
+            written[id(e)] = ATOM, "[" + ", ".join(operand(i, CONDITIONAL) for i in e.items) + "]"
         elif isinstance(e, ast.NameExpr):
-            written[id(e)] = _ATOM, e.name
+            written[id(e)] = ATOM, e.name
         elif isinstance(e, ast.Literal):
             written[id(e)] = _literal_source(e, string)
         else:
@@ -150,14 +142,14 @@ def _bound(count: ast.Number | ast.Name) -> str:
 def _literal_source(literal: ast.Literal, string: Callable[[ast.Literal], str] | None) -> tuple[int, str]:
     value = literal.value
     if value is None:
-        return _ATOM, "none"
+        return ATOM, "none"
     if isinstance(value, bool):
-        return _ATOM, "true" if value else "false"
+        return ATOM, "true" if value else "false"
     if isinstance(value, str):
-        return _ATOM, string(literal) if string is not None else double_quoted(value)
+        return ATOM, string(literal) if string is not None else double_quoted(value)
     text = _signed_number(value)
     # a negative number is written (and parsed) as unary minus applied to a literal
-    return (_UNARY if text.startswith("-") else _ATOM), text
+    return (NEGATE if text.startswith("-") else ATOM), text
 
 
 def comment_texts(comments: list[ast.Comment]) -> Counter[str]:
