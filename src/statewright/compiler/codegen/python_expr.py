@@ -16,21 +16,10 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from ...grammar import ast
+from ...grammar.operators import ATOM, BINARY_PRECEDENCE, COMPARE, CONDITIONAL, NEGATE, NOT, OR, POSTFIX
 from .. import ir
 from ..tools.formatter import expr_to_source
 from .types_py import ModelPlans, is_plain_attribute, py_string
-
-# Binding strength, weakest first; the same ladder in Python and in the spec language.
-CONDITIONAL, OR, AND, NOT, COMPARE, SUM, PRODUCT, NEGATE, POSTFIX, ATOM = range(10)
-
-BINARY_PRECEDENCE = {
-    "or": OR, "and": AND,
-    "==": COMPARE, "!=": COMPARE, "<": COMPARE, "<=": COMPARE, ">": COMPARE, ">=": COMPARE,
-    "in": COMPARE, "not in": COMPARE,
-    "+": SUM, "-": SUM, "*": PRODUCT, "/": PRODUCT, "%": PRODUCT,
-}
-NEGATED = {"==": "!=", "!=": "==", "in": "not in", "not in": "in"}
-ORDERING = {"<": "ascending", "<=": "ascending", ">": "descending", ">=": "descending"}
 
 
 # ---- what a name in an expression means ----------------------------------------------------------
@@ -198,8 +187,19 @@ def python_literal(value: object) -> str:
     return repr(value)
 
 
-class _Writer:
-    """Precedence-aware writing shared by both syntaxes; subclasses supply the leaves."""
+# Names the Python of an expression may use besides the scope: an item of all/any/count never takes one.
+_EXPRESSION_GLOBALS = frozenset({"guard_attribute", "isinstance", "sum", *AGGREGATE_HELPERS.values(),
+                                 *dir(builtins)})
+
+
+class _PythonWriter:
+    """An expression as Python over the run's Scope. The spec's binding strengths are Python's
+    (grammar/operators.py), so the code reads as the guard does in the spec."""
+
+    def __init__(self, context: ExprContext) -> None:
+        self.context = context
+        # the items all/any/count bind around the expression being written: spec name -> (Python name, type)
+        self.bound: dict[str, tuple[str, ir.Type | None]] = {}
 
     def write(self, expr: ast.Expr) -> tuple[str, int]:
         if isinstance(expr, ast.BinaryOp):
@@ -215,9 +215,6 @@ class _Writer:
             then, test = self.operand(expr.then, OR), self.operand(expr.test, OR)
             return f"{then} if {test} else {self.operand(expr.orelse, CONDITIONAL)}", CONDITIONAL
         return self.leaf(expr)
-
-    def leaf(self, expr: ast.Expr) -> tuple[str, int]:
-        raise NotImplementedError
 
     def operand(self, expr: ast.Expr, at_least: int, *, strictly: bool = False) -> str:
         text, prec = self.write(expr)
@@ -238,18 +235,6 @@ class _Writer:
             isinstance(inner, ast.Literal) and isinstance(inner.value, (int, float)) and inner.value < 0
         )
         return f"-{self.operand(inner, NEGATE, strictly=nested)}", NEGATE
-
-
-# Names the Python of an expression may use besides the scope: an item of all/any/count never takes one.
-_EXPRESSION_GLOBALS = frozenset({"guard_attribute", "isinstance", "sum", *AGGREGATE_HELPERS.values(),
-                                 *dir(builtins)})
-
-
-class _PythonWriter(_Writer):
-    def __init__(self, context: ExprContext) -> None:
-        self.context = context
-        # the items all/any/count bind around the expression being written: spec name -> (Python name, type)
-        self.bound: dict[str, tuple[str, ir.Type | None]] = {}
 
     def _item_name(self, name: str) -> str:
         """The Python name of an item of all/any/count: the spec's own unless that would hide something
@@ -333,42 +318,6 @@ class _PythonWriter(_Writer):
             raise GuardCompileError(f"unknown type {expr.type.value!r}")
         test = f"isinstance({self.write(expr.value)[0]}, {cls})"
         return (f"not {test}", NOT) if expr.negated else (test, POSTFIX)
-
-    def unary(self, expr: ast.UnaryOp) -> tuple[str, int]:
-        # Written the way a linter wants it, with the same value: `a != b` for `not a == b`,
-        # `bool(x)` for `not not x`.
-        inner = expr.operand
-        if expr.op == "not" and isinstance(inner, ast.BinaryOp) and inner.op in NEGATED:
-            return self.binary(ast.BinaryOp(NEGATED[inner.op], inner.left, inner.right))
-        if expr.op == "not" and isinstance(inner, ast.UnaryOp) and inner.op == "not":
-            if isinstance(inner.operand, ast.Literal) and isinstance(inner.operand.value, bool):
-                return self.write(inner.operand)  # bool(True) is True, and linters say so
-            return f"bool({self.write(inner.operand)[0]})", POSTFIX
-        return super().unary(expr)
-
-    def binary(self, expr: ast.BinaryOp) -> tuple[str, int]:
-        if expr.op == "%" and isinstance(expr.left, ast.Literal) and isinstance(expr.left.value, str):
-            # `"text" % x` is printf-style formatting to a linter; the same call, spelled out, is not
-            return f"str.__mod__({self.write(expr.left)[0]}, {self.write(expr.right)[0]})", POSTFIX
-        chained = self.chained_comparison(expr)
-        return chained if chained is not None else super().binary(expr)
-
-    def chained_comparison(self, expr: ast.BinaryOp) -> tuple[str, int] | None:
-        """`a < b and b < c` as `a < b < c` (the same value; b is the same plain expression on both sides)."""
-        left, right = expr.left, expr.right
-        if not (
-            expr.op == "and"
-            and isinstance(left, ast.BinaryOp)
-            and isinstance(right, ast.BinaryOp)
-            and left.op in ORDERING
-            and ORDERING.get(right.op) == ORDERING[left.op]
-            and left.right == right.left
-        ):
-            return None
-        first = self.operand(left.left, COMPARE, strictly=True)
-        middle = self.operand(left.right, COMPARE, strictly=True)
-        last = self.operand(right.right, COMPARE, strictly=True)
-        return f"{first} {left.op} {middle} {right.op} {last}", COMPARE
 
     def attribute(self, expr: ast.Attribute) -> tuple[str, int]:
         owner = self.operand(expr.value, POSTFIX)
