@@ -89,7 +89,7 @@ class Jail:
     program: str
     network: bool = False
     tmp_bytes: int = 64 * 1024 * 1024
-    options: frozenset[str] = frozenset({"--size", "--disable-userns"})
+    options: frozenset[str] = frozenset(_SANDBOX_OPTIONAL)
 
 
 def sandbox_find_bwrap() -> str | None:

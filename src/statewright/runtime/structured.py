@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
 from typing import Any
 
-from .client import ModelResponse
 from .untrusted import check_text, json_depth_problem, scan_json_value
 
 _FENCE = re.compile(r"```[ \t]*(?:json|JSON|javascript)?[ \t]*\n?(.*?)```", re.DOTALL)
@@ -231,44 +229,6 @@ def _structured_strict(model: type, data: Any, wrapped: bool) -> Any:
     except ValidationError:
         return None
     return instance.value if wrapped else instance
-
-
-def ask_until_valid(
-    call: Callable[[list[dict[str, Any]]], ModelResponse],
-    messages: list[dict[str, Any]],
-    parse: Callable[[str], tuple[Any, list[str]]],
-    retries: int,
-    on_repair: Callable[[list[str]], None] | None = None,
-    on_reask: Callable[[int, str], None] | None = None,
-) -> tuple[Any, ModelResponse]:
-    """Call, parse, and on a bad reply feed the error back and ask again, `retries` more times at most.
-
-    The bad reply and the error message go into the conversation of the retry only; the caller decides
-    what to keep. `on_reask(attempt, error)` hears of each reply sent back (attempt counts from 1).
-    Raises ReplyError when every attempt failed.
-    """
-    conversation = messages
-    last_error = ""
-    for attempt in range(retries + 1):
-        response = call(conversation)
-        try:
-            value, repairs = parse(response.content)
-        except ValueError as exc:
-            last_error = str(exc)
-            if attempt == retries:
-                break
-            if on_reask is not None:
-                on_reask(attempt + 1, last_error)
-            conversation = conversation + [
-                {"role": "assistant", "content": response.content},
-                {"role": "user", "content": f"Your reply could not be used: {last_error}\n"
-                                            "Reply again with only the JSON value, matching the schema."},
-            ]
-            continue
-        if repairs and on_repair is not None:
-            on_repair(repairs)
-        return value, response
-    raise ReplyError(last_error, retries + 1)
 
 
 def to_jsonable(value: Any) -> Any:

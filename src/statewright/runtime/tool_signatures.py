@@ -7,35 +7,43 @@ from __future__ import annotations
 
 from typing import Any
 
+# The options of a tool whose code runs in the jail (std.python, std.shell), the one table of them:
+# name -> (type, the default the runtime uses, what it limits).
+_SANDBOX_OPTIONS: dict[str, tuple[str, Any, str]] = {
+    "timeout": ("float", 30.0, "default wall-clock seconds per call"),
+    "memory_mb": ("int", 512, "address-space limit of each process (RLIMIT_AS)"),
+    "max_output": ("int", 1_000_000, "bytes kept of stdout and of stderr each; more kills the process"),
+    "max_timeout": ("float", 300.0, "largest timeout a call may ask for"),
+    "max_file_mb": ("int", 64, "largest file a process may write (RLIMIT_FSIZE)"),
+    "max_processes": ("int", 64, "processes/threads the call may start (RLIMIT_NPROC)"),
+    "tmp_mb": ("int", 64, "size of the jail's private /tmp, in MiB"),
+    "network": ("bool", False, "whether code in the jail may use the network (the host's, loopback included)"),
+}
+
+
+def _sandboxed(tool: dict[str, Any]) -> dict[str, Any]:
+    """A tool that runs code in the jail: its own entries, and the options of the jail."""
+    return {**tool,
+            "options": {name: kind for name, (kind, _, _) in _SANDBOX_OPTIONS.items()},
+            "option_defaults": {name: default for name, (_, default, _) in _SANDBOX_OPTIONS.items()},
+            "option_docs": {name: doc for name, (_, _, doc) in _SANDBOX_OPTIONS.items()}}
+
+
 # name -> {"params": {param: (type, required)}, "returns": type or {field: type}, "options": {opt: type},
 #          "enabled_by_default": bool, "doc": str,
 #          "param_docs": {param: str}, "option_defaults": {opt: value}, "option_docs": {opt: str}}
 # "option_defaults" are what the runtime uses when a machine leaves an option out.
 STD_TOOLS: dict[str, dict[str, Any]] = {
-    "std.python": {
+    "std.python": _sandboxed({
         "doc": "Run Python code in a subprocess in the run's workspace; returns exit code and output.",
         "params": {"code": ("str", True), "timeout": ("float", False)},
         "returns": {"exit_code": "int", "stdout": "str", "stderr": "str", "timed_out": "bool"},
-        "options": {"timeout": "float", "memory_mb": "int", "max_output": "int", "max_timeout": "float",
-                    "max_file_mb": "int", "max_processes": "int", "tmp_mb": "int", "network": "bool"},
         "enabled_by_default": True,
         "param_docs": {
             "code": "Python source to run as a script; print what you want to see.",
             "timeout": "Seconds before the process is killed (capped by the tool's max_timeout option).",
         },
-        "option_defaults": {"timeout": 30.0, "max_timeout": 300.0, "memory_mb": 512, "max_output": 1_000_000,
-                            "max_file_mb": 64, "max_processes": 64, "tmp_mb": 64, "network": False},
-        "option_docs": {
-            "timeout": "default wall-clock seconds per call",
-            "max_timeout": "largest timeout a call may ask for",
-            "memory_mb": "address-space limit of the process (RLIMIT_AS)",
-            "max_output": "bytes kept of stdout and of stderr each; more kills the process",
-            "max_file_mb": "largest file the process may write (RLIMIT_FSIZE)",
-            "max_processes": "processes/threads the call may start (RLIMIT_NPROC)",
-            "tmp_mb": "size of the jail's private /tmp, in MiB",
-            "network": "whether code in the jail may use the network (the host's, loopback included)",
-        },
-    },
+    }),
     "std.read_file": {
         "doc": "Read a text file inside the run's workspace.",
         "params": {"path": ("str", True)},
@@ -69,30 +77,16 @@ STD_TOOLS: dict[str, dict[str, Any]] = {
         "option_defaults": {"max_files": 1000},
         "option_docs": {"max_files": "most paths returned"},
     },
-    "std.shell": {
+    "std.shell": _sandboxed({
         "doc": "Run a shell command in the run's workspace. Off unless the machine declares `tool std.shell`.",
         "params": {"command": ("str", True), "timeout": ("float", False)},
         "returns": {"exit_code": "int", "stdout": "str", "stderr": "str", "timed_out": "bool"},
-        "options": {"timeout": "float", "memory_mb": "int", "max_output": "int", "max_timeout": "float",
-                    "max_file_mb": "int", "max_processes": "int", "tmp_mb": "int", "network": "bool"},
         "enabled_by_default": False,
         "param_docs": {
             "command": "A /bin/sh command line, run in the workspace.",
             "timeout": "Seconds before the command is killed (capped by the tool's max_timeout option).",
         },
-        "option_defaults": {"timeout": 30.0, "max_timeout": 300.0, "memory_mb": 512, "max_output": 1_000_000,
-                            "max_file_mb": 64, "max_processes": 64, "tmp_mb": 64, "network": False},
-        "option_docs": {
-            "timeout": "default wall-clock seconds per call",
-            "max_timeout": "largest timeout a call may ask for",
-            "memory_mb": "address-space limit of each process (RLIMIT_AS)",
-            "max_output": "bytes kept of stdout and of stderr each; more kills the command",
-            "max_file_mb": "largest file the command may write (RLIMIT_FSIZE)",
-            "max_processes": "processes/threads the call may start (RLIMIT_NPROC)",
-            "tmp_mb": "size of the jail's private /tmp, in MiB",
-            "network": "whether code in the jail may use the network (the host's, loopback included)",
-        },
-    },
+    }),
     "std.http_get": {
         "doc": "Fetch a URL with GET. Off unless declared; only hosts in the `allow` option are reachable.",
         "params": {"url": ("str", True)},
