@@ -186,7 +186,7 @@ def render_ir_schema() -> str:
     """The JSON Schema of the IR's JSON form, as the compiler defines it."""
     import json
 
-    from statewright.compiler.tools.ir_json import IR_JSON_SCHEMA
+    from statewright.compiler.views.ir_json import IR_JSON_SCHEMA
 
     return _fence(json.dumps(IR_JSON_SCHEMA, indent=2), "json")
 
@@ -195,7 +195,7 @@ def render_ir_example() -> str:
     """A small machine and the JSON its IR is."""
     import json
 
-    from statewright.compiler.tools.ir_json import ir_to_json
+    from statewright.compiler.views.ir_json import ir_to_json
 
     compilation = _api().check_text(IR_EXAMPLE, "greet.fsm")
     if compilation.ir is None:

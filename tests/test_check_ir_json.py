@@ -14,7 +14,7 @@ import pytest
 
 from statewright.api import check_file, check_text
 from statewright.compiler import ir
-from statewright.compiler.tools.ir_json import IR_JSON_SCHEMA, ast_to_json, ir_to_json
+from statewright.compiler.views.ir_json import IR_JSON_SCHEMA, ast_to_json, ir_to_json
 
 ROOT = Path(__file__).parent.parent
 VALID = sorted((ROOT / "tests" / "cases" / "valid").glob("*/input.fsm"))
@@ -91,7 +91,7 @@ def test_the_ast_view_names_each_node_and_its_span() -> None:
 _DUMP = (
     "import json, sys\n"
     "from statewright.api import check_file\n"
-    "from statewright.compiler.tools.ir_json import ir_to_json, ast_to_json\n"
+    "from statewright.compiler.views.ir_json import ir_to_json, ast_to_json\n"
     "c = check_file(sys.argv[1])\n"
     "print(json.dumps([ir_to_json(c.ir), ast_to_json(c.ast)]))\n"
 )

@@ -29,7 +29,7 @@ from statewright.compiler.codegen import (
     runner_is_current,
     write_runner,
 )
-from statewright.compiler.tools.formatter import double_quoted as spec_string
+from statewright.compiler.views.formatter import double_quoted as spec_string
 from statewright.runtime.spec import MachineSpec, Scope
 
 ROOT = Path(__file__).resolve().parents[1]

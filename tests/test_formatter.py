@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from statewright.compiler.tools.formatter import (
+from statewright.compiler.views.formatter import (
     LINE_WIDTH,
     FormatResult,
     format_source,

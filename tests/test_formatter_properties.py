@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import machines, objects, values
 
-from statewright.compiler.tools import formatter
-from statewright.compiler.tools.formatter import LINE_WIDTH, display_width, format_text
+from statewright.compiler.views import formatter
+from statewright.compiler.views.formatter import LINE_WIDTH, display_width, format_text
 from statewright.grammar import ast, parse_text
 
 PROPERTY = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -26,7 +26,7 @@ from lark.exceptions import LarkError
 from support.gbnf_sampler import Sampler, parse_gbnf
 
 from statewright.cli import main
-from statewright.compiler.tools.formatter import format_text
+from statewright.compiler.views.formatter import format_text
 from statewright.grammar import build_parser, parse_text
 from statewright.grammar.decoding import FORMATS, export_constraint
 from statewright.grammar.decoding.lark_syntax import regex_text

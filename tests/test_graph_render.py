@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from statewright.compiler import ir
-from statewright.compiler.tools.formatter import expr_to_source
-from statewright.compiler.tools.graph import dot_text, mermaid_text, render_graph
+from statewright.compiler.views.formatter import expr_to_source
+from statewright.compiler.views.graph import dot_text, mermaid_text, render_graph
 from statewright.grammar import ast, parse_text
 
 HAVE_CHECKER = importlib.util.find_spec("statewright.compiler.checks") is not None
@@ -169,7 +169,7 @@ def test_an_unknown_format_is_a_value_error_naming_the_formats() -> None:
 def test_rendering_is_deterministic_across_hash_seeds() -> None:
     script = (
         "import sys; sys.path.insert(0, sys.argv[1]); import test_graph_render as t; "
-        "from statewright.compiler.tools.graph import render_graph; "
+        "from statewright.compiler.views.graph import render_graph; "
         "print(render_graph(t.REVIEW, 'mermaid') + render_graph(t.REVIEW, 'dot'))"
     )
     outputs = set()

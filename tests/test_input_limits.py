@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from statewright import api
 from statewright.compiler.pipeline import compile_source
-from statewright.compiler.tools.graph import render_graph
+from statewright.compiler.views.graph import render_graph
 from statewright.diagnostics import SourceFile
 from statewright.grammar import parse_text
 from statewright.grammar.nesting import MAX_NESTING

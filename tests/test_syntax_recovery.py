@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from statewright import api
-from statewright.compiler.tools.formatter import format_text
+from statewright.compiler.views.formatter import format_text
 from statewright.grammar import parse_text
 from statewright.grammar.recovery import MAX_SYNTAX_ERRORS
 

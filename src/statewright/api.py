@@ -156,7 +156,7 @@ def spec_files(paths: Sequence[str], exclude: Sequence[str] = ()) -> SpecFiles:
 
 
 def dump_ast(parsed: ParseResult) -> dict[str, object]:
-    from .compiler.tools.ir_json import ast_to_json
+    from .compiler.views.ir_json import ast_to_json
 
     assert parsed.machine is not None
     return ast_to_json(parsed.machine)
@@ -175,7 +175,7 @@ def optimize(comp: Compilation, *, level: int = 1, disabled: Sequence[str] = (),
 
 def dump_ir(comp: Compilation, *, optimized: bool = False, level: int = 1,
             disabled: Sequence[str] = (), log: list[str] | None = None) -> dict[str, object]:
-    from .compiler.tools.ir_json import ir_to_json
+    from .compiler.views.ir_json import ir_to_json
 
     ir = optimize(comp, level=level, disabled=disabled, log=log) if optimized else comp.ir
     return ir_to_json(ir)  # type: ignore[arg-type]
@@ -197,7 +197,7 @@ def parse_file(path: str | Path) -> ParseResult:
 
 def format_bytes(data: bytes, path: str) -> FormatOutcome:
     """Format source bytes; `text` is None (and diagnostics say why) when the file cannot be formatted."""
-    from .compiler.tools.formatter import format_source
+    from .compiler.views.formatter import format_source
 
     diags = Diagnostics()
     source = read_source(path, data, diags)
@@ -212,13 +212,13 @@ def format_text(text: str, path: str = "<string>") -> FormatOutcome:
 
 
 def unified_diff(old: str, new: str, path: str) -> str:
-    from .compiler.tools.formatter import unified_diff as diff
+    from .compiler.views.formatter import unified_diff as diff
 
     return diff(old, new, path)
 
 
 def render_graph(comp: Compilation, fmt: str = "mermaid") -> str:
-    from .compiler.tools.graph import render_graph as render
+    from .compiler.views.graph import render_graph as render
 
     assert comp.ir is not None
     return render(comp.ir, fmt)  # type: ignore[arg-type]

@@ -7,5 +7,5 @@ The pipeline, in order:
     passes/   optimizations over the IR
     codegen/  the IR as Python: a standalone runner, or the machine part loaded in memory
 
-tools/ holds what reads a machine without being a stage of it: the formatter, graphs, JSON views.
+views/ holds what reads a machine without being a stage of it: the formatter, graphs, JSON.
 """

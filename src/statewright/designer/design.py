@@ -440,7 +440,7 @@ def _finish(source: str, path: str, task: str, model: str, optimize: bool, log: 
 
 
 def _formatted(source: str, path: str) -> str:
-    from ..compiler.tools.formatter import format_text
+    from ..compiler.views.formatter import format_text
 
     formatted = format_text(source, path)
     return formatted.text if formatted.text is not None else source

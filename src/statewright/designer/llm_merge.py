@@ -213,7 +213,7 @@ def judge_and_merge(
         report.accepted.append((decided, reason))
         report.log.append(f"merged {second!r} into {first!r} ({cand.why}): {reason}")
     if current != text:
-        from ..compiler.tools.formatter import format_text
+        from ..compiler.views.formatter import format_text
 
         formatted = format_text(current, path)
         current = formatted.text if formatted.text is not None else current

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import textwrap
 
-from ..compiler.tools.formatter import double_quoted, format_source
+from ..compiler.views.formatter import double_quoted, format_source
 from ..diagnostics import SourceFile
 from ..grammar.parser import decode_long_string
 from ..runtime.progress import printable

@@ -56,7 +56,7 @@ def constraint_of(constraints: tuple[ast.Constraint, ...], kind: str) -> ast.Con
 
 
 def range_text(r: ast.Range) -> str:
-    from ..tools.formatter import range_source
+    from ..views.formatter import range_source
 
     return range_source(r)
 

@@ -398,8 +398,8 @@ def strongly_connected_components(
 
 def transition_text(t: ast.Transition) -> str:
     """A transition as it reads in source, on one line and shortened: `when output.ok -> done max 2`."""
-    from ..tools.formatter import expr_to_source  # here, not at import: only messages need the printer
-    from ..tools.graph import shorten
+    from ..views.formatter import expr_to_source  # here, not at import: only messages need the printer
+    from ..views.graph import shorten
 
     target = t.target.value if t.target is not None else "?"
     if t.kind == "guard" and t.guard is not None:

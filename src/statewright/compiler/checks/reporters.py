@@ -48,7 +48,7 @@ REPORTED_BY: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("check", "compiler/checks/unused.py", ("SW7001", "SW7002", "SW7003", "SW7005")),
     ("check", "compiler/checks/__init__.py", ("SW9001",)),
     ("lower, load", "compiler/pipeline.py", ("SW9001",)),
-    ("fmt", "compiler/tools/formatter.py", ("SW9001",)),
+    ("fmt", "compiler/views/formatter.py", ("SW9001",)),
     ("import", "importers/__init__.py", ("SW8003",)),
     ("import", "importers/json_source.py", ("SW8001",)),
     ("import", "importers/xml_source.py", ("SW8002",)),

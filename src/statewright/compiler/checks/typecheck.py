@@ -184,8 +184,8 @@ def unknown_field_help(name: str, fields: dict[str, ir.Type]) -> str:
 
 
 def shorten_source(e: ast.Expr | None) -> str:
-    from ..tools.formatter import expr_to_source  # here, not at import: only messages need the printer
-    from ..tools.graph import shorten
+    from ..views.formatter import expr_to_source  # here, not at import: only messages need the printer
+    from ..views.graph import shorten
 
     return shorten(expr_to_source(e), 60) if e is not None else "..."
 

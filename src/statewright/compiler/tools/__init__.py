@@ -1,1 +1,0 @@
-"""Tools that read a parsed or checked machine without changing it: the formatter, graphs, JSON views."""
