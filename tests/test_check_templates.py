@@ -111,12 +111,12 @@ def test_templates_that_bind_no_name_read_what_compiling_them_finds() -> None:
     from jinja2 import nodes
 
     from statewright.compiler.checks.secrets import _strings_outside_tests
-    from statewright.compiler.checks.template_source import check_environment
-    from statewright.compiler.checks.templates import (
+    from statewright.compiler.checks.template_checks import (
         _ReadingCodeGenerator,
         reads_without_compiling,
         tree_index,
     )
+    from statewright.compiler.checks.template_source import check_environment
 
     root = Path(__file__).resolve().parents[1]
     texts = [

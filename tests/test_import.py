@@ -393,7 +393,7 @@ def test_routing_protocol_is_stripped_and_the_rest_kept() -> None:
 
 @given(st.text())
 def test_literal_templates_render_to_their_text(text: str) -> None:
-    from statewright.runtime.templates import render_template
+    from statewright.runtime.rendering import render_template
 
     assert render_template(literal_template(text), {}) == text
 

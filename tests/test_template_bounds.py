@@ -10,7 +10,7 @@ from support.fake_client import FakeClient
 
 from statewright import api
 from statewright.runtime.engine import Engine
-from statewright.runtime.templates import (
+from statewright.runtime.rendering import (
     TemplateDeadlineExceeded,
     TemplateRenderError,
     TemplateTooLarge,

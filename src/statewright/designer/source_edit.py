@@ -333,7 +333,7 @@ def merge_state_into(text: str, keep: str, drop: str, path: str = "<source>") ->
     for t in d.transitions:
         if key(t, drop) in keep_keys:
             continue
-        t_text = _transition_text(text, t, renames)
+        t_text = _renamed_transition(text, t, renames)
         if t.kind in ("always", "otherwise", "stay") and t.max is None:
             catch_alls.append(t_text)
         else:
@@ -376,7 +376,8 @@ def merge_state_into(text: str, keep: str, drop: str, path: str = "<source>") ->
     return _apply(text, edits)
 
 
-def _transition_text(text: str, t: ast.Transition, renames: Mapping[str, str]) -> str:
+def _renamed_transition(text: str, t: ast.Transition, renames: Mapping[str, str]) -> str:
+    """The source text of transition `t` with the states in `renames` renamed."""
     base = t.span.start
     local: list[_Edit] = []
     if t.target is not None and t.target.value in renames:

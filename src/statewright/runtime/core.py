@@ -30,12 +30,12 @@ from .fanout import FanOut, FanOutSteps, ForkedRun, run_totals
 from .inputs import InputError, InputValidator
 from .person import TIMED_OUT, Paused, PersonSteps
 from .plan import AgentPlan, EdgePlan, MachinePlan, StatePlan, exit_fields, output_label, output_text
+from .rendering import TemplateDeadlineExceeded, TemplateRenderError
 from .result import Failure, RunFailed, RunResult, Usage, Waiting
 from .run_state import Run, Steps
 from .snapshot import Snapshot, SnapshotError, make_delta, new_memories, revive_run
 from .spec import Scope
 from .structured import ReplyError, to_jsonable, to_text, validate_typed
-from .templates import TemplateDeadlineExceeded, TemplateRenderError
 from .untrusted import shown_within_limits
 from .verifier import Verdict, parse_verdict, verdict_schema, verifier_messages
 

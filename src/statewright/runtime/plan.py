@@ -17,9 +17,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from .rendering import TemplateSet, is_constant, variant_tests
 from .spec import AgentSpec, MachineSpec, StateSpec
 from .structured import json_schema, output_type_name, to_text
-from .templates import TemplateSet, is_constant, variant_tests
 
 
 class EdgePlan:

@@ -31,9 +31,9 @@ else:
         MachineSpec, ModelClient, RunResult, Scope, Script, StateSpec, TestSpec, Trace,
         TransitionSpec, arun_machine, main, run_machine,
     )
-if RUNTIME_SHA256 != "fa3a0857383dbfa8065d28dd0195084a14c52125a84f96f6159b663ba8f5db1f":
+if RUNTIME_SHA256 != "3f5079f8d871bee4230c61698ac6f63043f698ce1d2812f5ef6cdbf4c010769c":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 fa3a0857383d), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 3f5079f8d871), but "
         f"the statewright_runtime.py it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile "
         "--runtime module`, which rewrites the runtime too"

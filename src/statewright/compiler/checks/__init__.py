@@ -24,7 +24,7 @@ from .resolve import Symbols, resolve_names
 from .secrets import check_secrets
 from .settings import check_settings
 from .shape import check_shapes
-from .templates import check_templates
+from .template_checks import check_templates
 from .testblocks import check_tests
 from .typecheck import check_types
 from .unused import report_unused

@@ -25,7 +25,7 @@ from typing import Any
 from ...grammar import ast
 from ...grammar.operators import BINARY_OPERATORS
 from ...runtime.guard_aggregates import guard_max, guard_min, guard_sum
-from ...runtime.templates import MAX_INT_DIGITS
+from ...runtime.rendering import MAX_INT_DIGITS
 
 _MAX_INT_BITS = int(MAX_INT_DIGITS * 3.3219)  # a constant guard's numbers stay printable
 _PATHS_SHOWN = 50

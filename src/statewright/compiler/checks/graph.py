@@ -17,7 +17,7 @@ from ...diagnostics import Diagnostics, quoted_list
 from ...grammar import ast
 from .flow import Edge, Flow, Known, known_value
 
-__all__ = ["Known", "check_graph", "known_value", "strongly_connected_components", "transition_text"]
+__all__ = ["Known", "check_graph", "known_value", "strongly_connected_components", "transition_quote"]
 
 _SHOWN_NAMES = 12  # longer lists of states in a message are cut in the middle
 
@@ -95,7 +95,7 @@ def _report_never_firing(flow: Flow, diagnostics: Diagnostics) -> None:
                 diagnostics.report(
                     "SW3007", f"transition in state '{decl.name.value}' can never fire", t.span,
                     label="the same guard comes first",
-                    help=f"{_line_of(shadow)}'{transition_text(shadow)}' fires whenever this guard is true; "
+                    help=f"{_line_of(shadow)}'{transition_quote(shadow)}' fires whenever this guard is true; "
                          "remove this transition, or bound that one with 'max N'",
                 )
                 continue
@@ -103,7 +103,7 @@ def _report_never_firing(flow: Flow, diagnostics: Diagnostics) -> None:
                 diagnostics.report(
                     "SW3007", f"transition in state '{decl.name.value}' can never fire", t.span,
                     label="never tried",
-                    help=f"{_line_of(shadow)}'{transition_text(shadow)}' always fires before it; move this "
+                    help=f"{_line_of(shadow)}'{transition_quote(shadow)}' always fires before it; move this "
                          "transition above that one, or bound that one with 'max N'",
                 )
                 continue
@@ -151,7 +151,7 @@ def _report_unreachable(flow: Flow, diagnostics: Diagnostics) -> None:
             diagnostics.report(
                 "SW7004", f"state '{decl.name.value}' is unreachable", decl.name.span,
                 label="no path from the start state leads here",
-                notes=[f"{_line_of(e.transition)}'{transition_text(e.transition)}' leads here, but never fires"
+                notes=[f"{_line_of(e.transition)}'{transition_quote(e.transition)}' leads here, but never fires"
                        for e in dead_into.get(i, [])][:3],
                 help=f"add a transition to '{decl.name.value}' from a reachable state, or delete it",
             )
@@ -216,7 +216,7 @@ def _check_finals_reachable(flow: Flow, diagnostics: Diagnostics) -> None:
                 going_round[ends_in] = f"from here the run ends up going round {quoted_list(sink_names, _SHOWN_NAMES)}"
             note = going_round[ends_in]
         way_out = f"'{flow.states[sink[0]].name.value}'" if len(sink) == 1 else "one of those states"
-        dead_ways_out = [f"{_line_of(e.transition)}'{transition_text(e.transition)}' would lead on, but never "
+        dead_ways_out = [f"{_line_of(e.transition)}'{transition_quote(e.transition)}' would lead on, but never "
                          "fires" for e in flow.edges[i] if not e.fires and finishes[e.target]]
         if flow.states[i].branch:  # a branch ends in a state without transitions, not in a final state
             diagnostics.report(
@@ -273,14 +273,14 @@ def _check_cycles_bounded(flow: Flow, diagnostics: Diagnostics) -> None:
         counted = next((e for i in component for e in unbounded[i]
                         if e.target in members and _counts_visits(e.transition)), None)
         help = (f"add 'max N' to one of its edges (e.g. {_line_of(closing.transition)}"
-                f"'{transition_text(closing.transition)}') or 'visits N' to one of its states")
+                f"'{transition_quote(closing.transition)}') or 'visits N' to one of its states")
         if counted is not None:
             t = counted.transition
-            notes.append(f"{_line_of(t)}the guard '{transition_text(t)}' is not counted as a bound: the compiler "
+            notes.append(f"{_line_of(t)}the guard '{transition_quote(t)}' is not counted as a bound: the compiler "
                          "does not work out when a guard turns false")
             state, count = _visits_limit(t, flow.states[counted.source].name.value)
             help = (f"bound the loop where the compiler can see it: 'visits {count}' on state '{state}', or "
-                    f"'max {count}' on the edge: '{transition_text(t)} max {count}'")
+                    f"'max {count}' on the edge: '{transition_quote(t)} max {count}'")
         diagnostics.report(
             "SW3008", "cycle with no bound: " + _path_text(names), flow.states[first].name.span,
             label="this state is on a cycle that nothing bounds",
@@ -396,8 +396,9 @@ def strongly_connected_components(
 # ---- wording --------------------------------------------------------------------------------------
 
 
-def transition_text(t: ast.Transition) -> str:
-    """A transition as it reads in source, on one line and shortened: `when output.ok -> done max 2`."""
+def transition_quote(t: ast.Transition) -> str:
+    """A transition quoted in a message as it reads in source, on one line and shortened:
+    `when output.ok -> done max 2`."""
     from ..views.formatter import expr_to_source  # here, not at import: only messages need the printer
     from ..views.graph import shorten
 

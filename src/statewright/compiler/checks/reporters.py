@@ -29,7 +29,7 @@ REPORTED_BY: tuple[tuple[str, str, tuple[str, ...]], ...] = (
                                                "SW4032", "SW4060", "SW4105", "SW7020")),
     ("check", "compiler/checks/secrets.py", ("SW2001", "SW2010", "SW2040", "SW2041", "SW2042", "SW7040", "SW7041",
                                              "SW7042")),
-    ("check", "compiler/checks/templates.py", ("SW2008", "SW4032", "SW5001", "SW5003", "SW5004")),
+    ("check", "compiler/checks/template_checks.py", ("SW2008", "SW4032", "SW5001", "SW5003", "SW5004")),
     ("check", "compiler/checks/template_types.py", ("SW2006", "SW4012", "SW4014", "SW4031", "SW4105",
                                                     "SW5002", "SW5010")),
     ("check", "compiler/checks/testblocks.py", ("SW3015", "SW4006", "SW4011", "SW6002", "SW6003", "SW6004",

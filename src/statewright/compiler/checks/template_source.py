@@ -29,7 +29,7 @@ from jinja2.parser import Parser
 from ...diagnostics import Span
 from ...grammar import ast
 from ...grammar.strings import OffsetMap, literal_offsets
-from ...runtime.templates import MAX_INT_DIGITS, template_environment_class
+from ...runtime.rendering import MAX_INT_DIGITS, template_environment_class
 
 # Brackets, blocks and runs of unary operators nested deeper than this are refused before Jinja's
 # recursive parser sees them; a parsed tree deeper than MAX_TREE_DEPTH before Jinja's recursive compiler does.

@@ -370,7 +370,7 @@ class TemplateTypes:
             return (s.resolve_type(s.inputs[name].type),)
         if name in s.states and self.reader.state is not None:
             return (StateValue(name),)
-        return (ir.ANY,)  # an unknown name: reported where the name is (templates.py)
+        return (ir.ANY,)  # an unknown name: reported where the name is (template_checks.py)
 
     def _getitem(self, node: nodes.Getitem) -> Types:
         owner = self.eval(node.node)

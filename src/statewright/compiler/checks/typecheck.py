@@ -442,7 +442,7 @@ def none_tests(e: ast.Expr, value: bool, symbols: Symbols) -> set[str]:
 
     `P != none` true, or `P == none` false, shows P is there (for `STATE.output`: that STATE has run);
     `and`, `or` and `not` combine what their operands show. This is the narrowing rule for guards;
-    templates follow the same rule (checks/templates.py), where a bare `P` also tests it.
+    templates follow the same rule (checks/template_checks.py), where a bare `P` also tests it.
     """
     if isinstance(e, ast.UnaryOp) and e.op == "not":
         return none_tests(e.operand, not value, symbols)

@@ -21,7 +21,6 @@ from .. import ir
 from ..views.formatter import expr_to_source
 from .types_py import ModelPlans, is_plain_attribute, py_string
 
-
 # ---- what a name in an expression means ----------------------------------------------------------
 
 # name -> the fewest and the most arguments it takes (None: any number)

@@ -1,4 +1,4 @@
-"""IR -> the source of a standalone runner module, rendered through templates/runner.py.jinja.
+"""IR -> the source of a standalone runner module, rendered through layouts/runner.py.jinja.
 
 Everything the template prints is made here as finished Python source: names, annotations and every string
 written with repr(). The template only loops and places blocks, so no spec text is ever interpreted by Jinja
@@ -44,7 +44,7 @@ from .types_py import (
     py_string,
 )
 
-TEMPLATE = "runner.py.jinja"
+LAYOUT = "runner.py.jinja"
 WIDTH = 100  # preferred line length of generated code
 INDENT = "    "
 # Where the machine part of a module finds the runtime: inlined above it (a standalone runner), imported
@@ -60,8 +60,9 @@ def origin(span: Span | None) -> str:
     return span.label() if span is not None else ""
 
 
-def transition_text(t: ir.Transition) -> str:
-    """What a transition says, for traces and messages: the guard as spec source, or the NL condition."""
+def transition_condition_text(t: ir.Transition) -> str:
+    """The condition a transition fires on, for traces and messages: the guard as spec source, the
+    natural-language condition, or `after DURATION`; "" for any other."""
     if t.kind == "guard" and t.guard is not None:
         return spec_source(t.guard)
     if t.kind == "condition":
@@ -96,16 +97,16 @@ def render_runner(machine: ir.Machine, *, source_text: str, source_path: str,
         raise ValueError(f"unknown runtime {runtime!r}; choose one of {', '.join(RUNTIME_MODES)}")
     index = installed_runtime_index()
     view = _RunnerView(machine, index, source_text, source_path, __version__, runtime)
-    return template_environment().get_template(TEMPLATE).render(view.context())
+    return layout_environment().get_template(LAYOUT).render(view.context())
 
 
 @lru_cache(maxsize=1)
-def template_environment() -> Any:
-    """The Jinja environment of the code templates (loaded once: their parse is cached inside it)."""
+def layout_environment() -> Any:
+    """The Jinja environment of the layouts of generated files (loaded once: their parse is cached inside it)."""
     import jinja2
 
     return jinja2.Environment(
-        loader=jinja2.PackageLoader("statewright.compiler.codegen", "templates"),
+        loader=jinja2.PackageLoader("statewright.compiler.codegen", "layouts"),
         autoescape=False,  # the output is Python, and every value is finished source already
         keep_trailing_newline=True,
         trim_blocks=True,
@@ -521,7 +522,7 @@ class _MachinePart:
                 ("kind", t.kind),
                 ("target", t.target),
                 ("guard", Raw(guard) if guard else None),
-                ("text", transition_text(t)),
+                ("text", transition_condition_text(t)),
                 ("max", t.max),
                 ("per_visit", t.per_visit),
                 ("seconds", t.seconds),

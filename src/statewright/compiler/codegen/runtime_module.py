@@ -30,7 +30,7 @@ from .inline_runtime import installed_runtime
 
 RUNTIME_MODULE = "statewright_runtime"
 RUNTIME_FILE = f"{RUNTIME_MODULE}.py"
-TEMPLATE = "runtime.py.jinja"
+LAYOUT = "runtime.py.jinja"
 _HASH_ASSIGNMENT = "RUNTIME_SHA256 = "
 _HEADER_VERSION = re.compile(re.escape(GENERATED_MARKER) + r" (\S+?):? ")
 _HEADER_HASH = re.compile(r"^# runtime-sha256: ([0-9a-f]{64})$", re.MULTILINE)
@@ -51,14 +51,14 @@ class RuntimeModule:
 def runtime_module() -> RuntimeModule:
     """The runtime module of the installed statewright: byte-identical for the same installation."""
     from ... import __version__
-    from .render import WIDTH, import_block, template_environment, wrap_words
+    from .render import WIDTH, import_block, layout_environment, wrap_words
 
     runtime = installed_runtime()
     imports = import_block(runtime.imports, {i.bound for i in runtime.imports})
     modules = "".join(f"# {line}\n" for line in wrap_words(", ".join(runtime.modules), WIDTH - 2))
     code = f"\n{imports}\n\n# ==== statewright runtime {__version__} ====\n{modules}\n\n{runtime.body}\n"
     sha256 = hashlib.sha256(code.encode("utf-8")).hexdigest()
-    text = template_environment().get_template(TEMPLATE).render(
+    text = layout_environment().get_template(LAYOUT).render(
         header=[
             f"{GENERATED_MARKER} {__version__}: the runtime of the runners beside it — do not edit.",
             f"# runtime-sha256: {sha256}",

@@ -24,7 +24,7 @@ from jinja2.idtracking import VAR_LOAD_ALIAS, VAR_LOAD_RESOLVE
 
 from ...diagnostics import Diagnostics, did_you_mean
 from ...grammar import ast
-from ...runtime.templates import (
+from ...runtime.rendering import (
     MAX_TEMPLATE_VALUE,
     TemplateTooLarge,
     bounded_binop,
