@@ -36,7 +36,6 @@ from statewright.grammar.decoding.terminals import translate_regex
 ROOT = Path(__file__).parent.parent
 SOURCES = sorted({p.read_text(encoding="utf-8"): p for p in [
     *(ROOT / "examples").glob("*.fsm"),
-    *(ROOT / "src" / "statewright" / "stdlib" / "examples").glob("*.fsm"),
     *(ROOT / "tests" / "cases" / "valid").glob("*/input.fsm"),
 ]}.values())
 

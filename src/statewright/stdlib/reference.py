@@ -1,8 +1,8 @@
 """The language reference the designer model reads, built from the real grammar and the bundled examples.
 
-The grammar is read from the package itself and the examples from copies of `examples/*.fsm` kept in
-`stdlib/examples/` (a test fails when a copy differs from its original), so the prompt cannot drift from
-the language.
+The grammar is read from the package itself, and the examples from the repository's `examples/*.fsm`,
+kept in one place: in a checkout `stdlib/examples` is a link to that folder, and a wheel carries its
+`.fsm` files at that path (pyproject.toml's package data). So the prompt cannot drift from the language.
 """
 
 from __future__ import annotations
