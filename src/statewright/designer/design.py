@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..diagnostics import diagnostic_to_json
 from ..runtime.untrusted import read_json
-from .constraint import CONSTRAIN_MODES, choose_constraint, grammar_request_fields
+from .constraint import CONSTRAIN_MODES, Constraint, choose_constraint, grammar_request_fields
 
 if TYPE_CHECKING:
     from ..compiler.pipeline import Compilation, Stage
@@ -124,46 +124,11 @@ def design(
                 constraint=constraint.mode, constraint_reason=constraint.reason)
     if constraint.grammar:
         log.append(f"drafting under the grammar constraint: {constraint.reason}")
-    draft_fields = grammar_request_fields() if constraint.grammar else None
+    system = {"role": "system", "content": system_prompt or designer_system_prompt()}
     try:
-        # stage 1: the agents
-        system = {"role": "system", "content": system_prompt or designer_system_prompt()}
-        request = {"role": "user", "content": _agents_request(task_text)}
-        agents = _parse_agents(caller.call("agents", [system, request], schema=AGENTS_SCHEMA))
-        names = ", ".join(a["name"] for a in agents) or "(none)"
-        log.append(f"designer proposed {len(agents)} agent(s): {names}")
-
-        # stage 2: the machine, then up to `max_repairs` repairs
-        conversation = [system, {"role": "user",
-                                 "content": _machine_request(task_text, agents, constraint.grammar)}]
-        reply = caller.call("machine", conversation, extra_body=draft_fields, constraint=constraint.mode)
-        for number in range(1, max_repairs + 2):
-            text, finished = draft_source(reply, constraint.grammar)
-            attempt = evaluate_attempt(text, Path(output).name, number)
-            attempts.append(attempt)
-            fields: dict[str, Any] = {}
-            if finished is not None:
-                fields["completed"] = {"added": finished.added, "dropped": finished.dropped}
-                log.append(f"attempt {number}: the reply stopped before the machine was complete (a token limit);"
-                           f" finished it with {finished.added.strip()!r}")
-            previous = attempts[-2] if len(attempts) > 1 else None
-            summary = attempt_summary(attempt, previous)
-            if previous is not None:
-                before, after = _codes(previous.errors), _codes(attempt.errors)
-                fields["fixed"] = sorted(before - after)
-                fields["new"] = sorted(after - before)
-                fields["previous_error_count"] = len(previous.errors)
-            caller.emit("designer_attempt", attempt=number, ok=attempt.ok, error_count=len(attempt.errors),
-                        codes=sorted(_codes(attempt.errors)), test_failures=len(attempt.test_failures),
-                        summary=summary, **fields)
-            log.append(f"attempt {number}: {summary}")
-            if attempt.ok or number == max_repairs + 1:
-                break
-            feedback = repair_request(attempt, constrained=constraint.grammar)
-            caller.emit("designer_feedback", attempt=number, diagnostics=attempt.diagnostics,
-                        test_failures=attempt.test_failures, message=feedback)
-            conversation += [{"role": "assistant", "content": text}, {"role": "user", "content": feedback}]
-            reply = caller.call("repair", conversation, extra_body=draft_fields, constraint=constraint.mode)
+        agents = _propose_agents(caller, system, task_text, log)
+        drafts = _Drafts(caller, constraint, Path(output).name, attempts, log)
+        drafts.until_valid(system, task_text, agents, max_repairs)
     except DesignError as e:
         log.append(f"error: the designer model failed: {e}")
         outcome = _failed(output, attempts, log)
@@ -175,16 +140,83 @@ def design(
         outcome = _failed(output, attempts, log, repairs=max_repairs)
         caller.emit("designer_end", ok=False, attempts=len(attempts))
         return outcome
-
     source = _finish(final.source, Path(output).name, task_text, model, optimize, log)
+    _write_design(output, source, len(attempts), log)
+    caller.emit("designer_end", ok=True, attempts=len(attempts), output=output)
+    return DesignOutcome(True, output, source, attempts, log)
+
+
+def _propose_agents(caller: _DesignerCalls, system: dict[str, str], task: str,
+                    log: list[str]) -> list[dict[str, Any]]:
+    """Stage 1: the agents the model proposes for the task."""
+    request = {"role": "user", "content": _agents_request(task)}
+    agents = _parse_agents(caller.call("agents", [system, request], schema=AGENTS_SCHEMA))
+    names = ", ".join(a["name"] for a in agents) or "(none)"
+    log.append(f"designer proposed {len(agents)} agent(s): {names}")
+    return agents
+
+
+@dataclass
+class _Drafts:
+    """Stage 2: the machine drafted, then repaired from what the compiler and its tests say; each attempt
+    is appended to `attempts`, and said in the trace and the log."""
+
+    caller: _DesignerCalls
+    constraint: Constraint  # whether drafts are held to the grammar
+    name: str  # the file name the drafts are checked as
+    attempts: list[Attempt]
+    log: list[str]
+
+    def until_valid(self, system: dict[str, str], task: str, agents: list[dict[str, Any]],
+                    max_repairs: int) -> None:
+        """Draft, then repair up to `max_repairs` times; stop at the first attempt that checks and passes
+        its tests. Raises DesignError when the model fails."""
+        grammar, mode = self.constraint.grammar, self.constraint.mode
+        draft_fields = grammar_request_fields() if grammar else None
+        conversation = [system, {"role": "user", "content": _machine_request(task, agents, grammar)}]
+        reply = self.caller.call("machine", conversation, extra_body=draft_fields, constraint=mode)
+        for number in range(1, max_repairs + 2):
+            text, finished = draft_source(reply, grammar)
+            attempt = evaluate_attempt(text, self.name, number)
+            self.attempts.append(attempt)
+            self._said(attempt, finished)
+            if attempt.ok or number == max_repairs + 1:
+                return
+            feedback = repair_request(attempt, constrained=grammar)
+            self.caller.emit("designer_feedback", attempt=number, diagnostics=attempt.diagnostics,
+                             test_failures=attempt.test_failures, message=feedback)
+            conversation += [{"role": "assistant", "content": text}, {"role": "user", "content": feedback}]
+            reply = self.caller.call("repair", conversation, extra_body=draft_fields, constraint=mode)
+
+    def _said(self, attempt: Attempt, finished: Completion | None) -> None:
+        """The attempt in the trace (`designer_attempt`, with what it fixed of the one before) and the log."""
+        number, log = attempt.number, self.log
+        fields: dict[str, Any] = {}
+        if finished is not None:
+            fields["completed"] = {"added": finished.added, "dropped": finished.dropped}
+            log.append(f"attempt {number}: the reply stopped before the machine was complete (a token limit);"
+                       f" finished it with {finished.added.strip()!r}")
+        previous = self.attempts[-2] if len(self.attempts) > 1 else None
+        summary = attempt_summary(attempt, previous)
+        if previous is not None:
+            before, after = _codes(previous.errors), _codes(attempt.errors)
+            fields["fixed"] = sorted(before - after)
+            fields["new"] = sorted(after - before)
+            fields["previous_error_count"] = len(previous.errors)
+        self.caller.emit("designer_attempt", attempt=number, ok=attempt.ok, error_count=len(attempt.errors),
+                         codes=sorted(_codes(attempt.errors)), test_failures=len(attempt.test_failures),
+                         summary=summary, **fields)
+        log.append(f"attempt {number}: {summary}")
+
+
+def _write_design(output: str, source: str, attempts: int, log: list[str]) -> None:
+    """Write the designed machine, and remove what an earlier design that failed left beside it."""
     Path(output).write_text(source, encoding="utf-8")
-    log.append(f"wrote {output} after {len(attempts)} attempt(s)")
-    for stale in (output + ".last-attempt", output + ".diagnostics.json"):  # from an earlier failed run
+    log.append(f"wrote {output} after {attempts} attempt(s)")
+    for stale in (output + ".last-attempt", output + ".diagnostics.json"):
         if Path(stale).is_file():
             Path(stale).unlink()
             log.append(f"removed {stale}, left by an earlier design that failed")
-    caller.emit("designer_end", ok=True, attempts=len(attempts), output=output)
-    return DesignOutcome(True, output, source, attempts, log)
 
 
 def _bad_arguments(task: str, output: str, max_repairs: int, constrain: str, max_tokens: int | None) -> str | None:

@@ -143,7 +143,7 @@ def judge_and_merge(
     no transition is left that could never fire). With no merge accepted the source comes back byte for
     byte. A model that fails makes the report not ok and changes nothing.
     """
-    from ..runtime.client import ModelError, ModelRequest
+    from ..runtime.client import ModelError
 
     machine = compile_text(text, path).ir
     if machine is None:
@@ -157,6 +157,7 @@ def judge_and_merge(
         from ..runtime.model_client import default_model_client
 
         client = default_model_client()
+    judge = _Judge(client, model, trace, path)
     order = {s.name: i for i, s in enumerate(machine.states)}
     merged_into: dict[str, str] = {}
     current = text
@@ -167,51 +168,88 @@ def judge_and_merge(
             skipped += 1  # an earlier merge already made them one state
             continue
         first, second = _keep_first(machine, order, first, second)
-        request = ModelRequest(
-            role="designer", state="merge", model=model,
-            messages=[{"role": "system", "content": _MERGE_SYSTEM},
-                      {"role": "user", "content": _merge_question(current, path, first, second)}],
-            response_schema=MERGE_SCHEMA, schema_name="merge_decision",
-            metadata={"statewright": {"run_id": "optimize", "state": "merge", "role": "designer",
-                                      "seq": report.calls}},
-        )
+        decided = Candidate(first, second, cand.why)
         report.calls += 1
-        if trace is not None:
-            trace.emit("llm_request", role="designer", state="merge", model=model)
         try:
-            response = client.complete(request)
+            verdict, reason = judge.ask(current, first, second, seq=report.calls - 1)
         except ModelError as e:
-            if trace is not None:
-                trace.emit("llm_call", role="designer", state="merge", model=model, error=str(e))
             report.ok = False
             report.source, report.accepted = text, []
             report.log.append(f"error: the model failed, nothing was changed: {e}")
             return report
+        if not verdict:
+            report.rejected.append((decided, reason or "the model said no"))
+            continue
+        merged_text = _checked_merge(current, path, decided, report)
+        if merged_text is not None:
+            current = merged_text
+            merged_into[second] = first
+            report.accepted.append((decided, reason))
+            report.log.append(f"merged {second!r} into {first!r} ({cand.why}): {reason}")
+    _finish(report, text, current, path, skipped)
+    return report
+
+
+@dataclass
+class _Judge:
+    """Puts the question about one pair of states to the model, recording the call in the trace."""
+
+    client: Any
+    model: str
+    trace: Any
+    path: str
+
+    def ask(self, current: str, first: str, second: str, *, seq: int) -> tuple[bool, str]:
+        """The model's verdict on merging `second` into `first` in the source `current`, and its reason.
+        Raises ModelError when the model fails."""
+        from ..runtime.client import ModelError, ModelRequest
+
+        model, trace = self.model, self.trace
+        request = ModelRequest(
+            role="designer", state="merge", model=model,
+            messages=[{"role": "system", "content": _MERGE_SYSTEM},
+                      {"role": "user", "content": _merge_question(current, self.path, first, second)}],
+            response_schema=MERGE_SCHEMA, schema_name="merge_decision",
+            metadata={"statewright": {"run_id": "optimize", "state": "merge", "role": "designer",
+                                      "seq": seq}},
+        )
+        if trace is not None:
+            trace.emit("llm_request", role="designer", state="merge", model=model)
+        try:
+            response = self.client.complete(request)
+        except ModelError as e:
+            if trace is not None:
+                trace.emit("llm_call", role="designer", state="merge", model=model, error=str(e))
+            raise
         if trace is not None:
             trace.emit("llm_call", role="designer", state="merge", model=response.model or model,
                        prompt_tokens=response.prompt_tokens, completion_tokens=response.completion_tokens,
                        cost_usd=response.cost_usd, latency_ms=response.latency_ms, attempts=response.attempts)
-        verdict, reason = _parse_decision(response.content)
-        decided = Candidate(first, second, cand.why)
-        if not verdict:
-            report.rejected.append((decided, reason or "the model said no"))
-            continue
-        try:
-            merged_text = merge_state_into(current, first, second, path)
-        except SourceEditError as e:
-            report.rejected.append((decided, f"cannot merge: {e}"))
-            report.log.append(f"not merging {second!r} into {first!r}: {e}")
-            continue
-        merged = compile_text(merged_text, path)
-        if merged.ir is None:
-            codes = ", ".join(sorted({d.code for d in merged.diagnostics if d.severity.value == "error"}))
-            report.rejected.append((decided, f"the merged machine does not check ({codes})"))
-            report.log.append(f"not merging {second!r} into {first!r}: the result does not check ({codes})")
-            continue
-        current = merged_text
-        merged_into[second] = first
-        report.accepted.append((decided, reason))
-        report.log.append(f"merged {second!r} into {first!r} ({cand.why}): {reason}")
+        return _parse_decision(response.content)
+
+
+def _checked_merge(current: str, path: str, decided: Candidate, report: MergeReport) -> str | None:
+    """The source with `decided.second` merged into `decided.first`, or None (the pair rejected in
+    `report`, with why) when the merge is not possible or the merged machine does not check."""
+    first, second = decided.first, decided.second
+    try:
+        merged_text = merge_state_into(current, first, second, path)
+    except SourceEditError as e:
+        report.rejected.append((decided, f"cannot merge: {e}"))
+        report.log.append(f"not merging {second!r} into {first!r}: {e}")
+        return None
+    merged = compile_text(merged_text, path)
+    if merged.ir is None:
+        codes = ", ".join(sorted({d.code for d in merged.diagnostics if d.severity.value == "error"}))
+        report.rejected.append((decided, f"the merged machine does not check ({codes})"))
+        report.log.append(f"not merging {second!r} into {first!r}: the result does not check ({codes})")
+        return None
+    return merged_text
+
+
+def _finish(report: MergeReport, text: str, current: str, path: str, skipped: int) -> None:
+    """The merged source formatted, its diff from `text`, the tests it fails and the closing lines of the
+    log, into `report`."""
     if current != text:
         from ..compiler.views.formatter import format_text
 
@@ -229,7 +267,6 @@ def judge_and_merge(
     for name in report.failing_tests:
         report.log.append(f"note: test {name!r} no longer passes after the merges; update it when you review "
                           "the diff")
-    return report
 
 
 def _failing_tests(text: str, path: str) -> list[str]:

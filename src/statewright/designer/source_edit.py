@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from ..compiler import ir
 from ..diagnostics import SourceFile
@@ -249,66 +250,114 @@ def merge_state_into(text: str, keep: str, drop: str, path: str = "<source>") ->
     between the two states into a loop is refused.
     """
     machine = _parse(text, path)
-    states = _states(machine)
-    if keep not in states or drop not in states:
-        missing = keep if keep not in states else drop
-        raise SourceEditError(f"no state named {missing!r}")
-    if keep == drop:
-        raise SourceEditError("a state cannot be merged with itself")
-    k, d = states[keep], states[drop]
-    if (k.start and d.final) or (d.start and k.final):
-        raise SourceEditError("a start state is never merged with a final state")
-    if k.final != d.final:
-        raise SourceEditError("a final state can only be merged with another final state")
-    if d.start:
-        raise SourceEditError(f"{drop!r} is the start state: merge the other state into it instead")
-
-    def targets(t: ast.Transition, name: str) -> bool:
-        return t.kind != "stay" and t.target is not None and t.target.value == name
-
-    if any(targets(t, keep) for t in d.transitions):
-        raise SourceEditError(f"{drop!r} leads back to {keep!r}: merged, that edge would loop on one state")
-    k_transitions = list(k.transitions)
-    first_catch_all = next((t for t in k_transitions if t.kind in ("always", "otherwise", "stay")), None)
-    into_drop = [t for t in k_transitions if targets(t, drop)]
-    inline_at: ast.Transition | None = None
-    if into_drop:
-        edge = into_drop[0]
-        if len(into_drop) > 1 or edge is not first_catch_all or edge.max is not None:
-            raise SourceEditError(f"{keep!r} moves on to {drop!r} only under a condition or a bound; merged, "
-                                  "that edge would loop on one state")
-        inline_at = edge  # `drop`'s transitions take the place of keep's catch-all edge into it
-    only_step = inline_at is not None and len(k_transitions) == 1
-
-    k_output = next((i for i in k.items if isinstance(i, ast.OutputDecl)), None)
-    d_output = next((i for i in d.items if isinstance(i, ast.OutputDecl)), None)
-    same_output = (k_output.type if k_output else None) == (d_output.type if d_output else None)
+    merge = _Merge.of(machine, keep, drop)
+    d = merge.drop_decl
     # test replies scripted for `drop` only fit the merged state when its output has drop's type
-    drop_replies = [] if same_output or only_step else [
+    drop_replies = [] if merge.same_output or merge.only_step else [
         item for test in machine.of(ast.TestDecl) for item in test.items
         if isinstance(item, (ast.Reply, ast.ReplyCalls)) and item.state.value == drop]
-
-    renames = {drop: keep}
-    skip_items: list[object] = [inline_at] if inline_at is not None else []
-    edits = _redirect_references(text, machine, renames, path, skip=[d], skip_items=skip_items + drop_replies)
+    skip_items: list[object] = [merge.inline_at] if merge.inline_at is not None else []
+    edits = _redirect_references(text, machine, merge.renames, path, skip=[d],
+                                 skip_items=skip_items + drop_replies)
     edits.extend(_delete(text, item.span) for item in drop_replies)
-    if only_step and not same_output:
-        # the merged step's output is what `drop` produced: later states and drop's guards read it
-        drop_type = text[d_output.span.start : d_output.span.end] if d_output else ""
-        if k_output is not None:
-            edits.append(_Edit(k_output.span.start, k_output.span.end, drop_type) if drop_type
-                         else _delete(text, k_output.span))
-        else:
-            edits.append(_insert_before(text, k_transitions[0], [drop_type]))
+    edits.extend(_merged_output(text, merge))
+    edits.extend(_merged_settings(text, merge))
+    edits.extend(_merged_transitions(text, merge))
+    if merge.only_step:
+        edits = _one_step_in_tests(text, machine, merge, edits)
+    edits.append(_delete(text, d.span))
+    return _apply(text, edits)
 
-    # settings that bound or feed the merged work
+
+def _leads_to(t: ast.Transition, name: str) -> bool:
+    return t.kind != "stay" and t.target is not None and t.target.value == name
+
+
+def _is_catch_all(t: ast.Transition) -> bool:
+    return t.kind in ("always", "otherwise", "stay")
+
+
+def _item(state: ast.StateDecl, kind: type[ast.Node]) -> Any:
+    """The first item of `state` of type `kind`, or None."""
+    return next((i for i in state.items if isinstance(i, kind)), None)
+
+
+@dataclass(frozen=True)
+class _Merge:
+    """A merge of state `drop` into state `keep`, checked possible, and the facts its edits depend on."""
+
+    keep: str
+    drop: str
+    keep_decl: ast.StateDecl
+    drop_decl: ast.StateDecl
+    first_catch_all: ast.Transition | None  # keep's first catch-all transition
+    inline_at: ast.Transition | None  # keep's catch-all edge into `drop`, whose place drop's transitions take
+    only_step: bool  # that edge was all `keep` did after its step: the merged step is drop's
+    same_output: bool  # the two declare the same output type (or none)
+
+    @property
+    def renames(self) -> dict[str, str]:
+        return {self.drop: self.keep}
+
+    @classmethod
+    def of(cls, machine: ast.Machine, keep: str, drop: str) -> _Merge:
+        """The merge, or SourceEditError saying why it is not possible or not allowed."""
+        states = _states(machine)
+        if keep not in states or drop not in states:
+            missing = keep if keep not in states else drop
+            raise SourceEditError(f"no state named {missing!r}")
+        if keep == drop:
+            raise SourceEditError("a state cannot be merged with itself")
+        k, d = states[keep], states[drop]
+        if (k.start and d.final) or (d.start and k.final):
+            raise SourceEditError("a start state is never merged with a final state")
+        if k.final != d.final:
+            raise SourceEditError("a final state can only be merged with another final state")
+        if d.start:
+            raise SourceEditError(f"{drop!r} is the start state: merge the other state into it instead")
+        if any(_leads_to(t, keep) for t in d.transitions):
+            raise SourceEditError(f"{drop!r} leads back to {keep!r}: merged, that edge would loop on one "
+                                  "state")
+        first_catch_all = next((t for t in k.transitions if _is_catch_all(t)), None)
+        into_drop = [t for t in k.transitions if _leads_to(t, drop)]
+        inline_at: ast.Transition | None = None
+        if into_drop:
+            edge = into_drop[0]
+            if len(into_drop) > 1 or edge is not first_catch_all or edge.max is not None:
+                raise SourceEditError(f"{keep!r} moves on to {drop!r} only under a condition or a bound; "
+                                      "merged, that edge would loop on one state")
+            inline_at = edge
+        k_output, d_output = _item(k, ast.OutputDecl), _item(d, ast.OutputDecl)
+        same_output = (k_output.type if k_output else None) == (d_output.type if d_output else None)
+        return cls(keep, drop, k, d, first_catch_all, inline_at,
+                   only_step=inline_at is not None and len(k.transitions) == 1, same_output=same_output)
+
+
+def _merged_output(text: str, merge: _Merge) -> list[_Edit]:
+    """When the merged step is `drop`'s, its output is what `drop` produced: later states and drop's
+    guards read it."""
+    if not merge.only_step or merge.same_output:
+        return []
+    k, d = merge.keep_decl, merge.drop_decl
+    k_output, d_output = _item(k, ast.OutputDecl), _item(d, ast.OutputDecl)
+    drop_type = text[d_output.span.start : d_output.span.end] if d_output else ""
+    if k_output is None:
+        return [_insert_before(text, k.transitions[0], [drop_type])]
+    if not drop_type:
+        return [_delete(text, k_output.span)]
+    return [_Edit(k_output.span.start, k_output.span.end, drop_type)]
+
+
+def _merged_settings(text: str, merge: _Merge) -> list[_Edit]:
+    """The settings that bound or feed the merged work: drop's `visits` where keep has none, drop's
+    listeners joined to keep's."""
+    k, d = merge.keep_decl, merge.drop_decl
+    edits: list[_Edit] = []
     settings = []
-    k_visits = next((i for i in k.items if isinstance(i, ast.Visits)), None)
-    d_visits = next((i for i in d.items if isinstance(i, ast.Visits)), None)
+    k_visits, d_visits = _item(k, ast.Visits), _item(d, ast.Visits)
     if d_visits is not None and k_visits is None:
         settings.append(f"visits {d_visits.count.value}")
-    k_tell = next((i for i in k.items if isinstance(i, ast.Tell)), None)
-    d_tell = next((i for i in d.items if isinstance(i, ast.Tell)), None)
+    k_tell, d_tell = _item(k, ast.Tell), _item(d, ast.Tell)
     if d_tell is not None:
         heard = [a.value for a in k_tell.agents] if k_tell is not None else []
         extra = [a.value for a in d_tell.agents if a.value not in heard]
@@ -317,63 +366,66 @@ def merge_state_into(text: str, keep: str, drop: str, path: str = "<source>") ->
         elif extra:
             settings.append(f"tell [{', '.join(extra)}]")
     if settings:
-        if k_transitions:
-            edits.append(_insert_before(text, k_transitions[0], settings))
+        if k.transitions:
+            edits.append(_insert_before(text, k.transitions[0], settings))
         else:
             edits.append(_append_to_state(text, k, settings))
+    return edits
 
-    # `drop`'s transitions that `keep` lacks, with `drop` renamed inside them
+
+def _merged_transitions(text: str, merge: _Merge) -> list[_Edit]:
+    """`drop`'s transitions that `keep` lacks, with `drop` renamed inside them: in place of keep's edge
+    into `drop`, or else before keep's first catch-all (a catch-all of drop's only where keep has none
+    without a bound: a second one could never fire)."""
+    k, d, keep, drop = merge.keep_decl, merge.drop_decl, merge.keep, merge.drop
+
     def key(t: ast.Transition, owner: str) -> tuple[object, ...]:
         target = owner if t.kind == "stay" else (t.target.value if t.target else None)
         target = keep if target == drop else target
         return (t.kind, t.guard, t.condition, t.max.value if t.max else None, target)
 
-    keep_keys = {key(t, keep) for t in k_transitions if t is not inline_at}
-    conditional, catch_alls = [], []
+    keep_keys = {key(t, keep) for t in k.transitions if t is not merge.inline_at}
+    conditional: list[str] = []
+    catch_alls: list[str] = []
     for t in d.transitions:
         if key(t, drop) in keep_keys:
             continue
-        t_text = _renamed_transition(text, t, renames)
-        if t.kind in ("always", "otherwise", "stay") and t.max is None:
-            catch_alls.append(t_text)
-        else:
-            conditional.append(t_text)
+        t_text = _renamed_transition(text, t, merge.renames)
+        (catch_alls if _is_catch_all(t) and t.max is None else conditional).append(t_text)
 
-    indent = _indent_of(text, (k_transitions[0] if k_transitions else k).span.start)
-    if inline_at is not None:
+    if merge.inline_at is not None:
         moved = conditional + catch_alls
-        if moved:
-            edits.append(_Edit(inline_at.span.start, inline_at.span.end, f"\n{indent}".join(moved)))
+        if not moved:
+            return [_delete(text, merge.inline_at.span)]
+        indent = _indent_of(text, k.transitions[0].span.start)
+        return [_Edit(merge.inline_at.span.start, merge.inline_at.span.end, f"\n{indent}".join(moved))]
+    edits: list[_Edit] = []
+    if conditional:
+        if merge.first_catch_all is not None:
+            edits.append(_insert_before(text, merge.first_catch_all, conditional))
         else:
-            edits.append(_delete(text, inline_at.span))
-    else:
-        if conditional:
-            if first_catch_all is not None:
-                edits.append(_insert_before(text, first_catch_all, conditional))
-            else:
-                edits.append(_append_to_state(text, k, conditional))
-        has_unbounded_catch_all = any(t.kind in ("always", "otherwise", "stay") and t.max is None
-                                      for t in k_transitions)
-        if catch_alls and not has_unbounded_catch_all:
-            edits.append(_append_to_state(text, k, catch_alls[:1]))  # a second catch-all could never fire
+            edits.append(_append_to_state(text, k, conditional))
+    if catch_alls and not any(_is_catch_all(t) and t.max is None for t in k.transitions):
+        edits.append(_append_to_state(text, k, catch_alls[:1]))
+    return edits
 
-    # test blocks: when `keep` did nothing but hand over to `drop`, one step of the merged state does what
-    # the two did: its reply is `drop`'s, and the path no longer names the hand-over twice
-    if only_step:
-        for test in machine.of(ast.TestDecl):
-            for item in test.items:
-                if isinstance(item, (ast.Reply, ast.ReplyCalls)) and item.state.value == keep:
-                    edits.append(_delete(text, item.span))
-                elif isinstance(item, ast.ExpectPath):
-                    names = item.states
-                    for i, n in enumerate(names):
-                        if n.value == drop and i > 0 and names[i - 1].value == keep:
-                            edits = [e for e in edits if (e.start, e.end) != (n.span.start, n.span.end)]
-                            start = names[i - 1].span.end  # remove ", drop"
-                            edits.append(_Edit(start, n.span.end, ""))
 
-    edits.append(_delete(text, d.span))
-    return _apply(text, edits)
+def _one_step_in_tests(text: str, machine: ast.Machine, merge: _Merge, edits: list[_Edit]) -> list[_Edit]:
+    """`edits` and the test blocks' edits when `keep` did nothing but hand over to `drop`: one step of the
+    merged state does what the two did, so its reply is `drop`'s and a path names the hand-over once."""
+    keep, drop = merge.keep, merge.drop
+    for test in machine.of(ast.TestDecl):
+        for item in test.items:
+            if isinstance(item, (ast.Reply, ast.ReplyCalls)) and item.state.value == keep:
+                edits.append(_delete(text, item.span))
+            elif isinstance(item, ast.ExpectPath):
+                names = item.states
+                for i, n in enumerate(names):
+                    if n.value == drop and i > 0 and names[i - 1].value == keep:
+                        edits = [e for e in edits if (e.start, e.end) != (n.span.start, n.span.end)]
+                        start = names[i - 1].span.end  # remove ", drop"
+                        edits.append(_Edit(start, n.span.end, ""))
+    return edits
 
 
 def _renamed_transition(text: str, t: ast.Transition, renames: Mapping[str, str]) -> str:
