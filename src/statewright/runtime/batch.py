@@ -345,87 +345,115 @@ async def run_batch(engine: Engine, cases_path: str, *, out_path: str | None = N
         raise BatchError(f"concurrency must be at least 1, not {concurrency}")
     if match not in MATCH_MODES:
         raise BatchError(f"unknown match mode {match!r}; the modes are {', '.join(MATCH_MODES)}")
-    stream = stream or sys.stderr
-    finished: dict[str, dict[str, Any]] = {}
-    if out_path is not None:
-        if os.path.exists(out_path) and not resume:
-            raise BatchError(f"the results file {out_path} exists; continue the batch with --resume, or remove it")
-        if resume:
-            finished = _batch_earlier(out_path)
-    elif resume:
-        raise BatchError("resuming a batch needs --out FILE: the results file of the run to continue")
+    finished = _batch_finished_before(out_path, resume)
     store = engine.checkpoint
     if store is not None and not resume:
         _batch_refuse_earlier_runs(store, cases_path)
     summary = summary if summary is not None else BatchSummary()
-    total = _batch_count_lines(cases_path)
-    progress = _BatchProgress(total, quiet, stream)
+    progress = _BatchProgress(_batch_count_lines(cases_path), quiet, stream or sys.stderr)
     # a local file written a line at a time: blocking the loop for it is quicker than handing it off
     out = open(out_path, "a", encoding="utf-8") if out_path is not None else None  # noqa: SIM115, ASYNC230
     sink = out if out is not None else (out_stream or sys.stdout)
-    queue: asyncio.Queue[BatchCase | None] = asyncio.Queue(maxsize=concurrency * 2)
+    work = _BatchWork(engine, summary, progress, sink, match=match, trace_dir=trace_dir,
+                      trace_content=trace_content, resume=resume, quiet=quiet)
+    try:
+        await work.run(cases_path, finished, concurrency)
+    finally:
+        progress.close()
+        if out is not None:
+            out.close()
+    return summary
 
-    def write(line: dict[str, Any]) -> None:
+
+def _batch_finished_before(out_path: str | None, resume: bool) -> dict[str, dict[str, Any]]:
+    """The result lines of the cases a resumed batch finished before, by case id (none for a new batch,
+    whose results file must not exist yet)."""
+    if out_path is None:
+        if resume:
+            raise BatchError("resuming a batch needs --out FILE: the results file of the run to continue")
+        return {}
+    if not resume:
+        if os.path.exists(out_path):
+            raise BatchError(f"the results file {out_path} exists; continue the batch with --resume, or remove it")
+        return {}
+    return _batch_earlier(out_path)
+
+
+@dataclass
+class _BatchWork:
+    """One batch under way: a reader that queues the cases and settles the lines that run none, workers
+    that run the queued cases, and one writer of result lines for both."""
+
+    engine: Engine
+    summary: BatchSummary
+    progress: _BatchProgress
+    sink: IO[str]
+    match: str
+    trace_dir: str | None
+    trace_content: bool
+    resume: bool
+    quiet: bool
+
+    async def run(self, cases_path: str, finished: Mapping[str, dict[str, Any]], concurrency: int) -> None:
+        queue: asyncio.Queue[BatchCase | None] = asyncio.Queue(maxsize=concurrency * 2)
+        # the reader and the workers end together: one that fails (or a Ctrl-C) cancels the others, so a
+        # reader never waits on a full queue that no worker takes from any more
+        tasks = [asyncio.ensure_future(self.feed(cases_path, finished, queue, concurrency)),
+                 *(asyncio.ensure_future(self.work(queue)) for _ in range(concurrency))]
+        try:
+            await asyncio.gather(*tasks)
+        except BaseException as exc:
+            self.summary.interrupted = isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt))
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+
+    def write(self, line: dict[str, Any]) -> None:
         # ASCII: any string, any sink, never fails, and nothing a terminal would obey; keys redacted
-        text = redacted_json(line, ascii=True)
-        sink.write(text + "\n")
-        sink.flush()
+        self.sink.write(redacted_json(line, ascii=True) + "\n")
+        self.sink.flush()
+        self.summary.count(line)
 
-    async def work() -> None:
+    async def work(self, queue: asyncio.Queue[BatchCase | None]) -> None:
         while True:
             case = await queue.get()
             if case is None:
                 return
             started = time.monotonic()
-            result = await _batch_run(engine, case, trace_dir, trace_content, resume)
-            line = _batch_line(case, result, time.monotonic() - started, match)
-            write(line)
-            summary.count(line)
-            progress.done(case, line)
+            result = await _batch_run(self.engine, case, self.trace_dir, self.trace_content, self.resume)
+            line = _batch_line(case, result, time.monotonic() - started, self.match)
+            self.write(line)
+            self.progress.done(case, line)
 
-    def settle(case: BadLine | RefusedCase) -> None:
+    def settle(self, case: BadLine | RefusedCase) -> None:
         """A line that runs no case: invalid (skipped), or a case that fails with kind `input` at once."""
         if isinstance(case, BadLine):
             line = {"id": None, "line": case.line, "status": "invalid", "error": case.message}
-            progress.note(f"line {case.line}: skipped: {printable(case.message)}")
+            self.progress.note(f"line {case.line}: skipped: {printable(case.message)}")
         else:
             line = _batch_refused_line(case)
-            progress.note(f"case {case.id} (line {case.line}): failed (input): {printable(case.message)}")  # id: line-N
-        write(line)
-        summary.count(line)
+            self.progress.note(f"case {case.id} (line {case.line}): failed (input): "  # id: line-N
+                               f"{printable(case.message)}")
+        self.write(line)
 
-    async def feed() -> None:
+    async def feed(self, cases_path: str, finished: Mapping[str, dict[str, Any]],
+                   queue: asyncio.Queue[BatchCase | None], concurrency: int) -> None:
+        summary = self.summary
         for case in read_cases(cases_path):
             summary.cases += 1
             key = case.id if not isinstance(case, BadLine) else f"line-{case.line}"
             if key in finished:
                 summary.skipped += 1
                 summary.count(finished[key])
-                if not quiet:
-                    progress.note(f"case {printable(key)} (line {case.line}): finished before, skipped")
+                if not self.quiet:
+                    self.progress.note(f"case {printable(key)} (line {case.line}): finished before, skipped")
             elif isinstance(case, BatchCase):
                 await queue.put(case)
             else:
-                settle(case)
+                self.settle(case)
         for _ in range(concurrency):
             await queue.put(None)
-
-    # the reader and the workers end together: one that fails (or a Ctrl-C) cancels the others, so a
-    # reader never waits on a full queue that no worker takes from any more
-    tasks = [asyncio.ensure_future(feed()), *(asyncio.ensure_future(work()) for _ in range(concurrency))]
-    try:
-        await asyncio.gather(*tasks)
-    except BaseException as exc:
-        summary.interrupted = isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt))
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
-    finally:
-        progress.close()
-        if out is not None:
-            out.close()
-    return summary
 
 
 def _batch_refuse_earlier_runs(store: Any, cases_path: str) -> None:

@@ -86,6 +86,16 @@ class Progress:
 
     def line(self, event: str, fields: dict[str, Any]) -> str | None:
         """The line for one event, or None for events nobody needs to watch."""
+        if event.startswith("designer_"):
+            return self._designer_line(event, fields)
+        if event.startswith("llm_") or event == "tool_call":
+            return self._call_line(event, fields)
+        if event in ("fan_out", "join"):
+            return self._fanout_line(event, fields)
+        return self._run_line(event, fields)
+
+    def _run_line(self, event: str, fields: dict[str, Any]) -> str | None:
+        """A run's start and end, the states it enters, its transitions and the person it waits for."""
         p = self.paint
         if event == "run_start":
             resumed = " (resumed)" if fields.get("resumed") else ""
@@ -94,6 +104,31 @@ class Progress:
             visit = int(fields.get("visit") or 1)
             again = f" (visit {visit})" if visit > 1 else ""
             return f"{p('state', printable(fields.get('state')))}{again}"
+        if event == "transition":
+            cause = str(fields.get("cause"))
+            reason = fields.get("reason") or ""
+            target = fields.get("to")
+            because = f"{cause}: {printable(reason, 160)}" if reason else cause
+            if target is None:
+                return p("fail", f"  stopped ({because})")
+            return f"  -> {printable(target)} {p('cause', '(' + because + ')')}"
+        if event == "waiting":
+            return p("cause", f"  waiting for a person's answer at {printable(fields.get('state'))}")
+        if event == "answer":
+            said = "no answer in time" if fields.get("timed_out") else "answered"
+            return f"  person: {said}"
+        if event == "run_end" and self.end:
+            if fields.get("status") == "final":
+                return p("ok", f"done: final state {printable(fields.get('final_state'))}")
+            if fields.get("status") == "waiting":
+                return p("cause", "paused: waiting for a person's answer")
+            failure = fields.get("failure") or {}
+            return p("fail", f"failed ({printable(failure.get('kind'))}): {printable(failure.get('message'), 300)}")
+        return None
+
+    def _call_line(self, event: str, fields: dict[str, Any]) -> str | None:
+        """A model call asked for and answered (or failed), a tool call's outcome."""
+        p = self.paint
         if event == "llm_request":
             return p("dim", f"  calling {self._caller(fields)} ({printable(fields.get('model'))})")
         if event == "llm_call":
@@ -108,15 +143,13 @@ class Progress:
         if event == "tool_call":
             status = p("ok", "ok") if fields.get("ok") else p("fail", f"failed: {printable(fields.get('error'), 200)}")
             return f"  tool {printable(fields.get('tool'))}: {status}"
-        if event == "transition":
-            cause = str(fields.get("cause"))
-            reason = fields.get("reason") or ""
-            target = fields.get("to")
-            because = f"{cause}: {printable(reason, 160)}" if reason else cause
-            if target is None:
-                return p("fail", f"  stopped ({because})")
-            return f"  -> {printable(target)} {p('cause', '(' + because + ')')}"
-        if event == "fan_out":  # (the branches' own lines follow at their join, branch by branch)
+        return None
+
+    def _fanout_line(self, event: str, fields: dict[str, Any]) -> str | None:
+        """A parallel state's or a map's start, and its join (the branches' own lines follow at the join,
+        branch by branch)."""
+        p = self.paint
+        if event == "fan_out":
             if fields.get("kind") == "map":
                 return p("dim", f"  {fields.get('items')} elements, {fields.get('concurrency')} at a time")
             branches = ", ".join(printable(b) for b in fields.get("branches") or [])
@@ -126,11 +159,11 @@ class Progress:
             cancelled = fields.get("cancelled") or []
             return p("dim", f"  joined {joined}" + (f"; cancelled {', '.join(map(printable, cancelled))}"
                                                      if cancelled else ""))
-        if event == "waiting":
-            return p("cause", f"  waiting for a person's answer at {printable(fields.get('state'))}")
-        if event == "answer":
-            said = "no answer in time" if fields.get("timed_out") else "answered"
-            return f"  person: {said}"
+        return None
+
+    def _designer_line(self, event: str, fields: dict[str, Any]) -> str | None:
+        """The designer's start, each attempt, the feedback it sends back, and its end."""
+        p = self.paint
         if event == "designer_start":
             return p("dim", f"designing {printable(fields.get('output'))} with {printable(fields.get('model'))}")
         if event == "designer_attempt":
@@ -147,13 +180,4 @@ class Progress:
             if fields.get("ok"):
                 return p("ok", f"designed {printable(fields.get('output'))}")
             return p("fail", f"design failed{': ' + printable(fields['error'], 300) if fields.get('error') else ''}")
-        if event == "run_end":
-            if not self.end:
-                return None
-            if fields.get("status") == "final":
-                return p("ok", f"done: final state {printable(fields.get('final_state'))}")
-            if fields.get("status") == "waiting":
-                return p("cause", "paused: waiting for a person's answer")
-            failure = fields.get("failure") or {}
-            return p("fail", f"failed ({printable(failure.get('kind'))}): {printable(failure.get('message'), 300)}")
         return None

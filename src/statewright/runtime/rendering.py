@@ -184,8 +184,24 @@ def _rendering_width(value: Any, what: str) -> None:
 
 
 def _rendering_bounded_filters(filters: Mapping[str, Callable[..., Any]]) -> dict[str, Callable[..., Any]]:
-    """The filters that pad, repeat or fill, wrapped to check their arguments first."""
-    out = dict(filters)
+    """Jinja's filters, each refusing a value over the size limits, and those that pad, repeat or fill
+    checking their arguments first."""
+    out = {name: _rendering_weighed(function) for name, function in filters.items()}
+    for name, bounded in _rendering_checked_filters(filters).items():
+        original = filters.get(name)
+        if original is None:
+            continue
+        # keep what Jinja reads from the original: whether it is passed the context or environment
+        for attr in ("jinja_pass_arg",):
+            if hasattr(original, attr):
+                setattr(bounded, attr, getattr(original, attr))
+        bounded.__doc__ = original.__doc__
+        out[name] = _rendering_weighed(bounded)
+    return out
+
+
+def _rendering_checked_filters(filters: Mapping[str, Callable[..., Any]]) -> dict[str, Callable[..., Any]]:
+    """The filters that pad, repeat or fill, each checking its arguments before it calls Jinja's own."""
 
     def center(value: Any, width: int = 80) -> Any:
         _rendering_width(width, "a width")
@@ -235,23 +251,8 @@ def _rendering_bounded_filters(filters: Mapping[str, Callable[..., Any]]) -> dic
             raise TemplateTooLarge(f"tojson({indent:,}): the indent may be at most {_RENDERING_MAX_JSON_INDENT}")
         return filters["tojson"](eval_ctx, value, indent)
 
-    for name, function in filters.items():
-        out[name] = _rendering_weighed(function)
-    wrapped: dict[str, Callable[..., Any]] = {
-        "center": center, "indent": indent, "format": format_, "join": join, "replace": replace,
-        "batch": batch, "slice": slice_, "wordwrap": wordwrap, "tojson": tojson,
-    }
-    for name, bounded in wrapped.items():
-        original = filters.get(name)
-        if original is None:
-            continue
-        # keep what Jinja reads from the original: whether it is passed the context or environment
-        for attr in ("jinja_pass_arg",):
-            if hasattr(original, attr):
-                setattr(bounded, attr, getattr(original, attr))
-        bounded.__doc__ = original.__doc__
-        out[name] = _rendering_weighed(bounded)
-    return out
+    return {"center": center, "indent": indent, "format": format_, "join": join, "replace": replace,
+            "batch": batch, "slice": slice_, "wordwrap": wordwrap, "tojson": tojson}
 
 
 def _rendering_weighed(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -403,9 +404,7 @@ def _rendering_finalize(value: Any) -> Any:
 def template_environment_class() -> Any:
     """The sandboxed Jinja2 environment class every template is compiled with (defined on first use, so
     importing this module does not import Jinja; the class holds no state of any run)."""
-    from jinja2 import nodes
-    from jinja2.sandbox import SandboxedEnvironment, safe_range
-    from jinja2.visitor import NodeTransformer
+    from jinja2.sandbox import SandboxedEnvironment
 
     class BoundedSandbox(SandboxedEnvironment):  # type: ignore[misc]
         """SandboxedEnvironment with bounded operators, filters and string methods, and a deadline."""
@@ -416,15 +415,7 @@ def template_environment_class() -> Any:
         def __init__(self, **options: Any) -> None:
             super().__init__(**options)
             self.filters = _rendering_bounded_filters(self.filters)
-            lipsum: Any = self.globals["lipsum"]
-
-            def bounded_lipsum(n: int = 5, *args: Any, **kwargs: Any) -> Any:
-                if isinstance(n, int) and n > _RENDERING_MAX_LIPSUM:
-                    raise TemplateTooLarge(f"lipsum({n:,}): at most {_RENDERING_MAX_LIPSUM} paragraphs")
-                return lipsum(n, *args, **kwargs)
-
-            self.globals["lipsum"] = bounded_lipsum
-            self.globals["range"] = lambda *args: _RenderingRange(safe_range(*args))
+            self.globals.update(_rendering_bounded_globals(self.globals))
 
         def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
             _rendering_check_deadline()
@@ -440,15 +431,7 @@ def template_environment_class() -> Any:
 
         def wrap_str_format(self, value: Any) -> Any:
             wrapped = super().wrap_str_format(value)
-            if wrapped is None:
-                return None
-            template = value.__self__
-
-            def bounded_format(*args: Any, **kwargs: Any) -> Any:
-                _rendering_check_format_fields(template)
-                return wrapped(*args, **kwargs)
-
-            return bounded_format
+            return None if wrapped is None else _rendering_bounded_format(wrapped, value.__self__)
 
         def getattr(self, obj: Any, attribute: str) -> Any:
             """`x.name` reads the field `name` — a key of a dict, a field of a typed output by the name the
@@ -475,9 +458,43 @@ def template_environment_class() -> Any:
         def _parse(self, source: str, name: str | None, filename: str | None) -> Any:
             """Parse, then route every `for` loop's items through `iterate` and every `~` through
             `concat_values`, so loops check the deadline and joined text is bounded."""
-            return _BoundedNodes().visit(super()._parse(source, name, filename))
+            return _rendering_bounded_nodes()().visit(super()._parse(source, name, filename))
 
-    class _BoundedNodes(NodeTransformer):  # type: ignore[misc]
+    return BoundedSandbox
+
+
+def _rendering_bounded_globals(globals_: Mapping[str, Any]) -> dict[str, Any]:
+    """Jinja's `lipsum` and `range`, bounded: at most so many paragraphs, at most so many items."""
+    from jinja2.sandbox import safe_range
+
+    lipsum: Any = globals_["lipsum"]
+
+    def bounded_lipsum(n: int = 5, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(n, int) and n > _RENDERING_MAX_LIPSUM:
+            raise TemplateTooLarge(f"lipsum({n:,}): at most {_RENDERING_MAX_LIPSUM} paragraphs")
+        return lipsum(n, *args, **kwargs)
+
+    return {"lipsum": bounded_lipsum, "range": lambda *args: _RenderingRange(safe_range(*args))}
+
+
+def _rendering_bounded_format(wrapped: Callable[..., Any], template: str) -> Callable[..., Any]:
+    """`str.format` of `template` (as the sandbox wraps it), its fields checked before it runs."""
+
+    def bounded_format(*args: Any, **kwargs: Any) -> Any:
+        _rendering_check_format_fields(template)
+        return wrapped(*args, **kwargs)
+
+    return bounded_format
+
+
+@lru_cache(maxsize=1)
+def _rendering_bounded_nodes() -> Any:
+    """The parse-tree rewrite of BoundedSandbox._parse: every `for` loop's items through the environment's
+    `iterate`, every `~` through its `concat_values`."""
+    from jinja2 import nodes
+    from jinja2.visitor import NodeTransformer
+
+    class BoundedNodes(NodeTransformer):  # type: ignore[misc]
         def visit_For(self, node: Any) -> Any:
             self.generic_visit(node)
             node.iter = nodes.Call(nodes.EnvironmentAttribute("iterate"), [node.iter], [], None, None,
@@ -489,7 +506,7 @@ def template_environment_class() -> Any:
             return nodes.Call(nodes.EnvironmentAttribute("concat_values"), list(node.nodes), [], None, None,
                               lineno=node.lineno)
 
-    return BoundedSandbox
+    return BoundedNodes
 
 
 def _rendering_environment() -> Any:

@@ -341,46 +341,12 @@ async def sandbox_run(argv: list[str], workspace: str, limits: SandboxLimits, *,
     if jail is not None and (workspace == os.sep or workspace in _SANDBOX_SYSTEM_PATHS):
         raise SandboxError(f"the workspace {workspace} is a system directory; the jail would make it "
                            "writable for tool code. Give the run a workspace of its own (--workspace DIR)")
-    if jail is not None and "--size" in jail.options:
-        tmpdir = "/tmp"
-        cwd = "/"
-    elif jail is not None:
-        tmpdir = os.path.join(workspace, SANDBOX_TMP_DIR)  # an older bubblewrap: see sandbox_jail_argv
-        cwd = "/"
-        if not os.path.isdir(tmpdir):
-            os.mkdir(tmpdir)
-            sandbox_give_to_tool_user(tmpdir)
-    else:
-        tmpdir = os.path.join(workspace, SANDBOX_TMP_DIR)
-        os.makedirs(tmpdir, exist_ok=True)
-        cwd = workspace
+    tmpdir, cwd = _sandbox_directories(jail, workspace)
     setup, sources = _sandbox_child_setup(limits, workspace, jailed=jail is not None)
     command = sandbox_jail_argv(jail, workspace, argv, sources) if jail is not None else argv
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + limits.timeout
-    try:
-        transport, protocol = await loop.subprocess_exec(
-            lambda: _SandboxProtocol(loop),
-            *command,
-            cwd=cwd,
-            env=sandbox_environment(workspace, tmpdir),
-            stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            # The child only makes system calls with values computed above: none of the locks that make
-            # preexec_fn unsafe next to threads are taken between fork and exec.
-            preexec_fn=setup,
-            start_new_session=True,
-            close_fds=True,
-        )
-    except (OSError, ValueError, subprocess.SubprocessError) as exc:
-        if isinstance(exc, subprocess.SubprocessError) and jail is not None and sources:
-            raise SandboxError(f"could not prepare the jail for uid {SANDBOX_UID} as root (private mounts, "
-                               f"then setuid, between fork and exec): {exc}") from exc
-        cause = _sandbox_unreachable(command[0]) if jail is not None and sandbox_drops_privileges() else None
-        if cause is not None:
-            raise SandboxError(f"could not start {command[0]}: {cause}") from exc
-        raise SandboxError(f"could not start {command[0]}: {exc}") from exc
+    deadline = asyncio.get_running_loop().time() + limits.timeout
+    transport, protocol = await _sandbox_start(command, cwd, sandbox_environment(workspace, tmpdir), setup,
+                                               piped_stdin=stdin_data is not None, jail=jail, staged=bool(sources))
     pid = transport.get_pid()
     if live is not None:
         live.add(pid)
@@ -391,6 +357,51 @@ async def sandbox_run(argv: list[str], workspace: str, limits: SandboxLimits, *,
         transport.close()  # kills the main process if it still runs, and closes the pipes
         if live is not None:
             live.discard(pid)
+
+
+def _sandbox_directories(jail: Jail | None, workspace: str) -> tuple[str, str]:
+    """The call's TMPDIR and the directory it starts in (made where they do not exist yet)."""
+    if jail is not None and "--size" in jail.options:
+        return "/tmp", "/"
+    tmpdir = os.path.join(workspace, SANDBOX_TMP_DIR)
+    if jail is not None:  # an older bubblewrap: see sandbox_jail_argv
+        if not os.path.isdir(tmpdir):
+            os.mkdir(tmpdir)
+            sandbox_give_to_tool_user(tmpdir)
+        return tmpdir, "/"
+    os.makedirs(tmpdir, exist_ok=True)
+    return tmpdir, workspace
+
+
+async def _sandbox_start(command: list[str], cwd: str, env: dict[str, str], setup: Callable[[], None], *,
+                         piped_stdin: bool, jail: Jail | None,
+                         staged: bool) -> tuple[asyncio.SubprocessTransport, _SandboxProtocol]:
+    """The call's process started, in a session of its own; SandboxError saying why it could not start
+    (`staged`: a root runner's child stages what the tool user cannot reach before it drops to that user)."""
+    loop = asyncio.get_running_loop()
+    try:
+        return await loop.subprocess_exec(
+            lambda: _SandboxProtocol(loop),
+            *command,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.PIPE if piped_stdin else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            # The child only makes system calls with values computed above: none of the locks that make
+            # preexec_fn unsafe next to threads are taken between fork and exec.
+            preexec_fn=setup,
+            start_new_session=True,
+            close_fds=True,
+        )
+    except (OSError, ValueError, subprocess.SubprocessError) as exc:
+        if isinstance(exc, subprocess.SubprocessError) and jail is not None and staged:
+            raise SandboxError(f"could not prepare the jail for uid {SANDBOX_UID} as root (private mounts, "
+                               f"then setuid, between fork and exec): {exc}") from exc
+        cause = _sandbox_unreachable(command[0]) if jail is not None and sandbox_drops_privileges() else None
+        if cause is not None:
+            raise SandboxError(f"could not start {command[0]}: {cause}") from exc
+        raise SandboxError(f"could not start {command[0]}: {exc}") from exc
 
 
 def _sandbox_unreachable(program: str) -> str | None:
@@ -530,40 +541,18 @@ class Sandbox:
 
 async def _sandbox_collect(transport: asyncio.SubprocessTransport, protocol: _SandboxProtocol,
                            limits: SandboxLimits, stdin_data: bytes | None, deadline: float) -> dict[str, Any]:
+    """Read the call's output until its main process ends, a stream passes the byte cap, or the deadline;
+    then kill its group and say what it did."""
     loop = asyncio.get_running_loop()
     pid = transport.get_pid()
-    buffers = {"stdout": bytearray(), "stderr": bytearray()}
-    capped: list[str] = []  # the stream that passed the byte cap first
-    over_cap = asyncio.Event()
-
-    async def pump(name: str, stream: asyncio.StreamReader) -> None:
-        buffer = buffers[name]
-        while True:
-            chunk = await stream.read(_SANDBOX_READ_CHUNK)
-            if not chunk:
-                return
-            buffer += chunk
-            if len(buffer) > limits.max_output:
-                del buffer[limits.max_output:]
-                capped.append(name)
-                over_cap.set()
-                return
-
-    async def feed(stream: asyncio.StreamWriter, data: bytes) -> None:
-        try:
-            stream.write(data)
-            await stream.drain()
-            stream.close()
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the process stopped reading; its output says why
-
+    output = _SandboxOutput(limits.max_output)
     assert protocol.stdout is not None and protocol.stderr is not None
-    readers = [asyncio.ensure_future(pump("stdout", protocol.stdout)),
-               asyncio.ensure_future(pump("stderr", protocol.stderr))]
+    readers = [asyncio.ensure_future(output.pump("stdout", protocol.stdout)),
+               asyncio.ensure_future(output.pump("stderr", protocol.stderr))]
     waits: list[asyncio.Future[Any]] = [asyncio.ensure_future(protocol.exited.wait()),
-                                        asyncio.ensure_future(over_cap.wait())]
+                                        asyncio.ensure_future(output.over_cap.wait())]
     if protocol.stdin is not None and stdin_data is not None:
-        waits.append(asyncio.ensure_future(feed(protocol.stdin, stdin_data)))
+        waits.append(asyncio.ensure_future(_sandbox_feed(protocol.stdin, stdin_data)))
     timed_out = False
     try:
         # the call ends with its main process (background children may still hold the pipes open), at the
@@ -575,7 +564,7 @@ async def _sandbox_collect(transport: asyncio.SubprocessTransport, protocol: _Sa
         sandbox_kill_group(pid)
         # what the killed group left in the pipes is still read, until the pipes close or the deadline —
         # with a moment's grace, so output written just before a kill at the deadline is not lost
-        if not capped:
+        if not output.capped:
             _, pending = await asyncio.wait(readers, timeout=max(deadline - loop.time(), _SANDBOX_DRAIN_GRACE))
             if pending:
                 timed_out = True
@@ -583,19 +572,57 @@ async def _sandbox_collect(transport: asyncio.SubprocessTransport, protocol: _Sa
         for task in (*readers, *waits):
             task.cancel()
         await asyncio.gather(*readers, *waits, return_exceptions=True)
-    if transport.get_returncode() is None:
-        # the group was killed: wait for asyncio's child watcher to see the exit (killing through the
-        # transport would reap the child under the watcher's feet, and it would report status 255)
-        sandbox_kill_group(pid)
-        exited = asyncio.ensure_future(protocol.exited.wait())
-        await asyncio.wait({exited}, timeout=5.0)
-        if not exited.done():
-            exited.cancel()
-            transport.kill()
-    truncated = capped[0] if capped else None
+    await _sandbox_reap(transport, protocol)
+    truncated = output.capped[0] if output.capped else None
     return {
         "exit_code": transport.get_returncode(),
-        "stdout": _sandbox_text(buffers["stdout"], truncated == "stdout", limits.max_output),
-        "stderr": _sandbox_text(buffers["stderr"], truncated == "stderr", limits.max_output),
+        "stdout": _sandbox_text(output.buffers["stdout"], truncated == "stdout", limits.max_output),
+        "stderr": _sandbox_text(output.buffers["stderr"], truncated == "stderr", limits.max_output),
         "timed_out": timed_out,
     }
+
+
+class _SandboxOutput:
+    """What a call wrote to stdout and stderr, each kept up to the byte cap; the first stream to pass it
+    ends the call."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.buffers = {"stdout": bytearray(), "stderr": bytearray()}
+        self.capped: list[str] = []  # the stream that passed the byte cap first
+        self.over_cap = asyncio.Event()
+
+    async def pump(self, name: str, stream: asyncio.StreamReader) -> None:
+        buffer = self.buffers[name]
+        while True:
+            chunk = await stream.read(_SANDBOX_READ_CHUNK)
+            if not chunk:
+                return
+            buffer += chunk
+            if len(buffer) > self.cap:
+                del buffer[self.cap:]
+                self.capped.append(name)
+                self.over_cap.set()
+                return
+
+
+async def _sandbox_feed(stream: asyncio.StreamWriter, data: bytes) -> None:
+    try:
+        stream.write(data)
+        await stream.drain()
+        stream.close()
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the process stopped reading; its output says why
+
+
+async def _sandbox_reap(transport: asyncio.SubprocessTransport, protocol: _SandboxProtocol) -> None:
+    """Once its group was killed, wait for asyncio's child watcher to see the main process exit (killing
+    through the transport would reap the child under the watcher's feet, and it would report status 255)."""
+    if transport.get_returncode() is not None:
+        return
+    sandbox_kill_group(transport.get_pid())
+    exited = asyncio.ensure_future(protocol.exited.wait())
+    await asyncio.wait({exited}, timeout=5.0)
+    if not exited.done():
+        exited.cancel()
+        transport.kill()
