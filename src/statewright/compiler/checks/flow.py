@@ -19,6 +19,7 @@ fail; unknown transition targets are skipped (SW2002 reports them). Every walk i
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,63 +85,62 @@ def known_value(expr: ast.Expr, _items: dict[str, Any] | None = None, _budget: l
         budget[0] -= 1
         if budget[0] < 0:
             return None
-        if isinstance(e, ast.Literal):
-            values[id(e)] = e.value
-        elif isinstance(e, ast.NameExpr) and e.name in items:
-            values[id(e)] = items[e.name]
-        elif isinstance(e, ast.Quantifier):
-            value = _quantified(e, values[id(e.items)], items, budget)
-            if value is None:
-                return None
-            values[id(e)] = value.value
-        elif isinstance(e, ast.ListExpr):
-            values[id(e)] = [values[id(i)] for i in e.items]
-        elif isinstance(e, ast.Conditional):
-            values[id(e)] = values[id(e.then)] if values[id(e.test)] else values[id(e.orelse)]
-        elif isinstance(e, ast.UnaryOp):
-            operand = values[id(e.operand)]
-            if e.op == "not":
-                values[id(e)] = not operand
-            elif _is_number(operand):
-                values[id(e)] = -operand
-            else:
-                return None
-        elif isinstance(e, ast.BinaryOp):
-            left, right = values[id(e.left)], values[id(e.right)]
-            if e.op == "and":
-                values[id(e)] = left and right
-            elif e.op == "or":
-                values[id(e)] = left or right
-            else:
-                apply = BINARY_OPERATORS.get(e.op)
-                if apply is None or (e.op in ("*", "%") and not (_is_number(left) and _is_number(right))):
-                    return None
-                if e.op == "*" and _bits(left) + _bits(right) > _MAX_INT_BITS:
-                    return None
-                try:
-                    values[id(e)] = apply(left, right)
-                except _FAILURES:
-                    return None
-        elif isinstance(e, ast.Index):
-            try:
-                values[id(e)] = values[id(e.value)][values[id(e.index)]]
-            except _FAILURES:
-                return None
-        elif isinstance(e, ast.Call) and e.func.value == "len" and len(e.args) == 1:
-            try:
-                values[id(e)] = len(values[id(e.args[0])])
-            except _FAILURES:
-                return None
-        elif isinstance(e, ast.Call) and e.func.value in _AGGREGATES and (
-                len(e.args) == 1 or (e.args and e.func.value != "sum")):
-            arguments = [values[id(a)] for a in e.args]
-            value = _aggregated(e.func.value, arguments[0] if len(arguments) == 1 else arguments)
-            if value is None:
-                return None
-            values[id(e)] = value.value
-        else:
-            return None  # a name, a field read or another call: the run decides
+        folded = _folded(e, values, items, budget)
+        if folded is None:
+            return None  # a name, a field read or another call (the run decides), or an operation that fails
+        values[id(e)] = folded.value
     return Known(values[id(expr)])
+
+
+def _folded(e: ast.Expr, values: dict[int, Any], items: dict[str, Any], budget: list[int]) -> Known | None:
+    """The value of `e` from the values of its sub-expressions, or None when it is not known."""
+    if isinstance(e, ast.Literal):
+        return Known(e.value)
+    if isinstance(e, ast.NameExpr) and e.name in items:
+        return Known(items[e.name])
+    if isinstance(e, ast.Quantifier):
+        return _quantified(e, values[id(e.items)], items, budget)
+    if isinstance(e, ast.ListExpr):
+        return Known([values[id(i)] for i in e.items])
+    if isinstance(e, ast.Conditional):
+        return Known(values[id(e.then)] if values[id(e.test)] else values[id(e.orelse)])
+    if isinstance(e, ast.UnaryOp):
+        operand = values[id(e.operand)]
+        if e.op == "not":
+            return Known(not operand)
+        return Known(-operand) if _is_number(operand) else None
+    if isinstance(e, ast.BinaryOp):
+        return _folded_binary(e.op, values[id(e.left)], values[id(e.right)])
+    if isinstance(e, ast.Index):
+        return _applied(lambda: values[id(e.value)][values[id(e.index)]])
+    if isinstance(e, ast.Call) and e.func.value == "len" and len(e.args) == 1:
+        return _applied(lambda: len(values[id(e.args[0])]))
+    if isinstance(e, ast.Call) and e.func.value in _AGGREGATES and (
+            len(e.args) == 1 or (e.args and e.func.value != "sum")):
+        arguments = [values[id(a)] for a in e.args]
+        return _aggregated(e.func.value, arguments[0] if len(arguments) == 1 else arguments)
+    return None
+
+
+def _folded_binary(op: str, left: Any, right: Any) -> Known | None:
+    if op == "and":
+        return Known(left and right)
+    if op == "or":
+        return Known(left or right)
+    apply = BINARY_OPERATORS.get(op)
+    if apply is None or (op in ("*", "%") and not (_is_number(left) and _is_number(right))):
+        return None
+    if op == "*" and _bits(left) + _bits(right) > _MAX_INT_BITS:
+        return None
+    return _applied(lambda: apply(left, right))
+
+
+def _applied(compute: Callable[[], Any]) -> Known | None:
+    """What `compute` gives, or None where it fails as the run would."""
+    try:
+        return Known(compute())
+    except _FAILURES:
+        return None
 
 
 _AGGREGATES = {"sum": guard_sum, "min": guard_min, "max": guard_max}
@@ -207,18 +207,7 @@ def immediate_dominators(successors: list[list[int]], root: int) -> tuple[list[i
     a long chain of states whose many predecessors are spread along it — every state that may give up
     to one `failed` state, say."""
     n = len(successors)
-    number = [-1] * n  # preorder number of each node; -1 when unreachable
-    vertex: list[int] = []  # the node of each preorder number
-    parent: list[int] = []  # the preorder number of each numbered node's parent in the walk
-    stack = [(root, -1)]
-    while stack:
-        node, from_number = stack.pop()
-        if number[node] != -1:
-            continue
-        number[node] = len(vertex)
-        vertex.append(node)
-        parent.append(from_number)
-        stack.extend((nxt, number[node]) for nxt in reversed(successors[node]) if number[nxt] == -1)
+    number, vertex, parent = _preorder(successors, root)
     count = len(vertex)
     preds: list[list[int]] = [[] for _ in range(count)]
     for v in range(count):
@@ -263,6 +252,24 @@ def immediate_dominators(successors: list[list[int]], root: int) -> tuple[list[i
     for w in range(count):
         idom[vertex[w]] = vertex[dom[w]] if w else root
     return idom, vertex
+
+
+def _preorder(successors: list[list[int]], root: int) -> tuple[list[int], list[int], list[int]]:
+    """A depth-first walk from `root`: each node's preorder number (-1 when unreachable), the node of each
+    number, and the number of each numbered node's parent in the walk."""
+    number = [-1] * len(successors)
+    vertex: list[int] = []
+    parent: list[int] = []
+    stack = [(root, -1)]
+    while stack:
+        node, from_number = stack.pop()
+        if number[node] != -1:
+            continue
+        number[node] = len(vertex)
+        vertex.append(node)
+        parent.append(from_number)
+        stack.extend((nxt, number[node]) for nxt in reversed(successors[node]) if number[nxt] == -1)
+    return number, vertex, parent
 
 
 @dataclass(frozen=True)

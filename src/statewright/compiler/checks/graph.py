@@ -164,6 +164,39 @@ def _check_finals_reachable(flow: Flow, diagnostics: Diagnostics) -> None:
     of the doubt: SW3012/SW2002/SW2001 already point at it, and reporting everything upstream of it would
     bury that.
     """
+    finishes = _finishing(flow)
+    stuck = [flow.reachable[i] and not finishes[i] for i in range(len(flow.states))]
+    if not any(stuck):
+        return
+    sinks = _StuckSinks(flow, stuck)
+    first_final = next(s.name.value for i, s in enumerate(flow.states) if flow.final[i])
+    for i in range(len(flow.states)):
+        if not stuck[i]:
+            continue
+        name = flow.states[i].name.value
+        sink = sinks.sink(i)
+        way_out = f"'{flow.states[sink[0]].name.value}'" if len(sink) == 1 else "one of those states"
+        dead_ways_out = [f"{_line_of(e.transition)}'{transition_quote(e.transition)}' would lead on, but never "
+                         "fires" for e in flow.edges[i] if not e.fires and finishes[e.target]]
+        notes = [sinks.note(i), *dead_ways_out]
+        if flow.states[i].branch:  # a branch ends in a state without transitions, not in a final state
+            diagnostics.report(
+                "SW3005", f"branch state '{name}' can never end its branch", flow.states[i].name.span,
+                label="a branch that gets here can only end by exhausting a bound or limit", notes=notes,
+                help=f"add a transition from {way_out} to a branch state without transitions (it ends the "
+                     "branch), e.g. 'otherwise -> NAME'",
+            )
+            continue
+        diagnostics.report(
+            "SW3005", f"no final state can be reached from '{name}'", flow.states[i].name.span,
+            label="a run that gets here can only end by exhausting a bound or limit", notes=notes,
+            help=f"add a transition from {way_out} to a final state, e.g. 'otherwise -> {first_final}'",
+        )
+
+
+def _finishing(flow: Flow) -> list[bool]:
+    """Which states can reach an end — a final state, or one given the benefit of the doubt — by
+    transitions that can fire: a walk backwards from the ends."""
     n = len(flow.states)
     predecessors: list[list[int]] = [[] for _ in range(n)]
     for edges in flow.edges:
@@ -180,59 +213,51 @@ def _check_finals_reachable(flow: Flow, diagnostics: Diagnostics) -> None:
             if not finishes[p]:
                 finishes[p] = True
                 queue.append(p)
-    stuck = [flow.reachable[i] and not finishes[i] for i in range(n)]
-    if not any(stuck):
-        return
-    # Every successor of a stuck state is stuck too, so the stuck states form a closed subgraph. Its
-    # components come out of Tarjan's algorithm sinks first; the run ends up in a sink component.
-    # (a stuck parallel state's branches may end: the run is stuck after the join, in its own transitions)
-    successors = [[t for t in flow.successors(i) if stuck[t]] if stuck[i] else [] for i in range(n)]
-    components = strongly_connected_components(n, successors, include=stuck)
-    component_of = [-1] * n
-    for c, members in enumerate(components):
-        for m in members:
-            component_of[m] = c
-    sink_of: list[int] = []
-    for c, members in enumerate(components):
-        onward = next(
-            (component_of[t] for m in members for t in successors[m] if component_of[t] != c), None
-        )
-        sink_of.append(c if onward is None else sink_of[onward])
-    first_final = next(s.name.value for i, s in enumerate(flow.states) if flow.final[i])
-    going_round: dict[int, str] = {}  # sink component -> the note naming its states (each of them is reported)
-    for i in range(n):
-        if not stuck[i]:
-            continue
-        name = flow.states[i].name.value
-        ends_in = sink_of[component_of[i]]
-        sink = components[ends_in]
-        if len(sink) == 1 and sink[0] == i:
-            note = f"'{name}' only leads back to itself"
-        elif len(sink) == 1:
-            note = f"from here the run ends in '{flow.states[sink[0]].name.value}', which only leads back to itself"
-        else:
-            if ends_in not in going_round:
-                sink_names = [flow.states[m].name.value for m in sink]
-                going_round[ends_in] = f"from here the run ends up going round {quoted_list(sink_names, _SHOWN_NAMES)}"
-            note = going_round[ends_in]
-        way_out = f"'{flow.states[sink[0]].name.value}'" if len(sink) == 1 else "one of those states"
-        dead_ways_out = [f"{_line_of(e.transition)}'{transition_quote(e.transition)}' would lead on, but never "
-                         "fires" for e in flow.edges[i] if not e.fires and finishes[e.target]]
-        if flow.states[i].branch:  # a branch ends in a state without transitions, not in a final state
-            diagnostics.report(
-                "SW3005", f"branch state '{name}' can never end its branch", flow.states[i].name.span,
-                label="a branch that gets here can only end by exhausting a bound or limit",
-                notes=[note, *dead_ways_out],
-                help=f"add a transition from {way_out} to a branch state without transitions (it ends the "
-                     "branch), e.g. 'otherwise -> NAME'",
+    return finishes
+
+
+class _StuckSinks:
+    """Where a run that gets stuck ends up. Every successor of a stuck state is stuck too, so the stuck
+    states form a closed subgraph; its components come out of Tarjan's algorithm sinks first, and the run
+    ends up in a sink component. (A stuck parallel state's branches may end: the run is stuck after the
+    join, in its own transitions.)"""
+
+    def __init__(self, flow: Flow, stuck: list[bool]) -> None:
+        n = len(flow.states)
+        self.flow = flow
+        successors = [[t for t in flow.successors(i) if stuck[t]] if stuck[i] else [] for i in range(n)]
+        self.components = strongly_connected_components(n, successors, include=stuck)
+        self.component_of = [-1] * n
+        for c, members in enumerate(self.components):
+            for m in members:
+                self.component_of[m] = c
+        self.sink_of: list[int] = []
+        for c, members in enumerate(self.components):
+            onward = next(
+                (self.component_of[t] for m in members for t in successors[m] if self.component_of[t] != c), None
             )
-            continue
-        diagnostics.report(
-            "SW3005", f"no final state can be reached from '{name}'", flow.states[i].name.span,
-            label="a run that gets here can only end by exhausting a bound or limit",
-            notes=[note, *dead_ways_out],
-            help=f"add a transition from {way_out} to a final state, e.g. 'otherwise -> {first_final}'",
-        )
+            self.sink_of.append(c if onward is None else self.sink_of[onward])
+        self.going_round: dict[int, str] = {}  # sink component -> the note naming its states (made once)
+
+    def sink(self, state: int) -> list[int]:
+        """The states of the sink component a run from `state` ends up in."""
+        return self.components[self.sink_of[self.component_of[state]]]
+
+    def note(self, state: int) -> str:
+        """Where a run from `state` ends up, in words."""
+        flow = self.flow
+        name = flow.states[state].name.value
+        ends_in = self.sink_of[self.component_of[state]]
+        sink = self.components[ends_in]
+        if len(sink) == 1 and sink[0] == state:
+            return f"'{name}' only leads back to itself"
+        if len(sink) == 1:
+            return f"from here the run ends in '{flow.states[sink[0]].name.value}', which only leads back to itself"
+        if ends_in not in self.going_round:
+            sink_names = [flow.states[m].name.value for m in sink]
+            self.going_round[ends_in] = (f"from here the run ends up going round "
+                                         f"{quoted_list(sink_names, _SHOWN_NAMES)}")
+        return self.going_round[ends_in]
 
 
 # ---- cycles ---------------------------------------------------------------------------------------

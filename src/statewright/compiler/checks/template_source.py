@@ -507,11 +507,7 @@ _NOT_A_VARIABLE = frozenset({"true", "false", "none", "True", "False", "None", "
 def _parse_simple(string: ast.String, text: str, normalized: tuple[str, OffsetMap] | None = None
                   ) -> ParsedTemplate | None:
     """The template read without Jinja when it has only text and dotted names; None when it has more."""
-    tokens: list[Token] = []
-    body: list[nodes.Node] = []
-    order: list[nodes.Node] = []  # each body node before the nodes inside it, as tree_index gives them
-    parents: dict[int, nodes.Node] = {}
-    deepest = 0
+    built = _SimpleTemplate()
     pos = 0
     for m in _SIMPLE_OUTPUT.finditer(text):
         # Jinja's lexer opens a tag at the first '{{', '{%' or '{#': it must be this one
@@ -521,10 +517,37 @@ def _parse_simple(string: ast.String, text: str, normalized: tuple[str, OffsetMa
         if path[0] in _NOT_A_VARIABLE:
             return None
         if m.start() > pos:
-            tokens.append(Token(pos, "data", text[pos : m.start()]))
-            data = nodes.TemplateData(text[pos : m.start()], lineno=pos + 1)
-            body.append(data)
-            order.append(data)
+            built.data(text[pos : m.start()], pos)
+        built.output(m, path)
+        pos = m.end()
+    if _TAG_OPENING.search(text, pos) is not None:
+        return None
+    if pos < len(text):
+        built.data(text[pos:], pos)
+    return built.parsed(string, normalized)
+
+
+class _SimpleTemplate:
+    """The tokens and tree of a template of text and dotted names, as Jinja's lexer and parser give them,
+    built piece by piece."""
+
+    def __init__(self) -> None:
+        self.tokens: list[Token] = []
+        self.body: list[nodes.Node] = []
+        self.order: list[nodes.Node] = []  # each body node before the nodes inside it, as tree_index gives them
+        self.parents: dict[int, nodes.Node] = {}
+        self.deepest = 0
+
+    def data(self, text: str, at: int) -> None:
+        """Text outside the tags, at offset `at`."""
+        self.tokens.append(Token(at, "data", text))
+        data = nodes.TemplateData(text, lineno=at + 1)
+        self.body.append(data)
+        self.order.append(data)
+
+    def output(self, m: re.Match[str], path: list[str]) -> None:
+        """`{{ a.b.c }}`, matched by _SIMPLE_OUTPUT, its name and fields being `path`."""
+        tokens = self.tokens
         at = m.start()
         tokens.append(Token(at, "variable_begin", "{{"))
         at += 2
@@ -545,33 +568,30 @@ def _parse_simple(string: ast.String, text: str, normalized: tuple[str, OffsetMa
             tokens.append(Token(at, "whitespace", m.group(3)))
             at += len(m.group(3))
         tokens.append(Token(at, "variable_end", "}}"))
-        body.append(node)
+        self.body.append(node)
         for inner, outer in itertools.pairwise(chain):
-            parents[id(inner)] = outer
-        order.extend(reversed(chain))
-        deepest = max(deepest, 1 + len(chain))
-        pos = m.end()
-    if _TAG_OPENING.search(text, pos) is not None:
-        return None
-    if pos < len(text):
-        tokens.append(Token(pos, "data", text[pos:]))
-        data = nodes.TemplateData(text[pos:], lineno=pos + 1)
-        body.append(data)
-        order.append(data)
-    tree = nodes.Template([], lineno=1)
-    order[:0] = [tree]
-    if body:
-        deepest = max(deepest, 2)
-        output = nodes.Output(body, lineno=body[0].lineno)
-        tree.body.append(output)
-        order.insert(1, output)
-        parents[id(output)] = tree
-        for child in body:
-            parents[id(child)] = output
-    environment = check_environment()
-    for n in order:  # what tree.set_environment does, without walking the tree again
-        n.environment = environment
-    return ParsedTemplate(string, tree, tokens, index=TreeIndex(order, parents, deepest), normalized=normalized)
+            self.parents[id(inner)] = outer
+        self.order.extend(reversed(chain))
+        self.deepest = max(self.deepest, 1 + len(chain))
+
+    def parsed(self, string: ast.String, normalized: tuple[str, OffsetMap] | None) -> ParsedTemplate:
+        """The template: its body in one Output node, every node given the check's environment."""
+        body, order, parents = self.body, self.order, self.parents
+        tree = nodes.Template([], lineno=1)
+        order[:0] = [tree]
+        if body:
+            self.deepest = max(self.deepest, 2)
+            output = nodes.Output(body, lineno=body[0].lineno)
+            tree.body.append(output)
+            order.insert(1, output)
+            parents[id(output)] = tree
+            for child in body:
+                parents[id(child)] = output
+        environment = check_environment()
+        for n in order:  # what tree.set_environment does, without walking the tree again
+            n.environment = environment
+        return ParsedTemplate(string, tree, self.tokens, index=TreeIndex(order, parents, self.deepest),
+                              normalized=normalized)
 
 
 def parse_template(string: ast.String) -> ParsedTemplate:

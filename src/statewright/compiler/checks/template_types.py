@@ -462,27 +462,10 @@ class TemplateTypes:
             return (ir.ANY,)
         if isinstance(t, StateValue):
             return self._state_field(t.state, key, at, span)
-        if isinstance(t, Opaque):
-            if t == LOOP and isinstance(key, str):
-                if key in ("previtem", "nextitem"):
-                    return (Untracked(f"'loop.{key}' is undefined at the {'first' if key == 'previtem' else 'last'} "
-                                      "item", "keep the item you need in a namespace: {% set ns.last = item %}"),)
-                return (LOOP_FIELDS.get(key, ir.ANY),)
-            return (ir.ANY,)
+        if isinstance(t, (Opaque, UntypedResult)) or (isinstance(t, TextOutput) and isinstance(key, str)):
+            return self._read_opaque(t, key, at, span, shown)
         if isinstance(t, NamespaceValue):
             return self._namespace_field(t, key, at, span, shown)
-        if isinstance(t, UntypedResult):
-            if isinstance(key, str):
-                self._once(at, "SW4105", f"the result of machine '{t.machine}' has no declared type", span,
-                           label=f"'{shown}' has no field '{key}' to read",
-                           help=f"declare 'returns TYPE' in the machine that '{t.machine}' runs, or use '{shown}' "
-                                "as a whole")
-            return (ir.ANY,)
-        if isinstance(t, TextOutput) and isinstance(key, str):
-            self._once(at, "SW5002", f"state '{t.state}' has no typed output", span,
-                       label=f"'{shown}' is plain text, so it has no field '{key}'",
-                       help=f"declare 'output TYPE' in state '{t.state}', or use '{shown}' as a whole")
-            return (ir.ANY,)
         if isinstance(t, (ir.Named, ir.Variant, Record)):
             if key is DYNAMIC or isinstance(key, int):
                 self._untracked(Untracked("which field it reads is decided at run time" if key is DYNAMIC
@@ -494,6 +477,36 @@ class TemplateTypes:
             return self._field(t, key, at, span)
         if isinstance(t, ir.ListOf) and (isinstance(key, int) or key is DYNAMIC):
             return (t.item,)
+        return self._read_plain(t, key, at, span, shown)
+
+    def _read_opaque(self, t: Opaque | UntypedResult | TextOutput, key: Any, at: nodes.Node, span: Any,
+                     shown: str) -> Types:
+        """A read of a value whose type the check knows only in part: the loop variable, the result of a
+        machine with no declared type, a field of an untyped state's output (plain text)."""
+        if isinstance(t, Opaque):
+            if t == LOOP and isinstance(key, str):
+                if key in ("previtem", "nextitem"):
+                    return (Untracked(f"'loop.{key}' is undefined at the {'first' if key == 'previtem' else 'last'} "
+                                      "item", "keep the item you need in a namespace: {% set ns.last = item %}"),)
+                return (LOOP_FIELDS.get(key, ir.ANY),)
+            return (ir.ANY,)
+        if isinstance(t, UntypedResult):
+            if isinstance(key, str):
+                self._once(at, "SW4105", f"the result of machine '{t.machine}' has no declared type", span,
+                           label=f"'{shown}' has no field '{key}' to read",
+                           help=f"declare 'returns TYPE' in the machine that '{t.machine}' runs, or use '{shown}' "
+                                "as a whole")
+            return (ir.ANY,)
+        if isinstance(t, TextOutput):
+            self._once(at, "SW5002", f"state '{t.state}' has no typed output", span,
+                       label=f"'{shown}' is plain text, so it has no field '{key}'",
+                       help=f"declare 'output TYPE' in state '{t.state}', or use '{shown}' as a whole")
+            return (ir.ANY,)
+        return (ir.ANY,)
+
+    def _read_plain(self, t: Any, key: Any, at: nodes.Node, span: Any, shown: str) -> Types:
+        """A read of a field or an item of a plain value (text, a number, a list, `any`): its methods, its
+        items; anything else is SW4012."""
         plain = plain_kind(t)
         if plain is None or key is DYNAMIC:
             return (ir.ANY,)  # `any`: the template engine decides at run time
