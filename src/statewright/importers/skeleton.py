@@ -62,6 +62,41 @@ def shortest_path_test(machine: Machine, inputs: dict[str, str], step_limit: int
     """A test that follows the shortest path (in steps) from the start state to a final state, or None
     when no final state can be reached. A path longer than `step_limit` ends in the step limit, and the
     test says so."""
+    found = _shortest_hops(machine)
+    if found is None:
+        return None
+    goal, hops = found
+    path: list[str] = []
+    steps_list: list[TestStep] = []
+    for name, runs in hops:
+        branches = machine.state(name).parallel
+        if branches:  # a parallel state takes no reply: each of its branches' states does, in written order
+            for step in [name, *branches]:
+                if step_limit is not None and len(path) == step_limit:
+                    return TestBlock(f"the step limit ends the run before {goal}", inputs, steps_list, path,
+                                     goal, failure="steps")
+                path.append(step)
+                if step != name:
+                    steps_list.append(_reply(machine, step))
+            continue
+        for verdicts in runs:
+            if step_limit is not None and len(path) == step_limit:
+                return TestBlock(f"the step limit ends the run before {goal}", inputs, steps_list, path, goal,
+                                 failure="steps")
+            path.append(name)
+            steps_list.append(_reply(machine, name))
+            steps_list.extend(TestStep("verdict", name, v) for v in verdicts)
+    ending = machine.state(goal)
+    if ending.agent is not None:  # a final state that does work answers too
+        steps_list.append(_reply(machine, goal))
+    return TestBlock(f"the shortest path reaches {goal}", inputs, steps_list, [*path, goal], goal,
+                     failure="final" if ending.failing else None)
+
+
+def _shortest_hops(machine: Machine) -> tuple[str, list[tuple[str, list[Verdicts]]]] | None:
+    """The nearest final state (one that is not a failure of the original, if there is one) and the hops
+    to it from the start state, each a state and the verdicts of its runs; None when no final state can be
+    reached. Dijkstra's walk, a run of a state counting one step."""
     start = machine.start
     if start is None:
         return None
@@ -89,7 +124,6 @@ def shortest_path_test(machine: Machine, inputs: dict[str, str], step_limit: int
                 heapq.heappush(queue, (cost, order[target], target))
     if not reached:
         return None
-    # the nearest final state that is not a failure of the original, if there is one
     _, goal = min(reached, key=lambda r: (machine.state(r[1]).failing, r))
     hops: list[tuple[str, list[Verdicts]]] = []
     node = goal
@@ -97,31 +131,7 @@ def shortest_path_test(machine: Machine, inputs: dict[str, str], step_limit: int
         hops.append(hop)
         node = hop[0]
     hops.reverse()
-    path: list[str] = []
-    steps_list: list[TestStep] = []
-    for name, runs in hops:
-        branches = machine.state(name).parallel
-        if branches:  # a parallel state takes no reply: each of its branches' states does, in written order
-            for step in [name, *branches]:
-                if step_limit is not None and len(path) == step_limit:
-                    return TestBlock(f"the step limit ends the run before {goal}", inputs, steps_list, path,
-                                     goal, failure="steps")
-                path.append(step)
-                if step != name:
-                    steps_list.append(_reply(machine, step))
-            continue
-        for verdicts in runs:
-            if step_limit is not None and len(path) == step_limit:
-                return TestBlock(f"the step limit ends the run before {goal}", inputs, steps_list, path, goal,
-                                 failure="steps")
-            path.append(name)
-            steps_list.append(_reply(machine, name))
-            steps_list.extend(TestStep("verdict", name, v) for v in verdicts)
-    ending = machine.state(goal)
-    if ending.agent is not None:  # a final state that does work answers too
-        steps_list.append(_reply(machine, goal))
-    return TestBlock(f"the shortest path reaches {goal}", inputs, steps_list, [*path, goal], goal,
-                     failure="final" if ending.failing else None)
+    return goal, hops
 
 
 def _reply(machine: Machine, name: str) -> TestStep:

@@ -49,53 +49,17 @@ class _DoctypeRefused(Exception):
 def parse_xml(source: SourceFile, diagnostics: Diagnostics) -> XmlElement | None:
     """The document's root element, or None after reporting why the text is not well-formed XML (SW8002)."""
     data = source.text.encode("utf-8")
-    char_at = _byte_to_char(source.text)
     parser = expat.ParserCreate(encoding="UTF-8")
-    stack: list[XmlElement] = []
-    pieces: list[list[tuple[int, str]]] = []  # per open element: (byte index, character data)
-    root: list[XmlElement] = []
-
-    def span_at(byte_index: int, length: int) -> Span:
-        start = char_at(byte_index)
-        return source.span(start, start + length)
-
-    def start(tag: str, attrs: dict[str, str]) -> None:
-        element = XmlElement(tag, span_at(parser.CurrentByteIndex, len(tag) + 1), dict(attrs))
-        if stack:
-            stack[-1].children.append(element)
-        else:
-            root.append(element)
-        stack.append(element)
-        pieces.append([])
-
-    def end(tag: str) -> None:
-        element = stack.pop()
-        chunks = pieces.pop()
-        raw = "".join(text for _, text in chunks)
-        element.text = raw.strip()
-        if element.text and chunks:
-            # the text begins at its first non-blank character; entity references make the end approximate
-            first = chunks[0][0]
-            lead = len(raw) - len(raw.lstrip())
-            begin = char_at(first) + lead
-            element.text_span = source.span(begin, begin + len(element.text))
-
-    def characters(text: str) -> None:
-        if pieces:
-            pieces[-1].append((parser.CurrentByteIndex, text))
-
-    def doctype(*_: object) -> None:
-        raise _DoctypeRefused
-
-    parser.StartElementHandler = start
-    parser.EndElementHandler = end
-    parser.CharacterDataHandler = characters
-    parser.StartDoctypeDeclHandler = doctype
-    parser.EntityDeclHandler = doctype
+    built = _XmlTree(source, parser)
+    parser.StartElementHandler = built.start
+    parser.EndElementHandler = built.end
+    parser.CharacterDataHandler = built.characters
+    parser.StartDoctypeDeclHandler = _refuse_doctype
+    parser.EntityDeclHandler = _refuse_doctype
     try:
         parser.Parse(data, True)
     except expat.ExpatError as e:
-        index = char_at(parser.ErrorByteIndex if parser.ErrorByteIndex >= 0 else len(data))
+        index = built.char_at(parser.ErrorByteIndex if parser.ErrorByteIndex >= 0 else len(data))
         reason = expat.ErrorString(e.code) if e.code is not None else str(e)
         looks_like_json = source.text.lstrip().startswith(("{", "["))
         hint = "this looks like JSON: a MetaAgent FSM imports with `statewright import metaagent`"
@@ -104,12 +68,55 @@ def parse_xml(source: SourceFile, diagnostics: Diagnostics) -> XmlElement | None
         return None
     except _DoctypeRefused:
         index = source.text.find("<!DOCTYPE")
-        index = index if index >= 0 else char_at(parser.CurrentByteIndex)
+        index = index if index >= 0 else built.char_at(parser.CurrentByteIndex)
         diagnostics.report("SW8002", "not accepted: the file has a document type declaration",
                            source.span(index, index + len("<!DOCTYPE")), label="a DTD is not needed",
                            help="remove the <!DOCTYPE ...> declaration")
         return None
-    return root[0] if root else None
+    return built.root[0] if built.root else None
+
+
+def _refuse_doctype(*_: object) -> None:
+    raise _DoctypeRefused
+
+
+class _XmlTree:
+    """The elements expat reads, built as it calls its handlers: each with the span of its start tag and
+    of its text."""
+
+    def __init__(self, source: SourceFile, parser: expat.XMLParserType) -> None:
+        self.source = source
+        self.parser = parser
+        self.char_at = _byte_to_char(source.text)
+        self.stack: list[XmlElement] = []
+        self.pieces: list[list[tuple[int, str]]] = []  # per open element: (byte index, character data)
+        self.root: list[XmlElement] = []
+
+    def start(self, tag: str, attrs: dict[str, str]) -> None:
+        at = self.char_at(self.parser.CurrentByteIndex)
+        element = XmlElement(tag, self.source.span(at, at + len(tag) + 1), dict(attrs))
+        if self.stack:
+            self.stack[-1].children.append(element)
+        else:
+            self.root.append(element)
+        self.stack.append(element)
+        self.pieces.append([])
+
+    def end(self, tag: str) -> None:
+        element = self.stack.pop()
+        chunks = self.pieces.pop()
+        raw = "".join(text for _, text in chunks)
+        element.text = raw.strip()
+        if element.text and chunks:
+            # the text begins at its first non-blank character; entity references make the end approximate
+            first = chunks[0][0]
+            lead = len(raw) - len(raw.lstrip())
+            begin = self.char_at(first) + lead
+            element.text_span = self.source.span(begin, begin + len(element.text))
+
+    def characters(self, text: str) -> None:
+        if self.pieces:
+            self.pieces[-1].append((self.parser.CurrentByteIndex, text))
 
 
 def _byte_to_char(text: str) -> Callable[[int], int]:

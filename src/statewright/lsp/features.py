@@ -17,7 +17,7 @@ from typing import Any
 from lsprotocol import types
 
 from .. import api
-from ..compiler.checks.resolve import BUILTIN_TYPES, JINJA_NAMES, Symbols
+from ..compiler.checks.resolve import BUILTIN_TYPES, JINJA_NAMES, AgentView, StateView, Symbols
 from ..diagnostics import Diagnostic, SourceFile
 from ..diagnostics.explain import explain
 from ..grammar import ast
@@ -223,54 +223,67 @@ def describe(key: Key, a: Analysis) -> str:
     if key.kind in ("machine", "callee", "file"):
         return _describe_machine(key, symbols)
     if key.kind == "state" and key.name in symbols.states:
-        view = symbols.states[key.name]
-        kind = " ".join(w for w, on in (("start", view.decl.start), ("final", view.decl.final)) if on)
-        lines = [f"**{kind + ' ' if kind else ''}state** `{key.name}`"]
-        if view.agent is not None:
-            lines.append(f"agent: `{view.agent.name.value}`")
-        if view.call is not None:
-            lines.append(f"calls: `{view.call.span.text}`")
-        lines.append(f"output: `{view.output.type.span.text}`" if view.output is not None
-                     else "output: plain text" if view.agent is not None else "")
-        if view.tell is not None:
-            lines.append(f"tells: {', '.join(f'`{n.value}`' for n in view.tell.agents)}")
-        if view.visits is not None:
-            count = view.visits.count
-            lines.append(f"visits: at most {count.value}" + (" (an input)" if isinstance(count, ast.Name) else ""))
-        body = "  \n".join(line for line in lines if line)
-        if view.transitions:
-            body += "\n\n" + _fence("\n".join(t.span.text for t in view.transitions), "fsm")
-        return body
+        return _describe_state(key.name, symbols.states[key.name])
     if key.kind == "agent" and key.name in symbols.agents:
-        agent = symbols.agents[key.name]
-        lines = [f"**agent** `{key.name}`"]
-        if agent.model is not None:
-            lines.append(f"model: `{agent.model.model.value}`")
-        if agent.tools is not None:
-            lines.append(f"tools: {', '.join(f'`{t.dotted}`' for t in agent.tools.tools)}")
-        if agent.memory is not None:
-            lines.append(f"memory: `{agent.memory.span.text.removeprefix('memory ').strip()}`")
-        body = "  \n".join(lines)
-        if agent.prompt is not None:
-            body += "\n\n" + _fence(agent.prompt.text.value.strip()[:600])
-        return body
+        return _describe_agent(key.name, symbols.agents[key.name])
     if key.kind == "type" and key.name in symbols.types:
         decl = symbols.types[key.name]
         rows = [f"{f.name.value}: {f.type.span.text}" + (f"  # {f.doc.value}" if f.doc else "") for f in decl.fields]
         return f"**type** `{key.name}`\n\n" + _fence("\n".join(rows) or "(no fields)", "fsm")
     if key.kind == "field":
-        owner, _, name = key.name.partition(".")
-        owner_decl = symbols.types.get(owner)
-        field_decl = next((f for f in owner_decl.fields if f.name.value == name), None) if owner_decl else None
-        if field_decl is None:
-            return ""
-        doc = f"\n\n{field_decl.doc.value}" if field_decl.doc else ""
-        return f"**field** `{owner}.{name}`: `{field_decl.type.span.text}`{doc}"
+        return _describe_field(key.name, symbols)
     if key.kind == "input" and key.name in symbols.inputs:
         return "**input**\n\n" + _fence(symbols.inputs[key.name].span.text, "fsm")
     if key.kind == "tool":
         return _describe_tool(key.name, symbols)
     return ""
+
+
+def _describe_state(name: str, view: StateView) -> str:
+    """A state: its kind, agent or call, output, listeners, bound, and its transitions as written."""
+    kind = " ".join(w for w, on in (("start", view.decl.start), ("final", view.decl.final)) if on)
+    lines = [f"**{kind + ' ' if kind else ''}state** `{name}`"]
+    if view.agent is not None:
+        lines.append(f"agent: `{view.agent.name.value}`")
+    if view.call is not None:
+        lines.append(f"calls: `{view.call.span.text}`")
+    lines.append(f"output: `{view.output.type.span.text}`" if view.output is not None
+                 else "output: plain text" if view.agent is not None else "")
+    if view.tell is not None:
+        lines.append(f"tells: {', '.join(f'`{n.value}`' for n in view.tell.agents)}")
+    if view.visits is not None:
+        count = view.visits.count
+        lines.append(f"visits: at most {count.value}" + (" (an input)" if isinstance(count, ast.Name) else ""))
+    body = "  \n".join(line for line in lines if line)
+    if view.transitions:
+        body += "\n\n" + _fence("\n".join(t.span.text for t in view.transitions), "fsm")
+    return body
+
+
+def _describe_agent(name: str, agent: AgentView) -> str:
+    """An agent: its model, tools and memory, and the start of its prompt."""
+    lines = [f"**agent** `{name}`"]
+    if agent.model is not None:
+        lines.append(f"model: `{agent.model.model.value}`")
+    if agent.tools is not None:
+        lines.append(f"tools: {', '.join(f'`{t.dotted}`' for t in agent.tools.tools)}")
+    if agent.memory is not None:
+        lines.append(f"memory: `{agent.memory.span.text.removeprefix('memory ').strip()}`")
+    body = "  \n".join(lines)
+    if agent.prompt is not None:
+        body += "\n\n" + _fence(agent.prompt.text.value.strip()[:600])
+    return body
+
+
+def _describe_field(dotted: str, symbols: Symbols) -> str:
+    """A field of a declared type (`TYPE.FIELD`): its type and what its doc string says."""
+    owner, _, name = dotted.partition(".")
+    owner_decl = symbols.types.get(owner)
+    field_decl = next((f for f in owner_decl.fields if f.name.value == name), None) if owner_decl else None
+    if field_decl is None:
+        return ""
+    doc = f"\n\n{field_decl.doc.value}" if field_decl.doc else ""
+    return f"**field** `{owner}.{name}`: `{field_decl.type.span.text}`{doc}"
 
 
 def _describe_machine(key: Key, symbols: Symbols) -> str:
