@@ -140,73 +140,89 @@ class RunCore(AgentSteps, CallSteps, FanOutSteps, PersonSteps):
             return self._pause(run)
 
     def _steps(self, run: Run) -> RunSteps:
+        """The step loop: a state entered, its work done, its output recorded, a transition fired (and the
+        checkpoint saved), until a final state."""
         plans = self._plans
         while True:
             plan = plans[run.state]
-            name = plan.name
             if not plan.works:
                 return self._finish(run, plan, entered=False)
-            changed = run.changed
-            # (a run resumed while waiting for a person, while its branches ran or while it ran another
-            # machine, is inside its step)
-            if run.waiting is None and run.fanout is None and not run.calls:
-                self._check_limits(run, name, True)
-                run.steps += 1
-                visit = run.visits.get(name, 0) + 1
-                run.visits[name] = visit
-                run.path.append(name)
-                run.context_cache = None
-                if changed is not None:
-                    changed["visits"].add(name)
-                if run.events:
-                    run.emit("state_enter", {"state": name, "visit": visit})
-            else:
-                visit = run.visits.get(name, 0)
+            visit = self._enter(run, plan)
             feedback = run.feedback
             run.feedback = None
-            step = plan.step
-            if step == "agent":
-                output, instruction = yield from self._agent_step(run, plan, feedback)
-            elif step == "parallel":
-                output, instruction = (yield from self._parallel_step(run, plan, feedback)), None
-            elif step == "map":
-                output, instruction = (yield from self._map_step(run, plan, feedback)), None
-            elif step == "human":
-                answered = yield from self._person_step(run, plan)
-                if answered is TIMED_OUT:
-                    assert plan.timeout is not None
-                    if run.events:
-                        run.emit("state_exit", {"state": name})
-                    run.last_state = name
-                    self._fire(run, plan, plan.timeout, "timeout", "no answer in time", None)
-                    self._save(run, "running")
-                    continue
-                output, instruction = answered
-            elif step == "call":
-                output, instruction = (yield from self._call_step(run, plan)), None
-            else:
-                output, instruction = (yield from self._action_step(run, plan)), None
-            run.outputs[name] = output
-            if run.observe is not None:
-                run.observe("output", name, visit, output)
-            if changed is not None:
-                changed["outputs"].add(name)
-            run.last_state = name
-            run.context_cache = None
-            if run.events:
-                run.emit("state_exit", exit_fields(run, plan, output))
-            if plan.tell:
-                text = output_text(plan, output)
-                for listener in plan.tell:
-                    run.memories[listener].hear(name, text)
+            done = yield from self._state_work(run, plan, feedback)
+            if done is None:  # a person gave no answer in time: the state's timeout edge fired instead
+                continue
+            output, instruction = done
+            self._record(run, plan, visit, output)
             if plan.final:
                 return self._finish(run, plan, entered=True)
             if plan.direct is not None:
                 self._fire_direct(run, plan)
             else:
                 yield from self._transition(run, plan, output, instruction)
-            if changed is not None:
+            if run.changed is not None:
                 self._save(run, "running")
+
+    def _enter(self, run: Run, plan: StatePlan) -> int:
+        """Enter the state (limits checked, visit counted, `state_enter`): its visit. A run resumed while
+        waiting for a person, while its branches ran or while it ran another machine is inside its step."""
+        name = plan.name
+        if run.waiting is not None or run.fanout is not None or run.calls:
+            return run.visits.get(name, 0)
+        self._check_limits(run, name, True)
+        run.steps += 1
+        visit = run.visits.get(name, 0) + 1
+        run.visits[name] = visit
+        run.path.append(name)
+        run.context_cache = None
+        if run.changed is not None:
+            run.changed["visits"].add(name)
+        if run.events:
+            run.emit("state_enter", {"state": name, "visit": visit})
+        return visit
+
+    def _state_work(self, run: Run, plan: StatePlan, feedback: str | None) -> Steps:
+        """The state's work by its kind: its output and the instruction it was given (None where there is
+        none); None when a person gave no answer in time, the state's timeout edge having fired."""
+        step = plan.step
+        if step == "agent":
+            return (yield from self._agent_step(run, plan, feedback))
+        if step == "parallel":
+            return (yield from self._parallel_step(run, plan, feedback)), None
+        if step == "map":
+            return (yield from self._map_step(run, plan, feedback)), None
+        if step == "human":
+            answered = yield from self._person_step(run, plan)
+            if answered is not TIMED_OUT:
+                return answered
+            assert plan.timeout is not None
+            if run.events:
+                run.emit("state_exit", {"state": plan.name})
+            run.last_state = plan.name
+            self._fire(run, plan, plan.timeout, "timeout", "no answer in time", None)
+            self._save(run, "running")
+            return None
+        if step == "call":
+            return (yield from self._call_step(run, plan)), None
+        return (yield from self._action_step(run, plan)), None
+
+    def _record(self, run: Run, plan: StatePlan, visit: int, output: Any) -> None:
+        """The state's output kept (`state_exit`), and told to the agents that listen to it."""
+        name = plan.name
+        run.outputs[name] = output
+        if run.observe is not None:
+            run.observe("output", name, visit, output)
+        if run.changed is not None:
+            run.changed["outputs"].add(name)
+        run.last_state = name
+        run.context_cache = None
+        if run.events:
+            run.emit("state_exit", exit_fields(run, plan, output))
+        if plan.tell:
+            text = output_text(plan, output)
+            for listener in plan.tell:
+                run.memories[listener].hear(name, text)
 
 
     # -- a step -----------------------------------------------------------------------------------

@@ -156,31 +156,13 @@ class Engine:
         Raises CheckpointError when resuming is impossible (no store, unknown run, different machine), and
         AnswerError when `answer` does not fit the question (or the run waits for none): the run is left
         as it was."""
-        core = self.core
-        store = self.checkpoint
         if answer is not None and not resume:
             raise AnswerError("an answer is given to a waiting run that is resumed; this run is new")
-        if resume:
-            restored = self._restore(run_id)
-            if isinstance(restored, RunResult):
-                if answer is not None:
-                    raise AnswerError(f"run '{run_id}' has ended ({restored.status}); it waits for no answer")
-                return restored
-            run = restored
-            if answer is not None:
-                path = core.check_answer(run, answer, path)
-        else:
-            run_id = run_id or new_run_id()
-            if store is not None and store.exists(run_id):
-                raise CheckpointError(f"run '{run_id}' already exists in {store.path}; "
-                                      "resume it or choose another run id")
-            workspace = self.workspace or default_workspace(run_id)
-            given = dict(inputs or {})
-            try:
-                run = core.start(run_id, given, workspace)
-            except InputError as exc:
-                return core.fail_input(run_id, given, workspace, Failure("input", str(exc)),
-                                       self._emitter(trace or self.trace, self._otel_sink(None)))
+        opened = self._resumed(run_id, answer, path) if resume else self._started(run_id, inputs, trace)
+        if isinstance(opened, RunResult):
+            return opened
+        run, path = opened
+        core = self.core
         try:
             secrets = read_secrets(self.machine, os.environ, required=self.require_secrets)
         except SecretError as exc:  # before anything runs: nothing is saved, the run can start again
@@ -190,26 +172,63 @@ class Engine:
         effects = _LocalEffects(self, run, secrets, (path or "", answer) if answer is not None else None)
         self._running.add(effects)
         try:
-            if store is None:
-                self._attach(run, trace or self.trace, redactions)
-                core.begin(run, resumed=resume)
-                result = await drive(core.execute(run), effects)
-                return _redacted_result(result, redactions)
-            store.group_commits()
-            store.acquire(run.run_id)  # one owner per run: another process holding it is refused here
-            keeper = asyncio.ensure_future(_keep_lease(store, run.run_id))
-            try:
-                self._attach(run, trace or self.trace, redactions)
-                core.begin(run, resumed=resume)
-                result = await drive(core.execute(run), effects)
-                await store.durable()
-                return _redacted_result(result, redactions)
-            finally:
-                keeper.cancel()
-                store.release(run.run_id)
-                await store.durable()
+            return await self._drive_to_end(run, effects, trace or self.trace, redactions, resume)
         finally:
             self._running.discard(effects)
+
+    def _resumed(self, run_id: str | None, answer: Any,
+                 path: str | None) -> tuple[Run, str | None] | RunResult:
+        """The checkpointed run `run_id` to continue, with the path its `answer` answers; or its result,
+        when it has ended."""
+        restored = self._restore(run_id)
+        if isinstance(restored, RunResult):
+            if answer is not None:
+                raise AnswerError(f"run '{run_id}' has ended ({restored.status}); it waits for no answer")
+            return restored
+        if answer is not None:
+            path = self.core.check_answer(restored, answer, path)
+        return restored, path
+
+    def _started(self, run_id: str | None, inputs: Mapping[str, Any] | None,
+                 trace: Trace | None) -> tuple[Run, None] | RunResult:
+        """A new run; or, when its inputs do not fit, its result (a failure of kind `input`)."""
+        store = self.checkpoint
+        run_id = run_id or new_run_id()
+        if store is not None and store.exists(run_id):
+            raise CheckpointError(f"run '{run_id}' already exists in {store.path}; "
+                                  "resume it or choose another run id")
+        workspace = self.workspace or default_workspace(run_id)
+        given = dict(inputs or {})
+        try:
+            return self.core.start(run_id, given, workspace), None
+        except InputError as exc:
+            return self.core.fail_input(run_id, given, workspace, Failure("input", str(exc)),
+                                        self._emitter(trace or self.trace, self._otel_sink(None)))
+
+    async def _drive_to_end(self, run: Run, effects: _LocalEffects, trace: Trace | None,
+                            redactions: list[str], resumed: bool) -> RunResult:
+        """Drive the run on its effects; with a checkpoint store, as the run's one owner, each save made
+        durable before the result is handed back."""
+        core, store = self.core, self.checkpoint
+        if store is None:
+            self._attach(run, trace, redactions)
+            core.begin(run, resumed=resumed)
+            result = await drive(core.execute(run), effects)
+            return _redacted_result(result, redactions)
+        store.group_commits()
+        store.acquire(run.run_id)  # one owner per run: another process holding it is refused here
+        keeper = asyncio.ensure_future(_keep_lease(store, run.run_id))
+        try:
+            self._attach(run, trace, redactions)
+            core.begin(run, resumed=resumed)
+            result = await drive(core.execute(run), effects)
+            await store.durable()
+            return _redacted_result(result, redactions)
+        finally:
+            keeper.cancel()
+            store.release(run.run_id)
+            await store.durable()
+
 
     def kill_tool_processes(self) -> int:
         """SIGKILL the processes of every std.python and std.shell call running now, in every run of this

@@ -288,22 +288,8 @@ class FanOutSteps:
         transitions; with `join first`, the branches the join no longer waits for are cancelled."""
         spec = plan.spec.parallel
         assert spec is not None
-        name = plan.name
         join = spec.join
-        fan = run.fanout
-        if fan is None:
-            for entry in spec.branches:  # a branch starts at its entry whatever its bound: a spent one stops the run
-                limit = bound_value(self.machine.states[entry].visits, run.inputs)
-                if limit is not None and run.visits.get(entry, 0) >= limit:
-                    raise RunFailed(Failure("bound", f"state '{name}': branch '{entry}' has used its visits {limit}",
-                                            state=name, origin=plan.spec.origin))
-            tasks = [FanTask(i, f"{name}/{entry}", entry) for i, entry in enumerate(spec.branches)]
-            for task in tasks:
-                task.feedback = feedback
-            fan = run.fanout = FanOut(name, "parallel", tasks)
-            if run.events:
-                run.emit("fan_out", {"state": name, "kind": "parallel", "branches": list(spec.branches),
-                                     "join": join_text(join)})
+        fan = run.fanout if run.fanout is not None else self._parallel_fan(run, plan, feedback)
         wanted = len(fan.tasks) if join.rule == "all" else (join.count or 1)
 
         def complete(task: FanTask) -> bool:
@@ -329,6 +315,33 @@ class FanOutSteps:
         except RunFailed:
             self._abandon(run, fan)
             raise
+        return self._parallel_join(run, plan, fan)
+
+    def _parallel_fan(self, run: Run, plan: StatePlan, feedback: str | None) -> FanOut:
+        """A parallel state's branches, about to start: each from its entry, which must have a visit left."""
+        spec = plan.spec.parallel
+        assert spec is not None
+        name = plan.name
+        for entry in spec.branches:  # a branch starts at its entry whatever its bound: a spent one stops the run
+            limit = bound_value(self.machine.states[entry].visits, run.inputs)
+            if limit is not None and run.visits.get(entry, 0) >= limit:
+                raise RunFailed(Failure("bound", f"state '{name}': branch '{entry}' has used its visits {limit}",
+                                        state=name, origin=plan.spec.origin))
+        tasks = [FanTask(i, f"{name}/{entry}", entry) for i, entry in enumerate(spec.branches)]
+        for task in tasks:
+            task.feedback = feedback
+        fan = run.fanout = FanOut(name, "parallel", tasks)
+        if run.events:
+            run.emit("fan_out", {"state": name, "kind": "parallel", "branches": list(spec.branches),
+                                 "join": join_text(spec.join)})
+        return fan
+
+    def _parallel_join(self, run: Run, plan: StatePlan, fan: FanOut) -> list[Any]:
+        """The join: the branches it no longer waits for cancelled, what each branch told its agents and
+        the states it went through made the run's (branch by branch), and the joined branches' outputs."""
+        spec = plan.spec.parallel
+        assert spec is not None
+        name = plan.name
         for task in fan.tasks:
             if not task.done:
                 task.cancelled = True  # (also those a resumed run found no longer waited for)
@@ -343,7 +356,7 @@ class FanOutSteps:
                 run.emit("branch_end", {"state": name, "branch": spec.branches[task.index], "status": status,
                                         "last": task.last})
         if run.events:
-            run.emit("join", {"state": name, "join": join_text(join),
+            run.emit("join", {"state": name, "join": join_text(spec.join),
                               "finished": [spec.branches[i] for i in fan.finished],
                               "joined": [spec.branches[i] for i in joined],
                               "cancelled": [spec.branches[t.index] for t in fan.tasks if t.cancelled]})
@@ -418,36 +431,8 @@ class FanOutSteps:
         (failure "bound")."""
         each = plan.spec.each
         assert each is not None
-        name = plan.name
-        try:
-            items = each.items(Scope(None, run.inputs, run.outputs, run.visits))
-        except Exception as exc:  # noqa: BLE001 - a list that cannot be computed is a typed failure
-            raise RunFailed(Failure("guard", f"state '{name}': the list `{each.text}` could not be computed: "
-                                             f"{type(exc).__name__}: {exc}", state=name, origin=each.origin)) from None
-        if not isinstance(items, (list, tuple)):
-            raise RunFailed(Failure("guard", f"state '{name}': `{each.text}` is {type(items).__name__}, not a list",
-                                    state=name, origin=each.origin))
-        most = bound_value(each.max, run.inputs)
-        if most is not None and len(items) > most:
-            raise RunFailed(Failure("bound", f"state '{name}': the list `{each.text}` has {len(items)} elements, "
-                                             f"more than its {bound_text('max', each.max, run.inputs)}",
-                                    state=name, origin=each.origin))
-        fan = run.fanout
-        if fan is None:
-            base = run.seqs.get(plan.items_key, 0)
-            tasks = [FanTask(i, f"{name}[{i}]", name) for i in range(len(items))]
-            for task in tasks:
-                task.feedback = feedback
-            fan = run.fanout = FanOut(name, "map", tasks, base)
-            run.seqs[plan.items_key] = base + len(items)
-            run.count("seqs", plan.items_key)
-            if run.events:
-                run.emit("fan_out", {"state": name, "kind": "map", "items": len(items), "max": most,
-                                     "concurrency": each.concurrency})
-        elif len(fan.tasks) != len(items):
-            raise RunFailed(Failure("bound", f"state '{name}': the list `{each.text}` has {len(items)} elements; "
-                                             f"the run was stopped while mapping over {len(fan.tasks)}",
-                                    state=name, origin=each.origin))
+        items, most = self._map_items(run, plan)
+        fan = self._map_fan(run, plan, feedback, items, most)
         for task in fan.tasks:
             task.locals = {each.item: items[task.index]}
             if each.index is not None:
@@ -468,6 +453,59 @@ class FanOutSteps:
         except RunFailed:
             self._abandon(run, fan)
             raise
+        return self._map_join(run, plan, fan)
+
+    def _map_items(self, run: Run, plan: StatePlan) -> tuple[list[Any] | tuple[Any, ...], int | None]:
+        """The list a map runs over, and its bound (`max`); a typed failure where it cannot be computed, is
+        no list, or is longer than its bound."""
+        each = plan.spec.each
+        assert each is not None
+        name = plan.name
+        try:
+            items = each.items(Scope(None, run.inputs, run.outputs, run.visits))
+        except Exception as exc:  # noqa: BLE001 - a list that cannot be computed is a typed failure
+            raise RunFailed(Failure("guard", f"state '{name}': the list `{each.text}` could not be computed: "
+                                             f"{type(exc).__name__}: {exc}", state=name, origin=each.origin)) from None
+        if not isinstance(items, (list, tuple)):
+            raise RunFailed(Failure("guard", f"state '{name}': `{each.text}` is {type(items).__name__}, not a list",
+                                    state=name, origin=each.origin))
+        most = bound_value(each.max, run.inputs)
+        if most is not None and len(items) > most:
+            raise RunFailed(Failure("bound", f"state '{name}': the list `{each.text}` has {len(items)} elements, "
+                                             f"more than its {bound_text('max', each.max, run.inputs)}",
+                                    state=name, origin=each.origin))
+        return items, most
+
+    def _map_fan(self, run: Run, plan: StatePlan, feedback: str | None, items: list[Any] | tuple[Any, ...],
+                 most: int | None) -> FanOut:
+        """A map's elements: new ones, numbered on from the elements of its earlier visits; or those of a
+        resumed run, which must be as many as the list has now."""
+        each = plan.spec.each
+        assert each is not None
+        name = plan.name
+        fan = run.fanout
+        if fan is not None:
+            if len(fan.tasks) != len(items):
+                raise RunFailed(Failure("bound", f"state '{name}': the list `{each.text}` has {len(items)} "
+                                                 f"elements; the run was stopped while mapping over "
+                                                 f"{len(fan.tasks)}", state=name, origin=each.origin))
+            return fan
+        base = run.seqs.get(plan.items_key, 0)
+        tasks = [FanTask(i, f"{name}[{i}]", name) for i in range(len(items))]
+        for task in tasks:
+            task.feedback = feedback
+        fan = run.fanout = FanOut(name, "map", tasks, base)
+        run.seqs[plan.items_key] = base + len(items)
+        run.count("seqs", plan.items_key)
+        if run.events:
+            run.emit("fan_out", {"state": name, "kind": "map", "items": len(items), "max": most,
+                                 "concurrency": each.concurrency})
+        return fan
+
+    def _map_join(self, run: Run, plan: StatePlan, fan: FanOut) -> list[Any]:
+        """The join of a map: what each element told its agents made the run's, in the list's order, and
+        the elements' outputs."""
+        name = plan.name
         for task in fan.tasks:
             for agent, messages in task.memory.items():
                 run.memories[agent].messages.extend(messages)

@@ -369,19 +369,10 @@ class _MachinePart:
     # -- guards and tool arguments
 
     def _functions_for(self, state: ir.State) -> None:
-        if state.shares is not None:  # an equivalent state's functions do this state's work too
-            for index, _ in enumerate(state.transitions):
-                shared = self.guard_functions.get((state.shares, index))
-                if shared is not None:
-                    self.guard_functions[(state.name, index)] = shared
-            if state.call is not None:
-                self.args_names[state.name] = self.args_names[state.shares]
-            if state.run is not None:
-                self.run_args_names[state.name] = self.run_args_names[state.shares]
-            if state.shares in self.join_names:
-                self.join_names[state.name] = self.join_names[state.shares]
-            if state.shares in self.items_names:
-                self.items_names[state.name] = self.items_names[state.shares]
+        """The functions of a state's expressions — its join guard, its map's list, its guards, its call's
+        arguments — named in that order (so names are claimed the same way every time)."""
+        if state.shares is not None:
+            self._shared_functions(state, state.shares)
             return
         context = ExprContext(self.machine, self.plans, self.guard_names, state)
         if state.parallel is not None and state.parallel.join.guard is not None:
@@ -416,22 +407,40 @@ class _MachinePart:
         if state.run is not None:
             self._run_arguments(state, state.run)
         if state.call is not None:
-            call = state.call
-            name = self.names.claim(f"args_{state.name}")
-            self.args_names[state.name] = name
-            written = ", ".join(f"{a.name} = {spec_source(a.value)}" for a in call.args)
-            items = ""
-            call_context = ExprContext(self.machine, self.plans, self.guard_names, state,
-                                       each=each_names(self.machine, state))
-            for a in call.args:
-                code = python_source(a.value, call_context)
-                items += INDENT * 2 + f"{py_string(a.name)}: {code},\n"
-            body = f"{{\n{items}{INDENT}}}" if items else "{}"
-            self.arg_builders.append(
-                f"# {comment_text('call ' + call.tool + '(' + written + ')')}\n"
-                f"def {name}(s: Scope) -> dict[str, Any]:\n"
-                f"{INDENT}return {body}\n"
-            )
+            self._call_arguments(state, state.call)
+
+    def _shared_functions(self, state: ir.State, shares: str) -> None:
+        """An equivalent state's functions do this state's work too (the merge pass)."""
+        for index, _ in enumerate(state.transitions):
+            shared = self.guard_functions.get((shares, index))
+            if shared is not None:
+                self.guard_functions[(state.name, index)] = shared
+        if state.call is not None:
+            self.args_names[state.name] = self.args_names[shares]
+        if state.run is not None:
+            self.run_args_names[state.name] = self.run_args_names[shares]
+        if shares in self.join_names:
+            self.join_names[state.name] = self.join_names[shares]
+        if shares in self.items_names:
+            self.items_names[state.name] = self.items_names[shares]
+
+    def _call_arguments(self, state: ir.State, call: ir.ToolCall) -> None:
+        """The function that builds a tool call's arguments (in a map it sees the element)."""
+        name = self.names.claim(f"args_{state.name}")
+        self.args_names[state.name] = name
+        written = ", ".join(f"{a.name} = {spec_source(a.value)}" for a in call.args)
+        items = ""
+        call_context = ExprContext(self.machine, self.plans, self.guard_names, state,
+                                   each=each_names(self.machine, state))
+        for a in call.args:
+            code = python_source(a.value, call_context)
+            items += INDENT * 2 + f"{py_string(a.name)}: {code},\n"
+        body = f"{{\n{items}{INDENT}}}" if items else "{}"
+        self.arg_builders.append(
+            f"# {comment_text('call ' + call.tool + '(' + written + ')')}\n"
+            f"def {name}(s: Scope) -> dict[str, Any]:\n"
+            f"{INDENT}return {body}\n"
+        )
 
     def _run_arguments(self, state: ir.State, run: ir.Run) -> None:
         """The function that builds a called machine's inputs, as a tool call's arguments are built (in a
@@ -507,59 +516,13 @@ class _MachinePart:
 
     def _state(self, s: ir.State) -> Call:
         plan = self.plans.output_of(s.name)
-        position = self._position(s.name, s.origin)  # first, so the table follows the source
-        call = None
-        if s.call is not None:
-            call = _spec_call(runtime_spec.ToolCallSpec, [
-                ("tool", s.call.tool),
-                ("args", Raw(self.args_names[s.name])),
-                ("origin", self._position(f"{s.name} call", s.call.origin)),
-            ])
-        transitions = []
-        for index, t in enumerate(s.transitions):
-            guard = self.guard_functions.get((s.name, index))
-            transitions.append(_spec_call(runtime_spec.TransitionSpec, [
-                ("kind", t.kind),
-                ("target", t.target),
-                ("guard", Raw(guard) if guard else None),
-                ("text", transition_condition_text(t)),
-                ("max", t.max),
-                ("per_visit", t.per_visit),
-                ("seconds", t.seconds),
-                ("origin", self._position(f"{s.name} transition {index}", t.origin)),
-            ]))
-        parallel = None
-        if s.parallel is not None:
-            join = s.parallel.join
-            join_guard = self.join_names.get(s.name)
-            parallel = _spec_call(runtime_spec.ParallelSpec, [
-                ("branches", s.parallel.branches),
-                ("join", _spec_call(runtime_spec.JoinSpec, [
-                    ("rule", join.rule), ("count", join.count),
-                    ("guard", Raw(join_guard) if join_guard else None),
-                    ("text", spec_source(join.guard) if join.guard is not None else ""),
-                    ("origin", self._position(f"{s.name} join", join.origin)),
-                ])),
-                ("origin", self._position(f"{s.name} parallel", s.parallel.origin)),
-            ])
-        run = None
-        if s.run is not None:
-            run = _spec_call(runtime_spec.CallSpec, [
-                ("machine", s.run.machine),
-                ("args", Raw(self.run_args_names[s.name])),
-                ("origin", self._position(f"{s.name} run", s.run.origin)),
-            ])
-        each = None
-        if s.each is not None:
-            each = _spec_call(runtime_spec.EachSpec, [
-                ("item", s.each.item),
-                ("items", Raw(self.items_names[s.name])),
-                ("max", s.each.max),
-                ("index", s.each.index),
-                ("concurrency", s.each.concurrency),
-                ("text", spec_source(s.each.items)),
-                ("origin", self._position(f"{s.name} for", s.each.origin)),
-            ])
+        # the state's position first, then its parts', so the table follows the source
+        position = self._position(s.name, s.origin)
+        call = self._tool_call_spec(s)
+        transitions = tuple(self._transition_spec(s, index, t) for index, t in enumerate(s.transitions))
+        parallel = self._parallel_spec(s)
+        run = self._run_spec(s)
+        each = self._each_spec(s)
         return _spec_call(runtime_spec.StateSpec, [
             ("name", s.name),
             ("kind", s.kind),
@@ -576,12 +539,72 @@ class _MachinePart:
             ("call", call),
             ("result", s.result),
             ("fail", s.fail),
-            ("transitions", tuple(transitions)),
+            ("transitions", transitions),
             ("origin", position),
             ("parallel", parallel),
             ("each", each),
             ("branch", s.branch),
             ("run", run),
+        ])
+
+    def _tool_call_spec(self, s: ir.State) -> Call | None:
+        if s.call is None:
+            return None
+        return _spec_call(runtime_spec.ToolCallSpec, [
+            ("tool", s.call.tool),
+            ("args", Raw(self.args_names[s.name])),
+            ("origin", self._position(f"{s.name} call", s.call.origin)),
+        ])
+
+    def _transition_spec(self, s: ir.State, index: int, t: ir.Transition) -> Call:
+        guard = self.guard_functions.get((s.name, index))
+        return _spec_call(runtime_spec.TransitionSpec, [
+            ("kind", t.kind),
+            ("target", t.target),
+            ("guard", Raw(guard) if guard else None),
+            ("text", transition_condition_text(t)),
+            ("max", t.max),
+            ("per_visit", t.per_visit),
+            ("seconds", t.seconds),
+            ("origin", self._position(f"{s.name} transition {index}", t.origin)),
+        ])
+
+    def _parallel_spec(self, s: ir.State) -> Call | None:
+        if s.parallel is None:
+            return None
+        join = s.parallel.join
+        join_guard = self.join_names.get(s.name)
+        return _spec_call(runtime_spec.ParallelSpec, [
+            ("branches", s.parallel.branches),
+            ("join", _spec_call(runtime_spec.JoinSpec, [
+                ("rule", join.rule), ("count", join.count),
+                ("guard", Raw(join_guard) if join_guard else None),
+                ("text", spec_source(join.guard) if join.guard is not None else ""),
+                ("origin", self._position(f"{s.name} join", join.origin)),
+            ])),
+            ("origin", self._position(f"{s.name} parallel", s.parallel.origin)),
+        ])
+
+    def _run_spec(self, s: ir.State) -> Call | None:
+        if s.run is None:
+            return None
+        return _spec_call(runtime_spec.CallSpec, [
+            ("machine", s.run.machine),
+            ("args", Raw(self.run_args_names[s.name])),
+            ("origin", self._position(f"{s.name} run", s.run.origin)),
+        ])
+
+    def _each_spec(self, s: ir.State) -> Call | None:
+        if s.each is None:
+            return None
+        return _spec_call(runtime_spec.EachSpec, [
+            ("item", s.each.item),
+            ("items", Raw(self.items_names[s.name])),
+            ("max", s.each.max),
+            ("index", s.each.index),
+            ("concurrency", s.each.concurrency),
+            ("text", spec_source(s.each.items)),
+            ("origin", self._position(f"{s.name} for", s.each.origin)),
         ])
 
     def _test(self, t: ir.Test, index: int) -> Call:
