@@ -141,7 +141,9 @@ class RunCore(AgentSteps, CallSteps, FanOutSteps, PersonSteps):
 
     def _steps(self, run: Run) -> RunSteps:
         """The step loop: a state entered, its work done, its output recorded, a transition fired (and the
-        checkpoint saved), until a final state."""
+        checkpoint saved), until a final state. Its work is dispatched here, not in a generator of its own:
+        this is the run's innermost loop, and a generator between it and each step would put one more frame
+        on every effect a step yields (bench/overhead.py)."""
         plans = self._plans
         while True:
             plan = plans[run.state]
@@ -150,10 +152,23 @@ class RunCore(AgentSteps, CallSteps, FanOutSteps, PersonSteps):
             visit = self._enter(run, plan)
             feedback = run.feedback
             run.feedback = None
-            done = yield from self._state_work(run, plan, feedback)
-            if done is None:  # a person gave no answer in time: the state's timeout edge fired instead
-                continue
-            output, instruction = done
+            step = plan.step
+            if step == "agent":
+                output, instruction = yield from self._agent_step(run, plan, feedback)
+            elif step == "parallel":
+                output, instruction = (yield from self._parallel_step(run, plan, feedback)), None
+            elif step == "map":
+                output, instruction = (yield from self._map_step(run, plan, feedback)), None
+            elif step == "human":
+                answered = yield from self._person_step(run, plan)
+                if answered is TIMED_OUT:
+                    self._no_answer_in_time(run, plan)
+                    continue
+                output, instruction = answered
+            elif step == "call":
+                output, instruction = (yield from self._call_step(run, plan)), None
+            else:
+                output, instruction = (yield from self._action_step(run, plan)), None
             self._record(run, plan, visit, output)
             if plan.final:
                 return self._finish(run, plan, entered=True)
@@ -182,30 +197,14 @@ class RunCore(AgentSteps, CallSteps, FanOutSteps, PersonSteps):
             run.emit("state_enter", {"state": name, "visit": visit})
         return visit
 
-    def _state_work(self, run: Run, plan: StatePlan, feedback: str | None) -> Steps:
-        """The state's work by its kind: its output and the instruction it was given (None where there is
-        none); None when a person gave no answer in time, the state's timeout edge having fired."""
-        step = plan.step
-        if step == "agent":
-            return (yield from self._agent_step(run, plan, feedback))
-        if step == "parallel":
-            return (yield from self._parallel_step(run, plan, feedback)), None
-        if step == "map":
-            return (yield from self._map_step(run, plan, feedback)), None
-        if step == "human":
-            answered = yield from self._person_step(run, plan)
-            if answered is not TIMED_OUT:
-                return answered
-            assert plan.timeout is not None
-            if run.events:
-                run.emit("state_exit", {"state": plan.name})
-            run.last_state = plan.name
-            self._fire(run, plan, plan.timeout, "timeout", "no answer in time", None)
-            self._save(run, "running")
-            return None
-        if step == "call":
-            return (yield from self._call_step(run, plan)), None
-        return (yield from self._action_step(run, plan)), None
+    def _no_answer_in_time(self, run: Run, plan: StatePlan) -> None:
+        """A person gave no answer in time: the state is left by its timeout edge, with no output."""
+        assert plan.timeout is not None
+        if run.events:
+            run.emit("state_exit", {"state": plan.name})
+        run.last_state = plan.name
+        self._fire(run, plan, plan.timeout, "timeout", "no answer in time", None)
+        self._save(run, "running")
 
     def _record(self, run: Run, plan: StatePlan, visit: int, output: Any) -> None:
         """The state's output kept (`state_exit`), and told to the agents that listen to it."""

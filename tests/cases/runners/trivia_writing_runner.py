@@ -31,9 +31,9 @@ else:
         MachineSpec, ModelClient, RunResult, Scope, Script, StateSpec, TestSpec, Trace,
         TransitionSpec, arun_machine, main, run_machine,
     )
-if RUNTIME_SHA256 != "016160c1ee03bf0b4dca44bb82325946de278c9c583d9e1cc169e76575b80e49":
+if RUNTIME_SHA256 != "8793254897be1020386652f1782ee17c8050c23d3d9f4923de6df667ede0682e":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 016160c1ee03), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 8793254897be), but "
         f"the statewright_runtime.py it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile "
         "--runtime module`, which rewrites the runtime too"
