@@ -19,7 +19,7 @@ from .bounds import bound_text, bound_value
 from .concurrency import Cancel, Completed, Concurrently
 from .memory import AgentMemory
 from .person import Paused
-from .plan import StatePlan, exit_fields, output_text
+from .plan import StatePlan
 from .result import Failure, RunFailed, Usage
 from .run_state import Run, Steps, _no_save, state_of_key
 from .snapshot import FanOutRecord, TaskRecord
@@ -280,6 +280,7 @@ class FanOutSteps:
         def _call_step(self, run: Run, plan: StatePlan) -> Steps: ...
         def _transition(self, run: Run, plan: StatePlan, output: Any, instruction: str | None) -> Steps: ...
         def _fire_direct(self, run: Run, plan: StatePlan) -> None: ...
+        def _record(self, run: Run, plan: StatePlan, visit: int, output: Any) -> None: ...
         def _save(self, run: Run, status: str) -> None: ...
 
     def _parallel_step(self, run: Run, plan: StatePlan, feedback: str | None) -> Steps:
@@ -406,17 +407,7 @@ class FanOutSteps:
                 view.emit("state_enter", {"state": name, "visit": visit})
             feedback, view.feedback = view.feedback, None
             output, instruction = yield from self._work(view, plan, feedback)
-            view.outputs[name] = output
-            if view.observe is not None:
-                view.observe("output", name, visit, output)
-            view.last_state = name
-            view.context_cache = None
-            if view.events:
-                view.emit("state_exit", exit_fields(view, plan, output))
-            if plan.tell:
-                text = output_text(plan, output)
-                for listener in plan.tell:
-                    view.memories[listener].hear(name, text)
+            self._record(view, plan, visit, output)
             if not plan.edges:
                 return output  # the branch ends here: the join commits its last step
             if plan.direct is not None:
