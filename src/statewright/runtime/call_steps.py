@@ -71,7 +71,7 @@ class CallSteps:
         child = run.calls.get(key)  # a call under way when the run was stopped goes on where it was
         if child is None:
             scope = Scope(run.outputs.get(run.last_state) if run.last_state else None, run.inputs, run.outputs,
-                          run.visits, run.locals or {})
+                          run.visits, run.locals or {}, run.vars)
             try:
                 inputs = spec.args(scope)
             except Exception as exc:  # noqa: BLE001 - reported as the step's failure

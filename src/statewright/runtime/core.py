@@ -37,6 +37,7 @@ from .spec import Scope
 from .structured import ReplyError, to_jsonable, to_text, validate_typed
 from .templates import TemplateDeadlineExceeded, TemplateRenderError
 from .untrusted import shown_within_limits
+from .variables import update_variables
 from .verifier import Verdict, parse_verdict, verdict_schema, verifier_messages
 
 NEUTRAL_RETRY = "Your previous answer to this step did not let the run move on. Do this step again, better."
@@ -81,6 +82,8 @@ class RunCore(AgentSteps, CallSteps, FanOutSteps, PersonSteps):
         """A new run at the start state. Raises InputError when the inputs do not fit the declarations."""
         run = Run(run_id, self.inputs.prepare(self.machine, inputs), self.machine.start, workspace, self.clock())
         new_memories(self.plan, run, {})
+        if self.plan.variables:
+            run.vars = self.plan.variables.initial()
         return run
 
     def begin(self, run: Run, resumed: bool) -> None:
@@ -195,6 +198,8 @@ class RunCore(AgentSteps, CallSteps, FanOutSteps, PersonSteps):
             run.context_cache = None
             if run.events:
                 run.emit("state_exit", exit_fields(run, plan, output))
+            if plan.updates and step != "map":  # (a map's updates are its elements')
+                update_variables(self.plan.variables, run, name, plan.updates, output)
             if plan.tell:
                 text = output_text(plan, output)
                 for listener in plan.tell:
@@ -221,7 +226,7 @@ class RunCore(AgentSteps, CallSteps, FanOutSteps, PersonSteps):
         run.seqs[plan.tool_key] = seq + 1
         run.count("seqs", plan.tool_key)
         scope = Scope(run.outputs.get(run.last_state) if run.last_state else None, run.inputs, run.outputs,
-                      run.visits, run.locals or {})
+                      run.visits, run.locals or {}, run.vars)
         try:
             args = call.args(scope)
         except Exception as exc:  # noqa: BLE001 - reported as the step's failure
@@ -406,7 +411,7 @@ class RunCore(AgentSteps, CallSteps, FanOutSteps, PersonSteps):
                 continue
             if kind == "guard":
                 if scope is None:
-                    scope = Scope(output, run.inputs, run.outputs, run.visits)
+                    scope = Scope(output, run.inputs, run.outputs, run.visits, {}, run.vars)
                 if self._evaluate_guard(run, plan, edge, scope):
                     self._fire(run, plan, edge, "guard", f"`{edge.text}` is true", None)
                     return
@@ -597,6 +602,8 @@ class RunCore(AgentSteps, CallSteps, FanOutSteps, PersonSteps):
             outputs, visits = run.outputs, run.visits
             for name in self._state_names:
                 context[name] = {"output": outputs.get(name), "visits": visits.get(name, 0)}
+            if run.vars:
+                context.update(run.vars)
             if run.locals:  # a map's element and position, in that element's step
                 context.update(run.locals)
             run.context_cache = context
@@ -697,7 +704,8 @@ class RunCore(AgentSteps, CallSteps, FanOutSteps, PersonSteps):
                          result=result, path=list(run.path), outputs=dict(run.outputs), failure=failure,
                          usage=Usage(usage.prompt_tokens, usage.completion_tokens, usage.cost_usd,
                                      usage.llm_calls), workspace=run.workspace,
-                         waiting=waits[0] if waits else None, waits=waits)
+                         waiting=waits[0] if waits else None, waits=waits,
+                         variables={name: to_jsonable(value) for name, value in run.vars.items()})
 
     def _emit_start(self, run: Run, resumed: bool) -> None:
         if run.events:

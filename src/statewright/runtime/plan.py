@@ -20,6 +20,7 @@ from typing import Any
 from .spec import AgentSpec, MachineSpec, StateSpec
 from .structured import json_schema, output_type_name, to_text
 from .templates import TemplateSet, is_constant, variant_tests
+from .variables import VariableTypes
 
 
 class EdgePlan:
@@ -93,6 +94,7 @@ class StatePlan:
         "tell",
         "timeout",
         "tool_key",
+        "updates",
         "variant",
         "verifier_key",
         "visit_edges",
@@ -149,6 +151,7 @@ class StatePlan:
         self.agent_tool_key = "agent-tool:" + spec.name
         self.items_key = "items:" + spec.name  # a map's elements run in earlier visits: numbers them over the run
         self.call_key = "run:" + spec.name  # the machine a `run` state calls: its calls, numbered over the run
+        self.updates = spec.updates  # the run variables it updates after its step (a map's: each element's)
 
     def for_item(self, number: int) -> StatePlan:
         """The plan of one element's step of a map: its own call counters (`agent:build[3]`), so that the
@@ -178,6 +181,7 @@ class MachinePlan:
         self.max_tokens = max_tokens
         self.durable = durable
         self.templates = TemplateSet(tests=variant_tests(machine.variant_types))
+        self.variables = VariableTypes(machine)
         self.agents = {name: AgentPlan(spec, self.map_model) for name, spec in machine.agents.items()}
         self.states = {name: StatePlan(spec, machine, self.agents) for name, spec in machine.states.items()}
         self.verifier_model = self.map_model(machine.verifier_model or machine.model)

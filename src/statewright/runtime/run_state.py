@@ -89,6 +89,8 @@ class Run:
         "tool_schemas",
         "trace_context",
         "usage",
+        "var_log",
+        "vars",
         "visits",
         "waiting",
         "workspace",
@@ -140,6 +142,10 @@ class Run:
         # the head each last saved: a checkpoint of this run carries them (snapshot.py)
         self.calls: dict[str, Run] = {}
         self.call_heads: dict[str, Any] = {}
+        # the run variables' values, and every update applied to them, in order (variables.py): a checkpoint
+        # keeps the log and replays it; a branch's view keeps its own, applied to the run at the join
+        self.vars: dict[str, Any] = {}
+        self.var_log: list[Any] = []
 
     def listen(self, emit: Callable[[str, dict[str, Any]], None] | None, *, content: bool = False,
                save: Callable[[str, Any], None] | None = None,

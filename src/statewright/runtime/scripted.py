@@ -196,14 +196,14 @@ class Script:
 
 
 def script_role_of_step(machine: MachineSpec, kind: str, state_name: str) -> str:
-    """Who answers a test block's step: `verdict` the verifier; `timeout`, and a reply to a state that asks,
-    the person; a reply to an action state its tool; any other reply the state's agent."""
+    """Who answers a test block's step: `verdict` the verifier; `timeout`, an approval (`approve`, `reject`,
+    `edit`) and a reply to a state that asks, the person; a reply to an action state its tool; any other reply the state's agent."""
     state = state_at(machine, state_name)
     if kind == "verdict":
         return "verifier"
     if kind == "calls":
         return "agent"  # an agent's reply that asks for tool calls
-    if kind == "timeout" or (state is not None and state.kind == "human"):
+    if kind in ("timeout", "approval") or (state is not None and state.kind == "human"):
         return "person"
     return "tool" if state is not None and state.kind == "action" else "agent"
 

@@ -24,8 +24,9 @@ from .result import Failure, Usage
 from .run_state import Question, Run
 from .structured import to_jsonable, validate_typed
 from .untrusted import MAX_RECORD_CHARS, MAX_RECORD_DEPTH, BorderError, read_record
+from .variables import read_var_ops
 
-SNAPSHOT_VERSION = 2
+SNAPSHOT_VERSION = 3  # 3: run variables (the "vars" log, a branch's "writes") and tool calls waiting for approval
 # how deep a value in a checkpoint may nest (a model's output is read back through pydantic, which recurses)
 MAX_SNAPSHOT_DEPTH = MAX_RECORD_DEPTH
 RUN_STATUSES = ("running", "waiting", "final", "failed")
@@ -51,6 +52,7 @@ class TaskRecord:
     done: bool = False
     output: Any = None  # a finished map element's output (JSON)
     events: list[tuple[str, dict[str, Any], str | None]] = field(default_factory=list)  # held back
+    writes: list[Any] = field(default_factory=list)  # its updates of run variables, [variable, reducer, value]
 
 
 @dataclass
@@ -186,6 +188,8 @@ def _fanout_to_json(fan: FanOutRecord) -> dict[str, Any]:
             record["output"] = t.output
         if t.events:
             record["events"] = [[e, f, at] for e, f, at in t.events]
+        if t.writes:
+            record["writes"] = [list(op) for op in t.writes]
         tasks.append(record)
     return {"state": fan.state, "kind": fan.kind, "base": fan.base, "finished": fan.finished,
             "accepted": fan.accepted, "tasks": tasks}
@@ -365,8 +369,13 @@ def _read_fanout(data: Any) -> FanOutRecord:
                     or not isinstance(event[1], dict) or not isinstance(event[2], (str, type(None)))):
                 raise SnapshotError(f"branch {number + 1} under way holds an event that is not [name, fields, time]")
             events.append((event[0], event[1], event[2]))
+        try:
+            writes = read_var_ops(t.items("writes"), f"branch {number + 1} under way")
+        except ValueError as exc:
+            raise SnapshotError(str(exc)) from None
         fan.tasks.append(TaskRecord(t.text("state"), t.text("last", optional=True), t.text("feedback", optional=True),
-                                    t.names("path"), memory, t.truth("done"), t.data.get("output"), events))
+                                    t.names("path"), memory, t.truth("done"), t.data.get("output"), events,
+                                    [list(op) for op in writes]))
     for index in (*fan.finished, *fan.accepted):
         if index >= len(fan.tasks):
             raise SnapshotError(f"the branches under way name branch {index + 1} of {len(fan.tasks)}")
@@ -392,7 +401,7 @@ def read_changes(data: Any, where: str) -> Changes:
     for name, items in f.data.items():
         if name in ("inputs", "outputs", "visits", "edges", "seqs", "calls"):
             continue
-        if name != "path" and not name.startswith("memory:"):
+        if name not in ("path", "vars") and not name.startswith("memory:"):
             raise SnapshotError(f"{where} holds {name!r}, which no save writes")
         if not isinstance(items, list):
             raise SnapshotError(f"{where}: {name} is {_kind(items)}, not a list")
@@ -422,6 +431,8 @@ def make_delta(plan: MachinePlan, run: Run, status: str, elapsed: float, *, resu
                 setattr(changes, mapping, {name: values[name] for name in keys})
             keys.clear()
     logs: dict[str, list[Any]] = {"path": run.path}
+    if run.var_log:
+        logs["vars"] = run.var_log
     for name, memory in run.memories.items():
         if memory.policy != "none":
             logs["memory:" + name] = memory.messages
@@ -506,6 +517,10 @@ def check_fits(plan: MachinePlan, snapshot: Snapshot) -> None:
             state(task.last, "a branch's last state")
             for name in task.path:
                 state(name, "a state on a branch's path")
+            for op in task.writes:
+                if op[0] not in plan.variables.specs:
+                    raise SnapshotError(f"a branch under way updates run variable '{op[0]}', which the machine "
+                                        "does not have")
 
 
 def new_memories(plan: MachinePlan, run: Run, logs: dict[str, list[Any]]) -> None:
@@ -538,6 +553,13 @@ def revive_run(plan: MachinePlan, run_id: str, snapshot: Snapshot, workspace: st
     logs = snapshot.logs
     run.path = list(logs.get("path") or [])
     new_memories(plan, run, logs)
+    if plan.variables or logs.get("vars"):
+        try:
+            ops = read_var_ops(list(logs.get("vars") or []), "the run's updates of its variables")
+            run.vars = plan.variables.replay(ops)
+        except ValueError as exc:
+            raise SnapshotError(str(exc)) from None
+        run.var_log = list(ops)
     run.saved_logs = {name: len(items) for name, items in logs.items()}
     run.saved_logs.setdefault("path", len(run.path))
     return run

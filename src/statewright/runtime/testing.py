@@ -148,6 +148,17 @@ def check_expectations(test: TestSpec, result: RunResult, observed: Observed | N
         if problem is not None:
             where = f" ({expectation.origin})" if expectation.origin else ""
             messages.append(f"{_testing_expectation_text(expectation)}{where}: {problem}")
+    for expected in test.expect_vars:
+        where = f" ({expected.origin})" if expected.origin else ""
+        if expected.name not in result.variables:
+            messages.append(f"expect var {expected.name}{where}: the run has no variable '{expected.name}'")
+            continue
+        actual = result.variables[expected.name]
+        difference = typed_difference(expected.value, actual, partial=True, subject="the value")
+        if difference is not None:
+            if not difference.startswith("the value "):
+                difference += f"; the value is {_testing_show(actual, 300)}"
+            messages.append(f"expect var {expected.name}{where}: {difference}")
     return messages
 
 

@@ -1,7 +1,7 @@
 """The checks: one parsed machine through every check in order, all into one Diagnostics.
 
-    resolve -> constraints -> flow -> fanout -> entry facts -> typecheck -> secrets -> templates -> testblocks -> settings
-    -> shape -> bounds -> graph -> listeners -> unused
+    resolve -> constraints -> flow -> fanout -> entry facts -> typecheck -> variables -> approvals -> secrets
+    -> templates -> testblocks -> settings -> shape -> bounds -> graph -> listeners -> unused
 
 Every check reports into one Diagnostics and none stops the others, so a single run shows every problem.
 """
@@ -13,6 +13,7 @@ from ...grammar import ast
 from .bounds import check_input_bounds
 from .constraints import check_constraints
 from .entry_facts import entry_facts
+from .approvals import check_approvals
 from .fanout import check_fanouts, record_branches
 from .flow import Flow
 from .graph import check_graph
@@ -25,6 +26,7 @@ from .templates import check_templates
 from .testblocks import check_tests
 from .typecheck import check_types
 from .unused import report_unused
+from .variables import check_variables
 
 
 def check_machine(source: SourceFile, machine: ast.Machine, diagnostics: Diagnostics) -> Symbols | None:
@@ -50,6 +52,8 @@ def _check_machine(machine: ast.Machine, diagnostics: Diagnostics) -> Symbols:
     check_fanouts(symbols, flow, diagnostics)
     symbols.entry_facts = entry_facts(symbols, flow)
     check_types(machine, symbols, diagnostics, flow)
+    check_variables(symbols, diagnostics, flow)
+    check_approvals(symbols, diagnostics)
     check_secrets(machine, symbols, diagnostics)
     check_templates(machine, symbols, diagnostics, flow)
     check_tests(symbols, diagnostics)

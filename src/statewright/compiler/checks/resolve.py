@@ -80,10 +80,17 @@ class StateView(Node, frozen=False):
     parallel: ast.Parallel | None = None
     join: ast.Join | None = None
     each: ast.ForEach | None = None
+    ask_before: ast.AskBefore | None = None
+    tool_rounds: ast.ToolRounds | None = None
 
     @property
     def name(self) -> str:
         return self.decl.name.value
+
+    @property
+    def updates(self) -> tuple[ast.Update, ...]:
+        """The state's updates of run variables, in the order they are applied."""
+        return self.decl.updates
 
     @property
     def kind(self) -> str:
@@ -127,9 +134,14 @@ class TestView(Node, frozen=False):
         return [i for i in self.decl.items if isinstance(i, (ast.ExpectOutput, ast.ExpectInstruction))]
 
     @property
+    def expect_vars(self) -> list[ast.ExpectVar]:
+        """The test's `expect var` lines, in source order."""
+        return [i for i in self.decl.items if isinstance(i, ast.ExpectVar)]
+
+    @property
     def has_expectation(self) -> bool:
         return any(x is not None for x in (self.expect_path, self.expect_final, self.expect_result,
-                                           self.expect_failure)) or bool(self.expectations)
+                                           self.expect_failure)) or bool(self.expectations) or bool(self.expect_vars)
 
 
 class InputRead(Node):
@@ -152,6 +164,7 @@ class Symbols(Node, frozen=False):
 
     machine: MachineView
     inputs: dict[str, ast.InputDecl] = field(default_factory=dict)
+    variables: dict[str, ast.VarDecl] = field(default_factory=dict)  # run variables (`var`)
     types: dict[str, ast.TypeDecl] = field(default_factory=dict)
     tools: dict[str, ast.ToolDecl] = field(default_factory=dict)  # declared with `tool`
     agents: dict[str, AgentView] = field(default_factory=dict)
@@ -163,6 +176,7 @@ class Symbols(Node, frozen=False):
     used_tools: set[str] = field(default_factory=set)
     used_agents: set[str] = field(default_factory=set)
     used_inputs: set[str] = field(default_factory=set)
+    used_variables: set[str] = field(default_factory=set)  # run variables a guard, template or test reads
     # the states each state's templates read, recorded by the template check for the IR
     state_reads: dict[str, list[ir.StateRead]] = field(default_factory=dict)
     # the inputs and the fields of declared types that guards and templates read, recorded by the type
@@ -264,6 +278,7 @@ _STATE_SETTINGS: dict[type, tuple[str, str]] = {
     ast.Visits: ("visits", "visits"), ast.Retries: ("retries", "retries"),
     ast.ToolCall: ("call", "call"), ast.Result: ("result", "result"), ast.Fail: ("fail", "fail"),
     ast.Parallel: ("parallel", "parallel"), ast.Join: ("join", "join"), ast.ForEach: ("each", "for"),
+    ast.AskBefore: ("ask_before", "ask before"), ast.ToolRounds: ("tool_rounds", "tool_rounds"),
 }
 _TEST_SETTINGS: dict[type, tuple[str, str]] = {
     ast.TestInput: ("input", "input"), ast.ExpectPath: ("expect_path", "expect path"),
@@ -314,6 +329,8 @@ class _Resolver:
         for item in self.machine.items:
             if isinstance(item, ast.InputDecl):
                 self._declare(s.inputs, "input", item.name, item)
+            elif isinstance(item, ast.VarDecl):
+                self._declare(s.variables, "variable", item.name, item)
             elif isinstance(item, ast.TypeDecl):
                 self._declare(s.types, "type", item.name, item)
                 self._check_fields(item)
@@ -414,7 +431,7 @@ class _Resolver:
     def check_references(self) -> None:
         s = self.symbols
         for item in self.machine.items:
-            if isinstance(item, ast.InputDecl):
+            if isinstance(item, (ast.InputDecl, ast.VarDecl)):
                 self._type_ref(item.type)
             elif isinstance(item, ast.TypeDecl):
                 for f in item.fields:
@@ -577,7 +594,7 @@ class _Resolver:
 
     def _test_refs(self, test: TestView) -> None:
         for item in test.decl.items:
-            if isinstance(item, (ast.Reply, ast.ReplyCalls, ast.Verdict, ast.TestTimeout)):
+            if isinstance(item, (ast.Reply, ast.ReplyCalls, ast.Verdict, ast.TestTimeout, ast.Approval)):
                 self._state_ref(item.state, "SW6001", " in a test")
             elif isinstance(item, ast.ExpectPath):
                 for name in item.states:

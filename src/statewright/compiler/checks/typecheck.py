@@ -673,7 +673,7 @@ class ExprChecker:
         return ir.NONE
 
     def _scope_names(self) -> list[str]:
-        names = list(self.locals) + list(self.symbols.inputs) + list(self.symbols.states)
+        names = list(self.locals) + list(self.symbols.inputs) + list(self.symbols.variables) + list(self.symbols.states)
         return ([GUARD_OUTPUT] if self.state is not None else []) + names
 
     def _name(self, e: ast.NameExpr) -> TypeLike:
@@ -696,6 +696,9 @@ class ExprChecker:
             if decl.constraints:
                 self.declared[id(e)] = decl
             return s.resolve_type(decl.type)
+        if e.name in s.variables:
+            s.used_variables.add(e.name)
+            return s.resolve_type(s.variables[e.name].type)
         if e.name in s.states:
             self.diags.report("SW4013", f"'{e.name}' is a state, not a value", e.span,
                               label="a state name on its own",
@@ -716,7 +719,8 @@ class ExprChecker:
         hint = hint or did_you_mean(e.name, self._scope_names())
         s.used_inputs.add(closest(e.name, s.inputs) or "")
         where = "a guard" if self.state is not None else "a tool call's arguments"
-        scope = "the machine's inputs, 'STATE.output', len() and visits()"
+        scope = ("the machine's inputs, its run variables, 'STATE.output', len() and visits()" if s.variables
+                 else "the machine's inputs, 'STATE.output', len() and visits()")
         if self.state is not None:
             scope = "'output', " + scope
         self.diags.report("SW2007", f"unknown name '{e.name}' in {where}", e.span, label="not in scope",
@@ -844,6 +848,7 @@ class ExprChecker:
         var = e.var.value
         clash = ("the current state's output" if var == GUARD_OUTPUT else
                  "an input" if var in self.symbols.inputs else "a state" if var in self.symbols.states else
+                 "a run variable" if var in self.symbols.variables else
                  f"the item of an enclosing {func}()" if var in self.locals else None)
         if clash is not None:
             self.diags.report("SW4020", f"'{var}' already names {clash}", e.var.span,

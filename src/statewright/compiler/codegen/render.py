@@ -70,7 +70,16 @@ def transition_text(t: ir.Transition) -> str:
     return ""
 
 
-def scripted_step(step: ir.Reply | ir.ToolCalls | ir.Verdict | ir.Timeout) -> tuple[str, str, Any]:
+def scripted_step(step: ir.Reply | ir.ToolCalls | ir.Verdict | ir.Timeout | ir.Approval) -> tuple[str, str, Any]:
+    if isinstance(step, ir.Approval):  # a person's answer as the run reads one (runtime/approvals.py)
+        answer: dict[str, Any] = {"decision": step.decision}
+        if step.tool is not None:
+            answer["tool"] = step.tool
+        if step.reason is not None:
+            answer["reason"] = step.reason
+        if step.arguments is not None:
+            answer["arguments"] = dict(step.arguments)
+        return ("approval", step.state, answer)
     if isinstance(step, ir.ToolCalls):  # the agent's reply as a model writes tool calls
         return ("calls", step.state, [{"name": tool, "arguments": dict(args)} for tool, args in step.calls])
     if isinstance(step, ir.Reply):
@@ -145,6 +154,7 @@ class _RunnerView:
         self.args_names: dict[str, str] = {}
         self.join_names: dict[str, str] = {}  # parallel state -> its join guard's function
         self.items_names: dict[str, str] = {}  # map state -> the function that builds its list
+        self.update_names: dict[tuple[str, int], str] = {}  # (state, index) -> the function of its update
         # states that share another's work (the merge pass) are written after the states they share with
         for state in sorted(machine.states, key=lambda s: s.shares is not None):
             self._functions_for(state)
@@ -289,6 +299,8 @@ class _RunnerView:
                 self.join_names[state.name] = self.join_names[state.shares]
             if state.shares in self.items_names:
                 self.items_names[state.name] = self.items_names[state.shares]
+            for index, _ in enumerate(state.updates):
+                self.update_names[(state.name, index)] = self.update_names[(state.shares, index)]
             return
         context = ExprContext(self.machine, self.plans, self.guard_names, state)
         if state.parallel is not None and state.parallel.join.guard is not None:
@@ -320,6 +332,7 @@ class _RunnerView:
                 f"def {name}(s: Scope) -> bool:\n"
                 f"{INDENT}{guard_return(t.guard, context)}\n"
             )
+        self._update_functions(state)
         if state.call is not None:
             call = state.call
             name = self.names.claim(f"args_{state.name}")
@@ -336,6 +349,21 @@ class _RunnerView:
                 f"# {comment_text('call ' + call.tool + '(' + written + ')')}\n"
                 f"def {name}(s: Scope) -> dict[str, Any]:\n"
                 f"{INDENT}return {body}\n"
+            )
+
+    def _update_functions(self, state: ir.State) -> None:
+        """One function per update: the value it gives, over the scope after the state's step (a map's
+        element's: its output, its element and position)."""
+        each = state.each is not None
+        context = ExprContext(self.machine, self.plans, self.guard_names, state, join=each,
+                              each=each_names(self.machine, state) if each else {})
+        for index, update in enumerate(state.updates):
+            name = self.names.claim(f"update_{state.name}_{index}")
+            self.update_names[(state.name, index)] = name
+            self.arg_builders.append(
+                f"# {comment_text(update.reducer + ' ' + update.var + ' <- ' + spec_source(update.value))}\n"
+                f"def {name}(s: Scope) -> Any:\n"
+                f"{INDENT}return {python_source(update.value, context)}\n"
             )
 
     def _position(self, key: str, span: Span | None) -> object:
@@ -368,6 +396,15 @@ class _RunnerView:
             ("source_sha256", self.sha256),
             ("source_path", self.source_path),
             ("variant_types", {name: Raw(self.plans.class_names[name]) for name in self.plans.branches}),
+            ("variables", tuple(self._variable(v) for v in m.variables)),
+        ])
+
+    def _variable(self, v: ir.Variable) -> Call:
+        return _spec_call(runtime_spec.VariableSpec, [
+            ("name", v.name),
+            ("annotation", Raw(annotation_source(v.type, self.plans.class_names))),
+            ("initial", v.initial),
+            ("origin", self._position(f"var {v.name}", v.origin)),
         ])
 
     def _tool(self, t: ir.Tool) -> Call:
@@ -461,6 +498,12 @@ class _RunnerView:
             ("parallel", parallel),
             ("each", each),
             ("branch", s.branch),
+            ("updates", tuple(_spec_call(runtime_spec.UpdateSpec, [
+                ("reducer", u.reducer), ("var", u.var), ("value", Raw(self.update_names[(s.name, index)])),
+                ("text", spec_source(u.value)), ("origin", self._position(f"{s.name} update {index}", u.origin)),
+            ]) for index, u in enumerate(s.updates))),
+            ("ask_before", s.ask_before),
+            ("tool_rounds", s.tool_rounds),
         ])
 
     def _test(self, t: ir.Test, index: int) -> Call:
@@ -485,6 +528,10 @@ class _RunnerView:
             ("expectations", expectations),
             ("allow_unused", t.allow_unused),
             ("step_origins", steps if any(isinstance(s, Position) for s in steps) else ()),
+            ("expect_vars", tuple(_spec_call(runtime_spec.VarExpectationSpec, [
+                ("name", e.name), ("value", e.value),
+                ("origin", self._position(f"expect {index}.var{i}", e.origin)),
+            ]) for i, e in enumerate(t.expect_vars))),
         ])
 
     # -- the module's own API
