@@ -21,6 +21,7 @@ from collections.abc import Callable, Generator, Mapping
 from typing import Any
 
 from .agent_steps import AgentSteps
+from .approvals import ApprovalSteps
 from .bounds import bound_text, bound_value
 from .call_steps import CallSteps
 from .checkpoint import CheckpointError
@@ -28,9 +29,9 @@ from .client import ModelError, ModelRequest, ModelResponse, reply_allowance
 from .effects import CallModel, CallTool, EstimateCall, ToolOutcome
 from .fanout import FanOut, FanOutSteps, ForkedRun, run_totals
 from .inputs import InputError, InputValidator
-from .person import TIMED_OUT, Paused, PersonSteps
+from .person import TIMED_OUT, Paused, PersonSteps, waiting_of
 from .plan import AgentPlan, EdgePlan, MachinePlan, StatePlan, exit_fields, output_label, output_text
-from .result import Failure, RunFailed, RunResult, Usage, Waiting
+from .result import Failure, RunFailed, RunResult, Usage
 from .run_state import Run, Steps
 from .snapshot import Snapshot, SnapshotError, make_delta, new_memories, revive_run
 from .spec import Scope
@@ -49,7 +50,7 @@ RunSteps = Generator[Any, Any, RunResult]
 # ---- the core ------------------------------------------------------------------------------------
 
 
-class RunCore(AgentSteps, CallSteps, FanOutSteps, PersonSteps):
+class RunCore(AgentSteps, ApprovalSteps, CallSteps, FanOutSteps, PersonSteps):
     """Runs of one machine, as generators of effects. One core serves any number of concurrent runs: all a
     run's state is in its Run; what every run of the machine shares is its MachinePlan (plan.py).
 
@@ -70,6 +71,7 @@ class RunCore(AgentSteps, CallSteps, FanOutSteps, PersonSteps):
         self._usage_limited = plan.usage_limited
         self._budget_limited = plan.budget_limited
         self._state_names = plan.state_names
+        self._variable_names = tuple(plan.variables.specs)
         self.callee_cores: dict[str, RunCore] = {}  # the cores of the machines this one runs, made on first use
 
     def core_for(self, plan: MachinePlan) -> RunCore:
@@ -150,9 +152,9 @@ class RunCore(AgentSteps, CallSteps, FanOutSteps, PersonSteps):
             if not plan.works:
                 return self._finish(run, plan, entered=False)
             changed = run.changed
-            # (a run resumed while waiting for a person, while its branches ran or while it ran another
-            # machine, is inside its step)
-            if run.waiting is None and run.fanout is None and not run.calls:
+            # (a run resumed while waiting for a person — for an answer or to approve a tool call —, while its
+            # branches ran or while it ran another machine, is inside its step)
+            if run.waiting is None and run.fanout is None and not run.calls and name not in run.approvals:
                 self._check_limits(run, name, True)
                 run.steps += 1
                 visit = run.visits.get(name, 0) + 1
@@ -507,8 +509,8 @@ class RunCore(AgentSteps, CallSteps, FanOutSteps, PersonSteps):
         try:
             verdict, _response = yield from self._ask_until_valid(
                 run, plan, "verifier", messages, lambda text: parse_verdict(text, conditions),
-                lambda conversation: self._call_model(run, "verifier", plan.name, plan.verifier_key, None,
-                                                      conversation, schema, "verdict", None))
+                lambda conversation, _attempt: self._call_model(run, "verifier", plan.name, plan.verifier_key,
+                                                                None, conversation, schema, "verdict", None))
         except ReplyError as exc:
             raise RunFailed(Failure(
                 "output", f"state '{plan.name}': the verifier's answer was unusable after {exc.attempts} "
@@ -602,8 +604,9 @@ class RunCore(AgentSteps, CallSteps, FanOutSteps, PersonSteps):
             outputs, visits = run.outputs, run.visits
             for name in self._state_names:
                 context[name] = {"output": outputs.get(name), "visits": visits.get(name, 0)}
-            if run.vars:
-                context.update(run.vars)
+            variables = run.vars
+            for name in self._variable_names:  # (a branch's view holds its own updates over the run's)
+                context[name] = variables[name]
             if run.locals:  # a map's element and position, in that element's step
                 context.update(run.locals)
             run.context_cache = context
@@ -671,6 +674,14 @@ class RunCore(AgentSteps, CallSteps, FanOutSteps, PersonSteps):
                 if run.content:
                     fields["question"] = waiting.question
                 run.emit("waiting", fields)
+            for key, approval in run.approvals.items():  # tool calls of its agents that wait for approval
+                fields = {"state": approval.state, "kind": "approval", "tool": approval.tool, "deadline": None}
+                if approval.item is not None:
+                    fields["item"] = approval.item
+                if run.content:
+                    fields["question"] = approval.question
+                    fields["arguments"] = approval.arguments
+                run.emit("waiting", fields)
             self._emit_end(run, "waiting", None, None)
         return self._result(run, "waiting", None, None, None)
 
@@ -698,8 +709,7 @@ class RunCore(AgentSteps, CallSteps, FanOutSteps, PersonSteps):
         _steps, usage, _ = run_totals(run)  # (a run that waits inside a call counts what the call did so far)
         waits = []
         if status == "waiting":
-            waits = [Waiting(q.state, q.question, core.answer_schema(plan), q.asked_at, q.deadline, where)
-                     for where, q, plan, core in self.waits(run)]
+            waits = [waiting_of(where, q, core.answer_schema(plan)) for where, q, plan, core in self.waits(run)]
         return RunResult(status=status, run_id=run.run_id, machine=self.machine.name, final_state=final_state,
                          result=result, path=list(run.path), outputs=dict(run.outputs), failure=failure,
                          usage=Usage(usage.prompt_tokens, usage.completion_tokens, usage.cost_usd,

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from .bounds import bound_text, bound_value
 from .concurrency import Cancel, Completed, Concurrently
 from .memory import AgentMemory
+from .approvals import ApprovalPaused, approval_key
 from .person import Paused
 from .plan import MachinePlan, StatePlan, exit_fields, output_text
 from .result import Failure, RunFailed, Usage
@@ -96,7 +97,8 @@ class ForkedRun(Run):
     def __init__(self, parent: Run, fan: FanOut, task: FanTask, variables: VariableTypes | None = None) -> None:
         for slot in ("run_id", "inputs", "inputs_json", "started", "elapsed_before", "system_prompts",
                      "tool_schemas", "workspace", "content", "events", "stamp", "observe", "caller", "call_path",
-                     "calls", "call_heads"):  # (the calls of every branch are the run's, by unique keys)
+                     "calls", "call_heads", "approvals"):  # (every branch's calls and approvals are the run's,
+            # by unique keys)
             setattr(self, slot, getattr(parent, slot))
         self.parent = parent
         self.fan = fan
@@ -396,14 +398,17 @@ class FanOutSteps:
         while True:
             plan = plans[view.state]
             name = plan.name
-            self._check_limits(view, name, True)
-            view.steps += 1
-            visit = view.visits.get(name, 0) + 1
-            view.visits[name] = visit
-            view.path.append(name)
-            view.context_cache = None
-            if view.events:
-                view.emit("state_enter", {"state": name, "visit": visit})
+            if name in view.approvals:  # resumed at a tool call that waited: inside the step it entered
+                visit = view.visits.get(name, 0)
+            else:
+                self._check_limits(view, name, True)
+                view.steps += 1
+                visit = view.visits.get(name, 0) + 1
+                view.visits[name] = visit
+                view.path.append(name)
+                view.context_cache = None
+                if view.events:
+                    view.emit("state_enter", {"state": name, "visit": visit})
             feedback, view.feedback = view.feedback, None
             output, instruction = yield from self._work(view, plan, feedback)
             view.outputs[name] = output
@@ -503,10 +508,11 @@ class FanOutSteps:
         view = task.run
         assert view is not None
         name = plan.name
-        if view.events:
-            view.emit("item_start", {"state": name, "item": task.index})
-        self._check_limits(view, name, True)
-        view.steps += 1
+        if approval_key(name, view.item) not in view.approvals:  # (else resumed inside its step)
+            if view.events:
+                view.emit("item_start", {"state": name, "item": task.index})
+            self._check_limits(view, name, True)
+            view.steps += 1
         feedback, view.feedback = view.feedback, None
         output, task.instruction = yield from self._work(view, plan, feedback)
         if view.events:
@@ -548,9 +554,11 @@ class FanOutSteps:
                 running.pop(task.key, None)
                 task.done, task.output, task.work = True, stop.value, None
                 return complete(task)
-            except Paused:  # a machine it runs waits for a person: it goes on when the run is resumed
+            except Paused as stopped:  # a person is waited for: it goes on when the run is resumed
                 running.pop(task.key, None)
                 task.work = None
+                if isinstance(stopped, ApprovalPaused):  # its step so far (and the calls it made) is the run's
+                    self._commit(run, task, cancelled=True)
                 paused.append(task)
                 return False
             except BaseException:
@@ -588,11 +596,16 @@ class FanOutSteps:
             self._drop_calls(run, task)
 
     def _drop_calls(self, run: Run, task: FanTask) -> None:
-        """Forget the calls a task that will not go on had under way (keyed by its state)."""
+        """Forget the calls and the tool calls waiting for approval that a task that will not go on had under
+        way (keyed by its state, or its element)."""
         state = task.run.state if task.run is not None else task.state
         for key in [k for k in run.calls if state_of_key(k) == state]:
             del run.calls[key]
             run.call_heads.pop(key, None)
+        waiting = approval_key(state, task.number)
+        if waiting in run.approvals:
+            del run.approvals[waiting]
+            run.count("approvals", waiting)
 
     def _commit(self, run: Run, task: FanTask, *, cancelled: bool = False) -> None:
         """Hand a task's finished step to the run: the counters and outputs it changed, its steps and what

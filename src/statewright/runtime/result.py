@@ -72,12 +72,19 @@ class Waiting:
     deadline: float | None = None
     # where the state is, for a state of a machine the run called: `investigate[2]/approve`
     path: str = ""
+    # "answer" (the state's question) or "approval" (a tool call of the state's agent waits: `tool` with
+    # `arguments`; the answer approves, rejects or edits it)
+    kind: str = "answer"
+    tool: str | None = None
+    arguments: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        data = {"state": self.state, "question": self.question, "answer_schema": self.answer_schema,
-                "asked_at": self.asked_at, "deadline": self.deadline}
+        data: dict[str, Any] = {"state": self.state, "question": self.question, "answer_schema": self.answer_schema,
+                                "asked_at": self.asked_at, "deadline": self.deadline}
         if self.path and self.path != self.state:
             data["path"] = self.path
+        if self.kind != "answer":
+            data.update(kind=self.kind, tool=self.tool, arguments=self.arguments)
         return data
 
 

@@ -109,12 +109,14 @@ class Changes:
     visits: dict[str, int] = field(default_factory=dict)
     edges: dict[str, int] = field(default_factory=dict)
     seqs: dict[str, int] = field(default_factory=dict)
-    logs: dict[str, list[Any]] = field(default_factory=dict)  # "path", "memory:AGENT" -> appended items
+    logs: dict[str, list[Any]] = field(default_factory=dict)  # "path", "memory:AGENT", "vars" -> appended items
     calls: dict[str, Changes] = field(default_factory=dict)  # each call's own changes, by its key
+    # tool calls waiting for approval, by where they are: the record (JSON), or None once answered
+    approvals: dict[str, Any] = field(default_factory=dict)
 
     def empty(self) -> bool:
         return (self.inputs is None and not self.outputs and not self.visits and not self.edges
-                and not self.seqs and not self.logs and not self.calls)
+                and not self.seqs and not self.logs and not self.calls and not self.approvals)
 
 
 @dataclass
@@ -137,6 +139,7 @@ class Snapshot:
     seqs: dict[str, int] = field(default_factory=dict)
     logs: dict[str, list[Any]] = field(default_factory=dict)
     calls: dict[str, Snapshot] = field(default_factory=dict)  # the calls under way, each as its own snapshot
+    approvals: dict[str, Any] = field(default_factory=dict)  # tool calls waiting for approval (JSON records)
 
     def apply(self, changes: Changes) -> None:
         """Merge one save's changes: mappings key by key, logs extended, each call's changes into its own."""
@@ -148,6 +151,11 @@ class Snapshot:
         self.seqs.update(changes.seqs)
         for name, items in changes.logs.items():
             self.logs.setdefault(name, []).extend(items)
+        for key, record in changes.approvals.items():
+            if record is None:
+                self.approvals.pop(key, None)
+            else:
+                self.approvals[key] = record
         for key, child in changes.calls.items():
             snapshot = self.calls.get(key)
             if snapshot is None:  # (its head is the latest one the run saved; a call that ended has none)
@@ -204,6 +212,8 @@ def changes_to_json(changes: Changes) -> dict[str, Any]:
         if values:
             data[name] = values
     data.update(changes.logs)
+    if changes.approvals:
+        data["approvals"] = changes.approvals
     if changes.calls:
         data["calls"] = {key: changes_to_json(child) for key, child in changes.calls.items()}
     return data
@@ -398,8 +408,9 @@ def read_changes(data: Any, where: str) -> Changes:
         visits=f.counters("visits"), edges=f.counters("edges"), seqs=f.counters("seqs"))
     for key, child in f.obj("calls").items():
         changes.calls[str(key)] = read_changes(child, f"{where}, call {key}")
+    changes.approvals = {str(key): record for key, record in f.obj("approvals").items()}
     for name, items in f.data.items():
-        if name in ("inputs", "outputs", "visits", "edges", "seqs", "calls"):
+        if name in ("inputs", "outputs", "visits", "edges", "seqs", "calls", "approvals"):
             continue
         if name not in ("path", "vars") and not name.startswith("memory:"):
             raise SnapshotError(f"{where} holds {name!r}, which no save writes")
@@ -421,6 +432,10 @@ def make_delta(plan: MachinePlan, run: Run, status: str, elapsed: float, *, resu
     changes = Changes()
     if not run.saved_logs:  # the run's first record carries what never changes
         changes.inputs = run.inputs_json
+    if changed["approvals"]:
+        changes.approvals = {key: run.approvals[key].to_json() if key in run.approvals else None
+                             for key in sorted(changed["approvals"])}
+        changed["approvals"].clear()
     for mapping, values in (("outputs", run.outputs), ("visits", run.visits), ("edges", run.edges),
                             ("seqs", run.seqs)):
         keys = changed[mapping]
@@ -504,6 +519,12 @@ def check_fits(plan: MachinePlan, snapshot: Snapshot) -> None:
                                     "does not have")
             if not all(isinstance(m, dict) for m in items):
                 raise SnapshotError(f"the memory of agent '{name[7:]}' holds something that is not a message")
+    for key, record in snapshot.approvals.items():
+        where = key.split("[", 1)[0]
+        state(where, "a state whose tool call waits for approval")
+        if not states[where].ask_before:
+            raise SnapshotError(f"a tool call of state '{where}' waits for approval, and the state asks before "
+                                "no tool")
     if head.waiting is not None:
         state(head.waiting.state, "the state the run waits in")
         if states[head.waiting.state].kind != "human":
@@ -560,6 +581,13 @@ def revive_run(plan: MachinePlan, run_id: str, snapshot: Snapshot, workspace: st
         except ValueError as exc:
             raise SnapshotError(str(exc)) from None
         run.var_log = list(ops)
+    if snapshot.approvals:
+        from .approvals import Approval
+
+        try:
+            run.approvals = {key: Approval.from_json(key, record) for key, record in snapshot.approvals.items()}
+        except ValueError as exc:
+            raise SnapshotError(str(exc)) from None
     run.saved_logs = {name: len(items) for name, items in logs.items()}
     run.saved_logs.setdefault("path", len(run.path))
     return run

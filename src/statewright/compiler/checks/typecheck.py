@@ -534,6 +534,7 @@ class ExprChecker:
         # expressions that read a constrained field or input: the declaration, for SW7020
         self.declared: dict[int, ast.FieldDecl | ast.InputDecl] = {}
         self.guard: ast.Transition | None = None  # the transition whose guard is checked, for help texts
+        self.what: str | None = None  # what the expression is, for messages, when not a guard or an argument
 
     def knowing(self, facts: EntryFacts) -> ExprChecker:
         """This checker, with what the transitions into its state show taken as known."""
@@ -718,7 +719,7 @@ class ExprChecker:
             hint = "the literals are written true, false and none"
         hint = hint or did_you_mean(e.name, self._scope_names())
         s.used_inputs.add(closest(e.name, s.inputs) or "")
-        where = "a guard" if self.state is not None else "a tool call's arguments"
+        where = self.what or ("a guard" if self.state is not None else "a tool call's arguments")
         scope = ("the machine's inputs, its run variables, 'STATE.output', len() and visits()" if s.variables
                  else "the machine's inputs, 'STATE.output', len() and visits()")
         if self.state is not None:

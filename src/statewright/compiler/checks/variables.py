@@ -72,6 +72,7 @@ def _check_updates(view: StateView, symbols: Symbols, diags: Diagnostics, flow: 
                               local=symbols.each_names.get(view.name)).knowing(after)
     else:
         checker = ExprChecker(symbols, diags, view, flow=flow).knowing(after)
+    checker.what = "an update"
     for update in view.updates:
         decl = symbols.variables.get(update.var.value)
         value = checker.infer(update.value)
