@@ -3,6 +3,9 @@
 A three-state loop (a -> b -> c -> a ...) leaves for a final state after TRANSITIONS transitions. Timed,
 median of RUNS runs each:
   plain       a hand-written while/if loop calling the same instant in-process client
+  transitions the same loop in the `transitions` library (installed by the bench when missing), without
+              model calls: what a general-purpose FSM library costs per transition. The engine's own cost
+              (engine - plain) must be at most 3.5 us and at most 0.45x this
   engine      the engine with that client (the ModelClient seam): the engine's own overhead
   litellm     the engine through litellm and the scripted provider (fewer transitions: litellm is slow)
   native      the engine through the native client (`OpenAIHTTPClient`), each call a real HTTP exchange
@@ -22,9 +25,11 @@ Run: python bench/overhead.py [--transitions N] [--runs N]. The last line is `RE
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -137,6 +142,39 @@ def plain_loop(transitions: int, client: InstantClient) -> int:
     return moves
 
 
+def transitions_loop(transitions: int) -> Callable[[], int]:
+    """The loop in the `transitions` library: a -> b -> c -> a ..., leaving a for done after as many cycles
+    (a condition on a visit counter, as the engine's guard); one `step()` a transition."""
+    if importlib.util.find_spec("transitions") is None:
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "transitions"], check=True)
+    from transitions import Machine
+
+    cycles = (transitions - 1) // 3
+
+    def once() -> int:
+        visits = {"a": 1}
+
+        def count() -> None:
+            visits["a"] += 1
+
+        class Loop:
+            state: str
+
+        loop = Loop()
+        machine = Machine(model=loop, states=["a", "b", "c", "done"], initial="a", auto_transitions=False)
+        machine.add_transition("step", "a", "done", conditions=[lambda: visits["a"] > cycles])
+        machine.add_transition("step", "a", "b")
+        machine.add_transition("step", "b", "c")
+        machine.add_transition("step", "c", "a", after=count)
+        moves = 0
+        while loop.state != "done":
+            loop.step()  # type: ignore[attr-defined]
+            moves += 1
+        return moves
+
+    return once
+
+
 def median_us(runs: int, transitions: int, once: Callable[[], object]) -> float:
     times = []
     for _ in range(runs):
@@ -212,6 +250,25 @@ def dropping_telemetry(metrics: bool = False) -> object | None:
     return OtelTelemetry(provider, MeterProvider() if metrics else NoOpMeterProvider())
 
 
+def span_floor_us(telemetry: object, transitions: int, runs: int) -> float:
+    """What the OpenTelemetry SDK alone costs a transition of the traced run: a state's span and its model
+    call's span, started and ended under a run's span with the same provider, with no attribute and no
+    event (the floor under any instrumentation that gives a state visit and a model call a span each)."""
+    tracer = telemetry.tracer  # type: ignore[attr-defined]
+    from opentelemetry import trace
+
+    def once() -> None:
+        root = tracer.start_span("run")
+        context = trace.set_span_in_context(root)
+        for _ in range(transitions):
+            state = tracer.start_span("state", context=context)
+            tracer.start_span("chat", context=trace.set_span_in_context(state)).end()
+            state.end()
+        root.end()
+
+    return median_us(runs, transitions, once)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--transitions", type=int, default=10_000)
@@ -227,6 +284,9 @@ def main() -> None:
 
     assert plain_loop(n, client) == n
     plain = median_us(runs, n, lambda: plain_loop(n, client))
+    library = transitions_loop(n)
+    assert library() == n, "the transitions loop did not run as intended"
+    library_us = median_us(runs, n, library)
 
     engine = Engine(spec, client=client)
     check(engine.run({}), n)
@@ -244,8 +304,9 @@ def main() -> None:
         wide_us, wide_moves = checkpointed_us(ring_machine(n, n), client, runs, tmp)
 
     telemetry = None if args.skip_otel else dropping_telemetry()
-    traced_us = metered_us = None
+    traced_us = metered_us = floor_us = None
     if telemetry is not None:
+        floor_us = span_floor_us(telemetry, n, runs)
         traced = Engine(spec, client=client, otel=telemetry)
         check(traced.run({}), n)
         traced_us = median_us(runs, n, lambda: check(traced.run({}), n))
@@ -271,6 +332,10 @@ def main() -> None:
         "checkpoint_us": round(checkpoint_us, 3),
         "engine_ratio": round(engine_us / plain, 2),
         "engine_overhead_us": round(engine_us - plain, 3),
+        "engine_overhead_target_us": 3.5,
+        "transitions_us": round(library_us, 3),
+        "engine_vs_transitions": round((engine_us - plain) / library_us, 3),
+        "engine_vs_transitions_target": 0.45,
         "checkpoint_overhead_us": round(checkpoint_us - plain, 3),
         "checkpoint_10_states_us": round(ring_us, 3),
         "checkpoint_10k_states_us": round(wide_us, 3),
@@ -278,6 +343,7 @@ def main() -> None:
         "traced_us": round(traced_us, 3) if traced_us is not None else None,
         "traced_overhead_us": round(traced_us - engine_us, 3) if traced_us is not None else None,
         "traced_target_us": 25.0,
+        "traced_sdk_floor_us": round(floor_us, 3) if floor_us is not None else None,
         "traced_metrics_overhead_us": round(metered_us - engine_us, 3) if metered_us is not None else None,
         "litellm_traced_us": round(litellm_traced_us, 3) if litellm_traced_us is not None else None,
         "litellm_traced_ratio": (round(litellm_traced_us / litellm_us, 3)
@@ -288,6 +354,8 @@ def main() -> None:
     print(f"  plain loop              {plain:9.2f} us")
     print(f"  engine                  {engine_us:9.2f} us  ({engine_us / plain:.1f}x plain, "
           f"+{engine_us - plain:.2f} us)")
+    print(f"  transitions library     {library_us:9.2f} us  (the engine's own cost is "
+          f"{(engine_us - plain) / library_us:.2f}x this; target at most 0.45, and at most 3.5 us)")
     print(f"  engine + checkpoints    {checkpoint_us:9.2f} us  ({checkpoint_us / plain:.1f}x plain, "
           f"+{checkpoint_us - plain:.2f} us)")
     print(f"  checkpointed, 10 states  {ring_us:9.2f} us  ({ring_moves} transitions around a ring of 10)")
@@ -298,6 +366,8 @@ def main() -> None:
     if traced_us is not None:
         print(f"  engine, traced          {traced_us:9.2f} us  (+{traced_us - engine_us:.2f} us a state visit with "
               f"OpenTelemetry on; target at most +25)")
+        print(f"  two bare SDK spans      {floor_us:9.2f} us  (the SDK's own floor: a state's span and a model "
+              "call's, no attributes)")
         print(f"  traced, with metrics    {metered_us:9.2f} us  (+{metered_us - engine_us:.2f} us; SDK metrics, "
               "no target)")
     if litellm_us is not None:

@@ -17,6 +17,7 @@ from support.e2e_runs import wait_for
 from support.fake_openai_server import FakeOpenAIServer, Reply, Slow
 
 from statewright.runtime.checkpoint import CheckpointStore
+from statewright.runtime.snapshot import FanOutRecord
 
 PARALLEL = '''machine panel {
     input draft: str
@@ -81,18 +82,18 @@ def environment(server: FakeOpenAIServer) -> dict[str, str]:
             "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
 
 
-def fan_out(db: Path, run_id: str) -> dict[str, Any] | None:
+def fan_out(db: Path, run_id: str) -> FanOutRecord | None:
     if not db.exists():
         return None
     try:
         snapshot = CheckpointStore(str(db)).load(run_id)
     except Exception:  # noqa: BLE001 - a database still being created
         return None
-    return snapshot.get("fanout") if snapshot else None
+    return snapshot.head.fanout if snapshot else None
 
 
 def kill_and_resume(spec: Path, inputs: list[str], server: FakeOpenAIServer, finished: int,
-                    tmp_path: Path) -> tuple[dict[str, Any], dict[str, Any], list[Any]]:
+                    tmp_path: Path) -> tuple[FanOutRecord, dict[str, Any], list[Any]]:
     """Start a run, SIGKILL it once `finished` of its branches are checkpointed as done, resume it; the
     checkpoint's fan-out at the kill, the resumed run's result, and the requests the resume made."""
     db = tmp_path / "runs.db"
@@ -102,7 +103,7 @@ def kill_and_resume(spec: Path, inputs: list[str], server: FakeOpenAIServer, fin
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         wait_for(lambda: (record := fan_out(db, "r1")) is not None
-                 and sum(t.done for t in record["tasks"]) >= finished, f"{finished} finished branches", 120)
+                 and sum(t.done for t in record.tasks) >= finished, f"{finished} finished branches", 120)
         victim.send_signal(signal.SIGKILL)
     finally:
         victim.kill()
@@ -127,13 +128,13 @@ def test_a_run_killed_among_its_branches_resumes_only_the_unfinished_one(tmp_pat
         server.enqueue(Slow(60, Reply(text="never read")), Reply(text="slow: fine"), model="slow")
         at_kill, result, after = kill_and_resume(spec, ["--input", "draft=the draft"], server, 2, tmp_path)
         asked_before = [r.model for r in server.requests]
-    done = {t.path[0] if t.path else t.state: t.done for t in at_kill["tasks"]}
+    done = {t.path[0] if t.path else t.state: t.done for t in at_kill.tasks}
     assert done == {"quick": True, "careful": True, "slow": False}
     assert [r.model for r in after] == ["slow"]  # nothing a finished branch asked is asked again
     assert sorted(asked_before) == ["careful", "quick", "slow", "slow"]
     assert result["status"] == "final"
     assert result["result"] == "quick: fine / careful: fine / slow: fine"
-    assert result.path == ["review", "quick", "careful", "slow", "done"]
+    assert result["path"] == ["review", "quick", "careful", "slow", "done"]
 
 
 def test_a_run_killed_among_a_maps_elements_resumes_only_the_unfinished_one(tmp_path: Path) -> None:
@@ -147,7 +148,7 @@ def test_a_run_killed_among_a_maps_elements_resumes_only_the_unfinished_one(tmp_
         at_kill, result, after = kill_and_resume(spec, ["--input", f"titles={json.dumps(titles)}"], server, 2,
                                                  tmp_path)
         first = server.requests[:3]
-    unfinished = [i for i, t in enumerate(at_kill["tasks"]) if not t.done]
+    unfinished = [i for i, t in enumerate(at_kill.tasks) if not t.done]
     assert len(unfinished) == 1
     slow_title = titles[unfinished[0]]
     assert len(after) == 1 and slow_title in after[0].body["messages"][-1]["content"]

@@ -17,6 +17,7 @@ from support.e2e_runs import import_runner
 from support.echo_server import echo_server
 
 from statewright import api
+from statewright.runtime.progress import printable
 from statewright.runtime.runner_cli import run_machine as run
 from statewright.runtime.scripted import Script, ScriptedClient
 
@@ -151,7 +152,9 @@ def test_the_runner_passes_its_test_block_and_keeps_every_text(runner: Path) -> 
     done = subprocess.run([sys.executable, str(runner), "--selftest"], capture_output=True, text=True,
                           check=False, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stdout.strip() == f"PASS  awkward: {AWKWARD}"
+    # the name as a terminal shows it: line breaks and bidirectional controls escaped, every other character kept
+    assert done.stdout.strip() == printable(f"PASS  awkward: {AWKWARD}").replace("\n", "\\n")
+    assert "\\u200f" in done.stdout and "\\u2028" in done.stdout and "漢字 🙂" in done.stdout
 
 
 def received_messages(machine: Any, script: Script, tmp_path: Path) -> list[dict[str, Any]]:

@@ -262,3 +262,26 @@ def test_any_crew_imports_and_its_repaired_import_checks_and_passes_its_test(fil
                 assert [r.messages for r in api.run_tests(compilation) if not r.passed] == []
             for name in re.findall(r'^    tool (\w+) = "statewright', outcome.text, re.MULTILINE):
                 assert f"Tool '{name}' is a stand-in" in outcome.text
+
+
+def test_a_file_past_the_size_limit_is_one_positioned_error_and_is_not_read_whole(tmp_path: Path) -> None:
+    """Every file of a project is read through the limit: one past it, never to its end (a crew.py, a
+    YAML file, the header's digest)."""
+    import tracemalloc
+
+    from statewright.grammar.parser import MAX_FILE_BYTES
+
+    root = _project(tmp_path, AGENTS, TASKS)
+    big = root / "config" / "tasks.yaml"
+    with big.open("a", encoding="utf-8") as f:
+        f.write("# " + "x" * (4 * MAX_FILE_BYTES) + "\n")  # four times the limit
+    tracemalloc.start()
+    try:
+        outcome = api.import_file("crewai", root)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert outcome.text is None
+    [diag] = [d for d in outcome.diagnostics if d.code == "SW1021"]
+    assert diag.path.endswith("tasks.yaml") and diag.span is not None
+    assert peak < 3 * MAX_FILE_BYTES, f"peak {peak:,} bytes for a file of {big.stat().st_size:,}"

@@ -196,3 +196,28 @@ def test_the_scan_never_recurses_even_with_a_low_recursion_limit() -> None:
     finally:
         sys.setrecursionlimit(old)
     assert problem is not None and deep.limit == "depth"
+
+
+def test_a_long_string_in_a_reply_is_scanned_in_memory_linear_in_it_with_a_small_factor() -> None:
+    """The scan of a value in prose keeps no state per character of a string (Python's re kept about 120
+    bytes a character for a pattern of alternatives under a star): its peak stays within a few times the
+    text's own size."""
+    import subprocess
+    import sys
+
+    code = """
+import sys
+from statewright.runtime.untrusted import scan_json_value
+def hwm():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+text = 'Here it is: {"notes": "' + "a" * 20_000_000 + '\\\\n", "n": 1} and more prose'
+scan_json_value("x {\\"a\\": \\"b\\"}", 2, "warm-up")
+before = hwm()
+end = scan_json_value(text, text.index("{"), "the reply")
+assert end == text.index("} and") + 1, end
+print((hwm() - before) / 20_000_000)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert float(done.stdout) < 3.0, done.stdout

@@ -82,8 +82,10 @@ def import_project(source_format: str, path: str, *, repair: bool = False, bound
     files = locate(path)
     digest = hashlib.sha256()
     read = [file for file in (files.agents, files.tasks, files.crew) if file is not None]
-    for file in read:
-        digest.update(file.read_bytes())
+    for file in read:  # in blocks: a file of any size is hashed in little memory (it is refused when read)
+        with file.open("rb") as stream:
+            for block in iter(lambda: stream.read(1 << 20), b""):
+                digest.update(block)
     diags = Diagnostics()
     header = Header(source_format, header_path(path, output), digest.hexdigest(), repair, bound)
     base = files.crew.parent if files.crew is not None else read[0].parent

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..diagnostics import Diagnostics, SourceFile, Span
-from ..grammar.parser import MAX_FILE_CHARS, read_source
+from ..grammar.parser import read_limited, read_source
 from .crewai_python import PyCall, PySource, call_name, parse_python, self_method
 from .json_source import JsonValue
 from .schema import JsonSchema, anchor, unknown
@@ -105,7 +105,7 @@ def locate(path: str) -> ProjectFiles:
     python = sorted(p for p in base.glob("*.py") if p != crew and p.name != "main.py") if crew else []
     main = base / "main.py" if crew is not None and (base / "main.py").is_file() else None
     if crew is not None:
-        text = crew.read_text(encoding="utf-8", errors="replace")
+        text = _head_text(crew)
         for config, kind in ((agents, "agents_config"), (tasks, "tasks_config")):
             if not config.is_file() and f"{kind}[" in text.replace(" ", "").replace("self.", ""):
                 raise FileNotFoundError(f"{crew} reads its {kind} from {os.path.relpath(config, base)}, which is "
@@ -135,17 +135,24 @@ def _find_crew(folder: Path) -> Path | None:
 
 def _binds_crew(path: Path) -> bool:
     try:
-        return "@CrewBase" in path.read_text(encoding="utf-8", errors="replace")[:MAX_FILE_CHARS]
+        return "@CrewBase" in _head_text(path)
     except OSError:
         return False
+
+
+def _head_text(path: Path) -> str:
+    """A Python file's text as far as the size limit reads it (one past it: longer files are refused when
+    they are read for the import; what decides which file is the crew never reads further)."""
+    with path.open("rb") as stream:
+        return read_limited(stream).decode("utf-8", errors="replace")
 
 
 def _config_paths(crew: Path) -> tuple[str, str]:
     """The config paths the crew class names (`agents_config = 'config/agents.yaml'`), or CrewAI's defaults."""
     agents, tasks = "config/agents.yaml", "config/tasks.yaml"
     try:
-        tree = ast.parse(crew.read_text(encoding="utf-8"))
-    except (SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError):
+        tree = ast.parse(_head_text(crew))
+    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
         return agents, tasks
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
@@ -178,12 +185,9 @@ def read_project(path: str, diags: Diagnostics) -> CrewSpec | None:
     def load(file: Path | None) -> SourceFile | None:
         if file is None:
             return None
-        source = read_source(display_path(file, files.root, path), file.read_bytes(), diags)
+        with file.open("rb") as stream:  # read no further than the size limit (SW1021 past it)
+            source = read_source(display_path(file, files.root, path), read_limited(stream), diags)
         if source is None:
-            return None
-        if len(source.text) > MAX_FILE_CHARS:
-            diags.report("SW1021", f"the file has {len(source.text):,} characters; the limit is "
-                         f"{MAX_FILE_CHARS:,}", source.span(0, 0))
             return None
         sources.append(source)
         return source

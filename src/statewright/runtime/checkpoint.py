@@ -137,14 +137,18 @@ class CheckpointStore:
                 row = self._conn.execute("SELECT pieces, tail FROM runs WHERE run_id = ?", (run_id,)).fetchone()
                 position = (int(row[0]), str(row[1])) if row is not None else (0, "")
             pieces, tail = position
-            self._begin()
+            if changes:
+                line = redacted_json(changes, self._secrets)
+                tail = f"{tail}\n{line}" if tail else line
+            full = len(tail) > _CHECKPOINT_TAIL_BYTES
+            # one statement commits on its own (autocommit): a transaction only for two, or to share commits
+            alone = not full and not self._in_transaction and (not self._grouping or self._active <= 1)
+            if not alone:
+                self._begin()
             try:
-                if changes:
-                    line = redacted_json(changes, self._secrets)
-                    tail = f"{tail}\n{line}" if tail else line
-                    if len(tail) > _CHECKPOINT_TAIL_BYTES:
-                        self._conn.execute("INSERT INTO run_pieces VALUES (?, ?, ?)", (run_id, pieces, tail))
-                        pieces, tail = pieces + 1, ""
+                if full:
+                    self._conn.execute("INSERT INTO run_pieces VALUES (?, ?, ?)", (run_id, pieces, tail))
+                    pieces, tail = pieces + 1, ""
                 self._conn.execute(
                     "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(run_id) DO UPDATE SET "
                     "status = excluded.status, state = excluded.state, updated = excluded.updated, "

@@ -291,15 +291,20 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 _STRUCTURED_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
+def _structured_encoder() -> json.JSONEncoder:
+    return json.JSONEncoder(ensure_ascii=False, default=to_jsonable)
+
+
 def safe_json_dumps(value: Any, **options: Any) -> str:
     """JSON text that any sink can take: text stays readable (not \\u-escaped) unless it holds a lone
     surrogate — a half of a UTF-16 pair, which no encoding can write — in which case the whole value is
     written with ASCII escapes, losslessly. Characters a terminal could act on (DEL, C1 controls, bidi
     overrides, line separators; JSON escapes the C0 controls itself) are written as \\u escapes too, so
     printing the text shows them instead of obeying them. Anything not JSON-able goes through `to_jsonable`."""
-    text = json.dumps(value, ensure_ascii=False, default=to_jsonable, **options)
-    if _STRUCTURED_UNSAFE.search(text) is None:
-        return text
+    text = (_SAFE_ENCODER.encode(value) if not options
+            else json.dumps(value, ensure_ascii=False, default=to_jsonable, **options))
+    if (text.isascii() and "\x7f" not in text) or _STRUCTURED_UNSAFE.search(text) is None:
+        return text  # (every character the pattern finds but DEL is beyond ASCII; isascii() costs nothing)
     if _SURROGATE.search(text):
         return json.dumps(value, ensure_ascii=True, default=to_jsonable, **options)
     # outside strings JSON text is ASCII, so every match is inside a string, where \\uXXXX means the same
@@ -311,3 +316,6 @@ def to_text(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(to_jsonable(value), ensure_ascii=False)
+
+
+_SAFE_ENCODER = _structured_encoder()  # one encoder for every call without options

@@ -48,7 +48,8 @@ _UNTRUSTED_NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
 # For a value inside other text (a reply's prose), JSON's tokens as json reads them with strict=False
 # (control characters allowed inside strings): whitespace, strings, numbers, literals, punctuation
 _UNTRUSTED_WS = r"[ \t\n\r]*"
-_UNTRUSTED_STRING = r'"(?:[^"\\]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"'
+# (unrolled — plain runs, then an escape and a plain run — so a long string keeps no state per character)
+_UNTRUSTED_STRING = r'"[^"\\]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\]*)*"'
 _UNTRUSTED_SCALAR = (rf"(?:{_UNTRUSTED_STRING}|-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?"
                      r"|true|false|null|NaN|Infinity|-Infinity)")
 _UNTRUSTED_TOKEN = re.compile(rf"{_UNTRUSTED_WS}(?:(?P<atom>{_UNTRUSTED_SCALAR})|(?P<punct>[\[\]{{}},:]))")

@@ -31,9 +31,9 @@ else:
         MachineSpec, ModelClient, RunResult, Scope, Script, StateSpec, TestSpec, Trace,
         TransitionSpec, arun_machine, main, run_machine,
     )
-if RUNTIME_SHA256 != "0672eacea93fd7d1569b6588b6a292392ca42027127572175723fe5d9b730f69":
+if RUNTIME_SHA256 != "e4eab9461846cc36c539894a39be6434dff089e9f10ed4f1cb9ec491701d3d3e":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 0672eacea93f), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 e4eab9461846), but "
         f"the statewright_runtime.py it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile "
         "--runtime module`, which rewrites the runtime too"
