@@ -214,14 +214,16 @@ def _plain_signature(state: ir.State) -> object:
     """What a state does and how its edges are labelled, in the fields that are text and numbers (cheap to
     hash); `_signature` adds the rest, so equal signatures have equal plain ones."""
     return (state.kind, state.agent, state.instruction, state.tell, state.visits, state.retries, state.result,
-            state.branch, tuple((t.kind, t.condition, t.max) for t in state.transitions))
+            state.branch, tuple((t.kind, t.condition, t.max) for t in state.transitions),
+            tuple((u.reducer, u.var) for u in state.updates), state.ask_before, state.tool_rounds)
 
 
 def _signature(state: ir.State) -> object:
     """Everything a state does, except where its edges lead: the plain part, then its output type, tool
-    call, branches, map and guards (syntax trees, hashed node by node)."""
+    call, branches, map, guards and the values its updates of run variables give (syntax trees, hashed node
+    by node). States that write different variables, or the same ones differently, are never one."""
     return (_plain_signature(state), state.output, state.call, state.parallel, state.each,
-            tuple(t.guard for t in state.transitions))
+            tuple(t.guard for t in state.transitions), tuple(u.value for u in state.updates))
 
 
 def referenced_state_names(machine: ir.Machine) -> set[str]:
@@ -239,8 +241,9 @@ def state_mentions(state: ir.State, names: set[str]) -> set[str]:
 
 
 def mentioned_names(state: ir.State) -> set[str]:
-    """Every name one state's guards, tool-call arguments and templates read: the states among them are
-    the states it reads (inputs and a map's element names are the others).
+    """Every name one state's guards, tool-call arguments, updates of run variables and templates read: the
+    states among them are the states it reads (inputs, run variables and a map's element names are the
+    others).
 
     Templates are not searched here: the template check recorded the states each one reads from its Jinja
     parse (`State.template_reads`). An agent's prompt reads no state (SW2008).
@@ -253,6 +256,7 @@ def mentioned_names(state: ir.State) -> set[str]:
         stack.append(state.parallel.join.guard)
     if state.each is not None:
         stack.append(state.each.items)
+    stack.extend(update.value for update in state.updates)
     while stack:
         node = stack.pop()
         if isinstance(node, ast.NameExpr):

@@ -165,6 +165,10 @@ def _state(s: ir.State) -> dict[str, Any]:
         "parallel": _parallel(s.parallel),
         "each": _each(s.each),
         "branch": s.branch,
+        "updates": [{"reducer": u.reducer, "var": u.var, "value": expr_to_json(u.value),
+                     "origin": span_to_json(u.origin)} for u in s.updates],
+        "ask_before": list(s.ask_before),
+        "tool_rounds": s.tool_rounds,
     }
 
 
@@ -180,6 +184,11 @@ def _test(t: ir.Test) -> dict[str, Any]:
                           "origin": span_to_json(step.origin)})
         elif isinstance(step, ir.Timeout):
             steps.append({"kind": "timeout", "state": step.state, "origin": span_to_json(step.origin)})
+        elif isinstance(step, ir.Approval):
+            steps.append({"kind": "approval", "state": step.state, "decision": step.decision, "tool": step.tool,
+                          "reason": step.reason,
+                          "arguments": dict(step.arguments) if step.arguments is not None else None,
+                          "origin": span_to_json(step.origin)})
         else:
             steps.append({"kind": "verdict", "state": step.state, "condition": step.condition,
                           "origin": span_to_json(step.origin)})
@@ -196,6 +205,7 @@ def _test(t: ir.Test) -> dict[str, Any]:
                           "value": e.value, "origin": span_to_json(e.origin)} for e in t.expectations],
         "allow_unused": t.allow_unused,
         "origin": span_to_json(t.origin),
+        "expect_vars": [{"name": e.name, "value": e.value, "origin": span_to_json(e.origin)} for e in t.expect_vars],
     }
 
 
@@ -239,6 +249,8 @@ def ir_to_json(machine: ir.Machine) -> dict[str, Any]:
         "start": machine.start,
         "tests": [_test(t) for t in machine.tests],
         "origin": span_to_json(machine.origin),
+        "variables": [{"name": v.name, "type": type_to_json(v.type), "initial": v.initial,
+                       "origin": span_to_json(v.origin)} for v in machine.variables],
     }
 
 
@@ -303,6 +315,8 @@ IR_JSON_SCHEMA: dict[str, Any] = {
         "start": _STR,
         "tests": {"type": "array", "items": {"$ref": "#/$defs/test"}},
         "origin": _ORIGIN,
+        "variables": {"type": "array", "items": _obj({
+            "name": _STR, "type": _REF["type"], "initial": _REF["value"], "origin": _ORIGIN})},
     }),
     "$defs": {
         "position": _obj({"line": {"type": "integer", "minimum": 1},
@@ -385,6 +399,10 @@ IR_JSON_SCHEMA: dict[str, Any] = {
             "model": _nullable(_STR), "fail": _nullable(_STR),
             "parallel": _nullable({"$ref": "#/$defs/parallel"}), "each": _nullable({"$ref": "#/$defs/each"}),
             "branch": _nullable(_STR),
+            "updates": {"type": "array", "items": _obj({
+                "reducer": {"enum": ["set", "append", "extend", "merge"]}, "var": _STR, "value": _REF["expr"],
+                "origin": _ORIGIN})},
+            "ask_before": _STRS, "tool_rounds": _nullable({"type": "integer", "minimum": 1}),
         }),
         "test": _obj({
             "name": _STR,
@@ -397,6 +415,9 @@ IR_JSON_SCHEMA: dict[str, Any] = {
                 _obj({"kind": {"const": "calls"}, "state": _STR, "calls": {"type": "array", "items": _obj({
                     "tool": _STR, "arguments": {"type": "object"}})}, "origin": _ORIGIN}),
                 _obj({"kind": {"const": "timeout"}, "state": _STR, "origin": _ORIGIN}),
+                _obj({"kind": {"const": "approval"}, "state": _STR,
+                      "decision": {"enum": ["approve", "reject", "edit"]}, "tool": _nullable(_STR),
+                      "reason": _nullable(_STR), "arguments": _nullable({"type": "object"}), "origin": _ORIGIN}),
             ]}},
             "expect_path": _nullable(_STRS), "expect_final": _nullable(_STR), "expect_result": _REF["value"],
             "has_expect_result": {"type": "boolean"}, "expect_failure": _nullable(_STR),
@@ -405,6 +426,7 @@ IR_JSON_SCHEMA: dict[str, Any] = {
                 "visit": {"type": "integer", "minimum": 1}, "contains": {"type": "boolean"}, "value": _REF["value"],
                 "origin": _ORIGIN})},
             "allow_unused": {"type": "boolean"}, "origin": _ORIGIN,
+            "expect_vars": {"type": "array", "items": _obj({"name": _STR, "value": _REF["value"], "origin": _ORIGIN})},
         }),
     },
 }
