@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from .approvals import Approval, ToolLoop, approval_key, rejection_text
+from .approvals import ApprovalRecord, ToolLoop, approval_key, rejection_text
 from .effects import CallTool, DescribeTools, ToolOutcome
 from .plan import AgentPlan, StatePlan, output_label, output_text
 from .result import Failure, RunFailed
@@ -41,7 +41,7 @@ class AgentSteps:
     def _agent_step(self, run: Run, plan: StatePlan, feedback: str | None) -> Steps:
         agent = plan.agent
         assert agent is not None
-        waiting: Approval | None = run.approvals.get(approval_key(plan.name, run.item)) if run.approvals else None
+        waiting: ApprovalRecord | None = run.approvals.get(approval_key(plan.name, run.item)) if run.approvals else None
         if waiting is not None:  # a run resumed at a tool call that waited for a person: the loop goes on
             loop = waiting.loop
             instruction, user_text, messages = loop.instruction, loop.user_text, loop.conversation
@@ -124,7 +124,7 @@ class AgentSteps:
         raise ReplyError(last_error, retries + 1)
 
     def _converse(self, run: Run, plan: StatePlan, messages: list[dict[str, Any]], loop: ToolLoop,
-                  waiting: Approval | None = None) -> Steps:
+                  waiting: ApprovalRecord | None = None) -> Steps:
         """One reply of the state's agent, running the tool calls it asks for (at most `tool_rounds` rounds);
         `waiting`, a call that waited for a person, whose round this resumed step goes on with."""
         agent = plan.agent
@@ -142,7 +142,7 @@ class AgentSteps:
             first = 0
         for _round in range(first, rounds + 1):
             if waiting is not None and _round == first:
-                calls = [_Call(c) for c in waiting.loop.calls]
+                calls = [_AgentToolCall(c) for c in waiting.loop.calls]
                 start = waiting.loop.index
             else:
                 response = yield from self._call_model(run, "agent", plan.name, plan.agent_key, agent,
@@ -151,7 +151,7 @@ class AgentSteps:
                     return response
                 if _round == rounds:
                     break
-                calls = [_Call({"id": c.id, "name": c.name, "arguments": c.arguments}) for c in response.tool_calls]
+                calls = [_AgentToolCall({"id": c.id, "name": c.name, "arguments": c.arguments}) for c in response.tool_calls]
                 conversation.append({
                     "role": "assistant",
                     "content": response.content or None,
@@ -183,7 +183,7 @@ class AgentSteps:
         return cached
 
     def _agent_tool_call(self, run: Run, plan: StatePlan, agent: AgentPlan, names: dict[str, str],
-                         schemas: list[dict[str, Any]], call: _Call, loop: ToolLoop) -> Steps:
+                         schemas: list[dict[str, Any]], call: _AgentToolCall, loop: ToolLoop) -> Steps:
         """Run one tool call a model asked for; any problem becomes the tool message the model reads. A call
         of a tool the state asks before waits for a person first: rejected, it does not run."""
         state, key = plan.name, plan.agent_tool_key
@@ -203,11 +203,11 @@ class AgentSteps:
             else:
                 decision = None
                 if tool in plan.ask_before:
-                    decision = yield from self._approve(run, plan, tool, call, args, _parameters(schemas, call.name),
+                    decision = yield from self._approve(run, plan, tool, call, args, _agent_tool_parameters(schemas, call.name),
                                                         loop)
                     if decision.decision == "edit":
                         args = decision.arguments
-                        _rewrite_call(loop.tool_conversation, call.id, args)  # the agent called it with these
+                        _agent_rewrite_call(loop.tool_conversation, call.id, args)  # the agent called it with these
                 if decision is not None and decision.decision == "reject":
                     return rejection_text(decision.reason)
                 seq = run.seqs.get(key, 0)
@@ -236,7 +236,7 @@ class AgentSteps:
         return content
 
 
-class _Call:
+class _AgentToolCall:
     """A tool call a model asked for: its id, the function name it used and its arguments (JSON text)."""
 
     __slots__ = ("data",)
@@ -257,7 +257,7 @@ class _Call:
         return str(self.data.get("arguments") or "")
 
 
-def _parameters(schemas: list[dict[str, Any]], function: str) -> dict[str, Any]:
+def _agent_tool_parameters(schemas: list[dict[str, Any]], function: str) -> dict[str, Any]:
     """The JSON Schema of the arguments of the tool models call `function`."""
     for schema in schemas:
         described = schema.get("function") or {}
@@ -266,7 +266,7 @@ def _parameters(schemas: list[dict[str, Any]], function: str) -> dict[str, Any]:
     return {"type": "object"}
 
 
-def _rewrite_call(conversation: list[dict[str, Any]], call_id: str, arguments: dict[str, Any]) -> None:
+def _agent_rewrite_call(conversation: list[dict[str, Any]], call_id: str, arguments: dict[str, Any]) -> None:
     """Put the arguments a person gave in place of the model's, in the reply that asked for the call."""
     for index in range(len(conversation) - 1, -1, -1):
         message = conversation[index]

@@ -7,7 +7,7 @@ pauses (checkpointed) and is resumed with the answer, a durable engine waits for
 test block answers in order. What the answer may be is typed (`approval_schema`) and checked before the
 run moves (`parse_approval`); an answer that does not fit leaves the run waiting, unchanged.
 
-A call that waits is in the middle of an agent's step: its `Approval` record keeps where the step's tool
+A call that waits is in the middle of an agent's step: its `ApprovalRecord` keeps where the step's tool
 loop was — the conversation so far, the round, the round's calls and which of them waits, the attempt of a
 typed reply — so a resumed run carries on from there, and asks its model nothing it asked before.
 """
@@ -35,7 +35,7 @@ class ApprovalPaused(Paused):
     """A tool call waits for a person's approval: the run stops in the middle of the agent's step."""
 
 
-class Decision:
+class ApprovalDecision:
     """A person's answer to a tool call that waits: "approve", "reject" (with an optional reason) or "edit"
     (with the arguments to call the tool with instead)."""
 
@@ -89,7 +89,7 @@ class ToolLoop:
         return loop
 
 
-class Approval:
+class ApprovalRecord:
     """A tool call that waits for a person: which call (its tool, the model's id for it, its arguments), the
     tool's argument schema an edit must fit, the question shown, which answer of the state's it takes
     (`seq`), when it was first put, and the tool loop to resume. It stands where a state's question does in
@@ -127,10 +127,10 @@ class Approval:
                 "asked_at": self.asked_at, "loop": self.loop.to_json()}
 
     @classmethod
-    def from_json(cls, key: str, data: Any) -> Approval:
+    def from_json(cls, key: str, data: Any) -> ApprovalRecord:
         """A record read back from a checkpoint; ValueError says what does not fit."""
         if not isinstance(data, dict):
-            raise ValueError(f"the tool call waiting at {key} is not an object")
+            raise ValueError(f"the tool call waiting at {key} is not an object")  # noqa: TRY004 - a damaged record
         try:
             item = data.get("item")
             asked = data.get("asked_at")
@@ -140,20 +140,20 @@ class Approval:
             for name in ("conversation", "tool_conversation", "calls"):
                 if not isinstance(loop.get(name), list) or not all(isinstance(m, dict) for m in loop[name]):
                     raise TypeError(f"its {name} is a list of objects")
-            return cls(key, _text(data["state"]), None if item is None else _whole(item), _text(data["tool"]),
-                       _text(data["call_id"]), _text(data["function"]), arguments, schema, _whole(data["seq"]),
+            return cls(key, _approval_text(data["state"]), None if item is None else _approval_count(item), _approval_text(data["tool"]),
+                       _approval_text(data["call_id"]), _approval_text(data["function"]), arguments, schema, _approval_count(data["seq"]),
                        ToolLoop.from_json(loop), None if asked is None else float(asked))
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"the tool call waiting at {key} does not read back ({exc})") from None
 
 
-def _text(value: Any) -> str:
+def _approval_text(value: Any) -> str:
     if not isinstance(value, str):
         raise TypeError(f"{value!r} is not text")
     return value
 
 
-def _whole(value: Any) -> int:
+def _approval_count(value: Any) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise TypeError(f"{value!r} is not a count")
     return value
@@ -183,7 +183,7 @@ def approval_schema(tool: str, parameters: Mapping[str, Any]) -> dict[str, Any]:
                       answer("edit", {"arguments": dict(parameters)}, ["arguments"])]}
 
 
-def parse_approval(record: Approval, given: Any) -> Decision:
+def parse_approval(record: ApprovalRecord, given: Any) -> ApprovalDecision:
     """A person's answer to the call `record` waits on, checked: AnswerError says what does not fit. Text is
     read as JSON when it parses; the words `approve` and `reject` alone are those decisions."""
     try:
@@ -218,7 +218,7 @@ def parse_approval(record: Approval, given: Any) -> Decision:
     if reason is not None and not isinstance(reason, str):
         raise AnswerError("the reason of a rejection is text")
     if decision != "edit":
-        return Decision(decision, reason)
+        return ApprovalDecision(decision, reason)
     arguments = value.get("arguments")
     if not isinstance(arguments, dict):
         raise AnswerError("an edit gives the call's arguments as an object: {\"decision\": \"edit\", \"arguments\": "
@@ -227,12 +227,12 @@ def parse_approval(record: Approval, given: Any) -> Decision:
     if problems:
         shown = "; ".join(problems[:12]) + (f"; and {len(problems) - 12} more" if len(problems) > 12 else "")
         raise AnswerError(f"the edited arguments do not fit {record.tool}: {shown}")
-    return Decision("edit", None, arguments)
+    return ApprovalDecision("edit", None, arguments)
 
 
 # ---- the arguments an edit gives, against the tool's JSON Schema ----------------------------------------
 
-_JSON_TYPES: dict[str, Any] = {"string": str, "object": dict, "array": list, "boolean": bool}
+_SCHEMA_TYPES: dict[str, Any] = {"string": str, "object": dict, "array": list, "boolean": bool}
 
 
 def schema_problems(schema: Mapping[str, Any], value: Any, where: str = "", root: Mapping[str, Any] | None = None,
@@ -247,7 +247,7 @@ def schema_problems(schema: Mapping[str, Any], value: Any, where: str = "", root
         return [f"{here} nest too deeply"]
     ref = schema.get("$ref")
     if isinstance(ref, str):
-        target = _resolve(root, ref)
+        target = _schema_ref(root, ref)
         return [f"{here}: the schema's {ref} cannot be followed"] if target is None else schema_problems(
             target, value, where, root, depth + 1)
     for key in ("anyOf", "oneOf"):
@@ -260,25 +260,26 @@ def schema_problems(schema: Mapping[str, Any], value: Any, where: str = "", root
     expected = schema.get("type")
     if expected is not None:
         kinds = expected if isinstance(expected, list) else [expected]
-        if not any(_is_type(value, k) for k in kinds):
-            return [f"{here} is {_json_kind(value)}, not {' or '.join(map(str, kinds))}"]
+        if not any(_schema_is_type(value, k) for k in kinds):
+            return [f"{here} is {_schema_kind(value)}, not {' or '.join(map(str, kinds))}"]
     if "const" in schema and value != schema["const"]:
         problems.append(f"{here} is {json.dumps(value)[:80]}, not {json.dumps(schema['const'])[:80]}")
     if isinstance(schema.get("enum"), list) and value not in schema["enum"]:
         problems.append(f"{here} is not one of {', '.join(json.dumps(v)[:40] for v in schema['enum'])}")
-    problems += _bounds(schema, value, here)
+    problems += _schema_bounds(schema, value, here)
     if isinstance(value, dict):
-        problems += _object(schema, value, where, root, depth)
+        problems += _schema_object(schema, value, where, root, depth)
     if isinstance(value, list) and isinstance(schema.get("items"), dict):
         for index, item in enumerate(value):
             problems += schema_problems(schema["items"], item, f"{where}[{index}]", root, depth + 1)
     return problems
 
 
-def _object(schema: Mapping[str, Any], value: dict[str, Any], where: str, root: Mapping[str, Any],
+def _schema_object(schema: Mapping[str, Any], value: dict[str, Any], where: str, root: Mapping[str, Any],
             depth: int) -> list[str]:
     problems: list[str] = []
-    properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    given = schema.get("properties")
+    properties: Mapping[str, Any] = given if isinstance(given, dict) else {}
     for name in schema.get("required") or ():
         if name not in value:
             problems.append(f"`{where}{'.' if where else ''}{name}` is missing")
@@ -296,7 +297,7 @@ def _object(schema: Mapping[str, Any], value: dict[str, Any], where: str, root: 
     return problems
 
 
-def _bounds(schema: Mapping[str, Any], value: Any, here: str) -> list[str]:
+def _schema_bounds(schema: Mapping[str, Any], value: Any, here: str) -> list[str]:
     problems = []
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if isinstance(schema.get("minimum"), (int, float)) and value < schema["minimum"]:
@@ -319,7 +320,7 @@ def _bounds(schema: Mapping[str, Any], value: Any, here: str) -> list[str]:
     return problems
 
 
-def _resolve(root: Mapping[str, Any], ref: str) -> Mapping[str, Any] | None:
+def _schema_ref(root: Mapping[str, Any], ref: str) -> Mapping[str, Any] | None:
     if not ref.startswith("#/"):
         return None
     node: Any = root
@@ -328,18 +329,18 @@ def _resolve(root: Mapping[str, Any], ref: str) -> Mapping[str, Any] | None:
     return node if isinstance(node, Mapping) else None
 
 
-def _is_type(value: Any, kind: Any) -> bool:
+def _schema_is_type(value: Any, kind: Any) -> bool:
     if kind == "null":
         return value is None
     if kind == "integer":
         return isinstance(value, int) and not isinstance(value, bool)
     if kind == "number":
         return isinstance(value, (int, float)) and not isinstance(value, bool)
-    wanted = _JSON_TYPES.get(str(kind))
+    wanted = _SCHEMA_TYPES.get(str(kind))
     return wanted is not None and isinstance(value, wanted) and (kind != "boolean" or isinstance(value, bool))
 
 
-def _json_kind(value: Any) -> str:
+def _schema_kind(value: Any) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -366,24 +367,24 @@ class ApprovalSteps:
 
     def _approve(self, run: Run, plan: Any, tool: str, call: Any, arguments: dict[str, Any],
                  parameters: dict[str, Any], loop: ToolLoop) -> Steps:
-        """Ask a person about the call `call` of `tool` with `arguments`: their Decision. The run pauses
+        """Ask a person about the call `call` of `tool` with `arguments`: their ApprovalDecision. The run pauses
         (ApprovalPaused) while nobody has answered; the record of the call keeps `loop` to resume from."""
         key = approval_key(plan.name, run.item)
         record = run.approvals.get(key)
         if record is None or record.call_id != call.id:
-            record = Approval(key, plan.name, run.item, tool, call.id, call.name, arguments, parameters,
+            record = ApprovalRecord(key, plan.name, run.item, tool, call.id, call.name, arguments, parameters,
                               run.seqs.get(plan.person_key, 0), loop_snapshot(loop))
             run.approvals[key] = record
-            _note(run, key)
+            _approval_changed(run, key)
         reply: PersonReply = yield AwaitPerson(plan.name, record.question, record.answer_schema, record.seq, None,
                                                None, call=run.call_path, item=run.item)
         if record.asked_at is None and not reply.scripted:
             record.asked_at = reply.now
-            _note(run, key)
+            _approval_changed(run, key)
         if reply.kind != "answer":  # (no deadline: nobody's silence ends the wait)
             raise ApprovalPaused
         del run.approvals[key]
-        _note(run, key)
+        _approval_changed(run, key)
         run.seqs[plan.person_key] = record.seq + 1
         run.count("seqs", plan.person_key)
         try:
@@ -412,7 +413,7 @@ def loop_snapshot(loop: ToolLoop) -> ToolLoop:
     return ToolLoop.from_json(loop.to_json())
 
 
-def _note(run: Run, key: str) -> None:
+def _approval_changed(run: Run, key: str) -> None:
     """Note a changed record of a call that waits, for the run's next checkpoint (a branch's are the run's)."""
     real_run(run).count("approvals", key)
 

@@ -674,7 +674,7 @@ class RunCore(AgentSteps, ApprovalSteps, CallSteps, FanOutSteps, PersonSteps):
                 if run.content:
                     fields["question"] = waiting.question
                 run.emit("waiting", fields)
-            for key, approval in run.approvals.items():  # tool calls of its agents that wait for approval
+            for approval in run.approvals.values():  # tool calls of its agents that wait for approval
                 fields = {"state": approval.state, "kind": "approval", "tool": approval.tool, "deadline": None}
                 if approval.item is not None:
                     fields["item"] = approval.item

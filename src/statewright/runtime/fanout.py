@@ -15,10 +15,10 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from .approvals import ApprovalPaused, approval_key
 from .bounds import bound_text, bound_value
 from .concurrency import Cancel, Completed, Concurrently
 from .memory import AgentMemory
-from .approvals import ApprovalPaused, approval_key
 from .person import Paused
 from .plan import MachinePlan, StatePlan, exit_fields, output_text
 from .result import Failure, RunFailed, Usage
@@ -26,7 +26,7 @@ from .run_state import Run, Steps, _no_save, state_of_key
 from .snapshot import FanOutRecord, TaskRecord
 from .spec import MachineSpec, Scope
 from .structured import to_jsonable, validate_typed
-from .variables import VarOp, VariableTypes, read_var_ops, update_variables
+from .variables import VariableTypes, VarOp, read_var_ops, update_variables
 
 
 class Overlay(dict):  # type: ignore[type-arg]

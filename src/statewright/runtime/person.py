@@ -133,7 +133,7 @@ class PersonSteps:
     def waits(self, run: Run) -> list[tuple[str, Any, StatePlan, Any]]:
         """Every question the run waits on — its own, the tool calls of its agents that wait for approval, and
         those of the machines it is running, at any depth — as (path, question — a Question or an
-        approvals.Approval —, the state's plan, the core of its machine): `approve`, `execute`, `build[3]`,
+        approvals.ApprovalRecord —, the state's plan, the core of its machine): `approve`, `execute`, `build[3]`,
         `investigate[2]/approve`."""
         found: list[tuple[str, Any, StatePlan, Any]] = []
         prefix = f"{run.call_path}/" if run.call_path else ""

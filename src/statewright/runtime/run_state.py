@@ -148,7 +148,7 @@ class Run:
         self.vars: dict[str, Any] = {}
         self.var_log: list[Any] = []
         # the tool calls of its agents that wait for a person's approval, by where they are (`execute`,
-        # `build[3]` for a map's element): approvals.Approval records (a branch's are the run's)
+        # `build[3]` for a map's element): approvals.ApprovalRecord records (a branch's are the run's)
         self.approvals: dict[str, Any] = {}
 
     def listen(self, emit: Callable[[str, dict[str, Any]], None] | None, *, content: bool = False,

@@ -519,7 +519,7 @@ def check_fits(plan: MachinePlan, snapshot: Snapshot) -> None:
                                     "does not have")
             if not all(isinstance(m, dict) for m in items):
                 raise SnapshotError(f"the memory of agent '{name[7:]}' holds something that is not a message")
-    for key, record in snapshot.approvals.items():
+    for key in snapshot.approvals:
         where = key.split("[", 1)[0]
         state(where, "a state whose tool call waits for approval")
         if not states[where].ask_before:
@@ -582,10 +582,10 @@ def revive_run(plan: MachinePlan, run_id: str, snapshot: Snapshot, workspace: st
             raise SnapshotError(str(exc)) from None
         run.var_log = list(ops)
     if snapshot.approvals:
-        from .approvals import Approval
+        from .approvals import ApprovalRecord
 
         try:
-            run.approvals = {key: Approval.from_json(key, record) for key, record in snapshot.approvals.items()}
+            run.approvals = {key: ApprovalRecord.from_json(key, record) for key, record in snapshot.approvals.items()}
         except ValueError as exc:
             raise SnapshotError(str(exc)) from None
     run.saved_logs = {name: len(items) for name, items in logs.items()}

@@ -513,8 +513,8 @@ class TemporalWorkflow(Performer):
             None if effect.seconds is None else now + effect.seconds)
         found = self.script.answer(state, effect.seq, effect.item) if self.script is not None else None
         if found is not None:
-            reply, where, index = found
-            self.served.append(["person", where, index])
+            reply, where, number = found
+            self.served.append(["person", where, number])
             value = reply.value
             if value.get("timeout"):
                 return PersonReply("timeout", now, scripted=True)

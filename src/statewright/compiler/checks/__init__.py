@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from ...diagnostics import Diagnostics, SourceFile
 from ...grammar import ast
+from .approvals import check_approvals
 from .bounds import check_input_bounds
 from .constraints import check_constraints
 from .entry_facts import entry_facts
-from .approvals import check_approvals
 from .fanout import check_fanouts, record_branches
 from .flow import Flow
 from .graph import check_graph
