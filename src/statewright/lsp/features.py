@@ -227,6 +227,15 @@ def describe(key: Key, a: Analysis) -> str:
         return f"**field** `{owner}.{name}`: `{field_decl.type.span.text}`{doc}"
     if key.kind == "input" and key.name in symbols.inputs:
         return "**input**\n\n" + _fence(symbols.inputs[key.name].span.text, "fsm")
+    if key.kind == "variable" and key.name in symbols.variables:
+        updates = [f"{view.name}: {u.span.text}" for view in symbols.states.values() for u in view.updates
+                   if u.var.value == key.name]
+        body = "**run variable**\n\n" + _fence(symbols.variables[key.name].span.text, "fsm")
+        if updates:
+            body += "\n\nupdated by\n\n" + _fence("\n".join(updates), "fsm")
+        else:
+            body += "\n\nno state updates it"
+        return body
     if key.kind == "tool":
         return _describe_tool(key.name, symbols)
     return ""
@@ -246,7 +255,7 @@ def _describe_tool(name: str, symbols: Symbols) -> str:
 
 # ---- rename --------------------------------------------------------------------------------------
 
-RENAMABLE = ("state", "agent", "type", "input")
+RENAMABLE = ("state", "agent", "type", "input", "variable")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -262,24 +271,26 @@ def prepare_rename(a: Analysis, position: types.Position) -> types.Range | None:
 
 
 def rename(a: Analysis, uri: str, position: types.Position, new_name: str) -> types.WorkspaceEdit:
-    """Rename a state, agent, type or input everywhere the file names it: declarations, references,
+    """Rename a state, agent, type, input or run variable everywhere the file names it: declarations, references,
     guards, templates and test blocks. The renamed text must check no worse than before."""
     found = _occurrence(a, position)
     if found is None or a.index is None or found.key.kind not in RENAMABLE:
-        raise RenameRefused("only a state, an agent, a type or an input can be renamed")
+        raise RenameRefused("only a state, an agent, a type, an input or a run variable can be renamed")
     key = found.key
     if not _IDENTIFIER.fullmatch(new_name):
         raise RenameRefused(f"'{new_name}' is not a name: use letters, digits and '_', not starting with a digit")
     if new_name == key.name:
         return types.WorkspaceEdit(changes={uri: []})
     symbols = a.compilation.symbols
-    if key.kind in ("state", "input") and (new_name in JINJA_NAMES or new_name == "output"):
+    if key.kind in ("state", "input", "variable") and (new_name in JINJA_NAMES or new_name == "output"):
         raise RenameRefused(f"'{new_name}' is reserved: templates or guards could not read it")
     if key.kind == "type" and new_name in BUILTIN_TYPES:
         raise RenameRefused(f"'{new_name}' is a built-in type")
     if symbols is not None:
         tables: dict[str, list[dict[str, Any]]] = {
-            "state": [symbols.states, symbols.inputs], "input": [symbols.states, symbols.inputs],
+            "state": [symbols.states, symbols.inputs, symbols.variables],
+            "input": [symbols.states, symbols.inputs, symbols.variables],
+            "variable": [symbols.states, symbols.inputs, symbols.variables],
             "agent": [symbols.agents], "type": [symbols.types]}
         taken = tables[key.kind]
         if any(new_name in table for table in taken):

@@ -182,6 +182,7 @@ class Symbols(Node, frozen=False):
     # the inputs and the fields of declared types that guards and templates read, recorded by the type
     # and template checks for tools that navigate a file (the language server)
     input_reads: list[InputRead] = field(default_factory=list)
+    variable_reads: list[InputRead] = field(default_factory=list)  # run variables, by name, where read
     field_reads: list[FieldRead] = field(default_factory=list)
     # parallel state -> its branches, in `parallel [...]` order: (entry state, the states that can end the
     # branch); recorded from the machine's flow (checks/fanout.py) before the type checks read it

@@ -384,6 +384,7 @@ class _TemplateChecker:
             return
         if name in s.variables and reader is not None:
             s.used_variables.add(name)
+            s.variable_reads.append(InputRead(name, parsed.name_span(node)))
             return
         span = parsed.name_span(node)
         if name in s.variables:

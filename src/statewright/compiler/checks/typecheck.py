@@ -699,6 +699,7 @@ class ExprChecker:
             return s.resolve_type(decl.type)
         if e.name in s.variables:
             s.used_variables.add(e.name)
+            s.variable_reads.append(InputRead(e.name, e.span))
             return s.resolve_type(s.variables[e.name].type)
         if e.name in s.states:
             self.diags.report("SW4013", f"'{e.name}' is a state, not a value", e.span,
