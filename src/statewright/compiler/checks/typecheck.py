@@ -508,6 +508,16 @@ def absent_output_notes(state: str, reader: str, flow: Flow | None) -> list[str]
     return ["for example, a run can go " + " -> ".join(path) + f" without running '{state}'"]
 
 
+def _update_help(e: ast.Expr, maybe_none: str, first: str) -> str:
+    """How an update's value reads `maybe_none` (an output whose state may not have run, an optional value)
+    safely where `e` uses it: tested in a conditional, or coalesced when `e` is that value itself."""
+    used = shorten_source(e)
+    help = f"{first}: '{used} if {maybe_none} != none else ...'"
+    if used == maybe_none:
+        help += f", or give a value for when it is none: '{maybe_none} or ...'"
+    return help
+
+
 class ExprChecker:
     """Infers expression types in one scope and reports what cannot work.
 
@@ -566,6 +576,8 @@ class ExprChecker:
             if isinstance(self.guard.guard, ast.BinaryOp) and self.guard.guard.op == "or":
                 guard = f"({guard})"
             help = f"test that it ran first: 'when {t.state}.output != none and {guard} -> {target}'"
+        elif self.what == "an update":
+            help = _update_help(e, f"{t.state}.output", "test that it ran in the value")
         else:
             help = (f"a tool call's arguments cannot test it; make sure '{t.state}' runs before '{reader}' on "
                     "every path, or read something every run has")
@@ -583,6 +595,8 @@ class ExprChecker:
                 guard = f"({guard})"
             target = self.guard.target.value if self.guard.target is not None else "..."
             help = f"test it first: 'when {shown} != none and {guard} -> {target}'"
+        elif self.what == "an update":
+            help = _update_help(e, shown, "test it in the value")
         else:
             help = "a tool call's arguments cannot test it; pass it whole, or read something that is always there"
         self.diags.report("SW4014", f"'{shown}' may be none here", e.span,

@@ -22,6 +22,7 @@ from .typecheck import (
     TypeLike,
     _norm,
     fields_of,
+    shorten_source,
     step_output_type,
     type_text,
     value_problems,
@@ -128,16 +129,51 @@ def _check_fits(update: ast.Update, value: TypeLike, want: ir.Type, what: str, d
     no value that may be none unless it is optional itself: it would hold none where its type says not."""
     got = _norm(value)
     if isinstance(got, ir.Optional_) and not isinstance(want, ir.Optional_) and want != ir.ANY:
-        shown = update.value.span.text if update.value.span is not None else "the value"
+        shown = shorten_source(update.value)
+        if isinstance(update.value, ast.Conditional):  # `or` binds tighter than `if ... else`
+            shown = f"({shown})"
         why = ("its state may not have run" if isinstance(value, MaybeAbsent) else "it is optional")
         diags.report("SW4082", f"the value of '{update.reducer} {update.var.value}' may be none", update.value.span,
                      label=f"{why}, and {what}",
                      help=f"give it a value for that case: {shown} or ... (a coalescing 'or'), or declare the "
                           "variable optional")
         return
+    literals = _enum_literals(update.value, want)
+    if literals:  # `set level <- "high" if ... else "low"`: each text is one of the enum's values, or not
+        for literal, enum in literals:
+            text = str(literal.value)
+            if text not in enum.values:
+                diags.report("SW4082", f"{literal.span.text if literal.span else repr(text)} is not one of "
+                             f"{type_text(enum)}", literal.span, label=what,
+                             help=did_you_mean(text, enum.values) or f"write one of {type_text(enum)}")
+        return
     if not _fits(got, want):
         diags.report("SW4082", f"the value of '{update.reducer} {update.var.value}' is {type_text(got)}",
                      update.value.span, label=f"{what}", help=_fits_help(update, got, want))
+
+
+def _enum_literals(e: ast.Expr, want: TypeLike) -> list[tuple[ast.Literal, ir.Enum]] | None:
+    """The text literals of a value written only of literals, each with the enum it goes into, when `want`
+    is an enum or a list of one: `"a"`, `"a" if c else "b"`, `["a", "b"]`, `none` for an optional. None for
+    any other value (`x or "b"`, a state's output), which is typed as a whole."""
+    want = _norm(want)
+    inner = want.inner if isinstance(want, ir.Optional_) else want
+    if isinstance(e, ast.Literal):
+        if isinstance(e.value, str) and isinstance(inner, ir.Enum):
+            return [(e, inner)]
+        return [] if e.value is None and isinstance(want, ir.Optional_) else None
+    if isinstance(e, ast.Conditional):
+        then, orelse = _enum_literals(e.then, want), _enum_literals(e.orelse, want)
+        return then + orelse if then is not None and orelse is not None else None
+    if isinstance(e, ast.ListExpr) and isinstance(inner, ir.ListOf):
+        found: list[tuple[ast.Literal, ir.Enum]] = []
+        for item in e.items:
+            of_item = _enum_literals(item, inner.item)
+            if of_item is None:
+                return None
+            found += of_item
+        return found
+    return None
 
 
 def _fits(src: TypeLike, dst: TypeLike) -> bool:
