@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from statewright.api import check_text
+from statewright.grammar.nesting import MAX_NESTING
 from statewright.grammar.parser import MAX_FILE_CHARS
 
 VALID = Path(__file__).parent / "cases" / "valid"
@@ -69,17 +70,23 @@ def _type_chain(n: int, *, closed: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
-def test_a_chain_of_types_longer_than_the_recursion_limit_compiles(tmp_path: Path) -> None:
-    """Types nest by name, so the parser's nesting limit does not bound a chain of them: the checks and
-    code generation walk it without recursion (and in linear time: the recursive-type check used to
-    search a path from every type)."""
+def test_a_chain_of_types_longer_than_the_recursion_limit_is_one_error_and_one_at_the_limit_compiles(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Types nest by name, so the parser's nesting limit does not bound a chain of them: the checks walk it
+    without recursion (and in linear time: the recursive-type check used to search a path from every type),
+    and a chain deeper than a value may nest is one SW4015; the deepest chain allowed compiles, each class
+    after the ones it holds."""
     from statewright.cli import main
 
     spec = tmp_path / "chain.fsm"
     spec.write_text(_type_chain(sys.getrecursionlimit() + 200))
+    assert main(["compile", str(spec), "-o", str(tmp_path / "chain.py")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("error[SW4015]") == 1 and "Traceback" not in err
+    spec.write_text(_type_chain(MAX_NESTING // 2))  # each type a record holding a list: two levels
     assert main(["compile", str(spec), "-o", str(tmp_path / "chain.py")]) == 0
     runner = (tmp_path / "chain.py").read_text()
-    assert runner.index("class T1(") < runner.index("class T0(")  # each class after the ones it holds
+    assert runner.index("class T1(") < runner.index("class T0(")
 
 
 def test_a_long_cycle_of_types_is_one_sw4009() -> None:

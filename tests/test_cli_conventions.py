@@ -145,10 +145,10 @@ def test_json_is_one_document_even_when_the_compiler_fails_on_one_file(
         broken: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     real = api.check_bytes
 
-    def fail_on_the_example(data: bytes, path: str) -> api.Compilation:
+    def fail_on_the_example(data: bytes, path: str, *project: object) -> api.Compilation:
         if path == str(EXAMPLE):
             raise RuntimeError("simulated compiler bug")
-        return real(data, path)
+        return real(data, path, *project)  # type: ignore[arg-type]
 
     monkeypatch.setattr(api, "check_bytes", fail_on_the_example)
     assert main(["check", "--format", "json", str(EXAMPLE), str(broken)]) == 3

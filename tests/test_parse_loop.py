@@ -115,13 +115,13 @@ def _error(err: UnexpectedInput, text: str, rows: dict[Any, Any]) -> tuple[Any, 
 
 def _loop_outcome(source: SourceFile) -> tuple[Any, ...]:
     found = drive(parser._tables(), source.text, TreeBuilder(source))
+    if found.problems:  # a failure of what was built before the slip, as the reference builds it first (a
+        failure = found.problems[0]  # failure met earlier stops the loop there: this one came from the
+        return ("failure", type(failure).__name__, getattr(failure, "code", None))  # slip's own reductions)
     if found.slip is not None:
         slip = found.slip
         state = frozenset(parser._tables().states[slip.state]) if slip.kind else None
         return ("slip", slip.kind, slip.start, state, slip.accepts if slip.kind else None)
-    if found.problems:
-        failure = found.problems[0]
-        return ("failure", type(failure).__name__, getattr(failure, "code", None))
     return ("tree", _flat(found.value), found.comments)
 
 

@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # imported for annotations only: these modules are heavy or c
     from .compiler import ir
     from .compiler.codegen.runtime_module import RuntimeFileState
     from .compiler.codegen.source_map import RunnerMap, RunnerOrigin
+    from .compiler.project import Project
     from .designer.design import DesignOutcome
     from .designer.llm_merge import MergeReport
     from .importers import ImportOutcome
@@ -35,22 +36,76 @@ if TYPE_CHECKING:  # imported for annotations only: these modules are heavy or c
     from .spec_paths import SpecFiles
 
 
-def check_source(source: SourceFile) -> Compilation:
+def check_source(source: SourceFile, *, location: str | None = None, project: Project | None = None
+                 ) -> Compilation:
     """Parse and check one source file; every problem is reported, none raised (the compiler's front door,
-    compiler.pipeline.compile_source, as far as the IR)."""
-    return compile_source(source)
+    compiler.pipeline.compile_source, as far as the IR). The files its `use` lines name are read from
+    disk relative to `location` (its path by default), through `project` when given (which keeps every
+    file it compiles: see new_project)."""
+    if project is not None:
+        return project.compile_source(source, location=location)
+    return compile_source(source, location=location)
 
 
-def check_text(text: str, path: str = "<string>") -> Compilation:
-    return check_source(SourceFile(path, text))
+def check_text(text: str, path: str = "<string>", *, location: str | None = None) -> Compilation:
+    return check_source(SourceFile(path, text), location=location)
 
 
-def check_bytes(data: bytes, path: str) -> Compilation:
+def new_project(namer: Any = None) -> Project:
+    """A project: files compiled through it are read and compiled once, however many files use them.
+    `namer`, given a used file's location, names it (as diagnostics and generated code show it)."""
+    from .compiler.project import Project
+
+    return Project(namer=namer)
+
+
+def check_for_runner(path: str, output: str | None, text: str | None = None) -> Compilation:
+    """The file at `path` (or `text`, as the file there reads now: an editor's) checked as `compile -o
+    OUTPUT` writes it: it and every file it uses named by their path from the runner's folder
+    (runner_source_name), so that no directory of this machine's reaches the runner, whatever path a
+    `use` line gives."""
+    name = runner_source_name(path, output)
+    project = new_project(namer=lambda location: runner_source_name(location, output))
+    if text is not None:
+        return project.compile_source(SourceFile(name, text), location=str(path))
+    data, problems = read_spec(path)
+    if data is None:
+        return Compilation(None, None, [], None, problems)
+    diags = Diagnostics()
+    source = read_source(name, data, diags)
+    if source is None:
+        return Compilation(None, None, [], None, diags.sorted())
+    return project.compile_source(source, location=str(path))
+
+
+def check_files(paths: Sequence[str], project: Project | None = None) -> list[Compilation]:
+    """Check files on disk as one project: each file once, and each file they use (directly or through
+    others) once. The compilations of `paths` in order, then those of the files only used, in the order
+    they were read. A file that cannot be read is a compilation holding its SW1022 diagnostic."""
+    project = project if project is not None else new_project()
+    given = [check_path(path, project) for path in paths]
+    return project_compilations(project, given)
+
+
+def project_compilations(project: Project, given: Sequence[Compilation]) -> list[Compilation]:
+    """`given`, then every other file `project` compiled, each once."""
+    seen = {id(c) for c in given}
+    return [*given, *(c for c in project.compilations() if id(c) not in seen)]
+
+
+def used_compilations(comp: Compilation) -> list[Compilation]:
+    """The compilations of the files `comp` uses, directly or through others, each once."""
+    from .compiler.project import iter_used
+
+    return list(iter_used(comp))
+
+
+def check_bytes(data: bytes, path: str, project: Project | None = None) -> Compilation:
     diags = Diagnostics()
     source = read_source(path, data, diags)
     if source is None:
         return Compilation(None, None, [], None, diags.sorted())
-    return check_source(source)
+    return check_source(source, project=project)
 
 
 def check_file(path: str | Path) -> Compilation:
@@ -61,12 +116,15 @@ def check_file(path: str | Path) -> Compilation:
         return check_bytes(read_limited(f), str(path))
 
 
-def check_path(path: str | Path) -> Compilation:
+def check_path(path: str | Path, project: Project | None = None) -> Compilation:
     """Check a file on disk; one that cannot be read is an SW1022 diagnostic, not an exception."""
+    known = project.compilation(str(path)) if project is not None else None
+    if known is not None:  # checked already, as a file another one uses
+        return known
     data, problems = read_spec(path)
     if data is None:
         return Compilation(None, None, [], None, problems)
-    return check_bytes(data, str(path))
+    return check_bytes(data, str(path), project)
 
 
 def read_spec(path: str | Path) -> tuple[bytes | None, list[Diagnostic]]:
@@ -479,8 +537,8 @@ class Machine:
         beside it."""
         assert self.compilation.source is not None
         name = runner_source_name(self.compilation.source.path, path)
-        comp = self.compilation if name == self.compilation.source.path else check_text(
-            self.compilation.source.text, name)
+        comp = self.compilation if name == self.compilation.source.path and not self.compilation.uses else (
+            check_for_runner(self.compilation.source.path, str(path), self.compilation.source.text))
         text = generate_runner(comp, level=self.level, disabled=self.disabled, runtime=runtime)
         if runtime == "module":
             check_overwrite(path, force=force)

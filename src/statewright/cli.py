@@ -107,12 +107,19 @@ def _one_file(path: str, command: str) -> str:
     raise UsageError(f"{command} reads one .fsm file; {path} is a directory (with {shown}): name one of them")
 
 
-def _compile_or_report(path: str, args: argparse.Namespace) -> Compilation:
-    """Check a file; print its diagnostics to stderr; return the Compilation (ir None on errors)."""
+def _compile_or_report(path: str, args: argparse.Namespace, project: Any = None,
+                       shown: set[int] | None = None) -> Compilation:
+    """Check a file; print its diagnostics, and those of the files it uses, to stderr; return the
+    Compilation (ir None on errors). A command that reads several files checks them in one `project`
+    and prints each file's diagnostics once (`shown` holds the files printed)."""
     from . import api
 
-    comp = api.check_path(path)
-    _print_diagnostics(comp.diagnostics, args)
+    comp = api.check_path(path, project)
+    shown = shown if shown is not None else set()
+    for unit in (comp, *api.used_compilations(comp)):
+        if id(unit) not in shown:
+            shown.add(id(unit))
+            _print_diagnostics(unit.diagnostics, args)
     return comp
 
 
@@ -143,17 +150,23 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     # Whatever happens to one file, the others are checked and, with --format json, exactly one document
     # is printed: a bug in the compiler becomes an SW9001 diagnostic for the file that showed it.
+    # One project: a file that several files use is checked once, and reported once.
     files, diags = _spec_files(args)
+    project = api.new_project()
     bugs = 0
+    given = []
     for path in files:
         try:
-            diags.extend(api.check_path(path).diagnostics)
+            given.append(api.check_path(path, project))
         except Exception as e:  # noqa: BLE001 - reported, for this file only
             bugs += 1
             _report_internal_error(e)
             diags.append(Diagnostic("SW9001", f"internal compiler error while checking {path}: "
                                     f"{type(e).__name__}: {e}", None, severity=Severity.ERROR, file=path,
                                     help="this is a bug in statewright; please report it with the file"))
+    checked = api.project_compilations(project, given)
+    for comp in checked:
+        diags.extend(comp.diagnostics)
     errors = sum(1 for d in diags if d.severity is Severity.ERROR)
     if args.format == "json":
         _out(render_json(diags))
@@ -161,7 +174,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         _print_diagnostics(diags, args, to_stdout=True)
         color = _color(args, sys.stderr)
         verdict = paint("failed", "error", color) if errors else paint("ok", "ok", color)
-        _err(f"{verdict}: {_plural(len(files), 'file')} checked, {render_summary(diags, color=color)}")
+        _err(f"{verdict}: {_plural(max(len(files), len(checked)), 'file')} checked, "
+             f"{render_summary(diags, color=color)}")
     if bugs:
         return EXIT_INTERNAL
     return EXIT_INPUT if errors else EXIT_OK
@@ -313,8 +327,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     if not comp.ok or comp.source is None:
         return EXIT_INPUT
     name = api.runner_source_name(path, args.output)
-    if name != comp.source.path:
-        comp = api.check_text(comp.source.text, name)
+    if name != comp.source.path or comp.uses:  # every file named from the runner's folder
+        comp = api.check_for_runner(path, args.output)
     text = api.generate_runner(comp, disabled=args.no_pass, level=args.opt_level, runtime=args.runtime)
     again = f"statewright compile {path} -o {args.output}" + (" --runtime module" if module else "")
     if args.check:
@@ -501,8 +515,9 @@ def _test_files(args: argparse.Namespace, files: list[str], problems: Sequence[D
     color = _color(args, sys.stdout)
     passed = failed = 0
     broken = len(problems)  # directories that could not be read
+    project, shown = api.new_project(), set[int]()  # each file checked and reported once, however many use it
     for path in files:
-        comp = _compile_or_report(path, args)
+        comp = _compile_or_report(path, args, project, shown)
         if not comp.ok or comp.ir is None:
             broken += 1  # its diagnostics are printed; its tests cannot run
             continue
@@ -546,8 +561,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
     files, problems = _spec_files(args)
     _print_diagnostics(problems, args)
     machines = []
+    project, shown = api.new_project(), set[int]()
     for path in files:
-        comp = _compile_or_report(path, args)
+        comp = _compile_or_report(path, args, project, shown)
         if not comp.ok:
             return EXIT_INPUT
         # optimized (what `run` and `test` start) and as written (what they start with -O0)

@@ -91,6 +91,27 @@ class Session:
             await asyncio.wait_for(self.arrived.wait_for(ready), TIMEOUT)
         return next(p for p in reversed(self.published[uri]) if p.version == want).diagnostics
 
+    async def published_until(self, uri: str, wanted: Callable[[list[types.Diagnostic]], bool]
+                              ) -> list[types.Diagnostic]:
+        """The diagnostics of the first publish for the document, from now on or before, that `wanted` says
+        is the one (a document published again because a file it uses changed keeps its version)."""
+        def ready() -> bool:
+            return any(wanted(list(p.diagnostics)) for p in self.published.get(uri, ()))
+
+        async with self.arrived:
+            await asyncio.wait_for(self.arrived.wait_for(ready), TIMEOUT)
+        return next(list(p.diagnostics) for p in self.published[uri] if wanted(list(p.diagnostics)))
+
+    def published_count(self, uri: str) -> int:
+        return len(self.published.get(uri, ()))
+
+    async def published_after(self, uri: str, count: int) -> list[types.Diagnostic]:
+        """The diagnostics of the next publish for the document after its first `count` ones (a document
+        published again because a file it uses changed keeps its version)."""
+        async with self.arrived:
+            await asyncio.wait_for(self.arrived.wait_for(lambda: len(self.published.get(uri, ())) > count), TIMEOUT)
+        return self.published[uri][-1].diagnostics
+
     # -- requests
 
     def doc(self, uri: str) -> types.TextDocumentIdentifier:

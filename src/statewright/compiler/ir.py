@@ -196,6 +196,15 @@ class ToolCall(Node):
     origin: Span | None = _origin()
 
 
+class Run(Node):
+    """A state that runs another machine: `machine` is the name this machine runs it by (a key of
+    `Machine.machines`), `args` build its inputs (guard expressions, as a tool call's arguments)."""
+
+    machine: str
+    args: tuple[ToolCallArg, ...]
+    origin: Span | None = _origin()
+
+
 class Join(Node):
     """Which branches a parallel state waits for: "all", or "first" `count` (default 1) — of those whose
     output makes `guard` true, when there is one (the guard reads one branch's output as `output`)."""
@@ -239,9 +248,9 @@ class StateRead(Node):
 
 
 class State(Node):
-    """kind: who does the step — "agent" (an agent), "action" (a tool call, no model), "human" (a person
-    answers the question in `instruction`), "parallel" (its branches, `parallel`) or "final" (a final state
-    that does no work). `final` says that the run ends after the state; a final state may do work.
+    """kind: who does the step — "agent" (an agent), "action" (a tool call, no model), "call" (it runs
+    another machine, `run`; its output is the call's outcome), "human" (a person answers the question in
+    `instruction`), "parallel" (its branches, `parallel`) or "final" (a final state that does no work). `final` says that the run ends after the state; a final state may do work.
     `model` overrides the agent's model for this state; `fail` is the reason template of a failing final.
     `each` makes an agent or action state run once per element of a list; `branch` names the entry state of
     the branch a branch state runs in. For a map or a parallel state, `output` is the type of one element
@@ -273,6 +282,7 @@ class State(Node):
     updates: tuple[Update, ...] = ()
     ask_before: tuple[str, ...] = ()  # tools whose calls by the state's agent wait for a person's approval
     tool_rounds: int | None = None  # the most rounds of tool calls its agent makes in one step (None: 8)
+    run: Run | None = None
 
 
 # ---- tests ---------------------------------------------------------------------------------------
@@ -356,6 +366,9 @@ class Test(Node):
 
 
 class Machine(Node):
+    """A machine; `machines` are the machines its states run, by the names they run them by (each its own
+    IR, lowered from its own file, with the machines it runs in turn); `returns` its declared result type."""
+
     name: str
     description: str
     inputs: tuple[Input, ...]
@@ -371,6 +384,8 @@ class Machine(Node):
     tests: tuple[Test, ...] = ()
     origin: Span | None = _origin()
     variables: tuple[Variable, ...] = ()  # run variables, in source order
+    machines: tuple[tuple[str, Machine], ...] = ()
+    returns: Type | None = None
 
     def state(self, name: str) -> State:
         for s in self.states:
@@ -395,6 +410,31 @@ class Machine(Node):
             if t.name == name:
                 return t
         raise KeyError(name)
+
+    def machine(self, name: str) -> Machine:
+        for called, m in self.machines:
+            if called == name:
+                return m
+        raise KeyError(name)
+
+
+def iter_machines(machine: Machine) -> list[Machine]:
+    """`machine` and every machine it runs, directly or through others, each once (by identity), every
+    machine after the machines it runs."""
+    order: list[Machine] = []
+    seen: set[int] = set()
+    stack: list[tuple[Machine, bool]] = [(machine, False)]
+    while stack:
+        m, done = stack.pop()
+        if done:
+            order.append(m)
+            continue
+        if id(m) in seen:
+            continue
+        seen.add(id(m))
+        stack.append((m, True))
+        stack.extend((callee, False) for _, callee in reversed(m.machines) if id(callee) not in seen)
+    return order
 
 
 def duration_text(seconds: float) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..grammar import ast
 from . import ir
+from .checks.calls import path_target
 from .checks.constraints import constraint_of, lower_range
 from .checks.resolve import LIMIT_NAMES, AgentView, StateView, Symbols, TestView
 from .checks.testblocks import reply_variant
@@ -148,7 +149,7 @@ class _Lowerer:
     def state(self, view: StateView) -> ir.State:
         name = view.name
         final = view.decl.final
-        kind = (view.kind if view.kind in ("agent", "action", "human", "parallel")
+        kind = (view.kind if view.kind in ("agent", "action", "call", "human", "parallel")
                 else ("final" if final else "agent"))
         transitions = tuple(
             ir.Transition(
@@ -167,6 +168,10 @@ class _Lowerer:
         if view.call is not None:
             args = tuple(ir.ToolCallArg(a.name.value, a.value, a.span) for a in view.call.args)
             call = ir.ToolCall(view.call.tool.dotted, args, view.call.span)
+        run = None
+        if view.run is not None and kind == "call":
+            args = tuple(ir.ToolCallArg(a.name.value, a.value, a.span) for a in view.run.args)
+            run = ir.Run(view.run.machine.value, args, view.run.span)
         return ir.State(
             name=name,
             kind=kind,
@@ -195,6 +200,7 @@ class _Lowerer:
                         if view.ask_before is not None and kind == "agent" else ()),
             tool_rounds=(int(view.tool_rounds.count.value) if view.tool_rounds is not None and kind == "agent"
                          else None),
+            run=run,
         )
 
     # -- tests
@@ -251,13 +257,25 @@ class _Lowerer:
         return ir.Expectation("instruction", item.state.value, visit, item.contains, item.text.value, item.span)
 
     def _reply_variant(self, reply: ast.Reply) -> str | None:
-        """The variant a reply for a variant output is: named, or the one type its fields fit."""
-        view = self.symbols.states.get(reply.state.value)
+        """The variant a reply for a variant output is: named, or the one type its fields fit (a reply
+        for a called machine's state is read in that machine's symbol tables)."""
+        target = path_target(self.symbols, reply.state)
+        symbols, view = target if target is not None else (self.symbols, self.symbols.states.get(reply.state.value))
         if view is None or view.output is None or not isinstance(view.output.type, ast.VariantType):
             return None
         if reply.variant is not None:
             return reply.variant.value
-        return reply_variant(reply.value, self.symbols.resolve_output(view.output.type), self.symbols)
+        return reply_variant(reply.value, symbols.resolve_output(view.output.type), symbols)
+
+    def machines(self) -> tuple[tuple[str, ir.Machine], ...]:
+        """The machines the states run, by the names they run them by, in the order of the `use` lines."""
+        out = []
+        for name, callee in self.symbols.callees.items():
+            compilation = callee.used.compilation
+            if (name in self.symbols.used_callees and callee.used.usable and compilation is not None
+                    and compilation.ir is not None):
+                out.append((name, compilation.ir))
+        return tuple(out)
 
     def machine_ir(self) -> ir.Machine:
         mv = self.symbols.machine
@@ -282,6 +300,8 @@ class _Lowerer:
             tests=tuple(self.test(v) for v in self.symbols.tests),
             origin=self.machine.span,
             variables=self.variables(),
+            machines=self.machines(),
+            returns=self.symbols.resolve_type(mv.returns.type) if mv.returns is not None else None,
         )
 
 

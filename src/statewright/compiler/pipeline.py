@@ -16,13 +16,14 @@ from dataclasses import field
 from typing import TYPE_CHECKING, Literal, TypeVar
 
 from ..diagnostics import Diagnostic, Diagnostics, SourceFile, suggestion_budget
-from ..grammar import ast, parse_source
+from ..grammar import ParseResult, ast, parse_source
 from ..grammar.node import Node
 
 if TYPE_CHECKING:
     from ..runtime.spec import MachineSpec
     from .checks.resolve import Symbols
     from .ir import Machine as IRMachine  # the `ir` field below shadows the module in the class body
+    from .project import Project, UsedFile
 
 Stage = Literal["parse", "check", "lower", "passes", "load"]
 STAGES: tuple[Stage, ...] = ("parse", "check", "lower", "passes", "load")
@@ -37,7 +38,8 @@ class Compilation(Node, frozen=False):
     `ast` and `comments` come from parsing; `diagnostics` from every stage, sorted; `symbols` (the
     declarations by kind, and what the checks recorded) from checking; `ir` from lowering, when no error
     was reported; `optimized` from the passes and `machine` (the runtime MachineSpec) from loading, when
-    those stages were asked for."""
+    those stages were asked for. `uses` are the files its `use` lines name, each compiled once by the
+    project (their diagnostics are their own, not in this file's)."""
 
     source: SourceFile | None
     ast: ast.Machine | None
@@ -47,6 +49,7 @@ class Compilation(Node, frozen=False):
     symbols: Symbols | None = field(default=None, compare=False, repr=False)
     optimized: IRMachine | None = field(default=None, compare=False, repr=False)
     machine: MachineSpec | None = field(default=None, compare=False, repr=False)
+    uses: list[UsedFile] = field(default_factory=list, compare=False, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -54,27 +57,42 @@ class Compilation(Node, frozen=False):
 
 
 def compile_source(source: SourceFile, *, stop_after: Stage = "lower", level: int = 1,
-                   disabled: Sequence[str] = (), log: list[str] | None = None) -> Compilation:
+                   disabled: Sequence[str] = (), log: list[str] | None = None, project: Project | None = None,
+                   location: str | None = None, parsed: ParseResult | None = None) -> Compilation:
     """Compile one source file as far as `stop_after`:
 
         parse   the syntax tree and its comments (syntax errors are diagnostics)
-        check   every check, into one list of diagnostics, and the symbol tables
+        check   every check, into one list of diagnostics, and the symbol tables (the files its `use`
+                lines name are read and compiled first, through `project`)
         lower   the IR, when no check reported an error
         passes  the IR after the optimization passes (`level`, `disabled` and `log` as for run_passes)
         load    the machine part of its runner, compiled in memory: what run, test and the API execute
 
-    Every problem is a diagnostic, none is raised (an unknown pass name in `disabled` excepted)."""
+    `project` holds the files already compiled (a new one by default: the used files are read from disk,
+    relative to `location`, which is the source's path unless given; `parsed`, when the project parsed the
+    source already). Every problem is a diagnostic, none is raised (an unknown pass name in `disabled`
+    excepted)."""
     if stop_after not in STAGES:
         raise ValueError(f"unknown stage {stop_after!r}; the stages are {', '.join(STAGES)}")
+    if project is None:
+        from .project import Project
+
+        return Project().compile_source(source, location=location, stop_after=stop_after, level=level,
+                                        disabled=tuple(disabled), log=log)
     from ..grammar.parser import paused_gc
 
     last = STAGES.index(stop_after)
+    location = location if location is not None else source.path
+    uses: list[UsedFile] = []
     with paused_gc():
-        parsed = parse_source(source)
+        parsed = parsed if parsed is not None else parse_source(source)
         diagnostics = parsed.diagnostics
         symbols = ir = optimized = machine = None
         if parsed.machine is not None and last >= STAGES.index("check"):
-            symbols = _check(source, parsed.machine, diagnostics)
+            project.parsed(location, parsed.machine)
+            if parsed.machine.uses:
+                uses = project.resolve_uses(parsed.machine, source, location, diagnostics, "lower")
+            symbols = _check(source, parsed.machine, diagnostics, uses)
             if symbols is not None and not diagnostics.has_errors and last >= STAGES.index("lower"):
                 checked = parsed.machine
                 ir = _stage("lowering", checked, diagnostics, lambda: _lower(checked, symbols))
@@ -87,14 +105,15 @@ def compile_source(source: SourceFile, *, stop_after: Stage = "lower", level: in
             machine = _stage("generating code for", parsed.machine, diagnostics, lambda: _load(ready, source))
             ir = ir if machine is not None else None
     return Compilation(source, parsed.machine, parsed.comments, ir, diagnostics.sorted(), symbols, optimized,
-                       machine)
+                       machine, uses)
 
 
-def _check(source: SourceFile, machine: ast.Machine, diagnostics: Diagnostics) -> Symbols | None:
+def _check(source: SourceFile, machine: ast.Machine, diagnostics: Diagnostics,
+           uses: list[UsedFile]) -> Symbols | None:
     from .checks import check_machine
 
     with suggestion_budget():  # what this file's "did you mean" suggestions may cost
-        return check_machine(source, machine, diagnostics)
+        return check_machine(source, machine, diagnostics, uses)
 
 
 def _lower(machine: ast.Machine, symbols: Symbols) -> IRMachine:

@@ -210,6 +210,46 @@ _ALL = [
        "This name is no input of the machine.",
        "input rounds: int in 1..5 = 2\n...\n-> debate max round",
        "input rounds: int in 1..5 = 2\n...\n-> debate max rounds"),
+    # --- files that use files, and the machines they run --------------------------------------------
+    _e("SW2100", "no file to use",
+       "A 'use' line names a .fsm file by its path relative to the folder of the file that uses it; there is "
+       "no file at that path.",
+       'use "team/research.fsm"   # the folder is teams/', 'use "teams/research.fsm"'),
+    _e("SW2101", "file to use cannot be read",
+       "The path of a 'use' line names something that cannot be read as a spec: a folder, a file this user "
+       "may not read, or one the system cannot open.",
+       'use "teams"', 'use "teams/research.fsm"'),
+    _e("SW2102", "used file has errors",
+       "A file is used only when it checks: its own errors are reported against it (once, however many "
+       "files use it), and each file that uses it gets this one error at its 'use' line. Fix that file first.",
+       'use "teams/research.fsm"   # research.fsm has an unknown state', 'use "teams/research.fsm"   # checks'),
+    _e("SW2103", "files that use each other",
+       "Files cannot use each other in a cycle (a.fsm uses b.fsm, which uses a.fsm): each would need the "
+       "other checked first. The message names the whole chain. Move what they share into a third file that "
+       "both use.",
+       '# a.fsm\nuse "b.fsm" { Report }\n# b.fsm\nuse "a.fsm" { Finding }',
+       '# a.fsm and b.fsm\nuse "common.fsm" { Report, Finding }'),
+    _e("SW2104", "unknown imported name",
+       "The braces of a 'use' line import declarations of that file's machine by name: its types, agents "
+       "and tools (a tool by its dotted name). States and inputs are not imported: a machine's states are "
+       "run by running the machine.",
+       'use "common.fsm" { Critque }', 'use "common.fsm" { Critique }'),
+    _e("SW2105", "imported name clashes",
+       "A declaration imported with 'use ... { NAME }' takes its name in this machine, as if declared here: "
+       "it may not have the name of a declaration of the same kind here, or of another import. An imported "
+       "type brings the types its fields use, and an imported agent the tools it lists, under their own "
+       "names; those may clash too.",
+       'use "common.fsm" { Critique }\nmachine m {\n    type Critique { score: int }',
+       'use "common.fsm" { Critique }\nmachine m {\n    type Review { score: int }'),
+    _e("SW2106", "two machines callable by one name",
+       "Each 'use' line makes the machine of its file callable by that machine's name, or by the name after "
+       "'as'. Two lines may not give two machines the same name.",
+       'use "a/review.fsm"\nuse "b/review.fsm"', 'use "a/review.fsm"\nuse "b/review.fsm" as second_review'),
+    _e("SW2107", "unknown machine",
+       "'run NAME(...)' runs a machine that a 'use' line before 'machine' makes callable as NAME: the "
+       "machine's own name, or the name after 'as'.",
+       'use "teams/research.fsm"\n...\n    run reserch(topic = topic)',
+       'use "teams/research.fsm"\n...\n    run research(topic = topic)'),
     # --- structure ----------------------------------------------------------------------------
     _e("SW3001", "no start state",
        "Every machine needs exactly one 'start state'.", "state draft { ... }", "start state draft { ... }"),
@@ -380,6 +420,24 @@ _ALL = [
        "state build { for f in plan.output.files max 9 -> done }",
        "state build { for f in plan.output.files max 9 agent engineer do \"Write {{ f }}\" -> done }"),
     # --- types and guards ---------------------------------------------------------------------
+    _e("SW3100", "machine that runs itself",
+       "A machine may not run itself, directly or through the machines it runs (supervisor -> research -> "
+       "supervisor): every call would start another, and no bound could be proven. The message names the "
+       "chain. A machine that repeats work loops over its own states, with a bound.",
+       '# research.fsm\nuse "supervisor.fsm"\n...\n    run supervisor(topics = [topic])',
+       "# research.fsm\n...\n    -> research_more max 2   # a bounded loop of its own"),
+    _e("SW3101", "state that runs a machine with work of its own",
+       "A state with 'run NAME(...)' does its step by running that machine: it has no agent, instruction, "
+       "question, tool call, output, branches or retries of its own. Its output is the call's outcome. It may "
+       "map over a list ('for'), be a branch state, tell listeners, bound its visits and have transitions.",
+       "state investigate {\n    agent researcher\n    run research(topic = topic)",
+       "state investigate {\n    run research(topic = topic)"),
+    _e("SW3102", "final state that runs a machine",
+       "A run ends on entering a final state, so a final state runs no machine: run it in a state before, and "
+       "lead from there to the final state (whose result may read the call's outcome).",
+       "final state done { run publish(text = draft.output) }",
+       'state publishing { run publish(text = draft.output) -> done }\nfinal state done { result '
+       '"{{ publishing.output.result }}" }'),
     _e("SW4001", "type mismatch",
        "The operands of a comparison, arithmetic or 'in' do not have compatible types.",
        'when output.score == "high" -> done', "when output.score >= 85 -> done"),
@@ -496,6 +554,32 @@ _ALL = [
        "optional) with a range: 'input rounds: int in 1..10'.",
        "input rounds: float in 1..10 = 3\n...\n-> debate max rounds",
        "input rounds: int in 1..10 = 3\n...\n-> debate max rounds"),
+    _e("SW4100", "unknown input of a called machine",
+       "The arguments of 'run NAME(...)' are the inputs of the machine it runs, by name.",
+       "run research(topc = topic)", "run research(topic = topic)"),
+    _e("SW4101", "called machine's input not given",
+       "'run NAME(...)' gives every input of the called machine that has no default and is not optional.",
+       "run research()   # research declares 'input topic: str'", "run research(topic = topic)"),
+    _e("SW4102", "argument does not fit the called machine's input",
+       "Each argument of 'run NAME(...)' is a guard expression whose type must fit the type of the input it "
+       "gives (an int fits a float, an enum value a str).",
+       'run research(depth = "2")   # input depth: int', "run research(depth = 2)"),
+    _e("SW4103", "argument given twice",
+       "Each input of a called machine is given once in 'run NAME(...)'.",
+       "run research(topic = a, topic = b)", "run research(topic = a)"),
+    _e("SW4104", "result that does not fit 'returns'",
+       "'returns TYPE' declares the type of the machine's result, what a machine that runs it reads as "
+       "'output.result'. Each final state that succeeds must give a TYPE: one with a 'result' template gives "
+       "text (so TYPE must be str); one without gives the last output, the output of the state that leads "
+       "to it (or its own, when it does work).",
+       'returns Report\n...\nfinal state done { result "{{ write.output }}" }',
+       "returns Report\n...\nstate write { ... output Report -> done }\nfinal state done"),
+    _e("SW4105", "field of an untyped result",
+       "A called machine that declares no 'returns TYPE' has a result of no known type when some final state "
+       "of it gives the last output: the caller may use 'output.result' as a whole (in a template, say), but "
+       "not read fields of it. Declare 'returns TYPE' in the called machine.",
+       "when output.result.score > 80 -> done   # research declares no 'returns'",
+       "# research.fsm: returns Findings\nwhen output.result != none and output.result.score > 80 -> done"),
     _e("SW2020", "variant type named like a Jinja test",
        "Templates test a variant output with Jinja's 'is': '{% if draft.output is Answer %}'. Jinja has "
        "tests of its own ('number', 'string', 'mapping', 'defined', ...); a variant type with one of those "
@@ -593,6 +677,19 @@ _ALL = [
        'final state done { result "{{ review.output.score }}" }\n...\nexpect result 90',
        'final state done { result "{{ review.output.score }}" }\n...\nexpect result "90"'),
     # --- warnings -----------------------------------------------------------------------------
+    _e("SW6100", "test path through a state that runs no machine",
+       "A test step scripts a called machine's state by path: each step but the last is a state that runs a "
+       "machine ('run NAME(...)'), the last a state of the machine the step before runs.",
+       'reply draft/write "text"   # draft is an agent state', 'reply investigate/write "text"'),
+    _e("SW6101", "test path to a state the called machine does not have",
+       "The last step of a test path names a state of the machine that the step before runs.",
+       'reply investigate/draf "text"', 'reply investigate/draft "text"'),
+    _e("SW6102", "test path without the call's number, or with one it cannot have",
+       "A state that maps over a list runs one call per element: a test path names which by the element's "
+       "position in the list, from 0 ('investigate[2]/draft' is the call of the third element), below the "
+       "map's 'max'. A state that runs one call takes no number, and the last step (a state) none either.",
+       'reply investigate/draft "text"   # investigate: for topic in topics ...',
+       'reply investigate[0]/draft "text"'),
     _w("SW7001", "unused agent", "The agent is declared but no state uses it and no state tells it anything.",
        'agent helper { prompt "You help." }   # no state says \'agent helper\' or tells it',
        'agent helper { prompt "You help." }\nstate check { agent helper do "Check it." -> done }'),
@@ -635,6 +732,13 @@ _ALL = [
        "cannot read the pattern may reject the request or not enforce it while the model writes.",
        'code: str matches "\\d+"', 'code: str matches "^[0-9]+$"'),
     # --- importers: problems in a MetaAgent or AutoAgent file given to `statewright import` ------
+    _w("SW7100", "used machine that is never run",
+       "A 'use' line without braces makes a machine callable, and no state of this machine runs it.",
+       'use "teams/research.fsm"   # no state runs research',
+       'use "teams/research.fsm"\n...\n    run research(topic = topic)'),
+    _w("SW7101", "imported name that is never used",
+       "A declaration imported with 'use ... { NAME }' is used by nothing in this machine.",
+       'use "common.fsm" { Critique, editor }   # no state runs editor', 'use "common.fsm" { Critique }'),
     _e("SW8001", "input is not valid JSON",
        "The MetaAgent importer reads the FSM as JSON, and this file does not parse. The message gives the "
        "JSON parser's reason at the position where it stopped. A file whose lists and objects nest more "

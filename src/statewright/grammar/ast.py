@@ -361,6 +361,13 @@ class Limits(Node):
     span: Span = _span()
 
 
+class ReturnsSetting(Node):
+    """`returns TYPE`: the type of the machine's result (what a machine that runs this one reads)."""
+
+    type: TypeRef
+    span: Span = _span()
+
+
 class ToolName(Node):
     """A dotted tool name: `std.python`, `lookup`."""
 
@@ -520,6 +527,15 @@ class ToolCall(Node):
     span: Span = _span()
 
 
+class RunCall(Node):
+    """`run NAME(arg = EXPR, ...)`: the state runs the machine a `use` line makes callable as NAME, with
+    these inputs; its output is the call's outcome."""
+
+    machine: Name
+    args: tuple[CallArg, ...]
+    span: Span = _span()
+
+
 class Result(Node):
     text: String
     span: Span = _span()
@@ -612,8 +628,8 @@ class Transition(Node):
         return self.per_visit is not None
 
 
-StateItem = (AgentRef | ModelSetting | Instruction | Ask | OutputDecl | Tell | Visits | Retries | ToolCall | Result
-             | Fail | Parallel | Join | ForEach | Update | AskBefore | ToolRounds | Transition)
+StateItem = (AgentRef | ModelSetting | Instruction | Ask | OutputDecl | Tell | Visits | Retries | ToolCall | RunCall
+             | Result | Fail | Parallel | Join | ForEach | Update | AskBefore | ToolRounds | Transition)
 
 
 class StateDecl(Node):
@@ -637,6 +653,29 @@ class StateDecl(Node):
 
 
 # ---- tests --------------------------------------------------------------------------------------
+
+
+# A scripted step's state (`reply STATE ...`, `verdict`, `timeout`) may be a path into the machines the
+# machine runs: `investigate/draft`, `investigate[2]/draft`, `a/b/c`. Its Name's value is the path as
+# written; `state_path` reads it.
+
+
+class PathStep(Node):
+    """One step of a state path: a state, and which call of a map of calls (`investigate[2]`), 1-based."""
+
+    state: str
+    element: int | None = None
+
+
+def state_path(name: Name) -> tuple[PathStep, ...] | None:
+    """The steps of a test step's state written as a path (`a[2]/b`); None for a plain state name."""
+    if "/" not in name.value:
+        return None
+    steps = []
+    for part in name.value.split("/"):
+        state, _, index = part.partition("[")
+        steps.append(PathStep(state, int(index[:-1]) if index else None))
+    return tuple(steps)
 
 
 class TestInput(Node):
@@ -772,15 +811,27 @@ class TestDecl(Node):
 # ---- the machine --------------------------------------------------------------------------------
 
 MachineItem = (
-    Description | InputDecl | ModelSetting | VerifierModelSetting | TemperatureSetting | Limits | VarDecl | TypeDecl
-    | ToolDecl | AgentDecl | StateDecl | TestDecl
+    Description | InputDecl | ModelSetting | VerifierModelSetting | TemperatureSetting | Limits | VarDecl
+    | ReturnsSetting | TypeDecl | ToolDecl | AgentDecl | StateDecl | TestDecl
 )
+
+
+class UseDecl(Node):
+    """`use "PATH" [as NAME] [{ names }]`, before the machine: the machine of the file at PATH (relative to
+    this file) is callable as NAME (its own name by default); `names` (None without braces) are declarations
+    of that machine imported into this one — types, agents and tools, a tool by its dotted name."""
+
+    path: String
+    alias: Name | None = None
+    names: tuple[ToolName, ...] | None = None
+    span: Span = _span()
 
 
 class Machine(Node):
     name: Name
     items: tuple[MachineItem, ...]
     span: Span = _span()
+    uses: tuple[UseDecl, ...] = ()  # the `use` lines before the machine, in source order
 
     def of(self, kind: type) -> list:  # type: ignore[type-arg]
         """The machine's items of one kind, in source order."""

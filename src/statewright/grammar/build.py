@@ -82,8 +82,24 @@ class TreeBuilder:
         return ast.Number(value, self._tok_span(tok))
 
     # machine
-    def start(self, meta: Meta, machine: ast.Machine) -> ast.Machine:
-        return machine
+    def start(self, meta: Meta, *parts: Any) -> ast.Machine:
+        *uses, machine = parts
+        return dataclasses.replace(machine, uses=tuple(uses)) if uses else machine  # type: ignore[no-any-return]
+
+    # files that use files
+    def use_decl(self, meta: Meta, path: ast.String, *rest: Any) -> ast.UseDecl:
+        alias = next((self._name(r) for r in rest if isinstance(r, Token)), None)
+        names = next((r for r in rest if isinstance(r, tuple)), None)
+        return ast.UseDecl(path, alias, names, self._span(meta))
+
+    def use_names(self, meta: Meta, *names: ast.ToolName | None) -> tuple[ast.ToolName, ...]:
+        return tuple(n for n in names if n is not None)
+
+    def returns_setting(self, meta: Meta, type_: ast.TypeRef) -> ast.ReturnsSetting:
+        return ast.ReturnsSetting(type_, self._span(meta))
+
+    def run_call(self, meta: Meta, machine: Token, *args: ast.CallArg | None) -> ast.RunCall:
+        return ast.RunCall(self._name(machine), tuple(a for a in args if a is not None), self._span(meta))
 
     def machine(self, meta: Meta, name: Token, *items: object) -> ast.Machine:
         return ast.Machine(self._name(name), tuple(items), self._span(meta))  # type: ignore[arg-type]

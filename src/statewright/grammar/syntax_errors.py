@@ -207,6 +207,19 @@ MISTAKES: tuple[Mistake, ...] = (
             _each(('"K"', '"""K"""'), *(_machine(f"tool {tool} {{", f"secrets [{before}@]", "}")
                                         for tool in ("std.http_get", 't = "a:b"') for before in ("", "A, "))),
             token_type=None, tokens=(), fix=(NAME,)),
+    # files that use files, and states that run machines
+    Mistake("SW1002", "'use' lines come before 'machine'",
+            "move this line above 'machine NAME {{': a file names the files it uses first",
+            (_machine('use "x.fsm"'), _machine('state s { -> b }', 'use "x.fsm"'), _machine("input a: str",
+                                                                                   'use "x.fsm" as y')),
+            tokens=("use",)),
+    Mistake("SW1002", "the path of a 'use' is a string", 'write it in quotes: use "{token}.fsm"',
+            ("use x\nmachine m {}", "use teams\nmachine m {}"), token_type="NAME", fix=("STRING",)),
+    Mistake("SW1002", "'run' needs its arguments in parentheses", "write 'run NAME(input = ...)', or 'run NAME()'",
+            (_state("run r -> b"), _state("run r"), _state("run r when x -> b"), _state("run r otherwise -> b")),
+            tokens=("->", "}", "when", "otherwise"), fix=("(", ")"), keep=True),
+    Mistake("SW1002", "'returns' is a setting of the machine", "move 'returns TYPE' out of the state, to the machine's "
+            "settings (beside its inputs)", (_state("returns T"), _state("agent w", "returns T")), tokens=("returns",)),
     Mistake("SW1002", "unexpected token '{token}'", "the block before this line may be missing its closing '}}'",
             tuple(block.replace("\n#\n", "\nstate x\n") for block in _OPEN_BLOCKS), tokens=_DECLARATION_KEYWORDS,
             fix=("}",), keep=True),

@@ -9,6 +9,7 @@ with its branches, a map, a state that asks a person) are offered to clients tha
 
 from __future__ import annotations
 
+import os
 import re
 
 from lsprotocol import types
@@ -19,8 +20,9 @@ from ..runtime.tool_signatures import STD_TOOLS
 from .analysis import Analysis
 from .context import Block, CursorContext, cursor_context, dotted_chain, statement_words, word_before
 
-MACHINE_KEYWORDS = ("description", "input", "model", "verifier model", "temperature", "limits", "var", "type",
-                    "tool", "agent", "state", "start state", "final state", "branch state", "test")
+MACHINE_KEYWORDS = ("description", "input", "returns", "model", "verifier model", "temperature", "limits", "var",
+                    "type", "tool", "agent", "state", "start state", "final state", "branch state", "test")
+FILE_KEYWORDS = ("use", "machine")  # before the machine: the files it uses, then the machine
 AGENT_KEYWORDS = ("prompt", "model", "temperature", "tools", "memory", "fallbacks")
 TEST_KEYWORDS = ("input", "reply", "verdict", "timeout", "approve", "reject", "edit", "expect path", "expect final",
                  "expect result", "expect failure", "expect output", "expect instruction", "expect var",
@@ -42,6 +44,13 @@ def completion(a: Analysis, good: Analysis | None, position: types.Position, *, 
     source = a if a.compilation.symbols is not None else good
     symbols = source.compilation.symbols if source is not None else None
     items = _complete(context, symbols, a.text, offset) if not context.in_comment else []
+    block = context.block
+    if not items and block is not None and block.kind == "use" and a.project is not None:
+        # a `use` line being typed: the file it names, if the project has compiled it
+        joined = os.path.normpath(os.path.join(os.path.dirname(a.path), block.name))
+        compiled = a.project.compilation(joined)
+        if compiled is not None and compiled.symbols is not None:
+            items = _importable_from(compiled.symbols)
     if snippets and not context.in_comment and not context.in_string and re.fullmatch(r"\s*\w*", context.line):
         items += _snippets(context.block)
     return types.CompletionList(is_incomplete=False, items=items)
@@ -82,6 +91,9 @@ def _complete(context: CursorContext, symbols: Symbols | None, text: str, offset
                                    state.name if state else None, template=False, scope_states=True)
             if re.search(r"^\s*ask\s+before\s*\[[^\]]*$", line):
                 return _agent_tools(symbols, state.name if state else None)
+            run = _run_completion(line, symbols)
+            if run is not None:
+                return run
             if re.search(r"^\s*parallel\s*\[[^\]]*$", line):  # the branches: their entry states
                 return [_item(n, K.EnumMember, "branch state") for n, v in symbols.states.items() if v.decl.branch]
             if re.search(r"^\s*(for\s+\w+(\s*,\s*\w+)?\s+in|join\s+first(\s+\d+)?\s+where)\s+", line):
@@ -100,11 +112,13 @@ def _complete(context: CursorContext, symbols: Symbols | None, text: str, offset
         if block is not None and block.kind == "test" and re.search(r"^\s*(approve|reject|edit)\s+\w*$", line):
             return [_item(n, K.EnumMember, "state whose tool calls wait for approval")
                     for n, v in symbols.states.items() if v.ask_before is not None]
+        if block is not None and block.kind == "use":
+            return _importable(block.name, symbols)
         if block is not None and block.kind == "test" and (
                 re.search(r"^\s*(reply|verdict|timeout|expect\s+(final|output|instruction))\s+\w*$", line)
                 or re.search(r"^\s*expect\s+path\s*\[[^\]]*$", line)):
             return [_item(n, K.EnumMember, "state") for n in symbols.states]
-        if block is not None and block.kind == "machine" and re.search(r"^\s*input\s+\w+\s*:\s*[\w\[]*$", line):
+        if block is not None and block.kind == "machine" and re.search(r"^\s*(input|var)\s+\w+\s*:\s*[\w\[]*$", line):
             return _types(symbols)
         if block is not None and block.kind == "type" and re.search(r":\s*[\w\[]*$", line):
             return _types(symbols)
@@ -121,9 +135,41 @@ def _complete(context: CursorContext, symbols: Symbols | None, text: str, offset
     return []
 
 
+def _run_completion(line: str, symbols: Symbols) -> list[types.CompletionItem] | None:
+    """After `run `: the machines this one may run; in its parentheses, the inputs not given yet, and
+    after `=` the names in scope."""
+    K = types.CompletionItemKind
+    if re.search(r"^\s*run\s+\w*$", line):
+        return [_item(n, K.Module, f"machine {c.machine_name} ({c.path})") for n, c in symbols.callees.items()]
+    m = re.search(r"^\s*run\s+(\w+)\s*\(([^)]*)$", line)
+    if m is None:
+        return None
+    if re.search(r"=\s*[^,]*$", m.group(2)):
+        return _expression(m.group(2).rsplit("=", 1)[1], symbols, None, template=False, scope_states=True)
+    callee = symbols.callees.get(m.group(1))
+    if callee is None:
+        return []
+    given = set(re.findall(r"(\w+)\s*=", m.group(2)))
+    return [_item(n, K.Variable, f"input {d.type.span.text}") for n, d in callee.symbols.inputs.items()
+            if n not in given]
+
+
+def _importable(path: str, symbols: Symbols) -> list[types.CompletionItem]:
+    """In the braces of `use "PATH" {`: the types, agents and tools of that file's machine."""
+    used = next((u for u in symbols.uses if u.decl.path.value == path and u.compilation is not None), None)
+    other = used.compilation.symbols if used is not None and used.compilation is not None else None
+    return _importable_from(other) if other is not None else []
+
+
+def _importable_from(other: Symbols) -> list[types.CompletionItem]:
+    K = types.CompletionItemKind
+    return ([_item(n, K.Struct, "type") for n in other.types] + [_item(n, K.Class, "agent") for n in other.agents]
+            + [_item(n, K.Function, "tool") for n in other.tools])
+
+
 def _keywords(block: Block | None) -> tuple[str, ...]:
     if block is None:
-        return ("machine",)
+        return FILE_KEYWORDS
     return {"machine": MACHINE_KEYWORDS, "agent": AGENT_KEYWORDS, "test": TEST_KEYWORDS,
             "limits": LIMIT_KEYWORDS, "tool": TOOL_KEYWORDS}.get(block.kind, ())
 
@@ -138,7 +184,7 @@ def state_keywords(block: Block, present: set[str]) -> list[str]:
     fans out nor maps; a final state has no transitions and ends with `result` or `fail`. An empty state
     is offered every kind's first words."""
     agent_work = bool(present & {"agent", "do", "model", "ask before", "tool_rounds"})
-    tool_work = "call" in present
+    tool_work = "call" in present or "run" in present  # (running a machine is the state's work, as a call is)
     asks = "ask" in present
     fans = bool(present & {"parallel", "join"})
     maps = "for" in present
@@ -147,12 +193,13 @@ def state_keywords(block: Block, present: set[str]) -> list[str]:
         ("agent", not (tool_work or asks or fans)),
         ("model", not (tool_work or asks or fans)),
         ("do", not (tool_work or asks or fans)),
-        ("call", not (agent_work or asks or fans)),
+        ("call", not (agent_work or asks or fans or "run" in present)),
+        ("run", not (agent_work or asks or fans or final or "call" in present)),
         ("ask", not (agent_work or tool_work or fans or maps or final or branch or "retries" in present)),
-        ("output", not fans),
+        ("output", not (fans or "run" in present)),
         ("tell", not final),
         ("visits", not final),
-        ("retries", not (asks or fans)),
+        ("retries", not (asks or fans or "run" in present)),
         ("after", asks and not final),
         ("when", not final),
         ("otherwise", not final),

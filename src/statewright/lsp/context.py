@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 _TOKENS = re.compile(r'"""[^"]*(?:"(?!"")[^"]*)*(?:"""|\Z)|"[^"\\\n]*(?:\\.[^"\\\n]*)*(?:"|$)|#[^\n]*|[{}]',
                      re.MULTILINE)
 _HEADERS = (
+    ("use", re.compile(r'\buse\s+"([^"\n]*)"(?:\s+as\s+\w+)?\s*$')),  # `use "PATH" {`: the names it imports
     ("machine", re.compile(r"\bmachine\s+(\w+)\s*$")),
     ("state", re.compile(r"\b((?:(?:start|final|branch)\s+)*)state\s+(\w+)\s*$")),
     ("agent", re.compile(r"\bagent\s+(\w+)\s*$")),

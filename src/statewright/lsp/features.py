@@ -22,7 +22,7 @@ from ..diagnostics import Diagnostic, SourceFile
 from ..diagnostics.explain import explain
 from ..grammar import ast
 from ..runtime.tool_signatures import STD_TOOLS
-from .analysis import Analysis
+from .analysis import Analysis, uri_of
 from .completion import completion
 from .index import Key, Occurrence
 
@@ -120,12 +120,46 @@ def _occurrence(a: Analysis, position: types.Position) -> Occurrence | None:
     return a.index.at(offset_of(a, position)) if a.index is not None else None
 
 
+def _home(a: Analysis, key: Key) -> tuple[Analysis, Key] | None:
+    """The file that declares `key` (as seen from `a`), and the key as that file names it."""
+    if not key.file or key.file == a.path:
+        return a, Key(key.kind, key.name)
+    view = a.view_of(key.file)
+    return (view, Key(key.kind, key.name)) if view is not None else None
+
+
 def definition(a: Analysis, uri: str, position: types.Position) -> list[types.Location] | None:
+    """Where the name under the cursor is declared: in this file, or in the file it comes from (an
+    imported type, agent or tool; the machine a `run` names; a called machine's state in a test path;
+    the file a `use` line names)."""
     found = _occurrence(a, position)
-    target = a.index.definition(found.key) if found is not None and a.index is not None else None
+    if found is None:
+        return None
+    if found.key.kind == "file":
+        view = a.view_of(found.key.name)
+        return [types.Location(view.uri if view is not None else uri_of(found.key.name),
+                               types.Range(types.Position(0, 0), types.Position(0, 0)))]
+    home = _home(a, found.key)
+    if home is None or home[0].index is None:
+        return None
+    view, key = home
+    target = view.index.definition(key)  # type: ignore[union-attr]
     if target is None:
         return None
-    return [types.Location(uri, lsp_range(a, target.start, target.end))]
+    return [types.Location(uri if view is a else view.uri, lsp_range(view, target.start, target.end))]
+
+
+def _everywhere(a: Analysis, key: Key) -> list[tuple[Analysis, Occurrence]]:
+    """Every occurrence of the thing `key` (as `a` names it) in every file of the project: in the file
+    that declares it, and where other files import, run or script it."""
+    want = key.of(a.path)
+    found = []
+    for view in a.views() if want.kind not in ("input", "variable", "field", "callee") else [a]:
+        if view.index is None:
+            continue
+        local = Key(want.kind, want.name) if want.file == view.path else want
+        found += [(view, o) for o in view.index.by_key.get(local, ())]
+    return found
 
 
 def references(a: Analysis, uri: str, position: types.Position, include_declaration: bool
@@ -133,8 +167,8 @@ def references(a: Analysis, uri: str, position: types.Position, include_declarat
     found = _occurrence(a, position)
     if found is None or a.index is None:
         return None
-    return [types.Location(uri, lsp_range(a, o.start, o.end))
-            for o in a.index.references(found.key, include_definition=include_declaration)]
+    return [types.Location(uri if view is a else view.uri, lsp_range(view, o.start, o.end))
+            for view, o in _everywhere(a, found.key) if include_declaration or not o.definition]
 
 
 # ---- hover ---------------------------------------------------------------------------------------
@@ -177,10 +211,17 @@ def _fence(text: str, lang: str = "text") -> str:
 
 
 def describe(key: Key, a: Analysis) -> str:
-    """A Markdown description of one declared thing, read from the syntax tree and the symbol tables."""
+    """A Markdown description of one declared thing, read from the syntax tree and the symbol tables (of
+    the file that declares it, for a thing of another file: that file is named too)."""
+    home = _home(a, key)
+    if home is not None and home[0] is not a:
+        text = describe(home[1], home[0])
+        return f"{text}\n\n*from* `{home[0].path}`" if text else ""
     symbols = a.compilation.symbols
     if symbols is None:
         return ""
+    if key.kind in ("machine", "callee", "file"):
+        return _describe_machine(key, symbols)
     if key.kind == "state" and key.name in symbols.states:
         view = symbols.states[key.name]
         kind = " ".join(w for w, on in (("start", view.decl.start), ("final", view.decl.final)) if on)
@@ -241,6 +282,22 @@ def describe(key: Key, a: Analysis) -> str:
     return ""
 
 
+def _describe_machine(key: Key, symbols: Symbols) -> str:
+    """A machine: its inputs and result (for a file a `use` line names, or a name it is run by: the
+    machine that file declares)."""
+    if key.kind == "machine":
+        own = symbols
+    else:
+        used = next((u for u in symbols.uses if (u.path == key.name if key.kind == "file" else u.name == key.name)), None)
+        if used is None or used.compilation is None or used.compilation.symbols is None:
+            return f"**file** `{key.name}`" if key.kind == "file" else ""
+        own = used.compilation.symbols
+    inputs = ", ".join(f"{n}: {d.type.span.text}" for n, d in own.inputs.items()) if own.inputs else ""
+    returns = f" -> {own.machine.returns.type.span.text}" if own.machine.returns is not None else ""
+    finals = ", ".join(f"`{n}`" for n, v in own.states.items() if v.decl.final)
+    return f"**machine** `{own.machine_name}({inputs}){returns}`" + (f"  \nends in {finals}" if finals else "")
+
+
 def _describe_tool(name: str, symbols: Symbols) -> str:
     decl = symbols.tools.get(name)
     if decl is not None and decl.import_path is not None:
@@ -255,7 +312,7 @@ def _describe_tool(name: str, symbols: Symbols) -> str:
 
 # ---- rename --------------------------------------------------------------------------------------
 
-RENAMABLE = ("state", "agent", "type", "input", "variable")
+RENAMABLE = ("state", "agent", "type", "input", "variable", "machine")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -271,39 +328,66 @@ def prepare_rename(a: Analysis, position: types.Position) -> types.Range | None:
 
 
 def rename(a: Analysis, uri: str, position: types.Position, new_name: str) -> types.WorkspaceEdit:
-    """Rename a state, agent, type, input or run variable everywhere the file names it: declarations, references,
-    guards, templates and test blocks. The renamed text must check no worse than before."""
+    """Rename a state, agent, type, input, run variable or machine everywhere it is named: declarations,
+    references, guards, templates and test blocks, in its own file and in the files that import, run or
+    script it. Each renamed file must check no worse than before."""
     found = _occurrence(a, position)
     if found is None or a.index is None or found.key.kind not in RENAMABLE:
-        raise RenameRefused("only a state, an agent, a type, an input or a run variable can be renamed")
+        raise RenameRefused("only a state, an agent, a type, an input, a run variable or a machine can be renamed")
     key = found.key
     if not _IDENTIFIER.fullmatch(new_name):
         raise RenameRefused(f"'{new_name}' is not a name: use letters, digits and '_', not starting with a digit")
     if new_name == key.name:
         return types.WorkspaceEdit(changes={uri: []})
-    symbols = a.compilation.symbols
     if key.kind in ("state", "input", "variable") and (new_name in JINJA_NAMES or new_name == "output"):
         raise RenameRefused(f"'{new_name}' is reserved: templates or guards could not read it")
     if key.kind == "type" and new_name in BUILTIN_TYPES:
         raise RenameRefused(f"'{new_name}' is a built-in type")
-    if symbols is not None:
-        tables: dict[str, list[dict[str, Any]]] = {
-            "state": [symbols.states, symbols.inputs, symbols.variables],
-            "input": [symbols.states, symbols.inputs, symbols.variables],
-            "variable": [symbols.states, symbols.inputs, symbols.variables],
-            "agent": [symbols.agents], "type": [symbols.types]}
-        taken = tables[key.kind]
-        if any(new_name in table for table in taken):
-            raise RenameRefused(f"the machine already declares '{new_name}'")
-    occurrences = a.index.references(key)
-    new_text = _apply(a.text, [(o.start, o.end, new_name) for o in occurrences])
-    before = {d.code for d in a.compilation.diagnostics if d.severity.value == "error"}
-    after = api.check_source(SourceFile(a.path, new_text)).diagnostics
-    worse = sorted({d.code for d in after if d.severity.value == "error"} - before)
-    if worse:
-        raise RenameRefused(f"renamed, the file would not check ({', '.join(worse)})")
-    edits = [types.TextEdit(range=lsp_range(a, o.start, o.end), new_text=new_name) for o in occurrences]
-    return types.WorkspaceEdit(changes={uri: edits})
+    occurrences = _everywhere(a, key)
+    by_view: dict[str, tuple[Analysis, list[Occurrence]]] = {}
+    for view, o in occurrences:
+        by_view.setdefault(view.path, (view, []))[1].append(o)
+    for view, _ in by_view.values():
+        _refuse_taken(a, view, key.kind, new_name)
+    texts = {path: _apply(view.text, [(o.start, o.end, new_name) for o in found_here])
+             for path, (view, found_here) in by_view.items()}
+    _refuse_worse(a, by_view, texts)
+    changes = {(uri if view is a else view.uri): [types.TextEdit(range=lsp_range(view, o.start, o.end),
+                                                                 new_text=new_name) for o in found_here]
+               for view, found_here in by_view.values()}
+    return types.WorkspaceEdit(changes=changes)
+
+
+def _refuse_taken(a: Analysis, view: Analysis, kind: str, new_name: str) -> None:
+    symbols = view.compilation.symbols
+    if symbols is None:
+        return
+    tables: dict[str, list[dict[str, Any]]] = {
+        "state": [symbols.states, symbols.inputs, symbols.variables],
+        "input": [symbols.states, symbols.inputs, symbols.variables],
+        "variable": [symbols.states, symbols.inputs, symbols.variables],
+        "agent": [symbols.agents], "type": [symbols.types], "machine": [symbols.callees]}
+    if any(new_name in table for table in tables[kind]) or (kind == "machine" and new_name == symbols.machine_name):
+        raise RenameRefused(f"the machine already declares '{new_name}'" if view is a
+                            else f"{view.path} already declares '{new_name}'")
+
+
+def _refuse_worse(a: Analysis, by_view: dict[str, tuple[Analysis, list[Occurrence]]], texts: dict[str, str]) -> None:
+    """Check every renamed file with the others renamed too; refuse when one would have a new kind of error."""
+    if a.project is None:
+        after = {a.path: api.check_source(SourceFile(a.path, texts[a.path])).diagnostics}
+    else:
+        from ..compiler.project import Project, overlay_reader
+
+        project = Project(reader=overlay_reader({Project.key(p): t for p, t in texts.items()}, a.project.reader))
+        after = {path: project.compile_source(SourceFile(path, text), location=path).diagnostics
+                 for path, text in texts.items()}
+    for path, (view, _) in by_view.items():
+        before = {d.code for d in view.compilation.diagnostics if d.severity.value == "error"}
+        worse = sorted({d.code for d in after[path] if d.severity.value == "error"} - before)
+        if worse:
+            shown = "the file" if view is a else path
+            raise RenameRefused(f"renamed, {shown} would not check ({', '.join(worse)})")
 
 
 def _apply(text: str, edits: Iterable[tuple[int, int, str]]) -> str:

@@ -6,6 +6,10 @@ The syntax tree gives the declarations and the plain references (transition targ
 states templates read (`Symbols.state_reads`, as the IR keeps them), and the inputs and fields guards and
 templates read. So a template is never parsed here a second time, and a name means here what it means to
 the compiler.
+
+A name can stand for a declaration of another file: an imported type, agent or tool, the machine a `run`
+names, a called machine's state in a test path. Its key then carries that file (`Key.file`); the key of a
+declaration of this file has none.
 """
 
 from __future__ import annotations
@@ -22,15 +26,21 @@ from ..compiler.checks.testblocks import reply_variant
 from ..diagnostics import Span
 from ..grammar import ast
 
-KINDS = ("state", "agent", "type", "tool", "input", "variable", "field")
+KINDS = ("state", "agent", "type", "tool", "input", "variable", "field", "machine", "file")
 
 
 @dataclass(frozen=True, slots=True)
 class Key:
-    """One declared thing: its kind and its name (`Type.field` for a field, `std.python` for a tool)."""
+    """One declared thing: its kind and its name (`Type.field` for a field, `std.python` for a tool, a
+    file's path for a file), and the file that declares it when that is another file."""
 
     kind: str
     name: str
+    file: str = ""
+
+    def of(self, path: str) -> Key:
+        """This key with its file named: `path` when it is this file's."""
+        return self if self.file else Key(self.kind, self.name, path)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,8 +109,23 @@ def _one_key(key: Key) -> Key:
 
 
 def _occurrences(machine: ast.Machine, symbols: Symbols | None) -> Iterator[Occurrence]:
+    local = _local_occurrences(machine, symbols)
+    if symbols is None or not machine.uses:
+        yield from local
+        return
+    from .project_index import foreign_occurrences, imported_from
+
+    homes = imported_from(symbols)
+    for o in local:
+        home = homes.get((o.key.kind, o.key.name))
+        yield Occurrence(Key(o.key.kind, o.key.name, home), o.span, o.definition) if home else o
+    yield from foreign_occurrences(machine, symbols)
+
+
+def _local_occurrences(machine: ast.Machine, symbols: Symbols | None) -> Iterator[Occurrence]:
     states = {s.name.value for s in machine.of(ast.StateDecl)}
     inputs = {i.name.value for i in machine.of(ast.InputDecl)}
+    yield from _at(Key("machine", machine.name.value), machine.name.span, True)
     for item in machine.items:
         if isinstance(item, ast.InputDecl):
             yield from _at(Key("input", item.name.value), item.name.span, True)
@@ -193,7 +218,10 @@ def _expr(expr: ast.Expr, states: set[str], inputs: set[str]) -> Iterator[Occurr
 
 def _test(decl: ast.TestDecl, symbols: Symbols | None) -> Iterator[Occurrence]:
     for item in decl.items:
-        if isinstance(item, (ast.Reply, ast.ReplyCalls, ast.Verdict, ast.ExpectFinal, ast.Approval)):
+        if isinstance(item, (ast.Reply, ast.ReplyCalls, ast.Verdict, ast.TestTimeout)) and "/" in item.state.value:
+            continue  # a path into a called machine (project_index.py)
+        if isinstance(item, (ast.Reply, ast.ReplyCalls, ast.Verdict, ast.ExpectFinal, ast.TestTimeout,
+                             ast.ExpectOutput, ast.ExpectInstruction, ast.Approval)):
             yield from _at(Key("state", item.state.value), item.state.span)
         elif isinstance(item, ast.ExpectVar):
             yield from _at(Key("variable", item.name.value), item.name.span)

@@ -8,12 +8,18 @@ version the editor had. Requests (hover, completion, ...) wait for a compilation
 
 Test runs and runner writes (running.py) go to a thread of their own, so a long test never holds up the
 diagnostics of the next keystroke; a failed test leaves a diagnostic over its block until the text changes.
+
+Every document is compiled through one project, which reads open documents from the editor and other
+files from disk: a file several documents use is compiled once. When a document changes, the project
+forgets it and the files that use it (directly or through others); the open ones among those are compiled
+again and their diagnostics published anew, after the edited document's own.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -21,8 +27,9 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
 from .. import __version__
+from ..compiler.project import Project, read_file
 from . import features, running
-from .analysis import Analysis
+from .analysis import Analysis, path_of
 
 log = logging.getLogger(__name__)
 REQUEST_FAILED = -32803  # LSP's RequestFailed: the request was valid, and it cannot be done
@@ -41,6 +48,35 @@ class StatewrightServer(LanguageServer):
         self.settings = running.EditorSettings()
         # the diagnostics of the last test run of each document, with the version it ran
         self.test_results: dict[str, tuple[int | None, list[types.Diagnostic]]] = {}
+        # one project for the session; compiles through it take turns (it holds the files being compiled)
+        self.project = Project(reader=self._read)
+        self.project_lock = threading.Lock()
+
+    def _read(self, location: str) -> bytes:
+        """A file's text for the project: the editor's, for an open document; the disk's otherwise."""
+        key = Project.key(location)
+        for uri, document in list(self.workspace.text_documents.items()):
+            if Project.key(path_of(uri)) == key:
+                return document.source.encode("utf-8")
+        return read_file(location)
+
+    def _compile(self, uri: str, version: int | None, text: str) -> tuple[Analysis, set[str]]:
+        """A document's analysis (in a worker thread), and the files that use it that were forgotten."""
+        path = path_of(uri)
+        with self.project_lock:
+            known = self.project.compilation(path)
+            if known is not None and known.source is not None and known.source.text == text:
+                # compiled already from this very text (a file another one uses, opened as it is on disk)
+                return Analysis(uri, version, text, self.encoding(), self.project, known), set()
+            forgotten = self.project.invalidate(path) - {Project.key(path)}
+            return Analysis(uri, version, text, self.encoding(), self.project), forgotten
+
+    def _recompile_users(self, forgotten: set[str]) -> None:
+        """The open documents that use a changed one: compiled again, their diagnostics published anew."""
+        for uri in list(self.workspace.text_documents):
+            if Project.key(path_of(uri)) in forgotten:
+                self.analyses.pop(uri, None)
+                self.changed(uri)
 
     # -- documents
 
@@ -84,12 +120,14 @@ class StatewrightServer(LanguageServer):
         if known is not None and known.version == version and known.text == text:
             return known
         loop = asyncio.get_running_loop()
-        analysis = await loop.run_in_executor(self.compiler, Analysis, uri, version, text, self.encoding())
+        analysis, forgotten = await loop.run_in_executor(self.compiler, self._compile, uri, version, text)
         current = self.workspace.text_documents.get(uri)
         if current is not None and (uri not in self.analyses or current.version == version):
             self.analyses[uri] = analysis
             if analysis.parsed:
                 self.parsed[uri] = analysis
+        if forgotten:
+            self._recompile_users(forgotten)
         return analysis
 
     def takes_snippets(self) -> bool:
@@ -161,6 +199,18 @@ class StatewrightServer(LanguageServer):
         for table in (self.analyses, self.parsed, self.test_results):
             table.pop(uri, None)
         self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+        # the file is read from disk from now on, for the documents that use it
+        self.compiler.submit(self._forget, path_of(uri), asyncio.get_running_loop())
+
+    def _forget(self, path: str, loop: asyncio.AbstractEventLoop) -> None:
+        try:
+            with self.project_lock:
+                forgotten = self.project.invalidate(path) - {Project.key(path)}
+        except Exception:
+            log.exception("forgetting %s failed", path)
+            return
+        if forgotten:
+            loop.call_soon_threadsafe(self._recompile_users, forgotten)
 
 
 def _build_index(analysis: Analysis) -> None:

@@ -661,19 +661,26 @@ def _runner_selftest(machine: MachineSpec, trace_dir: str | None = None, trace_c
                      otel: Any = None) -> int:
     from .testing import format_outcome, run_tests
 
-    if not machine.tests:
+    # (issue 24, front end) the test blocks of every machine the runner holds: the machine's own, then those
+    # of each machine it runs, each machine once (a called machine is tested alone, by its own file's tests)
+    machines = list(every_machine(machine))
+    total = sum(len(m.tests) for m in machines)
+    if not total:
         print(f"machine '{machine.name}' has no test blocks", file=sys.stderr)
         return EXIT_FINAL
     failed = 0
     try:
-        outcomes = run_tests(machine, trace_dir=trace_dir, trace_content=trace_content, otel=otel)
+        for tested in machines:
+            # a called machine's tests are named after it: `PASS  research: drafts findings`
+            named = "" if tested is machine else f"{tested.name}: "
+            for outcome in run_tests(tested, trace_dir=trace_dir, trace_content=trace_content, otel=otel):
+                failed += not outcome.passed
+                line = format_outcome(outcome)
+                print(line[:6] + named + line[6:])
     finally:
         if otel is not None:
             otel.shutdown()
-    for outcome in outcomes:
-        failed += not outcome.passed
-        print(format_outcome(outcome))
-    print(f"{len(machine.tests) - failed} passed, {failed} failed", file=sys.stderr)
+    print(f"{total - failed} passed, {failed} failed", file=sys.stderr)
     return EXIT_FAILED if failed else EXIT_FINAL
 
 

@@ -207,7 +207,7 @@ def _check_each(view: StateView, each: ast.ForEach, symbols: Symbols, diags: Dia
         diags.report("SW7060", f"'concurrency {each.concurrency.value}' is more than 'max {each.max.value}'",
                      each.concurrency.span, label="never more than max elements at once",
                      help=f"write 'concurrency {each.max.value}', or leave it out")
-    if view.kind not in ("agent", "action", "parallel", "none") or view.decl.final:
+    if view.kind not in ("agent", "action", "call", "parallel", "none") or view.decl.final:
         what = ("a final state" if view.decl.final else "a state that asks a person" if view.kind == "human"
                 else "a state without an agent or a tool call")
         diags.report("SW3072", f"'for' in {what}", each.span, label="nothing here to run once per element",

@@ -11,13 +11,18 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...diagnostics import Diagnostics, Span, close_names, did_you_mean, quoted_list
 from ...grammar import ast
 from ...grammar.node import Node
 from ...runtime.tool_signatures import STD_TOOLS
 from .. import ir
+
+if TYPE_CHECKING:
+    from ..project import UsedFile
+    from .callees import Callee, ForeignType
+    from .imports import Import
 
 BUILTIN_TYPES = {"str": ir.STR, "int": ir.INT, "float": ir.FLOAT, "bool": ir.BOOL}
 GUARD_OUTPUT = "output"  # the name of the current state's output in guards
@@ -52,6 +57,7 @@ class MachineView(Node, frozen=False):
     verifier_model: ast.VerifierModelSetting | None = None
     temperature: ast.TemperatureSetting | None = None
     limits: ast.Limits | None = None
+    returns: ast.ReturnsSetting | None = None
 
 
 class AgentView(Node, frozen=False):
@@ -82,6 +88,7 @@ class StateView(Node, frozen=False):
     each: ast.ForEach | None = None
     ask_before: ast.AskBefore | None = None
     tool_rounds: ast.ToolRounds | None = None
+    run: ast.RunCall | None = None
 
     @property
     def name(self) -> str:
@@ -94,9 +101,9 @@ class StateView(Node, frozen=False):
 
     @property
     def kind(self) -> str:
-        """Who does the state's step: "parallel" (its branches), "agent", "action" (a tool call), "human" (a
-        person answers `ask`), "final" for a final state that does no work, or "none" for any other state
-        that does none (already reported). A final state may do work: `decl.final` says that the run ends
+        """Who does the state's step: "parallel" (its branches), "agent", "action" (a tool call), "call" (it
+        runs another machine), "human" (a person answers `ask`), "final" for a final state that does no
+        work, or "none" for any other state that does none (already reported). A final state may do work: `decl.final` says that the run ends
         there. A state with `for` is an agent or action state that runs once per element."""
         if self.parallel is not None:
             return "parallel"
@@ -104,6 +111,8 @@ class StateView(Node, frozen=False):
             return "agent"
         if self.call is not None:
             return "action"
+        if self.run is not None:
+            return "call"
         if self.ask is not None:
             return "human"
         if self.decl.final:
@@ -160,7 +169,11 @@ class FieldRead(Node):
 
 
 class Symbols(Node, frozen=False):
-    """Every declared name, by kind, plus what the checks learn about which declarations are used."""
+    """Every declared name, by kind, plus what the checks learn about which declarations are used.
+
+    Declarations imported with `use ... { names }` are in the tables as if declared here (`imports` says
+    which); `callees` are the machines `run` may name, and `foreign_types` the types of theirs that guards
+    and templates read (checks/callees.py)."""
 
     machine: MachineView
     inputs: dict[str, ast.InputDecl] = field(default_factory=dict)
@@ -201,6 +214,24 @@ class Symbols(Node, frozen=False):
     # first look after resolution, as object literals and field reads look up fields one at a time
     field_tables: dict[str, tuple[dict[str, ast.FieldDecl], dict[str, ir.Type]]] = field(
         default_factory=dict, compare=False, repr=False)
+    machine_name: str = ""
+    # the files the machine's `use` lines name; the machines it may run by the names `run` gives them, and
+    # the names of uses whose file cannot be used (reported at the `use` line: a `run` of one is not unknown)
+    uses: list[UsedFile] = field(default_factory=list, compare=False, repr=False)
+    callees: dict[str, Callee] = field(default_factory=dict, compare=False, repr=False)
+    broken_callees: set[str] = field(default_factory=set, compare=False, repr=False)
+    broken_imports: set[str] = field(default_factory=set, compare=False, repr=False)  # names such a use imports
+    used_callees: set[str] = field(default_factory=set, compare=False, repr=False)
+    imports: list[Import] = field(default_factory=list, compare=False, repr=False)
+    foreign_types: dict[str, ForeignType] = field(default_factory=dict, compare=False, repr=False)
+    decl_names: dict[int, str] | None = field(default=None, compare=False, repr=False)
+
+    def type_names_by_decl(self) -> dict[int, str]:
+        """The name each type declaration has here, by the declaration's identity (a type imported from
+        another file is the same declaration there and here)."""
+        if self.decl_names is None:
+            self.decl_names = {id(decl): name for name, decl in self.types.items()}
+        return self.decl_names
 
     def known_tool(self, name: str) -> bool:
         return name in self.tools or name in STD_TOOLS
@@ -239,11 +270,18 @@ class Symbols(Node, frozen=False):
 
     def field_decl(self, type_name: str, field: str) -> ast.FieldDecl | None:
         """The first declaration of field `field` in declared type `type_name`."""
+        foreign = self.foreign_types.get(type_name) if type_name not in self.types else None
+        if foreign is not None:
+            return foreign.field_decl(field)
         return self._field_table(type_name)[0].get(field)
 
     def fields_of(self, type_name: str) -> dict[str, ir.Type]:
         """The fields of declared type `type_name` and their types, in declaration order (the first
-        declaration of a name); {} for a name that is no declared type. Do not change the dict."""
+        declaration of a name); {} for a name that is no declared type. Do not change the dict. A foreign
+        type (a call's outcome, a callee's type) has its fields too."""
+        foreign = self.foreign_types.get(type_name) if type_name not in self.types else None
+        if foreign is not None:
+            return foreign.fields()
         return self._field_table(type_name)[1]
 
     def _field_table(self, type_name: str) -> tuple[dict[str, ast.FieldDecl], dict[str, ir.Type]]:
@@ -266,6 +304,7 @@ _MACHINE_SETTINGS: dict[type, tuple[str, str]] = {
     ast.Description: ("description", "description"), ast.ModelSetting: ("model", "model"),
     ast.VerifierModelSetting: ("verifier_model", "verifier model"),
     ast.TemperatureSetting: ("temperature", "temperature"), ast.Limits: ("limits", "limits"),
+    ast.ReturnsSetting: ("returns", "returns"),
 }
 _AGENT_SETTINGS: dict[type, tuple[str, str]] = {
     ast.PromptSetting: ("prompt", "prompt"), ast.ModelSetting: ("model", "model"),
@@ -280,6 +319,7 @@ _STATE_SETTINGS: dict[type, tuple[str, str]] = {
     ast.ToolCall: ("call", "call"), ast.Result: ("result", "result"), ast.Fail: ("fail", "fail"),
     ast.Parallel: ("parallel", "parallel"), ast.Join: ("join", "join"), ast.ForEach: ("each", "for"),
     ast.AskBefore: ("ask_before", "ask before"), ast.ToolRounds: ("tool_rounds", "tool_rounds"),
+    ast.RunCall: ("run", "run"),
 }
 _TEST_SETTINGS: dict[type, tuple[str, str]] = {
     ast.TestInput: ("input", "input"), ast.ExpectPath: ("expect_path", "expect path"),
@@ -295,7 +335,7 @@ class _Resolver:
     def __init__(self, machine: ast.Machine, diags: Diagnostics) -> None:
         self.machine = machine
         self.diags = diags
-        self.symbols = Symbols(MachineView())
+        self.symbols = Symbols(MachineView(), machine_name=machine.name.value)
         self._test_names: dict[str, TestView] = {}  # the first test of each name
 
     # -- helpers
@@ -343,7 +383,7 @@ class _Resolver:
                     s.tools[name] = item
             elif isinstance(item, ast.AgentDecl):
                 if self._declare(s.agents, "agent", item.name, None):
-                    s.agents[item.name.value] = self._agent_view(item)
+                    s.agents[item.name.value] = self.agent_view(item)
             elif isinstance(item, ast.StateDecl):
                 if self._declare(s.states, "state", item.name, None):
                     s.states[item.name.value] = self._state_view(item)
@@ -378,7 +418,7 @@ class _Resolver:
             else:
                 seen[f.name.value] = f
 
-    def _agent_view(self, decl: ast.AgentDecl) -> AgentView:
+    def agent_view(self, decl: ast.AgentDecl) -> AgentView:
         view = AgentView(decl)
         self._read_settings(view, decl.items, _AGENT_SETTINGS, f"agent '{decl.name.value}'")
         return view
@@ -432,7 +472,7 @@ class _Resolver:
     def check_references(self) -> None:
         s = self.symbols
         for item in self.machine.items:
-            if isinstance(item, (ast.InputDecl, ast.VarDecl)):
+            if isinstance(item, (ast.InputDecl, ast.VarDecl, ast.ReturnsSetting)):
                 self._type_ref(item.type)
             elif isinstance(item, ast.TypeDecl):
                 for f in item.fields:
@@ -464,6 +504,8 @@ class _Resolver:
                 if name != owner:
                     self.symbols.used_types.add(name)
                 continue
+            if name in self.symbols.broken_imports:
+                continue  # imported from a file that cannot be used (reported at its `use` line)
             hint = did_you_mean(name, list(BUILTIN_TYPES) + list(self.symbols.types))
             self.symbols.used_types.add(closest(name, self.symbols.types) or "")
             if name == "list":
@@ -530,6 +572,8 @@ class _Resolver:
         s.used_tools.add(name)
         if name in s.tools:
             return
+        if name in s.broken_imports:
+            return
         if name in STD_TOOLS:
             if not STD_TOOLS[name]["enabled_by_default"]:
                 self.diags.report("SW2012", f"'{name}' is not enabled", tool.span,
@@ -559,6 +603,8 @@ class _Resolver:
         if name.value in s.agents:
             s.used_agents.add(name.value)
             return
+        if name.value in s.broken_imports:
+            return
         s.used_agents.add(closest(name.value, s.agents) or "")
         declare = f"declare it: agent {name.value} {{ prompt \"...\" }}"
         self.diags.report("SW2003", f"unknown agent '{name.value}'", name.span,
@@ -577,6 +623,8 @@ class _Resolver:
                 self._type_ref(view.output.type)
         if view.call is not None:
             self._tool_ref(view.call.tool)
+        if view.run is not None:
+            self._machine_ref(view.run.machine)
         if view.tell is not None:
             seen: set[str] = set()
             for name in view.tell.agents:
@@ -593,10 +641,26 @@ class _Resolver:
             for entry in view.parallel.branches:
                 self._state_ref(entry, context=" in 'parallel'")
 
+    def _machine_ref(self, name: ast.Name) -> None:
+        """A machine a `run` names: one a `use` line makes callable by this name."""
+        s = self.symbols
+        s.used_callees.add(name.value)
+        if name.value in s.callees or name.value in s.broken_callees or "" in s.broken_callees:
+            return  # ("": a `use` whose file could not be read, so the name it gives is not known)
+        s.used_callees.add(closest(name.value, s.callees) or "")
+        if s.callees:
+            help = did_you_mean(name.value, s.callees) or f"the machines it may run are {quoted_list(s.callees)}"
+        else:
+            help = (f'a machine runs the machines of the files its \'use\' lines name: use "{name.value}.fsm" '
+                    "before 'machine'")
+        self.diags.report("SW2107", f"unknown machine '{name.value}'", name.span, label="no machine by this name",
+                          help=help)
+
     def _test_refs(self, test: TestView) -> None:
         for item in test.decl.items:
             if isinstance(item, (ast.Reply, ast.ReplyCalls, ast.Verdict, ast.TestTimeout, ast.Approval)):
-                self._state_ref(item.state, "SW6001", " in a test")
+                if ast.state_path(item.state) is None:  # a path into a called machine: checks/calls.py
+                    self._state_ref(item.state, "SW6001", " in a test")
             elif isinstance(item, ast.ExpectPath):
                 for name in item.states:
                     self._state_ref(name, "SW6001", " in a test")
@@ -631,9 +695,14 @@ def _standard_tools() -> str:
     return f"the standard tools are {quoted_list(sorted(STD_TOOLS), limit=len(STD_TOOLS))}"
 
 
-def resolve_names(machine: ast.Machine, diagnostics: Diagnostics) -> Symbols:
-    """Build the symbol tables and check every reference to a state, agent, type or tool."""
+def resolve_names(machine: ast.Machine, diagnostics: Diagnostics, uses: list[UsedFile] | None = None) -> Symbols:
+    """Build the symbol tables and check every reference to a state, agent, type, tool or machine; the
+    files `uses` names bring the machines `run` may name and the declarations the `use` lines import."""
     resolver = _Resolver(machine, diagnostics)
     resolver.declare()
+    if uses:
+        from .imports import declare_imports
+
+        declare_imports(resolver.symbols, uses, diagnostics, resolver.agent_view)
     resolver.check_references()
     return resolver.symbols

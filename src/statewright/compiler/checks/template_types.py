@@ -24,6 +24,7 @@ from jinja2 import nodes
 
 from ...diagnostics import Diagnostics, Span, did_you_mean
 from .. import ir
+from .callees import UntypedResult
 from .flow import Flow
 from .resolve import FieldRead, Symbols
 from .template_filters import FILTERS, FilterCall
@@ -472,6 +473,13 @@ class TemplateTypes:
             return (ir.ANY,)
         if isinstance(t, NamespaceValue):
             return self._namespace_field(t, key, at, span, shown)
+        if isinstance(t, UntypedResult):
+            if isinstance(key, str):
+                self._once(at, "SW4105", f"the result of machine '{t.machine}' has no declared type", span,
+                           label=f"'{shown}' has no field '{key}' to read",
+                           help=f"declare 'returns TYPE' in the machine that '{t.machine}' runs, or use '{shown}' "
+                                "as a whole")
+            return (ir.ANY,)
         if isinstance(t, TextOutput) and isinstance(key, str):
             self._once(at, "SW5002", f"state '{t.state}' has no typed output", span,
                        label=f"'{shown}' is plain text, so it has no field '{key}'",
@@ -518,7 +526,9 @@ class TemplateTypes:
         path = jinja_path(owner_node) if owner_node is not None else None
         allowed = self.narrowing.variants(owner_node).get(path) if path is not None and owner_node is not None \
             else None
-        options = tuple(o for o in t.options if allowed is None or o in allowed) or t.options
+        options = tuple(o for o in t.options if allowed is None or o in allowed)
+        if not options:  # the tests around the read rule every variant out: it is never rendered
+            return (ir.ANY,)
         fields = {o: self.symbols.fields_of(o) for o in options}
         having = [o for o in options if key in fields[o]]
         if not having:

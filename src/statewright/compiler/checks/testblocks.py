@@ -98,13 +98,15 @@ def _check_reply(item: ast.Reply, symbols: Symbols, diags: Diagnostics) -> None:
     view = symbols.states.get(item.state.value)
     if view is None:
         return
-    if view.kind in ("final", "none", "parallel"):
-        why = {"final": "is final", "parallel": "runs branches, not an agent or a tool"}.get(
-            view.kind, "runs no agent and no tool")
+    if view.kind in ("final", "none", "parallel", "call"):
+        why = {"final": "is final", "parallel": "runs branches, not an agent or a tool",
+               "call": "runs a machine"}.get(view.kind, "runs no agent and no tool")
         diags.report("SW6003", f"state '{view.name}' {why}, so it takes no reply", item.state.span,
                      label="nothing here reads a reply",
-                     help="script the replies of agent states, action states and the answers of states "
-                          "that ask a person")
+                     help=f"script the states of the machine it runs by path: 'reply {view.name}/STATE ...'"
+                     if view.kind == "call" else
+                     "script the replies of agent states, action states and the answers of states "
+                     "that ask a person")
         return
     want: TypeLike = step_output_type(view, symbols)  # (a map's element's: one reply per element, in order)
     if item.variant is not None and want == ir.ANY:
@@ -321,7 +323,8 @@ def _check_visit_expectation(item: ast.ExpectOutput | ast.ExpectInstruction, on_
         if view.kind != "agent":
             what = {"final": "a final state", "action": "an action state: it calls a tool",
                     "human": "a state that asks a person a question",
-                    "parallel": "a parallel state: its branches' agents have the instructions"}[view.kind]
+                    "parallel": "a parallel state: its branches' agents have the instructions",
+                    "call": "a state that runs a machine"}[view.kind]
             help_text = {"final": "expect the run's result instead: expect result ...",
                          "parallel": "expect the instruction of a branch's state instead"}.get(
                 view.kind, f"expect its output instead: expect output {name} ...")
@@ -400,3 +403,11 @@ def _check_result_can_match(test: TestView, symbols: Symbols, finals: list[State
 
 _VALUE_KINDS = {"int": "a number", "float": "a number", "bool": "true or false", "none": "none",
                 "list": "a list", "object": "an object"}
+
+
+# The checks of one scripted step, for a step that names a called machine's state by path (checks/calls.py):
+# the step is checked against that state, in that machine's symbol tables.
+check_reply = _check_reply
+check_reply_calls = _check_reply_calls
+check_verdict = _check_verdict
+check_timeout = _check_timeout

@@ -17,6 +17,7 @@ from ...diagnostics import Diagnostics, Span, did_you_mean, quoted_list
 from ...grammar import ast
 from ...runtime.tool_signatures import STD_TOOLS
 from .. import ir
+from .callees import UntypedResult, outcome_type
 from .constraints import constraint_of, lower_range, range_text, value_violations
 from .flow import EntryFacts, Flow
 from .resolve import (
@@ -61,7 +62,7 @@ class MaybeAbsent:
 
 
 TypeLike = (ir.Prim | ir.ListOf | ir.Optional_ | ir.Enum | ir.Named | ir.Variant | Record | TextOutput
-            | MaybeAbsent)
+            | MaybeAbsent | UntypedResult)
 
 
 def type_text(t: TypeLike) -> str:
@@ -82,6 +83,8 @@ def type_text(t: TypeLike) -> str:
         return t.label
     if isinstance(t, MaybeAbsent):
         return type_text(t.inner)
+    if isinstance(t, UntypedResult):
+        return f"the untyped result of {t.machine}"
     return "str"  # TextOutput
 
 
@@ -134,6 +137,9 @@ def step_output_type(view: StateView, symbols: Symbols) -> TypeLike:
         return TextOutput(view.name)
     if view.kind == "action" and view.call is not None:
         return tool_result_type(view.call.tool.dotted, symbols)
+    if view.kind == "call" and view.run is not None:  # the call's outcome (checks/callees.py)
+        callee = symbols.callees.get(view.run.machine.value)
+        return outcome_type(symbols, callee) if callee is not None else ir.ANY
     return ir.ANY
 
 
@@ -188,6 +194,8 @@ def _norm(t: TypeLike) -> TypeLike:
     if isinstance(t, MaybeAbsent):  # otherwise it behaves like an optional value
         inner = _norm(t.inner)
         return inner if isinstance(inner, ir.Optional_) else ir.Optional_(inner)  # type: ignore[arg-type]
+    if isinstance(t, UntypedResult):  # a value whose type is not known: anything may be done with it
+        return ir.ANY
     return ir.STR if isinstance(t, TextOutput) else t
 
 
@@ -620,7 +628,7 @@ class ExprChecker:
             return t
         options = tuple(o for o in inner.options if o in allowed)
         narrowed: TypeLike = (ir.Named(options[0]) if len(options) == 1 else ir.Variant(options) if options
-                              else inner)
+                              else ir.ANY)  # every variant ruled out: the read is never made
         return MaybeAbsent(narrowed, t.state) if isinstance(t, MaybeAbsent) else narrowed
 
     def variant_options(self, e: ast.Expr) -> tuple[str, ...] | None:
@@ -757,6 +765,12 @@ class ExprChecker:
                               else f"a state's value in a guard is '{base_expr.name}.output'")
             return ir.ANY
         base = self.present(self.infer(base_expr), e, base_expr)
+        if isinstance(base, UntypedResult):
+            self.diags.report("SW4105", f"the result of machine '{base.machine}' has no declared type",
+                              e.attr.span, label=f"so it has no field '{attr}' to read",
+                              help=f"declare 'returns TYPE' in the machine that '{base.machine}' runs, or use "
+                                   "the result as a whole")
+            return ir.ANY
         if isinstance(base, TextOutput):
             self.diags.report("SW4002", f"state '{base.state}' has no typed output", e.attr.span,
                               label=f"its output is plain text, so it has no field '{attr}'",

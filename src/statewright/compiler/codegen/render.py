@@ -8,6 +8,7 @@ or pasted into code unescaped.
 from __future__ import annotations
 
 import ast
+import builtins
 import dataclasses
 import hashlib
 import math
@@ -126,6 +127,11 @@ def template_environment() -> Any:
 
 
 class _RunnerView:
+    """The whole module: the runtime (or its import), then a part for each machine — every machine the
+    entry machine runs (directly or through others, each once) before the machines that run it, the entry
+    last — and the module's own API. All the parts take their names from one allocator, so no class,
+    function or literal of one machine can take another's name."""
+
     def __init__(self, machine: ir.Machine, index: RuntimeIndex, source_text: str, source_path: str,
                  version: str, runtime: str) -> None:
         self.machine = machine
@@ -133,46 +139,39 @@ class _RunnerView:
         self.runtime_mode = runtime
         self.source_path = source_path
         self.version = version
-        self.sha256 = hashlib.sha256(source_text.encode("utf-8")).hexdigest()
-        self.plans = plan_models(machine, reserved_names(index.names))
-        # the branch class of each variant's type, for every annotation of a variant (one table for all of
-        # them: a machine with thousands of variants has as many classes)
-        self.branch_classes = {name: p.class_name for name, p in self.plans.branches.items()}
-        self.guard_names = GuardNames.of(machine)
+        machines = ir.iter_machines(machine)  # the entry last
+        self.sha256 = machine_digest(machine, source_text)
+        reserved = reserved_names(index.names)
+        # the entry's names first, so a machine that runs none is written as it always was
+        classes = NameAllocator([*reserved, *dir(builtins)])
+        plans = {id(m): plan_models(m, reserved, classes) for m in (machines[-1], *machines[:-1])}
         # Function names avoid the runtime's names and the classes', and the state names (which share
         # SOURCE_MAP with them).
-        self.names = NameAllocator([*reserved_names(index.names), *self.plans.class_names.values(),
-                                    *(p.class_name for p in self.plans.outputs.values()),
-                                    *(p.class_name for p in self.plans.branches.values()),
-                                    *(s.name for s in machine.states)])
-        # Every source position of the machine, in one table: a change to the spec shifts the positions after
-        # it, and that shows as a change of this one block (and of the lines that changed), nowhere else.
-        self.source_map: dict[str, str] = {}
-        self.guards: list[str] = []
-        self.arg_builders: list[str] = []
-        self.guard_functions: dict[tuple[str, int], str] = {}
-        self.args_names: dict[str, str] = {}
-        self.join_names: dict[str, str] = {}  # parallel state -> its join guard's function
-        self.items_names: dict[str, str] = {}  # map state -> the function that builds its list
-        self.update_names: dict[tuple[str, int], str] = {}  # (state, index) -> the function of its update
-        # states that share another's work (the merge pass) are written after the states they share with
-        for state in sorted(machine.states, key=lambda s: s.shares is not None):
-            self._functions_for(state)
+        names = NameAllocator([*reserved, *(n for p in plans.values() for n in _class_names(p)),
+                               *(s.name for m in machines for s in m.states)])
+        self.parts: dict[int, _MachinePart] = {}
+        for m in (machines[-1], *machines[:-1]):
+            entry = m is machine
+            self.parts[id(m)] = _MachinePart(
+                m, plans[id(m)], names, source_text if entry else m.origin.source.text if m.origin else "",
+                source_path if entry else (m.origin.path if m.origin else m.name),
+                "MACHINE" if entry else names.claim(f"MACHINE_{m.name}"),
+                "SOURCE_MAP" if entry else names.claim(f"SOURCE_MAP_{m.name}"))
+        for m in machines:
+            part = self.parts[id(m)]
+            part.callees = {name: self.parts[id(callee)].literal_name for name, callee in m.machines}
+        self.ordered = [self.parts[id(m)] for m in machines]
 
     def context(self) -> dict[str, Any]:
-        classes = [self._model_source(p) for p in self.plans.types]
-        classes += [self._model_source(p) for p in self.plans.branches.values()]
-        classes += [self._model_source(p) for p in self._wrappers()]
-        rebuilds = [f"{p.class_name}.model_rebuild()" for p in self.plans.types if p.forward]
+        parts = [part.context() for part in self.ordered]
         api = self._api()
-        machine_call = self._machine_call()
-        machine_literal = "MACHINE = " + py_source(machine_call)
-        source_map = "SOURCE_MAP = " + py_source(self.source_map)
-        # The names the machine part uses, for its imports: the functions and classes are parsed; the
-        # MACHINE literal, which is most of the text, is read from the values it was written from.
-        used = _used_names("\n".join([*classes, *rebuilds, *api]))
-        used |= function_names("\n".join([*self.guards, *self.arg_builders]))
-        used |= literal_names(machine_call) | {"MACHINE", "SOURCE_MAP", "main"}
+        # The names the machine parts use, for their imports: the functions and classes are parsed; the
+        # MACHINE literals, which are most of the text, are read from the values they were written from.
+        used = _used_names("\n".join([c for p in parts for c in (*p["classes"], *p["rebuilds"])] + api))
+        used |= function_names("\n".join(f for p in parts for f in (*p["guards"], *p["arg_builders"])))
+        for part in self.ordered:
+            used |= literal_names(part.machine_call)
+        used |= {"MACHINE", "SOURCE_MAP", "main"}
         mode = self.runtime_mode
         runtime_import = ""
         if mode == RUNTIME_INLINE:
@@ -206,14 +205,7 @@ class _RunnerView:
             "runtime_version": self.version,
             "runtime_modules": wrap_words(", ".join(runtime.modules), WIDTH - 2) if inline else [],
             "runtime": runtime.body if inline else "",
-            "machine_name": self.machine.name,
-            "source_path": comment_text(self.source_path),
-            "classes": classes,
-            "rebuilds": rebuilds,
-            "guards": self.guards,
-            "arg_builders": self.arg_builders,
-            "source_map": source_map,
-            "machine": machine_literal,
+            "parts": parts,
             "api": api,
         }
 
@@ -221,6 +213,10 @@ class _RunnerView:
 
     def _docstring(self) -> str:
         lines = [f"Runner for the statewright machine `{self.machine.name}`."]
+        called = [p for p in self.ordered if p.machine is not self.machine]
+        if called:
+            lines += wrap_words("It runs " + ", ".join(f"`{p.machine.name}` ({comment_text(p.source_path)})"
+                                                       for p in called) + ", written below.", WIDTH)
         description = self.machine.description.strip()
         if description and _fits_docstring(description):
             lines += ["", description]
@@ -237,12 +233,104 @@ class _RunnerView:
             ]
         return '"""' + "\n".join(lines) + '\n"""'
 
+    # -- the module's own API
+
+    def _api(self) -> list[str]:
+        """The module's own `run` and `arun`: every option of the runtime's, spelled out."""
+        parameters = "".join(f"{INDENT}{name}: {annotation} = {default},\n"
+                             for name, annotation, default, _ in RUN_OPTIONS)
+        passed = "".join(f"{INDENT * 2}{name}={name},\n" for name, _, _, _ in RUN_OPTIONS)
+        documented = "".join(
+            "\n".join(textwrap.wrap(f"{name}: {doc}", WIDTH, initial_indent=INDENT * 2,
+                                    subsequent_indent=INDENT * 3)) + "\n"
+            for name, _, _, doc in RUN_OPTIONS)
+        blocks = []
+        for prefix, lead, summary in (
+            ("", "", "Run the machine to its end and return the RunResult; a failed run is a result too."),
+            ("async ", "await ", "`run` for async code: the same run, the same options, on the running event loop."),
+        ):
+            name = "arun" if prefix else "run"
+            blocks.append(
+                f"{prefix}def {name}(\n"
+                f"{INDENT}inputs: Mapping[str, Any] | None = None,\n"
+                f"{INDENT}*,\n"
+                f"{parameters}"
+                f") -> RunResult:\n"
+                f'{INDENT}"""{summary}\n\n'
+                f"{INDENT}inputs: the machine's inputs by name (see MACHINE.inputs).\n"
+                f"{INDENT}Options:\n"
+                f"{documented}"
+                f'{INDENT}"""\n'
+                f"{INDENT}return {lead}{name}_machine(\n"
+                f"{INDENT * 2}MACHINE,\n"
+                f"{INDENT * 2}inputs,\n"
+                f"{passed}"
+                f"{INDENT})\n"
+            )
+        return blocks
+
+
+
+class _MachinePart:
+    """One machine's part of the module: its classes, guard and argument functions, source map and
+    MachineSpec literal (bound to `literal_name`), with names from the module's one allocator."""
+
+    def __init__(self, machine: ir.Machine, plans: ModelPlans, names: NameAllocator, source_text: str,
+                 source_path: str, literal_name: str, source_map_name: str) -> None:
+        self.machine = machine
+        self.plans = plans
+        self.names = names
+        self.source_path = source_path
+        self.sha256 = machine_digest(machine, source_text)
+        self.literal_name = literal_name
+        self.source_map_name = source_map_name
+        self.callees: dict[str, str] = {}  # the machines it runs, by the name it runs them by -> their literal
+        # the branch class of each variant's type, for every annotation of a variant (one table for all of
+        # them: a machine with thousands of variants has as many classes)
+        self.branch_classes = {name: p.class_name for name, p in self.plans.branches.items()}
+        self.guard_names = GuardNames.of(machine)
+        # Every source position of the machine, in one table: a change to the spec shifts the positions after
+        # it, and that shows as a change of this one block (and of the lines that changed), nowhere else.
+        self.source_map: dict[str, str] = {}
+        self.guards: list[str] = []
+        self.arg_builders: list[str] = []
+        self.guard_functions: dict[tuple[str, int], str] = {}
+        self.args_names: dict[str, str] = {}
+        self.run_args_names: dict[str, str] = {}  # run state -> the function that builds the callee's inputs
+        self.join_names: dict[str, str] = {}  # parallel state -> its join guard's function
+        self.items_names: dict[str, str] = {}  # map state -> the function that builds its list
+        self.update_names: dict[tuple[str, int], str] = {}  # (state, index) -> the function of its update
+        # states that share another's work (the merge pass) are written after the states they share with
+        for state in sorted(machine.states, key=lambda s: s.shares is not None):
+            self._functions_for(state)
+        self.machine_call: Call | None = None
+
+    def context(self) -> dict[str, Any]:
+        classes = [self._model_source(p) for p in self.plans.types]
+        classes += [self._model_source(p) for p in self.plans.branches.values()]
+        classes += [self._model_source(p) for p in self._wrappers()]
+        rebuilds = [f"{p.class_name}.model_rebuild()" for p in self.plans.types if p.forward]
+        self.machine_call = self._machine_call()
+        return {
+            "machine_name": self.machine.name,
+            "source_path": comment_text(self.source_path),
+            "classes": classes,
+            "rebuilds": rebuilds,
+            "guards": self.guards,
+            "arg_builders": self.arg_builders,
+            "source_map": f"{self.source_map_name} = " + py_source(self.source_map),
+            "machine": f"{self.literal_name} = " + py_source(self.machine_call),
+        }
+
     # -- types
 
     def _wrappers(self) -> list[ModelPlan]:
         seen: list[str] = []
         out = []
-        for plan in self.plans.outputs.values():
+        wrappers = list(self.plans.outputs.values())
+        if self.plans.result is not None and self.plans.result.wrapper:
+            wrappers.append(self.plans.result)
+        for plan in wrappers:
             if plan.wrapper and plan.class_name not in seen:
                 seen.append(plan.class_name)
                 out.append(plan)
@@ -260,6 +348,8 @@ class _RunnerView:
             lines.append(f"# `{comment_text(plan.branch_of)}` as one variant of an output: "
                          f"{{{comment_text(json_string(plan.branch_of))}: ...}}")
             base = "VariantBranch"
+        elif plan.wrapper and plan is self.plans.result:
+            lines.append("# the result of the machine (`returns`), wrapped in an object as an output is")
         elif plan.wrapper:
             lines.append(f"# the output of state `{_state_of(self.plans, plan)}`, wrapped in an object for the model")
         lines.append(f"class {plan.class_name}({base}):")
@@ -295,6 +385,8 @@ class _RunnerView:
                     self.guard_functions[(state.name, index)] = shared
             if state.call is not None:
                 self.args_names[state.name] = self.args_names[state.shares]
+            if state.run is not None:
+                self.run_args_names[state.name] = self.run_args_names[state.shares]
             if state.shares in self.join_names:
                 self.join_names[state.name] = self.join_names[state.shares]
             if state.shares in self.items_names:
@@ -333,6 +425,8 @@ class _RunnerView:
                 f"{INDENT}{guard_return(t.guard, context)}\n"
             )
         self._update_functions(state)
+        if state.run is not None:
+            self._run_arguments(state, state.run)
         if state.call is not None:
             call = state.call
             name = self.names.claim(f"args_{state.name}")
@@ -365,13 +459,27 @@ class _RunnerView:
                 f"def {name}(s: Scope) -> Any:\n"
                 f"{INDENT}return {python_source(update.value, context)}\n"
             )
+    def _run_arguments(self, state: ir.State, run: ir.Run) -> None:
+        """The function that builds a called machine's inputs, as a tool call's arguments are built (in a
+        map of calls it sees the element)."""
+        name = self.names.claim(f"run_args_{state.name}")
+        self.run_args_names[state.name] = name
+        written = ", ".join(f"{a.name} = {spec_source(a.value)}" for a in run.args)
+        context = ExprContext(self.machine, self.plans, self.guard_names, state, each=each_names(self.machine, state))
+        items = "".join(INDENT * 2 + f"{py_string(a.name)}: {python_source(a.value, context)},\n" for a in run.args)
+        body = f"{{\n{items}{INDENT}}}" if items else "{}"
+        self.arg_builders.append(
+            f"# {comment_text('run ' + run.machine + '(' + written + ')')}\n"
+            f"def {name}(s: Scope) -> dict[str, Any]:\n"
+            f"{INDENT}return {body}\n"
+        )
 
     def _position(self, key: str, span: Span | None) -> object:
         """A construct's place in the source, as a reference into SOURCE_MAP ("" for IR with no source)."""
         if span is None:
             return ""
         self.source_map[key] = origin(span)
-        return Position(f"SOURCE_MAP[{py_string(key)}]")
+        return Position(f"{self.source_map_name}[{py_string(key)}]")
 
     # -- the MachineSpec literal
 
@@ -396,6 +504,9 @@ class _RunnerView:
             ("source_sha256", self.sha256),
             ("source_path", self.source_path),
             ("variant_types", {name: Raw(self.plans.class_names[name]) for name in self.plans.branches}),
+            ("machines", {name: Raw(literal) for name, literal in self.callees.items()}),
+            ("result_type", Raw(self.plans.result.class_name) if self.plans.result is not None else None),
+            ("result_wrapped", self.plans.result is not None and self.plans.result.wrapper),
             ("variables", tuple(self._variable(v) for v in m.variables)),
         ])
 
@@ -466,6 +577,13 @@ class _RunnerView:
                 ])),
                 ("origin", self._position(f"{s.name} parallel", s.parallel.origin)),
             ])
+        run = None
+        if s.run is not None:
+            run = _spec_call(runtime_spec.CallSpec, [
+                ("machine", s.run.machine),
+                ("args", Raw(self.run_args_names[s.name])),
+                ("origin", self._position(f"{s.name} run", s.run.origin)),
+            ])
         each = None
         if s.each is not None:
             each = _spec_call(runtime_spec.EachSpec, [
@@ -498,6 +616,7 @@ class _RunnerView:
             ("parallel", parallel),
             ("each", each),
             ("branch", s.branch),
+            ("run", run),
             ("updates", tuple(_spec_call(runtime_spec.UpdateSpec, [
                 ("reducer", u.reducer), ("var", u.var), ("value", Raw(self.update_names[(s.name, index)])),
                 ("text", spec_source(u.value)), ("origin", self._position(f"{s.name} update {index}", u.origin)),
@@ -534,45 +653,34 @@ class _RunnerView:
             ]) for i, e in enumerate(t.expect_vars))),
         ])
 
-    # -- the module's own API
-
-    def _api(self) -> list[str]:
-        """The module's own `run` and `arun`: every option of the runtime's, spelled out."""
-        parameters = "".join(f"{INDENT}{name}: {annotation} = {default},\n"
-                             for name, annotation, default, _ in RUN_OPTIONS)
-        passed = "".join(f"{INDENT * 2}{name}={name},\n" for name, _, _, _ in RUN_OPTIONS)
-        documented = "".join(
-            "\n".join(textwrap.wrap(f"{name}: {doc}", WIDTH, initial_indent=INDENT * 2,
-                                    subsequent_indent=INDENT * 3)) + "\n"
-            for name, _, _, doc in RUN_OPTIONS)
-        blocks = []
-        for prefix, lead, summary in (
-            ("", "", "Run the machine to its end and return the RunResult; a failed run is a result too."),
-            ("async ", "await ", "`run` for async code: the same run, the same options, on the running event loop."),
-        ):
-            name = "arun" if prefix else "run"
-            blocks.append(
-                f"{prefix}def {name}(\n"
-                f"{INDENT}inputs: Mapping[str, Any] | None = None,\n"
-                f"{INDENT}*,\n"
-                f"{parameters}"
-                f") -> RunResult:\n"
-                f'{INDENT}"""{summary}\n\n'
-                f"{INDENT}inputs: the machine's inputs by name (see MACHINE.inputs).\n"
-                f"{INDENT}Options:\n"
-                f"{documented}"
-                f'{INDENT}"""\n'
-                f"{INDENT}return {lead}{name}_machine(\n"
-                f"{INDENT * 2}MACHINE,\n"
-                f"{INDENT * 2}inputs,\n"
-                f"{passed}"
-                f"{INDENT})\n"
-            )
-        return blocks
-
 
 def _state_of(plans: ModelPlans, plan: ModelPlan) -> str:
     return next(state for state, p in plans.outputs.items() if p is plan)
+
+
+def _class_names(plans: ModelPlans) -> list[str]:
+    """Every class name a machine's part defines."""
+    names = [*plans.class_names.values(), *(p.class_name for p in plans.outputs.values()),
+             *(p.class_name for p in plans.branches.values())]
+    return [*names, plans.result.class_name] if plans.result is not None else names
+
+
+def machine_digest(machine: ir.Machine, source_text: str) -> str:
+    """The sha256 of a machine's source, and, for a machine that runs others, of theirs too (so the hash
+    a runner and a checkpoint carry changes whenever any file the machine is made of changes). Worked
+    out callees first, each once, without recursion (a chain of files as long as a project holds)."""
+    own = hashlib.sha256(source_text.encode("utf-8")).hexdigest()
+    if not machine.machines:
+        return own
+    digests: dict[int, str] = {}
+    for m in ir.iter_machines(machine):  # every machine after the machines it runs
+        text = source_text if m is machine else (m.origin.source.text if m.origin is not None else "")
+        mine = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        if m.machines:
+            mine = hashlib.sha256("\n".join([mine, *(f"{name}={digests[id(callee)]}" for name, callee in m.machines)])
+                                  .encode("utf-8")).hexdigest()
+        digests[id(m)] = mine
+    return digests[id(machine)]
 
 
 def _spec_call(cls: type, arguments: Sequence[tuple[str, object]]) -> Call:

@@ -94,14 +94,18 @@ class ModelPlans:
     class_names: Mapping[str, str] = field(default_factory=dict)  # declared type name -> Python class name
     # the branch class of each declared type some variant output offers, in order of first use
     branches: Mapping[str, ModelPlan] = field(default_factory=dict)
+    # `returns T`: the class a result is validated against (T's own, or a wrapper when T is not a record)
+    result: ModelPlan | None = None
 
     def output_of(self, state: str) -> ModelPlan | None:
         return self.outputs.get(state)
 
 
-def plan_models(machine: ir.Machine, reserved: Collection[str] = ()) -> ModelPlans:
-    """Class names, field attributes and output wrappers for a machine, avoiding `reserved` names."""
-    names = NameAllocator([*reserved, *dir(builtins)])
+def plan_models(machine: ir.Machine, reserved: Collection[str] = (), names: NameAllocator | None = None
+                ) -> ModelPlans:
+    """Class names, field attributes and output wrappers for a machine, avoiding `reserved` names (and
+    the names `names` has handed out: the classes of the other machines of one module)."""
+    names = names if names is not None else NameAllocator([*reserved, *dir(builtins)])
     class_names = {t.name: names.claim(t.name, "Type") for t in machine.types}
     ordered, forward = _dependency_order(machine.types)
     plans = [
@@ -132,7 +136,14 @@ def plan_models(machine: ir.Machine, reserved: Collection[str] = ()) -> ModelPla
             outputs[state.name] = ModelPlan(
                 class_name, class_name, (FieldPlan(WRAPPER_FIELD, WRAPPER_FIELD, state.output),), wrapper=True
             )
-    return ModelPlans(tuple(plans), outputs, class_names, branches)
+    result = None
+    if isinstance(machine.returns, ir.Named):
+        result = by_title[machine.returns.name]
+    elif machine.returns is not None:
+        class_name = names.claim(_camel(machine.name) + "Result")
+        result = ModelPlan(class_name, class_name, (FieldPlan(WRAPPER_FIELD, WRAPPER_FIELD, machine.returns),),
+                           wrapper=True)
+    return ModelPlans(tuple(plans), outputs, class_names, branches, result)
 
 
 def _field_plans(fields: tuple[ir.Field, ...]) -> tuple[FieldPlan, ...]:

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -34,11 +35,26 @@ class UnknownPass(ValueError):
 
 def run_passes(machine: ir.Machine, *, level: int = 1, disabled: Sequence[str] = (),
                log: list[str] | None = None) -> ir.Machine:
-    """Run the enabled passes in order; `log`, when given, receives one line per pass saying what it did."""
+    """Run the enabled passes in order; `log`, when given, receives one line per pass saying what it did.
+
+    The machines a machine runs are optimized the same way, each once (a machine two callers run stays one
+    machine), before it: a pass works within one machine, and a call is a state like any other to it."""
     known = {p.name for p in PASSES}
     unknown = [name for name in disabled if name not in known]
     if unknown:
         raise UnknownPass(f"unknown pass {unknown[0]!r}; passes are: {', '.join(sorted(known))}")
+    if not machine.machines:
+        return _run_passes(machine, level, disabled, log)
+    done: dict[int, ir.Machine] = {}
+    for m in ir.iter_machines(machine):
+        machines = tuple((name, done[id(callee)]) for name, callee in m.machines)
+        changed = any(new is not old for (_, new), (_, old) in zip(machines, m.machines))  # by identity: cheap
+        own = dataclasses.replace(m, machines=machines) if changed else m
+        done[id(m)] = _run_passes(own, level, disabled, log if m is machine else None)
+    return done[id(machine)]
+
+
+def _run_passes(machine: ir.Machine, level: int, disabled: Sequence[str], log: list[str] | None) -> ir.Machine:
     for p in PASSES:
         if level <= 0 or p.name in disabled:
             if log is not None:

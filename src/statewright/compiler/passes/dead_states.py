@@ -53,10 +53,13 @@ def eliminate_dead_states(machine: ir.Machine) -> ir.Machine:
         return machine
     states = tuple(s for s in machine.states if s.name in live)
     tests = tuple(_drop_dead_steps(t, live) for t in machine.tests)
-    return dataclasses.replace(machine, states=states, tests=tests)
+    run = {s.run.machine for s in states if s.run is not None}  # a machine only a dead state ran goes too
+    machines = tuple((name, m) for name, m in machine.machines if name in run)
+    return dataclasses.replace(machine, states=states, tests=tests, machines=machines)
 
 
 def _drop_dead_steps(test: ir.Test, live: set[str]) -> ir.Test:
-    steps = tuple(step for step in test.steps if step.state in live)
+    # a step for a called machine's state (`investigate[2]/draft`) goes with the state that runs it
+    steps = tuple(step for step in test.steps if step.state.split("/")[0].split("[")[0] in live)
     # compared by count, not by value: replies hold plain Python values, and 1 == 1.0 == True
     return test if len(steps) == len(test.steps) else dataclasses.replace(test, steps=steps)

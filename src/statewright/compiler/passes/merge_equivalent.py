@@ -214,15 +214,16 @@ def _plain_signature(state: ir.State) -> object:
     """What a state does and how its edges are labelled, in the fields that are text and numbers (cheap to
     hash); `_signature` adds the rest, so equal signatures have equal plain ones."""
     return (state.kind, state.agent, state.instruction, state.tell, state.visits, state.retries, state.result,
-            state.branch, tuple((t.kind, t.condition, t.max) for t in state.transitions),
+            state.branch, state.run.machine if state.run is not None else None,
+            tuple((t.kind, t.condition, t.max) for t in state.transitions),
             tuple((u.reducer, u.var) for u in state.updates), state.ask_before, state.tool_rounds)
 
 
 def _signature(state: ir.State) -> object:
     """Everything a state does, except where its edges lead: the plain part, then its output type, tool
-    call, branches, map, guards and the values its updates of run variables give (syntax trees, hashed node
-    by node). States that write different variables, or the same ones differently, are never one."""
-    return (_plain_signature(state), state.output, state.call, state.parallel, state.each,
+    call, run, branches, map, guards and the values its updates of run variables give (syntax trees, hashed
+    node by node). States that write different variables, or the same ones differently, are never one."""
+    return (_plain_signature(state), state.output, state.call, state.run, state.parallel, state.each,
             tuple(t.guard for t in state.transitions), tuple(u.value for u in state.updates))
 
 
@@ -252,6 +253,8 @@ def mentioned_names(state: ir.State) -> set[str]:
     stack: list[ast.Expr] = [t.guard for t in state.transitions if t.guard is not None]
     if state.call is not None:
         stack.extend(arg.value for arg in state.call.args)
+    if state.run is not None:
+        stack.extend(arg.value for arg in state.run.args)
     if state.parallel is not None and state.parallel.join.guard is not None:
         stack.append(state.parallel.join.guard)
     if state.each is not None:

@@ -249,11 +249,18 @@ class _Layout:
         shape and the text are all that printing needs (the caller keeps the tree's digest instead)."""
         machine, self.machine = self.machine, None  # type: ignore[assignment]
         root = self._machine(machine)
+        uses = [self._use(u) for u in machine.uses]  # the `use` lines before the machine
         del machine
         for comment in self.comments:
-            self._attach(root, comment)
+            if uses and comment.span.start < root.start:
+                self._attach_before_machine(uses, root, comment)
+            else:
+                self._attach(root, comment)
         out: list[str] = []
-        self._emit_leading(out, root, "", first=True, separated=False)
+        for i, use in enumerate(uses):
+            self._emit_leading(out, use, "", first=i == 0, separated=False)
+            self._emit(out, use, 0)
+        self._emit_leading(out, root, "", first=not uses, separated=bool(uses))
         self._emit(out, root, 0)
         for last in self.file_end:
             if last.blank_before:
@@ -321,6 +328,19 @@ class _Layout:
         else:
             self._attach_in_block(root, pos, text, after_code)
 
+    def _attach_before_machine(self, uses: list[_Element], root: _Element, comment: ast.Comment) -> None:
+        """A comment before the machine, among its `use` lines: before, inside or after one of them."""
+        pos = comment.span.start
+        text = comment.text.rstrip(_WHITESPACE)
+        following = [*uses, root]
+        i = bisect.bisect_right(uses, pos, key=_start_of)  # the uses that start before the comment
+        if i > 0 and pos < uses[i - 1].end:
+            _add(uses[i - 1], "inner", _Comment(text))
+        elif i > 0 and self._code_before_on_line(pos):
+            _add(uses[i - 1], "trailing", text)
+        else:
+            _add(following[i], "leading", _Comment(text, self._blank_before(pos)))
+
     def _attach_in_block(self, block: _Element, pos: int, text: str, after_code: bool) -> None:
         while True:
             if pos < block.open_pos:  # between the statement's first word and its bracket
@@ -376,6 +396,14 @@ class _Layout:
         return _Element(span.start, span.end, header, block=True, open_pos=open_pos, children=children,
                         group=group)
 
+    def _use(self, use: ast.UseDecl) -> _Element:
+        text = f"use {self._string(use.path, 0)}"
+        if use.alias is not None:
+            text += f" as {use.alias.value}"
+        if use.names is not None:
+            text += " { " + ", ".join(n.dotted for n in use.names) + " }" if use.names else " {}"
+        return _line(use.span, text, "uses")
+
     def _machine(self, m: ast.Machine) -> _Element:
         children = [self._machine_item(item) for item in m.items]
         return self._block(m.span, f"machine {m.name.value}", m.name.span.end, children)
@@ -402,6 +430,8 @@ class _Layout:
         if isinstance(item, ast.VarDecl):
             text = f"var {item.name.value}: {self._type(item.type, depth)} ="
             return self._valued(item.span, text, item.value, depth, group="vars")
+        if isinstance(item, ast.ReturnsSetting):
+            return _line(item.span, f"returns {self._type(item.type, depth)}", "inputs")
         if isinstance(item, ast.TypeDecl):
             fields = [self._field(f) for f in item.fields]
             return self._block(item.span, f"type {item.name.value}", item.name.span.end, fields, "type")
@@ -494,6 +524,9 @@ class _Layout:
         if isinstance(item, ast.ToolCall):
             args = ", ".join(f"{a.name.value} = {self._expr(a.value, depth)}" for a in item.args)
             return _line(item.span, f"call {item.tool.dotted}({args})")
+        if isinstance(item, ast.RunCall):
+            args = ", ".join(f"{a.name.value} = {self._expr(a.value, depth)}" for a in item.args)
+            return _line(item.span, f"run {item.machine.value}({args})")
         if isinstance(item, ast.Result):
             return _line(item.span, f"result {self._string(item.text, depth)}")
         if isinstance(item, ast.Fail):

@@ -17,6 +17,8 @@ A parallel state is drawn as a hexagon with an edge to each branch's entry (labe
 states of its branches sit in a box named for it, each branch's last states lead (dotted, "done") to a
 join node that names the join rule, and the parallel state's own transitions leave from the join node. A
 state that maps over a list is drawn as a subroutine box (dot: a double border) saying what it maps over.
+A state that runs another machine says which ("runs research"); the machine it runs is drawn by its own
+file's graph.
 """
 
 from __future__ import annotations
@@ -96,6 +98,8 @@ def _view(machine: ir.Machine) -> _View:
             lines.append("fails the run")
         if state.kind == "human":
             lines.append("asks a person")
+        if state.run is not None:
+            lines.append(_runs_line(machine, state.run))
         nodes.append(_Node(state.name, tuple(lines), state.final, shape, group_of.get(state.name)))
         source = state.name
         if state.parallel is not None:
@@ -110,6 +114,14 @@ def _view(machine: ir.Machine) -> _View:
         for t in state.transitions:
             edges.append(_edge(source, t, order, finals, state.name))
     return _View(machine.name, machine.start, tuple(nodes), tuple(edges))
+
+
+def _runs_line(machine: ir.Machine, run: ir.Run) -> str:
+    """`runs research` (and the machine's own name, when the caller runs it by another)."""
+    callee = next((m for name, m in machine.machines if name == run.machine), None)
+    if callee is None or callee.name == run.machine:
+        return f"runs {run.machine}"
+    return f"runs {run.machine} (machine {callee.name})"
 
 
 def _edge(source: str, t: ir.Transition, order: dict[str, int], finals: set[str], state: str = "") -> _Edge:

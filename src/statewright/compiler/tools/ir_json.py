@@ -15,7 +15,7 @@ from ...diagnostics import Span
 from ...grammar import ast
 from .. import ir
 
-IR_JSON_VERSION = 1
+IR_JSON_VERSION = 3
 
 
 def span_to_json(span: Span | None) -> dict[str, Any] | None:
@@ -122,6 +122,17 @@ def _call(call: ir.ToolCall | None) -> dict[str, Any] | None:
     }
 
 
+def _run(run: ir.Run | None) -> dict[str, Any] | None:
+    if run is None:
+        return None
+    return {
+        "machine": run.machine,
+        "args": [{"name": a.name, "value": expr_to_json(a.value), "origin": span_to_json(a.origin)}
+                 for a in run.args],
+        "origin": span_to_json(run.origin),
+    }
+
+
 def _parallel(p: ir.Parallel | None) -> dict[str, Any] | None:
     if p is None:
         return None
@@ -165,6 +176,7 @@ def _state(s: ir.State) -> dict[str, Any]:
         "parallel": _parallel(s.parallel),
         "each": _each(s.each),
         "branch": s.branch,
+        "run": _run(s.run),
         "updates": [{"reducer": u.reducer, "var": u.var, "value": expr_to_json(u.value),
                      "origin": span_to_json(u.origin)} for u in s.updates],
         "ask_before": list(s.ask_before),
@@ -210,9 +222,19 @@ def _test(t: ir.Test) -> dict[str, Any]:
 
 
 def ir_to_json(machine: ir.Machine) -> dict[str, Any]:
-    """The IR as plain JSON data, in the shape IR_JSON_SCHEMA describes."""
+    """The IR as plain JSON data, in the shape IR_JSON_SCHEMA describes.
+
+    The machines it runs, directly or through others, are listed once each under `called` (every machine
+    after the machines it runs), and a machine names the ones it runs by their place there: a machine two
+    callers run is written once, and a chain of calls is no deeper in the JSON than one call."""
+    order = ir.iter_machines(machine)[:-1]  # the entry last: it is the document itself
+    index = {id(m): i for i, m in enumerate(order)}
+    return {"ir_version": IR_JSON_VERSION, **_machine_json(machine, index),
+            "called": [_machine_json(m, index) for m in order]}
+
+
+def _machine_json(machine: ir.Machine, index: dict[int, int]) -> dict[str, Any]:
     return {
-        "ir_version": IR_JSON_VERSION,
         "name": machine.name,
         "description": machine.description,
         "inputs": [
@@ -251,6 +273,9 @@ def ir_to_json(machine: ir.Machine) -> dict[str, Any]:
         "origin": span_to_json(machine.origin),
         "variables": [{"name": v.name, "type": type_to_json(v.type), "initial": v.initial,
                        "origin": span_to_json(v.origin)} for v in machine.variables],
+        "returns": type_to_json(machine.returns) if machine.returns is not None else None,
+        # the machines its states run: the name it runs each by, and its place in `called`
+        "machines": [{"name": name, "called": index[id(callee)]} for name, callee in machine.machines],
     }
 
 
@@ -277,6 +302,45 @@ _CONSTRAINTS = {"$ref": "#/$defs/constraints"}
 # a bound: a number, or the name of the int input a run reads it from
 _BOUND: dict[str, Any] = {"anyOf": [{"type": "integer", "minimum": 1}, {"type": "string"}]}
 
+
+_MACHINE_PROPERTIES: dict[str, Any] = {
+    "name": _STR,
+    "description": _STR,
+    "inputs": {"type": "array", "items": _obj({
+        "name": _STR, "type": _REF["type"], "default": _REF["value"], "has_default": {"type": "boolean"},
+        "constraints": _CONSTRAINTS, "origin": _ORIGIN,
+    })},
+    "model": _STR,
+    "verifier_model": _STR,
+    "temperature": _nullable(_NUM),
+    "limits": _obj({"steps": {"type": "integer", "minimum": 1}, "cost_usd": _nullable(_NUM),
+                    "tokens": _nullable(_INT), "seconds": _nullable(_NUM)}),
+    "types": {"type": "array", "items": _obj({
+        "name": _STR,
+        "fields": {"type": "array", "items": _obj({"name": _STR, "type": _REF["type"], "doc": _STR,
+                                                   "constraints": _CONSTRAINTS, "origin": _ORIGIN})},
+        "origin": _ORIGIN,
+    })},
+    "tools": {"type": "array", "items": _obj({
+        "name": _STR, "import_path": _nullable(_STR), "options": {"type": "object"}, "secrets": _STRS,
+        "headers": {"type": "array", "items": _obj({"name": _STR, "value": _STR})},
+        "query": {"type": "array", "items": _obj({"name": _STR, "value": _STR})}, "origin": _ORIGIN,
+    })},
+    "agents": {"type": "array", "items": _obj({
+        "name": _STR, "prompt": _STR, "model": _STR, "temperature": _nullable(_NUM), "tools": _STRS,
+        "memory": {"enum": ["all", "none", "last"]}, "memory_count": _nullable(_INT), "fallbacks": _STRS,
+        "origin": _ORIGIN,
+    })},
+    "states": {"type": "array", "items": {"$ref": "#/$defs/state"}},
+    "start": _STR,
+    "tests": {"type": "array", "items": {"$ref": "#/$defs/test"}},
+    "origin": _ORIGIN,
+    "returns": _nullable(_REF["type"]),
+    "machines": {"type": "array", "items": _obj({"name": _STR, "called": {"type": "integer", "minimum": 0}})},
+    "variables": {"type": "array", "items": _obj({
+        "name": _STR, "type": _REF["type"], "initial": _REF["value"], "origin": _ORIGIN})},
+}
+
 IR_JSON_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "$id": "https://statewright.dev/schemas/ir.json",
@@ -284,41 +348,12 @@ IR_JSON_SCHEMA: dict[str, Any] = {
     "description": "A checked machine: references bound, defaults filled, source spans kept.",
     **_obj({
         "ir_version": {"const": IR_JSON_VERSION},
-        "name": _STR,
-        "description": _STR,
-        "inputs": {"type": "array", "items": _obj({
-            "name": _STR, "type": _REF["type"], "default": _REF["value"], "has_default": {"type": "boolean"},
-            "constraints": _CONSTRAINTS, "origin": _ORIGIN,
-        })},
-        "model": _STR,
-        "verifier_model": _STR,
-        "temperature": _nullable(_NUM),
-        "limits": _obj({"steps": {"type": "integer", "minimum": 1}, "cost_usd": _nullable(_NUM),
-                        "tokens": _nullable(_INT), "seconds": _nullable(_NUM)}),
-        "types": {"type": "array", "items": _obj({
-            "name": _STR,
-            "fields": {"type": "array", "items": _obj({"name": _STR, "type": _REF["type"], "doc": _STR,
-                                                       "constraints": _CONSTRAINTS, "origin": _ORIGIN})},
-            "origin": _ORIGIN,
-        })},
-        "tools": {"type": "array", "items": _obj({
-            "name": _STR, "import_path": _nullable(_STR), "options": {"type": "object"}, "secrets": _STRS,
-            "headers": {"type": "array", "items": _obj({"name": _STR, "value": _STR})},
-            "query": {"type": "array", "items": _obj({"name": _STR, "value": _STR})}, "origin": _ORIGIN,
-        })},
-        "agents": {"type": "array", "items": _obj({
-            "name": _STR, "prompt": _STR, "model": _STR, "temperature": _nullable(_NUM), "tools": _STRS,
-            "memory": {"enum": ["all", "none", "last"]}, "memory_count": _nullable(_INT), "fallbacks": _STRS,
-            "origin": _ORIGIN,
-        })},
-        "states": {"type": "array", "items": {"$ref": "#/$defs/state"}},
-        "start": _STR,
-        "tests": {"type": "array", "items": {"$ref": "#/$defs/test"}},
-        "origin": _ORIGIN,
-        "variables": {"type": "array", "items": _obj({
-            "name": _STR, "type": _REF["type"], "initial": _REF["value"], "origin": _ORIGIN})},
+        **_MACHINE_PROPERTIES,
+        # every machine the machine runs, directly or through others, once each
+        "called": {"type": "array", "items": {"$ref": "#/$defs/machine"}},
     }),
     "$defs": {
+        "machine": _obj(_MACHINE_PROPERTIES),
         "position": _obj({"line": {"type": "integer", "minimum": 1},
                           "column": {"type": "integer", "minimum": 1},
                           "offset": {"type": "integer", "minimum": 0}}),
@@ -381,12 +416,18 @@ IR_JSON_SCHEMA: dict[str, Any] = {
                           "guard": _nullable(_REF["expr"]), "origin": _ORIGIN}),
             "origin": _ORIGIN,
         }),
+        "run": _obj({
+            "machine": _STR,
+            "args": {"type": "array",
+                     "items": _obj({"name": _STR, "value": _REF["expr"], "origin": _ORIGIN})},
+            "origin": _ORIGIN,
+        }),
         "each": _obj({
             "index": _nullable(_STR), "item": _STR, "items": _REF["expr"], "max": _BOUND,
             "concurrency": {"type": "integer", "minimum": 1}, "origin": _ORIGIN,
         }),
         "state": _obj({
-            "name": _STR, "kind": {"enum": ["agent", "action", "human", "parallel", "final"]},
+            "name": _STR, "kind": {"enum": ["agent", "action", "call", "human", "parallel", "final"]},
             "agent": _nullable(_STR),
             "instruction": _nullable(_STR), "output": _nullable(_REF["type"]), "tell": _STRS,
             "visits": _nullable(_BOUND),
@@ -398,7 +439,7 @@ IR_JSON_SCHEMA: dict[str, Any] = {
             "origin": _ORIGIN, "shares": _nullable(_STR), "final": {"type": "boolean"},
             "model": _nullable(_STR), "fail": _nullable(_STR),
             "parallel": _nullable({"$ref": "#/$defs/parallel"}), "each": _nullable({"$ref": "#/$defs/each"}),
-            "branch": _nullable(_STR),
+            "branch": _nullable(_STR), "run": _nullable({"$ref": "#/$defs/run"}),
             "updates": {"type": "array", "items": _obj({
                 "reducer": {"enum": ["set", "append", "extend", "merge"]}, "var": _STR, "value": _REF["expr"],
                 "origin": _ORIGIN})},
