@@ -349,7 +349,9 @@ class RunCore(AgentSteps, ApprovalSteps, CallSteps, FanOutSteps, PersonSteps):
         if response.events:
             fields["events"] = response.events
         if run.content:
-            fields["messages"] = request.messages
+            # a copy: the agent's tool loop appends to its conversation, and a branch's or an element's
+            # events are written at the join
+            fields["messages"] = list(request.messages)
             reply: dict[str, Any] = {"content": response.content}
             if response.tool_calls:
                 reply["tool_calls"] = [{"id": c.id, "name": c.name, "arguments": c.arguments}

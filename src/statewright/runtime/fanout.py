@@ -15,14 +15,14 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from .approvals import ApprovalPaused, approval_key
+from .approvals import approval_key
 from .bounds import bound_text, bound_value
 from .concurrency import Cancel, Completed, Concurrently
 from .memory import AgentMemory
 from .person import Paused
 from .plan import MachinePlan, StatePlan, exit_fields, output_text
 from .result import Failure, RunFailed, Usage
-from .run_state import Run, Steps, _no_save, state_of_key
+from .run_state import Run, Steps, _no_save, call_key, state_of_key
 from .snapshot import FanOutRecord, TaskRecord
 from .spec import MachineSpec, Scope
 from .structured import to_jsonable, validate_typed
@@ -398,7 +398,7 @@ class FanOutSteps:
         while True:
             plan = plans[view.state]
             name = plan.name
-            if name in view.approvals:  # resumed at a tool call that waited: inside the step it entered
+            if _inside_step(view, plan):  # resumed inside the step it entered
                 visit = view.visits.get(name, 0)
             else:
                 self._check_limits(view, name, True)
@@ -508,7 +508,7 @@ class FanOutSteps:
         view = task.run
         assert view is not None
         name = plan.name
-        if approval_key(name, view.item) not in view.approvals:  # (else resumed inside its step)
+        if not _inside_step(view, plan):
             if view.events:
                 view.emit("item_start", {"state": name, "item": task.index})
             self._check_limits(view, name, True)
@@ -554,11 +554,12 @@ class FanOutSteps:
                 running.pop(task.key, None)
                 task.done, task.output, task.work = True, stop.value, None
                 return complete(task)
-            except Paused as stopped:  # a person is waited for: it goes on when the run is resumed
+            except Paused:  # a person is waited for: it goes on when the run is resumed, inside its step
                 running.pop(task.key, None)
                 task.work = None
-                if isinstance(stopped, ApprovalPaused):  # its step so far (and the calls it made) is the run's
-                    self._commit(run, task, cancelled=True)
+                # its step so far is the run's: the state it entered, the calls it made and its events
+                # (a machine it runs that waits has written its own so far)
+                self._commit(run, task, cancelled=True)
                 paused.append(task)
                 return False
             except BaseException:
@@ -665,3 +666,12 @@ class FanOutSteps:
             run.emit(event, {**fields, "time": at} if at is not None else fields)
         task.events = []
         task.committed_events = 0
+
+
+def _inside_step(view: Run, plan: StatePlan) -> bool:
+    """Whether a branch or an element was stopped inside its step at `plan`'s state, the state entered
+    and committed: at a tool call that waits for approval, or in a machine it runs that waits. It goes on
+    from there, without entering the state again."""
+    if approval_key(plan.name, view.item) in view.approvals:
+        return True
+    return plan.kind == "call" and call_key(plan, view)[0] in view.calls

@@ -33,9 +33,9 @@ else:
         TestSpec, ToolCallSpec, ToolSpec, Trace, TransitionSpec, arun_machine, guard_attribute,
         main, run_machine,
     )
-if RUNTIME_SHA256 != "bf7fdda0effd8fddbd7bf275a40f0bc0756ed385c7eb34bd5779f8b3c0ca8a09":
+if RUNTIME_SHA256 != "61ed1b12f32e39d46f83c221fbcb3c6688781304d0beddf2b4ce6d892949fde4":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 bf7fdda0effd), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 61ed1b12f32e), but "
         f"the statewright_runtime.py it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile "
         "--runtime module`, which rewrites the runtime too"
