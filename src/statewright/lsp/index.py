@@ -218,7 +218,7 @@ def _expr(expr: ast.Expr, states: set[str], inputs: set[str]) -> Iterator[Occurr
 
 def _test(decl: ast.TestDecl, symbols: Symbols | None) -> Iterator[Occurrence]:
     for item in decl.items:
-        if isinstance(item, (ast.Reply, ast.ReplyCalls, ast.Verdict, ast.TestTimeout)) and "/" in item.state.value:
+        if isinstance(item, (ast.Reply, ast.ReplyCalls, ast.Verdict, ast.TestTimeout, ast.Approval)) and "/" in item.state.value:
             continue  # a path into a called machine (project_index.py)
         if isinstance(item, (ast.Reply, ast.ReplyCalls, ast.Verdict, ast.ExpectFinal, ast.TestTimeout,
                              ast.ExpectOutput, ast.ExpectInstruction, ast.Approval)):

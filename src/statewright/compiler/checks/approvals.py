@@ -26,8 +26,8 @@ def check_approvals(symbols: Symbols, diags: Diagnostics) -> None:
             _check_state(view, symbols, diags)
     for test in symbols.tests:
         for item in test.decl.items:
-            if isinstance(item, ast.Approval):
-                _check_step(item, symbols, diags)
+            if isinstance(item, ast.Approval) and ast.state_path(item.state) is None:  # a path: checks/calls.py
+                check_approval_step(item, symbols, diags)
 
 
 def agent_tools(view: StateView, symbols: Symbols) -> list[str] | None:
@@ -76,7 +76,9 @@ def _check_state(view: StateView, symbols: Symbols, diags: Diagnostics) -> None:
                          help=did_you_mean(name, tools) or f"its tools are {quoted_list(tools)}")
 
 
-def _check_step(item: ast.Approval, symbols: Symbols, diags: Diagnostics) -> None:
+def check_approval_step(item: ast.Approval, symbols: Symbols, diags: Diagnostics) -> None:
+    """An `approve`, `reject` or `edit` step for a state of the machine of `symbols` (for a path into a called
+    machine, the step with the path's last state, against the called machine's symbols)."""
     view = symbols.states.get(item.state.value)
     if view is None:
         return  # reported during name resolution (SW6001)
