@@ -203,8 +203,8 @@ class AgentSteps:
             else:
                 decision = None
                 if tool in plan.ask_before:
-                    decision = yield from self._approve(run, plan, tool, call, args, _agent_tool_parameters(schemas, call.name),
-                                                        loop)
+                    parameters = _agent_tool_parameters(schemas, names, tool)
+                    decision = yield from self._approve(run, plan, tool, call, args, parameters, loop)
                     if decision.decision == "edit":
                         args = decision.arguments
                         _agent_rewrite_call(loop.tool_conversation, call.id, args)  # the agent called it with these
@@ -257,8 +257,10 @@ class _AgentToolCall:
         return str(self.data.get("arguments") or "")
 
 
-def _agent_tool_parameters(schemas: list[dict[str, Any]], function: str) -> dict[str, Any]:
-    """The JSON Schema of the arguments of the tool models call `function`."""
+def _agent_tool_parameters(schemas: list[dict[str, Any]], names: dict[str, str], tool: str) -> dict[str, Any]:
+    """The JSON Schema of the arguments of `tool`, described under its function name (`std_shell`): a call
+    may name the tool itself (`std.shell`, as scripts do), and an edit of it is checked all the same."""
+    function = next((f for f, t in names.items() if t == tool), tool)
     for schema in schemas:
         described = schema.get("function") or {}
         if described.get("name") == function:

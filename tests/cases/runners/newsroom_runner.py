@@ -35,9 +35,9 @@ else:
         StateSpec, TestSpec, Trace, TransitionSpec, arun_machine, guard_attribute, main,
         run_machine,
     )
-if RUNTIME_SHA256 != "61ed1b12f32e39d46f83c221fbcb3c6688781304d0beddf2b4ce6d892949fde4":
+if RUNTIME_SHA256 != "11b1e805329c9e81eab3ca6a25403753df29a687e36072528e9e4f24cae3ca91":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 61ed1b12f32e), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 11b1e805329c), but "
         f"the statewright_runtime.py it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile "
         "--runtime module`, which rewrites the runtime too"
