@@ -1,5 +1,4 @@
-"""Where each name is declared and used: states, agents, types, tools, inputs, run variables and fields of
-declared types.
+"""Where each name is declared and used: states, agents, types, tools, inputs, run variables and fields.
 
 The syntax tree gives the declarations and the plain references (transition targets, `agent w`, `tell`,
 `output T`, test blocks); the checks' own records give the reads they resolved with exact spans — the
