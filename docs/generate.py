@@ -146,8 +146,11 @@ def render_reporters(table: Any = None, codes: Mapping[str, Any] | None = None) 
 
 
 def render_example(name: str) -> str:
-    """The Markdown for one example: its graph (as `statewright graph` draws it), then its source."""
-    path = EXAMPLES_DIR / f"{name}.fsm"
+    """The Markdown for one example: its graph (as `statewright graph` draws it), then its source. An
+    example in a folder of its own (examples/NAME/NAME.fsm and the files it uses) shows its entry machine's
+    graph, then every file of the folder, the entry first."""
+    folder = EXAMPLES_DIR / name
+    path = folder / f"{name}.fsm" if folder.is_dir() else EXAMPLES_DIR / f"{name}.fsm"
     if not path.is_file():
         raise GenerationError(f"docs/examples.md names example '{name}', but {path} does not exist")
     api = _api()
@@ -155,12 +158,12 @@ def render_example(name: str) -> str:
     if not compilation.ok:
         problems = "; ".join(f"{d.code} {d.message}" for d in compilation.diagnostics)
         raise GenerationError(f"example {path.name} does not check: {problems}")
-    source = path.read_text(encoding="utf-8")
-    return "\n\n".join([
-        _fence(api.render_graph(compilation, "mermaid"), "mermaid"),
-        f"Source: `examples/{name}.fsm`",
-        _fence(source, "fsm"),
-    ])
+    files = [path, *sorted(p for p in folder.rglob("*.fsm") if p != path)] if folder.is_dir() else [path]
+    parts = [_fence(api.render_graph(compilation, "mermaid"), "mermaid")]
+    for file in files:
+        parts += [f"Source: `{file.relative_to(EXAMPLES_DIR.parent).as_posix()}`",
+                  _fence(file.read_text(encoding="utf-8"), "fsm")]
+    return "\n\n".join(parts)
 
 
 # ---- the IR page ---------------------------------------------------------------------------------

@@ -138,6 +138,20 @@ def test_a_constrained_draft_cut_off_by_the_token_limit_is_finished(tmp_path: Pa
     assert recorded["completed"]["added"].split() == ["->", "x", "}", "}"]  # type: ignore[index]
 
 
+def test_a_draft_is_one_machine_and_is_finished_wherever_it_stops() -> None:
+    """The draft grammar begins at the machine (no `use` of other files before it), so every constrained
+    draft is the beginning of a machine, and one cut off inside a field's description is finished."""
+    from statewright.designer.design import draft_source
+
+    gbnf = export_constraint("gbnf", draft=True)
+    assert gbnf.splitlines()[4] == 'root ::= machine "\\n"?' and "use-decl" not in gbnf
+    assert "use-decl" in export_constraint("gbnf")  # a file written by hand may use others
+    cut = 'machine source {\n  type T {\n    kind: str "for (type, value) in sys::map<int'
+    text, finished = draft_source(cut, constrained=True)
+    assert finished is not None and text.startswith(cut[: cut.index('"')])  # the cut string is dropped
+    assert parse_text(text).machine is not None and not parse_text(text).diagnostics
+
+
 def test_an_unconstrained_draft_cut_off_is_left_to_the_repair_loop(tmp_path: Path) -> None:
     scripted(GOOD[:400], [])
     outcome = api.design(TASK, output=str(tmp_path / "m.fsm"), model=MODEL, constrain="none", max_repairs=0)

@@ -11,6 +11,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from support.e2e_runs import EXAMPLES
 
 from statewright import api
 from statewright.cli import build_parser
@@ -107,7 +108,7 @@ def test_diagnostics_index_escapes_only_what_markdown_would_read_as_markup() -> 
 
 def test_examples_page_shows_every_bundled_example() -> None:
     page = (DOCS / "examples.md").read_text(encoding="utf-8")
-    assert set(_generator().examples_named(page)) == {p.stem for p in (ROOT / "examples").glob("*.fsm")}
+    assert set(_generator().examples_named(page)) == {p.stem for p in EXAMPLES}  # a folder's by its entry
 
 
 def test_examples_page_holds_each_graph_and_source() -> None:

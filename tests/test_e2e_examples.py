@@ -22,10 +22,14 @@ from statewright import api
 from statewright.runtime.testing import run_test
 
 
-def _test_names(example: Path) -> list[str]:
+def _test_names(example: Path, *, called: bool = False) -> list[str]:
+    """The example's test blocks; with `called`, also those of the machines it runs, named after their
+    machine (as a runner's --selftest names them)."""
     machine: Any = api.runtime_machine(api.check_file(example))
     names = [t.name for t in machine.tests]
     assert names, f"{example.name} has no test blocks"
+    if called:
+        names += [f"{callee.name}: {t.name}" for callee in machine.machines.values() for t in callee.tests]
     return names
 
 
@@ -44,7 +48,7 @@ def test_the_generated_runner_passes_its_self_tests_without_statewright(example:
     runner = compile_runner(example, tmp_path / f"{example.stem}_runner.py")
     done = runner_process(bare_python, runner, "--selftest", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
-    names = _test_names(example)
+    names = _test_names(example, called=True)  # the runner holds the machines the example runs, and tests them
     assert done.stdout.splitlines() == [f"PASS  {name}" for name in names]
     assert f"{len(names)} passed, 0 failed" in done.stderr
 
@@ -108,3 +112,37 @@ def test_support_triage_pauses_under_statewright_run_and_a_generated_runner_resu
     assert result["path"] == ["classify", "draft_escalation", "approve", "sent"]
     assert result["result"] == "Fixed: a bad deploy, rolled back."
     assert result["usage"]["llm_calls"] == 2  # the two scripted calls before the question, made once
+
+
+def test_newsroom_waits_inside_its_writing_team_and_a_generated_runner_resumes_it_there(
+        bare_python: Path, tmp_path: Path) -> None:
+    """The project example pauses at the approval inside the call of its writing team (`write/approve`,
+    exit status 4) under `statewright run`; its runner, without statewright, resumes it there: the
+    research calls, the brief and the draft are not made again, and the run ends as the person says."""
+    import json
+
+    example = next(p for p in EXAMPLES if p.stem == "newsroom")
+    findings = {"summary": "FSMs halt.", "sources": [{"title": "Automata", "url": "https://example.org/a"}]}
+    holds = {"verdict": "holds", "missing": ""}
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"agent": {
+        "investigate[0]/gather": [findings], "investigate[0]/check": [holds], "investigate[0]/report": [findings],
+        "brief": [{"headline": "FSMs", "claim": "FSMs halt", "points": ["bounds"]}],
+        "fact_check/gather": [findings], "fact_check/check": [holds], "fact_check/report": [findings],
+        "write/draft": ["Bounded machines halt."]}}), encoding="utf-8")
+    db = tmp_path / "runs.sqlite"
+    started = cli("run", str(example), "--input", 'topics=["FSMs"]', "--script", str(script), "--checkpoint",
+                  str(db), "--run-id", "story-1", cwd=tmp_path)
+    assert started.returncode == 4, started.stderr
+    waiting = json.loads(started.stdout)["waiting"]
+    assert waiting["state"] == "approve" and 'Publish "FSMs"?' in waiting["question"]
+    assert "at state write/approve" in started.stderr
+    assert f"statewright resume story-1 --checkpoint {db} --answer" in started.stderr
+    runner = compile_runner(example, tmp_path / "newsroom_runner.py")
+    done = runner_process(bare_python, runner, "--checkpoint", str(db), "--resume", "story-1", "--script",
+                          str(script), "--answer", '{"approve": true, "notes": ""}', cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["path"] == ["investigate", "brief", "fact_check", "write", "done"]
+    assert result["result"] == "Bounded machines halt."
+    assert result["usage"]["llm_calls"] == 8  # each scripted call before the question, made once

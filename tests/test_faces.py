@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.e2e_runs import ROOT
+from support.e2e_runs import EXAMPLES, ROOT
 from support.face_machines import random_machine, with_recorded_tests
 
 from statewright import api
@@ -67,7 +67,9 @@ def _checked_with_tests(path: Path) -> bool:
 def build_corpus(directory: Path) -> list[Case]:
     directory.mkdir(parents=True, exist_ok=True)
     sources: list[tuple[str, Path]] = []
-    sources += [(f"example_{p.stem}", p) for p in sorted((ROOT / "examples").glob("*.fsm"))]
+    for example in EXAMPLES:  # a project in a folder: every file of it, each with its own tests
+        files = sorted(example.parent.rglob("*.fsm")) if example.parent.name == example.stem else [example]
+        sources += [(f"example_{p.stem}", p) for p in files]
     sources += [(f"faces_{p.stem}", p) for p in sorted((ROOT / "tests" / "cases" / "faces").glob("*.fsm"))]
     for path in sorted((ROOT / "tests" / "cases").rglob("*.fsm")):
         if "faces" not in path.parts and _checked_with_tests(path):

@@ -13,12 +13,12 @@ import os
 from pathlib import Path
 
 import pytest
+from support.e2e_runs import EXAMPLES
 
 from statewright import api
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNNERS = ROOT / "tests" / "cases" / "runners"
-EXAMPLES = sorted((ROOT / "examples").glob("*.fsm"))
 UPDATE = os.environ.get("UPDATE_EXPECT") == "1"
 
 
@@ -29,8 +29,7 @@ def golden_path(example: Path) -> Path:
 def generated(example: Path, runtime: str = "module") -> str:
     """What `statewright compile EXAMPLE -o tests/cases/runners/NAME_runner.py --runtime module` writes."""
     output = golden_path(example)
-    name = api.runner_source_name(example, output)
-    return api.generate_runner(api.check_text(example.read_text(encoding="utf-8"), name), runtime=runtime)
+    return api.generate_runner(api.check_for_runner(example, output), runtime=runtime)
 
 
 def compare(path: Path, actual: str) -> None:

@@ -13,7 +13,7 @@ from statewright import api
 
 ROOT = Path(__file__).resolve().parent.parent
 PORTS = {
-    "coming-from-langgraph.md": sorted((ROOT / "examples" / "langgraph").glob("*.fsm")),
+    "coming-from-langgraph.md": sorted((ROOT / "examples" / "langgraph").rglob("*.fsm")),
     "coming-from-crewai.md": sorted((ROOT / "examples" / "crewai").glob("*.fsm")),
 }
 ALL = [(page, path) for page, paths in PORTS.items() for path in paths]
@@ -40,7 +40,7 @@ def test_a_port_checks_clean_is_canonical_and_passes_its_tests(page: str, path: 
 @pytest.mark.parametrize("page, path", ALL, ids=lambda x: x.stem if isinstance(x, Path) else x)
 def test_the_guide_shows_each_port_exactly(page: str, path: Path) -> None:
     guide = (ROOT / "docs" / page).read_text(encoding="utf-8")
-    assert f"examples/{path.parent.name}/{path.name}" in guide
+    assert path.relative_to(ROOT).as_posix() in guide
     body = path.read_text(encoding="utf-8").rstrip("\n")
     blocks = re.findall(r"```fsm\n(.*?)\n```", guide, re.DOTALL)
     assert body in blocks, f"{page} does not show {path.name} as the file holds it"

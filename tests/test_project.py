@@ -320,3 +320,99 @@ def test_test_of_a_folder_checks_and_reports_each_file_once(tmp_path: Path, pars
     assert err.count("error[SW2002]") == 1 and err.count("error[SW2102]") == 2
     assert parses == {"team.fsm": 1, "a.fsm": 1, "b.fsm": 1}
     assert "3 files did not check" in err
+
+
+RECORDS_TEAM = """\
+machine review {
+    input draft: Draft
+    input earlier: list[Draft] = []
+    returns Draft
+
+    type Draft {
+        title: str
+        notes: list[str]
+    }
+
+    agent editor {
+        prompt "You edit."
+    }
+
+    start state edit {
+        agent editor
+        do "Edit {{ draft.title }} ({{ earlier | length }} earlier drafts)."
+        output Draft
+        -> done
+    }
+
+    final state done
+}
+"""
+
+RECORDS_LEAD = """\
+use "review.fsm" { Draft }
+
+machine lead {
+    agent writer {
+        prompt "You write."
+    }
+
+    start state write {
+        agent writer
+        do "Write."
+        output Draft
+        -> first
+    }
+
+    state first {
+        run review(draft = write.output, earlier = [write.output])
+        when output.ok and output.result != none -> second
+        otherwise -> failed
+    }
+
+    state second {
+        run review(draft = first.output.result or write.output, earlier = [write.output, first.output.result or write.output])
+        when output.ok -> done
+        otherwise -> failed
+    }
+
+    final state done
+    final state failed
+
+    test "a record goes to a called machine, and its result to the next call" {
+        reply write { title "t", notes ["a"] }
+        reply first/edit { title "t2", notes ["a", "b"] }
+        reply second/edit { title "t3", notes [] }
+        expect path [write, first, second, done]
+        expect output second {
+            ok true
+            final "done"
+        }
+    }
+}
+"""
+
+
+def test_records_reach_a_called_machine_as_values_of_its_own_type_on_every_local_face(tmp_path: Path) -> None:
+    """A caller's record (its output, a list of them, another call's result) given to a called machine's
+    input of that type: the type is one declaration, and the called machine checks the value against its
+    own class for it as it checks any input."""
+    import sys
+
+    from support.e2e_runs import cli, compile_runner, runner_process
+
+    write(tmp_path, {"review.fsm": RECORDS_TEAM, "lead.fsm": RECORDS_LEAD})
+    done = cli("test", str(tmp_path / "lead.fsm"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    runner = compile_runner(tmp_path / "lead.fsm", tmp_path / "lead_runner.py")
+    ran = runner_process(sys.executable, runner, "--selftest")
+    assert ran.returncode == 0 and "PASS  a record goes to a called machine" in ran.stdout, ran.stdout + ran.stderr
+    machine = api.load(tmp_path / "lead.fsm")
+    script = {"agent": {"write": [{"title": "t", "notes": []}], "first/edit": [{"title": "t2", "notes": []}],
+                        "second/edit": [{"title": "t3", "notes": ["c"]}]}}
+    trace = tmp_path / "trace.jsonl"
+    result = machine.run({}, script=script, trace=str(trace), trace_content=True)
+    assert result.final_state == "done", result.failure
+    assert result.outputs["second"].result.notes == ["c"]
+    asked = [e["messages"][-1]["content"] for e in map(json.loads, trace.read_text().splitlines())
+             if e["event"] == "llm_call" and e.get("call") == "second"]
+    assert asked == ["Edit t2 (2 earlier drafts)."]

@@ -548,6 +548,82 @@ def test_a_worker_killed_mid_runs_leaves_them_to_the_other_and_no_completed_call
     assert sum(r.usage.llm_calls for r in results) == runs * 4
 
 
+LEAD = """use "linear.fsm"
+
+machine lead {
+    description "A step of its own, the four steps of `linear` as a call, and a step after it."
+    input topic: str
+    model "openai/fake-model"
+    agent planner { prompt "You plan." }
+    start state plan { agent planner  do "Plan about {{ topic }}."  -> work }
+    state work {
+        run linear(topic = topic)
+        when output.ok -> wrap
+        otherwise -> failed
+    }
+    state wrap { agent planner  do "Wrap up about {{ topic }}."  -> done }
+    final state done
+    final state failed { fail "the call failed" }
+}
+"""
+
+
+@pytest.mark.slow
+def test_a_worker_killed_inside_calls_leaves_them_to_the_other_and_no_completed_call_is_made_again(
+        server: DevServer, workers: Workers, tmp_path: Path) -> None:
+    """Runs whose workers die while they are inside a call of another machine go on at the other worker,
+    inside the call: only calls the killed worker had in flight are made again, each once."""
+    (tmp_path / "linear.fsm").write_text(LINEAR)
+    spec = tmp_path / "lead.fsm"
+    spec.write_text(LEAD)
+    delay = 0.5
+    with FakeOpenAIServer(default=Slow(delay, Reply(text="done"))) as fake:
+        def env(name: str) -> dict[str, str]:
+            return {"OPENAI_API_KEY": "sk-fake-key-for-tests", "OPENAI_API_BASE": f"{fake.url}/{name}/v1"}
+
+        doomed = workers.start("--spec", str(spec), "--task-queue", "kill-calls", "--concurrency", "4",
+                               helper=True, env=env("doomed"))
+        workers.start("--spec", str(spec), "--task-queue", "kill-calls", "--concurrency", "4", helper=True,
+                      env=env("other"))
+        lead = machine(spec)
+        runs = 8
+
+        async def go() -> tuple[list[Any], float]:
+            runner = TemporalRunner(lead, server.address, task_queue="kill-calls", heartbeat=4.0)
+            handles = [await runner.start({"topic": f"topic-{i}"}, run_id=f"kill-calls-{i}") for i in range(runs)]
+
+            def doomed_inside_a_call() -> bool:  # a call of `linear` the doomed worker began just now
+                now = time.monotonic()
+                return any(r.path.startswith("/doomed/") and now - r.at < delay / 2
+                           and r.body["messages"][-1]["content"].startswith("Step") for r in fake.requests)
+
+            while len(fake.requests) < runs + 4 or not doomed_inside_a_call():
+                await asyncio.sleep(0.02)
+            killed_at = time.monotonic()
+            workers.kill(doomed)
+            results = await asyncio.wait_for(asyncio.gather(*(temporal_result(h) for h in handles)), 180)
+            return list(results), killed_at
+
+        results, killed_at = asyncio.run(go())
+    assert all(r.ok and r.path == ["plan", "work", "wrap", "done"] for r in results), [r.failure for r in results]
+
+    def key(request: Any) -> tuple[str, str]:
+        text = request.body["messages"][-1]["content"]
+        return text.split(" about ")[1], text.split(" about ")[0]
+
+    counts = Counter(key(r) for r in fake.requests)
+    assert set(counts) == {(f"topic-{i}.", step) for i in range(runs)
+                           for step in ("Plan", "Step one", "Step two", "Step three", "Step four", "Wrap up")}
+    repeated = {k for k, n in counts.items() if n > 1}
+    assert any(step.startswith("Step") for _, step in repeated)  # the kill came inside a call
+    for call in repeated:  # made again only if the killed worker had it in flight, and then once
+        first, *again = [r for r in fake.requests if key(r) == call]
+        assert first.path.startswith("/doomed/") and killed_at - delay - 1.0 <= first.at <= killed_at, call
+        assert [r.path.startswith("/other/") for r in again] == [True], call
+    assert not [r for r in fake.requests if r.path.startswith("/doomed/") and r.at > killed_at]
+    assert sum(r.usage.llm_calls for r in results) == runs * 6
+
+
 def test_the_status_of_a_run_nobody_started(server: DevServer) -> None:
     with pytest.raises(TemporalRunError, match="no run"):
         asyncio.run(temporal_status(server.address, "never-started"))

@@ -362,6 +362,9 @@ machine m {
     ('second.output.text == ""', ["SW4014", "SW4031"]),  # may not have run, and not every variant has it
     ('second.output != none and second.output.text == ""', ["SW4031"]),  # it has run: still a variant
     ("second.output is none", ["SW4032"]),
+    # tests that rule every variant out: the read is never made, so nothing is wrong with it
+    ('second.output is A and second.output is B and second.output.reason == ""', []),
+    ('second.output is A and (second.output is not A) and second.output.missing == ""', []),
 ])
 def test_is_narrows_like_a_none_test(guard: str, codes: list[str]) -> None:
     found = [d.code for d in api.check_text(NARROWING.replace("GUARD", guard), "m.fsm").diagnostics]
@@ -406,3 +409,39 @@ def test_a_runner_for_thousands_of_variants_compiles_imports_and_passes_its_self
     # the union the model is offered holds every variant, in the spec's order
     assert list(module.SOutput.model_fields["value"].annotation.__args__) == [
         getattr(module, f"V{i}Variant") for i in range(n)]
+
+
+ENTERED_AS_A = """\
+machine m {
+    type A { text: str }
+    type B { reason: str }
+    agent w { prompt "p" }
+    start state first {
+        agent w
+        do "x"
+        output A | B
+        when output is A -> second
+        otherwise -> done
+    }
+    state second {
+        agent w
+        do "TEMPLATE"
+        -> done
+    }
+    final state done
+}
+"""
+
+
+@pytest.mark.parametrize(("template", "codes"), [
+    # `second` is entered only once `first.output is A`: an else branch of `is A` is never rendered
+    ("{% if first.output is A %}{{ first.output.text }}{% else %}{{ first.output.reason }}{% endif %}", []),
+    ("{% if first.output is B %}{{ first.output.reason }}{% endif %}", []),
+    ("{{ first.output.text if first.output is A else first.output.nothing }}", []),
+    ("{{ first.output.text }}", []),
+    ("{{ first.output.reason }}", ["SW2006"]),  # outside such a branch it is an A, which has no reason
+])
+def test_a_branch_the_transitions_in_rule_out_is_never_checked_against_a_variant(template: str,
+                                                                              codes: list[str]) -> None:
+    found = [d.code for d in api.check_text(ENTERED_AS_A.replace("TEMPLATE", template), "m.fsm").diagnostics]
+    assert found == codes

@@ -14,7 +14,10 @@ from types import ModuleType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = sorted((ROOT / "examples").glob("*.fsm"))
+# the bundled examples: a machine in a file of its own, or a project in a folder of its own (examples/NAME/,
+# its entry machine in NAME.fsm); the side-by-side ports (examples/langgraph/, crewai/) are tests/test_ports.py's
+EXAMPLES = sorted([*(ROOT / "examples").glob("*.fsm"),
+                   *(d / f"{d.name}.fsm" for d in (ROOT / "examples").iterdir() if (d / f"{d.name}.fsm").is_file())])
 EXAMPLE_IDS = [p.stem for p in EXAMPLES]
 
 # Trace fields that differ between two runs doing the same thing: clock readings, durations, the random

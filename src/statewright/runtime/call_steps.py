@@ -29,6 +29,7 @@ from .result import Failure, RunFailed
 from .run_state import Run, Steps, call_key, real_run, state_of_key, where_of_key
 from .snapshot import Delta, Snapshot, make_delta
 from .spec import Scope
+from .structured import to_jsonable
 
 
 class CallSteps:
@@ -73,7 +74,9 @@ class CallSteps:
             scope = Scope(run.outputs.get(run.last_state) if run.last_state else None, run.inputs, run.outputs,
                           run.visits, run.locals or {})
             try:
-                inputs = spec.args(scope)
+                # as plain data, as if given from outside: a record of the caller's is checked against the
+                # called machine's own class of that type (the same declaration, another class)
+                inputs = {name: to_jsonable(value) for name, value in spec.args(scope).items()}
             except Exception as exc:  # noqa: BLE001 - reported as the step's failure
                 raise RunFailed(Failure("guard", f"state '{plan.name}': the inputs of {spec.machine}(...) could "
                                                  f"not be computed: {type(exc).__name__}: {exc}", state=plan.name,

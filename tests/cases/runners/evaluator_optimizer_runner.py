@@ -31,9 +31,9 @@ else:
         MachineSpec, ModelClient, RunResult, Scope, Script, StateSpec, TestSpec, Trace,
         TransitionSpec, arun_machine, main, run_machine,
     )
-if RUNTIME_SHA256 != "d4436d5194992f20f1a2001cfe828fd3f1326444a0c717a3d8d737b6251159bb":
+if RUNTIME_SHA256 != "6ab88fea2a50dbf7c14795a40b384da8073557bcaca276653a59a46edd73402f":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 d4436d519499), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 6ab88fea2a50), but "
         f"the statewright_runtime.py it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile "
         "--runtime module`, which rewrites the runtime too"

@@ -524,7 +524,9 @@ class TemplateTypes:
         path = jinja_path(owner_node) if owner_node is not None else None
         allowed = self.narrowing.variants(owner_node).get(path) if path is not None and owner_node is not None \
             else None
-        options = tuple(o for o in t.options if allowed is None or o in allowed) or t.options
+        options = tuple(o for o in t.options if allowed is None or o in allowed)
+        if not options:  # the tests around the read rule every variant out: it is never rendered
+            return (ir.ANY,)
         fields = {o: self.symbols.fields_of(o) for o in options}
         having = [o for o in options if key in fields[o]]
         if not having:

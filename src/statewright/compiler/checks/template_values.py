@@ -125,7 +125,7 @@ def only_variants(t: Any, allowed: frozenset[str]) -> Any:
         options = tuple(o for o in t.options if o in allowed)
         if len(options) == 1:
             return ir.Named(options[0])
-        return ir.Variant(options) if options else t
+        return ir.Variant(options) if options else ir.ANY  # no variant left: the read never runs
     return t
 
 

@@ -613,7 +613,7 @@ class ExprChecker:
             return t
         options = tuple(o for o in inner.options if o in allowed)
         narrowed: TypeLike = (ir.Named(options[0]) if len(options) == 1 else ir.Variant(options) if options
-                              else inner)
+                              else ir.ANY)  # every variant ruled out: the read is never made
         return MaybeAbsent(narrowed, t.state) if isinstance(t, MaybeAbsent) else narrowed
 
     def variant_options(self, e: ast.Expr) -> tuple[str, ...] | None:

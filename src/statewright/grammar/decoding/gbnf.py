@@ -82,6 +82,24 @@ class _Edges:
 
 # The draft layout: what a model writing a machine needs, and nothing it could spend a token budget on.
 DRAFT_INDENT = 32  # spaces after a newline: eight levels of blocks
+DRAFT_START = "machine"  # a draft is one file's machine
+
+
+def _reachable(rules: dict[str, Node], start: str) -> set[str]:
+    """The rules `start` uses, directly or through others."""
+    seen = {start}
+    todo = [rules[start]]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, Ref):
+            if node.rule not in seen:
+                seen.add(node.rule)
+                todo.append(rules[node.rule])
+        elif isinstance(node, (Seq, Choice)):
+            todo.extend(node.items if isinstance(node, Seq) else node.options)
+        elif isinstance(node, Repeat):
+            todo.append(node.item)
+    return seen
 
 
 def render_gbnf(grammar: ConstraintGrammar, draft: bool = False) -> str:
@@ -189,13 +207,17 @@ class _Writer:
 
     def render(self, draft: bool = False) -> str:
         g = self.grammar
-        if draft:
-            lines = [HEADER + DRAFT_NOTE, f'root ::= {self.names[g.start]} "\\n"?', ""]
+        if draft:  # one machine, as the designer drafts it: no `use` of other files before it
+            start = DRAFT_START if DRAFT_START in self.rules else g.start
+            lines = [HEADER + DRAFT_NOTE, f'root ::= {self.names[start]} "\\n"?', ""]
+            kept = _reachable(self.rules, start)
         else:
             lines = [HEADER, f"root ::= {OPTIONAL_SEPARATOR} {self.names[g.start]} {OPTIONAL_SEPARATOR}"
                      + "".join(f" {t}?" for t in self._open_ended_ignored()), ""]
+            kept = set(self.rules)
         for name, body in self.rules.items():
-            lines.append(f"{self.names[name]} ::= {self.rule(body)}")
+            if name in kept:
+                lines.append(f"{self.names[name]} ::= {self.rule(body)}")
         lines.append("")
         for name, node in g.terminals.items():
             if name in g.ignore and (draft or _single_run(node)):
