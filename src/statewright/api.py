@@ -591,6 +591,31 @@ def import_file(source_format: str, path: str | Path, *, repair: bool = False, b
                             output=output)
 
 
+def write_import(outcome: ImportOutcome, output: str | Path) -> list[str]:
+    """Write an import to `output`, and the machines it runs (`outcome.files`, an AutoAgent agent form's) to
+    their folder beside it, creating the folder; the paths written, `output` first. Nothing is written over a
+    file `statewright import` did not write, nor through a symbolic link into the folder: such paths are
+    an ImportOverwriteError (a FileExistsError) naming them all, raised before anything is written. Other
+    failures are OSErrors."""
+    from .importers.writing import ImportInTheWay
+    from .importers.writing import write_import as write
+
+    try:
+        return write(outcome, str(output))
+    except ImportInTheWay as e:
+        raise ImportOverwriteError(e.problems) from None
+
+
+class ImportOverwriteError(FileExistsError):
+    """Paths in the way of write_import (files `statewright import` did not write, symbolic links, a file
+    where a folder goes), one line each in `problems`; nothing was written."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("nothing was written: " + "; ".join(problems) + " (move them, or write the import "
+                         "elsewhere)")
+
+
 # ---- design and LLM-judged optimization ----------------------------------------------------------
 
 
