@@ -813,10 +813,10 @@ _ALL = [
        "<name>Planner</name> ... <tool><name>transfer_to_coder</name></tool>\n"
        "<name>Coder</name> ... <tool><name>transfer_back_to_planner</name></tool>"),
     _e("SW8041", "hand-off to an unknown agent",
-       "A transfer_to_<agent> tool names no agent of the form. AutoAgent names an agent's transfer function "
-       "after the agent's name in lower case with its spaces as underscores ('Web Researcher' is "
-       "transfer_to_web_researcher), and the import matches names the same way; the help suggests the "
-       "nearest name.",
+       "A transfer_to_<agent> tool in an AutoAgent agent form names no agent of the form. AutoAgent names an "
+       "agent's transfer function after the agent's name in lower case with its spaces as underscores ('Web "
+       "Researcher' is transfer_to_web_researcher), and the import matches names the same way; the help "
+       "suggests the nearest name.",
        "<tool><name>transfer_to_web_reseacher</name></tool>",
        "<tool><name>transfer_to_web_researcher</name></tool>"),
     _e("SW8042", "agent without instructions",
