@@ -378,6 +378,8 @@ DOCS = Path(__file__).parent.parent / "docs"
     "crewai-sequential-research/crew.py",
     "crewai-sequential-research/expected.fsm",
     "crewai-context-cycle/expected-import.txt",
+    "autoagent-agent-form-nested-hand-offs/expected/tech_lead.fsm",
+    "autoagent-agent-form-hand-off-cycle/expected-import.txt",
 ])
 def test_the_import_page_quotes_the_golden_cases_exactly(quoted: str) -> None:
     page = (DOCS / "import.md").read_text(encoding="utf-8")

@@ -563,12 +563,14 @@ def load_text(text: str, path: str = "<string>", *, level: int = 1, disabled: Se
 
 def import_bytes(source_format: str, data: bytes, path: str, *, repair: bool = False, bound: int = 2,
                  output: str | None = None) -> ImportOutcome:
-    """A MetaAgent FSM (JSON) or an AutoAgent workflow form (XML) as canonical `.fsm` text.
+    """A MetaAgent FSM (JSON) or an AutoAgent workflow or agent form (XML) as canonical `.fsm` text.
 
     Literal by default; `repair` bounds back edges with `max bound` and more, each change listed in the
     file's header. Problems in the input come back as diagnostics on it (`text` is None after an error).
     `output`, where the result will be written, lets the header name the input by its path from there
-    (without it, by its file name).
+    (without it, by its file name). An agent form whose agents hand the request on is several machines:
+    `text` runs those in `files`, which go to a folder beside `output` named after it (`OUT.fsm` runs
+    `OUT/NAME.fsm`); write_import writes them all.
     """
     from .importers import import_spec
 

@@ -1062,7 +1062,7 @@ def _setup_import(p: argparse.ArgumentParser) -> None:
     p.add_argument("path", metavar="PATH", help="the file to import ('-' for standard input); for crewai, the "
                    "project's folder (or its crew.py)")
     p.add_argument("-o", "--output", metavar="OUT", help="where to write the .fsm file (default, or '-': "
-                   "standard output)")
+                   "standard output); an AutoAgent agent form's other machines go to OUT/NAME.fsm beside it")
     p.add_argument("--repair", action="store_true", help="bound back edges, drop duplicate and self "
                    "listeners and more, each change listed in the header")
     p.add_argument("--bound", type=int, default=None, metavar="N",
@@ -1164,7 +1164,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "test": ("run the test blocks of .fsm files with scripted replies", _setup_test),
     "worker": ("serve machines' runs from a Temporal cluster", _setup_worker),
     "status": ("show what a run on a Temporal cluster is doing", _setup_status),
-    "import": ("import a MetaAgent FSM (JSON), an AutoAgent workflow form (XML) or a CrewAI project",
+    "import": ("import a MetaAgent FSM (JSON), an AutoAgent workflow or agent form (XML) or a CrewAI project",
                _setup_import),
     "trace": ("read trace files", _setup_trace),
     "design": ("draft a machine from a task description with a designer model", _setup_design),

@@ -6,7 +6,8 @@ to its output, and every agent it hands the request to is a machine in a file of
 beside it (`OUT.fsm` runs `OUT/NAME.fsm`). The orchestrator's step ends in a typed choice — one type per
 `transfer_to_<agent>` function, holding that function's argument, or `Answer` — and guards route on it: a
 hand-off is a state that runs the agent's machine with the argument as its input and tells the orchestrator
-the outcome; the orchestrator then chooses again, at most HANDOFFS times per agent, until it answers.
+the outcome; the orchestrator then chooses again, at most HANDOFFS times per agent (with --repair, --bound
+times), until it answers.
 docs/import.md shows the mapping.
 """
 
@@ -51,6 +52,7 @@ class _Plan:
     variables: dict[str, str]  # a variable's key (global or context) -> its input's name, in every machine
     defaults: dict[str, str]  # a variable's key -> its default (a global's value; a context variable's is "")
     needs: dict[str, list[str]]  # an agent -> the variables its machine takes (its own and its callees')
+    handoffs: int = HANDOFFS  # the bound on each hand-off edge
     built: dict[str, Machine] = dataclasses.field(default_factory=dict)  # an agent -> its machine, once built
 
 
@@ -62,6 +64,7 @@ def import_agent_form(form: AgentForm, diags: Diagnostics, *, name: str, folder:
     roots = [a for a in form.agents if a.key not in handed]
     entry_agent = roots[0] if len(roots) == 1 else None
     plan = _plan(form, folder, name, entry_agent)
+    plan.handoffs = header.bound if header.repair else HANDOFFS  # --repair: loops are bounded with --bound
     for agent in _callees_first(form):
         if agent is not entry_agent:
             plan.built[agent.key] = _agent_machine(plan, agent, plan.machine_of[agent.key], entry=False)
@@ -179,7 +182,7 @@ def _orchestrator(plan: _Plan, agent: FormAgent | None, agents: list[FormAgent],
         runs.comments.append(f"agent \"{callee.name}\" works on the request and hands its answer back")
         machine.states.append(runs)
         machine.uses.append(_use_path(plan, callee, entry))
-        choose.transitions.append(Transition(runs.name, guard=f"output is {transfer.name}", bound=HANDOFFS))
+        choose.transitions.append(Transition(runs.name, guard=f"output is {transfer.name}", bound=plan.handoffs))
         hand_offs.append((callee, runs, transfer))
     machine.types.append(answer)
     choose.output = ("variant", (*choices, answer.name))
@@ -312,8 +315,9 @@ def _describe_entry(entry: Machine, plan: _Plan, entry_agent: FormAgent | None, 
             d.append("The form names no orchestrator: AutoAgent's agent creator makes one over its agents "
                      "(create_orchestrator_agent) when it builds them. This one, 'orchestrator', is the import's; "
                      "its prompt lists the agents.")
+        times = "once" if plan.handoffs == 1 else f"{plan.handoffs} times"
         d.append(f"An orchestrator hands the request to one agent at a time with a typed choice (a type per "
-                 f"transfer_to_ function, holding its argument, or Answer), at most {HANDOFFS} times per agent "
+                 f"transfer_to_ function, holding its argument, or Answer), at most {times} per agent "
                  "in a run; in the original it calls the transfer_to_ functions, and nothing bounds how often. A "
                  "choice whose hand-offs are used up ends the run in a typed failure (`bound`).")
         d.append(f"Each agent the request is handed to is a machine of its own, in {plan.folder}/, run by a "
