@@ -73,8 +73,10 @@ def import_agent_form(form: AgentForm, diags: Diagnostics, *, name: str, folder:
     else:
         entry = _orchestrator(plan, None, roots, name, entry=True)
     _describe_entry(entry, plan, entry_agent, header)
+    callers = form.callers()
     entry.called = [CalledFile(f"{folder}/{plan.machine_of[a.key]}.fsm", plan.built[a.key],
-                               _called_header(plan, a, header, name)) for a in form.agents if a is not entry_agent]
+                               _called_header(plan, a, header, name, callers.get(a.key, [])))
+                    for a in form.agents if a is not entry_agent]
     return entry
 
 
@@ -107,16 +109,19 @@ def _callees_first(form: AgentForm) -> list[FormAgent]:
     done: set[str] = set()
     for root in form.agents:
         stack = [(root, iter(root.hands_to))]
+        on_stack = {root.key}
         while stack:
             agent, targets = stack[-1]
             target = next((t for t, _ in targets if t not in done), None)
             if target is None:
                 stack.pop()
+                on_stack.discard(agent.key)
                 if agent.key not in done:
                     done.add(agent.key)
                     order.append(agent)
-            elif all(a.key != target for a, _ in stack):
+            elif target not in on_stack:
                 stack.append((form.agent(target), iter(form.agent(target).hands_to)))
+                on_stack.add(target)
     return order
 
 
@@ -325,7 +330,7 @@ def _describe_entry(entry: Machine, plan: _Plan, entry_agent: FormAgent | None, 
                  "result, which the orchestrator is told. In the original every agent reads one shared "
                  "transcript and hands back by calling transfer_back_to_ (AutoAgent makes it call a tool at "
                  "every turn).")
-    _common_differences(d, entry, plan)
+    _common_differences(d, entry, entry_agent)
     unused = [key for key, _, _ in form.variables if key not in plan.variables]
     if unused:
         d.append(f"Global variables no agent's instructions read are left out: {quoted_list(unused)}.")
@@ -337,21 +342,22 @@ def _describe_entry(entry: Machine, plan: _Plan, entry_agent: FormAgent | None, 
     header.stand_ins += _stand_ins(entry)
 
 
-def _called_header(plan: _Plan, agent: FormAgent, entry_header: Header, entry_name: str) -> Header:
+def _called_header(plan: _Plan, agent: FormAgent, entry_header: Header, entry_name: str, handed_by: list[str]
+                   ) -> Header:
     header = Header(entry_header.source_format, entry_header.path, entry_header.sha256, entry_header.repair,
                     entry_header.bound)
-    callers = [plan.machine_of[a.key] for a in plan.form.agents if any(t == agent.key for t, _ in a.hands_to)]
+    callers = [plan.machine_of[key] for key in handed_by]
     runs = quoted_list(callers) if callers else f"'{entry_name}'"
     header.part = f"Agent \"{agent.name}\" of the agent form, as a machine that {runs} run{'s' if len(callers) < 2 else ''}."
-    _common_differences(header.differences, plan.built[agent.key], plan)
+    _common_differences(header.differences, plan.built[agent.key], agent)
     header.stand_ins += _stand_ins(plan.built[agent.key])
     return header
 
 
-def _common_differences(d: list[str], machine: Machine, plan: _Plan) -> None:
+def _common_differences(d: list[str], machine: Machine, agent: FormAgent | None) -> None:
     if machine.tools:
         d.append("Tool lists are enforced: an agent can call only the tools listed for it.")
-    if any(a.hands_back for a in plan.form.agents if plan.machine_of[a.key] == machine.name):
+    if agent is not None and agent.hands_back:
         d.append("transfer_back_to_ is no tool here: the agent's answer ends its machine, and the call hands it "
                  "back.")
 

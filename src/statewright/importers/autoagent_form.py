@@ -43,10 +43,10 @@ class FormAgent:
     tools: list[FormTool] = field(default_factory=list)
     hands_to: list[tuple[str, Span]] = field(default_factory=list)  # (AutoAgent name, where) of transfer_to_
     hands_back: list[tuple[str, Span]] = field(default_factory=list)  # the same for transfer_back_to_
+    key: str = field(init=False)  # the name AutoAgent gives it (autoagent_name)
 
-    @property
-    def key(self) -> str:
-        return autoagent_name(self.name)
+    def __post_init__(self) -> None:
+        self.key = autoagent_name(self.name)
 
 
 @dataclass
@@ -57,9 +57,22 @@ class AgentForm:
     output_description: str
     variables: list[tuple[str, str, str]]  # (key, description, value)
     agents: list[FormAgent] = field(default_factory=list)
+    by_key: dict[str, FormAgent] = field(default_factory=dict)  # the agents by their AutoAgent names
 
     def agent(self, key: str) -> FormAgent:
-        return next(a for a in self.agents if a.key == key)
+        return self.by_key[key]
+
+    def add(self, agent: FormAgent) -> None:
+        self.agents.append(agent)
+        self.by_key[agent.key] = agent
+
+    def callers(self) -> dict[str, list[str]]:
+        """Each agent's AutoAgent name -> the agents that hand it the request, in file order."""
+        handed: dict[str, list[str]] = {}
+        for agent in self.agents:
+            for target, _ in agent.hands_to:
+                handed.setdefault(target, []).append(agent.key)
+        return handed
 
 
 def autoagent_name(name: str) -> str:
@@ -155,14 +168,14 @@ def _read_agent(element: XmlElement, form: AgentForm, diags: Diagnostics) -> Non
     for group in element.all("tools"):
         for tool in group.all("tool"):
             _read_tool(tool, agent, diags)
-    for other in form.agents:
-        if other.key == agent.key:
-            same = "named" if other.name == name else f"named '{other.name}' and"
-            diags.report("SW8007", f"two agents are {same} '{name}'", element.span, label="declared again here",
-                         notes=[f"first declared at {other.span.label()}", f"AutoAgent names both '{agent.key}'"],
-                         help="give every agent its own name")
-            return
-    form.agents.append(agent)
+    other = form.by_key.get(agent.key)
+    if other is not None:
+        same = "named" if other.name == name else f"named '{other.name}' and"
+        diags.report("SW8007", f"two agents are {same} '{name}'", element.span, label="declared again here",
+                     notes=[f"first declared at {other.span.label()}", f"AutoAgent names both '{agent.key}'"],
+                     help="give every agent its own name")
+        return
+    form.add(agent)
 
 
 def _read_tool(tool: XmlElement, agent: FormAgent, diags: Diagnostics) -> None:
@@ -186,12 +199,12 @@ def _read_tool(tool: XmlElement, agent: FormAgent, diags: Diagnostics) -> None:
 def _check_hand_offs(form: AgentForm, diags: Diagnostics) -> None:
     """Every transfer_to_ names an agent of the form, and no chain of hand-offs comes back to where it began
     (an agent cannot wait for itself: a machine may not run itself)."""
-    keys = [a.key for a in form.agents]
+    keys = list(form.by_key)
     for agent in form.agents:
         seen: set[str] = set()
         kept = []
         for target, span in agent.hands_to:
-            if target not in keys:
+            if target not in form.by_key:
                 diags.report("SW8041", f"'{TRANSFER_TO}{target}' hands the request to an unknown agent '{target}'",
                              span, label="no agent of the form has this name",
                              help=did_you_mean(target, keys) or (
@@ -235,10 +248,7 @@ def _report_cycles(form: AgentForm, diags: Diagnostics) -> None:
 def lint_agent_form(form: AgentForm, diags: Diagnostics) -> None:
     """Warnings on what the original gets wrong: hand-backs to an agent that does not hand over, a single
     agent whose output is not the system's, instructions AutoAgent cannot fill in."""
-    callers: dict[str, list[str]] = {}
-    for agent in form.agents:
-        for target, _ in agent.hands_to:
-            callers.setdefault(target, []).append(agent.key)
+    callers = form.callers()
     for agent in form.agents:
         mine = callers.get(agent.key, [])
         for target, span in agent.hands_back:
