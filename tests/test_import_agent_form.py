@@ -160,9 +160,12 @@ def test_hostile_names_stay_inside_the_folder_and_the_project_checks(tmp_path: P
     work = tmp_path / "a" / "b"
     work.mkdir(parents=True)
     assert main(["import", "autoagent", str(HOSTILE), "-o", str(work / "h.fsm")]) == 0
-    capsys.readouterr()
+    err = capsys.readouterr().err
+    assert "agent 'Line\\u2028}\\x9b31m\\x85Next'" in err and not any(c in err for c in "\u2028\x85\x9b")
     assert sorted(_tree(tmp_path)) == ["a/b/h.fsm", "a/b/h/a_b.fsm", "a/b/h/etc_passwd.fsm", "a/b/h/etc_x.fsm",
-                                       "a/b/h/machine.fsm", "a/b/h/win.fsm"]
+                                       "a/b/h/line_31m_next.fsm", "a/b/h/machine.fsm", "a/b/h/win.fsm"]
+    for text in _tree(tmp_path).values():  # line and paragraph separators, C1 controls: escaped in comments too
+        assert not any(c in text.decode("utf-8") for c in "\u2028\u2029\x85\x9b\r")
     assert main(["check", str(work)]) == 0
     assert main(["test", str(work)]) == 0
     assert "FAIL" not in capsys.readouterr().out

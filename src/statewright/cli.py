@@ -691,7 +691,9 @@ def _finish_import(args: argparse.Namespace, outcome: ImportOutcome, name: str) 
         except OSError as e:
             raise UsageError(f"cannot write {e.filename or output}: {e.strerror or e}") from None
         checked = [d for comp in api.check_files(written) for d in comp.diagnostics]
-        target = output if len(written) == 1 else f"{output} and the {len(written) - 1} machines it runs"
+        called = len(written) - 1
+        target = (output if not called else f"{output} and the machine it runs" if called == 1 else
+                  f"{output} and the {called} machines it runs")
     mode = "repair" if args.repair else "literal"
     notes = render_summary(outcome.diagnostics).replace("no problems", "no notes")
     _err(f"imported {name} ({mode} mode, {notes}); `statewright check` on {target}: {render_summary(checked)}")
