@@ -314,7 +314,8 @@ def test_checking_a_file_leaves_no_cycles_behind() -> None:
         check_text(text, path)
 
     def alive() -> int:
-        return sum(1 for o in gc.get_objects() if type(o).__module__.startswith("statewright."))
+        modules = (vars(type(o)).get("__module__") for o in gc.get_objects())
+        return sum(1 for m in modules if isinstance(m, str) and m.startswith("statewright."))
 
     gc.collect()
     gc.disable()
