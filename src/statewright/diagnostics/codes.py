@@ -2,7 +2,8 @@
 
 SW1xxx syntax · SW2xxx names · SW3xxx machine structure · SW4xxx types and guards ·
 SW5xxx templates · SW6xxx test blocks · SW7xxx warnings about unused or dead parts ·
-SW8xxx importers (`statewright import`: SW80xx errors in the input, SW81xx lint notes) · SW9xxx internal.
+SW8xxx importers (`statewright import`: SW80xx errors in the input, SW81xx lint notes; an AutoAgent agent
+form's own are SW8040-SW8049 errors and SW8050-SW8059 lint notes) · SW9xxx internal.
 """
 
 from __future__ import annotations
@@ -799,6 +800,54 @@ _ALL = [
        "(manager_llm) or an agent of its own (manager_agent). Without one CrewAI refuses to start the crew.",
        "Crew(agents=self.agents, tasks=self.tasks, process=Process.hierarchical)",
        'Crew(agents=self.agents, tasks=self.tasks, process=Process.hierarchical, manager_llm="openai/gpt-4o")'),
+    # (SW8040-SW8049: errors in an AutoAgent agent form; SW8050-SW8059: lint notes on one)
+    _e("SW8040", "hand-offs in a cycle",
+       "In an AutoAgent agent form an agent hands the request to another through a transfer_to_<agent> tool, "
+       "and the import makes each agent a machine that the machine of the agent handing to it runs. Here the "
+       "hand-offs go round: an agent hands the request, directly or through others, to an agent that hands "
+       "it back on to the first (or an agent hands it to itself). A machine may not run itself, so the form "
+       "cannot be imported; the message names the whole chain. (An agent's answer goes back to whoever "
+       "handed it the request without a tool of its own: transfer_back_to_ is not a hand-off.)",
+       "<name>Planner</name> ... <tool><name>transfer_to_coder</name></tool>\n"
+       "<name>Coder</name> ... <tool><name>transfer_to_planner</name></tool>",
+       "<name>Planner</name> ... <tool><name>transfer_to_coder</name></tool>\n"
+       "<name>Coder</name> ... <tool><name>transfer_back_to_planner</name></tool>"),
+    _e("SW8041", "hand-off to an unknown agent",
+       "A transfer_to_<agent> tool in an AutoAgent agent form names no agent of the form. AutoAgent names an "
+       "agent's transfer function after the agent's name in lower case with its spaces as underscores ('Web "
+       "Researcher' is transfer_to_web_researcher), and the import matches names the same way; the help "
+       "suggests the nearest name.",
+       "<tool><name>transfer_to_web_reseacher</name></tool>",
+       "<tool><name>transfer_to_web_researcher</name></tool>"),
+    _e("SW8042", "agent without instructions",
+       "Every agent of an AutoAgent agent form has <instructions>: they become the system prompt of the "
+       "agent AutoAgent creates (and AutoAgent's form parser refuses an agent without the element). An "
+       "agent with none, or with empty instructions, has nothing to work by, so the form cannot be "
+       "imported. The <description> says what the agent is for, to whoever hands it the request; it is "
+       "not used in the instructions' place.",
+       "<agent><name>Writer</name><description>Writes the report.</description> ...</agent>",
+       "<agent><name>Writer</name><description>Writes the report.</description>\n"
+       "       <instructions>You write clear reports from the notes you are given.</instructions> ...</agent>"),
+    _w("SW8050", "hand-back to an agent that does not hand over",
+       "An agent of an AutoAgent agent form has a transfer_back_to_<agent> tool naming an agent that never "
+       "hands it the request. In the import an agent is a machine whose answer goes back to the machine that "
+       "ran it, so the answer goes to whoever handed the request over, whatever the tool says.",
+       "<name>Writer</name> ... <tool><name>transfer_back_to_editor</name></tool>   # only 'planner' hands to it",
+       "<name>Writer</name> ... <tool><name>transfer_back_to_planner</name></tool>"),
+    _w("SW8051", "only agent's output is not the system output",
+       "An AutoAgent agent form with one agent answers with that agent's output, so AutoAgent's form parser "
+       "requires the agent's <agent_output> key to be the <system_output> key and refuses the form "
+       "otherwise. The import keeps both as written: the machine ends in the final state named after the "
+       "system output.",
+       "<system_output><key>report</key>...   <agent_output><key>draft</key>...",
+       "<system_output><key>report</key>...   <agent_output><key>report</key>..."),
+    _w("SW8052", "instructions AutoAgent cannot fill in",
+       "AutoAgent fills the global variables into an agent's instructions with Python's str.format when "
+       "they hold a {field}, and then fails on a lone brace or on a field that is not a plain name ({} or "
+       "{0} or {a.b}). The import keeps such instructions as they are written, braces and all, and fills "
+       "nothing into them.",
+       "<instructions>Write in {style}. Output JSON like {\"a\": 1}.</instructions>",
+       "<instructions>Write in {style}. Output JSON like {{\"a\": 1}}.</instructions>"),
     _w("SW8101", "prompt routes to a state that is not an exit",
        "A prompt or instruction tells the agent to print '<STATE_TRANS>: N', but no transition leads from "
        "the agent's states to N. MetaAgent moves only along declared transitions, so this exit never fires; "
@@ -931,6 +980,88 @@ _ALL = [
        "own 'expect path' visits STATE fewer than N times, so the test cannot pass.",
        "expect path [draft, review, publish]\nexpect output review visit 2 { score 88 }",
        "expect path [draft, review, revise, review, publish]\nexpect output review visit 2 { score 88 }"),
+    # --- run variables and approval between tool calls ------------------------------------------
+    _e("SW2080", "unknown run variable",
+       "An update ('set', 'append', 'extend', 'merge') names a run variable no 'var' declares. Declare it "
+       "in the machine's block with its type and the value every run starts with.",
+       "append past_step <- output", "var past_steps: list[Step] = []\n...\nappend past_steps <- output"),
+    _e("SW2081", "run variable named like something else",
+       "Guards, templates and tool arguments read run variables, inputs and states by name, so a variable "
+       "cannot take the name of an input, a state, 'output', or one of Jinja's own names (self, loop, "
+       "range, ...).",
+       "input notes: str\nvar notes: list[str] = []", "input topic: str\nvar notes: list[str] = []"),
+    _e("SW2082", "approval of a tool the agent does not have",
+       "'ask before [...]' names the tools whose calls wait for a person; each must be one of the tools of "
+       "the state's agent ('tools [...]'), or no call of it can ever wait.",
+       "agent dev { tools [std.python] }\nstate run { agent dev  ask before [std.shell] ... }",
+       "agent dev { tools [std.python] }\nstate run { agent dev  ask before [std.python] ... }"),
+    _e("SW3080", "tool rounds out of range",
+       "'tool_rounds N' caps the rounds of tool calls an agent makes in one step: N is from 1 to 100. An "
+       "agent that still asks for tools after N rounds ends the run with a failure of kind 'tool'.",
+       "tool_rounds 0", "tool_rounds 5"),
+    _e("SW3081", "tool setting in a state whose agent calls no tools",
+       "'ask before [...]' and 'tool_rounds N' are about the tool calls an agent makes while it works on "
+       "a step, so they belong in a state whose agent has tools. An action state's call is the step "
+       "itself: put a state that asks a person before it.",
+       "state run { call std.python(code = c) ask before [std.python] -> done }",
+       "state confirm { ask \"Run {{ c }}?\" output bool when output -> run otherwise -> done }"),
+    _e("SW3082", "update in a state without an output",
+       "An update computes a run variable's new value after the state's step, from its output. A final "
+       "state that does no work has no step and no output: update the variable in the state before it, "
+       "or read it in the final state's result.",
+       "final state done { set finished <- true }",
+       "state wrap_up { ... set finished <- true -> done }"),
+    _e("SW4080", "initial value that does not fit its variable",
+       "'var NAME: TYPE = VALUE': the value every run starts with must be a value of TYPE, so that a "
+       "variable always holds one (it is never read before it has a value).",
+       "var past_steps: list[Step] = none", "var past_steps: list[Step] = []"),
+    _e("SW4081", "update that does not fit its variable's type",
+       "'append' and 'extend' add to a list, so the variable must be a list; 'merge' writes fields into a "
+       "value of a declared type, so the variable must be one. 'set' replaces any variable's value.",
+       "var best: int = 0\n...\nappend best <- output.score", "set best <- max(best, output.score)"),
+    _e("SW4082", "update value of the wrong type",
+       "The value an update gives must fit the variable: 'set' a value of the variable's type, 'append' "
+       "an item of its list, 'extend' a list of such items, 'merge' a value whose fields the variable's "
+       "type has, each of the field's type.",
+       "var notes: list[str] = []\n...\nappend notes <- output.score",
+       "append notes <- output.summary"),
+    _e("SW6080", "expectation of an unknown run variable",
+       "'expect var NAME VALUE' checks run variable NAME's value when the run ends; NAME must be declared "
+       "with 'var'.",
+       'expect var past_step ["a"]', 'expect var past_steps ["a"]'),
+    _e("SW6081", "expected variable value that does not fit its type",
+       "'expect var NAME VALUE' compares the variable's value with VALUE as typed values, so VALUE must "
+       "be a value of the variable's type (an object names the fields it checks).",
+       "var best: int = 0\n...\nexpect var best \"90\"", "expect var best 90"),
+    _e("SW6082", "approval for a state whose calls wait for nobody",
+       "'approve STATE', 'reject STATE' and 'edit STATE' answer a tool call of STATE's agent that waits for "
+       "a person, which only the calls of the tools in STATE's 'ask before [...]' do.",
+       'state run { agent dev ... }\ntest "t" { ... approve run }',
+       'state run { agent dev  ask before [std.python] ... }\ntest "t" { ... approve run }'),
+    _e("SW6083", "approval of a tool the state does not ask before",
+       "A test step that names a tool ('approve run std.shell') says which call it answers: the tool must "
+       "be one of those in the state's 'ask before [...]'.",
+       "ask before [std.python]\n...\napprove run std.shell", "approve run std.python"),
+    _e("SW6084", "edited arguments that do not fit the tool",
+       "'edit STATE { ... }' runs the call with these arguments instead: each must be a parameter of the "
+       "tool, of its type, and the tool's required parameters must all be given. With several tools in "
+       "'ask before', name the tool the edit is for ('edit run std.python { code \"...\" }').",
+       'edit run { cmd "ls" }   # std.shell takes command', 'edit run { command "ls" }'),
+    _w("SW7120", "run variable never read",
+       "The variable is declared, and perhaps updated, but no guard, template, tool argument, map list or "
+       "test reads it: what it holds is never used.",
+       "var notes: list[str] = []   # and nothing reads notes", "remove it, or read it where it matters"),
+    _w("SW7121", "run variable never updated",
+       "No state updates the variable, so it always holds its initial value: it is a constant. Update it "
+       "from some state's output, or write the value where it is read.",
+       "var limit: int = 3   # and no 'set limit <- ...'", "input limit: int in 1..10 = 3"),
+    _w("SW7122", "branches that set the same variable",
+       "Branches of one parallel state run at once, each over the variables as they were when the branches "
+       "started; their updates are applied at the join in the order the branches are written. When two "
+       "branches 'set' the same variable, the later branch's value wins and the earlier one's is lost. "
+       "Append to a list, merge fields, or set different variables.",
+       "branch state a { ... set verdict <- output }\nbranch state b { ... set verdict <- output }",
+       "branch state a { ... append verdicts <- output }\nbranch state b { ... append verdicts <- output }"),
     # --- internal -----------------------------------------------------------------------------
     _e("SW9001", "internal compiler error",
        "The compiler hit a bug. Please report it with the input file.", "", ""),

@@ -95,7 +95,8 @@ class Progress:
         return self._run_line(event, fields)
 
     def _run_line(self, event: str, fields: dict[str, Any]) -> str | None:
-        """A run's start and end, the states it enters, its transitions and the person it waits for."""
+        """A run's start and end, the states it enters, its transitions, its variables' updates and the
+        person it waits for."""
         p = self.paint
         if event == "run_start":
             resumed = " (resumed)" if fields.get("resumed") else ""
@@ -113,10 +114,19 @@ class Progress:
                 return p("fail", f"  stopped ({because})")
             return f"  -> {printable(target)} {p('cause', '(' + because + ')')}"
         if event == "waiting":
+            if fields.get("kind") == "approval":
+                return p("cause", f"  waiting for a person to approve a call of {printable(fields.get('tool'))} "
+                                  f"at {printable(fields.get('state'))}")
             return p("cause", f"  waiting for a person's answer at {printable(fields.get('state'))}")
         if event == "answer":
             said = "no answer in time" if fields.get("timed_out") else "answered"
             return f"  person: {said}"
+        if event == "approval":
+            decided = {"approve": "approved", "reject": "rejected", "edit": "edited"}.get(
+                str(fields.get("decision")), printable(fields.get("decision")))
+            return f"  person: {decided} the call of {printable(fields.get('tool'))}"
+        if event == "var":
+            return p("dim", f"  {printable(fields.get('reducer'))} {printable(fields.get('var'))}")
         if event == "run_end" and self.end:
             if fields.get("status") == "final":
                 return p("ok", f"done: final state {printable(fields.get('final_state'))}")

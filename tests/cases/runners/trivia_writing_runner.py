@@ -31,9 +31,9 @@ else:
         MachineSpec, ModelClient, RunResult, Scope, Script, StateSpec, TestSpec, Trace,
         TransitionSpec, arun_machine, main, run_machine,
     )
-if RUNTIME_SHA256 != "c19c2ea8027ca8781b153c4e5c5a0bd8deb2cc2b0a234ad20b5ca96116a15954":
+if RUNTIME_SHA256 != "9510c4739320049386498a125b82b68c83d6e41686842994722b2719c26e4f65":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 c19c2ea8027c), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 9510c4739320), but "
         f"the statewright_runtime.py it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile "
         "--runtime module`, which rewrites the runtime too"
