@@ -73,55 +73,9 @@ def _complete(context: CursorContext, symbols: Symbols | None, text: str, offset
     line = context.line
     block = context.block
     if symbols is not None:
-        if re.search(r"->\s*\w*$", line) and not re.search(r"^\s*when\b.*->.*->", line):
-            return [_item(n, K.EnumMember, "state") for n in symbols.states]
-        if block is not None and block.kind == "state":
-            if re.search(r"^\s*agent\s+\w*$", line):
-                return [_item(n, K.Class, "agent") for n in symbols.agents]
-            if re.search(r"^\s*output\s+[\w\[]*$", line):
-                return _types(symbols)
-            if re.search(r"^\s*tell\s*\[[^\]]*$", line):
-                return [_item(n, K.Class, "agent") for n in symbols.agents]
-            if re.search(r"^\s*call\s+[\w.]*$", line):
-                return _tools(symbols)
-            if re.search(r"^\s*(set|append|extend|merge)\s+\w*$", line):
-                return _variables(symbols)
-            if re.search(r"^\s*(set|append|extend|merge)\s+\w+\s*<-\s*", line):
-                return _expression(re.sub(r"^\s*\w+\s+\w+\s*<-\s*", "", line), symbols,
-                                   state.name if state else None, template=False, scope_states=True)
-            if re.search(r"^\s*ask\s+before\s*\[[^\]]*$", line):
-                return _agent_tools(symbols, state.name if state else None)
-            run = _run_completion(line, symbols)
-            if run is not None:
-                return run
-            if re.search(r"^\s*parallel\s*\[[^\]]*$", line):  # the branches: their entry states
-                return [_item(n, K.EnumMember, "branch state") for n, v in symbols.states.items() if v.decl.branch]
-            if re.search(r"^\s*(for\s+\w+(\s*,\s*\w+)?\s+in|join\s+first(\s+\d+)?\s+where)\s+", line):
-                expression = re.sub(r"^\s*(for\s+\w+(\s*,\s*\w+)?\s+in|join\s+first(\s+\d+)?\s+where)\s+", "", line)
-                return _expression(expression, symbols, state.name if state else None, template=False,
-                                   scope_states=True)
-            if re.search(r"^\s*when\s+", line):
-                return _expression(re.sub(r"^\s*when\s+", "", line), symbols, state.name if state else None,
-                                   template=False, scope_states=True)
-            if re.search(r"^\s*call\s+[\w.]+\s*\(.*=\s*[^,)]*$", line):
-                return _expression(line.rsplit("=", 1)[1], symbols, None, template=False, scope_states=True)
-        if block is not None and block.kind == "agent" and re.search(r"^\s*tools\s*\[[^\]]*$", line):
-            return _tools(symbols)
-        if block is not None and block.kind == "test" and re.search(r"^\s*expect\s+var\s+\w*$", line):
-            return _variables(symbols)
-        if block is not None and block.kind == "test" and re.search(r"^\s*(approve|reject|edit)\s+\w*$", line):
-            return [_item(n, K.EnumMember, "state whose tool calls wait for approval")
-                    for n, v in symbols.states.items() if v.ask_before is not None]
-        if block is not None and block.kind == "use":
-            return _importable(block.name, symbols)
-        if block is not None and block.kind == "test" and (
-                re.search(r"^\s*(reply|verdict|timeout|expect\s+(final|output|instruction))\s+\w*$", line)
-                or re.search(r"^\s*expect\s+path\s*\[[^\]]*$", line)):
-            return [_item(n, K.EnumMember, "state") for n in symbols.states]
-        if block is not None and block.kind == "machine" and re.search(r"^\s*(input|var)\s+\w+\s*:\s*[\w\[]*$", line):
-            return _types(symbols)
-        if block is not None and block.kind == "type" and re.search(r":\s*[\w\[]*$", line):
-            return _types(symbols)
+        named = _names_at(line, block, symbols, state.name if state else None)
+        if named is not None:
+            return named
     if block is not None and block.kind == "agent" and re.search(r"^\s*memory\s+\w*$", line):
         return [_item(w, K.Keyword) for w in ("all", "none", "last")]
     if block is not None and block.kind == "test" and re.search(r"^\s*expect\s+failure\s+\w*$", line):
@@ -133,6 +87,72 @@ def _complete(context: CursorContext, symbols: Symbols | None, text: str, offset
             return [_item(w, K.Keyword) for w in state_keywords(block, statement_words(text, block.start, offset))]
         return [_item(w, K.Keyword) for w in _keywords(block)]
     return []
+
+
+def _names_at(line: str, block: Block | None, symbols: Symbols, state: str | None
+              ) -> list[types.CompletionItem] | None:
+    """The declared names that fit where the cursor is (states, agents, types, tools, variables, inputs,
+    files), or None where none do."""
+    K = types.CompletionItemKind
+    if re.search(r"->\s*\w*$", line) and not re.search(r"^\s*when\b.*->.*->", line):
+        return [_item(n, K.EnumMember, "state") for n in symbols.states]
+    if block is not None and block.kind == "state":
+        in_state = _in_state(line, symbols, state)
+        if in_state is not None:
+            return in_state
+    if block is not None and block.kind == "agent" and re.search(r"^\s*tools\s*\[[^\]]*$", line):
+        return _tools(symbols)
+    if block is not None and block.kind == "test" and re.search(r"^\s*expect\s+var\s+\w*$", line):
+        return _variables(symbols)
+    if block is not None and block.kind == "test" and re.search(r"^\s*(approve|reject|edit)\s+\w*$", line):
+        return [_item(n, K.EnumMember, "state whose tool calls wait for approval")
+                for n, v in symbols.states.items() if v.ask_before is not None]
+    if block is not None and block.kind == "use":
+        return _importable(block.name, symbols)
+    if block is not None and block.kind == "test" and (
+            re.search(r"^\s*(reply|verdict|timeout|expect\s+(final|output|instruction))\s+\w*$", line)
+            or re.search(r"^\s*expect\s+path\s*\[[^\]]*$", line)):
+        return [_item(n, K.EnumMember, "state") for n in symbols.states]
+    if block is not None and block.kind == "machine" and re.search(r"^\s*(input|var)\s+\w+\s*:\s*[\w\[]*$", line):
+        return _types(symbols)
+    if block is not None and block.kind == "type" and re.search(r":\s*[\w\[]*$", line):
+        return _types(symbols)
+    return None
+
+
+def _in_state(line: str, symbols: Symbols, state: str | None) -> list[types.CompletionItem] | None:
+    """What fits after a state's statement begins: its agent, output type, listeners, tool, variable,
+    the tools it asks before, a machine it runs, its branches, or an expression (a guard, a map's list, a
+    join's guard, an update's value, a tool call's argument)."""
+    K = types.CompletionItemKind
+    if re.search(r"^\s*agent\s+\w*$", line):
+        return [_item(n, K.Class, "agent") for n in symbols.agents]
+    if re.search(r"^\s*output\s+[\w\[]*$", line):
+        return _types(symbols)
+    if re.search(r"^\s*tell\s*\[[^\]]*$", line):
+        return [_item(n, K.Class, "agent") for n in symbols.agents]
+    if re.search(r"^\s*call\s+[\w.]*$", line):
+        return _tools(symbols)
+    if re.search(r"^\s*(set|append|extend|merge)\s+\w*$", line):
+        return _variables(symbols)
+    if re.search(r"^\s*(set|append|extend|merge)\s+\w+\s*<-\s*", line):
+        return _expression(re.sub(r"^\s*\w+\s+\w+\s*<-\s*", "", line), symbols, state, template=False,
+                           scope_states=True)
+    if re.search(r"^\s*ask\s+before\s*\[[^\]]*$", line):
+        return _agent_tools(symbols, state)
+    run = _run_completion(line, symbols)
+    if run is not None:
+        return run
+    if re.search(r"^\s*parallel\s*\[[^\]]*$", line):  # the branches: their entry states
+        return [_item(n, K.EnumMember, "branch state") for n, v in symbols.states.items() if v.decl.branch]
+    if re.search(r"^\s*(for\s+\w+(\s*,\s*\w+)?\s+in|join\s+first(\s+\d+)?\s+where)\s+", line):
+        expression = re.sub(r"^\s*(for\s+\w+(\s*,\s*\w+)?\s+in|join\s+first(\s+\d+)?\s+where)\s+", "", line)
+        return _expression(expression, symbols, state, template=False, scope_states=True)
+    if re.search(r"^\s*when\s+", line):
+        return _expression(re.sub(r"^\s*when\s+", "", line), symbols, state, template=False, scope_states=True)
+    if re.search(r"^\s*call\s+[\w.]+\s*\(.*=\s*[^,)]*$", line):
+        return _expression(line.rsplit("=", 1)[1], symbols, None, template=False, scope_states=True)
+    return None
 
 
 def _run_completion(line: str, symbols: Symbols) -> list[types.CompletionItem] | None:

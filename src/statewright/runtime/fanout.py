@@ -612,6 +612,13 @@ class FanOutSteps:
                 if task.work is not None:
                     task.work.close()
                     task.work = None
+        yield from self._stop_tasks(run, running, start, paused, satisfied)
+
+    def _stop_tasks(self, run: Run, running: Mapping[str, FanTask], start: Mapping[str, Any],
+                    paused: list[FanTask], satisfied: bool) -> Steps:
+        """When the tasks stop: those still running cancelled (their effects in flight too) with their
+        steps so far committed; then the run pauses if a task waits for a person and the join does not have
+        what it waits for yet, or else the waiting tasks' calls are abandoned with them."""
         in_flight = tuple(key for key in running if key not in start)
         if in_flight:
             yield Cancel(in_flight)

@@ -31,9 +31,9 @@ else:
         JoinSpec, LimitsSpec, MachineSpec, ModelClient, ParallelSpec, RunResult, Scope, Script,
         StateSpec, TestSpec, Trace, TransitionSpec, arun_machine, main, run_machine,
     )
-if RUNTIME_SHA256 != "9510c4739320049386498a125b82b68c83d6e41686842994722b2719c26e4f65":
+if RUNTIME_SHA256 != "8207dc8cc0d5b640278cc7109148e5b0ab1d4888586774b6f40919aeee783649":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 9510c4739320), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 8207dc8cc0d5), but "
         f"the statewright_runtime.py it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile "
         "--runtime module`, which rewrites the runtime too"
