@@ -233,9 +233,8 @@ class _StuckSinks:
                 self.component_of[m] = c
         self.sink_of: list[int] = []
         for c, members in enumerate(self.components):
-            onward = next(
-                (self.component_of[t] for m in members for t in successors[m] if self.component_of[t] != c), None
-            )
+            component_of = self.component_of
+            onward = next((component_of[t] for m in members for t in successors[m] if component_of[t] != c), None)
             self.sink_of.append(c if onward is None else self.sink_of[onward])
         self.going_round: dict[int, str] = {}  # sink component -> the note naming its states (made once)
 
@@ -252,7 +251,8 @@ class _StuckSinks:
         if len(sink) == 1 and sink[0] == state:
             return f"'{name}' only leads back to itself"
         if len(sink) == 1:
-            return f"from here the run ends in '{flow.states[sink[0]].name.value}', which only leads back to itself"
+            return (f"from here the run ends in '{flow.states[sink[0]].name.value}', which only leads back to "
+                    "itself")
         if ends_in not in self.going_round:
             sink_names = [flow.states[m].name.value for m in sink]
             self.going_round[ends_in] = (f"from here the run ends up going round "

@@ -534,7 +534,7 @@ class _SimpleTemplate:
     def __init__(self) -> None:
         self.tokens: list[Token] = []
         self.body: list[nodes.Node] = []
-        self.order: list[nodes.Node] = []  # each body node before the nodes inside it, as tree_index gives them
+        self.order: list[nodes.Node] = []  # each body node before the nodes inside it (as tree_index)
         self.parents: dict[int, nodes.Node] = {}
         self.deepest = 0
 
