@@ -178,7 +178,7 @@ def _path_back(start: str, edges: dict[str, list[tuple[str, ast.FieldDecl]]],
 
 def _cyclic_components(edges: dict[str, list[tuple[str, ast.FieldDecl]]]) -> dict[str, int]:
     """Each type on a cycle -> the number of its strongly connected component."""
-    from .graph import strongly_connected_components
+    from .flow import strongly_connected_components
 
     names = list(edges)
     number = {name: i for i, name in enumerate(names)}
