@@ -198,9 +198,9 @@ def test_otherwise_cause_is_traced():
 
 def test_trace_rendering_stays_out_of_the_runtime_that_runners_carry():
     """`trace show` is the statewright command's: a runner writes and reads traces, and shows none."""
-    from statewright.compiler.codegen.inline_runtime import installed_runtime
+    from statewright.compiler.codegen.runtime_source import installed_runtime_index
 
-    runtime = installed_runtime()
+    runtime = installed_runtime_index()
     assert "read_trace" in runtime.names
     assert "render_trace" not in runtime.names
     assert not [name for name in runtime.names if "Timeline" in name or name.endswith("Totals")]
