@@ -370,7 +370,7 @@ def write_runner(path: str | Path, text: str, *, force: bool = False) -> None:
 def runner_origin(runner_path: str | Path, line: int) -> RunnerOrigin | None:
     """Where 1-based `line` of a generated runner comes from in its `.fsm` spec (its SOURCE_MAP), the spec's
     path resolved against the runner's directory; None when the line comes from no one place of the spec
-    (the runtime a standalone runner carries, imports, type classes). Raises OSError when the file cannot
+    (the runtime a one-file runner carries, imports, type classes). Raises OSError when the file cannot
     be read, and NotARunner (a ValueError) when it is not a runner statewright generated."""
     return runner_map(runner_path).origin(line)
 

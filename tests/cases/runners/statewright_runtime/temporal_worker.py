@@ -284,9 +284,9 @@ class TemporalWorkflow(Performer):
     """One run, as a workflow: drives the core and performs its effects as activities, signals and timers.
 
     It runs outside Temporal's sandbox: the sandbox re-imports a workflow's module by name for every run,
-    which a generated runner (the runtime inlined into a `__main__`) and a machine compiled in memory cannot
-    offer. What the sandbox would guard is the core's own contract — no clock but the one it is given, no
-    randomness, no I/O — which its tests hold, and which replaying a history checks.
+    which a one-file runner (its runtime a package it installs itself) and a machine compiled in memory
+    cannot offer. What the sandbox would guard is the core's own contract — no clock but the one it is
+    given, no randomness, no I/O — which its tests hold, and which replaying a history checks.
 
     `machines` and `hidden` (the values no event may hold) are set on the class `temporal_workflow_class`
     binds for one worker."""
