@@ -6,7 +6,9 @@ out), an optional `args` file with the options it is imported with (`--repair`, 
 
 - `expected-import.txt`: the diagnostics on the input (errors and lint notes) and the summary line;
 - `expected.fsm`: the imported file (absent when the input has errors);
-- `expected-check.txt`: what `statewright check` reports on `expected.fsm`, named as the input with `.fsm`.
+- `expected-check.txt`: what `statewright check` reports on `expected.fsm`, named as the input with `.fsm`;
+- `expected/NAME.fsm`: the machines an AutoAgent agent form's machine runs (imported as `-o expected.fsm`,
+  so they lie where its `use` lines find them, and `expected-check.txt` is the check of that project).
 
 UPDATE_EXPECT=1 rewrites the expectations; review the diff.
 """
@@ -65,8 +67,9 @@ def _options(case: Path) -> tuple[bool, int]:
 def _import(case: Path, monkeypatch: pytest.MonkeyPatch) -> ImportOutcome:
     monkeypatch.chdir(case)  # diagnostics then name the file by its name alone, whatever the checkout path
     repair, bound = _options(case)
-    path = "." if _format(case) == "crewai" else _input(case).name
-    return api.import_file(_format(case), path, repair=repair, bound=bound)
+    if _format(case) == "crewai":
+        return api.import_file("crewai", ".", repair=repair, bound=bound)
+    return api.import_file(_format(case), _input(case).name, repair=repair, bound=bound, output="expected.fsm")
 
 
 def _rendered(diagnostics: list) -> str:  # type: ignore[type-arg]
@@ -78,6 +81,7 @@ def _compare(path: Path, actual: str | None) -> None:
         if actual is None:
             path.unlink(missing_ok=True)
         else:
+            path.parent.mkdir(exist_ok=True)
             path.write_text(actual, encoding="utf-8", newline="\n")
         return
     if actual is None:
@@ -100,13 +104,40 @@ def _case_id(case: Path) -> str:
     return case.name
 
 
+def _compare_called_files(case: Path, outcome: ImportOutcome) -> None:
+    """The machines an agent form's machine runs, each in expected/, and nothing else there."""
+    written = {path for path, _ in outcome.files}
+    assert all(path.startswith("expected/") for path in written), written
+    for path, text in outcome.files:
+        _compare(case / path, text)
+    stale = sorted(p.relative_to(case).as_posix() for p in case.glob("expected/*"))
+    if UPDATE:
+        for path in stale:
+            if path not in written:
+                (case / path).unlink()
+        if not written and (case / "expected").is_dir():
+            (case / "expected").rmdir()
+    else:
+        assert [p for p in stale if p not in written] == [], "files the import no longer writes"
+
+
+def _checked(case: Path, outcome: ImportOutcome) -> list:  # type: ignore[type-arg]
+    """What `statewright check` reports on the import: its file, or the project of files it wrote."""
+    assert outcome.text is not None
+    if not outcome.files:
+        return api.check_text(outcome.text, _output_name(case)).diagnostics
+    # (_import made the case's folder the working one: the files are named from there)
+    return [d for comp in api.check_files(["expected.fsm"]) for d in comp.diagnostics]
+
+
 @pytest.mark.parametrize("case", _case_dirs(), ids=_case_id)
 def test_case_imports_to_exactly_its_expected_file(case: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     outcome = _import(case, monkeypatch)
     _compare(case / "expected-import.txt", _rendered(outcome.diagnostics))
     _compare(case / "expected.fsm", outcome.text)
-    checked = api.check_text(outcome.text, _output_name(case)) if outcome.text is not None else None
-    _compare(case / "expected-check.txt", _rendered(checked.diagnostics) if checked is not None else None)
+    _compare_called_files(case, outcome)
+    checked = _checked(case, outcome) if outcome.text is not None else None
+    _compare(case / "expected-check.txt", _rendered(checked) if checked is not None else None)
     has_errors = any(d.severity.value == "error" for d in outcome.diagnostics)
     assert (outcome.text is None) == has_errors, "an import fails exactly when the input has errors"
     assert all(d.code.startswith(("SW8", "SW1005", "SW1021")) for d in outcome.diagnostics)
@@ -117,30 +148,35 @@ def test_every_import_parses_and_is_canonical(case: Path, monkeypatch: pytest.Mo
     outcome = _import(case, monkeypatch)
     if outcome.text is None:
         return
-    assert api.parse_text(outcome.text, "expected.fsm").machine is not None
-    assert api.format_text(outcome.text, "expected.fsm").text == outcome.text
+    for path, text in [("expected.fsm", outcome.text), *outcome.files]:
+        assert api.parse_text(text, path).machine is not None
+        assert api.format_text(text, path).text == text
 
 
 @pytest.mark.parametrize("case", _case_dirs(), ids=_case_id)
 def test_a_repaired_import_checks_clean_and_every_clean_import_passes_its_test(
-        case: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        case: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     outcome = _import(case, monkeypatch)
     if outcome.text is None:
         return
-    compilation = api.check_text(outcome.text, "expected.fsm")
-    errors = [(d.code, d.message) for d in compilation.diagnostics if d.severity.value == "error"]
+    written = api.write_import(outcome, str(tmp_path / "expected.fsm"))  # a project: run where it is written
+    compilations = api.check_files(written)
+    errors = [(d.code, d.message) for c in compilations for d in c.diagnostics if d.severity.value == "error"]
     if _options(case)[0]:
         assert errors == [], "a repaired import must check clean"
     if errors:
         return  # a literal import keeps the original's problems; its test cannot run until they are fixed
-    results = api.run_tests(compilation)
-    assert len(results) == 1
-    assert [(r.name, r.messages) for r in results if not r.passed] == []
+    for compilation in compilations:
+        results = api.run_tests(compilation)
+        # one test of the shortest path; an orchestrator's machine has one for each agent it hands to
+        assert len(results) == 1 or (outcome.files and len(results) > 1)
+        assert [(r.name, r.messages) for r in results if not r.passed] == []
 
 
 def test_imports_are_deterministic(monkeypatch: pytest.MonkeyPatch) -> None:
     for case in _case_dirs():
-        assert _import(case, monkeypatch).text == _import(case, monkeypatch).text
+        first, again = _import(case, monkeypatch), _import(case, monkeypatch)
+        assert (first.text, first.files) == (again.text, again.files)
 
 
 def test_every_import_code_is_shown_by_a_case() -> None:
@@ -290,12 +326,10 @@ def test_bad_input_exits_1_with_a_positioned_error_and_no_traceback(tmp_path: Pa
 
 def test_a_repaired_import_that_still_has_errors_exits_1(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                                         capsys: pytest.CaptureFixture[str]) -> None:
-    real = api.check_text
+    def failing(paths: list[str]) -> list[api.Compilation]:  # the written file, checked with a bound of 0
+        return [api.check_text(Path(p).read_text(encoding="utf-8").replace("max 4", "max 0"), p) for p in paths]
 
-    def failing(text: str, path: str = "<string>") -> api.Compilation:
-        return real(text.replace("max 4", "max 0"), path)
-
-    monkeypatch.setattr(api, "check_text", failing)
+    monkeypatch.setattr(api, "check_files", failing)
     assert main(["import", "metaagent", str(LINEAR), "--repair", "-o", str(tmp_path / "o.fsm")]) == 1
     assert main(["import", "metaagent", str(LINEAR), "-o", str(tmp_path / "o.fsm")]) == 0
 
@@ -344,6 +378,8 @@ DOCS = Path(__file__).parent.parent / "docs"
     "crewai-sequential-research/crew.py",
     "crewai-sequential-research/expected.fsm",
     "crewai-context-cycle/expected-import.txt",
+    "autoagent-agent-form-nested-hand-offs/expected/tech_lead.fsm",
+    "autoagent-agent-form-hand-off-cycle/expected-import.txt",
 ])
 def test_the_import_page_quotes_the_golden_cases_exactly(quoted: str) -> None:
     page = (DOCS / "import.md").read_text(encoding="utf-8")

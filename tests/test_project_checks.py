@@ -153,6 +153,53 @@ def test_a_map_of_calls_gives_the_list_of_outcomes_and_its_arguments_see_the_ele
     assert ("SW4012", "final") in codes(project(tmp_path, lead(wrong)))
 
 
+def test_arguments_read_what_the_transitions_into_the_state_show(tmp_path: Path) -> None:
+    """A run state entered only when a variant was tested (or a value was not none) reads it as that, in its
+    arguments as in a tool call's: an orchestrator's typed hand-off passes the request it names."""
+    body = """
+    type Research {
+        topic: str
+    }
+
+    type Answer {
+        text: str
+    }
+
+    agent lead {
+        prompt "You lead."
+    }
+
+    start state route {
+        agent lead
+        do "Choose."
+        output Research | Answer
+        when output is Research -> investigate max 2
+        when output is Answer -> done
+    }
+
+    state investigate {
+        run research(topic = route.output.topic)
+        -> route
+    }"""
+    tests = """
+    test "the topic the lead names is researched" {
+        input {
+            topics []
+        }
+        reply route Research { topic "FSMs" }
+        reply investigate/draft { score 90, fixes [] }
+        reply route Answer { text "Done." }
+        expect path [route, investigate, route, done]
+        expect output investigate { ok true, final "done" }
+    }
+"""
+    comp = project(tmp_path, lead(body, tests=tests))
+    assert comp.ok, codes(comp)
+    assert [r.messages for r in api.run_tests(comp) if not r.passed] == []
+    unproven = body.replace("when output is Research -> investigate max 2", "-> investigate max 2")
+    assert ("SW4031", "topic") in codes(project(tmp_path, lead(unproven)))
+
+
 def test_templates_read_the_outcome_with_its_types(tmp_path: Path) -> None:
     body = """
     agent writer {
@@ -227,7 +274,9 @@ machine writer {
     }"""
     uses = 'use "team.fsm"\nuse "writer.fsm"\nuse "common.fsm" { Critique }\n'
     comp = project(tmp_path, lead(body, uses, settings="    returns Critique"), **{"writer.fsm": writer})
-    assert [c for c, _ in codes(comp)] == ["SW4014", "SW4104"], codes(comp)  # may be none; done gives its output
+    # the result was tested for none on the way into write, so the argument is a Critique; done gives the
+    # outcome of write, not a Critique
+    assert [c for c, _ in codes(comp)] == ["SW4104"], codes(comp)
     # a type of the same name declared here is another type
     mine = lead(body.replace("run writer(critique = investigate.output.result)", "run writer(critique = own.output)")
                 .replace("when output.result != none -> write", "when output.result != none -> own"),

@@ -178,12 +178,33 @@ STATE = """machine m {
      "'prompt' is written in an agent"),
     ('prompt "You write."', 'prompt "You write." do "Write."', "SW1031", "'do' does not belong in an agent",
      "'do' is written in a state"),
+    # an arrow at the end of a line: the next line's first word is read as its target
+    ('"x" -> done', '"x" ->', "SW1002", "'->' has no target state", "write the state this transition goes to"),
+    ('"x" -> done', '"x" -> # later', "SW1002", "'->' has no target state", "write the state"),
+    ('"x" -> done\n        -> done', '"x" ->\n\n        agent writer', "SW1002", "'->' has no target state",
+     "write the state"),
+    ('"x" -> done\n        -> done', '"x" -> done\n        ->', "SW1002", "'->' has no target state",
+     "write the state this transition goes to after '->', on the same line ('}' on the next line"),
 ])
 def test_a_common_slip_is_named_with_its_hint(old: str, new: str, code: str, message: str, help: str) -> None:
     text = STATE.replace(old, new, 1)
     [diag] = parse_text(text, "m.fsm").diagnostics.items
     assert (diag.code, diag.message) == (code, message)
     assert diag.help.startswith(help)
+
+
+def test_an_arrow_without_a_target_is_named_at_the_arrow_and_the_lines_after_it_still_read() -> None:
+    text = STATE.replace('"x" -> done', '"x" ->').replace('prompt "You write."', 'prompt "You write." "again"')
+    found = [(d.span.start_pos.line, d.span.start_pos.column, d.code, d.message)
+             for d in parse_text(text, "m.fsm").diagnostics.sorted()]
+    assert found == [(3, 40, "SW1002", "unexpected string '\"again\"'"), (8, 33, "SW1002", "'->' has no target state")]
+    # a target below its arrow is a target
+    assert not parse_text(STATE.replace('"x" -> done', '"x" ->\n            done')).diagnostics
+    # a keyword that a whole transition then reads as its target: the check says what happened
+    text = STATE.replace('"x" -> done\n        -> done', '"x" ->\n        otherwise -> done')
+    [diag] = api.check_text(text, "m.fsm").diagnostics
+    assert (diag.code, diag.span.start_pos.line) == ("SW2002", 9)
+    assert diag.message == "'->' has no target state: 'otherwise' on the next line was read as its target"
 
 
 def test_several_mistakes_in_one_block_are_all_reported_once_in_one_run() -> None:

@@ -589,12 +589,14 @@ def load_text(text: str, path: str = "<string>", *, level: int = 1, disabled: Se
 
 def import_bytes(source_format: str, data: bytes, path: str, *, repair: bool = False, bound: int = 2,
                  output: str | None = None) -> ImportOutcome:
-    """A MetaAgent FSM (JSON) or an AutoAgent workflow form (XML) as canonical `.fsm` text.
+    """A MetaAgent FSM (JSON) or an AutoAgent workflow or agent form (XML) as canonical `.fsm` text.
 
     Literal by default; `repair` bounds back edges with `max bound` and more, each change listed in the
     file's header. Problems in the input come back as diagnostics on it (`text` is None after an error).
     `output`, where the result will be written, lets the header name the input by its path from there
-    (without it, by its file name).
+    (without it, by its file name). An agent form whose agents hand the request on is several machines:
+    `text` runs those in `files`, which go to a folder beside `output` named after it (`OUT.fsm` runs
+    `OUT/NAME.fsm`); write_import writes them all.
     """
     from .importers import import_spec
 
@@ -615,6 +617,31 @@ def import_file(source_format: str, path: str | Path, *, repair: bool = False, b
     with open(path, "rb") as f:
         return import_bytes(source_format, read_limited(f), str(path), repair=repair, bound=bound,
                             output=output)
+
+
+def write_import(outcome: ImportOutcome, output: str | Path) -> list[str]:
+    """Write an import to `output`, and the machines it runs (`outcome.files`, an AutoAgent agent form's) to
+    their folder beside it, creating the folder; the paths written, `output` first. Nothing is written over a
+    file `statewright import` did not write, nor through a symbolic link into the folder: such paths are
+    an ImportOverwriteError (a FileExistsError) naming them all, raised before anything is written. Other
+    failures are OSErrors."""
+    from .importers.writing import ImportInTheWay
+    from .importers.writing import write_import as write
+
+    try:
+        return write(outcome, str(output))
+    except ImportInTheWay as e:
+        raise ImportOverwriteError(e.problems) from None
+
+
+class ImportOverwriteError(FileExistsError):
+    """Paths in the way of write_import (files `statewright import` did not write, symbolic links, a file
+    where a folder goes), one line each in `problems`; nothing was written."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("nothing was written: " + "; ".join(problems) + " (move them, or write the import "
+                         "elsewhere)")
 
 
 # ---- design and LLM-judged optimization ----------------------------------------------------------

@@ -702,20 +702,30 @@ def _finish_import(args: argparse.Namespace, outcome: ImportOutcome, name: str) 
         return EXIT_INPUT
     output = args.output or "-"
     if output == "-":
+        if outcome.files:  # several files, and standard output holds one: say so rather than mix them
+            raise UsageError(f"{name} imports as {len(outcome.files) + 1} files (a machine and the machines it "
+                             "runs, in a folder beside it), and standard output holds one: give -o OUT.fsm, "
+                             "which writes OUT.fsm and OUT/NAME.fsm for each machine it runs")
         sys.stdout.write(outcome.text)
+        checked = api.check_text(outcome.text, "<stdout>").diagnostics
+        target = "the result"
     else:
         try:
-            with open(output, "w", encoding="utf-8", newline="\n") as f:
-                f.write(outcome.text)
+            written = api.write_import(outcome, output)
+        except api.ImportOverwriteError as e:
+            _err(f"error: {_printable(e)}")
+            return EXIT_INPUT
         except OSError as e:
-            raise UsageError(f"cannot write {output}: {e.strerror or e}") from None
-    checked = api.check_text(outcome.text, output if output != "-" else "<stdout>")
+            raise UsageError(f"cannot write {e.filename or output}: {e.strerror or e}") from None
+        checked = [d for comp in api.check_files(written) for d in comp.diagnostics]
+        called = len(written) - 1
+        target = (output if not called else f"{output} and the machine it runs" if called == 1 else
+                  f"{output} and the {called} machines it runs")
     mode = "repair" if args.repair else "literal"
     notes = render_summary(outcome.diagnostics).replace("no problems", "no notes")
-    target = "the result" if output == "-" else output
-    _err(f"imported {name} ({mode} mode, {notes}); `statewright check` on {target}: "
-         f"{render_summary(checked.diagnostics)}")
-    return EXIT_INPUT if args.repair and not checked.ok else EXIT_OK
+    _err(f"imported {name} ({mode} mode, {notes}); `statewright check` on {target}: {render_summary(checked)}")
+    has_errors = any(d.severity.value == "error" for d in checked)
+    return EXIT_INPUT if args.repair and has_errors else EXIT_OK
 
 
 def cmd_source_map(args: argparse.Namespace) -> int:
@@ -1085,7 +1095,7 @@ def _setup_import(p: argparse.ArgumentParser) -> None:
     p.add_argument("path", metavar="PATH", help="the file to import ('-' for standard input); for crewai, the "
                    "project's folder (or its crew.py)")
     p.add_argument("-o", "--output", metavar="OUT", help="where to write the .fsm file (default, or '-': "
-                   "standard output)")
+                   "standard output); an AutoAgent agent form's other machines go to OUT/NAME.fsm beside it")
     p.add_argument("--repair", action="store_true", help="bound back edges, drop duplicate and self "
                    "listeners and more, each change listed in the header")
     p.add_argument("--bound", type=int, default=None, metavar="N",
@@ -1187,7 +1197,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "test": ("run the test blocks of .fsm files with scripted replies", _setup_test),
     "worker": ("serve machines' runs from a Temporal cluster", _setup_worker),
     "status": ("show what a run on a Temporal cluster is doing", _setup_status),
-    "import": ("import a MetaAgent FSM (JSON), an AutoAgent workflow form (XML) or a CrewAI project",
+    "import": ("import a MetaAgent FSM (JSON), an AutoAgent workflow or agent form (XML) or a CrewAI project",
                _setup_import),
     "trace": ("read trace files", _setup_trace),
     "design": ("draft a machine from a task description with a designer model", _setup_design),

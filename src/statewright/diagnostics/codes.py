@@ -2,7 +2,8 @@
 
 SW1xxx syntax · SW2xxx names · SW3xxx machine structure · SW4xxx types and guards ·
 SW5xxx templates · SW6xxx test blocks · SW7xxx warnings about unused or dead parts ·
-SW8xxx importers (`statewright import`: SW80xx errors in the input, SW81xx lint notes) · SW9xxx internal.
+SW8xxx importers (`statewright import`: SW80xx errors in the input, SW81xx lint notes; an AutoAgent agent
+form's own are SW8040-SW8049 errors and SW8050-SW8059 lint notes) · SW9xxx internal.
 """
 
 from __future__ import annotations
@@ -799,6 +800,54 @@ _ALL = [
        "(manager_llm) or an agent of its own (manager_agent). Without one CrewAI refuses to start the crew.",
        "Crew(agents=self.agents, tasks=self.tasks, process=Process.hierarchical)",
        'Crew(agents=self.agents, tasks=self.tasks, process=Process.hierarchical, manager_llm="openai/gpt-4o")'),
+    # (SW8040-SW8049: errors in an AutoAgent agent form; SW8050-SW8059: lint notes on one)
+    _e("SW8040", "hand-offs in a cycle",
+       "In an AutoAgent agent form an agent hands the request to another through a transfer_to_<agent> tool, "
+       "and the import makes each agent a machine that the machine of the agent handing to it runs. Here the "
+       "hand-offs go round: an agent hands the request, directly or through others, to an agent that hands "
+       "it back on to the first (or an agent hands it to itself). A machine may not run itself, so the form "
+       "cannot be imported; the message names the whole chain. (An agent's answer goes back to whoever "
+       "handed it the request without a tool of its own: transfer_back_to_ is not a hand-off.)",
+       "<name>Planner</name> ... <tool><name>transfer_to_coder</name></tool>\n"
+       "<name>Coder</name> ... <tool><name>transfer_to_planner</name></tool>",
+       "<name>Planner</name> ... <tool><name>transfer_to_coder</name></tool>\n"
+       "<name>Coder</name> ... <tool><name>transfer_back_to_planner</name></tool>"),
+    _e("SW8041", "hand-off to an unknown agent",
+       "A transfer_to_<agent> tool in an AutoAgent agent form names no agent of the form. AutoAgent names an "
+       "agent's transfer function after the agent's name in lower case with its spaces as underscores ('Web "
+       "Researcher' is transfer_to_web_researcher), and the import matches names the same way; the help "
+       "suggests the nearest name.",
+       "<tool><name>transfer_to_web_reseacher</name></tool>",
+       "<tool><name>transfer_to_web_researcher</name></tool>"),
+    _e("SW8042", "agent without instructions",
+       "Every agent of an AutoAgent agent form has <instructions>: they become the system prompt of the "
+       "agent AutoAgent creates (and AutoAgent's form parser refuses an agent without the element). An "
+       "agent with none, or with empty instructions, has nothing to work by, so the form cannot be "
+       "imported. The <description> says what the agent is for, to whoever hands it the request; it is "
+       "not used in the instructions' place.",
+       "<agent><name>Writer</name><description>Writes the report.</description> ...</agent>",
+       "<agent><name>Writer</name><description>Writes the report.</description>\n"
+       "       <instructions>You write clear reports from the notes you are given.</instructions> ...</agent>"),
+    _w("SW8050", "hand-back to an agent that does not hand over",
+       "An agent of an AutoAgent agent form has a transfer_back_to_<agent> tool naming an agent that never "
+       "hands it the request. In the import an agent is a machine whose answer goes back to the machine that "
+       "ran it, so the answer goes to whoever handed the request over, whatever the tool says.",
+       "<name>Writer</name> ... <tool><name>transfer_back_to_editor</name></tool>   # only 'planner' hands to it",
+       "<name>Writer</name> ... <tool><name>transfer_back_to_planner</name></tool>"),
+    _w("SW8051", "only agent's output is not the system output",
+       "An AutoAgent agent form with one agent answers with that agent's output, so AutoAgent's form parser "
+       "requires the agent's <agent_output> key to be the <system_output> key and refuses the form "
+       "otherwise. The import keeps both as written: the machine ends in the final state named after the "
+       "system output.",
+       "<system_output><key>report</key>...   <agent_output><key>draft</key>...",
+       "<system_output><key>report</key>...   <agent_output><key>report</key>..."),
+    _w("SW8052", "instructions AutoAgent cannot fill in",
+       "AutoAgent fills the global variables into an agent's instructions with Python's str.format when "
+       "they hold a {field}, and then fails on a lone brace or on a field that is not a plain name ({} or "
+       "{0} or {a.b}). The import keeps such instructions as they are written, braces and all, and fills "
+       "nothing into them.",
+       "<instructions>Write in {style}. Output JSON like {\"a\": 1}.</instructions>",
+       "<instructions>Write in {style}. Output JSON like {{\"a\": 1}}.</instructions>"),
     _w("SW8101", "prompt routes to a state that is not an exit",
        "A prompt or instruction tells the agent to print '<STATE_TRANS>: N', but no transition leads from "
        "the agent's states to N. MetaAgent moves only along declared transitions, so this exit never fires; "

@@ -569,6 +569,12 @@ class ForEach(Node):
     span: Span = _span()
 
 
+# Keywords that begin an item of a state. One that ends up a transition's target was on the line after a
+# bare '->' (the parser reads a keyword as a name where a name is due).
+STATE_ITEM_KEYWORDS = frozenset({"when", "otherwise", "agent", "do", "ask", "output", "tell", "visits",
+                                 "retries", "call", "result", "fail", "parallel", "join", "run", "for"})
+
+
 class Transition(Node):
     """One outgoing edge, in source order.
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from . import ast
 from .lalr import END, NAME, SHIFTED, Repair, Slip, Tables, step
 
 
@@ -281,6 +282,9 @@ def name_syntax_error(slip: Slip, text: str, tables: Tables, example_slip: Examp
         return [(SyntaxProblem("SW1033", "a '\"' inside the string ends it", slip.start - 1, slip.start,
                                'write \\" for a quote inside a string, or use """triple quotes"""'),
                  (Repair(_line_end(text, slip.start)),))]
+    dangling = _arrow_without_target(slip, text)
+    if dangling is not None:
+        return [dangling]
     candidates = [m for m in MISTAKES if m.fits(slip, text, tables)]
     named = [_named(m, slip, text, tables) for m in candidates if m.anywhere]
     named += [_named(m, slip, text, tables) for m in candidates
@@ -295,6 +299,35 @@ def name_syntax_error(slip: Slip, text: str, tables: Tables, example_slip: Examp
     skip = (Repair(slip.end), Repair(block_end(text, slip.start))) if slip.value == "{" else ()
     return [(SyntaxProblem("SW1002", f"unexpected {_token_kind(slip.kind)} '{_shown(slip.value)}'", slip.start,
                            slip.end, expected_text(tables, slip.accepts)), skip)]
+
+
+_BARE_ARROW = re.compile(r'->[ \t]*(?:#[^\n"]*)?$')
+
+
+def _arrow_without_target(slip: Slip, text: str) -> Naming | None:
+    """`when x ->` at the end of a line: the parser reads the first word of the next line (`when`,
+    `otherwise`, ...) as the target and slips later on that line, or slips on the next line's first token
+    (a `}`); the mistake is the arrow's."""
+    line_start = text.rfind("\n", 0, slip.start) + 1
+    lead = text[line_start:slip.start]
+    word = re.match(r"[ \t]*([A-Za-z_]+)", lead)
+    repairs: tuple[Repair, ...] = ()
+    if word is not None and word.group(1) in ast.STATE_ITEM_KEYWORDS:
+        first = word.group(1)
+    elif not lead.strip() and NAME in slip.accepts:
+        first = _shown(slip.value)
+        repairs = (Repair(slip.start, (NAME,)),)  # a target, and the token reads on
+    else:
+        return None
+    end = line_start - 1  # the line before, blank lines passed over
+    while end > 0 and not text[text.rfind("\n", 0, end) + 1 : end].strip():
+        end = text.rfind("\n", 0, end)
+    before = _BARE_ARROW.search(text, text.rfind("\n", 0, max(end, 0)) + 1, max(end, 0))
+    if before is None:
+        return None
+    return (SyntaxProblem("SW1002", "'->' has no target state", before.start(), before.start() + 2,
+                          f"write the state this transition goes to after '->', on the same line ('{first}' on "
+                          "the next line is not one)"), repairs)
 
 
 def _unexpected_end(slip: Slip, text: str, tables: Tables) -> Naming:

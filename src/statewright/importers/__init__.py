@@ -20,6 +20,7 @@ from .emit import render_machine
 from .header import Header
 from .metaagent import import_metaagent
 from .model import Machine
+from .names import file_stem
 
 FORMATS = ("metaagent", "autoagent", "crewai")
 FILE_FORMATS = ("metaagent", "autoagent")  # formats whose input is one file; a CrewAI project is a folder
@@ -28,11 +29,15 @@ DEFAULT_BOUND = 2
 
 @dataclass
 class ImportOutcome:
-    """The imported `.fsm` text (None when the input has errors) and the diagnostics on the input."""
+    """The imported `.fsm` text (None when the input has errors) and the diagnostics on the input.
+
+    An AutoAgent agent form with several agents is several machines: `text` is the one the input becomes,
+    and `files` the machines it runs, each as (its path from the folder of `text`'s file, its text)."""
 
     text: str | None
     diagnostics: list[Diagnostic] = field(default_factory=list)
     repairs: list[str] = field(default_factory=list)  # what --repair changed, as listed in the header
+    files: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -44,7 +49,9 @@ def import_spec(source_format: str, data: bytes, path: str, *, repair: bool = Fa
     """Import one file of `source_format` ("metaagent" or "autoagent"); problems come back as diagnostics.
 
     `output` is where the result will be written: the header names the input by its path from there (by
-    its file name without one)."""
+    its file name without one). The machines an AutoAgent agent form's machine runs go to a folder beside it,
+    named after `output` without its extension (`OUT.fsm` runs `OUT/NAME.fsm`; without `output`, after the
+    input's file name)."""
     if source_format not in FILE_FORMATS:
         if source_format in FORMATS:
             raise ValueError(f"a {source_format} import reads a project folder: use import_project")
@@ -61,9 +68,12 @@ def import_spec(source_format: str, data: bytes, path: str, *, repair: bool = Fa
                           "an AutoAgent workflow form is a <workflow> element")
         return ImportOutcome(None, diags.sorted())
     header = Header(source_format, header_path(path, output), hashlib.sha256(data).hexdigest(), repair, bound)
-    build = import_metaagent if source_format == "metaagent" else import_autoagent
-    machine = build(source, diags, repair_mode=repair, bound=bound, header=header)
-    return _finish(machine, diags, header, path)
+    if source_format == "metaagent":
+        machine = import_metaagent(source, diags, repair_mode=repair, bound=bound, header=header)
+    else:
+        machine = import_autoagent(source, diags, repair_mode=repair, bound=bound, header=header,
+                                   folder=called_folder(path, output))
+    return _finish(machine, diags, header, path, output)
 
 
 def import_project(source_format: str, path: str, *, repair: bool = False, bound: int = DEFAULT_BOUND,
@@ -91,17 +101,37 @@ def import_project(source_format: str, path: str, *, repair: bool = False, bound
     base = files.crew.parent if files.crew is not None else read[0].parent
     header.sources = [Path(os.path.relpath(file, base)).as_posix() for file in read]
     machine = import_crewai(path, diags, repair_mode=repair, bound=bound, header=header)
-    return _finish(machine, diags, header, path)
+    return _finish(machine, diags, header, path, output)
 
 
-def _finish(machine: Machine | None, diags: Diagnostics, header: Header, path: str) -> ImportOutcome:
+def _finish(machine: Machine | None, diags: Diagnostics, header: Header, path: str, output: str | None
+            ) -> ImportOutcome:
     if machine is None or diags.has_errors:
         return ImportOutcome(None, diags.sorted())
     notes = diags.sorted()
     header.notes += [f"{_where(d, path, header.path)}: {d.message} [{d.code}]" for d in notes
                      if d.severity is Severity.WARNING]
     machine.header = header.lines()
-    return ImportOutcome(render_machine(machine, path), notes, header.repairs)
+    files = []
+    for called in machine.called:
+        beside = None if output is None or output == "-" or output.startswith("<") else (
+            os.path.join(os.path.dirname(output), called.path))
+        called.header.path = header_path(path, beside)
+        called.machine.header = called.header.lines()
+        files.append((called.path, render_machine(called.machine, called.path)))
+    return ImportOutcome(render_machine(machine, path), notes, header.repairs, files)
+
+
+def called_folder(path: str, output: str | None) -> str:
+    """The folder, beside the imported machine's file, that holds the machines it runs: named after that
+    file without its extension (or, without a file, after the input), `NAME_machines` when the name has no
+    extension to drop (a folder cannot take its file's name), and never `.` or `..`."""
+    named = output if output is not None and output != "-" and not output.startswith("<") else path
+    name = named.replace("\\", "/").rsplit("/", 1)[-1]
+    stem = file_stem(named)
+    if stem in ("", ".", ".."):
+        return "imported"
+    return f"{stem}_machines" if stem == name else stem
 
 
 def _where(d: Diagnostic, path: str, shown: str) -> str:
@@ -135,5 +165,5 @@ def header_path(path: str, output: str | None) -> str:
     return Path(os.path.relpath(source, folder)).as_posix()
 
 
-__all__ = ["DEFAULT_BOUND", "FILE_FORMATS", "FORMATS", "ImportOutcome", "header_path", "import_project",
-           "import_spec"]
+__all__ = ["DEFAULT_BOUND", "FILE_FORMATS", "FORMATS", "ImportOutcome", "called_folder", "header_path",
+           "import_project", "import_spec"]

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 from ..diagnostics import Diagnostics, SourceFile, Span, did_you_mean, quoted_list
 from . import fallbacks, repair
+from .autoagent_agents import import_agent_form
+from .autoagent_form import read_agent_form
 from .emit import placeholder_template
 from .header import Header
 from .model import Agent, Input, Machine, State, Tool, Transition
@@ -79,10 +81,18 @@ class _Spec:
 
 
 def import_autoagent(source: SourceFile, diags: Diagnostics, *, repair_mode: bool, bound: int,
-                     header: Header) -> Machine | None:
+                     header: Header, folder: str = "imported") -> Machine | None:
+    """A workflow form as one machine; an agent form (autoagent_agents.py) as a machine and the machines it
+    runs, which go to files in `folder`, beside the machine's own file."""
     root = parse_xml(source, diags)
     if root is None:
         return None
+    if root.tag == "agents":
+        form = read_agent_form(root, diags)
+        if form is None:
+            return None
+        name = identifier(file_stem(source.path), "machine")
+        return import_agent_form(form, diags, name=name, folder=folder, header=header)
     spec = _read(root, source, diags)
     if spec is None or diags.has_errors:
         return None
@@ -127,10 +137,9 @@ def _required_text(diags: Diagnostics, owner: XmlElement, tag: str, what: str) -
 
 def _read(root: XmlElement, source: SourceFile, diags: Diagnostics) -> _Spec | None:
     if root.tag != "workflow":
-        diags.report("SW8005", f"the root element must be <workflow>, not <{root.tag}>", root.span,
-                     label="expected <workflow>",
-                     help="an AutoAgent workflow form is one <workflow> element" if root.tag != "agents" else
-                          "this looks like an agent form (<agents>); only workflow forms can be imported")
+        diags.report("SW8005", f"the root element must be <workflow> or <agents>, not <{root.tag}>", root.span,
+                     label="expected <workflow> or <agents>",
+                     help="an AutoAgent workflow form is one <workflow> element, an agent form one <agents> element")
         return None
     system_input = root.child("system_input")
     input_key = None

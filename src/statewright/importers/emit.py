@@ -82,9 +82,12 @@ def render_machine(machine: Machine, path: str) -> str:
     out = _comments(machine.header, "")
     if machine.header:
         out.append("")
+    out.extend(f"use {double_quoted(path)}" for path in machine.uses)
     out.append(f"machine {machine.name} {{")
     for item in machine.inputs:
         out.extend(_input(item))
+    if machine.returns is not None:
+        out.append(f"    returns {type_text(machine.returns)}")
     if machine.model is not None:
         out.append(f"    model {fsm_string(machine.model)}")
     if machine.steps is not None:
@@ -98,9 +101,11 @@ def render_machine(machine: Machine, path: str) -> str:
         out.extend(_agent(agent))
     for state in machine.states:
         out.extend(_state(state))
-    if machine.test is not None:
-        out.extend(_test(machine.test))
-    elif machine.test_comment:
+    for test in [machine.test] if machine.test is not None else []:
+        out.extend(_test(test))
+    for test in machine.tests:
+        out.extend(_test(test))
+    if machine.test is None and not machine.tests and machine.test_comment:
         out.extend(_comments([machine.test_comment], "    "))
     out.append("}")
     text = "\n".join(out) + "\n"
@@ -151,6 +156,9 @@ def _state(state: State) -> list[str]:
     body: list[str] = []
     if state.parallel:
         body.append(f"parallel [{', '.join(state.parallel)}]")
+    if state.run is not None:
+        args = ", ".join(f"{name} = {value}" for name, value in state.run.args)
+        body.append(f"run {state.run.machine}({args})")
     if state.agent is not None:
         body.append(f"agent {state.agent}")
     if state.instruction is not None:
@@ -201,6 +209,7 @@ def _test(test: TestBlock) -> list[str]:
             verdict = double_quoted(step.text) if step.text is not None else "none"
             lines.append(f"        verdict {step.state} {verdict}")
     lines.append(f"        expect path [{', '.join(test.path)}]")
+    lines.extend(f"        expect output {state} {value}" for state, value in test.outputs)
     if test.failure is not None:
         lines.append(f"        expect failure {test.failure}")
     else:

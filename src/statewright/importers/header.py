@@ -23,6 +23,7 @@ class Header:
     repairs: list[str] = field(default_factory=list)  # what --repair changed
     notes: list[str] = field(default_factory=list)  # the notes the importer printed on the original
     sources: list[str] = field(default_factory=list)  # the files of a project the hash covers
+    part: str = ""  # which part of the original this file holds, when the import wrote several files
 
     def lines(self) -> list[str]:
         """The header as comment lines, without the leading '# ' (an empty string is a bare '#')."""
@@ -33,6 +34,8 @@ class Header:
         out.append(f"sha256 {self.sha256}")
         if self.sources:
             out += _wrap("(of " + ", ".join(self.sources) + ", in that order)")
+        if self.part:
+            out += _wrap(self.part)
         out += _wrap(f"Mode: {mode}.")
         sections = [
             ("Differences from the original that no importer can avoid:", self.differences),

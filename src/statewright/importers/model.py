@@ -9,9 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..diagnostics import Span
+from .header import Header
 
 # A type as a small tree: ("str",), ("int",), ("float",), ("bool",), ("list", T), ("opt", T),
-# ("enum", ("a", "b")), ("named", "Name").
+# ("enum", ("a", "b")), ("named", "Name"), ("variant", ("A", "B")) (exactly one of the declared types A, B).
 Shape = tuple
 
 
@@ -29,6 +30,8 @@ def type_text(shape: Shape) -> str:
         return " | ".join(double_quoted(v) for v in shape[1])
     if kind == "named":
         return str(shape[1])
+    if kind == "variant":
+        return " | ".join(shape[1])
     return str(kind)
 
 
@@ -89,6 +92,16 @@ class State:
     origin: Span | None = None
     parallel: list[str] = field(default_factory=list)  # a parallel state's branches: their entry states
     branch: bool = False  # a branch state: it runs in a parallel state's branch, and ends it
+    run: Run | None = None  # a state that runs another machine
+
+
+@dataclass
+class Run:
+    """`run MACHINE(input = EXPR, ...)`: the machine a `use` line makes callable, and its arguments (guard
+    expressions, as text)."""
+
+    machine: str
+    args: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -131,12 +144,15 @@ class TestBlock:
     path: list[str]
     final: str
     failure: str | None = None  # a failure kind the run ends in instead of reaching `final`
+    outputs: list[tuple[str, str]] = field(default_factory=list)  # `expect output STATE VALUE`, value as text
 
 
 @dataclass
 class Machine:
     name: str
+    uses: list[str] = field(default_factory=list)  # the files of the machines it runs, from its own folder
     inputs: list[Input] = field(default_factory=list)
+    returns: Shape | None = None
     model: str | None = None
     steps: int | None = None
     steps_comment: str = ""
@@ -145,8 +161,10 @@ class Machine:
     agents: list[Agent] = field(default_factory=list)
     states: list[State] = field(default_factory=list)
     test: TestBlock | None = None
+    tests: list[TestBlock] = field(default_factory=list)  # more test blocks, after `test`
     test_comment: str = ""  # printed in place of a test block the importer could not write
     header: list[str] = field(default_factory=list)  # comment lines, without the leading '# '
+    called: list[CalledFile] = field(default_factory=list)  # the machines it runs, each written to its own file
 
     def state(self, name: str) -> State:
         for s in self.states:
@@ -185,3 +203,12 @@ class Machine:
     def has_cycle(self) -> bool:
         """Whether some state can be reached again from itself."""
         return any(state.name in self.reachable_from(self.successors(state)) for state in self.states)
+
+
+@dataclass
+class CalledFile:
+    """A machine the imported machine runs (directly or through others), written to a file of its own."""
+
+    path: str  # from the folder of the imported machine's file: `FOLDER/NAME.fsm`
+    machine: Machine
+    header: Header  # its own header: the source, and how this machine differs from the original

@@ -22,7 +22,7 @@ from ...grammar import ast
 from .. import ir
 from . import testblocks
 from .callees import Callee, import_type, machine_result
-from .flow import Flow
+from .flow import EntryFacts, Flow
 from .resolve import StateView, Symbols, unknown_state_help
 from .typecheck import ExprChecker, _assignable, _norm, output_type, type_text
 
@@ -74,7 +74,10 @@ def _check_arguments(view: StateView, run: ast.RunCall, callee: Callee, symbols:
     """The arguments against the callee's inputs: each an input, each once, of its type; every required
     input given."""
     inputs = callee.symbols.inputs
-    checker = ExprChecker(symbols, diags, None, reader=view.name, flow=flow, local=symbols.each_names.get(view.name))
+    # what the transitions into the state show (a variant tested, a value not none) holds in its arguments,
+    # as in a tool call's
+    checker = ExprChecker(symbols, diags, None, reader=view.name, flow=flow, local=symbols.each_names.get(view.name)
+                          ).knowing(symbols.entry_facts.get(view.name, EntryFacts()))
     seen: set[str] = set()
     for arg in run.args:
         got = checker.infer(arg.value)

@@ -56,6 +56,8 @@ REPORTED_BY: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("import", "importers/metaagent.py", ("SW8007", "SW8008", "SW8101", "SW8102", "SW8103", "SW8104", "SW8107")),
     ("import", "importers/autoagent.py", ("SW8004", "SW8005", "SW8007", "SW8008", "SW8105", "SW8106", "SW8116",
                                           "SW8117")),
+    ("import", "importers/autoagent_form.py", ("SW8004", "SW8007", "SW8040", "SW8041", "SW8042", "SW8050", "SW8051",
+                                               "SW8052")),
     ("import", "importers/yaml_source.py", ("SW8007", "SW8010")),
     ("import", "importers/crewai_python.py", ("SW8011",)),
     ("import", "importers/crewai_spec.py", ("SW8003", "SW8004", "SW8005", "SW8012", "SW8013", "SW8114")),

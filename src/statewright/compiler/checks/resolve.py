@@ -617,7 +617,13 @@ class _Resolver:
                 seen.add(name.value)
                 self._agent_ref(name)
         for t in view.transitions:
-            if t.target is not None:
+            if t.target is not None and t.target.value not in self.symbols.states \
+                    and t.target.value in ast.STATE_ITEM_KEYWORDS \
+                    and t.target.span.start_pos.line > t.span.start_pos.line:
+                self.diags.report("SW2002", f"'->' has no target state: '{t.target.value}' on the next line was "
+                                  "read as its target", t.target.span, label="read as the target",
+                                  help="write the state this transition goes to after '->', on the same line")
+            elif t.target is not None:
                 self._state_ref(t.target)
         if view.parallel is not None:
             for entry in view.parallel.branches:

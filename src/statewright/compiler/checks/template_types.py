@@ -117,15 +117,22 @@ class TemplateTypes:
 
     def run(self) -> None:
         """Work out the bound names' types, then every expression's, reporting what cannot be read."""
-        if self.sources or self.ns_sets or self.ns_calls:
-            self._settle()
-        self.report = True
-        self.memo = {}
-        for node in reversed(self.index.order):  # every node after the nodes inside it
-            if isinstance(node, nodes.Expr):
-                self.eval(node)
-            elif isinstance(node, nodes.For):
-                self._iterate(node.iter, self.eval(node.iter), node)
+        try:
+            if self.sources or self.ns_sets or self.ns_calls:
+                self._settle()
+            self.report = True
+            self.memo = {}
+            for node in reversed(self.index.order):  # every node after the nodes inside it
+                if isinstance(node, nodes.Expr):
+                    self.eval(node)
+                elif isinstance(node, nodes.For):
+                    self._iterate(node.iter, self.eval(node.iter), node)
+        finally:
+            # the bound names' sources and the narrowing call back into this checker: without these
+            # cycles, a template's checker is freed when it is done (the CLI's `check` runs with the
+            # cyclic collector off, and a machine has a template per state)
+            self.sources = {}
+            del self.narrowing
 
     def _settle(self) -> None:
         """Evaluate every binding until no name's types change (a name that keeps changing is untracked)."""
