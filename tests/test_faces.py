@@ -38,7 +38,7 @@ from support.e2e_runs import EXAMPLES, ROOT
 from support.face_machines import random_machine, with_recorded_tests
 
 from statewright import api
-from statewright.runtime.testing import _testing_file_name, format_outcome
+from statewright.runtime.testing import _file_name, format_outcome
 
 pytestmark = pytest.mark.slow
 
@@ -138,7 +138,7 @@ def observe(cases: list[Case], outcomes: dict[str, str], traces: Path) -> Observ
     for case in cases:
         blocks = outcome_blocks(outcomes.get(case.name, ""))
         for test in case.tests:
-            trace = read_trace(traces / case.name / f"{_testing_file_name(test)}.jsonl")
+            trace = read_trace(traces / case.name / f"{_file_name(test)}.jsonl")
             seen[(case.name, test)] = (blocks.get(test, "<no outcome>"), trace)
     return seen
 
@@ -172,7 +172,7 @@ def runner_face(cases: list[Case], form: str, directory: Path) -> Observed:
         printed = results.get(f"{case.name}_runner", {"stdout": "", "stderr": "not run", "status": -1})
         blocks = outcome_blocks(printed["stdout"] + (printed["stderr"] if printed["status"] == -1 else ""))
         for test in case.tests:
-            trace = read_trace(traces / f"{case.name}_runner" / f"{_testing_file_name(test)}.jsonl")
+            trace = read_trace(traces / f"{case.name}_runner" / f"{_file_name(test)}.jsonl")
             seen[(case.name, test)] = (blocks.get(test, "<no outcome>: " + printed["stderr"][-300:]), trace)
     return seen
 

@@ -27,15 +27,15 @@ _TEMPLATE_MARKERS = ("{{", "{%", "{#")
 
 # A number may have at most as many digits as Python will print (its default int_max_str_digits).
 MAX_INT_DIGITS = 4300
-_TEMPLATES_MAX_INT_BITS = int(MAX_INT_DIGITS * math.log2(10))
+_MAX_INT_BITS = int(MAX_INT_DIGITS * math.log2(10))
 # The most characters (or list items) one operation may produce, and the longest rendered template.
 MAX_TEMPLATE_VALUE = 10_000_000
 MAX_RENDERED_CHARS = 10_000_000
 # lipsum() writes paragraphs of filler text; a few are all a prompt could want
-_TEMPLATES_MAX_LIPSUM = 100
-_TEMPLATES_MAX_JSON_INDENT = 100
+_MAX_LIPSUM = 100
+_MAX_JSON_INDENT = 100
 
-_templates_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
     "statewright_template_deadline", default=None)
 
 
@@ -54,11 +54,11 @@ class TemplateDeadlineExceeded(TemplateRenderError):
 # ---- bounded operations --------------------------------------------------------------------------
 
 
-def _templates_int_bits(value: Any) -> int:
+def _int_bits(value: Any) -> int:
     return value.bit_length() if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def _templates_size(value: Any) -> int | None:
+def _size(value: Any) -> int | None:
     """How much a str, list or tuple weighs (`value_weight`); None for anything else."""
     return value_weight(value) if isinstance(value, (str, list, tuple)) else None
 
@@ -87,47 +87,47 @@ def value_weight(value: Any, limit: int = MAX_TEMPLATE_VALUE) -> int:
     return total
 
 
-def _templates_too_large(what: str) -> TemplateTooLarge:
+def _too_large(what: str) -> TemplateTooLarge:
     return TemplateTooLarge(f"{what}; the limit is {MAX_TEMPLATE_VALUE:,} characters or items per value")
 
 
-def _templates_check_power(left: Any, right: Any) -> None:
+def _check_power(left: Any, right: Any) -> None:
     if not (isinstance(left, int) and isinstance(right, int)) or right <= 0:
         return  # floats overflow to an error or inf on their own; a negative power of an int is a float
-    bits = _templates_int_bits(left)
-    if bits > 1 and (bits - 1) * right > _TEMPLATES_MAX_INT_BITS:
+    bits = _int_bits(left)
+    if bits > 1 and (bits - 1) * right > _MAX_INT_BITS:
         digits = int((bits - 1) * right / math.log2(10))
         raise TemplateTooLarge(f"{left if bits <= 64 else 'a number'} ** {right} would have over {digits:,} "
                                f"digits; the limit is {MAX_INT_DIGITS:,}")
 
 
-def _templates_check_repeat(seq: Any, count: Any) -> None:
-    size = _templates_size(seq)
+def _check_repeat(seq: Any, count: Any) -> None:
+    size = _size(seq)
     if size is None or not isinstance(count, int):
         return
     if size * count > MAX_TEMPLATE_VALUE:
-        raise _templates_too_large(f"repeating {size:,} characters or items {count:,} times gives "
-                                   f"{size * count:,}")
+        raise _too_large(f"repeating {size:,} characters or items {count:,} times gives "
+                         f"{size * count:,}")
 
 
-def _templates_check_product(left: Any, right: Any) -> None:
-    _templates_check_repeat(left, right)
-    _templates_check_repeat(right, left)
-    if _templates_int_bits(left) + _templates_int_bits(right) > _TEMPLATES_MAX_INT_BITS:
+def _check_product(left: Any, right: Any) -> None:
+    _check_repeat(left, right)
+    _check_repeat(right, left)
+    if _int_bits(left) + _int_bits(right) > _MAX_INT_BITS:
         raise TemplateTooLarge(f"the product would have over {MAX_INT_DIGITS:,} digits; the limit is "
                                f"{MAX_INT_DIGITS:,}")
 
 
-def _templates_check_sum(left: Any, right: Any) -> None:
-    a, b = _templates_size(left), _templates_size(right)
+def _check_sum(left: Any, right: Any) -> None:
+    a, b = _size(left), _size(right)
     if a is not None and b is not None and a + b > MAX_TEMPLATE_VALUE:
-        raise _templates_too_large(f"joining {a:,} and {b:,} characters or items gives {a + b:,}")
+        raise _too_large(f"joining {a:,} and {b:,} characters or items gives {a + b:,}")
 
 
 _FORMAT_WIDTH = re.compile(r"%(?:\([^)]*\))?[-+ #0]*(\*|\d+)?(?:\.(\*|\d+))?")
 
 
-def _templates_check_printf(text: Any, args: Any) -> None:
+def _check_printf(text: Any, args: Any) -> None:
     """`"%10s" % x`: a width or precision over the limit, or one taken from the arguments (`*`)."""
     if not isinstance(text, str) or "%" not in text:
         return
@@ -136,7 +136,7 @@ def _templates_check_printf(text: Any, args: Any) -> None:
             if part == "*":
                 raise TemplateTooLarge("a '*' width or precision in a % format is not allowed in templates")
             if part is not None and (len(part) > 8 or int(part) > MAX_TEMPLATE_VALUE):
-                raise _templates_too_large(f"a % format asks for a width of {part}")
+                raise _too_large(f"a % format asks for a width of {part}")
 
 
 def bounded_binop(operator: str, left: Any, right: Any) -> Any:
@@ -146,16 +146,16 @@ def bounded_binop(operator: str, left: Any, right: Any) -> Any:
     every other failure is the operator's own (TypeError, ZeroDivisionError, ...).
     """
     if operator == "**":
-        _templates_check_power(left, right)
+        _check_power(left, right)
         return left**right
     if operator == "*":
-        _templates_check_product(left, right)
+        _check_product(left, right)
         return left * right
     if operator == "+":
-        _templates_check_sum(left, right)
+        _check_sum(left, right)
         return left + right
     if operator == "%":
-        _templates_check_printf(left, right)
+        _check_printf(left, right)
         return left % right
     if operator == "-":
         return left - right
@@ -170,41 +170,41 @@ def bounded_concat(values: Iterable[Any]) -> str:
     """`a ~ b ~ c`: the values' text joined, refusing a result over the size limit."""
     values = list(values)
     if sum(value_weight(v) for v in values) > MAX_TEMPLATE_VALUE:
-        raise _templates_too_large("joining text with '~' gives more than allowed")
+        raise _too_large("joining text with '~' gives more than allowed")
     parts = [str(v) for v in values]
     total = sum(len(p) for p in parts)
     if total > MAX_TEMPLATE_VALUE:
-        raise _templates_too_large(f"joining text with '~' gives {total:,} characters")
+        raise _too_large(f"joining text with '~' gives {total:,} characters")
     return "".join(parts)
 
 
-def _templates_width(value: Any, what: str) -> None:
+def _width(value: Any, what: str) -> None:
     if isinstance(value, int) and value > MAX_TEMPLATE_VALUE:
-        raise _templates_too_large(f"{what} of {value:,}")
+        raise _too_large(f"{what} of {value:,}")
 
 
-def _templates_bounded_filters(filters: Mapping[str, Callable[..., Any]]) -> dict[str, Callable[..., Any]]:
+def _bounded_filters(filters: Mapping[str, Callable[..., Any]]) -> dict[str, Callable[..., Any]]:
     """The filters that pad, repeat or fill, wrapped to check their arguments first."""
     out = dict(filters)
 
     def center(value: Any, width: int = 80) -> Any:
-        _templates_width(width, "a width")
+        _width(width, "a width")
         return filters["center"](value, width)
 
     def indent(value: Any, width: Any = 4, *args: Any, **kwargs: Any) -> Any:
         pad = len(width) if isinstance(width, str) else width if isinstance(width, int) else 0
         lines = str(value).count("\n") + 1
         if pad * lines > MAX_TEMPLATE_VALUE:
-            raise _templates_too_large(f"indenting {lines:,} lines by {pad:,} gives {pad * lines:,}")
+            raise _too_large(f"indenting {lines:,} lines by {pad:,} gives {pad * lines:,}")
         return filters["indent"](value, width, *args, **kwargs)
 
     def format_(value: Any, *args: Any, **kwargs: Any) -> Any:
-        _templates_check_printf(value, args)
+        _check_printf(value, args)
         return filters["format"](value, *args, **kwargs)
 
     def join(eval_ctx: Any, value: Any, d: str = "", attribute: Any = None) -> Any:
         items = list(value)
-        _templates_check_repeat(str(d), max(len(items) - 1, 0))
+        _check_repeat(str(d), max(len(items) - 1, 0))
         return filters["join"](eval_ctx, items, d, attribute)
 
     def replace(eval_ctx: Any, s: Any, old: Any, new: Any, count: int | None = None) -> Any:
@@ -213,30 +213,30 @@ def _templates_bounded_filters(filters: Mapping[str, Callable[..., Any]]) -> dic
         if count is not None and count >= 0:
             times = min(times, count)
         if len(text) + times * max(len(new_text) - len(old_text), 0) > MAX_TEMPLATE_VALUE:
-            raise _templates_too_large("the replacement gives more text than allowed")
+            raise _too_large("the replacement gives more text than allowed")
         return filters["replace"](eval_ctx, s, old, new, count)
 
     def batch(value: Any, linecount: int, fill_with: Any = None) -> Any:
-        _templates_width(linecount, "a batch size")
+        _width(linecount, "a batch size")
         return filters["batch"](value, linecount, fill_with)
 
     def slice_(value: Any, slices: int, fill_with: Any = None) -> Any:
-        _templates_width(slices, "a slice count")
+        _width(slices, "a slice count")
         return filters["slice"](value, slices, fill_with)
 
     def wordwrap(environment: Any, s: str, width: int = 79, break_long_words: bool = True,
                  wrapstring: str | None = None, break_on_hyphens: bool = True) -> Any:
         if wrapstring is not None and len(str(wrapstring)) * (len(str(s)) + 1) > MAX_TEMPLATE_VALUE:
-            raise _templates_too_large("wrapping with that line break gives more text than allowed")
+            raise _too_large("wrapping with that line break gives more text than allowed")
         return filters["wordwrap"](environment, s, width, break_long_words, wrapstring, break_on_hyphens)
 
     def tojson(eval_ctx: Any, value: Any, indent: int | None = None) -> Any:
-        if isinstance(indent, int) and indent > _TEMPLATES_MAX_JSON_INDENT:
-            raise TemplateTooLarge(f"tojson({indent:,}): the indent may be at most {_TEMPLATES_MAX_JSON_INDENT}")
+        if isinstance(indent, int) and indent > _MAX_JSON_INDENT:
+            raise TemplateTooLarge(f"tojson({indent:,}): the indent may be at most {_MAX_JSON_INDENT}")
         return filters["tojson"](eval_ctx, value, indent)
 
     for name, function in filters.items():
-        out[name] = _templates_weighed(function)
+        out[name] = _weighed(function)
     wrapped: dict[str, Callable[..., Any]] = {
         "center": center, "indent": indent, "format": format_, "join": join, "replace": replace,
         "batch": batch, "slice": slice_, "wordwrap": wordwrap, "tojson": tojson,
@@ -250,11 +250,11 @@ def _templates_bounded_filters(filters: Mapping[str, Callable[..., Any]]) -> dic
             if hasattr(original, attr):
                 setattr(bounded, attr, getattr(original, attr))
         bounded.__doc__ = original.__doc__
-        out[name] = _templates_weighed(bounded)
+        out[name] = _weighed(bounded)
     return out
 
 
-def _templates_weighed(function: Callable[..., Any]) -> Callable[..., Any]:
+def _weighed(function: Callable[..., Any]) -> Callable[..., Any]:
     """A filter that refuses a value (its first argument after the context) over the size limits: most
     filters turn their value into text, and a list holding a list a thousand times prints it a thousand
     times."""
@@ -265,7 +265,7 @@ def _templates_weighed(function: Callable[..., Any]) -> Callable[..., Any]:
     def weighed(*args: Any, **kwargs: Any) -> Any:
         value = args[1] if passed and len(args) > 1 else args[0] if args else None
         if isinstance(value, (list, tuple, dict)) and value_weight(value) > MAX_TEMPLATE_VALUE:
-            raise _templates_too_large("the value given to this filter is larger than allowed")
+            raise _too_large("the value given to this filter is larger than allowed")
         return function(*args, **kwargs)
 
     for attr in ("jinja_pass_arg",):
@@ -276,32 +276,32 @@ def _templates_weighed(function: Callable[..., Any]) -> Callable[..., Any]:
 
 
 # str methods a template may call that pad, repeat or fill, and the argument that sizes the result
-_TEMPLATES_PADDING_METHODS = frozenset({"ljust", "rjust", "center", "zfill"})
+_PADDING_METHODS = frozenset({"ljust", "rjust", "center", "zfill"})
 
 
-def _templates_check_str_method(method: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
+def _check_str_method(method: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
     owner = getattr(method, "__self__", None)
     if not isinstance(owner, str):
         return
     name = getattr(method, "__name__", "")
-    if name in _TEMPLATES_PADDING_METHODS and args:
-        _templates_width(args[0], "a width")
+    if name in _PADDING_METHODS and args:
+        _width(args[0], "a width")
     elif name == "expandtabs":
         size = args[0] if args else kwargs.get("tabsize", 8)
         if isinstance(size, int) and size * (owner.count("\t") + 1) > MAX_TEMPLATE_VALUE:
-            raise _templates_too_large("expanding the tabs gives more text than allowed")
+            raise _too_large("expanding the tabs gives more text than allowed")
     elif name == "join" and args:
         items = args[0]
         count = len(items) if hasattr(items, "__len__") else 0
-        _templates_check_repeat(owner, max(count - 1, 0))
+        _check_repeat(owner, max(count - 1, 0))
     elif name == "replace" and len(args) >= 2:
         old, new = str(args[0]), str(args[1])
         times = owner.count(old) if old else len(owner) + 1
         if len(owner) + times * max(len(new) - len(old), 0) > MAX_TEMPLATE_VALUE:
-            raise _templates_too_large("the replacement gives more text than allowed")
+            raise _too_large("the replacement gives more text than allowed")
 
 
-def _templates_check_format_fields(template: str) -> None:
+def _check_format_fields(template: str) -> None:
     """`"{:>20}".format(x)`: a width or precision over the limit, or one taken from the arguments."""
     import string
 
@@ -316,26 +316,26 @@ def _templates_check_format_fields(template: str) -> None:
             raise TemplateTooLarge("a width or precision taken from the arguments ('{:{}}') is not allowed in "
                                    "templates")
         if any(len(n) > 8 or int(n) > MAX_TEMPLATE_VALUE for n in re.findall(r"\d+", spec)):
-            raise _templates_too_large(f"the format field '{{:{spec}}}' asks for a width over the limit")
+            raise _too_large(f"the format field '{{:{spec}}}' asks for a width over the limit")
 
 
 # ---- the deadline --------------------------------------------------------------------------------
 
 
-def _templates_check_deadline() -> None:
-    deadline = _templates_deadline.get()
+def _check_deadline() -> None:
+    deadline = _deadline.get()
     if deadline is not None and time.monotonic() > deadline:
         raise TemplateDeadlineExceeded("rendering the template ran past the run's time limit (limits { seconds })")
 
 
-def _templates_iterate(iterable: Any) -> Iterator[Any]:
+def _iterate(iterable: Any) -> Iterator[Any]:
     """A `for` loop's items, with the deadline checked before each one."""
     for item in iterable:
-        _templates_check_deadline()
+        _check_deadline()
         yield item
 
 
-class _TemplatesRange:
+class _Range:
     """range() for templates: at most the sandbox's number of items, and the deadline checked as it is
     iterated (a loop over it with no output in its body still stops in time)."""
 
@@ -343,7 +343,7 @@ class _TemplatesRange:
         self._numbers = numbers
 
     def __iter__(self) -> Iterator[int]:
-        return _templates_iterate(self._numbers)
+        return _iterate(self._numbers)
 
     def __len__(self) -> int:
         return len(self._numbers)
@@ -355,7 +355,7 @@ class _TemplatesRange:
         return item in self._numbers
 
     def __reversed__(self) -> Iterator[int]:
-        return _templates_iterate(reversed(self._numbers))
+        return _iterate(reversed(self._numbers))
 
     def __repr__(self) -> str:
         return repr(self._numbers)
@@ -363,26 +363,26 @@ class _TemplatesRange:
 
 # ---- the environment -----------------------------------------------------------------------------
 
-_TEMPLATES_NO_FIELD = object()
+_NO_FIELD = object()
 
 
-def _templates_field(obj: Any, name: str) -> Any:
+def _field(obj: Any, name: str) -> Any:
     """The field `name` of a value as the language means it (what guards read, guard_access.py): a key of
     a dict, or a field of a typed output found by its spec name — which is the pydantic alias when the
-    name cannot be a Python attribute (`class`, `_id`, `json`). `_TEMPLATES_NO_FIELD` when there is none."""
+    name cannot be a Python attribute (`class`, `_id`, `json`). `_NO_FIELD` when there is none."""
     if isinstance(obj, Mapping):
-        return obj.get(name, _TEMPLATES_NO_FIELD)
+        return obj.get(name, _NO_FIELD)
     fields = getattr(type(obj), "model_fields", None)  # a pydantic model, without importing pydantic
     if not isinstance(fields, dict):
-        return _TEMPLATES_NO_FIELD
+        return _NO_FIELD
     for attribute, info in fields.items():
         if (getattr(info, "alias", None) or attribute) == name:
             return getattr(obj, attribute)
-    return _TEMPLATES_NO_FIELD
+    return _NO_FIELD
 
 
 
-def _templates_finalize(value: Any) -> Any:
+def _finalize(value: Any) -> Any:
     """How a value prints: text as is, nothing as "", typed objects and collections as JSON."""
     if value is None:
         return ""
@@ -391,10 +391,10 @@ def _templates_finalize(value: Any) -> Any:
     if isinstance(value, (dict, list, tuple)) or hasattr(value, "model_dump"):
         data = value if isinstance(value, (dict, list, tuple)) else to_jsonable(value)
         if value_weight(data) > MAX_TEMPLATE_VALUE:
-            raise _templates_too_large("the value printed here is larger than allowed")
+            raise _too_large("the value printed here is larger than allowed")
         data = to_jsonable(value)
         if value_weight(data) > MAX_TEMPLATE_VALUE:
-            raise _templates_too_large("the value printed here is larger than allowed")
+            raise _too_large("the value printed here is larger than allowed")
         return json.dumps(data, ensure_ascii=False)
     return value
 
@@ -415,27 +415,27 @@ def template_environment_class() -> Any:
 
         def __init__(self, **options: Any) -> None:
             super().__init__(**options)
-            self.filters = _templates_bounded_filters(self.filters)
+            self.filters = _bounded_filters(self.filters)
             lipsum: Any = self.globals["lipsum"]
 
             def bounded_lipsum(n: int = 5, *args: Any, **kwargs: Any) -> Any:
-                if isinstance(n, int) and n > _TEMPLATES_MAX_LIPSUM:
-                    raise TemplateTooLarge(f"lipsum({n:,}): at most {_TEMPLATES_MAX_LIPSUM} paragraphs")
+                if isinstance(n, int) and n > _MAX_LIPSUM:
+                    raise TemplateTooLarge(f"lipsum({n:,}): at most {_MAX_LIPSUM} paragraphs")
                 return lipsum(n, *args, **kwargs)
 
             self.globals["lipsum"] = bounded_lipsum
-            self.globals["range"] = lambda *args: _TemplatesRange(safe_range(*args))
+            self.globals["range"] = lambda *args: _Range(safe_range(*args))
 
         def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
-            _templates_check_deadline()
+            _check_deadline()
             return bounded_binop(operator, left, right)
 
         def call_unop(self, context: Any, operator: str, arg: Any) -> Any:
             return -arg if operator == "-" else +arg
 
         def call(self, context: Any, obj: Any, /, *args: Any, **kwargs: Any) -> Any:
-            _templates_check_deadline()
-            _templates_check_str_method(obj, args, kwargs)
+            _check_deadline()
+            _check_str_method(obj, args, kwargs)
             return super().call(context, obj, *args, **kwargs)
 
         def wrap_str_format(self, value: Any) -> Any:
@@ -445,7 +445,7 @@ def template_environment_class() -> Any:
             template = value.__self__
 
             def bounded_format(*args: Any, **kwargs: Any) -> Any:
-                _templates_check_format_fields(template)
+                _check_format_fields(template)
                 return wrapped(*args, **kwargs)
 
             return bounded_format
@@ -454,20 +454,20 @@ def template_environment_class() -> Any:
             """`x.name` reads the field `name` — a key of a dict, a field of a typed output by the name the
             spec gives it — before any Python attribute: a field called `items`, `json`, `copy` or
             `class` is the field, never a method or a missing attribute."""
-            found = _templates_field(obj, attribute)
-            if found is not _TEMPLATES_NO_FIELD:
+            found = _field(obj, attribute)
+            if found is not _NO_FIELD:
                 return found
             return super().getattr(obj, attribute)
 
         def getitem(self, obj: Any, argument: Any) -> Any:
             if isinstance(argument, str):
-                found = _templates_field(obj, argument)
-                if found is not _TEMPLATES_NO_FIELD:
+                found = _field(obj, argument)
+                if found is not _NO_FIELD:
                     return found
             return super().getitem(obj, argument)
 
         def iterate(self, iterable: Any) -> Iterator[Any]:
-            return _templates_iterate(iterable)
+            return _iterate(iterable)
 
         def concat_values(self, *values: Any) -> str:
             return bounded_concat(values)
@@ -492,11 +492,11 @@ def template_environment_class() -> Any:
     return BoundedSandbox
 
 
-def _templates_environment() -> Any:
+def _new_environment() -> Any:
     """A fresh bounded sandbox: undefined names are errors, nothing is escaped, values print as data."""
     from jinja2 import StrictUndefined
 
-    return template_environment_class()(undefined=StrictUndefined, autoescape=False, finalize=_templates_finalize)
+    return template_environment_class()(undefined=StrictUndefined, autoescape=False, finalize=_finalize)
 
 
 def is_constant(source: str) -> bool:
@@ -506,10 +506,10 @@ def is_constant(source: str) -> bool:
 
 def variant_tests(types: Mapping[str, type]) -> dict[str, Callable[[Any], bool]]:
     """A Jinja test for each type a variant output offers: `{% if draft.output is Answer %}`."""
-    return {name: _templates_instance_test(cls) for name, cls in types.items()}
+    return {name: _instance_test(cls) for name, cls in types.items()}
 
 
-def _templates_instance_test(cls: type) -> Callable[[Any], bool]:
+def _instance_test(cls: type) -> Callable[[Any], bool]:
     return lambda value: isinstance(value, cls)
 
 
@@ -530,7 +530,7 @@ class TemplateSet:
         compiled = self._compiled.get(source)
         if compiled is None:
             if self._environment is None:
-                self._environment = _templates_environment()
+                self._environment = _new_environment()
                 self._environment.tests.update(self._tests)
             try:
                 compiled = self._environment.from_string(source)
@@ -551,7 +551,7 @@ class TemplateSet:
         if seconds is not None:
             deadline = time.monotonic() + seconds
         compiled = self.compile(source)
-        token = _templates_deadline.set(deadline)
+        token = _deadline.set(deadline)
         try:
             parts: list[str] = []
             size = 0
@@ -560,14 +560,14 @@ class TemplateSet:
                 if size > MAX_RENDERED_CHARS:
                     raise TemplateTooLarge(f"the rendered text is longer than {MAX_RENDERED_CHARS:,} characters")
                 parts.append(chunk)
-                _templates_check_deadline()
+                _check_deadline()
             return "".join(parts)
         except TemplateRenderError:
             raise
         except Exception as exc:  # noqa: BLE001 - any render error is the template's, reported as one
-            raise TemplateRenderError(_templates_describe(exc)) from None
+            raise TemplateRenderError(_describe(exc)) from None
         finally:
-            _templates_deadline.reset(token)
+            _deadline.reset(token)
 
 
 def compile_template(source: str) -> Any:
@@ -580,7 +580,7 @@ def render_template(source: str, context: Mapping[str, Any], *, deadline: float 
     return TemplateSet().render(source, context, deadline=deadline)
 
 
-def _templates_describe(exc: BaseException) -> str:
+def _describe(exc: BaseException) -> str:
     name = type(exc).__name__
     if name == "UndefinedError":
         return f"the template uses a name that is not defined: {exc}"

@@ -26,9 +26,9 @@ if __package__:
     from .statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
 else:
     from statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
-if RUNTIME_SHA256 != "2b04ea828fdb219bff225e1eff6b61ed968aeed932871ac3f69ee7735d2a56ca":
+if RUNTIME_SHA256 != "6fc6fff4b8afd951eb9e30c2e78db134596e96daa3628a5ec577696f7585e515":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 2b04ea828fdb), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 6fc6fff4b8af), but "
         f"the statewright_runtime package it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile`, which "
         "rewrites the runtime too"

@@ -33,7 +33,7 @@ from .untrusted import MAX_RECORD_CHARS, MAX_RECORD_DEPTH, MAX_VALUE_CHARS, Bord
 
 MATCH_MODES = ("exact", "text", "contains")
 # a case id must work as a run id and a file name: anything else is replaced
-_BATCH_ID_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+_ID_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
 class BatchError(Exception):
@@ -50,7 +50,7 @@ class BatchCase:
 
     @property
     def run_id(self) -> str:
-        return _BATCH_ID_UNSAFE.sub("_", self.id).strip(".") or f"line-{self.line}"
+        return _ID_UNSAFE.sub("_", self.id).strip(".") or f"line-{self.line}"
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ def read_cases(path: str) -> Iterator[BatchCase | BadLine | RefusedCase]:
             text = raw.strip()
             if not text:
                 continue
-            case = _batch_case(number, text)
+            case = _case(number, text)
             if isinstance(case, BatchCase):
                 if case.id in seen:
                     case = BadLine(number, f"the id {case.id!r} is also the id of line {seen[case.id]}")
@@ -98,7 +98,7 @@ def read_cases(path: str) -> Iterator[BatchCase | BadLine | RefusedCase]:
             yield case
 
 
-def _batch_case(number: int, text: str) -> BatchCase | BadLine | RefusedCase:
+def _case(number: int, text: str) -> BatchCase | BadLine | RefusedCase:
     try:
         data = read_json(text, f"line {number}")
     except BorderError as exc:
@@ -132,11 +132,11 @@ def result_matches(result: Any, expected: Any, mode: str = "exact") -> bool:
     contains: the expected text appears in the result's text, case ignored."""
     actual = to_jsonable(result)
     if mode == "exact":
-        if _batch_same(actual, expected):
+        if _same(actual, expected):
             return True
         return isinstance(actual, str) and isinstance(expected, (bool, int, float)) and (
             actual.strip() == json.dumps(expected))
-    left, right = _batch_text(actual), _batch_text(expected)
+    left, right = _text(actual), _text(expected)
     if mode == "text":
         return left == right
     if mode == "contains":
@@ -144,17 +144,17 @@ def result_matches(result: Any, expected: Any, mode: str = "exact") -> bool:
     raise ValueError(f"unknown match mode {mode!r}; the modes are {', '.join(MATCH_MODES)}")
 
 
-def _batch_same(a: Any, b: Any) -> bool:
+def _same(a: Any, b: Any) -> bool:
     if type(a) is not type(b):
         return False
     if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_batch_same(a[k], b[k]) for k in a)
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
     if isinstance(a, list):
-        return len(a) == len(b) and all(_batch_same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
     return bool(a == b)
 
 
-def _batch_text(value: Any) -> str:
+def _text(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
     return " ".join(text.split()).casefold()
 
@@ -287,7 +287,7 @@ class _BatchProgress:
             self.bar.close()
 
 
-def _batch_line(case: BatchCase, result: RunResult, latency: float, match: str) -> dict[str, Any]:
+def _line(case: BatchCase, result: RunResult, latency: float, match: str) -> dict[str, Any]:
     line: dict[str, Any] = {
         "id": case.id, "line": case.line, "inputs": case.inputs, "status": result.status,
         "final_state": result.final_state, "result": to_jsonable(result.result),
@@ -302,14 +302,14 @@ def _batch_line(case: BatchCase, result: RunResult, latency: float, match: str) 
     return line
 
 
-def _batch_refused_line(case: RefusedCase) -> dict[str, Any]:
+def _refused_line(case: RefusedCase) -> dict[str, Any]:
     """The result line of a case that could not be read: failed, kind `input`, nothing run."""
     return {"id": case.id, "line": case.line, "inputs": None, "status": "failed", "final_state": None,
             "result": None, "failure": {"kind": "input", "message": case.message}, "path_length": 0, "tokens": 0,
             "cost_usd": 0.0, "latency_s": 0.0, "run_id": None}
 
 
-def _batch_earlier(out_path: str) -> dict[str, dict[str, Any]]:
+def _earlier(out_path: str) -> dict[str, dict[str, Any]]:
     """The result lines a results file already holds, by case key (a crash may cut its last line short)."""
     done: dict[str, dict[str, Any]] = {}
     try:
@@ -354,14 +354,14 @@ async def run_batch(engine: Engine, cases_path: str, *, out_path: str | None = N
         if os.path.exists(out_path) and not resume:
             raise BatchError(f"the results file {out_path} exists; continue the batch with --resume, or remove it")
         if resume:
-            finished = _batch_earlier(out_path)
+            finished = _earlier(out_path)
     elif resume:
         raise BatchError("resuming a batch needs --out FILE: the results file of the run to continue")
     store = engine.checkpoint
     if store is not None and not resume:
-        _batch_refuse_earlier_runs(store, cases_path)
+        _refuse_earlier_runs(store, cases_path)
     summary = summary if summary is not None else BatchSummary()
-    total = _batch_count_lines(cases_path)
+    total = _count_lines(cases_path)
     progress = _BatchProgress(total, quiet, stream)
     # a local file written a line at a time: blocking the loop for it is quicker than handing it off
     out = open(out_path, "a", encoding="utf-8") if out_path is not None else None  # noqa: SIM115, ASYNC230
@@ -380,8 +380,8 @@ async def run_batch(engine: Engine, cases_path: str, *, out_path: str | None = N
             if case is None:
                 return
             started = time.monotonic()
-            result = await _batch_run(engine, case, trace_dir, trace_content, resume)
-            line = _batch_line(case, result, time.monotonic() - started, match)
+            result = await _run(engine, case, trace_dir, trace_content, resume)
+            line = _line(case, result, time.monotonic() - started, match)
             write(line)
             summary.count(line)
             progress.done(case, line)
@@ -392,7 +392,7 @@ async def run_batch(engine: Engine, cases_path: str, *, out_path: str | None = N
             line = {"id": None, "line": case.line, "status": "invalid", "error": case.message}
             progress.note(f"line {case.line}: skipped: {printable(case.message)}")
         else:
-            line = _batch_refused_line(case)
+            line = _refused_line(case)
             progress.note(f"case {case.id} (line {case.line}): failed (input): {printable(case.message)}")  # id: line-N
         write(line)
         summary.count(line)
@@ -431,7 +431,7 @@ async def run_batch(engine: Engine, cases_path: str, *, out_path: str | None = N
     return summary
 
 
-def _batch_refuse_earlier_runs(store: Any, cases_path: str) -> None:
+def _refuse_earlier_runs(store: Any, cases_path: str) -> None:
     """A new batch (no --resume) never takes up runs an earlier batch left in its checkpoint database:
     a case whose id names a stored run would silently continue it (or return its old result)."""
     stored = {str(run["run_id"]) for run in store.list_runs()}
@@ -445,8 +445,8 @@ def _batch_refuse_earlier_runs(store: Any, cases_path: str) -> None:
                          "to start again")
 
 
-async def _batch_run(engine: Engine, case: BatchCase, trace_dir: str | None, trace_content: bool,
-                     resume: bool) -> RunResult:
+async def _run(engine: Engine, case: BatchCase, trace_dir: str | None, trace_content: bool,
+               resume: bool) -> RunResult:
     trace = Trace(os.path.join(trace_dir, case.run_id + ".jsonl"), content=trace_content) if trace_dir else None
     try:
         store = engine.checkpoint
@@ -459,7 +459,7 @@ async def _batch_run(engine: Engine, case: BatchCase, trace_dir: str | None, tra
             trace.close()
 
 
-def _batch_count_lines(path: str) -> int | None:
+def _count_lines(path: str) -> int | None:
     try:
         with open(path, "rb") as handle:
             return sum(1 for raw in handle if raw.strip())
