@@ -348,7 +348,8 @@ def _compile_standalone(args: argparse.Namespace) -> bool:
         return bool(args.standalone)
     if args.standalone and args.runtime == "module":
         raise UsageError("--standalone and --runtime module contradict each other; pass --standalone alone")
-    instead = "--standalone" if args.runtime == "inline" else "nothing (a runner and its runtime package is the default)"
+    instead = ("--standalone" if args.runtime == "inline" else
+               "nothing (a runner and its runtime package is the default)")
     _err(f"warning: --runtime {args.runtime} is deprecated and goes in the next release: pass {instead}")
     return args.runtime == "inline" or bool(args.standalone)
 
