@@ -100,10 +100,14 @@ def test_private_names_may_repeat_across_modules_each_keeping_its_own_namespace(
 def test_untidy_modules_are_reported_by_the_full_rule_check() -> None:
     lazy_top = HEAD + "import litellm\n"
     no_docstring = "from __future__ import annotations\n\n\ndef f() -> None:\n    import requests\n"
-    problems = runtime_rule_violations({"a": lazy_top, "b": no_docstring})
+    prefixed = HEAD + "_HTTP_LIMIT = 1\n\n\ndef _http_open() -> None:\n    pass\n\n\ndef _open() -> None:\n    pass\n"
+    problems = runtime_rule_violations({"a": lazy_top, "b": no_docstring, "http_get": prefixed,
+                                        "approvals": HEAD + "_approval_count = 0\n"})
     assert any("a.py:5: top-level import of 'litellm'" in p for p in problems)
     assert any("b.py: no module docstring" in p for p in problems)
     assert any("b.py:5: imports 'requests'" in p for p in problems)
+    assert [p.split(":")[0] + p.split("'")[1] for p in problems if "its module's name" in p] == [
+        "approvals.py_approval_count", "http_get.py_HTTP_LIMIT", "http_get.py_http_open"]
     assert not any("docstring" in p for p in runtime_rule_violations({"b": no_docstring}, blocking_only=True))
 
 

@@ -95,7 +95,7 @@ def test_without_litellm_its_models_fail_typed_and_a_native_fallback_takes_over(
     def missing() -> None:
         raise ModuleNotFoundError("No module named 'litellm'")
 
-    monkeypatch.setattr(litellm_client, "_litellm_module", missing)
+    monkeypatch.setattr(litellm_client, "_load_litellm", missing)
     server.enqueue(Reply(text="from the native fallback"))
 
     response = native(server).complete(ask("anthropic/claude-haiku-4-5", fallbacks=("openai/test-model",)))

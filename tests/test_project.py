@@ -240,7 +240,7 @@ def test_dump_of_a_project_holds_the_machines_it_runs(tmp_path: Path, capsys: py
     write(tmp_path, {"team.fsm": TEAM, "lead.fsm": caller("lead")})
     assert main(["dump", str(tmp_path / "lead.fsm")]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["ir_version"] == 2
+    assert data["ir_version"] == 3
     [state] = [s for s in data["states"] if s["name"] == "investigate"]
     assert state["kind"] == "call" and state["run"]["machine"] == "research"
     assert [a["name"] for a in state["run"]["args"]] == ["topic"]

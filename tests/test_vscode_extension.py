@@ -174,6 +174,36 @@ def test_the_grammar_tells_a_function_from_a_bound_and_scopes_if_and_else(node_m
                                                     "keyword.control.statewright"]
 
 
+# words that the lexer reads as keywords only at the start of a statement: a variable, a state or a field may
+# be named so (`var set`, `timeout approve`, `merge merge <- output`)
+_STATEMENT_WORDS = re.compile(r"\b(set|append|extend|merge|approve|reject|edit|before)\b")
+
+
+@needs_node
+def test_update_and_approval_words_are_keywords_exactly_where_the_lexer_reads_keywords(node_modules: Path) -> None:
+    specs = [p for p in SPECS if all(ord(ch) <= 0xFFFF for ch in p.read_text(encoding="utf-8"))]
+    tokens = tokenize(specs)
+    problems, seen = [], 0
+    for path in specs:
+        text = path.read_text(encoding="utf-8")
+        starts = [0] + [i + 1 for i, ch in enumerate(text) if ch == "\n"]
+        scopes: list[list[str]] = [[] for _ in text]
+        for line, start, end, names in tokens[str(path)]:
+            for i in range(starts[line] + start, starts[line] + end):  # type: ignore[operator]
+                scopes[i] = names[1:]  # type: ignore[index]
+        keywords = {start for start, _ in _keywords(text)}
+        for m in _STATEMENT_WORDS.finditer(text):
+            if any(s.startswith(("string.", "comment.", "meta.embedded")) for s in scopes[m.start()]):
+                continue
+            seen += 1
+            scoped = any(s.startswith(("keyword.", "storage.")) for s in scopes[m.start()])
+            if scoped != (m.start() in keywords):
+                line = text.count("\n", 0, m.start()) + 1
+                problems.append(f"{path.relative_to(ROOT)}:{line}: {m.group()!r} is "
+                                f"{'a name' if scoped else 'a keyword'} but has {scopes[m.start()]}")
+    assert seen > 30 and problems == []
+
+
 # ---- tokenization goldens: what each token of a case is scoped as ------------------------------------
 
 

@@ -4,8 +4,9 @@ random corpus (tests/test_faces.py).
 `random_machine(seed)` writes a machine from a seed alone — a chain of states of random kinds (text, typed
 and variant outputs with guards, verifier conditions, bounded loops back, parallel states joining all or
 the first, maps over a list input, a person's approval with or without a deadline, per-visit `stay`
-budgets), a result template and a failing final state, every template reading what ran before it
-(variants through `is`). `with_recorded_tests(text, seeds)` runs it locally once per seed with a client
+budgets, an agent whose python calls a person approves, rejects or edits), run variables every kind of state
+updates (branches and map elements too) and guards and templates read, a result template and a failing
+final state, every template reading what ran before it (variants through `is`). `with_recorded_tests(text, seeds)` runs it locally once per seed with a client
 that makes up every reply, verdict and answer from the seed and what it is asked, and writes what the run
 was served and what it did as a test block: its path, its ending, its result, and the outputs and
 instructions of a few visits. Every face must then pass those tests and do exactly the same.
@@ -23,7 +24,7 @@ from statewright.runtime.client import ModelRequest
 from statewright.runtime.engine import Engine
 from statewright.runtime.scripted import Script, ScriptedClient, ScriptedReply
 
-KINDS = ("text", "typed", "variant", "parallel", "map", "ask", "stay")
+KINDS = ("text", "typed", "variant", "parallel", "map", "ask", "stay", "tools")
 CONDITIONS = ("the text is finished", "it needs another pass", "The answer is complete.")
 TEXTS = ("ok", "Done.", "needs work", "a draft with }} and {% inside", "redo", "Fine — finished.")
 
@@ -34,12 +35,27 @@ def _reads(kind: str, name: str) -> str:
         "text": f"{{{{ {name}.output }}}}",
         "stay": f"{{{{ {name}.output }}}}",
         "typed": f"{{{{ {name}.output.text }}}} ({{{{ {name}.output.n }}}})",
-        "variant": (f"{{% if {name}.output is Good %}}{{{{ {name}.output.text }}}}{{% else %}}"
-                    f"{{{{ {name}.output.reason }}}}{{% endif %}}"),
+        # (not `elif ... is Bad`: where the transitions in show the output is Good, the check reports that
+        # branch's read of `reason`, SW4031 — a branch no run takes)
+        "variant": f"{{% if {name}.output is Good %}}{{{{ {name}.output.text }}}}{{% endif %}}",
         "parallel": f"{{{{ {name}.output | length }}}} reviews",
         "map": f"{{% for o in {name}.output %}}{{{{ o.text }}}};{{% endfor %}}",
         "ask": f"{{{{ {name}.output }}}}",
+        "tools": f"{{{{ {name}.output }}}}",
     }[kind]
+
+
+# what each kind of state writes into the run variables after its step (map elements and branches too)
+_UPDATES = {
+    "text": ['append trail <- "{name}: " + output', "set count <- count + 1"],
+    "stay": ['append trail <- "{name}"'],
+    "tools": ['append trail <- "{name} ran tools"', "set count <- count + 2"],
+    "typed": ["append trail <- output.text", "set count <- count + output.n"],
+    "variant": ['append trail <- (output.text if output is Good else "bad")', "set last <- output.text if output is Good else none"],
+    "map": ["append trail <- item", "set count <- count + 1"],
+    "branch": ['append trail <- "{name}: " + output.text', "set last <- output.text"],
+    "ask": ["append trail <- output"],
+}
 
 
 def random_machine(seed: int) -> str:
@@ -54,9 +70,10 @@ def random_machine(seed: int) -> str:
              f"    limits {{\n        steps {rng.choice([12, 40])}\n    }}", "",
              "    type Good {\n        text: str\n        ok: bool\n        n: int\n    }", "",
              "    type Bad {\n        reason: str\n        level: int\n    }", "",
+             '    var trail: list[str] = []', "    var count: int = 0", "    var last: str? = none", "",
              '    agent w {\n        prompt "You write about {{ topic }}."\n    }', "",
              f'    agent r {{\n        prompt "You review."\n        memory {rng.choice(["none", "last 2", "all"])}\n    }}',
-             ""]
+             "", '    agent t {\n        prompt "You check things with python."\n        tools [std.python]\n    }', ""]
     branches: list[str] = []
     for i, (name, kind) in enumerate(zip(names, kinds)):
         nxt = names[i + 1] if i + 1 < count else "done"
@@ -64,11 +81,16 @@ def random_machine(seed: int) -> str:
         context = " ".join(_reads(k, n) for k, n in rng.sample(earlier, min(len(earlier), 2)))
         body: list[str] = []
         loop = (f"-> {names[rng.randrange(i)]} max {rng.randint(1, 2)}" if i and rng.random() < 0.4 else None)
-        if kind in ("text", "typed", "variant", "stay"):
-            agent = rng.choice("wr")
-            body += [f"agent {agent}", f'do "Step {i} on {{{{ topic }}}}. {context}"']
+        if kind in ("text", "typed", "variant", "stay", "tools"):
+            agent = "t" if kind == "tools" else rng.choice("wr")
+            trail = " ({{ trail | length }} so far, count {{ count }})" if rng.random() < 0.5 else ""
+            body += [f"agent {agent}", f'do "Step {i} on {{{{ topic }}}}.{trail} {context}"']
             if rng.random() < 0.4:
                 body.append(f"tell [{'r' if agent == 'w' else 'w'}]")
+        if kind == "tools":
+            body += ["ask before [std.python]", f"tool_rounds {rng.randint(1, 3)}"]
+        if kind in _UPDATES:
+            body += [u.format(name=name) for u in _UPDATES[kind] if rng.random() < 0.7]
         if kind == "text":
             if rng.random() < 0.5:
                 body.append(f'when "{rng.choice(CONDITIONS)}" -> {nxt}')
@@ -87,18 +109,26 @@ def random_machine(seed: int) -> str:
             left, right = f"{name}_a", f"{name}_b"
             join = rng.choice(["all", "first 1"])
             body += [f"parallel [{left}, {right}]", f"join {join}", f"when count(o.ok for o in output) >= 1 -> {nxt}"]
+            if rng.random() < 0.5:
+                body.insert(2, "set count <- count + len(output)")
+            if rng.random() < 0.5:
+                body.insert(2, "when len(trail) > 6 and count > 3 -> " + nxt)
             for branch in (left, right):
+                updates = [f"        {u.format(name=branch)}" for u in _UPDATES["branch"] if rng.random() < 0.7]
                 branches += [f"    branch state {branch} {{", "        agent r",
                              f'        do "Review {branch}: {{{{ topic }}}}. {context}"', "        output Good",
-                             "    }", ""]
+                             *updates, "    }", ""]
         elif kind == "map":
-            body += [f"for item in items max 4 concurrency {rng.randint(1, 3)}", f"agent {rng.choice('wr')}",
+            listed = "items" if rng.random() < 0.6 else "items + trail"
+            body += [f"for item in {listed} max 20 concurrency {rng.randint(1, 3)}", f"agent {rng.choice('wr')}",
                      f'do "Handle {{{{ item }}}} for {{{{ topic }}}}. {context}"', "output Good"]
         elif kind == "ask":
             body += [f'ask "Go on with {{{{ topic }}}}? {context}"', 'output "yes" | "no"']
             if deadline:
                 body.append(f"after {deadline} -> late")
             body.append(f'when output == "yes" -> {nxt}')
+        elif kind == "tools":
+            body.append(f'when "{rng.choice(CONDITIONS)}" -> {nxt}' if rng.random() < 0.3 else f"when count > 1 -> {nxt}")
         if loop is not None and kind not in ("ask", "stay"):
             body.append(loop)
         if kind == "stay":
@@ -109,7 +139,9 @@ def random_machine(seed: int) -> str:
         lines += [f"    {head} {name} {{", *(f"        {item}" for item in body), "    }", ""]
     lines += branches
     last_kind, last = kinds[-1], names[-1]
-    lines += ["    final state done {", f'        result "{{{{ topic }}}}: {_reads(last_kind, last)}"', "    }", "",
+    lines += ["    final state done {",
+              f'        result "{{{{ topic }}}}: {_reads(last_kind, last)} [{{{{ trail | join(\', \') }}}}; {{{{ count }}}}]"',
+              "    }", "",
               "    final state failed {", '        fail "the run gave up on {{ topic }}"', "    }", ""]
     if deadline and "ask" in kinds:
         lines += ["    final state late", ""]
@@ -177,23 +209,30 @@ class RecordingClient(ScriptedClient):
                 conditions = [line.split(". ", 1)[1] for line in listed.split("\n\n", 1)[0].splitlines()]
                 choice = rng.choice([0, *conditions])
                 return {"choice": choice, "reason": "made up", "feedback": "again"}
+            if request.tools and rng.random() < 0.6:  # the agent asks to run some python first
+                return {"tool_calls": [{"name": "std.python", "arguments": {"code": f"print({n} + 1)"}}]}
             return _made_up(rng, schema, (schema or {}).get("$defs", {}))
 
         self._grow(role, state, index, make)
         return super()._reply(request)
 
-    def person(self, state: str, seq: int, *, run_id: str | None = None) -> ScriptedReply | None:
+    def person(self, state: str, seq: int, *, run_id: str | None = None, item: int | None = None
+               ) -> ScriptedReply | None:
         spec = self.machine.states[state]
         timed = any(t.kind == "timeout" for t in spec.transitions)
 
         def make(n: int) -> Any:
             rng = self._rng("person", state, n)
+            if spec.ask_before:  # a tool call that waits: approved, rejected or edited
+                decision = rng.choice(["approve", "approve", "reject", "edit"])
+                return {"answer": {"decision": decision, **({"reason": "not now"} if decision == "reject" else {}),
+                                   **({"arguments": {"code": "print('edited')"}} if decision == "edit" else {})}}
             if timed and rng.random() < 0.3:
                 return {"timeout": True}
             return {"answer": rng.choice(["yes", "yes", "no"])}
 
         self._grow("person", state, seq, make)
-        return super().person(state, seq, run_id=run_id)
+        return super().person(state, seq, run_id=run_id, item=item)
 
 
 def fsm_value(value: Any) -> str:
@@ -215,9 +254,20 @@ def _reply_line(machine: Any, role: str, state: str, value: Any) -> str:
     if role == "verifier":
         choice = value["choice"]
         return f"verdict {state} none" if choice == 0 else f"verdict {state} {json.dumps(choice)}"
+    spec = machine.states[state]
+    if role == "person" and spec.ask_before:
+        answer = value["answer"]
+        if answer["decision"] == "reject":
+            return f"reject {state} {fsm_value(answer['reason'])}"
+        if answer["decision"] == "edit":
+            return f"edit {state} {fsm_value(answer['arguments'])}"
+        return f"approve {state}"
     if role == "person":
         return f"timeout {state}" if value.get("timeout") else f"reply {state} {fsm_value(value['answer'])}"
-    spec = machine.states[state]
+    if isinstance(value, dict) and set(value) == {"tool_calls"}:
+        calls = ", ".join(f"{c['name']}(" + ", ".join(f"{k} = {fsm_value(v)}" for k, v in c["arguments"].items()) + ")"
+                          for c in value["tool_calls"])
+        return f"reply {state} call {calls}"
     if spec.output_variant:  # {"value": {"Good": {...}}}
         [(variant, fields)] = value["value"].items()
         return f"reply {state} {variant} {fsm_value(fields)}"
@@ -243,6 +293,9 @@ def recorded_test(text: str, seed: int, name: str) -> str:
     for (role, state), replies in client.script._replies.items():
         lines += [_reply_line(machine, role, state, reply.value) for reply in replies]
     lines.append(f"expect path [{', '.join(result.path)}]")
+    if result.status != "waiting":
+        lines += [f"expect var {name} {fsm_value(value)}" for name, value in result.variables.items()
+                  if rng.random() < 0.5]
     if result.status == "final":
         lines.append(f"expect final {result.final_state}")
         if isinstance(result.result, str):

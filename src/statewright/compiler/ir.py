@@ -112,6 +112,26 @@ class Input(Node):
     origin: Span | None = _origin()
 
 
+class Variable(Node):
+    """A run variable: its type and the value every run starts it with (a plain value that fits it)."""
+
+    name: str
+    type: Type
+    initial: object = None
+    origin: Span | None = _origin()
+
+
+class Update(Node):
+    """After a state's step, run variable `var` takes the value `reducer` makes of the expression's:
+    "set" (the value), "append" (the list and one more item), "extend" (the list and the items of a list),
+    "merge" (the declared type's value with the fields of an object that are not none written into it)."""
+
+    reducer: str
+    var: str
+    value: Expr
+    origin: Span | None = _origin()
+
+
 class Limits(Node):
     steps: int = DEFAULT_STEP_LIMIT
     cost_usd: float | None = None
@@ -258,6 +278,10 @@ class State(Node):
     parallel: Parallel | None = None
     each: Each | None = None
     branch: str | None = None
+    # run variables the state updates after its step (a map's: after each element's), in order
+    updates: tuple[Update, ...] = ()
+    ask_before: tuple[str, ...] = ()  # tools whose calls by the state's agent wait for a person's approval
+    tool_rounds: int | None = None  # the most rounds of tool calls its agent makes in one step (None: 8)
     run: Run | None = None
 
 
@@ -292,6 +316,27 @@ class Timeout(Node):
     origin: Span | None = _origin()
 
 
+class Approval(Node):
+    """`approve STATE`, `reject STATE "reason"`, `edit STATE { ... }` in a test: the person's next answer to
+    a tool call of STATE's agent that waits for approval; `tool`, when named, is the call's tool."""
+
+    state: str
+    decision: str  # "approve" | "reject" | "edit"
+    tool: str | None = None
+    reason: str | None = None
+    arguments: tuple[tuple[str, object], ...] | None = None  # for "edit", in source order
+    origin: Span | None = _origin()
+
+
+class VarExpectation(Node):
+    """`expect var NAME VALUE`: run variable NAME's value when the run ends, compared as a typed value (an
+    object checks the fields it names)."""
+
+    name: str
+    value: object = None
+    origin: Span | None = _origin()
+
+
 class Expectation(Node):
     """`expect output` (kind "output": the state's output, compared as a typed value; an object checks the
     fields it names) or `expect instruction` (kind "instruction": the rendered `do` the agent was sent), at
@@ -308,7 +353,7 @@ class Expectation(Node):
 class Test(Node):
     name: str
     inputs: tuple[tuple[str, object], ...]
-    steps: tuple[Reply | ToolCalls | Verdict | Timeout, ...]  # in source order
+    steps: tuple[Reply | ToolCalls | Verdict | Timeout | Approval, ...]  # in source order
     expect_path: tuple[str, ...] | None = None
     expect_final: str | None = None
     expect_result: object = None
@@ -317,6 +362,7 @@ class Test(Node):
     expectations: tuple[Expectation, ...] = ()  # in source order
     allow_unused: bool = False  # `allow unused replies`: scripted answers the run never asks for pass
     origin: Span | None = _origin()
+    expect_vars: tuple[VarExpectation, ...] = ()  # in source order
 
 
 class Machine(Node):
@@ -337,6 +383,7 @@ class Machine(Node):
     start: str
     tests: tuple[Test, ...] = ()
     origin: Span | None = _origin()
+    variables: tuple[Variable, ...] = ()  # run variables, in source order
     machines: tuple[tuple[str, Machine], ...] = ()
     returns: Type | None = None
 

@@ -64,6 +64,10 @@ class _Lowerer:
                 out.append(ir.Input(decl.name.value, t, None, False, constraints, decl.span))
         return tuple(out)
 
+    def variables(self) -> tuple[ir.Variable, ...]:
+        return tuple(ir.Variable(decl.name.value, self.symbols.resolve_type(decl.type), decl.value.to_python(),
+                                 decl.span) for decl in self.symbols.variables.values())
+
     def types(self) -> tuple[ir.TypeDef, ...]:
         out = []
         for decl in self.symbols.types.values():
@@ -191,6 +195,11 @@ class _Lowerer:
             parallel=self._parallel(view),
             each=self._each(view),
             branch=self.symbols.branch_of.get(name),
+            updates=tuple(ir.Update(u.reducer, u.var.value, u.value, u.span) for u in view.updates),
+            ask_before=(tuple(dict.fromkeys(t.dotted for t in view.ask_before.tools))
+                        if view.ask_before is not None and kind == "agent" else ()),
+            tool_rounds=(int(view.tool_rounds.count.value) if view.tool_rounds is not None and kind == "agent"
+                         else None),
             run=run,
         )
 
@@ -201,7 +210,7 @@ class _Lowerer:
         if view.input is not None:
             for entry in ast.object_entries(view.input.values):
                 inputs.setdefault(entry.key.value, entry.value.to_python())
-        steps: list[ir.Reply | ir.ToolCalls | ir.Verdict | ir.Timeout] = []
+        steps: list[ir.Reply | ir.ToolCalls | ir.Verdict | ir.Timeout | ir.Approval] = []
         for item in view.decl.items:
             if isinstance(item, ast.Reply):
                 steps.append(ir.Reply(item.state.value, item.value.to_python(), self._reply_variant(item),
@@ -215,6 +224,13 @@ class _Lowerer:
                 steps.append(ir.Verdict(item.state.value, condition, item.span))
             elif isinstance(item, ast.TestTimeout):
                 steps.append(ir.Timeout(item.state.value, item.span))
+            elif isinstance(item, ast.Approval):
+                arguments = (tuple((e.key.value, e.value.to_python()) for e in ast.object_entries(item.arguments))
+                             if item.arguments is not None else None)
+                steps.append(ir.Approval(item.state.value, item.decision,
+                                         item.tool.dotted if item.tool is not None else None,
+                                         item.reason.value if item.reason is not None else None, arguments,
+                                         item.span))
         return ir.Test(
             name=view.decl.name.value,
             inputs=tuple(inputs.items()),
@@ -228,6 +244,8 @@ class _Lowerer:
             expectations=tuple(self._expectation(e) for e in view.expectations),
             allow_unused=view.allow_unused is not None,
             origin=view.decl.span,
+            expect_vars=tuple(ir.VarExpectation(e.name.value, e.value.to_python(), e.span)
+                              for e in view.decl.items if isinstance(e, ast.ExpectVar)),
         )
 
     @staticmethod
@@ -281,6 +299,7 @@ class _Lowerer:
             start=starts[0] if starts else "",
             tests=tuple(self.test(v) for v in self.symbols.tests),
             origin=self.machine.span,
+            variables=self.variables(),
             machines=self.machines(),
             returns=self.symbols.resolve_type(mv.returns.type) if mv.returns is not None else None,
         )

@@ -326,6 +326,15 @@ class InputDecl(Node):
     span: Span = _span()
 
 
+class VarDecl(Node):
+    """`var NAME: TYPE = VALUE`: a run variable, its type and the value every run starts it with."""
+
+    name: Name
+    type: TypeRef
+    value: Value
+    span: Span = _span()
+
+
 class ModelSetting(Node):
     model: String
     span: Span = _span()
@@ -569,10 +578,39 @@ class ForEach(Node):
     span: Span = _span()
 
 
+class Update(Node):
+    """`set NAME <- EXPR` (or `append`, `extend`, `merge`): after the state's step, run variable NAME takes a
+    value computed from EXPR by the reducer (REDUCERS)."""
+
+    reducer: str
+    var: Name
+    value: Expr
+    span: Span = _span()
+
+
+# How an update combines a run variable's value with the value it is given.
+REDUCERS = ("set", "append", "extend", "merge")
+
+
+class AskBefore(Node):
+    """`ask before [std.shell, ...]`: the agent's calls of these tools wait for a person's approval."""
+
+    tools: tuple[ToolName, ...]
+    span: Span = _span()
+
+
+class ToolRounds(Node):
+    """`tool_rounds N`: the agent may make at most N rounds of tool calls in one step."""
+
+    count: Number
+    span: Span = _span()
+
+
 # Keywords that begin an item of a state. One that ends up a transition's target was on the line after a
 # bare '->' (the parser reads a keyword as a name where a name is due).
 STATE_ITEM_KEYWORDS = frozenset({"when", "otherwise", "agent", "do", "ask", "output", "tell", "visits",
-                                 "retries", "call", "result", "fail", "parallel", "join", "run", "for"})
+                                 "retries", "call", "result", "fail", "parallel", "join", "run", "for",
+                                 "set", "append", "extend", "merge", "tool_rounds"})
 
 
 class Transition(Node):
@@ -598,7 +636,7 @@ class Transition(Node):
 
 
 StateItem = (AgentRef | ModelSetting | Instruction | Ask | OutputDecl | Tell | Visits | Retries | ToolCall | RunCall
-             | Result | Fail | Parallel | Join | ForEach | Transition)
+             | Result | Fail | Parallel | Join | ForEach | Update | AskBefore | ToolRounds | Transition)
 
 
 class StateDecl(Node):
@@ -615,6 +653,10 @@ class StateDecl(Node):
     @property
     def transitions(self) -> tuple[Transition, ...]:
         return tuple(i for i in self.items if isinstance(i, Transition))
+
+    @property
+    def updates(self) -> tuple[Update, ...]:
+        return tuple(i for i in self.items if isinstance(i, Update))
 
 
 # ---- tests --------------------------------------------------------------------------------------
@@ -730,6 +772,29 @@ class ExpectInstruction(Node):
     span: Span = _span()
 
 
+class ExpectVar(Node):
+    """`expect var NAME VALUE`: run variable NAME's value when the run ended (or paused)."""
+
+    name: Name
+    value: Value
+    span: Span = _span()
+
+
+class Approval(Node):
+    """`approve STATE [TOOL]`, `reject STATE [TOOL] ["reason"]`, `edit STATE [TOOL] { ARGS }`: the person's
+    next answer to a tool call of STATE's agent that waits for approval (`ask before`)."""
+
+    decision: str  # "approve" | "reject" | "edit"
+    state: Name
+    tool: ToolName | None = None
+    reason: String | None = None
+    arguments: Value | None = None  # kind "object", for "edit"
+    span: Span = _span()
+
+
+DECISIONS = ("approve", "reject", "edit")
+
+
 class AllowUnused(Node):
     """`allow unused replies`: replies and verdicts the run never asks for do not fail the test."""
 
@@ -738,7 +803,7 @@ class AllowUnused(Node):
 
 TestItem = (
     TestInput | Reply | ReplyCalls | Verdict | TestTimeout | ExpectPath | ExpectFinal | ExpectResult | ExpectFailure | ExpectOutput
-    | ExpectInstruction | AllowUnused
+    | ExpectInstruction | ExpectVar | Approval | AllowUnused
 )
 
 
@@ -753,8 +818,8 @@ class TestDecl(Node):
 # ---- the machine --------------------------------------------------------------------------------
 
 MachineItem = (
-    Description | InputDecl | ModelSetting | VerifierModelSetting | TemperatureSetting | Limits | ReturnsSetting
-    | TypeDecl | ToolDecl | AgentDecl | StateDecl | TestDecl
+    Description | InputDecl | ModelSetting | VerifierModelSetting | TemperatureSetting | Limits | VarDecl
+    | ReturnsSetting | TypeDecl | ToolDecl | AgentDecl | StateDecl | TestDecl
 )
 
 

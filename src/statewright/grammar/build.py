@@ -127,6 +127,9 @@ class TreeBuilder:
     def limit(self, meta: Meta, name: Token, value: ast.Number) -> ast.Limit:
         return ast.Limit(self._name(name), value, self._span(meta))
 
+    def var_decl(self, meta: Meta, name: Token, type_: ast.TypeRef, value: ast.Value) -> ast.VarDecl:
+        return ast.VarDecl(self._name(name), type_, value, self._span(meta))
+
     # types
     def type_decl(self, meta: Meta, name: Token, *fields: ast.FieldDecl) -> ast.TypeDecl:
         return ast.TypeDecl(self._name(name), tuple(fields), self._span(meta))
@@ -297,6 +300,27 @@ class TreeBuilder:
 
     def each_concurrency(self, meta: Meta, count: Token) -> tuple[str, ast.Number]:
         return "concurrency", self.number(None, count)
+
+    def _update(self, meta: Meta, reducer: str, var: Token, value: ast.Expr) -> ast.Update:
+        return ast.Update(reducer, self._name(var), value, self._span(meta))
+
+    def set_update(self, meta: Meta, var: Token, value: ast.Expr) -> ast.Update:
+        return self._update(meta, "set", var, value)
+
+    def append_update(self, meta: Meta, var: Token, value: ast.Expr) -> ast.Update:
+        return self._update(meta, "append", var, value)
+
+    def extend_update(self, meta: Meta, var: Token, value: ast.Expr) -> ast.Update:
+        return self._update(meta, "extend", var, value)
+
+    def merge_update(self, meta: Meta, var: Token, value: ast.Expr) -> ast.Update:
+        return self._update(meta, "merge", var, value)
+
+    def ask_before(self, meta: Meta, *tools: ast.ToolName | None) -> ast.AskBefore:
+        return ast.AskBefore(tuple(t for t in tools if t is not None), self._span(meta))
+
+    def tool_rounds(self, meta: Meta, count: Token) -> ast.ToolRounds:
+        return ast.ToolRounds(self.number(None, count), self._span(meta))
 
     def bound(self, meta: Meta, count: Token, per_visit: Span | None = None) -> _Bound:
         return self._bound_count(count), per_visit
@@ -495,6 +519,24 @@ class TreeBuilder:
         text = rest[-1]
         assert isinstance(text, ast.String)
         return ast.ExpectInstruction(self._name(state), visit, contains, text, self._span(meta))
+
+    def expect_var(self, meta: Meta, name: Token, value: ast.Value) -> ast.ExpectVar:
+        return ast.ExpectVar(self._name(name), value, self._span(meta))
+
+    def _approval(self, meta: Meta, decision: str, state: Token, rest: tuple[Any, ...]) -> ast.Approval:
+        tool = next((r for r in rest if isinstance(r, ast.ToolName)), None)
+        reason = next((r for r in rest if isinstance(r, ast.String)), None)
+        arguments = next((r for r in rest if isinstance(r, ast.Value)), None)
+        return ast.Approval(decision, self._name(state), tool, reason, arguments, self._span(meta))
+
+    def approve_step(self, meta: Meta, state: Token, *rest: Any) -> ast.Approval:
+        return self._approval(meta, "approve", state, rest)
+
+    def reject_step(self, meta: Meta, state: Token, *rest: Any) -> ast.Approval:
+        return self._approval(meta, "reject", state, rest)
+
+    def edit_step(self, meta: Meta, state: Token, *rest: Any) -> ast.Approval:
+        return self._approval(meta, "edit", state, rest)
 
     def allow_unused(self, meta: Meta) -> ast.AllowUnused:
         return ast.AllowUnused(self._span(meta))

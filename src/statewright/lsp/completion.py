@@ -20,12 +20,14 @@ from ..runtime.tool_signatures import STD_TOOLS
 from .analysis import Analysis
 from .context import Block, CursorContext, cursor_context, dotted_chain, statement_words, word_before
 
-MACHINE_KEYWORDS = ("description", "input", "returns", "model", "verifier model", "temperature", "limits", "type",
-                    "tool", "agent", "state", "start state", "final state", "branch state", "test")
+MACHINE_KEYWORDS = ("description", "input", "returns", "model", "verifier model", "temperature", "limits", "var",
+                    "type", "tool", "agent", "state", "start state", "final state", "branch state", "test")
 FILE_KEYWORDS = ("use", "machine")  # before the machine: the files it uses, then the machine
 AGENT_KEYWORDS = ("prompt", "model", "temperature", "tools", "memory", "fallbacks")
-TEST_KEYWORDS = ("input", "reply", "verdict", "timeout", "expect path", "expect final", "expect result",
-                 "expect failure", "expect output", "expect instruction", "allow unused replies")
+TEST_KEYWORDS = ("input", "reply", "verdict", "timeout", "approve", "reject", "edit", "expect path", "expect final",
+                 "expect result", "expect failure", "expect output", "expect instruction", "expect var",
+                 "allow unused replies")
+UPDATE_KEYWORDS = ("set", "append", "extend", "merge")
 TOOL_KEYWORDS = ("allow", "secrets", "headers", "query")
 LIMIT_KEYWORDS = ("steps", "cost_usd", "tokens", "seconds")
 GUARD_FUNCTIONS = ("len", "visits", "sum", "min", "max")
@@ -82,6 +84,13 @@ def _complete(context: CursorContext, symbols: Symbols | None, text: str, offset
                 return [_item(n, K.Class, "agent") for n in symbols.agents]
             if re.search(r"^\s*call\s+[\w.]*$", line):
                 return _tools(symbols)
+            if re.search(r"^\s*(set|append|extend|merge)\s+\w*$", line):
+                return _variables(symbols)
+            if re.search(r"^\s*(set|append|extend|merge)\s+\w+\s*<-\s*", line):
+                return _expression(re.sub(r"^\s*\w+\s+\w+\s*<-\s*", "", line), symbols,
+                                   state.name if state else None, template=False, scope_states=True)
+            if re.search(r"^\s*ask\s+before\s*\[[^\]]*$", line):
+                return _agent_tools(symbols, state.name if state else None)
             run = _run_completion(line, symbols)
             if run is not None:
                 return run
@@ -98,13 +107,18 @@ def _complete(context: CursorContext, symbols: Symbols | None, text: str, offset
                 return _expression(line.rsplit("=", 1)[1], symbols, None, template=False, scope_states=True)
         if block is not None and block.kind == "agent" and re.search(r"^\s*tools\s*\[[^\]]*$", line):
             return _tools(symbols)
+        if block is not None and block.kind == "test" and re.search(r"^\s*expect\s+var\s+\w*$", line):
+            return _variables(symbols)
+        if block is not None and block.kind == "test" and re.search(r"^\s*(approve|reject|edit)\s+\w*$", line):
+            return [_item(n, K.EnumMember, "state whose tool calls wait for approval")
+                    for n, v in symbols.states.items() if v.ask_before is not None]
         if block is not None and block.kind == "use":
             return _importable(block.name, symbols)
         if block is not None and block.kind == "test" and (
                 re.search(r"^\s*(reply|verdict|timeout|expect\s+(final|output|instruction))\s+\w*$", line)
                 or re.search(r"^\s*expect\s+path\s*\[[^\]]*$", line)):
             return [_item(n, K.EnumMember, "state") for n in symbols.states]
-        if block is not None and block.kind == "machine" and re.search(r"^\s*input\s+\w+\s*:\s*[\w\[]*$", line):
+        if block is not None and block.kind == "machine" and re.search(r"^\s*(input|var)\s+\w+\s*:\s*[\w\[]*$", line):
             return _types(symbols)
         if block is not None and block.kind == "type" and re.search(r":\s*[\w\[]*$", line):
             return _types(symbols)
@@ -169,7 +183,7 @@ def state_keywords(block: Block, present: set[str]) -> list[str]:
     (`parallel`, `join`) does no work of its own; a map (`for`) does not ask; a branch state neither asks,
     fans out nor maps; a final state has no transitions and ends with `result` or `fail`. An empty state
     is offered every kind's first words."""
-    agent_work = bool(present & {"agent", "do", "model"})
+    agent_work = bool(present & {"agent", "do", "model", "ask before", "tool_rounds"})
     tool_work = "call" in present or "run" in present  # (running a machine is the state's work, as a call is)
     asks = "ask" in present
     fans = bool(present & {"parallel", "join"})
@@ -197,13 +211,17 @@ def state_keywords(block: Block, present: set[str]) -> list[str]:
         ("join first", not (agent_work or tool_work or asks or maps or final or branch or "join" in present
                             or present & {"output", "retries"})),
         ("for", not (asks or fans or maps or final or branch)),
+        ("ask before", agent_work and not (tool_work or asks or fans)),
+        ("tool_rounds", agent_work and not (tool_work or asks or fans)),
+        *((word, bool(agent_work or tool_work or asks or fans or not final)) for word in UPDATE_KEYWORDS),
         ("result", final and "fail" not in present),
         ("fail", final and "result" not in present),
     ]
     return [word for word, fits in offered if fits and (word not in present or word in _REPEATABLE)]
 
 
-_REPEATABLE = frozenset({"when", "->"})  # a state has many transitions, and one of each other item
+# a state has many transitions and updates, and one of each other item
+_REPEATABLE = frozenset({"when", "->", *UPDATE_KEYWORDS})
 
 
 # ---- snippets: skeletons to fill in, tab by tab ----------------------------------------------------------
@@ -301,6 +319,20 @@ def _types(symbols: Symbols) -> list[types.CompletionItem]:
                                                                     for n in (*BUILTIN_TYPES, "list")])
 
 
+def _variables(symbols: Symbols) -> list[types.CompletionItem]:
+    K = types.CompletionItemKind
+    return [_item(n, K.Variable, "run variable " + decl.type.span.text) for n, decl in symbols.variables.items()]
+
+
+def _agent_tools(symbols: Symbols, state: str | None) -> list[types.CompletionItem]:
+    """The tools of the state's agent (what `ask before [...]` may name)."""
+    view = symbols.states.get(state or "")
+    agent = symbols.agents.get(view.agent.name.value) if view is not None and view.agent is not None else None
+    names = [t.dotted for t in agent.tools.tools] if agent is not None and agent.tools is not None else []
+    K = types.CompletionItemKind
+    return [_item(n, K.Function, "tool", STD_TOOLS.get(n, {}).get("doc", "")) for n in names]
+
+
 def _tools(symbols: Symbols) -> list[types.CompletionItem]:
     K = types.CompletionItemKind
     names = dict.fromkeys([*symbols.tools, *STD_TOOLS])
@@ -318,7 +350,8 @@ def _expression(text: str, symbols: Symbols | None, state: str | None, *, templa
         if not re.search(r"(^|[\s(\[,!=<>+\-*/%|])\w*$", text) and word_before(text) == "":
             return []
         items = [_item(n, K.Variable, "input " + symbols.inputs[n].type.span.text) for n in symbols.inputs]
-        if scope_states:
+        if scope_states:  # (where states are in scope, so are the run variables: not in a prompt)
+            items += _variables(symbols)
             items += [_item(n, K.EnumMember, "state") for n in symbols.states if n not in JINJA_NAMES]
         if not template and state is not None:
             items.append(_item("output", K.Variable, "this state's output"))
@@ -347,6 +380,8 @@ def _chain_type(names: list[str], symbols: Symbols, state: str | None, template:
         t = _output(symbols, state)
     elif first in symbols.inputs:
         t = symbols.resolve_type(symbols.inputs[first].type)
+    elif first in symbols.variables:
+        t = symbols.resolve_type(symbols.variables[first].type)
     elif first in symbols.states:
         if not rest:
             return first

@@ -113,7 +113,7 @@ def _block(before: str, start: int) -> Block:
     return Block("object", start=start)
 
 
-_STATEMENT = re.compile(r"^[ \t]*([A-Za-z_]\w*|->)", re.MULTILINE)
+_STATEMENT = re.compile(r"^[ \t]*(ask[ \t]+before\b|[A-Za-z_]\w*|->)", re.MULTILINE)
 
 
 def statement_words(text: str, open_brace: int, cursor: int) -> set[str]:
@@ -138,7 +138,7 @@ def statement_words(text: str, open_brace: int, cursor: int) -> set[str]:
     line_start = text.rfind("\n", 0, cursor) + 1
     line_end = text.find("\n", cursor)
     own = (line_start - open_brace - 1, (line_end if line_end >= 0 else len(text)) - open_brace - 1)
-    return {m.group(1) for m in _STATEMENT.finditer(body) if not own[0] <= m.start(1) <= own[1]}
+    return {" ".join(m.group(1).split()) for m in _STATEMENT.finditer(body) if not own[0] <= m.start(1) <= own[1]}
 
 
 def _blank(text: str) -> str:

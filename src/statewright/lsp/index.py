@@ -1,4 +1,4 @@
-"""Where each name is declared and used: states, agents, types, tools, inputs and fields of declared types.
+"""Where each name is declared and used: states, agents, types, tools, inputs, run variables and fields.
 
 The syntax tree gives the declarations and the plain references (transition targets, `agent w`, `tell`,
 `output T`, test blocks); the checks' own records give the reads they resolved with exact spans — the
@@ -25,7 +25,7 @@ from ..compiler.checks.testblocks import reply_variant
 from ..diagnostics import Span
 from ..grammar import ast
 
-KINDS = ("state", "agent", "type", "tool", "input", "field", "machine", "file")
+KINDS = ("state", "agent", "type", "tool", "input", "variable", "field", "machine", "file")
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +129,9 @@ def _local_occurrences(machine: ast.Machine, symbols: Symbols | None) -> Iterato
         if isinstance(item, ast.InputDecl):
             yield from _at(Key("input", item.name.value), item.name.span, True)
             yield from _type_refs(item.type)
+        elif isinstance(item, ast.VarDecl):
+            yield from _at(Key("variable", item.name.value), item.name.span, True)
+            yield from _type_refs(item.type)
         elif isinstance(item, ast.TypeDecl):
             yield from _at(Key("type", item.name.value), item.name.span, True)
             for f in item.fields:
@@ -152,6 +155,8 @@ def _local_occurrences(machine: ast.Machine, symbols: Symbols | None) -> Iterato
                 yield from _at(Key("state", read.state), read.origin)
         for name_read in symbols.input_reads:
             yield from _at(Key("input", name_read.name), name_read.origin)
+        for name_read in symbols.variable_reads:
+            yield from _at(Key("variable", name_read.name), name_read.origin)
         for field_read in symbols.field_reads:
             yield from _at(Key("field", f"{field_read.type}.{field_read.name}"), field_read.origin)
 
@@ -192,6 +197,12 @@ def _state(decl: ast.StateDecl, states: set[str], inputs: set[str]) -> Iterator[
             yield from _expr(item.guard, states, inputs)
         elif isinstance(item, ast.ForEach):
             yield from _expr(item.items, states, inputs)
+        elif isinstance(item, ast.Update):
+            yield from _at(Key("variable", item.var.value), item.var.span)
+            yield from _expr(item.value, states, inputs)
+        elif isinstance(item, ast.AskBefore):
+            for tool in item.tools:
+                yield from _at(Key("tool", tool.dotted), tool.span)
 
 
 def _expr(expr: ast.Expr, states: set[str], inputs: set[str]) -> Iterator[Occurrence]:
@@ -206,11 +217,13 @@ def _expr(expr: ast.Expr, states: set[str], inputs: set[str]) -> Iterator[Occurr
 
 def _test(decl: ast.TestDecl, symbols: Symbols | None) -> Iterator[Occurrence]:
     for item in decl.items:
-        if isinstance(item, (ast.Reply, ast.ReplyCalls, ast.Verdict, ast.TestTimeout)) and "/" in item.state.value:
+        if isinstance(item, (ast.Reply, ast.ReplyCalls, ast.Verdict, ast.TestTimeout, ast.Approval)) and "/" in item.state.value:
             continue  # a path into a called machine (project_index.py)
         if isinstance(item, (ast.Reply, ast.ReplyCalls, ast.Verdict, ast.ExpectFinal, ast.TestTimeout,
-                             ast.ExpectOutput, ast.ExpectInstruction)):
+                             ast.ExpectOutput, ast.ExpectInstruction, ast.Approval)):
             yield from _at(Key("state", item.state.value), item.state.span)
+        elif isinstance(item, ast.ExpectVar):
+            yield from _at(Key("variable", item.name.value), item.name.span)
         elif isinstance(item, ast.ExpectPath):
             for name in item.states:
                 yield from _at(Key("state", name.value), name.span)

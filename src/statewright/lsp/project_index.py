@@ -35,7 +35,7 @@ def foreign_occurrences(machine: ast.Machine, symbols: Symbols) -> Iterator[Occu
                 yield from _run(item, symbols)
     for test in machine.of(ast.TestDecl):
         for item in test.items:
-            if isinstance(item, (ast.Reply, ast.ReplyCalls, ast.Verdict, ast.TestTimeout)):
+            if isinstance(item, (ast.Reply, ast.ReplyCalls, ast.Verdict, ast.TestTimeout, ast.Approval)):
                 yield from _path(item.state, symbols)
 
 

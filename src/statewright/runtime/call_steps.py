@@ -72,7 +72,7 @@ class CallSteps:
         child = run.calls.get(key)  # a call under way when the run was stopped goes on where it was
         if child is None:
             scope = Scope(run.outputs.get(run.last_state) if run.last_state else None, run.inputs, run.outputs,
-                          run.visits, run.locals or {})
+                          run.visits, run.locals or {}, run.vars)
             try:
                 # as plain data, as if given from outside: a record of the caller's is checked against the
                 # called machine's own class of that type (the same declaration, another class)

@@ -412,7 +412,7 @@ class _LocalEffects(Performer):
         now = time.time()
         scripted = self.scripted
         if scripted is not None:
-            reply = scripted.person(effect.where, effect.seq, run_id=self.run.run_id)
+            reply = scripted.person(effect.where, effect.seq, run_id=self.run.run_id, item=effect.item)
             if reply is not None:
                 if reply.value.get("timeout"):
                     return PersonReply("timeout", now, scripted=True)

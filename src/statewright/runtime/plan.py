@@ -20,6 +20,7 @@ from typing import Any
 from .spec import AgentSpec, MachineSpec, StateSpec
 from .structured import json_schema, output_type_name, to_text
 from .templates import TemplateSet, is_constant, variant_tests
+from .variables import VariableTypes
 
 
 class EdgePlan:
@@ -72,6 +73,7 @@ class StatePlan:
         "agent",
         "agent_key",
         "agent_tool_key",
+        "ask_before",
         "back_here",
         "call_key",
         "constant",
@@ -93,6 +95,8 @@ class StatePlan:
         "tell",
         "timeout",
         "tool_key",
+        "tool_rounds",
+        "updates",
         "variant",
         "verifier_key",
         "visit_edges",
@@ -149,6 +153,9 @@ class StatePlan:
         self.agent_tool_key = "agent-tool:" + spec.name
         self.items_key = "items:" + spec.name  # a map's elements run in earlier visits: numbers them over the run
         self.call_key = "run:" + spec.name  # the machine a `run` state calls: its calls, numbered over the run
+        self.updates = spec.updates  # the run variables it updates after its step (a map's: each element's)
+        self.ask_before = frozenset(spec.ask_before)  # tools whose calls by its agent wait for a person
+        self.tool_rounds = spec.tool_rounds  # the most rounds of tool calls its agent makes in a step (None: 8)
 
     def for_item(self, number: int) -> StatePlan:
         """The plan of one element's step of a map: its own call counters (`agent:build[3]`), so that the
@@ -159,6 +166,7 @@ class StatePlan:
         suffix = f"[{number}]"
         plan.agent_key, plan.tool_key = self.agent_key + suffix, self.tool_key + suffix
         plan.agent_tool_key = self.agent_tool_key + suffix
+        plan.person_key = self.person_key + suffix  # (the answers to its tool calls that wait)
         return plan
 
 
@@ -178,6 +186,7 @@ class MachinePlan:
         self.max_tokens = max_tokens
         self.durable = durable
         self.templates = TemplateSet(tests=variant_tests(machine.variant_types))
+        self.variables = VariableTypes(machine)
         self.agents = {name: AgentPlan(spec, self.map_model) for name, spec in machine.agents.items()}
         self.states = {name: StatePlan(spec, machine, self.agents) for name, spec in machine.states.items()}
         self.verifier_model = self.map_model(machine.verifier_model or machine.model)

@@ -127,10 +127,19 @@ class Progress:
             return p("dim", f"  joined {joined}" + (f"; cancelled {', '.join(map(printable, cancelled))}"
                                                      if cancelled else ""))
         if event == "waiting":
+            if fields.get("kind") == "approval":
+                return p("cause", f"  waiting for a person to approve a call of {printable(fields.get('tool'))} "
+                                  f"at {printable(fields.get('state'))}")
             return p("cause", f"  waiting for a person's answer at {printable(fields.get('state'))}")
         if event == "answer":
             said = "no answer in time" if fields.get("timed_out") else "answered"
             return f"  person: {said}"
+        if event == "approval":
+            decided = {"approve": "approved", "reject": "rejected", "edit": "edited"}.get(
+                str(fields.get("decision")), printable(fields.get("decision")))
+            return f"  person: {decided} the call of {printable(fields.get('tool'))}"
+        if event == "var":
+            return p("dim", f"  {printable(fields.get('reducer'))} {printable(fields.get('var'))}")
         if event == "designer_start":
             return p("dim", f"designing {printable(fields.get('output'))} with {printable(fields.get('model'))}")
         if event == "designer_attempt":

@@ -123,6 +123,24 @@ class Script:
         _log_call(role, state, item, run_id, item=item)
         return replies[item], state, item
 
+    def answer(self, where: str, seq: int, item: int | None = None, *,
+               run_id: str | None = None) -> tuple[ScriptedReply, str, int] | None:
+        """A person's answer at `where` (a state's path; `state[item]` for a map's element) and where the
+        script has it, or None when it has no more: an element takes its own answers (`state[item]`) when the
+        script has them, else the state's, one per element in order, as its replies do (`next_item`)."""
+        own = self._replies.get(("person", where), [])
+        if own or item is None:
+            if seq >= len(own):
+                return None
+            _log_call("person", where, seq, run_id)
+            return own[seq], where, seq
+        base = where[: where.rfind("[")]
+        shared = self._replies.get(("person", base), [])
+        if seq > 0 or item >= len(shared):
+            return None
+        _log_call("person", base, item, run_id, item=item)
+        return shared[item], base, item
+
     @classmethod
     def from_test(cls, machine: MachineSpec, test: TestSpec) -> Script:
         """A test block's `reply` and `verdict` lines, in source order.
@@ -196,14 +214,14 @@ class Script:
 
 
 def script_role_of_step(machine: MachineSpec, kind: str, state_name: str) -> str:
-    """Who answers a test block's step: `verdict` the verifier; `timeout`, and a reply to a state that asks,
-    the person; a reply to an action state its tool; any other reply the state's agent."""
+    """Who answers a test block's step: `verdict` the verifier; `timeout`, an approval (`approve`, `reject`,
+    `edit`) and a reply to a state that asks, the person; a reply to an action state its tool; any other reply the state's agent."""
     state = state_at(machine, state_name)
     if kind == "verdict":
         return "verifier"
     if kind == "calls":
         return "agent"  # an agent's reply that asks for tool calls
-    if kind == "timeout" or (state is not None and state.kind == "human"):
+    if kind in ("timeout", "approval") or (state is not None and state.kind == "human"):
         return "person"
     return "tool" if state is not None and state.kind == "action" else "agent"
 
@@ -261,14 +279,17 @@ class ScriptedClient:
     def estimate(self, request: ModelRequest) -> tuple[int, float]:
         return rough_call_estimate(request)
 
-    def person(self, state: str, seq: int, *, run_id: str | None = None) -> ScriptedReply | None:
+    def person(self, state: str, seq: int, *, run_id: str | None = None, item: int | None = None
+               ) -> ScriptedReply | None:
         """The scripted answer of the person a state asks (`{"answer": v}` or `{"timeout": true}`), or None
-        when the script has no more answers for it: the run then waits, as for a real person."""
-        replies = self.script.replies("person", state)
-        if seq >= len(replies):
+        when the script has no more answers for it: the run then waits, as for a real person. `item`: the
+        map's element whose tool call waits, `state` then being `state[item]` (answered as `Script.answer`
+        says)."""
+        found = self.script.answer(state, seq, item, run_id=run_id)
+        if found is None:
             return None
-        reply = self.script.next("person", state, seq, run_id=run_id)
-        self.calls.append(("person", state, seq))
+        reply, where, index = found
+        self.calls.append(("person", where, index))
         return reply
 
     def tool(self, state: str, seq: int, *, run_id: str | None = None, item: int | None = None) -> ScriptedReply:

@@ -21,6 +21,7 @@ class Scope:
     outputs: Mapping[str, Any]  # state name -> its latest output (absent if the state has not run)
     visits: Mapping[str, int]  # state name -> completed visits
     each: Mapping[str, Any] = field(default_factory=dict)  # a map's element and position, by their names
+    vars: Mapping[str, Any] = field(default_factory=dict)  # the run variables' values, by name
 
 
 Guard = Callable[[Scope], Any]
@@ -94,6 +95,29 @@ class EachSpec:
 
 
 @dataclass(frozen=True)
+class UpdateSpec:
+    """`set VAR <- EXPR` (reducer "set", "append", "extend" or "merge"): after the state's step, run variable
+    `var` takes what the reducer makes of its value and the one `value` computes from the scope."""
+
+    reducer: str
+    var: str
+    value: Callable[[Scope], Any]
+    text: str = ""  # the expression as written
+    origin: str = ""
+
+
+@dataclass(frozen=True)
+class VariableSpec:
+    """A run variable: `annotation` is its type for pydantic's TypeAdapter, `initial` the value (JSON) every
+    run starts it with."""
+
+    name: str
+    annotation: Any
+    initial: Any = None
+    origin: str = ""
+
+
+@dataclass(frozen=True)
 class StateSpec:
     """kind: who does the step, "agent" | "action" | "human" (a person answers the question in
     `instruction`) | "parallel" (its branches, `parallel`) | "call" (it runs another machine, `run`; its
@@ -126,6 +150,9 @@ class StateSpec:
     each: EachSpec | None = None
     branch: str | None = None
     run: CallSpec | None = None
+    updates: tuple[UpdateSpec, ...] = ()  # run variables updated after the step (a map's: each element's)
+    ask_before: tuple[str, ...] = ()  # tools whose calls by the agent wait for a person's approval
+    tool_rounds: int | None = None  # the most rounds of tool calls the agent makes in one step (None: 8)
 
 
 @dataclass(frozen=True)
@@ -187,6 +214,16 @@ class ExpectationSpec:
 
 
 @dataclass(frozen=True)
+class VarExpectationSpec:
+    """`expect var NAME VALUE` of a test block: run variable `name`'s value when the run ended (an object
+    checks only the fields it names)."""
+
+    name: str
+    value: Any = None
+    origin: str = ""
+
+
+@dataclass(frozen=True)
 class TestSpec:
     """A `test` block: inputs, the scripted replies and verdicts in source order, expectations."""
 
@@ -196,7 +233,8 @@ class TestSpec:
     inputs: Mapping[str, Any]
     # ("reply", state, value) for an agent's, tool's or person's reply; ("calls", state, [{"name", "arguments"}])
     # for an agent's reply that asks for tool calls; ("verdict", state, condition-or-None);
-    # ("timeout", state, None) for a person who does not answer in time
+    # ("timeout", state, None) for a person who does not answer in time; ("approval", state, answer) for a
+    # person's answer to a tool call that waits (approvals.py: {"decision": ..., ...})
     steps: tuple[tuple[str, str, Any], ...]
     expect_path: tuple[str, ...] | None = None
     expect_final: str | None = None
@@ -207,6 +245,7 @@ class TestSpec:
     expectations: tuple[ExpectationSpec, ...] = ()
     allow_unused: bool = False  # replies and verdicts the run never used do not fail the test
     step_origins: tuple[str, ...] = ()  # the .fsm position of each of `steps`
+    expect_vars: tuple[VarExpectationSpec, ...] = ()  # `expect var NAME VALUE`, in source order
 
 
 @dataclass(frozen=True)
@@ -233,6 +272,7 @@ class MachineSpec:
     # when T is not a record), or None for a machine that declares none
     result_type: type | None = None
     result_wrapped: bool = False
+    variables: tuple[VariableSpec, ...] = ()  # run variables, in the order declared
 
 
 def every_machine(machine: MachineSpec) -> Iterator[MachineSpec]:

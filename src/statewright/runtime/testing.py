@@ -118,7 +118,12 @@ def check_expectations(test: TestSpec, result: RunResult, observed: Observed | N
     holds the instructions and outputs of each visit, for `expect output` and `expect instruction`."""
     messages = []
     failure = result.failure
-    if result.waiting is not None:
+    if result.waiting is not None and result.waiting.kind == "approval":
+        where = result.waiting.path or result.waiting.state
+        messages.append(f"the run waits for a person to approve a call of {result.waiting.tool} at '{where}': the "
+                        f"test scripts no answer (write 'approve {where}', 'reject {where} \"...\"' or "
+                        f"'edit {where} {{ ... }}')")
+    elif result.waiting is not None:
         messages.append(f"the run waits for an answer at state '{result.waiting.state}': the test scripts none "
                         f"(write 'reply {result.waiting.state} VALUE', or 'timeout {result.waiting.state}')")
     if test.expect_failure is not None:
@@ -148,6 +153,17 @@ def check_expectations(test: TestSpec, result: RunResult, observed: Observed | N
         if problem is not None:
             where = f" ({expectation.origin})" if expectation.origin else ""
             messages.append(f"{_expectation_text(expectation)}{where}: {problem}")
+    for expected in test.expect_vars:
+        where = f" ({expected.origin})" if expected.origin else ""
+        if expected.name not in result.variables:
+            messages.append(f"expect var {expected.name}{where}: the run has no variable '{expected.name}'")
+            continue
+        actual = result.variables[expected.name]
+        difference = typed_difference(expected.value, actual, partial=True, subject="the value")
+        if difference is not None:
+            if not difference.startswith("the value "):
+                difference += f"; the value is {_show(actual, 300)}"
+            messages.append(f"expect var {expected.name}{where}: {difference}")
     return messages
 
 
@@ -165,7 +181,7 @@ def unused_script(machine: MachineSpec, test: TestSpec, calls: Iterable[tuple[st
             continue
         origin = test.step_origins[index] if index < len(test.step_origins) else ""
         where = f" ({origin})" if origin else ""
-        what = kind if kind in ("verdict", "timeout") else "answer" if role == "person" else "reply"
+        what = kind if kind in ("verdict", "timeout", "approval") else "answer" if role == "person" else "reply"
         if kind == "timeout":
             messages.append(f"timeout #{seq + 1} for state '{state}'{where} was never used: the run never asked")
             continue

@@ -1,7 +1,7 @@
 """The checks: one parsed machine through every check in order, all into one Diagnostics.
 
-    resolve (imports) -> constraints -> flow -> fanout -> entry facts -> typecheck -> secrets -> templates
-    -> testblocks -> calls -> settings -> shape -> bounds -> graph -> listeners -> unused
+    resolve (imports) -> constraints -> flow -> fanout -> entry facts -> typecheck -> variables -> approvals
+    -> secrets -> templates -> testblocks -> calls -> settings -> shape -> bounds -> graph -> listeners -> unused
 
 Every check reports into one Diagnostics and none stops the others, so a single run shows every problem.
 """
@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from ...diagnostics import Diagnostics, SourceFile
 from ...grammar import ast
+from .approvals import check_approvals
 from .bounds import check_input_bounds
 from .calls import check_calls
 from .constraints import check_constraints
@@ -28,6 +29,7 @@ from .templates import check_templates
 from .testblocks import check_tests
 from .typecheck import check_types
 from .unused import report_unused
+from .variables import check_variables
 
 if TYPE_CHECKING:
     from ..project import UsedFile
@@ -59,6 +61,8 @@ def _check_machine(source: SourceFile, machine: ast.Machine, diagnostics: Diagno
     check_fanouts(symbols, flow, diagnostics)
     symbols.entry_facts = entry_facts(symbols, flow)
     check_types(machine, symbols, diagnostics, flow)
+    check_variables(symbols, diagnostics, flow)
+    check_approvals(symbols, diagnostics)
     check_secrets(machine, symbols, diagnostics)
     check_templates(machine, symbols, diagnostics, flow)
     check_tests(symbols, diagnostics)

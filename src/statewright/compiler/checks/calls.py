@@ -21,6 +21,7 @@ from ...diagnostics import Diagnostics, Span, did_you_mean, quoted_list
 from ...grammar import ast
 from .. import ir
 from . import testblocks
+from .approvals import check_approval_step
 from .callees import Callee, import_type, machine_result
 from .flow import EntryFacts, Flow
 from .resolve import StateView, Symbols, unknown_state_help
@@ -44,7 +45,7 @@ def check_calls(symbols: Symbols, diagnostics: Diagnostics, flow: Flow | None) -
         _check_returns(symbols.machine.returns, symbols, diagnostics)
     for test in symbols.tests:
         for item in test.decl.items:
-            if isinstance(item, (ast.Reply, ast.ReplyCalls, ast.Verdict, ast.TestTimeout)):
+            if isinstance(item, (ast.Reply, ast.ReplyCalls, ast.Verdict, ast.TestTimeout, ast.Approval)):
                 steps = ast.state_path(item.state)
                 if steps is not None:
                     _check_step(item, steps, symbols, diagnostics)
@@ -167,8 +168,8 @@ def _step_spans(name: ast.Name) -> list[Span | None]:
     return out
 
 
-def _check_step(item: ast.Reply | ast.ReplyCalls | ast.Verdict | ast.TestTimeout, steps: tuple[ast.PathStep, ...],
-                symbols: Symbols, diags: Diagnostics) -> None:
+def _check_step(item: ast.Reply | ast.ReplyCalls | ast.Verdict | ast.TestTimeout | ast.Approval,
+                steps: tuple[ast.PathStep, ...], symbols: Symbols, diags: Diagnostics) -> None:
     spans = _step_spans(item.state)
     here, machine = symbols, symbols.machine_name
     for step, span in zip(steps[:-1], spans):
@@ -204,6 +205,8 @@ def _check_step(item: ast.Reply | ast.ReplyCalls | ast.Verdict | ast.TestTimeout
         testblocks.check_reply_calls(alone, here, diags)
     elif isinstance(alone, ast.Verdict):
         testblocks.check_verdict(alone, here, diags)
+    elif isinstance(alone, ast.Approval):
+        check_approval_step(alone, here, diags)
     else:
         testblocks.check_timeout(alone, here, diags)
 

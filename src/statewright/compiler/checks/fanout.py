@@ -213,6 +213,7 @@ def _check_each(view: StateView, each: ast.ForEach, symbols: Symbols, diags: Dia
         diags.report("SW3072", f"'for' in {what}", each.span, label="nothing here to run once per element",
                      help="map an agent state ('agent NAME' and 'do \"...\"') or an action state ('call ...')")
     taken = {**{n: "an input" for n in symbols.inputs}, **{n: "a state" for n in symbols.states},
+             **{n: "a run variable" for n in symbols.variables},
              GUARD_OUTPUT: "the state's output in guards", **{n: "one of Jinja's own names" for n in JINJA_NAMES}}
     names = [n for n in (each.index, each.item) if n is not None]
     for n in names:

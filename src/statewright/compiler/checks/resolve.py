@@ -86,11 +86,18 @@ class StateView(Node, frozen=False):
     parallel: ast.Parallel | None = None
     join: ast.Join | None = None
     each: ast.ForEach | None = None
+    ask_before: ast.AskBefore | None = None
+    tool_rounds: ast.ToolRounds | None = None
     run: ast.RunCall | None = None
 
     @property
     def name(self) -> str:
         return self.decl.name.value
+
+    @property
+    def updates(self) -> tuple[ast.Update, ...]:
+        """The state's updates of run variables, in the order they are applied."""
+        return self.decl.updates
 
     @property
     def kind(self) -> str:
@@ -136,9 +143,14 @@ class TestView(Node, frozen=False):
         return [i for i in self.decl.items if isinstance(i, (ast.ExpectOutput, ast.ExpectInstruction))]
 
     @property
+    def expect_vars(self) -> list[ast.ExpectVar]:
+        """The test's `expect var` lines, in source order."""
+        return [i for i in self.decl.items if isinstance(i, ast.ExpectVar)]
+
+    @property
     def has_expectation(self) -> bool:
         return any(x is not None for x in (self.expect_path, self.expect_final, self.expect_result,
-                                           self.expect_failure)) or bool(self.expectations)
+                                           self.expect_failure)) or bool(self.expectations) or bool(self.expect_vars)
 
 
 class InputRead(Node):
@@ -165,6 +177,7 @@ class Symbols(Node, frozen=False):
 
     machine: MachineView
     inputs: dict[str, ast.InputDecl] = field(default_factory=dict)
+    variables: dict[str, ast.VarDecl] = field(default_factory=dict)  # run variables (`var`)
     types: dict[str, ast.TypeDecl] = field(default_factory=dict)
     tools: dict[str, ast.ToolDecl] = field(default_factory=dict)  # declared with `tool`
     agents: dict[str, AgentView] = field(default_factory=dict)
@@ -176,11 +189,13 @@ class Symbols(Node, frozen=False):
     used_tools: set[str] = field(default_factory=set)
     used_agents: set[str] = field(default_factory=set)
     used_inputs: set[str] = field(default_factory=set)
+    used_variables: set[str] = field(default_factory=set)  # run variables a guard, template or test reads
     # the states each state's templates read, recorded by the template check for the IR
     state_reads: dict[str, list[ir.StateRead]] = field(default_factory=dict)
     # the inputs and the fields of declared types that guards and templates read, recorded by the type
     # and template checks for tools that navigate a file (the language server)
     input_reads: list[InputRead] = field(default_factory=list)
+    variable_reads: list[InputRead] = field(default_factory=list)  # run variables, by name, where read
     field_reads: list[FieldRead] = field(default_factory=list)
     # parallel state -> its branches, in `parallel [...]` order: (entry state, the states that can end the
     # branch); recorded from the machine's flow (checks/fanout.py) before the type checks read it
@@ -303,6 +318,7 @@ _STATE_SETTINGS: dict[type, tuple[str, str]] = {
     ast.Visits: ("visits", "visits"), ast.Retries: ("retries", "retries"),
     ast.ToolCall: ("call", "call"), ast.Result: ("result", "result"), ast.Fail: ("fail", "fail"),
     ast.Parallel: ("parallel", "parallel"), ast.Join: ("join", "join"), ast.ForEach: ("each", "for"),
+    ast.AskBefore: ("ask_before", "ask before"), ast.ToolRounds: ("tool_rounds", "tool_rounds"),
     ast.RunCall: ("run", "run"),
 }
 _TEST_SETTINGS: dict[type, tuple[str, str]] = {
@@ -354,6 +370,8 @@ class _Resolver:
         for item in self.machine.items:
             if isinstance(item, ast.InputDecl):
                 self._declare(s.inputs, "input", item.name, item)
+            elif isinstance(item, ast.VarDecl):
+                self._declare(s.variables, "variable", item.name, item)
             elif isinstance(item, ast.TypeDecl):
                 self._declare(s.types, "type", item.name, item)
                 self._check_fields(item)
@@ -454,7 +472,7 @@ class _Resolver:
     def check_references(self) -> None:
         s = self.symbols
         for item in self.machine.items:
-            if isinstance(item, (ast.InputDecl, ast.ReturnsSetting)):
+            if isinstance(item, (ast.InputDecl, ast.VarDecl, ast.ReturnsSetting)):
                 self._type_ref(item.type)
             elif isinstance(item, ast.TypeDecl):
                 for f in item.fields:
@@ -646,7 +664,7 @@ class _Resolver:
 
     def _test_refs(self, test: TestView) -> None:
         for item in test.decl.items:
-            if isinstance(item, (ast.Reply, ast.ReplyCalls, ast.Verdict, ast.TestTimeout)):
+            if isinstance(item, (ast.Reply, ast.ReplyCalls, ast.Verdict, ast.TestTimeout, ast.Approval)):
                 if ast.state_path(item.state) is None:  # a path into a called machine: checks/calls.py
                     self._state_ref(item.state, "SW6001", " in a test")
             elif isinstance(item, ast.ExpectPath):

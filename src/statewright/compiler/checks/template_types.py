@@ -375,6 +375,8 @@ class TemplateTypes:
             return (self.reader.local[name],)
         if name in s.inputs:
             return (s.resolve_type(s.inputs[name].type),)
+        if name in s.variables and self.reader.state is not None:
+            return (s.resolve_type(s.variables[name].type),)
         if name in s.states and self.reader.state is not None:
             return (StateValue(name),)
         return (ir.ANY,)  # an unknown name: reported where the name is (templates.py)

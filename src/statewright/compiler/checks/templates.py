@@ -382,7 +382,17 @@ class _TemplateChecker:
         if name in s.states and reader is not None:
             s.state_reads.setdefault(reader, []).append(ir.StateRead(name, template, parsed.name_span(node)))
             return
+        if name in s.variables and reader is not None:
+            s.used_variables.add(name)
+            s.variable_reads.append(InputRead(name, parsed.name_span(node)))
+            return
         span = parsed.name_span(node)
+        if name in s.variables:
+            self.diags.report("SW2008", f"an agent's prompt cannot read run variable '{name}'", span,
+                              label="not in scope in a prompt",
+                              help="a prompt is rendered once with the machine's inputs; read the variable in "
+                                   "the 'do' instruction of the state that needs it")
+            return
         if name in s.states:
             self.diags.report("SW2008", f"an agent's prompt cannot read state '{name}'", span,
                               label="not in scope in a prompt",
@@ -390,9 +400,12 @@ class _TemplateChecker:
                                    f"'{name}.output' in the 'do' instruction of the state that needs it")
             return
         s.used_inputs.add(closest(name, s.inputs) or "")
-        candidates = [n for n in [*s.inputs, *(s.states if reader is not None else ())] if n not in JINJA_NAMES]
+        candidates = [n for n in [*s.inputs, *((*s.variables, *s.states) if reader is not None else ())]
+                      if n not in JINJA_NAMES]
         scope = ("the machine's inputs, STATE.output and STATE.visits" if reader is not None
                  else "the machine's inputs")
+        if s.variables and reader is not None:
+            scope = "the machine's inputs, its run variables, STATE.output and STATE.visits"
         self.diags.report("SW2008", f"unknown template variable '{name}' in {where}", span,
                           label="not in scope",
                           help=did_you_mean(name, candidates) or f"templates here can use {scope}")

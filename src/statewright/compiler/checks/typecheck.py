@@ -516,6 +516,16 @@ def absent_output_notes(state: str, reader: str, flow: Flow | None) -> list[str]
     return ["for example, a run can go " + " -> ".join(path) + f" without running '{state}'"]
 
 
+def _update_help(e: ast.Expr, maybe_none: str, first: str) -> str:
+    """How an update's value reads `maybe_none` (an output whose state may not have run, an optional value)
+    safely where `e` uses it: tested in a conditional, or coalesced when `e` is that value itself."""
+    used = shorten_source(e)
+    help = f"{first}: '{used} if {maybe_none} != none else ...'"
+    if used == maybe_none:
+        help += f", or give a value for when it is none: '{maybe_none} or ...'"
+    return help
+
+
 class ExprChecker:
     """Infers expression types in one scope and reports what cannot work.
 
@@ -542,6 +552,7 @@ class ExprChecker:
         # expressions that read a constrained field or input: the declaration, for SW7020
         self.declared: dict[int, ast.FieldDecl | ast.InputDecl] = {}
         self.guard: ast.Transition | None = None  # the transition whose guard is checked, for help texts
+        self.what: str | None = None  # what the expression is, for messages, when not a guard or an argument
 
     def knowing(self, facts: EntryFacts) -> ExprChecker:
         """This checker, with what the transitions into its state show taken as known."""
@@ -573,6 +584,8 @@ class ExprChecker:
             if isinstance(self.guard.guard, ast.BinaryOp) and self.guard.guard.op == "or":
                 guard = f"({guard})"
             help = f"test that it ran first: 'when {t.state}.output != none and {guard} -> {target}'"
+        elif self.what == "an update":
+            help = _update_help(e, f"{t.state}.output", "test that it ran in the value")
         else:
             help = (f"a tool call's arguments cannot test it; make sure '{t.state}' runs before '{reader}' on "
                     "every path, or read something every run has")
@@ -590,6 +603,8 @@ class ExprChecker:
                 guard = f"({guard})"
             target = self.guard.target.value if self.guard.target is not None else "..."
             help = f"test it first: 'when {shown} != none and {guard} -> {target}'"
+        elif self.what == "an update":
+            help = _update_help(e, shown, "test it in the value")
         else:
             help = "a tool call's arguments cannot test it; pass it whole, or read something that is always there"
         self.diags.report("SW4014", f"'{shown}' may be none here", e.span,
@@ -681,7 +696,7 @@ class ExprChecker:
         return ir.NONE
 
     def _scope_names(self) -> list[str]:
-        names = list(self.locals) + list(self.symbols.inputs) + list(self.symbols.states)
+        names = list(self.locals) + list(self.symbols.inputs) + list(self.symbols.variables) + list(self.symbols.states)
         return ([GUARD_OUTPUT] if self.state is not None else []) + names
 
     def _name(self, e: ast.NameExpr) -> TypeLike:
@@ -704,6 +719,10 @@ class ExprChecker:
             if decl.constraints:
                 self.declared[id(e)] = decl
             return s.resolve_type(decl.type)
+        if e.name in s.variables:
+            s.used_variables.add(e.name)
+            s.variable_reads.append(InputRead(e.name, e.span))
+            return s.resolve_type(s.variables[e.name].type)
         if e.name in s.states:
             self.diags.report("SW4013", f"'{e.name}' is a state, not a value", e.span,
                               label="a state name on its own",
@@ -723,8 +742,9 @@ class ExprChecker:
             hint = "the literals are written true, false and none"
         hint = hint or did_you_mean(e.name, self._scope_names())
         s.used_inputs.add(closest(e.name, s.inputs) or "")
-        where = "a guard" if self.state is not None else "a tool call's arguments"
-        scope = "the machine's inputs, 'STATE.output', len() and visits()"
+        where = self.what or ("a guard" if self.state is not None else "a tool call's arguments")
+        scope = ("the machine's inputs, its run variables, 'STATE.output', len() and visits()" if s.variables
+                 else "the machine's inputs, 'STATE.output', len() and visits()")
         if self.state is not None:
             scope = "'output', " + scope
         self.diags.report("SW2007", f"unknown name '{e.name}' in {where}", e.span, label="not in scope",
@@ -858,6 +878,7 @@ class ExprChecker:
         var = e.var.value
         clash = ("the current state's output" if var == GUARD_OUTPUT else
                  "an input" if var in self.symbols.inputs else "a state" if var in self.symbols.states else
+                 "a run variable" if var in self.symbols.variables else
                  f"the item of an enclosing {func}()" if var in self.locals else None)
         if clash is not None:
             self.diags.report("SW4020", f"'{var}' already names {clash}", e.var.span,

@@ -1,4 +1,4 @@
-"""Unused declarations: agents, types, tools and inputs that nothing in the machine uses (SW7001-SW7005).
+"""Unused declarations: agents, types, tools, inputs and run variables that nothing in the machine uses.
 
 It reads what every other check recorded as used, so it runs last.
 """
@@ -6,7 +6,7 @@ It reads what every other check recorded as used, so it runs last.
 from __future__ import annotations
 
 from ...diagnostics import Diagnostics
-from .resolve import JINJA_NAMES, Symbols
+from .resolve import JINJA_NAMES, Symbols, closest
 
 
 def report_unused(symbols: Symbols, diagnostics: Diagnostics) -> None:
@@ -35,3 +35,21 @@ def report_unused(symbols: Symbols, diagnostics: Diagnostics) -> None:
             diagnostics.report("SW7005", f"input '{name}' is never used", decl.name.span,
                                label="no template or guard reads it",
                                help=f"read it in an instruction as '{{{{ {name} }}}}', or remove it")
+    updated = set()
+    for view in symbols.states.values():
+        for update in view.updates:  # a misspelled update (SW2080) counts for the variable it meant
+            name = update.var.value
+            updated.add(name if name in symbols.variables else closest(name, symbols.variables) or "")
+    for name, var in symbols.variables.items():
+        if name in symbols.inputs or name in symbols.states or name in JINJA_NAMES:
+            continue  # named like something else (SW2081): its reads read that
+        if name not in symbols.used_variables:
+            diagnostics.report("SW7120", f"run variable '{name}' is never read", var.name.span,
+                               label="no guard, template, tool argument or test reads it",
+                               help=f"read it where it matters (a guard, or '{{{{ {name} }}}}' in an instruction), "
+                                    "or remove it")
+        elif name not in updated:
+            diagnostics.report("SW7121", f"run variable '{name}' is never updated", var.name.span,
+                               label="it always holds its initial value",
+                               help=f"update it in a state ('set {name} <- ...'), or write the value where it "
+                                    "is read")

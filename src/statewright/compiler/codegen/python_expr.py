@@ -65,6 +65,7 @@ class GuardNames:
     states: Collection[str] | None = None
     types: Mapping[str, ir.TypeDef] = field(default_factory=dict)
     state_table: Mapping[str, ir.State] = field(default_factory=dict)
+    variables: Mapping[str, ir.Type] = field(default_factory=dict)  # the run variables' types, by name
 
     @classmethod
     def of(cls, machine: ir.Machine) -> GuardNames:
@@ -75,7 +76,7 @@ class GuardNames:
         for s in machine.states:
             states.setdefault(s.name, s)
         return cls(inputs=frozenset(i.name for i in machine.inputs), states=frozenset(states), types=types,
-                   state_table=states)
+                   state_table=states, variables={v.name: v.type for v in machine.variables})
 
     def type(self, machine: ir.Machine, name: str) -> ir.TypeDef:
         """The type `name` of `machine` (through the table when this GuardNames was made for it)."""
@@ -97,8 +98,9 @@ class GuardNames:
 class Reference:
     """What a name in a guard stands for.
 
-    kind: "output" | "input" | "state_output" | "unresolved_output" (`X.output` where only the scope can tell
-    whether X is a state or an input; never produced when the machine's names are known).
+    kind: "output" | "input" | "variable" (a run variable) | "state_output" | "unresolved_output" (`X.output`
+    where only the scope can tell whether X is a state or an input; never produced when the machine's names
+    are known).
     """
 
     kind: str
@@ -112,7 +114,9 @@ def reference_of(expr: ast.Expr, names: GuardNames) -> Reference | None:
     `X.output` is state X's output when X is a state; any other bare name is a machine input.
     """
     if isinstance(expr, ast.NameExpr):
-        return Reference("output") if expr.name == "output" else Reference("input", expr.name)
+        if expr.name == "output":
+            return Reference("output")
+        return Reference("variable" if expr.name in names.variables else "input", expr.name)
     if (
         isinstance(expr, ast.Attribute)
         and expr.attr.value == "output"
@@ -158,7 +162,8 @@ class ExprContext:
     scope: str = "s"  # the name of the Scope parameter in the generated function
     # a map's element and position names, with their types, where its step runs (`Scope.each`)
     each: Mapping[str, ir.Type | None] = field(default_factory=dict)
-    join: bool = False  # a join guard: `output` is one branch's output, not the parallel state's list
+    # a join guard (or a map's update): `output` is one branch's (one element's) output, not the state's list
+    join: bool = False
 
 
 def python_source(expr: ast.Expr, context: ExprContext) -> str:
@@ -277,6 +282,8 @@ class _PythonWriter(_Writer):
                 return f"{ctx.scope}.output", POSTFIX
             if ref.kind == "input":
                 return f"{ctx.scope}.inputs[{py_string(ref.name)}]", POSTFIX
+            if ref.kind == "variable":
+                return f"{ctx.scope}.vars[{py_string(ref.name)}]", POSTFIX
             if ref.kind == "state_output":
                 return f"{ctx.scope}.outputs.get({py_string(ref.name)})", POSTFIX
             raise GuardCompileError(f"cannot resolve {ref.name}.output")
@@ -400,10 +407,12 @@ def _static_type(expr: ast.Expr, ctx: ExprContext, bound: Mapping[str, ir.Type |
     if ref is not None:
         if ref.kind == "output":
             if ctx.join and ctx.state is not None:
-                return ctx.state.output  # one branch's output
+                return ctx.state.output  # one branch's (or, in a map's update, one element's) output
             return _output_type(ctx.state)
         if ref.kind == "input":
             return next((i.type for i in ctx.machine.inputs if i.name == ref.name), None)
+        if ref.kind == "variable":
+            return ctx.names.variables.get(ref.name)
         if ref.kind == "state_output":
             return _output_type(ctx.names.state(ctx.machine, ref.name))
         return None

@@ -62,7 +62,16 @@ def transition_text(t: ir.Transition) -> str:
     return ""
 
 
-def scripted_step(step: ir.Reply | ir.ToolCalls | ir.Verdict | ir.Timeout) -> tuple[str, str, Any]:
+def scripted_step(step: ir.Reply | ir.ToolCalls | ir.Verdict | ir.Timeout | ir.Approval) -> tuple[str, str, Any]:
+    if isinstance(step, ir.Approval):  # a person's answer as the run reads one (runtime/approvals.py)
+        answer: dict[str, Any] = {"decision": step.decision}
+        if step.tool is not None:
+            answer["tool"] = step.tool
+        if step.reason is not None:
+            answer["reason"] = step.reason
+        if step.arguments is not None:
+            answer["arguments"] = dict(step.arguments)
+        return ("approval", step.state, answer)
     if isinstance(step, ir.ToolCalls):  # the agent's reply as a model writes tool calls
         return ("calls", step.state, [{"name": tool, "arguments": dict(args)} for tool, args in step.calls])
     if isinstance(step, ir.Reply):
@@ -270,6 +279,7 @@ class _MachinePart:
         self.run_args_names: dict[str, str] = {}  # run state -> the function that builds the callee's inputs
         self.join_names: dict[str, str] = {}  # parallel state -> its join guard's function
         self.items_names: dict[str, str] = {}  # map state -> the function that builds its list
+        self.update_names: dict[tuple[str, int], str] = {}  # (state, index) -> the function of its update
         # states that share another's work (the merge pass) are written after the states they share with
         for state in sorted(machine.states, key=lambda s: s.shares is not None):
             self._functions_for(state)
@@ -361,6 +371,8 @@ class _MachinePart:
                 self.join_names[state.name] = self.join_names[state.shares]
             if state.shares in self.items_names:
                 self.items_names[state.name] = self.items_names[state.shares]
+            for index, _ in enumerate(state.updates):
+                self.update_names[(state.name, index)] = self.update_names[(state.shares, index)]
             return
         context = ExprContext(self.machine, self.plans, self.guard_names, state)
         if state.parallel is not None and state.parallel.join.guard is not None:
@@ -392,6 +404,7 @@ class _MachinePart:
                 f"def {name}(s: Scope) -> bool:\n"
                 f"{INDENT}{guard_return(t.guard, context)}\n"
             )
+        self._update_functions(state)
         if state.run is not None:
             self._run_arguments(state, state.run)
         if state.call is not None:
@@ -412,6 +425,20 @@ class _MachinePart:
                 f"{INDENT}return {body}\n"
             )
 
+    def _update_functions(self, state: ir.State) -> None:
+        """One function per update: the value it gives, over the scope after the state's step (a map's
+        element's: its output, its element and position)."""
+        each = state.each is not None
+        context = ExprContext(self.machine, self.plans, self.guard_names, state, join=each,
+                              each=each_names(self.machine, state) if each else {})
+        for index, update in enumerate(state.updates):
+            name = self.names.claim(f"update_{state.name}_{index}")
+            self.update_names[(state.name, index)] = name
+            self.arg_builders.append(
+                f"# {comment_text(update.reducer + ' ' + update.var + ' <- ' + spec_source(update.value))}\n"
+                f"def {name}(s: Scope) -> Any:\n"
+                f"{INDENT}return {python_source(update.value, context)}\n"
+            )
     def _run_arguments(self, state: ir.State, run: ir.Run) -> None:
         """The function that builds a called machine's inputs, as a tool call's arguments are built (in a
         map of calls it sees the element)."""
@@ -460,6 +487,15 @@ class _MachinePart:
             ("machines", {name: Raw(literal) for name, literal in self.callees.items()}),
             ("result_type", Raw(self.plans.result.class_name) if self.plans.result is not None else None),
             ("result_wrapped", self.plans.result is not None and self.plans.result.wrapper),
+            ("variables", tuple(self._variable(v) for v in m.variables)),
+        ])
+
+    def _variable(self, v: ir.Variable) -> Call:
+        return _spec_call(runtime_spec.VariableSpec, [
+            ("name", v.name),
+            ("annotation", Raw(annotation_source(v.type, self.plans.class_names))),
+            ("initial", v.initial),
+            ("origin", self._position(f"var {v.name}", v.origin)),
         ])
 
     def _tool(self, t: ir.Tool) -> Call:
@@ -561,6 +597,12 @@ class _MachinePart:
             ("each", each),
             ("branch", s.branch),
             ("run", run),
+            ("updates", tuple(_spec_call(runtime_spec.UpdateSpec, [
+                ("reducer", u.reducer), ("var", u.var), ("value", Raw(self.update_names[(s.name, index)])),
+                ("text", spec_source(u.value)), ("origin", self._position(f"{s.name} update {index}", u.origin)),
+            ]) for index, u in enumerate(s.updates))),
+            ("ask_before", s.ask_before),
+            ("tool_rounds", s.tool_rounds),
         ])
 
     def _test(self, t: ir.Test, index: int) -> Call:
@@ -585,7 +627,12 @@ class _MachinePart:
             ("expectations", expectations),
             ("allow_unused", t.allow_unused),
             ("step_origins", steps if any(isinstance(s, Position) for s in steps) else ()),
+            ("expect_vars", tuple(_spec_call(runtime_spec.VarExpectationSpec, [
+                ("name", e.name), ("value", e.value),
+                ("origin", self._position(f"expect {index}.var{i}", e.origin)),
+            ]) for i, e in enumerate(t.expect_vars))),
         ])
+
 
 def _state_of(plans: ModelPlans, plan: ModelPlan) -> str:
     return next(state for state, p in plans.outputs.items() if p is plan)

@@ -215,14 +215,16 @@ def _plain_signature(state: ir.State) -> object:
     hash); `_signature` adds the rest, so equal signatures have equal plain ones."""
     return (state.kind, state.agent, state.instruction, state.tell, state.visits, state.retries, state.result,
             state.branch, state.run.machine if state.run is not None else None,
-            tuple((t.kind, t.condition, t.max) for t in state.transitions))
+            tuple((t.kind, t.condition, t.max) for t in state.transitions),
+            tuple((u.reducer, u.var) for u in state.updates), state.ask_before, state.tool_rounds)
 
 
 def _signature(state: ir.State) -> object:
     """Everything a state does, except where its edges lead: the plain part, then its output type, tool
-    call, branches, map and guards (syntax trees, hashed node by node)."""
+    call, run, branches, map, guards and the values its updates of run variables give (syntax trees, hashed
+    node by node). States that write different variables, or the same ones differently, are never one."""
     return (_plain_signature(state), state.output, state.call, state.run, state.parallel, state.each,
-            tuple(t.guard for t in state.transitions))
+            tuple(t.guard for t in state.transitions), tuple(u.value for u in state.updates))
 
 
 def referenced_state_names(machine: ir.Machine) -> set[str]:
@@ -240,8 +242,9 @@ def state_mentions(state: ir.State, names: set[str]) -> set[str]:
 
 
 def mentioned_names(state: ir.State) -> set[str]:
-    """Every name one state's guards, tool-call arguments and templates read: the states among them are
-    the states it reads (inputs and a map's element names are the others).
+    """Every name one state's guards, tool-call arguments, updates of run variables and templates read: the
+    states among them are the states it reads (inputs, run variables and a map's element names are the
+    others).
 
     Templates are not searched here: the template check recorded the states each one reads from its Jinja
     parse (`State.template_reads`). An agent's prompt reads no state (SW2008).
@@ -256,6 +259,7 @@ def mentioned_names(state: ir.State) -> set[str]:
         stack.append(state.parallel.join.guard)
     if state.each is not None:
         stack.append(state.each.items)
+    stack.extend(update.value for update in state.updates)
     while stack:
         node = stack.pop()
         if isinstance(node, ast.NameExpr):

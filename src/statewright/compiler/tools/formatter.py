@@ -32,7 +32,7 @@ LINE_WIDTH = 100
 
 # Machine items in one of these groups sit on consecutive lines; every other pair of neighbours (and any
 # two items of different groups) is separated by one blank line.
-_CONSECUTIVE_GROUPS = frozenset({"description", "inputs", "defaults", "tools"})
+_CONSECUTIVE_GROUPS = frozenset({"description", "inputs", "defaults", "vars", "tools"})
 
 _BARE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _LONG_STRING = re.compile(r'"""[^"]*(?:"(?!"")[^"]*)*"""')  # unrolled: no regex state per character
@@ -427,6 +427,9 @@ class _Layout:
         if isinstance(item, ast.Limits):
             limits = [_line(lim.span, f"{lim.name.value} {_number(lim.value.value)}") for lim in item.items]
             return self._block(item.span, "limits", item.span.start + len("limits"), limits, "defaults")
+        if isinstance(item, ast.VarDecl):
+            text = f"var {item.name.value}: {self._type(item.type, depth)} ="
+            return self._valued(item.span, text, item.value, depth, group="vars")
         if isinstance(item, ast.ReturnsSetting):
             return _line(item.span, f"returns {self._type(item.type, depth)}", "inputs")
         if isinstance(item, ast.TypeDecl):
@@ -547,6 +550,12 @@ class _Layout:
             if item.concurrency is not None:
                 text += f" concurrency {_number(item.concurrency.value)}"
             return _line(item.span, text)
+        if isinstance(item, ast.Update):
+            return _line(item.span, f"{item.reducer} {item.var.value} <- {self._expr(item.value, depth)}")
+        if isinstance(item, ast.AskBefore):
+            return _line(item.span, "ask before [" + ", ".join(t.dotted for t in item.tools) + "]")
+        if isinstance(item, ast.ToolRounds):
+            return _line(item.span, f"tool_rounds {_number(item.count.value)}")
         if isinstance(item, ast.Transition):
             return _line(item.span, self._transition(item, depth))
         raise TypeError(f"unknown state item {type(item).__name__}")
@@ -609,6 +618,17 @@ class _Layout:
             if item.contains:
                 return _line(item.span, f"{head} contains {self._value(item.value, depth)}")
             return self._valued(item.span, head, item.value, depth)
+        if isinstance(item, ast.ExpectVar):
+            return self._valued(item.span, f"expect var {item.name.value}", item.value, depth)
+        if isinstance(item, ast.Approval):
+            head = f"{item.decision} {item.state.value}"
+            if item.tool is not None:
+                head += f" {item.tool.dotted}"
+            if item.arguments is not None:
+                return self._valued(item.span, head, item.arguments, depth)
+            if item.reason is not None:
+                head += f" {self._string(item.reason, depth)}"
+            return _line(item.span, head)
         if isinstance(item, ast.AllowUnused):
             return _line(item.span, "allow unused replies")
         raise TypeError(f"unknown test item {type(item).__name__}")

@@ -15,7 +15,7 @@ from ...diagnostics import Span
 from ...grammar import ast
 from .. import ir
 
-IR_JSON_VERSION = 2
+IR_JSON_VERSION = 3
 
 
 def span_to_json(span: Span | None) -> dict[str, Any] | None:
@@ -177,6 +177,10 @@ def _state(s: ir.State) -> dict[str, Any]:
         "each": _each(s.each),
         "branch": s.branch,
         "run": _run(s.run),
+        "updates": [{"reducer": u.reducer, "var": u.var, "value": expr_to_json(u.value),
+                     "origin": span_to_json(u.origin)} for u in s.updates],
+        "ask_before": list(s.ask_before),
+        "tool_rounds": s.tool_rounds,
     }
 
 
@@ -192,6 +196,11 @@ def _test(t: ir.Test) -> dict[str, Any]:
                           "origin": span_to_json(step.origin)})
         elif isinstance(step, ir.Timeout):
             steps.append({"kind": "timeout", "state": step.state, "origin": span_to_json(step.origin)})
+        elif isinstance(step, ir.Approval):
+            steps.append({"kind": "approval", "state": step.state, "decision": step.decision, "tool": step.tool,
+                          "reason": step.reason,
+                          "arguments": dict(step.arguments) if step.arguments is not None else None,
+                          "origin": span_to_json(step.origin)})
         else:
             steps.append({"kind": "verdict", "state": step.state, "condition": step.condition,
                           "origin": span_to_json(step.origin)})
@@ -208,6 +217,7 @@ def _test(t: ir.Test) -> dict[str, Any]:
                           "value": e.value, "origin": span_to_json(e.origin)} for e in t.expectations],
         "allow_unused": t.allow_unused,
         "origin": span_to_json(t.origin),
+        "expect_vars": [{"name": e.name, "value": e.value, "origin": span_to_json(e.origin)} for e in t.expect_vars],
     }
 
 
@@ -261,6 +271,8 @@ def _machine_json(machine: ir.Machine, index: dict[int, int]) -> dict[str, Any]:
         "start": machine.start,
         "tests": [_test(t) for t in machine.tests],
         "origin": span_to_json(machine.origin),
+        "variables": [{"name": v.name, "type": type_to_json(v.type), "initial": v.initial,
+                       "origin": span_to_json(v.origin)} for v in machine.variables],
         "returns": type_to_json(machine.returns) if machine.returns is not None else None,
         # the machines its states run: the name it runs each by, and its place in `called`
         "machines": [{"name": name, "called": index[id(callee)]} for name, callee in machine.machines],
@@ -325,6 +337,8 @@ _MACHINE_PROPERTIES: dict[str, Any] = {
     "origin": _ORIGIN,
     "returns": _nullable(_REF["type"]),
     "machines": {"type": "array", "items": _obj({"name": _STR, "called": {"type": "integer", "minimum": 0}})},
+    "variables": {"type": "array", "items": _obj({
+        "name": _STR, "type": _REF["type"], "initial": _REF["value"], "origin": _ORIGIN})},
 }
 
 IR_JSON_SCHEMA: dict[str, Any] = {
@@ -426,6 +440,10 @@ IR_JSON_SCHEMA: dict[str, Any] = {
             "model": _nullable(_STR), "fail": _nullable(_STR),
             "parallel": _nullable({"$ref": "#/$defs/parallel"}), "each": _nullable({"$ref": "#/$defs/each"}),
             "branch": _nullable(_STR), "run": _nullable({"$ref": "#/$defs/run"}),
+            "updates": {"type": "array", "items": _obj({
+                "reducer": {"enum": ["set", "append", "extend", "merge"]}, "var": _STR, "value": _REF["expr"],
+                "origin": _ORIGIN})},
+            "ask_before": _STRS, "tool_rounds": _nullable({"type": "integer", "minimum": 1}),
         }),
         "test": _obj({
             "name": _STR,
@@ -438,6 +456,9 @@ IR_JSON_SCHEMA: dict[str, Any] = {
                 _obj({"kind": {"const": "calls"}, "state": _STR, "calls": {"type": "array", "items": _obj({
                     "tool": _STR, "arguments": {"type": "object"}})}, "origin": _ORIGIN}),
                 _obj({"kind": {"const": "timeout"}, "state": _STR, "origin": _ORIGIN}),
+                _obj({"kind": {"const": "approval"}, "state": _STR,
+                      "decision": {"enum": ["approve", "reject", "edit"]}, "tool": _nullable(_STR),
+                      "reason": _nullable(_STR), "arguments": _nullable({"type": "object"}), "origin": _ORIGIN}),
             ]}},
             "expect_path": _nullable(_STRS), "expect_final": _nullable(_STR), "expect_result": _REF["value"],
             "has_expect_result": {"type": "boolean"}, "expect_failure": _nullable(_STR),
@@ -446,6 +467,7 @@ IR_JSON_SCHEMA: dict[str, Any] = {
                 "visit": {"type": "integer", "minimum": 1}, "contains": {"type": "boolean"}, "value": _REF["value"],
                 "origin": _ORIGIN})},
             "allow_unused": {"type": "boolean"}, "origin": _ORIGIN,
+            "expect_vars": {"type": "array", "items": _obj({"name": _STR, "value": _REF["value"], "origin": _ORIGIN})},
         }),
     },
 }

@@ -24,6 +24,7 @@ from collections.abc import Callable, Generator, Mapping
 from typing import Any
 
 from .agent_steps import AgentSteps
+from .approvals import ApprovalSteps
 from .bounds import bound_text, bound_value
 from .call_steps import CallSteps
 from .checkpoint import CheckpointError
@@ -31,15 +32,16 @@ from .client import ModelError, ModelRequest, ModelResponse, reply_allowance
 from .effects import CallModel, CallTool, EstimateCall, ToolOutcome
 from .fanout import FanOut, FanOutSteps, ForkedRun, run_totals
 from .inputs import InputError, InputValidator
-from .person import TIMED_OUT, Paused, PersonSteps
+from .person import TIMED_OUT, Paused, PersonSteps, waiting_of
 from .plan import AgentPlan, EdgePlan, MachinePlan, StatePlan, exit_fields, output_label, output_text
-from .result import Failure, RunFailed, RunResult, Usage, Waiting
+from .result import Failure, RunFailed, RunResult, Usage
 from .run_state import Run, Steps
 from .snapshot import Snapshot, SnapshotError, make_delta, new_memories, revive_run
 from .spec import Scope
 from .structured import ReplyError, to_jsonable, to_text, validate_typed
 from .templates import TemplateDeadlineExceeded, TemplateRenderError
 from .untrusted import shown_within_limits
+from .variables import update_variables
 from .verifier import Verdict, parse_verdict, verdict_schema, verifier_messages
 
 NEUTRAL_RETRY = "Your previous answer to this step did not let the run move on. Do this step again, better."
@@ -51,7 +53,7 @@ RunSteps = Generator[Any, Any, RunResult]
 # ---- the core ------------------------------------------------------------------------------------
 
 
-class RunCore(AgentSteps, CallSteps, FanOutSteps, PersonSteps):
+class RunCore(AgentSteps, ApprovalSteps, CallSteps, FanOutSteps, PersonSteps):
     """Runs of one machine, as generators of effects. One core serves any number of concurrent runs: all a
     run's state is in its Run; what every run of the machine shares is its MachinePlan (plan.py).
 
@@ -72,6 +74,7 @@ class RunCore(AgentSteps, CallSteps, FanOutSteps, PersonSteps):
         self._usage_limited = plan.usage_limited
         self._budget_limited = plan.budget_limited
         self._state_names = plan.state_names
+        self._variable_names = tuple(plan.variables.specs)
         self.callee_cores: dict[str, RunCore] = {}  # the cores of the machines this one runs, made on first use
 
     def core_for(self, plan: MachinePlan) -> RunCore:
@@ -84,6 +87,8 @@ class RunCore(AgentSteps, CallSteps, FanOutSteps, PersonSteps):
         """A new run at the start state. Raises InputError when the inputs do not fit the declarations."""
         run = Run(run_id, self.inputs.prepare(self.machine, inputs), self.machine.start, workspace, self.clock())
         new_memories(self.plan, run, {})
+        if self.plan.variables:
+            run.vars = self.plan.variables.initial()
         return run
 
     def begin(self, run: Run, resumed: bool) -> None:
@@ -150,9 +155,9 @@ class RunCore(AgentSteps, CallSteps, FanOutSteps, PersonSteps):
             if not plan.works:
                 return self._finish(run, plan, entered=False)
             changed = run.changed
-            # (a run resumed while waiting for a person, while its branches ran or while it ran another
-            # machine, is inside its step)
-            if run.waiting is None and run.fanout is None and not run.calls:
+            # (a run resumed while waiting for a person — for an answer or to approve a tool call —, while its
+            # branches ran or while it ran another machine, is inside its step)
+            if run.waiting is None and run.fanout is None and not run.calls and name not in run.approvals:
                 self._check_limits(run, name, True)
                 run.steps += 1
                 visit = run.visits.get(name, 0) + 1
@@ -198,6 +203,8 @@ class RunCore(AgentSteps, CallSteps, FanOutSteps, PersonSteps):
             run.context_cache = None
             if run.events:
                 run.emit("state_exit", exit_fields(run, plan, output))
+            if plan.updates and step != "map":  # (a map's updates are its elements')
+                update_variables(self.plan.variables, run, name, plan.updates, output)
             if plan.tell:
                 text = output_text(plan, output)
                 for listener in plan.tell:
@@ -224,7 +231,7 @@ class RunCore(AgentSteps, CallSteps, FanOutSteps, PersonSteps):
         run.seqs[plan.tool_key] = seq + 1
         run.count("seqs", plan.tool_key)
         scope = Scope(run.outputs.get(run.last_state) if run.last_state else None, run.inputs, run.outputs,
-                      run.visits, run.locals or {})
+                      run.visits, run.locals or {}, run.vars)
         try:
             args = call.args(scope)
         except Exception as exc:  # noqa: BLE001 - reported as the step's failure
@@ -345,7 +352,9 @@ class RunCore(AgentSteps, CallSteps, FanOutSteps, PersonSteps):
         if response.events:
             fields["events"] = response.events
         if run.content:
-            fields["messages"] = request.messages
+            # a copy: the agent's tool loop appends to its conversation, and a branch's or an element's
+            # events are written at the join
+            fields["messages"] = list(request.messages)
             reply: dict[str, Any] = {"content": response.content}
             if response.tool_calls:
                 reply["tool_calls"] = [{"id": c.id, "name": c.name, "arguments": c.arguments}
@@ -409,7 +418,7 @@ class RunCore(AgentSteps, CallSteps, FanOutSteps, PersonSteps):
                 continue
             if kind == "guard":
                 if scope is None:
-                    scope = Scope(output, run.inputs, run.outputs, run.visits)
+                    scope = Scope(output, run.inputs, run.outputs, run.visits, {}, run.vars)
                 if self._evaluate_guard(run, plan, edge, scope):
                     self._fire(run, plan, edge, "guard", f"`{edge.text}` is true", None)
                     return
@@ -505,8 +514,8 @@ class RunCore(AgentSteps, CallSteps, FanOutSteps, PersonSteps):
         try:
             verdict, _response = yield from self._ask_until_valid(
                 run, plan, "verifier", messages, lambda text: parse_verdict(text, conditions),
-                lambda conversation: self._call_model(run, "verifier", plan.name, plan.verifier_key, None,
-                                                      conversation, schema, "verdict", None))
+                lambda conversation, _attempt: self._call_model(run, "verifier", plan.name, plan.verifier_key,
+                                                                None, conversation, schema, "verdict", None))
         except ReplyError as exc:
             raise RunFailed(Failure(
                 "output", f"state '{plan.name}': the verifier's answer was unusable after {exc.attempts} "
@@ -600,6 +609,9 @@ class RunCore(AgentSteps, CallSteps, FanOutSteps, PersonSteps):
             outputs, visits = run.outputs, run.visits
             for name in self._state_names:
                 context[name] = {"output": outputs.get(name), "visits": visits.get(name, 0)}
+            variables = run.vars
+            for name in self._variable_names:  # (a branch's view holds its own updates over the run's)
+                context[name] = variables[name]
             if run.locals:  # a map's element and position, in that element's step
                 context.update(run.locals)
             run.context_cache = context
@@ -667,6 +679,14 @@ class RunCore(AgentSteps, CallSteps, FanOutSteps, PersonSteps):
                 if run.content:
                     fields["question"] = waiting.question
                 run.emit("waiting", fields)
+            for approval in run.approvals.values():  # tool calls of its agents that wait for approval
+                fields = {"state": approval.state, "kind": "approval", "tool": approval.tool, "deadline": None}
+                if approval.item is not None:
+                    fields["item"] = approval.item
+                if run.content:
+                    fields["question"] = approval.question
+                    fields["arguments"] = approval.arguments
+                run.emit("waiting", fields)
             self._emit_end(run, "waiting", None, None)
         return self._result(run, "waiting", None, None, None)
 
@@ -694,13 +714,13 @@ class RunCore(AgentSteps, CallSteps, FanOutSteps, PersonSteps):
         _steps, usage, _ = run_totals(run)  # (a run that waits inside a call counts what the call did so far)
         waits = []
         if status == "waiting":
-            waits = [Waiting(q.state, q.question, core.answer_schema(plan), q.asked_at, q.deadline, where)
-                     for where, q, plan, core in self.waits(run)]
+            waits = [waiting_of(where, q, core.answer_schema(plan)) for where, q, plan, core in self.waits(run)]
         return RunResult(status=status, run_id=run.run_id, machine=self.machine.name, final_state=final_state,
                          result=result, path=list(run.path), outputs=dict(run.outputs), failure=failure,
                          usage=Usage(usage.prompt_tokens, usage.completion_tokens, usage.cost_usd,
                                      usage.llm_calls), workspace=run.workspace,
-                         waiting=waits[0] if waits else None, waits=waits)
+                         waiting=waits[0] if waits else None, waits=waits,
+                         variables={name: to_jsonable(value) for name, value in run.vars.items()})
 
     def _emit_start(self, run: Run, resumed: bool) -> None:
         if run.events:

@@ -85,7 +85,8 @@ class DescribeTools:
 
 
 class AwaitPerson:
-    """A person's answer to a state's question: answered with a PersonReply.
+    """A person's answer to a state's question, or to a tool call that waits for approval (approvals.py):
+    answered with a PersonReply.
 
     `seq` counts the state's earlier questions in the run; `deadline` is when the person's time runs out
     (None before the question was first put, or when the state has no `after`), and `seconds` how long
@@ -94,10 +95,10 @@ class AwaitPerson:
     an answer. A durable engine may instead wait (a signal, a timer) before it answers.
     """
 
-    __slots__ = ("call", "deadline", "question", "schema", "seconds", "seq", "state")
+    __slots__ = ("call", "deadline", "item", "question", "schema", "seconds", "seq", "state")
 
     def __init__(self, state: str, question: str, schema: dict[str, Any], seq: int, deadline: float | None,
-                 seconds: float | None, call: str = "") -> None:
+                 seconds: float | None, call: str = "", item: int | None = None) -> None:
         self.state = state
         self.question = question
         self.schema = schema
@@ -105,11 +106,14 @@ class AwaitPerson:
         self.deadline = deadline
         self.seconds = seconds
         self.call = call  # where the run asking is, when another machine runs it
+        self.item = item  # a map's element whose tool call waits (approvals.py), numbered over the run
 
     @property
     def where(self) -> str:
-        """The state's path (`investigate[2]/approve`): scripts and answers name it."""
-        return f"{self.call}/{self.state}" if self.call else self.state
+        """The state's path (`investigate[2]/approve`; `build[3]` for a map's element): scripts and answers
+        name it."""
+        state = self.state if self.item is None else f"{self.state}[{self.item}]"
+        return f"{self.call}/{state}" if self.call else state
 
 
 class PersonReply:

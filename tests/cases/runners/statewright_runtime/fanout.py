@@ -18,16 +18,18 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from .approvals import approval_key
 from .bounds import bound_text, bound_value
 from .concurrency import Cancel, Completed, Concurrently
 from .memory import AgentMemory
 from .person import Paused
-from .plan import StatePlan, exit_fields, output_text
+from .plan import MachinePlan, StatePlan, exit_fields, output_text
 from .result import Failure, RunFailed, Usage
-from .run_state import Run, Steps, _no_save, state_of_key
+from .run_state import Run, Steps, _no_save, call_key, state_of_key
 from .snapshot import FanOutRecord, TaskRecord
 from .spec import MachineSpec, Scope
 from .structured import to_jsonable, validate_typed
+from .variables import VariableTypes, VarOp, read_var_ops, update_variables
 
 
 class Overlay(dict):  # type: ignore[type-arg]
@@ -95,10 +97,11 @@ class ForkedRun(Run):
 
     __slots__ = ("fan", "parent", "reserved")
 
-    def __init__(self, parent: Run, fan: FanOut, task: FanTask) -> None:
+    def __init__(self, parent: Run, fan: FanOut, task: FanTask, variables: VariableTypes | None = None) -> None:
         for slot in ("run_id", "inputs", "inputs_json", "started", "elapsed_before", "system_prompts",
                      "tool_schemas", "workspace", "content", "events", "stamp", "observe", "caller", "call_path",
-                     "calls", "call_heads"):  # (the calls of every branch are the run's, by unique keys)
+                     "calls", "call_heads", "approvals"):  # (every branch's calls and approvals are the run's,
+            # by unique keys)
             setattr(self, slot, getattr(parent, slot))
         self.parent = parent
         self.fan = fan
@@ -111,6 +114,13 @@ class ForkedRun(Run):
         self.edges = Overlay(parent.edges)
         self.seqs = Overlay(parent.seqs)
         self.memories = ForkedMemories(parent.memories, task.memory)
+        # the variables as they were when the branches started, with this branch's own updates over them;
+        # its log is its own, applied to the run at the join (in written order, with the other branches')
+        self.vars = Overlay(parent.vars)
+        self.var_log = []
+        for op in task.writes if variables is not None else ():
+            self.vars[op[0]] = variables.apply(self.vars, op)  # type: ignore[union-attr]
+            self.var_log.append(op)
         self.usage = Usage()  # used by calls since the last commit
         self.reserved = (0, 0.0)  # the estimate of the call in flight, which budgets count before it ends
         self.steps = 0
@@ -132,7 +142,7 @@ class FanTask:
     last finished step (what a checkpoint records, and a resumed run starts it from)."""
 
     __slots__ = ("cancelled", "committed_events", "done", "events", "feedback", "index", "instruction", "key", "last",
-                 "locals", "memory", "number", "output", "path", "run", "state", "work")
+                 "locals", "memory", "number", "output", "path", "run", "state", "work", "writes")
 
     def __init__(self, index: int, key: str, state: str) -> None:
         self.index = index  # position in `parallel [...]`, or the element's index in the list
@@ -152,6 +162,7 @@ class FanTask:
         self.number: int | None = None  # a map's element, numbered over the run
         self.run: ForkedRun | None = None
         self.work: Steps | None = None  # its steps, as a generator of effects, while it runs
+        self.writes: list[VarOp] = []  # its updates of run variables, as of its last finished step
 
 
 class FanOut:
@@ -173,7 +184,7 @@ class FanOut:
         """What a checkpoint keeps of the branches: each task as of its last finished step."""
         tasks = []
         for t in self.tasks:
-            record = TaskRecord(t.state, t.last, t.feedback, t.path, t.memory, t.done)
+            record = TaskRecord(t.state, t.last, t.feedback, t.path, t.memory, t.done, writes=list(t.writes))
             if t.done and self.kind == "map":
                 record.output = to_jsonable(t.output)
             if t.committed_events:
@@ -200,6 +211,7 @@ class FanOut:
                 task.output = output
             task.events = [(str(e), dict(f), at) for e, f, at in item.events]
             task.committed_events = len(task.events)
+            task.writes = read_var_ops(item.writes, f"branch {index + 1} under way")
             tasks.append(task)
         if record.kind == "parallel":  # a branch keeps its key: its entry, as written
             branches = spec.parallel.branches if spec.parallel is not None else ()
@@ -275,6 +287,7 @@ class FanOutSteps:
 
     if TYPE_CHECKING:  # what these steps use of the rest of the core (core.py)
         machine: MachineSpec
+        plan: MachinePlan
         _plans: Mapping[str, StatePlan]
 
         def _check_limits(self, run: Run, state: str, before_step: bool) -> None: ...
@@ -325,7 +338,7 @@ class FanOutSteps:
                     fan.accepted.append(task.index)
         pending = [t for t in fan.tasks if not t.done] if len(fan.accepted) < wanted else []
         for task in pending:
-            task.run = ForkedRun(run, fan, task)
+            task.run = ForkedRun(run, fan, task, self.plan.variables)
             task.work = self._branch(task)
         try:
             yield from self._run_tasks(run, pending, None, complete)
@@ -336,6 +349,7 @@ class FanOutSteps:
             if not task.done:
                 task.cancelled = True  # (also those a resumed run found no longer waited for)
         joined = sorted(fan.accepted)
+        self._join_writes(run, [fan.tasks[i] for i in joined])
         for task in fan.tasks:
             for agent, messages in task.memory.items():  # what each branch told its agents, branch by branch
                 run.memories[agent].messages.extend(messages)
@@ -364,7 +378,8 @@ class FanOutSteps:
         visits = parent.visits if parent is not None else {}
         guard = join.guard
         try:
-            value = bool(guard(Scope(task.output, inputs, outputs, visits))) if guard is not None else True
+            scope = Scope(task.output, inputs, outputs, visits, {}, view.vars if view is not None else {})
+            value = bool(guard(scope)) if guard is not None else True
         except Exception as exc:  # noqa: BLE001 - a guard that cannot be evaluated is a typed failure
             raise RunFailed(Failure("guard", f"state '{plan.name}': the join guard `{join.text}` could not be "
                                              f"evaluated: {type(exc).__name__}: {exc}", state=plan.name,
@@ -386,14 +401,17 @@ class FanOutSteps:
         while True:
             plan = plans[view.state]
             name = plan.name
-            self._check_limits(view, name, True)
-            view.steps += 1
-            visit = view.visits.get(name, 0) + 1
-            view.visits[name] = visit
-            view.path.append(name)
-            view.context_cache = None
-            if view.events:
-                view.emit("state_enter", {"state": name, "visit": visit})
+            if _inside_step(view, plan):  # resumed inside the step it entered
+                visit = view.visits.get(name, 0)
+            else:
+                self._check_limits(view, name, True)
+                view.steps += 1
+                visit = view.visits.get(name, 0) + 1
+                view.visits[name] = visit
+                view.path.append(name)
+                view.context_cache = None
+                if view.events:
+                    view.emit("state_enter", {"state": name, "visit": visit})
             feedback, view.feedback = view.feedback, None
             output, instruction = yield from self._work(view, plan, feedback)
             view.outputs[name] = output
@@ -403,6 +421,8 @@ class FanOutSteps:
             view.context_cache = None
             if view.events:
                 view.emit("state_exit", exit_fields(view, plan, output))
+            if plan.updates:
+                update_variables(self.plan.variables, view, name, plan.updates, output)
             if plan.tell:
                 text = output_text(plan, output)
                 for listener in plan.tell:
@@ -423,7 +443,7 @@ class FanOutSteps:
         assert each is not None
         name = plan.name
         try:
-            items = each.items(Scope(None, run.inputs, run.outputs, run.visits))
+            items = each.items(Scope(None, run.inputs, run.outputs, run.visits, {}, run.vars))
         except Exception as exc:  # noqa: BLE001 - a list that cannot be computed is a typed failure
             raise RunFailed(Failure("guard", f"state '{name}': the list `{each.text}` could not be computed: "
                                              f"{type(exc).__name__}: {exc}", state=name, origin=each.origin)) from None
@@ -458,7 +478,7 @@ class FanOutSteps:
             task.number = fan.base + task.index
         pending = [t for t in fan.tasks if not t.done]
         for task in pending:
-            task.run = ForkedRun(run, fan, task)
+            task.run = ForkedRun(run, fan, task, self.plan.variables)
             task.work = self._element(plan.for_item(fan.base + task.index), task)
 
         def complete(task: FanTask) -> bool:
@@ -471,6 +491,7 @@ class FanOutSteps:
         except RunFailed:
             self._abandon(run, fan)
             raise
+        self._join_writes(run, fan.tasks)
         for task in fan.tasks:
             for agent, messages in task.memory.items():
                 run.memories[agent].messages.extend(messages)
@@ -490,15 +511,18 @@ class FanOutSteps:
         view = task.run
         assert view is not None
         name = plan.name
-        if view.events:
-            view.emit("item_start", {"state": name, "item": task.index})
-        self._check_limits(view, name, True)
-        view.steps += 1
+        if not _inside_step(view, plan):
+            if view.events:
+                view.emit("item_start", {"state": name, "item": task.index})
+            self._check_limits(view, name, True)
+            view.steps += 1
         feedback, view.feedback = view.feedback, None
         output, task.instruction = yield from self._work(view, plan, feedback)
         if view.events:
             view.emit("item_end", {"state": name, "item": task.index, "output": output} if view.content
                       else {"state": name, "item": task.index})
+        if plan.updates:
+            update_variables(self.plan.variables, view, name, plan.updates, output)
         return output
 
     def _work(self, run: Run, plan: StatePlan, feedback: str | None) -> Steps:
@@ -533,9 +557,12 @@ class FanOutSteps:
                 running.pop(task.key, None)
                 task.done, task.output, task.work = True, stop.value, None
                 return complete(task)
-            except Paused:  # a machine it runs waits for a person: it goes on when the run is resumed
+            except Paused:  # a person is waited for: it goes on when the run is resumed, inside its step
                 running.pop(task.key, None)
                 task.work = None
+                # its step so far is the run's: the state it entered, the calls it made and its events
+                # (a machine it runs that waits has written its own so far)
+                self._commit(run, task, cancelled=True)
                 paused.append(task)
                 return False
             except BaseException:
@@ -573,11 +600,16 @@ class FanOutSteps:
             self._drop_calls(run, task)
 
     def _drop_calls(self, run: Run, task: FanTask) -> None:
-        """Forget the calls a task that will not go on had under way (keyed by its state)."""
+        """Forget the calls and the tool calls waiting for approval that a task that will not go on had under
+        way (keyed by its state, or its element)."""
         state = task.run.state if task.run is not None else task.state
         for key in [k for k in run.calls if state_of_key(k) == state]:
             del run.calls[key]
             run.call_heads.pop(key, None)
+        waiting = approval_key(state, task.number)
+        if waiting in run.approvals:
+            del run.approvals[waiting]
+            run.count("approvals", waiting)
 
     def _commit(self, run: Run, task: FanTask, *, cancelled: bool = False) -> None:
         """Hand a task's finished step to the run: the counters and outputs it changed, its steps and what
@@ -592,12 +624,30 @@ class FanOutSteps:
         add_usage(run.usage, view.usage)
         view.usage = Usage()
         task.state, task.last, task.feedback, task.path = view.state, view.last_state, view.feedback, list(view.path)
+        task.writes = list(view.var_log)
         memories = view.memories
         task.memory = memories.added() if isinstance(memories, ForkedMemories) else {}
         task.committed_events = len(task.events)
         run.context_cache = None
         if not cancelled:
             self._save(run, "running")
+
+    def _join_writes(self, run: Run, tasks: list[FanTask]) -> None:
+        """Apply the updates of run variables the tasks made to the run's own, task by task in the order
+        given (written order, or the list's), each task's in the order it made them. A value that does not
+        fit after another task's update ends the run (failure kind "variable")."""
+        variables = self.plan.variables
+        for task in tasks:
+            for op in task.writes:
+                try:
+                    run.vars[op[0]] = variables.apply(run.vars, op)
+                except ValueError as exc:
+                    name = run.fanout.state if run.fanout is not None else run.state
+                    raise RunFailed(Failure("variable", f"state '{name}': the branches' updates of "
+                                                        f"'{op[0]}' do not join: {exc}", state=name)) from None
+                run.var_log.append(op)
+            task.writes = []
+        run.context_cache = None
 
     def _abandon(self, run: Run, fan: FanOut) -> None:
         """A task failed and the run with it: what every task's calls used counts, and their events are
@@ -619,3 +669,12 @@ class FanOutSteps:
             run.emit(event, {**fields, "time": at} if at is not None else fields)
         task.events = []
         task.committed_events = 0
+
+
+def _inside_step(view: Run, plan: StatePlan) -> bool:
+    """Whether a branch or an element was stopped inside its step at `plan`'s state, the state entered
+    and committed: at a tool call that waits for approval, or in a machine it runs that waits. It goes on
+    from there, without entering the state again."""
+    if approval_key(plan.name, view.item) in view.approvals:
+        return True
+    return plan.kind == "call" and call_key(plan, view)[0] in view.calls

@@ -51,11 +51,11 @@ class LiteLLMTransport:
 
     def __init__(self, client: ModelCaller) -> None:
         self.client = client
-        _litellm_module()  # imported now, before any call's deadline starts: the import takes seconds
+        _load_litellm()  # imported now, before any call's deadline starts: the import takes seconds
 
     @property
     def litellm(self) -> Any:
-        return _litellm_module()
+        return _load_litellm()
 
     async def send(self, plan: ModelCallPlan, model: str) -> Completion:
         litellm = self.litellm
@@ -210,7 +210,7 @@ class LiteLLMTransport:
         return cost if cost > 0 else 0.0
 
 
-def _litellm_module() -> Any:
+def _load_litellm() -> Any:
     litellm = _imported()
     # replies over HTTP through the OpenAI SDK (openai/..., azure/..., every OpenAI-compatible server) are
     # read through a session that stops at the reply cap as the body arrives; a session the user set up

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from .effects import AwaitPerson, PersonReply
 from .plan import StatePlan
-from .result import AnswerError, Failure, RunFailed
+from .result import AnswerError, Failure, RunFailed, Waiting
 from .run_state import Question, Run, Steps, state_of_key
 from .structured import validate_typed
 from .untrusted import BorderError, check_value, read_json
@@ -133,14 +133,18 @@ class PersonSteps:
         what = f"the output type of state '{plan.name}'" if plan.wrapped or plan.variant else plan.schema_name
         raise AnswerError(f"the answer does not fit {what}: {error}")
 
-    def waits(self, run: Run) -> list[tuple[str, Question, StatePlan, Any]]:
-        """Every question the run waits on — its own, and those of the machines it is running, at any depth —
-        as (path, question, the state's plan, the core of its machine): `approve`, `investigate[2]/approve`."""
-        found: list[tuple[str, Question, StatePlan, Any]] = []
+    def waits(self, run: Run) -> list[tuple[str, Any, StatePlan, Any]]:
+        """Every question the run waits on — its own, the tool calls of its agents that wait for approval, and
+        those of the machines it is running, at any depth — as (path, question — a Question or an
+        approvals.ApprovalRecord —, the state's plan, the core of its machine): `approve`, `execute`, `build[3]`,
+        `investigate[2]/approve`."""
+        found: list[tuple[str, Any, StatePlan, Any]] = []
+        prefix = f"{run.call_path}/" if run.call_path else ""
         if run.waiting is not None:
             state = run.waiting.state
-            where = f"{run.call_path}/{state}" if run.call_path else state
-            found.append((where, run.waiting, self._plans[state], self))
+            found.append((prefix + state, run.waiting, self._plans[state], self))
+        for key, approval in run.approvals.items():
+            found.append((prefix + key, approval, self._plans[approval.state], self))
         for key, child in run.calls.items():
             found += self.callee(self._plans[state_of_key(key)]).waits(child)
         return found
@@ -156,13 +160,27 @@ class PersonSteps:
         if path is None:
             if len(waits) > 1:
                 raise AnswerError(f"run '{run.run_id}' waits for {len(waits)} answers, at {places}: say which "
-                                  "this one is for with --path PATH")
+                                  "this one is for with --at PATH")
             chosen = waits[0]
         else:
             matches = [w for w in waits if w[0] == path]
             if not matches:
                 raise AnswerError(f"run '{run.run_id}' waits for no answer at {path}; it waits at {places}")
             chosen = matches[0]
-        where, _question, plan, core = chosen
-        core.parse_answer(plan, given)
+        where, question, plan, core = chosen
+        if getattr(question, "kind", "") == "approval":
+            from .approvals import parse_approval
+
+            parse_approval(question, given)
+        else:
+            core.parse_answer(plan, given)
         return where
+
+
+def waiting_of(where: str, question: Any, schema: dict[str, Any]) -> Waiting:
+    """What a run's result says of one question it waits on: a state's question (with the schema of its
+    answer), or a tool call that waits for approval (its own answer schema, its tool and arguments)."""
+    if getattr(question, "kind", "") == "approval":
+        return Waiting(question.state, question.question, question.answer_schema, question.asked_at, None, where,
+                       kind="approval", tool=question.tool, arguments=question.arguments)
+    return Waiting(question.state, question.question, schema, question.asked_at, question.deadline, where)

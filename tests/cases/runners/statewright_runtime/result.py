@@ -11,9 +11,10 @@ from typing import Any
 # Failure kinds. "limit" names the machine limit in `limit`; "bound" means every transition of a state
 # was disabled by its bounds; "input" and "secret" (a secret a tool names is not set) mean the run could not
 # start; "final" means the run reached a final state declared with `fail` (its name is the run's final_state,
-# its reason the message); the rest name the step that failed.
+# its reason the message); "variable" means an update of a run variable could not be computed or made a
+# value that does not fit the variable; the rest name the step that failed.
 FAILURE_KINDS = ("limit", "bound", "output", "model", "tool", "guard", "script", "input", "template", "final",
-                 "secret")
+                 "secret", "variable")
 
 
 @dataclass
@@ -74,12 +75,19 @@ class Waiting:
     deadline: float | None = None
     # where the state is, for a state of a machine the run called: `investigate[2]/approve`
     path: str = ""
+    # "answer" (the state's question) or "approval" (a tool call of the state's agent waits: `tool` with
+    # `arguments`; the answer approves, rejects or edits it)
+    kind: str = "answer"
+    tool: str | None = None
+    arguments: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        data = {"state": self.state, "question": self.question, "answer_schema": self.answer_schema,
-                "asked_at": self.asked_at, "deadline": self.deadline}
+        data: dict[str, Any] = {"state": self.state, "question": self.question, "answer_schema": self.answer_schema,
+                                "asked_at": self.asked_at, "deadline": self.deadline}
         if self.path and self.path != self.state:
             data["path"] = self.path
+        if self.kind != "answer":
+            data.update(kind=self.kind, tool=self.tool, arguments=self.arguments)
         return data
 
 
@@ -102,6 +110,7 @@ class RunResult:
     workspace: str | None = None  # the directory the run's tools worked in
     waiting: Waiting | None = None  # what a paused run waits for (the first, when it waits in several places)
     waits: list[Waiting] = field(default_factory=list)  # every question it waits on (calls run at once may ask)
+    variables: dict[str, Any] = field(default_factory=dict)  # the run variables' values (JSON) as the run left them
 
     @property
     def ok(self) -> bool:
@@ -120,4 +129,5 @@ class RunResult:
             "workspace": self.workspace,
             **({"waiting": self.waiting.to_json()} if self.waiting is not None else {}),
             **({"waits": [w.to_json() for w in self.waits]} if len(self.waits) > 1 else {}),
+            **({"variables": self.variables} if self.variables else {}),
         }

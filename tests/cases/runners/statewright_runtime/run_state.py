@@ -58,6 +58,7 @@ class Run:
     """
 
     __slots__ = (
+        "approvals",
         "call_heads",
         "call_path",
         "caller",
@@ -92,6 +93,8 @@ class Run:
         "tool_schemas",
         "trace_context",
         "usage",
+        "var_log",
+        "vars",
         "visits",
         "waiting",
         "workspace",
@@ -143,6 +146,13 @@ class Run:
         # the head each last saved: a checkpoint of this run carries them (snapshot.py)
         self.calls: dict[str, Run] = {}
         self.call_heads: dict[str, Any] = {}
+        # the run variables' values, and every update applied to them, in order (variables.py): a checkpoint
+        # keeps the log and replays it; a branch's view keeps its own, applied to the run at the join
+        self.vars: dict[str, Any] = {}
+        self.var_log: list[Any] = []
+        # the tool calls of its agents that wait for a person's approval, by where they are (`execute`,
+        # `build[3]` for a map's element): approvals.ApprovalRecord records (a branch's are the run's)
+        self.approvals: dict[str, Any] = {}
 
     def listen(self, emit: Callable[[str, dict[str, Any]], None] | None, *, content: bool = False,
                save: Callable[[str, Any], None] | None = None,
@@ -156,10 +166,11 @@ class Run:
         if save is not None:
             self.save = save
             if self.changed is None:
-                self.changed = {"outputs": set(), "visits": set(), "edges": set(), "seqs": set()}
+                self.changed = {"outputs": set(), "visits": set(), "edges": set(), "seqs": set(),
+                                "approvals": set()}
 
     def count(self, mapping: str, key: str) -> None:
-        """Note a changed entry of `outputs`, `visits`, `edges` or `seqs` for the next checkpoint."""
+        """Note a changed entry of `outputs`, `visits`, `edges`, `seqs` or `approvals` for the next checkpoint."""
         changed = self.changed
         if changed is not None:
             changed[mapping].add(key)

@@ -215,8 +215,10 @@ def default_checkpoint() -> str:
 
 
 def asks_people(machine: MachineSpec) -> bool:
-    """Whether a run of `machine` can pause for a person's answer."""
-    return any(state.kind == "human" for state in machine.states.values())
+    """Whether a run of `machine` can pause for a person's answer: a state that asks, or a tool call that
+    waits for approval, in it or in a machine it runs."""
+    return any(state.kind == "human" or state.ask_before for each in every_machine(machine)
+               for state in each.states.values())
 
 
 def run_checkpoint(machine: MachineSpec, given: Any, *, temporal: bool = False) -> Any:
@@ -636,7 +638,8 @@ def _summary_text(result: RunResult, store: CheckpointStore | None, args: argpar
         return f"final state {result.final_state} ({spent})"
     if result.waiting is not None:
         waits = result.waits or [result.waiting]
-        lines = [f"waiting for an answer at state {w.path or w.state}: {w.question}" for w in waits]
+        lines = [f"waiting for {'approval of a tool call' if w.kind == 'approval' else 'an answer'} at state "
+                 f"{w.path or w.state}: {w.question}" for w in waits]
         lines[0] += f" ({spent})"
         command = _resume_command(result.run_id, args, answer=True)
         if len(waits) > 1:  # answered one at a time, each naming the question it answers

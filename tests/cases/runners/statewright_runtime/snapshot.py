@@ -27,8 +27,9 @@ from .result import Failure, Usage
 from .run_state import Question, Run
 from .structured import to_jsonable, validate_typed
 from .untrusted import MAX_RECORD_CHARS, MAX_RECORD_DEPTH, BorderError, read_record
+from .variables import read_var_ops
 
-SNAPSHOT_VERSION = 2
+SNAPSHOT_VERSION = 3  # 3: run variables (the "vars" log, a branch's "writes") and tool calls waiting for approval
 # how deep a value in a checkpoint may nest (a model's output is read back through pydantic, which recurses)
 MAX_SNAPSHOT_DEPTH = MAX_RECORD_DEPTH
 RUN_STATUSES = ("running", "waiting", "final", "failed")
@@ -54,6 +55,7 @@ class TaskRecord:
     done: bool = False
     output: Any = None  # a finished map element's output (JSON)
     events: list[tuple[str, dict[str, Any], str | None]] = field(default_factory=list)  # held back
+    writes: list[Any] = field(default_factory=list)  # its updates of run variables, [variable, reducer, value]
 
 
 @dataclass
@@ -110,12 +112,14 @@ class Changes:
     visits: dict[str, int] = field(default_factory=dict)
     edges: dict[str, int] = field(default_factory=dict)
     seqs: dict[str, int] = field(default_factory=dict)
-    logs: dict[str, list[Any]] = field(default_factory=dict)  # "path", "memory:AGENT" -> appended items
+    logs: dict[str, list[Any]] = field(default_factory=dict)  # "path", "memory:AGENT", "vars" -> appended items
     calls: dict[str, Changes] = field(default_factory=dict)  # each call's own changes, by its key
+    # tool calls waiting for approval, by where they are: the record (JSON), or None once answered
+    approvals: dict[str, Any] = field(default_factory=dict)
 
     def empty(self) -> bool:
         return (self.inputs is None and not self.outputs and not self.visits and not self.edges
-                and not self.seqs and not self.logs and not self.calls)
+                and not self.seqs and not self.logs and not self.calls and not self.approvals)
 
 
 @dataclass
@@ -138,6 +142,7 @@ class Snapshot:
     seqs: dict[str, int] = field(default_factory=dict)
     logs: dict[str, list[Any]] = field(default_factory=dict)
     calls: dict[str, Snapshot] = field(default_factory=dict)  # the calls under way, each as its own snapshot
+    approvals: dict[str, Any] = field(default_factory=dict)  # tool calls waiting for approval (JSON records)
 
     def apply(self, changes: Changes) -> None:
         """Merge one save's changes: mappings key by key, logs extended, each call's changes into its own."""
@@ -149,6 +154,11 @@ class Snapshot:
         self.seqs.update(changes.seqs)
         for name, items in changes.logs.items():
             self.logs.setdefault(name, []).extend(items)
+        for key, record in changes.approvals.items():
+            if record is None:
+                self.approvals.pop(key, None)
+            else:
+                self.approvals[key] = record
         for key, child in changes.calls.items():
             snapshot = self.calls.get(key)
             if snapshot is None:  # (its head is the latest one the run saved; a call that ended has none)
@@ -189,6 +199,8 @@ def _fanout_to_json(fan: FanOutRecord) -> dict[str, Any]:
             record["output"] = t.output
         if t.events:
             record["events"] = [[e, f, at] for e, f, at in t.events]
+        if t.writes:
+            record["writes"] = [list(op) for op in t.writes]
         tasks.append(record)
     return {"state": fan.state, "kind": fan.kind, "base": fan.base, "finished": fan.finished,
             "accepted": fan.accepted, "tasks": tasks}
@@ -203,6 +215,8 @@ def changes_to_json(changes: Changes) -> dict[str, Any]:
         if values:
             data[name] = values
     data.update(changes.logs)
+    if changes.approvals:
+        data["approvals"] = changes.approvals
     if changes.calls:
         data["calls"] = {key: changes_to_json(child) for key, child in changes.calls.items()}
     return data
@@ -368,8 +382,13 @@ def _read_fanout(data: Any) -> FanOutRecord:
                     or not isinstance(event[1], dict) or not isinstance(event[2], (str, type(None)))):
                 raise SnapshotError(f"branch {number + 1} under way holds an event that is not [name, fields, time]")
             events.append((event[0], event[1], event[2]))
+        try:
+            writes = read_var_ops(t.items("writes"), f"branch {number + 1} under way")
+        except ValueError as exc:
+            raise SnapshotError(str(exc)) from None
         fan.tasks.append(TaskRecord(t.text("state"), t.text("last", optional=True), t.text("feedback", optional=True),
-                                    t.names("path"), memory, t.truth("done"), t.data.get("output"), events))
+                                    t.names("path"), memory, t.truth("done"), t.data.get("output"), events,
+                                    [list(op) for op in writes]))
     for index in (*fan.finished, *fan.accepted):
         if index >= len(fan.tasks):
             raise SnapshotError(f"the branches under way name branch {index + 1} of {len(fan.tasks)}")
@@ -392,10 +411,11 @@ def read_changes(data: Any, where: str) -> Changes:
         visits=f.counters("visits"), edges=f.counters("edges"), seqs=f.counters("seqs"))
     for key, child in f.obj("calls").items():
         changes.calls[str(key)] = read_changes(child, f"{where}, call {key}")
+    changes.approvals = {str(key): record for key, record in f.obj("approvals").items()}
     for name, items in f.data.items():
-        if name in ("inputs", "outputs", "visits", "edges", "seqs", "calls"):
+        if name in ("inputs", "outputs", "visits", "edges", "seqs", "calls", "approvals"):
             continue
-        if name != "path" and not name.startswith("memory:"):
+        if name not in ("path", "vars") and not name.startswith("memory:"):
             raise SnapshotError(f"{where} holds {name!r}, which no save writes")
         if not isinstance(items, list):
             raise SnapshotError(f"{where}: {name} is {_kind(items)}, not a list")
@@ -415,6 +435,10 @@ def make_delta(plan: MachinePlan, run: Run, status: str, elapsed: float, *, resu
     changes = Changes()
     if not run.saved_logs:  # the run's first record carries what never changes
         changes.inputs = run.inputs_json
+    if changed["approvals"]:
+        changes.approvals = {key: run.approvals[key].to_json() if key in run.approvals else None
+                             for key in sorted(changed["approvals"])}
+        changed["approvals"].clear()
     for mapping, values in (("outputs", run.outputs), ("visits", run.visits), ("edges", run.edges),
                             ("seqs", run.seqs)):
         keys = changed[mapping]
@@ -425,6 +449,8 @@ def make_delta(plan: MachinePlan, run: Run, status: str, elapsed: float, *, resu
                 setattr(changes, mapping, {name: values[name] for name in keys})
             keys.clear()
     logs: dict[str, list[Any]] = {"path": run.path}
+    if run.var_log:
+        logs["vars"] = run.var_log
     for name, memory in run.memories.items():
         if memory.policy != "none":
             logs["memory:" + name] = memory.messages
@@ -496,6 +522,12 @@ def check_fits(plan: MachinePlan, snapshot: Snapshot) -> None:
                                     "does not have")
             if not all(isinstance(m, dict) for m in items):
                 raise SnapshotError(f"the memory of agent '{name[7:]}' holds something that is not a message")
+    for key in snapshot.approvals:
+        where = key.split("[", 1)[0]
+        state(where, "a state whose tool call waits for approval")
+        if not states[where].ask_before:
+            raise SnapshotError(f"a tool call of state '{where}' waits for approval, and the state asks before "
+                                "no tool")
     if head.waiting is not None:
         state(head.waiting.state, "the state the run waits in")
         if states[head.waiting.state].kind != "human":
@@ -509,6 +541,10 @@ def check_fits(plan: MachinePlan, snapshot: Snapshot) -> None:
             state(task.last, "a branch's last state")
             for name in task.path:
                 state(name, "a state on a branch's path")
+            for op in task.writes:
+                if op[0] not in plan.variables.specs:
+                    raise SnapshotError(f"a branch under way updates run variable '{op[0]}', which the machine "
+                                        "does not have")
 
 
 def new_memories(plan: MachinePlan, run: Run, logs: dict[str, list[Any]]) -> None:
@@ -541,6 +577,20 @@ def revive_run(plan: MachinePlan, run_id: str, snapshot: Snapshot, workspace: st
     logs = snapshot.logs
     run.path = list(logs.get("path") or [])
     new_memories(plan, run, logs)
+    if plan.variables or logs.get("vars"):
+        try:
+            ops = read_var_ops(list(logs.get("vars") or []), "the run's updates of its variables")
+            run.vars = plan.variables.replay(ops)
+        except ValueError as exc:
+            raise SnapshotError(str(exc)) from None
+        run.var_log = list(ops)
+    if snapshot.approvals:
+        from .approvals import ApprovalRecord
+
+        try:
+            run.approvals = {key: ApprovalRecord.from_json(key, record) for key, record in snapshot.approvals.items()}
+        except ValueError as exc:
+            raise SnapshotError(str(exc)) from None
     run.saved_logs = {name: len(items) for name, items in logs.items()}
     run.saved_logs.setdefault("path", len(run.path))
     return run

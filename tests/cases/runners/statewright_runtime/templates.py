@@ -26,7 +26,7 @@ from typing import Any
 
 from .structured import to_jsonable
 
-_TEMPLATE_MARKERS = ("{{", "{%", "{#")
+_MARKERS = ("{{", "{%", "{#")
 
 # A number may have at most as many digits as Python will print (its default int_max_str_digits).
 MAX_INT_DIGITS = 4300
@@ -504,7 +504,7 @@ def _new_environment() -> Any:
 
 def is_constant(source: str) -> bool:
     """A template without any Jinja markup renders to itself; the engine skips Jinja for it."""
-    return not any(marker in source for marker in _TEMPLATE_MARKERS)
+    return not any(marker in source for marker in _MARKERS)
 
 
 def variant_tests(types: Mapping[str, type]) -> dict[str, Callable[[Any], bool]]:

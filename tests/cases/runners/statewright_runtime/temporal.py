@@ -214,7 +214,7 @@ def result_from_json(data: Mapping[str, Any]) -> RunResult:
                      final_state=data.get("final_state"), result=data.get("result"),
                      path=list(data.get("path") or []), outputs=dict(data.get("outputs") or {}),
                      failure=Failure(**failure) if failure else None, usage=Usage(**(data.get("usage") or {})),
-                     workspace=data.get("workspace"))
+                     workspace=data.get("workspace"), variables=dict(data.get("variables") or {}))
 
 
 class RemoteModelError(ModelError):

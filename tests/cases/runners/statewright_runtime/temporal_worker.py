@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import signal
 import time
 from collections import OrderedDict
@@ -151,9 +152,9 @@ class TemporalActivities:
         if not calls_need_litellm([str(request.get("model", "")), *(request.get("fallbacks") or ())]):
             return  # the native client (model_client.py) loads nothing that takes long
         if self.litellm_import is None:  # one import for every call waiting on it: a second `import
-            from .litellm_client import _litellm_module  # litellm` would block the loop on its lock
+            from .litellm_client import _load_litellm  # litellm` would block the loop on its lock
 
-            self.litellm_import = asyncio.ensure_future(asyncio.to_thread(_litellm_module))
+            self.litellm_import = asyncio.ensure_future(asyncio.to_thread(_load_litellm))
         await asyncio.shield(self.litellm_import)
 
     def client(self, payload: Mapping[str, Any]) -> Any:
@@ -513,10 +514,11 @@ class TemporalWorkflow(Performer):
         now = workflow.now().timestamp()
         deadline = effect.deadline if effect.deadline is not None else (
             None if effect.seconds is None else now + effect.seconds)
-        scripted = self.script.replies("person", state) if self.script is not None else []
-        if effect.seq < len(scripted):
-            self.served.append(["person", state, effect.seq])
-            value = scripted[effect.seq].value
+        found = self.script.answer(state, effect.seq, effect.item) if self.script is not None else None
+        if found is not None:
+            reply, where, number = found
+            self.served.append(["person", where, number])
+            value = reply.value
             if value.get("timeout"):
                 return PersonReply("timeout", now, scripted=True)
             return PersonReply("answer", now, value.get("answer"), scripted=True)
@@ -578,8 +580,8 @@ class TemporalWorkflow(Performer):
         machine asks nobody is refused at once rather than kept for a question that never comes."""
         path = payload.get("state")
         if path and self.machine is not None:
-            found = state_at(self.machine, str(path))
-            if found is None or found.kind != "human":
+            found = state_at(self.machine, re.sub(r"\[[0-9]+\]$", "", str(path)))  # (a map element's call)
+            if found is None or (found.kind != "human" and not found.ask_before):
                 self.refused.append({"answer": payload.get("answer"), "id": payload.get("id"),
                                      "error": f"the machine asks no question at {path}"})
                 return
