@@ -1,5 +1,7 @@
-"""The runtime package's sources as code generation reads them: its modules, their hash, the names each
-defines, and the rules that let a runner carry them.
+"""The runtime's sources as code generation reads them: modules, hashes, defined names and the rules.
+
+Code generation reads the installed runtime package's modules, their sha256, the names each defines, and
+checks the rules that let a runner carry them.
 
 A runner carries the runtime's modules as they are, file by file: copied into the `statewright_runtime/`
 package beside it (runtime_package.py), or kept verbatim in the one-file form (standalone.py). Nothing is

@@ -1,6 +1,8 @@
-"""How generated Python is laid out: line width, import blocks, wrapped words and the code templates'
-environment — shared by a runner (render.py), the runtime package beside it (runtime_package.py) and the
-one-file form's runtime (standalone.py)."""
+"""How generated Python is laid out: line width, import blocks, wrapped words, the templates' environment.
+
+Shared by a runner (render.py), the runtime package beside it (runtime_package.py) and the one-file form's
+runtime (standalone.py).
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""The runtime of a one-file runner (`statewright compile --standalone`): every runtime module's source,
-verbatim, in marked sections of one string, and the loader that makes them a package at import time.
+"""The runtime of a one-file runner (`statewright compile --standalone`): marked sections and a loader.
+
+Every runtime module's source is kept verbatim in marked sections of one string, with the loader that
+makes them a package at import time.
 
 Nothing is rewritten: each module keeps its own namespace, its imports of its siblings and its line
 numbers (relative to the line its section starts on), so the one-file runner runs the very code the

@@ -1,5 +1,6 @@
-"""The loader a one-file runner carries: it installs the runtime's modules, kept verbatim in the runner, as a
-package Python imports like any other.
+"""The loader a one-file runner carries, which makes the runtime's modules in it an importable package.
+
+It installs the modules, kept verbatim in the runner, as a package Python imports like any other.
 
 Code generation copies the function between the `###{standalone` and `###}` lines into every one-file
 runner as it is (standalone.py), the way Lark's standalone generator copies its marked sections; this module
