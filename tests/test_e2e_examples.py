@@ -16,6 +16,7 @@ from support.e2e_runs import (
     import_runner,
     normalized_trace,
     runner_process,
+    runtime_module_of,
 )
 
 from statewright import api
@@ -62,22 +63,26 @@ def test_the_generated_runner_passes_its_self_tests_without_statewright(example:
     assert f"{len(names)} passed, 0 failed" in done.stderr
 
 
+@pytest.mark.parametrize("form", ["package", "standalone"])
 @pytest.mark.parametrize("example", EXAMPLES, ids=EXAMPLE_IDS)
-def test_interpreted_and_generated_runs_write_the_same_traces(example: Path, tmp_path: Path) -> None:
-    """Same test block, same machine: `statewright run`'s engine and a one-file runner's engine produce
-    the same events in the same order, with the same content (see VOLATILE_TRACE_FIELDS for what may
-    differ)."""
+def test_interpreted_and_generated_runs_write_the_same_traces(example: Path, form: str, tmp_path: Path) -> None:
+    """Same test block, same machine: `statewright run`'s engine and the engine of the runtime a runner
+    imports (the package beside it, or a one-file runner's own) produce the same events in the same
+    order, with the same content (see VOLATILE_TRACE_FIELDS for what may differ)."""
     comp = api.check_file(example)
     interpreted = api.runtime_machine(comp)
-    runner_path = tmp_path / f"{example.stem}_runner.py"
-    runner_path.write_text(api.generate_runner(comp, standalone=True), encoding="utf-8")
+    runner_path = tmp_path / f"{example.stem}_runner.py"  # (the spec named as `statewright run` names it)
+    runner_path.write_text(api.generate_runner(comp, standalone=form == "standalone"), encoding="utf-8")
+    if form == "package":
+        api.write_runtime_package(tmp_path / api.RUNTIME_DIR)
     runner = import_runner(runner_path, f"e2e_runner_{example.stem}")
+    run_runner_test = runtime_module_of(runner, "testing").run_test
     try:
         assert [t.name for t in runner.MACHINE.tests] == [t.name for t in interpreted.tests]  # type: ignore[attr-defined]
         for index, (ours, theirs) in enumerate(zip(interpreted.tests, runner.MACHINE.tests)):  # type: ignore[attr-defined]
             ours_trace, theirs_trace = tmp_path / f"interpreted-{index}.jsonl", tmp_path / f"generated-{index}.jsonl"
             expected = run_test(interpreted, ours, trace_path=str(ours_trace), trace_content=True)  # type: ignore[arg-type]
-            actual = runner.run_test(runner.MACHINE, theirs, trace_path=str(theirs_trace), trace_content=True)
+            actual = run_runner_test(runner.MACHINE, theirs, trace_path=str(theirs_trace), trace_content=True)
             assert (actual.passed, actual.actual_path, actual.messages) == (
                 expected.passed, expected.actual_path, expected.messages), ours.name
             actual_json, expected_json = actual.result.to_json(), expected.result.to_json()  # type: ignore[union-attr]
