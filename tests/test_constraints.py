@@ -16,7 +16,7 @@ from support.e2e_runs import cli, compile_runner, import_runner, runner_process
 
 import statewright
 from statewright import api
-from statewright.compiler.checks.typecheck import comparison_outcome as outcome_of
+from statewright.compiler.checks.guard_facts import comparison_outcome as outcome_of
 
 SPEC = """\
 machine triage {

@@ -77,13 +77,16 @@ def build_corpus(directory: Path) -> list[Case]:
     sources += [(f"faces_{p.stem}", p) for p in sorted((ROOT / "tests" / "cases" / "faces").glob("*.fsm"))]
     for path in sorted((ROOT / "tests" / "cases").rglob("*.fsm")):
         if "faces" not in path.parts and _checked_with_tests(path):
-            sources.append((f"golden_{re.sub(r'[^A-Za-z0-9]+', '_', path.parent.name)}_{path.stem}", path))
+            where = path.relative_to(ROOT / "tests" / "cases").with_suffix("").as_posix()  # unique, as names must be
+            sources.append((f"golden_{re.sub(r'[^A-Za-z0-9]+', '_', where)}", path))
     for seed in range(RANDOM_MACHINES):
         path = directory / f"random_{seed}.fsm"
         path.write_text(with_recorded_tests(random_machine(seed), [seed * 7 + 1, seed * 7 + 2]), encoding="utf-8")
         sources.append((f"random_{seed}", path))
     if ONLY:
         sources = [(name, path) for name, path in sources if any(fnmatch.fnmatchcase(name, p.strip()) for p in ONLY)]
+        assert sources, f"no machine of the corpus matches STATEWRIGHT_FACES_ONLY={','.join(ONLY)} (patterns, as 'golden_*')"
+    assert len({name for name, _ in sources}) == len(sources), "two machines of the corpus share a name"
     cases = []
     for name, path in sources:
         comp = api.check_path(str(path))

@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.guard_oracle import compile_expr
 
-from statewright.compiler.checks.graph import check_graph, known_value, strongly_connected_components
+from statewright.compiler.checks.flow import strongly_connected_components
+from statewright.compiler.checks.graph import check_graph, known_value
 from statewright.diagnostics import Diagnostic, Diagnostics, Severity
 from statewright.grammar import ast, parse_text
 from statewright.runtime.spec import Scope

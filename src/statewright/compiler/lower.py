@@ -12,7 +12,7 @@ from .checks.calls import path_target
 from .checks.constraints import constraint_of, lower_range
 from .checks.resolve import LIMIT_NAMES, AgentView, StateView, Symbols, TestView
 from .checks.testblocks import reply_variant
-from .checks.typecheck import branch_output_type, common_type
+from .checks.type_algebra import branch_output_type, common_type
 
 
 class _Lowerer:

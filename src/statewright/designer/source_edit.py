@@ -188,7 +188,7 @@ def _keep_declared(machine: ir.Machine) -> list[bool]:
       is never "visited again" where the original was visited for the first time — and a re-entered
       state's agent is told which state sent the run back.
     """
-    from ..compiler.checks.graph import strongly_connected_components
+    from ..compiler.checks.flow import strongly_connected_components
     from ..compiler.passes.merge_equivalent import referenced_state_names
 
     states = machine.states

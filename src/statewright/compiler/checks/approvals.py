@@ -14,7 +14,8 @@ from ...diagnostics import Diagnostics, did_you_mean, quoted_list
 from ...grammar import ast
 from ...runtime.tool_signatures import STD_TOOLS
 from .resolve import StateView, Symbols
-from .typecheck import parse_signature_type, type_text, value_problems
+from .type_algebra import parse_signature_type, type_text
+from .values import value_problems
 
 MAX_TOOL_ROUNDS = 100
 

@@ -23,9 +23,10 @@ from .. import ir
 from . import testblocks
 from .approvals import check_approval_step
 from .callees import Callee, import_type, machine_result
+from .expressions import ExprChecker
 from .flow import EntryFacts, Flow
 from .resolve import StateView, Symbols, unknown_state_help
-from .typecheck import ExprChecker, _assignable, _norm, output_type, type_text
+from .type_algebra import assignable, normalized, output_type, type_text
 
 
 def check_calls(symbols: Symbols, diagnostics: Diagnostics, flow: Flow | None) -> None:
@@ -98,9 +99,9 @@ def _check_arguments(view: StateView, run: ast.RunCall, callee: Callee, symbols:
         want = import_type(symbols, callee, callee.symbols.resolve_type(decl.type))
         if not isinstance(want, ir.Optional_):
             got = checker.present(got, arg.value)
-        if not _assignable(got, want):
+        if not assignable(got, want):
             diags.report("SW4102", f"input '{key}' of '{callee.name}' is {type_text(want)}, not "
-                         f"{type_text(_norm(got))}", arg.value.span, label=f"this is {type_text(_norm(got))}",
+                         f"{type_text(normalized(got))}", arg.value.span, label=f"this is {type_text(normalized(got))}",
                          help=f"pass a value of type {type_text(want)}" + (
                              f" (the map's element, '{view.each.item.value}', is in scope)" if view.each is not None
                              else ""))
@@ -126,7 +127,7 @@ def _check_returns(returns: ast.ReturnsSetting, symbols: Symbols, diags: Diagnos
         if not view.decl.final or view.fail is not None:
             continue
         if view.result is not None:
-            if not _assignable(ir.STR, want):
+            if not assignable(ir.STR, want):
                 diags.report("SW4104", f"final state '{view.name}' gives text, and the machine returns {shown}",
                              view.result.span, label="a 'result' template renders text",
                              help=f"remove 'result', so that '{view.name}' gives the last output, or declare "
@@ -145,9 +146,9 @@ def _check_returns(returns: ast.ReturnsSetting, symbols: Symbols, diags: Diagnos
 def _check_given(source: StateView, span: Span | None, want: ir.Type, what: str, symbols: Symbols,
                  diags: Diagnostics) -> None:
     got = output_type(source, symbols)
-    if _assignable(got, want):
+    if assignable(got, want):
         return
-    diags.report("SW4104", f"{what} {type_text(_norm(got))}, and the machine returns {type_text(want)}", span,
+    diags.report("SW4104", f"{what} {type_text(normalized(got))}, and the machine returns {type_text(want)}", span,
                  label=f"the result would be the output of '{source.name}'",
                  help=f"give '{source.name}' 'output {type_text(want)}', add a final state with a result for this "
                       "way out, or change 'returns'")

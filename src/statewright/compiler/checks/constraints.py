@@ -20,6 +20,7 @@ from ...diagnostics import Diagnostics, Span
 from ...grammar import ast
 from .. import ir
 from .resolve import Symbols
+from .type_algebra import type_text
 
 # Escapes that mean different characters to Python and Rust (Unicode) and to ECMA-262 (ASCII), and that
 # llama.cpp's JSON-schema grammar cannot take: each with what to write instead.
@@ -104,11 +105,6 @@ def _base(t: ir.Type) -> ir.Type:
     return t.inner if isinstance(t, ir.Optional_) else t
 
 
-def _type_words(t: ir.Type) -> str:
-    from .typecheck import type_text
-
-    return type_text(t)
-
 
 def _applies(c: ast.Constraint, t: ir.Type, owner: str, diags: Diagnostics) -> bool:
     base = _base(t)
@@ -130,7 +126,7 @@ def _applies(c: ast.Constraint, t: ir.Type, owner: str, diags: Diagnostics) -> b
         hint = "a pattern applies to one str; declare a type with a str field for the items"
     else:
         hint = "remove it, or constrain a field of the type instead"
-    diags.report("SW4022", f"'{c.kind}' does not apply to {owner}: it is {_type_words(t)}", c.span,
+    diags.report("SW4022", f"'{c.kind}' does not apply to {owner}: it is {type_text(t)}", c.span,
                  label=f"'{c.kind}' {what}", help=hint)
     return False
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from ...diagnostics import Diagnostics
 from ...grammar import ast
+from .expressions import ExprChecker
 from .flow import EntryFacts, Flow
+from .guard_facts import none_tests
 from .resolve import GUARD_OUTPUT, Symbols
-from .typecheck import ExprChecker, none_tests
 
 
 def entry_facts(symbols: Symbols, flow: Flow) -> dict[str, EntryFacts]:

@@ -19,6 +19,7 @@ fail; unknown transition targets are skipped (SW2002 reports them). Every walk i
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -556,8 +557,6 @@ class Flow:
         """For each state, the union (bitwise or) of `marks` over the states a run can enter after it has
         run (one transition later or more). One pass over the strongly connected components, sinks first,
         so the cost is linear in the machine times the width of the marks."""
-        from .graph import strongly_connected_components
-
         n = len(self.states)
         components = strongly_connected_components(n, self._successors)
         component_of = [0] * n
@@ -579,3 +578,58 @@ class Flow:
             closure[c] = own | after
             onward[c] = closure[c] if cyclic else after
         return [onward[component_of[i]] for i in range(n)]
+
+def strongly_connected_components(
+    count: int, successors: Sequence[Sequence[int]], include: Sequence[bool] | None = None
+) -> list[list[int]]:
+    """Tarjan's algorithm with an explicit stack (no recursion), over nodes 0..count-1.
+
+    Components come out in reverse topological order — each after every component it can reach — and
+    each lists its members in ascending order. Nodes with `include[i]` false are left out.
+    """
+    index = [-1] * count
+    low = [0] * count
+    on_stack = [False] * count
+    stack: list[int] = []
+    components: list[list[int]] = []
+    counter = 0
+    for root in range(count):
+        if index[root] != -1 or (include is not None and not include[root]):
+            continue
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack[root] = True
+        work = [(root, 0)]
+        while work:
+            node, position = work[-1]
+            out = successors[node]
+            if position < len(out):
+                work[-1] = (node, position + 1)
+                nxt = out[position]
+                if include is not None and not include[nxt]:
+                    continue
+                if index[nxt] == -1:
+                    index[nxt] = low[nxt] = counter
+                    counter += 1
+                    stack.append(nxt)
+                    on_stack[nxt] = True
+                    work.append((nxt, 0))
+                elif on_stack[nxt]:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                members = []
+                while True:
+                    m = stack.pop()
+                    on_stack[m] = False
+                    members.append(m)
+                    if m == node:
+                        break
+                members.sort()
+                components.append(members)
+    return components

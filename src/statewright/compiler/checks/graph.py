@@ -11,13 +11,12 @@ the machine, so a generated machine of many thousands of states checks quickly a
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
 
 from ...diagnostics import Diagnostics, quoted_list
 from ...grammar import ast
-from .flow import Edge, Flow, Known, known_value
+from .flow import Edge, Flow, Known, known_value, strongly_connected_components
 
-__all__ = ["Known", "check_graph", "known_value", "strongly_connected_components", "transition_text"]
+__all__ = ["Known", "check_graph", "known_value", "transition_text"]
 
 _SHOWN_NAMES = 12  # longer lists of states in a message are cut in the middle
 
@@ -336,61 +335,6 @@ def _cycle_through(first: int, members: set[int], edges: list[list[Edge]]) -> tu
                 queue.append(e.target)
     raise AssertionError("a strongly connected component always has a cycle through each member")
 
-
-def strongly_connected_components(
-    count: int, successors: Sequence[Sequence[int]], include: Sequence[bool] | None = None
-) -> list[list[int]]:
-    """Tarjan's algorithm with an explicit stack (no recursion), over nodes 0..count-1.
-
-    Components come out in reverse topological order — each after every component it can reach — and
-    each lists its members in ascending order. Nodes with `include[i]` false are left out.
-    """
-    index = [-1] * count
-    low = [0] * count
-    on_stack = [False] * count
-    stack: list[int] = []
-    components: list[list[int]] = []
-    counter = 0
-    for root in range(count):
-        if index[root] != -1 or (include is not None and not include[root]):
-            continue
-        index[root] = low[root] = counter
-        counter += 1
-        stack.append(root)
-        on_stack[root] = True
-        work = [(root, 0)]
-        while work:
-            node, position = work[-1]
-            out = successors[node]
-            if position < len(out):
-                work[-1] = (node, position + 1)
-                nxt = out[position]
-                if include is not None and not include[nxt]:
-                    continue
-                if index[nxt] == -1:
-                    index[nxt] = low[nxt] = counter
-                    counter += 1
-                    stack.append(nxt)
-                    on_stack[nxt] = True
-                    work.append((nxt, 0))
-                elif on_stack[nxt]:
-                    low[node] = min(low[node], index[nxt])
-                continue
-            work.pop()
-            if work:
-                parent = work[-1][0]
-                low[parent] = min(low[parent], low[node])
-            if low[node] == index[node]:
-                members = []
-                while True:
-                    m = stack.pop()
-                    on_stack[m] = False
-                    members.append(m)
-                    if m == node:
-                        break
-                members.sort()
-                components.append(members)
-    return components
 
 
 # ---- wording --------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from jinja2 import nodes
 
 from .. import ir
 from .template_values import GROUP_LABEL, Types, Untracked, shown_name, tracked, union
-from .typecheck import Record, _join, _numeric, _stringy
+from .type_algebra import Record, is_numeric, is_stringy, join_types
 
 if TYPE_CHECKING:
     from .template_types import TemplateTypes
@@ -162,7 +162,7 @@ def _groupby(call: FilterCall) -> Types:
     keys = call.attribute(items, call.argument(0, "attribute"))
     grouper: Any = None
     for t in keys:
-        grouper = t if grouper is None else _join(grouper, t)
+        grouper = t if grouper is None else join_types(grouper, t)
         if grouper is None:
             grouper = Untracked("the groups' keys have different types", "group by a field of one type")
             break
@@ -183,7 +183,7 @@ def _sum(call: FilterCall) -> Types:
     attribute = call.argument(0, "attribute")
     items = call.items(reading=attribute is not None)
     summed = call.attribute(items, attribute) if attribute is not None else items
-    if summed and all(_numeric(t) for t in summed):
+    if summed and all(is_numeric(t) for t in summed):
         return (ir.INT if all(t == ir.INT for t in summed) else ir.FLOAT,)
     return (ir.ANY,)
 
@@ -224,7 +224,7 @@ def _number(call: FilterCall) -> Types:
 
 
 def _abs(call: FilterCall) -> Types:
-    return tuple(t if _numeric(t) else ir.ANY for t in call.value) or (ir.ANY,)
+    return tuple(t if is_numeric(t) else ir.ANY for t in call.value) or (ir.ANY,)
 
 
 def _text(call: FilterCall) -> Types:
@@ -232,7 +232,7 @@ def _text(call: FilterCall) -> Types:
 
 
 def _reverse(call: FilterCall) -> Types:
-    if all(_stringy(t) for t in call.value):
+    if all(is_stringy(t) for t in call.value):
         return (ir.STR,)
     return _same_list(call)
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 
 from jinja2 import nodes
 
-from .typecheck import merge_variant_tests
+from .guard_facts import merge_variant_tests
 
 # Jinja tests that are false for none: a value that passes one of them is there.
 _NOT_NONE_TESTS = frozenset({"string", "number", "mapping", "sequence", "boolean", "integer", "float", "true",

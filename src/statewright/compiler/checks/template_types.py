@@ -26,6 +26,7 @@ from ...diagnostics import Diagnostics, Span, did_you_mean
 from .. import ir
 from .callees import UntypedResult
 from .flow import Flow
+from .guard_facts import absent_output_notes
 from .resolve import FieldRead, Symbols
 from .template_filters import FILTERS, FilterCall
 from .template_narrowing import Narrowing, jinja_path
@@ -55,16 +56,15 @@ from .template_values import (
     type_name,
     union,
 )
-from .typecheck import (
+from .type_algebra import (
     MaybeAbsent,
     Record,
     TextOutput,
     TypeLike,
-    _as_ir,
-    _join,
-    _norm,
-    absent_output_notes,
+    as_ir_type,
     fields_of,
+    join_types,
+    normalized,
     output_type,
     type_text,
     unknown_field_help,
@@ -400,12 +400,12 @@ class TemplateTypes:
                 if isinstance(t, (Untracked, StateValue, NamespaceValue, Opaque)):
                     return self._untracked_if((t,), "it is a list holding a value the check does not follow",
                                               "build the list from fields, not from whole values")
-                t = _norm(t)  # an output that may not be there, as an item: an optional one
-                joined = t if joined is None else _join(joined, t)
+                t = normalized(t)  # an output that may not be there, as an item: an optional one
+                joined = t if joined is None else join_types(joined, t)
                 if joined is None:
                     return self._untracked_if(union(*items), "it is a list of values of different types",
                                               "keep values of one type in a list")
-        return (ir.ListOf(_as_ir(joined) if joined is not None else ir.ANY),)
+        return (ir.ListOf(as_ir_type(joined) if joined is not None else ir.ANY),)
 
     def _call(self, node: nodes.Call) -> Types:
         for arg in (*node.args, *(kw.value for kw in node.kwargs)):
@@ -431,7 +431,7 @@ class TemplateTypes:
         if isinstance(node, nodes.Add):
             lists = [(a, b) for a in left for b in right if isinstance(a, ir.ListOf) and isinstance(b, ir.ListOf)]
             if lists and len(lists) == len(left) * len(right):
-                joined = [_join(a, b) for a, b in lists]
+                joined = [join_types(a, b) for a, b in lists]
                 if all(j is not None for j in joined):
                     return union(joined)
         if isinstance(node, nodes.Mul):

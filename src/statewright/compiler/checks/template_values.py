@@ -17,7 +17,7 @@ from jinja2 import nodes
 from .. import ir
 from .template_narrowing import jinja_path
 from .template_source import ParsedTemplate
-from .typecheck import MaybeAbsent, Record, TextOutput, TypeLike, type_text
+from .type_algebra import MaybeAbsent, Record, TextOutput, TypeLike, type_text
 
 Types = tuple[Any, ...]  # the types a value may have, each once, in the order they were found
 DYNAMIC = object()  # a key computed at run time: `x[k]`

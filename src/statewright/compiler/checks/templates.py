@@ -45,7 +45,7 @@ from .template_source import (
     tree_index,
 )
 from .template_types import Reader, TemplateTypes
-from .typecheck import TypeLike, output_type
+from .type_algebra import TypeLike, output_type
 
 _BUILTIN_EXAMPLES = {"filter": "upper, join, length and default", "test": "defined, none and number"}
 _INNERMOST_BLOCK = re.compile(r"The innermost block that needs to be closed is '(\w+)'")

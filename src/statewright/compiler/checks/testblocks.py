@@ -15,14 +15,8 @@ from ...diagnostics import Diagnostics, close_names, did_you_mean, quoted_list
 from ...grammar import ast
 from .. import ir
 from .resolve import LIMIT_NAMES, StateView, Symbols, TestView
-from .typecheck import (
-    TypeLike,
-    output_type,
-    parse_signature_type,
-    step_output_type,
-    type_text,
-    value_problems,
-)
+from .type_algebra import TypeLike, output_type, parse_signature_type, step_output_type, type_text
+from .values import value_problems
 
 
 def expected_failures() -> tuple[str, ...]:

@@ -13,20 +13,11 @@ from __future__ import annotations
 from ...diagnostics import Diagnostics, did_you_mean, quoted_list
 from ...grammar import ast
 from .. import ir
+from .expressions import ExprChecker, shorten_source
 from .flow import EntryFacts, Flow
 from .resolve import GUARD_OUTPUT, JINJA_NAMES, StateView, Symbols
-from .typecheck import (
-    ExprChecker,
-    MaybeAbsent,
-    Record,
-    TypeLike,
-    _norm,
-    fields_of,
-    shorten_source,
-    step_output_type,
-    type_text,
-    value_problems,
-)
+from .type_algebra import MaybeAbsent, Record, TypeLike, fields_of, normalized, step_output_type, type_text
+from .values import value_problems
 
 
 def check_variables(symbols: Symbols, diags: Diagnostics, flow: Flow | None) -> None:
@@ -127,7 +118,7 @@ def _reducer_help(name: str, want: ir.Type) -> str:
 def _check_fits(update: ast.Update, value: TypeLike, want: ir.Type, what: str, diags: Diagnostics) -> None:
     """SW4082 when a value of type `value` is no value of `want`. Unlike a tool's argument, a variable takes
     no value that may be none unless it is optional itself: it would hold none where its type says not."""
-    got = _norm(value)
+    got = normalized(value)
     if isinstance(got, ir.Optional_) and not isinstance(want, ir.Optional_) and want != ir.ANY:
         shown = shorten_source(update.value)
         if isinstance(update.value, ast.Conditional):  # `or` binds tighter than `if ... else`
@@ -156,7 +147,7 @@ def _enum_literals(e: ast.Expr, want: TypeLike) -> list[tuple[ast.Literal, ir.En
     """The text literals of a value written only of literals, each with the enum it goes into, when `want`
     is an enum or a list of one: `"a"`, `"a" if c else "b"`, `["a", "b"]`, `none` for an optional. None for
     any other value (`x or "b"`, a state's output), which is typed as a whole."""
-    want = _norm(want)
+    want = normalized(want)
     inner = want.inner if isinstance(want, ir.Optional_) else want
     if isinstance(e, ast.Literal):
         if isinstance(e.value, str) and isinstance(inner, ir.Enum):
@@ -178,7 +169,7 @@ def _enum_literals(e: ast.Expr, want: TypeLike) -> list[tuple[ast.Literal, ir.En
 
 def _fits(src: TypeLike, dst: TypeLike) -> bool:
     """Whether every value of type `src` is a value of type `dst` (ints are floats, enums are texts)."""
-    src, dst = _norm(src), _norm(dst)
+    src, dst = normalized(src), normalized(dst)
     if ir.ANY in (src, dst):
         return True
     if isinstance(dst, ir.Optional_):
@@ -212,9 +203,9 @@ def _check_merge(update: ast.Update, value: TypeLike, want: ir.Named, symbols: S
                  diags: Diagnostics) -> None:
     """`merge V <- VALUE`: VALUE an object whose fields V's type has, each of its field's type (a field that
     is none leaves V's as it is, so an optional field merges into a required one)."""
-    got = _norm(value)
+    got = normalized(value)
     if isinstance(got, ir.Optional_):
-        got = _norm(got.inner)  # none merges nothing
+        got = normalized(got.inner)  # none merges nothing
     if got == ir.ANY:
         return  # a user tool's result: checked when the run merges it
     if not isinstance(got, (ir.Named, Record)):
