@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help="comma-separated dimensions to measure")
     args = parser.parse_args(argv)
     chosen = [d for d in args.only.split(",") if d] or list(DIMENSIONS)
-    cpu_seconds(type_chain(5))  # warm-up: imports, the cached grammar, the inlined runtime
+    cpu_seconds(type_chain(5))  # warm-up: imports, the cached grammar, the runtime's index
     result: dict[str, object] = {}
     met = True
     for name in chosen:

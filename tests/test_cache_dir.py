@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from statewright.cache_dir import cache_dir
-from statewright.compiler.codegen import inline_runtime as inline
 from statewright.grammar import parse_text
 from statewright.grammar import parser as grammar_parser
 
@@ -49,34 +48,3 @@ def test_a_directory_another_user_could_have_planted_is_never_used(planted: str,
     finally:
         grammar_parser._parser.cache_clear()
     assert not list(path.iterdir())  # nothing was written there
-
-
-def test_the_inlined_runtime_is_read_back_from_its_cache_and_a_broken_cache_is_never_trusted(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setenv("STATEWRIGHT_CACHE_DIR", str(tmp_path))
-    fresh = inline.inline_runtime(inline.runtime_sources())
-    inlined: list[object] = []
-
-    def inline_runtime(sources: object) -> object:
-        inlined.append(sources)
-        return fresh
-
-    monkeypatch.setattr(inline, "inline_runtime", inline_runtime)
-    assert inline.installed_runtime.__wrapped__() == fresh and len(inlined) == 1  # inlined, and cached
-    [cache] = list(tmp_path.glob(".statewright-runtime-inline-*.json"))
-    assert inline.installed_runtime.__wrapped__() == fresh and len(inlined) == 1  # read back from the file
-    for count, broken in enumerate(('{"modules": ["only-this"', '{"modules": 3}', '{"imports": [[1]]}', "[]",
-                   '{"modules": [], "imports": [], "body": 5, "names": []}',
-                   '{"modules": [], "imports": [["a", null]], "body": "", "names": []}'), start=2):
-        cache.write_text(broken, encoding="utf-8")
-        assert inline.installed_runtime.__wrapped__() == fresh and len(inlined) == count  # inlined again
-
-
-def test_a_changed_inliner_never_reads_what_another_one_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("STATEWRIGHT_CACHE_DIR", str(tmp_path))
-    sources = inline.runtime_sources()
-    before = inline._cache_file("inline", sources)
-    monkeypatch.setattr(inline, "__file__", str(tmp_path / "another_inliner.py"))
-    (tmp_path / "another_inliner.py").write_text("# another version\n", encoding="utf-8")
-    assert inline._cache_file("inline", sources) != before

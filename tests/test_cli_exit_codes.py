@@ -36,7 +36,7 @@ COMMANDS = {
     "dump --stage optimized": ["dump", "--stage", "optimized", "{path}"],
     "fmt --check": ["fmt", "--check", "{path}"],
     "graph": ["graph", "{path}"],
-    "compile": ["compile", "{path}"],
+    "compile": ["compile", "{path}", "--standalone"],
     "test": ["test", "{path}"],
 }
 

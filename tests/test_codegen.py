@@ -21,6 +21,7 @@ import pytest
 from support.machines import runtime_of
 
 import statewright
+from statewright import api
 from statewright.api import Compilation, check_file, check_text, generate_runner, run_tests, runtime_machine
 from statewright.compiler.codegen import (
     GENERATED_MARKER,
@@ -29,6 +30,7 @@ from statewright.compiler.codegen import (
     runner_is_current,
     write_runner,
 )
+from statewright.compiler.codegen.runtime_source import installed_sources
 from statewright.compiler.views.formatter import double_quoted as spec_string
 from statewright.runtime.spec import MachineSpec, Scope
 
@@ -51,25 +53,35 @@ def compiled(path: Path) -> Compilation:
     return check_file(path.relative_to(ROOT))
 
 
+FORMS = ["standalone", "shared"]  # a one-file runner, and a runner importing the runtime package beside it
+
+
 @cache
-def runner_source(path: Path) -> str:
+def runner_source(path: Path, form: str = "standalone") -> str:
     """The runner for a fixture, from its unoptimized IR (what `statewright test` runs too)."""
     comp = compiled(path)
     assert comp.source is not None
-    return render_runner(comp.ir, source_text=comp.source.text, source_path=comp.source.path)  # type: ignore[arg-type]
+    return render_runner(comp.ir, source_text=comp.source.text, source_path=comp.source.path,  # type: ignore[arg-type]
+                         runtime=form)
 
 
 def load_runner(text: str, directory: Path, name: str = "runner") -> ModuleType:
+    """The runner imported from a file in `directory`; a runner of the shared form gets the runtime package
+    beside it."""
     path = directory / f"{name}.py"
     path.write_text(text, encoding="utf-8")
+    if "import RUNTIME_SHA256" in text:
+        api.write_runtime_package(directory / api.RUNTIME_DIR)
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
+    sys.path.insert(0, str(directory))
     try:
         spec.loader.exec_module(module)
     finally:
         del sys.modules[name]
+        sys.path.remove(str(directory))
     return module
 
 
@@ -85,9 +97,10 @@ def test_there_are_fixtures_to_generate() -> None:
 # ---- the module's shape -----------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("path", FIXTURES, ids=FIXTURE_IDS)
-def test_a_runner_opens_with_the_generated_header_and_a_docstring(path: Path) -> None:
-    text = runner_source(path)
+def test_a_runner_opens_with_the_generated_header_and_a_docstring(path: Path, form: str) -> None:
+    text = runner_source(path, form)
     comp = compiled(path)
     assert comp.source is not None
     lines = text.splitlines()
@@ -106,23 +119,21 @@ def test_a_runner_opens_with_the_generated_header_and_a_docstring(path: Path) ->
     assert docstring is not None and comp.ir.name in docstring  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("path", FIXTURES, ids=FIXTURE_IDS)
-def test_a_runner_imports_only_the_standard_library_pydantic_jinja2_and_lazily_litellm(path: Path) -> None:
-    # (and, lazily, tqdm for batch progress bars: litellm brings it, and batches do without it; httpx, which
-    # litellm brings too, only once litellm is loaded; and temporalio, only in the functions of the Temporal
-    # backend)
-    tree = ast.parse(runner_source(path))
-    top_level = {id(node) for node in tree.body}
+def test_a_runner_imports_only_the_standard_library_pydantic_jinja2_and_its_runtime(path: Path, form: str) -> None:
+    """The runner's own imports: the standard library, pydantic and its runtime (the package beside it, or
+    the one it carries); what the runtime's modules import is runtime_source.py's rules (litellm, tqdm,
+    httpx, temporalio and opentelemetry only lazily)."""
+    tree = ast.parse(runner_source(path, form))
+    runtime = "statewright_runtime" if form == "shared" else f"_statewright_runtime_{installed_sources().sha256[:16]}"
     for node in ast.walk(tree):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
-            assert getattr(node, "level", 0) == 0
             names = [node.module] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
             for name in names:
                 package = (name or "").split(".")[0]
-                allowed = set(sys.stdlib_module_names) | {"pydantic", "jinja2"}
-                if id(node) not in top_level:
-                    allowed |= {"litellm", "httpx", "tqdm", "temporalio", "opentelemetry"}
-                assert package in allowed, f"{path.name}:{node.lineno} imports {name}"
+                assert package in {*sys.stdlib_module_names, "pydantic", runtime}, f"{path.name}:{node.lineno} imports {name}"
+                assert getattr(node, "level", 0) == 0 or (form == "shared" and package == runtime)
 
 
 def test_the_spec_part_reads_like_python_written_by_hand() -> None:
@@ -164,8 +175,8 @@ def test_output_is_byte_identical_under_any_hash_seed(tmp_path: Path) -> None:
         import hashlib, json
         from statewright.api import check_file, generate_runner
         paths = {json.dumps([str(p) for p in FIXTURES])}
-        print(json.dumps({{p: hashlib.sha256(generate_runner(check_file(p)).encode()).hexdigest()
-                          for p in paths}}))
+        print(json.dumps({{p + str(s): hashlib.sha256(generate_runner(check_file(p), standalone=s).encode()).hexdigest()
+                          for p in paths for s in (False, True)}}))
     """
     digests = []
     for seed in ("0", "1", "42", "31337"):
@@ -173,16 +184,17 @@ def test_output_is_byte_identical_under_any_hash_seed(tmp_path: Path) -> None:
         assert done.returncode == 0, done.stderr
         digests.append(json.loads(done.stdout))
     assert all(d == digests[0] for d in digests[1:])
-    assert len(digests[0]) == len(FIXTURES)
+    assert len(digests[0]) == 2 * len(FIXTURES)
 
 
 def test_a_runner_tells_linters_and_formatters_to_leave_it_alone(tmp_path: Path) -> None:
     """A runner is regenerated, never edited: its header exempts it from a repository's ruff and black (as
     BAML's generated clients do), so no lint rule of the repository it is committed to can fail on it."""
     for i, path in enumerate(FIXTURES):
-        text = generate_runner(compiled(path))
-        assert text.splitlines()[2:4] == ["# ruff: noqa", "# fmt: off"], path
-        (tmp_path / f"runner_{i}.py").write_text(text, encoding="utf-8")
+        for standalone in (False, True):
+            text = generate_runner(compiled(path), standalone=standalone)
+            assert text.splitlines()[2:4] == ["# ruff: noqa", "# fmt: off"], path
+            (tmp_path / f"runner_{i}_{standalone}.py").write_text(text, encoding="utf-8")
     (tmp_path / "hostile.py").write_text(hostile_runner(), encoding="utf-8")
     # every rule ruff has, whatever Python version the repository targets — but PGH004, the rule against
     # blanket `noqa` comments themselves, which a repository enabling it would ignore for generated files
@@ -262,8 +274,8 @@ def hostile_compilation() -> Compilation:
     return comp
 
 
-def hostile_runner() -> str:
-    return generate_runner(hostile_compilation())
+def hostile_runner(form: str = "standalone") -> str:
+    return generate_runner(hostile_compilation(), standalone=form == "standalone")
 
 
 def spec_strings(m: MachineSpec) -> list[Any]:
@@ -280,9 +292,10 @@ def spec_strings(m: MachineSpec) -> list[Any]:
     return out
 
 
-def test_every_spec_string_reaches_the_runner_verbatim(tmp_path: Path) -> None:
+@pytest.mark.parametrize("form", FORMS)
+def test_every_spec_string_reaches_the_runner_verbatim(tmp_path: Path, form: str) -> None:
     comp = hostile_compilation()
-    runner = load_runner(hostile_runner(), tmp_path)
+    runner = load_runner(hostile_runner(form), tmp_path)
     interpreted = runtime_machine(comp)
     assert spec_strings(runner.MACHINE) == spec_strings(interpreted)
     machine = comp.ir
@@ -296,9 +309,10 @@ def test_every_spec_string_reaches_the_runner_verbatim(tmp_path: Path) -> None:
     assert [a.prompt for a in runner.MACHINE.agents.values()] == [a.prompt for a in machine.agents]  # type: ignore
 
 
-def test_guards_over_hostile_strings_behave_the_same_in_the_runner_and_in_memory(tmp_path: Path) -> None:
+@pytest.mark.parametrize("form", FORMS)
+def test_guards_over_hostile_strings_behave_the_same_in_the_runner_and_in_memory(tmp_path: Path, form: str) -> None:
     comp = hostile_compilation()
-    runner = load_runner(hostile_runner(), tmp_path)
+    runner = load_runner(hostile_runner(form), tmp_path)
     interpreted = runtime_machine(comp)
     for kind in HOSTILE[:4]:
         for topic in (HOSTILE[5], "other"):
@@ -312,8 +326,9 @@ def test_guards_over_hostile_strings_behave_the_same_in_the_runner_and_in_memory
     assert args[0] == args[1] == {"url": HOSTILE[8] + "t"}
 
 
-def test_a_hostile_source_path_cannot_break_out_of_a_comment() -> None:
-    lines = hostile_runner().splitlines()
+@pytest.mark.parametrize("form", FORMS)
+def test_a_hostile_source_path_cannot_break_out_of_a_comment(form: str) -> None:
+    lines = hostile_runner(form).splitlines()
     # the line break in the path is written as an escape, so the header stays one comment line
     assert lines[0] == ('# Generated by statewright ' + statewright.__version__
                         + ' from weird dir/"quoted"\\n# path\\x.fsm — do not edit.')
@@ -323,8 +338,11 @@ def test_a_hostile_source_path_cannot_break_out_of_a_comment() -> None:
 # ---- standalone: no statewright, no eager litellm ---------------------------------------------------
 
 
-def test_a_runner_imports_without_statewright_and_its_help_never_loads_litellm(tmp_path: Path) -> None:
-    (tmp_path / "runner.py").write_text(runner_source(FIXTURES[0]), encoding="utf-8")
+@pytest.mark.parametrize("form", FORMS)
+def test_a_runner_imports_without_statewright_and_its_help_never_loads_litellm(tmp_path: Path, form: str) -> None:
+    (tmp_path / "runner.py").write_text(runner_source(FIXTURES[0], form), encoding="utf-8")
+    if form == "shared":
+        api.write_runtime_package(tmp_path / api.RUNTIME_DIR)
     done = python("""
         import contextlib, io, json, sys
         import runner
@@ -355,10 +373,11 @@ def outcome(function: Any, scope: Scope) -> tuple[str, Any]:
         return ("error", f"{type(e).__name__}: {e}")
 
 
+@pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("path", FIXTURES, ids=FIXTURE_IDS)
-def test_the_written_runner_defines_the_machine_that_runs_in_memory(path: Path, tmp_path: Path) -> None:
+def test_the_written_runner_defines_the_machine_that_runs_in_memory(path: Path, tmp_path: Path, form: str) -> None:
     comp = compiled(path)
-    runner = load_runner(runner_source(path), tmp_path)
+    runner = load_runner(runner_source(path, form), tmp_path)
     generated: MachineSpec = runner.MACHINE
     interpreted = runtime_of(comp.ir, comp.source.text, comp.source.path)  # type: ignore[union-attr]
     assert spec_strings(generated) == spec_strings(interpreted)
@@ -438,7 +457,8 @@ def test_runners_and_statewright_test_produce_the_same_traces(tmp_path: Path) ->
         results = {{}}
         for i in range({len(with_tests)}):
             runner = importlib.import_module(f"runner_{{i}}")
-            outcomes = runner.run_tests(runner.MACHINE, trace_dir=f"generated/{{i}}", trace_content=True)
+            testing = importlib.import_module(runner.MachineSpec.__module__.rpartition(".")[0] + ".testing")
+            outcomes = testing.run_tests(runner.MACHINE, trace_dir=f"generated/{{i}}", trace_content=True)
             results[i] = [[o.name, o.passed, o.actual_path] for o in outcomes]
         print(json.dumps(results))
     """
@@ -526,7 +546,7 @@ def test_the_names_found_in_guard_functions_without_parsing_are_the_parsed_names
     comp = compiled(source) if source is not None else check_text(GUARD_TEXT_MACHINE, "tricky.fsm")
     assert comp.ir is not None and comp.source is not None
     index = render.installed_runtime_index()
-    view = render._RunnerView(comp.ir, index, comp.source.text, comp.source.path, "0", "inline")
+    view = render._RunnerView(comp.ir, index, comp.source.text, comp.source.path, "0", "standalone")
     guards = [g for part in view.ordered for g in part.guards]
     code = "\n".join([*guards, *(b for part in view.ordered for b in part.arg_builders)])
     if source is None:

@@ -20,7 +20,7 @@ TABLE_OPTIONS = set(re.findall(r"^\| `(--[a-z][a-z-]*)", SECTION, re.MULTILINE))
 
 def runner_options() -> list[str]:
     """Every option of the runner's argparse parser, --help aside."""
-    parser = runner_cli._runner_parser(machine(state("a", go("done")), final("done")), "runner.py")
+    parser = runner_cli._parser(machine(state("a", go("done")), final("done")), "runner.py")
     return [option for action in parser._actions for option in action.option_strings
             if option not in ("-h", "--help")]
 

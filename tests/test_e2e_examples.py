@@ -16,6 +16,7 @@ from support.e2e_runs import (
     import_runner,
     normalized_trace,
     runner_process,
+    runtime_module_of,
 )
 
 from statewright import api
@@ -42,33 +43,46 @@ def test_statewright_test_passes_every_test_block(example: Path) -> None:
     assert f"{len(names)} passed, 0 failed" in done.stderr
 
 
+@pytest.mark.parametrize("form", ["package", "standalone"])
 @pytest.mark.parametrize("example", EXAMPLES, ids=EXAMPLE_IDS)
-def test_the_generated_runner_passes_its_self_tests_without_statewright(example: Path, bare_python: Path,
-                                                                        tmp_path: Path) -> None:
-    runner = compile_runner(example, tmp_path / f"{example.stem}_runner.py")
-    done = runner_process(bare_python, runner, "--selftest", cwd=tmp_path)
+def test_the_generated_runner_passes_its_self_tests_without_statewright(example: Path, form: str,
+                                                                        bare_python: Path, tmp_path: Path) -> None:
+    """Each form, run as a script from another directory by a Python without statewright (and no
+    PYTHONPATH): the default runner with only the runtime package beside it, the standalone one alone."""
+    (tmp_path / "out").mkdir()
+    runner = compile_runner(example, tmp_path / "out" / f"{example.stem}_runner.py",
+                            *(["--standalone"] if form == "standalone" else []))
+    beside = sorted(p.name for p in runner.parent.iterdir())
+    assert beside == sorted([runner.name, *(["statewright_runtime"] if form == "package" else [])])
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    done = runner_process(bare_python, runner, "--selftest", cwd=elsewhere, env={"PYTHONPATH": None})
     assert done.returncode == 0, done.stdout + done.stderr
     names = _test_names(example, called=True)  # the runner holds the machines the example runs, and tests them
     assert done.stdout.splitlines() == [f"PASS  {name}" for name in names]
     assert f"{len(names)} passed, 0 failed" in done.stderr
 
 
+@pytest.mark.parametrize("form", ["package", "standalone"])
 @pytest.mark.parametrize("example", EXAMPLES, ids=EXAMPLE_IDS)
-def test_interpreted_and_generated_runs_write_the_same_traces(example: Path, tmp_path: Path) -> None:
-    """Same test block, same machine: `statewright run`'s engine and the runner's inlined engine produce
-    the same events in the same order, with the same content (see VOLATILE_TRACE_FIELDS for what may
-    differ)."""
+def test_interpreted_and_generated_runs_write_the_same_traces(example: Path, form: str, tmp_path: Path) -> None:
+    """Same test block, same machine: `statewright run`'s engine and the engine of the runtime a runner
+    imports (the package beside it, or a one-file runner's own) produce the same events in the same
+    order, with the same content (see VOLATILE_TRACE_FIELDS for what may differ)."""
     comp = api.check_file(example)
     interpreted = api.runtime_machine(comp)
-    runner_path = tmp_path / f"{example.stem}_runner.py"
-    runner_path.write_text(api.generate_runner(comp), encoding="utf-8")
+    runner_path = tmp_path / f"{example.stem}_runner.py"  # (the spec named as `statewright run` names it)
+    runner_path.write_text(api.generate_runner(comp, standalone=form == "standalone"), encoding="utf-8")
+    if form == "package":
+        api.write_runtime_package(tmp_path / api.RUNTIME_DIR)
     runner = import_runner(runner_path, f"e2e_runner_{example.stem}")
+    run_runner_test = runtime_module_of(runner, "testing").run_test
     try:
         assert [t.name for t in runner.MACHINE.tests] == [t.name for t in interpreted.tests]  # type: ignore[attr-defined]
         for index, (ours, theirs) in enumerate(zip(interpreted.tests, runner.MACHINE.tests)):  # type: ignore[attr-defined]
             ours_trace, theirs_trace = tmp_path / f"interpreted-{index}.jsonl", tmp_path / f"generated-{index}.jsonl"
             expected = run_test(interpreted, ours, trace_path=str(ours_trace), trace_content=True)  # type: ignore[arg-type]
-            actual = runner.run_test(runner.MACHINE, theirs, trace_path=str(theirs_trace), trace_content=True)
+            actual = run_runner_test(runner.MACHINE, theirs, trace_path=str(theirs_trace), trace_content=True)
             assert (actual.passed, actual.actual_path, actual.messages) == (
                 expected.passed, expected.actual_path, expected.messages), ours.name
             actual_json, expected_json = actual.result.to_json(), expected.result.to_json()  # type: ignore[union-attr]

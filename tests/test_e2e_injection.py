@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.e2e_runs import import_runner
+from support.e2e_runs import import_runner, runtime_module_of
 from support.echo_server import echo_server
 
 from statewright import api
@@ -126,11 +126,11 @@ def compiled() -> Any:
     return comp
 
 
-@pytest.fixture(scope="module")
-def runner(compiled: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+@pytest.fixture(scope="module", params=["package", "standalone"])
+def runner(request: pytest.FixtureRequest, compiled: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The runner in each form: beside the runtime package (written through the Python API), and alone."""
     path = tmp_path_factory.mktemp("awkward") / "awkward_runner.py"
-    path.write_text(api.generate_runner(compiled), encoding="utf-8")
-    return path
+    return api.Machine(compiled).compile(path, standalone=request.param == "standalone")
 
 
 def test_the_runner_for_awkward_text_is_ruff_clean(runner: Path) -> None:
@@ -169,7 +169,7 @@ def test_the_model_receives_every_text_verbatim(compiled: Any, runner: Path, tmp
     try:
         assert module.MACHINE.description == AWKWARD
         generated_script = module.Script.from_test(module.MACHINE, module.MACHINE.tests[0])
-        generated_client = module.ScriptedClient(generated_script)
+        generated_client = runtime_module_of(module, "scripted").ScriptedClient(generated_script)
         result = module.run({"topic": TOPIC}, client=generated_client, workspace=str(tmp_path / "generated"))
         assert result.ok and result.result == AWKWARD, result.failure
         generated = generated_client.received
@@ -238,13 +238,13 @@ def test_awkward_headers_and_query_compile_to_a_clean_deterministic_runner(tmp_p
     compiled = api.check_text(SECRETS_SPEC, "awkward_secrets.fsm")
     assert compiled.ok, [d.message for d in compiled.diagnostics]
     runner = tmp_path / "awkward_secrets_runner.py"
-    runner.write_text(api.generate_runner(compiled), encoding="utf-8")
+    runner.write_text(api.generate_runner(compiled, standalone=True), encoding="utf-8")
     done = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--config",
                            str(ROOT / "pyproject.toml"), str(runner)], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout[-4000:]
     code = ("import hashlib, sys; from statewright.api import check_text, generate_runner; "
-            "print(hashlib.sha256(generate_runner(check_text(sys.stdin.read(), 'awkward_secrets.fsm')).encode())"
-            ".hexdigest())")
+            "comp = check_text(sys.stdin.read(), 'awkward_secrets.fsm'); "
+            "print([hashlib.sha256(generate_runner(comp, standalone=s).encode()).hexdigest() for s in (0, 1)])")
     digests = {subprocess.run([sys.executable, "-c", code], input=SECRETS_SPEC, capture_output=True, text=True,
                               check=True, env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("0", "7", "99")}
     assert len(digests) == 1
@@ -320,7 +320,7 @@ def pattern_runner(tmp_path_factory: pytest.TempPathFactory) -> Path:
     comp = api.check_text(PATTERN_SPEC, "patterns.fsm")
     assert comp.ok and not comp.diagnostics, [(d.code, d.message) for d in comp.diagnostics]
     path = tmp_path_factory.mktemp("patterns") / "patterns_runner.py"
-    path.write_text(api.generate_runner(comp), encoding="utf-8")
+    path.write_text(api.generate_runner(comp, standalone=True), encoding="utf-8")
     return path
 
 
@@ -362,10 +362,12 @@ def test_a_pattern_is_generated_the_same_whatever_the_hash_seed(tmp_path: Path) 
     spec.write_text(PATTERN_SPEC, encoding="utf-8")
     outputs = []
     for seed in ("0", "7"):
-        out = tmp_path / f"runner_{seed}.py"
-        done = subprocess.run([sys.executable, "-m", "statewright", "compile", str(spec), "-o", str(out)],
-                              capture_output=True, text=True, check=False,
-                              env={**__import__("os").environ, "PYTHONHASHSEED": seed})
-        assert done.returncode == 0, done.stderr
-        outputs.append(out.read_bytes())
-    assert outputs[0] == outputs[1]
+        for form in ([], ["--standalone"]):
+            out = tmp_path / seed / "runner.py"
+            out.parent.mkdir(exist_ok=True)
+            done = subprocess.run([sys.executable, "-m", "statewright", "compile", str(spec), "-o", str(out), *form],
+                                  capture_output=True, text=True, check=False,
+                                  env={**__import__("os").environ, "PYTHONHASHSEED": seed})
+            assert done.returncode == 0, done.stderr
+            outputs.append(out.read_bytes())
+    assert outputs[:2] == outputs[2:] and outputs[0] != outputs[1]

@@ -5,8 +5,8 @@ random machines with recorded test blocks (tests/support/face_machines.py) run o
 
   interpreter -O1   `statewright test` (the machine compiled in memory, the installed runtime)
   interpreter -O0   the same, as written (no optimization pass)
-  inline runner     `statewright compile` (the runtime inlined), its own `--selftest`
-  module runner     `statewright compile --runtime module` (the shared statewright_runtime.py), `--selftest`
+  runner            `statewright compile` (the runtime package statewright_runtime/ beside it), `--selftest`
+  standalone runner `statewright compile --standalone` (one file, the runtime in it), its own `--selftest`
   temporal          `statewright test --temporal` against one `temporal server start-dev`, with a
                     `statewright worker` serving the corpus (every machine but a fixed sample of the random
                     ones, as CI time allows)
@@ -39,7 +39,7 @@ from support.e2e_runs import EXAMPLES, ROOT
 from support.face_machines import random_machine, with_recorded_tests
 
 from statewright import api
-from statewright.runtime.testing import _testing_file_name, format_outcome
+from statewright.runtime.testing import _file_name, format_outcome
 
 pytestmark = pytest.mark.slow
 
@@ -147,7 +147,7 @@ def observe(cases: list[Case], outcomes: dict[str, str], traces: Path) -> Observ
     for case in cases:
         blocks = outcome_blocks(outcomes.get(case.name, ""))
         for test in case.tests:
-            trace = read_trace(traces / case.name / f"{_testing_file_name(test)}.jsonl")
+            trace = read_trace(traces / case.name / f"{_file_name(test)}.jsonl")
             seen[(case.name, test)] = (blocks.get(test, "<no outcome>"), trace)
     return seen
 
@@ -166,9 +166,10 @@ def runner_face(cases: list[Case], form: str, directory: Path) -> Observed:
     runners.mkdir(parents=True)
     for case in cases:
         comp = api.check_path(str(case.path))
-        (runners / f"{case.name}_runner.py").write_text(api.generate_runner(comp, runtime=form), encoding="utf-8")
-    if form == "module":
-        (runners / "statewright_runtime.py").write_text(api.runtime_module_text(), encoding="utf-8")
+        (runners / f"{case.name}_runner.py").write_text(api.generate_runner(comp, standalone=form == "standalone"),
+                                                       encoding="utf-8")
+    if form == "package":
+        api.write_runtime_package(runners / api.RUNTIME_DIR)
     report = directory / "report.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT / "tests")}
     done = subprocess.run([sys.executable, "-m", "support.faces_driver", str(runners), str(traces), str(report)],
@@ -180,7 +181,7 @@ def runner_face(cases: list[Case], form: str, directory: Path) -> Observed:
         printed = results.get(f"{case.name}_runner", {"stdout": "", "stderr": "not run", "status": -1})
         blocks = outcome_blocks(printed["stdout"] + (printed["stderr"] if printed["status"] == -1 else ""))
         for test in case.tests:
-            trace = read_trace(traces / f"{case.name}_runner" / f"{_testing_file_name(test)}.jsonl")
+            trace = read_trace(traces / f"{case.name}_runner" / f"{_file_name(test)}.jsonl")
             seen[(case.name, test)] = (blocks.get(test, "<no outcome>: " + printed["stderr"][-300:]), trace)
     return seen
 
@@ -298,8 +299,8 @@ def test_every_face_runs_every_machine_the_same_way(tmp_path: Path, temporal_ser
     assert all(outcome != "<no outcome>" for outcome, _ in reference.values())
     rows: list[tuple[str, str, str, str]] = []
     rows += divergences(reference, "interpreter -O0", interpreter_face(cases, 0, tmp_path / "o0"))
-    rows += divergences(reference, "inline runner", runner_face(cases, "inline", tmp_path / "inline"))
-    rows += divergences(reference, "module runner", runner_face(cases, "module", tmp_path / "module"))
+    rows += divergences(reference, "runner", runner_face(cases, "package", tmp_path / "package"))
+    rows += divergences(reference, "standalone runner", runner_face(cases, "standalone", tmp_path / "standalone"))
     sample = [c for c in cases if not c.name.startswith("random_") or int(c.name.split("_")[1]) % TEMPORAL_EVERY == 0]
     rows += divergences(reference, "temporal", temporal_face(sample, temporal_server, tmp_path / "temporal"))
     tests = len(reference)

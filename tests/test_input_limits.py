@@ -110,7 +110,7 @@ def test_nesting_at_the_limit_goes_through_every_stage_and_face(kind: str) -> No
     assert compilation.machine is not None, [d.message for d in compilation.diagnostics]
     assert api.format_text(text).text is not None
     assert api.dump_ir(compilation) and render_graph(compilation.ir, "mermaid")  # type: ignore[arg-type]
-    assert "class" in api.generate_runner(compilation)
+    assert "MACHINE = MachineSpec(" in api.generate_runner(compilation)
 
 
 @pytest.mark.parametrize("levels", [3000, 100_000])

@@ -193,7 +193,7 @@ def test_compile_on_save_follows_the_setting_and_its_runner_path(spec: Path) -> 
         assert kind == types.MessageType.Info and default.is_file()
         assert not [m for m in s.messages if m[0] == "show"]  # a save that writes the runner says so quietly
         s.configure({"statewright": {"compileOnSave": True, "runnerPath": "build/{stem}.py",
-                                     "runnerRuntime": "module"}})
+                                     "runnerStandalone": False}})
         s.replace(uri, TEXT.replace("temperature 0.2", "temperature 0.3"))
         s.save(uri)
         await s.message(f"wrote {spec.parent / 'build' / 'support_triage.py'}", how="log")
@@ -207,7 +207,7 @@ def test_compile_on_save_follows_the_setting_and_its_runner_path(spec: Path) -> 
     run(scenario)
     written = (spec.parent / "build" / "support_triage.py").read_text(encoding="utf-8")
     assert "temperature=0.3" in written and "from statewright_runtime import" in written
-    assert (spec.parent / "build" / "statewright_runtime.py").is_file()
+    assert api.check_runtime_package(spec.parent / "build" / "statewright_runtime").current
 
 
 def test_compile_on_save_can_be_set_when_the_server_starts(spec: Path) -> None:
@@ -225,7 +225,7 @@ def test_compile_on_save_can_be_set_when_the_server_starts(spec: Path) -> None:
 def test_a_runner_line_leads_back_to_the_fsm_line_it_was_written_from(spec: Path) -> None:
     runner = spec.parent / "gen" / "runner.py"
     runner.parent.mkdir()
-    assert main(["compile", str(spec), "-o", str(runner)]) == 0
+    assert main(["compile", str(spec), "-o", str(runner), "--standalone"]) == 0  # the runtime's lines in it too
     lines = runner.read_text(encoding="utf-8").split("\n")
     guard = next(i for i, line in enumerate(lines) if line.startswith("# when any("))
     runtime_line = next(i for i, line in enumerate(lines) if line.startswith("def run_machine("))

@@ -95,7 +95,7 @@ def test_without_litellm_its_models_fail_typed_and_a_native_fallback_takes_over(
     def missing() -> None:
         raise ModuleNotFoundError("No module named 'litellm'")
 
-    monkeypatch.setattr(litellm_client, "_llm_litellm_module", missing)
+    monkeypatch.setattr(litellm_client, "_load_litellm", missing)
     server.enqueue(Reply(text="from the native fallback"))
 
     response = native(server).complete(ask("anthropic/claude-haiku-4-5", fallbacks=("openai/test-model",)))
@@ -399,10 +399,10 @@ def test_https_endpoints_are_verified_against_the_certificates_ssl_cert_file_nam
 
 
 def test_a_hosts_slots_go_to_waiters_in_order_and_none_is_lost_to_a_cancelled_one():
-    from statewright.runtime.http_pool import _PoolSlots
+    from statewright.runtime.http_pool import _Slots
 
     async def scenario() -> tuple[list[str], int]:
-        slots = _PoolSlots(2)
+        slots = _Slots(2)
         order: list[str] = []
         gate = asyncio.Event()
 

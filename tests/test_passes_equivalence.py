@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from support.e2e_runs import runtime_module_of
 
 from statewright import api
 from statewright.runtime.client import ModelResponse
@@ -191,7 +192,8 @@ def test_a_recorded_run_as_a_test_block_passes_in_statewright_test_and_selftest_
     for level in (0, 1):
         [outcome_of_test] = api.run_tests(comp, level=level)
         assert outcome_of_test.passed, (level, outcome_of_test.messages, tested)
-        runner = import_runner(api.generate_runner(comp, level=level), directory, next(_RUNNER_NAMES))
-        [selftest] = runner.run_tests(runner.MACHINE)
+        runner = import_runner(api.generate_runner(comp, level=level, standalone=True), directory,
+                               next(_RUNNER_NAMES))
+        [selftest] = runtime_module_of(runner, "testing").run_tests(runner.MACHINE)
         assert selftest.passed, (level, selftest.messages)
         assert selftest.actual_path == outcome_of_test.actual_path == list(outcome[3])

@@ -210,22 +210,26 @@ def test_statewright_test_and_the_runner_agree(diamond: Path, capsys: pytest.Cap
 def test_runners_are_byte_identical_whatever_the_hash_seed(diamond: Path) -> None:
     outputs = set()
     for seed in ("0", "1", "12345"):
-        done = subprocess.run([sys.executable, "-m", "statewright", "compile", str(diamond / "top.fsm")],
+        done = subprocess.run([sys.executable, "-m", "statewright", "compile", str(diamond / "top.fsm"),
+                               "--standalone"],
                               capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": seed},
                               timeout=120, check=True)
         outputs.add(done.stdout)
     assert len(outputs) == 1
 
 
-def test_module_runners_share_the_runtime(diamond: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_runners_share_the_runtime_package_and_a_standalone_one_runs_alone(
+        diamond: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = diamond / "out"
-    compile_runner(diamond / "top.fsm", out / "top_runner.py", "--runtime", "module")
-    compile_runner(diamond / "left.fsm", out / "left_runner.py", "--runtime", "module")
+    compile_runner(diamond / "top.fsm", out / "top_runner.py")
+    compile_runner(diamond / "left.fsm", out / "left_runner.py")
+    alone = diamond / "alone"
+    compile_runner(diamond / "top.fsm", alone / "top_runner.py", "--standalone")
     capsys.readouterr()
-    assert sorted(p.name for p in out.iterdir() if p.suffix == ".py") == [
-        "left_runner.py", "statewright_runtime.py", "top_runner.py"]
-    for runner in ("top_runner.py", "left_runner.py"):
-        done = run_runner(out / runner, "--selftest")
+    assert sorted(p.name for p in out.iterdir()) == ["left_runner.py", "statewright_runtime", "top_runner.py"]
+    assert sorted(p.name for p in alone.iterdir()) == ["top_runner.py"]
+    for runner in (out / "top_runner.py", out / "left_runner.py", alone / "top_runner.py"):
+        done = run_runner(runner, "--selftest")
         assert done.returncode == 0, done.stdout + done.stderr
 
 

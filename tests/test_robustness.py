@@ -16,7 +16,7 @@ from statewright.cli import main
 ROOT = Path(__file__).parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.fsm"))
 COMMANDS = (["check"], ["check", "--format", "json"], ["fmt", "--check"], ["graph"], ["dump", "--stage", "ast"],
-            ["compile"])
+            ["compile", "--standalone"])
 
 NASTY: dict[str, bytes] = {
     "empty": b"",

@@ -302,8 +302,8 @@ def test_statewright_test_and_a_generated_runners_selftest_check_expect_var(tmp_
     failed = cli("test", str(wrong))
     assert failed.returncode == 1
     assert "expect var best (" in failed.stdout and "the value is 7, expected 8" in failed.stdout
-    for runtime in ("inline", "module"):
-        runner = tmp_path / f"fan_{runtime}.py"
-        assert cli("compile", str(path), "-o", str(runner), "--runtime", runtime).returncode == 0
+    for form in ([], ["--standalone"]):
+        runner = tmp_path / f"fan_{len(form)}.py"
+        assert cli("compile", str(path), "-o", str(runner), *form).returncode == 0
         selftest = runner_process(sys.executable, runner, "--selftest", cwd=tmp_path)
         assert selftest.returncode == 0 and "PASS  written order" in selftest.stdout, selftest.stdout

@@ -20,9 +20,9 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").glob("*.fsm"))
 
 
-def compiled(spec: Path, out: Path, runtime: str = "inline") -> list[str]:
+def compiled(spec: Path, out: Path, *, standalone: bool = True) -> list[str]:
     out.parent.mkdir(parents=True, exist_ok=True)
-    assert main(["compile", str(spec), "-o", str(out), "--runtime", runtime]) == 0
+    assert main(["compile", str(spec), "-o", str(out), *(["--standalone"] if standalone else [])]) == 0
     return out.read_text(encoding="utf-8").split("\n")
 
 
@@ -87,10 +87,10 @@ def test_the_command_prints_file_line_column_and_what_is_there(tmp_path: Path) -
                                        "column": int(column)}
 
 
-def test_a_module_runner_maps_its_lines_too(tmp_path: Path) -> None:
+def test_a_runner_beside_its_runtime_package_maps_its_lines_too(tmp_path: Path) -> None:
     example = ROOT / "examples" / "content_pipeline.fsm"
     runner = tmp_path / "runner.py"
-    lines = compiled(example, runner, runtime="module")
+    lines = compiled(example, runner, standalone=False)
     review = next(i for i, line in enumerate(lines, start=1) if line.strip() == '"review": StateSpec(')
     found = api.runner_origin(runner, review + 3)
     assert found is not None and found.key == "review"

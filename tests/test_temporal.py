@@ -80,9 +80,13 @@ class Workers:
         self.cwd = cwd
         self.processes: list[subprocess.Popen[str]] = []
 
-    def start(self, *args: str, helper: bool = False, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    def start(self, *args: str, helper: bool = False, env: dict[str, str] | None = None,
+              runner: Path | None = None) -> subprocess.Popen[str]:
+        """`statewright worker ARGS`, the test helper (`helper`), or a generated runner's own `worker`."""
         if helper:
             command = [sys.executable, "-m", "support.temporal_worker", "--temporal", self.address, *args]
+        elif runner is not None:
+            command = [sys.executable, str(runner), "worker", *args, "--temporal", self.address]
         else:
             command = [sys.executable, "-m", "statewright", "worker", *args, "--temporal", self.address]
         environment = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}", **(env or {})}
@@ -166,6 +170,24 @@ def test_test_blocks_on_the_cluster_print_the_local_summary(server: DevServer, w
                           text=True, capture_output=True, check=False, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == local.stdout
+
+
+@pytest.mark.parametrize("form", ["package", "standalone"])
+def test_a_runner_serves_its_own_machine_and_runs_its_tests_on_it(server: DevServer, workers: Workers,
+                                                                   tmp_path: Path, form: str) -> None:
+    """A runner's own `worker` command serves its machine on the runtime it carries — the package beside it,
+    or a one-file runner's own — and the runner's self-test runs there as it runs locally."""
+    runner = tmp_path / "runner.py"
+    done = cli("compile", str(CONTENT), "-o", str(runner), *(["--standalone"] if form == "standalone" else []))
+    assert done.returncode == 0, done.stderr
+    queue = f"runner-{form}"
+    workers.start("--task-queue", queue, runner=runner, env={"PYTHONPATH": ""})
+    local = subprocess.run([sys.executable, str(runner), "--selftest"], cwd=tmp_path, text=True,
+                           capture_output=True, check=False, timeout=120)
+    remote = subprocess.run([sys.executable, str(runner), "--selftest", "--temporal", server.address, "--task-queue",
+                             queue], cwd=tmp_path, text=True, capture_output=True, check=False, timeout=120)
+    assert remote.returncode == local.returncode == 0, remote.stderr
+    assert remote.stdout == local.stdout and "PASS" in remote.stdout
 
 
 def test_run_detach_status_and_trace_on_the_cluster(server: DevServer, workers: Workers, tmp_path: Path) -> None:

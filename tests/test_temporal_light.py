@@ -49,7 +49,7 @@ def python(code: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize("argv", [["check", str(EXAMPLE)], ["fmt", "--check", str(EXAMPLE)],
-                                  ["compile", str(EXAMPLE)], ["test", str(EXAMPLE)]],
+                                  ["compile", str(EXAMPLE), "--standalone"], ["test", str(EXAMPLE)]],
                          ids=lambda a: a[0])
 def test_commands_that_do_not_use_temporal_never_import_it(argv: list[str]) -> None:
     proc = python("import sys\nfrom statewright.cli import main\n"

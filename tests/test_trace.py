@@ -198,24 +198,24 @@ def test_otherwise_cause_is_traced():
 
 def test_trace_rendering_stays_out_of_the_runtime_that_runners_carry():
     """`trace show` is the statewright command's: a runner writes and reads traces, and shows none."""
-    from statewright.compiler.codegen.inline_runtime import installed_runtime
+    from statewright.compiler.codegen.runtime_source import installed_runtime_index
 
-    runtime = installed_runtime()
+    runtime = installed_runtime_index()
     assert "read_trace" in runtime.names
     assert "render_trace" not in runtime.names
     assert not [name for name in runtime.names if "Timeline" in name or name.endswith("Totals")]
 
 
-@pytest.mark.parametrize("prefix", __import__("statewright.runtime.trace", fromlist=["x"])._TRACE_KEY_PREFIXES)
+@pytest.mark.parametrize("prefix", __import__("statewright.runtime.trace", fromlist=["x"])._KEY_PREFIXES)
 def test_every_key_shape_is_found_by_the_quick_test_before_its_pattern(prefix):
     """The written-out test for a key's prefix knows every prefix a key shape starts with: a key written
     into a record is redacted, in a short text and inside a long one."""
-    from statewright.runtime.trace import _TRACE_KEY_SHAPES, _may_hold_a_key, redacted_json
+    from statewright.runtime.trace import _KEY_SHAPES, _may_hold_a_key, redacted_json
 
     rest = {"AKIA": "ABCDEFGHIJKLMNOP", "Bearer": " abcdefghijklmnopqrstuvwxyz0123456789ABCDEF",
             "xox": "b-abcdefghijklmnopqrstuvwxyz"}
     key = prefix + rest.get(prefix, "abcdefghijklmnopqrstuvwxyz0123456789ABCDEF")
-    assert _TRACE_KEY_SHAPES.search(key), key  # a key of that shape
+    assert _KEY_SHAPES.search(key), key  # a key of that shape
     for text in (key, "through high " * 50 + key + " sigh"):
         assert _may_hold_a_key(text)
         assert key not in redacted_json({"reply": text}, [])

@@ -313,23 +313,23 @@ def harness(scenario: dict[str, object]) -> dict[str, list[object]]:
 def test_the_palette_commands_are_registered_and_the_settings_reach_the_server() -> None:
     manifest = json.loads((EXTENSION / "package.json").read_text(encoding="utf-8"))
     settings = {"statewright.compileOnSave": True, "statewright.runnerPath": "build/{stem}.py",
-                "statewright.runnerRuntime": "module"}
+                "statewright.runnerStandalone": True}
     seen = harness({"settings": settings})
     assert sorted(seen["registered"]) == sorted(c["command"] for c in manifest["contributes"]["commands"])
     [made] = seen["clients"]
     options = made["clientOptions"]  # type: ignore[index]
     assert options["initializationOptions"] == {
         "explainLink": "command:statewright.explain?%5B%22{code}%22%5D", "compileOnSave": True,
-        "runnerPath": "build/{stem}.py", "runnerRuntime": "module"}
+        "runnerPath": "build/{stem}.py", "runnerStandalone": True}
     assert options["synchronize"] == {"configurationSection": "statewright"}
     properties = manifest["contributes"]["configuration"]["properties"]
     json_type = {bool: "boolean", str: "string"}
     for name, value in settings.items():
         assert name in properties and properties[name]["type"] == json_type[type(value)]
     defaults = harness({})["clients"][0]["clientOptions"]["initializationOptions"]  # type: ignore[index]
-    assert {key: defaults[key] for key in ("compileOnSave", "runnerPath", "runnerRuntime")} == {
+    assert {key: defaults[key] for key in ("compileOnSave", "runnerPath", "runnerStandalone")} == {
         key.removeprefix("statewright."): properties[key]["default"]
-        for key in ("statewright.compileOnSave", "statewright.runnerPath", "statewright.runnerRuntime")}
+        for key in ("statewright.compileOnSave", "statewright.runnerPath", "statewright.runnerStandalone")}
 
 
 @needs_node

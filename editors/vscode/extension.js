@@ -27,7 +27,7 @@ function serverSettings() {
     explainLink: "command:statewright.explain?%5B%22{code}%22%5D",
     compileOnSave: config.get("compileOnSave", false),
     runnerPath: config.get("runnerPath", "{dir}/{stem}_runner.py"),
-    runnerRuntime: config.get("runnerRuntime", "inline"),
+    runnerStandalone: config.get("runnerStandalone", false),
   };
 }
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # imported for annotations only: these modules are heavy or c
     from collections.abc import Mapping
 
     from .compiler import ir
-    from .compiler.codegen.runtime_module import RuntimeFileState
+    from .compiler.codegen.runtime_package import RuntimePackageState, RuntimeWrite
     from .compiler.codegen.source_map import RunnerMap, RunnerOrigin
     from .compiler.project import Project
     from .designer.design import DesignOutcome
@@ -251,58 +251,79 @@ def source_sha256(comp: Compilation) -> str:
     return hashlib.sha256(comp.source.text.encode("utf-8")).hexdigest()
 
 
-RUNTIMES = ("inline", "module")  # where a written runner finds the runtime (`compile --runtime`)
-RUNTIME_FILE = "statewright_runtime.py"  # the runtime module "module" runners import, beside them
+RUNTIME_DIR = "statewright_runtime"  # the runtime package a runner imports, beside it (unless standalone)
 
 
-def generate_runner(comp: Compilation, *, level: int = 1, disabled: Sequence[str] = (),
-                    runtime: str = "inline") -> str:
-    """The source of the runner module for a checked machine (optimized unless level 0): with `runtime`
-    "inline" a standalone file carrying the runtime, with "module" one that imports it from the
-    statewright_runtime.py beside it (runtime_module_text)."""
+def generate_runner(comp: Compilation, *, level: int = 1, disabled: Sequence[str] = (), standalone: bool = False,
+                    runtime: str | None = None) -> str:
+    """The source of the runner module for a checked machine (optimized unless level 0): by default one that
+    imports the runtime from the package statewright_runtime/ beside it (write_runtime_package writes it);
+    with `standalone`, one file that carries the runtime. `runtime` is the older spelling ("inline" for
+    standalone, "module" for the default), kept for one release."""
     from .compiler.codegen import render_runner
     from .grammar.parser import paused_gc
 
+    standalone = _standalone(standalone, runtime)
     assert comp.source is not None
     # A large machine's trees are millions of objects: a collection in the middle of code generation
     # scans them all, again and again (as in parsing: see paused_gc).
     with paused_gc():
         ir = optimize(comp, level=level, disabled=disabled)
         return render_runner(ir, source_text=comp.source.text, source_path=comp.source.path,  # type: ignore[arg-type]
-                             runtime=runtime)
+                             runtime="standalone" if standalone else "shared")
 
 
-def runtime_module_text() -> str:
-    """statewright_runtime.py as this statewright writes it: the runtime "module" runners share."""
-    from .compiler.codegen.runtime_module import runtime_module
+def _standalone(standalone: bool, runtime: str | None) -> bool:
+    """`standalone`, or what the deprecated `runtime` argument says instead."""
+    if runtime is None:
+        return standalone
+    if runtime not in ("inline", "module"):
+        raise ValueError(f"unknown runtime {runtime!r}: pass standalone=True for one file, or nothing")
+    import warnings
 
-    return runtime_module().text
+    warnings.warn(f'runtime="{runtime}" is deprecated: ' + ("pass standalone=True" if runtime == "inline" else
+                  "the runtime package beside the runner is the default"), DeprecationWarning, stacklevel=3)
+    return runtime == "inline"
 
 
-def runtime_module_path(runner_path: str | Path) -> Path:
-    """Where a "module" runner at `runner_path` finds its runtime: statewright_runtime.py beside it."""
-    return Path(runner_path).parent / RUNTIME_FILE
+def runtime_package_path(runner_path: str | Path) -> Path:
+    """Where a runner at `runner_path` finds its runtime: the package statewright_runtime/ beside it."""
+    return Path(runner_path).parent / RUNTIME_DIR
 
 
-def check_runtime_module(path: str | Path) -> RuntimeFileState:
-    """How the runtime module at `path` compares with the one this statewright writes (`.current`, and a
+def check_runner_path(runner_path: str | Path) -> None:
+    """Raise ValueError when a runner that imports the runtime package cannot be written at `runner_path`:
+    named as the package, or inside it."""
+    path = Path(runner_path)
+    if path.name == f"{RUNTIME_DIR}.py" or path.stem == RUNTIME_DIR:
+        raise ValueError(f"{runner_path}: {RUNTIME_DIR} is the name of the runtime package written beside the "
+                         "runner; name the runner otherwise")
+    if path.parent.name == RUNTIME_DIR:
+        raise ValueError(f"{runner_path}: a runner cannot go inside the runtime package {RUNTIME_DIR}/; write "
+                         "it beside the package")
+
+
+def check_runtime_package(path: str | Path) -> RuntimePackageState:
+    """How the runtime package at `path` compares with the one this statewright writes (`.current`, and a
     `.message` saying what is wrong: missing, not generated, edited by hand, another version or build)."""
-    from .compiler.codegen.runtime_module import runtime_file_state
+    from .compiler.codegen.runtime_package import runtime_package_state
 
-    return runtime_file_state(path)
+    return runtime_package_state(path)
 
 
-def write_runtime_module(path: str | Path, *, force: bool = False) -> tuple[bool, list[str]]:
-    """Write statewright_runtime.py to `path` unless it is current already (refusing to replace a file
-    statewright did not generate, unless `force`): whether it was written, and the names of the runners
-    beside it that were generated for another runtime (they refuse to import until they are regenerated)."""
-    from .compiler.codegen.runtime_module import runners_expecting_another_runtime, runtime_module
+def write_runtime_package(path: str | Path, *, force: bool = False) -> RuntimeWrite:
+    """Write the runtime package statewright_runtime/ to `path` unless it is current already, refusing
+    (RunnerOverwriteError, before anything is written) to replace a file statewright did not write, unless
+    `force`. The result says whether it was written, what was removed (files of an earlier runtime), what
+    was left alone (files statewright did not write), and which runners beside it were generated for
+    another runtime (they refuse to import until they are regenerated)."""
+    from .compiler.codegen import RunnerOverwriteRefused
+    from .compiler.codegen.runtime_package import write_runtime_package as write
 
-    module = runtime_module()
-    written = not check_runtime_module(path).current
-    if written:
-        write_runner(path, module.text, force=force)
-    return written, runners_expecting_another_runtime(Path(path).parent, module.sha256)
+    try:
+        return write(path, force=force)
+    except RunnerOverwriteRefused as e:
+        raise RunnerOverwriteError(str(e)) from None
 
 
 def check_overwrite(path: str | Path, *, force: bool = False) -> None:
@@ -349,7 +370,7 @@ def write_runner(path: str | Path, text: str, *, force: bool = False) -> None:
 def runner_origin(runner_path: str | Path, line: int) -> RunnerOrigin | None:
     """Where 1-based `line` of a generated runner comes from in its `.fsm` spec (its SOURCE_MAP), the spec's
     path resolved against the runner's directory; None when the line comes from no one place of the spec
-    (the runtime a standalone runner carries, imports, type classes). Raises OSError when the file cannot
+    (the runtime a one-file runner carries, imports, type classes). Raises OSError when the file cannot
     be read, and NotARunner (a ValueError) when it is not a runner statewright generated."""
     return runner_map(runner_path).origin(line)
 
@@ -531,18 +552,23 @@ class Machine:
             if made:
                 telemetry.shutdown()
 
-    def compile(self, path: str | Path, *, force: bool = False, runtime: str = "inline") -> Path:
-        """Write the machine's runner to `path` (what `statewright compile -o PATH --runtime RUNTIME`
-        writes): standalone, or with runtime "module" importing the statewright_runtime.py written
-        beside it."""
+    def compile(self, path: str | Path, *, force: bool = False, standalone: bool = False,
+                runtime: str | None = None) -> Path:
+        """Write the machine's runner to `path` and, unless `standalone`, the runtime package
+        statewright_runtime/ beside it (what `statewright compile -o PATH [--standalone]` writes). Nothing
+        is written when a file statewright did not write is in the way (RunnerOverwriteError), unless
+        `force`. `runtime` is the older spelling of `standalone` ("inline"/"module"), kept for one release."""
         assert self.compilation.source is not None
+        standalone = _standalone(standalone, runtime)
+        if not standalone:
+            check_runner_path(path)
         name = runner_source_name(self.compilation.source.path, path)
         comp = self.compilation if name == self.compilation.source.path and not self.compilation.uses else (
             check_for_runner(self.compilation.source.path, str(path), self.compilation.source.text))
-        text = generate_runner(comp, level=self.level, disabled=self.disabled, runtime=runtime)
-        if runtime == "module":
-            check_overwrite(path, force=force)
-            write_runtime_module(runtime_module_path(path), force=force)
+        text = generate_runner(comp, level=self.level, disabled=self.disabled, standalone=standalone)
+        if not standalone:
+            check_overwrite(path, force=force)  # neither is written if either is refused
+            write_runtime_package(runtime_package_path(path), force=force)
         write_runner(path, text, force=force)
         return Path(path)
 

@@ -1,9 +1,9 @@
-"""Where statewright keeps its caches: the grammar's parse table, the runtime's index and inlined source.
+"""Where statewright keeps its caches: the grammar's parse table and the runtime's index.
 
 `STATEWRIGHT_CACHE_DIR` names the directory when it is set (the user's own choice, used as it is).
 Otherwise each user has a private directory of their own under the system's temporary directory,
-made with mode 0700. A cache file is loaded and trusted (the parse table is a pickle; the inlined runtime
-is copied into every runner), so a directory that is not this user's, or that another user may write
+made with mode 0700. A cache file is loaded and trusted (the parse table is a pickle; the runtime's index
+chooses what every runner imports), so a directory that is not this user's, or that another user may write
 to, is never used: a file planted there would run as this user. Without a usable directory every
 command still works, only without its caches.
 """

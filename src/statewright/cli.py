@@ -314,14 +314,17 @@ def cmd_compile(args: argparse.Namespace) -> int:
     from . import api
 
     _check_pass_names(args)
+    standalone = _compile_standalone(args)
     if args.check and not args.output:
         raise UsageError("--check needs -o FILE: the runner on disk to compare with")
-    module = args.runtime == "module"
-    if module and not args.output:
-        raise UsageError(f"--runtime module needs -o FILE: {api.RUNTIME_FILE} is written beside the runner")
-    if module and os.path.basename(args.output) == api.RUNTIME_FILE:
-        raise UsageError(f"{args.output}: {api.RUNTIME_FILE} is the name of the shared runtime; name the runner "
-                         "otherwise")
+    if not args.output and not standalone:
+        raise UsageError(f"without -o FILE, pass --standalone: standard output holds one file, and a runner "
+                         f"imports the runtime package {api.RUNTIME_DIR}/ that -o writes beside it")
+    if not standalone:
+        try:
+            api.check_runner_path(args.output)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
     path = _one_file(args.path, "compile")
     comp = _compile_or_report(path, args)
     if not comp.ok or comp.source is None:
@@ -329,39 +332,64 @@ def cmd_compile(args: argparse.Namespace) -> int:
     name = api.runner_source_name(path, args.output)
     if name != comp.source.path or comp.uses:  # every file named from the runner's folder
         comp = api.check_for_runner(path, args.output)
-    text = api.generate_runner(comp, disabled=args.no_pass, level=args.opt_level, runtime=args.runtime)
-    again = f"statewright compile {path} -o {args.output}" + (" --runtime module" if module else "")
+    text = api.generate_runner(comp, disabled=args.no_pass, level=args.opt_level, standalone=standalone)
+    again = f"statewright compile {path} -o {args.output}" + (" --standalone" if standalone else "")
     if args.check:
-        return _check_compiled(args.output, text, again, module)
+        return _check_compiled(args.output, text, again, standalone)
     if not args.output:
         sys.stdout.write(text)
         return EXIT_OK
-    runtime_path = api.runtime_module_path(args.output)
+    return _write_compiled(args.output, text, standalone, args.force)
+
+
+def _compile_standalone(args: argparse.Namespace) -> bool:
+    """--standalone, or what the older --runtime says instead (kept for one release, with a warning)."""
+    if args.runtime is None:
+        return bool(args.standalone)
+    if args.standalone and args.runtime == "module":
+        raise UsageError("--standalone and --runtime module contradict each other; pass --standalone alone")
+    instead = ("--standalone" if args.runtime == "inline" else
+               "nothing (a runner and its runtime package is the default)")
+    _err(f"warning: --runtime {args.runtime} is deprecated and goes in the next release: pass {instead}")
+    return args.runtime == "inline" or bool(args.standalone)
+
+
+def _write_compiled(output: str, text: str, standalone: bool, force: bool) -> int:
+    """Write the runner and, unless it is standalone, the runtime package beside it: neither when a file
+    statewright did not write is in the way of either."""
+    from . import api
+
+    runtime = api.runtime_package_path(output)
     try:
-        written = False
-        stale: list[str] = []
-        if module:
-            api.check_overwrite(args.output, force=args.force)  # neither file is written if one is refused
-            written, stale = api.write_runtime_module(runtime_path, force=args.force)
-        api.write_runner(args.output, text, force=args.force)
+        if standalone:
+            api.write_runner(output, text, force=force)
+            _err(f"wrote {output}")
+            return EXIT_OK
+        api.check_overwrite(output, force=force)
+        written = api.write_runtime_package(runtime, force=force)
+        api.write_runner(output, text, force=force)
     except api.RunnerOverwriteError as e:
         _err(f"error: {e}")
         return EXIT_INPUT
     except OSError as e:
-        raise UsageError(f"cannot write {e.filename or args.output}: {e.strerror or e}") from None
-    if module:
-        _err(f"wrote {args.output} and {runtime_path}" if written else
-             f"wrote {args.output} ({runtime_path} is up to date)")
-    else:
-        _err(f"wrote {args.output}")
+        raise UsageError(f"cannot write {e.filename or output}: {e.strerror or e}") from None
+    _err(f"wrote {output} and {runtime}{os.sep}" if written.written else
+         f"wrote {output} ({runtime}{os.sep} is up to date)")
+    if written.removed:
+        _err(f"removed what an earlier runtime left beside it: {', '.join(written.removed)}")
+    if written.left:
+        _err(f"warning: {runtime}{os.sep} holds files statewright did not write, left alone (compile --check "
+             f"reports them until they are moved out): {', '.join(written.left)}")
+    stale = [r for r in written.stale if r != os.path.basename(output)]
     if stale:
         _err(f"warning: these runners beside it were generated for another runtime and will not import until "
-             f"they are regenerated (statewright compile SPEC -o RUNNER --runtime module): {', '.join(stale)}")
+             f"they are regenerated (statewright compile SPEC -o RUNNER): {', '.join(stale)}")
     return EXIT_OK
 
 
-def _check_compiled(output: str, text: str, again: str, module: bool) -> int:
-    """compile --check: whether the runner (and, for a module runner, the runtime beside it) is current."""
+def _check_compiled(output: str, text: str, again: str, standalone: bool) -> int:
+    """compile --check: whether the runner (and, unless it is standalone, the runtime package beside it)
+    is current."""
     from . import api
 
     status = EXIT_OK
@@ -373,13 +401,13 @@ def _check_compiled(output: str, text: str, again: str, module: bool) -> int:
     else:
         _err(f"{output} is out of date: run `{again}`")
         status = EXIT_INPUT
-    if module:
-        runtime_path = api.runtime_module_path(output)
-        state = api.check_runtime_module(runtime_path)
+    if not standalone:
+        runtime = f"{api.runtime_package_path(output)}{os.sep}"
+        state = api.check_runtime_package(runtime)
         if state.current:
-            _err(f"{runtime_path} is up to date")
+            _err(f"{runtime} is up to date")
         else:
-            _err(f"{runtime_path} {state.message}: run `{again}`, which rewrites it")
+            _err(f"{runtime} {state.message}: run `{again}`, which rewrites it")
             status = EXIT_INPUT
     return status
 
@@ -931,16 +959,20 @@ def _setup_graph(p: argparse.ArgumentParser) -> None:
 
 
 def _setup_compile(p: argparse.ArgumentParser) -> None:
+    p.description = ("Generate a runner: FILE, which carries only its machine, and beside it the runtime package "
+                     "statewright_runtime/ it imports (shared by every runner there); with --standalone, one "
+                     "file that carries the runtime.")
     p.add_argument("path", metavar="PATH")
-    p.add_argument("-o", "--output", metavar="FILE")
-    p.add_argument("--runtime", choices=["inline", "module"], default="inline",
-                   help="inline: one standalone file carrying the runtime (the default); module: the runner "
-                        "imports the runtime from statewright_runtime.py, written beside it and shared by "
-                        "every runner there")
-    p.add_argument("--check", action="store_true", help="exit 1 if FILE (and, with --runtime module, the "
-                                                        "statewright_runtime.py beside it) is not what the "
+    p.add_argument("-o", "--output", metavar="FILE", help="the runner to write (without it, --standalone prints "
+                                                          "the runner)")
+    p.add_argument("--standalone", action="store_true", help="one file that carries the runtime, instead of a "
+                                                             "runner and the runtime package beside it")
+    p.add_argument("--runtime", choices=["inline", "module"], default=None,
+                   help=argparse.SUPPRESS)  # the older spelling: inline is --standalone, module the default
+    p.add_argument("--check", action="store_true", help="exit 1 if FILE (and, unless --standalone, the "
+                                                        "statewright_runtime/ beside it) is not what the "
                                                         "spec generates")
-    p.add_argument("--force", action="store_true", help="overwrite FILE even if it is not a generated runner")
+    p.add_argument("--force", action="store_true", help="overwrite files statewright did not write")
     _add_pass_options(p)
     _add_color_option(p)
     p.set_defaults(func=cmd_compile)
@@ -1159,7 +1191,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "dump": ("print the syntax tree, the IR or the optimized IR as JSON", _setup_dump),
     "fmt": ("format .fsm files in the one canonical layout", _setup_fmt),
     "graph": ("draw the machine as a Mermaid or Graphviz graph", _setup_graph),
-    "compile": ("generate a standalone Python runner module", _setup_compile),
+    "compile": ("generate a Python runner (with the runtime package beside it, or --standalone)", _setup_compile),
     "run": ("run a machine (options as for a generated runner; see --help after PATH)", _setup_run),
     "batch": ("run a machine over many inputs concurrently (options: batch PATH --help)", _setup_batch),
     "resume": ("continue a checkpointed run: answer a person, or go on after a crash", _setup_resume),

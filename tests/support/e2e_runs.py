@@ -47,34 +47,48 @@ def normalized_trace(path: Path) -> list[dict[str, Any]]:
     return [normalized_event(e) for e in read_events(path)]
 
 
-def cli(*args: str, cwd: Path | None = None, env: Mapping[str, str] | None = None,
+def cli(*args: str, cwd: Path | None = None, env: Mapping[str, str | None] | None = None,
         timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """`statewright ARGS...` in a fresh process."""
     return subprocess.run([sys.executable, "-m", "statewright", *args], capture_output=True, text=True,
                           check=False, cwd=cwd, env=_environment(env), timeout=timeout)
 
 
-def compile_runner(spec: Path, output: Path) -> Path:
-    """`statewright compile SPEC -o OUTPUT`; the generated runner's path."""
-    done = cli("compile", str(spec), "-o", str(output))
+def compile_runner(spec: Path, output: Path, *extra: str) -> Path:
+    """`statewright compile SPEC -o OUTPUT [EXTRA...]`; the generated runner's path (beside it, unless
+    EXTRA says --standalone, the runtime package statewright_runtime/)."""
+    done = cli("compile", str(spec), "-o", str(output), *extra)
     assert done.returncode == 0, done.stderr
     return output
 
 
 def runner_process(python: str | Path, runner: Path, *args: str, cwd: Path | None = None,
-                   env: Mapping[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+                   env: Mapping[str, str | None] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(python), str(runner), *args], capture_output=True, text=True, check=False,
                           cwd=cwd, env=_environment(env), timeout=timeout)
 
 
 def import_runner(path: Path, name: str) -> ModuleType:
-    """A generated runner imported from its file, as a module of its own."""
+    """A generated runner imported from its file, as a module of its own. Its directory is on sys.path while
+    it is imported, as it is for a script, so that a runner finds the runtime package beside it (the
+    package stays imported: runners of one runtime share it, wherever each was written)."""
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # pydantic resolves the module's annotations through sys.modules
-    spec.loader.exec_module(module)
+    sys.path.insert(0, str(path.parent))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(path.parent))
     return module
+
+
+def runtime_module_of(runner: ModuleType, name: str) -> ModuleType:
+    """The module `name` of the runtime a generated runner runs on: of the package beside it, or of the
+    one a one-file runner carries."""
+    package = runner.MachineSpec.__module__.rpartition(".")[0]
+    return importlib.import_module(f"{package}.{name}")
 
 
 def wait_for(condition: Callable[[], bool], what: str, limit: float = 60.0) -> None:
@@ -95,9 +109,14 @@ def files_containing(roots: Sequence[Path], needle: bytes) -> list[str]:
     return found
 
 
-def _environment(extra: Mapping[str, str] | None) -> dict[str, str]:
+def _environment(extra: Mapping[str, str | None] | None) -> dict[str, str]:
+    """This process's environment, with `extra`'s variables set (or, where one is None, unset)."""
     env = dict(os.environ)
     env.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     env.pop("STATEWRIGHT_SCRIPT_LOG", None)
-    env.update(extra or {})
+    for name, value in (extra or {}).items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
     return env

@@ -3,8 +3,8 @@
     python -m support.faces_driver RUNNERS_DIR TRACES_DIR REPORT.json
 
 Each `*_runner.py` in RUNNERS_DIR is imported as a module — the generated file exactly as a repository
-would hold it, with no statewright package in sight (`--runtime module` runners import the
-`statewright_runtime.py` beside them) — and its own command line runs `--selftest --trace DIR
+would hold it, with no statewright package in sight (a runner that is not standalone imports the runtime
+package `statewright_runtime/` beside it) — and its own command line runs `--selftest --trace DIR
 --trace-content`, the test blocks' traces written under TRACES_DIR/<runner>. The report maps each runner to
 its exit status and what its self-test printed. One process for them all spares a Python start-up per
 runner, the one thing `python runner.py --selftest` does that this does not.
@@ -22,7 +22,7 @@ from pathlib import Path
 
 def main() -> None:
     runners, traces, report = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
-    sys.path.insert(0, str(runners))  # module runners import statewright_runtime from beside them
+    sys.path.insert(0, str(runners))  # runners import the runtime package beside them, as scripts would
     results = {}
     for path in sorted(runners.glob("*_runner.py")):
         name = path.stem

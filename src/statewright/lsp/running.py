@@ -28,7 +28,7 @@ COMPILE_COMMAND = "statewright.compileRunner"
 RUNNER_SOURCE_COMMAND = "statewright.runnerSource"
 TEST_SOURCE = "statewright test"  # the source of the diagnostics a failed test block leaves
 DEFAULT_RUNNER_PATH = "{dir}/{stem}_runner.py"
-RUNTIMES = ("inline", "module")
+OLD_RUNTIME_SETTING = {"inline": True, "module": False}  # runnerRuntime, runnerStandalone's older spelling
 
 
 @dataclass
@@ -37,7 +37,7 @@ class EditorSettings:
 
     compile_on_save: bool = False
     runner_path: str = DEFAULT_RUNNER_PATH  # {dir}: the spec's directory, {stem}: its name without .fsm
-    runner_runtime: str = "inline"
+    runner_standalone: bool = False  # one file, rather than a runner and the runtime package beside it
 
     def update(self, options: Any) -> None:
         """Take the settings `options` names (a dict; unknown keys and wrongly typed values are ignored)."""
@@ -47,8 +47,10 @@ class EditorSettings:
             self.compile_on_save = options["compileOnSave"]
         if isinstance(options.get("runnerPath"), str) and options["runnerPath"].strip():
             self.runner_path = options["runnerPath"].strip()
-        if options.get("runnerRuntime") in RUNTIMES:
-            self.runner_runtime = options["runnerRuntime"]
+        if isinstance(options.get("runnerStandalone"), bool):
+            self.runner_standalone = options["runnerStandalone"]
+        elif options.get("runnerRuntime") in OLD_RUNTIME_SETTING:  # kept for one release
+            self.runner_standalone = OLD_RUNTIME_SETTING[options["runnerRuntime"]]
 
 
 class CannotRun(Exception):
@@ -162,18 +164,21 @@ def runner_path(spec_path: str, pattern: str) -> Path:
 
 def compile_runner(a: Analysis, settings: EditorSettings) -> Path:
     """Write the document's runner (the editor's text, checked) where the settings say: what
-    `statewright compile SPEC -o RUNNER [--runtime module]` writes."""
+    `statewright compile SPEC -o RUNNER [--standalone]` writes."""
     if urlparse(a.uri).scheme != "file":
         raise CannotRun("save the file first: a runner is written beside its .fsm file")
     _require_checked(a, "no runner was written")
     target = runner_path(a.path, settings.runner_path)
     if target.resolve() == Path(a.path).resolve():
         raise CannotRun(f"the runner path {target} is the spec itself: change statewright.runnerPath")
-    if settings.runner_runtime == "module" and target.name == api.RUNTIME_FILE:
-        raise CannotRun(f"{api.RUNTIME_FILE} is the name of the shared runtime: change statewright.runnerPath")
+    if not settings.runner_standalone:
+        try:
+            api.check_runner_path(target)
+        except ValueError as e:
+            raise CannotRun(f"{e}: change statewright.runnerPath") from None
     try:
         target.parent.mkdir(parents=True, exist_ok=True)  # a runnerPath such as "build/{stem}.py"
-        return api.Machine(a.compilation).compile(target, runtime=settings.runner_runtime)
+        return api.Machine(a.compilation).compile(target, standalone=settings.runner_standalone)
     except api.RunnerOverwriteError as e:
         raise CannotRun(str(e)) from None
     except OSError as e:

@@ -203,11 +203,11 @@ class AgentSteps:
             else:
                 decision = None
                 if tool in plan.ask_before:
-                    parameters = _agent_tool_parameters(schemas, names, tool)
+                    parameters = _tool_parameters(schemas, names, tool)
                     decision = yield from self._approve(run, plan, tool, call, args, parameters, loop)
                     if decision.decision == "edit":
                         args = decision.arguments
-                        _agent_rewrite_call(loop.tool_conversation, call.id, args)  # the agent called it with these
+                        _rewrite_call(loop.tool_conversation, call.id, args)  # the agent called it with these
                 if decision is not None and decision.decision == "reject":
                     return rejection_text(decision.reason)
                 seq = run.seqs.get(key, 0)
@@ -257,7 +257,7 @@ class _AgentToolCall:
         return str(self.data.get("arguments") or "")
 
 
-def _agent_tool_parameters(schemas: list[dict[str, Any]], names: dict[str, str], tool: str) -> dict[str, Any]:
+def _tool_parameters(schemas: list[dict[str, Any]], names: dict[str, str], tool: str) -> dict[str, Any]:
     """The JSON Schema of the arguments of `tool`, described under its function name (`std_shell`): a call
     may name the tool itself (`std.shell`, as scripts do), and an edit of it is checked all the same."""
     function = next((f for f, t in names.items() if t == tool), tool)
@@ -268,7 +268,7 @@ def _agent_tool_parameters(schemas: list[dict[str, Any]], names: dict[str, str],
     return {"type": "object"}
 
 
-def _agent_rewrite_call(conversation: list[dict[str, Any]], call_id: str, arguments: dict[str, Any]) -> None:
+def _rewrite_call(conversation: list[dict[str, Any]], call_id: str, arguments: dict[str, Any]) -> None:
     """Put the arguments a person gave in place of the model's, in the reply that asked for the call."""
     for index in range(len(conversation) - 1, -1, -1):
         message = conversation[index]

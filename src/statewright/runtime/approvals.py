@@ -140,20 +140,20 @@ class ApprovalRecord:
             for name in ("conversation", "tool_conversation", "calls"):
                 if not isinstance(loop.get(name), list) or not all(isinstance(m, dict) for m in loop[name]):
                     raise TypeError(f"its {name} is a list of objects")
-            return cls(key, _approval_text(data["state"]), None if item is None else _approval_count(item), _approval_text(data["tool"]),
-                       _approval_text(data["call_id"]), _approval_text(data["function"]), arguments, schema, _approval_count(data["seq"]),
+            return cls(key, _checked_text(data["state"]), None if item is None else _checked_count(item), _checked_text(data["tool"]),
+                       _checked_text(data["call_id"]), _checked_text(data["function"]), arguments, schema, _checked_count(data["seq"]),
                        ToolLoop.from_json(loop), None if asked is None else float(asked))
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"the tool call waiting at {key} does not read back ({exc})") from None
 
 
-def _approval_text(value: Any) -> str:
+def _checked_text(value: Any) -> str:
     if not isinstance(value, str):
         raise TypeError(f"{value!r} is not text")
     return value
 
 
-def _approval_count(value: Any) -> int:
+def _checked_count(value: Any) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise TypeError(f"{value!r} is not a count")
     return value
@@ -375,16 +375,16 @@ class ApprovalSteps:
             record = ApprovalRecord(key, plan.name, run.item, tool, call.id, call.name, arguments, parameters,
                               run.seqs.get(plan.person_key, 0), loop_snapshot(loop))
             run.approvals[key] = record
-            _approval_changed(run, key)
+            _note_changed(run, key)
         reply: PersonReply = yield AwaitPerson(plan.name, record.question, record.answer_schema, record.seq, None,
                                                None, call=run.call_path, item=run.item)
         if record.asked_at is None and not reply.scripted:
             record.asked_at = reply.now
-            _approval_changed(run, key)
+            _note_changed(run, key)
         if reply.kind != "answer":  # (no deadline: nobody's silence ends the wait)
             raise ApprovalPaused
         del run.approvals[key]
-        _approval_changed(run, key)
+        _note_changed(run, key)
         run.seqs[plan.person_key] = record.seq + 1
         run.count("seqs", plan.person_key)
         try:
@@ -413,7 +413,7 @@ def loop_snapshot(loop: ToolLoop) -> ToolLoop:
     return ToolLoop.from_json(loop.to_json())
 
 
-def _approval_changed(run: Run, key: str) -> None:
+def _note_changed(run: Run, key: str) -> None:
     """Note a changed record of a call that waits, for the run's next checkpoint (a branch's are the run's)."""
     real_run(run).count("approvals", key)
 

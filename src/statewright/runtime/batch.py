@@ -30,7 +30,7 @@ from .untrusted import MAX_RECORD_CHARS, MAX_RECORD_DEPTH, MAX_VALUE_CHARS, Bord
 
 MATCH_MODES = ("exact", "text", "contains")
 # a case id must work as a run id and a file name: anything else is replaced
-_BATCH_ID_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+_ID_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
 class BatchError(Exception):
@@ -47,7 +47,7 @@ class BatchCase:
 
     @property
     def run_id(self) -> str:
-        return _BATCH_ID_UNSAFE.sub("_", self.id).strip(".") or f"line-{self.line}"
+        return _ID_UNSAFE.sub("_", self.id).strip(".") or f"line-{self.line}"
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ def read_cases(path: str) -> Iterator[BatchCase | BadLine | RefusedCase]:
             text = raw.strip()
             if not text:
                 continue
-            case = _batch_case(number, text)
+            case = _case(number, text)
             if isinstance(case, BatchCase):
                 if case.id in seen:
                     case = BadLine(number, f"the id {case.id!r} is also the id of line {seen[case.id]}")
@@ -95,7 +95,7 @@ def read_cases(path: str) -> Iterator[BatchCase | BadLine | RefusedCase]:
             yield case
 
 
-def _batch_case(number: int, text: str) -> BatchCase | BadLine | RefusedCase:
+def _case(number: int, text: str) -> BatchCase | BadLine | RefusedCase:
     try:
         data = read_json(text, f"line {number}")
     except BorderError as exc:
@@ -129,11 +129,11 @@ def result_matches(result: Any, expected: Any, mode: str = "exact") -> bool:
     contains: the expected text appears in the result's text, case ignored."""
     actual = to_jsonable(result)
     if mode == "exact":
-        if _batch_same(actual, expected):
+        if _same(actual, expected):
             return True
         return isinstance(actual, str) and isinstance(expected, (bool, int, float)) and (
             actual.strip() == json.dumps(expected))
-    left, right = _batch_text(actual), _batch_text(expected)
+    left, right = _text(actual), _text(expected)
     if mode == "text":
         return left == right
     if mode == "contains":
@@ -141,17 +141,17 @@ def result_matches(result: Any, expected: Any, mode: str = "exact") -> bool:
     raise ValueError(f"unknown match mode {mode!r}; the modes are {', '.join(MATCH_MODES)}")
 
 
-def _batch_same(a: Any, b: Any) -> bool:
+def _same(a: Any, b: Any) -> bool:
     if type(a) is not type(b):
         return False
     if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_batch_same(a[k], b[k]) for k in a)
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
     if isinstance(a, list):
-        return len(a) == len(b) and all(_batch_same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
     return bool(a == b)
 
 
-def _batch_text(value: Any) -> str:
+def _text(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
     return " ".join(text.split()).casefold()
 
@@ -284,7 +284,7 @@ class _BatchProgress:
             self.bar.close()
 
 
-def _batch_line(case: BatchCase, result: RunResult, latency: float, match: str) -> dict[str, Any]:
+def _line(case: BatchCase, result: RunResult, latency: float, match: str) -> dict[str, Any]:
     line: dict[str, Any] = {
         "id": case.id, "line": case.line, "inputs": case.inputs, "status": result.status,
         "final_state": result.final_state, "result": to_jsonable(result.result),
@@ -299,14 +299,14 @@ def _batch_line(case: BatchCase, result: RunResult, latency: float, match: str) 
     return line
 
 
-def _batch_refused_line(case: RefusedCase) -> dict[str, Any]:
+def _refused_line(case: RefusedCase) -> dict[str, Any]:
     """The result line of a case that could not be read: failed, kind `input`, nothing run."""
     return {"id": case.id, "line": case.line, "inputs": None, "status": "failed", "final_state": None,
             "result": None, "failure": {"kind": "input", "message": case.message}, "path_length": 0, "tokens": 0,
             "cost_usd": 0.0, "latency_s": 0.0, "run_id": None}
 
 
-def _batch_earlier(out_path: str) -> dict[str, dict[str, Any]]:
+def _earlier(out_path: str) -> dict[str, dict[str, Any]]:
     """The result lines a results file already holds, by case key (a crash may cut its last line short)."""
     done: dict[str, dict[str, Any]] = {}
     try:
@@ -345,12 +345,12 @@ async def run_batch(engine: Engine, cases_path: str, *, out_path: str | None = N
         raise BatchError(f"concurrency must be at least 1, not {concurrency}")
     if match not in MATCH_MODES:
         raise BatchError(f"unknown match mode {match!r}; the modes are {', '.join(MATCH_MODES)}")
-    finished = _batch_finished_before(out_path, resume)
+    finished = _finished_before(out_path, resume)
     store = engine.checkpoint
     if store is not None and not resume:
-        _batch_refuse_earlier_runs(store, cases_path)
+        _refuse_earlier_runs(store, cases_path)
     summary = summary if summary is not None else BatchSummary()
-    progress = _BatchProgress(_batch_count_lines(cases_path), quiet, stream or sys.stderr)
+    progress = _BatchProgress(_count_lines(cases_path), quiet, stream or sys.stderr)
     # a local file written a line at a time: blocking the loop for it is quicker than handing it off
     out = open(out_path, "a", encoding="utf-8") if out_path is not None else None  # noqa: SIM115, ASYNC230
     sink = out if out is not None else (out_stream or sys.stdout)
@@ -365,7 +365,7 @@ async def run_batch(engine: Engine, cases_path: str, *, out_path: str | None = N
     return summary
 
 
-def _batch_finished_before(out_path: str | None, resume: bool) -> dict[str, dict[str, Any]]:
+def _finished_before(out_path: str | None, resume: bool) -> dict[str, dict[str, Any]]:
     """The result lines of the cases a resumed batch finished before, by case id (none for a new batch,
     whose results file must not exist yet)."""
     if out_path is None:
@@ -376,7 +376,7 @@ def _batch_finished_before(out_path: str | None, resume: bool) -> dict[str, dict
         if os.path.exists(out_path):
             raise BatchError(f"the results file {out_path} exists; continue the batch with --resume, or remove it")
         return {}
-    return _batch_earlier(out_path)
+    return _earlier(out_path)
 
 
 @dataclass
@@ -421,8 +421,8 @@ class _BatchWork:
             if case is None:
                 return
             started = time.monotonic()
-            result = await _batch_run(self.engine, case, self.trace_dir, self.trace_content, self.resume)
-            line = _batch_line(case, result, time.monotonic() - started, self.match)
+            result = await _run(self.engine, case, self.trace_dir, self.trace_content, self.resume)
+            line = _line(case, result, time.monotonic() - started, self.match)
             self.write(line)
             self.progress.done(case, line)
 
@@ -432,7 +432,7 @@ class _BatchWork:
             line = {"id": None, "line": case.line, "status": "invalid", "error": case.message}
             self.progress.note(f"line {case.line}: skipped: {printable(case.message)}")
         else:
-            line = _batch_refused_line(case)
+            line = _refused_line(case)
             self.progress.note(f"case {case.id} (line {case.line}): failed (input): "  # id: line-N
                                f"{printable(case.message)}")
         self.write(line)
@@ -456,7 +456,7 @@ class _BatchWork:
             await queue.put(None)
 
 
-def _batch_refuse_earlier_runs(store: Any, cases_path: str) -> None:
+def _refuse_earlier_runs(store: Any, cases_path: str) -> None:
     """A new batch (no --resume) never takes up runs an earlier batch left in its checkpoint database:
     a case whose id names a stored run would silently continue it (or return its old result)."""
     stored = {str(run["run_id"]) for run in store.list_runs()}
@@ -470,8 +470,8 @@ def _batch_refuse_earlier_runs(store: Any, cases_path: str) -> None:
                          "to start again")
 
 
-async def _batch_run(engine: Engine, case: BatchCase, trace_dir: str | None, trace_content: bool,
-                     resume: bool) -> RunResult:
+async def _run(engine: Engine, case: BatchCase, trace_dir: str | None, trace_content: bool,
+               resume: bool) -> RunResult:
     trace = Trace(os.path.join(trace_dir, case.run_id + ".jsonl"), content=trace_content) if trace_dir else None
     try:
         store = engine.checkpoint
@@ -484,7 +484,7 @@ async def _batch_run(engine: Engine, case: BatchCase, trace_dir: str | None, tra
             trace.close()
 
 
-def _batch_count_lines(path: str) -> int | None:
+def _count_lines(path: str) -> int | None:
     try:
         with open(path, "rb") as handle:
             return sum(1 for raw in handle if raw.strip())

@@ -40,7 +40,7 @@ from .trace import redact_data, redacted_json, secret_values
 CHECKPOINT_VERSION = 2
 LEASE_SECONDS = 30.0  # a lease not renewed for this long has expired
 
-_CHECKPOINT_SCHEMA = """
+_SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY,
     machine TEXT NOT NULL,
@@ -70,7 +70,7 @@ CREATE TABLE IF NOT EXISTS run_leases (
 # The changes of recent saves collect in the run's own row (its tail, one JSON line per save) until they
 # hold about this many bytes, then move to a piece row: rewriting one row is several times cheaper than
 # also appending to a growing table on every commit.
-_CHECKPOINT_TAIL_BYTES = 2000
+_TAIL_BYTES = 2000
 
 
 class CheckpointError(Exception):
@@ -106,7 +106,7 @@ class CheckpointStore:
             raise CheckpointError(f"{path} holds checkpoints in another format (version {version}, this "
                                   f"statewright writes version {CHECKPOINT_VERSION}); resume its runs with the "
                                   "statewright that made them, or checkpoint new runs to another file")
-        self._conn.executescript(_CHECKPOINT_SCHEMA)
+        self._conn.executescript(_SCHEMA)
         self._conn.execute(f"PRAGMA user_version = {CHECKPOINT_VERSION}")
         self._positions: dict[str, tuple[int, str]] = {}  # run id -> (pieces in the database, its tail)
         self._active = 0  # runs holding a lease through this store now
@@ -140,7 +140,7 @@ class CheckpointStore:
             if changes:
                 line = redacted_json(changes, self._secrets)
                 tail = f"{tail}\n{line}" if tail else line
-            full = len(tail) > _CHECKPOINT_TAIL_BYTES
+            full = len(tail) > _TAIL_BYTES
             # one statement commits on its own (autocommit): a transaction only for two, or to share commits
             alone = not full and not self._in_transaction and (not self._grouping or self._active <= 1)
             if not alone:

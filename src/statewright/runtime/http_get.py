@@ -18,16 +18,16 @@ from typing import Any
 
 HTTP_MAX_REDIRECTS = 10
 # bytes of one header line, and of a reply's whole head
-_HTTP_LINE_LIMIT = 65536
-_HTTP_HEAD_LIMIT = 262144
-_HTTP_MAX_HEADERS = 200
-_HTTP_READ_CHUNK = 65536
-_HTTP_REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+_LINE_LIMIT = 65536
+_HEAD_LIMIT = 262144
+_MAX_HEADERS = 200
+_READ_CHUNK = 65536
+_REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 # what may stay unescaped in a request target: RFC 3986's unreserved and reserved characters (and `%`, for
 # escapes already made); anything else — spaces, CR and LF among them — is percent-encoded
-_HTTP_TARGET_SAFE = "/%:@!$&'()*+,;=-._~?"
-_HTTP_HOST = re.compile(r"[A-Za-z0-9._-]+|\[?[0-9A-Fa-f:.]+\]?")
-_HTTP_STATUS_LINE = re.compile(r"HTTP/1\.[01] (\d{3})(?: .*)?")
+_TARGET_SAFE = "/%:@!$&'()*+,;=-._~?"
+_HOST = re.compile(r"[A-Za-z0-9._-]+|\[?[0-9A-Fa-f:.]+\]?")
+_STATUS_LINE = re.compile(r"HTTP/1\.[01] (\d{3})(?: .*)?")
 
 
 class HttpGetError(Exception):
@@ -42,14 +42,14 @@ def http_check_url(url: str, allow: list[str]) -> None:
     host = parts.hostname
     if not host:
         raise HttpGetError(f"std.http_get: {url!r} names no host")
-    if not _HTTP_HOST.fullmatch(host):
+    if not _HOST.fullmatch(host):
         raise HttpGetError(f"std.http_get: {url!r} does not name a valid host")
-    if not _http_host_allowed(host, allow):
+    if not _host_allowed(host, allow):
         allowed = ", ".join(repr(str(entry)) for entry in allow) or "none (the machine's allow list is empty)"
         raise HttpGetError(f"std.http_get: host {host!r} is not allowed; allowed hosts: {allowed}")
 
 
-def _http_host_allowed(host: str, allow: list[str]) -> bool:
+def _host_allowed(host: str, allow: list[str]) -> bool:
     host = host.lower().rstrip(".")
     for entry in allow:
         entry = str(entry).lower().rstrip(".")
@@ -73,7 +73,7 @@ async def http_get(url: str, allow: list[str], timeout: float, max_bytes: int, *
     http_check_url(url, allow)
     if query:
         url = http_with_query(url, query)
-    fetch = asyncio.ensure_future(_http_follow(url, allow, max_bytes, headers))
+    fetch = asyncio.ensure_future(_follow(url, allow, max_bytes, headers))
     try:
         done, _ = await asyncio.wait({fetch}, timeout=timeout)
     finally:
@@ -96,7 +96,7 @@ def http_with_query(url: str, query: Sequence[tuple[str, str]]) -> str:
     return urllib.parse.urlunsplit(parts._replace(query="&".join([*kept, *added])))
 
 
-def _http_origin(url: str) -> tuple[str, str, int | None]:
+def _origin(url: str) -> tuple[str, str, int | None]:
     parts = urllib.parse.urlsplit(url)
     try:
         port = parts.port
@@ -105,15 +105,15 @@ def _http_origin(url: str) -> tuple[str, str, int | None]:
     return parts.scheme, (parts.hostname or "").lower().rstrip("."), port
 
 
-async def _http_follow(url: str, allow: list[str], max_bytes: int, extra: Sequence[HttpHeader]) -> dict[str, Any]:
+async def _follow(url: str, allow: list[str], max_bytes: int, extra: Sequence[HttpHeader]) -> dict[str, Any]:
     first = url
-    origin = _http_origin(url)
+    origin = _origin(url)
     for _ in range(HTTP_MAX_REDIRECTS + 1):
-        same_origin = _http_origin(url) == origin
+        same_origin = _origin(url) == origin
         sent = [(name, value) for name, value, secret in extra if same_origin or not secret]
-        status, headers, data = await _http_exchange(url, max_bytes, sent)
+        status, headers, data = await _exchange(url, max_bytes, sent)
         location = headers.get("location")
-        if status in _HTTP_REDIRECT_STATUSES and location:
+        if status in _REDIRECT_STATUSES and location:
             target = urllib.parse.urljoin(url, location.strip())
             try:
                 http_check_url(target, allow)
@@ -121,11 +121,11 @@ async def _http_follow(url: str, allow: list[str], max_bytes: int, extra: Sequen
                 raise HttpGetError(f"std.http_get: refused a redirect to {target!r}: {exc}") from None
             url = target
             continue
-        return _http_result(status, headers, data, max_bytes)
+        return _result(status, headers, data, max_bytes)
     raise HttpGetError(f"std.http_get: {first!r} redirected more than {HTTP_MAX_REDIRECTS} times")
 
 
-def _http_result(status: int, headers: dict[str, str], data: bytes, max_bytes: int) -> dict[str, Any]:
+def _result(status: int, headers: dict[str, str], data: bytes, max_bytes: int) -> dict[str, Any]:
     message = Message()
     message["content-type"] = headers.get("content-type", "text/plain")
     charset = message.get_content_charset() or "utf-8"
@@ -138,8 +138,8 @@ def _http_result(status: int, headers: dict[str, str], data: bytes, max_bytes: i
     return {"status": status, "body": body}
 
 
-async def _http_exchange(url: str, max_bytes: int, extra: Sequence[tuple[str, str]] = ()
-                         ) -> tuple[int, dict[str, str], bytes]:
+async def _exchange(url: str, max_bytes: int, extra: Sequence[tuple[str, str]] = ()
+                    ) -> tuple[int, dict[str, str], bytes]:
     """One request and its reply: (status, headers by lower-case name, at most max_bytes + 1 body bytes)."""
     parts = urllib.parse.urlsplit(url)
     host = parts.hostname or ""
@@ -149,10 +149,10 @@ async def _http_exchange(url: str, max_bytes: int, extra: Sequence[tuple[str, st
     except ValueError:
         raise HttpGetError(f"std.http_get: {url!r} has an invalid port") from None
     authority = (f"[{host}]" if ":" in host else host) + ("" if port == (443 if tls else 80) else f":{port}")
-    target = urllib.parse.quote(parts.path or "/", safe=_HTTP_TARGET_SAFE)
+    target = urllib.parse.quote(parts.path or "/", safe=_TARGET_SAFE)
     if parts.query:
-        target += "?" + urllib.parse.quote(parts.query, safe=_HTTP_TARGET_SAFE)
-    proxy = _http_proxy(parts.scheme, host)
+        target += "?" + urllib.parse.quote(parts.query, safe=_TARGET_SAFE)
+    proxy = _environment_proxy(parts.scheme, host)
     lines = []
     try:
         if proxy is not None and not tls:
@@ -165,14 +165,14 @@ async def _http_exchange(url: str, max_bytes: int, extra: Sequence[tuple[str, st
         agent = next((value for name, value in extra if name.lower() == "user-agent"), "statewright")
         lines += [f"Host: {authority}", f"User-Agent: {agent}", "Accept-Encoding: identity", "Connection: close"]
         lines += [f"{name}: {value}" for name, value in extra if name.lower() != "user-agent"]
-        reader, writer = await _http_open(host, port, authority, tls, proxy)
+        reader, writer = await _open(host, port, authority, tls, proxy)
         try:
             writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("ascii"))
             await writer.drain()
-            status, headers = await _http_read_head(reader)
+            status, headers = await _read_head(reader)
             while 100 <= status < 200:  # "100 Continue" and the like come before the real reply
-                status, headers = await _http_read_head(reader)
-            data = b"" if status in (204, 304) else await _http_read_body(reader, headers, max_bytes)
+                status, headers = await _read_head(reader)
+            data = b"" if status in (204, 304) else await _read_body(reader, headers, max_bytes)
         finally:
             writer.close()
     except HttpGetError:
@@ -183,7 +183,7 @@ async def _http_exchange(url: str, max_bytes: int, extra: Sequence[tuple[str, st
     return status, headers, data
 
 
-def _http_proxy(scheme: str, host: str) -> tuple[str, int, str] | None:
+def _environment_proxy(scheme: str, host: str) -> tuple[str, int, str] | None:
     """The proxy the environment names for this request (`http_proxy`, `https_proxy`, `no_proxy`), as
     (host, port, Proxy-Authorization value or "")."""
     import urllib.request  # only for the environment's proxy rules
@@ -202,27 +202,27 @@ def _http_proxy(scheme: str, host: str) -> tuple[str, int, str] | None:
     return parts.hostname, parts.port or 80, auth
 
 
-async def _http_open(host: str, port: int, authority: str, tls: bool,
-                     proxy: tuple[str, int, str] | None) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+async def _open(host: str, port: int, authority: str, tls: bool,
+                proxy: tuple[str, int, str] | None) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     if not tls:
         where = (proxy[0], proxy[1]) if proxy is not None else (host, port)
-        return await asyncio.open_connection(*where, limit=_HTTP_LINE_LIMIT)
+        return await asyncio.open_connection(*where, limit=_LINE_LIMIT)
     import ssl  # only https needs it
 
     context = ssl.create_default_context()
     if proxy is None:
         return await asyncio.open_connection(host, port, ssl=context, server_hostname=host.strip("[]"),
-                                             limit=_HTTP_LINE_LIMIT)
-    tunnel = await _http_tunnel(proxy, f"{host}:{port}" if ":" not in host else f"[{host}]:{port}")
+                                             limit=_LINE_LIMIT)
+    tunnel = await _tunnel(proxy, f"{host}:{port}" if ":" not in host else f"[{host}]:{port}")
     try:
         return await asyncio.open_connection(sock=tunnel, ssl=context, server_hostname=host,
-                                             limit=_HTTP_LINE_LIMIT)
+                                             limit=_LINE_LIMIT)
     except BaseException:
         tunnel.close()
         raise
 
 
-async def _http_tunnel(proxy: tuple[str, int, str], destination: str) -> socket.socket:
+async def _tunnel(proxy: tuple[str, int, str], destination: str) -> socket.socket:
     """A connection through the proxy to `destination` (CONNECT), ready for TLS to start on it."""
     loop = asyncio.get_running_loop()
     failure: OSError | None = None
@@ -248,11 +248,11 @@ async def _http_tunnel(proxy: tuple[str, int, str], destination: str) -> socket.
         head = b""
         while b"\r\n\r\n" not in head:
             chunk = await loop.sock_recv(sock, 4096)
-            if not chunk or len(head) > _HTTP_HEAD_LIMIT:
+            if not chunk or len(head) > _HEAD_LIMIT:
                 raise OSError("the proxy closed the connection or sent no usable reply to CONNECT")
             head += chunk
         status_line = head.partition(b"\r\n")[0]
-        match = _HTTP_STATUS_LINE.fullmatch(status_line.decode("latin-1"))
+        match = _STATUS_LINE.fullmatch(status_line.decode("latin-1"))
         if match is None or not match.group(1).startswith("2"):
             raise OSError(f"the proxy refused the tunnel: {status_line.decode('latin-1')[:200]!r}")
         if head.index(b"\r\n\r\n") + 4 != len(head):
@@ -263,11 +263,11 @@ async def _http_tunnel(proxy: tuple[str, int, str], destination: str) -> socket.
         raise
 
 
-async def _http_read_head(reader: asyncio.StreamReader) -> tuple[int, dict[str, str]]:
+async def _read_head(reader: asyncio.StreamReader) -> tuple[int, dict[str, str]]:
     line = await reader.readline()
     if not line:
         raise EOFError("the server closed the connection without a reply")
-    match = _HTTP_STATUS_LINE.fullmatch(line.decode("latin-1").rstrip("\r\n"))
+    match = _STATUS_LINE.fullmatch(line.decode("latin-1").rstrip("\r\n"))
     if match is None:
         raise ValueError(f"the reply is not HTTP/1.x: {line[:80].decode('latin-1')!r}")
     headers: dict[str, str] = {}
@@ -279,7 +279,7 @@ async def _http_read_head(reader: asyncio.StreamReader) -> tuple[int, dict[str, 
             raise EOFError("the reply's headers were cut off")
         if line in (b"\r\n", b"\n"):
             return int(match.group(1)), headers
-        if size > _HTTP_HEAD_LIMIT or len(headers) >= _HTTP_MAX_HEADERS:
+        if size > _HEAD_LIMIT or len(headers) >= _MAX_HEADERS:
             raise ValueError("the reply's headers are too large")
         name, sep, value = line.decode("latin-1").partition(":")
         if sep and name.strip():
@@ -288,7 +288,7 @@ async def _http_read_head(reader: asyncio.StreamReader) -> tuple[int, dict[str, 
             headers[key] = f"{headers[key]}, {value}" if key in headers else value
 
 
-async def _http_read_body(reader: asyncio.StreamReader, headers: dict[str, str], max_bytes: int) -> bytes:
+async def _read_body(reader: asyncio.StreamReader, headers: dict[str, str], max_bytes: int) -> bytes:
     """The body, as far as max_bytes + 1 bytes (one more than is kept, to tell a body that was cut)."""
     wanted = max_bytes + 1
     data = bytearray()
@@ -302,7 +302,7 @@ async def _http_read_body(reader: asyncio.StreamReader, headers: dict[str, str],
                 break
             left = size
             while left > 0 and len(data) < wanted:
-                chunk = await reader.read(min(left, _HTTP_READ_CHUNK, wanted - len(data)))
+                chunk = await reader.read(min(left, _READ_CHUNK, wanted - len(data)))
                 if not chunk:
                     raise EOFError("the chunked body was cut off")
                 data += chunk
@@ -314,7 +314,7 @@ async def _http_read_body(reader: asyncio.StreamReader, headers: dict[str, str],
     length = int(length_text.split(",")[0]) if length_text else None
     limit = wanted if length is None else min(length, wanted)
     while len(data) < limit:
-        chunk = await reader.read(min(_HTTP_READ_CHUNK, limit - len(data)))
+        chunk = await reader.read(min(_READ_CHUNK, limit - len(data)))
         if not chunk:
             break  # the server closed the connection: the body is what came
         data += chunk

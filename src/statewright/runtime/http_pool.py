@@ -24,10 +24,10 @@ HTTP_CONNECTIONS_ENV = "STATEWRIGHT_HTTP_CONNECTIONS"
 HTTP_CONNECTIONS_PER_HOST = 512
 # An idle connection is dropped after this long: servers close theirs after 5 to 60 s, and a connection a
 # server closed is only found out by using it.
-_POOL_IDLE_SECONDS = 15.0
-_POOL_HEAD_LIMIT = 65536  # bytes of a reply's status line and headers together
-_POOL_READ_CHUNK = 65536
-_POOL_ENCODINGS = ("", "identity", "gzip", "x-gzip", "deflate")
+_IDLE_SECONDS = 15.0
+_HEAD_LIMIT = 65536  # bytes of a reply's status line and headers together
+_READ_CHUNK = 65536
+_ENCODINGS = ("", "identity", "gzip", "x-gzip", "deflate")
 
 
 class HTTPReply:
@@ -57,7 +57,7 @@ class HTTPOrigin:
         self.port = port
         default = 443 if self.tls else 80
         self.authority = (f"[{host}]" if ":" in host else host) + ("" if port == default else f":{port}")
-        self.proxy = _pool_proxy_for(scheme, host)
+        self.proxy = _proxy_for(scheme, host)
 
     @property
     def key(self) -> tuple[bool, str, int]:
@@ -82,7 +82,7 @@ class HTTPPool:
 
     def __init__(self, per_host: int) -> None:
         self.per_host = per_host
-        self.hosts: dict[tuple[bool, str, int], _PoolHost] = {}
+        self.hosts: dict[tuple[bool, str, int], _Host] = {}
         self.closed = False
         self._watch: AsyncIterator[None] | None = None
 
@@ -92,7 +92,7 @@ class HTTPPool:
         every other failure is the caller's to retry (HTTPFailure, ReplyTooLarge)."""
         host = self.hosts.get(origin.key)
         if host is None:
-            host = self.hosts[origin.key] = _PoolHost(origin, self.per_host)
+            host = self.hosts[origin.key] = _Host(origin, self.per_host)
         async with host.slots:
             while True:
                 connection = host.idle_connection()
@@ -101,8 +101,8 @@ class HTTPPool:
                     connection = await host.connect()
                 keep = False
                 try:
-                    reply, keep = await _pool_exchange(connection, request, cap, reused)
-                except _PoolStale:
+                    reply, keep = await _exchange(connection, request, cap, reused)
+                except _StaleConnection:
                     continue  # the server closed a kept-alive connection before it read the request
                 finally:
                     if keep and not self.closed:
@@ -120,22 +120,22 @@ class HTTPPool:
 
 
 # One pool per event loop: a connection belongs to the loop that opened it.
-_pool_pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, HTTPPool] = weakref.WeakKeyDictionary()
+_pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, HTTPPool] = weakref.WeakKeyDictionary()
 
 
 async def http_pool() -> HTTPPool:
     """The running loop's pool, made on first use; its idle connections are closed when the loop shuts
     down (an async generator the loop closes in `shutdown_asyncgens`, as `asyncio.run` does at its end)."""
     loop = asyncio.get_running_loop()
-    pool = _pool_pools.get(loop)
+    pool = _pools.get(loop)
     if pool is None or pool.closed:
-        pool = _pool_pools[loop] = HTTPPool(http_connections_per_host())
-        pool._watch = _pool_watch(pool)
+        pool = _pools[loop] = HTTPPool(http_connections_per_host())
+        pool._watch = _closed_with_loop(pool)
         await pool._watch.__anext__()
     return pool
 
 
-async def _pool_watch(pool: HTTPPool) -> AsyncIterator[None]:
+async def _closed_with_loop(pool: HTTPPool) -> AsyncIterator[None]:
     try:
         yield
     finally:
@@ -151,10 +151,10 @@ def http_connections_per_host() -> int:
 
 
 # (reader, writer, when it was last put back)
-_PoolConnection = tuple[asyncio.StreamReader, asyncio.StreamWriter, float]
+_Connection = tuple[asyncio.StreamReader, asyncio.StreamWriter, float]
 
 
-class _PoolSlots:
+class _Slots:
     """At most `size` holders at once; the others wait, and are let in in the order they came.
 
     Not asyncio.Semaphore: its `acquire` asks `locked()`, which walks every waiter, so with hundreds of
@@ -190,64 +190,64 @@ class _PoolSlots:
         self.free += 1
 
 
-class _PoolHost:
+class _Host:
     """One origin's idle connections (the most recently used first) and its bound on requests at once."""
 
     def __init__(self, origin: HTTPOrigin, per_host: int) -> None:
         self.origin = origin
-        self.slots = _PoolSlots(per_host)
-        self.idle: list[_PoolConnection] = []
+        self.slots = _Slots(per_host)
+        self.idle: list[_Connection] = []
 
-    def idle_connection(self) -> _PoolConnection | None:
+    def idle_connection(self) -> _Connection | None:
         now = time.monotonic()
         while self.idle:
             connection = self.idle.pop()
-            if now - connection[2] < _POOL_IDLE_SECONDS and not connection[0].at_eof() \
+            if now - connection[2] < _IDLE_SECONDS and not connection[0].at_eof() \
                     and not connection[1].is_closing():
                 return connection
             connection[1].close()
         return None
 
-    def keep(self, connection: _PoolConnection) -> None:
+    def keep(self, connection: _Connection) -> None:
         self.idle.append((connection[0], connection[1], time.monotonic()))
 
-    async def connect(self) -> _PoolConnection:
+    async def connect(self) -> _Connection:
         origin = self.origin
         try:
             if not origin.tls:
                 near = origin.proxy[:2] if origin.proxy else (origin.host, origin.port)  # a proxy, or the host
-                reader, writer = await asyncio.open_connection(near[0], near[1], limit=_POOL_HEAD_LIMIT)
+                reader, writer = await asyncio.open_connection(near[0], near[1], limit=_HEAD_LIMIT)
             elif origin.proxy is None:
                 reader, writer = await asyncio.open_connection(
                     origin.host, origin.port, ssl=http_tls_context(), server_hostname=origin.host,
-                    limit=_POOL_HEAD_LIMIT)
+                    limit=_HEAD_LIMIT)
             else:
-                reader, writer = await _pool_tunnelled(origin)
+                reader, writer = await _tunnelled(origin)
         except OSError as exc:
             raise HTTPFailure(f"cannot connect to {origin.authority}: {exc.strerror or exc}") from None
         return reader, writer, 0.0
 
 
-async def _pool_tunnelled(origin: HTTPOrigin) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    from .http_get import _http_tunnel
+async def _tunnelled(origin: HTTPOrigin) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    from .http_get import _tunnel
 
     assert origin.proxy is not None
     host = origin.host
     destination = f"[{host}]:{origin.port}" if ":" in host else f"{host}:{origin.port}"
-    tunnel = await _http_tunnel(origin.proxy, destination)
+    tunnel = await _tunnel(origin.proxy, destination)
     try:
         return await asyncio.open_connection(sock=tunnel, ssl=http_tls_context(), server_hostname=host,
-                                             limit=_POOL_HEAD_LIMIT)
+                                             limit=_HEAD_LIMIT)
     except BaseException:
         tunnel.close()
         raise
 
 
-class _PoolStale(Exception):
+class _StaleConnection(Exception):
     """A kept-alive connection turned out closed before any of the reply came: use a new one."""
 
 
-async def _pool_exchange(connection: _PoolConnection, request: bytes, cap: int,
+async def _exchange(connection: _Connection, request: bytes, cap: int,
                          reused: bool) -> tuple[HTTPReply, bool]:
     """One request on one connection: (the reply, whether the connection can be used again)."""
     reader, writer = connection[0], connection[1]
@@ -257,23 +257,23 @@ async def _pool_exchange(connection: _PoolConnection, request: bytes, cap: int,
         head = await reader.readuntil(b"\r\n\r\n")
     except asyncio.IncompleteReadError as exc:
         if reused and not exc.partial:
-            raise _PoolStale from None
+            raise _StaleConnection from None
         raise HTTPFailure("the server closed the connection before its reply was complete") from None
     except asyncio.LimitOverrunError:
-        raise HTTPFailure(f"the reply's headers are larger than {_POOL_HEAD_LIMIT:,} bytes") from None
+        raise HTTPFailure(f"the reply's headers are larger than {_HEAD_LIMIT:,} bytes") from None
     except OSError as exc:
         if reused:
-            raise _PoolStale from None
+            raise _StaleConnection from None
         raise HTTPFailure(f"the connection failed: {exc.strerror or exc}") from None
-    status, keep, headers = _pool_head(head)
+    status, keep, headers = _head(head)
     while 100 <= status < 200:  # "100 Continue" and the like come before the reply
         try:
             head = await reader.readuntil(b"\r\n\r\n")
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError):
             raise HTTPFailure("the server closed the connection before its reply was complete") from None
-        status, keep, headers = _pool_head(head)
+        status, keep, headers = _head(head)
     try:
-        body, delimited = await _pool_body(reader, headers, status, cap)
+        body, delimited = await _body(reader, headers, status, cap)
     except asyncio.IncompleteReadError as exc:
         raise HTTPFailure(f"the reply was cut off after {len(exc.partial):,} more bytes") from None
     except OSError as exc:
@@ -283,7 +283,7 @@ async def _pool_exchange(connection: _PoolConnection, request: bytes, cap: int,
     return HTTPReply(status, headers, body), keep and delimited
 
 
-def _pool_head(head: bytes) -> tuple[int, bool, dict[str, str]]:
+def _head(head: bytes) -> tuple[int, bool, dict[str, str]]:
     """(status, whether the server keeps the connection open, headers by lower-case name)."""
     lines = head.decode("latin-1").split("\r\n")
     status_line = lines[0]
@@ -301,18 +301,18 @@ def _pool_head(head: bytes) -> tuple[int, bool, dict[str, str]]:
     return int(status_line[9:12]), keep, headers
 
 
-async def _pool_body(reader: asyncio.StreamReader, headers: dict[str, str], status: int,
-                     cap: int) -> tuple[bytes, bool]:
+async def _body(reader: asyncio.StreamReader, headers: dict[str, str], status: int,
+                cap: int) -> tuple[bytes, bool]:
     """The reply's body, decompressed and held to `cap` bytes, and whether its end was marked (by a length
     or a last chunk: the connection can carry another request) rather than by the connection closing."""
     encoding = headers.get("content-encoding", "").strip().lower()
-    if encoding not in _POOL_ENCODINGS:
+    if encoding not in _ENCODINGS:
         raise ValueError(f"the reply is encoded as {encoding[:40]!r}, which was not asked for")
     body = CappedBody(cap, encoding)
     if status in (204, 304):
         return b"", True
     if "chunked" in headers.get("transfer-encoding", "").lower():
-        await _pool_chunks(reader, body)
+        await _chunks(reader, body)
         return body.whole(), True
     length_text = headers.get("content-length")
     if length_text is not None:
@@ -322,32 +322,32 @@ async def _pool_body(reader: asyncio.StreamReader, headers: dict[str, str], stat
             raise ValueError(f"the reply's Content-Length is not a number: {length_text[:40]!r}") from None
         if body.inflate is None and length > cap:
             raise ReplyTooLarge(f"the reply is larger than the cap of {cap:,} bytes; it was not read")
-        if length <= _POOL_READ_CHUNK:  # most replies: one read
+        if length <= _READ_CHUNK:  # most replies: one read
             body.feed(await reader.readexactly(length))
             return body.whole(), True
         left = length
         wire = 0
         while left > 0 and not body.done:
-            chunk = await reader.read(min(left, _POOL_READ_CHUNK))
+            chunk = await reader.read(min(left, _READ_CHUNK))
             if not chunk:
                 raise asyncio.IncompleteReadError(b"", left)
             left -= len(chunk)
             wire += len(chunk)
-            _pool_wire_cap(wire, cap)
+            _wire_cap(wire, cap)
             body.feed(chunk)
         return body.whole(), left == 0
     wire = 0
     while not body.done:
-        chunk = await reader.read(_POOL_READ_CHUNK)
+        chunk = await reader.read(_READ_CHUNK)
         if not chunk:
             break
         wire += len(chunk)
-        _pool_wire_cap(wire, cap)
+        _wire_cap(wire, cap)
         body.feed(chunk)
     return body.whole(), False
 
 
-async def _pool_chunks(reader: asyncio.StreamReader, body: CappedBody) -> None:
+async def _chunks(reader: asyncio.StreamReader, body: CappedBody) -> None:
     wire = 0
     while True:
         size_line = await reader.readline()
@@ -362,12 +362,12 @@ async def _pool_chunks(reader: asyncio.StreamReader, body: CappedBody) -> None:
                 pass
             return
         wire += size
-        _pool_wire_cap(wire, body.cap)
+        _wire_cap(wire, body.cap)
         body.feed(await reader.readexactly(size))
         await reader.readexactly(2)  # the CRLF after each chunk
 
 
-def _pool_wire_cap(wire: int, cap: int) -> None:
+def _wire_cap(wire: int, cap: int) -> None:
     """The bytes on the wire are held to the cap too: a compressed stream of empty blocks inflates to
     nothing, however long it is."""
     if wire > cap:
@@ -384,14 +384,14 @@ def http_tls_context() -> Any:
     return ssl.create_default_context()
 
 
-def _pool_proxy_for(scheme: str, host: str) -> tuple[str, int, str] | None:
+def _proxy_for(scheme: str, host: str) -> tuple[str, int, str] | None:
     """The proxy the environment names for `host` (http_get reads `http_proxy`, `https_proxy` and
     `no_proxy`); nothing is read when no proxy variable is set."""
     if not any(name.lower().endswith("_proxy") for name in os.environ):
         return None
-    from .http_get import _http_proxy
+    from .http_get import _environment_proxy
 
     try:
-        return _http_proxy(scheme, host)
+        return _environment_proxy(scheme, host)
     except HttpGetError as exc:
         raise HTTPFailure(str(exc).removeprefix("std.http_get: ")) from None

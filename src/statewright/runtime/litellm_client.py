@@ -22,8 +22,8 @@ from .model_calls import MAX_REPLY_BYTES, Completion, ModelCaller, ModelCallPlan
 
 # (RetryPolicy is imported from here too, where it was defined before model_calls.py existed.)
 
-_llm_reply_cap: contextvars.ContextVar[int] = contextvars.ContextVar("statewright_reply_cap",
-                                                                     default=MAX_REPLY_BYTES)
+_reply_cap: contextvars.ContextVar[int] = contextvars.ContextVar("statewright_reply_cap",
+                                                                 default=MAX_REPLY_BYTES)
 
 
 @dataclass
@@ -48,11 +48,11 @@ class LiteLLMTransport:
 
     def __init__(self, client: ModelCaller) -> None:
         self.client = client
-        _llm_litellm_module()  # imported now, before any call's deadline starts: the import takes seconds
+        _load_litellm()  # imported now, before any call's deadline starts: the import takes seconds
 
     @property
     def litellm(self) -> Any:
-        return _llm_litellm_module()
+        return _load_litellm()
 
     async def send(self, plan: ModelCallPlan, model: str) -> Completion:
         litellm = self.litellm
@@ -73,11 +73,11 @@ class LiteLLMTransport:
             kwargs["api_key"] = client.api_key
         if plan.request.extra_body:
             kwargs["extra_body"] = copy.deepcopy(plan.request.extra_body)  # litellm sends these in the body
-        cap = _llm_reply_cap.set(client.max_reply_bytes)
+        cap = _reply_cap.set(client.max_reply_bytes)
         try:
             raw = await litellm.acompletion(**kwargs)
         finally:
-            _llm_reply_cap.reset(cap)
+            _reply_cap.reset(cap)
         return self._completion(model, raw)
 
     def _completion(self, model: str, raw: Any) -> Completion:
@@ -128,12 +128,12 @@ class LiteLLMTransport:
 
     def is_auth_error(self, error: BaseException) -> bool:
         """401/403, or a provider SDK refusing to start without a key (litellm reports some as 500s)."""
-        refused = _llm_error_classes(self.litellm, ("AuthenticationError", "PermissionDeniedError"))
+        refused = _error_classes(self.litellm, ("AuthenticationError", "PermissionDeniedError"))
         if isinstance(error, refused):
             return True
         if call_status(error) in (401, 403):
             return True
-        return bool(_LLM_NO_KEY.search(str(error).split("\n", 1)[0]))
+        return bool(_NO_KEY.search(str(error).split("\n", 1)[0]))
 
     def key_advice(self, model: str) -> str:
         """Which environment variable litellm reads the key for `model` from, and what is wrong with it."""
@@ -152,9 +152,9 @@ class LiteLLMTransport:
 
     def is_retryable(self, error: Exception) -> bool:
         """429, 5xx, connection errors and timeouts are worth another try; 4xx mistakes are not."""
-        if isinstance(error, _llm_error_classes(self.litellm, _LLM_FINAL_ERROR_NAMES)):
+        if isinstance(error, _error_classes(self.litellm, _FINAL_ERROR_NAMES)):
             return False
-        if isinstance(error, _llm_error_classes(self.litellm, _LLM_RETRYABLE_ERROR_NAMES)):
+        if isinstance(error, _error_classes(self.litellm, _RETRYABLE_ERROR_NAMES)):
             return True
         return call_retryable(error)
 
@@ -175,7 +175,7 @@ class LiteLLMTransport:
         # litellm appends the provider's stack (and its own retry bookkeeping) to some messages; the first
         # line, without any of that, says what happened.
         lines = str(error).strip().splitlines()
-        text = _LLM_NOISE.sub("", lines[0].strip()) if lines else ""
+        text = _NOISE.sub("", lines[0].strip()) if lines else ""
         if not text.startswith("litellm.") and not text.startswith(type(error).__name__):
             text = f"{type(error).__name__}: {text}" if text else type(error).__name__
         return text
@@ -207,18 +207,18 @@ class LiteLLMTransport:
         return cost if cost > 0 else 0.0
 
 
-def _llm_litellm_module() -> Any:
-    litellm = _llm_imported()
+def _load_litellm() -> Any:
+    litellm = _imported()
     # replies over HTTP through the OpenAI SDK (openai/..., azure/..., every OpenAI-compatible server) are
     # read through a session that stops at the reply cap as the body arrives; a session the user set up
     # is theirs, and is left alone
     if litellm.aclient_session is None:
-        litellm.aclient_session = _llm_capped_session_class()()
+        litellm.aclient_session = _capped_session_class()()
     return litellm
 
 
 @lru_cache(maxsize=1)
-def _llm_imported() -> Any:
+def _imported() -> Any:
     """litellm, imported and set up once per process (every model call asks for it: setting a logger's
     level clears every logger's cache, which is not a cost to pay per call)."""
     # The bundled cost map: no network fetch at import time, and prices stay reproducible.
@@ -234,7 +234,7 @@ def _llm_imported() -> Any:
 
 
 @lru_cache(maxsize=1)
-def _llm_capped_session_class() -> Any:
+def _capped_session_class() -> Any:
     """An httpx.AsyncClient that reads every reply body with a cap on its decompressed size (defined on
     first use, as litellm brings httpx along). litellm hands one session to every event loop's SDK
     clients, while connections belong to one loop: each loop gets connections of its own."""
@@ -251,13 +251,13 @@ def _llm_capped_session_class() -> Any:
             client = self._per_loop.get(loop)
             if client is None:
                 client = httpx.AsyncClient(follow_redirects=True, timeout=None,
-                                           transport=_llm_aiohttp_transport())
+                                           transport=_aiohttp_transport())
                 self._per_loop[loop] = client
             response = await client.send(request, stream=True, **kwargs)
             if stream:
                 return response
             try:
-                body = await _llm_read_capped(httpx, response, _llm_reply_cap.get())
+                body = await _read_capped(httpx, response, _reply_cap.get())
             finally:
                 await response.aclose()
             headers = [(k, v) for k, v in response.headers.raw
@@ -270,7 +270,7 @@ def _llm_capped_session_class() -> Any:
     return CappedSession
 
 
-def _llm_aiohttp_transport() -> Any:
+def _aiohttp_transport() -> Any:
     """The aiohttp transport litellm gives its own sessions (httpx's pool is several times slower with a
     hundred calls in flight), or httpx's when litellm no longer offers it."""
     try:
@@ -283,19 +283,19 @@ def _llm_aiohttp_transport() -> Any:
 
 # --- failures ---------------------------------------------------------------------------------------
 
-_LLM_RETRYABLE_ERROR_NAMES = ("RateLimitError", "InternalServerError", "ServiceUnavailableError",
-                              "BadGatewayError", "APIConnectionError", "Timeout")
-_LLM_FINAL_ERROR_NAMES = ("BadRequestError", "AuthenticationError", "PermissionDeniedError", "NotFoundError",
-                          "UnprocessableEntityError", "ContextWindowExceededError",
-                          "ContentPolicyViolationError", "UnsupportedParamsError", "BudgetExceededError")
-_LLM_NO_KEY = re.compile(r"(?i)(missing credentials|api_key client option must be set|no api key (was )?"
-                         r"(provided|found|set)|api key (is )?(not set|missing|required))")
+_RETRYABLE_ERROR_NAMES = ("RateLimitError", "InternalServerError", "ServiceUnavailableError",
+                          "BadGatewayError", "APIConnectionError", "Timeout")
+_FINAL_ERROR_NAMES = ("BadRequestError", "AuthenticationError", "PermissionDeniedError", "NotFoundError",
+                      "UnprocessableEntityError", "ContextWindowExceededError",
+                      "ContentPolicyViolationError", "UnsupportedParamsError", "BudgetExceededError")
+_NO_KEY = re.compile(r"(?i)(missing credentials|api_key client option must be set|no api key (was )?"
+                     r"(provided|found|set)|api key (is )?(not set|missing|required))")
 # ("(?:Trace)back", so that the word itself never appears in a runner: a runner's text is checked for it)
-_LLM_NOISE = re.compile(r"\s*((?:Trace)back \(most recent call last\).*|LiteLLM Retried:.*|"
-                        r"Received Model Group=.*|Available Model Group Fallbacks=.*)$", re.DOTALL)
+_NOISE = re.compile(r"\s*((?:Trace)back \(most recent call last\).*|LiteLLM Retried:.*|"
+                    r"Received Model Group=.*|Available Model Group Fallbacks=.*)$", re.DOTALL)
 
 
-async def _llm_read_capped(httpx: Any, response: Any, cap: int) -> bytes:
+async def _read_capped(httpx: Any, response: Any, cap: int) -> bytes:
     """A streamed response's body, decompressed, refused once it passes `cap` bytes (CappedBody); gzip and
     deflate are inflated by CappedBody, other encodings are left to httpx, a network read at a time."""
     body = CappedBody(cap, response.headers.get("content-encoding", ""))
@@ -310,5 +310,5 @@ async def _llm_read_capped(httpx: Any, response: Any, cap: int) -> bytes:
     return body.whole()
 
 
-def _llm_error_classes(litellm: Any, names: tuple[str, ...]) -> tuple[type, ...]:
+def _error_classes(litellm: Any, names: tuple[str, ...]) -> tuple[type, ...]:
     return tuple(cls for cls in (getattr(litellm, name, None) for name in names) if isinstance(cls, type))

@@ -57,7 +57,7 @@ MAX_REPLY_BYTES = 16 * 1024 * 1024
 # Model prefixes whose servers speak the full OpenAI protocol whatever a capability table says: every
 # OpenAI-compatible server (llama.cpp, vLLM, ...) behind `openai/`, and our own scripted provider.
 CALL_OPENAI_LIKE_PREFIXES = ("openai/", "scripted/")
-_CALL_ERROR_TEXT_LIMIT = 600
+_ERROR_TEXT_LIMIT = 600
 _TOOL_PROTOCOL_KEY_CALLS = "tool_calls"
 _TOOL_PROTOCOL_KEY_FINAL = "final"
 
@@ -273,13 +273,13 @@ class ModelCallPlan:
             self._note_mode({"type": "structured_output", "mode": mode, "model": model})
             if mode == "json_schema":
                 body["response_format"] = {"type": "json_schema", "json_schema": {
-                    "name": _call_schema_name(request.schema_name), "schema": request.response_schema,
+                    "name": _schema_name(request.schema_name), "schema": request.response_schema,
                     "strict": False}}
             else:
                 # llama.cpp's server enforces a schema given this way; others at least get JSON mode,
                 # and the schema in the system message tells the model what the JSON must look like.
                 body["response_format"] = {"type": "json_object", "schema": request.response_schema}
-                messages = _call_with_system_text(messages, _call_schema_instruction(request.response_schema))
+                messages = _call_with_system_text(messages, _schema_instruction(request.response_schema))
         body["messages"] = messages
         return body
 
@@ -414,16 +414,16 @@ class ModelCallPlan:
 
     def _error_text(self, transport: ModelTransport, error: Exception) -> str:
         text = transport.describe(error)
-        if len(text) > _CALL_ERROR_TEXT_LIMIT:
-            text = text[:_CALL_ERROR_TEXT_LIMIT] + "..."
+        if len(text) > _ERROR_TEXT_LIMIT:
+            text = text[:_ERROR_TEXT_LIMIT] + "..."
         return redact_call_error(text, self.secrets)
 
 
 # --- keeping secrets out of error texts ---------------------------------------------------------------
 
-_CALL_SECRET_ENV_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL)", re.IGNORECASE)
+_SECRET_ENV_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL)", re.IGNORECASE)
 # credentials a server or an SDK quotes back in an error, whatever their value
-_CALL_SECRET_PATTERNS = (
+_SECRET_PATTERNS = (
     (re.compile(r"(?i)(authorization['\"]?\s*[:=]\s*['\"]?)(bearer\s+|basic\s+)?[^\s'\",}]+"),
      r"\1\2[REDACTED]"),
     (re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=\-]{6,}"), r"\1[REDACTED]"),
@@ -437,19 +437,19 @@ def call_secrets(api_key: str | None) -> list[str]:
     secret, in every form text may hold them (trace.secret_forms), for `redact_call_error`."""
     values = [api_key] if api_key else []
     values += [value for name, value in os.environ.items()
-               if _CALL_SECRET_ENV_NAME.search(name) and len(value) >= 6]
+               if _SECRET_ENV_NAME.search(name) and len(value) >= 6]
     return secret_forms(values)
 
 
 def redact_call_error(text: str, secrets: list[str]) -> str:
     """Error texts end up in traces and terminals: keys and Authorization headers never do."""
     text = redact(text, secrets)
-    for pattern, replacement in _CALL_SECRET_PATTERNS:
+    for pattern, replacement in _SECRET_PATTERNS:
         text = pattern.sub(replacement, text)
     return text
 
 
-_CALL_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def call_encodable(value: Any) -> Any:
@@ -457,7 +457,7 @@ def call_encodable(value: Any) -> Any:
     reply's `\\ud83d` or a file name that is not UTF-8 — becomes U+FFFD, which the HTTP client can encode
     (it would refuse the whole request otherwise, on every retry and every resume)."""
     if isinstance(value, str):
-        if _CALL_SURROGATE.search(value) is None:
+        if _SURROGATE.search(value) is None:
             return value
         return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
     if isinstance(value, dict):
@@ -469,12 +469,12 @@ def call_encodable(value: Any) -> Any:
 
 # --- structured output and the tool prompt protocol -------------------------------------------------
 
-def _call_schema_name(name: str) -> str:
+def _schema_name(name: str) -> str:
     cleaned = re.sub(r"[^A-Za-z0-9_-]", "_", name or "output")[:64]
     return cleaned or "output"
 
 
-def _call_schema_instruction(schema: dict[str, Any]) -> str:
+def _schema_instruction(schema: dict[str, Any]) -> str:
     return ("Reply with one JSON object and nothing else. It must conform to this JSON Schema:\n"
             + json.dumps(schema, indent=2, sort_keys=True))
 

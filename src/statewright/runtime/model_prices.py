@@ -13,9 +13,9 @@ from functools import lru_cache
 from .untrusted import read_json_file
 
 MODEL_PRICES_ENV = "STATEWRIGHT_MODEL_PRICES"
-_PRICES_LITELLM_FILE = "model_prices_and_context_window_backup.json"
+_LITELLM_FILE = "model_prices_and_context_window_backup.json"
 # a JSON file larger than this is not a price table (litellm's is a few megabytes)
-_PRICES_MAX_BYTES = 64 * 1024 * 1024
+_MAX_BYTES = 64 * 1024 * 1024
 
 
 class ModelPrice:
@@ -24,10 +24,10 @@ class ModelPrice:
     __slots__ = ("cache_read", "function_calling", "input", "output", "response_schema")
 
     def __init__(self, entry: dict) -> None:
-        self.input = _prices_number(entry.get("input_cost_per_token"))
-        self.output = _prices_number(entry.get("output_cost_per_token"))
+        self.input = _number(entry.get("input_cost_per_token"))
+        self.output = _number(entry.get("output_cost_per_token"))
         cache_read = entry.get("cache_read_input_token_cost")
-        self.cache_read = _prices_number(cache_read) if cache_read is not None else self.input
+        self.cache_read = _number(cache_read) if cache_read is not None else self.input
         self.response_schema = entry.get("supports_response_schema") is True
         self.function_calling = entry.get("supports_function_calling") is True
 
@@ -53,32 +53,32 @@ def model_price(model: str) -> ModelPrice | None:
 def model_price_table(extra_file: str) -> dict[str, ModelPrice]:
     """Every priced model of litellm's table (when litellm is installed) and of `extra_file`, read once."""
     table: dict[str, ModelPrice] = {}
-    for path in (_prices_litellm_file(), extra_file or None):
+    for path in (_litellm_file(), extra_file or None):
         if path is None:
             continue
-        for name, entry in _prices_read(path).items():
+        for name, entry in _read(path).items():
             if isinstance(name, str) and isinstance(entry, dict):
                 table[name] = ModelPrice(entry)
     return table
 
 
-def _prices_litellm_file() -> str | None:
+def _litellm_file() -> str | None:
     try:
         spec = importlib.util.find_spec("litellm")
     except (ImportError, ValueError):
         return None
     for directory in (spec.submodule_search_locations or []) if spec is not None else []:
-        path = os.path.join(directory, _PRICES_LITELLM_FILE)
+        path = os.path.join(directory, _LITELLM_FILE)
         if os.path.isfile(path):
             return path
     return None
 
 
-def _prices_read(path: str) -> dict:
+def _read(path: str) -> dict:
     """A price file's entries; a file that cannot be read or is not a JSON object prices nothing (a cost
     is reported as 0.0 where no price is known, never as a failed call)."""
     try:
-        if os.path.getsize(path) > _PRICES_MAX_BYTES:
+        if os.path.getsize(path) > _MAX_BYTES:
             return {}
         data = read_json_file(path, "the price file")
     except (OSError, ValueError):
@@ -86,7 +86,7 @@ def _prices_read(path: str) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def _prices_number(value: object) -> float:
+def _number(value: object) -> float:
     if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 1:
         return float(value)
     return 0.0

@@ -49,16 +49,16 @@ OPENAI_PROVIDERS = {provider.name: provider for provider in (
 )}
 AZURE_API_VERSION = "2024-10-21"  # the latest generally available version, unless AZURE_API_VERSION says
 # OpenAI's reasoning models take `max_completion_tokens` and no temperature but 1 (litellm drops it too)
-_OPENAI_REASONING_PREFIXES = ("o1", "o3", "o4", "gpt-5")
+_REASONING_PREFIXES = ("o1", "o3", "o4", "gpt-5")
 # what an error status is called, in the OpenAI SDK's (and litellm's) words
-_OPENAI_STATUS_NAMES = {400: "BadRequestError", 401: "AuthenticationError", 403: "PermissionDeniedError",
-                        404: "NotFoundError", 408: "Timeout", 409: "ConflictError",
-                        422: "UnprocessableEntityError", 429: "RateLimitError", 500: "InternalServerError",
-                        502: "BadGatewayError", 503: "ServiceUnavailableError", 504: "GatewayTimeoutError"}
-_OPENAI_ERROR_TEXT = 600
+_STATUS_NAMES = {400: "BadRequestError", 401: "AuthenticationError", 403: "PermissionDeniedError",
+                 404: "NotFoundError", 408: "Timeout", 409: "ConflictError",
+                 422: "UnprocessableEntityError", 429: "RateLimitError", 500: "InternalServerError",
+                 502: "BadGatewayError", 503: "ServiceUnavailableError", 504: "GatewayTimeoutError"}
+_ERROR_TEXT = 600
 # what an `openai/` call also sends when the environment names them, as the OpenAI SDK does
-_OPENAI_ACCOUNT_HEADERS = (("OPENAI_ORG_ID", "OpenAI-Organization"), ("OPENAI_PROJECT_ID", "OpenAI-Project"))
-_OPENAI_TOKENS_MAX = 10**12  # usage a server reports beyond this is not believed
+_ACCOUNT_HEADERS = (("OPENAI_ORG_ID", "OpenAI-Organization"), ("OPENAI_PROJECT_ID", "OpenAI-Project"))
+_TOKENS_MAX = 10**12  # usage a server reports beyond this is not believed
 
 
 def openai_provider(model: str) -> OpenAIProvider | None:
@@ -104,7 +104,7 @@ class OpenAICallError(Exception):
         self.no_key = no_key
 
 
-class _OpenAIEndpoint:
+class _Endpoint:
     """Where one model's calls go, made once per client: the origin, and the request's head up to its
     Content-Length (the key is read into it once: a changed environment is seen by a new client)."""
 
@@ -114,16 +114,16 @@ class _OpenAIEndpoint:
         self.provider = provider
         self.model_name = model.split("/", 1)[1]
         self.reasoning = provider.name in ("openai", "azure") and self.model_name.startswith(
-            _OPENAI_REASONING_PREFIXES)
-        base = client.api_base or _openai_first_set(provider.base_variables) or provider.default_base
+            _REASONING_PREFIXES)
+        base = client.api_base or _first_set(provider.base_variables) or provider.default_base
         if not base:
             raise OpenAICallError("BadRequestError", f"no endpoint for model {model!r}: set "
                                   f"{' or '.join(provider.base_variables)} (or give the client an api_base)")
-        key = client.api_key or _openai_first_set(provider.key_variables)
+        key = client.api_key or _first_set(provider.key_variables)
         self.key_variable = provider.key_variables[0]
         if not key and base == provider.default_base:
             raise OpenAICallError("AuthenticationError", "no API key", no_key=True)
-        url = _openai_url(provider, base, self.model_name)
+        url = _url(provider, base, self.model_name)
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise OpenAICallError("BadRequestError", f"the endpoint {base!r} of model {model!r} is not an "
@@ -143,7 +143,7 @@ class _OpenAIEndpoint:
             lines.append(f"{provider.key_header}: Bearer {key}" if provider.key_header == "Authorization"
                          else f"{provider.key_header}: {key}")
         if provider.name == "openai":
-            for variable, header in _OPENAI_ACCOUNT_HEADERS:
+            for variable, header in _ACCOUNT_HEADERS:
                 if os.environ.get(variable):
                     lines.append(f"{header}: {os.environ[variable]}")
         if any(c in line for line in lines for c in "\0\r\n"):
@@ -156,7 +156,7 @@ class _OpenAIEndpoint:
                                   "character a request header cannot carry") from None
 
 
-def _openai_first_set(variables: tuple[str, ...]) -> str | None:
+def _first_set(variables: tuple[str, ...]) -> str | None:
     for variable in variables:
         value = os.environ.get(variable)
         if value:
@@ -164,7 +164,7 @@ def _openai_first_set(variables: tuple[str, ...]) -> str | None:
     return None
 
 
-def _openai_url(provider: OpenAIProvider, base: str, model_name: str) -> str:
+def _url(provider: OpenAIProvider, base: str, model_name: str) -> str:
     base = base.rstrip("/")
     if provider.name == "azure":
         version = os.environ.get("AZURE_API_VERSION") or AZURE_API_VERSION
@@ -179,14 +179,14 @@ class OpenAIHTTPTransport:
 
     def __init__(self, client: ModelCaller) -> None:
         self.client = client
-        self.endpoints: dict[str, _OpenAIEndpoint] = {}
+        self.endpoints: dict[str, _Endpoint] = {}
 
-    def endpoint(self, model: str) -> _OpenAIEndpoint:
+    def endpoint(self, model: str) -> _Endpoint:
         found = self.endpoints.get(model)
         if found is None:
             provider = openai_provider(model)
             assert provider is not None, model
-            found = self.endpoints[model] = _OpenAIEndpoint(self.client, model, provider)
+            found = self.endpoints[model] = _Endpoint(self.client, model, provider)
         return found
 
     async def send(self, plan: ModelCallPlan, model: str) -> Completion:
@@ -227,7 +227,7 @@ class OpenAIHTTPTransport:
     def key_advice(self, model: str) -> str:
         provider = openai_provider(model)
         variables = provider.key_variables if provider is not None else ("OPENAI_API_KEY",)
-        if not (self.client.api_key or _openai_first_set(variables)):
+        if not (self.client.api_key or _first_set(variables)):
             return f"set {variables[0]} for model {model!r} (statewright reads the key from it)"
         return (f"the key for model {model!r} was refused; statewright reads it from {variables[0]} (or the "
                 "api_key the client was given) — check that it is right and allowed to use this model")
@@ -274,20 +274,20 @@ def openai_reply_json(data: bytes) -> Any:
 def openai_completion(model: str, reply: HTTPReply) -> Completion:
     """A reply read: a 2xx chat completion as a Completion, anything else as an OpenAICallError."""
     if not 200 <= reply.status < 300:
-        raise _openai_status_error(reply)
+        raise _status_error(reply)
     try:
         payload = openai_reply_json(reply.body)
     except (ValueError, RecursionError) as exc:
-        raise OpenAICallError("APIError", f"the reply is not valid JSON ({_openai_snippet(exc)})",
+        raise OpenAICallError("APIError", f"the reply is not valid JSON ({_snippet(exc)})",
                               retryable=True) from None
     if not isinstance(payload, dict):
         raise OpenAICallError("APIError", "the reply is not a JSON object", retryable=True)
     usage = payload.get("usage")
     usage = usage if isinstance(usage, dict) else {}
-    prompt = _openai_count(usage.get("prompt_tokens"))
-    completion = _openai_count(usage.get("completion_tokens"))
+    prompt = _count(usage.get("prompt_tokens"))
+    completion = _count(usage.get("completion_tokens"))
     details = usage.get("prompt_tokens_details")
-    cached = _openai_count(details.get("cached_tokens")) if isinstance(details, dict) else 0
+    cached = _count(details.get("cached_tokens")) if isinstance(details, dict) else 0
     price = model_price(model)
     choices = payload.get("choices")
     read = Completion(choices=len(choices) if isinstance(choices, list) else 0, prompt_tokens=prompt,
@@ -298,14 +298,14 @@ def openai_completion(model: str, reply: HTTPReply) -> Completion:
         message = choices[0].get("message") if isinstance(choices[0], dict) else None
         if not isinstance(message, dict):
             raise OpenAICallError("APIError", "the reply's first choice has no message", retryable=True)
-        read.content = _openai_text(message.get("content"))
-        read.tool_calls = _openai_tool_calls(message.get("tool_calls"))
+        read.content = _text(message.get("content"))
+        read.tool_calls = _tool_calls(message.get("tool_calls"))
         reason = choices[0].get("finish_reason")
         read.finish_reason = reason if isinstance(reason, str) and reason else None
     return read
 
 
-def _openai_text(content: Any) -> str:
+def _text(content: Any) -> str:
     """A message's content: its text, or the text of its text parts (some servers send a list of parts)."""
     if isinstance(content, str):
         return content
@@ -315,7 +315,7 @@ def _openai_text(content: Any) -> str:
     return ""
 
 
-def _openai_tool_calls(calls: Any) -> list[ToolCallRequest]:
+def _tool_calls(calls: Any) -> list[ToolCallRequest]:
     found: list[ToolCallRequest] = []
     for index, call in enumerate(calls if isinstance(calls, list) else ()):
         function = call.get("function") if isinstance(call, dict) else None
@@ -330,15 +330,15 @@ def _openai_tool_calls(calls: Any) -> list[ToolCallRequest]:
     return found
 
 
-def _openai_count(value: Any) -> int:
-    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= _OPENAI_TOKENS_MAX:
+def _count(value: Any) -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= _TOKENS_MAX:
         return value
     return 0
 
 
-def _openai_status_error(reply: HTTPReply) -> OpenAICallError:
+def _status_error(reply: HTTPReply) -> OpenAICallError:
     status = reply.status
-    kind = _OPENAI_STATUS_NAMES.get(status, "InternalServerError" if status >= 500 else "APIStatusError")
+    kind = _STATUS_NAMES.get(status, "InternalServerError" if status >= 500 else "APIStatusError")
     message = ""
     try:
         payload = openai_reply_json(reply.body)
@@ -350,11 +350,11 @@ def _openai_status_error(reply: HTTPReply) -> OpenAICallError:
             error = error.get("message", "")
         message = error if isinstance(error, str) else ""
     if not message:
-        message = reply.body[:_OPENAI_ERROR_TEXT].decode("utf-8", "replace").strip() or "(no message)"
+        message = reply.body[:_ERROR_TEXT].decode("utf-8", "replace").strip() or "(no message)"
     retryable = status in (408, 409, 429) or status >= 500
-    return OpenAICallError(kind, message[:_OPENAI_ERROR_TEXT], status=status, retryable=retryable,
+    return OpenAICallError(kind, message[:_ERROR_TEXT], status=status, retryable=retryable,
                            headers=reply.headers)
 
 
-def _openai_snippet(error: BaseException) -> str:
+def _snippet(error: BaseException) -> str:
     return str(error)[:120]

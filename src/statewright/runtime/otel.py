@@ -33,7 +33,7 @@ OTEL_CONTENT_FIELDS = {"llm_call": ("messages", "reply"), "tool_call": ("args", 
                        "state_exit": ("output",), "item_end": ("output",), "waiting": ("question",),
                        "answer": ("answer",)}
 # litellm's provider prefixes, as the conventions name the providers: (v1.36.0 gen_ai.system, latest)
-_OTEL_PROVIDERS = {
+_PROVIDERS = {
     "openai": ("openai", "openai"), "anthropic": ("anthropic", "anthropic"),
     "azure": ("az.ai.openai", "azure.ai.openai"), "azure_ai": ("az.ai.inference", "azure.ai.inference"),
     "bedrock": ("aws.bedrock", "aws.bedrock"), "gemini": ("gemini", "gcp.gemini"),
@@ -65,7 +65,7 @@ def otel_without_content(event: str, fields: dict[str, Any]) -> dict[str, Any]:
 def otel_model_names(model: str, latest: bool) -> tuple[str, str]:
     """(provider, model) as the conventions name them, from a litellm model string (`openai/gpt-4o`)."""
     prefix, _, name = model.partition("/")
-    known = _OTEL_PROVIDERS.get(prefix)
+    known = _PROVIDERS.get(prefix)
     if known is not None and name:
         return known[1 if latest else 0], name
     return (prefix if name else "_OTHER"), model
@@ -220,7 +220,7 @@ class OtelMetrics:
                                                     "Time from a question to its answer")
 
 
-class _OtelNoInstrument:
+class _NoInstrument:
     def add(self, amount: float, attributes: Any = None) -> None:
         pass
 
@@ -228,18 +228,18 @@ class _OtelNoInstrument:
         pass
 
 
-class _OtelNoMetrics:
+class _NoMetrics:
     """Instruments that count nothing (a workflow's replay)."""
 
-    def __getattr__(self, name: str) -> _OtelNoInstrument:
-        return _OTEL_NO_INSTRUMENT
+    def __getattr__(self, name: str) -> _NoInstrument:
+        return _NO_INSTRUMENT
 
 
-_OTEL_NO_INSTRUMENT = _OtelNoInstrument()
-_OTEL_NO_METRICS: Any = _OtelNoMetrics()
+_NO_INSTRUMENT = _NoInstrument()
+_NO_METRICS: Any = _NoMetrics()
 
 
-class _OtelOpen:
+class _OpenSpan:
     """A span the sink has started and not ended: its kind (run, state, branch, item, verifier), the state
     it is of, and the time of the last event it saw (a branch ends there)."""
 
@@ -278,7 +278,7 @@ class OtelRunSink:
         self.planned = planned
         self.planned_count = 0
         self.replaying: Any = None  # a workflow's "is it replaying" (spans ended then were sent before)
-        self.stack: list[_OtelOpen] = []
+        self.stack: list[_OpenSpan] = []
         self.asked: dict[str, int] = {}  # state -> when the run began to wait there (the `waiting` event)
         self.root: Any = None
         self.parent = getattr(run, "trace_context", None)  # the run's context, when it has one already
@@ -301,8 +301,8 @@ class OtelRunSink:
         stamp = otel_event_ns(fields["time"]) if "time" in fields else None  # a branch's event, held back
         at = stamp or at or time.time_ns()
         if self.replaying is not None:  # a replayed workflow's metrics were counted by the worker before
-            self.metrics = _OTEL_NO_METRICS if self.replaying() else self.telemetry.metrics
-        handle = _OTEL_HANDLERS.get(event)
+            self.metrics = _NO_METRICS if self.replaying() else self.telemetry.metrics
+        handle = _HANDLERS.get(event)
         if self.stack:
             self.stack[-1].last = at
             for entry in self.stack:
@@ -368,13 +368,13 @@ class OtelRunSink:
             return  # the worker that ran this part of the run first sent the span
         span.end(end_time=at)
 
-    def _push(self, kind: str, name: str, state: str | None, at: int, attributes: dict[str, Any]) -> _OtelOpen:
+    def _push(self, kind: str, name: str, state: str | None, at: int, attributes: dict[str, Any]) -> _OpenSpan:
         parent = self._parent_context(self.stack[-1]) if self.stack else self._root_parent()
-        entry = _OtelOpen(kind, self._start(name, parent, at, attributes), state, at)
+        entry = _OpenSpan(kind, self._start(name, parent, at, attributes), state, at)
         self.stack.append(entry)
         return entry
 
-    def _parent_context(self, entry: _OtelOpen) -> Any:
+    def _parent_context(self, entry: _OpenSpan) -> Any:
         if entry.context is None:
             entry.context = self.api.set_span_in_context(entry.span)
         return entry.context
@@ -384,7 +384,7 @@ class OtelRunSink:
             return self.api.set_span_in_context(self.parent_span)
         return otel_context(self.api, self.parent) if self.parent else None
 
-    def _pop_to(self, kinds: tuple[str, ...], at: int, *, inclusive: bool = True) -> _OtelOpen | None:
+    def _pop_to(self, kinds: tuple[str, ...], at: int, *, inclusive: bool = True) -> _OpenSpan | None:
         """End the spans above the innermost one of `kinds` (and it, when `inclusive`); that one."""
         stack = self.stack
         index = next((i for i in range(len(stack) - 1, -1, -1) if stack[i].kind in kinds), None)
@@ -395,7 +395,7 @@ class OtelRunSink:
             self._close(stack.pop(), at)
         return found
 
-    def _close(self, entry: _OtelOpen, at: int) -> None:
+    def _close(self, entry: _OpenSpan, at: int) -> None:
         if entry.kind == "state" and entry.state is not None:
             self.metrics.state_duration.record(max(at - entry.start, 0) / 1e9,
                                                {"statewright.machine": self.machine, "statewright.state": entry.state})
@@ -742,7 +742,7 @@ class OtelRunSink:
         self.metrics.wait_duration.record(max(at - start, 0) / 1e9, outcome)
 
 
-def _otel_state_event(name: str) -> Any:
+def _state_event(name: str) -> Any:
     """The handler of an event that is an event of its state's span (a guard, a bound, a re-ask, ...)."""
 
     def handle(sink: OtelRunSink, fields: dict[str, Any], at: int) -> None:
@@ -751,7 +751,7 @@ def _otel_state_event(name: str) -> Any:
     return handle
 
 
-_OTEL_HANDLERS: dict[str, Any] = {
+_HANDLERS: dict[str, Any] = {
     "run_start": OtelRunSink._run_start, "run_end": OtelRunSink._run_end,
     "state_enter": OtelRunSink._state_enter, "state_exit": OtelRunSink._state_exit,
     "transition": OtelRunSink._transition, "llm_call": OtelRunSink._llm_call, "llm_error": OtelRunSink._llm_error,
@@ -759,7 +759,7 @@ _OTEL_HANDLERS: dict[str, Any] = {
     "branch_start": OtelRunSink._branch_start, "branch_end": OtelRunSink._branch_end,
     "item_start": OtelRunSink._item_start, "item_end": OtelRunSink._item_end,
     "waiting": OtelRunSink._waiting, "answer": OtelRunSink._answer,
-    **{name: _otel_state_event(name)
+    **{name: _state_event(name)
        for name in ("guard", "bound_skip", "reask", "repair", "join", "answer_refused", "answered_by")},
 }
 

@@ -87,7 +87,7 @@ def otel_resource_defaults() -> dict[str, str]:
     return {} if named else {"service.name": OTEL_DEFAULT_SERVICE}
 
 
-def _otel_protocol(signal: str) -> str:
+def _protocol(signal: str) -> str:
     return (os.environ.get(f"OTEL_EXPORTER_OTLP_{signal}_PROTOCOL") or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
             or "http/protobuf").strip().lower()
 
@@ -102,7 +102,7 @@ def otel_span_exporter() -> Any:
             from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
             return ConsoleSpanExporter(out=sys.stderr)
-        if _otel_protocol("TRACES") == "grpc":
+        if _protocol("TRACES") == "grpc":
             from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
         else:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # type: ignore[assignment]
@@ -115,7 +115,7 @@ def otel_span_exporter() -> Any:
 
 def otel_metric_exporter() -> Any:
     try:
-        if _otel_protocol("METRICS") == "grpc":
+        if _protocol("METRICS") == "grpc":
             from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
         else:
             from opentelemetry.exporter.otlp.proto.http.metric_exporter import (  # type: ignore[assignment]

@@ -12,7 +12,7 @@ import os
 import sys
 from typing import IO, Any
 
-_PROGRESS_STYLES = {"state": "1", "dim": "2", "ok": "32", "fail": "31", "cause": "36", "model": "35"}
+_STYLES = {"state": "1", "dim": "2", "ok": "32", "fail": "31", "cause": "36", "model": "35"}
 
 
 def wants_color(stream: Any) -> bool:
@@ -73,7 +73,7 @@ class Progress:
                 pass
 
     def paint(self, style: str, text: str) -> str:
-        return f"\x1b[{_PROGRESS_STYLES[style]}m{text}\x1b[0m" if self.color else text
+        return f"\x1b[{_STYLES[style]}m{text}\x1b[0m" if self.color else text
 
     @staticmethod
     def _caller(fields: dict[str, Any]) -> str:

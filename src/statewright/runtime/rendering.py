@@ -23,19 +23,19 @@ from typing import Any
 
 from .structured import to_jsonable
 
-_TEMPLATE_MARKERS = ("{{", "{%", "{#")
+_MARKERS = ("{{", "{%", "{#")
 
 # A number may have at most as many digits as Python will print (its default int_max_str_digits).
 MAX_INT_DIGITS = 4300
-_RENDERING_MAX_INT_BITS = int(MAX_INT_DIGITS * math.log2(10))
+_MAX_INT_BITS = int(MAX_INT_DIGITS * math.log2(10))
 # The most characters (or list items) one operation may produce, and the longest rendered template.
 MAX_TEMPLATE_VALUE = 10_000_000
 MAX_RENDERED_CHARS = 10_000_000
 # lipsum() writes paragraphs of filler text; a few are all a prompt could want
-_RENDERING_MAX_LIPSUM = 100
-_RENDERING_MAX_JSON_INDENT = 100
+_MAX_LIPSUM = 100
+_MAX_JSON_INDENT = 100
 
-_rendering_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
     "statewright_template_deadline", default=None)
 
 
@@ -54,11 +54,11 @@ class TemplateDeadlineExceeded(TemplateRenderError):
 # ---- bounded operations --------------------------------------------------------------------------
 
 
-def _rendering_int_bits(value: Any) -> int:
+def _int_bits(value: Any) -> int:
     return value.bit_length() if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def _rendering_size(value: Any) -> int | None:
+def _size(value: Any) -> int | None:
     """How much a str, list or tuple weighs (`value_weight`); None for anything else."""
     return value_weight(value) if isinstance(value, (str, list, tuple)) else None
 
@@ -87,47 +87,47 @@ def value_weight(value: Any, limit: int = MAX_TEMPLATE_VALUE) -> int:
     return total
 
 
-def _rendering_too_large(what: str) -> TemplateTooLarge:
+def _too_large(what: str) -> TemplateTooLarge:
     return TemplateTooLarge(f"{what}; the limit is {MAX_TEMPLATE_VALUE:,} characters or items per value")
 
 
-def _rendering_check_power(left: Any, right: Any) -> None:
+def _check_power(left: Any, right: Any) -> None:
     if not (isinstance(left, int) and isinstance(right, int)) or right <= 0:
         return  # floats overflow to an error or inf on their own; a negative power of an int is a float
-    bits = _rendering_int_bits(left)
-    if bits > 1 and (bits - 1) * right > _RENDERING_MAX_INT_BITS:
+    bits = _int_bits(left)
+    if bits > 1 and (bits - 1) * right > _MAX_INT_BITS:
         digits = int((bits - 1) * right / math.log2(10))
         raise TemplateTooLarge(f"{left if bits <= 64 else 'a number'} ** {right} would have over {digits:,} "
                                f"digits; the limit is {MAX_INT_DIGITS:,}")
 
 
-def _rendering_check_repeat(seq: Any, count: Any) -> None:
-    size = _rendering_size(seq)
+def _check_repeat(seq: Any, count: Any) -> None:
+    size = _size(seq)
     if size is None or not isinstance(count, int):
         return
     if size * count > MAX_TEMPLATE_VALUE:
-        raise _rendering_too_large(f"repeating {size:,} characters or items {count:,} times gives "
-                                   f"{size * count:,}")
+        raise _too_large(f"repeating {size:,} characters or items {count:,} times gives "
+                         f"{size * count:,}")
 
 
-def _rendering_check_product(left: Any, right: Any) -> None:
-    _rendering_check_repeat(left, right)
-    _rendering_check_repeat(right, left)
-    if _rendering_int_bits(left) + _rendering_int_bits(right) > _RENDERING_MAX_INT_BITS:
+def _check_product(left: Any, right: Any) -> None:
+    _check_repeat(left, right)
+    _check_repeat(right, left)
+    if _int_bits(left) + _int_bits(right) > _MAX_INT_BITS:
         raise TemplateTooLarge(f"the product would have over {MAX_INT_DIGITS:,} digits; the limit is "
                                f"{MAX_INT_DIGITS:,}")
 
 
-def _rendering_check_sum(left: Any, right: Any) -> None:
-    a, b = _rendering_size(left), _rendering_size(right)
+def _check_sum(left: Any, right: Any) -> None:
+    a, b = _size(left), _size(right)
     if a is not None and b is not None and a + b > MAX_TEMPLATE_VALUE:
-        raise _rendering_too_large(f"joining {a:,} and {b:,} characters or items gives {a + b:,}")
+        raise _too_large(f"joining {a:,} and {b:,} characters or items gives {a + b:,}")
 
 
 _FORMAT_WIDTH = re.compile(r"%(?:\([^)]*\))?[-+ #0]*(\*|\d+)?(?:\.(\*|\d+))?")
 
 
-def _rendering_check_printf(text: Any, args: Any) -> None:
+def _check_printf(text: Any, args: Any) -> None:
     """`"%10s" % x`: a width or precision over the limit, or one taken from the arguments (`*`)."""
     if not isinstance(text, str) or "%" not in text:
         return
@@ -136,7 +136,7 @@ def _rendering_check_printf(text: Any, args: Any) -> None:
             if part == "*":
                 raise TemplateTooLarge("a '*' width or precision in a % format is not allowed in templates")
             if part is not None and (len(part) > 8 or int(part) > MAX_TEMPLATE_VALUE):
-                raise _rendering_too_large(f"a % format asks for a width of {part}")
+                raise _too_large(f"a % format asks for a width of {part}")
 
 
 def bounded_binop(operator: str, left: Any, right: Any) -> Any:
@@ -146,16 +146,16 @@ def bounded_binop(operator: str, left: Any, right: Any) -> Any:
     every other failure is the operator's own (TypeError, ZeroDivisionError, ...).
     """
     if operator == "**":
-        _rendering_check_power(left, right)
+        _check_power(left, right)
         return left**right
     if operator == "*":
-        _rendering_check_product(left, right)
+        _check_product(left, right)
         return left * right
     if operator == "+":
-        _rendering_check_sum(left, right)
+        _check_sum(left, right)
         return left + right
     if operator == "%":
-        _rendering_check_printf(left, right)
+        _check_printf(left, right)
         return left % right
     if operator == "-":
         return left - right
@@ -170,24 +170,24 @@ def bounded_concat(values: Iterable[Any]) -> str:
     """`a ~ b ~ c`: the values' text joined, refusing a result over the size limit."""
     values = list(values)
     if sum(value_weight(v) for v in values) > MAX_TEMPLATE_VALUE:
-        raise _rendering_too_large("joining text with '~' gives more than allowed")
+        raise _too_large("joining text with '~' gives more than allowed")
     parts = [str(v) for v in values]
     total = sum(len(p) for p in parts)
     if total > MAX_TEMPLATE_VALUE:
-        raise _rendering_too_large(f"joining text with '~' gives {total:,} characters")
+        raise _too_large(f"joining text with '~' gives {total:,} characters")
     return "".join(parts)
 
 
-def _rendering_width(value: Any, what: str) -> None:
+def _width(value: Any, what: str) -> None:
     if isinstance(value, int) and value > MAX_TEMPLATE_VALUE:
-        raise _rendering_too_large(f"{what} of {value:,}")
+        raise _too_large(f"{what} of {value:,}")
 
 
-def _rendering_bounded_filters(filters: Mapping[str, Callable[..., Any]]) -> dict[str, Callable[..., Any]]:
+def _bounded_filters(filters: Mapping[str, Callable[..., Any]]) -> dict[str, Callable[..., Any]]:
     """Jinja's filters, each refusing a value over the size limits, and those that pad, repeat or fill
     checking their arguments first."""
-    out = {name: _rendering_weighed(function) for name, function in filters.items()}
-    for name, bounded in _rendering_checked_filters(filters).items():
+    out = {name: _weighed(function) for name, function in filters.items()}
+    for name, bounded in _checked_filters(filters).items():
         original = filters.get(name)
         if original is None:
             continue
@@ -196,31 +196,31 @@ def _rendering_bounded_filters(filters: Mapping[str, Callable[..., Any]]) -> dic
             if hasattr(original, attr):
                 setattr(bounded, attr, getattr(original, attr))
         bounded.__doc__ = original.__doc__
-        out[name] = _rendering_weighed(bounded)
+        out[name] = _weighed(bounded)
     return out
 
 
-def _rendering_checked_filters(filters: Mapping[str, Callable[..., Any]]) -> dict[str, Callable[..., Any]]:
+def _checked_filters(filters: Mapping[str, Callable[..., Any]]) -> dict[str, Callable[..., Any]]:
     """The filters that pad, repeat or fill, each checking its arguments before it calls Jinja's own."""
 
     def center(value: Any, width: int = 80) -> Any:
-        _rendering_width(width, "a width")
+        _width(width, "a width")
         return filters["center"](value, width)
 
     def indent(value: Any, width: Any = 4, *args: Any, **kwargs: Any) -> Any:
         pad = len(width) if isinstance(width, str) else width if isinstance(width, int) else 0
         lines = str(value).count("\n") + 1
         if pad * lines > MAX_TEMPLATE_VALUE:
-            raise _rendering_too_large(f"indenting {lines:,} lines by {pad:,} gives {pad * lines:,}")
+            raise _too_large(f"indenting {lines:,} lines by {pad:,} gives {pad * lines:,}")
         return filters["indent"](value, width, *args, **kwargs)
 
     def format_(value: Any, *args: Any, **kwargs: Any) -> Any:
-        _rendering_check_printf(value, args)
+        _check_printf(value, args)
         return filters["format"](value, *args, **kwargs)
 
     def join(eval_ctx: Any, value: Any, d: str = "", attribute: Any = None) -> Any:
         items = list(value)
-        _rendering_check_repeat(str(d), max(len(items) - 1, 0))
+        _check_repeat(str(d), max(len(items) - 1, 0))
         return filters["join"](eval_ctx, items, d, attribute)
 
     def replace(eval_ctx: Any, s: Any, old: Any, new: Any, count: int | None = None) -> Any:
@@ -229,33 +229,33 @@ def _rendering_checked_filters(filters: Mapping[str, Callable[..., Any]]) -> dic
         if count is not None and count >= 0:
             times = min(times, count)
         if len(text) + times * max(len(new_text) - len(old_text), 0) > MAX_TEMPLATE_VALUE:
-            raise _rendering_too_large("the replacement gives more text than allowed")
+            raise _too_large("the replacement gives more text than allowed")
         return filters["replace"](eval_ctx, s, old, new, count)
 
     def batch(value: Any, linecount: int, fill_with: Any = None) -> Any:
-        _rendering_width(linecount, "a batch size")
+        _width(linecount, "a batch size")
         return filters["batch"](value, linecount, fill_with)
 
     def slice_(value: Any, slices: int, fill_with: Any = None) -> Any:
-        _rendering_width(slices, "a slice count")
+        _width(slices, "a slice count")
         return filters["slice"](value, slices, fill_with)
 
     def wordwrap(environment: Any, s: str, width: int = 79, break_long_words: bool = True,
                  wrapstring: str | None = None, break_on_hyphens: bool = True) -> Any:
         if wrapstring is not None and len(str(wrapstring)) * (len(str(s)) + 1) > MAX_TEMPLATE_VALUE:
-            raise _rendering_too_large("wrapping with that line break gives more text than allowed")
+            raise _too_large("wrapping with that line break gives more text than allowed")
         return filters["wordwrap"](environment, s, width, break_long_words, wrapstring, break_on_hyphens)
 
     def tojson(eval_ctx: Any, value: Any, indent: int | None = None) -> Any:
-        if isinstance(indent, int) and indent > _RENDERING_MAX_JSON_INDENT:
-            raise TemplateTooLarge(f"tojson({indent:,}): the indent may be at most {_RENDERING_MAX_JSON_INDENT}")
+        if isinstance(indent, int) and indent > _MAX_JSON_INDENT:
+            raise TemplateTooLarge(f"tojson({indent:,}): the indent may be at most {_MAX_JSON_INDENT}")
         return filters["tojson"](eval_ctx, value, indent)
 
     return {"center": center, "indent": indent, "format": format_, "join": join, "replace": replace,
             "batch": batch, "slice": slice_, "wordwrap": wordwrap, "tojson": tojson}
 
 
-def _rendering_weighed(function: Callable[..., Any]) -> Callable[..., Any]:
+def _weighed(function: Callable[..., Any]) -> Callable[..., Any]:
     """A filter that refuses a value (its first argument after the context) over the size limits: most
     filters turn their value into text, and a list holding a list a thousand times prints it a thousand
     times."""
@@ -266,7 +266,7 @@ def _rendering_weighed(function: Callable[..., Any]) -> Callable[..., Any]:
     def weighed(*args: Any, **kwargs: Any) -> Any:
         value = args[1] if passed and len(args) > 1 else args[0] if args else None
         if isinstance(value, (list, tuple, dict)) and value_weight(value) > MAX_TEMPLATE_VALUE:
-            raise _rendering_too_large("the value given to this filter is larger than allowed")
+            raise _too_large("the value given to this filter is larger than allowed")
         return function(*args, **kwargs)
 
     for attr in ("jinja_pass_arg",):
@@ -277,32 +277,32 @@ def _rendering_weighed(function: Callable[..., Any]) -> Callable[..., Any]:
 
 
 # str methods a template may call that pad, repeat or fill, and the argument that sizes the result
-_RENDERING_PADDING_METHODS = frozenset({"ljust", "rjust", "center", "zfill"})
+_PADDING_METHODS = frozenset({"ljust", "rjust", "center", "zfill"})
 
 
-def _rendering_check_str_method(method: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
+def _check_str_method(method: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
     owner = getattr(method, "__self__", None)
     if not isinstance(owner, str):
         return
     name = getattr(method, "__name__", "")
-    if name in _RENDERING_PADDING_METHODS and args:
-        _rendering_width(args[0], "a width")
+    if name in _PADDING_METHODS and args:
+        _width(args[0], "a width")
     elif name == "expandtabs":
         size = args[0] if args else kwargs.get("tabsize", 8)
         if isinstance(size, int) and size * (owner.count("\t") + 1) > MAX_TEMPLATE_VALUE:
-            raise _rendering_too_large("expanding the tabs gives more text than allowed")
+            raise _too_large("expanding the tabs gives more text than allowed")
     elif name == "join" and args:
         items = args[0]
         count = len(items) if hasattr(items, "__len__") else 0
-        _rendering_check_repeat(owner, max(count - 1, 0))
+        _check_repeat(owner, max(count - 1, 0))
     elif name == "replace" and len(args) >= 2:
         old, new = str(args[0]), str(args[1])
         times = owner.count(old) if old else len(owner) + 1
         if len(owner) + times * max(len(new) - len(old), 0) > MAX_TEMPLATE_VALUE:
-            raise _rendering_too_large("the replacement gives more text than allowed")
+            raise _too_large("the replacement gives more text than allowed")
 
 
-def _rendering_check_format_fields(template: str) -> None:
+def _check_format_fields(template: str) -> None:
     """`"{:>20}".format(x)`: a width or precision over the limit, or one taken from the arguments."""
     import string
 
@@ -317,26 +317,26 @@ def _rendering_check_format_fields(template: str) -> None:
             raise TemplateTooLarge("a width or precision taken from the arguments ('{:{}}') is not allowed in "
                                    "templates")
         if any(len(n) > 8 or int(n) > MAX_TEMPLATE_VALUE for n in re.findall(r"\d+", spec)):
-            raise _rendering_too_large(f"the format field '{{:{spec}}}' asks for a width over the limit")
+            raise _too_large(f"the format field '{{:{spec}}}' asks for a width over the limit")
 
 
 # ---- the deadline --------------------------------------------------------------------------------
 
 
-def _rendering_check_deadline() -> None:
-    deadline = _rendering_deadline.get()
+def _check_deadline() -> None:
+    deadline = _deadline.get()
     if deadline is not None and time.monotonic() > deadline:
         raise TemplateDeadlineExceeded("rendering the template ran past the run's time limit (limits { seconds })")
 
 
-def _rendering_iterate(iterable: Any) -> Iterator[Any]:
+def _iterate(iterable: Any) -> Iterator[Any]:
     """A `for` loop's items, with the deadline checked before each one."""
     for item in iterable:
-        _rendering_check_deadline()
+        _check_deadline()
         yield item
 
 
-class _RenderingRange:
+class _Range:
     """range() for templates: at most the sandbox's number of items, and the deadline checked as it is
     iterated (a loop over it with no output in its body still stops in time)."""
 
@@ -344,7 +344,7 @@ class _RenderingRange:
         self._numbers = numbers
 
     def __iter__(self) -> Iterator[int]:
-        return _rendering_iterate(self._numbers)
+        return _iterate(self._numbers)
 
     def __len__(self) -> int:
         return len(self._numbers)
@@ -356,7 +356,7 @@ class _RenderingRange:
         return item in self._numbers
 
     def __reversed__(self) -> Iterator[int]:
-        return _rendering_iterate(reversed(self._numbers))
+        return _iterate(reversed(self._numbers))
 
     def __repr__(self) -> str:
         return repr(self._numbers)
@@ -364,26 +364,26 @@ class _RenderingRange:
 
 # ---- the environment -----------------------------------------------------------------------------
 
-_RENDERING_NO_FIELD = object()
+_NO_FIELD = object()
 
 
-def _rendering_field(obj: Any, name: str) -> Any:
+def _field(obj: Any, name: str) -> Any:
     """The field `name` of a value as the language means it (what guards read, guard_access.py): a key of
     a dict, or a field of a typed output found by its spec name — which is the pydantic alias when the
-    name cannot be a Python attribute (`class`, `_id`, `json`). `_RENDERING_NO_FIELD` when there is none."""
+    name cannot be a Python attribute (`class`, `_id`, `json`). `_NO_FIELD` when there is none."""
     if isinstance(obj, Mapping):
-        return obj.get(name, _RENDERING_NO_FIELD)
+        return obj.get(name, _NO_FIELD)
     fields = getattr(type(obj), "model_fields", None)  # a pydantic model, without importing pydantic
     if not isinstance(fields, dict):
-        return _RENDERING_NO_FIELD
+        return _NO_FIELD
     for attribute, info in fields.items():
         if (getattr(info, "alias", None) or attribute) == name:
             return getattr(obj, attribute)
-    return _RENDERING_NO_FIELD
+    return _NO_FIELD
 
 
 
-def _rendering_finalize(value: Any) -> Any:
+def _finalize(value: Any) -> Any:
     """How a value prints: text as is, nothing as "", typed objects and collections as JSON."""
     if value is None:
         return ""
@@ -392,10 +392,10 @@ def _rendering_finalize(value: Any) -> Any:
     if isinstance(value, (dict, list, tuple)) or hasattr(value, "model_dump"):
         data = value if isinstance(value, (dict, list, tuple)) else to_jsonable(value)
         if value_weight(data) > MAX_TEMPLATE_VALUE:
-            raise _rendering_too_large("the value printed here is larger than allowed")
+            raise _too_large("the value printed here is larger than allowed")
         data = to_jsonable(value)
         if value_weight(data) > MAX_TEMPLATE_VALUE:
-            raise _rendering_too_large("the value printed here is larger than allowed")
+            raise _too_large("the value printed here is larger than allowed")
         return json.dumps(data, ensure_ascii=False)
     return value
 
@@ -414,43 +414,43 @@ def template_environment_class() -> Any:
 
         def __init__(self, **options: Any) -> None:
             super().__init__(**options)
-            self.filters = _rendering_bounded_filters(self.filters)
-            self.globals.update(_rendering_bounded_globals(self.globals))
+            self.filters = _bounded_filters(self.filters)
+            self.globals.update(_bounded_globals(self.globals))
 
         def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
-            _rendering_check_deadline()
+            _check_deadline()
             return bounded_binop(operator, left, right)
 
         def call_unop(self, context: Any, operator: str, arg: Any) -> Any:
             return -arg if operator == "-" else +arg
 
         def call(self, context: Any, obj: Any, /, *args: Any, **kwargs: Any) -> Any:
-            _rendering_check_deadline()
-            _rendering_check_str_method(obj, args, kwargs)
+            _check_deadline()
+            _check_str_method(obj, args, kwargs)
             return super().call(context, obj, *args, **kwargs)
 
         def wrap_str_format(self, value: Any) -> Any:
             wrapped = super().wrap_str_format(value)
-            return None if wrapped is None else _rendering_bounded_format(wrapped, value.__self__)
+            return None if wrapped is None else _bounded_format(wrapped, value.__self__)
 
         def getattr(self, obj: Any, attribute: str) -> Any:
             """`x.name` reads the field `name` — a key of a dict, a field of a typed output by the name the
             spec gives it — before any Python attribute: a field called `items`, `json`, `copy` or
             `class` is the field, never a method or a missing attribute."""
-            found = _rendering_field(obj, attribute)
-            if found is not _RENDERING_NO_FIELD:
+            found = _field(obj, attribute)
+            if found is not _NO_FIELD:
                 return found
             return super().getattr(obj, attribute)
 
         def getitem(self, obj: Any, argument: Any) -> Any:
             if isinstance(argument, str):
-                found = _rendering_field(obj, argument)
-                if found is not _RENDERING_NO_FIELD:
+                found = _field(obj, argument)
+                if found is not _NO_FIELD:
                     return found
             return super().getitem(obj, argument)
 
         def iterate(self, iterable: Any) -> Iterator[Any]:
-            return _rendering_iterate(iterable)
+            return _iterate(iterable)
 
         def concat_values(self, *values: Any) -> str:
             return bounded_concat(values)
@@ -458,37 +458,37 @@ def template_environment_class() -> Any:
         def _parse(self, source: str, name: str | None, filename: str | None) -> Any:
             """Parse, then route every `for` loop's items through `iterate` and every `~` through
             `concat_values`, so loops check the deadline and joined text is bounded."""
-            return _rendering_bounded_nodes()().visit(super()._parse(source, name, filename))
+            return _bounded_nodes()().visit(super()._parse(source, name, filename))
 
     return BoundedSandbox
 
 
-def _rendering_bounded_globals(globals_: Mapping[str, Any]) -> dict[str, Any]:
+def _bounded_globals(globals_: Mapping[str, Any]) -> dict[str, Any]:
     """Jinja's `lipsum` and `range`, bounded: at most so many paragraphs, at most so many items."""
     from jinja2.sandbox import safe_range
 
     lipsum: Any = globals_["lipsum"]
 
     def bounded_lipsum(n: int = 5, *args: Any, **kwargs: Any) -> Any:
-        if isinstance(n, int) and n > _RENDERING_MAX_LIPSUM:
-            raise TemplateTooLarge(f"lipsum({n:,}): at most {_RENDERING_MAX_LIPSUM} paragraphs")
+        if isinstance(n, int) and n > _MAX_LIPSUM:
+            raise TemplateTooLarge(f"lipsum({n:,}): at most {_MAX_LIPSUM} paragraphs")
         return lipsum(n, *args, **kwargs)
 
-    return {"lipsum": bounded_lipsum, "range": lambda *args: _RenderingRange(safe_range(*args))}
+    return {"lipsum": bounded_lipsum, "range": lambda *args: _Range(safe_range(*args))}
 
 
-def _rendering_bounded_format(wrapped: Callable[..., Any], template: str) -> Callable[..., Any]:
+def _bounded_format(wrapped: Callable[..., Any], template: str) -> Callable[..., Any]:
     """`str.format` of `template` (as the sandbox wraps it), its fields checked before it runs."""
 
     def bounded_format(*args: Any, **kwargs: Any) -> Any:
-        _rendering_check_format_fields(template)
+        _check_format_fields(template)
         return wrapped(*args, **kwargs)
 
     return bounded_format
 
 
 @lru_cache(maxsize=1)
-def _rendering_bounded_nodes() -> Any:
+def _bounded_nodes() -> Any:
     """The parse-tree rewrite of BoundedSandbox._parse: every `for` loop's items through the environment's
     `iterate`, every `~` through its `concat_values`."""
     from jinja2 import nodes
@@ -509,24 +509,24 @@ def _rendering_bounded_nodes() -> Any:
     return BoundedNodes
 
 
-def _rendering_environment() -> Any:
+def _new_environment() -> Any:
     """A fresh bounded sandbox: undefined names are errors, nothing is escaped, values print as data."""
     from jinja2 import StrictUndefined
 
-    return template_environment_class()(undefined=StrictUndefined, autoescape=False, finalize=_rendering_finalize)
+    return template_environment_class()(undefined=StrictUndefined, autoescape=False, finalize=_finalize)
 
 
 def is_constant(source: str) -> bool:
     """A template without any Jinja markup renders to itself; the engine skips Jinja for it."""
-    return not any(marker in source for marker in _TEMPLATE_MARKERS)
+    return not any(marker in source for marker in _MARKERS)
 
 
 def variant_tests(types: Mapping[str, type]) -> dict[str, Callable[[Any], bool]]:
     """A Jinja test for each type a variant output offers: `{% if draft.output is Answer %}`."""
-    return {name: _rendering_instance_test(cls) for name, cls in types.items()}
+    return {name: _instance_test(cls) for name, cls in types.items()}
 
 
-def _rendering_instance_test(cls: type) -> Callable[[Any], bool]:
+def _instance_test(cls: type) -> Callable[[Any], bool]:
     return lambda value: isinstance(value, cls)
 
 
@@ -547,7 +547,7 @@ class TemplateSet:
         compiled = self._compiled.get(source)
         if compiled is None:
             if self._environment is None:
-                self._environment = _rendering_environment()
+                self._environment = _new_environment()
                 self._environment.tests.update(self._tests)
             try:
                 compiled = self._environment.from_string(source)
@@ -568,7 +568,7 @@ class TemplateSet:
         if seconds is not None:
             deadline = time.monotonic() + seconds
         compiled = self.compile(source)
-        token = _rendering_deadline.set(deadline)
+        token = _deadline.set(deadline)
         try:
             parts: list[str] = []
             size = 0
@@ -577,14 +577,14 @@ class TemplateSet:
                 if size > MAX_RENDERED_CHARS:
                     raise TemplateTooLarge(f"the rendered text is longer than {MAX_RENDERED_CHARS:,} characters")
                 parts.append(chunk)
-                _rendering_check_deadline()
+                _check_deadline()
             return "".join(parts)
         except TemplateRenderError:
             raise
         except Exception as exc:  # noqa: BLE001 - any render error is the template's, reported as one
-            raise TemplateRenderError(_rendering_describe(exc)) from None
+            raise TemplateRenderError(_describe(exc)) from None
         finally:
-            _rendering_deadline.reset(token)
+            _deadline.reset(token)
 
 
 def compile_template(source: str) -> Any:
@@ -597,7 +597,7 @@ def render_template(source: str, context: Mapping[str, Any], *, deadline: float 
     return TemplateSet().render(source, context, deadline=deadline)
 
 
-def _rendering_describe(exc: BaseException) -> str:
+def _describe(exc: BaseException) -> str:
     name = type(exc).__name__
     if name == "UndefinedError":
         return f"the template uses a name that is not defined: {exc}"

@@ -43,7 +43,7 @@ class RunnerTerminated(KeyboardInterrupt):
 
 
 @contextlib.contextmanager
-def _runner_stopped_by_sigterm(engine: Engine) -> Iterator[None]:
+def _stopped_by_sigterm(engine: Engine) -> Iterator[None]:
     def stop(signum: int, frame: Any) -> None:
         engine.kill_tool_processes()  # at once, before the run unwinds: no tool outlives the runner
         raise RunnerTerminated(f"signal {signum}")
@@ -60,7 +60,7 @@ def _runner_stopped_by_sigterm(engine: Engine) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _runner_loaded_objects_frozen() -> Iterator[None]:
+def _loaded_objects_frozen() -> Iterator[None]:
     """The batch command's runs, with every object loaded before them (the machine, the modules, the
     model client's own) out of the cyclic collector's sight.
 
@@ -121,8 +121,8 @@ RUN_OPTIONS: tuple[tuple[str, str, str, str], ...] = (
 )
 
 
-def _runner_client(client: ModelClient | None, retries: int | None, retry_delay: float | None,
-                   timeout: float | None = None, model_client: str | None = None) -> ModelClient | None:
+def _client(client: ModelClient | None, retries: int | None, retry_delay: float | None,
+            timeout: float | None = None, model_client: str | None = None) -> ModelClient | None:
     """The model client a run uses: the one given, else the default client (`model_client` names which,
     model_client.py) with the retry policy asked for."""
     if client is not None:
@@ -141,7 +141,7 @@ def _runner_client(client: ModelClient | None, retries: int | None, retry_delay:
                                             timeout=timeout if timeout is not None else policy.timeout), choice)
 
 
-def _runner_script(script: Script | Mapping[str, Any] | None) -> Script | None:
+def _script(script: Script | Mapping[str, Any] | None) -> Script | None:
     if script is None or isinstance(script, Script):
         return script
     return Script.from_json(script)
@@ -168,9 +168,9 @@ async def arun_machine(machine: MachineSpec, inputs: Mapping[str, Any] | None = 
     checkpoint = run_checkpoint(machine, checkpoint)
     store = CheckpointStore(checkpoint) if isinstance(checkpoint, str) else checkpoint
     try:
-        engine = Engine(machine, client=_runner_client(client, retries, retry_delay, timeout, model_client),
+        engine = Engine(machine, client=_client(client, retries, retry_delay, timeout, model_client),
                         trace=opened or trace, checkpoint=store, model_map=model_map,  # type: ignore[arg-type]
-                        script=_runner_script(script), workspace=workspace, tools=tools,
+                        script=_script(script), workspace=workspace, tools=tools,
                         unsafe_tools=unsafe_tools, max_tokens=max_tokens, listeners=listeners, otel=telemetry)
         if resume:
             return await engine.arun(None, run_id=resume, resume=True, answer=answer, path=at)
@@ -237,17 +237,17 @@ def run_machine(machine: MachineSpec, inputs: Mapping[str, Any] | None = None, *
 # ---- the command line ----------------------------------------------------------------------------
 
 
-def _runner_type_text(annotation: Any) -> str:
+def _type_text(annotation: Any) -> str:
     if isinstance(annotation, type):
         return annotation.__name__
     return str(annotation).replace("typing.", "")
 
 
-def _runner_parser(machine: MachineSpec, prog: str | None) -> argparse.ArgumentParser:
+def _parser(machine: MachineSpec, prog: str | None) -> argparse.ArgumentParser:
     lines = []
     for spec in machine.inputs:
         default = "" if spec.required else f" (default {json.dumps(spec.default, default=str)})"
-        lines.append(f"  {spec.name}: {_runner_type_text(spec.annotation)}{default}")
+        lines.append(f"  {spec.name}: {_type_text(spec.annotation)}{default}")
     epilog = ("inputs:\n" + "\n".join(lines)) if lines else "this machine takes no inputs"
     epilog += ("\n\nexit status: 0 the run ended in a final state, 1 it failed (in a failing final state "
                "too; the failure is in the JSON result), 2 usage or configuration error (bad inputs, a secret not "
@@ -286,32 +286,32 @@ def _runner_parser(machine: MachineSpec, prog: str | None) -> argparse.ArgumentP
                              "model not mapped otherwise)")
     parser.add_argument("--workspace", metavar="DIR", help="the directory tools work in (default: a fresh "
                                                            ".statewright/runs/RUN_ID/workspace)")
-    parser.add_argument("--max-tokens", type=_runner_positive_int, metavar="N",
+    parser.add_argument("--max-tokens", type=_positive_int, metavar="N",
                         help="cap every model reply at N tokens")
-    parser.add_argument("--retries", type=_runner_count, metavar="N",
+    parser.add_argument("--retries", type=_count, metavar="N",
                         help="retries of a failed model call before a fallback takes over (default 3)")
-    parser.add_argument("--retry-delay", type=_runner_seconds, metavar="S",
+    parser.add_argument("--retry-delay", type=_seconds, metavar="S",
                         help="seconds before the first retry, doubling for each next one (default 0.5)")
-    parser.add_argument("--timeout", type=_runner_seconds, metavar="S",
+    parser.add_argument("--timeout", type=_seconds, metavar="S",
                         help="seconds a model call may take on each model, every attempt and retry "
                              "together (default 60)")
-    _runner_model_client_option(parser)
+    _model_client_option(parser)
     parser.add_argument("--script", metavar="FILE",
                         help="answer every model call from the JSON script FILE instead of a model "
                              "(the format of docs/execution.md)")
-    parser.add_argument("--unsafe-tools", action="store_true", help=_RUNNER_UNSAFE_TOOLS_HELP)
+    parser.add_argument("--unsafe-tools", action="store_true", help=_UNSAFE_TOOLS_HELP)
     parser.add_argument("--selftest", action="store_true", help="run the machine's test blocks with scripted "
                                                                 "replies and exit")
     parser.add_argument("--quiet", action="store_true",
                         help="print no progress on stderr (states, model calls, transitions)")
-    _runner_temporal_options(parser)
+    _temporal_options(parser)
     parser.add_argument("--detach", action="store_true",
                         help="with --temporal: print the run's id as soon as it starts, and do not wait")
-    parser.add_argument("--otel", action="store_true", help=_RUNNER_OTEL_HELP)
+    parser.add_argument("--otel", action="store_true", help=_OTEL_HELP)
     return parser
 
 
-def _runner_temporal_options(parser: argparse.ArgumentParser, required: bool = False) -> None:
+def _temporal_options(parser: argparse.ArgumentParser, required: bool = False) -> None:
     parser.add_argument("--temporal", metavar="HOST:PORT", required=required,
                         help="run on this Temporal service instead of in this process (needs the "
                              "statewright[temporal] extra; see docs/temporal.md)")
@@ -326,36 +326,36 @@ def _runner_temporal_options(parser: argparse.ArgumentParser, required: bool = F
                                  "trips; a worker killed before its task completes makes that task's calls again)")
 
 
-def _runner_model_client_option(parser: argparse.ArgumentParser) -> None:
+def _model_client_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model-client", choices=("auto", "litellm"), metavar="auto|litellm",
                         help="litellm: every model call through litellm; auto: OpenAI-compatible models over "
                              "statewright's own HTTP client, others through litellm (default: "
                              "$STATEWRIGHT_MODEL_CLIENT, else auto)")
 
 
-def _runner_default_client(args: argparse.Namespace) -> ModelClient | None:
+def _default_client(args: argparse.Namespace) -> ModelClient | None:
     """The client the command line asks for; an unknown STATEWRIGHT_MODEL_CLIENT is a usage error."""
     try:
-        return _runner_client(None, args.retries, args.retry_delay, args.timeout, args.model_client)
+        return _client(None, args.retries, args.retry_delay, args.timeout, args.model_client)
     except ValueError as exc:
         raise RunnerUsageError(str(exc)) from None
 
 
-_RUNNER_OTEL_HELP = ("send the run's spans and metrics (OpenTelemetry, GenAI conventions) where the OTEL_* "
-                     "environment says (on by itself when OTEL_EXPORTER_OTLP_ENDPOINT is set; with --trace-content "
-                     "they hold prompts and replies); needs statewright[otel]")
-_RUNNER_UNSAFE_TOOLS_HELP = ("let std.python and std.shell run with no confinement at all where their "
+_OTEL_HELP = ("send the run's spans and metrics (OpenTelemetry, GenAI conventions) where the OTEL_* "
+              "environment says (on by itself when OTEL_EXPORTER_OTLP_ENDPOINT is set; with --trace-content "
+              "they hold prompts and replies); needs statewright[otel]")
+_UNSAFE_TOOLS_HELP = ("let std.python and std.shell run with no confinement at all where their "
                               "bubblewrap jail cannot run (bubblewrap missing); recorded in the trace")
 
 
-def _runner_positive_int(text: str) -> int:
-    value = _runner_count(text)
+def _positive_int(text: str) -> int:
+    value = _count(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {text}")
     return value
 
 
-def _runner_count(text: str) -> int:
+def _count(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
@@ -365,7 +365,7 @@ def _runner_count(text: str) -> int:
     return value
 
 
-def _runner_seconds(text: str) -> float:
+def _seconds(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
@@ -375,14 +375,14 @@ def _runner_seconds(text: str) -> float:
     return value
 
 
-def _runner_read_script(path: str) -> Script:
+def _read_script(path: str) -> Script:
     try:
         return Script.from_file(path, f"--script {path}")
     except ScriptError as exc:
         raise RunnerUsageError(str(exc)) from None
 
 
-def _runner_pairs(items: list[str], option: str) -> list[tuple[str, str]]:
+def _pairs(items: list[str], option: str) -> list[tuple[str, str]]:
     pairs = []
     for item in items:
         key, sep, value = item.partition("=")
@@ -392,7 +392,7 @@ def _runner_pairs(items: list[str], option: str) -> list[tuple[str, str]]:
     return pairs
 
 
-def _runner_cli_value(spec: InputSpec, raw: str) -> Any:
+def _cli_value(spec: InputSpec, raw: str) -> Any:
     """A command-line value: JSON when it parses and fits the input's type, else the text itself."""
     try:
         parsed: Any = read_json(raw, "the value")
@@ -425,13 +425,13 @@ def read_inputs(machine: MachineSpec, pairs: list[str], inputs_file: str | None)
     specs = {spec.name: spec for spec in machine.inputs}
     problems = []
     unusable = set()
-    for key, raw in _runner_pairs(pairs, "--input"):
+    for key, raw in _pairs(pairs, "--input"):
         spec = specs.get(key)
         if spec is None:
             given[key] = raw  # reported as unknown, with a suggestion, below
             continue
         try:
-            given[key] = _runner_cli_value(spec, raw)
+            given[key] = _cli_value(spec, raw)
         except ValueError as exc:
             problems.append(f"input '{key}': {exc}")
             unusable.add(key)
@@ -461,11 +461,11 @@ def main(machine: MachineSpec, argv: list[str] | None = None, *, prog: str | Non
     Exit status: 0 final state, 1 typed failure (or failing self-tests), 2 usage error."""
     if argv is None:  # the program's own command line: this process is the runner
         try:
-            status = _runner_dispatch(machine, list(sys.argv[1:]), prog, batch_prog)
+            status = _dispatch(machine, list(sys.argv[1:]), prog, batch_prog)
         except BrokenPipeError:
             status = stdout_gone()
         return leave_after_temporal(status)
-    return _runner_dispatch(machine, argv, prog, batch_prog)
+    return _dispatch(machine, argv, prog, batch_prog)
 
 
 def stdout_gone() -> int:
@@ -491,12 +491,12 @@ def leave_after_temporal(status: int) -> int:
     return status
 
 
-def _runner_dispatch(machine: MachineSpec, argv: list[str], prog: str | None, batch_prog: str | None) -> int:
+def _dispatch(machine: MachineSpec, argv: list[str], prog: str | None, batch_prog: str | None) -> int:
     if argv[:1] == ["batch"]:
-        return _runner_batch(machine, argv[1:], batch_prog or f"{prog or os.path.basename(sys.argv[0])} batch")
+        return _batch(machine, argv[1:], batch_prog or f"{prog or os.path.basename(sys.argv[0])} batch")
     if argv[:1] and argv[0] in RUNNER_TEMPORAL_COMMANDS:
         return runner_temporal_command(machine, argv[0], argv[1:], f"{prog or os.path.basename(sys.argv[0])} {argv[0]}")
-    parser = _runner_parser(machine, prog)
+    parser = _parser(machine, prog)
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, or argparse's own usage error
@@ -504,12 +504,12 @@ def _runner_dispatch(machine: MachineSpec, argv: list[str], prog: str | None, ba
     args.prog = parser.prog  # for the commands a run prints to go on with it
     try:
         if args.selftest and args.temporal:
-            return _runner_temporal_selftest(machine, args)
+            return _temporal_selftest(machine, args)
         if args.selftest:
-            return _runner_selftest(machine, args.trace, args.trace_content, _runner_otel(args))
+            return _selftest(machine, args.trace, args.trace_content, _otel(args))
         if args.list_runs:
-            return _runner_list_runs(args.checkpoint)
-        return _runner_main(machine, args)
+            return _list_runs(args.checkpoint)
+        return _main(machine, args)
     except (RunnerUsageError, TemporalUnavailable) as exc:
         print(printable(f"{parser.prog}: error: {exc}"), file=sys.stderr)
         return EXIT_USAGE
@@ -518,19 +518,19 @@ def _runner_dispatch(machine: MachineSpec, argv: list[str], prog: str | None, ba
         return EXIT_FAILED
 
 
-def _runner_main(machine: MachineSpec, args: argparse.Namespace) -> int:
-    model_map = dict(_runner_pairs(args.model_map, "--model-map"))
+def _main(machine: MachineSpec, args: argparse.Namespace) -> int:
+    model_map = dict(_pairs(args.model_map, "--model-map"))
     if args.script and model_map:
         raise RunnerUsageError("--script answers every model call; it cannot be combined with --model-map")
-    script = _runner_read_script(args.script) if args.script else None
+    script = _read_script(args.script) if args.script else None
     if args.answer is not None and not args.resume:
         raise RunnerUsageError("--answer needs --resume RUN_ID: the run that waits for the answer")
     if args.temporal:
         if args.checkpoint or args.resume or args.list_runs:
             raise RunnerUsageError("with --temporal the cluster's history is the run's checkpoint: --checkpoint, "
                                    "--resume and --list-runs do not apply (see `status` and `resume`)")
-        return _runner_temporal_run(machine, args, read_inputs(machine, args.input, args.inputs_file), script,
-                                    model_map, _runner_otel(args))
+        return _temporal_run(machine, args, read_inputs(machine, args.input, args.inputs_file), script,
+                             model_map, _otel(args))
     args.checkpoint = run_checkpoint(machine, args.checkpoint or None)
     if args.resume and not args.checkpoint:
         raise RunnerUsageError("--resume needs --checkpoint DB: the database the run was checkpointed to")
@@ -551,24 +551,24 @@ def _runner_main(machine: MachineSpec, args: argparse.Namespace) -> int:
         raise RunnerUsageError(f"cannot write --trace {args.trace}: {exc.strerror or exc}") from None
     if store is not None and not args.quiet:
         print(printable(f"run {run_id} (checkpoints in {args.checkpoint})"), file=sys.stderr)
-    telemetry = _runner_otel(args)
-    engine = Engine(machine, client=_runner_default_client(args), trace=trace, checkpoint=store,
+    telemetry = _otel(args)
+    engine = Engine(machine, client=_default_client(args), trace=trace, checkpoint=store,
                     model_map=model_map, workspace=args.workspace, script=script,
                     unsafe_tools=args.unsafe_tools, max_tokens=args.max_tokens,
                     listeners=() if args.quiet else (Progress(end=False),),
-                    started_with=_runner_started_with(args), otel=telemetry)
+                    started_with=_started_with(args), otel=telemetry)
     try:
-        with _runner_stopped_by_sigterm(engine):
+        with _stopped_by_sigterm(engine):
             result = engine.run(inputs, run_id=run_id, resume=bool(args.resume), answer=args.answer, path=args.at)
     except (CheckpointError, AnswerError) as exc:
         raise RunnerUsageError(str(exc)) from None
     except KeyboardInterrupt as stop:
         what = "stopped by SIGTERM" if isinstance(stop, RunnerTerminated) else "interrupted"
-        print(printable(f"{what}{_runner_resume_hint(run_id, store, args)}"), file=sys.stderr)
+        print(printable(f"{what}{_resume_hint(run_id, store, args)}"), file=sys.stderr)
         return EXIT_TERMINATED if isinstance(stop, RunnerTerminated) else EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - a crash is reported in one line, with how to resume
         print(printable(f"error: the run stopped: {type(exc).__name__}: {redact(str(exc))}"
-                        f"{_runner_resume_hint(run_id, store, args)}"), file=sys.stderr)
+                        f"{_resume_hint(run_id, store, args)}"), file=sys.stderr)
         return EXIT_FAILED
     finally:
         if trace is not None:
@@ -577,13 +577,13 @@ def _runner_main(machine: MachineSpec, args: argparse.Namespace) -> int:
             telemetry.shutdown()
     print(sink_json(result.to_json(), indent=2))
     if not args.quiet:
-        print(_runner_summary(result, store, args), file=sys.stderr)
+        print(_summary(result, store, args), file=sys.stderr)
     if result.status == "waiting":
         return EXIT_WAITING
     return EXIT_FINAL if result.ok else EXIT_FAILED
 
 
-def _runner_otel(args: argparse.Namespace, *, planned: bool = False) -> Any:
+def _otel(args: argparse.Namespace, *, planned: bool = False) -> Any:
     """The OtelTelemetry a command asks for (`--otel`, or the OTLP endpoint variable), or None."""
     from .otel_setup import OtelUnavailable, otel_for_command
 
@@ -594,13 +594,13 @@ def _runner_otel(args: argparse.Namespace, *, planned: bool = False) -> Any:
         raise RunnerUsageError(str(exc)) from None
 
 
-def _runner_started_with(args: argparse.Namespace) -> dict[str, str]:
+def _started_with(args: argparse.Namespace) -> dict[str, str]:
     """What a checkpointed run records of how it was started, so that `statewright resume RUN_ID` alone
     continues it the same way: the script that answers its model calls."""
     return {"script": os.path.abspath(args.script)} if args.script else {}
 
 
-def _runner_resume_command(run_id: str, args: argparse.Namespace, answer: bool = False) -> str:
+def _resume_command(run_id: str, args: argparse.Namespace, answer: bool = False) -> str:
     """The command that continues run `run_id` as it was started (its checkpoint database, its script)."""
     if args.prog.startswith("statewright "):  # the run records its script and file: `resume` finds them
         parts = ["statewright", "resume", shlex.quote(run_id)]
@@ -616,19 +616,19 @@ def _runner_resume_command(run_id: str, args: argparse.Namespace, answer: bool =
     return " ".join(parts)
 
 
-def _runner_resume_hint(run_id: str, store: CheckpointStore | None, args: argparse.Namespace) -> str:
+def _resume_hint(run_id: str, store: CheckpointStore | None, args: argparse.Namespace) -> str:
     if store is None:
         return ""
-    return f"; continue it with: {_runner_resume_command(run_id, args)}"
+    return f"; continue it with: {_resume_command(run_id, args)}"
 
 
-def _runner_summary(result: RunResult, store: CheckpointStore | None, args: argparse.Namespace) -> str:
+def _summary(result: RunResult, store: CheckpointStore | None, args: argparse.Namespace) -> str:
     """The line (two, for a waiting run) a run ends with on stderr; every name and message in it, and the
     paths, escaped for the terminal, and the environment's keys redacted (a question quotes outputs)."""
-    return printable(redact(_runner_summary_text(result, store, args)))
+    return printable(redact(_summary_text(result, store, args)))
 
 
-def _runner_summary_text(result: RunResult, store: CheckpointStore | None, args: argparse.Namespace) -> str:
+def _summary_text(result: RunResult, store: CheckpointStore | None, args: argparse.Namespace) -> str:
     usage = result.usage
     spent = f"{len(result.path)} states, {usage.tokens} tokens, ${usage.cost_usd:.4f}"
     if result.ok:
@@ -638,7 +638,7 @@ def _runner_summary_text(result: RunResult, store: CheckpointStore | None, args:
         lines = [f"waiting for {'approval of a tool call' if w.kind == 'approval' else 'an answer'} at state "
                  f"{w.path or w.state}: {w.question}" for w in waits]
         lines[0] += f" ({spent})"
-        command = _runner_resume_command(result.run_id, args, answer=True)
+        command = _resume_command(result.run_id, args, answer=True)
         if len(waits) > 1:  # answered one at a time, each naming the question it answers
             return "\n".join([*lines, f"answer each with: {command} --at PATH"])
         return "\n".join([*lines, f"answer it with: {command}"])
@@ -646,19 +646,19 @@ def _runner_summary_text(result: RunResult, store: CheckpointStore | None, args:
     assert failure is not None
     kind = f"limit {failure.limit}" if failure.kind == "limit" else failure.kind
     where = f" at {failure.origin}" if failure.origin else ""  # the .fsm line of the construct that failed
-    hint = _runner_resume_hint(result.run_id, store, args) if failure.kind in ("model", "script") else ""
+    hint = _resume_hint(result.run_id, store, args) if failure.kind in ("model", "script") else ""
     return f"run failed ({kind}){where}: {failure.message} ({spent}){hint}"
 
 
-def _runner_list_runs(checkpoint: str | None) -> int:
+def _list_runs(checkpoint: str | None) -> int:
     if not checkpoint:
         raise RunnerUsageError("--list-runs needs --checkpoint DB")
     print(sink_json(CheckpointStore(checkpoint).list_runs(), indent=2))
     return EXIT_FINAL
 
 
-def _runner_selftest(machine: MachineSpec, trace_dir: str | None = None, trace_content: bool = False,
-                     otel: Any = None) -> int:
+def _selftest(machine: MachineSpec, trace_dir: str | None = None, trace_content: bool = False,
+              otel: Any = None) -> int:
     from .testing import format_outcome, run_tests
 
     # (issue 24, front end) the test blocks of every machine the runner holds: the machine's own, then those
@@ -687,7 +687,7 @@ def _runner_selftest(machine: MachineSpec, trace_dir: str | None = None, trace_c
 # ---- batch: one machine over many inputs -----------------------------------------------------------
 
 
-def _runner_batch_parser(prog: str) -> argparse.ArgumentParser:
+def _batch_parser(prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog, description="Run the machine once per line of a JSON Lines file of cases, concurrently.",
         epilog="a case: {\"inputs\": {...}, \"id\": \"...\", \"expect\": ...} (id and expect optional)\n\n"
@@ -697,7 +697,7 @@ def _runner_batch_parser(prog: str) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--inputs", required=True, metavar="CASES.jsonl", help="the cases, one JSON object per line")
-    parser.add_argument("--concurrency", type=_runner_positive_int, default=8, metavar="N",
+    parser.add_argument("--concurrency", type=_positive_int, default=8, metavar="N",
                         help="cases running at the same time (default 8)")
     parser.add_argument("--out", metavar="FILE", help="write one JSON line per case to FILE (default: stdout)")
     parser.add_argument("--resume", action="store_true",
@@ -710,28 +710,28 @@ def _runner_batch_parser(prog: str) -> argparse.ArgumentParser:
     parser.add_argument("--trace-content", action="store_true", help="include messages and replies in traces")
     parser.add_argument("--model-map", action="append", default=[], metavar="OLD=NEW",
                         help="call model NEW wherever the machine names OLD (repeatable)")
-    parser.add_argument("--max-tokens", type=_runner_positive_int, metavar="N", help="cap every model reply")
-    parser.add_argument("--retries", type=_runner_count, metavar="N", help="retries of a failed model call")
-    parser.add_argument("--retry-delay", type=_runner_seconds, metavar="S", help="seconds before the first retry")
-    parser.add_argument("--timeout", type=_runner_seconds, metavar="S", help="seconds one model call may take")
-    _runner_model_client_option(parser)
+    parser.add_argument("--max-tokens", type=_positive_int, metavar="N", help="cap every model reply")
+    parser.add_argument("--retries", type=_count, metavar="N", help="retries of a failed model call")
+    parser.add_argument("--retry-delay", type=_seconds, metavar="S", help="seconds before the first retry")
+    parser.add_argument("--timeout", type=_seconds, metavar="S", help="seconds one model call may take")
+    _model_client_option(parser)
     parser.add_argument("--script", metavar="FILE", help="answer every model call from the JSON script FILE")
-    parser.add_argument("--unsafe-tools", action="store_true", help=_RUNNER_UNSAFE_TOOLS_HELP)
+    parser.add_argument("--unsafe-tools", action="store_true", help=_UNSAFE_TOOLS_HELP)
     parser.add_argument("--quiet", action="store_true", help="no progress bar or per-case lines on stderr")
-    parser.add_argument("--otel", action="store_true", help=_RUNNER_OTEL_HELP.replace("the run's", "every case's"))
-    _runner_temporal_options(parser)
+    parser.add_argument("--otel", action="store_true", help=_OTEL_HELP.replace("the run's", "every case's"))
+    _temporal_options(parser)
     return parser
 
 
-def _runner_batch(machine: MachineSpec, argv: list[str], prog: str) -> int:
-    parser = _runner_batch_parser(prog)
+def _batch(machine: MachineSpec, argv: list[str], prog: str) -> int:
+    parser = _batch_parser(prog)
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:
         return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
     args.run_prog = prog.removesuffix(" batch")  # the command that runs (and resumes) one case
     try:
-        return _runner_batch_main(machine, args)
+        return _batch_main(machine, args)
     except (RunnerUsageError, BatchError) as exc:
         print(printable(f"{prog}: error: {exc}"), file=sys.stderr)
         return EXIT_USAGE
@@ -740,11 +740,11 @@ def _runner_batch(machine: MachineSpec, argv: list[str], prog: str) -> int:
         return EXIT_USAGE
 
 
-def _runner_batch_main(machine: MachineSpec, args: argparse.Namespace) -> int:
-    model_map = dict(_runner_pairs(args.model_map, "--model-map"))
+def _batch_main(machine: MachineSpec, args: argparse.Namespace) -> int:
+    model_map = dict(_pairs(args.model_map, "--model-map"))
     if args.script and model_map:
         raise RunnerUsageError("--script answers every model call; it cannot be combined with --model-map")
-    script = _runner_read_script(args.script) if args.script else None
+    script = _read_script(args.script) if args.script else None
     check_secrets(machine)
     checkpoint = run_checkpoint(machine, args.checkpoint or (default_batch_checkpoint(args.out) if args.out
                                                               else None), temporal=bool(args.temporal))
@@ -757,21 +757,21 @@ def _runner_batch_main(machine: MachineSpec, args: argparse.Namespace) -> int:
     if args.trace:
         os.makedirs(args.trace, exist_ok=True)
     engine: Any
-    telemetry = _runner_otel(args)
+    telemetry = _otel(args)
     if args.temporal:
-        engine = _runner_temporal_runner(machine, args, script, model_map, attach=True, otel=telemetry)
+        engine = _temporal_runner(machine, args, script, model_map, attach=True, otel=telemetry)
     else:
-        engine = Engine(machine, client=_runner_default_client(args), checkpoint=store, model_map=model_map,
+        engine = Engine(machine, client=_default_client(args), checkpoint=store, model_map=model_map,
                         script=script, unsafe_tools=args.unsafe_tools, max_tokens=args.max_tokens, otel=telemetry)
     summary = BatchSummary()
     if args.temporal:
         summary.resume_hint = f"statewright resume RUN_ID --temporal {args.temporal} --answer '...'"
     elif checkpoint:
         args.prog, args.checkpoint = args.run_prog, checkpoint
-        summary.resume_hint = _runner_resume_command("RUN_ID", args, answer=True)
+        summary.resume_hint = _resume_command("RUN_ID", args, answer=True)
     terminated = False
     try:
-        with _runner_stopped_by_sigterm(engine), _runner_loaded_objects_frozen():
+        with _stopped_by_sigterm(engine), _loaded_objects_frozen():
             run_sync(run_batch(engine, args.inputs, out_path=args.out, concurrency=args.concurrency,
                                resume=args.resume, match=args.match, trace_dir=args.trace,
                                trace_content=args.trace_content, quiet=args.quiet, summary=summary))
@@ -798,7 +798,7 @@ def _runner_batch_main(machine: MachineSpec, args: argparse.Namespace) -> int:
 RUNNER_TEMPORAL_COMMANDS = ("worker", "status", "resume")
 
 
-def _runner_temporal_address(text: str) -> str:
+def _temporal_address(text: str) -> str:
     from .temporal import temporal_address
 
     try:
@@ -807,8 +807,8 @@ def _runner_temporal_address(text: str) -> str:
         raise RunnerUsageError(str(exc)) from None
 
 
-def _runner_temporal_runner(machine: MachineSpec, args: argparse.Namespace, script: Script | None,
-                            model_map: Mapping[str, str], attach: bool = False, otel: Any = None) -> Any:
+def _temporal_runner(machine: MachineSpec, args: argparse.Namespace, script: Script | None,
+                     model_map: Mapping[str, str], attach: bool = False, otel: Any = None) -> Any:
     from .temporal import TemporalRunner, temporal_sdk
 
     if getattr(args, "unsafe_tools", False):
@@ -818,19 +818,19 @@ def _runner_temporal_runner(machine: MachineSpec, args: argparse.Namespace, scri
         raise RunnerUsageError("with --temporal, the workers call the models: --model-client is a worker's option "
                                "(`worker --model-client`)")
     temporal_sdk()  # says how to install temporalio when it is missing
-    return TemporalRunner(machine, _runner_temporal_address(args.temporal), task_queue=args.task_queue,
+    return TemporalRunner(machine, _temporal_address(args.temporal), task_queue=args.task_queue,
                           namespace=args.namespace, model_map=model_map, script=script,
                           workspace=getattr(args, "workspace", None), max_tokens=args.max_tokens,
                           retries=args.retries, retry_delay=args.retry_delay, timeout=args.timeout, attach=attach,
                           otel=otel, durability=getattr(args, "durability", "call"))
 
 
-def _runner_temporal_run(machine: MachineSpec, args: argparse.Namespace, inputs: dict[str, Any],
-                         script: Script | None, model_map: Mapping[str, str], otel: Any = None) -> int:
+def _temporal_run(machine: MachineSpec, args: argparse.Namespace, inputs: dict[str, Any],
+                  script: Script | None, model_map: Mapping[str, str], otel: Any = None) -> int:
     """Start the run on the cluster; wait for its result (or, with --detach, print its id)."""
     from .temporal import temporal_copy_trace, temporal_result
 
-    runner = _runner_temporal_runner(machine, args, script, model_map, otel=otel)
+    runner = _temporal_runner(machine, args, script, model_map, otel=otel)
     try:
         trace = Trace(args.trace, content=args.trace_content) if args.trace else None
     except OSError as exc:
@@ -857,7 +857,7 @@ def _runner_temporal_run(machine: MachineSpec, args: argparse.Namespace, inputs:
         return result
 
     try:
-        with _runner_stopped_by_sigterm(runner):
+        with _stopped_by_sigterm(runner):
             result = run_sync(go())
     except KeyboardInterrupt:
         run_id = started[0] if started else args.run_id or "RUN_ID"
@@ -872,14 +872,14 @@ def _runner_temporal_run(machine: MachineSpec, args: argparse.Namespace, inputs:
     if result is None:
         return EXIT_FINAL
     print(sink_json(result.to_json(), indent=2))
-    print(_runner_summary(result, None, args), file=sys.stderr)
+    print(_summary(result, None, args), file=sys.stderr)
     return EXIT_FINAL if result.ok else EXIT_FAILED
 
 
-def _runner_temporal_selftest(machine: MachineSpec, args: argparse.Namespace) -> int:
+def _temporal_selftest(machine: MachineSpec, args: argparse.Namespace) -> int:
     from .testing import format_outcome
 
-    outcomes = run_tests_on_temporal(machine, _runner_temporal_address(args.temporal), task_queue=args.task_queue,
+    outcomes = run_tests_on_temporal(machine, _temporal_address(args.temporal), task_queue=args.task_queue,
                                      namespace=args.namespace)
     failed = sum(not outcome.passed for outcome in outcomes)
     for outcome in outcomes:
@@ -900,7 +900,7 @@ def run_tests_on_temporal(machine: MachineSpec, address: str, *, task_queue: str
                                              name_filter=name_filter)))
 
 
-def _runner_temporal_parser(command: str, prog: str) -> argparse.ArgumentParser:
+def _temporal_parser(command: str, prog: str) -> argparse.ArgumentParser:
     descriptions = {
         "worker": "Serve this machine's runs from a Temporal task queue, until SIGTERM or Ctrl-C.",
         "status": "Show what a run on the cluster is doing: its state, its path, whether it waits for a person.",
@@ -909,12 +909,12 @@ def _runner_temporal_parser(command: str, prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=descriptions[command],
                                      epilog="needs the statewright[temporal] extra; see docs/temporal.md")
     if command == "worker":
-        _runner_temporal_options(parser, required=True)
-        parser.add_argument("--concurrency", type=_runner_positive_int, default=64, metavar="N",
+        _temporal_options(parser, required=True)
+        parser.add_argument("--concurrency", type=_positive_int, default=64, metavar="N",
                             help="model and tool calls this worker makes at once (default 64)")
-        parser.add_argument("--unsafe-tools", action="store_true", help=_RUNNER_UNSAFE_TOOLS_HELP)
-        _runner_model_client_option(parser)
-        parser.add_argument("--otel", action="store_true", help=_RUNNER_OTEL_HELP.replace("the run's", "its runs'"))
+        parser.add_argument("--unsafe-tools", action="store_true", help=_UNSAFE_TOOLS_HELP)
+        _model_client_option(parser)
+        parser.add_argument("--otel", action="store_true", help=_OTEL_HELP.replace("the run's", "its runs'"))
         parser.add_argument("--trace-content", action="store_true",
                             help="with --otel: prompts, replies and tool arguments in the spans")
     else:
@@ -935,7 +935,7 @@ def _runner_temporal_parser(command: str, prog: str) -> argparse.ArgumentParser:
 
 def runner_temporal_command(machine: MachineSpec | None, command: str, argv: list[str], prog: str) -> int:
     """`worker`, `status RUN_ID` or `resume RUN_ID --answer TEXT`; `machine` is the one a worker serves."""
-    parser = _runner_temporal_parser(command, prog)
+    parser = _temporal_parser(command, prog)
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:
@@ -946,16 +946,16 @@ def runner_temporal_command(machine: MachineSpec | None, command: str, argv: lis
 def runner_temporal_dispatch(machine: MachineSpec | None, command: str, args: argparse.Namespace, prog: str) -> int:
     """`runner_temporal_command` with its arguments parsed already (`statewright status` declares its own)."""
     try:
-        address = _runner_temporal_address(args.temporal)
+        address = _temporal_address(args.temporal)
         if command == "worker":
             if machine is None:
                 raise RunnerUsageError("a worker needs a machine to serve")
             return serve_on_temporal([machine], address, task_queue=args.task_queue, namespace=args.namespace,
                                      concurrency=args.concurrency, unsafe_tools=args.unsafe_tools,
-                                     model_client=args.model_client, otel=_runner_otel(args, planned=True))
+                                     model_client=args.model_client, otel=_otel(args, planned=True))
         if command == "status":
-            return _runner_temporal_status(address, args)
-        return _runner_temporal_resume(address, args)
+            return _temporal_status(address, args)
+        return _temporal_resume(address, args)
     except (RunnerUsageError, TemporalUnavailable) as exc:
         print(printable(f"{prog}: error: {exc}"), file=sys.stderr)
         return EXIT_USAGE
@@ -1000,12 +1000,12 @@ def serve_on_temporal(machines: Sequence[MachineSpec], address: str, *, task_que
     return leave_after_temporal(EXIT_FINAL)
 
 
-def _runner_temporal_status(address: str, args: argparse.Namespace) -> int:
+def _temporal_status(address: str, args: argparse.Namespace) -> int:
     from .temporal import temporal_status
 
     data = run_sync(temporal_status(address, args.run_id, args.namespace))
     if args.trace:
-        _runner_temporal_fetch_trace(address, args)
+        _temporal_fetch_trace(address, args)
     print(sink_json(data, indent=2))
     waiting = data.get("waiting")
     line = f"run {args.run_id}: {data.get('status') or data.get('workflow_status')}"
@@ -1017,7 +1017,7 @@ def _runner_temporal_status(address: str, args: argparse.Namespace) -> int:
     return EXIT_FINAL
 
 
-def _runner_temporal_fetch_trace(address: str, args: argparse.Namespace) -> None:
+def _temporal_fetch_trace(address: str, args: argparse.Namespace) -> None:
     from .temporal import temporal_connect, temporal_copy_trace
 
     async def fetch() -> int:
@@ -1031,7 +1031,7 @@ def _runner_temporal_fetch_trace(address: str, args: argparse.Namespace) -> None
     print(f"wrote {run_sync(fetch())} events to {args.trace}", file=sys.stderr)
 
 
-def _runner_temporal_resume(address: str, args: argparse.Namespace) -> int:
+def _temporal_resume(address: str, args: argparse.Namespace) -> int:
     from .temporal import temporal_answer
 
     refused = run_sync(temporal_answer(address, args.run_id, args.answer, state=args.state, by=args.by,

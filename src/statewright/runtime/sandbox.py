@@ -32,33 +32,33 @@ SANDBOX_GID = 65534
 # Without the jail, tool code gets its own temporary directory inside the workspace, hidden from
 # std.list_files; in the jail it gets a private /tmp instead.
 SANDBOX_TMP_DIR = ".tmp"
-_SANDBOX_READ_CHUNK = 65536
+_READ_CHUNK = 65536
 # seconds a killed call's pipes get to deliver what is already in them
-_SANDBOX_DRAIN_GRACE = 0.5
+_DRAIN_GRACE = 0.5
 # The system, as tool code needs it to run; bound read-only. A top-level symlink (/bin -> usr/bin on merged
 # /usr systems) is recreated as the same symlink.
-_SANDBOX_SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+_SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 # Where systemd-resolved keeps the resolv.conf that /etc/resolv.conf points to: bound when the network is on.
-_SANDBOX_RESOLVER_DIR = "/run/systemd/resolve"
+_RESOLVER_DIR = "/run/systemd/resolve"
 # Options of newer bubblewraps the jail uses where the installed one has them: `--size` (a capped private
 # /tmp; without it TMPDIR is the workspace's .tmp directory) and `--disable-userns` (no nested user
 # namespaces).
-_SANDBOX_OPTIONAL = ("--size", "--disable-userns")
-_SANDBOX_HELP_OPTION = re.compile(r"^\s+(--[a-z0-9-]+)", re.MULTILINE)
+_OPTIONAL = ("--size", "--disable-userns")
+_HELP_OPTION = re.compile(r"^\s+(--[a-z0-9-]+)", re.MULTILINE)
 # Processes bubblewrap itself adds to a call: itself, and the reaper that is pid 1 inside.
-_SANDBOX_JAIL_PROCESSES = 2
+_JAIL_PROCESSES = 2
 # Where a root runner stages what SANDBOX_UID could not reach on its own (a Python installation under
 # /root, a workspace under a 0700 directory): a tmpfs mounted here in the runner's child, in a private
 # mount namespace that only that child and the jail see.
-_SANDBOX_STAGE_ROOT = "/tmp"
+_STAGE_ROOT = "/tmp"
 # Linux constants for the calls made through libc between fork and exec
-_SANDBOX_CLONE_NEWNS = 0x00020000
-_SANDBOX_MS_NOSUID = 0x2
-_SANDBOX_MS_NODEV = 0x4
-_SANDBOX_MS_BIND = 0x1000
-_SANDBOX_MS_REC = 0x4000
-_SANDBOX_MS_PRIVATE = 0x40000
-_SANDBOX_PR_SET_PDEATHSIG = 1
+_CLONE_NEWNS = 0x00020000
+_MS_NOSUID = 0x2
+_MS_NODEV = 0x4
+_MS_BIND = 0x1000
+_MS_REC = 0x4000
+_MS_PRIVATE = 0x40000
+_PR_SET_PDEATHSIG = 1
 
 
 class SandboxError(Exception):
@@ -84,12 +84,12 @@ class SandboxLimits:
 @dataclass(frozen=True)
 class Jail:
     """How a call is jailed: the bubblewrap program, whether the network is on, the size of /tmp, and which
-    of the newer bubblewrap options that program has (see _SANDBOX_OPTIONAL)."""
+    of the newer bubblewrap options that program has (see _OPTIONAL)."""
 
     program: str
     network: bool = False
     tmp_bytes: int = 64 * 1024 * 1024
-    options: frozenset[str] = frozenset(_SANDBOX_OPTIONAL)
+    options: frozenset[str] = frozenset(_OPTIONAL)
 
 
 def sandbox_find_bwrap() -> str | None:
@@ -136,15 +136,15 @@ def sandbox_python_roots() -> list[str]:
     roots: list[str] = []
     for candidate in candidates:
         real = os.path.realpath(candidate) if candidate else ""
-        if not real or real == os.sep or not os.path.isdir(real) or _sandbox_under(real, _SANDBOX_SYSTEM_PATHS):
+        if not real or real == os.sep or not os.path.isdir(real) or _under(real, _SYSTEM_PATHS):
             continue
         if real not in roots:
             roots.append(real)
     # a root inside another one is already bound with it
-    return [root for root in roots if not _sandbox_under(root, tuple(r for r in roots if r != root))]
+    return [root for root in roots if not _under(root, tuple(r for r in roots if r != root))]
 
 
-def _sandbox_under(path: str, parents: tuple[str, ...]) -> bool:
+def _under(path: str, parents: tuple[str, ...]) -> bool:
     return any(path == parent or path.startswith(parent.rstrip(os.sep) + os.sep) for parent in parents)
 
 
@@ -169,13 +169,13 @@ def sandbox_jail_argv(jail: Jail, workspace: str, command: list[str],
     else:
         # no way to cap a tmpfs: /tmp stays read-only and empty, TMPDIR is the workspace's .tmp instead
         mounts.append(("/tmp", ["--dir", "/tmp"]))
-    for path in _SANDBOX_SYSTEM_PATHS:
+    for path in _SYSTEM_PATHS:
         if os.path.islink(path):
             mounts.append((path, ["--symlink", os.readlink(path), path]))
         elif os.path.isdir(path):
             mounts.append((path, ["--ro-bind", path, path]))
-    if jail.network and os.path.isdir(_SANDBOX_RESOLVER_DIR):
-        mounts.append((_SANDBOX_RESOLVER_DIR, ["--ro-bind", _SANDBOX_RESOLVER_DIR, _SANDBOX_RESOLVER_DIR]))
+    if jail.network and os.path.isdir(_RESOLVER_DIR):
+        mounts.append((_RESOLVER_DIR, ["--ro-bind", _RESOLVER_DIR, _RESOLVER_DIR]))
     mounts.append((workspace, ["--bind", sources.get(workspace, workspace), workspace]))
     for root in sandbox_python_roots():
         mounts.append((root, ["--ro-bind", sources.get(root, root), root]))
@@ -186,7 +186,7 @@ def sandbox_jail_argv(jail: Jail, workspace: str, command: list[str],
     return argv
 
 
-def _sandbox_process_ceiling(uid: int, extra: int) -> int:
+def _process_ceiling(uid: int, extra: int) -> int:
     """RLIMIT_NPROC counts every process and thread of a user, not of a call, so the ceiling is what `uid`
     runs now plus `extra`. Counting needs /proc; without it the ceiling is `extra` alone."""
     count = 0
@@ -205,7 +205,7 @@ def _sandbox_process_ceiling(uid: int, extra: int) -> int:
     return count + extra
 
 
-def _sandbox_libc() -> Any:
+def _libc() -> Any:
     """libc's unshare, mount and prctl, set up in the parent so the child only calls them."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.unshare.argtypes = [ctypes.c_int]
@@ -214,30 +214,30 @@ def _sandbox_libc() -> Any:
     return libc
 
 
-def _sandbox_check(result: int, what: str) -> None:
+def _check(result: int, what: str) -> None:
     if result != 0:
         number = ctypes.get_errno()
         raise OSError(number, f"{what}: {os.strerror(number)}")
 
 
-def _sandbox_stage(libc: Any, stage: tuple[tuple[bytes, bytes], ...]) -> None:
+def _stage(libc: Any, stage: tuple[tuple[bytes, bytes], ...]) -> None:
     """In the child, as root: a private mount namespace where each (source, staged) pair is bound at
     `staged`, on a fresh tmpfs that uid SANDBOX_UID can search — it can reach nothing else of the source's
     parents. The sources are opened before the tmpfs hides anything, then bound through /proc/self/fd."""
-    _sandbox_check(libc.unshare(_SANDBOX_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
-    _sandbox_check(libc.mount(b"none", b"/", None, _SANDBOX_MS_REC | _SANDBOX_MS_PRIVATE, None),
+    _check(libc.unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+    _check(libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None),
                    "making the mounts private")
     fds = [os.open(source, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC) for source, _ in stage]
-    _sandbox_check(libc.mount(b"statewright", _SANDBOX_STAGE_ROOT.encode(), b"tmpfs",
-                              _SANDBOX_MS_NOSUID | _SANDBOX_MS_NODEV, b"mode=0755,size=64k"), "mounting the stage")
+    _check(libc.mount(b"statewright", _STAGE_ROOT.encode(), b"tmpfs",
+                              _MS_NOSUID | _MS_NODEV, b"mode=0755,size=64k"), "mounting the stage")
     for fd, (_, staged) in zip(fds, stage):
         os.mkdir(staged, 0o755)
-        _sandbox_check(libc.mount(f"/proc/self/fd/{fd}".encode(), staged, None,
-                                  _SANDBOX_MS_BIND | _SANDBOX_MS_REC, None), "staging a bind mount")
+        _check(libc.mount(f"/proc/self/fd/{fd}".encode(), staged, None,
+                          _MS_BIND | _MS_REC, None), "staging a bind mount")
         os.close(fd)
 
 
-def _sandbox_child_setup(limits: SandboxLimits, workspace: str, *, jailed: bool) -> tuple[Callable[[], None], dict[str, str]]:
+def _child_setup(limits: SandboxLimits, workspace: str, *, jailed: bool) -> tuple[Callable[[], None], dict[str, str]]:
     """The function the child runs between fork and exec, and the staged sources the jail's command line
     must name. Everything is computed here, in the parent, so the child does as little as possible.
 
@@ -248,7 +248,7 @@ def _sandbox_child_setup(limits: SandboxLimits, workspace: str, *, jailed: bool)
 
     drop = jailed and sandbox_drops_privileges()
     linux = sys.platform.startswith("linux")
-    libc = _sandbox_libc() if linux else None
+    libc = _libc() if linux else None
     wanted = [
         # soft == hard, so the tool code cannot raise its own limits again
         (resource.RLIMIT_AS, limits.memory_mb * 1024 * 1024, limits.memory_mb * 1024 * 1024),
@@ -257,12 +257,12 @@ def _sandbox_child_setup(limits: SandboxLimits, workspace: str, *, jailed: bool)
         (resource.RLIMIT_FSIZE, limits.max_file_mb * 1024 * 1024, limits.max_file_mb * 1024 * 1024),
     ]
     if drop:
-        ceiling: int | None = _sandbox_process_ceiling(SANDBOX_UID, limits.max_processes + _SANDBOX_JAIL_PROCESSES)
+        ceiling: int | None = _process_ceiling(SANDBOX_UID, limits.max_processes + _JAIL_PROCESSES)
     elif os.geteuid() == 0:
         ceiling = None  # unjailed root: the kernel would not enforce it
     else:
-        extra = limits.max_processes + (_SANDBOX_JAIL_PROCESSES if jailed else 0)
-        ceiling = _sandbox_process_ceiling(os.getuid(), extra)
+        extra = limits.max_processes + (_JAIL_PROCESSES if jailed else 0)
+        ceiling = _process_ceiling(os.getuid(), extra)
     if ceiling is not None:
         wanted.append((resource.RLIMIT_NPROC, ceiling, ceiling))
     settings = []
@@ -276,14 +276,14 @@ def _sandbox_child_setup(limits: SandboxLimits, workspace: str, *, jailed: bool)
     if drop:
         staged = [*sandbox_python_roots(), workspace]
         for index, path in enumerate(staged):
-            sources[path] = os.path.join(_SANDBOX_STAGE_ROOT, f"source-{index}")
+            sources[path] = os.path.join(_STAGE_ROOT, f"source-{index}")
         stage = tuple((path.encode(), sources[path].encode()) for path in staged)
     parent = os.getpid()
     death_signal = int(signal.SIGKILL)
 
     def setup() -> None:
         if stage:
-            _sandbox_stage(libc, stage)
+            _stage(libc, stage)
         for which, pair in settings:
             resource.setrlimit(which, pair)
         if drop:
@@ -291,7 +291,7 @@ def _sandbox_child_setup(limits: SandboxLimits, workspace: str, *, jailed: bool)
             os.setgid(SANDBOX_GID)
             os.setuid(SANDBOX_UID)
         if libc is not None:
-            _sandbox_check(libc.prctl(_SANDBOX_PR_SET_PDEATHSIG, death_signal, 0, 0, 0), "PR_SET_PDEATHSIG")
+            _check(libc.prctl(_PR_SET_PDEATHSIG, death_signal, 0, 0, 0), "PR_SET_PDEATHSIG")
         if os.getppid() != parent:
             os._exit(1)  # the runner died before the death signal was set: nobody is left to wait for us
 
@@ -306,7 +306,7 @@ def sandbox_kill_group(pid: int) -> None:
         pass  # the group is already gone
 
 
-def _sandbox_text(data: bytes | bytearray, truncated: bool, cap: int) -> str:
+def _text(data: bytes | bytearray, truncated: bool, cap: int) -> str:
     text = bytes(data).decode("utf-8", errors="replace")
     if truncated:
         text += f"\n[output truncated at {cap} bytes]"
@@ -318,7 +318,7 @@ class _SandboxProtocol(asyncio.subprocess.SubprocessStreamProtocol):
     for the pipes to close, which a background child may keep open for as long as it lives."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        super().__init__(limit=_SANDBOX_READ_CHUNK, loop=loop)
+        super().__init__(limit=_READ_CHUNK, loop=loop)
         self.exited = asyncio.Event()
 
     def process_exited(self) -> None:
@@ -338,20 +338,20 @@ async def sandbox_run(argv: list[str], workspace: str, limits: SandboxLimits, *,
     """
     if os.name != "posix":
         raise SandboxError("the tool sandbox needs a POSIX system (Linux or macOS)")
-    if jail is not None and (workspace == os.sep or workspace in _SANDBOX_SYSTEM_PATHS):
+    if jail is not None and (workspace == os.sep or workspace in _SYSTEM_PATHS):
         raise SandboxError(f"the workspace {workspace} is a system directory; the jail would make it "
                            "writable for tool code. Give the run a workspace of its own (--workspace DIR)")
-    tmpdir, cwd = _sandbox_directories(jail, workspace)
-    setup, sources = _sandbox_child_setup(limits, workspace, jailed=jail is not None)
+    tmpdir, cwd = _directories(jail, workspace)
+    setup, sources = _child_setup(limits, workspace, jailed=jail is not None)
     command = sandbox_jail_argv(jail, workspace, argv, sources) if jail is not None else argv
     deadline = asyncio.get_running_loop().time() + limits.timeout
-    transport, protocol = await _sandbox_start(command, cwd, sandbox_environment(workspace, tmpdir), setup,
-                                               piped_stdin=stdin_data is not None, jail=jail, staged=bool(sources))
+    transport, protocol = await _start(command, cwd, sandbox_environment(workspace, tmpdir), setup,
+                                       piped_stdin=stdin_data is not None, jail=jail, staged=bool(sources))
     pid = transport.get_pid()
     if live is not None:
         live.add(pid)
     try:
-        return await _sandbox_collect(transport, protocol, limits, stdin_data, deadline)
+        return await _collect(transport, protocol, limits, stdin_data, deadline)
     finally:
         sandbox_kill_group(pid)
         transport.close()  # kills the main process if it still runs, and closes the pipes
@@ -359,7 +359,7 @@ async def sandbox_run(argv: list[str], workspace: str, limits: SandboxLimits, *,
             live.discard(pid)
 
 
-def _sandbox_directories(jail: Jail | None, workspace: str) -> tuple[str, str]:
+def _directories(jail: Jail | None, workspace: str) -> tuple[str, str]:
     """The call's TMPDIR and the directory it starts in (made where they do not exist yet)."""
     if jail is not None and "--size" in jail.options:
         return "/tmp", "/"
@@ -373,9 +373,9 @@ def _sandbox_directories(jail: Jail | None, workspace: str) -> tuple[str, str]:
     return tmpdir, workspace
 
 
-async def _sandbox_start(command: list[str], cwd: str, env: dict[str, str], setup: Callable[[], None], *,
-                         piped_stdin: bool, jail: Jail | None,
-                         staged: bool) -> tuple[asyncio.SubprocessTransport, _SandboxProtocol]:
+async def _start(command: list[str], cwd: str, env: dict[str, str], setup: Callable[[], None], *,
+                 piped_stdin: bool, jail: Jail | None,
+                 staged: bool) -> tuple[asyncio.SubprocessTransport, _SandboxProtocol]:
     """The call's process started, in a session of its own; SandboxError saying why it could not start
     (`staged`: a root runner's child stages what the tool user cannot reach before it drops to that user)."""
     loop = asyncio.get_running_loop()
@@ -398,26 +398,26 @@ async def _sandbox_start(command: list[str], cwd: str, env: dict[str, str], setu
         if isinstance(exc, subprocess.SubprocessError) and jail is not None and staged:
             raise SandboxError(f"could not prepare the jail for uid {SANDBOX_UID} as root (private mounts, "
                                f"then setuid, between fork and exec): {exc}") from exc
-        cause = _sandbox_unreachable(command[0]) if jail is not None and sandbox_drops_privileges() else None
+        cause = _unreachable(command[0]) if jail is not None and sandbox_drops_privileges() else None
         if cause is not None:
             raise SandboxError(f"could not start {command[0]}: {cause}") from exc
         raise SandboxError(f"could not start {command[0]}: {exc}") from exc
 
 
-def _sandbox_unreachable(program: str) -> str | None:
+def _unreachable(program: str) -> str | None:
     """Why a root runner's child cannot start the bubblewrap `program` it can see itself, or None: the child
     has mounted the stage over /tmp (hiding whatever lies below it there) and dropped to SANDBOX_UID, which
     must be able to search every directory on the way to the program and to execute it."""
     path = os.path.abspath(program)
-    stage = _SANDBOX_STAGE_ROOT.rstrip("/") + "/"
+    stage = _STAGE_ROOT.rstrip("/") + "/"
     if path.startswith(stage):
-        return (f"it lies under {_SANDBOX_STAGE_ROOT}, which a root runner covers with the jail's own staging "
+        return (f"it lies under {_STAGE_ROOT}, which a root runner covers with the jail's own staging "
                 f"area (a private tmpfs) before it starts bubblewrap, so from there the program is not to be "
-                f"found. Install bubblewrap outside {_SANDBOX_STAGE_ROOT} (the {SANDBOX_PACKAGE} package puts "
+                f"found. Install bubblewrap outside {_STAGE_ROOT} (the {SANDBOX_PACKAGE} package puts "
                 "it in /usr/bin), or run as a user other than root")
     parent = os.path.dirname(path)
     while True:
-        allowed = _sandbox_tool_user_may_run(parent)
+        allowed = _tool_user_may_run(parent)
         if allowed is None:
             return None
         if not allowed:
@@ -427,14 +427,14 @@ def _sandbox_unreachable(program: str) -> str | None:
         if parent == os.path.dirname(parent):
             break
         parent = os.path.dirname(parent)
-    if _sandbox_tool_user_may_run(path) is False:
+    if _tool_user_may_run(path) is False:
         return (f"a root runner starts bubblewrap as uid {SANDBOX_UID}, and that user may not execute it (mode "
                 f"{os.stat(path).st_mode & 0o777:o}). Make it executable for every user, or install the "
                 f"{SANDBOX_PACKAGE} package")
     return None
 
 
-def _sandbox_tool_user_may_run(path: str) -> bool | None:
+def _tool_user_may_run(path: str) -> bool | None:
     """Whether SANDBOX_UID (in group SANDBOX_GID) may search the directory or execute the file `path`, by
     its owner, group and other bits; None when it cannot be told (`path` does not exist)."""
     try:
@@ -449,7 +449,7 @@ def _sandbox_tool_user_may_run(path: str) -> bool | None:
 
 
 async def sandbox_bwrap_options(program: str) -> frozenset[str]:
-    """Which of _SANDBOX_OPTIONAL the bubblewrap `program` knows, read from its --help."""
+    """Which of _OPTIONAL the bubblewrap `program` knows, read from its --help."""
     try:
         process = await asyncio.create_subprocess_exec(program, "--help", stdin=subprocess.DEVNULL,
                                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -457,8 +457,8 @@ async def sandbox_bwrap_options(program: str) -> frozenset[str]:
         output, _ = await process.communicate()
     except OSError:
         return frozenset()
-    known = set(_SANDBOX_HELP_OPTION.findall(output.decode("utf-8", errors="replace")))
-    return frozenset(option for option in _SANDBOX_OPTIONAL if option in known)
+    known = set(_HELP_OPTION.findall(output.decode("utf-8", errors="replace")))
+    return frozenset(option for option in _OPTIONAL if option in known)
 
 
 async def sandbox_jail_problem(jail: Jail, workspace: str) -> str | None:
@@ -539,8 +539,8 @@ class Sandbox:
             raise SandboxStopped("the runner is stopping: tool processes were killed")
 
 
-async def _sandbox_collect(transport: asyncio.SubprocessTransport, protocol: _SandboxProtocol,
-                           limits: SandboxLimits, stdin_data: bytes | None, deadline: float) -> dict[str, Any]:
+async def _collect(transport: asyncio.SubprocessTransport, protocol: _SandboxProtocol,
+                   limits: SandboxLimits, stdin_data: bytes | None, deadline: float) -> dict[str, Any]:
     """Read the call's output until its main process ends, a stream passes the byte cap, or the deadline;
     then kill its group and say what it did."""
     loop = asyncio.get_running_loop()
@@ -552,7 +552,7 @@ async def _sandbox_collect(transport: asyncio.SubprocessTransport, protocol: _Sa
     waits: list[asyncio.Future[Any]] = [asyncio.ensure_future(protocol.exited.wait()),
                                         asyncio.ensure_future(output.over_cap.wait())]
     if protocol.stdin is not None and stdin_data is not None:
-        waits.append(asyncio.ensure_future(_sandbox_feed(protocol.stdin, stdin_data)))
+        waits.append(asyncio.ensure_future(_feed(protocol.stdin, stdin_data)))
     timed_out = False
     try:
         # the call ends with its main process (background children may still hold the pipes open), at the
@@ -565,19 +565,19 @@ async def _sandbox_collect(transport: asyncio.SubprocessTransport, protocol: _Sa
         # what the killed group left in the pipes is still read, until the pipes close or the deadline —
         # with a moment's grace, so output written just before a kill at the deadline is not lost
         if not output.capped:
-            _, pending = await asyncio.wait(readers, timeout=max(deadline - loop.time(), _SANDBOX_DRAIN_GRACE))
+            _, pending = await asyncio.wait(readers, timeout=max(deadline - loop.time(), _DRAIN_GRACE))
             if pending:
                 timed_out = True
     finally:
         for task in (*readers, *waits):
             task.cancel()
         await asyncio.gather(*readers, *waits, return_exceptions=True)
-    await _sandbox_reap(transport, protocol)
+    await _reap(transport, protocol)
     truncated = output.capped[0] if output.capped else None
     return {
         "exit_code": transport.get_returncode(),
-        "stdout": _sandbox_text(output.buffers["stdout"], truncated == "stdout", limits.max_output),
-        "stderr": _sandbox_text(output.buffers["stderr"], truncated == "stderr", limits.max_output),
+        "stdout": _text(output.buffers["stdout"], truncated == "stdout", limits.max_output),
+        "stderr": _text(output.buffers["stderr"], truncated == "stderr", limits.max_output),
         "timed_out": timed_out,
     }
 
@@ -595,7 +595,7 @@ class _SandboxOutput:
     async def pump(self, name: str, stream: asyncio.StreamReader) -> None:
         buffer = self.buffers[name]
         while True:
-            chunk = await stream.read(_SANDBOX_READ_CHUNK)
+            chunk = await stream.read(_READ_CHUNK)
             if not chunk:
                 return
             buffer += chunk
@@ -606,7 +606,7 @@ class _SandboxOutput:
                 return
 
 
-async def _sandbox_feed(stream: asyncio.StreamWriter, data: bytes) -> None:
+async def _feed(stream: asyncio.StreamWriter, data: bytes) -> None:
     try:
         stream.write(data)
         await stream.drain()
@@ -615,7 +615,7 @@ async def _sandbox_feed(stream: asyncio.StreamWriter, data: bytes) -> None:
         pass  # the process stopped reading; its output says why
 
 
-async def _sandbox_reap(transport: asyncio.SubprocessTransport, protocol: _SandboxProtocol) -> None:
+async def _reap(transport: asyncio.SubprocessTransport, protocol: _SandboxProtocol) -> None:
     """Once its group was killed, wait for asyncio's child watcher to see the main process exit (killing
     through the transport would reap the child under the watcher's feet, and it would report status 255)."""
     if transport.get_returncode() is not None:

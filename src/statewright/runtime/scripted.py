@@ -100,7 +100,7 @@ class Script:
         replies = self._replies.get((role, state), [])
         if seq < 0 or seq >= len(replies):
             raise ScriptExhausted(role, state, seq, len(replies))
-        _script_log_call(role, state, seq, run_id)
+        _log_call(role, state, seq, run_id)
         return replies[seq]
 
     def next_item(self, role: str, state: str, item: int, seq: int, *,
@@ -120,7 +120,7 @@ class Script:
         replies = self._replies.get((role, state), [])
         if item >= len(replies):
             raise ScriptExhausted(role, state, item, len(replies))
-        _script_log_call(role, state, item, run_id, item=item)
+        _log_call(role, state, item, run_id, item=item)
         return replies[item], state, item
 
     def answer(self, where: str, seq: int, item: int | None = None, *,
@@ -132,13 +132,13 @@ class Script:
         if own or item is None:
             if seq >= len(own):
                 return None
-            _script_log_call("person", where, seq, run_id)
+            _log_call("person", where, seq, run_id)
             return own[seq], where, seq
         base = where[: where.rfind("[")]
         shared = self._replies.get(("person", base), [])
         if seq > 0 or item >= len(shared):
             return None
-        _script_log_call("person", base, item, run_id, item=item)
+        _log_call("person", base, item, run_id, item=item)
         return shared[item], base, item
 
     @classmethod
@@ -163,7 +163,7 @@ class Script:
             elif kind == "calls":
                 script.add("agent", state_name, {"tool_calls": value})
             else:
-                if state is not None and state.output_wrapped and not _script_is_wrapped(value):
+                if state is not None and state.output_wrapped and not _is_wrapped(value):
                     value = {"value": value}
                 script.add("agent", state_name, value)
         return script
@@ -226,11 +226,11 @@ def script_role_of_step(machine: MachineSpec, kind: str, state_name: str) -> str
     return "tool" if state is not None and state.kind == "action" else "agent"
 
 
-def _script_is_wrapped(value: Any) -> bool:
+def _is_wrapped(value: Any) -> bool:
     return isinstance(value, Mapping) and set(value) == {"value"}
 
 
-def _script_log_call(role: str, state: str, seq: int, run_id: str | None, *, item: int | None = None) -> None:
+def _log_call(role: str, state: str, seq: int, run_id: str | None, *, item: int | None = None) -> None:
     # A file other processes can read: the crash/resume tests prove from it that no completed step re-runs.
     path = os.environ.get(SCRIPT_LOG_ENV)
     if not path:

@@ -30,7 +30,7 @@ SNAPSHOT_VERSION = 3  # 3: run variables (the "vars" log, a branch's "writes") a
 # how deep a value in a checkpoint may nest (a model's output is read back through pydantic, which recurses)
 MAX_SNAPSHOT_DEPTH = MAX_RECORD_DEPTH
 RUN_STATUSES = ("running", "waiting", "final", "failed")
-_SNAPSHOT_TRACEPARENT = re.compile(r"00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}")
+_TRACEPARENT = re.compile(r"00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}")
 
 
 class SnapshotError(ValueError):
@@ -340,7 +340,7 @@ def read_head(data: Any) -> Head:
 
 
 def _read_trace_context(text: str | None) -> str | None:
-    if text is not None and not _SNAPSHOT_TRACEPARENT.fullmatch(text):
+    if text is not None and not _TRACEPARENT.fullmatch(text):
         raise SnapshotError(f"the run's record: trace_context {text[:80]!r} is not a W3C traceparent")
     return text
 

@@ -36,28 +36,28 @@ def extract_json(text: str) -> tuple[Any, list[str]]:
     stripped = text.strip()
     if not stripped:
         raise ValueError("the reply was empty; a JSON value was expected")
-    found = _structured_loads(stripped)
+    found = _loads(stripped)
     if found is not None:
         return found
     without_commas = _TRAILING_COMMA.sub(r"\1", stripped)
     if without_commas != stripped:
-        found = _structured_loads(without_commas, ["trailing_comma"])
+        found = _loads(without_commas, ["trailing_comma"])
         if found is not None:
             return found
     fence = _FENCE.search(stripped)
     if fence is not None:
         inner = fence.group(1).strip()
-        found = _structured_loads(inner, ["fence"]) or _structured_loads(
+        found = _loads(inner, ["fence"]) or _loads(
             _TRAILING_COMMA.sub(r"\1", inner), ["fence", "trailing_comma"])
         if found is not None:
             return found
-    found = _structured_first_embedded(stripped)
+    found = _first_embedded(stripped)
     if found is not None:
         return found
-    raise _structured_not_json(fence.group(1).strip() if fence is not None else stripped)
+    raise _not_json(fence.group(1).strip() if fence is not None else stripped)
 
 
-def _structured_loads(text: str, repairs: list[str] | None = None) -> tuple[Any, list[str]] | None:
+def _loads(text: str, repairs: list[str] | None = None) -> tuple[Any, list[str]] | None:
     """`text` read as one JSON value: strictly, else with control characters allowed inside strings. None
     when it is not one, or nests too deeply to be read whole (the search in prose then says so)."""
     repairs = repairs or []
@@ -73,7 +73,7 @@ def _structured_loads(text: str, repairs: list[str] | None = None) -> tuple[Any,
         return None
 
 
-def _structured_not_json(text: str) -> ValueError:
+def _not_json(text: str) -> ValueError:
     """What to tell a model whose reply has no usable JSON: where its JSON breaks, when it wrote some."""
     start = min((i for i in (text.find("{"), text.find("[")) if i >= 0), default=-1)
     if start < 0:
@@ -90,7 +90,7 @@ def _structured_not_json(text: str) -> ValueError:
     return ValueError("the reply holds no JSON object or array; reply with the JSON object only")
 
 
-def _structured_first_embedded(text: str) -> tuple[Any, list[str]] | None:
+def _first_embedded(text: str) -> tuple[Any, list[str]] | None:
     """The first JSON object or array embedded in prose, trying each opening bracket left to right. A value
     there that nests too deeply is the reply's JSON, refused (BorderError): the search does not go on into
     the brackets inside it. Each bracket is scanned first (untrusted.scan_json_value), and json reads only
@@ -167,7 +167,7 @@ def validate_typed(model: type, data: Any, wrapped: bool, *, strict: bool = Fals
 
 
 # errors spelled out in full; past these, the other places that do not fit are only named
-_STRUCTURED_DETAILED_ERRORS = 12
+_DETAILED_ERRORS = 12
 
 
 def describe_validation_errors(exc: Any, wrapped: bool = False) -> str:
@@ -179,17 +179,17 @@ def describe_validation_errors(exc: Any, wrapped: bool = False) -> str:
         if wrapped and loc and loc[0] == "value":
             loc = loc[1:]
         where = ".".join(loc) or "the value"
-        if len(lines) == _STRUCTURED_DETAILED_ERRORS:
+        if len(lines) == _DETAILED_ERRORS:
             others.append(where)
             continue
-        got = _structured_short(error.get("input"))
+        got = _short(error.get("input"))
         lines.append(f"- {where}: {error.get('msg', 'invalid')} (got {got})")
     if others:
         lines.append(f"- and {len(others)} more that do not fit: {', '.join(others)}")
     return "the JSON does not match the required schema:\n" + "\n".join(lines)
 
 
-def _structured_short(value: Any) -> str:
+def _short(value: Any) -> str:
     text = json.dumps(to_jsonable(value), ensure_ascii=False) if not isinstance(value, str) else repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
 
@@ -205,13 +205,13 @@ def parse_typed_reply(model: type, wrapped: bool, text: str) -> tuple[Any, list[
         if not wrapped:
             raise
         data, repairs = text.strip(), ["bare_text"]
-    exact = _structured_strict(model, data, wrapped)
+    exact = _strict(model, data, wrapped)
     if exact is not None:
         return exact, repairs
     return validate_typed(model, data, wrapped), [*repairs, "coerced"]
 
 
-def _structured_strict(model: type, data: Any, wrapped: bool) -> Any:
+def _strict(model: type, data: Any, wrapped: bool) -> Any:
     """The validated value when `data` fits the type with no conversion at all; None when it does not."""
     from pydantic import ValidationError
 
@@ -248,10 +248,10 @@ def to_jsonable(value: Any) -> Any:
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # What JSON leaves raw with ensure_ascii=False but a terminal may act on: DEL and the C1 controls (0x9b is
 # an escape sequence's introducer on some terminals), line and paragraph separators, bidi overrides.
-_STRUCTURED_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
-def _structured_encoder() -> json.JSONEncoder:
+def _encoder() -> json.JSONEncoder:
     return json.JSONEncoder(ensure_ascii=False, default=to_jsonable)
 
 
@@ -263,12 +263,12 @@ def safe_json_dumps(value: Any, **options: Any) -> str:
     printing the text shows them instead of obeying them. Anything not JSON-able goes through `to_jsonable`."""
     text = (_SAFE_ENCODER.encode(value) if not options
             else json.dumps(value, ensure_ascii=False, default=to_jsonable, **options))
-    if (text.isascii() and "\x7f" not in text) or _STRUCTURED_UNSAFE.search(text) is None:
+    if (text.isascii() and "\x7f" not in text) or _UNSAFE.search(text) is None:
         return text  # (every character the pattern finds but DEL is beyond ASCII; isascii() costs nothing)
     if _SURROGATE.search(text):
         return json.dumps(value, ensure_ascii=True, default=to_jsonable, **options)
     # outside strings JSON text is ASCII, so every match is inside a string, where \\uXXXX means the same
-    return _STRUCTURED_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def to_text(value: Any) -> str:
@@ -278,4 +278,4 @@ def to_text(value: Any) -> str:
     return json.dumps(to_jsonable(value), ensure_ascii=False)
 
 
-_SAFE_ENCODER = _structured_encoder()  # one encoder for every call without options
+_SAFE_ENCODER = _encoder()  # one encoder for every call without options

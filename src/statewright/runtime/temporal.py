@@ -517,7 +517,7 @@ async def temporal_arun_tests(machine: MachineSpec, runner: TemporalRunner, *, t
                      trace_content: bool = False, name_filter: str | None = None) -> list[TestOutcome]:
     """The machine's test blocks, each a run on the cluster with its scripted replies in the workflow input;
     the outcomes `testing.run_tests` would give, in source order."""
-    from .testing import _testing_file_name
+    from .testing import _file_name
 
     tests = [t for t in machine.tests if not name_filter or name_filter in t.name
              or fnmatch.fnmatchcase(t.name, name_filter)]
@@ -525,7 +525,7 @@ async def temporal_arun_tests(machine: MachineSpec, runner: TemporalRunner, *, t
         os.makedirs(trace_dir, exist_ok=True)
 
     async def one(test: TestSpec) -> TestOutcome:
-        path = os.path.join(trace_dir, _testing_file_name(test.name) + ".jsonl") if trace_dir else None
+        path = os.path.join(trace_dir, _file_name(test.name) + ".jsonl") if trace_dir else None
         trace = Trace(path, content=trace_content) if path else None
         try:
             return await runner.arun_test(test, trace)

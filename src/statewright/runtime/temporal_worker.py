@@ -67,13 +67,13 @@ from .tool_secrets import read_secrets
 from .trace import redact_data, redacted_json, secret_forms, secret_values
 
 
-def _worker_host() -> str:
+def _host() -> str:
     import socket
 
     return socket.gethostname()
 
 
-def _worker_ms_since(started: float) -> float:
+def _ms_since(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 3)
 
 
@@ -131,7 +131,7 @@ class TemporalActivities:
 
         info = activity.info()
         span = self.otel.child_span(f"RunActivity:{name}", context, {
-            "statewright.worker.pid": os.getpid(), "statewright.worker.host": _worker_host(),
+            "statewright.worker.pid": os.getpid(), "statewright.worker.host": _host(),
             "temporal.activity.attempt": info.attempt, "temporal.workflow.id": info.workflow_id})
         try:
             yield span
@@ -149,9 +149,9 @@ class TemporalActivities:
         if not calls_need_litellm([str(request.get("model", "")), *(request.get("fallbacks") or ())]):
             return  # the native client (model_client.py) loads nothing that takes long
         if self.litellm_import is None:  # one import for every call waiting on it: a second `import
-            from .litellm_client import _llm_litellm_module  # litellm` would block the loop on its lock
+            from .litellm_client import _load_litellm  # litellm` would block the loop on its lock
 
-            self.litellm_import = asyncio.ensure_future(asyncio.to_thread(_llm_litellm_module))
+            self.litellm_import = asyncio.ensure_future(asyncio.to_thread(_load_litellm))
         await asyncio.shield(self.litellm_import)
 
     def client(self, payload: Mapping[str, Any]) -> Any:
@@ -171,10 +171,10 @@ class TemporalActivities:
         """One model call with the client's own retries and fallbacks; a call that fails for good is answered
         with its error."""
         request = request_from_json(payload["request"])
-        await _worker_beating(self.ready(payload), float(payload.get("heartbeat") or 0))
+        await _beating(self.ready(payload), float(payload.get("heartbeat") or 0))
         client = self.client(payload)
         try:
-            response = await _worker_beating(client.acomplete(request), float(payload.get("heartbeat") or 0))
+            response = await _beating(client.acomplete(request), float(payload.get("heartbeat") or 0))
         except ModelError as exc:
             return {"error": temporal_model_error_json(exc)}
         answer: dict[str, Any] = {"response": response_to_json(response)}
@@ -196,16 +196,16 @@ class TemporalActivities:
                 return {"error": {"message": str(exc), "scripted": True}}
             if reply.delay > 0:
                 await asyncio.sleep(reply.delay)
-            return {"outcome": {"value": to_jsonable(reply.value), "latency_ms": _worker_ms_since(started),
+            return {"outcome": {"value": to_jsonable(reply.value), "latency_ms": _ms_since(started),
                                 "scripted": True}, "served": [list(call) for call in client.calls]}
         try:
             registry = self.tools(str(payload["key"]), str(payload["workspace"]))
-            value = await _worker_beating(registry.acall(payload["tool"], payload["args"]),
-                                          float(payload.get("heartbeat") or 0))
+            value = await _beating(registry.acall(payload["tool"], payload["args"]),
+                                   float(payload.get("heartbeat") or 0))
         except Exception as exc:  # noqa: BLE001 - the tool's failure goes back to the core, as locally
             return {"error": {"message": str(exc), "latency_ms": getattr(exc, "latency_ms", None)
-                              or _worker_ms_since(started)}}
-        return {"outcome": {"value": to_jsonable(value), "latency_ms": _worker_ms_since(started)}}
+                              or _ms_since(started)}}
+        return {"outcome": {"value": to_jsonable(value), "latency_ms": _ms_since(started)}}
 
     def estimate(self, payload: Mapping[str, Any]) -> list[Any]:
         request = request_from_json(payload["request"])
@@ -250,7 +250,7 @@ class TemporalActivities:
         return registry
 
 
-async def _worker_beating(work: Any, every: float) -> Any:
+async def _beating(work: Any, every: float) -> Any:
     """Await `work`, heartbeating while it runs, so a worker that dies is noticed within the heartbeat timeout."""
     if every <= 0:
         return await work
@@ -268,7 +268,7 @@ async def _worker_beating(work: Any, every: float) -> Any:
             task.cancel()
 
 
-def _worker_where(request: ModelRequest) -> str:
+def _where(request: ModelRequest) -> str:
     """The state a request is for, as scripts name it (`investigate/draft` in a machine a run runs)."""
     identity = request.metadata.get("statewright") or {}
     call = identity.get("call")
@@ -282,9 +282,9 @@ class TemporalWorkflow(Performer):
     """One run, as a workflow: drives the core and performs its effects as activities, signals and timers.
 
     It runs outside Temporal's sandbox: the sandbox re-imports a workflow's module by name for every run,
-    which a generated runner (the runtime inlined into a `__main__`) and a machine compiled in memory cannot
-    offer. What the sandbox would guard is the core's own contract — no clock but the one it is given, no
-    randomness, no I/O — which its tests hold, and which replaying a history checks.
+    which a one-file runner (its runtime a package it installs itself) and a machine compiled in memory
+    cannot offer. What the sandbox would guard is the core's own contract — no clock but the one it is
+    given, no randomness, no I/O — which its tests hold, and which replaying a history checks.
 
     `machines` and `hidden` (the values no event may hold) are set on the class `temporal_workflow_class`
     binds for one worker."""
@@ -433,7 +433,7 @@ class TemporalWorkflow(Performer):
         if request.timeout is not None:
             seconds = min(seconds, request.timeout + 5.0)
         payload = {"request": request_to_json(request), "policy": self.policy, "heartbeat": self.heartbeat / 3,
-                   "script": self.script_for(str(identity.get("role") or request.role), _worker_where(request)),
+                   "script": self.script_for(str(identity.get("role") or request.role), _where(request)),
                    **self.span_context()}
         try:
             answer = await self.activity(TEMPORAL_CALL_MODEL, payload, max(seconds, 1.0),
@@ -483,7 +483,7 @@ class TemporalWorkflow(Performer):
         request = effect.request
         identity = request.metadata.get("statewright") or {}
         payload = {"request": request_to_json(request), "policy": self.policy,
-                   "script": self.script_for(str(identity.get("role") or request.role), _worker_where(request))}
+                   "script": self.script_for(str(identity.get("role") or request.role), _where(request))}
         tokens, cost = await workflow.execute_local_activity(
             TEMPORAL_ESTIMATE, payload, start_to_close_timeout=timedelta(seconds=60))
         return int(tokens), float(cost)

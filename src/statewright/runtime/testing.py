@@ -108,7 +108,7 @@ def run_tests(machine: MachineSpec, *, trace_dir: str | None = None, trace_conte
     for test in machine.tests:
         if name_filter and name_filter not in test.name and not fnmatch.fnmatchcase(test.name, name_filter):
             continue
-        trace_path = os.path.join(trace_dir, _testing_file_name(test.name) + ".jsonl") if trace_dir else None
+        trace_path = os.path.join(trace_dir, _file_name(test.name) + ".jsonl") if trace_dir else None
         outcomes.append(run_test(machine, test, trace_path=trace_path, trace_content=trace_content, otel=otel))
     return outcomes
 
@@ -131,10 +131,10 @@ def check_expectations(test: TestSpec, result: RunResult, observed: Observed | N
             messages.append(f"expected a failure ({test.expect_failure}), "
                             f"but the run ended in '{result.final_state}'")
         elif test.expect_failure not in (failure.kind, failure.limit):
-            messages.append(f"expected failure {test.expect_failure}, got {_testing_failure_text(failure)}")
+            messages.append(f"expected failure {test.expect_failure}, got {_failure_text(failure)}")
     elif failure is not None and not (failure.kind == "final" and test.expect_final == result.final_state):
         # (expecting a failing final state expects the failure it declares)
-        messages.append(f"the run failed {_testing_failure_text(failure)}")
+        messages.append(f"the run failed {_failure_text(failure)}")
     if test.expect_path is not None and list(test.expect_path) != list(result.path):
         messages.append("the path differs from the expected path")
     if test.expect_final is not None and result.final_state != test.expect_final:
@@ -143,16 +143,16 @@ def check_expectations(test: TestSpec, result: RunResult, observed: Observed | N
     if test.has_expect_result:
         difference = typed_difference(test.expect_result, result.result)
         if difference is not None:
-            expected_text, actual_text = _testing_show(test.expect_result), _testing_show(result.result)
-            if expected_text == actual_text or _testing_kind(test.expect_result) != _testing_kind(result.result):
-                expected_text += f" ({_testing_kind(test.expect_result)})"
-                actual_text += f" ({_testing_kind(result.result)})"
+            expected_text, actual_text = _show(test.expect_result), _show(result.result)
+            if expected_text == actual_text or _kind(test.expect_result) != _kind(result.result):
+                expected_text += f" ({_kind(test.expect_result)})"
+                actual_text += f" ({_kind(result.result)})"
             messages.append(f"expected result {expected_text}, got {actual_text}")
     for expectation in test.expectations:
-        problem = _testing_visit_problem(expectation, result, observed or {})
+        problem = _visit_problem(expectation, result, observed or {})
         if problem is not None:
             where = f" ({expectation.origin})" if expectation.origin else ""
-            messages.append(f"{_testing_expectation_text(expectation)}{where}: {problem}")
+            messages.append(f"{_expectation_text(expectation)}{where}: {problem}")
     for expected in test.expect_vars:
         where = f" ({expected.origin})" if expected.origin else ""
         if expected.name not in result.variables:
@@ -162,7 +162,7 @@ def check_expectations(test: TestSpec, result: RunResult, observed: Observed | N
         difference = typed_difference(expected.value, actual, partial=True, subject="the value")
         if difference is not None:
             if not difference.startswith("the value "):
-                difference += f"; the value is {_testing_show(actual, 300)}"
+                difference += f"; the value is {_show(actual, 300)}"
             messages.append(f"expect var {expected.name}{where}: {difference}")
     return messages
 
@@ -185,7 +185,7 @@ def unused_script(machine: MachineSpec, test: TestSpec, calls: Iterable[tuple[st
         if kind == "timeout":
             messages.append(f"timeout #{seq + 1} for state '{state}'{where} was never used: the run never asked")
             continue
-        shown = "none" if kind == "verdict" and value is None else _testing_show(value, 120)
+        shown = "none" if kind == "verdict" and value is None else _show(value, 120)
         messages.append(f"{what} #{seq + 1} for state '{state}'{where} was never used: {shown}")
     if messages:
         messages.append("a test scripts only what its run asks for; remove the unused lines, or write "
@@ -199,16 +199,16 @@ def typed_difference(expected: Any, actual: Any, *, partial: bool = False, where
     None when they are equal. Text is not a number (`"1"` is not `1`), a boolean is not a number (`true`
     is not `1`), whole and decimal numbers compare by value (`1` is `1.0`). With `partial`, an object in
     `expected` checks only the fields it names; lists always compare item by item, lengths included."""
-    expected, actual = _testing_plain(expected), _testing_plain(actual)
+    expected, actual = _plain(expected), _plain(actual)
     label = f"`{where}` " if where else f"{subject} "
-    kind, actual_kind = _testing_kind(expected), _testing_kind(actual)
+    kind, actual_kind = _kind(expected), _kind(actual)
     if kind != actual_kind:
-        return (f"{label}is {_testing_show(actual, 80)} ({actual_kind}), expected {_testing_show(expected, 80)} "
+        return (f"{label}is {_show(actual, 80)} ({actual_kind}), expected {_show(expected, 80)} "
                 f"({kind})")
     if isinstance(expected, dict):
         for key, value in expected.items():
             if key not in actual:
-                return f"`{where}.{key}` is missing, expected {_testing_show(value, 80)}"
+                return f"`{where}.{key}` is missing, expected {_show(value, 80)}"
             found = typed_difference(value, actual[key], partial=partial, where=f"{where}.{key}")
             if found is not None:
                 return found
@@ -226,12 +226,12 @@ def typed_difference(expected: Any, actual: Any, *, partial: bool = False, where
             return f"{label}has {len(actual)} item(s), expected {len(expected)}"
         return None
     if expected != actual:
-        return f"{label}is {_testing_show(actual, 80)}, expected {_testing_show(expected, 80)}"
+        return f"{label}is {_show(actual, 80)}, expected {_show(expected, 80)}"
     return None
 
 
-def _testing_kind(value: Any) -> str:
-    value = _testing_plain(value)
+def _kind(value: Any) -> str:
+    value = _plain(value)
     if value is None:
         return "none"
     if isinstance(value, bool):
@@ -247,12 +247,12 @@ def _testing_kind(value: Any) -> str:
     return type(value).__name__
 
 
-def _testing_expectation_text(expectation: ExpectationSpec) -> str:
+def _expectation_text(expectation: ExpectationSpec) -> str:
     visit = f" visit {expectation.visit}" if expectation.visit != 1 else ""
     return f"expect {expectation.kind} {expectation.state}{visit}"
 
 
-def _testing_visit_problem(expectation: ExpectationSpec, result: RunResult, observed: Observed) -> str | None:
+def _visit_problem(expectation: ExpectationSpec, result: RunResult, observed: Observed) -> str | None:
     """What is wrong with one `expect output` or `expect instruction`, or None when it holds."""
     state, visit, kind = expectation.state, expectation.visit, expectation.kind
     values = observed.get((kind, state), {})
@@ -265,26 +265,26 @@ def _testing_visit_problem(expectation: ExpectationSpec, result: RunResult, obse
     actual = values[visit]
     if expectation.contains:
         if not isinstance(actual, str):
-            return f"the {kind} is {_testing_kind(actual)}, not text: {_testing_show(actual, 200)}"
+            return f"the {kind} is {_kind(actual)}, not text: {_show(actual, 200)}"
         if str(expectation.value) in actual:
             return None
-        return f"the {kind} does not contain {_testing_show(expectation.value, 200)}; it is {_testing_show(actual, 300)}"
+        return f"the {kind} does not contain {_show(expectation.value, 200)}; it is {_show(actual, 300)}"
     if kind == "instruction" and isinstance(actual, str) and isinstance(expectation.value, str):
-        return _testing_text_difference(expectation.value, actual)
+        return _text_difference(expectation.value, actual)
     difference = typed_difference(expectation.value, actual, partial=True, subject="the output")
     if difference is None or difference.startswith("the output "):
         return difference
-    return f"{difference}; the output is {_testing_show(actual, 300)}"
+    return f"{difference}; the output is {_show(actual, 300)}"
 
 
-def _testing_text_difference(expected: str, actual: str) -> str | None:
+def _text_difference(expected: str, actual: str) -> str | None:
     if expected == actual:
         return None
     at = next((i for i, (a, b) in enumerate(zip(expected, actual)) if a != b), min(len(expected), len(actual)))
     start = max(at - 30, 0)
     return (f"the instruction differs from the expected text at character {at + 1}: expected "
-            f"{_testing_show(expected[start:at + 40])}, got {_testing_show(actual[start:at + 40])} (the whole "
-            f"instruction: {_testing_show(actual, 300)})")
+            f"{_show(expected[start:at + 40])}, got {_show(actual[start:at + 40])} (the whole "
+            f"instruction: {_show(actual, 300)})")
 
 
 def format_outcome(outcome: TestOutcome) -> str:
@@ -296,14 +296,14 @@ def format_outcome(outcome: TestOutcome) -> str:
         return printable(redact(f"PASS  {outcome.name}")).replace("\n", "\\n")
     lines = [f"FAIL  {outcome.name}{where}".replace("\n", "\\n")]
     if outcome.expected_path is not None:
-        lines += _testing_path_columns(outcome.expected_path, outcome.actual_path)
+        lines += _path_columns(outcome.expected_path, outcome.actual_path)
     elif outcome.actual_path:
         lines.append("      path: " + " -> ".join(outcome.actual_path))
     lines += [f"      {message}" for message in outcome.messages]
     return printable(redact("\n".join(lines)))
 
 
-def _testing_path_columns(expected: list[str], actual: list[str]) -> list[str]:
+def _path_columns(expected: list[str], actual: list[str]) -> list[str]:
     width = max([len("expected path"), *map(len, expected)]) + 4
     lines = [f"      {'expected path':<{width}}actual path"]
     first_difference = next((i for i, (e, a) in enumerate(zip(expected, actual)) if e != a),
@@ -316,30 +316,30 @@ def _testing_path_columns(expected: list[str], actual: list[str]) -> list[str]:
     return lines
 
 
-def _testing_file_name(name: str) -> str:
+def _file_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-") or "test"
 
 
-def _testing_failure_text(failure: Failure) -> str:
+def _failure_text(failure: Failure) -> str:
     kind = f"{failure.kind}: {failure.limit}" if failure.limit else failure.kind
     where = f" at {failure.origin}" if failure.origin else ""  # the .fsm line of the construct that failed
     return f"({kind}){where}: {failure.message}"
 
 
-def _testing_plain(value: Any) -> Any:
+def _plain(value: Any) -> Any:
     dump = getattr(value, "model_dump", None)
     if dump is not None and not isinstance(value, type):
         return dump(mode="json")
     if isinstance(value, dict):
-        return {str(k): _testing_plain(v) for k, v in value.items()}
+        return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_testing_plain(v) for v in value]
+        return [_plain(v) for v in value]
     return value
 
 
-def _testing_show(value: Any, limit: int | None = None) -> str:
+def _show(value: Any, limit: int | None = None) -> str:
     """A value as JSON on one line, cut to about `limit` characters (…) when one is given."""
-    plain = _testing_plain(value)
+    plain = _plain(value)
     try:
         text = json.dumps(plain, ensure_ascii=False, sort_keys=not isinstance(plain, str))
     except (TypeError, ValueError):

@@ -63,7 +63,7 @@ def render_secret_template(template: str, secrets: Mapping[str, str], tool: str)
     for kind, text, _, _ in secret_template_parts(template):
         if kind == "secret":
             if text not in secrets:
-                raise SecretError([_secrets_missing_text(text, tool)])
+                raise SecretError([_missing_text(text, tool)])
             out.append(secrets[text])
         elif kind == "malformed":
             message = f"{tool}: {text!r} is not a secret reference; write ${{NAME}}, or $${{ for the text '${{'"
@@ -99,19 +99,19 @@ def read_secrets(machine: MachineSpec, environ: Mapping[str, str], *, required: 
     are returned and the others left out: the tool that needs one fails its call, naming the variable."""
     values: dict[str, str] = {}
     problems: list[str] = []
-    for name, tools in _secrets_needed(machine).items():
+    for name, tools in _needed(machine).items():
         value = environ.get(name)
         if not value:
             if required:
                 state = "is empty" if value == "" else "is not set"
-                problems.append(f"the environment variable {name} {state}; {_secrets_needers(tools)}")
+                problems.append(f"the environment variable {name} {state}; {_needers(tools)}")
             continue
         in_header = [tool for tool in tools if name in header_secrets(tool)]
         problem = header_value_problem(value) if in_header else None
         if problem is not None:
             if required:
                 problems.append(f"the environment variable {name} {problem}, which an HTTP header cannot "
-                                f"carry; {_secrets_needers(in_header)}")
+                                f"carry; {_needers(in_header)}")
             continue
         values[name] = value
     if problems:
@@ -119,7 +119,7 @@ def read_secrets(machine: MachineSpec, environ: Mapping[str, str], *, required: 
     return values
 
 
-def _secrets_needed(machine: MachineSpec) -> dict[str, list[ToolSpec]]:
+def _needed(machine: MachineSpec) -> dict[str, list[ToolSpec]]:
     """The secrets the tools of the machine, and of every machine it runs, name."""
     from .spec import every_machine
 
@@ -131,13 +131,13 @@ def _secrets_needed(machine: MachineSpec) -> dict[str, list[ToolSpec]]:
     return needed
 
 
-def _secrets_needers(tools: list[ToolSpec]) -> str:
+def _needers(tools: list[ToolSpec]) -> str:
     named = ", ".join(f"{tool.name}" + (f" ({tool.origin})" if tool.origin else "") for tool in tools)
     plural = "s" if len(tools) > 1 else ""
     return (f"tool{plural} {named} name{'' if plural else 's'} it in 'secrets'; set it in the environment before "
             "the run starts")
 
 
-def _secrets_missing_text(name: str, tool: str) -> str:
+def _missing_text(name: str, tool: str) -> str:
     return (f"{tool} needs the secret {name}, and the environment variable {name} is not set or holds a value "
             "the tool cannot use (a test block starts without the secrets it lacks)")

@@ -40,7 +40,7 @@ class ToolError(Exception):
 
 
 # Exception text shown to a model is cut here: a model needs the gist, not a megabyte of repr.
-_TOOLS_ERROR_TEXT_CAP = 2000
+_ERROR_TEXT_CAP = 2000
 # std.list_files stops walking here however large `max_files` is, so a huge tree cannot exhaust memory.
 _WORKSPACE_WALK_CEILING = 100_000
 
@@ -255,30 +255,30 @@ class _ToolEntry:
         return f"{self.function_name}({', '.join(parts)})"
 
 
-_TOOLS_NOTATION_TYPES: dict[str, Any] = {"str": str, "int": int, "float": float, "bool": bool, "any": Any}
+_NOTATION_TYPES: dict[str, Any] = {"str": str, "int": int, "float": float, "bool": bool, "any": Any}
 
 
-def _tools_notation_type(notation: str) -> Any:
+def _notation_type(notation: str) -> Any:
     """A Python type for a type in the language's notation ("str", "list[int]", "float?")."""
     notation = notation.strip()
     if notation.endswith("?"):
-        return typing.Optional[_tools_notation_type(notation[:-1])]  # noqa: UP045 - built at runtime
+        return typing.Optional[_notation_type(notation[:-1])]  # noqa: UP045 - built at runtime
     if notation.startswith("list[") and notation.endswith("]"):
-        return list[_tools_notation_type(notation[5:-1])]  # type: ignore[misc]
-    return _TOOLS_NOTATION_TYPES[notation]
+        return list[_notation_type(notation[5:-1])]  # type: ignore[misc]
+    return _NOTATION_TYPES[notation]
 
 
-def _tools_function_name(name: str) -> str:
+def _function_name(name: str) -> str:
     # Most providers accept only [A-Za-z0-9_-] in function names.
     return re.sub(r"[^A-Za-z0-9_-]", "_", name)
 
 
-_TOOLS_ARGS_HEADER = re.compile(r"^(Args|Arguments|Parameters|Params):\s*$")
-_TOOLS_ARG_LINE = re.compile(r"^\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
-_TOOLS_SPHINX_PARAM = re.compile(r"^:param\s+(?:[^:]*\s)?(\w+)\s*:\s*(.*)$")
+_ARGS_HEADER = re.compile(r"^(Args|Arguments|Parameters|Params):\s*$")
+_ARG_LINE = re.compile(r"^\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+_SPHINX_PARAM = re.compile(r"^:param\s+(?:[^:]*\s)?(\w+)\s*:\s*(.*)$")
 
 
-def _tools_parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
+def _parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
     """Split a docstring into its first paragraph and per-parameter docs (Google `Args:` or `:param x:`)."""
     if not doc:
         return "", {}
@@ -286,7 +286,7 @@ def _tools_parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
     summary: list[str] = []
     for line in lines:
         stripped = line.strip()
-        if not stripped or _TOOLS_ARGS_HEADER.match(stripped) or stripped.startswith(":"):
+        if not stripped or _ARGS_HEADER.match(stripped) or stripped.startswith(":"):
             break
         summary.append(stripped)
     param_docs: dict[str, str] = {}
@@ -296,10 +296,10 @@ def _tools_parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
     for line in lines:
         stripped = line.strip()
         indent = len(line) - len(line.lstrip())
-        if indent == 0 and _TOOLS_ARGS_HEADER.match(stripped):
+        if indent == 0 and _ARGS_HEADER.match(stripped):
             in_args, args_indent, current = True, None, None
             continue
-        sphinx = _TOOLS_SPHINX_PARAM.match(stripped)
+        sphinx = _SPHINX_PARAM.match(stripped)
         if sphinx:
             current = sphinx.group(1)
             param_docs[current] = sphinx.group(2).strip()
@@ -311,7 +311,7 @@ def _tools_parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
         if in_args:
             if args_indent is None:
                 args_indent = indent
-            match = _TOOLS_ARG_LINE.match(stripped)
+            match = _ARG_LINE.match(stripped)
             if indent <= args_indent and match:
                 current = match.group(1)
                 param_docs[current] = match.group(2).strip()
@@ -323,7 +323,7 @@ def _tools_parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
     return " ".join(summary), param_docs
 
 
-def _tools_type_text(annotation: Any) -> str:
+def _type_text(annotation: Any) -> str:
     if annotation is Any:
         return "Any"
     if isinstance(annotation, type) and not typing.get_args(annotation):
@@ -331,7 +331,7 @@ def _tools_type_text(annotation: Any) -> str:
     return str(annotation).replace("typing.", "")
 
 
-def _tools_clean_schema(schema: Any) -> Any:
+def _clean_schema(schema: Any) -> Any:
     """Drop pydantic's generated titles: they add tokens and tell a model nothing the names do not."""
     if isinstance(schema, dict):
         cleaned = {}
@@ -339,16 +339,16 @@ def _tools_clean_schema(schema: Any) -> Any:
             if key == "title" and isinstance(value, str):
                 continue
             if key in ("properties", "$defs") and isinstance(value, dict):
-                cleaned[key] = {name: _tools_clean_schema(sub) for name, sub in value.items()}
+                cleaned[key] = {name: _clean_schema(sub) for name, sub in value.items()}
             else:
-                cleaned[key] = _tools_clean_schema(value)
+                cleaned[key] = _clean_schema(value)
         return cleaned
     if isinstance(schema, list):
-        return [_tools_clean_schema(item) for item in schema]
+        return [_clean_schema(item) for item in schema]
     return schema
 
 
-def _tools_args_model(model_name: str, params: list[tuple[_ToolParam, Any, str]]) -> type[BaseModel]:
+def _args_model(model_name: str, params: list[tuple[_ToolParam, Any, str]]) -> type[BaseModel]:
     # Fields get neutral names with the parameter name as alias, so a parameter called `schema`, `json` or
     # `model_config` cannot collide with pydantic's own attributes.
     fields: dict[str, Any] = {}
@@ -359,21 +359,21 @@ def _tools_args_model(model_name: str, params: list[tuple[_ToolParam, Any, str]]
     return create_model(model_name, __config__=config, **fields)
 
 
-def _tools_std_entry(name: str) -> _ToolEntry:
+def _std_entry(name: str) -> _ToolEntry:
     info = STD_TOOLS[name]
     param_docs = info.get("param_docs", {})
     params = []
     for index, (param_name, (notation, required)) in enumerate(info["params"].items()):
         param = _ToolParam(field=f"arg{index}", name=param_name, kind=inspect.Parameter.KEYWORD_ONLY,
                            required=required, default=None, type_text=notation)
-        params.append((param, _tools_notation_type(notation), param_docs.get(param_name, "")))
-    function_name = _tools_function_name(name)
+        params.append((param, _notation_type(notation), param_docs.get(param_name, "")))
+    function_name = _function_name(name)
     return _ToolEntry(name=name, function_name=function_name, description=info["doc"],
-                      args_model=_tools_args_model(f"{function_name}_args", params),
+                      args_model=_args_model(f"{function_name}_args", params),
                       params=tuple(param for param, _, _ in params))
 
 
-def _tools_import(name: str, import_path: str) -> Callable[..., Any]:
+def _import_tool(name: str, import_path: str) -> Callable[..., Any]:
     module_name, sep, attribute = import_path.partition(":")
     if not sep or not module_name or not attribute:
         raise ToolError(f"tool {name!r}: import path {import_path!r} must look like 'package.module:function'")
@@ -391,8 +391,8 @@ def _tools_import(name: str, import_path: str) -> Callable[..., Any]:
     return typing.cast(Callable[..., Any], target)
 
 
-def _tools_user_entry(name: str, import_path: str, secrets: tuple[str, ...] = ()) -> _ToolEntry:
-    function = _tools_import(name, import_path)
+def _user_entry(name: str, import_path: str, secrets: tuple[str, ...] = ()) -> _ToolEntry:
+    function = _import_tool(name, import_path)
     try:
         signature = inspect.signature(function)
     except (TypeError, ValueError) as exc:
@@ -402,7 +402,7 @@ def _tools_user_entry(name: str, import_path: str, secrets: tuple[str, ...] = ()
     except (NameError, TypeError, AttributeError, SyntaxError):
         # an annotation that does not resolve: fall back to the raw annotations below
         hints = {}
-    description, param_docs = _tools_parse_docstring(inspect.getdoc(function))
+    description, param_docs = _parse_docstring(inspect.getdoc(function))
     params = []
     takes_secrets = False
     for index, parameter in enumerate(signature.parameters.values()):
@@ -421,11 +421,11 @@ def _tools_user_entry(name: str, import_path: str, secrets: tuple[str, ...] = ()
         required = parameter.default is inspect.Parameter.empty
         param = _ToolParam(field=f"arg{index}", name=parameter.name, kind=parameter.kind, required=required,
                            default=None if required else parameter.default,
-                           type_text=_tools_type_text(annotation))
+                           type_text=_type_text(annotation))
         params.append((param, annotation, param_docs.get(parameter.name, "")))
-    function_name = _tools_function_name(name)
+    function_name = _function_name(name)
     try:
-        model = _tools_args_model(f"{function_name}_args", params)
+        model = _args_model(f"{function_name}_args", params)
         model.model_json_schema()
     except Exception as exc:  # pydantic cannot describe some parameter type
         raise ToolError(f"tool {name!r}: cannot build an argument schema for {import_path!r}: "
@@ -439,10 +439,10 @@ def _tools_user_entry(name: str, import_path: str, secrets: tuple[str, ...] = ()
                       takes_secrets=takes_secrets)
 
 
-def _tools_error_text(exc: BaseException) -> str:
+def _error_text(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}"
-    if len(text) > _TOOLS_ERROR_TEXT_CAP:
-        text = text[:_TOOLS_ERROR_TEXT_CAP] + " [...]"
+    if len(text) > _ERROR_TEXT_CAP:
+        text = text[:_ERROR_TEXT_CAP] + " [...]"
     return text
 
 
@@ -472,7 +472,7 @@ class ToolRegistry:
         self._specs: dict[str, ToolSpec] = specs
         self._by_function: dict[str, str] = {}
         for name in specs:
-            function_name = _tools_function_name(name)
+            function_name = _function_name(name)
             if function_name in self._by_function:
                 raise ToolError(f"tools {self._by_function[function_name]!r} and {name!r} would both be "
                                 f"offered to models as {function_name!r}; rename one of them")
@@ -499,7 +499,7 @@ class ToolRegistry:
 
     def function_name(self, name: str) -> str:
         """The name models see for a tool (`std.python` -> `std_python`)."""
-        return _tools_function_name(self.tool_name(name))
+        return _function_name(self.tool_name(name))
 
     def tool_name(self, name: str) -> str:
         """The spec's name for a tool given either its spec name or its function name."""
@@ -520,7 +520,7 @@ class ToolRegistry:
     def schema(self, name: str) -> dict[str, Any]:
         """The OpenAI function-tool schema for a tool: {"type": "function", "function": {...}}."""
         entry = self._entry(name)
-        parameters = _tools_clean_schema(entry.args_model.model_json_schema(by_alias=True))
+        parameters = _clean_schema(entry.args_model.model_json_schema(by_alias=True))
         parameters.setdefault("properties", {})
         if entry.function is None:
             # a standard tool's optional parameters default to its options, not to the null pydantic shows
@@ -568,7 +568,7 @@ class ToolRegistry:
             except ToolError:
                 raise
             except Exception as exc:
-                raise ToolError(f"{entry.name} failed: {_tools_error_text(exc)}", tool=entry.name) from exc
+                raise ToolError(f"{entry.name} failed: {_error_text(exc)}", tool=entry.name) from exc
         function = entry.function
         if entry.takes_secrets:
             keywords[SECRETS_PARAMETER] = self._tool_secrets(entry.name)
@@ -582,7 +582,7 @@ class ToolRegistry:
         except ToolError:
             raise
         except Exception as exc:
-            raise ToolError(f"tool {entry.name!r} raised {_tools_error_text(exc)}", tool=entry.name) from exc
+            raise ToolError(f"tool {entry.name!r} raised {_error_text(exc)}", tool=entry.name) from exc
         return self._json_ready(entry, result)
 
     # -- internals --
@@ -593,9 +593,9 @@ class ToolRegistry:
         if entry is None:
             spec = self._specs[name]
             if spec.import_path:
-                entry = _tools_user_entry(name, spec.import_path, spec.secrets)
+                entry = _user_entry(name, spec.import_path, spec.secrets)
             elif name in STD_TOOLS:
-                entry = _tools_std_entry(name)
+                entry = _std_entry(name)
             else:
                 known = ", ".join(sorted(STD_TOOLS))
                 raise ToolError(f"{name!r} is not a standard tool (they are: {known}) and has no import path",

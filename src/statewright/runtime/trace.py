@@ -17,8 +17,8 @@ from .untrusted import MAX_RECORD_CHARS, MAX_RECORD_DEPTH, BorderError, read_jso
 REDACTED = "[REDACTED]"
 # UTC spelled without `timezone.utc`: ruff asks for `datetime.UTC` there when a repo targets Python 3.11+,
 # which a runner (it supports 3.10) cannot use, and generated runners must lint clean in any repo.
-_TRACE_UTC = timezone(timedelta(0))
-_TRACE_KEY_SHAPES = re.compile(
+_UTC = timezone(timedelta(0))
+_KEY_SHAPES = re.compile(
     r"\bsk-[A-Za-z0-9_\-]{12,}"  # OpenAI / Anthropic style keys
     r"|\bBearer\s+[A-Za-z0-9._~+/=\-]{8,}"
     r"|\bAKIA[0-9A-Z]{16}\b"  # AWS access key ids
@@ -27,12 +27,12 @@ _TRACE_KEY_SHAPES = re.compile(
     r"|\bxox[abprs]-[A-Za-z0-9\-]{10,}"  # Slack tokens
 )
 # every key shape above starts with one of these: text holding none of them needs no regex
-_TRACE_KEY_PREFIXES = ("sk-", "Bearer", "AKIA", "AIza", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "xox")
-_TRACE_SECRET_NAMES = ("KEY", "TOKEN", "SECRET", "PASSWORD")
+_KEY_PREFIXES = ("sk-", "Bearer", "AKIA", "AIza", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "xox")
+_SECRET_NAMES = ("KEY", "TOKEN", "SECRET", "PASSWORD")
 
 
 def _may_hold_a_key(text: str) -> bool:
-    """Whether `text` holds a prefix of a key shape (_TRACE_KEY_PREFIXES), the quick test before the pattern:
+    """Whether `text` holds a prefix of a key shape (_KEY_PREFIXES), the quick test before the pattern:
     written out, as one expression, for speed (every record a run writes passes here)."""
     return ("sk-" in text or "Bearer" in text or "AKIA" in text or "AIza" in text or "xox" in text
             or ("gh" in text and ("ghp_" in text or "gho_" in text or "ghu_" in text or "ghs_" in text
@@ -43,7 +43,7 @@ def secret_values() -> list[str]:
     """Every form (`secret_forms`) of the values of environment variables whose names say they hold a
     secret, longest first."""
     return secret_forms(value for name, value in os.environ.items()
-                        if len(value) >= 8 and any(part in name.upper() for part in _TRACE_SECRET_NAMES))
+                        if len(value) >= 8 and any(part in name.upper() for part in _SECRET_NAMES))
 
 
 def secret_forms(values: Iterable[str]) -> list[str]:
@@ -100,7 +100,7 @@ def redact(text: str, secrets: list[str] | None = None) -> str:
         if value in text:
             text = text.replace(value, REDACTED)
     if _may_hold_a_key(text):
-        text = _TRACE_KEY_SHAPES.sub(REDACTED, text)
+        text = _KEY_SHAPES.sub(REDACTED, text)
     return text
 
 
@@ -123,7 +123,7 @@ def redacted_json(value: Any, secrets: list[str] | None = None, *, ascii: bool =
         if any(form in text for form in hidden):
             text = redact(text, hidden)
     if _may_hold_a_key(text):
-        text = _TRACE_KEY_SHAPES.sub(REDACTED, text)
+        text = _KEY_SHAPES.sub(REDACTED, text)
     return text
 
 
@@ -149,7 +149,7 @@ class Trace:
         elsewhere (a Temporal workflow's events carry the workflow's time)."""
         self._seq += 1
         record = {"event": event, "seq": self._seq,
-                  "time": at or datetime.now(_TRACE_UTC).isoformat(timespec="milliseconds")}
+                  "time": at or datetime.now(_UTC).isoformat(timespec="milliseconds")}
         record.update(fields)
         record["event"], record["seq"] = event, self._seq  # fields never overwrite the line's identity
         line = redacted_json(record, self._secrets)

@@ -41,26 +41,26 @@ MAX_RECORD_CHARS = 256 * 1024 * 1024
 
 # A JSON string (its escapes are json's to check), in UTF-8: no byte of another character is a quote or a
 # backslash, so strings are found in the bytes exactly as json finds them in the text.
-_UNTRUSTED_STRING_BYTES = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_STRING_BYTES = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 # an opening bracket as the signed byte 1, a closing one as -1, every other byte dropped
-_UNTRUSTED_BRACKETS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
-_UNTRUSTED_NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
+_BRACKETS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
+_NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
 # For a value inside other text (a reply's prose), JSON's tokens as json reads them with strict=False
 # (control characters allowed inside strings): whitespace, strings, numbers, literals, punctuation
-_UNTRUSTED_WS = r"[ \t\n\r]*"
+_WS = r"[ \t\n\r]*"
 # (unrolled — plain runs, then an escape and a plain run — so a long string keeps no state per character)
-_UNTRUSTED_STRING = r'"[^"\\]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\]*)*"'
-_UNTRUSTED_SCALAR = (rf"(?:{_UNTRUSTED_STRING}|-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?"
+_STRING = r'"[^"\\]*(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\]*)*"'
+_SCALAR = (rf"(?:{_STRING}|-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?"
                      r"|true|false|null|NaN|Infinity|-Infinity)")
-_UNTRUSTED_TOKEN = re.compile(rf"{_UNTRUSTED_WS}(?:(?P<atom>{_UNTRUSTED_SCALAR})|(?P<punct>[\[\]{{}},:]))")
-_UNTRUSTED_KEY = re.compile(_UNTRUSTED_STRING)
+_TOKEN = re.compile(rf"{_WS}(?:(?P<atom>{_SCALAR})|(?P<punct>[\[\]{{}},:]))")
+_KEY = re.compile(_STRING)
 # the rest of a run of scalar members in one match: `, 1, "a"` in an array, `, "k": 1` in an object
-_UNTRUSTED_ARRAY_RUN = re.compile(rf"(?:{_UNTRUSTED_WS},{_UNTRUSTED_WS}{_UNTRUSTED_SCALAR})*")
-_UNTRUSTED_OBJECT_RUN = re.compile(rf"(?:{_UNTRUSTED_WS},{_UNTRUSTED_WS}{_UNTRUSTED_STRING}{_UNTRUSTED_WS}:"
-                                   rf"{_UNTRUSTED_WS}{_UNTRUSTED_SCALAR})*")
+_ARRAY_RUN = re.compile(rf"(?:{_WS},{_WS}{_SCALAR})*")
+_OBJECT_RUN = re.compile(rf"(?:{_WS},{_WS}{_STRING}{_WS}:"
+                                   rf"{_WS}{_SCALAR})*")
 # what the scan of a value expects next
-_UNTRUSTED_VALUE, _UNTRUSTED_FIRST, _UNTRUSTED_NAME, _UNTRUSTED_FIRST_NAME, _UNTRUSTED_COLON, _UNTRUSTED_NEXT = range(6)
-_UNTRUSTED_SKIP_CHUNK = 1024 * 1024
+_VALUE, _FIRST, _NAME, _FIRST_NAME, _COLON, _NEXT = range(6)
+_SKIP_CHUNK = 1024 * 1024
 
 
 class BorderError(ValueError):
@@ -81,7 +81,7 @@ def check_text(text: str | bytes, what: str, max_chars: int = MAX_VALUE_CHARS) -
                                         f"{max_chars:,} are read")
 
 
-def _untrusted_too_deep(what: str, max_depth: int) -> BorderError:
+def _too_deep(what: str, max_depth: int) -> BorderError:
     return BorderError(what, "depth", f"{what} is nested too deeply: more than {max_depth} levels of lists and "
                                       f"objects, and at most {max_depth} are read")
 
@@ -99,11 +99,11 @@ def json_depth_problem(text: str | bytes, what: str, max_depth: int = MAX_DEPTH)
     if data.count(b"[") + data.count(b"{") <= max_depth:
         return None  # too few brackets to nest that deep
     if b'"' in data:
-        data = _UNTRUSTED_STRING_BYTES.sub(b"", data)
-    steps = array("b", data.translate(_UNTRUSTED_BRACKETS, _UNTRUSTED_NOT_BRACKETS))
+        data = _STRING_BYTES.sub(b"", data)
+    steps = array("b", data.translate(_BRACKETS, _NOT_BRACKETS))
     if max(accumulate(steps), default=0) <= max_depth:
         return None
-    return _untrusted_too_deep(what, max_depth)
+    return _too_deep(what, max_depth)
 
 
 def scan_json_value(text: str, start: int, what: str, max_depth: int = MAX_DEPTH) -> int | None:
@@ -117,40 +117,40 @@ def scan_json_value(text: str, start: int, what: str, max_depth: int = MAX_DEPTH
     if text[start:start + 1] in ("", " ", "\t", "\n", "\r"):
         return None  # raw_decode reads a value right at `start`, not after whitespace
     stack: list[str] = []
-    expect = _UNTRUSTED_VALUE
+    expect = _VALUE
     pos = start
     while True:
-        match = _UNTRUSTED_TOKEN.match(text, pos)
+        match = _TOKEN.match(text, pos)
         if match is None:
             return None
         atom, punct = match.group("atom"), match.group("punct")
         pos = match.end()
-        if expect == _UNTRUSTED_VALUE or expect == _UNTRUSTED_FIRST:
+        if expect == _VALUE or expect == _FIRST:
             if punct == "[" or punct == "{":
                 if len(stack) >= max_depth:
-                    raise _untrusted_too_deep(what, max_depth)
+                    raise _too_deep(what, max_depth)
                 stack.append(punct)
-                expect = _UNTRUSTED_FIRST if punct == "[" else _UNTRUSTED_FIRST_NAME
+                expect = _FIRST if punct == "[" else _FIRST_NAME
                 continue
-            if atom is None and not (punct == "]" and expect == _UNTRUSTED_FIRST):
+            if atom is None and not (punct == "]" and expect == _FIRST):
                 return None
             if atom is None:
                 stack.pop()
-        elif expect == _UNTRUSTED_NAME or expect == _UNTRUSTED_FIRST_NAME:
-            if atom is not None and _UNTRUSTED_KEY.fullmatch(atom):
-                expect = _UNTRUSTED_COLON
+        elif expect == _NAME or expect == _FIRST_NAME:
+            if atom is not None and _KEY.fullmatch(atom):
+                expect = _COLON
                 continue
-            if not (punct == "}" and expect == _UNTRUSTED_FIRST_NAME):
+            if not (punct == "}" and expect == _FIRST_NAME):
                 return None
             stack.pop()
-        elif expect == _UNTRUSTED_COLON:
+        elif expect == _COLON:
             if punct != ":":
                 return None
-            expect = _UNTRUSTED_VALUE
+            expect = _VALUE
             continue
         else:  # after a member: a comma, or the end of its container
             if punct == ",":
-                expect = _UNTRUSTED_VALUE if stack[-1] == "[" else _UNTRUSTED_NAME
+                expect = _VALUE if stack[-1] == "[" else _NAME
                 continue
             if punct != ("]" if stack[-1] == "[" else "}"):
                 return None
@@ -158,9 +158,9 @@ def scan_json_value(text: str, start: int, what: str, max_depth: int = MAX_DEPTH
         # a value ended
         if not stack:
             return pos
-        run = _UNTRUSTED_ARRAY_RUN if stack[-1] == "[" else _UNTRUSTED_OBJECT_RUN
+        run = _ARRAY_RUN if stack[-1] == "[" else _OBJECT_RUN
         pos = run.match(text, pos).end()  # type: ignore[union-attr]  # `*` always matches
-        expect = _UNTRUSTED_NEXT
+        expect = _NEXT
 
 
 def read_json(text: str | bytes, what: str, *, max_depth: int = MAX_DEPTH, max_chars: int = MAX_VALUE_CHARS,
@@ -207,11 +207,11 @@ def check_value(value: Any, what: str, *, max_depth: int = MAX_DEPTH, max_chars:
         item, depth = stack.pop()
         if isinstance(item, (str, bytes, bytearray)):
             size += len(item)
-        elif isinstance(item, (dict, list, tuple, set, frozenset)) or _untrusted_is_model(item):
+        elif isinstance(item, (dict, list, tuple, set, frozenset)) or _is_model(item):
             depth += 1
             if depth > max_depth:
-                raise _untrusted_too_deep(what, max_depth)
-            members = vars(item) if _untrusted_is_model(item) else item
+                raise _too_deep(what, max_depth)
+            members = vars(item) if _is_model(item) else item
             size += len(members)
             if isinstance(members, dict):
                 for key, member in members.items():
@@ -244,7 +244,7 @@ def shown_within_limits(values: dict[str, Any]) -> dict[str, Any]:
     return {name: f"[not shown: {refused[name]}]" if name in refused else value for name, value in values.items()}
 
 
-def _untrusted_is_model(item: Any) -> bool:
+def _is_model(item: Any) -> bool:
     return hasattr(item, "model_dump") and not isinstance(item, type) and hasattr(item, "__dict__")
 
 
@@ -259,7 +259,7 @@ def read_lines(handle: IO[str], max_chars: int) -> Iterator[str | None]:
             yield line
             continue
         while True:
-            rest = handle.readline(_UNTRUSTED_SKIP_CHUNK)
+            rest = handle.readline(_SKIP_CHUNK)
             if not rest or rest.endswith("\n"):
                 break
         yield None

@@ -39,31 +39,31 @@ def apply_reducer(reducer: str, current: Any, operand: Any) -> Any:
     if reducer == "set":
         return operand
     if reducer == "append":
-        return [*_var_list(current, "append"), operand]
+        return [*_list_held(current, "append"), operand]
     if reducer == "extend":
         if not isinstance(operand, list):
-            raise VariableError(f"'extend' takes a list, not {_var_value_kind(operand)}")
-        return [*_var_list(current, "extend"), *operand]
+            raise VariableError(f"'extend' takes a list, not {_value_kind(operand)}")
+        return [*_list_held(current, "extend"), *operand]
     if reducer == "merge":
         if operand is None:
             return current  # none merges nothing
         if not isinstance(operand, dict):
-            raise VariableError(f"'merge' takes an object, not {_var_value_kind(operand)}")
+            raise VariableError(f"'merge' takes an object, not {_value_kind(operand)}")
         if not isinstance(current, dict):
-            raise VariableError(f"'merge' writes into an object, and the variable holds {_var_value_kind(current)}")
+            raise VariableError(f"'merge' writes into an object, and the variable holds {_value_kind(current)}")
         merged = dict(current)
         merged.update((key, value) for key, value in operand.items() if value is not None)
         return merged
     raise VariableError(f"unknown reducer {reducer!r}")
 
 
-def _var_list(value: Any, reducer: str) -> list[Any]:
+def _list_held(value: Any, reducer: str) -> list[Any]:
     if not isinstance(value, list):
-        raise VariableError(f"'{reducer}' adds to a list, and the variable holds {_var_value_kind(value)}")
+        raise VariableError(f"'{reducer}' adds to a list, and the variable holds {_value_kind(value)}")
     return value
 
 
-def _var_value_kind(value: Any) -> str:
+def _value_kind(value: Any) -> str:
     if value is None:
         return "none"
     if isinstance(value, bool):

@@ -30,19 +30,19 @@ class VariantOutput(BaseModel):
     """A variant output as the model writes it: `{"value": <one VariantBranch>}`."""
 
 
-_variants_cache: weakref.WeakKeyDictionary[type, dict[str, type]] = weakref.WeakKeyDictionary()
+_cache: weakref.WeakKeyDictionary[type, dict[str, type]] = weakref.WeakKeyDictionary()
 
 
 def variant_branches(model: type) -> dict[str, type]:
     """The branch class of each variant of a VariantOutput class, by type name, in declaration order."""
-    found = _variants_cache.get(model)
+    found = _cache.get(model)
     if found is None:
         annotation = model.model_fields["value"].annotation  # type: ignore[attr-defined]
         found = {}
         for branch in typing.get_args(annotation) or (annotation,):
             field = next(iter(branch.model_fields.values()))
             found[field.alias] = branch
-        _variants_cache[model] = found
+        _cache[model] = found
     return found
 
 
@@ -79,7 +79,7 @@ def validate_variant(model: type, data: Any, *, strict: bool = False, infer_name
         try:
             branch = branches[name].model_validate(data, strict=strict)  # type: ignore[attr-defined]
         except ValidationError as exc:
-            raise ValueError(_variants_describe(exc, name)) from None
+            raise ValueError(_describe(exc, name)) from None
         return branch.value
     if (not strict if infer_name is None else infer_name) and isinstance(data, dict):
         fits = []
@@ -93,7 +93,7 @@ def validate_variant(model: type, data: Any, *, strict: bool = False, infer_name
     raise ValueError(f"the JSON must name its variant: {shape}")
 
 
-def _variants_describe(exc: ValidationError, name: str) -> str:
+def _describe(exc: ValidationError, name: str) -> str:
     from .structured import describe_validation_errors
 
     return describe_validation_errors(exc).replace("the JSON does not match the required schema",

@@ -7,8 +7,9 @@
 Outline a conference talk, then alternate evaluation and revision until the evaluator accepts it.
 
 Python: `run(inputs)` or `await arun(inputs)` return a RunResult.
-Command line: `python <this file> --help`. Needs statewright_runtime.py beside it (generated with
-it), pydantic and jinja2, and litellm for models that are not OpenAI-compatible; not statewright.
+Command line: `python <this file> --help`. Needs the package statewright_runtime/ beside it
+(generated with it), pydantic and jinja2, and litellm for models that are not OpenAI-compatible
+(docs/models.md); not statewright.
 """
 
 from __future__ import annotations
@@ -18,26 +19,38 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-# the statewright runtime, shared with the runners beside this file: statewright_runtime.py
+# the statewright runtime, shared with the runners beside this file: the package statewright_runtime/
 if __package__:
-    from .statewright_runtime import (
-        RUNTIME_SHA256, RUNTIME_VERSION, AgentSpec, CheckpointStore, InputSpec, LimitsSpec,
-        MachineSpec, ModelClient, RunResult, Scope, Script, StateSpec, TestSpec, Trace,
-        TransitionSpec, arun_machine, main, run_machine,
-    )
+    from .statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
 else:
-    from statewright_runtime import (
-        RUNTIME_SHA256, RUNTIME_VERSION, AgentSpec, CheckpointStore, InputSpec, LimitsSpec,
-        MachineSpec, ModelClient, RunResult, Scope, Script, StateSpec, TestSpec, Trace,
-        TransitionSpec, arun_machine, main, run_machine,
-    )
-if RUNTIME_SHA256 != "8207dc8cc0d5b640278cc7109148e5b0ab1d4888586774b6f40919aeee783649":
+    from statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
+if RUNTIME_SHA256 != "001f2e60b77a86ace53187e799da5092188ad6786837453dc407a46dee2666c8":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 8207dc8cc0d5), but "
-        f"the statewright_runtime.py it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
-        f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile "
-        "--runtime module`, which rewrites the runtime too"
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 001f2e60b77a), but "
+        f"the statewright_runtime package it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
+        f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile`, which "
+        "rewrites the runtime too"
     )
+if __package__:
+    from .statewright_runtime.checkpoint import CheckpointStore
+    from .statewright_runtime.client import ModelClient
+    from .statewright_runtime.result import RunResult
+    from .statewright_runtime.runner_cli import arun_machine, main, run_machine
+    from .statewright_runtime.scripted import Script
+    from .statewright_runtime.spec import (
+        AgentSpec, InputSpec, LimitsSpec, MachineSpec, Scope, StateSpec, TestSpec, TransitionSpec,
+    )
+    from .statewright_runtime.trace import Trace
+else:
+    from statewright_runtime.checkpoint import CheckpointStore
+    from statewright_runtime.client import ModelClient
+    from statewright_runtime.result import RunResult
+    from statewright_runtime.runner_cli import arun_machine, main, run_machine
+    from statewright_runtime.scripted import Script
+    from statewright_runtime.spec import (
+        AgentSpec, InputSpec, LimitsSpec, MachineSpec, Scope, StateSpec, TestSpec, TransitionSpec,
+    )
+    from statewright_runtime.trace import Trace
 
 
 # ==== the machine `evaluator_optimizer`, from ../../../examples/evaluator_optimizer.fsm ====

@@ -1,10 +1,10 @@
 """Code generation: a checked machine as Python, written to a runner or loaded in memory.
 
-A standalone runner module, a runner importing the shared runtime module beside it, or the same machine
-part compiled in memory for `statewright run`, `test` and the Python API — and writing them safely.
+A runner importing the runtime package beside it, a one-file runner carrying the runtime, or the same
+machine part compiled in memory for `statewright run`, `test` and the Python API — and writing them safely.
 
-    render_runner(ir, source_text=..., source_path=..., runtime="inline"|"module")  ->  write_runner(path, text)
-    runtime_module().text   ->  statewright_runtime.py, which "module" runners import (runtime_module.py)
+    render_runner(ir, source_text=..., source_path=..., runtime="shared"|"standalone")  ->  write_runner(path, text)
+    write_runtime_package(directory)  ->  statewright_runtime/, which "shared" runners import (runtime_package.py)
     load_machine(ir, source_text=..., source_path=...)   ->  the module's MACHINE, executed in memory
 """
 
@@ -25,7 +25,7 @@ __all__ = ["GENERATED_MARKER", "RunnerOverwriteRefused", "check_overwrite", "loa
            "runner_is_current", "write_runner"]
 
 
-def render_runner(machine: ir.Machine, *, source_text: str, source_path: str, runtime: str = "inline") -> str:
+def render_runner(machine: ir.Machine, *, source_text: str, source_path: str, runtime: str = "shared") -> str:
     """The runner module for a checked machine (see render.py); byte-identical for the same input."""
     # Imported on use: render.py imports jinja2 and the runtime's option table.
     from .render import render_runner as render
@@ -39,7 +39,7 @@ def load_machine(machine: ir.Machine, *, source_text: str, source_path: str) -> 
     from .load import load_machine_module
 
     return load_machine_module(render_runner(machine, source_text=source_text, source_path=source_path,
-                                             runtime="package"), source_path).MACHINE
+                                             runtime="installed"), source_path).MACHINE
 
 
 class RunnerOverwriteRefused(Exception):
@@ -66,7 +66,7 @@ def check_overwrite(path: str | Path, *, force: bool = False) -> None:
 
 
 def write_runner(path: str | Path, text: str, *, force: bool = False) -> None:
-    """Write a generated file (a runner, or the runtime module) to `path`, refusing to replace a file that
+    """Write a generated file (a runner, or a file of the runtime package) to `path`, refusing to replace a file that
     lacks the generated header (unless `force`). The file is replaced atomically, so a reader never sees
     half a runner."""
     check_overwrite(path, force=force)

@@ -1,6 +1,6 @@
 """Machine modules executed in memory: what `statewright run`, `test` and the Python API run.
 
-The text is exactly what `compile --runtime package` would write; it is compiled under a name that says
+The text is a runner's machine part importing the installed runtime (`statewright.runtime`); it is compiled under a name that says
 where it came from, registered with linecache (so a traceback through a guard shows the generated line),
 and executed as a module of its own. Modules are kept per text: loading the same machine twice in a
 process compiles it once.

@@ -1,4 +1,4 @@
-"""IR -> the source of a standalone runner module, rendered through layouts/runner.py.jinja.
+"""IR -> the source of a runner module, rendered through layouts/runner.py.jinja.
 
 Everything the template prints is made here as finished Python source: names, annotations and every string
 written with repr(). The template only loops and places blocks, so no spec text is ever interpreted by Jinja
@@ -13,9 +13,8 @@ import dataclasses
 import hashlib
 import math
 import re
-import sys
 import textwrap
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import Any
@@ -25,15 +24,9 @@ from ...runtime import spec as runtime_spec
 from ...runtime.runner_cli import RUN_OPTIONS
 from .. import ir
 from . import GENERATED_MARKER
-from .inline_runtime import (
-    SPEC_IMPORTS,
-    HoistedImport,
-    RuntimeIndex,
-    installed_runtime,
-    installed_runtime_index,
-    reserved_names,
-)
 from .python_expr import ExprContext, GuardNames, each_names, guard_return, python_source, spec_source
+from .runtime_source import SPEC_IMPORTS, ModuleImport, RuntimeIndex, installed_runtime_index, reserved_names
+from .source_layout import INDENT, WIDTH, import_block, layout_environment, wrap_words
 from .types_py import (
     ModelPlan,
     ModelPlans,
@@ -45,14 +38,12 @@ from .types_py import (
 )
 
 LAYOUT = "runner.py.jinja"
-WIDTH = 100  # preferred line length of generated code
-INDENT = "    "
-# Where the machine part of a module finds the runtime: inlined above it (a standalone runner), imported
-# from statewright_runtime.py beside it (`compile --runtime module`), or imported from the installed
-# package (`statewright run`, `test` and the Python API, compiled in memory).
-RUNTIME_INLINE, RUNTIME_MODULE, RUNTIME_PACKAGE = "inline", "module", "package"
-RUNTIME_MODES = (RUNTIME_INLINE, RUNTIME_MODULE)  # what `compile --runtime` writes
-RUNTIME_PACKAGE_NAME = "statewright.runtime"
+# Where the machine part of a module finds the runtime: in the package statewright_runtime/ beside it
+# (`statewright compile`, the default), in marked sections above it (`compile --standalone`, one file), or
+# in the installed statewright (`statewright run`, `test` and the Python API, compiled in memory).
+RUNTIME_SHARED, RUNTIME_STANDALONE, RUNTIME_INSTALLED = "shared", "standalone", "installed"
+RUNTIME_FORMS = (RUNTIME_SHARED, RUNTIME_STANDALONE)  # what `compile` writes
+INSTALLED_RUNTIME = "statewright.runtime"
 
 
 def origin(span: Span | None) -> str:
@@ -93,35 +84,25 @@ def scripted_step(step: ir.Reply | ir.ToolCalls | ir.Verdict | ir.Timeout | ir.A
 
 
 def render_runner(machine: ir.Machine, *, source_text: str, source_path: str,
-                  runtime: str = RUNTIME_INLINE) -> str:
+                  runtime: str = RUNTIME_SHARED) -> str:
     """The module for a checked machine: byte-identical for the same input, whatever the hash seed.
 
-    `runtime` "inline" writes a standalone runner carrying the runtime; "module" the same machine part
-    importing the runtime from statewright_runtime.py beside it (see runtime_module.py); "package" the
-    machine part importing the runtime from the installed statewright (what `run`, `test` and the API
-    execute)."""
+    `runtime` "shared" writes the runner that imports the runtime from the package statewright_runtime/
+    beside it (runtime_package.py); "standalone" the same machine part after the runtime's modules, in one
+    file (standalone.py); "installed" the machine part importing the runtime from the installed
+    statewright (what `run`, `test` and the API execute)."""
     from ... import __version__
 
-    if runtime not in (*RUNTIME_MODES, RUNTIME_PACKAGE):
-        raise ValueError(f"unknown runtime {runtime!r}; choose one of {', '.join(RUNTIME_MODES)}")
+    if runtime not in (*RUNTIME_FORMS, RUNTIME_INSTALLED):
+        raise ValueError(f"unknown runtime {runtime!r}; choose one of {', '.join(RUNTIME_FORMS)}")
     index = installed_runtime_index()
     view = _RunnerView(machine, index, source_text, source_path, __version__, runtime)
-    return layout_environment().get_template(LAYOUT).render(view.context())
+    text = layout_environment().get_template(LAYOUT).render(view.context())
+    if runtime == RUNTIME_STANDALONE:
+        from .standalone import fill_runtime
 
-
-@lru_cache(maxsize=1)
-def layout_environment() -> Any:
-    """The Jinja environment of the layouts of generated files (loaded once: their parse is cached inside it)."""
-    import jinja2
-
-    return jinja2.Environment(
-        loader=jinja2.PackageLoader("statewright.compiler.codegen", "layouts"),
-        autoescape=False,  # the output is Python, and every value is finished source already
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        undefined=jinja2.StrictUndefined,
-    )
+        text = fill_runtime(text, view.runtime_names)
+    return text
 
 
 # ---- the view: finished strings for the template ---------------------------------------------------
@@ -138,6 +119,7 @@ class _RunnerView:
         self.machine = machine
         self.index = index
         self.runtime_mode = runtime
+        self.runtime_names: dict[str, list[str]] = {}  # module -> the names the machine part imports from it
         self.source_path = source_path
         self.version = version
         machines = ir.iter_machines(machine)  # the entry last
@@ -173,24 +155,25 @@ class _RunnerView:
         for part in self.ordered:
             used |= literal_names(part.machine_call)
         used |= {"MACHINE", "SOURCE_MAP", "main"}
+        for name in sorted(used & self.index.defined_in.keys()):
+            self.runtime_names.setdefault(self.index.defined_in[name], []).append(name)
         mode = self.runtime_mode
-        runtime_import = ""
-        if mode == RUNTIME_INLINE:
-            runtime = installed_runtime()
-            # every import the runtime hoists is one of its modules uses (ruff holds them to that)
-            used |= {i.bound for i in runtime.imports}
-            imports = import_block([*runtime.imports, *SPEC_IMPORTS], used)
-        elif mode == RUNTIME_MODULE:
-            from .runtime_module import runtime_import_block
+        runtime = ""
+        if mode == RUNTIME_SHARED:
+            from .runtime_package import runtime_import_block
 
             imports = import_block(SPEC_IMPORTS, used)
-            runtime_import = runtime_import_block(sorted(used & self.index.defined_in.keys()))
+            runtime = runtime_import_block(self.runtime_names)
+        elif mode == RUNTIME_STANDALONE:
+            from .standalone import PLACEHOLDER
+
+            imports = import_block(SPEC_IMPORTS, used)
+            runtime = "\n" + PLACEHOLDER  # the runtime's place: render_runner puts it there, knowing its line
         else:
-            # the machine part alone, importing each runtime name it uses from the module defining it
-            defined = [HoistedImport(f"{RUNTIME_PACKAGE_NAME}.{module}", name, name)
-                       for name, module in sorted(self.index.defined_in.items())]
+            # each runtime name the machine part uses, from the installed module defining it
+            defined = [ModuleImport(f"{INSTALLED_RUNTIME}.{module}", name, name)
+                       for module, names in self.runtime_names.items() for name in names]
             imports = import_block([*defined, *SPEC_IMPORTS], used)
-        inline = mode == RUNTIME_INLINE
         return {
             "header": [
                 f"{GENERATED_MARKER} {self.version} from {comment_text(self.source_path)} — do not edit.",
@@ -201,11 +184,7 @@ class _RunnerView:
             ],
             "docstring": self._docstring(),
             "imports": imports,
-            "runtime_import": runtime_import,
-            "inline": inline,
-            "runtime_version": self.version,
-            "runtime_modules": wrap_words(", ".join(runtime.modules), WIDTH - 2) if inline else [],
-            "runtime": runtime.body if inline else "",
+            "runtime": runtime,
             "parts": parts,
             "api": api,
         }
@@ -227,10 +206,11 @@ class _RunnerView:
             "Command line: `python <this file> --help`. Needs pydantic and jinja2, and litellm for models",
             "that are not OpenAI-compatible (docs/models.md); not statewright.",
         ]
-        if self.runtime_mode == RUNTIME_MODULE:
+        if self.runtime_mode == RUNTIME_SHARED:
             lines[-2:] = [
-                "Command line: `python <this file> --help`. Needs statewright_runtime.py beside it (generated with",
-                "it), pydantic and jinja2, and litellm for models that are not OpenAI-compatible; not statewright.",
+                "Command line: `python <this file> --help`. Needs the package statewright_runtime/ beside it",
+                "(generated with it), pydantic and jinja2, and litellm for models that are not OpenAI-compatible",
+                "(docs/models.md); not statewright.",
             ]
         return '"""' + "\n".join(lines) + '\n"""'
 
@@ -739,16 +719,6 @@ def _same(value: object, default: object) -> bool:
     return type(value) is type(default) and value == default
 
 
-def wrap_words(text: str, width: int) -> list[str]:
-    lines: list[str] = []
-    for word in text.split(" "):
-        if lines and len(lines[-1]) + 1 + len(word) <= width:
-            lines[-1] += " " + word
-        else:
-            lines.append(word)
-    return lines
-
-
 def _fits_docstring(text: str) -> bool:
     """Whether text can sit in a triple-quoted docstring as it is (no escapes to interpret, no quotes to end it)."""
     return (
@@ -772,33 +742,6 @@ def comment_text(text: str) -> str:
 
 
 # ---- imports -------------------------------------------------------------------------------------
-
-
-def import_block(imports: Iterable[HoistedImport], used: set[str]) -> str:
-    """The module's imports of the names in `used`: the standard library, then the rest, each sorted —
-    deterministic and readable (the file is not linted where it is committed: `# ruff: noqa`)."""
-    chosen: dict[str, HoistedImport] = {}
-    for imp in imports:
-        if imp.bound in used and (imp.name is None or imp.bound not in chosen):
-            chosen.setdefault(imp.bound if imp.name is not None else f"import {imp.module}", imp)
-    stdlib = [i for i in chosen.values() if i.module.split(".")[0] in sys.stdlib_module_names]
-    third_party = [i for i in chosen.values() if i.module.split(".")[0] not in sys.stdlib_module_names]
-    return "\n\n".join("\n".join(_import_lines(group)) for group in (stdlib, third_party) if group)
-
-
-def _import_lines(group: list[HoistedImport]) -> list[str]:
-    lines = [f"import {m}" for m in sorted({i.module for i in group if i.name is None})]
-    by_module: dict[str, set[str]] = {}
-    for i in group:
-        if i.name is not None:
-            by_module.setdefault(i.module, set()).add(i.name if i.bound == i.name else f"{i.name} as {i.bound}")
-    for module in sorted(by_module):
-        names = sorted(by_module[module])
-        line = f"from {module} import {', '.join(names)}"
-        if len(line) > WIDTH:
-            line = f"from {module} import (\n" + "".join(f"{INDENT}{n},\n" for n in names) + ")"
-        lines.append(line)
-    return lines
 
 
 def _used_names(code: str) -> set[str]:

@@ -6,7 +6,7 @@ the spec, relative to the runner's directory. So a line of a runner belongs to t
 around it that names an origin: a line of a TransitionSpec to that transition, a line of a StateSpec
 outside its transitions to the state, a guard function to the transition that calls it (and the comment
 above the function with it), an entry of SOURCE_MAP to its own key. The runner is parsed, never imported:
-reading a file someone hands over runs none of its code. Lines of the runtime a standalone runner
+reading a file someone hands over runs none of its code. Lines of the runtime a one-file runner
 carries, its imports and its pydantic classes come from no one place of the spec and map to nothing.
 """
 
