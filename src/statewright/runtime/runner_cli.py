@@ -14,6 +14,7 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from .arguments import count_argument, positive_argument, positive_seconds_argument, seconds_argument
 from .batch import MATCH_MODES, BatchError, BatchSummary, default_batch_checkpoint, run_batch
 from .checkpoint import CheckpointError, CheckpointStore
 from .client import ModelClient
@@ -286,13 +287,13 @@ def _parser(machine: MachineSpec, prog: str | None) -> argparse.ArgumentParser:
                              "model not mapped otherwise)")
     parser.add_argument("--workspace", metavar="DIR", help="the directory tools work in (default: a fresh "
                                                            ".statewright/runs/RUN_ID/workspace)")
-    parser.add_argument("--max-tokens", type=_positive_int, metavar="N",
+    parser.add_argument("--max-tokens", type=positive_argument, metavar="N",
                         help="cap every model reply at N tokens")
-    parser.add_argument("--retries", type=_count, metavar="N",
+    parser.add_argument("--retries", type=count_argument, metavar="N",
                         help="retries of a failed model call before a fallback takes over (default 3)")
-    parser.add_argument("--retry-delay", type=_seconds, metavar="S",
+    parser.add_argument("--retry-delay", type=seconds_argument, metavar="S",
                         help="seconds before the first retry, doubling for each next one (default 0.5)")
-    parser.add_argument("--timeout", type=_seconds, metavar="S",
+    parser.add_argument("--timeout", type=positive_seconds_argument, metavar="S",
                         help="seconds a model call may take on each model, every attempt and retry "
                              "together (default 60)")
     _model_client_option(parser)
@@ -348,31 +349,10 @@ _UNSAFE_TOOLS_HELP = ("let std.python and std.shell run with no confinement at a
                               "bubblewrap jail cannot run (bubblewrap missing); recorded in the trace")
 
 
-def _positive_int(text: str) -> int:
-    value = _count(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {text}")
-    return value
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number, not {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, not {text}")
-    return value
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds, not {text!r}") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number of seconds >= 0, not {text}")
-    return value
 
 
 def _read_script(path: str) -> Script:
@@ -697,7 +677,7 @@ def _batch_parser(prog: str) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--inputs", required=True, metavar="CASES.jsonl", help="the cases, one JSON object per line")
-    parser.add_argument("--concurrency", type=_positive_int, default=8, metavar="N",
+    parser.add_argument("--concurrency", type=positive_argument, default=8, metavar="N",
                         help="cases running at the same time (default 8)")
     parser.add_argument("--out", metavar="FILE", help="write one JSON line per case to FILE (default: stdout)")
     parser.add_argument("--resume", action="store_true",
@@ -710,10 +690,10 @@ def _batch_parser(prog: str) -> argparse.ArgumentParser:
     parser.add_argument("--trace-content", action="store_true", help="include messages and replies in traces")
     parser.add_argument("--model-map", action="append", default=[], metavar="OLD=NEW",
                         help="call model NEW wherever the machine names OLD (repeatable)")
-    parser.add_argument("--max-tokens", type=_positive_int, metavar="N", help="cap every model reply")
-    parser.add_argument("--retries", type=_count, metavar="N", help="retries of a failed model call")
-    parser.add_argument("--retry-delay", type=_seconds, metavar="S", help="seconds before the first retry")
-    parser.add_argument("--timeout", type=_seconds, metavar="S", help="seconds one model call may take")
+    parser.add_argument("--max-tokens", type=positive_argument, metavar="N", help="cap every model reply")
+    parser.add_argument("--retries", type=count_argument, metavar="N", help="retries of a failed model call")
+    parser.add_argument("--retry-delay", type=seconds_argument, metavar="S", help="seconds before the first retry")
+    parser.add_argument("--timeout", type=positive_seconds_argument, metavar="S", help="seconds one model call may take")
     _model_client_option(parser)
     parser.add_argument("--script", metavar="FILE", help="answer every model call from the JSON script FILE")
     parser.add_argument("--unsafe-tools", action="store_true", help=_UNSAFE_TOOLS_HELP)
@@ -910,7 +890,7 @@ def _temporal_parser(command: str, prog: str) -> argparse.ArgumentParser:
                                      epilog="needs the statewright[temporal] extra; see docs/temporal.md")
     if command == "worker":
         _temporal_options(parser, required=True)
-        parser.add_argument("--concurrency", type=_positive_int, default=64, metavar="N",
+        parser.add_argument("--concurrency", type=positive_argument, default=64, metavar="N",
                             help="model and tool calls this worker makes at once (default 64)")
         parser.add_argument("--unsafe-tools", action="store_true", help=_UNSAFE_TOOLS_HELP)
         _model_client_option(parser)

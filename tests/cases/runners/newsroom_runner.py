@@ -26,9 +26,9 @@ if __package__:
     from .statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
 else:
     from statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
-if RUNTIME_SHA256 != "ec040f767d6ef7f0223c6cd1ab5dea920e8c545e4d3716081a579119be8e1f2e":
+if RUNTIME_SHA256 != "5f24763e7d37d238fed0b32edc442ac49c6a2b8278aa13dd185d9d6c80e71fdd":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 ec040f767d6e), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 5f24763e7d37), but "
         f"the statewright_runtime package it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile`, which "
         "rewrites the runtime too"
