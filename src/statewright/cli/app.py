@@ -116,8 +116,8 @@ def console_main() -> NoReturn:
 
         gc.disable()
     status = main()
-    if "temporalio" in sys.modules:  # see runner_cli.leave_after_temporal
-        from ..runtime.runner_cli import leave_after_temporal
+    if "temporalio" in sys.modules:  # see runner_options.leave_after_temporal
+        from ..runtime.runner_options import leave_after_temporal
 
         leave_after_temporal(status)
     if quick:

@@ -91,7 +91,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     """`statewright resume RUN_ID`: continue a checkpointed run with the machine it was started with, or
     (with --temporal) send the answer to a run that waits on a Temporal cluster."""
     from ..runtime.checkpoint import CheckpointError, CheckpointStore
-    from ..runtime.runner_cli import DEFAULT_CHECKPOINT
+    from ..runtime.runner_options import DEFAULT_CHECKPOINT
 
     _resume_own_options(args)
     if args.temporal:
@@ -100,7 +100,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
                              "cluster goes on by itself after a crash)")
         if args.runner_args or args.checkpoint:
             raise UsageError("resume --temporal takes only --answer, --at, --by and --namespace")
-        from ..runtime.runner_cli import runner_temporal_dispatch
+        from ..runtime.runner_temporal import runner_temporal_dispatch
 
         return runner_temporal_dispatch(None, "resume", args, "statewright resume")
     if args.by:
@@ -278,7 +278,7 @@ def setup_worker(p: argparse.ArgumentParser) -> None:
 
 def cmd_worker(args: argparse.Namespace) -> int:
     from .. import api
-    from ..runtime.runner_cli import serve_on_temporal
+    from ..runtime.runner_temporal import serve_on_temporal
 
     files, problems = spec_files(args)
     print_diagnostics(problems, args)
@@ -310,7 +310,7 @@ def setup_status(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from ..runtime.runner_cli import runner_temporal_dispatch
+    from ..runtime.runner_temporal import runner_temporal_dispatch
 
     return runner_temporal_dispatch(None, "status", args, "statewright status")
 
@@ -318,7 +318,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 def _temporal_tests(comp: Compilation, args: argparse.Namespace, telemetry: Any = None) -> list:  # type: ignore[type-arg]
     """A spec's test blocks run on the cluster: each a workflow carrying its scripted replies."""
     from .. import api
-    from ..runtime.runner_cli import run_tests_on_temporal
+    from ..runtime.runner_temporal import run_tests_on_temporal
 
     machine = api.runtime_machine(comp, level=args.opt_level, disabled=args.no_pass)  # as locally
     outcomes: list = []  # type: ignore[type-arg]
