@@ -24,9 +24,9 @@ if __package__:
     from .statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
 else:
     from statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
-if RUNTIME_SHA256 != "c29bf7e1b17639a9709493449ba41a1a3a7ba417123c4e457a797e77c33091f1":
+if RUNTIME_SHA256 != "24c31d2c6f6278368db41dfc7fcb2c49a8e12df8df90207ea21c1d11bbd00e8c":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 c29bf7e1b176), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 24c31d2c6f62), but "
         f"the statewright_runtime package it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile`, which "
         "rewrites the runtime too"
