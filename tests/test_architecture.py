@@ -29,7 +29,8 @@ def test_each_module_reports_exactly_the_codes_the_table_lists_for_it() -> None:
     listed = {module: set(codes) for _, module, codes in REPORTED_BY}
     assert len(listed) == len(REPORTED_BY), "a module is listed twice"
     found = {str(p.relative_to(SRC)): codes_in(p) for p in SRC.rglob("*.py")}
-    reporting = {module: codes for module, codes in found.items() if codes and module not in REGISTRY}
+    reporting = {module: codes for module, codes in found.items()
+                 if codes and module not in REGISTRY and not module.startswith("diagnostics/registry/")}
     assert reporting == listed
 
 
