@@ -155,7 +155,8 @@ def test_the_spec_part_reads_like_python_written_by_hand() -> None:
 def test_a_runners_run_and_arun_spell_out_every_option_in_signature_and_docstring(tmp_path: Path) -> None:
     import inspect
 
-    from statewright.runtime.runner_cli import RUN_OPTIONS, arun_machine
+    from statewright.runtime.runner_cli import arun_machine
+    from statewright.runtime.runner_options import RUN_OPTIONS
 
     runner = load_runner(runner_source(ROOT / "examples" / "content_pipeline.fsm"), tmp_path, "options_runner")
     names = [name for name, _, _, _ in RUN_OPTIONS]

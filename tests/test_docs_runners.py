@@ -11,6 +11,7 @@ from support.machines import final, go, machine, state
 
 from statewright.runtime import runner_cli
 from statewright.runtime.engine import default_workspace
+from statewright.runtime.runner_options import runner_parser
 
 PAGE = (Path(__file__).resolve().parent.parent / "docs" / "runners.md").read_text(encoding="utf-8")
 SECTION = PAGE.split("\n## Using a runner from the command line\n", 1)[1].split("\n## ", 1)[0]
@@ -20,7 +21,7 @@ TABLE_OPTIONS = set(re.findall(r"^\| `(--[a-z][a-z-]*)", SECTION, re.MULTILINE))
 
 def runner_options() -> list[str]:
     """Every option of the runner's argparse parser, --help aside."""
-    parser = runner_cli._parser(machine(state("a", go("done")), final("done")), "runner.py")
+    parser = runner_parser(machine(state("a", go("done")), final("done")), "runner.py")
     return [option for action in parser._actions for option in action.option_strings
             if option not in ("-h", "--help")]
 

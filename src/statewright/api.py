@@ -541,7 +541,7 @@ class Machine:
              trace_content: bool = False, otel: Any = None) -> list[TestOutcome]:
         """Run the machine's test blocks with their scripted replies; one TestOutcome each (`.passed`);
         `otel` as for `run`."""
-        from .runtime.runner_cli import runner_telemetry
+        from .runtime.runner_options import runner_telemetry
         from .runtime.testing import run_tests as run
 
         telemetry, made = runner_telemetry(otel, trace_content)

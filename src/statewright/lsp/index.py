@@ -16,7 +16,6 @@ from __future__ import annotations
 import bisect
 from array import array
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from functools import lru_cache
 
 from ..compiler import ir
@@ -24,40 +23,8 @@ from ..compiler.checks.resolve import Symbols
 from ..compiler.checks.testblocks import reply_variant
 from ..diagnostics import Span
 from ..grammar import ast
-
-KINDS = ("state", "agent", "type", "tool", "input", "variable", "field", "machine", "file")
-
-
-@dataclass(frozen=True, slots=True)
-class Key:
-    """One declared thing: its kind and its name (`Type.field` for a field, `std.python` for a tool, a
-    file's path for a file), and the file that declares it when that is another file."""
-
-    kind: str
-    name: str
-    file: str = ""
-
-    def of(self, path: str) -> Key:
-        """This key with its file named: `path` when it is this file's."""
-        return self if self.file else Key(self.kind, self.name, path)
-
-
-@dataclass(frozen=True, slots=True)
-class Occurrence:
-    """A name in the text that stands for `key`: its declaration or a use, over [start, end) of `span`
-    (the compiler's own span, kept rather than copied: a large file has hundreds of thousands)."""
-
-    key: Key
-    span: Span
-    definition: bool = False
-
-    @property
-    def start(self) -> int:
-        return self.span.start
-
-    @property
-    def end(self) -> int:
-        return self.span.end
+from .keys import Key, Occurrence
+from .project_index import foreign_occurrences, imported_from
 
 
 class SymbolIndex:
@@ -112,8 +79,6 @@ def _occurrences(machine: ast.Machine, symbols: Symbols | None) -> Iterator[Occu
     if symbols is None or not machine.uses:
         yield from local
         return
-    from .project_index import foreign_occurrences, imported_from
-
     homes = imported_from(symbols)
     for o in local:
         home = homes.get((o.key.kind, o.key.name))

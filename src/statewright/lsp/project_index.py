@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 from ..compiler.checks.resolve import Symbols
 from ..grammar import ast
-from .index import Key, Occurrence
+from .keys import Key, Occurrence
 
 
 def imported_from(symbols: Symbols) -> dict[tuple[str, str], str]:

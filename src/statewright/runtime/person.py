@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .effects import AwaitPerson, PersonReply
+from .effects import AwaitPerson, Paused, PersonReply
 from .plan import StatePlan
 from .result import AnswerError, Failure, RunFailed, Waiting
 from .run_state import Question, Run, Steps, state_of_key
@@ -19,10 +19,6 @@ from .structured import validate_typed
 from .untrusted import BorderError, check_value, read_json
 
 TIMED_OUT = object()  # what a person's step gives when its deadline passed without an answer
-
-
-class Paused(Exception):
-    """A person has not answered yet: the run stops here, checkpointed, until it is resumed."""
 
 
 def _answer_fields(state: str, timed_out: bool, waiting: Question, reply: PersonReply) -> dict[str, Any]:

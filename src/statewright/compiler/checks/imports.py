@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING
 from ...diagnostics import Diagnostic, Diagnostics, SourceFile, Span, did_you_mean, quoted_list
 from ...grammar import ast
 from .callees import Callee
-from .resolve import AgentView, Symbols
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # (resolve.py calls this module while it builds the tables)
     from ..project import UsedFile
+    from .resolve import AgentView, Symbols
 
 KINDS = ("type", "agent", "tool")
 

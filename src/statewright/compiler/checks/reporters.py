@@ -67,5 +67,5 @@ REPORTED_BY: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("import", "importers/crewai_spec.py", ("SW8003", "SW8004", "SW8005", "SW8012", "SW8013", "SW8114")),
     ("import", "importers/crewai_tools.py", ("SW8112",)),
     ("import", "importers/crewai.py", ("SW8110", "SW8111", "SW8113", "SW8115")),
-    ("any", "cli.py", ("SW9001",)),
+    ("any", "cli/reading.py", ("SW9001",)),
 )

@@ -13,7 +13,8 @@ from ...diagnostics import Diagnostics, did_you_mean, quoted_list
 from ...grammar import ast
 from ...runtime.tool_signatures import STD_TOOLS
 from .. import ir
-from .expressions import ExprChecker, boolean_hint
+from .expression_hints import boolean_hint
+from .expressions import ExprChecker
 from .flow import EntryFacts, Flow
 from .resolve import (
     StateView,

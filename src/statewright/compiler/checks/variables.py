@@ -13,7 +13,8 @@ from __future__ import annotations
 from ...diagnostics import Diagnostics, did_you_mean, quoted_list
 from ...grammar import ast
 from .. import ir
-from .expressions import ExprChecker, shorten_source
+from .expression_hints import shorten_source
+from .expressions import ExprChecker
 from .flow import EntryFacts, Flow
 from .resolve import GUARD_OUTPUT, JINJA_NAMES, StateView, Symbols
 from .type_algebra import MaybeAbsent, Record, TypeLike, fields_of, normalized, step_output_type, type_text

@@ -21,7 +21,7 @@ from typing import Any
 
 from ...diagnostics import Span
 from ...runtime import spec as runtime_spec
-from ...runtime.runner_cli import RUN_OPTIONS
+from ...runtime.runner_options import RUN_OPTIONS
 from .. import ir
 from . import GENERATED_MARKER
 from .python_expr import ExprContext, GuardNames, each_names, guard_return, python_source, spec_source

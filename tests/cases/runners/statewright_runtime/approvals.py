@@ -22,8 +22,7 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .effects import AwaitPerson, PersonReply
-from .person import Paused
+from .effects import AwaitPerson, Paused, PersonReply
 from .result import AnswerError, Failure, RunFailed
 from .run_state import Run, Steps, real_run
 from .structured import safe_json_dumps

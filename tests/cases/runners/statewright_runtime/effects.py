@@ -84,6 +84,10 @@ class DescribeTools:
         self.machine = machine  # the MachineSpec whose tools these are
 
 
+class Paused(Exception):
+    """A person has not answered yet: the run stops here, checkpointed, until it is resumed."""
+
+
 class AwaitPerson:
     """A person's answer to a state's question, or to a tool call that waits for approval (approvals.py):
     answered with a PersonReply.

@@ -15,6 +15,8 @@ import os
 import sys
 from typing import IO, Any
 
+from .trace import printable, redact, secret_values
+
 _STYLES = {"state": "1", "dim": "2", "ok": "32", "fail": "31", "cause": "36", "model": "35"}
 
 
@@ -29,24 +31,6 @@ def wants_color(stream: Any) -> bool:
     return bool(isatty and isatty()) and os.environ.get("TERM") != "dumb"
 
 
-def printable(text: Any, limit: int | None = None) -> str:
-    """`text` safe for a terminal: control characters (escape sequences included) written as escapes, and
-    lone surrogates (which no terminal encoding can write) as \\udXXX."""
-    out = []
-    for ch in str(text):
-        code = ord(ch)
-        if ch == "\n" or ch == "\t":
-            out.append(ch)
-        elif code < 0x20 or code == 0x7F or 0x80 <= code < 0xA0 or 0xD800 <= code <= 0xDFFF or code in (
-                0x2028, 0x2029, 0x200E, 0x200F, 0x202A, 0x202B, 0x202C, 0x202D, 0x202E, 0x2066, 0x2067, 0x2068,
-                0x2069):
-            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
-        else:
-            out.append(ch)
-    result = "".join(out)
-    if limit is not None and len(result) > limit:
-        result = result[: limit - 1] + "…"
-    return result
 
 
 class Progress:
@@ -55,7 +39,6 @@ class Progress:
     tools name never reach a listener."""
 
     def __init__(self, stream: IO[str] | None = None, *, color: bool | None = None, end: bool = True) -> None:
-        from .trace import secret_values  # (trace.py shows values with `printable`, from here)
 
         self.stream = stream if stream is not None else sys.stderr
         self.color = wants_color(self.stream) if color is None else color
@@ -65,7 +48,6 @@ class Progress:
     def __call__(self, event: str, fields: dict[str, Any]) -> None:
         line = self.line(event, fields)
         if line is not None and self._secrets:
-            from .trace import redact
 
             line = redact(line, self._secrets)
         if line is not None:

@@ -156,10 +156,9 @@ def validate_typed(model: type, data: Any, wrapped: bool, *, strict: bool = Fals
     """
     from pydantic import ValidationError
 
-    from .variants import VariantOutput, validate_variant
-
-    if isinstance(model, type) and issubclass(model, VariantOutput):
-        return validate_variant(model, data, strict=strict, infer_name=True)
+    variant = _variant_validator(model)
+    if variant is not None:
+        return variant(data, strict=strict, infer_name=True)
     if wrapped and not (isinstance(data, dict) and set(data) == {"value"}):
         data = {"value": data}
     try:
@@ -167,6 +166,12 @@ def validate_typed(model: type, data: Any, wrapped: bool, *, strict: bool = Fals
     except ValidationError as exc:
         raise ValueError(describe_validation_errors(exc, wrapped)) from None
     return instance.value if wrapped else instance
+
+
+def _variant_validator(model: Any) -> Any:
+    """A variant output class's own validation (variants.VariantOutput), found on the class, so that this
+    module need not import variants.py, which reads its errors from here."""
+    return getattr(model, "__statewright_validate__", None) if isinstance(model, type) else None
 
 
 # errors spelled out in full; past these, the other places that do not fit are only named
@@ -218,11 +223,10 @@ def _strict(model: type, data: Any, wrapped: bool) -> Any:
     """The validated value when `data` fits the type with no conversion at all; None when it does not."""
     from pydantic import ValidationError
 
-    from .variants import VariantOutput, validate_variant
-
-    if isinstance(model, type) and issubclass(model, VariantOutput):
+    variant = _variant_validator(model)
+    if variant is not None:
         try:
-            return validate_variant(model, data, strict=True)
+            return variant(data, strict=True)
         except ValueError:
             return None
     if wrapped and not (isinstance(data, dict) and set(data) == {"value"}):

@@ -13,7 +13,6 @@ from collections.abc import Iterable, Iterator
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from .progress import printable
 from .structured import safe_json_dumps, to_jsonable
 from .untrusted import MAX_RECORD_CHARS, MAX_RECORD_DEPTH, BorderError, read_json, read_lines
 
@@ -32,6 +31,26 @@ _KEY_SHAPES = re.compile(
 # every key shape above starts with one of these: text holding none of them needs no regex
 _KEY_PREFIXES = ("sk-", "Bearer", "AKIA", "AIza", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "xox")
 _SECRET_NAMES = ("KEY", "TOKEN", "SECRET", "PASSWORD")
+
+
+def printable(text: Any, limit: int | None = None) -> str:
+    """`text` safe for a terminal: control characters (escape sequences included) written as escapes, and
+    lone surrogates (which no terminal encoding can write) as \\udXXX."""
+    out = []
+    for ch in str(text):
+        code = ord(ch)
+        if ch == "\n" or ch == "\t":
+            out.append(ch)
+        elif code < 0x20 or code == 0x7F or 0x80 <= code < 0xA0 or 0xD800 <= code <= 0xDFFF or code in (
+                0x2028, 0x2029, 0x200E, 0x200F, 0x202A, 0x202B, 0x202C, 0x202D, 0x202E, 0x2066, 0x2067, 0x2068,
+                0x2069):
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+        else:
+            out.append(ch)
+    result = "".join(out)
+    if limit is not None and len(result) > limit:
+        result = result[: limit - 1] + "…"
+    return result
 
 
 def _may_hold_a_key(text: str) -> bool:

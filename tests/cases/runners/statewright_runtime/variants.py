@@ -22,6 +22,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from .structured import describe_validation_errors
+
 
 class VariantBranch(BaseModel):
     """One variant as the model writes it: an object whose one key is the type's name."""
@@ -31,6 +33,11 @@ class VariantBranch(BaseModel):
 
 class VariantOutput(BaseModel):
     """A variant output as the model writes it: `{"value": <one VariantBranch>}`."""
+
+    @classmethod
+    def __statewright_validate__(cls, data: Any, *, strict: bool = False, infer_name: bool | None = None) -> Any:
+        """How structured.validate_typed validates a variant output (see validate_variant)."""
+        return validate_variant(cls, data, strict=strict, infer_name=infer_name)
 
 
 _cache: weakref.WeakKeyDictionary[type, dict[str, type]] = weakref.WeakKeyDictionary()
@@ -97,7 +104,5 @@ def validate_variant(model: type, data: Any, *, strict: bool = False, infer_name
 
 
 def _describe(exc: ValidationError, name: str) -> str:
-    from .structured import describe_validation_errors
-
     return describe_validation_errors(exc).replace("the JSON does not match the required schema",
                                                    f"the JSON does not match the schema of {name}", 1)

@@ -1,0 +1,1 @@
+"""The registry's entries, one module per family of codes; diagnostics/codes.py gathers them."""
