@@ -542,7 +542,7 @@ GUARD_TEXT_MACHINE = r'''machine tricky {
 def test_the_names_found_in_guard_functions_without_parsing_are_the_parsed_names(source: Path | None) -> None:
     """function_names reads the generated guards and argument builders with a regex: it must find every
     name ast finds, and nothing else that imports are chosen from."""
-    from statewright.compiler.codegen import render
+    from statewright.compiler.codegen import names_used, render
 
     comp = compiled(source) if source is not None else check_text(GUARD_TEXT_MACHINE, "tricky.fsm")
     assert comp.ir is not None and comp.source is not None
@@ -552,7 +552,7 @@ def test_the_names_found_in_guard_functions_without_parsing_are_the_parsed_names
     code = "\n".join([*guards, *(b for part in view.ordered for b in part.arg_builders)])
     if source is None:
         assert guards, "the machine has guard functions to read"
-    parsed, found = render._used_names(code), render.function_names(code)
+    parsed, found = names_used.used_names(code), names_used.function_names(code)
     candidates = set(index.names) | {i.bound for i in render.SPEC_IMPORTS}
     assert parsed <= found
     assert (found - parsed) & candidates == set()

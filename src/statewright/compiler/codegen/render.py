@@ -7,16 +7,12 @@ or pasted into code unescaped.
 
 from __future__ import annotations
 
-import ast
 import builtins
 import dataclasses
 import hashlib
-import math
-import re
 import textwrap
 from collections.abc import Sequence
-from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import cache
 from typing import Any
 
 from ...diagnostics import Span
@@ -24,7 +20,9 @@ from ...runtime import spec as runtime_spec
 from ...runtime.runner_options import RUN_OPTIONS
 from .. import ir
 from . import GENERATED_MARKER
+from .names_used import function_names, literal_names, used_names
 from .python_expr import ExprContext, GuardNames, each_names, guard_return, python_source, spec_source
+from .python_literals import Call, Position, Raw, comment_text, json_string, py_source
 from .runtime_source import SPEC_IMPORTS, ModuleImport, RuntimeIndex, installed_runtime_index, reserved_names
 from .source_layout import INDENT, WIDTH, import_block, layout_environment, wrap_words
 from .types_py import (
@@ -150,7 +148,7 @@ class _RunnerView:
         api = self._api()
         # The names the machine parts use, for their imports: the functions and classes are parsed; the
         # MACHINE literals, which are most of the text, are read from the values they were written from.
-        used = _used_names("\n".join([c for p in parts for c in (*p["classes"], *p["rebuilds"])] + api))
+        used = used_names("\n".join([c for p in parts for c in (*p["classes"], *p["rebuilds"])] + api))
         used |= function_names("\n".join(f for p in parts for f in (*p["guards"], *p["arg_builders"])))
         for part in self.ordered:
             used |= literal_names(part.machine_call)
@@ -727,194 +725,3 @@ def _fits_docstring(text: str) -> bool:
         and not text.endswith('"')
         and all(ch == "\n" or ch.isprintable() for ch in text)
     )
-
-
-def json_string(text: str) -> str:
-    """A str as a JSON string literal (for comments that show the JSON a model writes)."""
-    import json
-
-    return json.dumps(text, ensure_ascii=False)
-
-
-def comment_text(text: str) -> str:
-    """Text safe inside a `#` comment: anything that could end the line is written as an escape."""
-    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
-
-
-# ---- imports -------------------------------------------------------------------------------------
-
-
-def _used_names(code: str) -> set[str]:
-    """The names `code` reads or binds (ast.Name nodes: attributes, keywords and strings are not names)."""
-    return {n.id for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Name)}
-
-
-_GENERATED_STRING = re.compile(r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"')  # unrolled: no regex state per character
-_IDENTIFIER = re.compile(r"(?<![\w.])[A-Za-z_]\w*")
-
-
-def function_names(code: str) -> set[str]:
-    """The names the guard and argument functions read, found without parsing them: every identifier but
-    attributes, outside comments and strings. Their code is this module's own — each comment a whole
-    line, each string written by py_string — so this finds every name `_used_names` would, and besides
-    them only words that are not names there (`def`, a parameter, a function's own name), which never
-    collide with the runtime's names that imports are chosen from."""
-    lines = [line for line in code.split("\n") if not line.lstrip().startswith("#")]
-    return set(_IDENTIFIER.findall(_GENERATED_STRING.sub('""', "\n".join(lines))))
-
-
-def literal_names(value: object) -> set[str]:
-    """The names a literal written by py_source uses: its calls' functions and the names in its Raw parts."""
-    names: set[str] = set()
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, Position):
-            names.add("SOURCE_MAP")
-        elif isinstance(item, Raw):
-            names |= {item.text} if item.text.isidentifier() else _raw_names(item.text)
-        elif isinstance(item, Call):
-            names.add(item.func)
-            stack.extend(v for _, v in item.arguments)
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, (list, tuple)):
-            stack.extend(item)
-    return names
-
-
-@lru_cache(maxsize=4096)
-def _raw_names(text: str) -> set[str]:
-    return _used_names(text)
-
-
-# ---- Python literals -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Raw:
-    """Source text used as it is: a name, an annotation, a constraint's value."""
-
-    text: str
-
-
-@dataclass(frozen=True)
-class Position(Raw):
-    """A reference into SOURCE_MAP (`SOURCE_MAP["review"]`), the only name it uses."""
-
-
-@dataclass(frozen=True)
-class Call:
-    """`func(key=value, ...)` with data or Raw values: on one line if it fits, else one argument per line."""
-
-    func: str
-    arguments: Sequence[tuple[str, object]]
-
-
-def py_scalar(value: object) -> str:
-    if isinstance(value, str):
-        return py_string(value)
-    if isinstance(value, float) and not math.isfinite(value):
-        return f'float("{value}")'  # inf and nan have no literal
-    if value is None or isinstance(value, (bool, int, float)):
-        return repr(value)
-    raise TypeError(f"cannot write {type(value).__name__} as a Python literal")
-
-
-def py_source(value: object, indent: int = 0) -> str:
-    """`value` as Python source starting `indent` levels deep (continuation lines indented to match)."""
-    if isinstance(value, Raw):
-        return value.text  # written as it is, however long
-    flat = _flat(value, WIDTH - (indent + 1) * len(INDENT))
-    if flat is not None:
-        return flat
-    pad = INDENT * (indent + 1)
-    end = INDENT * indent
-    if isinstance(value, str):
-        pieces = string_pieces(value, WIDTH - len(pad) - 2)
-        if len(pieces) == 1:
-            return py_string(value)  # one piece that cannot be cut
-        return "(\n" + "".join(f"{pad}{py_string(p)}\n" for p in pieces) + f"{end})"
-    if isinstance(value, Call):
-        items = [f"{pad}{k}={py_source(v, indent + 1)},\n" for k, v in value.arguments]
-        return f"{value.func}(\n" + "".join(items) + f"{end})"
-    if isinstance(value, dict):
-        items = [f"{pad}{py_source(k, indent + 1)}: {py_source(v, indent + 1)},\n" for k, v in value.items()]
-        return "{\n" + "".join(items) + f"{end}}}"
-    if isinstance(value, (list, tuple)):
-        items = [f"{pad}{py_source(v, indent + 1)},\n" for v in value]
-        opening, closing = ("[", "]") if isinstance(value, list) else ("(", ")")
-        return opening + "\n" + "".join(items) + f"{end}{closing}"
-    return py_scalar(value)
-
-
-def _flat(value: object, budget: int) -> str | None:
-    """The one-line form when it takes at most `budget` characters; None when it is longer, or when the
-    value must span lines (a string with a line break inside). Writing stops as soon as the budget is
-    spent, so each part of a large literal is written flat only while it is small."""
-    if budget < 0:
-        return None
-    text: str | None
-    if isinstance(value, Raw):
-        text = value.text
-    elif isinstance(value, str):
-        if "\n" in value[:-1] or len(value) + 2 > budget:
-            return None
-        text = py_string(value)
-    elif isinstance(value, Call):
-        inner = _flat_items([(f"{k}=", v) for k, v in value.arguments], budget - len(value.func) - 2)
-        text = None if inner is None else f"{value.func}({inner})"
-    elif isinstance(value, dict):
-        parts: list[str] = []
-        room = budget - 2
-        for k, v in value.items():
-            key = _flat(k, room)
-            if key is None:
-                return None
-            item = _flat(v, room - len(key) - 2)
-            if item is None:
-                return None
-            parts.append(f"{key}: {item}")
-            room -= len(parts[-1]) + 2
-        text = "{" + ", ".join(parts) + "}"
-    elif isinstance(value, (list, tuple)):
-        inner = _flat_items([("", v) for v in value], budget - 2)
-        if inner is None:
-            return None
-        if isinstance(value, list):
-            text = f"[{inner}]"
-        else:
-            text = f"({inner},)" if len(value) == 1 else f"({inner})"
-    else:
-        text = py_scalar(value)
-    return text if text is not None and len(text) <= budget else None
-
-
-def _flat_items(items: list[tuple[str, object]], budget: int) -> str | None:
-    """`prefix + value` for each item, joined by ", ", or None past `budget` characters."""
-    parts: list[str] = []
-    room = budget
-    for prefix, v in items:
-        text = _flat(v, room - len(prefix))
-        if text is None:
-            return None
-        parts.append(prefix + text)
-        room -= len(parts[-1]) + 2
-    return ", ".join(parts)
-
-
-def string_pieces(value: str, width: int) -> list[str]:
-    """`value` cut into pieces that join back to it: after each line break, and at a space (anywhere, in a
-    run without spaces) so that no piece is much wider than `width`."""
-    width = max(width, 20)
-    pieces: list[str] = []
-    for line in value.splitlines(keepends=True):
-        while len(line) > width:
-            cut = line.rfind(" ", width // 2, width) + 1 or width
-            pieces.append(line[:cut])
-            line = line[cut:]
-        if line:
-            pieces.append(line)
-    return pieces or [value]
-
