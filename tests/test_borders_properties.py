@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from support.e2e_runs import cli, compile_runner
 
 import statewright
-from statewright.compiler.views.formatter import double_quoted
+from statewright.compiler.views.source_text import double_quoted
 from statewright.runtime.checkpoint import CheckpointStore
 from statewright.runtime.progress import Progress
 from statewright.runtime.result import AnswerError

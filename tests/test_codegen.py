@@ -31,7 +31,7 @@ from statewright.compiler.codegen import (
     write_runner,
 )
 from statewright.compiler.codegen.runtime_source import installed_sources
-from statewright.compiler.views.formatter import double_quoted as spec_string
+from statewright.compiler.views.source_text import double_quoted as spec_string
 from statewright.runtime.spec import MachineSpec, Scope
 
 ROOT = Path(__file__).resolve().parents[1]

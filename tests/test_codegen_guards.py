@@ -22,7 +22,7 @@ from statewright.compiler.codegen.python_expr import (
     spec_source,
 )
 from statewright.compiler.codegen.types_py import plan_models
-from statewright.compiler.views.formatter import double_quoted as spec_string
+from statewright.compiler.views.source_text import double_quoted as spec_string
 from statewright.grammar import ast
 from statewright.runtime.guard_access import guard_attribute
 from statewright.runtime.guard_aggregates import guard_max, guard_min, guard_sum

@@ -18,7 +18,7 @@ from statewright import api
 from statewright.compiler.codegen import standalone_loader
 from statewright.compiler.codegen.runtime_source import SECTION_MARKER, installed_sources, runtime_sources
 from statewright.compiler.codegen.standalone import loader_source, section_marker, standalone_runtime
-from statewright.compiler.views.formatter import double_quoted as spec_string
+from statewright.compiler.views.source_text import double_quoted as spec_string
 
 ROOT = Path(__file__).resolve().parents[1]
 PIPELINE = ROOT / "examples" / "content_pipeline.fsm"

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from strategies import machines, objects, values
 
 from statewright.compiler.views import formatter
-from statewright.compiler.views.formatter import LINE_WIDTH, display_width, format_text
+from statewright.compiler.views.formatter import LINE_WIDTH, format_text
+from statewright.compiler.views.source_text import display_width
 from statewright.grammar import ast, parse_text
 
 PROPERTY = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])

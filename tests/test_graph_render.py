@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from statewright.compiler import ir
-from statewright.compiler.views.formatter import expr_to_source
 from statewright.compiler.views.graph import dot_text, mermaid_text, render_graph
+from statewright.compiler.views.source_text import expr_to_source
 from statewright.grammar import ast, parse_text
 
 HAVE_CHECKER = importlib.util.find_spec("statewright.compiler.checks") is not None

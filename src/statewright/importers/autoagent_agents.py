@@ -303,7 +303,7 @@ def _final_of(machine: Machine) -> str:
 
 
 def _sample(decl: TypeDecl) -> str:
-    from ..compiler.views.formatter import double_quoted
+    from ..compiler.views.source_text import double_quoted
 
     return "{ " + ", ".join(f"{f.name} {double_quoted('An example ' + f.name.replace('_', ' ') + '.')}"
                             for f in decl.fields) + " }"

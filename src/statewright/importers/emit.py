@@ -9,7 +9,8 @@ from __future__ import annotations
 import re
 import textwrap
 
-from ..compiler.views.formatter import double_quoted, format_source
+from ..compiler.views.formatter import format_source
+from ..compiler.views.source_text import double_quoted
 from ..diagnostics import SourceFile
 from ..grammar.parser import decode_long_string
 from ..runtime.progress import printable

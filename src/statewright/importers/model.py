@@ -25,7 +25,7 @@ def type_text(shape: Shape) -> str:
         inner = shape[1][1] if shape[1][0] == "opt" else shape[1]
         return f"{type_text(inner)}?"  # an enum's `?` makes the whole enum optional
     if kind == "enum":
-        from ..compiler.views.formatter import double_quoted
+        from ..compiler.views.source_text import double_quoted
 
         return " | ".join(double_quoted(v) for v in shape[1])
     if kind == "named":

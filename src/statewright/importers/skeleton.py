@@ -145,7 +145,7 @@ def _reply(machine: Machine, name: str) -> TestStep:
 def sample_value(shape: Shape, types: dict[str, TypeDecl], field: str = "", depth: int = 0) -> str:
     """A value of type `shape` as `.fsm` value text: the first of an enum, `true`, an empty list, `none`
     for what is optional, an object with a sample of each field. Its guards' `sample_fires` count on this."""
-    from ..compiler.views.formatter import double_quoted
+    from ..compiler.views.source_text import double_quoted
 
     kind = shape[0]
     if kind == "str":

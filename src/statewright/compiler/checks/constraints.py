@@ -57,7 +57,7 @@ def constraint_of(constraints: tuple[ast.Constraint, ...], kind: str) -> ast.Con
 
 
 def range_text(r: ast.Range) -> str:
-    from ..views.formatter import range_source
+    from ..views.source_text import range_source
 
     return range_source(r)
 

@@ -9,8 +9,8 @@ from .values import is_number_text
 
 
 def shorten_source(e: ast.Expr | None) -> str:
-    from ..views.formatter import expr_to_source  # here, not at import: only messages need the printer
     from ..views.graph import shorten
+    from ..views.source_text import expr_to_source  # here, not at import: only messages need the printer
 
     return shorten(expr_to_source(e), 60) if e is not None else "..."
 

@@ -368,8 +368,8 @@ def _cycle_through(first: int, members: set[int], edges: list[list[Edge]]) -> tu
 def transition_quote(t: ast.Transition) -> str:
     """A transition quoted in a message as it reads in source, on one line and shortened:
     `when output.ok -> done max 2`."""
-    from ..views.formatter import expr_to_source  # here, not at import: only messages need the printer
     from ..views.graph import shorten
+    from ..views.source_text import expr_to_source  # here, not at import: only messages need the printer
 
     target = t.target.value if t.target is not None else "?"
     if t.kind == "guard" and t.guard is not None:

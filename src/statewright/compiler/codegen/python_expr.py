@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from ...grammar import ast
 from ...grammar.operators import ATOM, BINARY_PRECEDENCE, COMPARE, CONDITIONAL, NEGATE, NOT, OR, POSTFIX
 from .. import ir
-from ..views.formatter import expr_to_source
+from ..views.source_text import expr_to_source
 from .types_py import ModelPlans, is_plain_attribute, py_string
 
 # ---- what a name in an expression means ----------------------------------------------------------

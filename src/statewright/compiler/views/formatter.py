@@ -13,19 +13,26 @@ from __future__ import annotations
 
 import bisect
 import difflib
-import math
 import re
-import unicodedata
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
 from ...diagnostics import Diagnostic, Diagnostics, SourceFile, Span
 from ...grammar import ast, parse_source
 from ...grammar.node import digest
-from ...grammar.operators import ATOM, BINARY_PRECEDENCE, COMPARE, CONDITIONAL, NEGATE, NOT, OR, POSTFIX, SUM
-from ...grammar.parser import decode_long_string, next_code
+from ...grammar.parser import next_code
+from .source_text import (
+    display_width,
+    double_quoted,
+    expr_to_source,
+    range_source,
+    signed_number,
+    triple_quoted,
+    written_duration,
+    written_number,
+)
 
 INDENT = "    "
 # An object or list value that fits in this many columns (indentation included) is printed on one line.
@@ -81,75 +88,9 @@ def unified_diff(old: str, new: str, path: str) -> str:
     return "".join(lines)
 
 
-def expr_to_source(expr: ast.Expr, string: Callable[[ast.Literal], str] | None = None) -> str:
-    """A guard expression as source text that parses back to the same tree.
-
-    Parentheses appear only where precedence or associativity needs them: `(a + b) * c`, `a - (b - c)`,
-    `not (a and b)`, but `a and b or c`. String literals are written double-quoted with escapes unless
-    `string` writes them (the formatter keeps a triple-quoted literal triple-quoted). The walk is bottom-up
-    over `ast.iter_expr`, so no nesting depth can exhaust the stack.
-    """
-    written: dict[int, tuple[int, str]] = {}  # id of a sub-expression -> how tightly it binds, its text
-
-    def operand(e: ast.Expr, need: int) -> str:
-        level, text = written[id(e)]
-        return f"({text})" if level < need else text
-
-    for e in reversed(list(ast.iter_expr(expr))):
-        if isinstance(e, ast.BinaryOp):
-            level = BINARY_PRECEDENCE[e.op]
-            # left-associative chains keep their left operand bare; comparisons do not chain at all
-            left_need = level + 1 if level == COMPARE else level
-            written[id(e)] = level, f"{operand(e.left, left_need)} {e.op} {operand(e.right, level + 1)}"
-        elif isinstance(e, ast.UnaryOp):
-            level = NOT if e.op == "not" else NEGATE
-            written[id(e)] = level, ("not " if e.op == "not" else "-") + operand(e.operand, level)
-        elif isinstance(e, ast.Conditional):
-            # `a if b else c if d else e` nests to the right, as in Python; its first two parts are tighter
-            written[id(e)] = CONDITIONAL, (f"{operand(e.then, OR)} if {operand(e.test, OR)} else "
-                                            f"{operand(e.orelse, CONDITIONAL)}")
-        elif isinstance(e, ast.Attribute):
-            written[id(e)] = POSTFIX, f"{operand(e.value, POSTFIX)}.{e.attr.value}"
-        elif isinstance(e, ast.Index):
-            written[id(e)] = POSTFIX, f"{operand(e.value, POSTFIX)}[{operand(e.index, CONDITIONAL)}]"
-        elif isinstance(e, ast.Call):
-            written[id(e)] = POSTFIX, (f"{e.func.value}(" + ", ".join(operand(a, CONDITIONAL) for a in e.args)
-                                        + ")")
-        elif isinstance(e, ast.Quantifier):
-            # a conditional list is parenthesized: Python would read `in a if b` as a filter
-            written[id(e)] = POSTFIX, (f"{e.func.value}({operand(e.element, CONDITIONAL)} for {e.var.value} in "
-                                        f"{operand(e.items, OR)})")
-        elif isinstance(e, ast.IsVariant):
-            # a comparison: its operand binds tighter, as comparisons do not chain
-            written[id(e)] = COMPARE, (f"{operand(e.value, SUM)} is {'not ' if e.negated else ''}"
-                                        f"{e.type.value}")
-        elif isinstance(e, ast.ListExpr):
-            written[id(e)] = ATOM, "[" + ", ".join(operand(i, CONDITIONAL) for i in e.items) + "]"
-        elif isinstance(e, ast.NameExpr):
-            written[id(e)] = ATOM, e.name
-        elif isinstance(e, ast.Literal):
-            written[id(e)] = _literal_source(e, string)
-        else:
-            raise TypeError(f"not a guard expression: {type(e).__name__}")
-    return written[id(expr)][1]
-
-
 def _bound(count: ast.Number | ast.Name) -> str:
     """A bound's count: the number, or the name of the input it is read from (`max rounds`)."""
-    return count.value if isinstance(count, ast.Name) else _number(count.value)
-
-
-def _literal_source(literal: ast.Literal, string: Callable[[ast.Literal], str] | None) -> tuple[int, str]:
-    value = literal.value
-    if value is None:
-        return ATOM, "none"
-    if isinstance(value, bool):
-        return ATOM, "true" if value else "false"
-    if isinstance(value, str):
-        return ATOM, string(literal) if string is not None else double_quoted(value)
-    text = _signed_number(value)
-    # a negative number is written (and parsed) as unary minus applied to a literal
-    return (NEGATE if text.startswith("-") else ATOM), text
+    return count.value if isinstance(count, ast.Name) else written_number(count.value)
 
 
 def comment_texts(comments: list[ast.Comment]) -> Counter[str]:
@@ -415,9 +356,9 @@ class _Layout:
         if isinstance(item, ast.VerifierModelSetting):
             return _line(item.span, f"verifier model {self._string(item.model, depth)}", "defaults")
         if isinstance(item, ast.TemperatureSetting):
-            return _line(item.span, f"temperature {_number(item.value.value)}", "defaults")
+            return _line(item.span, f"temperature {written_number(item.value.value)}", "defaults")
         if isinstance(item, ast.Limits):
-            limits = [_line(lim.span, f"{lim.name.value} {_number(lim.value.value)}") for lim in item.items]
+            limits = [_line(lim.span, f"{lim.name.value} {written_number(lim.value.value)}") for lim in item.items]
             return self._block(item.span, "limits", item.span.start + len("limits"), limits, "defaults")
         if isinstance(item, ast.VarDecl):
             text = f"var {item.name.value}: {self._type(item.type, depth)} ="
@@ -477,11 +418,11 @@ class _Layout:
         if isinstance(item, ast.ModelSetting):
             return _line(item.span, f"model {self._string(item.model, depth)}")
         if isinstance(item, ast.TemperatureSetting):
-            return _line(item.span, f"temperature {_number(item.value.value)}")
+            return _line(item.span, f"temperature {written_number(item.value.value)}")
         if isinstance(item, ast.ToolsSetting):
             return _line(item.span, "tools [" + ", ".join(t.dotted for t in item.tools) + "]")
         if isinstance(item, ast.MemorySetting):
-            count = f" {_number(item.count.value)}" if item.count is not None else ""
+            count = f" {written_number(item.count.value)}" if item.count is not None else ""
             return _line(item.span, f"memory {item.policy.value}{count}")
         if isinstance(item, ast.FallbacksSetting):
             models = ", ".join(self._string(m, depth) for m in item.models)
@@ -512,7 +453,7 @@ class _Layout:
         if isinstance(item, ast.Visits):
             return _line(item.span, f"visits {_bound(item.count)}")
         if isinstance(item, ast.Retries):
-            return _line(item.span, f"retries {_number(item.count.value)}")
+            return _line(item.span, f"retries {written_number(item.count.value)}")
         if isinstance(item, ast.ToolCall):
             args = ", ".join(f"{a.name.value} = {self._expr(a.value, depth)}" for a in item.args)
             return _line(item.span, f"call {item.tool.dotted}({args})")
@@ -530,7 +471,7 @@ class _Layout:
         if isinstance(item, ast.Join):
             text = f"join {item.rule.value}"
             if item.count is not None:
-                text += f" {_number(item.count.value)}"
+                text += f" {written_number(item.count.value)}"
             if item.guard is not None:
                 text += f" where {self._expr(item.guard, depth)}"
             return _line(item.span, text)
@@ -540,14 +481,14 @@ class _Layout:
             if item.max is not None:
                 text += f" max {_bound(item.max)}"
             if item.concurrency is not None:
-                text += f" concurrency {_number(item.concurrency.value)}"
+                text += f" concurrency {written_number(item.concurrency.value)}"
             return _line(item.span, text)
         if isinstance(item, ast.Update):
             return _line(item.span, f"{item.reducer} {item.var.value} <- {self._expr(item.value, depth)}")
         if isinstance(item, ast.AskBefore):
             return _line(item.span, "ask before [" + ", ".join(t.dotted for t in item.tools) + "]")
         if isinstance(item, ast.ToolRounds):
-            return _line(item.span, f"tool_rounds {_number(item.count.value)}")
+            return _line(item.span, f"tool_rounds {written_number(item.count.value)}")
         if isinstance(item, ast.Transition):
             return _line(item.span, self._transition(item, depth))
         raise TypeError(f"unknown state item {type(item).__name__}")
@@ -566,7 +507,7 @@ class _Layout:
             text = f"otherwise -> {target}"
         elif t.kind == "timeout":
             assert t.after is not None
-            text = f"after {_duration(t.after)} -> {target}"
+            text = f"after {written_duration(t.after)} -> {target}"
         else:
             text = "otherwise stay"
         if t.max is not None:
@@ -604,7 +545,7 @@ class _Layout:
             what = "output" if isinstance(item, ast.ExpectOutput) else "instruction"
             head = f"expect {what} {item.state.value}"
             if item.visit is not None:
-                head += f" visit {_number(item.visit.value)}"
+                head += f" visit {written_number(item.visit.value)}"
             if isinstance(item, ast.ExpectInstruction):
                 return _line(item.span, head + (" contains " if item.contains else " ") + self._string(item.text, depth))
             if item.contains:
@@ -669,7 +610,7 @@ class _Layout:
         if kind == "str":
             return self._string_value(str(value.value), value.span, depth)
         if kind in ("int", "float"):
-            return _signed_number(cast(float, value.value))
+            return signed_number(cast(float, value.value))
         if kind == "bool":
             return "true" if value.value else "false"
         if kind == "none":
@@ -727,7 +668,7 @@ class _Layout:
         written = span.text if span is not None and span.source is self.source else ""
         if triple or written.startswith('"""'):
             as_block = "\n" in written or "\n" in value
-            text = _triple_quoted(value, depth, as_block) or _triple_quoted(value, depth, True)
+            text = triple_quoted(value, depth, as_block) or triple_quoted(value, depth, True)
             if text is not None:
                 return text
         return double_quoted(value)
@@ -754,81 +695,3 @@ def _spans_lines(value: ast.Value) -> bool:
     return False
 
 
-def display_width(line: str) -> int:
-    """Columns a terminal gives `line`: wide characters two, combining marks none."""
-    width = 0
-    for ch in line:
-        if unicodedata.combining(ch):
-            continue
-        width += 2 if unicodedata.east_asian_width(ch) in "WF" else 1
-    return width
-
-
-def _is_control(ch: str) -> bool:
-    # A lone surrogate is not escaped: the parser rejects `\uD800`-style escapes that do not pair up, so
-    # one can only have been written raw (a str handed to format_text) and is kept that way.
-    return unicodedata.category(ch) in ("Cc", "Zl", "Zp")
-
-
-def double_quoted(value: str) -> str:
-    """A "double-quoted" string literal that the parser reads back as exactly `value`."""
-    out = ['"']
-    for ch in value:
-        if ch in _ESCAPES:
-            out.append(_ESCAPES[ch])
-        elif _is_control(ch):
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
-
-
-def _triple_quoted(value: str, depth: int, as_block: bool) -> str | None:
-    """`value` as a \"\"\"triple-quoted\"\"\" string, or None when that would not read back as `value`.
-
-    The block form puts the text one level deeper than the line that holds it and the closing quotes at
-    that line's own indentation, which is exactly what the parser's dedenting undoes.
-    """
-    if any(_is_control(ch) and ch not in "\t\n" for ch in value):
-        return None  # raw control characters would be invisible (or line breaks) in the file
-    if as_block:
-        inner = INDENT * (depth + 1)
-        body = "\n".join(inner + line if line else "" for line in value.split("\n"))
-        text = f'"""\n{body}\n{INDENT * depth}"""'
-    else:
-        text = f'"""{value}"""'
-    if not _LONG_STRING.fullmatch(text) or decode_long_string(text) != value:
-        return None
-    return text
-
-
-def range_source(r: ast.Range) -> str:
-    """A range as source text: `1..5`, `1..`, `..80`, `-0.5..0.5`."""
-    low = _signed_number(r.low.value) if r.low is not None else ""
-    high = _signed_number(r.high.value) if r.high is not None else ""
-    return f"{low}..{high}"
-
-
-def _number(value: float) -> str:
-    if isinstance(value, int):
-        return str(value)
-    if math.isinf(value):
-        return "1e999"  # the literal that overflowed to infinity reads back as infinity
-    return repr(value)
-
-
-def _signed_number(value: float) -> str:
-    if value < 0 or (isinstance(value, float) and math.copysign(1.0, value) < 0):
-        return "-" + _number(-value)
-    return _number(value)
-
-
-def _duration(d: ast.Duration) -> str:
-    """`after 24h` as written, the number without leading zeros or trailing ones: `024h` is `24h`."""
-    number, unit = d.text[:-1], d.text[-1]
-    if "." in number:
-        whole, fraction = number.split(".", 1)
-        whole, fraction = whole.lstrip("0") or "0", fraction.rstrip("0")
-        return f"{whole}.{fraction}{unit}" if fraction else f"{whole}{unit}"
-    return f"{number.lstrip('0') or '0'}{unit}"

@@ -27,7 +27,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from .. import ir
-from .formatter import expr_to_source
+from .source_text import expr_to_source
 
 CONDITION_LABEL_CHARS = 40
 TRACEBACK_COLOUR = "#c2410c"
