@@ -417,17 +417,7 @@ def _build(spec: _Spec, order: list[str], source: SourceFile, header: Header, di
            repair_mode: bool) -> tuple[Machine, dict[str, list[str]], dict[str, list[str]]]:
     values = Namespace()
     machine = Machine(identifier(spec.name or file_stem(source.path), "machine"))
-    input_names: dict[str, str] = {}
-    system_input = Input(values.claim(spec.input_key, "input"))
-    if spec.input_description:
-        system_input.comments.append(f"The system input: {spec.input_description}")
-    machine.inputs.append(system_input)
-    input_names[spec.input_key] = system_input.name
-    for key, description, value in spec.variables:
-        variable = Input(values.claim(key, "input"), value)
-        variable.comments.append(f"A global variable: {description}" if description else "A global variable")
-        machine.inputs.append(variable)
-        input_names[key] = variable.name
+    input_names = _declare_inputs(spec, machine, values)
     working = [spec.event(name) for name in order] + [e for e in spec.events
                                                          if e.name not in order and e.name != spec.start]
     working.sort(key=lambda e: spec.events.index(e))
@@ -445,13 +435,7 @@ def _build(spec: _Spec, order: list[str], source: SourceFile, header: Header, di
     success = State(values.claim(output_name if output_name not in values.taken else "done", "state"), final=True)
     if spec.output_description:
         success.comments.append(f"The system output: {spec.output_description}")
-    abort_events: dict[str, list[str]] = {}
-    for event in working:
-        for output in event.outputs:
-            if output.action == "ABORT" and event.state not in abort_events.setdefault(output.key, []):
-                abort_events[output.key].append(event.state)
-    aborts = {key: fallbacks.failing_final(key, values, f"ABORT from {', '.join(repr(s) for s in events)} in the "
-                                           "original") for key, events in abort_events.items()}
+    aborts = _abort_finals(working, values)
     producers = _producers(spec, state_of)
     unproduced: dict[str, list[str]] = {}
     late: dict[str, list[str]] = {}  # an input name nothing writes in time -> the events that write it late
@@ -463,12 +447,8 @@ def _build(spec: _Spec, order: list[str], source: SourceFile, header: Header, di
         in_fork = fork_of.get(event.state)
         if in_fork is not None and in_fork[1].branches[0] == event.state:  # its parallel state comes first
             name, fork = in_fork
-            fan_out = State(name, start=reduced[0] == name, parallel=list(fork.branches))
-            after = "the run starts" if fork.source == spec.start else f"'{fork.source}' is done"
-            fan_out.comments.append(f"The original runs {quoted_list(fork.branches)} in parallel once {after}, "
-                                    f"and '{fork.join}' waits for all of them: here they are branches.")
-            fan_out.transitions.append(Transition(following[name] or success.name))
-            machine.states.append(fan_out)
+            machine.states.append(_fan_out_state(name, fork, spec.start, reduced[0] == name,
+                                                 following[name] or success.name))
         state = State(event.state, start=reduced[0] == event.state, agent=agent_for[event.name], origin=event.span,
                       branch=in_fork is not None)
         if event.state != event.name:
@@ -494,6 +474,43 @@ def _build(spec: _Spec, order: list[str], source: SourceFile, header: Header, di
     machine.states.extend(aborts.values())
     _describe(machine, header, branches, aborts)
     return machine, unproduced, late
+
+
+def _declare_inputs(spec: _Spec, machine: Machine, values: Namespace) -> dict[str, str]:
+    """The machine's inputs: the system input and each global variable; their names by the original's key."""
+    input_names: dict[str, str] = {}
+    system_input = Input(values.claim(spec.input_key, "input"))
+    if spec.input_description:
+        system_input.comments.append(f"The system input: {spec.input_description}")
+    machine.inputs.append(system_input)
+    input_names[spec.input_key] = system_input.name
+    for key, description, value in spec.variables:
+        variable = Input(values.claim(key, "input"), value)
+        variable.comments.append(f"A global variable: {description}" if description else "A global variable")
+        machine.inputs.append(variable)
+        input_names[key] = variable.name
+    return input_names
+
+
+def _abort_finals(working: list[_Event], values: Namespace) -> dict[str, State]:
+    """A failing final state for each output key some event ABORTs with, naming the events that do."""
+    abort_events: dict[str, list[str]] = {}
+    for event in working:
+        for output in event.outputs:
+            if output.action == "ABORT" and event.state not in abort_events.setdefault(output.key, []):
+                abort_events[output.key].append(event.state)
+    return {key: fallbacks.failing_final(key, values, f"ABORT from {', '.join(repr(s) for s in events)} in the "
+                                         "original") for key, events in abort_events.items()}
+
+
+def _fan_out_state(name: str, fork: fallbacks.Fork, start_event: str, start: bool, after_it: str) -> State:
+    """The parallel state for events the original runs at once: its branches are those events' states."""
+    fan_out = State(name, start=start, parallel=list(fork.branches))
+    after = "the run starts" if fork.source == start_event else f"'{fork.source}' is done"
+    fan_out.comments.append(f"The original runs {quoted_list(fork.branches)} in parallel once {after}, "
+                            f"and '{fork.join}' waits for all of them: here they are branches.")
+    fan_out.transitions.append(Transition(after_it))
+    return fan_out
 
 
 def _report_unready(event: _Event, reads: _Reads, late: dict[str, list[str]], diags: Diagnostics,

@@ -77,32 +77,39 @@ def value_problems(value: ast.Value, t: TypeLike, symbols: Symbols,
         elif isinstance(want, ir.Variant):
             continue  # a reply for a variant output is checked against its variant (testblocks.py)
         elif isinstance(want, (ir.Named, Record)):
-            fields = fields_of(want, symbols)
-            if v.kind != "object":
-                out.append(ValueProblem(v.span, f"expected an object of type {type_text(want)}, found {got}",
-                                        "write { " + "  ".join(f"{k} ..." for k in fields) + " }"))
-                continue
-            seen: set[str] = set()
-            pending: list[tuple[ast.Value, TypeLike, tuple[ast.Constraint, ...]]] = []
-            for entry in ast.object_entries(v):
-                key = entry.key.value
-                if key in seen:
-                    out.append(ValueProblem(entry.key.span, f"field '{key}' is given twice"))
-                    continue
-                seen.add(key)
-                if key not in fields:
-                    out.append(ValueProblem(entry.key.span, f"{type_text(want)} has no field '{key}'",
-                                            unknown_field_help(key, fields)))
-                    continue
-                decl = symbols.field_decl(want.name, key) if isinstance(want, ir.Named) else None
-                pending.append((entry.value, fields[key], decl.constraints if decl is not None else ()))
-            stack.extend(reversed(pending))
-            missing = [k for k, ft in fields.items() if k not in seen and not isinstance(ft, ir.Optional_)]
-            if missing and not partial:
-                out.append(ValueProblem(v.span, f"missing field{'s' if len(missing) > 1 else ''} "
-                                        f"{quoted_list(missing, len(missing))} of {type_text(want)}",
-                                        "optional fields (T?) may be left out; the others are required"))
+            stack.extend(reversed(_object_fields(v, want, got, symbols, partial, out)))
     return out
+
+
+def _object_fields(v: ast.Value, want: ir.Named | Record, got: str, symbols: Symbols, partial: bool,
+                   out: list[ValueProblem]) -> list[tuple[ast.Value, TypeLike, tuple[ast.Constraint, ...]]]:
+    """An object against a declared type or a record: its problems of its own into `out` (not an object, a
+    field given twice, an unknown field, a missing one), and its fields' values with what each must fit."""
+    fields = fields_of(want, symbols)
+    if v.kind != "object":
+        out.append(ValueProblem(v.span, f"expected an object of type {type_text(want)}, found {got}",
+                                "write { " + "  ".join(f"{k} ..." for k in fields) + " }"))
+        return []
+    seen: set[str] = set()
+    pending: list[tuple[ast.Value, TypeLike, tuple[ast.Constraint, ...]]] = []
+    for entry in ast.object_entries(v):
+        key = entry.key.value
+        if key in seen:
+            out.append(ValueProblem(entry.key.span, f"field '{key}' is given twice"))
+            continue
+        seen.add(key)
+        if key not in fields:
+            out.append(ValueProblem(entry.key.span, f"{type_text(want)} has no field '{key}'",
+                                    unknown_field_help(key, fields)))
+            continue
+        decl = symbols.field_decl(want.name, key) if isinstance(want, ir.Named) else None
+        pending.append((entry.value, fields[key], decl.constraints if decl is not None else ()))
+    missing = [k for k, ft in fields.items() if k not in seen and not isinstance(ft, ir.Optional_)]
+    if missing and not partial:
+        out.append(ValueProblem(v.span, f"missing field{'s' if len(missing) > 1 else ''} "
+                                f"{quoted_list(missing, len(missing))} of {type_text(want)}",
+                                "optional fields (T?) may be left out; the others are required"))
+    return pending
 
 
 _EXAMPLES = {"int": "a whole number, e.g. 3", "float": "a number, e.g. 0.5", "bool": "true or false",
