@@ -49,17 +49,22 @@ def setup_run(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .. import api
-
     path = one_file(args.path, "run")
-    comp = compile_or_report(path, args)
-    if not comp.ok:
+    machine = _checked_machine(path, args)
+    if machine is None:
         return EXIT_INPUT
-    machine = api.runtime_machine(comp)
     from ..runtime.runner_cli import main as runner_main
 
     prog = getattr(args, "prog", None) or f"statewright run {safe_text(path)}"
     return runner_main(machine, args.runner_args, prog=prog)
+
+
+def _checked_machine(path: str, args: argparse.Namespace) -> Any:
+    """The machine of the .fsm file at `path`, to run; None (its problems printed) when it does not check."""
+    from .. import api
+
+    comp = compile_or_report(path, args)
+    return api.runtime_machine(comp) if comp.ok else None
 
 
 def setup_resume(p: argparse.ArgumentParser) -> None:
@@ -171,13 +176,10 @@ def setup_batch(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_batch(args: argparse.Namespace) -> int:
-    from .. import api
-
     path = one_file(args.path, "batch")
-    comp = compile_or_report(path, args)
-    if not comp.ok:
+    machine = _checked_machine(path, args)
+    if machine is None:
         return EXIT_INPUT
-    machine = api.runtime_machine(comp)
     from ..runtime.runner_cli import main as runner_main
 
     return runner_main(machine, ["batch", *args.runner_args], batch_prog=f"statewright batch {safe_text(path)}")

@@ -24,6 +24,7 @@ from ...grammar import ast, parse_source
 from ...grammar.node import digest
 from ...grammar.parser import next_code
 from .source_text import (
+    INDENT,
     display_width,
     double_quoted,
     expr_to_source,
@@ -34,7 +35,6 @@ from .source_text import (
     written_number,
 )
 
-INDENT = "    "
 # An object or list value that fits in this many columns (indentation included) is printed on one line.
 LINE_WIDTH = 100
 
@@ -43,9 +43,7 @@ LINE_WIDTH = 100
 _CONSECUTIVE_GROUPS = frozenset({"description", "inputs", "defaults", "vars", "tools"})
 
 _BARE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_LONG_STRING = re.compile(r'"""[^"]*(?:"(?!"")[^"]*)*"""')  # unrolled: no regex state per character
 _WHITESPACE = " \t\f\r\n"
-_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r"}
 
 
 @dataclass

@@ -16,16 +16,7 @@ from ...grammar.operators import ATOM, BINARY_PRECEDENCE, COMPARE, CONDITIONAL, 
 from ...grammar.parser import decode_long_string
 
 INDENT = "    "
-# An object or list value that fits in this many columns (indentation included) is printed on one line.
-LINE_WIDTH = 100
-
-# Machine items in one of these groups sit on consecutive lines; every other pair of neighbours (and any
-# two items of different groups) is separated by one blank line.
-_CONSECUTIVE_GROUPS = frozenset({"description", "inputs", "defaults", "vars", "tools"})
-
-_BARE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _LONG_STRING = re.compile(r'"""[^"]*(?:"(?!"")[^"]*)*"""')  # unrolled: no regex state per character
-_WHITESPACE = " \t\f\r\n"
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r"}
 
 
