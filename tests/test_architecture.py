@@ -57,8 +57,6 @@ ALLOWED_CIRCLES = {
     # a file's compilation compiles the files it uses: project.py drives the pipeline for each of them and
     # the pipeline asks the project for the files a file uses (project.py imports the pipeline in a function)
     frozenset({"statewright.compiler.pipeline", "statewright.compiler.project"}),
-    # the parse loop names a slip through recovery's naming, which drives the loop's tables again
-    frozenset({"statewright.grammar.lalr", "statewright.grammar.recovery"}),
 }
 
 

@@ -96,9 +96,10 @@ class _Reference:
 
 
 def _original_error(err: UnexpectedInput, converted: list[UnexpectedToken]) -> UnexpectedInput:
-    """If reading a keyword as a name led straight into an error on the same line, the keyword was the
-    mistake: Lark's error is then the one it raised at the keyword (as the loop's slip is)."""
-    if converted and getattr(err, "line", None) == converted[-1].token.line:
+    """If reading a keyword as a name led straight into a refused token on the same line, the keyword was
+    the mistake: Lark's error is then the one it raised at the keyword (as the loop's slip is). A character
+    no token starts with (an unterminated string) is that character's own mistake, whatever was read before."""
+    if converted and isinstance(err, UnexpectedToken) and getattr(err, "line", None) == converted[-1].token.line:
         return converted[-1]
     return err
 

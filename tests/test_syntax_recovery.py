@@ -278,3 +278,11 @@ def test_the_language_server_publishes_every_syntax_error_of_a_document() -> Non
         assert all("help:" in d.message for d in found)
 
     run(scenario)
+
+
+def test_an_unterminated_string_after_a_keyword_read_as_a_name_is_named_as_the_string() -> None:
+    """In `limits { steps 9  prompt "You w` the keyword `prompt` may be a limit's name; the string it is
+    followed by never ends: that is the mistake named, not the keyword."""
+    text = STATE.replace('prompt "You write."', 'prompt "You write."\n    }\n    limits {\n        steps 9  prompt "You w', 1)
+    found = [(d.code, d.message) for d in parse_text(text, "m.fsm").diagnostics.sorted()]
+    assert found[0] == ("SW1004", "unterminated string")

@@ -464,9 +464,12 @@ class Parsed(NamedTuple):
     slip: Slip | None = None
 
 
-def drive(tables: Tables, text: str, builder: Any, on_slip: SlipNamer | None = None) -> Parsed:
+def drive(tables: Tables, text: str, builder: Any, on_slip: SlipNamer | None = None,
+          recovery: Callable[..., Any] | None = None) -> Parsed:
     """Parse `text`, building its tree with `builder`'s methods; every problem is collected, none raised
-    (but what a builder method raises other than BuildFailure)."""
+    (but what a builder method raises other than BuildFailure). With `on_slip`, the loop reads on after a
+    slip through `recovery` (recovery.Recovery, given by the caller: recovery.py drives this module's
+    tables, so this module does not import it)."""
     stack = ParseStack([tables.start_state])
     comments: list[tuple[str, int, int]] = []
     pos = 0
@@ -488,15 +491,13 @@ def drive(tables: Tables, text: str, builder: Any, on_slip: SlipNamer | None = N
         problems: list[object] = [*stack.failures, *_unbuilt_failures(stack, builder)]
         if on_slip is None:
             return Parsed(None, comments, problems)
-        from .recovery import Recovery  # only a file with a problem needs it
-
-        return Parsed(None, comments, problems + Recovery(tables, text, builder, on_slip).resume(stack.states, pos))
+        assert recovery is not None, "naming slips needs a recovery to read on with"
+        return Parsed(None, comments, problems + recovery(tables, text, builder, on_slip).resume(stack.states, pos))
     problems = list(stack.failures)
     if on_slip is None:
         return Parsed(None, comments, problems, slip)
-    from .recovery import Recovery
-
-    return Parsed(None, comments, problems + Recovery(tables, text, builder, on_slip).run(slip))
+    assert recovery is not None, "naming slips needs a recovery to read on with"
+    return Parsed(None, comments, problems + recovery(tables, text, builder, on_slip).run(slip))
 
 
 def _unbuilt_failures(stack: ParseStack, builder: Any) -> list[BuildFailure]:

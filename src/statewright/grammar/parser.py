@@ -363,7 +363,14 @@ def parse_source(source: SourceFile) -> ParseResult:
 
 def _parse(source: SourceFile) -> Parsed:
     text = source.text
-    return drive(_tables(), text, TreeBuilder(source), lambda slip: _name_slip(slip, text))
+    return drive(_tables(), text, TreeBuilder(source), lambda slip: _name_slip(slip, text), _recovery)
+
+
+def _recovery(*args: Any) -> Any:
+    """The loop's recovery after a slip, imported only when a file has one."""
+    from .recovery import Recovery
+
+    return Recovery(*args)
 
 
 def parse_text(text: str, path: str = "<string>") -> ParseResult:
