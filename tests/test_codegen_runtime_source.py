@@ -121,6 +121,7 @@ def test_a_runtime_that_breaks_a_rule_stops_code_generation_and_is_never_cached(
     assert not list(tmp_path.glob(".statewright-runtime-index-*.json"))
 
 
+@pytest.mark.slow
 def test_a_stale_or_broken_runtime_index_cache_is_never_trusted(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STATEWRIGHT_CACHE_DIR", str(tmp_path))

@@ -152,6 +152,7 @@ def test_statewright_batch_never_imports_litellm(server, spec, tmp_path):
 TO_OPENAI = ("--model-map", "groq/critic-model=openai/critic-model")
 
 
+@pytest.mark.slow
 def test_forcing_litellm_sends_the_same_calls_through_it(server, spec, tmp_path):
     script_replies(server)
 
@@ -162,6 +163,7 @@ def test_forcing_litellm_sends_the_same_calls_through_it(server, spec, tmp_path)
     assert json.loads(out)["result"] == "Notes on FSMs. / 81"
 
 
+@pytest.mark.slow
 def test_the_variable_forces_litellm_and_a_value_it_does_not_know_is_a_usage_error(server, spec, tmp_path):
     script_replies(server)
     report, _ = python(IN_PROCESS_CLI, "run", str(spec), "--input", "topic=FSMs", "--quiet", *TO_OPENAI,

@@ -292,6 +292,7 @@ def test_a_file_outside_the_project_is_read_by_an_absolute_path(tmp_path: Path) 
     assert os.path.isabs(str(tmp_path))
 
 
+@pytest.mark.slow
 def test_a_chain_of_files_longer_than_pythons_recursion_limit_is_checked_compiled_and_dumped(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Files that use files are compiled with a stack of the project's own, callees first."""

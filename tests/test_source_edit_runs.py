@@ -13,6 +13,7 @@ import json
 import random
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from support.machines import runtime_of
@@ -92,6 +93,7 @@ def run(text: str, seed: int) -> tuple[Any, list[Any], list[str]]:
     return outcome, client.calls, list(result.path)
 
 
+@pytest.mark.slow
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(machines_with_near_twins(), st.integers(0, 10_000))
 def test_the_rewritten_source_runs_like_the_source(text: str, seed: int) -> None:

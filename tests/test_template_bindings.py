@@ -385,6 +385,7 @@ def reply(fields: dict[str, str], seed: int) -> dict[str, Any]:
     return values
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(cases(), st.booleans())
 def test_an_accepted_template_renders_for_every_variant_the_model_may_reply(
