@@ -132,7 +132,7 @@ def edit_in_server(paths: list[Path], edited: Path, repeat: int) -> tuple[float,
     """(the edited file checked again, the lead checked again after it) through one project holding every
     open file, as `statewright lsp` compiles them."""
     texts = {Project.key(str(p)): p.read_text(encoding="utf-8") for p in paths}
-    project = Project(reader=overlay_reader(texts))
+    project = api.new_project(reader=overlay_reader(texts))
     for p in paths:  # every file open and compiled
         Analysis(p.as_uri(), 1, texts[Project.key(str(p))], project=project)
     lead_path = paths[-1]

@@ -51,12 +51,14 @@ def check_text(text: str, path: str = "<string>", *, location: str | None = None
     return check_source(SourceFile(path, text), location=location)
 
 
-def new_project(namer: Any = None) -> Project:
+def new_project(namer: Any = None, reader: Any = None) -> Project:
     """A project: files compiled through it are read and compiled once, however many files use them.
-    `namer`, given a used file's location, names it (as diagnostics and generated code show it)."""
+    `namer`, given a used file's location, names it (as diagnostics and generated code show it); `reader`
+    reads a file's bytes by its location (the language server reads open documents first)."""
+    from .compiler.pipeline import compile_source
     from .compiler.project import Project
 
-    return Project(namer=namer)
+    return Project(compile_source, reader=reader, namer=namer)
 
 
 def check_for_runner(path: str, output: str | None, text: str | None = None) -> Compilation:

@@ -12,48 +12,20 @@ for nothing else.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import field
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from ..diagnostics import Diagnostic, Diagnostics, SourceFile, suggestion_budget
+from ..diagnostics import Diagnostics, SourceFile, suggestion_budget
 from ..grammar import ParseResult, ast, parse_source
-from ..grammar.node import Node
+from .compilation import STAGES, Compilation, Stage
 
 if TYPE_CHECKING:
     from ..runtime.spec import MachineSpec
     from .checks.resolve import Symbols
-    from .ir import Machine as IRMachine  # the `ir` field below shadows the module in the class body
+    from .ir import Machine as IRMachine
     from .project import Project, UsedFile
 
-Stage = Literal["parse", "check", "lower", "passes", "load"]
-STAGES: tuple[Stage, ...] = ("parse", "check", "lower", "passes", "load")
-
 T = TypeVar("T")
-_Comment = ast.Comment  # the `ast` field below shadows the module inside the class body
 
-
-class Compilation(Node, frozen=False):
-    """Everything the stages learned about one file.
-
-    `ast` and `comments` come from parsing; `diagnostics` from every stage, sorted; `symbols` (the
-    declarations by kind, and what the checks recorded) from checking; `ir` from lowering, when no error
-    was reported; `optimized` from the passes and `machine` (the runtime MachineSpec) from loading, when
-    those stages were asked for. `uses` are the files its `use` lines name, each compiled once by the
-    project (their diagnostics are their own, not in this file's)."""
-
-    source: SourceFile | None
-    ast: ast.Machine | None
-    comments: list[_Comment]
-    ir: IRMachine | None
-    diagnostics: list[Diagnostic] = field(default_factory=list)
-    symbols: Symbols | None = field(default=None, compare=False, repr=False)
-    optimized: IRMachine | None = field(default=None, compare=False, repr=False)
-    machine: MachineSpec | None = field(default=None, compare=False, repr=False)
-    uses: list[UsedFile] = field(default_factory=list, compare=False, repr=False)
-
-    @property
-    def ok(self) -> bool:
-        return self.ir is not None and not any(d.severity.value == "error" for d in self.diagnostics)
 
 
 def compile_source(source: SourceFile, *, stop_after: Stage = "lower", level: int = 1,
@@ -77,7 +49,7 @@ def compile_source(source: SourceFile, *, stop_after: Stage = "lower", level: in
     if project is None:
         from .project import Project
 
-        return Project().compile_source(source, location=location, stop_after=stop_after, level=level,
+        return Project(compile_source).compile_source(source, location=location, stop_after=stop_after, level=level,
                                         disabled=tuple(disabled), log=log)
     from ..grammar.parser import paused_gc
 

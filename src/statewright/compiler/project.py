@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING
 
 from ..diagnostics import Diagnostics, SourceFile, did_you_mean
 from ..grammar import ast
+from .compilation import STAGES, Compilation, Stage
 
 if TYPE_CHECKING:
     from ..grammar import ParseResult
-    from .pipeline import Compilation, Stage
 
 SPEC_SUFFIX = ".fsm"
 Reader = Callable[[str], bytes]
@@ -70,7 +70,9 @@ class Project:
     `namer` gives a used file its display name from its location (by default, its path from the name of
     the file that uses it: `compile -o` names every file from the runner's folder instead)."""
 
-    def __init__(self, reader: Reader | None = None, namer: Callable[[str], str] | None = None) -> None:
+    def __init__(self, compile_file: Callable[..., Compilation], reader: Reader | None = None,
+                 namer: Callable[[str], str] | None = None) -> None:
+        self.compile_file = compile_file  # pipeline.compile_source: the project drives it for each file
         self.reader = reader or read_file
         self.namer = namer
         self._units: dict[str, Compilation] = {}  # real path -> the file's compilation
@@ -164,9 +166,7 @@ class Project:
         return compilation
 
     def _compile_frame(self, frame: _Frame) -> Compilation:
-        from .pipeline import compile_source
-
-        return compile_source(frame.source, stop_after=frame.stop_after, level=frame.level, disabled=frame.disabled,
+        return self.compile_file(frame.source, stop_after=frame.stop_after, level=frame.level, disabled=frame.disabled,
                               log=frame.log, project=self, location=frame.location, parsed=frame.parsed)
 
     def _next_used(self, frame: _Frame) -> _Frame | None:
@@ -174,8 +174,6 @@ class Project:
         cannot be read is left to the `use` line's check, which reports it)."""
         from ..grammar import parse_source
         from ..grammar.parser import paused_gc, read_source
-        from .pipeline import Compilation
-
         if frame.parsed is None:
             with paused_gc():
                 frame.parsed = parse_source(frame.source)
@@ -211,8 +209,6 @@ class Project:
 
     def _compile_bytes(self, data: bytes, location: str, key: str, stop_after: Stage) -> Compilation:
         from ..grammar.parser import read_source
-        from .pipeline import Compilation
-
         name = self._names.get(key) or (self.namer(location) if self.namer is not None else location)
         self._names[key] = name
         diagnostics = Diagnostics()
@@ -385,8 +381,6 @@ def shown_text(text: str) -> str:
 
 
 def _stage_index(stage: Stage) -> int:
-    from .pipeline import STAGES
-
     return STAGES.index(stage)
 
 

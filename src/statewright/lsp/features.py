@@ -392,7 +392,8 @@ def _refuse_worse(a: Analysis, by_view: dict[str, tuple[Analysis, list[Occurrenc
     else:
         from ..compiler.project import Project, overlay_reader
 
-        project = Project(reader=overlay_reader({Project.key(p): t for p, t in texts.items()}, a.project.reader))
+        project = api.new_project(reader=overlay_reader({Project.key(p): t for p, t in texts.items()},
+                                                        a.project.reader))
         after = {path: project.compile_source(SourceFile(path, text), location=path).diagnostics
                  for path, text in texts.items()}
     for path, (view, _) in by_view.items():

@@ -26,7 +26,7 @@ from typing import Any
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
-from .. import __version__
+from .. import __version__, api
 from ..compiler.project import Project, read_file
 from . import features, running
 from .analysis import Analysis, path_of
@@ -49,7 +49,7 @@ class StatewrightServer(LanguageServer):
         # the diagnostics of the last test run of each document, with the version it ran
         self.test_results: dict[str, tuple[int | None, list[types.Diagnostic]]] = {}
         # one project for the session; compiles through it take turns (it holds the files being compiled)
-        self.project = Project(reader=self._read)
+        self.project = api.new_project(reader=self._read)
         self.project_lock = threading.Lock()
 
     def _read(self, location: str) -> bytes:
