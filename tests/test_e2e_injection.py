@@ -17,9 +17,9 @@ from support.e2e_runs import import_runner, runtime_module_of
 from support.echo_server import echo_server
 
 from statewright import api
-from statewright.runtime.progress import printable
 from statewright.runtime.runner_cli import run_machine as run
 from statewright.runtime.scripted import Script, ScriptedClient
+from statewright.runtime.trace import printable
 
 ROOT = Path(__file__).resolve().parents[1]
 

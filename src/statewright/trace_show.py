@@ -11,8 +11,7 @@ import json
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from .runtime.progress import printable
-from .runtime.trace import trace_lines
+from .runtime.trace import printable, trace_lines
 
 
 def _when(seconds: float) -> str:

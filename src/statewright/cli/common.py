@@ -33,7 +33,7 @@ def write_err(text: str) -> None:
 def safe_text(text: object) -> str:
     """An error's text for the terminal: what it quotes (a run id, a name a checkpoint or an imported file
     holds, a path) may carry escape sequences, shown escaped, never obeyed."""
-    from ..runtime.progress import printable
+    from ..runtime.trace import printable
 
     return printable(text)
 

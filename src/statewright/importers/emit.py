@@ -13,7 +13,7 @@ from ..compiler.views.formatter import format_source
 from ..compiler.views.source_text import double_quoted
 from ..diagnostics import SourceFile
 from ..grammar.parser import decode_long_string
-from ..runtime.progress import printable
+from ..runtime.trace import printable
 from .model import Agent, Input, Machine, State, TestBlock, Tool, Transition, TypeDecl, type_text
 
 _LONG_STRING = re.compile(r'"""[^"]*(?:"(?!"")[^"]*)*"""')  # unrolled: no regex state per character

@@ -22,8 +22,8 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .calls import CallFailure, CallOutcome, outcome_of
+from .effects import Paused
 from .inputs import InputError
-from .person import Paused
 from .plan import MachinePlan, StatePlan
 from .result import Failure, RunFailed
 from .run_state import Run, Steps, call_key, real_run, state_of_key, where_of_key

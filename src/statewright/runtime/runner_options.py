@@ -18,12 +18,11 @@ from .checkpoint import CheckpointStore
 from .client import ModelClient
 from .core import InputError
 from .engine import Engine, prepare_inputs, validate_input
-from .progress import printable
 from .result import RunResult
 from .scripted import Script, ScriptError
 from .spec import InputSpec, MachineSpec, every_machine
 from .tool_secrets import SecretError, read_secrets
-from .trace import redact
+from .trace import printable, redact
 from .untrusted import MAX_DEPTH, BorderError, read_json, read_json_file
 
 EXIT_FINAL = 0

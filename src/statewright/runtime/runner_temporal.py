@@ -10,7 +10,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .arguments import positive_argument
-from .progress import printable
 from .result import RunResult
 from .runner_options import (
     EXIT_FAILED,
@@ -32,7 +31,7 @@ from .spec import MachineSpec
 from .sync import run_sync
 from .temporal import TemporalRunError, TemporalUnavailable
 from .tool_secrets import SecretError
-from .trace import Trace, sink_json
+from .trace import Trace, printable, sink_json
 
 RUNNER_TEMPORAL_COMMANDS = ("worker", "status", "resume")
 

@@ -24,9 +24,9 @@ if __package__:
     from .statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
 else:
     from statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
-if RUNTIME_SHA256 != "dafd5a9b4cb4322c5b5b0187828115b8e6bf1d9ecb9b19bc7a36717afee84d1e":
+if RUNTIME_SHA256 != "9fca7b5c1aae6e302377186e3a88b9442a5094e0359e4cb10b8047a0ce68b683":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 dafd5a9b4cb4), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 9fca7b5c1aae), but "
         f"the statewright_runtime package it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile`, which "
         "rewrites the runtime too"

@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from .engine import Engine
-from .progress import printable, wants_color
+from .progress import wants_color
 from .result import RunResult
 from .structured import to_jsonable
-from .trace import Trace, redacted_json
+from .trace import Trace, printable, redacted_json
 from .untrusted import MAX_RECORD_CHARS, MAX_RECORD_DEPTH, MAX_VALUE_CHARS, BorderError, read_json, read_lines
 
 MATCH_MODES = ("exact", "text", "contains")

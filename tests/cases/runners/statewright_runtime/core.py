@@ -29,10 +29,10 @@ from .bounds import bound_text, bound_value
 from .call_steps import CallSteps
 from .checkpoint import CheckpointError
 from .client import ModelError, ModelRequest, ModelResponse, reply_allowance
-from .effects import CallModel, CallTool, EstimateCall, ToolOutcome
+from .effects import CallModel, CallTool, EstimateCall, Paused, ToolOutcome
 from .fanout import FanOut, FanOutSteps, ForkedRun, run_totals
 from .inputs import InputError, InputValidator
-from .person import TIMED_OUT, Paused, PersonSteps, waiting_of
+from .person import TIMED_OUT, PersonSteps, waiting_of
 from .plan import AgentPlan, EdgePlan, MachinePlan, StatePlan, exit_fields, output_label, output_text
 from .rendering import TemplateDeadlineExceeded, TemplateRenderError
 from .result import Failure, RunFailed, RunResult, Usage

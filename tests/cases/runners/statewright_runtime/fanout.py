@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 from .approvals import approval_key
 from .bounds import bound_text, bound_value
 from .concurrency import Cancel, Completed, Concurrently
+from .effects import Paused
 from .memory import AgentMemory
-from .person import Paused
 from .plan import MachinePlan, StatePlan
 from .result import Failure, RunFailed, Usage
 from .run_state import Run, Steps, _no_save, call_key, state_of_key

@@ -17,7 +17,7 @@ from .batch import MATCH_MODES, BatchError, BatchSummary, default_batch_checkpoi
 from .checkpoint import CheckpointError, CheckpointStore
 from .client import ModelClient
 from .engine import Engine, Listener, new_run_id
-from .progress import Progress, printable
+from .progress import Progress
 from .result import AnswerError, RunResult
 from .runner_options import (
     EXIT_FAILED,
@@ -62,7 +62,7 @@ from .scripted import Script
 from .spec import MachineSpec, every_machine
 from .sync import run_sync
 from .temporal import TemporalRunError, TemporalUnavailable
-from .trace import Trace, redact, sink_json
+from .trace import Trace, printable, redact, sink_json
 
 
 async def arun_machine(machine: MachineSpec, inputs: Mapping[str, Any] | None = None, *,

@@ -15,13 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .engine import Engine
-from .progress import printable
 from .result import Failure, RunResult
 from .scripted import Script, ScriptedClient, script_role_of_step
 from .spec import ExpectationSpec, MachineSpec, TestSpec
 from .structured import to_jsonable
 from .sync import run_sync
-from .trace import Trace, redact
+from .trace import Trace, printable, redact
 
 # what a run did, visit by visit: (kind, state) -> {visit: value}, kind "instruction" or "output"
 Observed = dict[tuple[str, str], dict[int, Any]]
