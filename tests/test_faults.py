@@ -308,12 +308,21 @@ def test_a_reply_that_is_not_http_is_retried(server, client_for, data):
     assert response.content == "proper" and response.attempts == 2
 
 
-def test_a_connection_the_server_closed_after_its_reply_is_not_an_attempt_lost(server, client_for):
+@pytest.mark.parametrize("racing", [False, True], ids=["shut-before", "shut-while-sending"])
+def test_a_connection_the_server_closed_after_its_reply_is_not_an_attempt_lost(server, client_for, kind, racing):
+    """Shut before the next call, every client takes a new connection. Shut while the next request is being
+    sent (an idle timeout racing the client) only the native client can tell: it sends again at once on a
+    new connection, while litellm's HTTP stack reports a connection error, which is then an attempt."""
+    if racing and kind == "litellm":
+        pytest.skip("litellm's HTTP stack reports the race as a connection error (then retried as an attempt)")
     server.enqueue(ThenClose(Reply(text="first")), Reply(text="second"))
     client = client_for(server)
 
     async def two() -> list[Any]:
-        return [await client.acomplete(ask()) for _ in range(2)]
+        first = await client.acomplete(ask())
+        if not racing:
+            await asyncio.to_thread(server.wait_closed, 1)
+        return [first, await client.acomplete(ask())]
 
     first, second = asyncio.run(two())
     assert (first.content, second.content) == ("first", "second")

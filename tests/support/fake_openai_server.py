@@ -128,6 +128,12 @@ class _QuietHTTPServer(ThreadingHTTPServer):
     """A client that stops reading (at a reply cap, at its deadline) resets the connection: not worth a
     traceback in the test's output."""
 
+    closed_connections = 0  # how many connections the server has shut, counted once each is shut
+
+    def shutdown_request(self, request: Any) -> None:
+        super().shutdown_request(request)
+        self.closed_connections += 1
+
     def handle_error(self, request: Any, client_address: Any) -> None:
         import sys
 
@@ -167,6 +173,14 @@ class FakeOpenAIServer:
     def enqueue(self, *behaviours: Behaviour, model: str | None = None) -> None:
         with self._lock:
             self._queues.setdefault(model, deque()).extend(behaviours)
+
+    def wait_closed(self, count: int, timeout: float = 5.0) -> None:
+        """Wait until the server has shut `count` connections in all (a client may then see each one shut)."""
+        deadline = time.monotonic() + timeout
+        while self._httpd.closed_connections < count:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the server shut {self._httpd.closed_connections} connections, not {count}")
+            time.sleep(0.002)
 
     def requests_for(self, model: str) -> list[RecordedRequest]:
         return [r for r in self.requests if r.model == model]
