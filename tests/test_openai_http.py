@@ -427,3 +427,20 @@ def test_a_hosts_slots_go_to_waiters_in_order_and_none_is_lost_to_a_cancelled_on
 
     order, free = asyncio.run(scenario())
     assert order == ["a", "b", "d", "e"] and free == 2
+
+
+def test_a_price_file_is_read_entry_by_entry_whatever_an_entry_holds(tmp_path):
+    """Entries become prices as json reads them; an entry with objects inside, or with no price at all,
+    prices as it says (0 where it says nothing)."""
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({
+        "house/tiered": {"input_cost_per_token": 0.5, "output_cost_per_token": 0.25,
+                         "tiers": {"input_cost_per_token": 0.9, "above": [{"output_cost_per_token": 0.8}]}},
+        "house/bare": {"max_tokens": 10},
+        "house/not-an-entry": [1, 2],
+    }))
+    table = model_price_table(str(prices))
+    assert (table["house/tiered"].input, table["house/tiered"].output) == (0.5, 0.25)
+    assert table["house/tiered"].cost(2, 4) == pytest.approx(2.0)
+    assert (table["house/bare"].input, table["house/bare"].output) == (0.0, 0.0)
+    assert "house/not-an-entry" not in table

@@ -221,3 +221,27 @@ print((hwm() - before) / 20_000_000)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=120)
     assert done.returncode == 0, done.stderr
     assert float(done.stdout) < 3.0, done.stdout
+
+
+def test_the_depth_check_of_many_short_strings_stays_within_a_few_times_the_text() -> None:
+    """The depth check of JSON made of many short strings (a price table, a list of names) holds no
+    object per string: a regex substitution kept one per piece between strings, some seven times the
+    text; cutting the strings with bytes operations keeps it within a few times."""
+    import subprocess
+    import sys
+
+    code = """
+import json
+from statewright.runtime.untrusted import json_depth_problem
+def hwm():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+text = json.dumps({f"model-{i}": {"a": "x[", "b": "\\\\\\"{", "c": [1, 2]} for i in range(200_000)})
+json_depth_problem('[[["a"]]]', "warm-up", 1)
+before = hwm()
+assert json_depth_problem(text, "the file", 3) is None and json_depth_problem(text, "the file", 2) is not None
+print((hwm() - before) / len(text))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert float(done.stdout) < 4.0, done.stdout

@@ -57,9 +57,20 @@ def model_price_table(extra_file: str) -> dict[str, ModelPrice]:
         if path is None:
             continue
         for name, entry in _read(path).items():
-            if isinstance(name, str) and isinstance(entry, dict):
-                table[name] = ModelPrice(entry)
+            if isinstance(name, str) and isinstance(entry, (dict, ModelPrice)):
+                table[name] = entry if isinstance(entry, ModelPrice) else ModelPrice(entry)
     return table
+
+
+_PRICE_KEYS = ("input_cost_per_token", "output_cost_per_token", "litellm_provider")
+
+
+def _priced(pairs: list[tuple[str, object]]) -> object:
+    """An object of a price file as json reads it: a model's entry (it names a price or a provider) kept
+    as its ModelPrice at once, anything else as a dict. So the file's thousands of entries are never all
+    held as dicts (litellm's table of a few megabytes would take some twenty as dicts)."""
+    entry = dict(pairs)
+    return ModelPrice(entry) if any(key in entry for key in _PRICE_KEYS) else entry
 
 
 def _litellm_file() -> str | None:
@@ -80,7 +91,7 @@ def _read(path: str) -> dict:
     try:
         if os.path.getsize(path) > _MAX_BYTES:
             return {}
-        data = read_json_file(path, "the price file")
+        data = read_json_file(path, "the price file", object_pairs_hook=_priced)
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}

@@ -24,9 +24,9 @@ if __package__:
     from .statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
 else:
     from statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
-if RUNTIME_SHA256 != "9fca7b5c1aae6e302377186e3a88b9442a5094e0359e4cb10b8047a0ce68b683":
+if RUNTIME_SHA256 != "47cd7cb7711bfba5f1807784d2a683d2ed3bc6a5abe83bb0df0c0deae49eb2b0":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 9fca7b5c1aae), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 47cd7cb7711b), but "
         f"the statewright_runtime package it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile`, which "
         "rewrites the runtime too"

@@ -25,11 +25,12 @@ For a caller at a new border (a model client reading a provider's body, say):
 from __future__ import annotations
 
 import json
+import operator
 import os
 import re
 from array import array
-from collections.abc import Iterator
-from itertools import accumulate
+from collections.abc import Callable, Iterator
+from itertools import accumulate, repeat
 from typing import IO, Any
 
 # How deep arrays and objects may nest in a value that enters a run: far more than any schema a person
@@ -42,12 +43,12 @@ MAX_VALUE_CHARS = 64 * 1024 * 1024
 MAX_RECORD_DEPTH = 2 * MAX_DEPTH
 MAX_RECORD_CHARS = 256 * 1024 * 1024
 
-# A JSON string (its escapes are json's to check), in UTF-8: no byte of another character is a quote or a
-# backslash, so strings are found in the bytes exactly as json finds them in the text.
-_STRING_BYTES = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-# an opening bracket as the signed byte 1, a closing one as -1, every other byte dropped
-_BRACKETS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
-_NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
+# In UTF-8 no byte of a character other than the quote and the backslash is one of them, so JSON's strings
+# are found in the bytes exactly as json finds them in the text.
+_NOT_QUOTES_OR_BRACKETS = bytes(set(range(256)) - set(b'"[]{}'))  # the bytes to drop, to keep only those
+_QUOTE = ord('"')
+# of those kept: an opening bracket as the signed byte 1, a closing one as -1, a quote as 0
+_BRACKETS = bytes.maketrans(b'[{]}"', b"\x01\x01\xff\xff\x00")
 # For a value inside other text (a reply's prose), JSON's tokens as json reads them with strict=False
 # (control characters allowed inside strings): whitespace, strings, numbers, literals, punctuation
 _WS = r"[ \t\n\r]*"
@@ -93,17 +94,22 @@ def json_depth_problem(text: str | bytes, what: str, max_depth: int = MAX_DEPTH)
     """The BorderError for JSON text that nests deeper than `max_depth` arrays and objects; None when it
     does not. Text that is not JSON may be refused too (json would refuse it anyway).
 
-    Without a loop in Python per character: the strings are cut out and everything but brackets dropped
-    (a regex and bytes.translate), and the deepest level is the largest running sum of +1 per opening and
-    -1 per closing bracket (itertools.accumulate). Where json reads a value its brackets are balanced up to
-    where it stops, so no level it reaches is deeper than that sum.
+    Without a loop in Python per character, and in memory a small multiple of the text's: escaped
+    backslashes are cut out, then escaped quotes (left to right, as json pairs them, so every quote left
+    opens or closes a string); then everything but quotes and brackets is dropped (bytes.translate). What
+    remains is read by a chain of C iterators: a running xor of the quotes says which brackets are inside
+    a string, and the deepest level is the largest running sum of +1 per opening and -1 per closing bracket
+    outside strings (itertools.accumulate). Where json reads a value its brackets are balanced up to where
+    it stops, so no level it reaches is deeper than that sum.
     """
     data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
     if data.count(b"[") + data.count(b"{") <= max_depth:
         return None  # too few brackets to nest that deep
-    if b'"' in data:
-        data = _STRING_BYTES.sub(b"", data)
-    steps = array("b", data.translate(_BRACKETS, _NOT_BRACKETS))
+    if b"\\" in data:
+        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    kept = data.translate(None, _NOT_QUOTES_OR_BRACKETS)
+    inside = accumulate(map(operator.eq, kept, repeat(_QUOTE)), operator.xor)
+    steps = map(operator.mul, array("b", kept.translate(_BRACKETS)), map(operator.not_, inside))
     if max(accumulate(steps), default=0) <= max_depth:
         return None
     return _too_deep(what, max_depth)
@@ -167,16 +173,17 @@ def scan_json_value(text: str, start: int, what: str, max_depth: int = MAX_DEPTH
 
 
 def read_json(text: str | bytes, what: str, *, max_depth: int = MAX_DEPTH, max_chars: int = MAX_VALUE_CHARS,
-              strict: bool = True) -> Any:
+              strict: bool = True, object_pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None = None) -> Any:
     """`json.loads(text)` for untrusted text: BorderError when it is too large or nested too deeply, json's
-    own ValueError when it is not JSON. `strict=False` allows control characters inside strings."""
+    own ValueError when it is not JSON. `strict=False` allows control characters inside strings;
+    `object_pairs_hook` is json's (each object as it is read: what a large file keeps of it)."""
     check_text(text, what, max_chars)
     problem = json_depth_problem(text, what, max_depth)
     if problem is not None:
         raise problem
     if isinstance(text, (bytes, bytearray)):
         text = bytes(text).decode("utf-8")
-    return json.loads(text, strict=strict)
+    return json.loads(text, strict=strict, object_pairs_hook=object_pairs_hook)
 
 
 def read_record(text: str | bytes, what: str) -> Any:
@@ -185,7 +192,8 @@ def read_record(text: str | bytes, what: str) -> Any:
     return read_json(text, what, max_depth=MAX_RECORD_DEPTH, max_chars=MAX_RECORD_CHARS)
 
 
-def read_json_file(path: str, what: str, *, max_depth: int = MAX_DEPTH, max_chars: int = MAX_VALUE_CHARS) -> Any:
+def read_json_file(path: str, what: str, *, max_depth: int = MAX_DEPTH, max_chars: int = MAX_VALUE_CHARS,
+                   object_pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None = None) -> Any:
     """The JSON value of a file: OSError when it cannot be read, BorderError when it is too large (told by
     its size, before it is read) or nested too deeply, ValueError when it is not JSON."""
     with open(path, encoding="utf-8") as handle:
@@ -194,7 +202,7 @@ def read_json_file(path: str, what: str, *, max_depth: int = MAX_DEPTH, max_char
             raise BorderError(what, "size", f"{what} is too large: {size:,} bytes, and at most {max_chars:,} "
                                             "characters are read")
         text = handle.read()
-    return read_json(text, what, max_depth=max_depth, max_chars=max_chars)
+    return read_json(text, what, max_depth=max_depth, max_chars=max_chars, object_pairs_hook=object_pairs_hook)
 
 
 def check_value(value: Any, what: str, *, max_depth: int = MAX_DEPTH, max_chars: int = MAX_VALUE_CHARS) -> None:
