@@ -27,6 +27,7 @@ _KEY_SHAPES = re.compile(
 )
 # every key shape above starts with one of these: text holding none of them needs no regex
 _KEY_PREFIXES = ("sk-", "Bearer", "AKIA", "AIza", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "xox")
+_KEY_PREFIX = re.compile("|".join(re.escape(prefix) for prefix in _KEY_PREFIXES))
 _SECRET_NAMES = ("KEY", "TOKEN", "SECRET", "PASSWORD")
 
 
@@ -51,11 +52,9 @@ def printable(text: Any, limit: int | None = None) -> str:
 
 
 def _may_hold_a_key(text: str) -> bool:
-    """Whether `text` holds a prefix of a key shape (_KEY_PREFIXES), the quick test before the pattern:
-    written out, as one expression, for speed (every record a run writes passes here)."""
-    return ("sk-" in text or "Bearer" in text or "AKIA" in text or "AIza" in text or "xox" in text
-            or ("gh" in text and ("ghp_" in text or "gho_" in text or "ghu_" in text or "ghs_" in text
-                                  or "ghr_" in text)))
+    """Whether `text` holds a prefix of a key shape (_KEY_PREFIXES), the quick test before the pattern (every
+    record a run writes passes here): one scan of the text, not one per prefix."""
+    return _KEY_PREFIX.search(text) is not None
 
 
 def secret_values() -> list[str]:
