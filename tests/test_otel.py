@@ -306,3 +306,113 @@ def test_nothing_is_imported_when_it_is_off(tmp_path: Path) -> None:
                           timeout=120, check=False)
     assert done.stdout.strip().endswith("CLEAN"), done.stdout + done.stderr
     assert "3 passed, 0 failed" in done.stderr
+
+
+class Counting:
+    """Span and trace ids 1, 2, 3, ... in the order they are asked for: two providers that make the same
+    spans in the same order give them the same ids."""
+
+    def __init__(self) -> None:
+        self.next = 0
+
+    def generate_span_id(self) -> int:
+        self.next += 1
+        return self.next
+
+    def generate_trace_id(self) -> int:
+        self.next += 1
+        return self.next << 64
+
+    def is_trace_id_random(self) -> bool:
+        return False
+
+
+def exported(span: Any) -> dict[str, Any]:
+    """All an exporter is given of a span but its times (two runs take their own time)."""
+    def events(items: Any) -> list[Any]:
+        return [(e.name, dict(e.attributes or {})) for e in items]
+
+    return {"name": span.name, "context": span.context, "parent": span.parent, "kind": span.kind,
+            "status": (span.status.status_code, span.status.description), "attributes": dict(span.attributes),
+            "events": events(span.events), "links": list(span.links), "resource": span.resource.attributes,
+            "scope": (span.instrumentation_scope.name, span.instrumentation_scope.version),
+            "dropped": (span.dropped_attributes, span.dropped_events, span.dropped_links),
+            "ordered": span.start_time <= span.end_time}
+
+
+def spans_of(light: bool, limits: Any = None, content: bool = False) -> list[dict[str, Any]]:
+    """Every example machine's tests, run with spans made by statewright's recorder (`light`) or by the
+    SDK's tracer, as the exporter is given them."""
+    from opentelemetry.sdk.resources import Resource
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "parity"}), id_generator=Counting(),
+                              span_limits=limits)
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    telemetry = OtelTelemetry(provider, MeterProvider(), content=content, light_spans=light)
+    assert (telemetry.recorder is not None) == light
+    os.chdir(Path.cwd() / ("light" if light else "sdk"))  # (each its own checkpoints, under the same run ids)
+    for path in sorted((ROOT / "examples").glob("*.fsm")):
+        machine = statewright.load(path)
+        for index, test in enumerate(machine.spec.tests):
+            machine.run(dict(test.inputs), script=Script.from_test(machine.spec, test), otel=telemetry,
+                        run_id=f"{path.stem}-{index}")
+    return [exported(span) for span in memory.get_finished_spans()]
+
+
+@pytest.mark.parametrize("content", [False, True], ids=["plain", "with-content"])
+def test_the_recorder_s_spans_are_the_sdk_s_spans(content: bool, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every example's tests: statewright's span recorder hands the exporters exactly what the SDK's own
+    tracer hands them (names, ids, parents, kinds, status, attributes, events, resource, scope)."""
+    for side in ("light", "sdk"):
+        (tmp_path / side).mkdir()
+    monkeypatch.chdir(tmp_path)
+    light = spans_of(True, content=content)
+    monkeypatch.chdir(tmp_path)
+    sdk = spans_of(False, content=content)
+    assert len(light) > 100
+    assert light == sdk
+
+
+def test_the_recorder_keeps_the_providers_span_limits_as_the_sdk_does(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from opentelemetry.sdk.trace import SpanLimits
+
+    for side in ("light", "sdk"):
+        (tmp_path / side).mkdir()
+    limits = SpanLimits(max_attributes=3, max_events=2, max_event_attributes=1, max_attribute_length=5)
+    monkeypatch.chdir(tmp_path)
+    light = spans_of(True, limits)
+    monkeypatch.chdir(tmp_path)
+    sdk = spans_of(False, limits)
+    assert any(span["dropped"][0] for span in light) and any(span["dropped"][1] for span in light)
+    assert all(len(value) <= 5 for span in light for value in span["attributes"].values() if isinstance(value, str))
+    assert light == sdk
+
+
+def test_the_recorder_steps_aside_where_the_sdk_would_do_more() -> None:
+    """A sampler of one's own, or a span processor that acts when a span starts: spans go through the
+    tracer — also when such a processor is added after the telemetry was made."""
+    from opentelemetry.sdk.trace import SpanProcessor
+    from opentelemetry.sdk.trace.sampling import ALWAYS_ON
+
+    assert OtelTelemetry(TracerProvider(sampler=ALWAYS_ON), MeterProvider()).recorder is None
+
+    class Starting(SpanProcessor):
+        def __init__(self) -> None:
+            self.started: list[str] = []
+
+        def on_start(self, span: Any, parent_context: Any = None) -> None:
+            self.started.append(span.name)
+
+    provider = TracerProvider()
+    provider.add_span_processor(Starting())
+    assert OtelTelemetry(provider, MeterProvider()).recorder is None
+
+    collected = Collected()
+    assert collected.telemetry.recorder is not None
+    starting = Starting()
+    collected.telemetry.tracer_provider.add_span_processor(starting)
+    assert parallel_run(collected).ok
+    assert "invoke_agent parallel_review" in starting.started and len(starting.started) == len(collected.finished())

@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Mapping
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 from .structured import safe_json_dumps
@@ -62,6 +63,7 @@ def otel_without_content(event: str, fields: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in fields.items() if k not in names}
 
 
+@lru_cache(maxsize=256)  # (a run names the same few models on every call)
 def otel_model_names(model: str, latest: bool) -> tuple[str, str]:
     """(provider, model) as the conventions name them, from a litellm model string (`openai/gpt-4o`)."""
     prefix, _, name = model.partition("/")
@@ -138,8 +140,11 @@ class OtelTelemetry:
     from the environment by otel_setup.py) are flushed and shut down by `shutdown`."""
 
     def __init__(self, tracer_provider: Any = None, meter_provider: Any = None, *, content: bool | None = None,
-                 latest: bool | None = None, owned: bool = False, planned: bool = False) -> None:
+                 latest: bool | None = None, owned: bool = False, planned: bool = False,
+                 light_spans: bool = True) -> None:
         from opentelemetry import metrics, trace
+
+        from .otel_spans import span_recorder
 
         self.tracer_provider: Any = tracer_provider or trace.get_tracer_provider()
         self.meter_provider = meter_provider or metrics.get_meter_provider()
@@ -151,11 +156,15 @@ class OtelTelemetry:
             self.ids = OtelPlannedIds(generator)
             setattr(self.tracer_provider, "id_generator", self.ids)  # noqa: B010 - the API's type lacks it
         self.tracer = self.tracer_provider.get_tracer(OTEL_SCOPE)
+        # a run's spans made without the SDK tracer's cost per span where that changes nothing (otel_spans.py)
+        self.recorder = span_recorder(self.tracer_provider, self.tracer) if light_spans else None
         self.content = otel_capture_content() if content is None else bool(content)
         self.latest = otel_latest_conventions() if latest is None else bool(latest)
         self.secrets = secret_values()
         self.owned = owned
         self.metrics = OtelMetrics(self.meter_provider.get_meter(OTEL_SCOPE), self.latest)
+        # a no-op meter provider counts nothing: the run's sinks then build no measurement at all
+        self.counting = not isinstance(self.meter_provider, metrics.NoOpMeterProvider)
         self.trace_api = trace
 
     def run_sink(self, run: Any = None, machine: Any = None, *, content: bool = False,
@@ -239,6 +248,10 @@ _NO_INSTRUMENT = _NoInstrument()
 _NO_METRICS: Any = _NoMetrics()
 
 
+_SHORT_TEXT = 80  # the longest text `OtelRunSink._text` keeps redacted, and how many it keeps
+_SHORT_TEXTS = 256
+
+
 class _OpenSpan:
     """A span the sink has started and not ended: its kind (run, state, branch, item, verifier), the state
     it is of, and the time of the last event it saw (a branch ends there)."""
@@ -266,6 +279,7 @@ class OtelRunSink:
                  planned: str | None = None) -> None:
         self.telemetry = telemetry
         self.tracer = telemetry.tracer
+        self.recorder = telemetry.recorder
         self.api = telemetry.trace_api
         self.run = run
         self.agents = {n: s.agent for n, s in machine.states.items() if s.agent} if machine is not None else {}
@@ -279,6 +293,8 @@ class OtelRunSink:
         self.planned_count = 0
         self.replaying: Any = None  # a workflow's "is it replaying" (spans ended then were sent before)
         self.stack: list[_OpenSpan] = []
+        self.branches = 0  # how many of the stack's spans are branches'
+        self.texts: dict[str, str] = {}  # short texts redacted before: names, causes, guards (see `_text`)
         self.asked: dict[str, int] = {}  # state -> when the run began to wait there (the `waiting` event)
         self.root: Any = None
         self.parent = getattr(run, "trace_context", None)  # the run's context, when it has one already
@@ -305,9 +321,10 @@ class OtelRunSink:
         handle = _HANDLERS.get(event)
         if self.stack:
             self.stack[-1].last = at
-            for entry in self.stack:
-                if entry.kind == "branch":
-                    entry.last = at
+            if self.branches:
+                for entry in self.stack:
+                    if entry.kind == "branch":
+                        entry.last = at
         if handle is not None:
             handle(self, fields, at)
         elif self.stack:
@@ -357,6 +374,8 @@ class OtelRunSink:
             digest = hashlib.sha256(f"{self.planned}:{self.planned_count}".encode()).digest()
             self.telemetry.ids.plan(int.from_bytes(digest[:8], "big") or 1,
                                     int.from_bytes(digest[8:24], "big") or 1 if parent is None else None)
+        if self.recorder is not None and self.recorder.ready():
+            return self.recorder.start(name, parent, kind or self.api.SpanKind.INTERNAL, attributes, at)
         context = parent if parent is None or not hasattr(parent, "get_span_context") else \
             self.api.set_span_in_context(parent)
         return self.tracer.start_span(name, context=context, kind=kind or self.api.SpanKind.INTERNAL,
@@ -369,9 +388,15 @@ class OtelRunSink:
         span.end(end_time=at)
 
     def _push(self, kind: str, name: str, state: str | None, at: int, attributes: dict[str, Any]) -> _OpenSpan:
-        parent = self._parent_context(self.stack[-1]) if self.stack else self._root_parent()
+        if not self.stack:
+            parent = self._root_parent()
+        else:  # (a span is a parent as it is to the recorder; the tracer takes a context holding it)
+            parent = self.stack[-1].span if self.recorder is not None and self.recorder.ready() \
+                else self._parent_context(self.stack[-1])
         entry = _OpenSpan(kind, self._start(name, parent, at, attributes), state, at)
         self.stack.append(entry)
+        if kind == "branch":
+            self.branches += 1
         return entry
 
     def _parent_context(self, entry: _OpenSpan) -> Any:
@@ -387,8 +412,10 @@ class OtelRunSink:
     def _pop_to(self, kinds: tuple[str, ...], at: int, *, inclusive: bool = True) -> _OpenSpan | None:
         """End the spans above the innermost one of `kinds` (and it, when `inclusive`); that one."""
         stack = self.stack
-        index = next((i for i in range(len(stack) - 1, -1, -1) if stack[i].kind in kinds), None)
-        if index is None:
+        index = len(stack) - 1
+        while index >= 0 and stack[index].kind not in kinds:
+            index -= 1
+        if index < 0:
             return None
         found = stack[index]
         while len(stack) > index + (0 if inclusive else 1):
@@ -396,7 +423,9 @@ class OtelRunSink:
         return found
 
     def _close(self, entry: _OpenSpan, at: int) -> None:
-        if entry.kind == "state" and entry.state is not None:
+        if entry.kind == "branch":
+            self.branches -= 1
+        if entry.kind == "state" and entry.state is not None and self.telemetry.counting:
             self.metrics.state_duration.record(max(at - entry.start, 0) / 1e9,
                                                {"statewright.machine": self.machine, "statewright.state": entry.state})
         self._end(entry.span, at)
@@ -448,7 +477,16 @@ class OtelRunSink:
         return flat
 
     def _text(self, text: str) -> str:
-        return redact(text, self.secrets)
+        """`text` redacted; the same short texts come with every visit (state names, causes, guards), so
+        those are redacted once (a few hundred of them at most, per sink)."""
+        if len(text) > _SHORT_TEXT:
+            return redact(text, self.secrets)
+        done = self.texts.get(text)
+        if done is None:
+            done = redact(text, self.secrets)
+            if len(self.texts) < _SHORT_TEXTS:
+                self.texts[text] = done
+        return done
 
     def _json(self, value: Any) -> str:
         return redact(safe_json_dumps(value), self.secrets)
@@ -587,6 +625,8 @@ class OtelRunSink:
 
     def _model_metrics(self, provider: str, request_model: str, response_model: str, fields: dict[str, Any],
                        latency: float, error: str | None) -> None:
+        if not self.telemetry.counting:
+            return
         metrics = self.metrics
         attributes = {"gen_ai.operation.name": "chat", self.provider_key: provider,
                       "gen_ai.request.model": request_model, "gen_ai.response.model": response_model}

@@ -24,9 +24,9 @@ if __package__:
     from .statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
 else:
     from statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
-if RUNTIME_SHA256 != "2ccb6c5b84fca84c078175cbd2b96d82fd7429fa4fec591c5c248daca9e4c295":
+if RUNTIME_SHA256 != "117e562ad46b58ecc656793bd5f36502f0a0517b4855113df0142f460b246f8b":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 2ccb6c5b84fc), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 117e562ad46b), but "
         f"the statewright_runtime package it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile`, which "
         "rewrites the runtime too"
