@@ -193,11 +193,8 @@ class SpanRecorder:
 
 
 def _light_span_class(span_base: type) -> type:
-    """The span class, made once OpenTelemetry's API is imported (it subclasses the API's Span, so a context
-    holding one gives it back as the current span)."""
-    cached = _LIGHT.get(span_base)
-    if cached is not None:
-        return cached
+    """The span class, made by each recorder once OpenTelemetry's API is imported (it subclasses the API's
+    Span, so a context holding one gives it back as the current span)."""
 
     class LightSpan(span_base):  # type: ignore[misc,valid-type]
         """An open span as a few slots; at `end` the SDK's ReadableSpan of it goes to the span processors."""
@@ -319,8 +316,4 @@ def _light_span_class(span_base: type) -> type:
             kept.dropped = self._added - len(events)
             return bounded, kept
 
-    _LIGHT[span_base] = LightSpan
     return LightSpan
-
-
-_LIGHT: dict[type, type] = {}

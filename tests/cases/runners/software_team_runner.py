@@ -24,9 +24,9 @@ if __package__:
     from .statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
 else:
     from statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
-if RUNTIME_SHA256 != "117e562ad46b58ecc656793bd5f36502f0a0517b4855113df0142f460b246f8b":
+if RUNTIME_SHA256 != "ce4a0270218b66bcac80c8afa29ee776d29486b99803cab8925b37fa4ebcf8db":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 117e562ad46b), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 ce4a0270218b), but "
         f"the statewright_runtime package it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile`, which "
         "rewrites the runtime too"
@@ -489,14 +489,8 @@ MACHINE = MachineSpec(
                 ),
             ),
             expect_path=(
-                "write_prd",
-                "design",
-                "implement",
-                "write_tests",
-                "run_tests",
-                "write_tests",
-                "run_tests",
-                "done",
+                "write_prd", "design", "implement", "write_tests", "run_tests", "write_tests",
+                "run_tests", "done",
             ),
             expect_result="fixed the rounding in split()",
             has_expect_result=True,
@@ -587,17 +581,8 @@ MACHINE = MachineSpec(
                 ),
             ),
             expect_path=(
-                "write_prd",
-                "design",
-                "implement",
-                "write_tests",
-                "run_tests",
-                "write_tests",
-                "run_tests",
-                "write_tests",
-                "run_tests",
-                "write_tests",
-                "run_tests",
+                "write_prd", "design", "implement", "write_tests", "run_tests", "write_tests",
+                "run_tests", "write_tests", "run_tests", "write_tests", "run_tests",
                 "tests_failing",
             ),
             expect_final="tests_failing",

@@ -87,10 +87,37 @@ def py_source(value: object, indent: int = 0) -> str:
         items = [f"{pad}{py_source(k, indent + 1)}: {py_source(v, indent + 1)},\n" for k, v in value.items()]
         return "{\n" + "".join(items) + f"{end}}}"
     if isinstance(value, (list, tuple)):
-        items = [f"{pad}{py_source(v, indent + 1)},\n" for v in value]
         opening, closing = ("[", "]") if isinstance(value, list) else ("(", ")")
+        filled = _filled(value, pad)
+        if filled is not None:
+            return opening + "\n" + filled + f"{end}{closing}"
+        items = [f"{pad}{py_source(v, indent + 1)},\n" for v in value]
         return opening + "\n" + "".join(items) + f"{end}{closing}"
     return py_scalar(value)
+
+
+def _filled(items: Sequence[object], pad: str) -> str | None:
+    """A long list of short scalars (a parallel state's branches, a type's variants) as lines filled up
+    to the width, like a paragraph: one name per line made a runner three times its source's size. None
+    when an item is not a short scalar (those go one per line)."""
+    texts: list[str] = []
+    for item in items:
+        if isinstance(item, (Raw, Call, dict, list, tuple)) or (isinstance(item, str) and "\n" in item):
+            return None
+        text = py_scalar(item)
+        if len(text) > (WIDTH - len(pad)) // 2:
+            return None
+        texts.append(text + ",")
+    lines: list[str] = []
+    line = ""
+    for text in texts:
+        if line and len(pad) + len(line) + 1 + len(text) > WIDTH:
+            lines.append(f"{pad}{line}\n")
+            line = text
+        else:
+            line = f"{line} {text}" if line else text
+    lines.append(f"{pad}{line}\n")
+    return "".join(lines)
 
 
 def _flat(value: object, budget: int) -> str | None:
