@@ -173,15 +173,25 @@ class Snapshot:
 
 
 def head_to_json(head: Head) -> dict[str, Any]:
+    return {**head_fixed_json(head), **head_moving_json(head)}
+
+
+def head_fixed_json(head: Head) -> dict[str, Any]:
+    """The fields of a head that stay as they are for the whole run (a store writes their JSON once)."""
+    return {"version": head.version, "machine": head.machine, "source_sha256": head.source_sha256,
+            "workspace": head.workspace, "source_path": head.source_path,
+            **({"options": head.options} if head.options else {})}
+
+
+def head_moving_json(head: Head) -> dict[str, Any]:
+    """The fields of a head that a transition may change."""
     fanout = head.fanout
     return {
-        "version": head.version, "machine": head.machine, "source_sha256": head.source_sha256,
         "status": head.status, "state": head.state, "feedback": head.feedback, "usage": head.usage.to_json(),
         "steps": head.steps, "elapsed": head.elapsed, "last_state": head.last_state, "result": head.result,
         "final_state": head.final_state, "failure": head.failure.to_json() if head.failure else None,
-        "workspace": head.workspace, "waiting": head.waiting.to_json() if head.waiting else None,
-        "source_path": head.source_path, "fanout": _fanout_to_json(fanout) if fanout is not None else None,
-        **({"options": head.options} if head.options else {}),
+        "waiting": head.waiting.to_json() if head.waiting else None,
+        "fanout": _fanout_to_json(fanout) if fanout is not None else None,
         **({"calls": {key: head_to_json(child) for key, child in head.calls.items()}} if head.calls else {}),
         **({"trace_context": head.trace_context} if head.trace_context else {}),
     }

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
+from json import encoder as json_encoder
 from typing import Any
 
 from .untrusted import check_text, json_depth_problem, scan_json_value
@@ -255,8 +257,16 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 _UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
-def _encoder() -> json.JSONEncoder:
-    return json.JSONEncoder(ensure_ascii=False, default=to_jsonable)
+def _encoder() -> Callable[[Any], str]:
+    """`json.dumps(value, ensure_ascii=False, default=to_jsonable)`, its C encoder made once (JSONEncoder
+    makes one on every call, a quarter of the cost of a small record). Without circular-reference markers:
+    the values written are trees (what a border lets in is checked to be), and a shared table of markers
+    could not be used from two threads at once."""
+    make = getattr(json_encoder, "c_make_encoder", None)  # (typeshed does not list it)
+    if make is None:  # (an interpreter without the C accelerator)
+        return json.JSONEncoder(ensure_ascii=False, default=to_jsonable).encode
+    encode = make(None, to_jsonable, json_encoder.encode_basestring, None, ": ", ", ", False, False, True)
+    return lambda value: "".join(encode(value, 0))
 
 
 def safe_json_dumps(value: Any, **options: Any) -> str:
@@ -265,7 +275,7 @@ def safe_json_dumps(value: Any, **options: Any) -> str:
     written with ASCII escapes, losslessly. Characters a terminal could act on (DEL, C1 controls, bidi
     overrides, line separators; JSON escapes the C0 controls itself) are written as \\u escapes too, so
     printing the text shows them instead of obeying them. Anything not JSON-able goes through `to_jsonable`."""
-    text = (_SAFE_ENCODER.encode(value) if not options
+    text = (_SAFE_ENCODER(value) if not options
             else json.dumps(value, ensure_ascii=False, default=to_jsonable, **options))
     if (text.isascii() and "\x7f" not in text) or _UNSAFE.search(text) is None:
         return text  # (every character the pattern finds but DEL is beyond ASCII; isascii() costs nothing)

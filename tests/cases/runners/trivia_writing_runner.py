@@ -24,9 +24,9 @@ if __package__:
     from .statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
 else:
     from statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
-if RUNTIME_SHA256 != "ce4a0270218b66bcac80c8afa29ee776d29486b99803cab8925b37fa4ebcf8db":
+if RUNTIME_SHA256 != "0fd1c1b05da68d13cb75917c12667c3e6a6aa719788609b2e9888c8cf7d4559a":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 ce4a0270218b), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 0fd1c1b05da6), but "
         f"the statewright_runtime package it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile`, which "
         "rewrites the runtime too"

@@ -33,7 +33,8 @@ from .snapshot import (
     Snapshot,
     SnapshotError,
     changes_to_json,
-    head_to_json,
+    head_fixed_json,
+    head_moving_json,
     read_changes,
     read_head,
     read_snapshot_json,
@@ -112,6 +113,7 @@ class CheckpointStore:
         self._conn.executescript(_SCHEMA)
         self._conn.execute(f"PRAGMA user_version = {CHECKPOINT_VERSION}")
         self._positions: dict[str, tuple[int, str]] = {}  # run id -> (pieces in the database, its tail)
+        self._fixed: dict[str, tuple[dict[str, Any], str]] = {}  # run id -> its head's fixed fields, as JSON
         self._active = 0  # runs holding a lease through this store now
         self._owner = f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
         self._grouping = False
@@ -129,12 +131,14 @@ class CheckpointStore:
     def save(self, run_id: str, delta: Delta, redactions: list[str] | None = None) -> None:
         """Write a run's head and what changed (snapshot.py: `make_delta` builds the delta). `redactions` are
         values no record may hold (the forms of the run's tool secrets), besides the environment's keys."""
-        head = head_to_json(delta.head)
+        fixed, moving = head_fixed_json(delta.head), head_moving_json(delta.head)
         changes = changes_to_json(delta.changes) if not delta.changes.empty() else None
         if redactions:
-            head, changes = redact_data(head, redactions), redact_data(changes, redactions)
+            fixed, moving, changes = (redact_data(fixed, redactions), redact_data(moving, redactions),
+                                      redact_data(changes, redactions))
         now = time.time()
         with self._lock:
+            head_text = self._head_text(run_id, fixed, moving)
             position = self._positions.get(run_id)
             if position is None:
                 row = self._conn.execute("SELECT pieces, tail FROM runs WHERE run_id = ?", (run_id,)).fetchone()
@@ -158,14 +162,24 @@ class CheckpointStore:
                     "head = excluded.head, pieces = excluded.pieces, tail = excluded.tail, "
                     "machine = excluded.machine, source_sha256 = excluded.source_sha256",
                     (run_id, delta.head.machine, delta.head.source_sha256, delta.head.status, delta.head.state, now, now,
-                     redacted_json(head, self._secrets), pieces, tail))
+                     head_text, pieces, tail))
             except BaseException:
                 self._rollback()
                 self._positions.pop(run_id, None)
+                self._fixed.pop(run_id, None)
                 raise
             self._positions[run_id] = (pieces, tail)
             if not self._grouping or self._active <= 1:
                 self._commit()  # alone on the store: nothing to share a commit with
+
+    def _head_text(self, run_id: str, fixed: dict[str, Any], moving: dict[str, Any]) -> str:
+        """The head's JSON: the fields fixed for the run written once (and kept while they stay the same),
+        then the fields a transition changes. One JSON object, as `head_to_json` makes it."""
+        known = self._fixed.get(run_id)
+        if known is None or known[0] != fixed:
+            known = (fixed, redacted_json(fixed, self._secrets))
+            self._fixed[run_id] = known
+        return f"{known[1][:-1]}, {redacted_json(moving, self._secrets)[1:]}"
 
     async def durable(self) -> None:
         """Commit every save made so far — once, for every run waiting on it in this turn of the loop."""
