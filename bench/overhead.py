@@ -184,13 +184,27 @@ def median_us(runs: int, transitions: int, once: Callable[[], object]) -> float:
     return statistics.median(times) / transitions * 1e6
 
 
+def paired_overhead_us(runs: int, transitions: int, base: Callable[[], object], other: Callable[[], object]) -> float:
+    """What `other` costs per transition more than `base`: the two run in alternation, round by round, so
+    both see the same load, and the median of the rounds' differences is taken (a shared machine's load
+    swings more between two series than a traced visit costs)."""
+    differences = []
+    for _ in range(max(runs, 7)):
+        differences.append(median_us(1, transitions, other) - median_us(1, transitions, base))
+    return statistics.median(differences)
+
+
 def check(result: object, transitions: int) -> None:
     path = getattr(result, "path", None)
     if not getattr(result, "ok", False) or path is None or len(path) != transitions + 1:
         raise SystemExit(f"the benchmark machine did not run as intended: {result}")
 
 
-def measure_litellm(spec: MachineSpec, transitions: int, runs: int, otel: object = None) -> float:
+def measure_litellm(spec: MachineSpec, transitions: int, runs: int, otel: object = None) -> tuple[float, float | None]:
+    """Per transition through litellm's real call path, untraced and (with `otel`) traced: the two run in
+    alternation, round by round, so both see the same load (litellm's own background threads make a
+    single series swing by a fifth); the traced figure is the untraced median times the median of the
+    rounds' ratios."""
     # the scripted provider behind litellm's real call path lives with the tests that prove its contract
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
     from support.scripted_litellm import register_scripted_provider
@@ -201,10 +215,26 @@ def measure_litellm(spec: MachineSpec, transitions: int, runs: int, otel: object
     steps_per_state = transitions // 3 + 2
     script = Script({("agent", s): ["ok"] * steps_per_state for s in "abc"})
     register_scripted_provider(script)
-    engine = Engine(spec, client=LiteLLMClient(retry=RetryPolicy(max_retries=0)),
-                    model_map={"*": "scripted/bench"}, otel=otel)
-    check(engine.run({}), transitions)  # warm-up: litellm's first call loads much
-    return median_us(runs, transitions, lambda: check(engine.run({}), transitions))
+
+    def engine(telemetry: object) -> Engine:
+        made = Engine(spec, client=LiteLLMClient(retry=RetryPolicy(max_retries=0)),
+                      model_map={"*": "scripted/bench"}, otel=telemetry)
+        check(made.run({}), transitions)  # warm-up: litellm's first call loads much
+        return made
+
+    plain = engine(None)
+    traced = engine(otel) if otel is not None else None
+    plain_times, ratios = [], []
+    check(plain.run({}), transitions)  # one untimed round each more: what either loads late
+    if traced is not None:
+        check(traced.run({}), transitions)
+    for _ in range(runs):
+        plain_times.append(median_us(1, transitions, lambda: check(plain.run({}), transitions)))
+        if traced is not None:
+            traced_time = median_us(1, transitions, lambda: check(traced.run({}), transitions))
+            ratios.append(traced_time / plain_times[-1])
+    plain_us = statistics.median(plain_times)
+    return plain_us, plain_us * statistics.median(ratios) if ratios else None
 
 
 def measure_native(spec: MachineSpec, transitions: int, runs: int) -> float:
@@ -309,17 +339,17 @@ def main() -> None:
         floor_us = span_floor_us(telemetry, n, runs)
         traced = Engine(spec, client=client, otel=telemetry)
         check(traced.run({}), n)
-        traced_us = median_us(runs, n, lambda: check(traced.run({}), n))
+        traced_us = engine_us + paired_overhead_us(runs, n, lambda: check(engine.run({}), n),
+                                                   lambda: check(traced.run({}), n))
         measured = Engine(spec, client=client, otel=dropping_telemetry(metrics=True))
         check(measured.run({}), n)
-        metered_us = median_us(runs, n, lambda: check(measured.run({}), n))
+        metered_us = engine_us + paired_overhead_us(runs, n, lambda: check(engine.run({}), n),
+                                                    lambda: check(measured.run({}), n))
 
     litellm_us = litellm_traced_us = None
     if not args.skip_litellm:
         m = args.litellm_transitions
-        litellm_us = measure_litellm(loop_machine(m), m, runs)
-        if telemetry is not None:
-            litellm_traced_us = measure_litellm(loop_machine(m), m, runs, otel=telemetry)
+        litellm_us, litellm_traced_us = measure_litellm(loop_machine(m), m, max(runs, 9), otel=telemetry)
 
     native_us = measure_native(loop_machine(args.native_transitions), args.native_transitions, runs)
 

@@ -305,9 +305,6 @@ class OtelRunSink:
 
     # -- the listener ---------------------------------------------------------------------------------
 
-    def __call__(self, event: str, fields: dict[str, Any]) -> None:
-        self.record(event, fields)
-
     def record(self, event: str, fields: dict[str, Any], at: int | None = None) -> None:
         """Take one event; `at` (ns since the epoch) when it happened, else its `time` field, else now."""
         call = fields.get("call")
@@ -329,6 +326,8 @@ class OtelRunSink:
             handle(self, fields, at)
         elif self.stack:
             self._event(self.stack[-1].span, event, fields, at)
+
+    __call__ = record  # the listener `(event, fields)` (one call, not two, for every event of a run)
 
     def _call_event(self, path: str, event: str, fields: dict[str, Any], at: int | None) -> None:
         """Hand an event of a call to the call's own sink, made at its `run_start` under the span of the

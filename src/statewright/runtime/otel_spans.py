@@ -24,6 +24,7 @@ from typing import Any
 
 _SCALARS = (str, bool, int, float)
 _SCALAR_TYPES = frozenset(_SCALARS)  # exactly these types (a subclass goes the long way, through `clean`)
+_PLAIN_TYPES = _SCALAR_TYPES | {tuple}
 
 
 def span_recorder(provider: Any, tracer: Any) -> SpanRecorder | None:
@@ -159,8 +160,14 @@ class SpanRecorder:
         """Whether `attributes` can be kept as they are beside `present` others: every value text, a number
         or a boolean, no limit on text's length, and room for them all (what nearly every call is)."""
         limit = self.max_attributes
-        return (self.max_length is None and (limit is None or present + len(attributes) <= limit)
-                and _SCALAR_TYPES.issuperset(map(type, attributes.values())))
+        if self.max_length is not None or (limit is not None and present + len(attributes) > limit):
+            return False
+        kinds = set(map(type, attributes.values()))
+        if kinds <= _SCALAR_TYPES:
+            return True
+        # a tuple of scalars (a model call's finish reasons) is kept as it is too
+        return kinds <= _PLAIN_TYPES and all(_SCALAR_TYPES.issuperset(map(type, value))
+                                             for value in attributes.values() if type(value) is tuple)
 
     def plain_event(self, attributes: Any) -> bool:
         """`plain` for an event's attributes (a dict of its own, under the limit for events)."""
