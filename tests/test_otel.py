@@ -327,17 +327,20 @@ class Counting:
         return False
 
 
-def exported(span: Any) -> dict[str, Any]:
-    """All an exporter is given of a span but its times (two runs take their own time)."""
+def exported(span: Any, fixed_times: bool = False) -> dict[str, Any]:
+    """All an exporter is given of a span but its times (two runs take their own time), unless the times
+    were given (`fixed_times`)."""
     def events(items: Any) -> list[Any]:
-        return [(e.name, dict(e.attributes or {})) for e in items]
+        return [(e.name, dict(e.attributes or {}), e.timestamp if fixed_times else None, e.dropped_attributes)
+                for e in items]
 
     return {"name": span.name, "context": span.context, "parent": span.parent, "kind": span.kind,
             "status": (span.status.status_code, span.status.description), "attributes": dict(span.attributes),
             "events": events(span.events), "links": list(span.links), "resource": span.resource.attributes,
             "scope": (span.instrumentation_scope.name, span.instrumentation_scope.version),
             "dropped": (span.dropped_attributes, span.dropped_events, span.dropped_links),
-            "ordered": span.start_time <= span.end_time}
+            "ordered": span.start_time <= span.end_time,
+            "times": (span.start_time, span.end_time) if fixed_times else None}
 
 
 def spans_of(light: bool, limits: Any = None, content: bool = False) -> list[dict[str, Any]]:
@@ -381,14 +384,116 @@ def test_the_recorder_keeps_the_providers_span_limits_as_the_sdk_does(tmp_path: 
 
     for side in ("light", "sdk"):
         (tmp_path / side).mkdir()
-    limits = SpanLimits(max_attributes=3, max_events=2, max_event_attributes=1, max_attribute_length=5)
+    limits = SpanLimits(max_span_attributes=3, max_events=2, max_event_attributes=1)
     monkeypatch.chdir(tmp_path)
     light = spans_of(True, limits)
     monkeypatch.chdir(tmp_path)
     sdk = spans_of(False, limits)
     assert any(span["dropped"][0] for span in light) and any(span["dropped"][1] for span in light)
-    assert all(len(value) <= 5 for span in light for value in span["attributes"].values() if isinstance(value, str))
     assert light == sdk
+
+
+def both_ways(operations: Any, limits: Any = None, *, fixed_times: bool = True
+              ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """`operations(start)` run twice — `start(name, parent, attributes)` making spans with the recorder, then
+    with the SDK's tracer — and what the exporter was given each time."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.resources import Resource
+
+    from statewright.runtime.otel_spans import span_recorder
+
+    results = []
+    for light in (True, False):
+        memory = InMemorySpanExporter()
+        provider = TracerProvider(id_generator=Counting(), span_limits=limits,
+                                  resource=Resource.create({"service.name": "parity", "service.instance.id": "1"}))
+        provider.add_span_processor(SimpleSpanProcessor(memory))
+        tracer = provider.get_tracer("statewright")
+        recorder = span_recorder(provider, tracer)
+        assert recorder is not None
+
+        def start(name: str, parent: Any = None, attributes: Any = None, *, light: bool = light,
+                  recorder: Any = recorder, tracer: Any = tracer) -> Any:
+            if light:
+                return recorder.start(name, parent, trace.SpanKind.INTERNAL, attributes or {}, 1)
+            context = trace.set_span_in_context(parent) if isinstance(parent, trace.Span) else parent
+            return tracer.start_span(name, context=context, attributes=attributes, start_time=1)
+
+        operations(start, tracer)
+        results.append([exported(span, fixed_times=fixed_times) for span in memory.get_finished_spans()])
+    return results[0], results[1]
+
+
+def test_a_run_inside_an_applications_span_joins_its_trace() -> None:
+    from opentelemetry import trace
+
+    def operations(start: Any, tracer: Any) -> None:
+        with tracer.start_as_current_span("http request"):
+            run = start("run")
+            start("state", run).end(2)
+            run.end(3)
+
+    light, sdk = both_ways(operations, fixed_times=False)  # (the application's span takes the time)
+    assert light == sdk
+    request = next(span for span in light if span["name"] == "http request")
+    run = next(span for span in light if span["name"] == "run")
+    assert run["parent"] == request["context"] and run["context"].trace_id == request["context"].trace_id
+    assert trace.get_current_span() is trace.INVALID_SPAN
+
+
+@pytest.mark.parametrize("limits", [None, {"max_span_attributes": 2, "max_event_attributes": 2}],
+                         ids=["no-limits", "tight-limits"])
+def test_any_attribute_a_span_is_given_is_kept_as_the_sdk_keeps_it(limits: Any) -> None:
+    """Values the run's own sink never gives (None, bytes, nested values, ranges, sets, bad keys), keys set
+    again, events with more attributes than the limit: the SDK's own attributes take over, so what the
+    exporter receives is the same."""
+    from opentelemetry.sdk.trace import SpanLimits
+    from opentelemetry.trace import Status, StatusCode
+
+    def operations(start: Any, tracer: Any) -> None:
+        span = start("odd", None, {"a": 1, "b": "two"})
+        span.set_attribute("a", 10)  # set again: it becomes the newest
+        span.set_attribute("c", None)
+        span.set_attributes({"d": b"bytes", "e": [[1], [2]], "f": range(3), "g": {1}, "": 5, "h": ["x", None]})
+        span.set_attribute("i", {"nested": {"deep": True}})
+        span.add_event("many", {"x": 1, "y": 2, "z": 3, "w": None, "v": ("p", "q")}, timestamp=5)
+        span.add_event("plain", {"k": "v"}, timestamp=6)
+        span.set_status(Status(StatusCode.ERROR, "broke"))
+        span.set_status(StatusCode.OK)
+        span.set_status(StatusCode.ERROR, "ignored after OK")
+        span.update_name("renamed")
+        span.end(9)
+        span.set_attribute("after", 1)
+        span.end(10)
+        with pytest.raises(ValueError), start("raising") as raising:
+            raise ValueError("boom")
+        assert not raising.is_recording()
+
+    light, sdk = both_ways(operations, SpanLimits(**limits) if limits else None, fixed_times=False)
+    assert light == sdk
+
+
+def test_the_recorder_steps_aside_for_length_limits_and_samplers_of_ones_own() -> None:
+    from opentelemetry.sdk.trace import SpanLimits
+    from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased
+
+    from statewright.runtime.otel_spans import span_recorder
+
+    class Mine(ParentBased):
+        def should_sample(self, *args: Any, **kwargs: Any) -> Any:
+            return super().should_sample(*args, **kwargs)
+
+    for provider in (TracerProvider(span_limits=SpanLimits(max_span_attribute_length=20)),
+                     TracerProvider(span_limits=SpanLimits(max_attribute_length=20)),
+                     TracerProvider(sampler=Mine(ALWAYS_ON)), TracerProvider(sampler=ALWAYS_ON)):
+        assert span_recorder(provider, provider.get_tracer("statewright")) is None
+    provider = TracerProvider()
+    recorder = span_recorder(provider, provider.get_tracer("statewright"))
+    assert recorder is not None and recorder.ready()
+    from opentelemetry.sdk.trace import _disable_tracer_configurator
+
+    provider._set_tracer_configurator(tracer_configurator=_disable_tracer_configurator)
+    assert not recorder.ready()  # a tracer disabled after the fact: spans go through it (and are not made)
 
 
 def test_the_recorder_steps_aside_where_the_sdk_would_do_more() -> None:

@@ -11,18 +11,26 @@ a span as a few slots while it is open, and at its end hands the SDK the same `R
 span would have handed it, to the same span processors (batching, exporters) as every other span.
 
 It is used only where that is exactly what the SDK would do, checked once per tracer provider
-(`span_recorder`): the SDK's `TracerProvider` and `Tracer`, the tracer enabled and without the SDK's own
-span metrics, the default sampler (parent-based, always on), and span processors that do nothing when a
-span starts or is ending (the SDK's batch and simple processors do nothing then). Anything else — another
-SDK, a custom sampler or processor — gets None, and spans go through the tracer as before. Ids come from
-the provider's id generator, so planned ids (a Temporal workflow's, otel.py) are used alike; the span
-limits are the provider's, applied as the SDK applies them (the oldest attribute or event gives way).
+(`span_recorder`) and again before each span (`SpanRecorder.ready`): the SDK's `TracerProvider` and
+`Tracer`, the tracer enabled and without the SDK's own span metrics, the default sampler itself
+(parent-based, always on; not a subclass), no limit on the length of attribute values, and span processors
+that do nothing when a span starts or is ending (the SDK's batch and simple processors do nothing then).
+Anything else gets None, or False from `ready`, and spans go through the tracer as before. A span with no
+parent given joins the span current in the caller's context, as the tracer's would. Ids come from the
+provider's id generator, so planned ids (a Temporal workflow's, otel.py) are used alike.
+
+Attributes are a plain dict only while that cannot differ from the SDK's: text, numbers, booleans and tuples
+of them under non-empty text keys, with room under the count limit and no key set twice. Anything else —
+another kind of value, a limit reached, a key set again — turns the span's attributes into the SDK's own
+`BoundedAttributes`, which cleans, orders and drops exactly as the SDK's span does; an event's attributes
+likewise. A span is used by one thread at a time (a run's sink is), so it takes no lock.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from time import time_ns
+from types import TracebackType
 from typing import Any
 
 _SCALARS = (str, bool, int, float)
@@ -42,8 +50,11 @@ def span_recorder(provider: Any, tracer: Any) -> SpanRecorder | None:
     try:
         if not tracer._is_enabled() or not isinstance(tracer._tracer_metrics, NoOpTracerMetrics):
             return None
-        if tracer.sampler.get_description() != sampling.DEFAULT_ON.get_description():
+        if not _default_sampler(tracer.sampler, sampling):
             return None
+        limits = tracer._span_limits
+        if limits.max_span_attribute_length is not None or limits.max_attribute_length is not None:
+            return None  # (values cut to a length: the SDK's own span does it)
         active = provider._active_span_processor
         if type(active) is not SynchronousMultiSpanProcessor:
             return None
@@ -52,6 +63,17 @@ def span_recorder(provider: Any, tracer: Any) -> SpanRecorder | None:
         return SpanRecorder(tracer, active)
     except AttributeError:  # an SDK whose insides differ from those this was written against
         return None
+
+
+def _default_sampler(sampler: Any, sampling: Any) -> bool:
+    """Whether `sampler` is the SDK's default, parent-based and always on, and not a subclass of it."""
+    if sampler is sampling.DEFAULT_ON:
+        return True
+    parts = ("_root", "_remote_parent_sampled", "_remote_parent_not_sampled", "_local_parent_sampled",
+             "_local_parent_not_sampled")
+    return (type(sampler) is sampling.ParentBased
+            and all(type(getattr(sampler, part)) is sampling.StaticSampler for part in parts)
+            and sampler.get_description() == sampling.DEFAULT_ON.get_description())
 
 
 def _quiet(processors: Any) -> bool:
@@ -91,14 +113,20 @@ class SpanRecorder:
         self.active = active
         self.checked = active._span_processors
         self.ids = tracer.id_generator
-        self.resource = tracer.resource
         self.scope = tracer._instrumentation_scope
         self.info = tracer.instrumentation_info
         limits = tracer._span_limits
-        self.max_attributes = limits.max_attributes
+        self.tracer = tracer
+        self.max_attributes = limits.max_span_attributes
         self.max_events = limits.max_events
         self.max_event_attributes = limits.max_event_attributes
-        self.max_length = limits.max_attribute_length
+        from opentelemetry.attributes import BoundedAttributes
+        from opentelemetry.sdk.trace import Span as SDKSpan
+        from opentelemetry.sdk.util import BoundedList
+
+        self.bounded_attributes = BoundedAttributes
+        self.bounded_list = BoundedList
+        self.record_exception = SDKSpan.record_exception  # (it only builds an event: the SDK's own, word for word)
         flags = trace_api.TraceFlags
         random = getattr(flags, "RANDOM_TRACE_ID", 0)
         self.sampled = flags(flags.SAMPLED)
@@ -113,8 +141,10 @@ class SpanRecorder:
         self.light: Any = _light_span_class(trace_api.Span)
 
     def ready(self) -> bool:
-        """Whether spans can still be made here: False once a span processor that acts when a span starts
-        has been added to the provider (its spans then go through the tracer)."""
+        """Whether spans can still be made here: False once the tracer is disabled, or a span processor that
+        acts when a span starts has been added to the provider (spans then go through the tracer)."""
+        if not self.tracer._is_enabled():
+            return False
         processors = self.active._span_processors
         if processors is not self.checked:
             if not _quiet(processors):
@@ -122,9 +152,12 @@ class SpanRecorder:
             self.checked = processors
         return True
 
-    def start(self, name: str, parent: Any, kind: Any, attributes: dict[str, Any], start_time: int) -> Any:
-        """A span named `name` under `parent` (a span, an OpenTelemetry context, or None for a new trace)."""
+    def start(self, name: str, parent: Any, kind: Any, attributes: dict[str, Any], start_time: int | None) -> Any:
+        """A span named `name` under `parent` (a span, an OpenTelemetry context, or None: the current span,
+        else a new trace)."""
         api = self.api
+        if start_time is None:
+            start_time = time_ns()
         if type(parent) is self.light:  # (the common case: a span of the same run; sampled, as it is here)
             above = parent.get_span_context()
             context = api.SpanContext(above.trace_id, self.ids.generate_span_id(), is_remote=False,
@@ -133,8 +166,8 @@ class SpanRecorder:
             if attributes:
                 span.set_attributes(attributes)
             return span
-        if parent is None:
-            parent_context = None
+        if parent is None:  # the span current in the caller's context, as the tracer takes it
+            parent_context = api.get_current_span().get_span_context()
         elif isinstance(parent, api.Span):
             parent_context = parent.get_span_context()
         else:
@@ -159,47 +192,39 @@ class SpanRecorder:
             span.set_attributes(attributes)
         return span
 
-    def plain(self, attributes: Any, present: int) -> bool:
-        """Whether `attributes` can be kept as they are beside `present` others: every value text, a number
-        or a boolean, no limit on text's length, and room for them all (what nearly every call is)."""
+    def plain(self, attributes: Any, present: Any) -> bool:
+        """Whether `attributes` can go into the dict `present` as they are, as the SDK would put them: every
+        key non-empty text not there yet, every value text, a number, a boolean or a tuple of those, and
+        room for them all."""
         limit = self.max_attributes
-        if self.max_length is not None or (limit is not None and present + len(attributes) > limit):
+        if limit is not None and len(present) + len(attributes) > limit:
+            return False
+        if present and not present.keys().isdisjoint(attributes):
             return False
         kinds = set(map(type, attributes.values()))
-        if kinds <= _SCALAR_TYPES:
-            return True
-        # a tuple of scalars (a model call's finish reasons) is kept as it is too
-        return kinds <= _PLAIN_TYPES and all(_SCALAR_TYPES.issuperset(map(type, value))
-                                             for value in attributes.values() if type(value) is tuple)
+        return ("" not in attributes and _TEXT.issuperset(map(type, attributes))
+                and (kinds <= _SCALAR_TYPES or _tuples_plain(kinds, attributes)))
 
-    def plain_event(self, attributes: Any) -> bool:
-        """`plain` for an event's attributes (a dict of its own, under the limit for events)."""
+    def event_attributes(self, attributes: Any) -> Any:
+        """An event's attributes as the SDK keeps them: a copy when that is all it does, else its own
+        BoundedAttributes."""
         limit = self.max_event_attributes
-        return (type(attributes) is dict and self.max_length is None and (limit is None or len(attributes) <= limit)
-                and _SCALAR_TYPES.issuperset(map(type, attributes.values())))
+        if type(attributes) is dict and (limit is None or len(attributes) <= limit) and "" not in attributes:
+            kinds = set(map(type, attributes.values()))
+            if _TEXT.issuperset(map(type, attributes)) and (kinds <= _SCALAR_TYPES
+                                                            or _tuples_plain(kinds, attributes)):
+                return dict(attributes)
+        return self.bounded_attributes(limit, attributes, immutable=True)
 
-    def clean(self, value: Any) -> Any:
-        """An attribute value as the SDK keeps it: text, a number or a boolean as it is (text cut to the
-        limit on its length, when there is one), a list or tuple of them as a tuple; anything else None."""
-        if isinstance(value, _SCALARS):
-            if self.max_length is not None and isinstance(value, str):
-                return value[:self.max_length]
-            return value
-        if isinstance(value, (list, tuple)) and all(isinstance(item, _SCALARS) or item is None for item in value):
-            if self.max_length is not None:
-                return tuple(item[:self.max_length] if isinstance(item, str) else item for item in value)
-            return tuple(value)
-        return None
 
-    def bounded(self, attributes: dict[str, Any], limit: int | None) -> dict[str, Any]:
-        """Clean `attributes` (None values dropped) and keep the newest `limit` of them."""
-        kept: dict[str, Any] = {}
-        for key, value in attributes.items():
-            if value is not None and (value := self.clean(value)) is not None:
-                kept[key] = value
-        if limit is not None and len(kept) > limit:
-            kept = dict(list(kept.items())[len(kept) - limit:])
-        return kept
+_TEXT = frozenset({str})
+
+
+def _tuples_plain(kinds: set[type], attributes: Any) -> bool:
+    """Whether the values of `attributes` (of `kinds`) are scalars and tuples of scalars (a model call's
+    finish reasons), which the SDK keeps as they are."""
+    return kinds <= _PLAIN_TYPES and all(_SCALAR_TYPES.issuperset(map(type, value))
+                                         for value in attributes.values() if type(value) is tuple)
 
 
 def _light_span_class(span_base: type) -> type:
@@ -209,8 +234,11 @@ def _light_span_class(span_base: type) -> type:
     class LightSpan(span_base):  # type: ignore[misc,valid-type]
         """An open span as a few slots; at `end` the SDK's ReadableSpan of it goes to the span processors."""
 
-        __slots__ = ("_added", "_attributes", "_context", "_dropped_attributes", "_end", "_events", "_kind",
-                     "_name", "_parent", "_recorder", "_start", "_status")
+        __slots__ = ("_added", "_attributes", "_context", "_end", "_events", "_kind", "_name", "_parent",
+                     "_recorder", "_start", "_status")
+        # what the tracer's spans are made with by default (read by `__exit__`, as the SDK's span reads them)
+        _record_exception = True
+        _set_status_on_exception = True
 
         def __init__(self, recorder: SpanRecorder, name: str, context: Any, parent: Any, kind: Any,
                      start: int) -> None:
@@ -221,8 +249,7 @@ def _light_span_class(span_base: type) -> type:
             self._kind = kind
             self._start = start
             self._end: int | None = None
-            self._attributes: dict[str, Any] = {}
-            self._dropped_attributes = 0
+            self._attributes: Any = {}  # a dict while it can be; the SDK's BoundedAttributes from then on
             self._events: deque[Any] | None = None
             self._added = 0  # events added, kept or not
             self._status = recorder.unset
@@ -233,30 +260,27 @@ def _light_span_class(span_base: type) -> type:
         def is_recording(self) -> bool:
             return self._end is None
 
-        def set_attribute(self, key: str, value: Any) -> None:
-            if self._end is not None or value is None:
-                return
-            recorder = self._recorder
-            if type(value) not in _SCALAR_TYPES or recorder.max_length is not None:
-                value = recorder.clean(value)
-                if value is None:
-                    return
+        def _bounded(self) -> Any:
+            """The span's attributes as the SDK's own BoundedAttributes, from now on (see the module)."""
             attributes = self._attributes
-            if key not in attributes and recorder.max_attributes is not None \
-                    and len(attributes) >= recorder.max_attributes:
-                if recorder.max_attributes == 0:
-                    self._dropped_attributes += 1
-                    return
-                del attributes[next(iter(attributes))]  # the oldest gives way, as in the SDK
-                self._dropped_attributes += 1
-            attributes[key] = value
+            if type(attributes) is dict:
+                recorder = self._recorder
+                attributes = recorder.bounded_attributes(recorder.max_attributes, attributes, immutable=False)
+                self._attributes = attributes
+            return attributes
+
+        def set_attribute(self, key: str, value: Any) -> None:
+            if self._end is None:
+                self._bounded()[key] = value
 
         def set_attributes(self, attributes: Any) -> None:
-            if self._end is None and self._recorder.plain(attributes, len(self._attributes)):
-                self._attributes.update(attributes)
+            if self._end is not None:
                 return
-            for key, value in attributes.items():
-                self.set_attribute(key, value)
+            present = self._attributes
+            if type(present) is dict and self._recorder.plain(attributes, present):
+                present.update(attributes)
+            else:
+                self._bounded()._set_items(attributes)
 
         def add_event(self, name: str, attributes: Any = None, timestamp: int | None = None) -> None:
             if self._end is not None:
@@ -265,11 +289,8 @@ def _light_span_class(span_base: type) -> type:
             if self._events is None:
                 self._events = deque(maxlen=recorder.max_events)
             self._added += 1
-            if not attributes:
-                attributes = {}
-            elif not recorder.plain_event(attributes):
-                attributes = recorder.bounded(attributes, recorder.max_event_attributes)
-            self._events.append(recorder.event(name, attributes, timestamp if timestamp is not None else time_ns()))
+            self._events.append(recorder.event(name, recorder.event_attributes(attributes),
+                                               timestamp if timestamp is not None else time_ns()))
 
         def update_name(self, name: str) -> None:
             if self._end is None:
@@ -290,40 +311,46 @@ def _light_span_class(span_base: type) -> type:
 
         def record_exception(self, exception: BaseException, attributes: Any = None, timestamp: int | None = None,
                              escaped: bool = False) -> None:
-            fields = {"exception.type": type(exception).__qualname__, "exception.message": str(exception),
-                      "exception.escaped": str(escaped)}
-            if attributes:
-                fields.update(attributes)
-            self.add_event("exception", fields, timestamp)
+            self._recorder.record_exception(self, exception, attributes, timestamp, escaped)
+
+        def __exit__(self, exc_type: type[BaseException] | None, exc_val: BaseException | None,
+                     exc_tb: TracebackType | None) -> None:
+            if exc_val is not None and self.is_recording():  # as the SDK's span does
+                self.record_exception(exc_val, escaped=True)
+                recorder = self._recorder
+                self.set_status(recorder.status(recorder.status_code.ERROR, f"{type(exc_val).__name__}: {exc_val}"))
+            super().__exit__(exc_type, exc_val, exc_tb)
+
+        # what a live span of the SDK lets one read
+        name = property(lambda self: self._name)
+        kind = property(lambda self: self._kind)
+        parent = property(lambda self: self._parent)
+        status = property(lambda self: self._status)
+        start_time = property(lambda self: self._start)
+        end_time = property(lambda self: self._end)
+        attributes = property(lambda self: self._attributes)
+        events = property(lambda self: tuple(self._events or ()))
 
         def end(self, end_time: int | None = None) -> None:
             if self._end is not None:
                 return
             self._end = end = end_time if end_time is not None else time_ns()
             recorder = self._recorder
-            attributes: Any = self._attributes
+            attributes = self._attributes
+            if type(attributes) is not dict:
+                attributes._immutable = True  # as the SDK's span makes it at its end
             events: Any = tuple(self._events) if self._events is not None else ()
-            if self._dropped_attributes or self._added > len(events):
-                attributes, events = self._counted(attributes, events)
+            if self._added > len(events):  # some gave way to the limit: the SDK's list, with the count
+                kept: Any = recorder.bounded_list(recorder.max_events)
+                kept.extend(events)
+                kept.dropped = self._added - len(events)
+                events = kept
             readable = recorder.readable(
-                name=self._name, context=self._context, parent=self._parent, resource=recorder.resource,
+                name=self._name, context=self._context, parent=self._parent, resource=recorder.tracer.resource,
                 attributes=attributes, events=events, kind=self._kind, instrumentation_info=recorder.info,
                 status=self._status, start_time=self._start, end_time=end,
                 instrumentation_scope=recorder.scope)
             for processor in recorder.active._span_processors:
                 processor.on_end(readable)
-
-        def _counted(self, attributes: dict[str, Any], events: tuple[Any, ...]) -> tuple[Any, Any]:
-            """What the SDK reports of a span that reached a limit: its bounded collections, with the number
-            of attributes or events dropped."""
-            from opentelemetry.attributes import BoundedAttributes
-            from opentelemetry.sdk.util import BoundedList
-
-            bounded = BoundedAttributes(self._recorder.max_attributes, attributes, immutable=True)
-            bounded.dropped = self._dropped_attributes
-            kept: Any = BoundedList(self._recorder.max_events)
-            kept.extend(events)
-            kept.dropped = self._added - len(events)
-            return bounded, kept
 
     return LightSpan
