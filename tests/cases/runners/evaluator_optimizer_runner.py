@@ -24,9 +24,9 @@ if __package__:
     from .statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
 else:
     from statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
-if RUNTIME_SHA256 != "53902cbde17ba3b0e7f513b04cb2e87e1e20f097e6f072152f4e15b745d6d976":
+if RUNTIME_SHA256 != "c9afe4476047fc53ef0d12e82079492379a522beeafa06f9c14bd31421117025":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 53902cbde17b), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 c9afe4476047), but "
         f"the statewright_runtime package it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile`, which "
         "rewrites the runtime too"

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 from collections import deque
 from time import time_ns
-from types import TracebackType
 from typing import Any
 
 _SCALARS = (str, bool, int, float)
@@ -313,9 +312,8 @@ def _light_span_class(span_base: type) -> type:
                              escaped: bool = False) -> None:
             self._recorder.record_exception(self, exception, attributes, timestamp, escaped)
 
-        def __exit__(self, exc_type: type[BaseException] | None, exc_val: BaseException | None,
-                     exc_tb: TracebackType | None) -> None:
-            if exc_val is not None and self.is_recording():  # as the SDK's span does
+        def __exit__(self, exc_type: object, exc_val: object, exc_tb: object) -> None:
+            if isinstance(exc_val, BaseException) and self.is_recording():  # as the SDK's span does
                 self.record_exception(exc_val, escaped=True)
                 recorder = self._recorder
                 self.set_status(recorder.status(recorder.status_code.ERROR, f"{type(exc_val).__name__}: {exc_val}"))
