@@ -7,7 +7,9 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from .runtime.otel import OtelRunSink, OtelTelemetry, otel_traceparent
+from .runtime.otel import OtelTelemetry
+from .runtime.otel_names import otel_traceparent
+from .runtime.otel_sink import OtelRunSink
 from .runtime.trace import read_trace
 
 
@@ -69,7 +71,7 @@ def export_trace(path: str, url: str | None = None, *, content: bool = False) ->
 
 def _replay(events: list[dict[str, Any]], telemetry: OtelTelemetry, content: bool) -> int:
     """Feed the events to one sink per run segment; a resumed segment joins its run's trace."""
-    from .runtime.otel import otel_without_content
+    from .runtime.otel_names import otel_without_content
 
     sink: OtelRunSink | None = None
     roots: dict[str, str] = {}  # run id -> its first segment's span, as traceparent

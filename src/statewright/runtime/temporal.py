@@ -373,7 +373,7 @@ class TemporalRunner:
         spec = self.workflow_input(inputs, script=script, trace=trace, trace_content=trace_content, observe=observe)
         span = None
         if self.otel is not None:  # the run's spans, made by the workers, join this one: one trace
-            from .otel import otel_traceparent
+            from .otel_names import otel_traceparent
 
             span = self.otel.start_client_span(f"start_run {self.machine.name}", {
                 "statewright.machine": self.machine.name, "statewright.run_id": run_id,

@@ -322,7 +322,7 @@ def _redacting(hook: Callable[[str, dict[str, Any]], None], redactions: list[str
 
 def _without_content(hook: Listener) -> Listener:
     """`hook` (a trace's) handed events without their content fields."""
-    from .otel import otel_without_content
+    from .otel_names import otel_without_content
 
     def plain(event: str, fields: dict[str, Any]) -> None:
         hook(event, otel_without_content(event, fields))

@@ -125,7 +125,7 @@ class SpanRecorder:
 
         self.bounded_attributes = BoundedAttributes
         self.bounded_list = BoundedList
-        self.record_exception = SDKSpan.record_exception  # (it only builds an event: the SDK's own, word for word)
+        self.record_exception: Any = SDKSpan.record_exception  # (it only builds an event: the SDK's own, word for word)
         flags = trace_api.TraceFlags
         random = getattr(flags, "RANDOM_TRACE_ID", 0)
         self.sampled = flags(flags.SAMPLED)
@@ -137,7 +137,7 @@ class SpanRecorder:
         self.status = Status
         self.status_code = StatusCode
         self.unset = Status(StatusCode.UNSET)
-        self.light: Any = _light_span_class(trace_api.Span)
+        trace_api.Span.register(LightSpan)  # (idempotent) see LightSpan
 
     def ready(self) -> bool:
         """Whether spans can still be made here: False once the tracer is disabled, or a span processor that
@@ -157,11 +157,11 @@ class SpanRecorder:
         api = self.api
         if start_time is None:
             start_time = time_ns()
-        if type(parent) is self.light:  # (the common case: a span of the same run; sampled, as it is here)
+        if type(parent) is LightSpan:  # (the common case: a span of the same run; sampled, as it is here)
             above = parent.get_span_context()
             context = api.SpanContext(above.trace_id, self.ids.generate_span_id(), is_remote=False,
                                       trace_flags=above.trace_flags, trace_state=above.trace_state)
-            span = self.light(self, name, context, above, kind, start_time)
+            span = LightSpan(self, name, context, above, kind, start_time)
             if attributes:
                 span.set_attributes(attributes)
             return span
@@ -186,7 +186,7 @@ class SpanRecorder:
                                   trace_state=state)
         if not sampled:  # the parent-based sampler follows an unsampled parent
             return api.NonRecordingSpan(context)
-        span = self.light(self, name, context, parent_context, kind, start_time)
+        span = LightSpan(self, name, context, parent_context, kind, start_time)
         if attributes:
             span.set_attributes(attributes)
         return span
@@ -200,155 +200,161 @@ class SpanRecorder:
             return False
         if present and not present.keys().isdisjoint(attributes):
             return False
-        kinds = set(map(type, attributes.values()))
-        return ("" not in attributes and _TEXT.issuperset(map(type, attributes))
-                and (kinds <= _SCALAR_TYPES or _tuples_plain(kinds, attributes)))
+        return _plain_items(attributes)
 
     def event_attributes(self, attributes: Any) -> Any:
         """An event's attributes as the SDK keeps them: a copy when that is all it does, else its own
         BoundedAttributes."""
         limit = self.max_event_attributes
-        if type(attributes) is dict and (limit is None or len(attributes) <= limit) and "" not in attributes:
-            kinds = set(map(type, attributes.values()))
-            if _TEXT.issuperset(map(type, attributes)) and (kinds <= _SCALAR_TYPES
-                                                            or _tuples_plain(kinds, attributes)):
-                return dict(attributes)
+        if type(attributes) is dict and (limit is None or len(attributes) <= limit) and _plain_items(attributes):
+            return dict(attributes)
         return self.bounded_attributes(limit, attributes, immutable=True)
 
 
 _TEXT = frozenset({str})
 
 
-def _tuples_plain(kinds: set[type], attributes: Any) -> bool:
-    """Whether the values of `attributes` (of `kinds`) are scalars and tuples of scalars (a model call's
-    finish reasons), which the SDK keeps as they are."""
-    return kinds <= _PLAIN_TYPES and all(_SCALAR_TYPES.issuperset(map(type, value))
-                                         for value in attributes.values() if type(value) is tuple)
+def _plain_items(attributes: Any) -> bool:
+    """Whether the SDK keeps `attributes` as they are: every key non-empty text, every value text, a number,
+    a boolean or a tuple of those (a model call's finish reasons)."""
+    if "" in attributes or not _TEXT.issuperset(map(type, attributes)):
+        return False
+    kinds = set(map(type, attributes.values()))
+    return kinds <= _SCALAR_TYPES or (kinds <= _PLAIN_TYPES and all(
+        _SCALAR_TYPES.issuperset(map(type, value)) for value in attributes.values() if type(value) is tuple))
 
 
-def _light_span_class(span_base: type) -> type:
-    """The span class, made by each recorder once OpenTelemetry's API is imported (it subclasses the API's
-    Span, so a context holding one gives it back as the current span)."""
+class LightSpan:
+    """An open span as a few slots; at `end` the SDK's ReadableSpan of it goes to the span processors.
 
-    class LightSpan(span_base):  # type: ignore[misc,valid-type]
-        """An open span as a few slots; at `end` the SDK's ReadableSpan of it goes to the span processors."""
+    OpenTelemetry's API Span, as a virtual subclass (`SpanRecorder` registers it when it is made): a context
+    holding one gives it back as the current span, and this module imports nothing of OpenTelemetry when
+    it is loaded (a runner carries it and runs without the package)."""
 
-        __slots__ = ("_added", "_attributes", "_context", "_end", "_events", "_kind", "_name", "_parent",
-                     "_recorder", "_start", "_status")
-        # what the tracer's spans are made with by default (read by `__exit__`, as the SDK's span reads them)
-        _record_exception = True
-        _set_status_on_exception = True
+    __slots__ = ("_added", "_attributes", "_context", "_end", "_events", "_kind", "_name", "_parent",
+                 "_recorder", "_start", "_status")
+    # what the tracer's spans are made with by default (read by `__exit__`, as the SDK's span reads them)
+    _record_exception = True
+    _set_status_on_exception = True
 
-        def __init__(self, recorder: SpanRecorder, name: str, context: Any, parent: Any, kind: Any,
-                     start: int) -> None:
-            self._recorder = recorder
+    def __init__(self, recorder: SpanRecorder, name: str, context: Any, parent: Any, kind: Any,
+                 start: int) -> None:
+        self._recorder = recorder
+        self._name = name
+        self._context = context
+        self._parent = parent
+        self._kind = kind
+        self._start = start
+        self._end: int | None = None
+        self._attributes: Any = {}  # a dict while it can be; the SDK's BoundedAttributes from then on
+        self._events: deque[Any] | None = None
+        self._added = 0  # events added, kept or not
+        self._status = recorder.unset
+
+    def get_span_context(self) -> Any:
+        return self._context
+
+    def is_recording(self) -> bool:
+        return self._end is None
+
+    def _bounded(self) -> Any:
+        """The span's attributes as the SDK's own BoundedAttributes, from now on (see the module)."""
+        attributes = self._attributes
+        if type(attributes) is dict:
+            recorder = self._recorder
+            attributes = recorder.bounded_attributes(recorder.max_attributes, attributes, immutable=False)
+            self._attributes = attributes
+        return attributes
+
+    def set_attribute(self, key: str, value: Any) -> None:
+        if self._end is None:
+            self._bounded()[key] = value
+
+    def set_attributes(self, attributes: Any) -> None:
+        if self._end is not None:
+            return
+        present = self._attributes
+        if type(present) is dict and self._recorder.plain(attributes, present):
+            present.update(attributes)
+        else:
+            self._bounded()._set_items(attributes)
+
+    def add_event(self, name: str, attributes: Any = None, timestamp: int | None = None) -> None:
+        if self._end is not None:
+            return
+        recorder = self._recorder
+        if self._events is None:
+            self._events = deque(maxlen=recorder.max_events)
+        self._added += 1
+        self._events.append(recorder.event(name, recorder.event_attributes(attributes),
+                                           timestamp if timestamp is not None else time_ns()))
+
+    def update_name(self, name: str) -> None:
+        if self._end is None:
             self._name = name
-            self._context = context
-            self._parent = parent
-            self._kind = kind
-            self._start = start
-            self._end: int | None = None
-            self._attributes: Any = {}  # a dict while it can be; the SDK's BoundedAttributes from then on
-            self._events: deque[Any] | None = None
-            self._added = 0  # events added, kept or not
-            self._status = recorder.unset
 
-        def get_span_context(self) -> Any:
-            return self._context
+    def set_status(self, status: Any, description: str | None = None) -> None:
+        if self._end is not None:
+            return
+        recorder = self._recorder
+        code = recorder.status_code
+        if self._status.status_code is code.OK:
+            return  # OK is final, as in the SDK
+        if isinstance(status, recorder.status):
+            if status.status_code is not code.UNSET:
+                self._status = status
+        elif isinstance(status, code) and status is not code.UNSET:
+            self._status = recorder.status(status, description)
 
-        def is_recording(self) -> bool:
-            return self._end is None
+    def record_exception(self, exception: BaseException, attributes: Any = None, timestamp: int | None = None,
+                         escaped: bool = False) -> None:
+        self._recorder.record_exception(self, exception, attributes, timestamp, escaped)
 
-        def _bounded(self) -> Any:
-            """The span's attributes as the SDK's own BoundedAttributes, from now on (see the module)."""
-            attributes = self._attributes
-            if type(attributes) is dict:
-                recorder = self._recorder
-                attributes = recorder.bounded_attributes(recorder.max_attributes, attributes, immutable=False)
-                self._attributes = attributes
-            return attributes
+    def __enter__(self) -> Any:
+        return self
 
-        def set_attribute(self, key: str, value: Any) -> None:
-            if self._end is None:
-                self._bounded()[key] = value
-
-        def set_attributes(self, attributes: Any) -> None:
-            if self._end is not None:
-                return
-            present = self._attributes
-            if type(present) is dict and self._recorder.plain(attributes, present):
-                present.update(attributes)
-            else:
-                self._bounded()._set_items(attributes)
-
-        def add_event(self, name: str, attributes: Any = None, timestamp: int | None = None) -> None:
-            if self._end is not None:
-                return
+    def __exit__(self, exc_type: object, exc_val: object, exc_tb: object) -> None:
+        if isinstance(exc_val, BaseException) and self.is_recording():  # as the SDK's span does
+            self.record_exception(exc_val, escaped=True)
             recorder = self._recorder
-            if self._events is None:
-                self._events = deque(maxlen=recorder.max_events)
-            self._added += 1
-            self._events.append(recorder.event(name, recorder.event_attributes(attributes),
-                                               timestamp if timestamp is not None else time_ns()))
+            self.set_status(recorder.status(recorder.status_code.ERROR, f"{type(exc_val).__name__}: {exc_val}"))
+        self.end()
 
-        def update_name(self, name: str) -> None:
-            if self._end is None:
-                self._name = name
+    def add_link(self, context: Any, attributes: Any = None) -> None:
+        """Links after a span's start are not kept (the API's own default: a warning, nothing done)."""
+        import warnings
 
-        def set_status(self, status: Any, description: str | None = None) -> None:
-            if self._end is not None:
-                return
-            recorder = self._recorder
-            code = recorder.status_code
-            if self._status.status_code is code.OK:
-                return  # OK is final, as in the SDK
-            if isinstance(status, recorder.status):
-                if status.status_code is not code.UNSET:
-                    self._status = status
-            elif isinstance(status, code) and status is not code.UNSET:
-                self._status = recorder.status(status, description)
+        warnings.warn("Span.add_link() not implemented and will be a no-op. "
+                      "Use opentelemetry-sdk >= 1.23 to add links after span creation", stacklevel=2)
 
-        def record_exception(self, exception: BaseException, attributes: Any = None, timestamp: int | None = None,
-                             escaped: bool = False) -> None:
-            self._recorder.record_exception(self, exception, attributes, timestamp, escaped)
+    # what a live span of the SDK lets one read
+    name = property(lambda self: self._name)
+    kind = property(lambda self: self._kind)
+    parent = property(lambda self: self._parent)
+    status = property(lambda self: self._status)
+    start_time = property(lambda self: self._start)
+    end_time = property(lambda self: self._end)
+    attributes = property(lambda self: self._attributes)
+    events = property(lambda self: tuple(self._events or ()))
 
-        def __exit__(self, exc_type: object, exc_val: object, exc_tb: object) -> None:
-            if isinstance(exc_val, BaseException) and self.is_recording():  # as the SDK's span does
-                self.record_exception(exc_val, escaped=True)
-                recorder = self._recorder
-                self.set_status(recorder.status(recorder.status_code.ERROR, f"{type(exc_val).__name__}: {exc_val}"))
-            super().__exit__(exc_type, exc_val, exc_tb)
-
-        # what a live span of the SDK lets one read
-        name = property(lambda self: self._name)
-        kind = property(lambda self: self._kind)
-        parent = property(lambda self: self._parent)
-        status = property(lambda self: self._status)
-        start_time = property(lambda self: self._start)
-        end_time = property(lambda self: self._end)
-        attributes = property(lambda self: self._attributes)
-        events = property(lambda self: tuple(self._events or ()))
-
-        def end(self, end_time: int | None = None) -> None:
-            if self._end is not None:
-                return
-            self._end = end = end_time if end_time is not None else time_ns()
-            recorder = self._recorder
-            attributes = self._attributes
-            if type(attributes) is not dict:
-                attributes._immutable = True  # as the SDK's span makes it at its end
-            events: Any = tuple(self._events) if self._events is not None else ()
-            if self._added > len(events):  # some gave way to the limit: the SDK's list, with the count
-                kept: Any = recorder.bounded_list(recorder.max_events)
-                kept.extend(events)
-                kept.dropped = self._added - len(events)
-                events = kept
-            readable = recorder.readable(
-                name=self._name, context=self._context, parent=self._parent, resource=recorder.tracer.resource,
-                attributes=attributes, events=events, kind=self._kind, instrumentation_info=recorder.info,
-                status=self._status, start_time=self._start, end_time=end,
-                instrumentation_scope=recorder.scope)
-            for processor in recorder.active._span_processors:
-                processor.on_end(readable)
-
-    return LightSpan
+    def end(self, end_time: int | None = None) -> None:
+        if self._end is not None:
+            return
+        self._end = end = end_time if end_time is not None else time_ns()
+        recorder = self._recorder
+        attributes = self._attributes
+        if type(attributes) is not dict:
+            attributes._immutable = True  # as the SDK's span makes it at its end
+        events: Any = tuple(self._events) if self._events is not None else ()
+        if self._added > len(events):  # some gave way to the limit: the SDK's list, with the count
+            kept: Any = recorder.bounded_list(recorder.max_events)
+            kept.extend(events)
+            kept.dropped = self._added - len(events)
+            events = kept
+        readable = recorder.readable(
+            name=self._name, context=self._context, parent=self._parent, resource=recorder.tracer.resource,
+            attributes=attributes, events=events, kind=self._kind, instrumentation_info=recorder.info,
+            status=self._status, start_time=self._start, end_time=end,
+            instrumentation_scope=recorder.scope)
+        for processor in recorder.active._span_processors:
+            processor.on_end(readable)

@@ -567,7 +567,7 @@ class TemporalWorkflow(Performer):
             if not self.record_events:
                 return
             if not self.trace_content:
-                from .otel import otel_without_content
+                from .otel_names import otel_without_content
 
                 fields = otel_without_content(event, fields)
         record = {"event": event, "time": workflow.now().isoformat(timespec="milliseconds")}
