@@ -184,14 +184,17 @@ def median_us(runs: int, transitions: int, once: Callable[[], object]) -> float:
     return statistics.median(times) / transitions * 1e6
 
 
+def alternated_us(runs: int, transitions: int, base: Callable[[], object], other: Callable[[], object]
+                  ) -> list[tuple[float, float]]:
+    """(base, other) per transition in each of `runs` rounds: the two run in alternation, round by round, so
+    both see the same load (a shared machine's load swings more between two series than a traced visit
+    costs, and litellm's own threads swing a series of its calls by a fifth)."""
+    return [(median_us(1, transitions, base), median_us(1, transitions, other)) for _ in range(runs)]
+
+
 def paired_overhead_us(runs: int, transitions: int, base: Callable[[], object], other: Callable[[], object]) -> float:
-    """What `other` costs per transition more than `base`: the two run in alternation, round by round, so
-    both see the same load, and the median of the rounds' differences is taken (a shared machine's load
-    swings more between two series than a traced visit costs)."""
-    differences = []
-    for _ in range(max(runs, 7)):
-        differences.append(median_us(1, transitions, other) - median_us(1, transitions, base))
-    return statistics.median(differences)
+    """What `other` costs per transition more than `base`: the median of the alternated rounds' differences."""
+    return statistics.median(b - a for a, b in alternated_us(max(runs, 7), transitions, base, other))
 
 
 def check(result: object, transitions: int) -> None:
@@ -201,10 +204,8 @@ def check(result: object, transitions: int) -> None:
 
 
 def measure_litellm(spec: MachineSpec, transitions: int, runs: int, otel: object = None) -> tuple[float, float | None]:
-    """Per transition through litellm's real call path, untraced and (with `otel`) traced: the two run in
-    alternation, round by round, so both see the same load (litellm's own background threads make a
-    single series swing by a fifth); the traced figure is the untraced median times the median of the
-    rounds' ratios."""
+    """Per transition through litellm's real call path, untraced and (with `otel`) traced, in alternation
+    (`alternated_us`): the traced figure is the untraced median times the median of the rounds' ratios."""
     # the scripted provider behind litellm's real call path lives with the tests that prove its contract
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
     from support.scripted_litellm import register_scripted_provider
@@ -224,17 +225,14 @@ def measure_litellm(spec: MachineSpec, transitions: int, runs: int, otel: object
 
     plain = engine(None)
     traced = engine(otel) if otel is not None else None
-    plain_times, ratios = [], []
-    check(plain.run({}), transitions)  # one untimed round each more: what either loads late
-    if traced is not None:
-        check(traced.run({}), transitions)
-    for _ in range(runs):
-        plain_times.append(median_us(1, transitions, lambda: check(plain.run({}), transitions)))
-        if traced is not None:
-            traced_time = median_us(1, transitions, lambda: check(traced.run({}), transitions))
-            ratios.append(traced_time / plain_times[-1])
-    plain_us = statistics.median(plain_times)
-    return plain_us, plain_us * statistics.median(ratios) if ratios else None
+    check(plain.run({}), transitions)  # one untimed round more: what it loads late
+    if traced is None:
+        return median_us(runs, transitions, lambda: check(plain.run({}), transitions)), None
+    check(traced.run({}), transitions)
+    rounds = alternated_us(runs, transitions, lambda: check(plain.run({}), transitions),
+                           lambda: check(traced.run({}), transitions))
+    plain_us = statistics.median(a for a, _ in rounds)
+    return plain_us, plain_us * statistics.median(b / a for a, b in rounds)
 
 
 def measure_native(spec: MachineSpec, transitions: int, runs: int) -> float:
