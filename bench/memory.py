@@ -18,11 +18,11 @@ and each is read by each face, each in a child process of its own:
 The child first runs its face on a small spec, so that imports, the grammar and every cache are loaded,
 and takes its peak resident set size then as its baseline (VmHWM, Linux); it then runs the face on the
 large file. The ratio is (peak - baseline) / bytes of source. The target is at most 20 bytes per byte at
-every size. A valid draft's evaluation loads it: CPython compiles the generated module, some 250 bytes per
-byte of spec (the machine literal is one expression), so the designer face runs up to --designer-mb (4)
-unless told otherwise: at 16 MB it would take 4 GB of a shared machine.
+every size. A valid draft's evaluation loads it: the generated module is compiled a few statements at a
+time (a syntax tree of the whole module took 250 bytes per byte of spec), which the designer face
+measures along with the check, the lowering and the code generation before it.
 
-    python bench/memory.py [--sizes 1,4,16] [--shapes ...] [--faces ...] [--designer-mb 4]
+    python bench/memory.py [--sizes 1,4,16] [--shapes ...] [--faces ...] [--designer-mb 16]
 
 The last line is `RESULT {json}`: per face, shape and size the ratio, and the largest ratio of all.
 """
@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="1,4,16", help="file sizes in MB")
     parser.add_argument("--shapes", default=",".join(SHAPES))
     parser.add_argument("--faces", default=",".join(FACES))
-    parser.add_argument("--designer-mb", type=float, default=4.0, help="the largest size the designer face runs at")
+    parser.add_argument("--designer-mb", type=float, default=16.0, help="the largest size the designer face runs at")
     args = parser.parse_args(argv)
     sizes = [float(s) for s in args.sizes.split(",")]
     shapes = args.shapes.split(",")

@@ -91,7 +91,7 @@ def test_a_runner_beside_its_runtime_package_maps_its_lines_too(tmp_path: Path) 
     example = ROOT / "examples" / "content_pipeline.fsm"
     runner = tmp_path / "runner.py"
     lines = compiled(example, runner, standalone=False)
-    review = next(i for i, line in enumerate(lines, start=1) if line.strip() == '"review": StateSpec(')
+    review = next(i for i, line in enumerate(lines, start=1) if line.strip() == 'STATES["review"] = StateSpec(')
     found = api.runner_origin(runner, review + 3)
     assert found is not None and found.key == "review"
     assert spec_line(found.path, found.line).startswith("    state review {")

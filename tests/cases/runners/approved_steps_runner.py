@@ -170,6 +170,369 @@ SOURCE_MAP = {
     "var past_steps": "../../../examples/approved_steps.fsm:16:5",
 }
 
+
+AGENTS: dict[str, AgentSpec] = {}
+
+AGENTS["planner"] = AgentSpec(
+    name="planner",
+    prompt="You break a task into a few concrete steps and judge when it is done.",
+    model="openai/gpt-4o-mini",
+    origin=SOURCE_MAP["agent planner"],
+)
+
+AGENTS["operator"] = AgentSpec(
+    name="operator",
+    prompt=(
+        "You carry out one step of a plan in a workspace, with shell commands and python.\n"
+        "Every command is shown to a person first; if one is rejected, read why and find another "
+        "way."
+    ),
+    model="openai/gpt-4o-mini",
+    tools=("std.shell", "std.python", "std.read_file"),
+    memory="none",
+    origin=SOURCE_MAP["agent operator"],
+)
+
+
+STATES: dict[str, StateSpec] = {}
+
+STATES["plan"] = StateSpec(
+    name="plan",
+    kind="agent",
+    agent="planner",
+    instruction=(
+        "Plan the steps for: {{ task }}\n"
+        "{% for o in past_steps %}{% if loop.first %}Done so far:{% endif %}\n"
+        '- {{ o.step }} ({{ "ok" if o.ok else "failed" }}): {{ o.summary }}\n'
+        "{% endfor %}"
+    ),
+    output=Plan,
+    transitions=(TransitionSpec(kind="always", target="execute", origin=SOURCE_MAP["plan transition 0"]),),
+    origin=SOURCE_MAP["plan"],
+    updates=(
+        UpdateSpec(
+            reducer="set",
+            var="todo",
+            value=update_plan_0,
+            text="output.steps",
+            origin=SOURCE_MAP["plan update 0"],
+        ),
+        UpdateSpec(
+            reducer="set",
+            var="next",
+            value=update_plan_1,
+            text="0",
+            origin=SOURCE_MAP["plan update 1"],
+        ),
+    ),
+)
+
+STATES["execute"] = StateSpec(
+    name="execute",
+    kind="agent",
+    agent="operator",
+    instruction=(
+        "Task: {{ task }}\n"
+        "Carry out step {{ next + 1 }} of {{ todo | length }}: {{ todo[next] }}"
+    ),
+    output=Outcome,
+    transitions=(
+        TransitionSpec(
+            kind="guard",
+            target="plan",
+            guard=guard_execute_0,
+            text="not output.ok",
+            max="most_plans",
+            origin=SOURCE_MAP["execute transition 0"],
+        ),
+        TransitionSpec(
+            kind="guard",
+            target="execute",
+            guard=guard_execute_1,
+            text="next < len(todo)",
+            max=20,
+            origin=SOURCE_MAP["execute transition 1"],
+        ),
+        TransitionSpec(kind="always", target="check", origin=SOURCE_MAP["execute transition 2"]),
+    ),
+    origin=SOURCE_MAP["execute"],
+    updates=(
+        UpdateSpec(
+            reducer="append",
+            var="past_steps",
+            value=update_execute_0,
+            text="output",
+            origin=SOURCE_MAP["execute update 0"],
+        ),
+        UpdateSpec(
+            reducer="set",
+            var="next",
+            value=update_execute_1,
+            text="next + 1",
+            origin=SOURCE_MAP["execute update 1"],
+        ),
+    ),
+    ask_before=("std.shell", "std.python"),
+    tool_rounds=4,
+)
+
+STATES["check"] = StateSpec(
+    name="check",
+    kind="agent",
+    agent="planner",
+    instruction=(
+        "Task: {{ task }}\n"
+        "Steps carried out: {% for o in past_steps %}\n"
+        "- {{ o.step }}: {{ o.summary }}{% endfor %}\n"
+        "Is the task done? If it is, give the answer."
+    ),
+    output=Check,
+    transitions=(
+        TransitionSpec(
+            kind="guard",
+            target="done",
+            guard=guard_check_0,
+            text="output.finished",
+            origin=SOURCE_MAP["check transition 0"],
+        ),
+        TransitionSpec(
+            kind="always",
+            target="plan",
+            max="most_plans",
+            origin=SOURCE_MAP["check transition 1"],
+        ),
+        TransitionSpec(
+            kind="otherwise",
+            target="gave_up",
+            origin=SOURCE_MAP["check transition 2"],
+        ),
+    ),
+    origin=SOURCE_MAP["check"],
+)
+
+STATES["done"] = StateSpec(
+    name="done",
+    kind="final",
+    final=True,
+    result="{{ check.output.answer or 'done' }}",
+    origin=SOURCE_MAP["done"],
+)
+
+STATES["gave_up"] = StateSpec(
+    name="gave_up",
+    kind="final",
+    final=True,
+    fail=(
+        "the task was not done after {{ plan.visits }} plans; {{ past_steps | length }} steps were "
+        "carried out"
+    ),
+    origin=SOURCE_MAP["gave_up"],
+)
+
+
+TOOLS: dict[str, ToolSpec] = {}
+
+TOOLS["std.shell"] = ToolSpec(name="std.shell", options={"timeout": 20}, origin=SOURCE_MAP["tool std.shell"])
+
+TOOLS["std.python"] = ToolSpec(name="std.python")
+
+TOOLS["std.read_file"] = ToolSpec(name="std.read_file")
+
+
+TESTS: list[TestSpec] = []
+
+TESTS.append(TestSpec(
+    name="every command approved, one edited to be safer",
+    inputs={"task": "Write a greeting into a file and show it."},
+    steps=(
+        ("reply", "plan", {"steps": ["Write the greeting file.", "Show the file."]}),
+        (
+            "calls",
+            "execute",
+            [{"name": "std.shell", "arguments": {"command": "echo hello > greeting.txt"}}],
+        ),
+        ("approval", "execute", {"decision": "approve"}),
+        (
+            "reply",
+            "execute",
+            {
+                "step": "Write the greeting file.",
+                "ok": True,
+                "summary": "greeting.txt holds hello",
+            },
+        ),
+        (
+            "calls",
+            "execute",
+            [
+                {
+                    "name": "std.shell",
+                    "arguments": {"command": "cat greeting.txt; rm greeting.txt"},
+                },
+            ],
+        ),
+        (
+            "approval",
+            "execute",
+            {
+                "decision": "edit",
+                "tool": "std.shell",
+                "arguments": {"command": "cat greeting.txt"},
+            },
+        ),
+        ("reply", "execute", {"step": "Show the file.", "ok": True, "summary": "it says hello"}),
+        ("reply", "check", {"finished": True, "answer": "greeting.txt says hello"}),
+    ),
+    expect_path=("plan", "execute", "execute", "check", "done"),
+    expect_result="greeting.txt says hello",
+    has_expect_result=True,
+    origin=SOURCE_MAP["test every command approved, one edited to be safer"],
+    expectations=(
+        ExpectationSpec(
+            kind="instruction",
+            state="execute",
+            visit=2,
+            contains=True,
+            value="step 2 of 2: Show the file.",
+            origin=SOURCE_MAP["expect 0.0"],
+        ),
+    ),
+    step_origins=(
+        SOURCE_MAP["step 0.0"],
+        SOURCE_MAP["step 0.1"],
+        SOURCE_MAP["step 0.2"],
+        SOURCE_MAP["step 0.3"],
+        SOURCE_MAP["step 0.4"],
+        SOURCE_MAP["step 0.5"],
+        SOURCE_MAP["step 0.6"],
+        SOURCE_MAP["step 0.7"],
+    ),
+    expect_vars=(
+        VarExpectationSpec(name="next", value=2, origin=SOURCE_MAP["expect 0.var0"]),
+        VarExpectationSpec(
+            name="past_steps",
+            value=[
+                {"step": "Write the greeting file.", "ok": True},
+                {"step": "Show the file.", "ok": True},
+            ],
+            origin=SOURCE_MAP["expect 0.var1"],
+        ),
+    ),
+))
+
+TESTS.append(TestSpec(
+    name="a rejected command fails its step and the task is planned again",
+    inputs={"task": "Clear out the old build."},
+    steps=(
+        ("reply", "plan", {"steps": ["Delete the build directory."]}),
+        ("calls", "execute", [{"name": "std.shell", "arguments": {"command": "rm -rf /"}}]),
+        (
+            "approval",
+            "execute",
+            {
+                "decision": "reject",
+                "tool": "std.shell",
+                "reason": "never delete outside the workspace",
+            },
+        ),
+        (
+            "reply",
+            "execute",
+            {
+                "step": "Delete the build directory.",
+                "ok": False,
+                "summary": "the command was rejected",
+            },
+        ),
+        ("reply", "plan", {"steps": ["List what the workspace holds."]}),
+        (
+            "calls",
+            "execute",
+            [
+                {
+                    "name": "std.python",
+                    "arguments": {"code": "import os; print(sorted(os.listdir('.')))"},
+                },
+            ],
+        ),
+        ("approval", "execute", {"decision": "approve", "tool": "std.python"}),
+        (
+            "reply",
+            "execute",
+            {
+                "step": "List what the workspace holds.",
+                "ok": True,
+                "summary": "it holds nothing to delete",
+            },
+        ),
+        ("reply", "check", {"finished": True, "answer": "there is no old build to clear"}),
+    ),
+    expect_path=("plan", "execute", "plan", "execute", "check", "done"),
+    expect_final="done",
+    origin=SOURCE_MAP["test a rejected command fails its step and the task is planned again"],
+    expectations=(
+        ExpectationSpec(
+            kind="instruction",
+            state="plan",
+            visit=2,
+            contains=True,
+            value="Delete the build directory. (failed): the command was rejected",
+            origin=SOURCE_MAP["expect 1.0"],
+        ),
+    ),
+    step_origins=(
+        SOURCE_MAP["step 1.0"],
+        SOURCE_MAP["step 1.1"],
+        SOURCE_MAP["step 1.2"],
+        SOURCE_MAP["step 1.3"],
+        SOURCE_MAP["step 1.4"],
+        SOURCE_MAP["step 1.5"],
+        SOURCE_MAP["step 1.6"],
+        SOURCE_MAP["step 1.7"],
+        SOURCE_MAP["step 1.8"],
+    ),
+    expect_vars=(
+        VarExpectationSpec(
+            name="todo",
+            value=["List what the workspace holds."],
+            origin=SOURCE_MAP["expect 1.var0"],
+        ),
+        VarExpectationSpec(name="next", value=1, origin=SOURCE_MAP["expect 1.var1"]),
+    ),
+))
+
+TESTS.append(TestSpec(
+    name="a task never done gives up after its plans",
+    inputs={"task": "Make it perfect.", "most_plans": 1},
+    steps=(
+        ("reply", "plan", {"steps": ["Try."]}),
+        ("reply", "execute", {"step": "Try.", "ok": True, "summary": "tried"}),
+        ("reply", "check", {"finished": False, "answer": None}),
+        ("reply", "plan", {"steps": ["Try again."]}),
+        ("reply", "execute", {"step": "Try again.", "ok": True, "summary": "tried again"}),
+        ("reply", "check", {"finished": False, "answer": None}),
+    ),
+    expect_path=("plan", "execute", "check", "plan", "execute", "check", "gave_up"),
+    expect_failure="final",
+    origin=SOURCE_MAP["test a task never done gives up after its plans"],
+    step_origins=(
+        SOURCE_MAP["step 2.0"],
+        SOURCE_MAP["step 2.1"],
+        SOURCE_MAP["step 2.2"],
+        SOURCE_MAP["step 2.3"],
+        SOURCE_MAP["step 2.4"],
+        SOURCE_MAP["step 2.5"],
+    ),
+    expect_vars=(
+        VarExpectationSpec(
+            name="past_steps",
+            value=[{"summary": "tried"}, {"summary": "tried again"}],
+            origin=SOURCE_MAP["expect 2.var0"],
+        ),
+    ),
+))
+
+
 MACHINE = MachineSpec(
     name="approved_steps",
     description=(
@@ -189,383 +552,11 @@ MACHINE = MachineSpec(
     verifier_model="openai/gpt-4o-mini",
     temperature=None,
     limits=LimitsSpec(),
-    agents={
-        "planner": AgentSpec(
-            name="planner",
-            prompt="You break a task into a few concrete steps and judge when it is done.",
-            model="openai/gpt-4o-mini",
-            origin=SOURCE_MAP["agent planner"],
-        ),
-        "operator": AgentSpec(
-            name="operator",
-            prompt=(
-                "You carry out one step of a plan in a workspace, with shell commands and python.\n"
-                "Every command is shown to a person first; if one is rejected, read why and find "
-                "another way."
-            ),
-            model="openai/gpt-4o-mini",
-            tools=("std.shell", "std.python", "std.read_file"),
-            memory="none",
-            origin=SOURCE_MAP["agent operator"],
-        ),
-    },
-    states={
-        "plan": StateSpec(
-            name="plan",
-            kind="agent",
-            agent="planner",
-            instruction=(
-                "Plan the steps for: {{ task }}\n"
-                "{% for o in past_steps %}{% if loop.first %}Done so far:{% endif %}\n"
-                '- {{ o.step }} ({{ "ok" if o.ok else "failed" }}): {{ o.summary }}\n'
-                "{% endfor %}"
-            ),
-            output=Plan,
-            transitions=(
-                TransitionSpec(
-                    kind="always",
-                    target="execute",
-                    origin=SOURCE_MAP["plan transition 0"],
-                ),
-            ),
-            origin=SOURCE_MAP["plan"],
-            updates=(
-                UpdateSpec(
-                    reducer="set",
-                    var="todo",
-                    value=update_plan_0,
-                    text="output.steps",
-                    origin=SOURCE_MAP["plan update 0"],
-                ),
-                UpdateSpec(
-                    reducer="set",
-                    var="next",
-                    value=update_plan_1,
-                    text="0",
-                    origin=SOURCE_MAP["plan update 1"],
-                ),
-            ),
-        ),
-        "execute": StateSpec(
-            name="execute",
-            kind="agent",
-            agent="operator",
-            instruction=(
-                "Task: {{ task }}\n"
-                "Carry out step {{ next + 1 }} of {{ todo | length }}: {{ todo[next] }}"
-            ),
-            output=Outcome,
-            transitions=(
-                TransitionSpec(
-                    kind="guard",
-                    target="plan",
-                    guard=guard_execute_0,
-                    text="not output.ok",
-                    max="most_plans",
-                    origin=SOURCE_MAP["execute transition 0"],
-                ),
-                TransitionSpec(
-                    kind="guard",
-                    target="execute",
-                    guard=guard_execute_1,
-                    text="next < len(todo)",
-                    max=20,
-                    origin=SOURCE_MAP["execute transition 1"],
-                ),
-                TransitionSpec(
-                    kind="always",
-                    target="check",
-                    origin=SOURCE_MAP["execute transition 2"],
-                ),
-            ),
-            origin=SOURCE_MAP["execute"],
-            updates=(
-                UpdateSpec(
-                    reducer="append",
-                    var="past_steps",
-                    value=update_execute_0,
-                    text="output",
-                    origin=SOURCE_MAP["execute update 0"],
-                ),
-                UpdateSpec(
-                    reducer="set",
-                    var="next",
-                    value=update_execute_1,
-                    text="next + 1",
-                    origin=SOURCE_MAP["execute update 1"],
-                ),
-            ),
-            ask_before=("std.shell", "std.python"),
-            tool_rounds=4,
-        ),
-        "check": StateSpec(
-            name="check",
-            kind="agent",
-            agent="planner",
-            instruction=(
-                "Task: {{ task }}\n"
-                "Steps carried out: {% for o in past_steps %}\n"
-                "- {{ o.step }}: {{ o.summary }}{% endfor %}\n"
-                "Is the task done? If it is, give the answer."
-            ),
-            output=Check,
-            transitions=(
-                TransitionSpec(
-                    kind="guard",
-                    target="done",
-                    guard=guard_check_0,
-                    text="output.finished",
-                    origin=SOURCE_MAP["check transition 0"],
-                ),
-                TransitionSpec(
-                    kind="always",
-                    target="plan",
-                    max="most_plans",
-                    origin=SOURCE_MAP["check transition 1"],
-                ),
-                TransitionSpec(
-                    kind="otherwise",
-                    target="gave_up",
-                    origin=SOURCE_MAP["check transition 2"],
-                ),
-            ),
-            origin=SOURCE_MAP["check"],
-        ),
-        "done": StateSpec(
-            name="done",
-            kind="final",
-            final=True,
-            result="{{ check.output.answer or 'done' }}",
-            origin=SOURCE_MAP["done"],
-        ),
-        "gave_up": StateSpec(
-            name="gave_up",
-            kind="final",
-            final=True,
-            fail=(
-                "the task was not done after {{ plan.visits }} plans; {{ past_steps | length }} "
-                "steps were carried out"
-            ),
-            origin=SOURCE_MAP["gave_up"],
-        ),
-    },
+    agents=AGENTS,
+    states=STATES,
     start="plan",
-    tools={
-        "std.shell": ToolSpec(name="std.shell", options={"timeout": 20}, origin=SOURCE_MAP["tool std.shell"]),
-        "std.python": ToolSpec(name="std.python"),
-        "std.read_file": ToolSpec(name="std.read_file"),
-    },
-    tests=(
-        TestSpec(
-            name="every command approved, one edited to be safer",
-            inputs={"task": "Write a greeting into a file and show it."},
-            steps=(
-                ("reply", "plan", {"steps": ["Write the greeting file.", "Show the file."]}),
-                (
-                    "calls",
-                    "execute",
-                    [
-                        {
-                            "name": "std.shell",
-                            "arguments": {"command": "echo hello > greeting.txt"},
-                        },
-                    ],
-                ),
-                ("approval", "execute", {"decision": "approve"}),
-                (
-                    "reply",
-                    "execute",
-                    {
-                        "step": "Write the greeting file.",
-                        "ok": True,
-                        "summary": "greeting.txt holds hello",
-                    },
-                ),
-                (
-                    "calls",
-                    "execute",
-                    [
-                        {
-                            "name": "std.shell",
-                            "arguments": {"command": "cat greeting.txt; rm greeting.txt"},
-                        },
-                    ],
-                ),
-                (
-                    "approval",
-                    "execute",
-                    {
-                        "decision": "edit",
-                        "tool": "std.shell",
-                        "arguments": {"command": "cat greeting.txt"},
-                    },
-                ),
-                (
-                    "reply",
-                    "execute",
-                    {"step": "Show the file.", "ok": True, "summary": "it says hello"},
-                ),
-                ("reply", "check", {"finished": True, "answer": "greeting.txt says hello"}),
-            ),
-            expect_path=("plan", "execute", "execute", "check", "done"),
-            expect_result="greeting.txt says hello",
-            has_expect_result=True,
-            origin=SOURCE_MAP["test every command approved, one edited to be safer"],
-            expectations=(
-                ExpectationSpec(
-                    kind="instruction",
-                    state="execute",
-                    visit=2,
-                    contains=True,
-                    value="step 2 of 2: Show the file.",
-                    origin=SOURCE_MAP["expect 0.0"],
-                ),
-            ),
-            step_origins=(
-                SOURCE_MAP["step 0.0"],
-                SOURCE_MAP["step 0.1"],
-                SOURCE_MAP["step 0.2"],
-                SOURCE_MAP["step 0.3"],
-                SOURCE_MAP["step 0.4"],
-                SOURCE_MAP["step 0.5"],
-                SOURCE_MAP["step 0.6"],
-                SOURCE_MAP["step 0.7"],
-            ),
-            expect_vars=(
-                VarExpectationSpec(name="next", value=2, origin=SOURCE_MAP["expect 0.var0"]),
-                VarExpectationSpec(
-                    name="past_steps",
-                    value=[
-                        {"step": "Write the greeting file.", "ok": True},
-                        {"step": "Show the file.", "ok": True},
-                    ],
-                    origin=SOURCE_MAP["expect 0.var1"],
-                ),
-            ),
-        ),
-        TestSpec(
-            name="a rejected command fails its step and the task is planned again",
-            inputs={"task": "Clear out the old build."},
-            steps=(
-                ("reply", "plan", {"steps": ["Delete the build directory."]}),
-                (
-                    "calls",
-                    "execute",
-                    [{"name": "std.shell", "arguments": {"command": "rm -rf /"}}],
-                ),
-                (
-                    "approval",
-                    "execute",
-                    {
-                        "decision": "reject",
-                        "tool": "std.shell",
-                        "reason": "never delete outside the workspace",
-                    },
-                ),
-                (
-                    "reply",
-                    "execute",
-                    {
-                        "step": "Delete the build directory.",
-                        "ok": False,
-                        "summary": "the command was rejected",
-                    },
-                ),
-                ("reply", "plan", {"steps": ["List what the workspace holds."]}),
-                (
-                    "calls",
-                    "execute",
-                    [
-                        {
-                            "name": "std.python",
-                            "arguments": {"code": "import os; print(sorted(os.listdir('.')))"},
-                        },
-                    ],
-                ),
-                ("approval", "execute", {"decision": "approve", "tool": "std.python"}),
-                (
-                    "reply",
-                    "execute",
-                    {
-                        "step": "List what the workspace holds.",
-                        "ok": True,
-                        "summary": "it holds nothing to delete",
-                    },
-                ),
-                (
-                    "reply",
-                    "check",
-                    {"finished": True, "answer": "there is no old build to clear"},
-                ),
-            ),
-            expect_path=("plan", "execute", "plan", "execute", "check", "done"),
-            expect_final="done",
-            origin=SOURCE_MAP["test a rejected command fails its step and the task is planned again"],
-            expectations=(
-                ExpectationSpec(
-                    kind="instruction",
-                    state="plan",
-                    visit=2,
-                    contains=True,
-                    value="Delete the build directory. (failed): the command was rejected",
-                    origin=SOURCE_MAP["expect 1.0"],
-                ),
-            ),
-            step_origins=(
-                SOURCE_MAP["step 1.0"],
-                SOURCE_MAP["step 1.1"],
-                SOURCE_MAP["step 1.2"],
-                SOURCE_MAP["step 1.3"],
-                SOURCE_MAP["step 1.4"],
-                SOURCE_MAP["step 1.5"],
-                SOURCE_MAP["step 1.6"],
-                SOURCE_MAP["step 1.7"],
-                SOURCE_MAP["step 1.8"],
-            ),
-            expect_vars=(
-                VarExpectationSpec(
-                    name="todo",
-                    value=["List what the workspace holds."],
-                    origin=SOURCE_MAP["expect 1.var0"],
-                ),
-                VarExpectationSpec(name="next", value=1, origin=SOURCE_MAP["expect 1.var1"]),
-            ),
-        ),
-        TestSpec(
-            name="a task never done gives up after its plans",
-            inputs={"task": "Make it perfect.", "most_plans": 1},
-            steps=(
-                ("reply", "plan", {"steps": ["Try."]}),
-                ("reply", "execute", {"step": "Try.", "ok": True, "summary": "tried"}),
-                ("reply", "check", {"finished": False, "answer": None}),
-                ("reply", "plan", {"steps": ["Try again."]}),
-                (
-                    "reply",
-                    "execute",
-                    {"step": "Try again.", "ok": True, "summary": "tried again"},
-                ),
-                ("reply", "check", {"finished": False, "answer": None}),
-            ),
-            expect_path=("plan", "execute", "check", "plan", "execute", "check", "gave_up"),
-            expect_failure="final",
-            origin=SOURCE_MAP["test a task never done gives up after its plans"],
-            step_origins=(
-                SOURCE_MAP["step 2.0"],
-                SOURCE_MAP["step 2.1"],
-                SOURCE_MAP["step 2.2"],
-                SOURCE_MAP["step 2.3"],
-                SOURCE_MAP["step 2.4"],
-                SOURCE_MAP["step 2.5"],
-            ),
-            expect_vars=(
-                VarExpectationSpec(
-                    name="past_steps",
-                    value=[{"summary": "tried"}, {"summary": "tried again"}],
-                    origin=SOURCE_MAP["expect 2.var0"],
-                ),
-            ),
-        ),
-    ),
+    tools=TOOLS,
+    tests=tuple(TESTS),
     source_sha256="f09bc92fae13e57dcf83b545ee7bef572d2bb109bac8b858bf52803d1200ae6e",
     source_path="../../../examples/approved_steps.fsm",
     variables=(

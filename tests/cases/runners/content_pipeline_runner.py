@@ -107,6 +107,217 @@ SOURCE_MAP = {
     "step 2.6": "../../../examples/content_pipeline.fsm:118:9",
 }
 
+
+AGENTS: dict[str, AgentSpec] = {}
+
+AGENTS["researcher"] = AgentSpec(
+    name="researcher",
+    prompt=(
+        "You collect the essential points about a topic before anyone writes about it. Be "
+        "specific; no filler."
+    ),
+    model="openai/gpt-4o-mini",
+    temperature=0.3,
+    memory="none",
+    origin=SOURCE_MAP["agent researcher"],
+)
+
+AGENTS["writer"] = AgentSpec(
+    name="writer",
+    prompt=(
+        "You are a senior technical writer for {{ audience }}.\n"
+        "Write plainly, prefer examples to adjectives, and never invent sources."
+    ),
+    model="openai/gpt-4o-mini",
+    temperature=0.7,
+    origin=SOURCE_MAP["agent writer"],
+)
+
+AGENTS["critic"] = AgentSpec(
+    name="critic",
+    prompt=(
+        "You review articles strictly against their key points. You score harshly and list fixes a "
+        "writer can act on."
+    ),
+    model="openai/gpt-4o",
+    temperature=0.0,
+    fallbacks=("openai/gpt-4o-mini",),
+    origin=SOURCE_MAP["agent critic"],
+)
+
+
+STATES: dict[str, StateSpec] = {}
+
+STATES["harvest"] = StateSpec(
+    name="harvest",
+    kind="agent",
+    agent="researcher",
+    instruction=(
+        "Gather the key points a reader needs about {{ topic }}, and the questions that remain "
+        "open."
+    ),
+    output=Signals,
+    tell=("writer", "critic"),
+    transitions=(TransitionSpec(kind="always", target="draft", origin=SOURCE_MAP["harvest transition 0"]),),
+    origin=SOURCE_MAP["harvest"],
+)
+
+STATES["draft"] = StateSpec(
+    name="draft",
+    kind="agent",
+    agent="writer",
+    instruction=(
+        "Write an article of about 800 words about {{ topic }} for {{ audience }}. Cover every key "
+        "point you were given."
+    ),
+    tell=("critic",),
+    transitions=(TransitionSpec(kind="always", target="review", origin=SOURCE_MAP["draft transition 0"]),),
+    origin=SOURCE_MAP["draft"],
+)
+
+STATES["review"] = StateSpec(
+    name="review",
+    kind="agent",
+    agent="critic",
+    instruction=(
+        "Score the latest version of the article from 0 to 100 against the key points, and list "
+        "the fixes it needs."
+    ),
+    output=Critique,
+    retries=1,
+    transitions=(
+        TransitionSpec(
+            kind="guard",
+            target="publish",
+            guard=guard_review_0,
+            text="output.score >= 85",
+            origin=SOURCE_MAP["review transition 0"],
+        ),
+        TransitionSpec(
+            kind="always",
+            target="revise",
+            max=2,
+            origin=SOURCE_MAP["review transition 1"],
+        ),
+        TransitionSpec(
+            kind="otherwise",
+            target="human_review",
+            origin=SOURCE_MAP["review transition 2"],
+        ),
+    ),
+    origin=SOURCE_MAP["review"],
+)
+
+STATES["revise"] = StateSpec(
+    name="revise",
+    kind="agent",
+    agent="writer",
+    instruction="Revise your article. Apply each of these fixes: {{ review.output.fixes }}",
+    tell=("critic",),
+    transitions=(TransitionSpec(kind="always", target="review", origin=SOURCE_MAP["revise transition 0"]),),
+    origin=SOURCE_MAP["revise"],
+)
+
+STATES["publish"] = StateSpec(
+    name="publish",
+    kind="final",
+    final=True,
+    result="{{ revise.output or draft.output }}",
+    origin=SOURCE_MAP["publish"],
+)
+
+STATES["human_review"] = StateSpec(
+    name="human_review",
+    kind="final",
+    final=True,
+    result=(
+        "Needs a human editor: the article about {{ topic }} scored {{ review.output.score }}/100 "
+        "after two revisions."
+    ),
+    origin=SOURCE_MAP["human_review"],
+)
+
+
+TESTS: list[TestSpec] = []
+
+TESTS.append(TestSpec(
+    name="a strong first draft is published as written",
+    inputs={"topic": "finite-state machines"},
+    steps=(
+        (
+            "reply",
+            "harvest",
+            {"key_points": ["states and transitions", "bounded loops"], "open_questions": []},
+        ),
+        ("reply", "draft", "A first draft."),
+        ("reply", "review", {"score": 91, "fixes": []}),
+    ),
+    expect_path=("harvest", "draft", "review", "publish"),
+    expect_result="A first draft.",
+    has_expect_result=True,
+    origin=SOURCE_MAP["test a strong first draft is published as written"],
+    step_origins=(SOURCE_MAP["step 0.0"], SOURCE_MAP["step 0.1"], SOURCE_MAP["step 0.2"]),
+))
+
+TESTS.append(TestSpec(
+    name="one revision lifts the score over the bar",
+    inputs={"topic": "finite-state machines"},
+    steps=(
+        ("reply", "harvest", {"key_points": ["states and transitions"], "open_questions": []}),
+        ("reply", "draft", "A thin draft."),
+        ("reply", "review", {"score": 70, "fixes": ["add an example"]}),
+        ("reply", "revise", "A draft with an example."),
+        ("reply", "review", {"score": 88, "fixes": []}),
+    ),
+    expect_path=("harvest", "draft", "review", "revise", "review", "publish"),
+    expect_result="A draft with an example.",
+    has_expect_result=True,
+    origin=SOURCE_MAP["test one revision lifts the score over the bar"],
+    step_origins=(
+        SOURCE_MAP["step 1.0"],
+        SOURCE_MAP["step 1.1"],
+        SOURCE_MAP["step 1.2"],
+        SOURCE_MAP["step 1.3"],
+        SOURCE_MAP["step 1.4"],
+    ),
+))
+
+TESTS.append(TestSpec(
+    name="an article still weak after two revisions goes to a person",
+    inputs={"topic": "finite-state machines", "audience": "students"},
+    steps=(
+        (
+            "reply",
+            "harvest",
+            {"key_points": ["states and transitions"], "open_questions": ["naming"]},
+        ),
+        ("reply", "draft", "Draft one."),
+        ("reply", "review", {"score": 60, "fixes": ["restructure"]}),
+        ("reply", "revise", "Draft two."),
+        ("reply", "review", {"score": 72, "fixes": ["add sources"]}),
+        ("reply", "revise", "Draft three."),
+        ("reply", "review", {"score": 80, "fixes": ["tighten the ending"]}),
+    ),
+    expect_path=("harvest", "draft", "review", "revise", "review", "revise", "review", "human_review"),
+    expect_final="human_review",
+    expect_result=(
+        "Needs a human editor: the article about finite-state machines scored 80/100 after two "
+        "revisions."
+    ),
+    has_expect_result=True,
+    origin=SOURCE_MAP["test an article still weak after two revisions goes to a person"],
+    step_origins=(
+        SOURCE_MAP["step 2.0"],
+        SOURCE_MAP["step 2.1"],
+        SOURCE_MAP["step 2.2"],
+        SOURCE_MAP["step 2.3"],
+        SOURCE_MAP["step 2.4"],
+        SOURCE_MAP["step 2.5"],
+        SOURCE_MAP["step 2.6"],
+    ),
+))
+
+
 MACHINE = MachineSpec(
     name="content_pipeline",
     description=(
@@ -126,230 +337,10 @@ MACHINE = MachineSpec(
     verifier_model="openai/gpt-4o-mini",
     temperature=0.3,
     limits=LimitsSpec(steps=20, cost_usd=0.5),
-    agents={
-        "researcher": AgentSpec(
-            name="researcher",
-            prompt=(
-                "You collect the essential points about a topic before anyone writes about it. Be "
-                "specific; no filler."
-            ),
-            model="openai/gpt-4o-mini",
-            temperature=0.3,
-            memory="none",
-            origin=SOURCE_MAP["agent researcher"],
-        ),
-        "writer": AgentSpec(
-            name="writer",
-            prompt=(
-                "You are a senior technical writer for {{ audience }}.\n"
-                "Write plainly, prefer examples to adjectives, and never invent sources."
-            ),
-            model="openai/gpt-4o-mini",
-            temperature=0.7,
-            origin=SOURCE_MAP["agent writer"],
-        ),
-        "critic": AgentSpec(
-            name="critic",
-            prompt=(
-                "You review articles strictly against their key points. You score harshly and list "
-                "fixes a writer can act on."
-            ),
-            model="openai/gpt-4o",
-            temperature=0.0,
-            fallbacks=("openai/gpt-4o-mini",),
-            origin=SOURCE_MAP["agent critic"],
-        ),
-    },
-    states={
-        "harvest": StateSpec(
-            name="harvest",
-            kind="agent",
-            agent="researcher",
-            instruction=(
-                "Gather the key points a reader needs about {{ topic }}, and the questions that "
-                "remain open."
-            ),
-            output=Signals,
-            tell=("writer", "critic"),
-            transitions=(
-                TransitionSpec(
-                    kind="always",
-                    target="draft",
-                    origin=SOURCE_MAP["harvest transition 0"],
-                ),
-            ),
-            origin=SOURCE_MAP["harvest"],
-        ),
-        "draft": StateSpec(
-            name="draft",
-            kind="agent",
-            agent="writer",
-            instruction=(
-                "Write an article of about 800 words about {{ topic }} for {{ audience }}. Cover "
-                "every key point you were given."
-            ),
-            tell=("critic",),
-            transitions=(
-                TransitionSpec(
-                    kind="always",
-                    target="review",
-                    origin=SOURCE_MAP["draft transition 0"],
-                ),
-            ),
-            origin=SOURCE_MAP["draft"],
-        ),
-        "review": StateSpec(
-            name="review",
-            kind="agent",
-            agent="critic",
-            instruction=(
-                "Score the latest version of the article from 0 to 100 against the key points, and "
-                "list the fixes it needs."
-            ),
-            output=Critique,
-            retries=1,
-            transitions=(
-                TransitionSpec(
-                    kind="guard",
-                    target="publish",
-                    guard=guard_review_0,
-                    text="output.score >= 85",
-                    origin=SOURCE_MAP["review transition 0"],
-                ),
-                TransitionSpec(
-                    kind="always",
-                    target="revise",
-                    max=2,
-                    origin=SOURCE_MAP["review transition 1"],
-                ),
-                TransitionSpec(
-                    kind="otherwise",
-                    target="human_review",
-                    origin=SOURCE_MAP["review transition 2"],
-                ),
-            ),
-            origin=SOURCE_MAP["review"],
-        ),
-        "revise": StateSpec(
-            name="revise",
-            kind="agent",
-            agent="writer",
-            instruction="Revise your article. Apply each of these fixes: {{ review.output.fixes }}",
-            tell=("critic",),
-            transitions=(
-                TransitionSpec(
-                    kind="always",
-                    target="review",
-                    origin=SOURCE_MAP["revise transition 0"],
-                ),
-            ),
-            origin=SOURCE_MAP["revise"],
-        ),
-        "publish": StateSpec(
-            name="publish",
-            kind="final",
-            final=True,
-            result="{{ revise.output or draft.output }}",
-            origin=SOURCE_MAP["publish"],
-        ),
-        "human_review": StateSpec(
-            name="human_review",
-            kind="final",
-            final=True,
-            result=(
-                "Needs a human editor: the article about {{ topic }} scored {{ review.output.score "
-                "}}/100 after two revisions."
-            ),
-            origin=SOURCE_MAP["human_review"],
-        ),
-    },
+    agents=AGENTS,
+    states=STATES,
     start="harvest",
-    tests=(
-        TestSpec(
-            name="a strong first draft is published as written",
-            inputs={"topic": "finite-state machines"},
-            steps=(
-                (
-                    "reply",
-                    "harvest",
-                    {
-                        "key_points": ["states and transitions", "bounded loops"],
-                        "open_questions": [],
-                    },
-                ),
-                ("reply", "draft", "A first draft."),
-                ("reply", "review", {"score": 91, "fixes": []}),
-            ),
-            expect_path=("harvest", "draft", "review", "publish"),
-            expect_result="A first draft.",
-            has_expect_result=True,
-            origin=SOURCE_MAP["test a strong first draft is published as written"],
-            step_origins=(SOURCE_MAP["step 0.0"], SOURCE_MAP["step 0.1"], SOURCE_MAP["step 0.2"]),
-        ),
-        TestSpec(
-            name="one revision lifts the score over the bar",
-            inputs={"topic": "finite-state machines"},
-            steps=(
-                (
-                    "reply",
-                    "harvest",
-                    {"key_points": ["states and transitions"], "open_questions": []},
-                ),
-                ("reply", "draft", "A thin draft."),
-                ("reply", "review", {"score": 70, "fixes": ["add an example"]}),
-                ("reply", "revise", "A draft with an example."),
-                ("reply", "review", {"score": 88, "fixes": []}),
-            ),
-            expect_path=("harvest", "draft", "review", "revise", "review", "publish"),
-            expect_result="A draft with an example.",
-            has_expect_result=True,
-            origin=SOURCE_MAP["test one revision lifts the score over the bar"],
-            step_origins=(
-                SOURCE_MAP["step 1.0"],
-                SOURCE_MAP["step 1.1"],
-                SOURCE_MAP["step 1.2"],
-                SOURCE_MAP["step 1.3"],
-                SOURCE_MAP["step 1.4"],
-            ),
-        ),
-        TestSpec(
-            name="an article still weak after two revisions goes to a person",
-            inputs={"topic": "finite-state machines", "audience": "students"},
-            steps=(
-                (
-                    "reply",
-                    "harvest",
-                    {"key_points": ["states and transitions"], "open_questions": ["naming"]},
-                ),
-                ("reply", "draft", "Draft one."),
-                ("reply", "review", {"score": 60, "fixes": ["restructure"]}),
-                ("reply", "revise", "Draft two."),
-                ("reply", "review", {"score": 72, "fixes": ["add sources"]}),
-                ("reply", "revise", "Draft three."),
-                ("reply", "review", {"score": 80, "fixes": ["tighten the ending"]}),
-            ),
-            expect_path=(
-                "harvest", "draft", "review", "revise", "review", "revise", "review",
-                "human_review",
-            ),
-            expect_final="human_review",
-            expect_result=(
-                "Needs a human editor: the article about finite-state machines scored 80/100 after "
-                "two revisions."
-            ),
-            has_expect_result=True,
-            origin=SOURCE_MAP["test an article still weak after two revisions goes to a person"],
-            step_origins=(
-                SOURCE_MAP["step 2.0"],
-                SOURCE_MAP["step 2.1"],
-                SOURCE_MAP["step 2.2"],
-                SOURCE_MAP["step 2.3"],
-                SOURCE_MAP["step 2.4"],
-                SOURCE_MAP["step 2.5"],
-                SOURCE_MAP["step 2.6"],
-            ),
-        ),
-    ),
+    tests=tuple(TESTS),
     source_sha256="425200dfb6cdd2cb03e0f0186c12d77fda17d232636fe6ae32dd8b74056d03cc",
     source_path="../../../examples/content_pipeline.fsm",
 )

@@ -104,6 +104,229 @@ SOURCE_MAP = {
     "step 2.6": "../../../examples/evaluator_optimizer.fsm:104:9",
 }
 
+
+AGENTS: dict[str, AgentSpec] = {}
+
+AGENTS["optimizer"] = AgentSpec(
+    name="optimizer",
+    prompt="You design conference talks: a clear arc, one idea per section, realistic timings.",
+    model="openai/gpt-4o-mini",
+    temperature=0.8,
+    origin=SOURCE_MAP["agent optimizer"],
+)
+
+AGENTS["evaluator"] = AgentSpec(
+    name="evaluator",
+    prompt="You are a programme-committee reviewer. Accept a talk only when it would hold a room.",
+    model="openai/gpt-4o",
+    temperature=0.0,
+    origin=SOURCE_MAP["agent evaluator"],
+)
+
+
+STATES: dict[str, StateSpec] = {}
+
+STATES["outline"] = StateSpec(
+    name="outline",
+    kind="agent",
+    agent="optimizer",
+    instruction=(
+        "Outline a {{ minutes }}-minute talk about {{ subject }}. Give each section a title, its "
+        "key point and its length in minutes."
+    ),
+    tell=("evaluator",),
+    transitions=(
+        TransitionSpec(
+            kind="condition",
+            target="evaluate",
+            text="every section has a length in minutes",
+            origin=SOURCE_MAP["outline transition 0"],
+        ),
+        TransitionSpec(
+            kind="stay",
+            target="outline",
+            max=2,
+            origin=SOURCE_MAP["outline transition 1"],
+        ),
+        TransitionSpec(
+            kind="otherwise",
+            target="evaluate",
+            origin=SOURCE_MAP["outline transition 2"],
+        ),
+    ),
+    origin=SOURCE_MAP["outline"],
+)
+
+STATES["evaluate"] = StateSpec(
+    name="evaluate",
+    kind="agent",
+    agent="evaluator",
+    instruction=(
+        "Evaluate the latest outline for a {{ minutes }}-minute slot. Decide whether to accept it, "
+        "and list its strengths and problems."
+    ),
+    output=Evaluation,
+    transitions=(
+        TransitionSpec(
+            kind="guard",
+            target="accepted",
+            guard=guard_evaluate_0,
+            text='output.decision == "accept" and len(output.problems) == 0',
+            origin=SOURCE_MAP["evaluate transition 0"],
+        ),
+        TransitionSpec(
+            kind="always",
+            target="revise",
+            max=2,
+            origin=SOURCE_MAP["evaluate transition 1"],
+        ),
+        TransitionSpec(
+            kind="otherwise",
+            target="best_effort",
+            origin=SOURCE_MAP["evaluate transition 2"],
+        ),
+    ),
+    origin=SOURCE_MAP["evaluate"],
+)
+
+STATES["revise"] = StateSpec(
+    name="revise",
+    kind="agent",
+    agent="optimizer",
+    instruction=(
+        "Revise your outline to solve these problems, keeping what works: {{ "
+        "evaluate.output.problems }}"
+    ),
+    tell=("evaluator",),
+    transitions=(
+        TransitionSpec(
+            kind="always",
+            target="evaluate",
+            origin=SOURCE_MAP["revise transition 0"],
+        ),
+    ),
+    origin=SOURCE_MAP["revise"],
+)
+
+STATES["accepted"] = StateSpec(
+    name="accepted",
+    kind="final",
+    final=True,
+    result="{{ revise.output or outline.output }}",
+    origin=SOURCE_MAP["accepted"],
+)
+
+STATES["best_effort"] = StateSpec(
+    name="best_effort",
+    kind="final",
+    final=True,
+    result=(
+        'Not accepted after two revisions. Open problems: {{ evaluate.output.problems | join("; ") '
+        "}}\n"
+        "\n"
+        "{{ revise.output }}"
+    ),
+    origin=SOURCE_MAP["best_effort"],
+)
+
+
+TESTS: list[TestSpec] = []
+
+TESTS.append(TestSpec(
+    name="a complete outline is accepted at once",
+    inputs={"subject": "finite-state machines for LLM systems"},
+    steps=(
+        ("reply", "outline", "1. Why loops go wrong (5 min) ..."),
+        ("verdict", "outline", "every section has a length in minutes"),
+        (
+            "reply",
+            "evaluate",
+            {"decision": "accept", "strengths": ["clear arc"], "problems": []},
+        ),
+    ),
+    expect_path=("outline", "evaluate", "accepted"),
+    expect_result="1. Why loops go wrong (5 min) ...",
+    has_expect_result=True,
+    origin=SOURCE_MAP["test a complete outline is accepted at once"],
+    step_origins=(SOURCE_MAP["step 0.0"], SOURCE_MAP["step 0.1"], SOURCE_MAP["step 0.2"]),
+))
+
+TESTS.append(TestSpec(
+    name="an outline without timings is redone, then revised once",
+    inputs={"subject": "finite-state machines for LLM systems", "minutes": 40},
+    steps=(
+        ("reply", "outline", "1. Why loops go wrong"),
+        ("verdict", "outline", None),
+        ("reply", "outline", "1. Why loops go wrong (10 min) ..."),
+        ("verdict", "outline", "every section has a length in minutes"),
+        (
+            "reply",
+            "evaluate",
+            {"decision": "revise", "strengths": [], "problems": ["no live demo"]},
+        ),
+        ("reply", "revise", "1. Why loops go wrong (10 min) 2. Demo (10 min) ..."),
+        ("reply", "evaluate", {"decision": "accept", "strengths": ["the demo"], "problems": []}),
+    ),
+    expect_path=("outline", "outline", "evaluate", "revise", "evaluate", "accepted"),
+    expect_result="1. Why loops go wrong (10 min) 2. Demo (10 min) ...",
+    has_expect_result=True,
+    origin=SOURCE_MAP["test an outline without timings is redone, then revised once"],
+    step_origins=(
+        SOURCE_MAP["step 1.0"],
+        SOURCE_MAP["step 1.1"],
+        SOURCE_MAP["step 1.2"],
+        SOURCE_MAP["step 1.3"],
+        SOURCE_MAP["step 1.4"],
+        SOURCE_MAP["step 1.5"],
+        SOURCE_MAP["step 1.6"],
+    ),
+))
+
+TESTS.append(TestSpec(
+    name="a talk never accepted ends as a best effort",
+    inputs={"subject": "finite-state machines for LLM systems"},
+    steps=(
+        ("reply", "outline", "1. Intro (25 min)"),
+        ("verdict", "outline", "every section has a length in minutes"),
+        (
+            "reply",
+            "evaluate",
+            {"decision": "revise", "strengths": [], "problems": ["one section is not a talk"]},
+        ),
+        ("reply", "revise", "1. Intro (5 min) 2. Body (20 min)"),
+        (
+            "reply",
+            "evaluate",
+            {"decision": "revise", "strengths": [], "problems": ["the body needs structure"]},
+        ),
+        ("reply", "revise", "1. Intro (5 min) 2. Body (15 min) 3. Close (5 min)"),
+        (
+            "reply",
+            "evaluate",
+            {"decision": "revise", "strengths": ["structure"], "problems": ["no examples"]},
+        ),
+    ),
+    expect_path=("outline", "evaluate", "revise", "evaluate", "revise", "evaluate", "best_effort"),
+    expect_final="best_effort",
+    expect_result=(
+        "Not accepted after two revisions. Open problems: no examples\n"
+        "\n"
+        "1. Intro (5 min) 2. Body (15 min) 3. Close (5 min)"
+    ),
+    has_expect_result=True,
+    origin=SOURCE_MAP["test a talk never accepted ends as a best effort"],
+    step_origins=(
+        SOURCE_MAP["step 2.0"],
+        SOURCE_MAP["step 2.1"],
+        SOURCE_MAP["step 2.2"],
+        SOURCE_MAP["step 2.3"],
+        SOURCE_MAP["step 2.4"],
+        SOURCE_MAP["step 2.5"],
+        SOURCE_MAP["step 2.6"],
+    ),
+))
+
+
 MACHINE = MachineSpec(
     name="evaluator_optimizer",
     description=(
@@ -118,235 +341,10 @@ MACHINE = MachineSpec(
     verifier_model="openai/gpt-4o-mini",
     temperature=None,
     limits=LimitsSpec(steps=16, cost_usd=0.4),
-    agents={
-        "optimizer": AgentSpec(
-            name="optimizer",
-            prompt="You design conference talks: a clear arc, one idea per section, realistic timings.",
-            model="openai/gpt-4o-mini",
-            temperature=0.8,
-            origin=SOURCE_MAP["agent optimizer"],
-        ),
-        "evaluator": AgentSpec(
-            name="evaluator",
-            prompt=(
-                "You are a programme-committee reviewer. Accept a talk only when it would hold a "
-                "room."
-            ),
-            model="openai/gpt-4o",
-            temperature=0.0,
-            origin=SOURCE_MAP["agent evaluator"],
-        ),
-    },
-    states={
-        "outline": StateSpec(
-            name="outline",
-            kind="agent",
-            agent="optimizer",
-            instruction=(
-                "Outline a {{ minutes }}-minute talk about {{ subject }}. Give each section a "
-                "title, its key point and its length in minutes."
-            ),
-            tell=("evaluator",),
-            transitions=(
-                TransitionSpec(
-                    kind="condition",
-                    target="evaluate",
-                    text="every section has a length in minutes",
-                    origin=SOURCE_MAP["outline transition 0"],
-                ),
-                TransitionSpec(
-                    kind="stay",
-                    target="outline",
-                    max=2,
-                    origin=SOURCE_MAP["outline transition 1"],
-                ),
-                TransitionSpec(
-                    kind="otherwise",
-                    target="evaluate",
-                    origin=SOURCE_MAP["outline transition 2"],
-                ),
-            ),
-            origin=SOURCE_MAP["outline"],
-        ),
-        "evaluate": StateSpec(
-            name="evaluate",
-            kind="agent",
-            agent="evaluator",
-            instruction=(
-                "Evaluate the latest outline for a {{ minutes }}-minute slot. Decide whether to "
-                "accept it, and list its strengths and problems."
-            ),
-            output=Evaluation,
-            transitions=(
-                TransitionSpec(
-                    kind="guard",
-                    target="accepted",
-                    guard=guard_evaluate_0,
-                    text='output.decision == "accept" and len(output.problems) == 0',
-                    origin=SOURCE_MAP["evaluate transition 0"],
-                ),
-                TransitionSpec(
-                    kind="always",
-                    target="revise",
-                    max=2,
-                    origin=SOURCE_MAP["evaluate transition 1"],
-                ),
-                TransitionSpec(
-                    kind="otherwise",
-                    target="best_effort",
-                    origin=SOURCE_MAP["evaluate transition 2"],
-                ),
-            ),
-            origin=SOURCE_MAP["evaluate"],
-        ),
-        "revise": StateSpec(
-            name="revise",
-            kind="agent",
-            agent="optimizer",
-            instruction=(
-                "Revise your outline to solve these problems, keeping what works: {{ "
-                "evaluate.output.problems }}"
-            ),
-            tell=("evaluator",),
-            transitions=(
-                TransitionSpec(
-                    kind="always",
-                    target="evaluate",
-                    origin=SOURCE_MAP["revise transition 0"],
-                ),
-            ),
-            origin=SOURCE_MAP["revise"],
-        ),
-        "accepted": StateSpec(
-            name="accepted",
-            kind="final",
-            final=True,
-            result="{{ revise.output or outline.output }}",
-            origin=SOURCE_MAP["accepted"],
-        ),
-        "best_effort": StateSpec(
-            name="best_effort",
-            kind="final",
-            final=True,
-            result=(
-                "Not accepted after two revisions. Open problems: {{ evaluate.output.problems | "
-                'join("; ") }}\n'
-                "\n"
-                "{{ revise.output }}"
-            ),
-            origin=SOURCE_MAP["best_effort"],
-        ),
-    },
+    agents=AGENTS,
+    states=STATES,
     start="outline",
-    tests=(
-        TestSpec(
-            name="a complete outline is accepted at once",
-            inputs={"subject": "finite-state machines for LLM systems"},
-            steps=(
-                ("reply", "outline", "1. Why loops go wrong (5 min) ..."),
-                ("verdict", "outline", "every section has a length in minutes"),
-                (
-                    "reply",
-                    "evaluate",
-                    {"decision": "accept", "strengths": ["clear arc"], "problems": []},
-                ),
-            ),
-            expect_path=("outline", "evaluate", "accepted"),
-            expect_result="1. Why loops go wrong (5 min) ...",
-            has_expect_result=True,
-            origin=SOURCE_MAP["test a complete outline is accepted at once"],
-            step_origins=(SOURCE_MAP["step 0.0"], SOURCE_MAP["step 0.1"], SOURCE_MAP["step 0.2"]),
-        ),
-        TestSpec(
-            name="an outline without timings is redone, then revised once",
-            inputs={"subject": "finite-state machines for LLM systems", "minutes": 40},
-            steps=(
-                ("reply", "outline", "1. Why loops go wrong"),
-                ("verdict", "outline", None),
-                ("reply", "outline", "1. Why loops go wrong (10 min) ..."),
-                ("verdict", "outline", "every section has a length in minutes"),
-                (
-                    "reply",
-                    "evaluate",
-                    {"decision": "revise", "strengths": [], "problems": ["no live demo"]},
-                ),
-                ("reply", "revise", "1. Why loops go wrong (10 min) 2. Demo (10 min) ..."),
-                (
-                    "reply",
-                    "evaluate",
-                    {"decision": "accept", "strengths": ["the demo"], "problems": []},
-                ),
-            ),
-            expect_path=("outline", "outline", "evaluate", "revise", "evaluate", "accepted"),
-            expect_result="1. Why loops go wrong (10 min) 2. Demo (10 min) ...",
-            has_expect_result=True,
-            origin=SOURCE_MAP["test an outline without timings is redone, then revised once"],
-            step_origins=(
-                SOURCE_MAP["step 1.0"],
-                SOURCE_MAP["step 1.1"],
-                SOURCE_MAP["step 1.2"],
-                SOURCE_MAP["step 1.3"],
-                SOURCE_MAP["step 1.4"],
-                SOURCE_MAP["step 1.5"],
-                SOURCE_MAP["step 1.6"],
-            ),
-        ),
-        TestSpec(
-            name="a talk never accepted ends as a best effort",
-            inputs={"subject": "finite-state machines for LLM systems"},
-            steps=(
-                ("reply", "outline", "1. Intro (25 min)"),
-                ("verdict", "outline", "every section has a length in minutes"),
-                (
-                    "reply",
-                    "evaluate",
-                    {
-                        "decision": "revise",
-                        "strengths": [],
-                        "problems": ["one section is not a talk"],
-                    },
-                ),
-                ("reply", "revise", "1. Intro (5 min) 2. Body (20 min)"),
-                (
-                    "reply",
-                    "evaluate",
-                    {
-                        "decision": "revise",
-                        "strengths": [],
-                        "problems": ["the body needs structure"],
-                    },
-                ),
-                ("reply", "revise", "1. Intro (5 min) 2. Body (15 min) 3. Close (5 min)"),
-                (
-                    "reply",
-                    "evaluate",
-                    {
-                        "decision": "revise",
-                        "strengths": ["structure"],
-                        "problems": ["no examples"],
-                    },
-                ),
-            ),
-            expect_path=("outline", "evaluate", "revise", "evaluate", "revise", "evaluate", "best_effort"),
-            expect_final="best_effort",
-            expect_result=(
-                "Not accepted after two revisions. Open problems: no examples\n"
-                "\n"
-                "1. Intro (5 min) 2. Body (15 min) 3. Close (5 min)"
-            ),
-            has_expect_result=True,
-            origin=SOURCE_MAP["test a talk never accepted ends as a best effort"],
-            step_origins=(
-                SOURCE_MAP["step 2.0"],
-                SOURCE_MAP["step 2.1"],
-                SOURCE_MAP["step 2.2"],
-                SOURCE_MAP["step 2.3"],
-                SOURCE_MAP["step 2.4"],
-                SOURCE_MAP["step 2.5"],
-                SOURCE_MAP["step 2.6"],
-            ),
-        ),
-    ),
+    tests=tuple(TESTS),
     source_sha256="ddce1086b745c7350af19c49a52d93c2bd8a4f7ffab15d52af1aa3838209485c",
     source_path="../../../examples/evaluator_optimizer.fsm",
 )

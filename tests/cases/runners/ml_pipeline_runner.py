@@ -140,6 +140,397 @@ SOURCE_MAP = {
     "step 3.9": "../../../examples/ml_pipeline.fsm:202:9",
 }
 
+
+AGENTS: dict[str, AgentSpec] = {}
+
+AGENTS["analyst"] = AgentSpec(
+    name="analyst",
+    prompt=(
+        "You are a careful data analyst. You inspect data with Python before you believe anything "
+        "about it."
+    ),
+    model="openai/gpt-4o-mini",
+    tools=("std.python", "std.read_file"),
+    origin=SOURCE_MAP["agent analyst"],
+)
+
+AGENTS["modeller"] = AgentSpec(
+    name="modeller",
+    prompt=(
+        "You are a machine-learning engineer. You write small, reproducible training scripts and "
+        "run them."
+    ),
+    model="openai/gpt-4o-mini",
+    tools=("std.python", "std.write_file", "std.read_file"),
+    memory="last",
+    memory_count=6,
+    origin=SOURCE_MAP["agent modeller"],
+)
+
+AGENTS["evaluator"] = AgentSpec(
+    name="evaluator",
+    prompt="You evaluate trained models on held-out data and report numbers exactly as measured.",
+    model="openai/gpt-4o-mini",
+    temperature=0.0,
+    tools=("std.python",),
+    origin=SOURCE_MAP["agent evaluator"],
+)
+
+
+STATES: dict[str, StateSpec] = {}
+
+STATES["analyse"] = StateSpec(
+    name="analyse",
+    kind="agent",
+    agent="analyst",
+    instruction=(
+        "Explore the dataset at {{ dataset_path }} with Python. The column to predict is {{ target "
+        "}}.\n"
+        "Report its size, its columns, the balance of {{ target }}, data-quality issues, and every "
+        "column\n"
+        "that must be excluded because it identifies rows or leaks the target."
+    ),
+    output=Analysis,
+    tell=("modeller", "evaluator"),
+    visits=2,
+    transitions=(TransitionSpec(kind="always", target="model", origin=SOURCE_MAP["analyse transition 0"]),),
+    origin=SOURCE_MAP["analyse"],
+)
+
+STATES["model"] = StateSpec(
+    name="model",
+    kind="agent",
+    agent="modeller",
+    instruction=(
+        "Train a model that predicts {{ target }} from {{ dataset_path }}, leaving out these "
+        "columns: {{ analyse.output.excluded_columns }}. Keep 20% of the rows as a test split that "
+        "training never sees."
+    ),
+    output=ModelReport,
+    tell=("evaluator",),
+    transitions=(TransitionSpec(kind="always", target="evaluate", origin=SOURCE_MAP["model transition 0"]),),
+    origin=SOURCE_MAP["model"],
+)
+
+STATES["evaluate"] = StateSpec(
+    name="evaluate",
+    kind="agent",
+    agent="evaluator",
+    instruction=(
+        "Run the training script {{ model.output.script_path }} on the held-out test split and "
+        "report the metric that suits the balance of {{ target }}."
+    ),
+    output=Metric,
+    transitions=(
+        TransitionSpec(
+            kind="condition",
+            target="analyse",
+            text=(
+                "the evaluation points to data leakage, such as a near-perfect score or a feature "
+                "derived from the target"
+            ),
+            max=1,
+            origin=SOURCE_MAP["evaluate transition 0"],
+        ),
+        TransitionSpec(
+            kind="guard",
+            target="report",
+            guard=guard_evaluate_1,
+            text="output.value >= goal and output.value > output.baseline",
+            origin=SOURCE_MAP["evaluate transition 1"],
+        ),
+        TransitionSpec(
+            kind="guard",
+            target="model",
+            guard=guard_evaluate_2,
+            text="output.value < goal",
+            max=2,
+            origin=SOURCE_MAP["evaluate transition 2"],
+        ),
+        TransitionSpec(
+            kind="otherwise",
+            target="below_goal",
+            origin=SOURCE_MAP["evaluate transition 3"],
+        ),
+    ),
+    origin=SOURCE_MAP["evaluate"],
+)
+
+STATES["report"] = StateSpec(
+    name="report",
+    kind="final",
+    final=True,
+    result=(
+        "{{ model.output.approach }} reaches {{ evaluate.output.name }} {{ evaluate.output.value "
+        "}} on the test split."
+    ),
+    origin=SOURCE_MAP["report"],
+)
+
+STATES["below_goal"] = StateSpec(
+    name="below_goal",
+    kind="final",
+    final=True,
+    result=(
+        "No model reached {{ goal }}: the last attempt, {{ model.output.approach }}, scored {{ "
+        "evaluate.output.value }}."
+    ),
+    origin=SOURCE_MAP["below_goal"],
+)
+
+
+TOOLS: dict[str, ToolSpec] = {}
+
+TOOLS["std.python"] = ToolSpec(name="std.python")
+
+TOOLS["std.read_file"] = ToolSpec(name="std.read_file")
+
+TOOLS["std.write_file"] = ToolSpec(name="std.write_file")
+
+
+TESTS: list[TestSpec] = []
+
+TESTS.append(TestSpec(
+    name="a good first model is reported",
+    inputs={"dataset_path": "data/churn.csv", "target": "churned"},
+    steps=(
+        (
+            "reply",
+            "analyse",
+            {
+                "rows": 5000,
+                "columns": ["customer_id", "tenure", "plan", "churned"],
+                "target_balance": "20% churned",
+                "issues": [],
+                "excluded_columns": ["customer_id"],
+            },
+        ),
+        (
+            "reply",
+            "model",
+            {
+                "approach": "gradient boosting on tenure and plan",
+                "script_path": "train.py",
+                "validation_score": 0.86,
+            },
+        ),
+        (
+            "reply",
+            "evaluate",
+            {"name": "f1", "value": 0.84, "baseline": 0.0, "notes": "stable across folds"},
+        ),
+        ("verdict", "evaluate", None),
+    ),
+    expect_path=("analyse", "model", "evaluate", "report"),
+    expect_result="gradient boosting on tenure and plan reaches f1 0.84 on the test split.",
+    has_expect_result=True,
+    origin=SOURCE_MAP["test a good first model is reported"],
+    step_origins=(
+        SOURCE_MAP["step 0.0"],
+        SOURCE_MAP["step 0.1"],
+        SOURCE_MAP["step 0.2"],
+        SOURCE_MAP["step 0.3"],
+    ),
+))
+
+TESTS.append(TestSpec(
+    name="a poor metric sends the run back to modelling",
+    inputs={"dataset_path": "data/churn.csv", "target": "churned", "goal": 0.8},
+    steps=(
+        (
+            "reply",
+            "analyse",
+            {
+                "rows": 5000,
+                "columns": ["tenure", "plan", "churned"],
+                "target_balance": "20% churned",
+                "issues": [],
+                "excluded_columns": [],
+            },
+        ),
+        (
+            "reply",
+            "model",
+            {
+                "approach": "logistic regression on tenure",
+                "script_path": "train.py",
+                "validation_score": 0.6,
+            },
+        ),
+        (
+            "reply",
+            "evaluate",
+            {"name": "f1", "value": 0.58, "baseline": 0.0, "notes": "underfits"},
+        ),
+        ("verdict", "evaluate", None),
+        (
+            "reply",
+            "model",
+            {
+                "approach": "gradient boosting on tenure and plan",
+                "script_path": "train.py",
+                "validation_score": 0.85,
+            },
+        ),
+        ("reply", "evaluate", {"name": "f1", "value": 0.83, "baseline": 0.0, "notes": ""}),
+        ("verdict", "evaluate", None),
+    ),
+    expect_path=("analyse", "model", "evaluate", "model", "evaluate", "report"),
+    expect_final="report",
+    origin=SOURCE_MAP["test a poor metric sends the run back to modelling"],
+    step_origins=(
+        SOURCE_MAP["step 1.0"],
+        SOURCE_MAP["step 1.1"],
+        SOURCE_MAP["step 1.2"],
+        SOURCE_MAP["step 1.3"],
+        SOURCE_MAP["step 1.4"],
+        SOURCE_MAP["step 1.5"],
+        SOURCE_MAP["step 1.6"],
+    ),
+))
+
+TESTS.append(TestSpec(
+    name="suspected leakage sends the run back to the analysis",
+    inputs={"dataset_path": "data/churn.csv", "target": "churned"},
+    steps=(
+        (
+            "reply",
+            "analyse",
+            {
+                "rows": 5000,
+                "columns": ["tenure", "cancel_date", "churned"],
+                "target_balance": "20% churned",
+                "issues": [],
+                "excluded_columns": [],
+            },
+        ),
+        (
+            "reply",
+            "model",
+            {
+                "approach": "gradient boosting on all columns",
+                "script_path": "train.py",
+                "validation_score": 0.99,
+            },
+        ),
+        (
+            "reply",
+            "evaluate",
+            {
+                "name": "f1",
+                "value": 0.99,
+                "baseline": 0.0,
+                "notes": "cancel_date is the strongest feature",
+            },
+        ),
+        (
+            "verdict",
+            "evaluate",
+            (
+                "the evaluation points to data leakage, such as a near-perfect score or a feature "
+                "derived from the target"
+            ),
+        ),
+        (
+            "reply",
+            "analyse",
+            {
+                "rows": 5000,
+                "columns": ["tenure", "cancel_date", "churned"],
+                "target_balance": "20% churned",
+                "issues": ["cancel_date is only set for churned customers"],
+                "excluded_columns": ["cancel_date"],
+            },
+        ),
+        (
+            "reply",
+            "model",
+            {
+                "approach": "gradient boosting on tenure",
+                "script_path": "train.py",
+                "validation_score": 0.82,
+            },
+        ),
+        ("reply", "evaluate", {"name": "f1", "value": 0.81, "baseline": 0.0, "notes": ""}),
+    ),
+    expect_path=("analyse", "model", "evaluate", "analyse", "model", "evaluate", "report"),
+    expect_final="report",
+    origin=SOURCE_MAP["test suspected leakage sends the run back to the analysis"],
+    step_origins=(
+        SOURCE_MAP["step 2.0"],
+        SOURCE_MAP["step 2.1"],
+        SOURCE_MAP["step 2.2"],
+        SOURCE_MAP["step 2.3"],
+        SOURCE_MAP["step 2.4"],
+        SOURCE_MAP["step 2.5"],
+        SOURCE_MAP["step 2.6"],
+    ),
+))
+
+TESTS.append(TestSpec(
+    name="three poor models end below the goal",
+    inputs={"dataset_path": "data/churn.csv", "target": "churned", "goal": 0.9},
+    steps=(
+        (
+            "reply",
+            "analyse",
+            {
+                "rows": 300,
+                "columns": ["tenure", "churned"],
+                "target_balance": "20% churned",
+                "issues": ["few rows"],
+                "excluded_columns": [],
+            },
+        ),
+        (
+            "reply",
+            "model",
+            {
+                "approach": "logistic regression",
+                "script_path": "train.py",
+                "validation_score": 0.6,
+            },
+        ),
+        ("reply", "evaluate", {"name": "f1", "value": 0.6, "baseline": 0.0, "notes": ""}),
+        ("verdict", "evaluate", None),
+        (
+            "reply",
+            "model",
+            {"approach": "random forest", "script_path": "train.py", "validation_score": 0.62},
+        ),
+        ("reply", "evaluate", {"name": "f1", "value": 0.61, "baseline": 0.0, "notes": ""}),
+        ("verdict", "evaluate", None),
+        (
+            "reply",
+            "model",
+            {
+                "approach": "gradient boosting",
+                "script_path": "train.py",
+                "validation_score": 0.65,
+            },
+        ),
+        ("reply", "evaluate", {"name": "f1", "value": 0.64, "baseline": 0.0, "notes": ""}),
+        ("verdict", "evaluate", None),
+    ),
+    expect_path=("analyse", "model", "evaluate", "model", "evaluate", "model", "evaluate", "below_goal"),
+    expect_result="No model reached 0.9: the last attempt, gradient boosting, scored 0.64.",
+    has_expect_result=True,
+    origin=SOURCE_MAP["test three poor models end below the goal"],
+    step_origins=(
+        SOURCE_MAP["step 3.0"],
+        SOURCE_MAP["step 3.1"],
+        SOURCE_MAP["step 3.2"],
+        SOURCE_MAP["step 3.3"],
+        SOURCE_MAP["step 3.4"],
+        SOURCE_MAP["step 3.5"],
+        SOURCE_MAP["step 3.6"],
+        SOURCE_MAP["step 3.7"],
+        SOURCE_MAP["step 3.8"],
+        SOURCE_MAP["step 3.9"],
+    ),
+))
+
+
 MACHINE = MachineSpec(
     name="ml_pipeline",
     description=(
@@ -155,425 +546,11 @@ MACHINE = MachineSpec(
     verifier_model="openai/gpt-4o",
     temperature=None,
     limits=LimitsSpec(steps=25, cost_usd=2.0, seconds=1800.0),
-    agents={
-        "analyst": AgentSpec(
-            name="analyst",
-            prompt=(
-                "You are a careful data analyst. You inspect data with Python before you believe "
-                "anything about it."
-            ),
-            model="openai/gpt-4o-mini",
-            tools=("std.python", "std.read_file"),
-            origin=SOURCE_MAP["agent analyst"],
-        ),
-        "modeller": AgentSpec(
-            name="modeller",
-            prompt=(
-                "You are a machine-learning engineer. You write small, reproducible training "
-                "scripts and run them."
-            ),
-            model="openai/gpt-4o-mini",
-            tools=("std.python", "std.write_file", "std.read_file"),
-            memory="last",
-            memory_count=6,
-            origin=SOURCE_MAP["agent modeller"],
-        ),
-        "evaluator": AgentSpec(
-            name="evaluator",
-            prompt=(
-                "You evaluate trained models on held-out data and report numbers exactly as "
-                "measured."
-            ),
-            model="openai/gpt-4o-mini",
-            temperature=0.0,
-            tools=("std.python",),
-            origin=SOURCE_MAP["agent evaluator"],
-        ),
-    },
-    states={
-        "analyse": StateSpec(
-            name="analyse",
-            kind="agent",
-            agent="analyst",
-            instruction=(
-                "Explore the dataset at {{ dataset_path }} with Python. The column to predict is "
-                "{{ target }}.\n"
-                "Report its size, its columns, the balance of {{ target }}, data-quality issues, "
-                "and every column\n"
-                "that must be excluded because it identifies rows or leaks the target."
-            ),
-            output=Analysis,
-            tell=("modeller", "evaluator"),
-            visits=2,
-            transitions=(
-                TransitionSpec(
-                    kind="always",
-                    target="model",
-                    origin=SOURCE_MAP["analyse transition 0"],
-                ),
-            ),
-            origin=SOURCE_MAP["analyse"],
-        ),
-        "model": StateSpec(
-            name="model",
-            kind="agent",
-            agent="modeller",
-            instruction=(
-                "Train a model that predicts {{ target }} from {{ dataset_path }}, leaving out "
-                "these columns: {{ analyse.output.excluded_columns }}. Keep 20% of the rows as a "
-                "test split that training never sees."
-            ),
-            output=ModelReport,
-            tell=("evaluator",),
-            transitions=(
-                TransitionSpec(
-                    kind="always",
-                    target="evaluate",
-                    origin=SOURCE_MAP["model transition 0"],
-                ),
-            ),
-            origin=SOURCE_MAP["model"],
-        ),
-        "evaluate": StateSpec(
-            name="evaluate",
-            kind="agent",
-            agent="evaluator",
-            instruction=(
-                "Run the training script {{ model.output.script_path }} on the held-out test split "
-                "and report the metric that suits the balance of {{ target }}."
-            ),
-            output=Metric,
-            transitions=(
-                TransitionSpec(
-                    kind="condition",
-                    target="analyse",
-                    text=(
-                        "the evaluation points to data leakage, such as a near-perfect score or a "
-                        "feature derived from the target"
-                    ),
-                    max=1,
-                    origin=SOURCE_MAP["evaluate transition 0"],
-                ),
-                TransitionSpec(
-                    kind="guard",
-                    target="report",
-                    guard=guard_evaluate_1,
-                    text="output.value >= goal and output.value > output.baseline",
-                    origin=SOURCE_MAP["evaluate transition 1"],
-                ),
-                TransitionSpec(
-                    kind="guard",
-                    target="model",
-                    guard=guard_evaluate_2,
-                    text="output.value < goal",
-                    max=2,
-                    origin=SOURCE_MAP["evaluate transition 2"],
-                ),
-                TransitionSpec(
-                    kind="otherwise",
-                    target="below_goal",
-                    origin=SOURCE_MAP["evaluate transition 3"],
-                ),
-            ),
-            origin=SOURCE_MAP["evaluate"],
-        ),
-        "report": StateSpec(
-            name="report",
-            kind="final",
-            final=True,
-            result=(
-                "{{ model.output.approach }} reaches {{ evaluate.output.name }} {{ "
-                "evaluate.output.value }} on the test split."
-            ),
-            origin=SOURCE_MAP["report"],
-        ),
-        "below_goal": StateSpec(
-            name="below_goal",
-            kind="final",
-            final=True,
-            result=(
-                "No model reached {{ goal }}: the last attempt, {{ model.output.approach }}, "
-                "scored {{ evaluate.output.value }}."
-            ),
-            origin=SOURCE_MAP["below_goal"],
-        ),
-    },
+    agents=AGENTS,
+    states=STATES,
     start="analyse",
-    tools={
-        "std.python": ToolSpec(name="std.python"),
-        "std.read_file": ToolSpec(name="std.read_file"),
-        "std.write_file": ToolSpec(name="std.write_file"),
-    },
-    tests=(
-        TestSpec(
-            name="a good first model is reported",
-            inputs={"dataset_path": "data/churn.csv", "target": "churned"},
-            steps=(
-                (
-                    "reply",
-                    "analyse",
-                    {
-                        "rows": 5000,
-                        "columns": ["customer_id", "tenure", "plan", "churned"],
-                        "target_balance": "20% churned",
-                        "issues": [],
-                        "excluded_columns": ["customer_id"],
-                    },
-                ),
-                (
-                    "reply",
-                    "model",
-                    {
-                        "approach": "gradient boosting on tenure and plan",
-                        "script_path": "train.py",
-                        "validation_score": 0.86,
-                    },
-                ),
-                (
-                    "reply",
-                    "evaluate",
-                    {
-                        "name": "f1",
-                        "value": 0.84,
-                        "baseline": 0.0,
-                        "notes": "stable across folds",
-                    },
-                ),
-                ("verdict", "evaluate", None),
-            ),
-            expect_path=("analyse", "model", "evaluate", "report"),
-            expect_result="gradient boosting on tenure and plan reaches f1 0.84 on the test split.",
-            has_expect_result=True,
-            origin=SOURCE_MAP["test a good first model is reported"],
-            step_origins=(
-                SOURCE_MAP["step 0.0"],
-                SOURCE_MAP["step 0.1"],
-                SOURCE_MAP["step 0.2"],
-                SOURCE_MAP["step 0.3"],
-            ),
-        ),
-        TestSpec(
-            name="a poor metric sends the run back to modelling",
-            inputs={"dataset_path": "data/churn.csv", "target": "churned", "goal": 0.8},
-            steps=(
-                (
-                    "reply",
-                    "analyse",
-                    {
-                        "rows": 5000,
-                        "columns": ["tenure", "plan", "churned"],
-                        "target_balance": "20% churned",
-                        "issues": [],
-                        "excluded_columns": [],
-                    },
-                ),
-                (
-                    "reply",
-                    "model",
-                    {
-                        "approach": "logistic regression on tenure",
-                        "script_path": "train.py",
-                        "validation_score": 0.6,
-                    },
-                ),
-                (
-                    "reply",
-                    "evaluate",
-                    {"name": "f1", "value": 0.58, "baseline": 0.0, "notes": "underfits"},
-                ),
-                ("verdict", "evaluate", None),
-                (
-                    "reply",
-                    "model",
-                    {
-                        "approach": "gradient boosting on tenure and plan",
-                        "script_path": "train.py",
-                        "validation_score": 0.85,
-                    },
-                ),
-                (
-                    "reply",
-                    "evaluate",
-                    {"name": "f1", "value": 0.83, "baseline": 0.0, "notes": ""},
-                ),
-                ("verdict", "evaluate", None),
-            ),
-            expect_path=("analyse", "model", "evaluate", "model", "evaluate", "report"),
-            expect_final="report",
-            origin=SOURCE_MAP["test a poor metric sends the run back to modelling"],
-            step_origins=(
-                SOURCE_MAP["step 1.0"],
-                SOURCE_MAP["step 1.1"],
-                SOURCE_MAP["step 1.2"],
-                SOURCE_MAP["step 1.3"],
-                SOURCE_MAP["step 1.4"],
-                SOURCE_MAP["step 1.5"],
-                SOURCE_MAP["step 1.6"],
-            ),
-        ),
-        TestSpec(
-            name="suspected leakage sends the run back to the analysis",
-            inputs={"dataset_path": "data/churn.csv", "target": "churned"},
-            steps=(
-                (
-                    "reply",
-                    "analyse",
-                    {
-                        "rows": 5000,
-                        "columns": ["tenure", "cancel_date", "churned"],
-                        "target_balance": "20% churned",
-                        "issues": [],
-                        "excluded_columns": [],
-                    },
-                ),
-                (
-                    "reply",
-                    "model",
-                    {
-                        "approach": "gradient boosting on all columns",
-                        "script_path": "train.py",
-                        "validation_score": 0.99,
-                    },
-                ),
-                (
-                    "reply",
-                    "evaluate",
-                    {
-                        "name": "f1",
-                        "value": 0.99,
-                        "baseline": 0.0,
-                        "notes": "cancel_date is the strongest feature",
-                    },
-                ),
-                (
-                    "verdict",
-                    "evaluate",
-                    (
-                        "the evaluation points to data leakage, such as a near-perfect score or a "
-                        "feature derived from the target"
-                    ),
-                ),
-                (
-                    "reply",
-                    "analyse",
-                    {
-                        "rows": 5000,
-                        "columns": ["tenure", "cancel_date", "churned"],
-                        "target_balance": "20% churned",
-                        "issues": ["cancel_date is only set for churned customers"],
-                        "excluded_columns": ["cancel_date"],
-                    },
-                ),
-                (
-                    "reply",
-                    "model",
-                    {
-                        "approach": "gradient boosting on tenure",
-                        "script_path": "train.py",
-                        "validation_score": 0.82,
-                    },
-                ),
-                (
-                    "reply",
-                    "evaluate",
-                    {"name": "f1", "value": 0.81, "baseline": 0.0, "notes": ""},
-                ),
-            ),
-            expect_path=("analyse", "model", "evaluate", "analyse", "model", "evaluate", "report"),
-            expect_final="report",
-            origin=SOURCE_MAP["test suspected leakage sends the run back to the analysis"],
-            step_origins=(
-                SOURCE_MAP["step 2.0"],
-                SOURCE_MAP["step 2.1"],
-                SOURCE_MAP["step 2.2"],
-                SOURCE_MAP["step 2.3"],
-                SOURCE_MAP["step 2.4"],
-                SOURCE_MAP["step 2.5"],
-                SOURCE_MAP["step 2.6"],
-            ),
-        ),
-        TestSpec(
-            name="three poor models end below the goal",
-            inputs={"dataset_path": "data/churn.csv", "target": "churned", "goal": 0.9},
-            steps=(
-                (
-                    "reply",
-                    "analyse",
-                    {
-                        "rows": 300,
-                        "columns": ["tenure", "churned"],
-                        "target_balance": "20% churned",
-                        "issues": ["few rows"],
-                        "excluded_columns": [],
-                    },
-                ),
-                (
-                    "reply",
-                    "model",
-                    {
-                        "approach": "logistic regression",
-                        "script_path": "train.py",
-                        "validation_score": 0.6,
-                    },
-                ),
-                (
-                    "reply",
-                    "evaluate",
-                    {"name": "f1", "value": 0.6, "baseline": 0.0, "notes": ""},
-                ),
-                ("verdict", "evaluate", None),
-                (
-                    "reply",
-                    "model",
-                    {
-                        "approach": "random forest",
-                        "script_path": "train.py",
-                        "validation_score": 0.62,
-                    },
-                ),
-                (
-                    "reply",
-                    "evaluate",
-                    {"name": "f1", "value": 0.61, "baseline": 0.0, "notes": ""},
-                ),
-                ("verdict", "evaluate", None),
-                (
-                    "reply",
-                    "model",
-                    {
-                        "approach": "gradient boosting",
-                        "script_path": "train.py",
-                        "validation_score": 0.65,
-                    },
-                ),
-                (
-                    "reply",
-                    "evaluate",
-                    {"name": "f1", "value": 0.64, "baseline": 0.0, "notes": ""},
-                ),
-                ("verdict", "evaluate", None),
-            ),
-            expect_path=(
-                "analyse", "model", "evaluate", "model", "evaluate", "model", "evaluate",
-                "below_goal",
-            ),
-            expect_result="No model reached 0.9: the last attempt, gradient boosting, scored 0.64.",
-            has_expect_result=True,
-            origin=SOURCE_MAP["test three poor models end below the goal"],
-            step_origins=(
-                SOURCE_MAP["step 3.0"],
-                SOURCE_MAP["step 3.1"],
-                SOURCE_MAP["step 3.2"],
-                SOURCE_MAP["step 3.3"],
-                SOURCE_MAP["step 3.4"],
-                SOURCE_MAP["step 3.5"],
-                SOURCE_MAP["step 3.6"],
-                SOURCE_MAP["step 3.7"],
-                SOURCE_MAP["step 3.8"],
-                SOURCE_MAP["step 3.9"],
-            ),
-        ),
-    ),
+    tools=TOOLS,
+    tests=tuple(TESTS),
     source_sha256="e6162141a6ff9327e85746ae945290a45b2f82c47f6d1c75a8e04270983e8148",
     source_path="../../../examples/ml_pipeline.fsm",
 )

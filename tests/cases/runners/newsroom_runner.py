@@ -105,6 +105,178 @@ SOURCE_MAP_research = {
     "step 1.4": "../../../examples/newsroom/teams/research.fsm:90:9",
 }
 
+
+AGENTS_research: dict[str, AgentSpec] = {}
+
+AGENTS_research["searcher"] = AgentSpec(
+    name="searcher",
+    prompt="You find primary sources and summarise them faithfully. Never cite what you have not read.",
+    model="openai/gpt-4o-mini",
+    origin=SOURCE_MAP_research["agent searcher"],
+)
+
+AGENTS_research["checker"] = AgentSpec(
+    name="checker",
+    prompt="You check that a summary says nothing its sources do not support.",
+    model="openai/gpt-4o-mini",
+    memory="none",
+    origin=SOURCE_MAP_research["agent checker"],
+)
+
+
+STATES_research: dict[str, StateSpec] = {}
+
+STATES_research["gather"] = StateSpec(
+    name="gather",
+    kind="agent",
+    agent="searcher",
+    instruction="Find up to {{ depth * 3 }} sources on {{ topic }} and summarise what they say.",
+    output=Findings,
+    transitions=(
+        TransitionSpec(
+            kind="always",
+            target="check",
+            origin=SOURCE_MAP_research["gather transition 0"],
+        ),
+    ),
+    origin=SOURCE_MAP_research["gather"],
+)
+
+STATES_research["check"] = StateSpec(
+    name="check",
+    kind="agent",
+    agent="checker",
+    instruction=(
+        "Does every claim of this summary have a source?\n"
+        "\n"
+        "{{ gather.output.summary }}\n"
+        "\n"
+        "Sources: {% for s in gather.output.sources %}{{ s.title }} ({{ s.url }}); {% endfor %}"
+    ),
+    output=Check,
+    transitions=(
+        TransitionSpec(
+            kind="guard",
+            target="report",
+            guard=guard_check_0,
+            text='output.verdict == "holds"',
+            origin=SOURCE_MAP_research["check transition 0"],
+        ),
+        TransitionSpec(
+            kind="always",
+            target="gather",
+            max=2,
+            origin=SOURCE_MAP_research["check transition 1"],
+        ),
+        TransitionSpec(
+            kind="otherwise",
+            target="report",
+            origin=SOURCE_MAP_research["check transition 2"],
+        ),
+    ),
+    origin=SOURCE_MAP_research["check"],
+)
+
+STATES_research["report"] = StateSpec(
+    name="report",
+    kind="agent",
+    final=True,
+    agent="searcher",
+    instruction=(
+        "Write up the findings on {{ topic }} that hold: keep only the claims your sources "
+        "support.{% if check.output.missing %} Unsupported so far: {{ check.output.missing }}{% "
+        "endif %}"
+    ),
+    output=Findings,
+    origin=SOURCE_MAP_research["report"],
+)
+
+
+TESTS_research: list[TestSpec] = []
+
+TESTS_research.append(TestSpec(
+    name="sources that hold up are written up",
+    inputs={"topic": "finite-state machines"},
+    steps=(
+        (
+            "reply",
+            "gather",
+            {
+                "summary": "FSMs have a finite set of states.",
+                "sources": [{"title": "Automata", "url": "https://example.org/a"}],
+            },
+        ),
+        ("reply", "check", {"verdict": "holds", "missing": ""}),
+        (
+            "reply",
+            "report",
+            {
+                "summary": "FSMs have a finite set of states.",
+                "sources": [{"title": "Automata", "url": "https://example.org/a"}],
+            },
+        ),
+    ),
+    expect_path=("gather", "check", "report"),
+    origin=SOURCE_MAP_research["test sources that hold up are written up"],
+    expectations=(
+        ExpectationSpec(
+            kind="instruction",
+            state="gather",
+            contains=True,
+            value="Find up to 3 sources on finite-state machines",
+            origin=SOURCE_MAP_research["expect 0.0"],
+        ),
+    ),
+    step_origins=(
+        SOURCE_MAP_research["step 0.0"],
+        SOURCE_MAP_research["step 0.1"],
+        SOURCE_MAP_research["step 0.2"],
+    ),
+))
+
+TESTS_research.append(TestSpec(
+    name="a thin summary is gathered again",
+    inputs={"topic": "LLM agents", "depth": 2},
+    steps=(
+        (
+            "reply",
+            "gather",
+            {
+                "summary": "Agents always succeed.",
+                "sources": [{"title": "Blog", "url": "https://example.org/b"}],
+            },
+        ),
+        ("reply", "check", {"verdict": "thin", "missing": "that agents always succeed"}),
+        (
+            "reply",
+            "gather",
+            {
+                "summary": "Agents succeed more often with bounded loops.",
+                "sources": [{"title": "Study", "url": "https://example.org/s"}],
+            },
+        ),
+        ("reply", "check", {"verdict": "holds", "missing": ""}),
+        (
+            "reply",
+            "report",
+            {
+                "summary": "Agents succeed more often with bounded loops.",
+                "sources": [{"title": "Study", "url": "https://example.org/s"}],
+            },
+        ),
+    ),
+    expect_path=("gather", "check", "gather", "check", "report"),
+    origin=SOURCE_MAP_research["test a thin summary is gathered again"],
+    step_origins=(
+        SOURCE_MAP_research["step 1.0"],
+        SOURCE_MAP_research["step 1.1"],
+        SOURCE_MAP_research["step 1.2"],
+        SOURCE_MAP_research["step 1.3"],
+        SOURCE_MAP_research["step 1.4"],
+    ),
+))
+
+
 MACHINE_research = MachineSpec(
     name="research",
     description=(
@@ -124,172 +296,10 @@ MACHINE_research = MachineSpec(
     verifier_model="openai/gpt-4o-mini",
     temperature=None,
     limits=LimitsSpec(),
-    agents={
-        "searcher": AgentSpec(
-            name="searcher",
-            prompt=(
-                "You find primary sources and summarise them faithfully. Never cite what you have "
-                "not read."
-            ),
-            model="openai/gpt-4o-mini",
-            origin=SOURCE_MAP_research["agent searcher"],
-        ),
-        "checker": AgentSpec(
-            name="checker",
-            prompt="You check that a summary says nothing its sources do not support.",
-            model="openai/gpt-4o-mini",
-            memory="none",
-            origin=SOURCE_MAP_research["agent checker"],
-        ),
-    },
-    states={
-        "gather": StateSpec(
-            name="gather",
-            kind="agent",
-            agent="searcher",
-            instruction="Find up to {{ depth * 3 }} sources on {{ topic }} and summarise what they say.",
-            output=Findings,
-            transitions=(
-                TransitionSpec(
-                    kind="always",
-                    target="check",
-                    origin=SOURCE_MAP_research["gather transition 0"],
-                ),
-            ),
-            origin=SOURCE_MAP_research["gather"],
-        ),
-        "check": StateSpec(
-            name="check",
-            kind="agent",
-            agent="checker",
-            instruction=(
-                "Does every claim of this summary have a source?\n"
-                "\n"
-                "{{ gather.output.summary }}\n"
-                "\n"
-                "Sources: {% for s in gather.output.sources %}{{ s.title }} ({{ s.url }}); {% "
-                "endfor %}"
-            ),
-            output=Check,
-            transitions=(
-                TransitionSpec(
-                    kind="guard",
-                    target="report",
-                    guard=guard_check_0,
-                    text='output.verdict == "holds"',
-                    origin=SOURCE_MAP_research["check transition 0"],
-                ),
-                TransitionSpec(
-                    kind="always",
-                    target="gather",
-                    max=2,
-                    origin=SOURCE_MAP_research["check transition 1"],
-                ),
-                TransitionSpec(
-                    kind="otherwise",
-                    target="report",
-                    origin=SOURCE_MAP_research["check transition 2"],
-                ),
-            ),
-            origin=SOURCE_MAP_research["check"],
-        ),
-        "report": StateSpec(
-            name="report",
-            kind="agent",
-            final=True,
-            agent="searcher",
-            instruction=(
-                "Write up the findings on {{ topic }} that hold: keep only the claims your sources "
-                "support.{% if check.output.missing %} Unsupported so far: {{ check.output.missing "
-                "}}{% endif %}"
-            ),
-            output=Findings,
-            origin=SOURCE_MAP_research["report"],
-        ),
-    },
+    agents=AGENTS_research,
+    states=STATES_research,
     start="gather",
-    tests=(
-        TestSpec(
-            name="sources that hold up are written up",
-            inputs={"topic": "finite-state machines"},
-            steps=(
-                (
-                    "reply",
-                    "gather",
-                    {
-                        "summary": "FSMs have a finite set of states.",
-                        "sources": [{"title": "Automata", "url": "https://example.org/a"}],
-                    },
-                ),
-                ("reply", "check", {"verdict": "holds", "missing": ""}),
-                (
-                    "reply",
-                    "report",
-                    {
-                        "summary": "FSMs have a finite set of states.",
-                        "sources": [{"title": "Automata", "url": "https://example.org/a"}],
-                    },
-                ),
-            ),
-            expect_path=("gather", "check", "report"),
-            origin=SOURCE_MAP_research["test sources that hold up are written up"],
-            expectations=(
-                ExpectationSpec(
-                    kind="instruction",
-                    state="gather",
-                    contains=True,
-                    value="Find up to 3 sources on finite-state machines",
-                    origin=SOURCE_MAP_research["expect 0.0"],
-                ),
-            ),
-            step_origins=(
-                SOURCE_MAP_research["step 0.0"],
-                SOURCE_MAP_research["step 0.1"],
-                SOURCE_MAP_research["step 0.2"],
-            ),
-        ),
-        TestSpec(
-            name="a thin summary is gathered again",
-            inputs={"topic": "LLM agents", "depth": 2},
-            steps=(
-                (
-                    "reply",
-                    "gather",
-                    {
-                        "summary": "Agents always succeed.",
-                        "sources": [{"title": "Blog", "url": "https://example.org/b"}],
-                    },
-                ),
-                ("reply", "check", {"verdict": "thin", "missing": "that agents always succeed"}),
-                (
-                    "reply",
-                    "gather",
-                    {
-                        "summary": "Agents succeed more often with bounded loops.",
-                        "sources": [{"title": "Study", "url": "https://example.org/s"}],
-                    },
-                ),
-                ("reply", "check", {"verdict": "holds", "missing": ""}),
-                (
-                    "reply",
-                    "report",
-                    {
-                        "summary": "Agents succeed more often with bounded loops.",
-                        "sources": [{"title": "Study", "url": "https://example.org/s"}],
-                    },
-                ),
-            ),
-            expect_path=("gather", "check", "gather", "check", "report"),
-            origin=SOURCE_MAP_research["test a thin summary is gathered again"],
-            step_origins=(
-                SOURCE_MAP_research["step 1.0"],
-                SOURCE_MAP_research["step 1.1"],
-                SOURCE_MAP_research["step 1.2"],
-                SOURCE_MAP_research["step 1.3"],
-                SOURCE_MAP_research["step 1.4"],
-            ),
-        ),
-    ),
+    tests=tuple(TESTS_research),
     source_sha256="d3c44ceac3b47003d630dd8c6065515ff79ddd36e36764a5619c069a4bb1c367",
     source_path="../../../examples/newsroom/teams/research.fsm",
     result_type=Findings,
@@ -343,6 +353,185 @@ SOURCE_MAP_writing = {
     "step 2.1": "../../../examples/newsroom/teams/writing.fsm:105:9",
 }
 
+
+AGENTS_writing: dict[str, AgentSpec] = {}
+
+AGENTS_writing["writer"] = AgentSpec(
+    name="writer",
+    prompt="You write clear, sourced articles for {{ audience }}.",
+    model="openai/gpt-4o",
+    origin=SOURCE_MAP_writing["agent writer"],
+)
+
+
+STATES_writing: dict[str, StateSpec] = {}
+
+STATES_writing["draft"] = StateSpec(
+    name="draft",
+    kind="agent",
+    agent="writer",
+    instruction=(
+        'Write the article "{{ brief.headline }}". Its claim: {{ brief.claim }}. Cover, in order: '
+        "{{ brief.points | join('; ') }}."
+    ),
+    transitions=(
+        TransitionSpec(
+            kind="always",
+            target="approve",
+            origin=SOURCE_MAP_writing["draft transition 0"],
+        ),
+    ),
+    origin=SOURCE_MAP_writing["draft"],
+)
+
+STATES_writing["approve"] = StateSpec(
+    name="approve",
+    kind="human",
+    instruction=(
+        'Publish "{{ brief.headline }}"?\n'
+        "\n"
+        "{{ revise.output or draft.output }}"
+    ),
+    output=Approval,
+    transitions=(
+        TransitionSpec(
+            kind="timeout",
+            target="unanswered",
+            text="after 2d",
+            seconds=172800.0,
+            origin=SOURCE_MAP_writing["approve transition 0"],
+        ),
+        TransitionSpec(
+            kind="guard",
+            target="published",
+            guard=guard_approve_1,
+            text="output.approve",
+            origin=SOURCE_MAP_writing["approve transition 1"],
+        ),
+        TransitionSpec(
+            kind="always",
+            target="revise",
+            max=2,
+            origin=SOURCE_MAP_writing["approve transition 2"],
+        ),
+        TransitionSpec(
+            kind="otherwise",
+            target="held",
+            origin=SOURCE_MAP_writing["approve transition 3"],
+        ),
+    ),
+    origin=SOURCE_MAP_writing["approve"],
+)
+
+STATES_writing["revise"] = StateSpec(
+    name="revise",
+    kind="agent",
+    agent="writer",
+    instruction="Revise the article: {{ approve.output.notes }}",
+    transitions=(
+        TransitionSpec(
+            kind="always",
+            target="approve",
+            origin=SOURCE_MAP_writing["revise transition 0"],
+        ),
+    ),
+    origin=SOURCE_MAP_writing["revise"],
+)
+
+STATES_writing["published"] = StateSpec(
+    name="published",
+    kind="final",
+    final=True,
+    result="{{ revise.output or draft.output }}",
+    origin=SOURCE_MAP_writing["published"],
+)
+
+STATES_writing["held"] = StateSpec(
+    name="held",
+    kind="final",
+    final=True,
+    fail="the editor held the article back",
+    origin=SOURCE_MAP_writing["held"],
+)
+
+STATES_writing["unanswered"] = StateSpec(
+    name="unanswered",
+    kind="final",
+    final=True,
+    fail="no editor answered within two days",
+    origin=SOURCE_MAP_writing["unanswered"],
+)
+
+
+TESTS_writing: list[TestSpec] = []
+
+TESTS_writing.append(TestSpec(
+    name="an approved draft is published",
+    inputs={
+        "audience": "engineers",
+        "brief": {
+            "headline": "Bounded loops",
+            "claim": "bounded loops make agents dependable",
+            "points": ["what a bound is", "why it helps"],
+        },
+    },
+    steps=(
+        ("reply", "draft", "Bounded loops make agents dependable."),
+        ("reply", "approve", {"approve": True, "notes": ""}),
+    ),
+    expect_path=("draft", "approve", "published"),
+    expect_result="Bounded loops make agents dependable.",
+    has_expect_result=True,
+    origin=SOURCE_MAP_writing["test an approved draft is published"],
+    step_origins=(SOURCE_MAP_writing["step 0.0"], SOURCE_MAP_writing["step 0.1"]),
+))
+
+TESTS_writing.append(TestSpec(
+    name="a revision is published once approved",
+    inputs={
+        "audience": "engineers",
+        "brief": {
+            "headline": "Bounded loops",
+            "claim": "bounded loops make agents dependable",
+            "points": ["what a bound is"],
+        },
+    },
+    steps=(
+        ("reply", "draft", "Loops."),
+        ("reply", "approve", {"approve": False, "notes": "Say why bounds help."}),
+        ("reply", "revise", "Bounds stop runaway loops, so agents finish."),
+        ("reply", "approve", {"approve": True, "notes": ""}),
+    ),
+    expect_path=("draft", "approve", "revise", "approve", "published"),
+    expect_result="Bounds stop runaway loops, so agents finish.",
+    has_expect_result=True,
+    origin=SOURCE_MAP_writing["test a revision is published once approved"],
+    step_origins=(
+        SOURCE_MAP_writing["step 1.0"],
+        SOURCE_MAP_writing["step 1.1"],
+        SOURCE_MAP_writing["step 1.2"],
+        SOURCE_MAP_writing["step 1.3"],
+    ),
+))
+
+TESTS_writing.append(TestSpec(
+    name="nobody answers",
+    inputs={
+        "audience": "engineers",
+        "brief": {
+            "headline": "Bounded loops",
+            "claim": "bounded loops make agents dependable",
+            "points": ["what a bound is"],
+        },
+    },
+    steps=(("reply", "draft", "Loops."), ("timeout", "approve", None)),
+    expect_path=("draft", "approve", "unanswered"),
+    expect_failure="final",
+    origin=SOURCE_MAP_writing["test nobody answers"],
+    step_origins=(SOURCE_MAP_writing["step 2.0"], SOURCE_MAP_writing["step 2.1"]),
+))
+
+
 MACHINE_writing = MachineSpec(
     name="writing",
     description="Draft an article from a brief and revise it until an editor approves it.",
@@ -351,172 +540,10 @@ MACHINE_writing = MachineSpec(
     verifier_model="openai/gpt-4o",
     temperature=None,
     limits=LimitsSpec(),
-    agents={
-        "writer": AgentSpec(
-            name="writer",
-            prompt="You write clear, sourced articles for {{ audience }}.",
-            model="openai/gpt-4o",
-            origin=SOURCE_MAP_writing["agent writer"],
-        ),
-    },
-    states={
-        "draft": StateSpec(
-            name="draft",
-            kind="agent",
-            agent="writer",
-            instruction=(
-                'Write the article "{{ brief.headline }}". Its claim: {{ brief.claim }}. Cover, in '
-                "order: {{ brief.points | join('; ') }}."
-            ),
-            transitions=(
-                TransitionSpec(
-                    kind="always",
-                    target="approve",
-                    origin=SOURCE_MAP_writing["draft transition 0"],
-                ),
-            ),
-            origin=SOURCE_MAP_writing["draft"],
-        ),
-        "approve": StateSpec(
-            name="approve",
-            kind="human",
-            instruction=(
-                'Publish "{{ brief.headline }}"?\n'
-                "\n"
-                "{{ revise.output or draft.output }}"
-            ),
-            output=Approval,
-            transitions=(
-                TransitionSpec(
-                    kind="timeout",
-                    target="unanswered",
-                    text="after 2d",
-                    seconds=172800.0,
-                    origin=SOURCE_MAP_writing["approve transition 0"],
-                ),
-                TransitionSpec(
-                    kind="guard",
-                    target="published",
-                    guard=guard_approve_1,
-                    text="output.approve",
-                    origin=SOURCE_MAP_writing["approve transition 1"],
-                ),
-                TransitionSpec(
-                    kind="always",
-                    target="revise",
-                    max=2,
-                    origin=SOURCE_MAP_writing["approve transition 2"],
-                ),
-                TransitionSpec(
-                    kind="otherwise",
-                    target="held",
-                    origin=SOURCE_MAP_writing["approve transition 3"],
-                ),
-            ),
-            origin=SOURCE_MAP_writing["approve"],
-        ),
-        "revise": StateSpec(
-            name="revise",
-            kind="agent",
-            agent="writer",
-            instruction="Revise the article: {{ approve.output.notes }}",
-            transitions=(
-                TransitionSpec(
-                    kind="always",
-                    target="approve",
-                    origin=SOURCE_MAP_writing["revise transition 0"],
-                ),
-            ),
-            origin=SOURCE_MAP_writing["revise"],
-        ),
-        "published": StateSpec(
-            name="published",
-            kind="final",
-            final=True,
-            result="{{ revise.output or draft.output }}",
-            origin=SOURCE_MAP_writing["published"],
-        ),
-        "held": StateSpec(
-            name="held",
-            kind="final",
-            final=True,
-            fail="the editor held the article back",
-            origin=SOURCE_MAP_writing["held"],
-        ),
-        "unanswered": StateSpec(
-            name="unanswered",
-            kind="final",
-            final=True,
-            fail="no editor answered within two days",
-            origin=SOURCE_MAP_writing["unanswered"],
-        ),
-    },
+    agents=AGENTS_writing,
+    states=STATES_writing,
     start="draft",
-    tests=(
-        TestSpec(
-            name="an approved draft is published",
-            inputs={
-                "audience": "engineers",
-                "brief": {
-                    "headline": "Bounded loops",
-                    "claim": "bounded loops make agents dependable",
-                    "points": ["what a bound is", "why it helps"],
-                },
-            },
-            steps=(
-                ("reply", "draft", "Bounded loops make agents dependable."),
-                ("reply", "approve", {"approve": True, "notes": ""}),
-            ),
-            expect_path=("draft", "approve", "published"),
-            expect_result="Bounded loops make agents dependable.",
-            has_expect_result=True,
-            origin=SOURCE_MAP_writing["test an approved draft is published"],
-            step_origins=(SOURCE_MAP_writing["step 0.0"], SOURCE_MAP_writing["step 0.1"]),
-        ),
-        TestSpec(
-            name="a revision is published once approved",
-            inputs={
-                "audience": "engineers",
-                "brief": {
-                    "headline": "Bounded loops",
-                    "claim": "bounded loops make agents dependable",
-                    "points": ["what a bound is"],
-                },
-            },
-            steps=(
-                ("reply", "draft", "Loops."),
-                ("reply", "approve", {"approve": False, "notes": "Say why bounds help."}),
-                ("reply", "revise", "Bounds stop runaway loops, so agents finish."),
-                ("reply", "approve", {"approve": True, "notes": ""}),
-            ),
-            expect_path=("draft", "approve", "revise", "approve", "published"),
-            expect_result="Bounds stop runaway loops, so agents finish.",
-            has_expect_result=True,
-            origin=SOURCE_MAP_writing["test a revision is published once approved"],
-            step_origins=(
-                SOURCE_MAP_writing["step 1.0"],
-                SOURCE_MAP_writing["step 1.1"],
-                SOURCE_MAP_writing["step 1.2"],
-                SOURCE_MAP_writing["step 1.3"],
-            ),
-        ),
-        TestSpec(
-            name="nobody answers",
-            inputs={
-                "audience": "engineers",
-                "brief": {
-                    "headline": "Bounded loops",
-                    "claim": "bounded loops make agents dependable",
-                    "points": ["what a bound is"],
-                },
-            },
-            steps=(("reply", "draft", "Loops."), ("timeout", "approve", None)),
-            expect_path=("draft", "approve", "unanswered"),
-            expect_failure="final",
-            origin=SOURCE_MAP_writing["test nobody answers"],
-            step_origins=(SOURCE_MAP_writing["step 2.0"], SOURCE_MAP_writing["step 2.1"]),
-        ),
-    ),
+    tests=tuple(TESTS_writing),
     source_sha256="4c6afc17f5ec10fbd8a32439d8fb0d16d2b428435e5bc4de8d6a556a5c6188ee",
     source_path="../../../examples/newsroom/teams/writing.fsm",
 )
@@ -631,6 +658,321 @@ SOURCE_MAP = {
     "expect 1.0": "../../../examples/newsroom/newsroom.fsm:130:9",
 }
 
+
+AGENTS: dict[str, AgentSpec] = {}
+
+AGENTS["editor"] = AgentSpec(
+    name="editor",
+    prompt="You run a newsroom: you turn research into briefs that a writer can work from.",
+    model="openai/gpt-4o-mini",
+    origin=SOURCE_MAP["agent editor"],
+)
+
+
+STATES: dict[str, StateSpec] = {}
+
+STATES["investigate"] = StateSpec(
+    name="investigate",
+    kind="call",
+    transitions=(
+        TransitionSpec(
+            kind="guard",
+            target="brief",
+            guard=guard_investigate_0,
+            text="all(o.ok for o in output)",
+            origin=SOURCE_MAP["investigate transition 0"],
+        ),
+        TransitionSpec(
+            kind="otherwise",
+            target="failed",
+            origin=SOURCE_MAP["investigate transition 1"],
+        ),
+    ),
+    origin=SOURCE_MAP["investigate"],
+    each=EachSpec(
+        item="topic",
+        items=items_investigate,
+        max=4,
+        concurrency=2,
+        text="topics",
+        origin=SOURCE_MAP["investigate for"],
+    ),
+    run=CallSpec(
+        machine="research",
+        args=run_args_investigate,
+        origin=SOURCE_MAP["investigate run"],
+    ),
+)
+
+STATES["brief"] = StateSpec(
+    name="brief",
+    kind="agent",
+    agent="editor",
+    instruction=(
+        "Brief a writer for {{ audience }} from this research:\n"
+        "{% for o in investigate.output %}{% if o.result %}- {{ o.result.summary }}\n"
+        "{% endif %}{% endfor %}"
+    ),
+    output=Brief,
+    transitions=(
+        TransitionSpec(
+            kind="always",
+            target="fact_check",
+            origin=SOURCE_MAP["brief transition 0"],
+        ),
+    ),
+    origin=SOURCE_MAP["brief"],
+)
+
+STATES["fact_check"] = StateSpec(
+    name="fact_check",
+    kind="call",
+    transitions=(
+        TransitionSpec(
+            kind="guard",
+            target="write",
+            guard=guard_fact_check_0,
+            text="output.ok",
+            origin=SOURCE_MAP["fact_check transition 0"],
+        ),
+        TransitionSpec(
+            kind="otherwise",
+            target="failed",
+            origin=SOURCE_MAP["fact_check transition 1"],
+        ),
+    ),
+    origin=SOURCE_MAP["fact_check"],
+    run=CallSpec(machine="research", args=run_args_fact_check, origin=SOURCE_MAP["fact_check run"]),
+)
+
+STATES["write"] = StateSpec(
+    name="write",
+    kind="call",
+    transitions=(
+        TransitionSpec(
+            kind="guard",
+            target="done",
+            guard=guard_write_0,
+            text="output.ok",
+            origin=SOURCE_MAP["write transition 0"],
+        ),
+        TransitionSpec(
+            kind="guard",
+            target="failed",
+            guard=guard_write_1,
+            text='output.final == "held"',
+            origin=SOURCE_MAP["write transition 1"],
+        ),
+        TransitionSpec(
+            kind="otherwise",
+            target="failed",
+            origin=SOURCE_MAP["write transition 2"],
+        ),
+    ),
+    origin=SOURCE_MAP["write"],
+    run=CallSpec(machine="writing", args=run_args_write, origin=SOURCE_MAP["write run"]),
+)
+
+STATES["done"] = StateSpec(
+    name="done",
+    kind="final",
+    final=True,
+    result="{{ write.output.result }}",
+    origin=SOURCE_MAP["done"],
+)
+
+STATES["failed"] = StateSpec(
+    name="failed",
+    kind="final",
+    final=True,
+    fail="a team could not finish",
+    origin=SOURCE_MAP["failed"],
+)
+
+
+TESTS: list[TestSpec] = []
+
+TESTS.append(TestSpec(
+    name="two topics researched, briefed, checked, written and approved",
+    inputs={"topics": ["FSMs", "LLM agents"]},
+    steps=(
+        (
+            "reply",
+            "investigate[0]/gather",
+            {
+                "summary": "FSMs have finitely many states.",
+                "sources": [{"title": "Automata", "url": "https://example.org/a"}],
+            },
+        ),
+        ("reply", "investigate[0]/check", {"verdict": "holds", "missing": ""}),
+        (
+            "reply",
+            "investigate[0]/report",
+            {
+                "summary": "FSMs have finitely many states.",
+                "sources": [{"title": "Automata", "url": "https://example.org/a"}],
+            },
+        ),
+        (
+            "reply",
+            "investigate[1]/gather",
+            {
+                "summary": "Agents loop until they are done.",
+                "sources": [{"title": "Study", "url": "https://example.org/s"}],
+            },
+        ),
+        ("reply", "investigate[1]/check", {"verdict": "holds", "missing": ""}),
+        (
+            "reply",
+            "investigate[1]/report",
+            {
+                "summary": "Agents loop until they are done.",
+                "sources": [{"title": "Study", "url": "https://example.org/s"}],
+            },
+        ),
+        (
+            "reply",
+            "brief",
+            {
+                "headline": "Agents as machines",
+                "claim": "a bounded FSM makes an agent finish",
+                "points": ["states", "bounds"],
+            },
+        ),
+        (
+            "reply",
+            "fact_check/gather",
+            {
+                "summary": "Bounded FSMs always halt.",
+                "sources": [{"title": "Automata", "url": "https://example.org/a"}],
+            },
+        ),
+        ("reply", "fact_check/check", {"verdict": "holds", "missing": ""}),
+        (
+            "reply",
+            "fact_check/report",
+            {
+                "summary": "Bounded FSMs always halt.",
+                "sources": [{"title": "Automata", "url": "https://example.org/a"}],
+            },
+        ),
+        ("reply", "write/draft", "A bounded FSM makes an agent finish."),
+        ("reply", "write/approve", {"approve": True, "notes": ""}),
+    ),
+    expect_path=("investigate", "brief", "fact_check", "write", "done"),
+    expect_result="A bounded FSM makes an agent finish.",
+    has_expect_result=True,
+    origin=SOURCE_MAP["test two topics researched, briefed, checked, written and approved"],
+    expectations=(
+        ExpectationSpec(
+            kind="instruction",
+            state="brief",
+            contains=True,
+            value="- FSMs have finitely many states.",
+            origin=SOURCE_MAP["expect 0.0"],
+        ),
+        ExpectationSpec(
+            kind="output",
+            state="write",
+            value={"ok": True, "final": "published"},
+            origin=SOURCE_MAP["expect 0.1"],
+        ),
+    ),
+    step_origins=(
+        SOURCE_MAP["step 0.0"],
+        SOURCE_MAP["step 0.1"],
+        SOURCE_MAP["step 0.2"],
+        SOURCE_MAP["step 0.3"],
+        SOURCE_MAP["step 0.4"],
+        SOURCE_MAP["step 0.5"],
+        SOURCE_MAP["step 0.6"],
+        SOURCE_MAP["step 0.7"],
+        SOURCE_MAP["step 0.8"],
+        SOURCE_MAP["step 0.9"],
+        SOURCE_MAP["step 0.10"],
+        SOURCE_MAP["step 0.11"],
+    ),
+))
+
+TESTS.append(TestSpec(
+    name="an article the editor holds back fails the run",
+    inputs={"topics": ["FSMs"]},
+    steps=(
+        (
+            "reply",
+            "investigate[0]/gather",
+            {
+                "summary": "FSMs have finitely many states.",
+                "sources": [{"title": "Automata", "url": "https://example.org/a"}],
+            },
+        ),
+        ("reply", "investigate[0]/check", {"verdict": "holds", "missing": ""}),
+        (
+            "reply",
+            "investigate[0]/report",
+            {
+                "summary": "FSMs have finitely many states.",
+                "sources": [{"title": "Automata", "url": "https://example.org/a"}],
+            },
+        ),
+        (
+            "reply",
+            "brief",
+            {"headline": "FSMs", "claim": "FSMs are finite", "points": ["states"]},
+        ),
+        (
+            "reply",
+            "fact_check/gather",
+            {
+                "summary": "FSMs are finite.",
+                "sources": [{"title": "Automata", "url": "https://example.org/a"}],
+            },
+        ),
+        ("reply", "fact_check/check", {"verdict": "holds", "missing": ""}),
+        (
+            "reply",
+            "fact_check/report",
+            {
+                "summary": "FSMs are finite.",
+                "sources": [{"title": "Automata", "url": "https://example.org/a"}],
+            },
+        ),
+        ("reply", "write/draft", "FSMs."),
+        ("reply", "write/approve", {"approve": False, "notes": "More depth."}),
+        ("reply", "write/revise", "FSMs, in depth."),
+        ("reply", "write/approve", {"approve": False, "notes": "Still thin."}),
+        ("reply", "write/revise", "FSMs, in more depth."),
+        ("reply", "write/approve", {"approve": False, "notes": "No."}),
+    ),
+    expect_path=("investigate", "brief", "fact_check", "write", "failed"),
+    expect_failure="final",
+    origin=SOURCE_MAP["test an article the editor holds back fails the run"],
+    expectations=(
+        ExpectationSpec(
+            kind="output",
+            state="write",
+            value={"ok": False, "final": "held"},
+            origin=SOURCE_MAP["expect 1.0"],
+        ),
+    ),
+    step_origins=(
+        SOURCE_MAP["step 1.0"],
+        SOURCE_MAP["step 1.1"],
+        SOURCE_MAP["step 1.2"],
+        SOURCE_MAP["step 1.3"],
+        SOURCE_MAP["step 1.4"],
+        SOURCE_MAP["step 1.5"],
+        SOURCE_MAP["step 1.6"],
+        SOURCE_MAP["step 1.7"],
+        SOURCE_MAP["step 1.8"],
+        SOURCE_MAP["step 1.9"],
+        SOURCE_MAP["step 1.10"],
+        SOURCE_MAP["step 1.11"],
+        SOURCE_MAP["step 1.12"],
+    ),
+))
+
+
 MACHINE = MachineSpec(
     name="newsroom",
     description=(
@@ -648,313 +990,10 @@ MACHINE = MachineSpec(
     verifier_model="openai/gpt-4o-mini",
     temperature=None,
     limits=LimitsSpec(),
-    agents={
-        "editor": AgentSpec(
-            name="editor",
-            prompt="You run a newsroom: you turn research into briefs that a writer can work from.",
-            model="openai/gpt-4o-mini",
-            origin=SOURCE_MAP["agent editor"],
-        ),
-    },
-    states={
-        "investigate": StateSpec(
-            name="investigate",
-            kind="call",
-            transitions=(
-                TransitionSpec(
-                    kind="guard",
-                    target="brief",
-                    guard=guard_investigate_0,
-                    text="all(o.ok for o in output)",
-                    origin=SOURCE_MAP["investigate transition 0"],
-                ),
-                TransitionSpec(
-                    kind="otherwise",
-                    target="failed",
-                    origin=SOURCE_MAP["investigate transition 1"],
-                ),
-            ),
-            origin=SOURCE_MAP["investigate"],
-            each=EachSpec(
-                item="topic",
-                items=items_investigate,
-                max=4,
-                concurrency=2,
-                text="topics",
-                origin=SOURCE_MAP["investigate for"],
-            ),
-            run=CallSpec(
-                machine="research",
-                args=run_args_investigate,
-                origin=SOURCE_MAP["investigate run"],
-            ),
-        ),
-        "brief": StateSpec(
-            name="brief",
-            kind="agent",
-            agent="editor",
-            instruction=(
-                "Brief a writer for {{ audience }} from this research:\n"
-                "{% for o in investigate.output %}{% if o.result %}- {{ o.result.summary }}\n"
-                "{% endif %}{% endfor %}"
-            ),
-            output=Brief,
-            transitions=(
-                TransitionSpec(
-                    kind="always",
-                    target="fact_check",
-                    origin=SOURCE_MAP["brief transition 0"],
-                ),
-            ),
-            origin=SOURCE_MAP["brief"],
-        ),
-        "fact_check": StateSpec(
-            name="fact_check",
-            kind="call",
-            transitions=(
-                TransitionSpec(
-                    kind="guard",
-                    target="write",
-                    guard=guard_fact_check_0,
-                    text="output.ok",
-                    origin=SOURCE_MAP["fact_check transition 0"],
-                ),
-                TransitionSpec(
-                    kind="otherwise",
-                    target="failed",
-                    origin=SOURCE_MAP["fact_check transition 1"],
-                ),
-            ),
-            origin=SOURCE_MAP["fact_check"],
-            run=CallSpec(
-                machine="research",
-                args=run_args_fact_check,
-                origin=SOURCE_MAP["fact_check run"],
-            ),
-        ),
-        "write": StateSpec(
-            name="write",
-            kind="call",
-            transitions=(
-                TransitionSpec(
-                    kind="guard",
-                    target="done",
-                    guard=guard_write_0,
-                    text="output.ok",
-                    origin=SOURCE_MAP["write transition 0"],
-                ),
-                TransitionSpec(
-                    kind="guard",
-                    target="failed",
-                    guard=guard_write_1,
-                    text='output.final == "held"',
-                    origin=SOURCE_MAP["write transition 1"],
-                ),
-                TransitionSpec(
-                    kind="otherwise",
-                    target="failed",
-                    origin=SOURCE_MAP["write transition 2"],
-                ),
-            ),
-            origin=SOURCE_MAP["write"],
-            run=CallSpec(machine="writing", args=run_args_write, origin=SOURCE_MAP["write run"]),
-        ),
-        "done": StateSpec(
-            name="done",
-            kind="final",
-            final=True,
-            result="{{ write.output.result }}",
-            origin=SOURCE_MAP["done"],
-        ),
-        "failed": StateSpec(
-            name="failed",
-            kind="final",
-            final=True,
-            fail="a team could not finish",
-            origin=SOURCE_MAP["failed"],
-        ),
-    },
+    agents=AGENTS,
+    states=STATES,
     start="investigate",
-    tests=(
-        TestSpec(
-            name="two topics researched, briefed, checked, written and approved",
-            inputs={"topics": ["FSMs", "LLM agents"]},
-            steps=(
-                (
-                    "reply",
-                    "investigate[0]/gather",
-                    {
-                        "summary": "FSMs have finitely many states.",
-                        "sources": [{"title": "Automata", "url": "https://example.org/a"}],
-                    },
-                ),
-                ("reply", "investigate[0]/check", {"verdict": "holds", "missing": ""}),
-                (
-                    "reply",
-                    "investigate[0]/report",
-                    {
-                        "summary": "FSMs have finitely many states.",
-                        "sources": [{"title": "Automata", "url": "https://example.org/a"}],
-                    },
-                ),
-                (
-                    "reply",
-                    "investigate[1]/gather",
-                    {
-                        "summary": "Agents loop until they are done.",
-                        "sources": [{"title": "Study", "url": "https://example.org/s"}],
-                    },
-                ),
-                ("reply", "investigate[1]/check", {"verdict": "holds", "missing": ""}),
-                (
-                    "reply",
-                    "investigate[1]/report",
-                    {
-                        "summary": "Agents loop until they are done.",
-                        "sources": [{"title": "Study", "url": "https://example.org/s"}],
-                    },
-                ),
-                (
-                    "reply",
-                    "brief",
-                    {
-                        "headline": "Agents as machines",
-                        "claim": "a bounded FSM makes an agent finish",
-                        "points": ["states", "bounds"],
-                    },
-                ),
-                (
-                    "reply",
-                    "fact_check/gather",
-                    {
-                        "summary": "Bounded FSMs always halt.",
-                        "sources": [{"title": "Automata", "url": "https://example.org/a"}],
-                    },
-                ),
-                ("reply", "fact_check/check", {"verdict": "holds", "missing": ""}),
-                (
-                    "reply",
-                    "fact_check/report",
-                    {
-                        "summary": "Bounded FSMs always halt.",
-                        "sources": [{"title": "Automata", "url": "https://example.org/a"}],
-                    },
-                ),
-                ("reply", "write/draft", "A bounded FSM makes an agent finish."),
-                ("reply", "write/approve", {"approve": True, "notes": ""}),
-            ),
-            expect_path=("investigate", "brief", "fact_check", "write", "done"),
-            expect_result="A bounded FSM makes an agent finish.",
-            has_expect_result=True,
-            origin=SOURCE_MAP["test two topics researched, briefed, checked, written and approved"],
-            expectations=(
-                ExpectationSpec(
-                    kind="instruction",
-                    state="brief",
-                    contains=True,
-                    value="- FSMs have finitely many states.",
-                    origin=SOURCE_MAP["expect 0.0"],
-                ),
-                ExpectationSpec(
-                    kind="output",
-                    state="write",
-                    value={"ok": True, "final": "published"},
-                    origin=SOURCE_MAP["expect 0.1"],
-                ),
-            ),
-            step_origins=(
-                SOURCE_MAP["step 0.0"],
-                SOURCE_MAP["step 0.1"],
-                SOURCE_MAP["step 0.2"],
-                SOURCE_MAP["step 0.3"],
-                SOURCE_MAP["step 0.4"],
-                SOURCE_MAP["step 0.5"],
-                SOURCE_MAP["step 0.6"],
-                SOURCE_MAP["step 0.7"],
-                SOURCE_MAP["step 0.8"],
-                SOURCE_MAP["step 0.9"],
-                SOURCE_MAP["step 0.10"],
-                SOURCE_MAP["step 0.11"],
-            ),
-        ),
-        TestSpec(
-            name="an article the editor holds back fails the run",
-            inputs={"topics": ["FSMs"]},
-            steps=(
-                (
-                    "reply",
-                    "investigate[0]/gather",
-                    {
-                        "summary": "FSMs have finitely many states.",
-                        "sources": [{"title": "Automata", "url": "https://example.org/a"}],
-                    },
-                ),
-                ("reply", "investigate[0]/check", {"verdict": "holds", "missing": ""}),
-                (
-                    "reply",
-                    "investigate[0]/report",
-                    {
-                        "summary": "FSMs have finitely many states.",
-                        "sources": [{"title": "Automata", "url": "https://example.org/a"}],
-                    },
-                ),
-                (
-                    "reply",
-                    "brief",
-                    {"headline": "FSMs", "claim": "FSMs are finite", "points": ["states"]},
-                ),
-                (
-                    "reply",
-                    "fact_check/gather",
-                    {
-                        "summary": "FSMs are finite.",
-                        "sources": [{"title": "Automata", "url": "https://example.org/a"}],
-                    },
-                ),
-                ("reply", "fact_check/check", {"verdict": "holds", "missing": ""}),
-                (
-                    "reply",
-                    "fact_check/report",
-                    {
-                        "summary": "FSMs are finite.",
-                        "sources": [{"title": "Automata", "url": "https://example.org/a"}],
-                    },
-                ),
-                ("reply", "write/draft", "FSMs."),
-                ("reply", "write/approve", {"approve": False, "notes": "More depth."}),
-                ("reply", "write/revise", "FSMs, in depth."),
-                ("reply", "write/approve", {"approve": False, "notes": "Still thin."}),
-                ("reply", "write/revise", "FSMs, in more depth."),
-                ("reply", "write/approve", {"approve": False, "notes": "No."}),
-            ),
-            expect_path=("investigate", "brief", "fact_check", "write", "failed"),
-            expect_failure="final",
-            origin=SOURCE_MAP["test an article the editor holds back fails the run"],
-            expectations=(
-                ExpectationSpec(
-                    kind="output",
-                    state="write",
-                    value={"ok": False, "final": "held"},
-                    origin=SOURCE_MAP["expect 1.0"],
-                ),
-            ),
-            step_origins=(
-                SOURCE_MAP["step 1.0"],
-                SOURCE_MAP["step 1.1"],
-                SOURCE_MAP["step 1.2"],
-                SOURCE_MAP["step 1.3"],
-                SOURCE_MAP["step 1.4"],
-                SOURCE_MAP["step 1.5"],
-                SOURCE_MAP["step 1.6"],
-                SOURCE_MAP["step 1.7"],
-                SOURCE_MAP["step 1.8"],
-                SOURCE_MAP["step 1.9"],
-                SOURCE_MAP["step 1.10"],
-                SOURCE_MAP["step 1.11"],
-                SOURCE_MAP["step 1.12"],
-            ),
-        ),
-    ),
+    tests=tuple(TESTS),
     source_sha256="77bd182868d58045b057e3f0cb12fe7b0a439310944f7d192e7598f587fb379f",
     source_path="../../../examples/newsroom/newsroom.fsm",
     machines={"research": MACHINE_research, "writing": MACHINE_writing},

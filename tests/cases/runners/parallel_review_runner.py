@@ -117,6 +117,245 @@ SOURCE_MAP = {
     "step 2.11": "../../../examples/parallel_review.fsm:124:9",
 }
 
+
+AGENTS: dict[str, AgentSpec] = {}
+
+AGENTS["writer"] = AgentSpec(
+    name="writer",
+    prompt="You write clear, accurate technical articles.",
+    model="openai/gpt-4o-mini",
+    origin=SOURCE_MAP["agent writer"],
+)
+
+AGENTS["reviewer"] = AgentSpec(
+    name="reviewer",
+    prompt="You review technical drafts strictly and name concrete fixes.",
+    model="openai/gpt-4o-mini",
+    origin=SOURCE_MAP["agent reviewer"],
+)
+
+
+STATES: dict[str, StateSpec] = {}
+
+STATES["draft"] = StateSpec(
+    name="draft",
+    kind="agent",
+    agent="writer",
+    instruction="Write a short article about {{ topic }}.",
+    transitions=(TransitionSpec(kind="always", target="reviews", origin=SOURCE_MAP["draft transition 0"]),),
+    origin=SOURCE_MAP["draft"],
+)
+
+STATES["reviews"] = StateSpec(
+    name="reviews",
+    kind="parallel",
+    output=Review,
+    transitions=(
+        TransitionSpec(
+            kind="guard",
+            target="publish",
+            guard=guard_reviews_0,
+            text="count(r.approve for r in output) >= 2",
+            origin=SOURCE_MAP["reviews transition 0"],
+        ),
+        TransitionSpec(
+            kind="always",
+            target="revise",
+            max=2,
+            origin=SOURCE_MAP["reviews transition 1"],
+        ),
+        TransitionSpec(
+            kind="otherwise",
+            target="rejected",
+            origin=SOURCE_MAP["reviews transition 2"],
+        ),
+    ),
+    origin=SOURCE_MAP["reviews"],
+    parallel=ParallelSpec(
+        branches=("accuracy", "structure", "style"),
+        join=JoinSpec(origin=SOURCE_MAP["reviews join"]),
+        origin=SOURCE_MAP["reviews parallel"],
+    ),
+)
+
+STATES["accuracy"] = StateSpec(
+    name="accuracy",
+    kind="agent",
+    agent="reviewer",
+    model="openai/gpt-4o",
+    instruction="Check every claim in this draft for accuracy: {{ revise.output or draft.output }}",
+    output=Review,
+    origin=SOURCE_MAP["accuracy"],
+    branch="accuracy",
+)
+
+STATES["structure"] = StateSpec(
+    name="structure",
+    kind="agent",
+    agent="reviewer",
+    model="anthropic/claude-3-5-haiku-latest",
+    instruction=(
+        "Judge the structure of this draft — its order, headings and length: {{ revise.output or "
+        "draft.output }}"
+    ),
+    output=Review,
+    origin=SOURCE_MAP["structure"],
+    branch="structure",
+)
+
+STATES["style"] = StateSpec(
+    name="style",
+    kind="agent",
+    agent="reviewer",
+    instruction="Judge the style of this draft — clarity and tone: {{ revise.output or draft.output }}",
+    output=Review,
+    origin=SOURCE_MAP["style"],
+    branch="style",
+)
+
+STATES["revise"] = StateSpec(
+    name="revise",
+    kind="agent",
+    agent="writer",
+    instruction=(
+        "Revise your article. The reviewers ask for: {% for r in reviews.output %}{% for f in "
+        "r.fixes %}{{ f }}; {% endfor %}{% endfor %}the accuracy reviewer approves: {{ "
+        "accuracy.output.approve }}."
+    ),
+    transitions=(TransitionSpec(kind="always", target="reviews", origin=SOURCE_MAP["revise transition 0"]),),
+    origin=SOURCE_MAP["revise"],
+)
+
+STATES["publish"] = StateSpec(
+    name="publish",
+    kind="final",
+    final=True,
+    result="{{ revise.output or draft.output }}",
+    origin=SOURCE_MAP["publish"],
+)
+
+STATES["rejected"] = StateSpec(
+    name="rejected",
+    kind="final",
+    final=True,
+    fail="Most reviewers still reject the article after two revisions.",
+    origin=SOURCE_MAP["rejected"],
+)
+
+
+TESTS: list[TestSpec] = []
+
+TESTS.append(TestSpec(
+    name="two approvals of three publish the draft",
+    inputs={"topic": "finite-state machines"},
+    steps=(
+        ("reply", "draft", "FSMs are graphs of states."),
+        ("reply", "accuracy", {"approve": True, "fixes": []}),
+        ("reply", "structure", {"approve": False, "fixes": ["add headings"]}),
+        ("reply", "style", {"approve": True, "fixes": []}),
+    ),
+    expect_path=("draft", "reviews", "accuracy", "structure", "style", "publish"),
+    expect_result="FSMs are graphs of states.",
+    has_expect_result=True,
+    origin=SOURCE_MAP["test two approvals of three publish the draft"],
+    expectations=(
+        ExpectationSpec(
+            kind="output",
+            state="reviews",
+            value=[
+                {"approve": True, "fixes": []},
+                {"approve": False, "fixes": ["add headings"]},
+                {"approve": True, "fixes": []},
+            ],
+            origin=SOURCE_MAP["expect 0.0"],
+        ),
+    ),
+    step_origins=(
+        SOURCE_MAP["step 0.0"],
+        SOURCE_MAP["step 0.1"],
+        SOURCE_MAP["step 0.2"],
+        SOURCE_MAP["step 0.3"],
+    ),
+))
+
+TESTS.append(TestSpec(
+    name="a majority against sends the draft back once",
+    inputs={"topic": "finite-state machines"},
+    steps=(
+        ("reply", "draft", "FSMs are graphs."),
+        ("reply", "accuracy", {"approve": False, "fixes": ["define a state"]}),
+        ("reply", "structure", {"approve": False, "fixes": ["add headings"]}),
+        ("reply", "style", {"approve": True, "fixes": []}),
+        ("reply", "revise", "FSMs are graphs of states, with headings."),
+        ("reply", "accuracy", {"approve": True, "fixes": []}),
+        ("reply", "structure", {"approve": True, "fixes": []}),
+        ("reply", "style", {"approve": True, "fixes": []}),
+    ),
+    expect_path=(
+        "draft", "reviews", "accuracy", "structure", "style", "revise", "reviews", "accuracy",
+        "structure", "style", "publish",
+    ),
+    expect_result="FSMs are graphs of states, with headings.",
+    has_expect_result=True,
+    origin=SOURCE_MAP["test a majority against sends the draft back once"],
+    expectations=(
+        ExpectationSpec(
+            kind="instruction",
+            state="revise",
+            contains=True,
+            value="define a state; add headings; ",
+            origin=SOURCE_MAP["expect 1.0"],
+        ),
+    ),
+    step_origins=(
+        SOURCE_MAP["step 1.0"],
+        SOURCE_MAP["step 1.1"],
+        SOURCE_MAP["step 1.2"],
+        SOURCE_MAP["step 1.3"],
+        SOURCE_MAP["step 1.4"],
+        SOURCE_MAP["step 1.5"],
+        SOURCE_MAP["step 1.6"],
+        SOURCE_MAP["step 1.7"],
+    ),
+))
+
+TESTS.append(TestSpec(
+    name="still rejected after two revisions",
+    inputs={"topic": "finite-state machines"},
+    steps=(
+        ("reply", "draft", "Draft."),
+        ("reply", "accuracy", {"approve": False, "fixes": ["wrong"]}),
+        ("reply", "structure", {"approve": False, "fixes": []}),
+        ("reply", "style", {"approve": False, "fixes": []}),
+        ("reply", "revise", "Draft 2."),
+        ("reply", "accuracy", {"approve": False, "fixes": []}),
+        ("reply", "structure", {"approve": False, "fixes": []}),
+        ("reply", "style", {"approve": True, "fixes": []}),
+        ("reply", "revise", "Draft 3."),
+        ("reply", "accuracy", {"approve": True, "fixes": []}),
+        ("reply", "structure", {"approve": False, "fixes": []}),
+        ("reply", "style", {"approve": False, "fixes": []}),
+    ),
+    expect_final="rejected",
+    expect_failure="final",
+    origin=SOURCE_MAP["test still rejected after two revisions"],
+    step_origins=(
+        SOURCE_MAP["step 2.0"],
+        SOURCE_MAP["step 2.1"],
+        SOURCE_MAP["step 2.2"],
+        SOURCE_MAP["step 2.3"],
+        SOURCE_MAP["step 2.4"],
+        SOURCE_MAP["step 2.5"],
+        SOURCE_MAP["step 2.6"],
+        SOURCE_MAP["step 2.7"],
+        SOURCE_MAP["step 2.8"],
+        SOURCE_MAP["step 2.9"],
+        SOURCE_MAP["step 2.10"],
+        SOURCE_MAP["step 2.11"],
+    ),
+))
+
+
 MACHINE = MachineSpec(
     name="parallel_review",
     description=(
@@ -128,244 +367,10 @@ MACHINE = MachineSpec(
     verifier_model="openai/gpt-4o-mini",
     temperature=None,
     limits=LimitsSpec(steps=30, cost_usd=1.0),
-    agents={
-        "writer": AgentSpec(
-            name="writer",
-            prompt="You write clear, accurate technical articles.",
-            model="openai/gpt-4o-mini",
-            origin=SOURCE_MAP["agent writer"],
-        ),
-        "reviewer": AgentSpec(
-            name="reviewer",
-            prompt="You review technical drafts strictly and name concrete fixes.",
-            model="openai/gpt-4o-mini",
-            origin=SOURCE_MAP["agent reviewer"],
-        ),
-    },
-    states={
-        "draft": StateSpec(
-            name="draft",
-            kind="agent",
-            agent="writer",
-            instruction="Write a short article about {{ topic }}.",
-            transitions=(
-                TransitionSpec(
-                    kind="always",
-                    target="reviews",
-                    origin=SOURCE_MAP["draft transition 0"],
-                ),
-            ),
-            origin=SOURCE_MAP["draft"],
-        ),
-        "reviews": StateSpec(
-            name="reviews",
-            kind="parallel",
-            output=Review,
-            transitions=(
-                TransitionSpec(
-                    kind="guard",
-                    target="publish",
-                    guard=guard_reviews_0,
-                    text="count(r.approve for r in output) >= 2",
-                    origin=SOURCE_MAP["reviews transition 0"],
-                ),
-                TransitionSpec(
-                    kind="always",
-                    target="revise",
-                    max=2,
-                    origin=SOURCE_MAP["reviews transition 1"],
-                ),
-                TransitionSpec(
-                    kind="otherwise",
-                    target="rejected",
-                    origin=SOURCE_MAP["reviews transition 2"],
-                ),
-            ),
-            origin=SOURCE_MAP["reviews"],
-            parallel=ParallelSpec(
-                branches=("accuracy", "structure", "style"),
-                join=JoinSpec(origin=SOURCE_MAP["reviews join"]),
-                origin=SOURCE_MAP["reviews parallel"],
-            ),
-        ),
-        "accuracy": StateSpec(
-            name="accuracy",
-            kind="agent",
-            agent="reviewer",
-            model="openai/gpt-4o",
-            instruction="Check every claim in this draft for accuracy: {{ revise.output or draft.output }}",
-            output=Review,
-            origin=SOURCE_MAP["accuracy"],
-            branch="accuracy",
-        ),
-        "structure": StateSpec(
-            name="structure",
-            kind="agent",
-            agent="reviewer",
-            model="anthropic/claude-3-5-haiku-latest",
-            instruction=(
-                "Judge the structure of this draft — its order, headings and length: {{ "
-                "revise.output or draft.output }}"
-            ),
-            output=Review,
-            origin=SOURCE_MAP["structure"],
-            branch="structure",
-        ),
-        "style": StateSpec(
-            name="style",
-            kind="agent",
-            agent="reviewer",
-            instruction=(
-                "Judge the style of this draft — clarity and tone: {{ revise.output or "
-                "draft.output }}"
-            ),
-            output=Review,
-            origin=SOURCE_MAP["style"],
-            branch="style",
-        ),
-        "revise": StateSpec(
-            name="revise",
-            kind="agent",
-            agent="writer",
-            instruction=(
-                "Revise your article. The reviewers ask for: {% for r in reviews.output %}{% for f "
-                "in r.fixes %}{{ f }}; {% endfor %}{% endfor %}the accuracy reviewer approves: {{ "
-                "accuracy.output.approve }}."
-            ),
-            transitions=(
-                TransitionSpec(
-                    kind="always",
-                    target="reviews",
-                    origin=SOURCE_MAP["revise transition 0"],
-                ),
-            ),
-            origin=SOURCE_MAP["revise"],
-        ),
-        "publish": StateSpec(
-            name="publish",
-            kind="final",
-            final=True,
-            result="{{ revise.output or draft.output }}",
-            origin=SOURCE_MAP["publish"],
-        ),
-        "rejected": StateSpec(
-            name="rejected",
-            kind="final",
-            final=True,
-            fail="Most reviewers still reject the article after two revisions.",
-            origin=SOURCE_MAP["rejected"],
-        ),
-    },
+    agents=AGENTS,
+    states=STATES,
     start="draft",
-    tests=(
-        TestSpec(
-            name="two approvals of three publish the draft",
-            inputs={"topic": "finite-state machines"},
-            steps=(
-                ("reply", "draft", "FSMs are graphs of states."),
-                ("reply", "accuracy", {"approve": True, "fixes": []}),
-                ("reply", "structure", {"approve": False, "fixes": ["add headings"]}),
-                ("reply", "style", {"approve": True, "fixes": []}),
-            ),
-            expect_path=("draft", "reviews", "accuracy", "structure", "style", "publish"),
-            expect_result="FSMs are graphs of states.",
-            has_expect_result=True,
-            origin=SOURCE_MAP["test two approvals of three publish the draft"],
-            expectations=(
-                ExpectationSpec(
-                    kind="output",
-                    state="reviews",
-                    value=[
-                        {"approve": True, "fixes": []},
-                        {"approve": False, "fixes": ["add headings"]},
-                        {"approve": True, "fixes": []},
-                    ],
-                    origin=SOURCE_MAP["expect 0.0"],
-                ),
-            ),
-            step_origins=(
-                SOURCE_MAP["step 0.0"],
-                SOURCE_MAP["step 0.1"],
-                SOURCE_MAP["step 0.2"],
-                SOURCE_MAP["step 0.3"],
-            ),
-        ),
-        TestSpec(
-            name="a majority against sends the draft back once",
-            inputs={"topic": "finite-state machines"},
-            steps=(
-                ("reply", "draft", "FSMs are graphs."),
-                ("reply", "accuracy", {"approve": False, "fixes": ["define a state"]}),
-                ("reply", "structure", {"approve": False, "fixes": ["add headings"]}),
-                ("reply", "style", {"approve": True, "fixes": []}),
-                ("reply", "revise", "FSMs are graphs of states, with headings."),
-                ("reply", "accuracy", {"approve": True, "fixes": []}),
-                ("reply", "structure", {"approve": True, "fixes": []}),
-                ("reply", "style", {"approve": True, "fixes": []}),
-            ),
-            expect_path=(
-                "draft", "reviews", "accuracy", "structure", "style", "revise", "reviews",
-                "accuracy", "structure", "style", "publish",
-            ),
-            expect_result="FSMs are graphs of states, with headings.",
-            has_expect_result=True,
-            origin=SOURCE_MAP["test a majority against sends the draft back once"],
-            expectations=(
-                ExpectationSpec(
-                    kind="instruction",
-                    state="revise",
-                    contains=True,
-                    value="define a state; add headings; ",
-                    origin=SOURCE_MAP["expect 1.0"],
-                ),
-            ),
-            step_origins=(
-                SOURCE_MAP["step 1.0"],
-                SOURCE_MAP["step 1.1"],
-                SOURCE_MAP["step 1.2"],
-                SOURCE_MAP["step 1.3"],
-                SOURCE_MAP["step 1.4"],
-                SOURCE_MAP["step 1.5"],
-                SOURCE_MAP["step 1.6"],
-                SOURCE_MAP["step 1.7"],
-            ),
-        ),
-        TestSpec(
-            name="still rejected after two revisions",
-            inputs={"topic": "finite-state machines"},
-            steps=(
-                ("reply", "draft", "Draft."),
-                ("reply", "accuracy", {"approve": False, "fixes": ["wrong"]}),
-                ("reply", "structure", {"approve": False, "fixes": []}),
-                ("reply", "style", {"approve": False, "fixes": []}),
-                ("reply", "revise", "Draft 2."),
-                ("reply", "accuracy", {"approve": False, "fixes": []}),
-                ("reply", "structure", {"approve": False, "fixes": []}),
-                ("reply", "style", {"approve": True, "fixes": []}),
-                ("reply", "revise", "Draft 3."),
-                ("reply", "accuracy", {"approve": True, "fixes": []}),
-                ("reply", "structure", {"approve": False, "fixes": []}),
-                ("reply", "style", {"approve": False, "fixes": []}),
-            ),
-            expect_final="rejected",
-            expect_failure="final",
-            origin=SOURCE_MAP["test still rejected after two revisions"],
-            step_origins=(
-                SOURCE_MAP["step 2.0"],
-                SOURCE_MAP["step 2.1"],
-                SOURCE_MAP["step 2.2"],
-                SOURCE_MAP["step 2.3"],
-                SOURCE_MAP["step 2.4"],
-                SOURCE_MAP["step 2.5"],
-                SOURCE_MAP["step 2.6"],
-                SOURCE_MAP["step 2.7"],
-                SOURCE_MAP["step 2.8"],
-                SOURCE_MAP["step 2.9"],
-                SOURCE_MAP["step 2.10"],
-                SOURCE_MAP["step 2.11"],
-            ),
-        ),
-    ),
+    tests=tuple(TESTS),
     source_sha256="b9687a65906eff88b8557bb9f59824d4cbaede618edf0d4842086aeb31f87988",
     source_path="../../../examples/parallel_review.fsm",
 )

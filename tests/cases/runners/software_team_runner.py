@@ -167,6 +167,392 @@ SOURCE_MAP = {
     "expect 2.0": "../../../examples/software_team.fsm:199:9",
 }
 
+
+AGENTS: dict[str, AgentSpec] = {}
+
+AGENTS["product_manager"] = AgentSpec(
+    name="product_manager",
+    prompt="You are a product manager. You turn vague requests into precise, testable requirements.",
+    model="openai/gpt-4o-mini",
+    memory="none",
+    origin=SOURCE_MAP["agent product_manager"],
+)
+
+AGENTS["architect"] = AgentSpec(
+    name="architect",
+    prompt=(
+        "You are a software architect. You design the smallest system that meets the requirements, "
+        "in Python."
+    ),
+    model="openai/gpt-4o-mini",
+    origin=SOURCE_MAP["agent architect"],
+)
+
+AGENTS["engineer"] = AgentSpec(
+    name="engineer",
+    prompt=(
+        "You are a software engineer. You write the files you are asked for with std.write_file,\n"
+        "keep every module small, and make the tests pass without weakening them."
+    ),
+    model="openai/gpt-4o",
+    tools=("std.write_file", "std.read_file", "std.list_files"),
+    memory="last",
+    memory_count=8,
+    origin=SOURCE_MAP["agent engineer"],
+)
+
+
+STATES: dict[str, StateSpec] = {}
+
+STATES["write_prd"] = StateSpec(
+    name="write_prd",
+    kind="agent",
+    agent="product_manager",
+    instruction="Write the PRD for this requirement: {{ requirement }}",
+    output=Prd,
+    tell=("architect", "engineer"),
+    transitions=(
+        TransitionSpec(
+            kind="always",
+            target="design",
+            origin=SOURCE_MAP["write_prd transition 0"],
+        ),
+    ),
+    origin=SOURCE_MAP["write_prd"],
+)
+
+STATES["design"] = StateSpec(
+    name="design",
+    kind="agent",
+    agent="architect",
+    instruction=(
+        "Design the system for the PRD you received: the architecture, the files (at most 12), and "
+        "their interfaces."
+    ),
+    output=Design,
+    tell=("engineer",),
+    transitions=(
+        TransitionSpec(
+            kind="always",
+            target="implement",
+            origin=SOURCE_MAP["design transition 0"],
+        ),
+    ),
+    origin=SOURCE_MAP["design"],
+)
+
+STATES["implement"] = StateSpec(
+    name="implement",
+    kind="agent",
+    agent="engineer",
+    instruction=(
+        "Write {{ file.path }} (file {{ i + 1 }} of {{ design.output.files | length }}): {{ "
+        "file.purpose }}. The interfaces are: {{ design.output.interfaces }}"
+    ),
+    output=WrittenFile,
+    transitions=(
+        TransitionSpec(
+            kind="always",
+            target="write_tests",
+            origin=SOURCE_MAP["implement transition 0"],
+        ),
+    ),
+    origin=SOURCE_MAP["implement"],
+    each=EachSpec(
+        item="file",
+        items=items_implement,
+        max=12,
+        index="i",
+        concurrency=3,
+        text="design.output.files",
+        origin=SOURCE_MAP["implement for"],
+    ),
+)
+
+STATES["write_tests"] = StateSpec(
+    name="write_tests",
+    kind="agent",
+    agent="engineer",
+    instruction=(
+        "These files are written: {% for f in implement.output %}{{ f.path }} ({{ f.summary }}); "
+        "{% endfor %}fix whatever the last test run showed, and return the test script."
+    ),
+    output=TestScript,
+    transitions=(
+        TransitionSpec(
+            kind="always",
+            target="run_tests",
+            origin=SOURCE_MAP["write_tests transition 0"],
+        ),
+    ),
+    origin=SOURCE_MAP["write_tests"],
+)
+
+STATES["run_tests"] = StateSpec(
+    name="run_tests",
+    kind="action",
+    tell=("engineer",),
+    call=ToolCallSpec(tool="std.python", args=args_run_tests, origin=SOURCE_MAP["run_tests call"]),
+    transitions=(
+        TransitionSpec(
+            kind="guard",
+            target="done",
+            guard=guard_run_tests_0,
+            text="output.exit_code == 0 and not output.timed_out",
+            origin=SOURCE_MAP["run_tests transition 0"],
+        ),
+        TransitionSpec(
+            kind="always",
+            target="write_tests",
+            max=3,
+            origin=SOURCE_MAP["run_tests transition 1"],
+        ),
+        TransitionSpec(
+            kind="otherwise",
+            target="tests_failing",
+            origin=SOURCE_MAP["run_tests transition 2"],
+        ),
+    ),
+    origin=SOURCE_MAP["run_tests"],
+)
+
+STATES["done"] = StateSpec(
+    name="done",
+    kind="final",
+    final=True,
+    result="{{ write_tests.output.summary }}",
+    origin=SOURCE_MAP["done"],
+)
+
+STATES["tests_failing"] = StateSpec(
+    name="tests_failing",
+    kind="final",
+    final=True,
+    result="The tests still fail after three fixes. Last error output: {{ run_tests.output.stderr }}",
+    origin=SOURCE_MAP["tests_failing"],
+)
+
+
+TOOLS: dict[str, ToolSpec] = {}
+
+TOOLS["std.write_file"] = ToolSpec(name="std.write_file")
+
+TOOLS["std.read_file"] = ToolSpec(name="std.read_file")
+
+TOOLS["std.list_files"] = ToolSpec(name="std.list_files")
+
+TOOLS["std.python"] = ToolSpec(name="std.python")
+
+
+TESTS: list[TestSpec] = []
+
+TESTS.append(TestSpec(
+    name="two files, tests pass on the first try",
+    inputs={"requirement": "a command-line tip calculator"},
+    steps=(
+        (
+            "reply",
+            "write_prd",
+            {
+                "goal": "Split a restaurant bill with a tip.",
+                "user_stories": ["As a diner, I want to split the bill so that everyone pays their share."],
+                "requirements": [{"id": "R1", "text": "compute the tip", "priority": "must"}],
+                "out_of_scope": ["currency conversion"],
+            },
+        ),
+        (
+            "reply",
+            "design",
+            {
+                "summary": "A pure function and a thin CLI.",
+                "files": [
+                    {"path": "tips.py", "purpose": "tip and split arithmetic (R1)"},
+                    {"path": "cli.py", "purpose": "reads the bill from the command line"},
+                ],
+                "interfaces": "def split(total: float, people: int, tip: float) -> float",
+            },
+        ),
+        ("reply", "implement", {"path": "tips.py", "summary": "split()"}),
+        ("reply", "implement", {"path": "cli.py", "summary": "main() calls split()"}),
+        (
+            "reply",
+            "write_tests",
+            {
+                "test_code": (
+                    "import tips\n"
+                    "assert tips.split(100, 4, 0.2) == 30"
+                ),
+                "summary": "tips.py and cli.py; tests pass.",
+            },
+        ),
+        ("reply", "run_tests", {"exit_code": 0, "stdout": "", "stderr": "", "timed_out": False}),
+    ),
+    expect_path=("write_prd", "design", "implement", "write_tests", "run_tests", "done"),
+    expect_result="tips.py and cli.py; tests pass.",
+    has_expect_result=True,
+    origin=SOURCE_MAP["test two files, tests pass on the first try"],
+    expectations=(
+        ExpectationSpec(
+            kind="instruction",
+            state="implement",
+            contains=True,
+            value="file 2 of 2",
+            origin=SOURCE_MAP["expect 0.0"],
+        ),
+    ),
+    step_origins=(
+        SOURCE_MAP["step 0.0"],
+        SOURCE_MAP["step 0.1"],
+        SOURCE_MAP["step 0.2"],
+        SOURCE_MAP["step 0.3"],
+        SOURCE_MAP["step 0.4"],
+        SOURCE_MAP["step 0.5"],
+    ),
+))
+
+TESTS.append(TestSpec(
+    name="a failing test goes back to the engineer",
+    inputs={"requirement": "a command-line tip calculator"},
+    steps=(
+        (
+            "reply",
+            "write_prd",
+            {
+                "goal": "Split a restaurant bill with a tip.",
+                "user_stories": [],
+                "requirements": [],
+                "out_of_scope": [],
+            },
+        ),
+        (
+            "reply",
+            "design",
+            {
+                "summary": "One module.",
+                "files": [{"path": "tips.py", "purpose": "split()"}],
+                "interfaces": "",
+            },
+        ),
+        ("reply", "implement", {"path": "tips.py", "summary": "split()"}),
+        (
+            "reply",
+            "write_tests",
+            {
+                "test_code": (
+                    "import tips\n"
+                    "assert tips.split(100, 4, 0.2) == 30"
+                ),
+                "summary": "first attempt",
+            },
+        ),
+        (
+            "reply",
+            "run_tests",
+            {"exit_code": 1, "stdout": "", "stderr": "AssertionError", "timed_out": False},
+        ),
+        (
+            "reply",
+            "write_tests",
+            {
+                "test_code": (
+                    "import tips\n"
+                    "assert tips.split(100, 4, 0.2) == 30"
+                ),
+                "summary": "fixed the rounding in split()",
+            },
+        ),
+        ("reply", "run_tests", {"exit_code": 0, "stdout": "", "stderr": "", "timed_out": False}),
+    ),
+    expect_path=(
+        "write_prd", "design", "implement", "write_tests", "run_tests", "write_tests", "run_tests",
+        "done",
+    ),
+    expect_result="fixed the rounding in split()",
+    has_expect_result=True,
+    origin=SOURCE_MAP["test a failing test goes back to the engineer"],
+    step_origins=(
+        SOURCE_MAP["step 1.0"],
+        SOURCE_MAP["step 1.1"],
+        SOURCE_MAP["step 1.2"],
+        SOURCE_MAP["step 1.3"],
+        SOURCE_MAP["step 1.4"],
+        SOURCE_MAP["step 1.5"],
+        SOURCE_MAP["step 1.6"],
+    ),
+))
+
+TESTS.append(TestSpec(
+    name="tests that keep failing end the run after three fixes",
+    inputs={"requirement": "a command-line tip calculator"},
+    steps=(
+        (
+            "reply",
+            "write_prd",
+            {
+                "goal": "Split a bill.",
+                "user_stories": [],
+                "requirements": [],
+                "out_of_scope": [],
+            },
+        ),
+        ("reply", "design", {"summary": "Nothing to write yet.", "files": [], "interfaces": ""}),
+        ("reply", "write_tests", {"test_code": "raise SystemExit(1)", "summary": "attempt 1"}),
+        (
+            "reply",
+            "run_tests",
+            {"exit_code": 1, "stdout": "", "stderr": "AssertionError", "timed_out": False},
+        ),
+        ("reply", "write_tests", {"test_code": "raise SystemExit(1)", "summary": "attempt 2"}),
+        (
+            "reply",
+            "run_tests",
+            {"exit_code": 1, "stdout": "", "stderr": "AssertionError", "timed_out": False},
+        ),
+        ("reply", "write_tests", {"test_code": "raise SystemExit(1)", "summary": "attempt 3"}),
+        ("reply", "run_tests", {"exit_code": 1, "stdout": "", "stderr": "", "timed_out": True}),
+        ("reply", "write_tests", {"test_code": "raise SystemExit(1)", "summary": "attempt 4"}),
+        (
+            "reply",
+            "run_tests",
+            {
+                "exit_code": 1,
+                "stdout": "",
+                "stderr": "AssertionError: 29.99 != 30",
+                "timed_out": False,
+            },
+        ),
+    ),
+    expect_path=(
+        "write_prd", "design", "implement", "write_tests", "run_tests", "write_tests", "run_tests",
+        "write_tests", "run_tests", "write_tests", "run_tests", "tests_failing",
+    ),
+    expect_final="tests_failing",
+    expect_result="The tests still fail after three fixes. Last error output: AssertionError: 29.99 != 30",
+    has_expect_result=True,
+    origin=SOURCE_MAP["test tests that keep failing end the run after three fixes"],
+    expectations=(
+        ExpectationSpec(
+            kind="output",
+            state="implement",
+            value=[],
+            origin=SOURCE_MAP["expect 2.0"],
+        ),
+    ),
+    step_origins=(
+        SOURCE_MAP["step 2.0"],
+        SOURCE_MAP["step 2.1"],
+        SOURCE_MAP["step 2.2"],
+        SOURCE_MAP["step 2.3"],
+        SOURCE_MAP["step 2.4"],
+        SOURCE_MAP["step 2.5"],
+        SOURCE_MAP["step 2.6"],
+        SOURCE_MAP["step 2.7"],
+        SOURCE_MAP["step 2.8"],
+        SOURCE_MAP["step 2.9"],
+    ),
+))
+
+
 MACHINE = MachineSpec(
     name="software_team",
     description=(
@@ -178,442 +564,11 @@ MACHINE = MachineSpec(
     verifier_model="openai/gpt-4o-mini",
     temperature=None,
     limits=LimitsSpec(steps=40, cost_usd=3.0, tokens=400000),
-    agents={
-        "product_manager": AgentSpec(
-            name="product_manager",
-            prompt=(
-                "You are a product manager. You turn vague requests into precise, testable "
-                "requirements."
-            ),
-            model="openai/gpt-4o-mini",
-            memory="none",
-            origin=SOURCE_MAP["agent product_manager"],
-        ),
-        "architect": AgentSpec(
-            name="architect",
-            prompt=(
-                "You are a software architect. You design the smallest system that meets the "
-                "requirements, in Python."
-            ),
-            model="openai/gpt-4o-mini",
-            origin=SOURCE_MAP["agent architect"],
-        ),
-        "engineer": AgentSpec(
-            name="engineer",
-            prompt=(
-                "You are a software engineer. You write the files you are asked for with "
-                "std.write_file,\n"
-                "keep every module small, and make the tests pass without weakening them."
-            ),
-            model="openai/gpt-4o",
-            tools=("std.write_file", "std.read_file", "std.list_files"),
-            memory="last",
-            memory_count=8,
-            origin=SOURCE_MAP["agent engineer"],
-        ),
-    },
-    states={
-        "write_prd": StateSpec(
-            name="write_prd",
-            kind="agent",
-            agent="product_manager",
-            instruction="Write the PRD for this requirement: {{ requirement }}",
-            output=Prd,
-            tell=("architect", "engineer"),
-            transitions=(
-                TransitionSpec(
-                    kind="always",
-                    target="design",
-                    origin=SOURCE_MAP["write_prd transition 0"],
-                ),
-            ),
-            origin=SOURCE_MAP["write_prd"],
-        ),
-        "design": StateSpec(
-            name="design",
-            kind="agent",
-            agent="architect",
-            instruction=(
-                "Design the system for the PRD you received: the architecture, the files (at most "
-                "12), and their interfaces."
-            ),
-            output=Design,
-            tell=("engineer",),
-            transitions=(
-                TransitionSpec(
-                    kind="always",
-                    target="implement",
-                    origin=SOURCE_MAP["design transition 0"],
-                ),
-            ),
-            origin=SOURCE_MAP["design"],
-        ),
-        "implement": StateSpec(
-            name="implement",
-            kind="agent",
-            agent="engineer",
-            instruction=(
-                "Write {{ file.path }} (file {{ i + 1 }} of {{ design.output.files | length }}): "
-                "{{ file.purpose }}. The interfaces are: {{ design.output.interfaces }}"
-            ),
-            output=WrittenFile,
-            transitions=(
-                TransitionSpec(
-                    kind="always",
-                    target="write_tests",
-                    origin=SOURCE_MAP["implement transition 0"],
-                ),
-            ),
-            origin=SOURCE_MAP["implement"],
-            each=EachSpec(
-                item="file",
-                items=items_implement,
-                max=12,
-                index="i",
-                concurrency=3,
-                text="design.output.files",
-                origin=SOURCE_MAP["implement for"],
-            ),
-        ),
-        "write_tests": StateSpec(
-            name="write_tests",
-            kind="agent",
-            agent="engineer",
-            instruction=(
-                "These files are written: {% for f in implement.output %}{{ f.path }} ({{ "
-                "f.summary }}); {% endfor %}fix whatever the last test run showed, and return the "
-                "test script."
-            ),
-            output=TestScript,
-            transitions=(
-                TransitionSpec(
-                    kind="always",
-                    target="run_tests",
-                    origin=SOURCE_MAP["write_tests transition 0"],
-                ),
-            ),
-            origin=SOURCE_MAP["write_tests"],
-        ),
-        "run_tests": StateSpec(
-            name="run_tests",
-            kind="action",
-            tell=("engineer",),
-            call=ToolCallSpec(
-                tool="std.python",
-                args=args_run_tests,
-                origin=SOURCE_MAP["run_tests call"],
-            ),
-            transitions=(
-                TransitionSpec(
-                    kind="guard",
-                    target="done",
-                    guard=guard_run_tests_0,
-                    text="output.exit_code == 0 and not output.timed_out",
-                    origin=SOURCE_MAP["run_tests transition 0"],
-                ),
-                TransitionSpec(
-                    kind="always",
-                    target="write_tests",
-                    max=3,
-                    origin=SOURCE_MAP["run_tests transition 1"],
-                ),
-                TransitionSpec(
-                    kind="otherwise",
-                    target="tests_failing",
-                    origin=SOURCE_MAP["run_tests transition 2"],
-                ),
-            ),
-            origin=SOURCE_MAP["run_tests"],
-        ),
-        "done": StateSpec(
-            name="done",
-            kind="final",
-            final=True,
-            result="{{ write_tests.output.summary }}",
-            origin=SOURCE_MAP["done"],
-        ),
-        "tests_failing": StateSpec(
-            name="tests_failing",
-            kind="final",
-            final=True,
-            result=(
-                "The tests still fail after three fixes. Last error output: {{ "
-                "run_tests.output.stderr }}"
-            ),
-            origin=SOURCE_MAP["tests_failing"],
-        ),
-    },
+    agents=AGENTS,
+    states=STATES,
     start="write_prd",
-    tools={
-        "std.write_file": ToolSpec(name="std.write_file"),
-        "std.read_file": ToolSpec(name="std.read_file"),
-        "std.list_files": ToolSpec(name="std.list_files"),
-        "std.python": ToolSpec(name="std.python"),
-    },
-    tests=(
-        TestSpec(
-            name="two files, tests pass on the first try",
-            inputs={"requirement": "a command-line tip calculator"},
-            steps=(
-                (
-                    "reply",
-                    "write_prd",
-                    {
-                        "goal": "Split a restaurant bill with a tip.",
-                        "user_stories": [
-                            (
-                                "As a diner, I want to split the bill so that everyone pays their "
-                                "share."
-                            ),
-                        ],
-                        "requirements": [{"id": "R1", "text": "compute the tip", "priority": "must"}],
-                        "out_of_scope": ["currency conversion"],
-                    },
-                ),
-                (
-                    "reply",
-                    "design",
-                    {
-                        "summary": "A pure function and a thin CLI.",
-                        "files": [
-                            {"path": "tips.py", "purpose": "tip and split arithmetic (R1)"},
-                            {
-                                "path": "cli.py",
-                                "purpose": "reads the bill from the command line",
-                            },
-                        ],
-                        "interfaces": "def split(total: float, people: int, tip: float) -> float",
-                    },
-                ),
-                ("reply", "implement", {"path": "tips.py", "summary": "split()"}),
-                ("reply", "implement", {"path": "cli.py", "summary": "main() calls split()"}),
-                (
-                    "reply",
-                    "write_tests",
-                    {
-                        "test_code": (
-                            "import tips\n"
-                            "assert tips.split(100, 4, 0.2) == 30"
-                        ),
-                        "summary": "tips.py and cli.py; tests pass.",
-                    },
-                ),
-                (
-                    "reply",
-                    "run_tests",
-                    {"exit_code": 0, "stdout": "", "stderr": "", "timed_out": False},
-                ),
-            ),
-            expect_path=("write_prd", "design", "implement", "write_tests", "run_tests", "done"),
-            expect_result="tips.py and cli.py; tests pass.",
-            has_expect_result=True,
-            origin=SOURCE_MAP["test two files, tests pass on the first try"],
-            expectations=(
-                ExpectationSpec(
-                    kind="instruction",
-                    state="implement",
-                    contains=True,
-                    value="file 2 of 2",
-                    origin=SOURCE_MAP["expect 0.0"],
-                ),
-            ),
-            step_origins=(
-                SOURCE_MAP["step 0.0"],
-                SOURCE_MAP["step 0.1"],
-                SOURCE_MAP["step 0.2"],
-                SOURCE_MAP["step 0.3"],
-                SOURCE_MAP["step 0.4"],
-                SOURCE_MAP["step 0.5"],
-            ),
-        ),
-        TestSpec(
-            name="a failing test goes back to the engineer",
-            inputs={"requirement": "a command-line tip calculator"},
-            steps=(
-                (
-                    "reply",
-                    "write_prd",
-                    {
-                        "goal": "Split a restaurant bill with a tip.",
-                        "user_stories": [],
-                        "requirements": [],
-                        "out_of_scope": [],
-                    },
-                ),
-                (
-                    "reply",
-                    "design",
-                    {
-                        "summary": "One module.",
-                        "files": [{"path": "tips.py", "purpose": "split()"}],
-                        "interfaces": "",
-                    },
-                ),
-                ("reply", "implement", {"path": "tips.py", "summary": "split()"}),
-                (
-                    "reply",
-                    "write_tests",
-                    {
-                        "test_code": (
-                            "import tips\n"
-                            "assert tips.split(100, 4, 0.2) == 30"
-                        ),
-                        "summary": "first attempt",
-                    },
-                ),
-                (
-                    "reply",
-                    "run_tests",
-                    {
-                        "exit_code": 1,
-                        "stdout": "",
-                        "stderr": "AssertionError",
-                        "timed_out": False,
-                    },
-                ),
-                (
-                    "reply",
-                    "write_tests",
-                    {
-                        "test_code": (
-                            "import tips\n"
-                            "assert tips.split(100, 4, 0.2) == 30"
-                        ),
-                        "summary": "fixed the rounding in split()",
-                    },
-                ),
-                (
-                    "reply",
-                    "run_tests",
-                    {"exit_code": 0, "stdout": "", "stderr": "", "timed_out": False},
-                ),
-            ),
-            expect_path=(
-                "write_prd", "design", "implement", "write_tests", "run_tests", "write_tests",
-                "run_tests", "done",
-            ),
-            expect_result="fixed the rounding in split()",
-            has_expect_result=True,
-            origin=SOURCE_MAP["test a failing test goes back to the engineer"],
-            step_origins=(
-                SOURCE_MAP["step 1.0"],
-                SOURCE_MAP["step 1.1"],
-                SOURCE_MAP["step 1.2"],
-                SOURCE_MAP["step 1.3"],
-                SOURCE_MAP["step 1.4"],
-                SOURCE_MAP["step 1.5"],
-                SOURCE_MAP["step 1.6"],
-            ),
-        ),
-        TestSpec(
-            name="tests that keep failing end the run after three fixes",
-            inputs={"requirement": "a command-line tip calculator"},
-            steps=(
-                (
-                    "reply",
-                    "write_prd",
-                    {
-                        "goal": "Split a bill.",
-                        "user_stories": [],
-                        "requirements": [],
-                        "out_of_scope": [],
-                    },
-                ),
-                (
-                    "reply",
-                    "design",
-                    {"summary": "Nothing to write yet.", "files": [], "interfaces": ""},
-                ),
-                (
-                    "reply",
-                    "write_tests",
-                    {"test_code": "raise SystemExit(1)", "summary": "attempt 1"},
-                ),
-                (
-                    "reply",
-                    "run_tests",
-                    {
-                        "exit_code": 1,
-                        "stdout": "",
-                        "stderr": "AssertionError",
-                        "timed_out": False,
-                    },
-                ),
-                (
-                    "reply",
-                    "write_tests",
-                    {"test_code": "raise SystemExit(1)", "summary": "attempt 2"},
-                ),
-                (
-                    "reply",
-                    "run_tests",
-                    {
-                        "exit_code": 1,
-                        "stdout": "",
-                        "stderr": "AssertionError",
-                        "timed_out": False,
-                    },
-                ),
-                (
-                    "reply",
-                    "write_tests",
-                    {"test_code": "raise SystemExit(1)", "summary": "attempt 3"},
-                ),
-                (
-                    "reply",
-                    "run_tests",
-                    {"exit_code": 1, "stdout": "", "stderr": "", "timed_out": True},
-                ),
-                (
-                    "reply",
-                    "write_tests",
-                    {"test_code": "raise SystemExit(1)", "summary": "attempt 4"},
-                ),
-                (
-                    "reply",
-                    "run_tests",
-                    {
-                        "exit_code": 1,
-                        "stdout": "",
-                        "stderr": "AssertionError: 29.99 != 30",
-                        "timed_out": False,
-                    },
-                ),
-            ),
-            expect_path=(
-                "write_prd", "design", "implement", "write_tests", "run_tests", "write_tests",
-                "run_tests", "write_tests", "run_tests", "write_tests", "run_tests",
-                "tests_failing",
-            ),
-            expect_final="tests_failing",
-            expect_result=(
-                "The tests still fail after three fixes. Last error output: AssertionError: 29.99 "
-                "!= 30"
-            ),
-            has_expect_result=True,
-            origin=SOURCE_MAP["test tests that keep failing end the run after three fixes"],
-            expectations=(
-                ExpectationSpec(
-                    kind="output",
-                    state="implement",
-                    value=[],
-                    origin=SOURCE_MAP["expect 2.0"],
-                ),
-            ),
-            step_origins=(
-                SOURCE_MAP["step 2.0"],
-                SOURCE_MAP["step 2.1"],
-                SOURCE_MAP["step 2.2"],
-                SOURCE_MAP["step 2.3"],
-                SOURCE_MAP["step 2.4"],
-                SOURCE_MAP["step 2.5"],
-                SOURCE_MAP["step 2.6"],
-                SOURCE_MAP["step 2.7"],
-                SOURCE_MAP["step 2.8"],
-                SOURCE_MAP["step 2.9"],
-            ),
-        ),
-    ),
+    tools=TOOLS,
+    tests=tuple(TESTS),
     source_sha256="ccf62fe503ec14152303253210b4d679a7ffea9f16454aef73e5cb88e0f26d10",
     source_path="../../../examples/software_team.fsm",
 )

@@ -128,6 +128,274 @@ SOURCE_MAP = {
     "step 3.2": "../../../examples/support_triage.fsm:135:9",
 }
 
+
+AGENTS: dict[str, AgentSpec] = {}
+
+AGENTS["triager"] = AgentSpec(
+    name="triager",
+    prompt="You triage support tickets. Judge urgency from impact, not from tone.",
+    model="openai/gpt-4o-mini",
+    temperature=0.2,
+    memory="none",
+    origin=SOURCE_MAP["agent triager"],
+)
+
+AGENTS["support"] = AgentSpec(
+    name="support",
+    prompt=(
+        "You are a support engineer. Answer precisely, give steps the customer can follow, and "
+        "never promise refunds."
+    ),
+    model="openai/gpt-4o-mini",
+    temperature=0.2,
+    origin=SOURCE_MAP["agent support"],
+)
+
+
+STATES: dict[str, StateSpec] = {}
+
+STATES["classify"] = StateSpec(
+    name="classify",
+    kind="agent",
+    agent="triager",
+    instruction=(
+        "Classify this ticket from {{ customer }}:\n"
+        "\n"
+        "{{ ticket }}"
+    ),
+    output=Triage,
+    transitions=(
+        TransitionSpec(
+            kind="guard",
+            target="draft_escalation",
+            guard=guard_classify_0,
+            text="output.urgency >= 4",
+            origin=SOURCE_MAP["classify transition 0"],
+        ),
+        TransitionSpec(
+            kind="guard",
+            target="draft_escalation",
+            guard=guard_classify_1,
+            text='any(t in ["security", "refund", "legal"] for t in output.tags)',
+            origin=SOURCE_MAP["classify transition 1"],
+        ),
+        TransitionSpec(
+            kind="otherwise",
+            target="answer",
+            origin=SOURCE_MAP["classify transition 2"],
+        ),
+    ),
+    origin=SOURCE_MAP["classify"],
+)
+
+STATES["answer"] = StateSpec(
+    name="answer",
+    kind="agent",
+    final=True,
+    agent="support",
+    instruction=(
+        "Answer this {{ classify.output.product }} ticket from {{ customer }}:\n"
+        "\n"
+        "{{ ticket }}"
+    ),
+    result="{{ answer.output }}",
+    origin=SOURCE_MAP["answer"],
+)
+
+STATES["draft_escalation"] = StateSpec(
+    name="draft_escalation",
+    kind="agent",
+    agent="support",
+    instruction=(
+        "Draft a reply to this urgent {{ classify.output.product }} ticket (urgency {{ "
+        "classify.output.urgency }}): {{ classify.output.summary }}\n"
+        "\n"
+        "{{ ticket }}"
+    ),
+    transitions=(
+        TransitionSpec(
+            kind="always",
+            target="approve",
+            origin=SOURCE_MAP["draft_escalation transition 0"],
+        ),
+    ),
+    origin=SOURCE_MAP["draft_escalation"],
+)
+
+STATES["approve"] = StateSpec(
+    name="approve",
+    kind="human",
+    instruction=(
+        "Urgency {{ classify.output.urgency }} ({{ classify.output.tags | join(', ') }}): {{ "
+        "classify.output.summary }}\n"
+        "\n"
+        "Draft reply:\n"
+        "{{ draft_escalation.output }}\n"
+        "\n"
+        "Send it?"
+    ),
+    output=Decision,
+    transitions=(
+        TransitionSpec(
+            kind="timeout",
+            target="unanswered",
+            text="after 1d",
+            seconds=86400.0,
+            origin=SOURCE_MAP["approve transition 0"],
+        ),
+        TransitionSpec(
+            kind="guard",
+            target="sent",
+            guard=guard_approve_1,
+            text="output.approve",
+            origin=SOURCE_MAP["approve transition 1"],
+        ),
+        TransitionSpec(
+            kind="otherwise",
+            target="held",
+            origin=SOURCE_MAP["approve transition 2"],
+        ),
+    ),
+    origin=SOURCE_MAP["approve"],
+)
+
+STATES["sent"] = StateSpec(
+    name="sent",
+    kind="final",
+    final=True,
+    result=(
+        "{% if approve.output.reply %}{{ approve.output.reply }}{% else %}{{ "
+        "draft_escalation.output }}{% endif %}"
+    ),
+    origin=SOURCE_MAP["sent"],
+)
+
+STATES["held"] = StateSpec(
+    name="held",
+    kind="final",
+    final=True,
+    fail="a person held the reply back",
+    origin=SOURCE_MAP["held"],
+)
+
+STATES["unanswered"] = StateSpec(
+    name="unanswered",
+    kind="final",
+    final=True,
+    fail="nobody approved the reply within a day",
+    origin=SOURCE_MAP["unanswered"],
+)
+
+
+TESTS: list[TestSpec] = []
+
+TESTS.append(TestSpec(
+    name="a how-to question is answered at once",
+    inputs={"ticket": "How do I rotate my API key?"},
+    steps=(
+        (
+            "reply",
+            "classify",
+            {
+                "product": "api",
+                "urgency": 1,
+                "tags": ["how-to"],
+                "summary": "Asks how to rotate an API key.",
+            },
+        ),
+        ("reply", "answer", "Open Settings, then API keys, and choose Rotate."),
+    ),
+    expect_path=("classify", "answer"),
+    expect_result="Open Settings, then API keys, and choose Rotate.",
+    has_expect_result=True,
+    origin=SOURCE_MAP["test a how-to question is answered at once"],
+    step_origins=(SOURCE_MAP["step 0.0"], SOURCE_MAP["step 0.1"]),
+))
+
+TESTS.append(TestSpec(
+    name="an outage waits for a person who edits the reply",
+    inputs={"ticket": "Every API call returns 500 since 09:00.", "customer": "Acme"},
+    steps=(
+        (
+            "reply",
+            "classify",
+            {
+                "product": "api",
+                "urgency": 5,
+                "tags": ["outage"],
+                "summary": "All API calls fail with 500.",
+            },
+        ),
+        ("reply", "draft_escalation", "We are looking into it."),
+        (
+            "reply",
+            "approve",
+            {"approve": True, "reply": "We found the fault and are rolling out a fix now."},
+        ),
+    ),
+    expect_path=("classify", "draft_escalation", "approve", "sent"),
+    expect_result="We found the fault and are rolling out a fix now.",
+    has_expect_result=True,
+    origin=SOURCE_MAP["test an outage waits for a person who edits the reply"],
+    expectations=(
+        ExpectationSpec(
+            kind="instruction",
+            state="draft_escalation",
+            contains=True,
+            value="urgency 5",
+            origin=SOURCE_MAP["expect 1.0"],
+        ),
+    ),
+    step_origins=(SOURCE_MAP["step 1.0"], SOURCE_MAP["step 1.1"], SOURCE_MAP["step 1.2"]),
+))
+
+TESTS.append(TestSpec(
+    name="a refund request the person holds back fails the run",
+    inputs={"ticket": "Refund my last invoice, the dashboard was down."},
+    steps=(
+        (
+            "reply",
+            "classify",
+            {
+                "product": "billing",
+                "urgency": 2,
+                "tags": ["refund"],
+                "summary": "Wants a refund for downtime.",
+            },
+        ),
+        ("reply", "draft_escalation", "We can look at a credit."),
+        ("reply", "approve", {"approve": False, "reply": ""}),
+    ),
+    expect_path=("classify", "draft_escalation", "approve", "held"),
+    expect_failure="final",
+    origin=SOURCE_MAP["test a refund request the person holds back fails the run"],
+    step_origins=(SOURCE_MAP["step 2.0"], SOURCE_MAP["step 2.1"], SOURCE_MAP["step 2.2"]),
+))
+
+TESTS.append(TestSpec(
+    name="nobody answers within a day",
+    inputs={"ticket": "Possible security hole in the login page."},
+    steps=(
+        (
+            "reply",
+            "classify",
+            {
+                "product": "dashboard",
+                "urgency": 3,
+                "tags": ["security"],
+                "summary": "Reports a possible security hole in the login page.",
+            },
+        ),
+        ("reply", "draft_escalation", "Thank you, our security team is on it."),
+        ("timeout", "approve", None),
+    ),
+    expect_path=("classify", "draft_escalation", "approve", "unanswered"),
+    expect_failure="final",
+    origin=SOURCE_MAP["test nobody answers within a day"],
+    step_origins=(SOURCE_MAP["step 3.0"], SOURCE_MAP["step 3.1"], SOURCE_MAP["step 3.2"]),
+))
+
+
 MACHINE = MachineSpec(
     name="support_triage",
     description=(
@@ -145,261 +413,10 @@ MACHINE = MachineSpec(
     verifier_model="openai/gpt-4o-mini",
     temperature=0.2,
     limits=LimitsSpec(steps=12, cost_usd=0.25),
-    agents={
-        "triager": AgentSpec(
-            name="triager",
-            prompt="You triage support tickets. Judge urgency from impact, not from tone.",
-            model="openai/gpt-4o-mini",
-            temperature=0.2,
-            memory="none",
-            origin=SOURCE_MAP["agent triager"],
-        ),
-        "support": AgentSpec(
-            name="support",
-            prompt=(
-                "You are a support engineer. Answer precisely, give steps the customer can follow, "
-                "and never promise refunds."
-            ),
-            model="openai/gpt-4o-mini",
-            temperature=0.2,
-            origin=SOURCE_MAP["agent support"],
-        ),
-    },
-    states={
-        "classify": StateSpec(
-            name="classify",
-            kind="agent",
-            agent="triager",
-            instruction=(
-                "Classify this ticket from {{ customer }}:\n"
-                "\n"
-                "{{ ticket }}"
-            ),
-            output=Triage,
-            transitions=(
-                TransitionSpec(
-                    kind="guard",
-                    target="draft_escalation",
-                    guard=guard_classify_0,
-                    text="output.urgency >= 4",
-                    origin=SOURCE_MAP["classify transition 0"],
-                ),
-                TransitionSpec(
-                    kind="guard",
-                    target="draft_escalation",
-                    guard=guard_classify_1,
-                    text='any(t in ["security", "refund", "legal"] for t in output.tags)',
-                    origin=SOURCE_MAP["classify transition 1"],
-                ),
-                TransitionSpec(
-                    kind="otherwise",
-                    target="answer",
-                    origin=SOURCE_MAP["classify transition 2"],
-                ),
-            ),
-            origin=SOURCE_MAP["classify"],
-        ),
-        "answer": StateSpec(
-            name="answer",
-            kind="agent",
-            final=True,
-            agent="support",
-            instruction=(
-                "Answer this {{ classify.output.product }} ticket from {{ customer }}:\n"
-                "\n"
-                "{{ ticket }}"
-            ),
-            result="{{ answer.output }}",
-            origin=SOURCE_MAP["answer"],
-        ),
-        "draft_escalation": StateSpec(
-            name="draft_escalation",
-            kind="agent",
-            agent="support",
-            instruction=(
-                "Draft a reply to this urgent {{ classify.output.product }} ticket (urgency {{ "
-                "classify.output.urgency }}): {{ classify.output.summary }}\n"
-                "\n"
-                "{{ ticket }}"
-            ),
-            transitions=(
-                TransitionSpec(
-                    kind="always",
-                    target="approve",
-                    origin=SOURCE_MAP["draft_escalation transition 0"],
-                ),
-            ),
-            origin=SOURCE_MAP["draft_escalation"],
-        ),
-        "approve": StateSpec(
-            name="approve",
-            kind="human",
-            instruction=(
-                "Urgency {{ classify.output.urgency }} ({{ classify.output.tags | join(', ') }}): "
-                "{{ classify.output.summary }}\n"
-                "\n"
-                "Draft reply:\n"
-                "{{ draft_escalation.output }}\n"
-                "\n"
-                "Send it?"
-            ),
-            output=Decision,
-            transitions=(
-                TransitionSpec(
-                    kind="timeout",
-                    target="unanswered",
-                    text="after 1d",
-                    seconds=86400.0,
-                    origin=SOURCE_MAP["approve transition 0"],
-                ),
-                TransitionSpec(
-                    kind="guard",
-                    target="sent",
-                    guard=guard_approve_1,
-                    text="output.approve",
-                    origin=SOURCE_MAP["approve transition 1"],
-                ),
-                TransitionSpec(
-                    kind="otherwise",
-                    target="held",
-                    origin=SOURCE_MAP["approve transition 2"],
-                ),
-            ),
-            origin=SOURCE_MAP["approve"],
-        ),
-        "sent": StateSpec(
-            name="sent",
-            kind="final",
-            final=True,
-            result=(
-                "{% if approve.output.reply %}{{ approve.output.reply }}{% else %}{{ "
-                "draft_escalation.output }}{% endif %}"
-            ),
-            origin=SOURCE_MAP["sent"],
-        ),
-        "held": StateSpec(
-            name="held",
-            kind="final",
-            final=True,
-            fail="a person held the reply back",
-            origin=SOURCE_MAP["held"],
-        ),
-        "unanswered": StateSpec(
-            name="unanswered",
-            kind="final",
-            final=True,
-            fail="nobody approved the reply within a day",
-            origin=SOURCE_MAP["unanswered"],
-        ),
-    },
+    agents=AGENTS,
+    states=STATES,
     start="classify",
-    tests=(
-        TestSpec(
-            name="a how-to question is answered at once",
-            inputs={"ticket": "How do I rotate my API key?"},
-            steps=(
-                (
-                    "reply",
-                    "classify",
-                    {
-                        "product": "api",
-                        "urgency": 1,
-                        "tags": ["how-to"],
-                        "summary": "Asks how to rotate an API key.",
-                    },
-                ),
-                ("reply", "answer", "Open Settings, then API keys, and choose Rotate."),
-            ),
-            expect_path=("classify", "answer"),
-            expect_result="Open Settings, then API keys, and choose Rotate.",
-            has_expect_result=True,
-            origin=SOURCE_MAP["test a how-to question is answered at once"],
-            step_origins=(SOURCE_MAP["step 0.0"], SOURCE_MAP["step 0.1"]),
-        ),
-        TestSpec(
-            name="an outage waits for a person who edits the reply",
-            inputs={"ticket": "Every API call returns 500 since 09:00.", "customer": "Acme"},
-            steps=(
-                (
-                    "reply",
-                    "classify",
-                    {
-                        "product": "api",
-                        "urgency": 5,
-                        "tags": ["outage"],
-                        "summary": "All API calls fail with 500.",
-                    },
-                ),
-                ("reply", "draft_escalation", "We are looking into it."),
-                (
-                    "reply",
-                    "approve",
-                    {
-                        "approve": True,
-                        "reply": "We found the fault and are rolling out a fix now.",
-                    },
-                ),
-            ),
-            expect_path=("classify", "draft_escalation", "approve", "sent"),
-            expect_result="We found the fault and are rolling out a fix now.",
-            has_expect_result=True,
-            origin=SOURCE_MAP["test an outage waits for a person who edits the reply"],
-            expectations=(
-                ExpectationSpec(
-                    kind="instruction",
-                    state="draft_escalation",
-                    contains=True,
-                    value="urgency 5",
-                    origin=SOURCE_MAP["expect 1.0"],
-                ),
-            ),
-            step_origins=(SOURCE_MAP["step 1.0"], SOURCE_MAP["step 1.1"], SOURCE_MAP["step 1.2"]),
-        ),
-        TestSpec(
-            name="a refund request the person holds back fails the run",
-            inputs={"ticket": "Refund my last invoice, the dashboard was down."},
-            steps=(
-                (
-                    "reply",
-                    "classify",
-                    {
-                        "product": "billing",
-                        "urgency": 2,
-                        "tags": ["refund"],
-                        "summary": "Wants a refund for downtime.",
-                    },
-                ),
-                ("reply", "draft_escalation", "We can look at a credit."),
-                ("reply", "approve", {"approve": False, "reply": ""}),
-            ),
-            expect_path=("classify", "draft_escalation", "approve", "held"),
-            expect_failure="final",
-            origin=SOURCE_MAP["test a refund request the person holds back fails the run"],
-            step_origins=(SOURCE_MAP["step 2.0"], SOURCE_MAP["step 2.1"], SOURCE_MAP["step 2.2"]),
-        ),
-        TestSpec(
-            name="nobody answers within a day",
-            inputs={"ticket": "Possible security hole in the login page."},
-            steps=(
-                (
-                    "reply",
-                    "classify",
-                    {
-                        "product": "dashboard",
-                        "urgency": 3,
-                        "tags": ["security"],
-                        "summary": "Reports a possible security hole in the login page.",
-                    },
-                ),
-                ("reply", "draft_escalation", "Thank you, our security team is on it."),
-                ("timeout", "approve", None),
-            ),
-            expect_path=("classify", "draft_escalation", "approve", "unanswered"),
-            expect_failure="final",
-            origin=SOURCE_MAP["test nobody answers within a day"],
-            step_origins=(SOURCE_MAP["step 3.0"], SOURCE_MAP["step 3.1"], SOURCE_MAP["step 3.2"]),
-        ),
-    ),
+    tests=tuple(TESTS),
     source_sha256="3a219c01cf1e1adfbe5bf35a1bd9a31141e5dd3ac9c742f5f2ec62c582ad2c2f",
     source_path="../../../examples/support_triage.fsm",
 )

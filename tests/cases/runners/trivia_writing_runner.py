@@ -109,6 +109,223 @@ SOURCE_MAP = {
     "step 3.6": "../../../examples/trivia_writing.fsm:106:9",
 }
 
+
+AGENTS: dict[str, AgentSpec] = {}
+
+AGENTS["researcher"] = AgentSpec(
+    name="researcher",
+    prompt="You write trivia questions with short, well-established answers.",
+    model="openai/gpt-4o-mini",
+    temperature=0.2,
+    origin=SOURCE_MAP["agent researcher"],
+)
+
+AGENTS["storyteller"] = AgentSpec(
+    name="storyteller",
+    prompt="You write vivid short fiction that weaves facts in naturally, never as a list.",
+    model="openai/gpt-4o-mini",
+    temperature=0.9,
+    origin=SOURCE_MAP["agent storyteller"],
+)
+
+
+STATES: dict[str, StateSpec] = {}
+
+STATES["research"] = StateSpec(
+    name="research",
+    kind="agent",
+    agent="researcher",
+    instruction="Write {{ question_count }} trivia questions about {{ theme }}, each with its answer.",
+    output=ResearchOutput,
+    output_wrapped=True,
+    transitions=(
+        TransitionSpec(
+            kind="guard",
+            target="write",
+            guard=guard_research_0,
+            text="len(output) >= question_count",
+            origin=SOURCE_MAP["research transition 0"],
+        ),
+        TransitionSpec(
+            kind="always",
+            target="research",
+            max=1,
+            origin=SOURCE_MAP["research transition 1"],
+        ),
+        TransitionSpec(
+            kind="otherwise",
+            target="write",
+            origin=SOURCE_MAP["research transition 2"],
+        ),
+    ),
+    origin=SOURCE_MAP["research"],
+)
+
+STATES["write"] = StateSpec(
+    name="write",
+    kind="agent",
+    agent="storyteller",
+    instruction=(
+        "Write a story of about 400 words set in the world of {{ theme }}.\n"
+        "A reader must be able to answer each of these questions from the story alone:\n"
+        "{% for item in research.output %}\n"
+        "- {{ item.question }} (answer: {{ item.answer }})\n"
+        "{% endfor %}"
+    ),
+    transitions=(
+        TransitionSpec(
+            kind="condition",
+            target="done",
+            text="the story states every answer in the list",
+            origin=SOURCE_MAP["write transition 0"],
+        ),
+        TransitionSpec(
+            kind="condition",
+            target="write",
+            text="the story leaves out at least one answer",
+            max=2,
+            origin=SOURCE_MAP["write transition 1"],
+        ),
+        TransitionSpec(
+            kind="otherwise",
+            target="incomplete",
+            origin=SOURCE_MAP["write transition 2"],
+        ),
+    ),
+    origin=SOURCE_MAP["write"],
+)
+
+STATES["done"] = StateSpec(name="done", kind="final", final=True, origin=SOURCE_MAP["done"])
+
+STATES["incomplete"] = StateSpec(
+    name="incomplete",
+    kind="final",
+    final=True,
+    result=(
+        "The story still misses some answers after two rewrites:\n"
+        "\n"
+        "{{ write.output }}"
+    ),
+    origin=SOURCE_MAP["incomplete"],
+)
+
+
+TESTS: list[TestSpec] = []
+
+TESTS.append(TestSpec(
+    name="a story that covers every answer is done",
+    inputs={"theme": "the Apollo programme", "question_count": 2},
+    steps=(
+        (
+            "reply",
+            "research",
+            [
+                {"question": "Who first walked on the Moon?", "answer": "Neil Armstrong"},
+                {"question": "In which year?", "answer": "1969"},
+            ],
+        ),
+        ("reply", "write", "In 1969, Neil Armstrong stepped onto the dust..."),
+        ("verdict", "write", "the story states every answer in the list"),
+    ),
+    expect_path=("research", "write", "done"),
+    expect_result="In 1969, Neil Armstrong stepped onto the dust...",
+    has_expect_result=True,
+    origin=SOURCE_MAP["test a story that covers every answer is done"],
+    step_origins=(SOURCE_MAP["step 0.0"], SOURCE_MAP["step 0.1"], SOURCE_MAP["step 0.2"]),
+))
+
+TESTS.append(TestSpec(
+    name="too few questions are researched again",
+    inputs={"theme": "the Apollo programme", "question_count": 2},
+    steps=(
+        (
+            "reply",
+            "research",
+            [{"question": "Who first walked on the Moon?", "answer": "Neil Armstrong"}],
+        ),
+        (
+            "reply",
+            "research",
+            [
+                {"question": "Who first walked on the Moon?", "answer": "Neil Armstrong"},
+                {"question": "In which year?", "answer": "1969"},
+            ],
+        ),
+        ("reply", "write", "In 1969, Neil Armstrong stepped onto the dust..."),
+        ("verdict", "write", "the story states every answer in the list"),
+    ),
+    expect_path=("research", "research", "write", "done"),
+    origin=SOURCE_MAP["test too few questions are researched again"],
+    step_origins=(
+        SOURCE_MAP["step 1.0"],
+        SOURCE_MAP["step 1.1"],
+        SOURCE_MAP["step 1.2"],
+        SOURCE_MAP["step 1.3"],
+    ),
+))
+
+TESTS.append(TestSpec(
+    name="a missing answer triggers a rewrite",
+    inputs={"theme": "the Apollo programme", "question_count": 1},
+    steps=(
+        (
+            "reply",
+            "research",
+            [{"question": "Who first walked on the Moon?", "answer": "Neil Armstrong"}],
+        ),
+        ("reply", "write", "The astronaut stepped onto the dust..."),
+        ("verdict", "write", "the story leaves out at least one answer"),
+        ("reply", "write", "Neil Armstrong stepped onto the dust..."),
+        ("verdict", "write", "the story states every answer in the list"),
+    ),
+    expect_path=("research", "write", "write", "done"),
+    expect_final="done",
+    origin=SOURCE_MAP["test a missing answer triggers a rewrite"],
+    step_origins=(
+        SOURCE_MAP["step 2.0"],
+        SOURCE_MAP["step 2.1"],
+        SOURCE_MAP["step 2.2"],
+        SOURCE_MAP["step 2.3"],
+        SOURCE_MAP["step 2.4"],
+    ),
+))
+
+TESTS.append(TestSpec(
+    name="a story still incomplete after two rewrites is reported",
+    inputs={"theme": "the Apollo programme", "question_count": 1},
+    steps=(
+        (
+            "reply",
+            "research",
+            [{"question": "Who first walked on the Moon?", "answer": "Neil Armstrong"}],
+        ),
+        ("reply", "write", "Draft one."),
+        ("verdict", "write", "the story leaves out at least one answer"),
+        ("reply", "write", "Draft two."),
+        ("verdict", "write", "the story leaves out at least one answer"),
+        ("reply", "write", "Draft three."),
+        ("verdict", "write", None),
+    ),
+    expect_path=("research", "write", "write", "write", "incomplete"),
+    expect_result=(
+        "The story still misses some answers after two rewrites:\n"
+        "\n"
+        "Draft three."
+    ),
+    has_expect_result=True,
+    origin=SOURCE_MAP["test a story still incomplete after two rewrites is reported"],
+    step_origins=(
+        SOURCE_MAP["step 3.0"],
+        SOURCE_MAP["step 3.1"],
+        SOURCE_MAP["step 3.2"],
+        SOURCE_MAP["step 3.3"],
+        SOURCE_MAP["step 3.4"],
+        SOURCE_MAP["step 3.5"],
+        SOURCE_MAP["step 3.6"],
+    ),
+))
+
+
 MACHINE = MachineSpec(
     name="trivia_writing",
     description=(
@@ -123,219 +340,10 @@ MACHINE = MachineSpec(
     verifier_model="openai/gpt-4o-mini",
     temperature=None,
     limits=LimitsSpec(steps=12),
-    agents={
-        "researcher": AgentSpec(
-            name="researcher",
-            prompt="You write trivia questions with short, well-established answers.",
-            model="openai/gpt-4o-mini",
-            temperature=0.2,
-            origin=SOURCE_MAP["agent researcher"],
-        ),
-        "storyteller": AgentSpec(
-            name="storyteller",
-            prompt="You write vivid short fiction that weaves facts in naturally, never as a list.",
-            model="openai/gpt-4o-mini",
-            temperature=0.9,
-            origin=SOURCE_MAP["agent storyteller"],
-        ),
-    },
-    states={
-        "research": StateSpec(
-            name="research",
-            kind="agent",
-            agent="researcher",
-            instruction=(
-                "Write {{ question_count }} trivia questions about {{ theme }}, each with its "
-                "answer."
-            ),
-            output=ResearchOutput,
-            output_wrapped=True,
-            transitions=(
-                TransitionSpec(
-                    kind="guard",
-                    target="write",
-                    guard=guard_research_0,
-                    text="len(output) >= question_count",
-                    origin=SOURCE_MAP["research transition 0"],
-                ),
-                TransitionSpec(
-                    kind="always",
-                    target="research",
-                    max=1,
-                    origin=SOURCE_MAP["research transition 1"],
-                ),
-                TransitionSpec(
-                    kind="otherwise",
-                    target="write",
-                    origin=SOURCE_MAP["research transition 2"],
-                ),
-            ),
-            origin=SOURCE_MAP["research"],
-        ),
-        "write": StateSpec(
-            name="write",
-            kind="agent",
-            agent="storyteller",
-            instruction=(
-                "Write a story of about 400 words set in the world of {{ theme }}.\n"
-                "A reader must be able to answer each of these questions from the story alone:\n"
-                "{% for item in research.output %}\n"
-                "- {{ item.question }} (answer: {{ item.answer }})\n"
-                "{% endfor %}"
-            ),
-            transitions=(
-                TransitionSpec(
-                    kind="condition",
-                    target="done",
-                    text="the story states every answer in the list",
-                    origin=SOURCE_MAP["write transition 0"],
-                ),
-                TransitionSpec(
-                    kind="condition",
-                    target="write",
-                    text="the story leaves out at least one answer",
-                    max=2,
-                    origin=SOURCE_MAP["write transition 1"],
-                ),
-                TransitionSpec(
-                    kind="otherwise",
-                    target="incomplete",
-                    origin=SOURCE_MAP["write transition 2"],
-                ),
-            ),
-            origin=SOURCE_MAP["write"],
-        ),
-        "done": StateSpec(name="done", kind="final", final=True, origin=SOURCE_MAP["done"]),
-        "incomplete": StateSpec(
-            name="incomplete",
-            kind="final",
-            final=True,
-            result=(
-                "The story still misses some answers after two rewrites:\n"
-                "\n"
-                "{{ write.output }}"
-            ),
-            origin=SOURCE_MAP["incomplete"],
-        ),
-    },
+    agents=AGENTS,
+    states=STATES,
     start="research",
-    tests=(
-        TestSpec(
-            name="a story that covers every answer is done",
-            inputs={"theme": "the Apollo programme", "question_count": 2},
-            steps=(
-                (
-                    "reply",
-                    "research",
-                    [
-                        {
-                            "question": "Who first walked on the Moon?",
-                            "answer": "Neil Armstrong",
-                        },
-                        {"question": "In which year?", "answer": "1969"},
-                    ],
-                ),
-                ("reply", "write", "In 1969, Neil Armstrong stepped onto the dust..."),
-                ("verdict", "write", "the story states every answer in the list"),
-            ),
-            expect_path=("research", "write", "done"),
-            expect_result="In 1969, Neil Armstrong stepped onto the dust...",
-            has_expect_result=True,
-            origin=SOURCE_MAP["test a story that covers every answer is done"],
-            step_origins=(SOURCE_MAP["step 0.0"], SOURCE_MAP["step 0.1"], SOURCE_MAP["step 0.2"]),
-        ),
-        TestSpec(
-            name="too few questions are researched again",
-            inputs={"theme": "the Apollo programme", "question_count": 2},
-            steps=(
-                (
-                    "reply",
-                    "research",
-                    [{"question": "Who first walked on the Moon?", "answer": "Neil Armstrong"}],
-                ),
-                (
-                    "reply",
-                    "research",
-                    [
-                        {
-                            "question": "Who first walked on the Moon?",
-                            "answer": "Neil Armstrong",
-                        },
-                        {"question": "In which year?", "answer": "1969"},
-                    ],
-                ),
-                ("reply", "write", "In 1969, Neil Armstrong stepped onto the dust..."),
-                ("verdict", "write", "the story states every answer in the list"),
-            ),
-            expect_path=("research", "research", "write", "done"),
-            origin=SOURCE_MAP["test too few questions are researched again"],
-            step_origins=(
-                SOURCE_MAP["step 1.0"],
-                SOURCE_MAP["step 1.1"],
-                SOURCE_MAP["step 1.2"],
-                SOURCE_MAP["step 1.3"],
-            ),
-        ),
-        TestSpec(
-            name="a missing answer triggers a rewrite",
-            inputs={"theme": "the Apollo programme", "question_count": 1},
-            steps=(
-                (
-                    "reply",
-                    "research",
-                    [{"question": "Who first walked on the Moon?", "answer": "Neil Armstrong"}],
-                ),
-                ("reply", "write", "The astronaut stepped onto the dust..."),
-                ("verdict", "write", "the story leaves out at least one answer"),
-                ("reply", "write", "Neil Armstrong stepped onto the dust..."),
-                ("verdict", "write", "the story states every answer in the list"),
-            ),
-            expect_path=("research", "write", "write", "done"),
-            expect_final="done",
-            origin=SOURCE_MAP["test a missing answer triggers a rewrite"],
-            step_origins=(
-                SOURCE_MAP["step 2.0"],
-                SOURCE_MAP["step 2.1"],
-                SOURCE_MAP["step 2.2"],
-                SOURCE_MAP["step 2.3"],
-                SOURCE_MAP["step 2.4"],
-            ),
-        ),
-        TestSpec(
-            name="a story still incomplete after two rewrites is reported",
-            inputs={"theme": "the Apollo programme", "question_count": 1},
-            steps=(
-                (
-                    "reply",
-                    "research",
-                    [{"question": "Who first walked on the Moon?", "answer": "Neil Armstrong"}],
-                ),
-                ("reply", "write", "Draft one."),
-                ("verdict", "write", "the story leaves out at least one answer"),
-                ("reply", "write", "Draft two."),
-                ("verdict", "write", "the story leaves out at least one answer"),
-                ("reply", "write", "Draft three."),
-                ("verdict", "write", None),
-            ),
-            expect_path=("research", "write", "write", "write", "incomplete"),
-            expect_result=(
-                "The story still misses some answers after two rewrites:\n"
-                "\n"
-                "Draft three."
-            ),
-            has_expect_result=True,
-            origin=SOURCE_MAP["test a story still incomplete after two rewrites is reported"],
-            step_origins=(
-                SOURCE_MAP["step 3.0"],
-                SOURCE_MAP["step 3.1"],
-                SOURCE_MAP["step 3.2"],
-                SOURCE_MAP["step 3.3"],
-                SOURCE_MAP["step 3.4"],
-                SOURCE_MAP["step 3.5"],
-                SOURCE_MAP["step 3.6"],
-            ),
-        ),
-    ),
+    tests=tuple(TESTS),
     source_sha256="75680f8d1bd10f9512cb04dffe3e0c3267e99b94712a22e0950a7b9d702d1ee2",
     source_path="../../../examples/trivia_writing.fsm",
 )

@@ -1,17 +1,27 @@
 """Machine modules executed in memory: what `statewright run`, `test` and the Python API run.
 
-The text is a runner's machine part importing the installed runtime (`statewright.runtime`); it is compiled under a name that says
-where it came from, registered with linecache (so a traceback through a guard shows the generated line),
+The text is a runner's machine part importing the installed runtime (`statewright.runtime`); it is
+compiled under a name that says where it came from, registered with linecache (so a traceback through a
+guard shows the generated line),
 and executed as a module of its own. Modules are kept per text: loading the same machine twice in a
 process compiles it once.
+
+A module is compiled and executed a few top-level statements at a time, in order, into one namespace:
+the same code, but CPython builds a syntax tree only for the statements in hand, not for the whole
+module at once (some 40 bytes of memory a byte of text, 180 MB for the runner of a 1 MB spec). The
+generated module writes each state, agent, tool and test as a statement of its own (render.py), so no
+piece grows with the machine.
 """
 
 from __future__ import annotations
+import __future__
 
 import hashlib
 import linecache
+import re
 import sys
 import types
+from collections.abc import Iterator
 
 _MODULE_PREFIX = "statewright.machines.m_"
 
@@ -22,16 +32,82 @@ def load_machine_module(text: str, source_path: str) -> types.ModuleType:
     module = sys.modules.get(name)
     if module is not None:
         return module
-    filename = f"<statewright machine {source_path} {digest[:12]}>"
-    code = compile(text, filename, "exec", dont_inherit=True)
-    linecache.cache[filename] = (len(text), None, text.splitlines(keepends=True), filename)
+    # Not a <name>: linecache gives lines lazily only to other names. The text is split into lines when a
+    # traceback first asks (a list of lines takes three times the text's memory).
+    filename = f"statewright-machine:{source_path}:{digest[:12]}"
+    linecache.cache[filename] = (lambda: text,)
     module = types.ModuleType(name, f"The machine module of {source_path}, compiled in memory.")
     module.__file__ = filename
     # pydantic resolves the classes' annotations through sys.modules, so the module is there before it runs
     sys.modules[name] = module
     try:
-        exec(code, module.__dict__)  # noqa: S102 - the module statewright itself generated from a checked spec
+        for code in compiled_pieces(text, filename):
+            exec(code, module.__dict__)  # noqa: S102 - the module statewright itself generated from a checked spec
     except BaseException:
         del sys.modules[name]
         raise
     return module
+
+
+# A top-level statement starts at a line that begins with a name, a decorator or a comment, and is not
+# the rest of a compound statement. The text before the module's `from __future__` line (its header
+# comments and docstring) is one piece.
+_STATEMENT_START = re.compile(r"^(?=[A-Za-z_@#])(?!(?:else|elif|except|finally)\b)", re.MULTILINE)
+_FUTURE_LINE = "\nfrom __future__ import annotations\n"
+_FUTURE_FLAGS = 0
+for _feature in __future__.all_feature_names:
+    _FUTURE_FLAGS |= getattr(__future__, _feature).compiler_flag
+_MOST_MERGES = 64  # a piece that does not compile alone takes in the next ones, this many at most
+
+
+def compiled_pieces(text: str, filename: str) -> Iterator[types.CodeType]:
+    """The code of `text`, a run of its top-level statements at a time, in order; executed one after
+    another in one namespace they do what the whole module's code does. Line numbers are the module's.
+
+    A piece is cut where a line could start a statement; one that does not compile alone (a line of a
+    string that starts like a statement) takes in the next piece until it does — only then is it
+    whole, since a cut inside a string or a bracket leaves it unfinished — and past _MOST_MERGES the rest
+    of the text is one piece. Future imports hold for the pieces after them, as in one module."""
+    head = text.find(_FUTURE_LINE)
+    if head < 0:
+        yield compile(text, filename, "exec", dont_inherit=True)
+        return
+    cuts = [m.start() for m in _STATEMENT_START.finditer(text, head + len(_FUTURE_LINE))]
+    cuts.append(len(text))
+    i = 0  # cuts[i]: the first cut after the piece in hand
+    flags = start = line = 0
+    end = head + len(_FUTURE_LINE)
+    while True:
+        merges = 0
+        while True:
+            try:
+                code = compile(text[start:end], filename, "exec", flags=flags, dont_inherit=True)
+                break
+            except SyntaxError:
+                if end == len(text):
+                    compile(text, filename, "exec", dont_inherit=True)  # raises, with the module's positions
+                    raise
+                merges += 1
+                if merges == _MOST_MERGES:
+                    end = len(text)
+                else:
+                    while cuts[i] <= end:
+                        i += 1
+                    end = cuts[i]
+        flags |= code.co_flags & _FUTURE_FLAGS
+        yield _shifted(code, line)
+        if end == len(text):
+            return
+        line += text.count("\n", start, end)
+        start = end
+        while cuts[i] <= start:
+            i += 1
+        end = cuts[i]
+
+
+def _shifted(code: types.CodeType, lines: int) -> types.CodeType:
+    """`code` (and the code inside it) as if its text began `lines` lines further down."""
+    if lines == 0:
+        return code
+    consts = tuple(_shifted(c, lines) if isinstance(c, types.CodeType) else c for c in code.co_consts)
+    return code.replace(co_firstlineno=code.co_firstlineno + lines, co_consts=consts)

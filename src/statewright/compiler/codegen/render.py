@@ -11,7 +11,7 @@ import builtins
 import dataclasses
 import hashlib
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from functools import cache
 from typing import Any
 
@@ -36,6 +36,10 @@ from .types_py import (
 )
 
 LAYOUT = "runner.py.jinja"
+# The names of the dicts (and the list of tests) the entry machine's parts are put in; a machine it runs
+# gets them with its own name after them (STATES_review).
+SOURCE_MAP_GROUP = 1000
+COLLECTION_NAMES = {"agents": "AGENTS", "states": "STATES", "tools": "TOOLS", "tests": "TESTS"}
 # Where the machine part of a module finds the runtime: in the package statewright_runtime/ beside it
 # (`statewright compile`, the default), in marked sections above it (`compile --standalone`, one file), or
 # in the installed statewright (`statewright run`, `test` and the Python API, compiled in memory).
@@ -137,7 +141,8 @@ class _RunnerView:
                 m, plans[id(m)], names, source_text if entry else m.origin.source.text if m.origin else "",
                 source_path if entry else (m.origin.path if m.origin else m.name),
                 "MACHINE" if entry else names.claim(f"MACHINE_{m.name}"),
-                "SOURCE_MAP" if entry else names.claim(f"SOURCE_MAP_{m.name}"))
+                "SOURCE_MAP" if entry else names.claim(f"SOURCE_MAP_{m.name}"),
+                {key: name if entry else names.claim(f"{name}_{m.name}") for key, name in COLLECTION_NAMES.items()})
         for m in machines:
             part = self.parts[id(m)]
             part.callees = {name: self.parts[id(callee)].literal_name for name, callee in m.machines}
@@ -152,6 +157,7 @@ class _RunnerView:
         used |= function_names("\n".join(f for p in parts for f in (*p["guards"], *p["arg_builders"])))
         for part in self.ordered:
             used |= literal_names(part.machine_call)
+            used |= part.entry_names
         used |= {"MACHINE", "SOURCE_MAP", "main"}
         for name in sorted(used & self.index.defined_in.keys()):
             self.runtime_names.setdefault(self.index.defined_in[name], []).append(name)
@@ -255,7 +261,8 @@ class _MachinePart:
     MachineSpec literal (bound to `literal_name`), with names from the module's one allocator."""
 
     def __init__(self, machine: ir.Machine, plans: ModelPlans, names: NameAllocator, source_text: str,
-                 source_path: str, literal_name: str, source_map_name: str) -> None:
+                 source_path: str, literal_name: str, source_map_name: str,
+                 collection_names: dict[str, str]) -> None:
         self.machine = machine
         self.plans = plans
         self.names = names
@@ -263,6 +270,7 @@ class _MachinePart:
         self.sha256 = machine_digest(machine, source_text)
         self.literal_name = literal_name
         self.source_map_name = source_map_name
+        self.collection_names = collection_names  # "states" -> the name of the dict its states are put in
         self.callees: dict[str, str] = {}  # the machines it runs, by the name it runs them by -> their literal
         # the branch class of each variant's type, for every annotation of a variant (one table for all of
         # them: a machine with thousands of variants has as many classes)
@@ -283,6 +291,11 @@ class _MachinePart:
         for state in sorted(machine.states, key=lambda s: s.shares is not None):
             self._functions_for(state)
         self.machine_call: Call | None = None
+        # The machine's agents, states, tools and tests, a statement each (in groups, by collection): the
+        # MACHINE literal names the collections. No statement grows with the machine, so the module is
+        # compiled a statement at a time when loaded in memory (load.py).
+        self.collections: list[list[str]] = []
+        self.entry_names: set[str] = set()  # the names the statements use
 
     def context(self) -> dict[str, Any]:
         classes = [self._model_source(p) for p in self.plans.types]
@@ -297,7 +310,8 @@ class _MachinePart:
             "rebuilds": rebuilds,
             "guards": self.guards,
             "arg_builders": self.arg_builders,
-            "source_map": f"{self.source_map_name} = " + py_source(self.source_map),
+            "source_map": self._source_map_source(),
+            "collections": self.collections,
             "machine": f"{self.literal_name} = " + py_source(self.machine_call),
         }
 
@@ -473,6 +487,11 @@ class _MachinePart:
 
     def _machine_call(self) -> Call:
         m = self.machine
+        # in the order of the source map: agents, states, tools, tests
+        agents = self._collection("agents", "AgentSpec", ((a.name, self._agent(a)) for a in m.agents))
+        states = self._collection("states", "StateSpec", ((s.name, self._state(s)) for s in m.states))
+        tools = self._collection("tools", "ToolSpec", ((t.name, self._tool(t)) for t in m.tools))
+        tests = self._collection("tests", "TestSpec", ((None, self._test(t, i)) for i, t in enumerate(m.tests)))
         return _spec_call(runtime_spec.MachineSpec, [
             ("name", m.name),
             ("description", m.description),
@@ -484,11 +503,11 @@ class _MachinePart:
                 ("steps", m.limits.steps), ("cost_usd", m.limits.cost_usd),
                 ("tokens", m.limits.tokens), ("seconds", m.limits.seconds),
             ])),
-            ("agents", {a.name: self._agent(a) for a in m.agents}),
-            ("states", {s.name: self._state(s) for s in m.states}),
+            ("agents", agents),
+            ("states", states),
             ("start", m.start),
-            ("tools", {t.name: self._tool(t) for t in m.tools}),
-            ("tests", tuple(self._test(t, index) for index, t in enumerate(m.tests))),
+            ("tools", tools),
+            ("tests", tests),
             ("source_sha256", self.sha256),
             ("source_path", self.source_path),
             ("variant_types", {name: Raw(self.plans.class_names[name]) for name in self.plans.branches}),
@@ -497,6 +516,32 @@ class _MachinePart:
             ("result_wrapped", self.plans.result is not None and self.plans.result.wrapper),
             ("variables", tuple(self._variable(v) for v in m.variables)),
         ])
+
+    def _source_map_source(self) -> str:
+        """SOURCE_MAP, a table of SOURCE_MAP_GROUP entries at most per statement (compiled a statement at a
+        time, see load.py)."""
+        name = self.source_map_name
+        keys = list(self.source_map)
+        groups = [{k: self.source_map[k] for k in keys[i:i + SOURCE_MAP_GROUP]}
+                  for i in range(0, len(keys), SOURCE_MAP_GROUP)] or [{}]
+        return "\n".join([f"{name} = " + py_source(groups[0]),
+                          *(f"{name}.update(" + py_source(group) + ")" for group in groups[1:])])
+
+    def _collection(self, key: str, spec: str, entries: Iterator[tuple[str | None, Call]]) -> object:
+        """The statements that fill one of the machine's collections (a dict by name, or for tests a list),
+        kept for the module, with the names they use; what the MachineSpec literal passes for it: the
+        collection's name, or an empty literal (the default, left out) when it holds nothing. Each entry's
+        literal is written and let go before the next is made."""
+        name = self.collection_names[key]
+        statements = [f"{name}: list[{spec}] = []" if key == "tests" else f"{name}: dict[str, {spec}] = {{}}"]
+        for entry, call in entries:
+            self.entry_names |= literal_names(call)
+            statements.append(f"{name}.append({py_source(call)})" if entry is None
+                              else f"{name}[{py_string(entry)}] = {py_source(call)}")
+        if len(statements) == 1:
+            return () if key == "tests" else {}
+        self.collections.append(statements)
+        return Raw(f"tuple({name})" if key == "tests" else name)
 
     def _variable(self, v: ir.Variable) -> Call:
         return _spec_call(runtime_spec.VariableSpec, [

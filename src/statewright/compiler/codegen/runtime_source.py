@@ -66,7 +66,7 @@ SPEC_IMPORTS = (
     ModuleImport("pydantic", "ConfigDict", "ConfigDict"),
     ModuleImport("pydantic", "Field", "Field"),
 )
-RUNNER_NAMES = ("MACHINE", "SOURCE_MAP", "run", "arun", "RUNTIME_SHA256", "RUNTIME_VERSION", "_install_runtime")
+RUNNER_NAMES = ("MACHINE", "SOURCE_MAP", "AGENTS", "STATES", "TOOLS", "TESTS", "run", "arun", "RUNTIME_SHA256", "RUNTIME_VERSION", "_install_runtime")
 
 
 def reserved_names(runtime_names: tuple[str, ...]) -> tuple[str, ...]:

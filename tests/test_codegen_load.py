@@ -1,0 +1,153 @@
+"""Machine modules loaded in memory (compiler/codegen/load.py): compiled and executed a few top-level
+statements at a time, they must do exactly what the whole module's code does — the same names, the same
+code at the same lines — and no statement of a generated module may grow with the machine."""
+
+from __future__ import annotations
+
+import re
+import sys
+import traceback
+import types
+from pathlib import Path
+
+import pytest
+from support.e2e_runs import EXAMPLES
+
+from statewright.compiler.codegen import render_runner
+from statewright.compiler.codegen.load import compiled_pieces, load_machine_module
+from statewright.compiler.pipeline import compile_source
+from statewright.diagnostics import SourceFile
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+
+from compile_scaling import generate_machine
+
+
+def installed_text(text: str, path: str = "spec.fsm") -> str:
+    compilation = compile_source(SourceFile(path, text), stop_after="passes")
+    assert compilation.optimized is not None, [d.message for d in compilation.diagnostics]
+    return render_runner(compilation.optimized, source_text=text, source_path=path, runtime="installed")
+
+
+def code_positions(code: types.CodeType) -> dict[tuple[str, int], list[object]]:
+    """Every code object inside `code` (itself included), by qualified name and first line: its positions."""
+    found: dict[tuple[str, int], list[object]] = {}
+    stack = [code]
+    while stack:
+        item = stack.pop()
+        found[(item.co_qualname, item.co_firstlineno)] = list(item.co_positions())
+        stack.extend(c for c in item.co_consts if isinstance(c, types.CodeType))
+    return found
+
+
+def executed(codes: list[types.CodeType], name: str) -> dict[str, object]:
+    module = types.ModuleType(name)
+    sys.modules[name] = module  # pydantic resolves annotations through sys.modules
+    try:
+        for code in codes:
+            exec(code, module.__dict__)  # noqa: S102 - statewright's own generated code
+    finally:
+        del sys.modules[name]
+    return dict(module.__dict__)
+
+
+def shape(namespace: dict[str, object]) -> dict[str, str]:
+    """The module's names and what they hold, with addresses and module names taken out."""
+    return {key: re.sub(r"0x[0-9a-f]+|statewright_load_test_\w+", "?", repr(value))
+            for key, value in namespace.items() if not key.startswith("__")}
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_the_pieces_do_what_the_whole_module_does(example: Path) -> None:
+    text = installed_text(example.read_text(encoding="utf-8"), str(example))
+    whole = compile(text, "m", "exec", dont_inherit=True)
+    pieces = list(compiled_pieces(text, "m"))
+    assert len(pieces) > 10  # a statement or a few at a time, not the module at once
+    merged: dict[tuple[str, int], list[object]] = {}
+    for piece in pieces:
+        merged.update(code_positions(piece))
+    expected = code_positions(whole)
+    # the module's own code differs (it is cut); every function, class body and comprehension is the same
+    assert {k: v for k, v in merged.items() if k[0] != "<module>"} == \
+        {k: v for k, v in expected.items() if k[0] != "<module>"}
+    one, other = (executed(codes, f"statewright_load_test_{i}") for i, codes in enumerate(([whole], pieces)))
+    assert shape(one) == shape(other)
+    assert one["__doc__"] == other["__doc__"] and str(one["__doc__"]).startswith("Runner for the statewright")
+
+
+HOSTILE_LINES = [
+    "STATES = None",
+    "from __future__ import annotations",
+    "else: pass",
+    "@decorator",
+    "# a comment",
+    "def f(",
+    "MACHINE = 1",
+    '"""',
+]
+
+
+def test_a_description_whose_lines_look_like_statements_is_still_the_docstring() -> None:
+    """The docstring holds the machine's description as it is: lines of it that start like a statement
+    are cut at, found not to compile alone, and taken back into their piece."""
+    description = "\\n".join(HOSTILE_LINES[:-1])
+    spec = (f'machine hostile {{\n    description "Intro.\\n{description}\\nEnd."\n'
+            '    agent w { prompt "You write." }\n    start state a { agent w\n do "Write." -> b }\n'
+            "    final state b\n}\n")
+    compilation = compile_source(SourceFile("hostile.fsm", spec), stop_after="load")
+    assert compilation.machine is not None, [d.message for d in compilation.diagnostics]
+    assert compilation.machine.description == "Intro.\n" + "\n".join(HOSTILE_LINES[:-1]) + "\nEnd."
+    text = installed_text(spec, "hostile.fsm")
+    assert "\nSTATES = None\n" in text  # the line really is in the docstring, at the start of a line
+    module = load_machine_module(text, "hostile.fsm")
+    assert "STATES = None" in str(module.__doc__) and module.STATES["a"].name == "a"
+
+
+def test_a_traceback_through_generated_code_shows_its_line() -> None:
+    spec = (EXAMPLES[0].parent / "parallel_review.fsm").read_text(encoding="utf-8")
+    text = installed_text(spec, "parallel_review.fsm")
+    module = load_machine_module(text, "parallel_review.fsm")
+    try:
+        module.guard_reviews_0(None)
+    except AttributeError:
+        shown = traceback.format_exc()
+    else:
+        raise AssertionError("the guard read an output from None")
+    assert "statewright-machine:parallel_review.fsm:" in shown
+    assert "return sum(1 for r in s.output if r.approve) >= 2" in shown
+    line = int(re.findall(r"line (\d+), in guard_reviews_0", shown)[0])
+    assert text.splitlines()[line - 1].strip() == "return sum(1 for r in s.output if r.approve) >= 2"
+
+
+def test_a_module_that_does_not_compile_raises_with_its_own_positions() -> None:
+    text = installed_text((EXAMPLES[0].parent / "parallel_review.fsm").read_text(encoding="utf-8"))
+    lines = text.splitlines(keepends=True)
+    broken_at = next(i for i, line in enumerate(lines) if line.startswith('STATES["revise"]'))
+    lines.insert(broken_at, "x = (\n")
+    with pytest.raises(SyntaxError) as raised:
+        list(compiled_pieces("".join(lines), "m"))
+    assert raised.value.lineno == broken_at + 1
+
+
+def test_no_statement_grows_with_the_machine() -> None:
+    """The pieces of the module of a machine ten times larger are no larger: each state, agent and test is
+    a statement, and SOURCE_MAP is written a thousand entries a statement."""
+    largest = []
+    for states in (300, 3000):  # both with a full group of SOURCE_MAP entries
+        text = installed_text(generate_machine(states), f"scaling_{states}.fsm")
+        sizes = [len(text[s:e]) for s, e in _piece_spans(text)]
+        largest.append(max(sizes[1:]))  # after the header (the docstring and the imports)
+    assert largest[1] < 1.3 * largest[0], largest
+
+
+def _piece_spans(text: str) -> list[tuple[int, int]]:
+    """Where each compiled piece lies in the text, from the lines its code starts at."""
+    starts = []
+    offsets = [0]
+    for line in text.splitlines(keepends=True):
+        offsets.append(offsets[-1] + len(line))
+    for code in compiled_pieces(text, "m"):
+        positions = [p[0] for p in code.co_positions() if p[0] is not None]
+        starts.append(offsets[min(positions) - 1] if positions else 0)
+    starts[0] = 0
+    return list(zip(starts, [*starts[1:], len(text)], strict=True))
