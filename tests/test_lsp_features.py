@@ -193,3 +193,27 @@ def test_a_branch_entry_is_a_reference_to_its_state() -> None:
     uses = [FAN_OUT[o.start:o.end] for o in index.references(Key("state", "a"), include_definition=False)]
     assert uses == ["a"]
     assert index.references(Key("input", "files"), include_definition=False)  # the list a map goes over
+
+
+def test_the_index_keeps_one_occurrence_per_name_and_place_the_declaration_first() -> None:
+    """Occurrences found twice (by the syntax tree and by the checks' records) are one; at one place a
+    declaration wins over a use of the same name; two names at one place are both kept; all by place."""
+    from statewright.diagnostics import SourceFile
+    from statewright.lsp.index import Key, Occurrence, SymbolIndex
+
+    source = SourceFile("x.fsm", "state a -> b\n")
+    a, b, other = Key("state", "a"), Key("state", "b"), Key("agent", "a")
+    index = SymbolIndex([
+        Occurrence(b, source.span(11, 12)),
+        Occurrence(a, source.span(6, 7)),
+        Occurrence(a, source.span(6, 7), definition=True),
+        Occurrence(other, source.span(6, 7)),
+        Occurrence(b, source.span(11, 12)),
+        Occurrence(a, source.span(6, 7)),
+        Occurrence(a, source.span(0, 12), definition=True),
+    ])
+    assert [(o.key, o.start, o.end, o.definition) for o in index.occurrences] == [
+        (a, 0, 12, True), (a, 6, 7, True), (other, 6, 7, False), (b, 11, 12, False)]
+    assert index.at(6) is not None and index.at(6).key in (a, other) and index.at(11).key == b  # type: ignore[union-attr]
+    assert index.definition(a) is not None and index.definition(a).start == 0  # type: ignore[union-attr]
+    assert len(index.references(a)) == 2 and index.references(b, include_definition=False)[0].start == 11

@@ -31,12 +31,23 @@ class SymbolIndex:
     """Every occurrence of every declared name in one checked (or partly checked) file."""
 
     def __init__(self, occurrences: Iterable[Occurrence]) -> None:
-        unique: dict[tuple[Key, Span], Occurrence] = {}  # by key and place (a span hashes as its range)
-        for o in occurrences:
-            known = unique.get((o.key, o.span))
-            if known is None or o.definition and not known.definition:
-                unique[(o.key, o.span)] = o
-        self.occurrences = sorted(unique.values(), key=lambda o: (o.start, o.end))
+        # by place (two stable sorts: no tuple per occurrence), then one per key and place, a declaration
+        # before a use of the same place
+        found = list(occurrences)
+        found.sort(key=_end)
+        found.sort(key=_start)
+        self.occurrences: list[Occurrence] = []
+        place: list[Occurrence] = []  # the kept occurrences of the place in hand
+        for o in found:
+            if place and (o.start != place[0].start or o.end != place[0].end):
+                place.clear()
+            known = next((i for i, p in enumerate(place) if p.key == o.key), None)
+            if known is None:
+                place.append(o)
+                self.occurrences.append(o)
+            elif o.definition and not place[known].definition:
+                self.occurrences[len(self.occurrences) - len(place) + known] = place[known] = o
+        del found
         self._starts = array("q", [o.start for o in self.occurrences])
         self.by_key: dict[Key, list[Occurrence]] = {}
         for o in self.occurrences:
@@ -56,6 +67,14 @@ class SymbolIndex:
 
     def references(self, key: Key, *, include_definition: bool = True) -> list[Occurrence]:
         return [o for o in self.by_key.get(key, ()) if include_definition or not o.definition]
+
+
+def _start(o: Occurrence) -> int:
+    return o.start
+
+
+def _end(o: Occurrence) -> int:
+    return o.end
 
 
 def build_index(machine: ast.Machine, symbols: Symbols | None) -> SymbolIndex:
