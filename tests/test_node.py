@@ -12,7 +12,7 @@ from dataclasses import field
 import pytest
 
 from statewright.compiler import ir
-from statewright.diagnostics import SourceFile
+from statewright.diagnostics import SourceFile, Span
 from statewright.grammar import ast
 from statewright.grammar.node import Node, field_names
 
@@ -188,6 +188,36 @@ def test_a_frozen_node_with_its_own_equality_stays_hashable_as_a_frozen_dataclas
 def test_a_node_is_a_record_of_slots_with_no_dict() -> None:
     node = ast.NameExpr("score", SOURCE.span(0, 5))
     assert not hasattr(node, "__dict__")
-    assert ast.NameExpr.__slots__ == tuple(f.name for f in dataclasses.fields(ast.NameExpr))
+    # a slot per field, the span kept as its file and its packed offsets (no Span object per node)
+    assert ast.NameExpr.__slots__ == ("name", "_span_source", "_span_offsets")
+    assert [f.name for f in dataclasses.fields(ast.NameExpr)] == ["name", "span"]
     with pytest.raises(dataclasses.FrozenInstanceError):
         node.extra = 1  # type: ignore[attr-defined]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        node.span = SOURCE.span(1, 2)  # type: ignore[misc]
+
+
+def test_a_nodes_span_reads_back_as_the_span_it_was_given() -> None:
+    span = SOURCE.span(3, 9)
+    node = ast.NameExpr("score", span)
+    assert node.span == span and node.span.source is SOURCE and (node.span.start, node.span.end) == (3, 9)
+    assert node.span.start_pos == span.start_pos and hash(node.span) == hash(span)
+    assert ast.NameExpr("score").span is None and ast.NameExpr("score", None).span is None
+    stand_in = object()  # not a Span: kept as it is
+    assert ast.NameExpr("score", stand_in).span is stand_in  # type: ignore[arg-type]
+    for twin in (copy.copy(node), dataclasses.replace(node, name="other")):
+        assert twin.span == span
+    deep = copy.deepcopy(node).span  # a copy of the file too, as a deep copy of a Span makes
+    assert (deep.start, deep.end, deep.source.text) == (3, 9, SOURCE.text)
+    assert pickle.loads(pickle.dumps(node)).span.start == 3
+    assert dataclasses.replace(node, span=SOURCE.span(0, 1)).span == SOURCE.span(0, 1)
+    assert "span" not in repr(node) and node == ast.NameExpr("score", SOURCE.span(0, 1))  # not compared
+
+    class Movable(Node, frozen=False):
+        name: str
+        span: Span = dataclasses.field(default=None, compare=False)  # type: ignore[assignment]
+
+    movable = Movable("x")
+    assert movable.span is None
+    movable.span = span
+    assert movable.span == span

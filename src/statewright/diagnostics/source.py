@@ -80,8 +80,8 @@ class SourceFile:
         return f"SourceFile({self.path!r})"
 
 
-_END_SHIFT = 32  # a span keeps both offsets in one int: start in the low bits, end above them
-_START_MASK = (1 << _END_SHIFT) - 1
+END_SHIFT = 32  # a span keeps both offsets in one int: start in the low bits, end above them
+START_MASK = (1 << END_SHIFT) - 1
 
 
 class Span:
@@ -98,18 +98,31 @@ class Span:
     _offsets: int
 
     def __init__(self, source: SourceFile, start: int, end: int) -> None:
-        if not 0 <= start <= _START_MASK:
-            raise ValueError(f"a span starts at an offset from 0 to {_START_MASK:,}, not {start}")
+        if not 0 <= start <= START_MASK:
+            raise ValueError(f"a span starts at an offset from 0 to {START_MASK:,}, not {start}")
         _set(self, "source", source)
-        _set(self, "_offsets", start | end << _END_SHIFT)
+        _set(self, "_offsets", start | end << END_SHIFT)
+
+    @classmethod
+    def packed(cls, source: SourceFile, offsets: int) -> Span:
+        """The span of `source` whose offsets `packed_offsets` gave."""
+        span = object.__new__(cls)
+        _set(span, "source", source)
+        _set(span, "_offsets", offsets)
+        return span
+
+    @property
+    def packed_offsets(self) -> int:
+        """Both offsets in one int (what a syntax-tree node keeps instead of the span: grammar/node.py)."""
+        return self._offsets
 
     @property
     def start(self) -> int:
-        return self._offsets & _START_MASK
+        return self._offsets & START_MASK
 
     @property
     def end(self) -> int:
-        return self._offsets >> _END_SHIFT
+        return self._offsets >> END_SHIFT
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Span):

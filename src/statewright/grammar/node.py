@@ -30,6 +30,8 @@ from collections.abc import Callable
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ..diagnostics.source import Span
+
 if TYPE_CHECKING:  # the decorator only tells type checkers what the class does; at run time it is inert
     from typing_extensions import dataclass_transform
 else:
@@ -38,6 +40,7 @@ else:
 
 _MISSING = dataclasses.MISSING
 _set_attribute = object.__setattr__
+_new_object = object.__new__
 
 
 class _FieldSpec:
@@ -78,6 +81,32 @@ class _DataclassFields:
         return cached  # type: ignore[no-any-return]
 
 
+class _SpanField:
+    """A node's `span`, kept as the span's source file and its packed offsets rather than as a Span object,
+    and made into one when read. A syntax tree has a span for nearly every node — a hundred thousand for
+    a file of a megabyte — and each Span object costs 48 bytes besides the node's reference to it. A value
+    that is not a Span (None, or a stand-in) is kept as it is."""
+
+    def __get__(self, node: object, owner: type | None = None) -> Any:
+        if node is None:
+            return self
+        offsets = node._span_offsets  # type: ignore[attr-defined]
+        if offsets is None:
+            return node._span_source  # type: ignore[attr-defined]
+        span = _new_object(Span)  # Span.packed, inline: a span is read often
+        _set_attribute(span, "source", node._span_source)  # type: ignore[attr-defined]
+        _set_attribute(span, "_offsets", offsets)
+        return span
+
+    def __set__(self, node: object, span: Any) -> None:
+        if type(span) is Span:
+            _set_attribute(node, "_span_source", span.source)
+            _set_attribute(node, "_span_offsets", span.packed_offsets)
+        else:
+            _set_attribute(node, "_span_source", span)
+            _set_attribute(node, "_span_offsets", None)
+
+
 class _Slotted(type):
     """Gives every node class slots for its own fields, so that a node is a small record with no
     `__dict__`: a syntax tree or IR of ten thousand states takes much less memory, and a walk over it
@@ -89,6 +118,9 @@ class _Slotted(type):
             own = [field for field, annotation in namespace.get("__annotations__", {}).items()
                    if not str(annotation).startswith(("ClassVar", "typing.ClassVar")) and field not in inherited]
             namespace["_declared"] = {field: namespace.pop(field) for field in own if field in namespace}
+            if "span" in own:  # kept unpacked: see _SpanField
+                own = [field for field in own if field != "span"] + ["_span_source", "_span_offsets"]
+                namespace["span"] = _SpanField()
             namespace["__slots__"] = tuple(own)
         return super().__new__(mcls, name, bases, namespace, **kwargs)
 
@@ -204,9 +236,16 @@ def _compile_init(cls: type[Node]) -> Callable[..., None]:
             body.append(f"    if {spec.name} is _MISSING: {spec.name} = _factories[{spec.name!r}]()")
         else:
             params.append(spec.name)
-        body.append(f"    _set(self, {spec.name!r}, {spec.name})")
+        if spec.name == "span" and isinstance(getattr(cls, "span", None), _SpanField):
+            # _SpanField.__set__, inline: a tree makes a node for nearly every token
+            body.append("    if span.__class__ is _Span: _set(self, '_span_source', span.source); "
+                        "_set(self, '_span_offsets', span.packed_offsets)")
+            body.append("    else: _set(self, '_span_source', span); _set(self, '_span_offsets', None)")
+        else:
+            body.append(f"    _set(self, {spec.name!r}, {spec.name})")
     namespace: dict[str, Any] = {
         "_set": _set_attribute,
+        "_Span": Span,
         "_MISSING": _MISSING,
         "_defaults": {s.name: s.default for s in cls._field_specs if s.default is not _MISSING},
         "_factories": {s.name: s.default_factory for s in cls._field_specs if s.default_factory is not _MISSING},

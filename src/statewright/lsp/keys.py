@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..diagnostics import Span
+from ..diagnostics.source import END_SHIFT, START_MASK
+from ..grammar.node import Node
 
 KINDS = ("state", "agent", "type", "tool", "input", "variable", "field", "machine", "file")
 
@@ -27,10 +29,9 @@ class Key:
         return self if self.file else Key(self.kind, self.name, path)
 
 
-@dataclass(frozen=True, slots=True)
-class Occurrence:
+class Occurrence(Node):
     """A name in the text that stands for `key`: its declaration or a use, over [start, end) of `span`
-    (the compiler's own span, kept rather than copied: a large file has hundreds of thousands)."""
+    (kept as a node keeps one, its file and packed offsets: a large file has hundreds of thousands)."""
 
     key: Key
     span: Span
@@ -38,8 +39,8 @@ class Occurrence:
 
     @property
     def start(self) -> int:
-        return self.span.start
+        return self._span_offsets & START_MASK  # type: ignore[attr-defined,no-any-return]
 
     @property
     def end(self) -> int:
-        return self.span.end
+        return self._span_offsets >> END_SHIFT  # type: ignore[attr-defined,no-any-return]
