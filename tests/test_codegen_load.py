@@ -151,3 +151,22 @@ def _piece_spans(text: str) -> list[tuple[int, int]]:
         starts.append(offsets[min(positions) - 1] if positions else 0)
     starts[0] = 0
     return list(zip(starts, [*starts[1:], len(text)], strict=True))
+
+
+def test_a_comment_at_the_start_of_a_line_inside_a_block_is_no_place_to_cut() -> None:
+    text = "\nfrom __future__ import annotations\ndef f():\n    x = 1\n# a note\n    return x\n\ny = f()\n"
+    assert executed(list(compiled_pieces(text, "m")), "statewright_load_test_comment")["y"] == 1
+
+
+def test_a_module_that_compiles_only_whole_is_run_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Should a cut ever split what only compiles whole, the loader runs the whole module's code in a
+    fresh namespace (here forced by cutting at comments, which may sit inside a block)."""
+    from statewright.compiler.codegen import load
+
+    monkeypatch.setattr(load, "_STATEMENT_START", re.compile(r"^(?=[A-Za-z_@#])", re.MULTILINE))
+    text = ("\nfrom __future__ import annotations\ncalls = []\ncalls.append(1)\ndef f():\n    x = 2\n# a note\n"
+            "    return x\n\nvalue = f()\n")
+    with pytest.raises(load.UncutModule):
+        list(load.compiled_pieces(text, "m"))
+    module = load_machine_module(text, "whole.fsm")
+    assert module.value == 2 and module.calls == [1]  # run once, from a fresh namespace

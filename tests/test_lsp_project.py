@@ -235,3 +235,21 @@ def test_completion_offers_run_targets_their_inputs_and_importable_names(folder:
         assert "run" in await s.completion(lead, line + 1, 8)
 
     run(scenario)
+
+
+def test_a_read_inside_an_imported_declaration_is_not_indexed_in_the_using_file() -> None:
+    """The checks find the inputs an imported agent's prompt reads, in the file that declares the agent: the
+    using file's index holds only places of its own text, so a cursor there never lands on another file's
+    offsets (which once made the name under it the wrong one)."""
+    from statewright import api
+    from statewright.lsp.analysis import Analysis
+
+    path = Path(__file__).parent / "cases" / "valid" / "machines-that-run-machines" / "input.fsm"
+    text = path.read_text(encoding="utf-8")
+    analysis = Analysis(path.as_uri(), 1, text, project=api.new_project())
+    index = analysis.index
+    assert index is not None and index.occurrences
+    here = analysis.compilation.ast.span.source  # type: ignore[union-attr]
+    assert all(o.span.source is here for o in index.occurrences)
+    for o in index.occurrences:  # each occurrence's text is its name (or holds it, for a declaration)
+        assert o.key.name.rsplit(".", 1)[-1] in text[o.start:o.end] or o.key.kind == "file", (o, text[o.start:o.end])

@@ -221,3 +221,8 @@ def test_a_nodes_span_reads_back_as_the_span_it_was_given() -> None:
     assert movable.span is None
     movable.span = span
     assert movable.span == span
+    del movable.span  # as any other field of a mutable node
+    with pytest.raises(AttributeError):
+        movable.span  # noqa: B018 - reading a deleted field
+    movable.span = None
+    assert movable.span is None

@@ -150,3 +150,24 @@ def test_reading_a_runner_never_runs_it(tmp_path: Path) -> None:
         runner_origin("x = (", 1)
     with pytest.raises(NotARunner):
         runner_origin("x = '\0'", 1)
+
+
+def test_a_table_written_in_groups_maps_every_entry(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A large machine's SOURCE_MAP is written a thousand entries a statement: a state whose key is in a
+    later `SOURCE_MAP.update({...})` maps to its spec line like the first ones (through the CLI too)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from compile_scaling import generate_machine
+
+    spec = tmp_path / "big.fsm"
+    spec.write_text(generate_machine(400), encoding="utf-8")
+    runner = tmp_path / "big_runner.py"
+    lines = compiled(spec, runner, standalone=False)
+    assert sum(line.startswith("SOURCE_MAP.update({") for line in lines) >= 1
+    for state in ("s0", "s399", "failed"):
+        line = next(i for i, text in enumerate(lines, start=1) if text.startswith(f'STATES["{state}"] = StateSpec('))
+        found = api.runner_origin(runner, line)
+        assert found is not None and found.key == state, (state, found)
+        assert spec_line(found.path, found.line).lstrip().startswith(("state", "start state", "final state"))
+    capsys.readouterr()
+    assert main(["source-map", f"{runner}:{line}"]) == 0
+    assert "big.fsm:" in capsys.readouterr().out

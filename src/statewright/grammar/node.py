@@ -106,6 +106,10 @@ class _SpanField:
             _set_attribute(node, "_span_source", span)
             _set_attribute(node, "_span_offsets", None)
 
+    def __delete__(self, node: object) -> None:  # a mutable node's `del node.span`, as for any other field
+        object.__delattr__(node, "_span_source")
+        object.__delattr__(node, "_span_offsets")
+
 
 class _Slotted(type):
     """Gives every node class slots for its own fields, so that a node is a small record with no

@@ -78,8 +78,11 @@ def _end(o: Occurrence) -> int:
 
 
 def build_index(machine: ast.Machine, symbols: Symbols | None) -> SymbolIndex:
-    """The index of one parsed machine; `symbols` (from the checks) adds what templates and guards read."""
-    return SymbolIndex(_occurrences(machine, symbols))
+    """The index of one parsed machine; `symbols` (from the checks) adds what templates and guards read.
+    Only places in this file: a read the checks found in a declaration another file holds (the prompt of
+    an imported agent) is that file's, at that file's offsets."""
+    here = machine.span.source if machine.span is not None else None
+    return SymbolIndex(o for o in _occurrences(machine, symbols) if here is None or o.span.source is here)
 
 
 def _at(key: Key, span: Span | None, definition: bool = False) -> Iterator[Occurrence]:

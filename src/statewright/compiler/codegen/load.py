@@ -36,28 +36,46 @@ def load_machine_module(text: str, source_path: str) -> types.ModuleType:
     # traceback first asks (a list of lines takes three times the text's memory).
     filename = f"statewright-machine:{source_path}:{digest[:12]}"
     linecache.cache[filename] = (lambda: text,)
-    module = types.ModuleType(name, f"The machine module of {source_path}, compiled in memory.")
-    module.__file__ = filename
-    # pydantic resolves the classes' annotations through sys.modules, so the module is there before it runs
-    sys.modules[name] = module
+    module = _module(name, source_path, filename)
     try:
-        for code in compiled_pieces(text, filename):
-            exec(code, module.__dict__)  # noqa: S102 - the module statewright itself generated from a checked spec
+        try:
+            for code in compiled_pieces(text, filename):
+                exec(code, module.__dict__)  # noqa: S102 - the module statewright itself generated from a checked spec
+        except UncutModule as whole:
+            module = _module(name, source_path, filename)
+            exec(whole.code, module.__dict__)  # noqa: S102 - as above
     except BaseException:
         del sys.modules[name]
         raise
     return module
 
 
-# A top-level statement starts at a line that begins with a name, a decorator or a comment, and is not
-# the rest of a compound statement. The text before the module's `from __future__` line (its header
-# comments and docstring) is one piece.
-_STATEMENT_START = re.compile(r"^(?=[A-Za-z_@#])(?!(?:else|elif|except|finally)\b)", re.MULTILINE)
+def _module(name: str, source_path: str, filename: str) -> types.ModuleType:
+    module = types.ModuleType(name, f"The machine module of {source_path}, compiled in memory.")
+    module.__file__ = filename
+    # pydantic resolves the classes' annotations through sys.modules, so the module is there before it runs
+    sys.modules[name] = module
+    return module
+
+
+# A top-level statement starts at a line that begins with a name or a decorator, and is not the rest of a
+# compound statement (a comment at the start of a line may sit inside a block: it is no place to cut). The
+# text before the module's `from __future__` line (its header comments and docstring) is one piece.
+_STATEMENT_START = re.compile(r"^(?=[A-Za-z_@])(?!(?:else|elif|except|finally)\b)", re.MULTILINE)
 _FUTURE_LINE = "\nfrom __future__ import annotations\n"
 _FUTURE_FLAGS = 0
 for _feature in __future__.all_feature_names:
     _FUTURE_FLAGS |= getattr(__future__, _feature).compiler_flag
 _MOST_MERGES = 64  # a piece that does not compile alone takes in the next ones, this many at most
+
+
+class UncutModule(Exception):  # not an error: what to run instead
+    """The module compiles whole but not in pieces (no generated module does that): run `code` instead, in
+    a fresh namespace — the pieces before it have run already."""
+
+    def __init__(self, code: types.CodeType) -> None:
+        super().__init__("the module compiles only whole")
+        self.code = code
 
 
 def compiled_pieces(text: str, filename: str) -> Iterator[types.CodeType]:
@@ -85,8 +103,9 @@ def compiled_pieces(text: str, filename: str) -> Iterator[types.CodeType]:
                 break
             except SyntaxError:
                 if end == len(text):
-                    compile(text, filename, "exec", dont_inherit=True)  # raises, with the module's positions
-                    raise
+                    # the module's own error, at its own positions; or, should the text compile whole
+                    # where its pieces do not, its whole code for the caller to run afresh
+                    raise UncutModule(compile(text, filename, "exec", dont_inherit=True)) from None
                 merges += 1
                 if merges == _MOST_MERGES:
                     end = len(text)

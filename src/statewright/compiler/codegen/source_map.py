@@ -102,18 +102,33 @@ def _split_position(written: str) -> tuple[str, int, int]:
 
 
 def _source_map(tree: ast.Module) -> tuple[dict[str, str], list[_Extent]] | None:
-    """SOURCE_MAP's entries, and the lines of each entry (a line of the table maps to its own key)."""
-    for node in tree.body:
-        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-                and node.targets[0].id == SOURCE_MAP_NAME and isinstance(node.value, ast.Dict)):
-            entries: dict[str, str] = {}
-            extents = []
-            for k, v in zip(node.value.keys, node.value.values, strict=True):
-                if isinstance(k, ast.Constant) and isinstance(k.value, str) and isinstance(v, ast.Constant) \
-                        and isinstance(v.value, str):
-                    entries[k.value] = v.value
-                    extents.append(_Extent(k.lineno, v.end_lineno or v.lineno, k.value))
-            return entries, extents
+    """SOURCE_MAP's entries, and the lines of each entry (a line of the table maps to its own key): its
+    assignment and the `SOURCE_MAP.update({...})` statements that add the rest of a large table."""
+    tables = [table for table in map(_source_map_table, tree.body) if table is not None]
+    if not any(assigned for _, assigned in tables):
+        return None
+    entries: dict[str, str] = {}
+    extents = []
+    for table, _ in tables:
+        for k, v in zip(table.keys, table.values, strict=True):
+            if isinstance(k, ast.Constant) and isinstance(k.value, str) and isinstance(v, ast.Constant) \
+                    and isinstance(v.value, str):
+                entries[k.value] = v.value
+                extents.append(_Extent(k.lineno, v.end_lineno or v.lineno, k.value))
+    return entries, extents
+
+
+def _source_map_table(node: ast.stmt) -> tuple[ast.Dict, bool] | None:
+    """The dict of `SOURCE_MAP = {...}` (True) or of `SOURCE_MAP.update({...})` (False) at `node`."""
+    if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+            and node.targets[0].id == SOURCE_MAP_NAME and isinstance(node.value, ast.Dict)):
+        return node.value, True
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+        call = node.value
+        if (isinstance(call.func, ast.Attribute) and call.func.attr == "update"
+                and isinstance(call.func.value, ast.Name) and call.func.value.id == SOURCE_MAP_NAME
+                and len(call.args) == 1 and not call.keywords and isinstance(call.args[0], ast.Dict)):
+            return call.args[0], False
     return None
 
 
