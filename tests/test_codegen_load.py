@@ -170,3 +170,24 @@ def test_a_module_that_compiles_only_whole_is_run_whole(monkeypatch: pytest.Monk
         list(load.compiled_pieces(text, "m"))
     module = load_machine_module(text, "whole.fsm")
     assert module.value == 2 and module.calls == [1]  # run once, from a fresh namespace
+
+
+def test_threads_loading_one_machine_at_once_get_it_whole_and_once() -> None:
+    import threading
+
+    text = installed_text(generate_machine(120), "threads.fsm")
+    barrier = threading.Barrier(4)
+    found: list[object] = []
+
+    def load() -> None:
+        barrier.wait()
+        module = load_machine_module(text, "threads.fsm")
+        found.append((module, len(module.MACHINE.states)))
+
+    threads = [threading.Thread(target=load) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(found) == 4 and len({id(module) for module, _ in found}) == 1
+    assert {count for _, count in found} == {122}  # every state, in every thread

@@ -20,6 +20,7 @@ import hashlib
 import linecache
 import re
 import sys
+import threading
 import types
 from collections.abc import Iterator
 
@@ -29,9 +30,23 @@ _MODULE_PREFIX = "statewright.machines.m_"
 def load_machine_module(text: str, source_path: str) -> types.ModuleType:
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:20]
     name = _MODULE_PREFIX + digest
-    module = sys.modules.get(name)
+    module = _LOADED.get(name)
     if module is not None:
         return module
+    # one load at a time: a module is in sys.modules while its pieces run, and another thread must not
+    # take it half made
+    with _LOADING:
+        module = _LOADED.get(name)
+        if module is None:
+            module = _LOADED[name] = _load(text, source_path, name, digest)
+    return module
+
+
+_LOADED: dict[str, types.ModuleType] = {}  # by name: the modules whose every statement has run
+_LOADING = threading.Lock()
+
+
+def _load(text: str, source_path: str, name: str, digest: str) -> types.ModuleType:
     # Not a <name>: linecache gives lines lazily only to other names. The text is split into lines when a
     # traceback first asks (a list of lines takes three times the text's memory).
     filename = f"statewright-machine:{source_path}:{digest[:12]}"
