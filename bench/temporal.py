@@ -11,9 +11,18 @@ SQLite history) per model call, on worker processes on this machine.
                   (tests/support/temporal_floor.py): what recording each call as an activity costs
   throughput      BATCH runs submitted at once, with one worker process and then with two: runs per second
 
+  memory         the resident memory of a `statewright worker` process (the real command, serving the
+                  spec) after RUNS runs, against a bare temporalio worker process serving the floor after
+                  RUNS of its workflows: `worker_memory_ratio` (the target is at most 1.1)
+
 Ratios: `overhead_ratio` is Temporal's time per transition over the local one; `two_workers_speedup` is the
 runs per second of two workers over one (on two cores shared with the server and this client, less than 2
 is what to expect: the server's history writes are the bottleneck).
+
+Where a worker's memory goes (measured on this machine): temporalio itself is most of both (about 56 MB with
+the gRPC core); statewright's runtime adds about 11 MB (most of it pydantic's model machinery, which typed
+outputs need and the bare worker never loads), and a worker that checks and loads its specs itself keeps
+the compiler it used (grammar, checks, code generation: about 13 MB).
 
     python bench/temporal.py [--states 8] [--runs 10] [--batch 60]
 
@@ -94,6 +103,56 @@ async def temporal_runs(runner: TemporalRunner, count: int, prefix: str, concurr
     return time.perf_counter() - started
 
 
+def resident_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
+
+
+def serving(command: list[str], cwd: Path) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"}
+    process = subprocess.Popen(command, cwd=cwd, env=env, text=True, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT)
+    assert process.stdout is not None
+    while True:
+        line = process.stdout.readline()
+        if "serving" in line:
+            return process
+        if not line and process.poll() is not None:
+            raise SystemExit(f"{command[:4]} did not start")
+
+
+def worker_memory_mb(address: str, spec: Path, machine: object, script: Script, steps: int,
+                     runs: int) -> tuple[float, float]:
+    """The resident memory of a bare temporalio worker after `runs` floor runs, and of a `statewright
+    worker` after `runs` runs of the spec (each process serving alone)."""
+    from support.temporal_floor import FloorRun
+    from temporalio.client import Client
+
+    bare = serving([sys.executable, "-m", "support.temporal_floor", "--temporal", address, "--task-queue",
+                    "bench-floor-memory"], spec.parent)
+    try:
+        async def floor_runs() -> None:
+            client = await Client.connect(address)
+            for i in range(runs):
+                await client.execute_workflow(FloorRun.run, steps, id=f"floor-memory-{i}-{time.time_ns()}",
+                                              task_queue="bench-floor-memory")
+
+        asyncio.run(floor_runs())
+        bare_mb = resident_mb(bare.pid)
+    finally:
+        stop([bare])
+    worker = serving([sys.executable, "-m", "statewright", "worker", str(spec), "--temporal", address,
+                      "--task-queue", "bench-memory"], spec.parent)
+    try:
+        runner = TemporalRunner(machine, address, task_queue="bench-memory", script=script)  # type: ignore[arg-type]
+        for i in range(runs):
+            asyncio.run(temporal_runs(runner, 1, f"memory-{i}", concurrent=False))
+        worker_mb = resident_mb(worker.pid)
+    finally:
+        stop([worker])
+    return bare_mb, worker_mb
+
+
 def floor_ms_per_transition(address: str, steps: int, runs: int) -> float:
     """The hand-written floor (tests/support/temporal_floor.py): one activity per step, in this process."""
     from support.temporal_floor import FloorRun, floor_worker
@@ -163,6 +222,7 @@ def main() -> None:
             two = args.batch / asyncio.run(temporal_runs(runner, args.batch, "two", concurrent=True))
         finally:
             stop(workers)
+        bare_mb, worker_mb = worker_memory_mb(server.address, spec, machine, script, args.states, args.runs)
 
     local_ms = statistics.median(local) * 1000
     remote_ms = statistics.median(remote) * 1000
@@ -176,6 +236,8 @@ def main() -> None:
         "local_runs_per_s": round(local_rps, 1), "one_worker_runs_per_s": round(one, 2),
         "two_workers_runs_per_s": round(two, 2), "two_workers_speedup": round(two / one, 2),
         "one_worker_vs_local_throughput": round(one / local_rps, 4),
+        "bare_worker_mb": round(bare_mb, 1), "statewright_worker_mb": round(worker_mb, 1),
+        "worker_memory_ratio": round(worker_mb / bare_mb, 2),
     }
     print(f"per transition: local {local_ms:.3f} ms, Temporal {remote_ms:.2f} ms "
           f"({result['overhead_ratio']}x, +{result['added_ms_per_transition']} ms); the hand-written floor "
@@ -184,6 +246,8 @@ def main() -> None:
           f"transition, {result['task_durability_vs_floor']}x the floor")
     print(f"throughput ({args.batch} runs at once): local {local_rps:.1f} runs/s, one worker {one:.2f} runs/s, "
           f"two workers {two:.2f} runs/s ({result['two_workers_speedup']}x)")
+    print(f"worker memory after {args.runs} runs: statewright worker {worker_mb:.1f} MB, a bare temporalio worker "
+          f"{bare_mb:.1f} MB: {result['worker_memory_ratio']}x (target at most 1.1)")
     print("RESULT " + json.dumps(result))
 
 

@@ -32,3 +32,31 @@ async def floor_worker(client: Client, task_queue: str, stop: asyncio.Event) -> 
     async with Worker(client, task_queue=task_queue, workflows=[FloorRun], activities=[floor_step],
                       workflow_runner=UnsandboxedWorkflowRunner()):
         await stop.wait()
+
+
+def main() -> None:
+    """`python -m support.temporal_floor --temporal HOST:PORT --task-queue Q`: a worker process serving only
+    the floor (bench/temporal.py measures its memory against a statewright worker's); `serving` once it
+    polls, until SIGTERM."""
+    import argparse
+    import signal
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--temporal", required=True)
+    parser.add_argument("--task-queue", required=True)
+    args = parser.parse_args()
+
+    async def serve() -> None:
+        client = await Client.connect(args.temporal)
+        stop = asyncio.Event()
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+        async with Worker(client, task_queue=args.task_queue, workflows=[FloorRun], activities=[floor_step],
+                          workflow_runner=UnsandboxedWorkflowRunner()):
+            print("serving", flush=True)
+            await stop.wait()
+
+    asyncio.run(serve())
+
+
+if __name__ == "__main__":
+    main()
