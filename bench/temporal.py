@@ -13,7 +13,8 @@ SQLite history) per model call, on worker processes on this machine.
 
   memory         the resident memory of a `statewright worker` process (the real command, serving the
                   spec) after RUNS runs, against a bare temporalio worker process serving the floor after
-                  RUNS of its workflows: `worker_memory_ratio` (the target is at most 1.1)
+                  RUNS of its workflows: `worker_memory_ratio` (the target is at most 1.1); and of the
+                  spec's generated runner serving it (`runner_worker_memory_ratio`)
 
 Ratios: `overhead_ratio` is Temporal's time per transition over the local one; `two_workers_speedup` is the
 runs per second of two workers over one (on two cores shared with the server and this client, less than 2
@@ -122,9 +123,10 @@ def serving(command: list[str], cwd: Path) -> subprocess.Popen[str]:
 
 
 def worker_memory_mb(address: str, spec: Path, machine: object, script: Script, steps: int,
-                     runs: int) -> tuple[float, float]:
+                     runs: int) -> tuple[float, float, float]:
     """The resident memory of a bare temporalio worker after `runs` floor runs, and of a `statewright
-    worker` after `runs` runs of the spec (each process serving alone)."""
+    worker` and of the spec's generated runner's `worker` after `runs` runs of the spec (each process
+    serving alone)."""
     from support.temporal_floor import FloorRun
     from temporalio.client import Client
 
@@ -141,16 +143,21 @@ def worker_memory_mb(address: str, spec: Path, machine: object, script: Script, 
         bare_mb = resident_mb(bare.pid)
     finally:
         stop([bare])
-    worker = serving([sys.executable, "-m", "statewright", "worker", str(spec), "--temporal", address,
-                      "--task-queue", "bench-memory"], spec.parent)
-    try:
-        runner = TemporalRunner(machine, address, task_queue="bench-memory", script=script)  # type: ignore[arg-type]
-        for i in range(runs):
-            asyncio.run(temporal_runs(runner, 1, f"memory-{i}", concurrent=False))
-        worker_mb = resident_mb(worker.pid)
-    finally:
-        stop([worker])
-    return bare_mb, worker_mb
+    generated = spec.parent / "runner" / "linear_runner.py"
+    generated.parent.mkdir(exist_ok=True)
+    subprocess.run([sys.executable, "-m", "statewright", "compile", str(spec), "-o", str(generated)], check=True,
+                   capture_output=True)
+    measured = []
+    for command in ([sys.executable, "-m", "statewright", "worker", str(spec)], [sys.executable, str(generated), "worker"]):
+        worker = serving([*command, "--temporal", address, "--task-queue", "bench-memory"], spec.parent)
+        try:
+            runner = TemporalRunner(machine, address, task_queue="bench-memory", script=script)  # type: ignore[arg-type]
+            for i in range(runs):
+                asyncio.run(temporal_runs(runner, 1, f"memory-{len(measured)}-{i}", concurrent=False))
+            measured.append(resident_mb(worker.pid))
+        finally:
+            stop([worker])
+    return bare_mb, measured[0], measured[1]
 
 
 def floor_ms_per_transition(address: str, steps: int, runs: int) -> float:
@@ -222,7 +229,7 @@ def main() -> None:
             two = args.batch / asyncio.run(temporal_runs(runner, args.batch, "two", concurrent=True))
         finally:
             stop(workers)
-        bare_mb, worker_mb = worker_memory_mb(server.address, spec, machine, script, args.states, args.runs)
+        bare_mb, worker_mb, runner_mb = worker_memory_mb(server.address, spec, machine, script, args.states, args.runs)
 
     local_ms = statistics.median(local) * 1000
     remote_ms = statistics.median(remote) * 1000
@@ -237,7 +244,8 @@ def main() -> None:
         "two_workers_runs_per_s": round(two, 2), "two_workers_speedup": round(two / one, 2),
         "one_worker_vs_local_throughput": round(one / local_rps, 4),
         "bare_worker_mb": round(bare_mb, 1), "statewright_worker_mb": round(worker_mb, 1),
-        "worker_memory_ratio": round(worker_mb / bare_mb, 2),
+        "worker_memory_ratio": round(worker_mb / bare_mb, 2), "runner_worker_mb": round(runner_mb, 1),
+        "runner_worker_memory_ratio": round(runner_mb / bare_mb, 2),
     }
     print(f"per transition: local {local_ms:.3f} ms, Temporal {remote_ms:.2f} ms "
           f"({result['overhead_ratio']}x, +{result['added_ms_per_transition']} ms); the hand-written floor "
@@ -247,7 +255,8 @@ def main() -> None:
     print(f"throughput ({args.batch} runs at once): local {local_rps:.1f} runs/s, one worker {one:.2f} runs/s, "
           f"two workers {two:.2f} runs/s ({result['two_workers_speedup']}x)")
     print(f"worker memory after {args.runs} runs: statewright worker {worker_mb:.1f} MB, a bare temporalio worker "
-          f"{bare_mb:.1f} MB: {result['worker_memory_ratio']}x (target at most 1.1)")
+          f"{bare_mb:.1f} MB: {result['worker_memory_ratio']}x (target at most 1.1); the generated runner's worker "
+          f"{runner_mb:.1f} MB: {result['runner_worker_memory_ratio']}x")
     print("RESULT " + json.dumps(result))
 
 
