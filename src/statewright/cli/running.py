@@ -279,8 +279,25 @@ def setup_worker(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from .. import api
+    import gc
+
     from ..runtime.runner_temporal import serve_on_temporal
+
+    machines = _served_machines(args)
+    if machines is None:
+        return EXIT_INPUT
+    gc.collect()  # the compilations' trees and tables (a project's hold cycles): a worker keeps only machines
+    return temporal_call(lambda address: serve_on_temporal(
+        machines, address, task_queue=args.task_queue, namespace=args.namespace, concurrency=args.concurrency,
+        unsafe_tools=args.unsafe_tools, model_client=args.model_client, otel=telemetry_for(args)),
+        args.temporal)
+
+
+def _served_machines(args: argparse.Namespace) -> list[Any] | None:
+    """The machines a worker serves, each optimized (what `run` and `test` start) and as written (what they
+    start with -O0); None, with the diagnostics printed, when a file does not check or there is none. The
+    compilations end here: a worker serving for days keeps the machines, not their syntax trees."""
+    from .. import api
 
     files, problems = spec_files(args)
     print_diagnostics(problems, args)
@@ -289,17 +306,13 @@ def cmd_worker(args: argparse.Namespace) -> int:
     for path in files:
         comp = compile_or_report(path, args, project, shown)
         if not comp.ok:
-            return EXIT_INPUT
-        # optimized (what `run` and `test` start) and as written (what they start with -O0)
+            return None
         machines += [api.runtime_machine(comp), api.runtime_machine(comp, level=0)]
     if problems or not machines:
         if not problems:
             write_err("statewright worker: no .fsm files to serve")
-        return EXIT_INPUT
-    return temporal_call(lambda address: serve_on_temporal(
-        machines, address, task_queue=args.task_queue, namespace=args.namespace, concurrency=args.concurrency,
-        unsafe_tools=args.unsafe_tools, model_client=args.model_client, otel=telemetry_for(args)),
-        args.temporal)
+        return None
+    return machines
 
 
 def setup_status(p: argparse.ArgumentParser) -> None:
