@@ -226,3 +226,24 @@ def test_a_nodes_span_reads_back_as_the_span_it_was_given() -> None:
         movable.span  # noqa: B018 - reading a deleted field
     movable.span = None
     assert movable.span is None
+
+
+def test_a_field_declared_as_a_span_is_kept_as_one_too() -> None:
+    """Any field declared `Span` or `Span | None` (an IR node's `origin`) is kept as its file and packed
+    offsets, as `span` is, and reads back as an equal Span; other fields are left alone."""
+    assert ir.StateRead.__slots__ == ("state", "template", "_origin_source", "_origin_offsets")
+    span = SOURCE.span(6, 12)
+    read = ir.StateRead("review", "instruction", span)
+    assert read.origin == span and read.origin.source is SOURCE
+    assert ir.StateRead("review", "instruction").origin is None
+    assert read == ir.StateRead("review", "instruction", SOURCE.span(0, 1))  # origins are not compared
+    assert dataclasses.replace(read, state="draft").origin == span
+    assert pickle.loads(pickle.dumps(read)).origin.end == 12
+
+    class Labelled(Node):
+        label: str
+        where: Span | None = None
+        note: str = ""
+
+    assert Labelled.__slots__ == ("label", "note", "_where_source", "_where_offsets")
+    assert Labelled("x", span, "n").where == span and Labelled("x", span, "n").note == "n"

@@ -82,33 +82,47 @@ class _DataclassFields:
 
 
 class _SpanField:
-    """A node's `span`, kept as the span's source file and its packed offsets rather than as a Span object,
-    and made into one when read. A syntax tree has a span for nearly every node — a hundred thousand for
-    a file of a megabyte — and each Span object costs 48 bytes besides the node's reference to it. A value
+    """A node's span field (`span`, or any field declared `Span` or `Span | None`: an IR node's `origin`),
+    kept as the span's source file and its packed offsets in two slots rather than as a Span object, and
+    made into one when read. A syntax tree has a span for nearly every node — a hundred thousand for a
+    file of a megabyte — and each Span object costs 48 bytes besides the node's reference to it. A value
     that is not a Span (None, or a stand-in) is kept as it is."""
+
+    __slots__ = ("name", "offsets", "source")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.source, self.offsets = f"_{name}_source", f"_{name}_offsets"
 
     def __get__(self, node: object, owner: type | None = None) -> Any:
         if node is None:
             return self
-        offsets = node._span_offsets  # type: ignore[attr-defined]
+        offsets = getattr(node, self.offsets)
         if offsets is None:
-            return node._span_source  # type: ignore[attr-defined]
+            return getattr(node, self.source)
         span = _new_object(Span)  # Span.packed, inline: a span is read often
-        _set_attribute(span, "source", node._span_source)  # type: ignore[attr-defined]
+        _set_attribute(span, "source", getattr(node, self.source))
         _set_attribute(span, "_offsets", offsets)
         return span
 
     def __set__(self, node: object, span: Any) -> None:
         if type(span) is Span:
-            _set_attribute(node, "_span_source", span.source)
-            _set_attribute(node, "_span_offsets", span.packed_offsets)
+            _set_attribute(node, self.source, span.source)
+            _set_attribute(node, self.offsets, span.packed_offsets)
         else:
-            _set_attribute(node, "_span_source", span)
-            _set_attribute(node, "_span_offsets", None)
+            _set_attribute(node, self.source, span)
+            _set_attribute(node, self.offsets, None)
 
     def __delete__(self, node: object) -> None:  # a mutable node's `del node.span`, as for any other field
-        object.__delattr__(node, "_span_source")
-        object.__delattr__(node, "_span_offsets")
+        object.__delattr__(node, self.source)
+        object.__delattr__(node, self.offsets)
+
+
+_SPAN_ANNOTATIONS = frozenset({"Span", "Span|None", "None|Span", "Optional[Span]"})
+
+
+def _holds_a_span(field: str, annotation: object) -> bool:
+    return field == "span" or str(annotation).replace(" ", "") in _SPAN_ANNOTATIONS
 
 
 class _Slotted(type):
@@ -122,9 +136,13 @@ class _Slotted(type):
             own = [field for field, annotation in namespace.get("__annotations__", {}).items()
                    if not str(annotation).startswith(("ClassVar", "typing.ClassVar")) and field not in inherited]
             namespace["_declared"] = {field: namespace.pop(field) for field in own if field in namespace}
-            if "span" in own:  # kept unpacked: see _SpanField
-                own = [field for field in own if field != "span"] + ["_span_source", "_span_offsets"]
-                namespace["span"] = _SpanField()
+            annotations = namespace.get("__annotations__", {})
+            spans = [field for field in own if _holds_a_span(field, annotations[field])]
+            if spans:  # kept as two slots each: see _SpanField
+                own = [field for field in own if field not in spans]
+                for field in spans:
+                    own += [f"_{field}_source", f"_{field}_offsets"]
+                    namespace[field] = _SpanField(field)
             namespace["__slots__"] = tuple(own)
         return super().__new__(mcls, name, bases, namespace, **kwargs)
 
@@ -240,11 +258,12 @@ def _compile_init(cls: type[Node]) -> Callable[..., None]:
             body.append(f"    if {spec.name} is _MISSING: {spec.name} = _factories[{spec.name!r}]()")
         else:
             params.append(spec.name)
-        if spec.name == "span" and isinstance(getattr(cls, "span", None), _SpanField):
+        if isinstance(cls.__dict__.get(spec.name) or getattr(cls, spec.name, None), _SpanField):
             # _SpanField.__set__, inline: a tree makes a node for nearly every token
-            body.append("    if span.__class__ is _Span: _set(self, '_span_source', span.source); "
-                        "_set(self, '_span_offsets', span.packed_offsets)")
-            body.append("    else: _set(self, '_span_source', span); _set(self, '_span_offsets', None)")
+            name = spec.name
+            body.append(f"    if {name}.__class__ is _Span: _set(self, '_{name}_source', {name}.source); "
+                        f"_set(self, '_{name}_offsets', {name}.packed_offsets)")
+            body.append(f"    else: _set(self, '_{name}_source', {name}); _set(self, '_{name}_offsets', None)")
         else:
             body.append(f"    _set(self, {spec.name!r}, {spec.name})")
     namespace: dict[str, Any] = {
