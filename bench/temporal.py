@@ -22,8 +22,8 @@ is what to expect: the server's history writes are the bottleneck).
 
 Where a worker's memory goes (measured on this machine): temporalio itself is most of both (about 56 MB with
 the gRPC core); statewright's runtime adds about 11 MB (most of it pydantic's model machinery, which typed
-outputs need and the bare worker never loads), and a worker that checks and loads its specs itself keeps
-the compiler it used (grammar, checks, code generation: about 13 MB).
+outputs need and the bare worker never loads). `statewright worker` checks its files in a child process
+and holds no compiler (it held about 13 MB of it when it checked them itself).
 
     python bench/temporal.py [--states 8] [--runs 10] [--batch 60]
 

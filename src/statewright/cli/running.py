@@ -275,44 +275,80 @@ def setup_worker(p: argparse.ArgumentParser) -> None:
     p.add_argument("--otel", action="store_true", help=OTEL_HELP)
     p.add_argument("--trace-content", action="store_true", help="with --otel: prompts and replies in the spans")
     add_color_option(p)
+    # the worker's own set-up, in a process of its own (see cmd_worker)
+    p.add_argument("--set-up-only", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_worker)
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    import gc
-
+    """Check the files and load their machines, then serve them. The checking runs in a child process
+    (`--set-up-only`), which prints the diagnostics and hands back each machine's module (the machine part
+    of its runner, as `run` loads it); this process loads those and never imports the compiler: a worker
+    serving for days does not keep the grammar, the checks and code generation it used once."""
+    if args.set_up_only:
+        return _write_served_modules(args)
+    from ..compiler.codegen.load import load_machine_module
     from ..runtime.runner_temporal import serve_on_temporal
 
-    machines = _served_machines(args)
-    if machines is None:
-        return EXIT_INPUT
-    gc.collect()  # the compilations' trees and tables (a project's hold cycles): a worker keeps only machines
+    modules = _served_modules(args)
+    if isinstance(modules, int):
+        return modules
+    machines = [load_machine_module(text, path).MACHINE for path, text in modules]
+    del modules
     return temporal_call(lambda address: serve_on_temporal(
         machines, address, task_queue=args.task_queue, namespace=args.namespace, concurrency=args.concurrency,
         unsafe_tools=args.unsafe_tools, model_client=args.model_client, otel=telemetry_for(args)),
         args.temporal)
 
 
-def _served_machines(args: argparse.Namespace) -> list[Any] | None:
-    """The machines a worker serves, each optimized (what `run` and `test` start) and as written (what they
-    start with -O0); None, with the diagnostics printed, when a file does not check or there is none. The
-    compilations end here: a worker serving for days keeps the machines, not their syntax trees."""
+def _served_modules(args: argparse.Namespace) -> list[tuple[str, str]] | int:
+    """The (source path, module text) of each machine the worker serves, from the set-up process; its exit
+    status when it fails (its diagnostics are on stderr already)."""
+    import json
+    import subprocess
+
+    command = [sys.executable, "-m", "statewright", "worker", "--set-up-only", "--temporal", args.temporal,
+               "--color", args.color, *(f"--exclude={pattern}" for pattern in args.exclude), "--", *args.paths]
+    done = subprocess.run(command, stdout=subprocess.PIPE, check=False)
+    if done.returncode != EXIT_OK:
+        return done.returncode
+    return [(str(entry["path"]), str(entry["text"])) for entry in json.loads(done.stdout)]
+
+
+def _write_served_modules(args: argparse.Namespace) -> int:
+    """`worker --set-up-only`: check every file (diagnostics to stderr) and write, as JSON to stdout, the
+    module of each machine served — optimized (what `run` and `test` start) and as written (what they start
+    with -O0) — or exit 2."""
+    import json
+
+    modules = _served_machine_modules(args)
+    if modules is None:
+        return EXIT_INPUT
+    sys.stdout.write(json.dumps([{"path": path, "text": text} for path, text in modules]))
+    return EXIT_OK
+
+
+def _served_machine_modules(args: argparse.Namespace) -> list[tuple[str, str]] | None:
+    """Each machine's (source path, module text); None, with the diagnostics printed, when a file does not
+    check or there is none."""
     from .. import api
 
     files, problems = spec_files(args)
     print_diagnostics(problems, args)
-    machines = []
+    modules = []
     project, shown = api.new_project(), set[int]()
     for path in files:
         comp = compile_or_report(path, args, project, shown)
         if not comp.ok:
             return None
-        machines += [api.runtime_machine(comp), api.runtime_machine(comp, level=0)]
-    if problems or not machines:
+        assert comp.source is not None
+        modules += [(comp.source.path, api.runtime_machine_text(comp)),
+                    (comp.source.path, api.runtime_machine_text(comp, level=0))]
+    if problems or not modules:
         if not problems:
             write_err("statewright worker: no .fsm files to serve")
         return None
-    return machines
+    return modules
 
 
 def setup_status(p: argparse.ArgumentParser) -> None:
