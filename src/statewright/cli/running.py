@@ -309,7 +309,9 @@ def _served_modules(args: argparse.Namespace) -> list[tuple[str, str]] | int:
 
     command = [sys.executable, "-m", "statewright", "worker", "--set-up-only", "--temporal", args.temporal,
                "--color", args.color, *(f"--exclude={pattern}" for pattern in args.exclude), "--", *args.paths]
-    done = subprocess.run(command, stdout=subprocess.PIPE, check=False)
+    # the child imports what this process imports: its module path, even where a program set it itself
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(entry for entry in sys.path if entry)}
+    done = subprocess.run(command, stdout=subprocess.PIPE, env=env, check=False)
     if done.returncode != EXIT_OK:
         return done.returncode
     return [(str(entry["path"]), str(entry["text"])) for entry in json.loads(done.stdout)]
