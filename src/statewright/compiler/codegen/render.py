@@ -38,8 +38,8 @@ from .types_py import (
 LAYOUT = "runner.py.jinja"
 # The names of the dicts (and the list of tests) the entry machine's parts are put in; a machine it runs
 # gets them with its own name after them (STATES_review).
-SOURCE_MAP_GROUP = 1000
 COLLECTION_NAMES = {"agents": "AGENTS", "states": "STATES", "tools": "TOOLS", "tests": "TESTS"}
+SOURCE_MAP_GROUP = 1000  # entries of SOURCE_MAP per statement (`SOURCE_MAP.update({...})` after the first)
 # Where the machine part of a module finds the runtime: in the package statewright_runtime/ beside it
 # (`statewright compile`, the default), in marked sections above it (`compile --standalone`, one file), or
 # in the installed statewright (`statewright run`, `test` and the Python API, compiled in memory).
