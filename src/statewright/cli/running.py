@@ -320,7 +320,7 @@ def _served_modules(args: argparse.Namespace) -> list[tuple[str, str]] | int:
 def _write_served_modules(args: argparse.Namespace) -> int:
     """`worker --set-up-only`: check every file (diagnostics to stderr) and write, as JSON to stdout, the
     module of each machine served — optimized (what `run` and `test` start) and as written (what they start
-    with -O0) — or exit 2."""
+    with -O0) — or exit 1 as `check` does."""
     import json
 
     modules = _served_machine_modules(args)
