@@ -72,17 +72,8 @@ def script_for(states: int) -> Script:
 
 
 def start_worker(address: str, spec: Path) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}"}
-    process = subprocess.Popen([sys.executable, "-m", "support.temporal_worker", "--temporal", address, "--spec",
-                                str(spec), "--task-queue", "bench", "--concurrency", "64"], cwd=spec.parent, env=env,
-                               text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    assert process.stdout is not None
-    while True:
-        line = process.stdout.readline()
-        if "serving" in line:
-            return process
-        if not line and process.poll() is not None:
-            raise SystemExit("the worker did not start")
+    return serving([sys.executable, "-m", "support.temporal_worker", "--temporal", address, "--spec", str(spec),
+                    "--task-queue", "bench", "--concurrency", "64"], spec.parent)
 
 
 def stop(processes: list[subprocess.Popen[str]]) -> None:

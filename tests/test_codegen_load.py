@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from support.e2e_runs import EXAMPLES
 
-from statewright.compiler.codegen import render_runner
+from statewright import api
 from statewright.compiler.codegen.load import compiled_pieces, load_machine_module
 from statewright.compiler.pipeline import compile_source
 from statewright.diagnostics import SourceFile
@@ -24,9 +24,10 @@ from compile_scaling import generate_machine
 
 
 def installed_text(text: str, path: str = "spec.fsm") -> str:
-    compilation = compile_source(SourceFile(path, text), stop_after="passes")
-    assert compilation.optimized is not None, [d.message for d in compilation.diagnostics]
-    return render_runner(compilation.optimized, source_text=text, source_path=path, runtime="installed")
+    """The module `run` loads for a spec (api.runtime_machine_text)."""
+    compilation = api.check_text(text, path)
+    assert compilation.ok, [d.message for d in compilation.diagnostics]
+    return api.runtime_machine_text(compilation)
 
 
 def code_positions(code: types.CodeType) -> dict[tuple[str, int], list[object]]:

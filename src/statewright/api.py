@@ -388,21 +388,21 @@ def runner_map(runner_path: str | Path) -> RunnerMap:
 def runtime_machine(comp: Compilation, *, level: int = 1, disabled: Sequence[str] = ()) -> MachineSpec:
     """The machine as every face runs it: the machine part of its runner, compiled in memory (and cached
     per source, so loading it again costs nothing)."""
-    from .compiler.codegen.load import load_machine_module
+    from .compiler.codegen import load_machine
 
     assert comp.source is not None
-    text = runtime_machine_text(comp, level=level, disabled=disabled)
-    return load_machine_module(text, comp.source.path).MACHINE  # type: ignore[no-any-return]
+    ir = optimize(comp, level=level, disabled=disabled)
+    return load_machine(ir, source_text=comp.source.text, source_path=comp.source.path)  # type: ignore[no-any-return]
 
 
 def runtime_machine_text(comp: Compilation, *, level: int = 1, disabled: Sequence[str] = ()) -> str:
     """The module `runtime_machine` loads: the machine part of the runner, importing the installed runtime
     (`statewright worker` makes it in a process of its own and loads it without the compiler)."""
-    from .compiler.codegen import render_runner
+    from .compiler.codegen import machine_module_text
 
     assert comp.source is not None
     ir = optimize(comp, level=level, disabled=disabled)
-    return render_runner(ir, source_text=comp.source.text, source_path=comp.source.path, runtime="installed")
+    return machine_module_text(ir, source_text=comp.source.text, source_path=comp.source.path)
 
 
 def run_tests(comp: Compilation, *, trace_dir: str | None = None, trace_content: bool = False,

@@ -28,9 +28,12 @@ class FloorRun:
         return replies
 
 
-async def floor_worker(client: Client, task_queue: str, stop: asyncio.Event) -> None:
+async def floor_worker(client: Client, task_queue: str, stop: asyncio.Event, ready: str = "") -> None:
+    """Serve the floor until `stop`; print `ready`, when given, once the worker polls."""
     async with Worker(client, task_queue=task_queue, workflows=[FloorRun], activities=[floor_step],
                       workflow_runner=UnsandboxedWorkflowRunner()):
+        if ready:
+            print(ready, flush=True)
         await stop.wait()
 
 
@@ -50,10 +53,7 @@ def main() -> None:
         client = await Client.connect(args.temporal)
         stop = asyncio.Event()
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-        async with Worker(client, task_queue=args.task_queue, workflows=[FloorRun], activities=[floor_step],
-                          workflow_runner=UnsandboxedWorkflowRunner()):
-            print("serving", flush=True)
-            await stop.wait()
+        await floor_worker(client, args.task_queue, stop, ready="serving")
 
     asyncio.run(serve())
 

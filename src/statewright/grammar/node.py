@@ -40,7 +40,6 @@ else:
 
 _MISSING = dataclasses.MISSING
 _set_attribute = object.__setattr__
-_new_object = object.__new__
 
 
 class _FieldSpec:
@@ -98,12 +97,8 @@ class _SpanField:
         if node is None:
             return self
         offsets = getattr(node, self.offsets)
-        if offsets is None:
-            return getattr(node, self.source)
-        span = _new_object(Span)  # Span.packed, inline: a span is read often
-        _set_attribute(span, "source", getattr(node, self.source))
-        _set_attribute(span, "_offsets", offsets)
-        return span
+        source = getattr(node, self.source)
+        return source if offsets is None else Span.packed(source, offsets)
 
     def __set__(self, node: object, span: Any) -> None:
         if type(span) is Span:
@@ -258,7 +253,7 @@ def _compile_init(cls: type[Node]) -> Callable[..., None]:
             body.append(f"    if {spec.name} is _MISSING: {spec.name} = _factories[{spec.name!r}]()")
         else:
             params.append(spec.name)
-        if isinstance(cls.__dict__.get(spec.name) or getattr(cls, spec.name, None), _SpanField):
+        if isinstance(getattr(cls, spec.name, None), _SpanField):
             # _SpanField.__set__, inline: a tree makes a node for nearly every token
             name = spec.name
             body.append(f"    if {name}.__class__ is _Span: _set(self, '_{name}_source', {name}.source); "
