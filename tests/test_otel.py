@@ -473,6 +473,62 @@ def test_any_attribute_a_span_is_given_is_kept_as_the_sdk_keeps_it(limits: Any) 
     assert light == sdk
 
 
+@pytest.mark.parametrize("limits", [None, {"max_span_attributes": 3, "max_events": 2, "max_event_attributes": 2}],
+                         ids=["no-limits", "tight-limits"])
+def test_a_sinks_spans_from_odd_events_are_the_sdk_s_spans(limits: Any) -> None:
+    """The sink hands the recorder the attributes it makes without their kinds checked again: events read
+    from a trace (or a listener) with values of subclasses, empty or non-text keys, nested values and wrong
+    kinds where numbers belong still reach the exporter as the SDK's own spans would carry them."""
+    import enum
+
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import SpanLimits
+
+    class Level(enum.IntEnum):
+        HIGH = 3
+
+    class Name(str):
+        pass
+
+    class Ratio(float):
+        pass
+
+    machine = statewright.load(ROOT / "examples" / "parallel_review.fsm").spec
+    events: list[tuple[str, dict[Any, Any]]] = [
+        ("run_start", {"run_id": Name("r1"), "machine": machine.name, "steps": Level.HIGH}),
+        ("state_enter", {"state": Name("draft"), "visit": "two"}),
+        ("guard", {"state": "draft", "index": Level.HIGH, "text": Name("x > 1"), "value": True, "": 5,
+                   7: "seven", "ratio": Ratio(0.5), "nested": {"a": [1, {"b": None}]}, "none": None}),
+        ("llm_call", {"role": "agent", "state": "draft", "agent": Name("writer"), "model": Name("openai/gpt-x"),
+                      "prompt_tokens": Level.HIGH, "completion_tokens": True, "cost_usd": Ratio(0.25),
+                      "latency_ms": 2, "finish_reason": Name("stop"),
+                      "events": [{"type": "retry", "attempt": Level.HIGH, "": 1, "why": Name("429")}, "odd"]}),
+        ("transition", {"from": "draft", "to": Name("review"), "cause": Name("guard"), "reason": "", "index": 1.5}),
+        ("state_enter", {"state": "review", "visit": 1}),
+        ("bound_skip", {"state": "review", "detail": ("a", 1)}),
+        ("transition", {"from": "review", "to": None, "cause": "bound"}),
+        ("run_end", {"status": "final", "steps": 3, "usage": {"prompt_tokens": Level.HIGH}}),
+    ]
+    results = []
+    for light in (True, False):
+        memory = InMemorySpanExporter()
+        provider = TracerProvider(resource=Resource.create({"service.name": "parity"}), id_generator=Counting(),
+                                  span_limits=SpanLimits(**limits) if limits else None)
+        provider.add_span_processor(SimpleSpanProcessor(memory))
+        telemetry = OtelTelemetry(provider, MeterProvider(), light_spans=light)
+        assert (telemetry.recorder is not None) == light
+        sink = telemetry.run_sink(None, machine)
+        for at, (event, fields) in enumerate(events, start=1):
+            sink.record(event, dict(fields), at * 1_000_000)
+        results.append([exported(span, fixed_times=True) for span in memory.get_finished_spans()])
+    light_spans, sdk_spans = results
+    assert len(light_spans) >= 4
+    assert light_spans == sdk_spans
+    guard = [e for span in light_spans for e in span["events"] if e[0] == "statewright.guard"]
+    if not limits:
+        assert guard and guard[0][1]["index"] == 3 and type(guard[0][1]["index"]) is int
+
+
 def test_the_recorder_steps_aside_for_length_limits_and_samplers_of_ones_own() -> None:
     from opentelemetry.sdk.trace import SpanLimits
     from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased

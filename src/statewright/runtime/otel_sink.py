@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .otel_names import otel_context, otel_event_ns, otel_model_names, otel_traceparent, otel_without_content
+from .otel_spans import LightSpan
 from .structured import safe_json_dumps
 from .trace import redact
 
@@ -91,6 +92,7 @@ class OtelRunSink:
         self.stack: list[_OpenSpan] = []
         self.branches = 0  # how many of the stack's spans are branches'
         self.texts: dict[str, str] = {}  # short texts redacted before: names, causes, guards (see `_text`)
+        self.model_names: dict[str, tuple[str, str]] = {}  # (see `_model_names`)
         self.asked: dict[str, int] = {}  # state -> when the run began to wait there (the `waiting` event)
         self.root: Any = None
         self.parent = getattr(run, "trace_context", None)  # the run's context, when it has one already
@@ -163,14 +165,17 @@ class OtelRunSink:
 
     # -- spans ----------------------------------------------------------------------------------------
 
-    def _start(self, name: str, parent: Any, at: int, attributes: dict[str, Any], kind: Any = None) -> Any:
+    def _start(self, name: str, parent: Any, at: int, attributes: dict[str, Any], kind: Any = None,
+               made: bool = False) -> Any:
+        """A span; `made`: its attributes are values of exactly text, numbers, booleans (or tuples of those)
+        under non-empty text keys, as the sink made them (otel_spans.py takes them without checking)."""
         if self.planned is not None and self.telemetry.ids is not None:
             self.planned_count += 1
             digest = hashlib.sha256(f"{self.planned}:{self.planned_count}".encode()).digest()
             self.telemetry.ids.plan(int.from_bytes(digest[:8], "big") or 1,
                                     int.from_bytes(digest[8:24], "big") or 1 if parent is None else None)
         if self.recorder is not None and self.recorder.ready():
-            return self.recorder.start(name, parent, kind or self.api.SpanKind.INTERNAL, attributes, at)
+            return self.recorder.start(name, parent, kind or self.api.SpanKind.INTERNAL, attributes, at, made)
         context = parent if parent is None or not hasattr(parent, "get_span_context") else \
             self.api.set_span_in_context(parent)
         return self.tracer.start_span(name, context=context, kind=kind or self.api.SpanKind.INTERNAL,
@@ -182,13 +187,14 @@ class OtelRunSink:
             return  # the worker that ran this part of the run first sent the span
         span.end(end_time=at)
 
-    def _push(self, kind: str, name: str, state: str | None, at: int, attributes: dict[str, Any]) -> _OpenSpan:
+    def _push(self, kind: str, name: str, state: str | None, at: int, attributes: dict[str, Any],
+              made: bool = False) -> _OpenSpan:
         if not self.stack:
             parent = self._root_parent()
         else:  # (a span is a parent as it is to the recorder; the tracer takes a context holding it)
             parent = self.stack[-1].span if self.recorder is not None and self.recorder.ready() \
                 else self._parent_context(self.stack[-1])
-        entry = _OpenSpan(kind, self._start(name, parent, at, attributes), state, at)
+        entry = _OpenSpan(kind, self._start(name, parent, at, attributes, None, made), state, at)
         self.stack.append(entry)
         if kind == "branch":
             self.branches += 1
@@ -235,7 +241,7 @@ class OtelRunSink:
         if state is None:
             return self.stack[-1].span if self.stack else None
         self._pop_to(("run", "branch", "item"), at, inclusive=False)
-        entry = self._push("state", self._state_name(state), state, at, self._state_attributes(state, None))
+        entry = self._push("state", self._state_name(state), state, at, self._state_attributes(state, None), True)
         entry.span.set_attribute("statewright.continued", True)
         return entry.span
 
@@ -244,6 +250,7 @@ class OtelRunSink:
         return f"invoke_agent {agent}" if agent else f"state {state}"
 
     def _state_attributes(self, state: str, visit: Any) -> dict[str, Any]:
+        """A state span's attributes, made (see `_start`) when `visit` is None or an int."""
         attributes: dict[str, Any] = {"statewright.state": state}
         if visit is not None:
             attributes["statewright.visit"] = visit
@@ -255,18 +262,40 @@ class OtelRunSink:
 
     def _event(self, span: Any, name: str, fields: Mapping[str, Any], at: int) -> None:
         if span is not None:
-            span.add_event(f"statewright.{name}", self._flat(fields), timestamp=at)
+            self._add_event(span, f"statewright.{name}", fields, at)
+
+    def _add_event(self, span: Any, name: str, fields: Mapping[str, Any], at: int) -> None:
+        flat = self._flat(fields)
+        if type(span) is LightSpan and _made_keys(flat):
+            span.add_made_event(name, flat, at)
+        else:
+            span.add_event(name, flat, timestamp=at)
+
+    def _set(self, span: Any, attributes: dict[str, Any]) -> None:
+        """Set attributes the sink made (see `_start`)."""
+        if type(span) is LightSpan:
+            span.set_made(attributes)
+        else:
+            span.set_attributes(attributes)
 
     def _flat(self, fields: Mapping[str, Any]) -> dict[str, Any]:
-        """Event fields as attribute values: scalars as they are, the rest as (redacted) JSON text."""
+        """Event fields as attribute values: text, numbers and booleans as values of exactly those types
+        (the same values: what an exporter sends of a subclass), the rest as (redacted) JSON text."""
         flat: dict[str, Any] = {}
         for key, value in fields.items():
             if key == "time" or value is None:
                 continue
-            if isinstance(value, str):
+            kind = type(value)
+            if kind is str:
                 flat[key] = self._text(value)
-            elif isinstance(value, (bool, int, float)):
+            elif kind is bool or kind is int or kind is float:
                 flat[key] = value
+            elif isinstance(value, str):
+                flat[key] = self._text(str.__str__(value))
+            elif isinstance(value, int):  # (bool has no subclasses)
+                flat[key] = int.__index__(value)
+            elif isinstance(value, float):
+                flat[key] = float.__float__(value)
             else:
                 flat[key] = self._json(value)
         return flat
@@ -342,7 +371,9 @@ class OtelRunSink:
     def _state_enter(self, fields: dict[str, Any], at: int) -> None:
         state = str(fields.get("state"))
         self._pop_to(("run", "branch", "item"), at, inclusive=False)
-        self._push("state", self._state_name(state), state, at, self._state_attributes(state, fields.get("visit")))
+        visit = fields.get("visit")
+        self._push("state", self._state_name(state), state, at, self._state_attributes(state, visit),
+                   visit is None or type(visit) is int)
 
     def _state_exit(self, fields: dict[str, Any], at: int) -> None:
         span = self._state(fields.get("state"), at)
@@ -358,8 +389,8 @@ class OtelRunSink:
         if span is None:
             return
         self._event(span, "transition", fields, at)
-        span.set_attributes({"statewright.transition.cause": str(fields.get("cause") or ""),
-                             "statewright.transition.to": str(fields.get("to") or "")})
+        self._set(span, {"statewright.transition.cause": str(fields.get("cause") or ""),
+                         "statewright.transition.to": str(fields.get("to") or "")})
         if fields.get("to") is not None:  # the visit ends; a run stopped by a bound or limit ends at run_end
             self._pop_to(("state",), at)
 
@@ -368,8 +399,8 @@ class OtelRunSink:
         state = fields.get("state")
         parent = self._verifier(state, at) if role == "verifier" else self._call_parent(state, fields, at)
         served = str(fields.get("model") or "")
-        provider, response_model = otel_model_names(served, self.latest)
-        _, request_model = otel_model_names(str(fields.get("request_model") or served), self.latest)
+        provider, response_model = self._model_names(served)
+        _, request_model = self._model_names(str(fields.get("request_model") or served))
         latency = float(fields.get("latency_ms") or 0.0)
         start = at - int(latency * 1_000_000)
         attributes: dict[str, Any] = {
@@ -390,13 +421,21 @@ class OtelRunSink:
             attributes["gen_ai.response.finish_reasons"] = (str(fields["finish_reason"]),)
         if self.content:
             self._chat_content(attributes, fields)
-        span = self._start(f"chat {request_model}", parent, start, attributes, self.api.SpanKind.CLIENT)
+        span = self._start(f"chat {request_model}", parent, start, attributes, self.api.SpanKind.CLIENT, True)
         for happened in fields.get("events") or ():
             if isinstance(happened, dict):
-                span.add_event(f"statewright.client.{happened.get('type') or 'event'}", self._flat(happened),
-                               timestamp=at)
+                self._add_event(span, f"statewright.client.{happened.get('type') or 'event'}", happened, at)
         self._end(span, at)
         self._model_metrics(provider, request_model, response_model, fields, latency, None)
+
+    def _model_names(self, model: str) -> tuple[str, str]:
+        """`otel_model_names` of `model`, worked out once per sink for each model it sees (a few)."""
+        names = self.model_names.get(model)
+        if names is None:
+            names = otel_model_names(model, self.latest)
+            if len(self.model_names) < _SHORT_TEXTS:
+                self.model_names[model] = names
+        return names
 
     def _llm_error(self, fields: dict[str, Any], at: int) -> None:
         role = str(fields.get("role") or "agent")
@@ -412,8 +451,7 @@ class OtelRunSink:
         message = self._text(str(fields.get("error") or ""))
         for happened in fields.get("events") or ():
             if isinstance(happened, dict):
-                span.add_event(f"statewright.client.{happened.get('type') or 'event'}", self._flat(happened),
-                               timestamp=at)
+                self._add_event(span, f"statewright.client.{happened.get('type') or 'event'}", happened, at)
         span.set_status(self.api.Status(self.api.StatusCode.ERROR, message))
         self._end(span, at)
         self._model_metrics(provider, model, model, fields, 0.0, "model")
@@ -575,6 +613,15 @@ class OtelRunSink:
                    "statewright.outcome": "timeout" if timed_out else "answer"}
         self.metrics.waits.add(1, outcome)
         self.metrics.wait_duration.record(max(at - start, 0) / 1e9, outcome)
+
+
+def _made_keys(flat: dict[str, Any]) -> bool:
+    """Whether every key of fields made flat (`_flat`) is non-empty text (a trace read back may hold
+    others: the SDK's own check drops them)."""
+    return "" not in flat and _TEXT_KEYS.issuperset(map(type, flat))
+
+
+_TEXT_KEYS = frozenset({str})
 
 
 def _state_event(name: str) -> Any:

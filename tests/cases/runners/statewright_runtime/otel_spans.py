@@ -23,7 +23,10 @@ Attributes are a plain dict only while that cannot differ from the SDK's: text, 
 of them under non-empty text keys, with room under the count limit and no key set twice. Anything else —
 another kind of value, a limit reached, a key set again — turns the span's attributes into the SDK's own
 `BoundedAttributes`, which cleans, orders and drops exactly as the SDK's span does; an event's attributes
-likewise. A span is used by one thread at a time (a run's sink is), so it takes no lock.
+likewise. The run's sink, which makes its attributes itself (`str()`, `int()`, ... of what it reads), hands
+them over as `made` (`set_made`, `add_made_event`, `start(made=True)`): values of exactly those types under
+non-empty text keys, so the check of their kinds is not made again (the limits still are). A span is used by
+one thread at a time (a run's sink is), so it takes no lock.
 """
 
 from __future__ import annotations
@@ -137,6 +140,7 @@ class SpanRecorder:
         self.status = Status
         self.status_code = StatusCode
         self.unset = Status(StatusCode.UNSET)
+        self.span_context = _context_maker(trace_api.SpanContext)
         trace_api.Span.register(LightSpan)  # (idempotent) see LightSpan
 
     def ready(self) -> bool:
@@ -151,19 +155,22 @@ class SpanRecorder:
             self.checked = processors
         return True
 
-    def start(self, name: str, parent: Any, kind: Any, attributes: dict[str, Any], start_time: int | None) -> Any:
+    def start(self, name: str, parent: Any, kind: Any, attributes: dict[str, Any], start_time: int | None,
+              made: bool = False) -> Any:
         """A span named `name` under `parent` (a span, an OpenTelemetry context, or None: the current span,
-        else a new trace)."""
+        else a new trace); `made`: the attributes are as `LightSpan.set_made` takes them."""
         api = self.api
         if start_time is None:
             start_time = time_ns()
         if type(parent) is LightSpan:  # (the common case: a span of the same run; sampled, as it is here)
-            above = parent.get_span_context()
-            context = api.SpanContext(above.trace_id, self.ids.generate_span_id(), is_remote=False,
-                                      trace_flags=above.trace_flags, trace_state=above.trace_state)
+            above = parent._context
+            context = self.span_context(above, self.ids.generate_span_id())
             span = LightSpan(self, name, context, above, kind, start_time)
             if attributes:
-                span.set_attributes(attributes)
+                if made:
+                    span.set_made(attributes)
+                else:
+                    span.set_attributes(attributes)
             return span
         if parent is None:  # the span current in the caller's context, as the tracer takes it
             parent_context = api.get_current_span().get_span_context()
@@ -188,7 +195,10 @@ class SpanRecorder:
             return api.NonRecordingSpan(context)
         span = LightSpan(self, name, context, parent_context, kind, start_time)
         if attributes:
-            span.set_attributes(attributes)
+            if made:
+                span.set_made(attributes)
+            else:
+                span.set_attributes(attributes)
         return span
 
     def plain(self, attributes: Any, present: Any) -> bool:
@@ -212,6 +222,28 @@ class SpanRecorder:
 
 
 _TEXT = frozenset({str})
+_SPAN_ID_LIMIT = 1 << 64  # (ids are 64 and 128 bits, not 0: what makes a context valid)
+_TRACE_ID_LIMIT = 1 << 128
+
+
+def _context_maker(span_context: Any) -> Any:
+    """`(parent context, span id) -> SpanContext` of a child span: what `SpanContext(parent.trace_id, span_id,
+    is_remote=False, trace_flags=parent.trace_flags, trace_state=parent.trace_state)` makes, built as the
+    tuple it is without the constructor's checks of values that are known here — when the API's
+    SpanContext is laid out as this was written against (checked once, else the constructor itself)."""
+    probe = span_context(1, 2, is_remote=False)
+    layout = (probe.trace_id, probe.span_id, probe.is_remote, probe.trace_flags, probe.trace_state, probe.is_valid)
+    if tuple(probe) != layout or len(probe) != 6:
+        return lambda parent, span_id: span_context(parent.trace_id, span_id, is_remote=False,
+                                                    trace_flags=parent.trace_flags, trace_state=parent.trace_state)
+    new = tuple.__new__
+
+    def make(parent: Any, span_id: int) -> Any:
+        trace_id = parent[0]
+        return new(span_context, (trace_id, span_id, False, parent[3], parent[4],
+                                  0 < trace_id < _TRACE_ID_LIMIT and 0 < span_id < _SPAN_ID_LIMIT))
+
+    return make
 
 
 def _plain_items(attributes: Any) -> bool:
@@ -278,6 +310,33 @@ class LightSpan:
             present.update(attributes)
         else:
             self._bounded()._set_items(attributes)
+
+    def set_made(self, attributes: dict[str, Any]) -> None:
+        """`set_attributes` of attributes its caller made: exactly text, numbers, booleans or tuples of those
+        under non-empty text keys (the module's docstring)."""
+        if self._end is not None:
+            return
+        present = self._attributes
+        limit = self._recorder.max_attributes
+        if type(present) is dict and (limit is None or len(present) + len(attributes) <= limit) and (
+                not present or present.keys().isdisjoint(attributes)):
+            present.update(attributes)
+        else:
+            self._bounded()._set_items(attributes)
+
+    def add_made_event(self, name: str, attributes: dict[str, Any], timestamp: int) -> None:
+        """`add_event` of attributes its caller made, as `set_made` takes them, and hands over (not copied)."""
+        if self._end is not None:
+            return
+        recorder = self._recorder
+        if self._events is None:
+            self._events = deque(maxlen=recorder.max_events)
+        self._added += 1
+        limit = recorder.max_event_attributes
+        kept: Any = attributes
+        if limit is not None and len(attributes) > limit:
+            kept = recorder.bounded_attributes(limit, attributes, immutable=True)
+        self._events.append(recorder.event(name, kept, timestamp))
 
     def add_event(self, name: str, attributes: Any = None, timestamp: int | None = None) -> None:
         if self._end is not None:
