@@ -272,10 +272,130 @@ def test_a_recorded_trace_exports_as_the_same_spans(tmp_path: Path) -> None:
     parallel_run(live, trace=str(trace_file))
     exported = Collected()
     events = [json.loads(line) for line in trace_file.read_text().splitlines()]
-    assert _replay(events, exported.telemetry, content=False) == 1
+    assert _replay(events, exported.telemetry, content=False) == (1, 0)
     assert tree(exported.finished()) == tree(live.finished())
     names = {s.name: dict(s.attributes) for s in exported.finished()}
     assert names["chat gpt-4o"]["gen_ai.usage.input_tokens"] > 0
+
+
+class OtlpCollector:
+    """A collector on 127.0.0.1 that takes OTLP/HTTP trace exports and keeps their bodies (protobuf)."""
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+
+        bodies: list[bytes] = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                bodies.append(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.bodies = bodies
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def spans(self) -> list[Any]:
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+        found = []
+        for body in self.bodies:
+            request = ExportTraceServiceRequest.FromString(body)
+            found += [span for resource in request.resource_spans for scope in resource.scope_spans
+                      for span in scope.spans]
+        return found
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_hostile_trace_file_exports_what_reads_and_leaks_no_secret(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A trace file is anyone's text: events whose fields are not a run's (a list for a state, text for a
+    token count, NaN for a latency, an unknown kind of event) are left out and counted, the rest is sent;
+    no secret of the environment nor key-shaped token reaches the collector, and the file's name and
+    errors reach the terminal escaped."""
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.http", reason="the otel extra's OTLP exporter")
+    secret = "s3cr3t-value-+/=%"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    key = "sk-" + "A1b2" * 8
+    lines = [
+        {"event": "run_start", "run_id": "r1", "machine": f"m-{secret}", "time": "2026-01-01T00:00:00.000+00:00"},
+        {"event": "state_enter", "state": "a", "visit": 1},
+        {"event": "guard", "state": ["a"], "text": "x"},
+        {"event": "llm_call", "state": "a", "model": f"openai/{key}", "latency_ms": float("nan")},
+        {"event": "llm_call", "state": "a", "model": "openai/gpt", "prompt_tokens": "many"},
+        {"event": "llm_call", "state": "a", "agent": secret, "model": "openai/gpt", "prompt_tokens": 3},
+        {"event": "transition", "from": "a", "to": key, "cause": f"guard {secret}"},
+        {"event": "no_such_event", key: secret},
+        {"event": "run_end", "status": "final", "steps": "three", "usage": {"prompt_tokens": 3}},
+    ]
+    trace = tmp_path / "hostile\x1b]0;title\x07.jsonl"
+    trace.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    collector = OtlpCollector()
+    try:
+        done = subprocess.run([sys.executable, "-m", "statewright", "trace", "export", str(trace), "--otlp",
+                               collector.url], capture_output=True, text=True, timeout=120, check=False,
+                              env={**os.environ, "OPENAI_API_KEY": secret})
+        spans = collector.spans()
+    finally:
+        collector.close()
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and "\x1b" not in done.stderr
+    assert "left out" in done.stderr, done.stderr
+    names = [span.name for span in spans]
+    assert any(name.startswith("chat ") for name in names) and any(name.startswith("invoke_agent") for name in names)
+    sent = b"".join(collector.bodies)
+    for form in (secret, key, secret.encode().hex()):
+        assert form.encode() not in sent, form
+    assert b"[REDACTED]" in sent
+    from statewright.trace_export import _replay
+
+    exported = Collected()
+    runs, unreadable = _replay(lines, exported.telemetry, content=False)
+    assert runs == 1 and unreadable >= 2  # the list state and the NaN latency at least; the rest is read
+    assert exported.finished()
+
+
+@pytest.mark.parametrize("zero", ["span", "trace"])
+def test_a_span_under_a_parent_with_an_invalid_context_is_the_sdk_s(zero: str) -> None:
+    """An id generator of one's own that gives an id of 0: the SDK's tracer starts a new trace under a
+    parent whose context is not valid, and so does the recorder."""
+
+    class Ids(Counting):
+        def generate_span_id(self) -> int:
+            number = super().generate_span_id()
+            return 0 if zero == "span" and number == 2 else number
+
+        def generate_trace_id(self) -> int:
+            number = super().generate_trace_id()
+            return 0 if zero == "trace" else number
+
+    machine = statewright.load(ROOT / "examples" / "parallel_review.fsm").spec
+    events = [("run_start", {"run_id": "r", "machine": machine.name}), ("state_enter", {"state": "draft", "visit": 1}),
+              ("llm_call", {"role": "agent", "state": "draft", "model": "openai/gpt", "latency_ms": 1}),
+              ("run_end", {"status": "final", "steps": 1})]
+    results = []
+    for light in (True, False):
+        memory = InMemorySpanExporter()
+        provider = TracerProvider(id_generator=Ids())
+        provider.add_span_processor(SimpleSpanProcessor(memory))
+        telemetry = OtelTelemetry(provider, MeterProvider(), light_spans=light)
+        sink = telemetry.run_sink(None, machine)
+        for at, (event, fields) in enumerate(events, start=1):
+            sink.record(event, dict(fields), at * 1_000_000)
+        results.append([exported(span, fixed_times=True) for span in memory.get_finished_spans()])
+    assert len(results[0]) == 3
+    assert results[0] == results[1]
 
 
 def test_the_checkpoint_s_trace_context_is_read_strictly() -> None:

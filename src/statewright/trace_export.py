@@ -23,6 +23,7 @@ class ExportReport:
     events: int
     spans: int
     traces: int
+    unreadable: int = 0  # events whose fields could not be read as a run's (left out)
 
 
 def export_trace(path: str, url: str | None = None, *, content: bool = False) -> ExportReport:
@@ -55,7 +56,7 @@ def export_trace(path: str, url: str | None = None, *, content: bool = False) ->
     from opentelemetry.sdk.metrics import MeterProvider
 
     telemetry = OtelTelemetry(provider, MeterProvider(), content=content)
-    runs = _replay(events, telemetry, content)
+    runs, unreadable = _replay(events, telemetry, content)
     spans = collected.get_finished_spans()
     traces = len({span.context.trace_id for span in spans})
     try:
@@ -66,34 +67,59 @@ def export_trace(path: str, url: str | None = None, *, content: bool = False) ->
         exporter.shutdown()
     if result is not SpanExportResult.SUCCESS:
         raise TraceExportError(f"the collector at {target} did not take the spans (see the messages above)")
-    return ExportReport(runs, len(events), len(spans), traces)
+    return ExportReport(runs, len(events), len(spans), traces, unreadable)
 
 
-def _replay(events: list[dict[str, Any]], telemetry: OtelTelemetry, content: bool) -> int:
-    """Feed the events to one sink per run segment; a resumed segment joins its run's trace."""
+def _replay(events: list[dict[str, Any]], telemetry: OtelTelemetry, content: bool) -> tuple[int, int]:
+    """Feed the events to one sink per run segment; a resumed segment joins its run's trace. (Run segments,
+    events left out.)
+
+    A trace file is anyone's text: every string in it (keys too) is redacted before the sink sees it, as
+    in every other sink, and an event whose fields are not what a run records (a list for a state's name,
+    text for a token count, ...) is left out and counted, never an error that stops the export."""
     from .runtime.otel_names import otel_without_content
+    from .runtime.trace import secret_values
 
+    secrets = secret_values()
     sink: OtelRunSink | None = None
     roots: dict[str, str] = {}  # run id -> its first segment's span, as traceparent
-    runs = 0
+    runs = unreadable = 0
     for event in events:
+        event = _redacted(event, secrets)
         name = str(event.get("event"))
         fields = {k: v for k, v in event.items() if k not in ("event", "seq")}
         if not content:
             fields = otel_without_content(name, fields)
-        if name == "run_start" or sink is None:
-            if sink is not None:
-                sink.close_open()  # a run that stopped without its end (a crash) before it was resumed
-            run_id = str(fields.get("run_id") or "")
-            sink = telemetry.run_sink()
-            sink.parent = roots.get(run_id) if fields.get("resumed") else None
-            runs += 1
-            sink.record("run_start", fields if name == "run_start" else {"time": fields.get("time")})
-            if run_id and sink.root is not None and run_id not in roots:
-                roots[run_id] = otel_traceparent(sink.root.get_span_context())
-            if name == "run_start":
-                continue
-        sink.record(name, fields)
+        try:
+            if name == "run_start" or sink is None:
+                if sink is not None:
+                    sink.close_open()  # a run that stopped without its end (a crash) before it was resumed
+                run_id = str(fields.get("run_id") or "")
+                sink = telemetry.run_sink()
+                sink.parent = roots.get(run_id) if fields.get("resumed") else None
+                runs += 1
+                sink.record("run_start", fields if name == "run_start" else {"time": fields.get("time")})
+                if run_id and sink.root is not None and run_id not in roots:
+                    roots[run_id] = otel_traceparent(sink.root.get_span_context())
+                if name == "run_start":
+                    continue
+            sink.record(name, fields)
+        except Exception:  # noqa: BLE001 - a field of another kind than a run writes: the event is left out
+            unreadable += 1
     if sink is not None:
         sink.close_open()
-    return runs
+    return runs, unreadable
+
+
+def _redacted(data: Any, secrets: list[str]) -> Any:
+    """`data` (a trace line's JSON, its depth bounded when it was read) with every string redacted, keys too:
+    the environment's secrets and every key-shaped token."""
+    from .runtime.trace import redact
+
+    if isinstance(data, str):
+        return redact(data, secrets)
+    if isinstance(data, dict):
+        return {_redacted(key, secrets): _redacted(value, secrets) for key, value in data.items()}
+    if isinstance(data, list):
+        return [_redacted(value, secrets) for value in data]
+    return data

@@ -424,15 +424,17 @@ def cmd_trace_export(args: argparse.Namespace) -> int:
     try:
         report = export_trace(args.file, args.otlp, content=args.trace_content)
     except OSError as e:
-        raise UsageError(f"cannot read {args.file}: {e.strerror or e}") from None
+        raise UsageError(f"cannot read {safe_text(args.file)}: {safe_text(e.strerror or e)}") from None
     except ValueError as e:
-        write_err(f"error: {args.file} is not a statewright trace: {e}")
+        write_err(f"error: {safe_text(args.file)} is not a statewright trace: {safe_text(e)}")
         return EXIT_INPUT
     except TraceExportError as e:
-        write_err(f"statewright: error: {e}")
+        write_err(f"statewright: error: {safe_text(e)}")
         return EXIT_INPUT
+    left_out = (f"; {plural(report.unreadable, 'event')} not as a run records it, left out"
+                if report.unreadable else "")
     write_err(f"sent {report.spans} spans of {plural(report.runs, 'run segment')} ({plural(report.traces, 'trace')}, "
-         f"{report.events} events)")
+              f"{report.events} events{left_out})")
     return EXIT_OK
 
 

@@ -24,9 +24,9 @@ if __package__:
     from .statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
 else:
     from statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
-if RUNTIME_SHA256 != "064ec27fd0a9078852619c26e6af48b18d8b21adff5c4003c11bfd739f1830a3":
+if RUNTIME_SHA256 != "78ec8b8b819f2b2b79e84a4bf664d7775496b6ec4af1d30bc03e48415daee0fc":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 064ec27fd0a9), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 78ec8b8b819f), but "
         f"the statewright_runtime package it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile`, which "
         "rewrites the runtime too"

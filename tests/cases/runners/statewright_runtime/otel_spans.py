@@ -162,8 +162,8 @@ class SpanRecorder:
         api = self.api
         if start_time is None:
             start_time = time_ns()
-        if type(parent) is LightSpan:  # (the common case: a span of the same run; sampled, as it is here)
-            above = parent._context
+        if type(parent) is LightSpan and parent._context.is_valid:  # (the common case: a span of the same
+            above = parent._context                                 # run; sampled, as it is here)
             context = self.span_context(above, self.ids.generate_span_id())
             span = LightSpan(self, name, context, above, kind, start_time)
             if attributes:
