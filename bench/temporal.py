@@ -6,7 +6,10 @@ in-process scripted client; for Temporal one workflow task and one activity (thr
 SQLite history) per model call, on worker processes on this machine.
 
   per transition  RUNS runs one after another; the time of a run divided by its transitions (median), with
-                  every call recorded before the run goes on (the default) and with `--durability task`
+                  every call recorded before the run goes on as an activity (the default), with
+                  `--durability segment` (the same promise: the calls made one after another in one
+                  activity, each recorded by its heartbeat before the next; target at most 0.5x the
+                  floor) and with `--durability task`
   the floor       a hand-written temporalio workflow making one activity call per step, in this process
                   (tests/support/temporal_floor.py): what recording each call as an activity costs
   throughput      BATCH runs submitted at once, with one worker process and then with two: runs per second
@@ -214,6 +217,13 @@ def main() -> None:
             asyncio.run(temporal_runs(by_task, 2, "warm-task", concurrent=False))
             task = [asyncio.run(temporal_runs(by_task, 1, f"task-{i}", concurrent=False)) / transitions
                     for i in range(args.runs)]
+            by_segment = TemporalRunner(machine, server.address, task_queue="bench", script=script,
+                                        durability="segment")
+            asyncio.run(temporal_runs(by_segment, 2, "warm-segment", concurrent=False))
+            segment = [asyncio.run(temporal_runs(by_segment, 1, f"segment-{i}", concurrent=False)) / transitions
+                       for i in range(args.runs)]
+            segment_rps = args.batch / asyncio.run(temporal_runs(by_segment, args.batch, "segment-one",
+                                                                 concurrent=True))
             one = args.batch / asyncio.run(temporal_runs(runner, args.batch, "one", concurrent=True))
             workers.append(start_worker(server.address, spec))
             asyncio.run(temporal_runs(runner, 3, "warm2", concurrent=True))
@@ -225,12 +235,16 @@ def main() -> None:
     local_ms = statistics.median(local) * 1000
     remote_ms = statistics.median(remote) * 1000
     task_ms = statistics.median(task) * 1000
+    segment_ms = statistics.median(segment) * 1000
     result = {
         "states": args.states, "runs": args.runs, "batch": args.batch,
         "local_ms_per_transition": round(local_ms, 3), "temporal_ms_per_transition": round(remote_ms, 3),
         "overhead_ratio": round(remote_ms / local_ms, 1), "added_ms_per_transition": round(remote_ms - local_ms, 2),
         "floor_ms_per_transition": round(floor, 2), "vs_floor": round(remote_ms / floor, 2),
         "task_durability_ms_per_transition": round(task_ms, 2), "task_durability_vs_floor": round(task_ms / floor, 2),
+        "segment_durability_ms_per_transition": round(segment_ms, 2),
+        "segment_durability_vs_floor": round(segment_ms / floor, 2), "segment_vs_floor_target": 0.5,
+        "segment_one_worker_runs_per_s": round(segment_rps, 2),
         "local_runs_per_s": round(local_rps, 1), "one_worker_runs_per_s": round(one, 2),
         "two_workers_runs_per_s": round(two, 2), "two_workers_speedup": round(two / one, 2),
         "one_worker_vs_local_throughput": round(one / local_rps, 4),
@@ -243,6 +257,9 @@ def main() -> None:
           f"(one activity per step) {floor:.2f} ms: {result['vs_floor']}x the floor")
     print(f"with --durability task (local activities, recorded with their workflow task): {task_ms:.2f} ms per "
           f"transition, {result['task_durability_vs_floor']}x the floor")
+    print(f"with --durability segment (each call recorded by the heartbeat of one activity, before the run goes "
+          f"on): {segment_ms:.2f} ms per transition, {result['segment_durability_vs_floor']}x the floor (target at "
+          f"most 0.5); {segment_rps:.2f} runs/s at {args.batch} at once")
     print(f"throughput ({args.batch} runs at once): local {local_rps:.1f} runs/s, one worker {one:.2f} runs/s, "
           f"two workers {two:.2f} runs/s ({result['two_workers_speedup']}x)")
     print(f"worker memory after {args.runs} runs: statewright worker {worker_mb:.1f} MB, a bare temporalio worker "

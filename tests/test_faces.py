@@ -10,6 +10,8 @@ random machines with recorded test blocks (tests/support/face_machines.py) run o
   temporal          `statewright test --temporal` against one `temporal server start-dev`, with a
                     `statewright worker` serving the corpus (every machine but a fixed sample of the random
                     ones, as CI time allows)
+  temporal segment  the same with `--durability segment` (a run's calls made in segment activities, each
+                    recorded by the activity's heartbeat)
 
 For each test block the harness compares what the faces report (pass or fail, and every message) and the
 run's trace written with content — its path, status, result and failure (kind, state, origin), every model
@@ -196,8 +198,9 @@ def temporal_server() -> Iterator[Any]:
         yield running
 
 
-def temporal_face(cases: list[Case], server: Any, directory: Path) -> Observed:
-    """The cases' test blocks run on the cluster by one `statewright worker` serving them all."""
+def temporal_face(cases: list[Case], server: Any, directory: Path, durability: str = "call") -> Observed:
+    """The cases' test blocks run on the cluster by one `statewright worker` serving them all, each call
+    recorded as `durability` says."""
     from statewright.runtime.temporal import TemporalRunner, temporal_arun_tests
 
     # a worker reads the secrets its machines' tools name before it serves them (test blocks script those tools)
@@ -205,7 +208,8 @@ def temporal_face(cases: list[Case], server: Any, directory: Path) -> Observed:
                for tool in api.runtime_machine(api.check_path(str(case.path))).tools.values() for name in tool.secrets}
     directory.mkdir(parents=True)
     paths = sorted({str(case.path) for case in cases})  # where they are: user tools import from beside them
-    worker = subprocess.Popen([sys.executable, "-m", "statewright", "worker", *paths, "--task-queue", "faces",
+    queue = f"faces-{durability}"
+    worker = subprocess.Popen([sys.executable, "-m", "statewright", "worker", *paths, "--task-queue", queue,
                                "--temporal", server.address], cwd=directory, text=True, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, env={**os.environ, **secrets})
     try:
@@ -226,7 +230,7 @@ def temporal_face(cases: list[Case], server: Any, directory: Path) -> Observed:
             async def one(case: Case) -> None:
                 async with gate:
                     machine = api.runtime_machine(api.check_path(str(case.path)))
-                    runner = TemporalRunner(machine, server.address, task_queue="faces")
+                    runner = TemporalRunner(machine, server.address, task_queue=queue, durability=durability)
                     ran = await temporal_arun_tests(machine, runner, trace_dir=str(directory / "traces" / case.name),
                                                     trace_content=True)
                     outcomes[case.name] = "\n".join(format_outcome(o) for o in ran)
@@ -303,8 +307,10 @@ def test_every_face_runs_every_machine_the_same_way(tmp_path: Path, temporal_ser
     rows += divergences(reference, "standalone runner", runner_face(cases, "standalone", tmp_path / "standalone"))
     sample = [c for c in cases if not c.name.startswith("random_") or int(c.name.split("_")[1]) % TEMPORAL_EVERY == 0]
     rows += divergences(reference, "temporal", temporal_face(sample, temporal_server, tmp_path / "temporal"))
+    rows += divergences(reference, "temporal segment",
+                        temporal_face(sample, temporal_server, tmp_path / "temporal-segment", "segment"))
     tests = len(reference)
-    print(f"\n{len(cases)} machines, {tests} test blocks, 5 faces ({len(sample)} machines on Temporal): "
+    print(f"\n{len(cases)} machines, {tests} test blocks, 6 faces ({len(sample)} machines on Temporal): "
           f"{len(rows)} divergences")
     if rows:
         print(table(rows))

@@ -521,8 +521,12 @@ def test_fifty_runs_through_two_workers_match_local_runs(server: DevServer, work
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("durability", ["call", "segment"])
 def test_a_worker_killed_mid_runs_leaves_them_to_the_other_and_no_completed_call_is_made_again(
-        server: DevServer, workers: Workers, tmp_path: Path) -> None:
+        server: DevServer, workers: Workers, tmp_path: Path, durability: str) -> None:
+    """With each call an activity (`call`) and with a run's calls made in a segment activity that records
+    each by its heartbeat (`segment`): only the calls the killed worker had in flight are made again."""
+    queue = f"kill-{durability}"
     spec = tmp_path / "linear.fsm"
     spec.write_text(LINEAR)
     delay = 0.5
@@ -530,16 +534,16 @@ def test_a_worker_killed_mid_runs_leaves_them_to_the_other_and_no_completed_call
         def env(name: str) -> dict[str, str]:  # each worker's calls come to their own path
             return {"OPENAI_API_KEY": "sk-fake-key-for-tests", "OPENAI_API_BASE": f"{fake.url}/{name}/v1"}
 
-        doomed = workers.start("--spec", str(spec), "--task-queue", "kill", "--concurrency", "4", helper=True,
+        doomed = workers.start("--spec", str(spec), "--task-queue", queue, "--concurrency", "4", helper=True,
                                env=env("doomed"))
-        workers.start("--spec", str(spec), "--task-queue", "kill", "--concurrency", "4", helper=True,
+        workers.start("--spec", str(spec), "--task-queue", queue, "--concurrency", "4", helper=True,
                       env=env("other"))
         linear = machine(spec)
         runs = 12
 
         async def go() -> tuple[list[Any], float]:
-            runner = TemporalRunner(linear, server.address, task_queue="kill", heartbeat=4.0)
-            handles = [await runner.start({"topic": f"topic-{i}"}, run_id=f"kill-{i}") for i in range(runs)]
+            runner = TemporalRunner(linear, server.address, task_queue=queue, heartbeat=4.0, durability=durability)
+            handles = [await runner.start({"topic": f"topic-{i}"}, run_id=f"{queue}-{i}") for i in range(runs)]
             def doomed_in_flight() -> bool:  # a call the doomed worker began less than half a reply ago
                 now = time.monotonic()
                 return any(r.path.startswith("/doomed/") and now - r.at < delay / 2 for r in fake.requests)
@@ -596,10 +600,12 @@ machine lead {
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("durability", ["call", "segment"])
 def test_a_worker_killed_inside_calls_leaves_them_to_the_other_and_no_completed_call_is_made_again(
-        server: DevServer, workers: Workers, tmp_path: Path) -> None:
+        server: DevServer, workers: Workers, tmp_path: Path, durability: str) -> None:
     """Runs whose workers die while they are inside a call of another machine go on at the other worker,
     inside the call: only calls the killed worker had in flight are made again, each once."""
+    queue = f"kill-calls-{durability}"
     (tmp_path / "linear.fsm").write_text(LINEAR)
     spec = tmp_path / "lead.fsm"
     spec.write_text(LEAD)
@@ -608,16 +614,16 @@ def test_a_worker_killed_inside_calls_leaves_them_to_the_other_and_no_completed_
         def env(name: str) -> dict[str, str]:
             return {"OPENAI_API_KEY": "sk-fake-key-for-tests", "OPENAI_API_BASE": f"{fake.url}/{name}/v1"}
 
-        doomed = workers.start("--spec", str(spec), "--task-queue", "kill-calls", "--concurrency", "4",
+        doomed = workers.start("--spec", str(spec), "--task-queue", queue, "--concurrency", "4",
                                helper=True, env=env("doomed"))
-        workers.start("--spec", str(spec), "--task-queue", "kill-calls", "--concurrency", "4", helper=True,
+        workers.start("--spec", str(spec), "--task-queue", queue, "--concurrency", "4", helper=True,
                       env=env("other"))
         lead = machine(spec)
         runs = 8
 
         async def go() -> tuple[list[Any], float]:
-            runner = TemporalRunner(lead, server.address, task_queue="kill-calls", heartbeat=4.0)
-            handles = [await runner.start({"topic": f"topic-{i}"}, run_id=f"kill-calls-{i}") for i in range(runs)]
+            runner = TemporalRunner(lead, server.address, task_queue=queue, heartbeat=4.0, durability=durability)
+            handles = [await runner.start({"topic": f"topic-{i}"}, run_id=f"{queue}-{i}") for i in range(runs)]
 
             def doomed_inside_a_call() -> bool:  # a call of `linear` the doomed worker began just now
                 now = time.monotonic()
@@ -650,6 +656,68 @@ def test_a_worker_killed_inside_calls_leaves_them_to_the_other_and_no_completed_
         assert [r.path.startswith("/other/") for r in again] == [True], call
     assert not [r for r in fake.requests if r.path.startswith("/doomed/") and r.at > killed_at + KILL_SLACK]
     assert sum(r.usage.llm_calls for r in results) == runs * 6
+
+
+ASK_THEN_REVISE = """machine ask_revise {
+    description "A call, a person's answer, and calls after it: what a segment drives a run past."
+    input topic: str
+    model "openai/fake-model"
+    agent writer { prompt "You write." }
+    start state draft { agent writer  do "Draft about {{ topic }}."  -> approve }
+    state approve {
+        ask "Go on with {{ draft.output }}?"
+        output "yes" | "no"
+        when output == "yes" -> revise
+        otherwise -> done
+    }
+    state revise { agent writer  do "Revise about {{ topic }}."  -> polish }
+    state polish { agent writer  do "Polish about {{ topic }}."  -> done }
+    final state done
+}
+"""
+
+
+def test_segments_drive_a_run_past_a_persons_answer_and_make_each_call_once(
+        server: DevServer, workers: Workers, tmp_path: Path) -> None:
+    """--durability segment through the command line: a run waits for a person (its segment ends there),
+    the answer comes with `resume`, and the next segment drives the run past the draft and the answer to
+    the calls after them; every call reaches the model once, the result is the local run's."""
+    spec = tmp_path / "ask_revise.fsm"
+    spec.write_text(ASK_THEN_REVISE)
+    with FakeOpenAIServer(default=Reply(text="text")) as fake:
+        workers.start("--spec", str(spec), "--task-queue", "segments", helper=True,
+                      env={"OPENAI_API_KEY": "sk-fake-key-for-tests", "OPENAI_API_BASE": f"{fake.url}/v1"})
+        started = cli("run", str(spec), "--input", "topic=x", "--temporal", server.address, "--task-queue",
+                      "segments", "--durability", "segment", "--detach", "--run-id", "segment-asks", cwd=tmp_path)
+        assert started.returncode == 0, started.stderr
+
+        async def waiting() -> dict[str, Any]:
+            for _ in range(300):
+                status = await temporal_status(server.address, "segment-asks")
+                if status.get("status") == "waiting":
+                    return status
+                await asyncio.sleep(0.1)
+            raise AssertionError(f"the run never waited: {status}")
+
+        assert asyncio.run(waiting())["waiting"]["state"] == "approve"
+        answered = cli("resume", "segment-asks", "--answer", "yes", "--temporal", server.address)
+        assert answered.returncode == 0, answered.stderr
+
+        async def result() -> Any:
+            client = await temporal_connect(server.address)
+            handle = client.get_workflow_handle("segment-asks")
+            final = await asyncio.wait_for(temporal_result(handle), 60)
+            history = await handle.fetch_history()
+            return final, history
+
+        final, history = asyncio.run(result())
+        prompts = [r.body["messages"][-1]["content"] for r in fake.requests]
+    assert (final.status, final.path) == ("final", ["draft", "approve", "revise", "polish", "done"])
+    assert sorted(prompts) == sorted(["Draft about x.", "Revise about x.", "Polish about x."])
+    assert final.usage.llm_calls == 3
+    kinds = [e.activity_task_scheduled_event_attributes.activity_type.name for e in history.events
+             if e.HasField("activity_task_scheduled_event_attributes")]
+    assert kinds == ["statewright.run_segment", "statewright.run_segment"]  # no call an activity of its own
 
 
 def test_the_status_of_a_run_nobody_started(server: DevServer) -> None:

@@ -73,34 +73,37 @@ def test_a_call_runs_in_its_callers_workflow_and_ends_as_locally(server: DevServ
         worker.close()
 
 
-def test_questions_asked_inside_calls_are_listed_by_path_and_answered_one_at_a_time(server: DevServer) -> None:
+@pytest.mark.parametrize("durability", ["call", "segment"])
+def test_questions_asked_inside_calls_are_listed_by_path_and_answered_one_at_a_time(server: DevServer,
+                                                                                   durability: str) -> None:
     team = research(asks=True)
     both = machine(
         StateSpec("both", "parallel", parallel=ParallelSpec(("left", "right")), transitions=(go("done"),)),
         call("left", "research", branch="left"), call("right", "research", branch="right"),
         final("done"), name="both", machines={"research": team},
         inputs=team.inputs)
-    worker = Worker(server.address, "calls-asks", both)
+    queue = run_id = f"calls-asks-{durability}"
+    worker = Worker(server.address, queue, both)
     try:
         script = scripted(agent_left__draft=["L good"], agent_left__review=["good"],
                           agent_right__draft=["R good"], agent_right__review=["good"])
 
         async def go_on() -> Any:
-            runner = TemporalRunner(both, server.address, task_queue="calls-asks", script=script)
-            await runner.start({"topic": "x"}, run_id="calls-asks-1")
+            runner = TemporalRunner(both, server.address, task_queue=queue, script=script, durability=durability)
+            await runner.start({"topic": "x"}, run_id=run_id)
             for _ in range(200):
-                status = await temporal_status(server.address, "calls-asks-1")
+                status = await temporal_status(server.address, run_id)
                 if status.get("status") == "waiting":
                     break
                 await asyncio.sleep(0.1)
             first = status["waiting"]["path"]
             assert first in ("left/approve", "right/approve")
-            refused = await temporal_answer(server.address, "calls-asks-1", "yes", state="nowhere/approve")
+            refused = await temporal_answer(server.address, run_id, "yes", state="nowhere/approve")
             assert refused == "the machine asks no question at nowhere/approve"
-            assert await temporal_answer(server.address, "calls-asks-1", "no", state="right/approve") is None
-            assert await temporal_answer(server.address, "calls-asks-1", "yes", state="left/approve") is None
+            assert await temporal_answer(server.address, run_id, "no", state="right/approve") is None
+            assert await temporal_answer(server.address, run_id, "yes", state="left/approve") is None
             client = await temporal_connect(server.address)
-            return await asyncio.wait_for(temporal_result(client.get_workflow_handle("calls-asks-1")), 60)
+            return await asyncio.wait_for(temporal_result(client.get_workflow_handle(run_id)), 60)
 
         result = asyncio.run(go_on())
         assert result.ok
@@ -130,5 +133,38 @@ def test_calls_recorded_with_their_task_run_as_local_activities_and_end_the_same
         assert "activity_task_scheduled_event_attributes" not in events
         with pytest.raises(ValueError, match="durability is one of"):
             TemporalRunner(top, server.address, durability="never")
+    finally:
+        worker.close()
+
+
+def test_segments_give_way_to_an_activity_per_call_past_their_bounds(server: DevServer,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """--durability segment with a segment ended after each call and a run's answers bounded low: the first
+    calls come from segments, the rest are an activity each (as with `call`), and the run ends as locally."""
+    from statewright.runtime import temporal_worker
+
+    monkeypatch.setattr(temporal_worker, "TEMPORAL_SEGMENT_BYTES", 1)  # a segment ends after one call
+    monkeypatch.setattr(temporal_worker, "TEMPORAL_SEGMENT_LOG_BYTES", 600)
+    top = supervisor(research())
+    worker = Worker(server.address, "segment-bounds", top)
+    try:
+        script = scripted(agent_plan=["a plan"], agent_investigate__draft=["a good draft"],
+                          agent_investigate__review=["good"], agent_write=["the write-up"])
+
+        async def go_on() -> tuple[Any, list[str]]:
+            runner = TemporalRunner(top, server.address, task_queue="segment-bounds", script=script,
+                                    durability="segment")
+            handle = await runner.start({"topic": "FSMs"}, run_id="segment-bounds-1")
+            result = await asyncio.wait_for(temporal_result(handle), 60)
+            history = await handle.fetch_history()
+            return result, [e.activity_task_scheduled_event_attributes.activity_type.name for e in history.events
+                            if e.HasField("activity_task_scheduled_event_attributes")]
+
+        remote, kinds = asyncio.run(go_on())
+        local = Engine(top, script=script).run({"topic": "FSMs"})
+        assert remote.ok and (remote.path, remote.result) == (local.path, local.result)
+        assert remote.usage.llm_calls == local.usage.llm_calls == 4
+        assert kinds[0] == "statewright.run_segment" and kinds[-1] == "statewright.call_model", kinds
+        assert kinds.count("statewright.call_model") + kinds.count("statewright.run_segment") >= 4
     finally:
         worker.close()

@@ -46,6 +46,12 @@ TEMPORAL_CALL_MODEL = "statewright.call_model"
 TEMPORAL_CALL_TOOL = "statewright.call_tool"
 TEMPORAL_ESTIMATE = "statewright.estimate"
 TEMPORAL_DESCRIBE_TOOLS = "statewright.describe_tools"
+TEMPORAL_RUN_SEGMENT = "statewright.run_segment"
+# a segment (--durability segment) ends once the calls it recorded hold this much JSON; a run whose calls
+# hold more than TEMPORAL_SEGMENT_LOG_BYTES in all makes the rest of its calls an activity each (what a
+# segment records, and the calls before it that a segment is given, are payloads Temporal bounds)
+TEMPORAL_SEGMENT_BYTES = 256_000
+TEMPORAL_SEGMENT_LOG_BYTES = 1_000_000
 TEMPORAL_ANSWER_SIGNAL = "answer"
 TEMPORAL_DEFAULT_ADDRESS = "127.0.0.1:7233"
 TEMPORAL_DEFAULT_NAMESPACE = "default"
@@ -53,7 +59,7 @@ TEMPORAL_DEFAULT_NAMESPACE = "default"
 # activity; a worker killed at any point makes no completed call again), or "task", with the workflow task
 # that made them (a local activity; fewer round trips to the cluster, but a worker killed before its task
 # completes leaves the calls of that task to be made again)
-TEMPORAL_DURABILITY = ("call", "task")
+TEMPORAL_DURABILITY = ("call", "task", "segment")
 TEMPORAL_HEARTBEAT_SECONDS = 10.0  # a worker that stops heartbeating this long has its activity run elsewhere
 TEMPORAL_TOOL_TIMEOUT_SECONDS = 3600.0  # one tool call, when the run has no `seconds` limit
 TEMPORAL_TRACE_PAGE = 500  # events per `trace` query answer
@@ -118,6 +124,18 @@ class TemporalEntry:
     def __init__(self, machine: MachineSpec) -> None:
         self.machine = machine
         self.cores: dict[str, RunCore] = {}
+
+    def activity_core(self, model_map: Mapping[str, str] | None, max_tokens: int | None) -> RunCore:
+        """The core a segment activity runs the machine with (temporal_worker.py): the workflow's, on the wall
+        clock (an activity is no workflow; a workflow's core reads the workflow's clock)."""
+        key = json.dumps(["activity", sorted((model_map or {}).items()), max_tokens])
+        core = self.cores.get(key)
+        if core is None:
+            import time
+
+            plan = MachinePlan(self.machine, model_map=model_map, max_tokens=max_tokens, durable=True)
+            core = self.cores[key] = RunCore(plan, clock=time.time)
+        return core
 
     def core(self, clock: Callable[[], float], model_map: Mapping[str, str] | None,
              max_tokens: int | None) -> RunCore:
@@ -325,7 +343,9 @@ class TemporalRunner:
         if durability not in TEMPORAL_DURABILITY:
             raise ValueError(f"durability is one of {', '.join(TEMPORAL_DURABILITY)}, not {durability!r}")
         self.machine = machine
-        self.durability = durability  # "call": every call recorded before the next; "task": with its task
+        # "call": every call recorded before the next, as an activity; "segment": so too, by the heartbeat of
+        # an activity that makes a run's calls one after another; "task": with its workflow task
+        self.durability = durability
         self.otel = otel  # an otel.OtelTelemetry: each run started gets a span its workflow's spans join
         self.address = address
         self.namespace = namespace

@@ -26,9 +26,9 @@ if __package__:
     from .statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
 else:
     from statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
-if RUNTIME_SHA256 != "78ec8b8b819f2b2b79e84a4bf664d7775496b6ec4af1d30bc03e48415daee0fc":
+if RUNTIME_SHA256 != "ccb0a78bc37aa9b5aee5d48fa45fae6d2081e3ab6eb43377cb1e299a771763fc":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 78ec8b8b819f), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 ccb0a78bc37a), but "
         f"the statewright_runtime package it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile`, which "
         "rewrites the runtime too"

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import re
 import signal
@@ -46,6 +47,9 @@ from .temporal import (
     TEMPORAL_ESTIMATE,
     TEMPORAL_HEARTBEAT_SECONDS,
     TEMPORAL_RETRY_DEFAULTS,
+    TEMPORAL_RUN_SEGMENT,
+    TEMPORAL_SEGMENT_BYTES,
+    TEMPORAL_SEGMENT_LOG_BYTES,
     TEMPORAL_TOOL_TIMEOUT_SECONDS,
     TEMPORAL_TRACE_PAGE,
     TEMPORAL_WORKFLOW,
@@ -91,8 +95,10 @@ class TemporalActivities:
     says which scripted reply it served (`served`), so a test run on the cluster can tell unused replies."""
 
     def __init__(self, machines: TemporalMachines, *, unsafe_tools: bool = False,
-                 secrets: Mapping[str, Mapping[str, str]] | None = None, otel: Any = None) -> None:
+                 secrets: Mapping[str, Mapping[str, str]] | None = None, otel: Any = None,
+                 client: Any = None) -> None:
         self.machines = machines
+        self.temporal = client  # the worker's Temporal client: a segment records its calls through it
         self.otel = otel  # an otel.OtelTelemetry: each activity a span under the run's span that asked for it
         self.unsafe_tools = unsafe_tools  # the worker's to give, never a run's: its tools run on this host
         self.secrets = dict(secrets or {})  # machine key -> the tool secrets this worker read for it
@@ -117,10 +123,15 @@ class TemporalActivities:
         async def describe_tools(payload: dict) -> dict:
             return self.describe_tools(payload)
 
+        async def run_segment(payload: dict) -> dict:
+            with self.activity_span(TEMPORAL_RUN_SEGMENT, payload):
+                return await self.run_segment(payload)
+
         return [activity.defn(name=TEMPORAL_CALL_MODEL)(call_model),
                 activity.defn(name=TEMPORAL_CALL_TOOL)(call_tool),
                 activity.defn(name=TEMPORAL_ESTIMATE)(estimate),
-                activity.defn(name=TEMPORAL_DESCRIBE_TOOLS)(describe_tools)]
+                activity.defn(name=TEMPORAL_DESCRIBE_TOOLS)(describe_tools),
+                activity.defn(name=TEMPORAL_RUN_SEGMENT)(run_segment)]
 
     @contextlib.contextmanager
     def activity_span(self, name: str, payload: Mapping[str, Any]) -> Any:
@@ -210,6 +221,57 @@ class TemporalActivities:
                               or _ms_since(started)}}
         return {"outcome": {"value": to_jsonable(value), "latency_ms": _ms_since(started)}}
 
+    async def run_segment(self, payload: Mapping[str, Any]) -> dict[str, Any]:
+        """Run a run on from where its workflow is (--durability segment): the run's core, driven again from
+        its start with the answers the workflow has taken so far (`log`), makes the calls that come next,
+        one after another, and records each on the server — the heartbeat of this activity, its details
+        every call made so far, awaited — before the run goes on. It stops before a question to a person,
+        once its calls hold TEMPORAL_SEGMENT_BYTES, or where the run ends, and answers with the calls it
+        made (`journal`), which the workflow takes as the answers of the effects its own core asks for.
+
+        A worker that dies inside a segment leaves it to another attempt (the heartbeat stops), given the
+        calls recorded: it drives the run again past them and makes only the calls after them."""
+        from temporalio import activity
+
+        info = activity.info()
+        recorded = list(info.heartbeat_details[0]) if info.heartbeat_details else []
+        performer = SegmentPerformer(self, payload, recorded)
+        entry = self.machines.get(str(payload["spec"].get("key")))
+        if entry is None:
+            return {"journal": recorded}
+        spec = payload["spec"]
+        core = entry.activity_core(spec.get("model_map"), spec.get("max_tokens"))
+        run = core.start(str(payload["run_id"]), dict(spec.get("inputs") or {}), str(payload["workspace"]))
+        run.started = float(payload["started"])
+        performer.run = run
+        core.begin(run, resumed=False)
+        beating = asyncio.ensure_future(performer.keep_beating())
+        try:
+            await drive(core.execute(run), performer)
+        except SegmentEnd:
+            pass
+        finally:
+            beating.cancel()
+        return {"journal": performer.made}
+
+    async def record(self, journal: list[list[Any]]) -> bool:
+        """Record a segment's calls on the server as its activity's heartbeat details, and wait until they
+        are; whether the activity is still wanted (False: cancelled, timed out, or its workflow gone)."""
+        from temporalio import activity
+        from temporalio.api.common.v1 import Payloads
+        from temporalio.api.workflowservice.v1 import RecordActivityTaskHeartbeatRequest
+
+        client = self.temporal
+        info = activity.info()
+        payloads = await client.data_converter.encode([journal])
+        try:
+            answer = await client.workflow_service.record_activity_task_heartbeat(RecordActivityTaskHeartbeatRequest(
+                task_token=info.task_token, details=Payloads(payloads=payloads), identity=client.identity,
+                namespace=client.namespace))
+        except Exception:  # noqa: BLE001 - the server no longer takes this attempt: it must stop
+            return False
+        return not answer.cancel_requested
+
     def estimate(self, payload: Mapping[str, Any]) -> list[Any]:
         request = request_from_json(payload["request"])
         client = self.client(payload)
@@ -271,6 +333,28 @@ async def _beating(work: Any, every: float) -> Any:
             task.cancel()
 
 
+class SegmentEnd(BaseException):  # not an Exception: the core must not take it for a call's failure
+    """A segment stops here (a person is asked, its calls are many, the server no longer wants it)."""
+
+
+def segment_key(name: str, payload: Mapping[str, Any]) -> str:
+    """What names a call among a run's calls, the same in its workflow and in a segment: a model call by
+    the identity its request carries (state, role, number, element, machine), a tool call by its machine,
+    state, tool, number and element."""
+    if name == TEMPORAL_CALL_MODEL:
+        identity = ((payload.get("request") or {}).get("metadata") or {}).get("statewright") or {}
+        return json.dumps(["model", identity], sort_keys=True)
+    return json.dumps(["tool", payload.get("key"), payload.get("state"), payload.get("tool"), payload.get("seq"),
+                       payload.get("item")])
+
+
+_SEGMENT_STOPS = "segment_stops"  # an answer the workflow logged for a call whose activity failed
+
+
+def person_key(effect: AwaitPerson) -> str:
+    return json.dumps(["person", effect.where, effect.seq, effect.item])
+
+
 def _where(request: ModelRequest) -> str:
     """The state a request is for, as scripts name it (`investigate/draft` in a machine a run runs)."""
     identity = request.metadata.get("statewright") or {}
@@ -314,7 +398,15 @@ class TemporalWorkflow(Performer):
         self.machine: MachineSpec | None = None
         self.policy = dict(TEMPORAL_RETRY_DEFAULTS)
         self.heartbeat = TEMPORAL_HEARTBEAT_SECONDS
-        self.durability = "call"  # when a call's result is recorded: before the run goes on, or with the task
+        self.durability = "call"  # how a call's result is recorded: as an activity, in a segment, with the task
+        # --durability segment: answers a segment made and the workflow has not taken yet (by segment_key),
+        # every answer taken so far ([key, answer], what the next segment drives the run past), their size
+        self.journal: dict[str, Any] = {}
+        self.log: list[list[Any]] = []
+        self.taken_keys: set[str] = set()
+        self.log_bytes = 0
+        self.segment: Any = None  # the segment under way (its task), which effects asked at once await
+        self.fruitless_at = -1  # the log's length when a segment made no call: none again before it grows
         # a test's run: what each visit saw and produced, and which scripted replies it was served
         self.observed: list[list[Any]] | None = None
         self.served: list[list[Any]] = []
@@ -331,12 +423,7 @@ class TemporalWorkflow(Performer):
         if entry is None:
             raise ApplicationError(self.machines.refusal(spec, workflow.info().task_queue),
                                    type="MachineNotServed", non_retryable=True)
-        self.key = str(spec["key"])
-        self.machine = entry.machine
-        self.script = Script.from_json(spec["script"]) if spec.get("script") is not None else None
-        self.policy = temporal_policy(spec)
-        self.heartbeat = float(spec.get("heartbeat") or TEMPORAL_HEARTBEAT_SECONDS)
-        self.durability = "task" if spec.get("durability") == "task" else "call"
+        self.configure(spec, entry.machine)
         core = self.core = entry.core(workflow.time, spec.get("model_map"), spec.get("max_tokens"))
         run_id = workflow.info().workflow_id
         workspace = str(spec.get("workspace") or temporal_workspace(run_id))
@@ -359,6 +446,27 @@ class TemporalWorkflow(Performer):
         self.run = run
         core.begin(run, resumed=False)
         return self.finish(await drive(core.execute(run), self))
+
+    def configure(self, spec: dict[str, Any], machine: MachineSpec) -> None:
+        """What the run's input says: its machine, script, retries, heartbeat and durability."""
+        self.spec = spec
+        self.key = str(spec["key"])
+        self.machine = machine
+        self.script = Script.from_json(spec["script"]) if spec.get("script") is not None else None
+        self.policy = temporal_policy(spec)
+        self.heartbeat = float(spec.get("heartbeat") or TEMPORAL_HEARTBEAT_SECONDS)
+        durability = spec.get("durability")
+        self.durability = durability if durability in ("task", "segment") else "call"
+
+    def workflow_id(self) -> str:
+        from temporalio import workflow
+
+        return workflow.info().workflow_id
+
+    def clock(self) -> float:
+        from temporalio import workflow
+
+        return workflow.time()
 
     def span_sink(self, spec: Mapping[str, Any]) -> Any:
         """The run's events as spans (otel.py), under the span of the client that started it. Every span's
@@ -399,9 +507,73 @@ class TemporalWorkflow(Performer):
             return await workflow.execute_local_activity(
                 name, payload, start_to_close_timeout=timedelta(seconds=seconds), retry_policy=self.retry_policy(),
                 summary=summary)
-        return await workflow.execute_activity(
-            name, payload, start_to_close_timeout=timedelta(seconds=seconds),
-            heartbeat_timeout=timedelta(seconds=self.heartbeat), retry_policy=self.retry_policy(), summary=summary)
+        if self.durability == "segment":
+            key = segment_key(name, payload)
+            answer = await self.from_segment(key)
+            if answer is not None:
+                return answer
+        try:
+            answer = await workflow.execute_activity(
+                name, payload, start_to_close_timeout=timedelta(seconds=seconds),
+                heartbeat_timeout=timedelta(seconds=self.heartbeat), retry_policy=self.retry_policy(),
+                summary=summary)
+        except BaseException:
+            if self.durability == "segment":  # the run took a failure here: no segment drives it past this
+                self.taken(key, {_SEGMENT_STOPS: True})
+            raise
+        if self.durability == "segment":
+            self.taken(key, answer)
+        return answer
+
+    async def from_segment(self, key: str) -> Any:
+        """The answer a segment made for the call `key` (--durability segment): one made already, or one the
+        segment this starts (or that is under way) makes; None where no segment makes it (the call is then
+        an activity of its own, as with `call`)."""
+        while True:
+            if key in self.journal:
+                answer = self.journal.pop(key)
+                self.taken(key, answer)
+                return answer
+            if self.segment is None:
+                if self.log_bytes > TEMPORAL_SEGMENT_LOG_BYTES or len(self.log) == self.fruitless_at:
+                    return None
+                self.segment = asyncio.ensure_future(self.run_segment())
+            await asyncio.shield(self.segment)  # (it is None again once done, for everyone waiting on it)
+
+    async def run_segment(self) -> int:
+        """One segment (TemporalActivities.run_segment): how many calls it made, now in the journal."""
+        from temporalio import workflow
+        from temporalio.exceptions import ActivityError
+
+        run = self.run
+        payload = {"spec": self.spec, "log": self.log, "run_id": workflow.info().workflow_id,
+                   "workspace": run.workspace if run is not None else "",
+                   "started": run.started if run is not None else workflow.time(), **self.span_context()}
+        limit = self.machine.limits.seconds if self.machine is not None else None
+        seconds = limit + 60.0 if limit is not None else 24 * 3600.0
+        made = 0
+        try:
+            answer = await workflow.execute_activity(
+                TEMPORAL_RUN_SEGMENT, payload, start_to_close_timeout=timedelta(seconds=seconds),
+                heartbeat_timeout=timedelta(seconds=self.heartbeat), retry_policy=self.retry_policy(),
+                summary="calls, each recorded before the next")
+            for key, value in answer.get("journal") or ():
+                if key not in self.journal and key not in self.taken_keys:
+                    self.journal[key] = value
+                    made += 1
+        except ActivityError:
+            pass  # (its calls are made one activity each, as with `call`)
+        finally:
+            self.segment = None
+            if not made:
+                self.fruitless_at = len(self.log)
+        return made
+
+    def taken(self, key: str, answer: Any) -> None:
+        """An answer the run took: the next segment drives the run past it."""
+        self.log.append([key, answer])
+        self.taken_keys.add(key)
+        self.log_bytes += len(json.dumps(answer, default=str))
 
     def retry_policy(self) -> Any:
         from temporalio.common import RetryPolicy
@@ -454,21 +626,20 @@ class TemporalWorkflow(Performer):
         return response_from_json(answer["response"])
 
     async def call_tool(self, effect: CallTool) -> ToolOutcome:
-        from temporalio import workflow
         from temporalio.exceptions import ActivityError
 
         where = effect.where
         scripted = effect.agent is None and self.script is not None and self.script.has("tool", where)
         payload = {"key": self.key_of(effect.machine), "state": where, "tool": effect.tool,
                    "args": to_jsonable(effect.args),
-                   "seq": effect.seq, "item": effect.item, "run_id": workflow.info().workflow_id,
+                   "seq": effect.seq, "item": effect.item, "run_id": self.workflow_id(),
                    "heartbeat": self.heartbeat / 3,
                    "workspace": self.run.workspace if self.run is not None else "",
                    "script": self.script_for("tool", where) if scripted else None, **self.span_context()}
         seconds = TEMPORAL_TOOL_TIMEOUT_SECONDS
         limit = self.machine.limits.seconds if self.machine is not None else None
         if limit is not None and self.run is not None:
-            seconds = max(1.0, limit - (self.run.elapsed_before + workflow.time() - self.run.started) + 5.0)
+            seconds = max(1.0, limit - (self.run.elapsed_before + self.clock() - self.run.started) + 5.0)
         try:
             answer = await self.activity(TEMPORAL_CALL_TOOL, payload, seconds, f"{effect.tool} in {effect.state}")
         except ActivityError as exc:
@@ -503,6 +674,13 @@ class TemporalWorkflow(Performer):
         return list(answer["schemas"]), dict(answer["names"])
 
     async def await_person(self, effect: AwaitPerson) -> PersonReply:
+        reply = await self.person(effect)
+        if self.durability == "segment":  # a segment drives the run past it as the workflow took it
+            self.taken(person_key(effect), {"kind": reply.kind, "now": reply.now, "value": reply.value,
+                                            "scripted": reply.scripted})
+        return reply
+
+    async def person(self, effect: AwaitPerson) -> PersonReply:
         """Wait for a person's answer: the `answer` signal brings it, a durable timer bounds the wait.
 
         Unlike a local run, which pauses, the workflow itself waits: it is durable already. An answer that
@@ -611,6 +789,112 @@ class TemporalWorkflow(Performer):
         return {"events": page, "next": offset + len(page), "total": len(self.events)}
 
 
+class SegmentPerformer(TemporalWorkflow):
+    """A run's effects as a segment activity performs them (TemporalActivities.run_segment): the workflow's
+    own leaves (the same payloads, the same answers), but a call is made here, in this worker, and recorded
+    on the server before the run goes on; an effect the workflow took already is answered as it was.
+
+    It is no workflow: it reads the wall clock, and the run's id from the segment's input."""
+
+    def __init__(self, activities: TemporalActivities, payload: Mapping[str, Any],
+                 recorded: list[list[Any]]) -> None:
+        super().__init__()
+        self.activities = activities
+        self.payload = payload
+        entry = activities.machines.get(str(payload["spec"].get("key")))
+        if entry is not None:
+            self.configure(dict(payload["spec"]), entry.machine)
+        self.durability = "call"  # (its leaves: see `activity`)
+        self.known: dict[str, Any] = {str(key): answer for key, answer in payload.get("log") or ()}
+        self.known.update((str(key), answer) for key, answer in recorded)  # an earlier attempt's calls
+        self.made: list[list[Any]] = list(recorded)  # [key, answer] of every call this segment made
+        self.size = sum(len(json.dumps(answer, default=str)) for _, answer in recorded)
+        self.stopping = False
+        self.active = 0
+        self.quiet = asyncio.Event()
+        self.quiet.set()
+        self.sending = asyncio.Lock()
+        self.wanted = True
+
+    def workflow_id(self) -> str:
+        return str(self.payload["run_id"])
+
+    def clock(self) -> float:
+        return time.time()
+
+    async def activity(self, name: str, payload: dict[str, Any], seconds: float, summary: str) -> Any:
+        key = segment_key(name, payload)
+        if key in self.known:
+            known = self.known.pop(key)
+            if isinstance(known, dict) and known.get(_SEGMENT_STOPS):
+                await self.stop()  # (the workflow's activity failed here: a segment cannot answer as it did)
+            return known
+        if self.stopping or self.size > TEMPORAL_SEGMENT_BYTES:
+            await self.stop()
+        payload = {**payload, "heartbeat": 0}  # (this segment's own heartbeat says it is alive)
+        self.active += 1
+        self.quiet.clear()
+        try:
+            if name == TEMPORAL_CALL_MODEL:
+                answer = await self.activities.call_model(payload)
+            else:
+                answer = await self.activities.call_tool(payload)
+            self.made.append([key, answer])
+            self.size += len(json.dumps(answer, default=str))
+            await self.send()
+        finally:
+            self.active -= 1
+            if not self.active:
+                self.quiet.set()
+        if not self.wanted:
+            raise SegmentEnd()
+        return answer
+
+    async def send(self) -> None:
+        """Record every call made so far (one heartbeat at a time, so none overtakes a later one)."""
+        async with self.sending:
+            if self.wanted and not await self.activities.record(self.made):
+                self.wanted = False
+
+    async def keep_beating(self) -> None:
+        """Heartbeat while calls take long, with what is recorded already (so the details never go back)."""
+        while self.wanted:
+            await asyncio.sleep(max(self.heartbeat / 3, 0.1))
+            await self.send()
+
+    async def stop(self) -> None:
+        """End the segment once the calls under way are made and recorded (none is started after this)."""
+        self.stopping = True
+        await self.quiet.wait()
+        raise SegmentEnd()
+
+    async def person(self, effect: AwaitPerson) -> PersonReply:
+        known = self.known.pop(person_key(effect), None)
+        if known is None:  # a question the workflow has not had answered yet: the workflow waits for it
+            await self.stop()
+        return PersonReply(str(known["kind"]), float(known["now"]), known.get("value"), bool(known.get("scripted")))
+
+    async def await_person(self, effect: AwaitPerson) -> PersonReply:
+        return await self.person(effect)
+
+    async def estimate(self, effect: EstimateCall) -> tuple[int, float]:
+        request = effect.request
+        identity = request.metadata.get("statewright") or {}
+        payload = {"request": request_to_json(request), "policy": self.policy,
+                   "script": self.script_for(str(identity.get("role") or request.role), _where(request))}
+        await self.activities.ready(payload)
+        tokens, cost = self.activities.estimate(payload)
+        return int(tokens), float(cost)
+
+    async def describe_tools(self, effect: DescribeTools) -> tuple[list[dict[str, Any]], dict[str, str]]:
+        payload = {"key": self.key_of(effect.machine), "tools": list(effect.tools),
+                   "workspace": self.run.workspace if self.run is not None else ""}
+        answer = self.activities.describe_tools(payload)
+        if "error" in answer:
+            raise RemoteToolError(answer["error"])
+        return list(answer["schemas"]), dict(answer["names"])
+
+
 def temporal_workflow_class(machines: TemporalMachines, secrets: Sequence[str] | None = None,
                             otel: Any = None) -> type:
     """The workflow one worker runs: TemporalWorkflow bound to the machines it serves, with Temporal's
@@ -671,7 +955,7 @@ async def temporal_serve(machines: Sequence[MachineSpec], address: str, *, task_
     client = await temporal_connect(address, namespace)
     run_class = temporal_workflow_class(registry, sorted(set(hidden), key=len, reverse=True), otel)
     activities = TemporalActivities(registry, unsafe_tools=unsafe_tools, secrets=tool_secrets,
-                                    otel=otel).definitions()
+                                    otel=otel, client=client).definitions()
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     handled = []
