@@ -143,17 +143,18 @@ def test_segments_give_way_to_an_activity_per_call_past_their_bounds(server: Dev
     calls come from segments, the rest are an activity each (as with `call`), and the run ends as locally."""
     from statewright.runtime import temporal_worker
 
-    monkeypatch.setattr(temporal_worker, "TEMPORAL_SEGMENT_BYTES", 1)  # a segment ends after one call
-    monkeypatch.setattr(temporal_worker, "TEMPORAL_SEGMENT_LOG_BYTES", 600)
+    import json
+
     top = supervisor(research())
+    script = scripted(agent_plan=["a plan"], agent_investigate__draft=["a good draft"],
+                      agent_investigate__review=["good"], agent_write=["the write-up"])
+    runner = TemporalRunner(top, server.address, task_queue="segment-bounds", script=script, durability="segment")
+    given = len(json.dumps(runner.workflow_input({"topic": "FSMs"}), default=str))
+    monkeypatch.setattr(temporal_worker, "TEMPORAL_SEGMENT_BYTES", 1)  # a segment ends after one call
+    monkeypatch.setattr(temporal_worker, "TEMPORAL_SEGMENT_LOG_BYTES", given + 600)  # the input, and a little
     worker = Worker(server.address, "segment-bounds", top)
     try:
-        script = scripted(agent_plan=["a plan"], agent_investigate__draft=["a good draft"],
-                          agent_investigate__review=["good"], agent_write=["the write-up"])
-
         async def go_on() -> tuple[Any, list[str]]:
-            runner = TemporalRunner(top, server.address, task_queue="segment-bounds", script=script,
-                                    durability="segment")
             handle = await runner.start({"topic": "FSMs"}, run_id="segment-bounds-1")
             result = await asyncio.wait_for(temporal_result(handle), 60)
             history = await handle.fetch_history()

@@ -47,9 +47,9 @@ TEMPORAL_CALL_TOOL = "statewright.call_tool"
 TEMPORAL_ESTIMATE = "statewright.estimate"
 TEMPORAL_DESCRIBE_TOOLS = "statewright.describe_tools"
 TEMPORAL_RUN_SEGMENT = "statewright.run_segment"
-# a segment (--durability segment) ends once the calls it recorded hold this much JSON; a run whose calls
-# hold more than TEMPORAL_SEGMENT_LOG_BYTES in all makes the rest of its calls an activity each (what a
-# segment records, and the calls before it that a segment is given, are payloads Temporal bounds)
+# a segment (--durability segment) ends once the calls it recorded hold this much JSON; a run whose input
+# and answers taken hold more than TEMPORAL_SEGMENT_LOG_BYTES makes the rest of its calls an activity each
+# (what a segment records, and what it is given, are payloads Temporal bounds: 2 MB by default)
 TEMPORAL_SEGMENT_BYTES = 256_000
 TEMPORAL_SEGMENT_LOG_BYTES = 1_000_000
 TEMPORAL_ANSWER_SIGNAL = "answer"

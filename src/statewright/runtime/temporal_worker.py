@@ -401,7 +401,7 @@ class TemporalWorkflow(Performer):
         self.journal: dict[str, Any] = {}
         self.log: list[list[Any]] = []
         self.taken_keys: set[str] = set()
-        self.log_bytes = 0
+        self.log_bytes = 0  # (and the run's input: a segment is given both)
         self.segment: Any = None  # the segment under way (its task), which effects asked at once await
         self.fruitless_at = -1  # the log's length when a segment made no call: none again before it grows
         # a test's run: what each visit saw and produced, and which scripted replies it was served
@@ -454,6 +454,8 @@ class TemporalWorkflow(Performer):
         self.heartbeat = float(spec.get("heartbeat") or TEMPORAL_HEARTBEAT_SECONDS)
         durability = spec.get("durability")
         self.durability = durability if durability in ("task", "segment") else "call"
+        if self.durability == "segment":  # (a segment is given the run's input with the answers taken)
+            self.log_bytes = len(json.dumps(spec, default=str))
 
     def workflow_id(self) -> str:
         from temporalio import workflow

@@ -24,9 +24,9 @@ if __package__:
     from .statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
 else:
     from statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
-if RUNTIME_SHA256 != "ccb0a78bc37aa9b5aee5d48fa45fae6d2081e3ab6eb43377cb1e299a771763fc":
+if RUNTIME_SHA256 != "5c9eba7f262ca26477f9edae534435c5d979e2e546623bb3178cfa31a2936e7b":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 ccb0a78bc37a), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 5c9eba7f262c), but "
         f"the statewright_runtime package it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile`, which "
         "rewrites the runtime too"
