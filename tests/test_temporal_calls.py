@@ -141,9 +141,9 @@ def test_segments_give_way_to_an_activity_per_call_past_their_bounds(server: Dev
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """--durability segment with a segment ended after each call and a run's answers bounded low: the first
     calls come from segments, the rest are an activity each (as with `call`), and the run ends as locally."""
-    from statewright.runtime import temporal_worker
-
     import json
+
+    from statewright.runtime import temporal_worker
 
     top = supervisor(research())
     script = scripted(agent_plan=["a plan"], agent_investigate__draft=["a good draft"],
