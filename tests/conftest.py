@@ -32,7 +32,7 @@ def bare_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 # Modules whose tests start processes, servers, a jail or a cluster, or search at random: marked slow, so
 # that `pytest -m "not slow and not realmodel"` is the fast inner loop while editing (CI runs them all).
-SLOW_MODULES = ("test_e2e_", "test_temporal.py", "test_temporal_calls.py", "test_faces.py", "test_jail.py", "test_sandbox.py", "test_lsp.py",
+SLOW_MODULES = ("test_e2e_", "test_temporal.py", "test_temporal_calls.py", "test_temporal_segments.py", "test_faces.py", "test_jail.py", "test_sandbox.py", "test_lsp.py",
                 "test_codegen_runtime_package.py", "test_grammar_constraint.py", "test_formatter_properties.py")
 
 

@@ -52,6 +52,9 @@ TEMPORAL_RUN_SEGMENT = "statewright.run_segment"
 # (what a segment records, and what it is given, are payloads Temporal bounds: 2 MB by default)
 TEMPORAL_SEGMENT_BYTES = 256_000
 TEMPORAL_SEGMENT_LOG_BYTES = 1_000_000
+# ... and once what the run's segments were given in all (it stays in the history, which Temporal bounds at
+# 50 MB) would pass this, the rest of its calls are an activity each
+TEMPORAL_SEGMENT_HISTORY_BYTES = 10_000_000
 TEMPORAL_ANSWER_SIGNAL = "answer"
 TEMPORAL_DEFAULT_ADDRESS = "127.0.0.1:7233"
 TEMPORAL_DEFAULT_NAMESPACE = "default"

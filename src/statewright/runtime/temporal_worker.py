@@ -46,6 +46,7 @@ from .temporal import (
     TEMPORAL_RETRY_DEFAULTS,
     TEMPORAL_RUN_SEGMENT,
     TEMPORAL_SEGMENT_BYTES,
+    TEMPORAL_SEGMENT_HISTORY_BYTES,
     TEMPORAL_SEGMENT_LOG_BYTES,
     TEMPORAL_TOOL_TIMEOUT_SECONDS,
     TEMPORAL_TRACE_PAGE,
@@ -247,6 +248,9 @@ class TemporalActivities:
             await drive(core.execute(run), performer)
         except SegmentEnd:
             pass
+        except Exception as exc:  # noqa: BLE001 - the calls made are answered all the same; the workflow
+            # makes the rest one activity each (a segment that fails would leave them to be made again)
+            activity.logger.warning("a segment stopped: %s: %s", type(exc).__name__, exc)
         finally:
             beating.cancel()
         return {"journal": performer.made}
@@ -336,16 +340,41 @@ class SegmentEnd(BaseException):  # not an Exception: the core must not take it 
 
 def segment_key(name: str, payload: Mapping[str, Any]) -> str:
     """What names a call among a run's calls, the same in its workflow and in a segment: a model call by
-    the identity its request carries (state, role, number, element, machine), a tool call by its machine,
-    state, tool, number and element."""
+    the identity its request carries (state, role, number, element, machine) and a digest of the request
+    itself (messages, schema, tools, model: all but the time left to it), a tool call by its machine, state,
+    tool, number, element and a digest of its arguments. An answer is taken only for the very request it
+    answered: a run that went another way in its workflow than in a segment asks for other keys."""
     if name == TEMPORAL_CALL_MODEL:
-        identity = ((payload.get("request") or {}).get("metadata") or {}).get("statewright") or {}
-        return json.dumps(["model", identity], sort_keys=True)
+        request = dict(payload.get("request") or {})
+        identity = (request.get("metadata") or {}).get("statewright") or {}
+        request.pop("timeout", None)
+        return json.dumps(["model", identity, _digest(request)], sort_keys=True)
     return json.dumps(["tool", payload.get("key"), payload.get("state"), payload.get("tool"), payload.get("seq"),
-                       payload.get("item")])
+                       payload.get("item"), _digest(payload.get("args"))])
+
+
+def _digest(value: Any) -> str:
+    import hashlib
+
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 _SEGMENT_STOPS = "segment_stops"  # an answer the workflow logged for a call whose activity failed
+
+
+def segments_unsafe(machine: MachineSpec) -> bool:
+    """Whether a run of `machine` (or of a machine it runs) could go another way in a segment than in its
+    workflow: a `seconds` limit (a segment reads the wall clock, the workflow Temporal's), or a parallel
+    state that takes the first branches to finish (which finish first differs between the two). Such runs
+    make each call an activity, as with `call`."""
+    from .spec import every_machine
+
+    for each in every_machine(machine):
+        if each.limits.seconds is not None:
+            return True
+        if any(state.parallel is not None and state.parallel.join.rule != "all" for state in each.states.values()):
+            return True
+    return False
 
 
 def person_key(effect: AwaitPerson) -> str:
@@ -404,6 +433,8 @@ class TemporalWorkflow(Performer):
         self.log_bytes = 0  # (and the run's input: a segment is given both)
         self.segment: Any = None  # the segment under way (its task), which effects asked at once await
         self.fruitless_at = -1  # the log's length when a segment made no call: none again before it grows
+        self.segments_off = False  # a machine whose runs a segment could make go another way (segments_unsafe)
+        self.sent_bytes = 0  # what segments were given so far: it stays in the history
         # a test's run: what each visit saw and produced, and which scripted replies it was served
         self.observed: list[list[Any]] | None = None
         self.served: list[list[Any]] = []
@@ -456,6 +487,7 @@ class TemporalWorkflow(Performer):
         self.durability = durability if durability in ("task", "segment") else "call"
         if self.durability == "segment":  # (a segment is given the run's input with the answers taken)
             self.log_bytes = len(json.dumps(spec, default=str))
+            self.segments_off = segments_unsafe(machine)
 
     def workflow_id(self) -> str:
         from temporalio import workflow
@@ -534,8 +566,11 @@ class TemporalWorkflow(Performer):
                 self.taken(key, answer)
                 return answer
             if self.segment is None:
-                if self.log_bytes > TEMPORAL_SEGMENT_LOG_BYTES or len(self.log) == self.fruitless_at:
+                if (self.segments_off or self.log_bytes > TEMPORAL_SEGMENT_LOG_BYTES
+                        or self.sent_bytes + self.log_bytes > TEMPORAL_SEGMENT_HISTORY_BYTES
+                        or len(self.log) == self.fruitless_at):
                     return None
+                self.sent_bytes += self.log_bytes
                 self.segment = asyncio.ensure_future(self.run_segment())
             await asyncio.shield(self.segment)  # (it is None again once done, for everyone waiting on it)
 
@@ -556,16 +591,27 @@ class TemporalWorkflow(Performer):
                 TEMPORAL_RUN_SEGMENT, payload, start_to_close_timeout=timedelta(seconds=seconds),
                 heartbeat_timeout=timedelta(seconds=self.heartbeat), retry_policy=self.retry_policy(),
                 summary="calls, each recorded before the next")
-            for key, value in answer.get("journal") or ():
-                if key not in self.journal and key not in self.taken_keys:
-                    self.journal[key] = value
-                    made += 1
-        except ActivityError:
-            pass  # (its calls are made one activity each, as with `call`)
+            made = self.take_journal(answer.get("journal"))
+        except ActivityError as exc:  # its last attempt failed: the calls it recorded were made all the same
+            details = getattr(exc.cause, "last_heartbeat_details", None) or ()
+            made = self.take_journal(details[0] if details else None)
+            # (the calls after them are made one activity each, as with `call`)
         finally:
             self.segment = None
             if not made:
                 self.fruitless_at = len(self.log)
+        return made
+
+    def take_journal(self, journal: Any) -> int:
+        """Keep the calls a segment made (as [key, answer] pairs) for the effects that will ask for them."""
+        made = 0
+        for item in journal if isinstance(journal, list) else ():
+            if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)):
+                continue
+            key, value = item
+            if key not in self.journal and key not in self.taken_keys:
+                self.journal[key] = value
+                made += 1
         return made
 
     def taken(self, key: str, answer: Any) -> None:

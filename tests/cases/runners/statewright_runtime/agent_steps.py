@@ -217,8 +217,8 @@ class AgentSteps:
                 run.seqs[key] = seq + 1
                 run.count("seqs", key)
                 try:
-                    outcome: ToolOutcome = yield CallTool(state, tool, args, seq, agent=agent.name, call=run.call_path,
-                                                          machine=self.machine)
+                    outcome: ToolOutcome = yield CallTool(state, tool, args, seq, agent=agent.name, item=run.item,
+                                                          call=run.call_path, machine=self.machine)
                 except Exception as exc:  # noqa: BLE001 - a failing tool is reported to the model
                     content = f"error: {exc}"
                     latency = getattr(exc, "latency_ms", 0.0)
