@@ -362,6 +362,17 @@ def test_scripted_answers_run_on_the_cluster_as_locally(server: DevServer, worke
     assert (remote.status, remote.path) == (local.status, local.path) == ("final", ["draft", "approve", "rejected"])
 
 
+async def waiting(address: str, run_id: str) -> dict[str, Any]:
+    """The status of a run once it waits for a person (within 30 s)."""
+    status: dict[str, Any] = {}
+    for _ in range(300):
+        status = await temporal_status(address, run_id)
+        if status.get("status") == "waiting":
+            return status
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"the run never waited: {status}")
+
+
 def test_a_machine_that_asks_starts_detached_and_ends_with_the_answer_given_by_resume(
         server: DevServer, workers: Workers, tmp_path: Path) -> None:
     spec = human_spec(tmp_path, "24h")
@@ -374,15 +385,7 @@ def test_a_machine_that_asks_starts_detached_and_ends_with_the_answer_given_by_r
     assert started.stdout.strip() == "asks-1"
     assert not (tmp_path / ".statewright" / "checkpoints.sqlite").exists()
 
-    async def waiting() -> dict[str, Any]:
-        for _ in range(200):
-            status = await temporal_status(server.address, "asks-1")
-            if status.get("status") == "waiting":
-                return status
-            await asyncio.sleep(0.1)
-        raise AssertionError(f"the run never waited: {status}")
-
-    assert asyncio.run(waiting())["waiting"]["state"] == "approve"
+    assert asyncio.run(waiting(server.address, "asks-1"))["waiting"]["state"] == "approve"
     answered = cli("resume", "asks-1", "--answer", "yes", "--temporal", server.address)
     assert answered.returncode == 0, answered.stderr
 
@@ -691,15 +694,7 @@ def test_segments_drive_a_run_past_a_persons_answer_and_make_each_call_once(
                       "segments", "--durability", "segment", "--detach", "--run-id", "segment-asks", cwd=tmp_path)
         assert started.returncode == 0, started.stderr
 
-        async def waiting() -> dict[str, Any]:
-            for _ in range(300):
-                status = await temporal_status(server.address, "segment-asks")
-                if status.get("status") == "waiting":
-                    return status
-                await asyncio.sleep(0.1)
-            raise AssertionError(f"the run never waited: {status}")
-
-        assert asyncio.run(waiting())["waiting"]["state"] == "approve"
+        assert asyncio.run(waiting(server.address, "segment-asks"))["waiting"]["state"] == "approve"
         answered = cli("resume", "segment-asks", "--answer", "yes", "--temporal", server.address)
         assert answered.returncode == 0, answered.stderr
 

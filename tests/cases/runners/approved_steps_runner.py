@@ -24,9 +24,9 @@ if __package__:
     from .statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
 else:
     from statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
-if RUNTIME_SHA256 != "b88b7fb7e76ca030db67645a0ba03a8629b577f434163675eb66cccf910b4c1b":
+if RUNTIME_SHA256 != "41be795d3d06dfecd1241a9e82a05320afce50ad7e016158c7dbaef3c0b00cf5":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 b88b7fb7e76c), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 41be795d3d06), but "
         f"the statewright_runtime package it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile`, which "
         "rewrites the runtime too"

@@ -328,25 +328,25 @@ class LightSpan:
         """`add_event` of attributes its caller made, as `set_made` takes them, and hands over (not copied)."""
         if self._end is not None:
             return
-        recorder = self._recorder
-        if self._events is None:
-            self._events = deque(maxlen=recorder.max_events)
-        self._added += 1
-        limit = recorder.max_event_attributes
+        limit = self._recorder.max_event_attributes
         kept: Any = attributes
         if limit is not None and len(attributes) > limit:
-            kept = recorder.bounded_attributes(limit, attributes, immutable=True)
-        self._events.append(recorder.event(name, kept, timestamp))
+            kept = self._recorder.bounded_attributes(limit, attributes, immutable=True)
+        self._keep_event(name, kept, timestamp)
 
     def add_event(self, name: str, attributes: Any = None, timestamp: int | None = None) -> None:
         if self._end is not None:
             return
+        self._keep_event(name, self._recorder.event_attributes(attributes),
+                         timestamp if timestamp is not None else time_ns())
+
+    def _keep_event(self, name: str, attributes: Any, timestamp: int) -> None:
+        """Keep an event, the oldest giving way past the limit (as the SDK's span keeps them)."""
         recorder = self._recorder
         if self._events is None:
             self._events = deque(maxlen=recorder.max_events)
         self._added += 1
-        self._events.append(recorder.event(name, recorder.event_attributes(attributes),
-                                           timestamp if timestamp is not None else time_ns()))
+        self._events.append(recorder.event(name, attributes, timestamp))
 
     def update_name(self, name: str) -> None:
         if self._end is None:
