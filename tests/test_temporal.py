@@ -167,13 +167,19 @@ def test_test_blocks_on_the_cluster_print_the_local_summary(server: DevServer, w
     assert len(traces) == 3
     shown = cli("trace", "show", str(traces[0]))
     assert shown.returncode == 0 and "end: final state" in shown.stdout, shown.stderr
-    # a generated runner runs its own test blocks on the cluster too
+    # the same with the calls made in segments
+    segments = cli("test", str(CONTENT), "--color", "never", "--temporal", server.address, "--durability", "segment")
+    assert segments.returncode == 0, segments.stderr
+    assert segments.stdout == local.stdout
+    # a generated runner runs its own test blocks on the cluster too, by default and in segments
     runner = tmp_path / "runner.py"
     assert cli("compile", str(CONTENT), "-o", str(runner)).returncode == 0
-    proc = subprocess.run([sys.executable, str(runner), "--selftest", "--temporal", server.address], cwd=tmp_path,
-                          text=True, capture_output=True, check=False, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout == local.stdout
+    for durability in ("call", "segment"):
+        proc = subprocess.run([sys.executable, str(runner), "--selftest", "--temporal", server.address,
+                               "--durability", durability], cwd=tmp_path, text=True, capture_output=True,
+                              check=False, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout == local.stdout
 
 
 @pytest.mark.parametrize("form", ["package", "standalone"])

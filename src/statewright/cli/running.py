@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..runtime.arguments import positive_argument
+from ..runtime.arguments import durability_option, positive_argument
 from .common import (
     EXIT_INPUT,
     EXIT_OK,
@@ -195,6 +195,7 @@ def setup_test(p: argparse.ArgumentParser) -> None:
     p.add_argument("--otel", action="store_true", help=OTEL_HELP)
     add_pass_options(p)
     add_temporal_options(p, required=False)
+    durability_option(p)
     add_color_option(p)
     p.set_defaults(func=cmd_test)
 
@@ -380,7 +381,7 @@ def _temporal_tests(comp: Compilation, args: argparse.Namespace, telemetry: Any 
         outcomes.extend(run_tests_on_temporal(machine, address, task_queue=args.task_queue,
                                               namespace=args.namespace, trace_dir=args.trace,
                                               trace_content=args.trace_content, name_filter=args.filter,
-                                              otel=telemetry))
+                                              otel=telemetry, durability=args.durability))
         return EXIT_OK
 
     if temporal_call(call, args.temporal) != EXIT_OK:

@@ -1,7 +1,7 @@
 """Argument types of the command line, shared by `statewright` and every generated runner.
 
 Each is an argparse `type=`: it turns the text into its value or raises ArgumentTypeError with what was
-expected. This module imports nothing but argparse, so the `statewright` command reads its arguments
+expected; and an option both share (`durability_option`). This module imports nothing but argparse, so the `statewright` command reads its arguments
 without loading the rest of the runtime.
 """
 
@@ -47,3 +47,15 @@ def positive_seconds_argument(text: str) -> float:
     if value == 0:
         raise argparse.ArgumentTypeError(f"expected a number of seconds more than 0, got {text}")
     return value
+
+
+def durability_option(parser: argparse.ArgumentParser) -> None:
+    """`--durability call|segment|task`: how a run on Temporal records its calls (docs/temporal.md)."""
+    parser.add_argument("--durability", choices=("call", "task", "segment"), default="call",
+                        metavar="call|segment|task",
+                        help="with --temporal: record every model and tool call in the run's history before "
+                             "it goes on (call, the default: a killed worker makes no completed call again); "
+                             "the same promise with the calls made one after another in one activity, each "
+                             "recorded by its heartbeat (segment: several times faster); or with the "
+                             "workflow task that made it (task: local activities; a worker killed before its "
+                             "task completes makes that task's calls again)")

@@ -13,7 +13,13 @@ import sys
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from .arguments import count_argument, positive_argument, positive_seconds_argument, seconds_argument
+from .arguments import (
+    count_argument,
+    durability_option,
+    positive_argument,
+    positive_seconds_argument,
+    seconds_argument,
+)
 from .checkpoint import CheckpointStore
 from .client import ModelClient
 from .core import InputError
@@ -276,14 +282,7 @@ def temporal_options(parser: argparse.ArgumentParser, required: bool = False) ->
                         help="the Temporal task queue (default: one per machine and source version)")
     parser.add_argument("--namespace", metavar="NS", default="default", help="the Temporal namespace (default)")
     if not required:  # (a run's option: a worker serves runs of either kind)
-        parser.add_argument("--durability", choices=("call", "task", "segment"), default="call",
-                            metavar="call|segment|task",
-                            help="with --temporal: record every model and tool call in the run's history before "
-                                 "it goes on (call, the default: a killed worker makes no completed call again); "
-                                 "the same promise with the calls made one after another in one activity, each "
-                                 "recorded by its heartbeat (segment: several times faster); or with the "
-                                 "workflow task that made it (task: local activities; a worker killed before its "
-                                 "task completes makes that task's calls again)")
+        durability_option(parser)
 
 
 def model_client_option(parser: argparse.ArgumentParser) -> None:

@@ -118,7 +118,7 @@ def temporal_selftest(machine: MachineSpec, args: argparse.Namespace) -> int:
     from .testing import format_outcome
 
     outcomes = run_tests_on_temporal(machine, _temporal_address(args.temporal), task_queue=args.task_queue,
-                                     namespace=args.namespace)
+                                     namespace=args.namespace, durability=getattr(args, "durability", "call"))
     failed = sum(not outcome.passed for outcome in outcomes)
     for outcome in outcomes:
         print(format_outcome(outcome))
@@ -128,12 +128,14 @@ def temporal_selftest(machine: MachineSpec, args: argparse.Namespace) -> int:
 
 def run_tests_on_temporal(machine: MachineSpec, address: str, *, task_queue: str | None = None,
                           namespace: str = "default", trace_dir: str | None = None, trace_content: bool = False,
-                          name_filter: str | None = None, otel: Any = None) -> list[Any]:
-    """The machine's test blocks run on the cluster (TestOutcomes, as `testing.run_tests` gives)."""
+                          name_filter: str | None = None, otel: Any = None, durability: str = "call") -> list[Any]:
+    """The machine's test blocks run on the cluster (TestOutcomes, as `testing.run_tests` gives), each call
+    recorded as `durability` says."""
     from .temporal import TemporalRunner, temporal_arun_tests, temporal_sdk
 
     temporal_sdk()
-    runner = TemporalRunner(machine, address, task_queue=task_queue, namespace=namespace, otel=otel)
+    runner = TemporalRunner(machine, address, task_queue=task_queue, namespace=namespace, otel=otel,
+                            durability=durability)
     return list(run_sync(temporal_arun_tests(machine, runner, trace_dir=trace_dir, trace_content=trace_content,
                                              name_filter=name_filter)))
 
