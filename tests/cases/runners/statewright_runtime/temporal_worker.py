@@ -11,6 +11,12 @@ durable timer. It reads Temporal's clock (`workflow.time()`). Temporal's event h
 worker that dies mid-run is replaced by another that replays the history through the core — every
 completed activity answers from the history, nothing is called again — and carries on.
 
+With `--durability segment` the calls are made by a segment activity instead (`statewright.run_segment`):
+`SegmentPerformer` drives the same core again from the run's start past the answers the workflow took, makes
+the calls that come next and records each on the cluster as the activity's heartbeat before the run goes on;
+the workflow takes them as its effects' answers (`TemporalWorkflow.from_segment`), by a key that names the
+very request (`segment_key`). docs/temporal.md says when segments give way to an activity per call.
+
 `TemporalWorkflow` is an ordinary class here; `temporal_workflow_class` binds it to the machines one worker
 serves and applies Temporal's decorators to that binding (temporalio is imported only then, so a runner
 carries this module and works without temporalio installed until one of its `--temporal` options is used).
