@@ -275,8 +275,11 @@ def test_limits_are_the_cores_and_a_worker_refuses_a_machine_it_does_not_serve(
         asyncio.run(runner.arun({"topic": "t"}))
 
 
+@pytest.mark.parametrize("durability", ["call", "segment"])
 def test_a_history_replays_to_the_same_run_and_a_changed_spec_refuses_it(server: DevServer, workers: Workers,
-                                                                         tmp_path: Path) -> None:
+                                                                         tmp_path: Path, durability: str) -> None:
+    """A run's history replays through the workflow without a difference (with its calls as activities, and
+    taken from segments: what the workflow does with a segment's answers is replay-safe)."""
     from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
 
     workers.start(str(EVALUATOR))
@@ -289,11 +292,14 @@ def test_a_history_replays_to_the_same_run_and_a_changed_spec_refuses_it(server:
     })
 
     async def go() -> None:
-        runner = TemporalRunner(evaluator, server.address, script=script)
-        handle = await runner.start({"subject": "FSMs"}, run_id="replay-1")
+        runner = TemporalRunner(evaluator, server.address, script=script, durability=durability)
+        handle = await runner.start({"subject": "FSMs"}, run_id=f"replay-{durability}")
         result = await temporal_result(handle)
         assert result.path == ["outline", "outline", "evaluate", "accepted"]
         history = await handle.fetch_history()
+        kinds = {e.activity_task_scheduled_event_attributes.activity_type.name for e in history.events
+                 if e.HasField("activity_task_scheduled_event_attributes")}
+        assert ("statewright.run_segment" in kinds) == (durability == "segment"), kinds
         same = Replayer(workflows=[temporal_workflow_class(TemporalMachines([evaluator]))],
                         workflow_runner=UnsandboxedWorkflowRunner())
         await same.replay_workflow(history)  # raises on any nondeterminism
