@@ -312,6 +312,35 @@ def test_a_history_replays_to_the_same_run_and_a_changed_spec_refuses_it(server:
     asyncio.run(go())
 
 
+def test_branches_whose_calls_come_from_segments_replay_and_end_as_locally(server: DevServer, workers: Workers,
+                                                                          tmp_path: Path) -> None:
+    """parallel_review's test blocks with --durability segment: branches take their calls from one segment at
+    once, the run ends as locally, and its history replays through the workflow without a difference."""
+    from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
+
+    from statewright.runtime.engine import Engine
+
+    parallel = ROOT / "examples" / "parallel_review.fsm"
+    workers.start(str(parallel))
+    review = machine(parallel)
+
+    async def go() -> None:
+        replayer = Replayer(workflows=[temporal_workflow_class(TemporalMachines([review]))],
+                            workflow_runner=UnsandboxedWorkflowRunner())
+        for index, test in enumerate(review.tests):
+            script = Script.from_test(review, test)
+            local = Engine(review, script=script, workspace=str(tmp_path / f"local-{index}")).run(dict(test.inputs))
+            runner = TemporalRunner(review, server.address, script=script, durability="segment")
+            handle = await runner.start(dict(test.inputs), run_id=f"segment-branches-{index}")
+            remote = await asyncio.wait_for(temporal_result(handle), 60)
+            assert (remote.status, remote.path, remote.result) == (local.status, local.path, local.result)
+            assert remote.usage.llm_calls == local.usage.llm_calls
+            history = await handle.fetch_history()
+            await replayer.replay_workflow(history)  # raises on any nondeterminism
+
+    asyncio.run(go())
+
+
 # ---- a person's answer ---------------------------------------------------------------------------------
 
 
