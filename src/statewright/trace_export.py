@@ -4,13 +4,13 @@ the run would have sent live (runtime/otel.py builds both, from the same events,
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .runtime.otel import OtelTelemetry
 from .runtime.otel_names import otel_traceparent
 from .runtime.otel_sink import OtelRunSink
-from .runtime.trace import read_trace
+from .runtime.trace import trace_lines
 
 
 class TraceExportError(Exception):
@@ -24,6 +24,7 @@ class ExportReport:
     spans: int
     traces: int
     unreadable: int = 0  # events whose fields could not be read as a run's (left out)
+    left_out: list[int] = field(default_factory=list)  # their line numbers in the file (the first 20)
 
 
 def export_trace(path: str, url: str | None = None, *, content: bool = False) -> ExportReport:
@@ -31,7 +32,8 @@ def export_trace(path: str, url: str | None = None, *, content: bool = False) ->
     endpoint) as spans: each run a trace, a resumed run's segments in its run's trace. Content in the file
     (messages, replies, tool arguments) is sent only with `content`. Raises OSError and ValueError as
     `read_trace` does, and TraceExportError."""
-    events = read_trace(path)
+    lines = [(number, event) for number, event, _ in trace_lines(path) if event is not None]
+    events = [event for _, event in lines]
     try:
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider
@@ -56,7 +58,7 @@ def export_trace(path: str, url: str | None = None, *, content: bool = False) ->
     from opentelemetry.sdk.metrics import MeterProvider
 
     telemetry = OtelTelemetry(provider, MeterProvider(), content=content)
-    runs, unreadable = _replay(events, telemetry, content)
+    runs, left_out = _replay(events, telemetry, content)
     spans = collected.get_finished_spans()
     traces = len({span.context.trace_id for span in spans})
     try:
@@ -67,12 +69,13 @@ def export_trace(path: str, url: str | None = None, *, content: bool = False) ->
         exporter.shutdown()
     if result is not SpanExportResult.SUCCESS:
         raise TraceExportError(f"the collector at {target} did not take the spans (see the messages above)")
-    return ExportReport(runs, len(events), len(spans), traces, unreadable)
+    return ExportReport(runs, len(events), len(spans), traces, len(left_out),
+                        [lines[index][0] for index in left_out[:20]])
 
 
-def _replay(events: list[dict[str, Any]], telemetry: OtelTelemetry, content: bool) -> tuple[int, int]:
+def _replay(events: list[dict[str, Any]], telemetry: OtelTelemetry, content: bool) -> tuple[int, list[int]]:
     """Feed the events to one sink per run segment; a resumed segment joins its run's trace. (Run segments,
-    events left out.)
+    the indexes of the events left out.)
 
     A trace file is anyone's text: every string in it (keys too) is redacted before the sink sees it, as
     in every other sink, and an event whose fields are not what a run records (a list for a state's name,
@@ -83,8 +86,9 @@ def _replay(events: list[dict[str, Any]], telemetry: OtelTelemetry, content: boo
     secrets = secret_values()
     sink: OtelRunSink | None = None
     roots: dict[str, str] = {}  # run id -> its first segment's span, as traceparent
-    runs = unreadable = 0
-    for event in events:
+    runs = 0
+    left_out: list[int] = []
+    for index, event in enumerate(events):
         event = _redacted(event, secrets)
         name = str(event.get("event"))
         fields = {k: v for k, v in event.items() if k not in ("event", "seq")}
@@ -105,10 +109,10 @@ def _replay(events: list[dict[str, Any]], telemetry: OtelTelemetry, content: boo
                     continue
             sink.record(name, fields)
         except Exception:  # noqa: BLE001 - a field of another kind than a run writes: the event is left out
-            unreadable += 1
+            left_out.append(index)
     if sink is not None:
         sink.close_open()
-    return runs, unreadable
+    return runs, left_out
 
 
 def _redacted(data: Any, secrets: list[str]) -> Any:

@@ -432,8 +432,9 @@ def cmd_trace_export(args: argparse.Namespace) -> int:
     except TraceExportError as e:
         write_err(f"statewright: error: {safe_text(e)}")
         return EXIT_INPUT
-    left_out = (f"; {plural(report.unreadable, 'event')} not as a run records it, left out"
-                if report.unreadable else "")
+    lines = ", ".join(str(number) for number in report.left_out) + (", ..." if report.unreadable > 20 else "")
+    left_out = (f"; {plural(report.unreadable, 'event')} not as a run records it, left out "
+                f"({'line' if report.unreadable == 1 else 'lines'} {lines})" if report.unreadable else "")
     write_err(f"sent {report.spans} spans of {plural(report.runs, 'run segment')} ({plural(report.traces, 'trace')}, "
               f"{report.events} events{left_out})")
     return EXIT_OK
