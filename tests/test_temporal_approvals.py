@@ -126,31 +126,35 @@ async def wait_for_paths(address: str, run_id: str, count: int) -> dict[str, Any
     raise AssertionError(f"run {run_id} never waited at {count} places: {status}")
 
 
+@pytest.mark.parametrize("durability", ["call", "segment"])
 def test_tool_calls_wait_for_approval_by_path_and_the_run_ends_with_the_local_variables(
-        server: DevServer, tmp_path: Path) -> None:
+        server: DevServer, tmp_path: Path, durability: str) -> None:
+    """Approvals in parallel branches and map elements, answered by path (with each call an activity, and with
+    the calls made in segments, which stop at each wait and drive the run past its answers)."""
     spec = tmp_path / "ops.fsm"
     spec.write_text(SPEC, encoding="utf-8")
     machine = api.runtime_machine(api.check_path(str(spec)))
     script = Script.from_json(SCRIPT)
-    worker = Worker(server.address, "approvals", machine)
+    queue = run_id = f"approvals-{durability}"
+    worker = Worker(server.address, queue, machine)
     try:
         async def go() -> Any:
-            runner = TemporalRunner(machine, server.address, task_queue="approvals", script=script)
-            await runner.start({"hosts": ["a", "b"]}, run_id="approvals-1", trace=True, trace_content=True)
-            status = await wait_for_paths(server.address, "approvals-1", 1)
+            runner = TemporalRunner(machine, server.address, task_queue=queue, script=script, durability=durability)
+            await runner.start({"hosts": ["a", "b"]}, run_id=run_id, trace=True, trace_content=True)
+            status = await wait_for_paths(server.address, run_id, 1)
             assert status["waiting"]["path"] == "left" and status["waiting"]["state"] == "left"
-            assert await temporal_answer(server.address, "approvals-1", "approve", state="left") is None
-            status = await wait_for_paths(server.address, "approvals-1", 2)
+            assert await temporal_answer(server.address, run_id, "approve", state="left") is None
+            status = await wait_for_paths(server.address, run_id, 2)
             assert sorted(w["path"] for w in status["waits"]) == ["each[0]", "each[1]"]
-            refused = await temporal_answer(server.address, "approvals-1",
+            refused = await temporal_answer(server.address, run_id,
                                             {"decision": "edit", "arguments": {"cmd": "ls b"}}, state="each[1]")
             assert refused is not None and "`cmd` is not one of its parameters" in refused
-            assert await temporal_answer(server.address, "approvals-1",
+            assert await temporal_answer(server.address, run_id,
                                          {"decision": "reject", "reason": "not on b"}, state="each[1]") is None
-            assert await temporal_answer(server.address, "approvals-1", {"decision": "edit", "arguments": {
+            assert await temporal_answer(server.address, run_id, {"decision": "edit", "arguments": {
                 "command": "echo A"}}, state="each[0]") is None
             client = await temporal_connect(server.address)
-            handle = client.get_workflow_handle("approvals-1")
+            handle = client.get_workflow_handle(run_id)
             result = await asyncio.wait_for(temporal_result(handle), 60)
             events: list[dict[str, Any]] = []
             await temporal_copy_trace(handle, Trace(sink=events, content=True))
