@@ -24,9 +24,9 @@ if __package__:
     from .statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
 else:
     from statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
-if RUNTIME_SHA256 != "7d376309cefb59b36335245d46cbcb36745a69fe94065f8c1419a9b5914a398f":
+if RUNTIME_SHA256 != "b1b2eef3100435485e22eb1fd152d0f18ba00dc5398a8bab303ed95202b95e27":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 7d376309cefb), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 b1b2eef31004), but "
         f"the statewright_runtime package it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile`, which "
         "rewrites the runtime too"

@@ -272,13 +272,15 @@ class TemporalActivities:
         from temporalio.api.workflowservice.v1 import RecordActivityTaskHeartbeatRequest
 
         client = self.temporal
+        if client is None:  # (activities served without the worker's client record nothing: no segment)
+            return False
         info = activity.info()
-        payloads = await client.data_converter.encode([journal])
         try:
+            payloads = await client.data_converter.encode([journal])
             answer = await client.workflow_service.record_activity_task_heartbeat(RecordActivityTaskHeartbeatRequest(
                 task_token=info.task_token, details=Payloads(payloads=payloads), identity=client.identity,
                 namespace=client.namespace))
-        except Exception:  # noqa: BLE001 - the server no longer takes this attempt: it must stop
+        except Exception:  # noqa: BLE001 - the server no longer takes this attempt (or it cannot be told): stop
             return False
         return not answer.cancel_requested
 
