@@ -17,8 +17,10 @@ For each test block the harness compares what the faces report (pass or fail, an
 run's trace written with content — its path, status, result and failure (kind, state, origin), every model
 request (messages, schema, model), every transition with its cause, every guard, verdict, tool call and
 person's answer — with times, latencies, ids and workspace paths taken out, and the order in which a
-`join all`'s branches finished left free (on Temporal their calls complete as they will). It prints a
-table of every divergence; the target is none.
+`join all`'s branches finished left free (on Temporal their calls complete as they will), and on the
+Temporal faces the machines with a `join first` left out of the comparison (which branch finishes first is
+a race there when scripted replies answer at once). It prints a table of every divergence; the target is
+none.
 """
 
 from __future__ import annotations
@@ -272,10 +274,16 @@ def first_difference(a: Any, b: Any, where: str = "") -> str | None:
     return None if a == b else f"{where or 'value'}: {json.dumps(a)[:160]} vs {json.dumps(b)[:160]}"
 
 
-def divergences(reference: Observed, face: str, other: Observed) -> list[tuple[str, str, str, str]]:
+_JOIN_FIRST = re.compile(r"^\s*join\s+first\b", re.MULTILINE)
+
+
+def divergences(reference: Observed, face: str, other: Observed, skip: frozenset[str] | set[str] = frozenset()
+                ) -> list[tuple[str, str, str, str]]:
+    """What `other` reports differently from the reference, test block by test block (but the machines in
+    `skip`)."""
     rows = []
     for key, (outcome, trace) in reference.items():
-        if key not in other:
+        if key not in other or key[0] in skip:
             continue
         their_outcome, their_trace = other[key]
         if their_outcome != outcome:
@@ -306,11 +314,17 @@ def test_every_face_runs_every_machine_the_same_way(tmp_path: Path, temporal_ser
     rows += divergences(reference, "runner", runner_face(cases, "package", tmp_path / "package"))
     rows += divergences(reference, "standalone runner", runner_face(cases, "standalone", tmp_path / "standalone"))
     sample = [c for c in cases if not c.name.startswith("random_") or int(c.name.split("_")[1]) % TEMPORAL_EVERY == 0]
-    rows += divergences(reference, "temporal", temporal_face(sample, temporal_server, tmp_path / "temporal"))
+    # On Temporal a `join first` takes the branches whose calls complete first, as they complete: with scripted
+    # replies that answer at once that is a race (locally the first started wins among those answered at
+    # once; docs/temporal.md). Their test blocks still run there; their outcomes are not compared.
+    racing = {c.name for c in sample if _JOIN_FIRST.search(c.path.read_text(encoding="utf-8"))}
+    rows += divergences(reference, "temporal", temporal_face(sample, temporal_server, tmp_path / "temporal"),
+                        skip=racing)
     rows += divergences(reference, "temporal segment",
-                        temporal_face(sample, temporal_server, tmp_path / "temporal-segment", "segment"))
+                        temporal_face(sample, temporal_server, tmp_path / "temporal-segment", "segment"), skip=racing)
     tests = len(reference)
-    print(f"\n{len(cases)} machines, {tests} test blocks, 6 faces ({len(sample)} machines on Temporal): "
+    print(f"\n{len(cases)} machines, {tests} test blocks, 6 faces ({len(sample)} machines on Temporal, "
+          f"{len(racing)} with a join first not compared there): "
           f"{len(rows)} divergences")
     if rows:
         print(table(rows))
