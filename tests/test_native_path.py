@@ -183,7 +183,7 @@ WORKER_ACTIVITIES = """
 import asyncio, json, sys
 from statewright import api
 from statewright.runtime.temporal import TemporalMachines, request_to_json
-from statewright.runtime.temporal_worker import TemporalActivities
+from statewright.runtime.temporal_activities import TemporalActivities
 from statewright.runtime.client import ModelRequest
 machine = api.runtime_machine(api.check_file(sys.argv[1]))
 activities = TemporalActivities(TemporalMachines([machine]))

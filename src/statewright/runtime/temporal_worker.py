@@ -1,4 +1,5 @@
-"""The worker's side of durable runs: the workflow that drives the core, the activities that touch the world.
+"""The worker's side of durable runs: the workflow that drives the core, and the worker that serves it with
+the activities that touch the world (temporal_activities.py).
 
 One run is one workflow. `TemporalWorkflow` drives the same deterministic core as the local engine, through
 the same executor skeleton (executor.py): it is a Performer whose leaves are activities — a model or
@@ -12,7 +13,7 @@ With `--durability segment` the calls are made by a segment activity instead (`s
 `SegmentPerformer` drives the same core again from the run's start past the answers the workflow took, makes
 the calls that come next and records each on the cluster as the activity's heartbeat before the run goes on;
 the workflow takes them as its effects' answers (`TemporalWorkflow.from_segment`), by a key that names the
-very request (`segment_key`). docs/temporal.md says when segments give way to an activity per call.
+very request (`segment_key`, temporal_segments.py). docs/temporal.md says when segments give way to an activity per call.
 
 `TemporalWorkflow` is an ordinary class here; `temporal_workflow_class` binds it to the machines one worker
 serves and applies Temporal's decorators to that binding (temporalio is imported only then, so a runner
@@ -28,17 +29,16 @@ import os
 import re
 import signal
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
-from .client import ModelError, ModelRequest, ModelResponse, rough_call_estimate
+from .client import ModelError, ModelRequest, ModelResponse
 from .effects import AwaitPerson, CallModel, CallTool, DescribeTools, EstimateCall, PersonReply, ToolOutcome
 from .executor import Performer, drive
 from .inputs import InputError
 from .result import AnswerError, Failure, RunResult
-from .scripted import Script, ScriptedClient, ScriptError, ScriptExhausted
+from .scripted import Script, ScriptError
 from .spec import MachineSpec, state_at
 from .structured import to_jsonable
 from .temporal import (
@@ -62,331 +62,19 @@ from .temporal import (
     TemporalMachines,
     default_task_queue,
     machine_key,
-    request_from_json,
     request_to_json,
     response_from_json,
-    response_to_json,
     result_to_json,
     script_to_json,
     temporal_connect,
-    temporal_model_error_json,
     temporal_policy,
     temporal_sdk,
     temporal_workspace,
 )
+from .temporal_activities import TemporalActivities
+from .temporal_segments import SEGMENT_STOPS, SegmentEnd, person_key, segment_key, segments_unsafe
 from .tool_secrets import read_secrets
 from .trace import redact_data, redacted_json, secret_forms, secret_values
-
-
-def _host() -> str:
-    import socket
-
-    return socket.gethostname()
-
-
-def _ms_since(started: float) -> float:
-    return round((time.perf_counter() - started) * 1000, 3)
-
-
-# ---- activities: where the world is touched ---------------------------------------------------------------
-
-
-class TemporalActivities:
-    """What a worker performs for the workflows it runs: model calls, tool calls, estimates, tool schemas.
-
-    Each activity answers with data, not an exception, when the call failed for good: Temporal retries
-    only a lost or timed-out activity, and the core decides what a failure means. A scripted call's answer
-    says which scripted reply it served (`served`), so a test run on the cluster can tell unused replies."""
-
-    def __init__(self, machines: TemporalMachines, *, unsafe_tools: bool = False,
-                 secrets: Mapping[str, Mapping[str, str]] | None = None, otel: Any = None,
-                 client: Any = None) -> None:
-        self.machines = machines
-        self.temporal = client  # the worker's Temporal client: a segment records its calls through it
-        self.otel = otel  # an otel.OtelTelemetry: each activity a span under the run's span that asked for it
-        self.unsafe_tools = unsafe_tools  # the worker's to give, never a run's: its tools run on this host
-        self.secrets = dict(secrets or {})  # machine key -> the tool secrets this worker read for it
-        self.registries: OrderedDict[tuple[str, str], Any] = OrderedDict()  # (key, workspace) -> ToolRegistry
-        self.litellm_import: asyncio.Future[Any] | None = None
-
-    def definitions(self) -> list[Any]:
-        from temporalio import activity
-
-        async def call_model(payload: dict) -> dict:
-            with self.activity_span(TEMPORAL_CALL_MODEL, payload):
-                return await self.call_model(payload)
-
-        async def call_tool(payload: dict) -> dict:
-            with self.activity_span(TEMPORAL_CALL_TOOL, payload):
-                return await self.call_tool(payload)
-
-        async def estimate(payload: dict) -> list:
-            await self.ready(payload)
-            return self.estimate(payload)
-
-        async def describe_tools(payload: dict) -> dict:
-            return self.describe_tools(payload)
-
-        async def run_segment(payload: dict) -> dict:
-            with self.activity_span(TEMPORAL_RUN_SEGMENT, payload):
-                return await self.run_segment(payload)
-
-        return [activity.defn(name=TEMPORAL_CALL_MODEL)(call_model),
-                activity.defn(name=TEMPORAL_CALL_TOOL)(call_tool),
-                activity.defn(name=TEMPORAL_ESTIMATE)(estimate),
-                activity.defn(name=TEMPORAL_DESCRIBE_TOOLS)(describe_tools),
-                activity.defn(name=TEMPORAL_RUN_SEGMENT)(run_segment)]
-
-    @contextlib.contextmanager
-    def activity_span(self, name: str, payload: Mapping[str, Any]) -> Any:
-        """A span of this worker's part in a run — one activity — under the run's span that asked for it, so a
-        run that moved between workers is one tree that says which worker did what."""
-        context = payload.get("trace_context")
-        if self.otel is None or not context:
-            yield None
-            return
-        from temporalio import activity
-
-        info = activity.info()
-        span = self.otel.child_span(f"RunActivity:{name}", context, {
-            "statewright.worker.pid": os.getpid(), "statewright.worker.host": _host(),
-            "temporal.activity.attempt": info.attempt, "temporal.workflow.id": info.workflow_id})
-        try:
-            yield span
-        finally:
-            span.end()
-
-    async def ready(self, payload: Mapping[str, Any]) -> None:
-        """Import litellm, the first time a call needs it, in a thread: the import takes seconds, and an
-        event loop blocked that long sends no heartbeats — Temporal would take the worker for dead."""
-        if payload.get("script") is not None:
-            return
-        from .model_client import calls_need_litellm
-
-        request = payload.get("request") or {}
-        if not calls_need_litellm([str(request.get("model", "")), *(request.get("fallbacks") or ())]):
-            return  # the native client (model_client.py) loads nothing that takes long
-        if self.litellm_import is None:  # one import for every call waiting on it: a second `import
-            from .litellm_client import _load_litellm  # litellm` would block the loop on its lock
-
-            self.litellm_import = asyncio.ensure_future(asyncio.to_thread(_load_litellm))
-        await asyncio.shield(self.litellm_import)
-
-    def client(self, payload: Mapping[str, Any]) -> Any:
-        script = payload.get("script")
-        if script is not None:
-            return ScriptedClient(Script.from_json(script))
-        from .model_calls import RetryPolicy
-        from .model_client import default_model_client
-
-        policy = payload.get("policy") or TEMPORAL_RETRY_DEFAULTS
-        return default_model_client(RetryPolicy(max_retries=int(policy["retries"]),
-                                                initial_delay=float(policy["retry_delay"]),
-                                                max_delay=float(policy["max_delay"]),
-                                                timeout=float(policy["timeout"])))
-
-    async def call_model(self, payload: Mapping[str, Any]) -> dict[str, Any]:
-        """One model call with the client's own retries and fallbacks; a call that fails for good is answered
-        with its error."""
-        request = request_from_json(payload["request"])
-        await _beating(self.ready(payload), float(payload.get("heartbeat") or 0))
-        client = self.client(payload)
-        try:
-            response = await _beating(client.acomplete(request), float(payload.get("heartbeat") or 0))
-        except ModelError as exc:
-            return {"error": temporal_model_error_json(exc)}
-        answer: dict[str, Any] = {"response": response_to_json(response)}
-        if isinstance(client, ScriptedClient):
-            answer["served"] = [list(call) for call in client.calls]
-        return answer
-
-    async def call_tool(self, payload: Mapping[str, Any]) -> dict[str, Any]:
-        started = time.perf_counter()
-        state, seq = str(payload["state"]), int(payload["seq"])
-        script = payload.get("script")
-        if script is not None:  # an action state's tool, answered by the run's script
-            item = payload.get("item")
-            client = ScriptedClient(Script.from_json(script))
-            try:
-                reply = client.tool(state, seq, run_id=payload.get("run_id"),
-                                    item=int(item) if item is not None else None)
-            except ScriptExhausted as exc:
-                return {"error": {"message": str(exc), "scripted": True}}
-            if reply.delay > 0:
-                await asyncio.sleep(reply.delay)
-            return {"outcome": {"value": to_jsonable(reply.value), "latency_ms": _ms_since(started),
-                                "scripted": True}, "served": [list(call) for call in client.calls]}
-        try:
-            registry = self.tools(str(payload["key"]), str(payload["workspace"]))
-            value = await _beating(registry.acall(payload["tool"], payload["args"]),
-                                   float(payload.get("heartbeat") or 0))
-        except Exception as exc:  # noqa: BLE001 - the tool's failure goes back to the core, as locally
-            return {"error": {"message": str(exc), "latency_ms": getattr(exc, "latency_ms", None)
-                              or _ms_since(started)}}
-        return {"outcome": {"value": to_jsonable(value), "latency_ms": _ms_since(started)}}
-
-    async def run_segment(self, payload: Mapping[str, Any]) -> dict[str, Any]:
-        """Run a run on from where its workflow is (--durability segment): the run's core, driven again from
-        its start with the answers the workflow has taken so far (`log`), makes the calls that come next,
-        one after another, and records each on the server — the heartbeat of this activity, its details
-        every call made so far, awaited — before the run goes on. It stops before a question to a person,
-        once its calls hold TEMPORAL_SEGMENT_BYTES, or where the run ends, and answers with the calls it
-        made (`journal`), which the workflow takes as the answers of the effects its own core asks for.
-
-        A worker that dies inside a segment leaves it to another attempt (the heartbeat stops), given the
-        calls recorded: it drives the run again past them and makes only the calls after them."""
-        from temporalio import activity
-
-        info = activity.info()
-        recorded = list(info.heartbeat_details[0]) if info.heartbeat_details else []
-        performer = SegmentPerformer(self, payload, recorded)
-        entry = self.machines.get(str(payload["spec"].get("key")))
-        if entry is None:
-            return {"journal": recorded}
-        spec = payload["spec"]
-        core = entry.activity_core(spec.get("model_map"), spec.get("max_tokens"))
-        run = core.start(str(payload["run_id"]), dict(spec.get("inputs") or {}), str(payload["workspace"]))
-        run.started = float(payload["started"])
-        performer.run = run
-        core.begin(run, resumed=False)
-        beating = asyncio.ensure_future(performer.keep_beating())
-        try:
-            await drive(core.execute(run), performer)
-        except SegmentEnd:
-            pass
-        except Exception as exc:  # noqa: BLE001 - the calls made are answered all the same; the workflow
-            # makes the rest one activity each (a segment that fails would leave them to be made again)
-            activity.logger.warning("a segment stopped: %s: %s", type(exc).__name__, exc)
-        finally:
-            beating.cancel()
-        return {"journal": performer.made}
-
-    async def record(self, journal: list[list[Any]]) -> bool:
-        """Record a segment's calls on the server as its activity's heartbeat details, and wait until they
-        are; whether the activity is still wanted (False: cancelled, timed out, or its workflow gone)."""
-        from temporalio import activity
-        from temporalio.api.common.v1 import Payloads
-        from temporalio.api.workflowservice.v1 import RecordActivityTaskHeartbeatRequest
-
-        client = self.temporal
-        if client is None:  # (activities served without the worker's client record nothing: no segment)
-            return False
-        info = activity.info()
-        try:
-            payloads = await client.data_converter.encode([journal])
-            answer = await client.workflow_service.record_activity_task_heartbeat(RecordActivityTaskHeartbeatRequest(
-                task_token=info.task_token, details=Payloads(payloads=payloads), identity=client.identity,
-                namespace=client.namespace))
-        except Exception:  # noqa: BLE001 - the server no longer takes this attempt (or it cannot be told): stop
-            return False
-        return not answer.cancel_requested
-
-    def estimate(self, payload: Mapping[str, Any]) -> list[Any]:
-        request = request_from_json(payload["request"])
-        client = self.client(payload)
-        try:
-            tokens, cost = client.estimate(request)
-            return [int(tokens), float(cost)]
-        except Exception:  # noqa: BLE001 - as locally: a failing estimate still gets the budget checked
-            return list(rough_call_estimate(request))
-
-    def describe_tools(self, payload: Mapping[str, Any]) -> dict[str, Any]:
-        try:
-            registry = self.tools(str(payload["key"]), str(payload["workspace"]))
-            schemas: list[dict[str, Any]] = []
-            names: dict[str, str] = {}
-            for tool in payload["tools"]:
-                schema = registry.schema(tool)
-                schemas.append(schema)
-                function = schema.get("function", schema)
-                names[str(function.get("name", tool))] = tool
-        except Exception as exc:  # noqa: BLE001 - a ToolError, or a user tool that does not import
-            return {"error": {"message": str(exc)}}
-        return {"schemas": to_jsonable(schemas), "names": names}
-
-    def tools(self, key: str, workspace: str) -> Any:
-        """The tool registry of a machine working in `workspace` (resolved against this worker's directory)."""
-        entry = self.machines.get(key)
-        if entry is None:
-            raise RuntimeError(f"this worker does not serve the machine {key}")
-        where = os.path.abspath(workspace)
-        registry = self.registries.get((key, where))
-        if registry is None:
-            from .tools import ToolRegistry
-
-            registry = ToolRegistry(entry.machine.tools, where, unsafe_tools=self.unsafe_tools,
-                                    secrets=self.secrets.get(key, {}))
-            self.registries[(key, where)] = registry
-            while len(self.registries) > 256:
-                self.registries.popitem(last=False)
-        else:
-            self.registries.move_to_end((key, where))
-        return registry
-
-
-async def _beating(work: Any, every: float) -> Any:
-    """Await `work`, heartbeating while it runs, so a worker that dies is noticed within the heartbeat timeout."""
-    if every <= 0:
-        return await work
-    from temporalio import activity
-
-    task = asyncio.ensure_future(work)
-    try:
-        while True:
-            done, _ = await asyncio.wait({task}, timeout=every)
-            if done:
-                return task.result()
-            activity.heartbeat()
-    finally:
-        if not task.done():
-            task.cancel()
-
-
-class SegmentEnd(BaseException):  # not an Exception: the core must not take it for a call's failure
-    """A segment stops here (a person is asked, its calls are many, the server no longer wants it)."""
-
-
-def segment_key(name: str, payload: Mapping[str, Any]) -> str:
-    """What names a call among a run's calls, the same in its workflow and in a segment: a model call by
-    the identity its request carries (state, role, number, element, machine) and a digest of the request
-    itself (messages, schema, tools, model: all but the time left to it), a tool call by its machine, state,
-    tool, number, element and a digest of its arguments. An answer is taken only for the very request it
-    answered: a run that went another way in its workflow than in a segment asks for other keys."""
-    if name == TEMPORAL_CALL_MODEL:
-        request = dict(payload.get("request") or {})
-        identity = (request.get("metadata") or {}).get("statewright") or {}
-        request.pop("timeout", None)
-        return json.dumps(["model", identity, _digest(request)], sort_keys=True)
-    return json.dumps(["tool", payload.get("key"), payload.get("state"), payload.get("tool"), payload.get("seq"),
-                       payload.get("item"), _digest(payload.get("args"))])
-
-
-def _digest(value: Any) -> str:
-    import hashlib
-
-    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode("utf-8", "surrogatepass")).hexdigest()
-
-
-_SEGMENT_STOPS = "segment_stops"  # an answer the workflow logged for a call whose activity failed
-
-
-def segments_unsafe(machine: MachineSpec) -> bool:
-    """Whether a run of `machine` (or of a machine it runs) could go another way in a segment than in its
-    workflow: a `seconds` limit (a segment reads the wall clock, the workflow Temporal's), or a parallel
-    state that takes the first branches to finish (which finish first differs between the two). Such runs
-    make each call an activity, as with `call`."""
-    from .spec import every_machine
-
-    for each in every_machine(machine):
-        if each.limits.seconds is not None:
-            return True
-        if any(state.parallel is not None and state.parallel.join.rule != "all" for state in each.states.values()):
-            return True
-    return False
-
-
-def person_key(effect: AwaitPerson) -> str:
-    return json.dumps(["person", effect.where, effect.seq, effect.item])
 
 
 def _where(request: ModelRequest) -> str:
@@ -558,7 +246,7 @@ class TemporalWorkflow(Performer):
                 summary=summary)
         except BaseException:
             if self.durability == "segment":  # the run took a failure here: no segment drives it past this
-                self.taken(key, {_SEGMENT_STOPS: True})
+                self.taken(key, {SEGMENT_STOPS: True})
             raise
         if self.durability == "segment":
             self.taken(key, answer)
@@ -879,7 +567,7 @@ class SegmentPerformer(TemporalWorkflow):
         key = segment_key(name, payload)
         if key in self.known:
             known = self.known.pop(key)
-            if isinstance(known, dict) and known.get(_SEGMENT_STOPS):
+            if isinstance(known, dict) and known.get(SEGMENT_STOPS):
                 await self.stop()  # (the workflow's activity failed here: a segment cannot answer as it did)
             return known
         if self.stopping or self.size > TEMPORAL_SEGMENT_BYTES:
@@ -926,9 +614,6 @@ class SegmentPerformer(TemporalWorkflow):
         if known is None:  # a question the workflow has not had answered yet: the workflow waits for it
             await self.stop()
         return PersonReply(str(known["kind"]), float(known["now"]), known.get("value"), bool(known.get("scripted")))
-
-    async def await_person(self, effect: AwaitPerson) -> PersonReply:
-        return await self.person(effect)
 
     async def estimate(self, effect: EstimateCall) -> tuple[int, float]:
         request = effect.request
