@@ -53,9 +53,12 @@ class TemporalActivities:
 
     def __init__(self, machines: TemporalMachines, *, unsafe_tools: bool = False,
                  secrets: Mapping[str, Mapping[str, str]] | None = None, otel: Any = None,
-                 client: Any = None) -> None:
+                 client: Any = None, segment_performer: Any = None) -> None:
         self.machines = machines
         self.temporal = client  # the worker's Temporal client: a segment records its calls through it
+        # temporal_worker.SegmentPerformer: the workflow's own leaves, as a segment performs them (given by the
+        # worker, which imports this module)
+        self.segment_performer = segment_performer
         self.otel = otel  # an otel.OtelTelemetry: each activity a span under the run's span that asked for it
         self.unsafe_tools = unsafe_tools  # the worker's to give, never a run's: its tools run on this host
         self.secrets = dict(secrets or {})  # machine key -> the tool secrets this worker read for it
@@ -192,12 +195,10 @@ class TemporalActivities:
 
         info = activity.info()
         recorded = list(info.heartbeat_details[0]) if info.heartbeat_details else []
-        from .temporal_worker import SegmentPerformer  # (the workflow's own leaves: it imports this module)
-
-        performer = SegmentPerformer(self, payload, recorded)
         entry = self.machines.get(str(payload["spec"].get("key")))
-        if entry is None:
+        if entry is None or self.segment_performer is None:
             return {"journal": recorded}
+        performer = self.segment_performer(self, payload, recorded)
         spec = payload["spec"]
         core = entry.activity_core(spec.get("model_map"), spec.get("max_tokens"))
         run = core.start(str(payload["run_id"]), dict(spec.get("inputs") or {}), str(payload["workspace"]))

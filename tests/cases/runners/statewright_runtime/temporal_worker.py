@@ -16,7 +16,8 @@ With `--durability segment` the calls are made by a segment activity instead (`s
 `SegmentPerformer` drives the same core again from the run's start past the answers the workflow took, makes
 the calls that come next and records each on the cluster as the activity's heartbeat before the run goes on;
 the workflow takes them as its effects' answers (`TemporalWorkflow.from_segment`), by a key that names the
-very request (`segment_key`, temporal_segments.py). docs/temporal.md says when segments give way to an activity per call.
+very request (`segment_key`, temporal_segments.py). docs/temporal.md says when segments give way to an
+activity per call.
 
 `TemporalWorkflow` is an ordinary class here; `temporal_workflow_class` binds it to the machines one worker
 serves and applies Temporal's decorators to that binding (temporalio is imported only then, so a runner
@@ -696,7 +697,7 @@ async def temporal_serve(machines: Sequence[MachineSpec], address: str, *, task_
     client = await temporal_connect(address, namespace)
     run_class = temporal_workflow_class(registry, sorted(set(hidden), key=len, reverse=True), otel)
     activities = TemporalActivities(registry, unsafe_tools=unsafe_tools, secrets=tool_secrets,
-                                    otel=otel, client=client).definitions()
+                                    otel=otel, client=client, segment_performer=SegmentPerformer).definitions()
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     handled = []
