@@ -24,9 +24,11 @@ runs per second of two workers over one (on two cores shared with the server and
 is what to expect: the server's history writes are the bottleneck).
 
 Where a worker's memory goes (measured on this machine): temporalio itself is most of both (about 56 MB with
-the gRPC core); statewright's runtime adds about 11 MB (most of it pydantic's model machinery, which typed
-outputs need and the bare worker never loads). `statewright worker` checks its files in a child process
-and holds no compiler (it held about 13 MB of it when it checked them itself).
+the gRPC core); statewright's runtime adds 3-5 MB. A worker loads only what its machines use: this machine
+(text replies, templates that only print names) needs neither pydantic's model machinery (about 5 MB, for
+typed outputs, tools and calls of machines), Jinja (templates beyond `{{ name }}`) nor SQLite (a worker
+never checkpoints). `statewright worker` checks its files in a child process and holds no compiler (it
+held about 13 MB of it when it checked them itself).
 
     python bench/temporal.py [--states 8] [--runs 10] [--batch 60]
 

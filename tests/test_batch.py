@@ -271,16 +271,16 @@ def test_the_batch_command_keeps_what_was_loaded_out_of_the_collectors_sight(
     that froze objects itself keeps them as it froze them."""
     import gc
 
-    from statewright.runtime import runner_cli
+    from statewright.runtime import batch as batch_module
 
     seen: list[int] = []
-    real = runner_cli.run_batch
+    real = batch_module.run_batch
 
     async def watched(*args: Any, **kwargs: Any) -> Any:
         seen.append(gc.get_freeze_count())
         return await real(*args, **kwargs)
 
-    monkeypatch.setattr(runner_cli, "run_batch", watched)
+    monkeypatch.setattr(batch_module, "run_batch", watched)  # (the batch command imports it when it runs)
     cases = write_lines(tmp_path / "cases.jsonl", {"inputs": {"subject": "FSMs"}})
     if frozen_before:
         gc.freeze()

@@ -877,3 +877,57 @@ def test_branches_and_map_elements_run_as_concurrent_activities_and_end_as_local
 
     ends = [datetime.fromisoformat(e["time"]).timestamp() for e in calls]
     assert max(ends[:3]) - min(ends[:3]) < 0.9 and max(ends[3:]) - min(ends[3:]) < 0.9
+
+
+# `statewright worker ARGS` with, once it stops serving, the modules it imported written to the file $MODULES.
+_WORKER_REPORTING_MODULES = """
+import json, os, sys
+import statewright.runtime.temporal_worker as temporal_worker
+
+real = temporal_worker.temporal_serve
+
+async def serve(*args, **options):
+    try:
+        return await real(*args, **options)
+    finally:
+        with open(os.environ["MODULES"], "w") as out:
+            json.dump(sorted(sys.modules), out)
+
+temporal_worker.temporal_serve = serve
+from statewright.cli import main
+sys.exit(main(["worker", *sys.argv[1:]]))
+"""
+
+
+def test_a_worker_loads_only_what_its_machines_use(server: DevServer, tmp_path: Path) -> None:
+    """A worker serving a machine of text replies and templates that only print names, called through the
+    native client's models, loads neither litellm, pydantic's model machinery, Jinja, SQLite nor the
+    compiler, in either durability (what keeps it near a bare temporalio worker's memory, bench/temporal.py)."""
+    spec = tmp_path / "linear.fsm"
+    spec.write_text(LINEAR)
+    modules = tmp_path / "modules.json"
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'tests'}{os.pathsep}{ROOT}", "MODULES": str(modules)}
+    process = subprocess.Popen([sys.executable, "-c", _WORKER_REPORTING_MODULES, str(spec), "--temporal",
+                                server.address, "--task-queue", "lean"], cwd=tmp_path, env=env, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        assert process.stdout is not None
+        seen = []
+        while "serving" not in (line := process.stdout.readline()):
+            seen.append(line)
+            assert line or process.poll() is None, "".join(seen)
+        script = Script.from_json({"agent": {name: [f"{name} done"] for name in ("one", "two", "three", "four")}})
+        for durability in ("call", "segment"):
+            runner = TemporalRunner(machine(spec), server.address, task_queue="lean", script=script,
+                                    durability=durability)
+            result = asyncio.run(runner.arun({"topic": "tea"}))
+            assert result.status == "final" and result.path == ["one", "two", "three", "four", "done"]
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=30)
+    loaded = json.loads(modules.read_text())
+    # (the machine modules are loaded by statewright.compiler.codegen.load, which imports no other part of it)
+    unwanted = [name for name in loaded if name.split(".")[0] in ("litellm", "jinja2", "sqlite3", "lark")
+                or name in ("pydantic.main", "statewright.api") or name.startswith(
+                    ("statewright.compiler.checks", "statewright.grammar", "statewright.compiler.codegen.render"))]
+    assert "statewright.runtime.temporal_activities" in loaded and unwanted == []

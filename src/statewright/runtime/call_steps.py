@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from .calls import CallFailure, CallOutcome, outcome_of
 from .effects import Paused
 from .inputs import InputError
 from .plan import MachinePlan, StatePlan
@@ -84,6 +83,9 @@ class CallSteps:
             try:
                 child = core.start(f"{run.run_id}/{where}", inputs, run.workspace)
             except InputError as exc:  # the inputs do not fit the called machine: the call fails, typed
+                # (calls.py holds pydantic models: a process whose machines call none never loads them)
+                from .calls import CallFailure, CallOutcome
+
                 return CallOutcome(ok=False, failure=CallFailure(kind="input", message=str(exc), origin=spec.origin))
             self._attach_child(run, child, key, where, core)
             run.calls[key] = child
@@ -104,6 +106,7 @@ class CallSteps:
         usage.llm_calls += used.llm_calls
         run.seqs[plan.call_key] = run.seqs.get(plan.call_key, 0) + 1
         run.count("seqs", plan.call_key)
+        from .calls import outcome_of
         return outcome_of(core.machine, result)
 
     def _attach_child(self, run: Run, child: Run, key: str, where: str, core: Any) -> None:

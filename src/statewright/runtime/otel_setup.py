@@ -12,9 +12,10 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .otel import OtelPlannedIds, OtelTelemetry
+if TYPE_CHECKING:
+    from .otel import OtelTelemetry
 
 OTEL_INSTALL_HINT = ("OpenTelemetry needs its SDK and an OTLP exporter: pip install 'statewright[otel]' (or: pip "
                      "install opentelemetry-sdk opentelemetry-exporter-otlp-proto-http)")
@@ -61,6 +62,8 @@ def otel_from_environment(*, content: bool | None = None, planned: bool = False,
         from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
     except ImportError:
         raise OtelUnavailable(OTEL_INSTALL_HINT) from None
+    from .otel import OtelPlannedIds, OtelTelemetry
+
     resource = Resource.create(otel_resource_defaults())
     ids: Any = OtelPlannedIds(RandomIdGenerator())  # (an IdGenerator in all but its base class)
     tracer_provider = TracerProvider(resource=resource, id_generator=ids)

@@ -24,9 +24,9 @@ if __package__:
     from .statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
 else:
     from statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
-if RUNTIME_SHA256 != "90036be4d4ca7e7e1b6808e161cda475d1f558d062339662cc9660367f404b16":
+if RUNTIME_SHA256 != "889d646963f019e1df795d1cfdb8c50b864a8b6dec495111c8b9233b182e8f9c":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 90036be4d4ca), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 889d646963f0), but "
         f"the statewright_runtime package it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile`, which "
         "rewrites the runtime too"

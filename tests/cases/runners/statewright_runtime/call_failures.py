@@ -7,7 +7,6 @@ arrives."""
 
 from __future__ import annotations
 
-import email.utils
 import time
 import zlib
 from typing import Any
@@ -62,6 +61,8 @@ def retry_after_seconds(value: Any) -> float | None:
     except (TypeError, ValueError):
         pass
     try:
+        import email.utils  # an HTTP date, rarely sent
+
         parsed = email.utils.parsedate_to_datetime(value) if isinstance(value, str) else None
     except (TypeError, ValueError):
         return None

@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-import sqlite3
 import threading
 import time
 from typing import Any
@@ -95,6 +94,8 @@ class CheckpointStore:
         self.path = path
         directory = os.path.dirname(os.path.abspath(path))
         os.makedirs(directory, exist_ok=True)
+        import sqlite3  # here: a process that never checkpoints (a Temporal worker) does not load it
+
         self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self._lock = threading.Lock()
         try:

@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -65,6 +64,8 @@ class InputValidator:
         known = {spec.name: spec for spec in machine.inputs}
         for name in given:
             if name not in known:
+                import difflib
+
                 close = difflib.get_close_matches(name, list(known), n=1)
                 hint = f"; did you mean '{close[0]}'?" if close else ""
                 listed = ", ".join(known) or "none"

