@@ -352,7 +352,7 @@ def main() -> None:
     litellm_us = litellm_traced_us = None
     if not args.skip_litellm:
         m = args.litellm_transitions
-        litellm_us, litellm_traced_us = measure_litellm(loop_machine(m), m, max(runs, 9), otel=telemetry)
+        litellm_us, litellm_traced_us = measure_litellm(loop_machine(m), m, max(runs, 15), otel=telemetry)
 
     native_us = measure_native(loop_machine(args.native_transitions), args.native_transitions, runs)
 

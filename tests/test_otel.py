@@ -697,3 +697,69 @@ def test_the_recorder_steps_aside_where_the_sdk_would_do_more() -> None:
     collected.telemetry.tracer_provider.add_span_processor(starting)
     assert parallel_run(collected).ok
     assert "invoke_agent parallel_review" in starting.started and len(starting.started) == len(collected.finished())
+
+
+def test_a_local_runs_spans_made_in_batches_are_those_made_event_by_event(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A local run's sink makes its spans a batch of events at a time: every example's tests give the
+    exporter exactly the spans (ids, parents, attributes, events) a sink taking each event at once gives."""
+    from statewright.runtime import otel_sink
+    from statewright.runtime.engine import Engine
+
+    batches: list[int] = []
+    flush = otel_sink.OtelRunSink.flush
+
+    def counted(self: Any) -> None:
+        batches.append(len(self.pending or ()))
+        flush(self)
+
+    monkeypatch.setattr(otel_sink.OtelRunSink, "flush", counted)
+    for side in ("batched", "at_once"):
+        (tmp_path / side / "light").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "batched")
+    batched = spans_of(True)
+    assert max(batches) > 10  # (the runs' events were taken in batches)
+    monkeypatch.setattr(Engine, "_otel_sink", lambda self, run: self.otel.run_sink(run, self.machine))
+    monkeypatch.chdir(tmp_path / "at_once")
+    batches.clear()
+    at_once = spans_of(True)
+    assert batches == [] and len(at_once) > 100
+    assert batched == at_once
+
+
+def test_a_batched_sink_sends_spans_while_the_run_waits_and_when_flushed(tmp_path: Path) -> None:
+    """Kept events become spans soon after (not at the run's end): while a run waits for a slow model call,
+    the spans of the states before it are already with the exporter; events kept when a run stops without
+    its end become spans when the telemetry is flushed."""
+    import asyncio
+
+    spec = tmp_path / "slow.fsm"
+    spec.write_text(
+        'machine slow {\n    agent a { prompt "p" }\n    start state first { agent a  do "One."  -> second }\n'
+        '    state second { agent a  do "Two."  -> third }\n    state third { agent a  do "Three."  -> done }\n'
+        '    final state done\n}\n')
+    machine = statewright.load(spec)
+    script = Script.from_json({"agent": {"first": ["one"], "second": [{"value": "two", "delay": 0.8}],
+                                         "third": ["three"]}})
+    collected = Collected()
+    seen: list[list[str]] = []
+
+    async def both() -> Any:
+        run = asyncio.ensure_future(machine.arun({}, script=script, otel=collected.telemetry))
+        await asyncio.sleep(0.4)  # the first state's call answered at once, the second's under way
+        seen.append([str((span.attributes or {}).get("statewright.state") or span.name)
+                     for span in collected.finished()])
+        return await run
+
+    result = asyncio.run(both())
+    assert result.ok
+    assert "first" in seen[0] and "second" not in seen[0] and not any("slow" in name for name in seen[0]), seen
+
+    kept = Collected()
+    sink = kept.telemetry.run_sink(None, machine.spec, batched=True)
+    sink.record("run_start", {"run_id": "r", "machine": "m"})
+    sink.record("state_enter", {"state": "outline", "visit": 1})
+    sink.record("transition", {"from": "outline", "to": "draft", "cause": "unconditional", "reason": ""})
+    assert kept.finished() == [] and len(sink.pending or ()) == 2
+    kept.telemetry.flush()
+    assert [span.name for span in kept.finished()] == [sink._state_name("outline")] and sink.pending == []

@@ -281,7 +281,7 @@ class Engine:
         run.observe = self.observe
 
     def _otel_sink(self, run: Run | None) -> Any:
-        return self.otel.run_sink(run, self.machine) if self.otel is not None else None
+        return self.otel.run_sink(run, self.machine, batched=True) if self.otel is not None else None
 
     def _emitter(self, trace: Trace | None, otel_sink: Any = None) -> Listener | None:
         sinks: list[Listener] = []

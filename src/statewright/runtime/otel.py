@@ -10,6 +10,7 @@ carries this module and runs without the package until `--otel` is given.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -82,14 +83,19 @@ class OtelTelemetry:
         # a no-op meter provider counts nothing: the run's sinks then build no measurement at all
         self.counting = not isinstance(self.meter_provider, metrics.NoOpMeterProvider)
         self.trace_api = trace
+        self.batched: weakref.WeakSet[OtelRunSink] = weakref.WeakSet()  # batched sinks of runs under way
 
     def run_sink(self, run: Any = None, machine: Any = None, *, content: bool = False,
-                 secrets: list[str] | None = None, planned: str | None = None) -> OtelRunSink:
+                 secrets: list[str] | None = None, planned: str | None = None, batched: bool = False) -> OtelRunSink:
         """The sink of one run's events. `run` (a Run) keeps the run's trace context for its checkpoint;
         `machine` names each state's agent; `content` adds content when this telemetry records none;
-        `planned` (a workflow's own key) plans every span id from it."""
-        return OtelRunSink(self, run, machine, content=self.content or content,
-                           secrets=self.secrets if secrets is None else secrets, planned=planned)
+        `planned` (a workflow's own key) plans every span id from it; `batched` makes the spans a batch of
+        events at a time (a local run's sink: OtelRunSink.record), taken when this telemetry is flushed."""
+        sink = OtelRunSink(self, run, machine, content=self.content or content,
+                           secrets=self.secrets if secrets is None else secrets, planned=planned, batched=batched)
+        if sink.pending is not None:
+            self.batched.add(sink)
+        return sink
 
     def start_client_span(self, name: str, attributes: Mapping[str, Any]) -> Any:
         """A span of a client that starts a run elsewhere (a Temporal workflow): the run's spans join it."""
@@ -100,6 +106,8 @@ class OtelTelemetry:
         return self.tracer.start_span(name, context=otel_context(self.trace_api, parent), attributes=dict(attributes))
 
     def flush(self) -> None:
+        for sink in list(self.batched):  # (events a run's sink keeps become spans first)
+            sink.flush()
         for provider in (self.tracer_provider, self.meter_provider):
             flush = getattr(provider, "force_flush", None)
             if flush is not None:

@@ -24,9 +24,9 @@ if __package__:
     from .statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
 else:
     from statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
-if RUNTIME_SHA256 != "889d646963f019e1df795d1cfdb8c50b864a8b6dec495111c8b9233b182e8f9c":
+if RUNTIME_SHA256 != "57ef812c88b1e277b755e43ef5410f35e247c22f4bbf34a28632570d738f017a":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 889d646963f0), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 57ef812c88b1), but "
         f"the statewright_runtime package it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile`, which "
         "rewrites the runtime too"
