@@ -763,3 +763,98 @@ def test_a_batched_sink_sends_spans_while_the_run_waits_and_when_flushed(tmp_pat
     assert kept.finished() == [] and len(sink.pending or ()) == 2
     kept.telemetry.flush()
     assert [span.name for span in kept.finished()] == [sink._state_name("outline")] and sink.pending == []
+
+
+SLOW = ('machine slow {\n    agent a { prompt "p" }\n    start state first { agent a  do "One."  -> second }\n'
+        '    state second { agent a  do "Two."  -> third }\n    state third { agent a  do "Three."  -> done }\n'
+        '    final state done\n}\n')
+
+
+def test_a_run_cut_off_keeps_its_spans_for_the_telemetry_s_flush(tmp_path: Path) -> None:
+    """A run cancelled without its end, its loop closed: the events its sink kept still become spans when
+    the telemetry shuts down, however soon the garbage collector runs."""
+    import asyncio
+    import gc
+
+    spec = tmp_path / "slow.fsm"
+    spec.write_text(SLOW)
+    machine = statewright.load(spec)
+    script = Script.from_json({"agent": {"first": ["one"], "second": [{"value": "two", "delay": 5}]}})
+    collected = Collected()
+
+    async def cut_off() -> None:
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(machine.arun({}, script=script, otel=collected.telemetry), timeout=0.02)
+
+    asyncio.run(cut_off())
+    gc.collect()
+    collected.telemetry.shutdown()
+    states = [str((span.attributes or {}).get("statewright.state")) for span in collected.finished()]
+    assert "first" in states and len(collected.finished()) == 2  # its state and that state's model call
+
+
+def test_a_batched_sink_takes_every_event_when_flushed_from_another_thread() -> None:
+    """Events recorded on one thread while another flushes the telemetry (and starts other runs' sinks):
+    none is lost, none raises."""
+    import threading
+
+    collected = Collected()
+    telemetry = collected.telemetry
+    sink = telemetry.run_sink(None, None, batched=True)
+    sink.record("run_start", {"run_id": "r", "machine": "m"})
+    done = threading.Event()
+    errors: list[BaseException] = []
+
+    def flushing() -> None:
+        while not done.is_set():
+            try:
+                telemetry.run_sink(None, None, batched=True).record("state_enter", {"state": "other", "visit": 1})
+                telemetry.flush()
+            except BaseException as exc:  # noqa: BLE001 - reported by the test
+                errors.append(exc)
+                return
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    thread = threading.Thread(target=flushing)
+    thread.start()
+    try:
+        for index in range(3000):
+            sink.record("state_enter", {"state": f"s{index}", "visit": 1})
+            sink.record("transition", {"from": f"s{index}", "to": "next", "cause": "unconditional", "reason": ""})
+    finally:
+        done.set()
+        thread.join()
+        sys.setswitchinterval(interval)
+    telemetry.flush()
+    states = [span for span in collected.finished() if (span.attributes or {}).get("statewright.state", "") != "other"
+              and "statewright.state" in (span.attributes or {})]
+    assert errors == [] and len(states) == 3000
+    assert all((span.attributes or {}).get("statewright.transition.to") == "next" for span in states)
+
+
+def test_a_span_processor_s_error_loses_no_other_event_of_the_batch() -> None:
+    """A span processor raising while a batch is taken: the batch's other events are still taken, and the
+    error is raised where the batch was taken (here the run's end)."""
+    from opentelemetry.sdk.trace import SpanProcessor
+
+    class Failing(SpanProcessor):  # type: ignore[misc]
+        failed = False
+
+        def on_end(self, span: Any) -> None:
+            if not Failing.failed:
+                Failing.failed = True
+                raise RuntimeError("the processor failed")
+
+    collected = Collected()
+    collected.telemetry.tracer_provider.add_span_processor(Failing())
+    sink = collected.telemetry.run_sink(None, None, batched=True)
+    sink.record("run_start", {"run_id": "r", "machine": "m"})
+    for state in ("first", "second"):
+        sink.record("state_enter", {"state": state, "visit": 1})
+        sink.record("transition", {"from": state, "to": "next", "cause": "unconditional", "reason": ""})
+    with pytest.raises(RuntimeError, match="the processor failed"):
+        sink.record("run_end", {"run_id": "r", "status": "final", "steps": 2})
+    ended = {str((span.attributes or {}).get("statewright.state")): span for span in collected.finished()}
+    assert Failing.failed and {"first", "second"} <= set(ended)
+    assert ended["second"].attributes["statewright.transition.to"] == "next"

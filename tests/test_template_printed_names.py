@@ -106,6 +106,51 @@ def test_bounds_hold_on_the_fast_path() -> None:
         TemplateSet().render("{{ a }}", {"a": ["x" * 1000] * 20_000})
 
 
+class Raises:
+    def __str__(self) -> str:
+        raise ValueError("boom")
+
+
+class Counted:
+    printed = 0
+
+    def __str__(self) -> str:
+        Counted.printed += 1
+        return "counted"
+
+
+class Overriding(dict):  # type: ignore[type-arg]
+    def __getitem__(self, key: Any) -> Any:
+        return "from __getitem__"
+
+
+@pytest.mark.parametrize("source", ["x{{ r }}", "{{ a }}{{ r }}", "{{ r }}", "x{{ huge }}", "{{ a }}{{ big }}",
+                                    "{{ big }}x", "{{ a }}{{ missing }}", "x{{ a.missing }}", "{{ lst }}"])
+def test_a_render_past_its_deadline_fails_as_jinja_s_does(source: str) -> None:
+    """Jinja checks the deadline after each piece it writes (then the length): the same error wins either
+    way, whether a value would fail to print, a piece is too long, or the time is up first."""
+    context = {"a": "A", "r": Raises(), "big": "x" * MAX_RENDERED_CHARS, "huge": 10**5000,
+               "lst": ["y" * 1000] * 20_000}
+    for seconds in (-1.0, 0.0, None):
+        fast, jinja = TemplateSet(), TemplateSet()
+        jinja._printed[source] = None
+        outcomes = []
+        for templates in (fast, jinja):
+            try:
+                outcomes.append(("ok", templates.render(source, context, seconds=seconds)))
+            except TemplateRenderError as exc:
+                outcomes.append((type(exc).__name__, str(exc)))
+        assert outcomes[0] == outcomes[1], (source, seconds)
+
+
+def test_odd_contexts_and_values_printed_once() -> None:
+    same("{{ a }}", Overriding(a="A"))  # Jinja reads a copy made with dict()
+    same("{{ a }}", {"a": "A", 1: "one"})  # (which needs text keys)
+    Counted.printed = 0
+    same("{{ c }} {{ s.upper }}", {"c": Counted(), "s": "text"})  # the second tag is Jinja's: so is the first
+    assert Counted.printed == 2  # once by each way, not twice by the fast one
+
+
 KNOWN = ["a", "b", "_d", "class", "items"]
 # mostly names the context has, text without markup; now and then a word Jinja reads otherwise, or markup
 names = st.one_of(*[st.sampled_from(KNOWN)] * 5, st.sampled_from(["true", "self", "missing", "c"]))

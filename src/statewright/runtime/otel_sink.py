@@ -105,7 +105,7 @@ class OtelRunSink:
         # a local run's events, taken in batches (see `record`); None: each at once
         self.pending: list[tuple[str, dict[str, Any], int]] | None = [] if batched and not content else None
         self.timer: Any = None
-        self.taking = threading.Lock()  # (the telemetry's flush may come from another thread)
+        self.taking = threading.RLock()  # (the telemetry's flush may come from another thread)
 
     # -- the listener ---------------------------------------------------------------------------------
 
@@ -113,35 +113,53 @@ class OtelRunSink:
         """Take one event; `at` (ns since the epoch) when it happened, else its `time` field, else now.
 
         A batched sink (a local run's) keeps the events and turns them into spans a batch at a time: when
-        the run starts or ends, after _BATCH events, and _BATCH_SECONDS after the first one kept (on the
-        run's event loop), or when its telemetry is flushed. The spans are the same (built with the times
-        the events carry); what changes is that the sink's code runs for many events at once, not between
-        every two model calls, whose clients leave the processor's caches cold (it costs a third)."""
-        pending = self.pending
-        if pending is None:
+        the run starts or ends, after _BATCH events, _BATCH_SECONDS after the first one kept (on the run's
+        event loop), or when its telemetry is flushed (the telemetry holds a sink while it keeps events, so
+        a run cut off without its end loses none). The spans are the same (built with the times the events
+        carry); what changes is that the sink's code runs for many events at once, not between every two
+        model calls, whose clients leave the processor's caches cold (it costs a third). An error in making
+        a span (a span processor's) no longer stops the batch: the rest is taken, then the first error is
+        raised where the batch was taken (at an event of the run, or in the event loop's handler)."""
+        if self.pending is None:
             self.take(event, fields, at)
             return
         stamp = otel_event_ns(fields["time"]) if "time" in fields else None
-        pending.append((event, fields, stamp or at or time.time_ns()))
-        if event in _AT_ONCE or len(pending) >= _BATCH:
+        at = stamp or at or time.time_ns()
+        with self.taking:
+            pending = self.pending
+            pending.append((event, fields, at))
+            if len(pending) == 1:
+                self.telemetry.batched.add(self)
+            now = event in _AT_ONCE or len(pending) >= _BATCH
+        if now:
             self.flush()
-        elif len(pending) == 1:
+        elif self.timer is None:
             try:
-                self.timer = asyncio.get_running_loop().call_later(_BATCH_SECONDS, self.flush)
+                self.timer = asyncio.get_running_loop().call_later(_BATCH_SECONDS, self._timed_flush)
             except RuntimeError:  # (no loop: taken at the next event, the run's end, the telemetry's flush)
                 pass
 
+    def _timed_flush(self) -> None:
+        self.timer = None
+        self.flush()
+
     def flush(self) -> None:
-        """Take the events a batched sink keeps."""
+        """Take the events a batched sink keeps (from any thread; again from inside, as a span processor
+        flushing its telemetry would)."""
         with self.taking:
-            if self.timer is not None:
-                self.timer.cancel()
-                self.timer = None
             pending = self.pending
-            if pending:
-                self.pending = []
-                for event, fields, at in pending:
+            if not pending:
+                return
+            self.pending = []
+            self.telemetry.batched.discard(self)
+            error: Exception | None = None
+            for event, fields, at in pending:
+                try:
                     self.take(event, fields, at)
+                except Exception as exc:  # noqa: BLE001 - raised once the rest of the batch is taken
+                    error = error or exc
+            if error is not None:
+                raise error
 
     def take(self, event: str, fields: dict[str, Any], at: int | None = None) -> None:
         """Make the spans of one event."""

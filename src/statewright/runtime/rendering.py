@@ -554,27 +554,38 @@ def printed_names(source: str) -> tuple[Any, ...] | None:
 
 
 def _render_printed(pieces: tuple[Any, ...], context: Mapping[str, Any]) -> str | None:
-    """The text of a `printed_names` template, or None when a name is not in the context or a field is not
-    one `_field` finds (Jinja renders it then: its error, or what its sandbox finds)."""
+    """The text of a `printed_names` template, or None when Jinja must render it: a name is not in the
+    context or a field is not one `_field` finds (Jinja's error, or what its sandbox finds), or the context
+    is not a dict of text keys (Jinja reads a copy made with dict(), which needs those).
+
+    The pieces are written as Jinja's compiled template yields them and `render` takes its chunks: each
+    non-empty text and each value in turn, the length checked, then the deadline."""
+    if type(context) is not dict or not all(type(key) is str for key in context):
+        return None
+    values = []
+    for path in pieces[1::2]:  # (reading a field has no effect: reading them all first changes nothing)
+        if path[0] not in context:
+            return None
+        value = context[path[0]]
+        for name in path[1:]:
+            value = _field(value, name)
+            if value is _NO_FIELD:
+                return None
+        values.append(value)
     parts = []
     size = 0
     for index, piece in enumerate(pieces):
         if index % 2 == 0:
+            if not piece:
+                continue
             text = piece
         else:
-            if piece[0] not in context:
-                return None
-            value = context[piece[0]]
-            for name in piece[1:]:
-                value = _field(value, name)
-                if value is _NO_FIELD:
-                    return None
-            text = str(_finalize(value))
+            text = str(_finalize(values[index // 2]))
         size += len(text)
         if size > MAX_RENDERED_CHARS:
             raise TemplateTooLarge(f"the rendered text is longer than {MAX_RENDERED_CHARS:,} characters")
         parts.append(text)
-    _check_deadline()
+        _check_deadline()
     return "".join(parts)
 
 

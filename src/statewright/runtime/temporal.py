@@ -129,6 +129,10 @@ class TemporalEntry:
     def __init__(self, machine: MachineSpec) -> None:
         self.machine = machine
         self.cores: dict[str, RunCore] = {}
+        # what a run imports on first use is imported with the machine, not inside a workflow task (which
+        # Temporal gives 2 s before it calls it deadlocked): the outcomes of calls are pydantic models
+        if any(state.run is not None for each in every_machine(machine) for state in each.states.values()):
+            from .calls import CallOutcome  # noqa: F401
 
     def activity_core(self, model_map: Mapping[str, str] | None, max_tokens: int | None) -> RunCore:
         """The core a segment activity runs the machine with (temporal_worker.py): the workflow's, on the wall

@@ -13,7 +13,6 @@ carries this module and runs without the package until `--otel` is given.
 from __future__ import annotations
 
 import threading
-import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -86,7 +85,7 @@ class OtelTelemetry:
         # a no-op meter provider counts nothing: the run's sinks then build no measurement at all
         self.counting = not isinstance(self.meter_provider, metrics.NoOpMeterProvider)
         self.trace_api = trace
-        self.batched: weakref.WeakSet[OtelRunSink] = weakref.WeakSet()  # batched sinks of runs under way
+        self.batched: set[OtelRunSink] = set()  # batched sinks that keep events (OtelRunSink.record)
 
     def run_sink(self, run: Any = None, machine: Any = None, *, content: bool = False,
                  secrets: list[str] | None = None, planned: str | None = None, batched: bool = False) -> OtelRunSink:
@@ -96,8 +95,6 @@ class OtelTelemetry:
         events at a time (a local run's sink: OtelRunSink.record), taken when this telemetry is flushed."""
         sink = OtelRunSink(self, run, machine, content=self.content or content,
                            secrets=self.secrets if secrets is None else secrets, planned=planned, batched=batched)
-        if sink.pending is not None:
-            self.batched.add(sink)
         return sink
 
     def start_client_span(self, name: str, attributes: Mapping[str, Any]) -> Any:
@@ -109,21 +106,31 @@ class OtelTelemetry:
         return self.tracer.start_span(name, context=otel_context(self.trace_api, parent), attributes=dict(attributes))
 
     def flush(self) -> None:
-        for sink in list(self.batched):  # (events a run's sink keeps become spans first)
-            sink.flush()
+        """Send what is buffered: the events runs' sinks keep become spans, then the providers flush (an
+        error making a span is raised after all of it is done)."""
+        error: Exception | None = None
+        for sink in self.batched.copy():
+            try:
+                sink.flush()
+            except Exception as exc:  # noqa: BLE001 - raised once everything else is flushed
+                error = error or exc
         for provider in (self.tracer_provider, self.meter_provider):
             flush = getattr(provider, "force_flush", None)
             if flush is not None:
                 flush()
+        if error is not None:
+            raise error
 
     def shutdown(self) -> None:
-        """Send what is buffered; providers this telemetry made are shut down."""
-        self.flush()
-        if self.owned:
-            for provider in (self.tracer_provider, self.meter_provider):
-                stop = getattr(provider, "shutdown", None)
-                if stop is not None:
-                    stop()
+        """Send what is buffered; providers this telemetry made are shut down (whatever the flush raised)."""
+        try:
+            self.flush()
+        finally:
+            if self.owned:
+                for provider in (self.tracer_provider, self.meter_provider):
+                    stop = getattr(provider, "shutdown", None)
+                    if stop is not None:
+                        stop()
 
 
 class OtelMetrics:
