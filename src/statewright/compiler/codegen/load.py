@@ -4,7 +4,9 @@ The text is a runner's machine part importing the installed runtime (`statewrigh
 compiled under a name that says where it came from, registered with linecache (so a traceback through a
 guard shows the generated line),
 and executed as a module of its own. Modules are kept per text: loading the same machine twice in a
-process compiles it once.
+process compiles it once. The text is kept as UTF-8 bytes (codegen's load_machine renders it into bytes):
+a str holding one character past Latin-1 takes two or four bytes a character, and every generated
+module has one in its first line.
 
 A module is compiled and executed a few top-level statements at a time, in order, into one namespace:
 the same code, but CPython builds a syntax tree only for the statements in hand, not for the whole
@@ -27,8 +29,11 @@ from collections.abc import Iterator
 _MODULE_PREFIX = "statewright.machines.m_"
 
 
-def load_machine_module(text: str, source_path: str) -> types.ModuleType:
-    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:20]
+def load_machine_module(text: str | bytes, source_path: str) -> types.ModuleType:
+    """The module of `text` (a str, or its UTF-8 bytes), executed once in this process."""
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    del text
+    digest = hashlib.sha256(data).hexdigest()[:20]
     name = _MODULE_PREFIX + digest
     module = _LOADED.get(name)
     if module is not None:
@@ -38,7 +43,7 @@ def load_machine_module(text: str, source_path: str) -> types.ModuleType:
     with _LOADING:
         module = _LOADED.get(name)
         if module is None:
-            module = _LOADED[name] = _load(text, source_path, name, digest)
+            module = _LOADED[name] = _load(data, source_path, name, digest)
     return module
 
 
@@ -46,15 +51,15 @@ _LOADED: dict[str, types.ModuleType] = {}  # by name: the modules whose every st
 _LOADING = threading.Lock()
 
 
-def _load(text: str, source_path: str, name: str, digest: str) -> types.ModuleType:
-    # Not a <name>: linecache gives lines lazily only to other names. The text is split into lines when a
-    # traceback first asks (a list of lines takes three times the text's memory).
+def _load(data: bytes, source_path: str, name: str, digest: str) -> types.ModuleType:
+    # Not a <name>: linecache gives lines lazily only to other names. The text is decoded and split into
+    # lines when a traceback first asks (a list of lines takes three times the text's memory).
     filename = f"statewright-machine:{source_path}:{digest[:12]}"
-    linecache.cache[filename] = (lambda: text,)
+    linecache.cache[filename] = (lambda: data.decode("utf-8"),)
     module = _module(name, source_path, filename)
     try:
         try:
-            for code in compiled_pieces(text, filename):
+            for code in compiled_pieces(data, filename):
                 exec(code, module.__dict__)  # noqa: S102 - the module statewright itself generated from a checked spec
         except UncutModule as whole:
             module = _module(name, source_path, filename)
@@ -76,8 +81,8 @@ def _module(name: str, source_path: str, filename: str) -> types.ModuleType:
 # A top-level statement starts at a line that begins with a name or a decorator, and is not the rest of a
 # compound statement (a comment at the start of a line may sit inside a block: it is no place to cut). The
 # text before the module's `from __future__` line (its header comments and docstring) is one piece.
-_STATEMENT_START = re.compile(r"^(?=[A-Za-z_@])(?!(?:else|elif|except|finally)\b)", re.MULTILINE)
-_FUTURE_LINE = "\nfrom __future__ import annotations\n"
+_STATEMENT_START = re.compile(rb"^(?=[A-Za-z_@])(?!(?:else|elif|except|finally)\b)", re.MULTILINE)
+_FUTURE_LINE = b"\nfrom __future__ import annotations\n"
 _FUTURE_FLAGS = 0
 for _feature in __future__.all_feature_names:
     _FUTURE_FLAGS |= getattr(__future__, _feature).compiler_flag
@@ -93,17 +98,22 @@ class UncutModule(Exception):  # not an error: what to run instead
         self.code = code
 
 
-def compiled_pieces(text: str, filename: str) -> Iterator[types.CodeType]:
-    """The code of `text`, a run of its top-level statements at a time, in order; executed one after
-    another in one namespace they do what the whole module's code does. Line numbers are the module's.
+def compiled_pieces(text: str | bytes, filename: str) -> Iterator[types.CodeType]:
+    """The code of `text` (a str, or its UTF-8 bytes), a run of its top-level statements at a time, in
+    order; executed one after another in one namespace they do what the whole module's code does. Line
+    numbers are the module's.
 
     A piece is cut where a line could start a statement; one that does not compile alone (a line of a
     string that starts like a statement) takes in the next piece until it does — only then is it
     whole, since a cut inside a string or a bracket leaves it unfinished — and past _MOST_MERGES the rest
-    of the text is one piece. Future imports hold for the pieces after them, as in one module."""
+    of the text is one piece. Future imports hold for the pieces after them, as in one module.
+
+    The cuts are found in the bytes, each at the start of a line; a piece is decoded before it is compiled
+    (compiled as bytes, a comment in its first lines could name another encoding)."""
+    text = text.encode("utf-8") if isinstance(text, str) else text
     head = text.find(_FUTURE_LINE)
     if head < 0:
-        yield compile(text, filename, "exec", dont_inherit=True)
+        yield compile(text.decode("utf-8"), filename, "exec", dont_inherit=True)
         return
     cuts = [m.start() for m in _STATEMENT_START.finditer(text, head + len(_FUTURE_LINE))]
     cuts.append(len(text))
@@ -114,13 +124,13 @@ def compiled_pieces(text: str, filename: str) -> Iterator[types.CodeType]:
         merges = 0
         while True:
             try:
-                code = compile(text[start:end], filename, "exec", flags=flags, dont_inherit=True)
+                code = compile(text[start:end].decode("utf-8"), filename, "exec", flags=flags, dont_inherit=True)
                 break
             except SyntaxError:
                 if end == len(text):
                     # the module's own error, at its own positions; or, should the text compile whole
                     # where its pieces do not, its whole code for the caller to run afresh
-                    raise UncutModule(compile(text, filename, "exec", dont_inherit=True)) from None
+                    raise UncutModule(compile(text.decode("utf-8"), filename, "exec", dont_inherit=True)) from None
                 merges += 1
                 if merges == _MOST_MERGES:
                     end = len(text)
@@ -132,7 +142,7 @@ def compiled_pieces(text: str, filename: str) -> Iterator[types.CodeType]:
         yield _shifted(code, line)
         if end == len(text):
             return
-        line += text.count("\n", start, end)
+        line += text.count(b"\n", start, end)
         start = end
         while cuts[i] <= start:
             i += 1
