@@ -146,7 +146,7 @@ def run(path):
     if face == "designer":
         from statewright.designer.design import compile_text
         with open(path, encoding="utf-8") as f:
-            return len(compile_text(f.read(), path, stop_after="load").diagnostics)
+            return len(compile_text(f.read(), path, stop_after="load", keep_syntax=False).diagnostics)
     raise SystemExit(f"unknown face {face}")
 
 def peak():
