@@ -32,7 +32,7 @@ _MAX_INT_BITS = int(MAX_INT_DIGITS * 3.3219)  # a constant guard's numbers stay 
 _PATHS_SHOWN = 50
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one for each transition: a large machine has tens of thousands
 class Edge:
     source: int
     target: int
