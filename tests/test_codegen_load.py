@@ -101,6 +101,41 @@ def test_a_module_of_any_characters_loads_from_its_bytes() -> None:
     assert load_machine_module(text, "wide.fsm") is module  # the same text as a str: the same module
 
 
+def test_a_bytearray_is_let_go_as_it_is_compiled_and_tracebacks_still_show_the_lines() -> None:
+    """load_machine hands the module's text over as a bytearray: it is emptied as its pieces compile (the
+    text is not held beside the module it makes), and linecache keeps it compressed for tracebacks."""
+    spec = (EXAMPLES[0].parent / "parallel_review.fsm").read_text(encoding="utf-8").replace(
+        "machine ", "machine handed_", 1)
+    text = installed_text(spec, "handed.fsm")
+    data = bytearray(text.encode("utf-8"))
+    module = load_machine_module(data, "handed.fsm")
+    assert not data  # emptied
+    pieces = executed(list(compiled_pieces(text, "m")), "statewright_load_test_handed")
+    assert sorted(k for k in module.__dict__ if not k.startswith("__")) == sorted(k for k in pieces
+                                                                                  if not k.startswith("__"))
+    assert list(module.STATES) == list(pieces["STATES"])  # type: ignore[call-overload]
+    try:
+        module.guard_reviews_0(None)
+    except AttributeError:
+        shown = traceback.format_exc()
+    else:
+        raise AssertionError("the guard read an output from None")
+    assert "return sum(1 for r in s.output if r.approve) >= 2" in shown
+
+
+def test_a_bytearray_that_compiles_only_whole_is_compiled_from_the_whole_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    from statewright.compiler.codegen import load
+
+    monkeypatch.setattr(load, "_STATEMENT_START", re.compile(rb"^(?=[A-Za-z_@#])", re.MULTILINE))
+    text = ("\nfrom __future__ import annotations\ncalls = []\ncalls.append(1)\ndef f():\n    x = 2\n# a note\n"
+            "    return x\n\nvalue = f()\n")
+    with pytest.raises(load.UncutModule) as raised:
+        list(load.compiled_pieces(bytearray(text.encode()), "m", lambda: text))
+    assert executed([raised.value.code], "statewright_load_test_whole")["value"] == 2
+    with pytest.raises(ValueError, match="give `whole`"):
+        list(load.compiled_pieces(bytearray(text.encode()), "m"))
+
+
 HOSTILE_LINES = [
     "STATES = None",
     "from __future__ import annotations",

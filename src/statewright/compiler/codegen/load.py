@@ -24,13 +24,15 @@ import re
 import sys
 import threading
 import types
-from collections.abc import Iterator
+import zlib
+from collections.abc import Callable, Iterator
 
 _MODULE_PREFIX = "statewright.machines.m_"
 
 
-def load_machine_module(text: str | bytes, source_path: str) -> types.ModuleType:
-    """The module of `text` (a str, or its UTF-8 bytes), executed once in this process."""
+def load_machine_module(text: str | bytes | bytearray, source_path: str) -> types.ModuleType:
+    """The module of `text` (a str, or its UTF-8 bytes), executed once in this process. A bytearray is
+    let go of as its statements are compiled (it ends empty): the caller hands the text over."""
     data = text.encode("utf-8") if isinstance(text, str) else text
     del text
     digest = hashlib.sha256(data).hexdigest()[:20]
@@ -51,19 +53,25 @@ _LOADED: dict[str, types.ModuleType] = {}  # by name: the modules whose every st
 _LOADING = threading.Lock()
 
 
-def _load(data: bytes, source_path: str, name: str, digest: str) -> types.ModuleType:
-    # Not a <name>: linecache gives lines lazily only to other names. The text is decoded and split into
-    # lines when a traceback first asks (a list of lines takes three times the text's memory).
+def _load(data: bytes | bytearray, source_path: str, name: str, digest: str) -> types.ModuleType:
+    # Not a <name>: linecache gives lines lazily only to other names. The text is kept compressed (a
+    # generated module compresses to some twentieth of it), and decompressed, decoded and split into lines
+    # when a traceback first asks (a list of lines takes three times the text's memory).
     filename = f"statewright-machine:{source_path}:{digest[:12]}"
-    linecache.cache[filename] = (lambda: data.decode("utf-8"),)
+    kept = zlib.compress(data)
+
+    def whole() -> str:
+        return zlib.decompress(kept).decode("utf-8")
+
+    linecache.cache[filename] = (whole,)
     module = _module(name, source_path, filename)
     try:
         try:
-            for code in compiled_pieces(data, filename):
+            for code in compiled_pieces(data, filename, whole):
                 exec(code, module.__dict__)  # noqa: S102 - the module statewright itself generated from a checked spec
-        except UncutModule as whole:
+        except UncutModule as uncut:
             module = _module(name, source_path, filename)
-            exec(whole.code, module.__dict__)  # noqa: S102 - as above
+            exec(uncut.code, module.__dict__)  # noqa: S102 - as above
     except BaseException:
         del sys.modules[name]
         raise
@@ -98,10 +106,13 @@ class UncutModule(Exception):  # not an error: what to run instead
         self.code = code
 
 
-def compiled_pieces(text: str | bytes, filename: str) -> Iterator[types.CodeType]:
+def compiled_pieces(text: str | bytes | bytearray, filename: str,
+                    whole: Callable[[], str] | None = None) -> Iterator[types.CodeType]:
     """The code of `text` (a str, or its UTF-8 bytes), a run of its top-level statements at a time, in
     order; executed one after another in one namespace they do what the whole module's code does. Line
-    numbers are the module's.
+    numbers are the module's. A bytearray is emptied as it goes (the text before the piece in hand is
+    deleted), so that the text is not held beside the module it makes: `whole` then gives the whole text,
+    should it be needed again (a module that compiles only whole).
 
     A piece is cut where a line could start a statement; one that does not compile alone (a line of a
     string that starts like a statement) takes in the next piece until it does — only then is it
@@ -111,39 +122,51 @@ def compiled_pieces(text: str | bytes, filename: str) -> Iterator[types.CodeType
     The cuts are found in the bytes, each at the start of a line; a piece is decoded before it is compiled
     (compiled as bytes, a comment in its first lines could name another encoding)."""
     text = text.encode("utf-8") if isinstance(text, str) else text
+    if whole is None:
+        if isinstance(text, bytearray):
+            raise ValueError("a bytearray is emptied as it is compiled: give `whole`")
+        whole = bytes(text).decode
     head = text.find(_FUTURE_LINE)
     if head < 0:
         yield compile(text.decode("utf-8"), filename, "exec", dont_inherit=True)
         return
+    size = len(text)
     cuts = [m.start() for m in _STATEMENT_START.finditer(text, head + len(_FUTURE_LINE))]
-    cuts.append(len(text))
+    cuts.append(size)
     i = 0  # cuts[i]: the first cut after the piece in hand
     flags = start = line = 0
+    base = 0  # the offset in the whole text of text[0] (a bytearray's consumed part is deleted)
     end = head + len(_FUTURE_LINE)
     while True:
         merges = 0
         while True:
             try:
-                code = compile(text[start:end].decode("utf-8"), filename, "exec", flags=flags, dont_inherit=True)
+                code = compile(text[start - base:end - base].decode("utf-8"), filename, "exec", flags=flags,
+                               dont_inherit=True)
                 break
             except SyntaxError:
-                if end == len(text):
+                if end == size:
                     # the module's own error, at its own positions; or, should the text compile whole
                     # where its pieces do not, its whole code for the caller to run afresh
-                    raise UncutModule(compile(text.decode("utf-8"), filename, "exec", dont_inherit=True)) from None
+                    raise UncutModule(compile(whole(), filename, "exec", dont_inherit=True)) from None
                 merges += 1
                 if merges == _MOST_MERGES:
-                    end = len(text)
+                    end = size
                 else:
                     while cuts[i] <= end:
                         i += 1
                     end = cuts[i]
         flags |= code.co_flags & _FUTURE_FLAGS
         yield _shifted(code, line)
-        if end == len(text):
+        if end == size:
+            if isinstance(text, bytearray):
+                text.clear()
             return
-        line += text.count(b"\n", start, end)
+        line += text.count(b"\n", start - base, end - base)
         start = end
+        if isinstance(text, bytearray):
+            del text[: start - base]
+            base = start
         while cuts[i] <= start:
             i += 1
         end = cuts[i]

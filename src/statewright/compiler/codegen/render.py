@@ -10,7 +10,6 @@ from __future__ import annotations
 import builtins
 import dataclasses
 import hashlib
-import io
 import textwrap
 from collections.abc import Iterator, Sequence
 from functools import cache
@@ -107,18 +106,19 @@ def render_runner(machine: ir.Machine, *, source_text: str, source_path: str,
     return text
 
 
-def render_installed_utf8(machine: ir.Machine, *, source_text: str, source_path: str) -> bytes:
+def render_installed_utf8(machine: ir.Machine, *, source_text: str, source_path: str) -> bytearray:
     """`render_runner(..., runtime="installed")` encoded in UTF-8, written piece by piece into the bytes:
     the text is never one str (which, for a module holding one character past Latin-1, takes two or four
-    bytes a character where its UTF-8 takes about one; the module of a machine of 1 MB is some 4 MB)."""
+    bytes a character where its UTF-8 takes about one; the module of a machine of 1 MB is some 4 MB). A
+    bytearray, which load_machine_module lets go of as it compiles it."""
     from ... import __version__
 
     view = _RunnerView(machine, installed_runtime_index(), source_text, source_path, __version__,
                        RUNTIME_INSTALLED)
-    out = io.BytesIO()
+    out = bytearray()
     for piece in layout_environment().get_template(LAYOUT).generate(view.context()):
-        out.write(piece.encode("utf-8"))
-    return out.getvalue()
+        out += piece.encode("utf-8")
+    return out
 
 
 # ---- the view: finished strings for the template ---------------------------------------------------
