@@ -210,9 +210,21 @@ class _Layout:
         """The canonical text. The syntax tree is let go as soon as the printed shape is made from it: the
         shape and the text are all that printing needs (the caller keeps the tree's digest instead)."""
         machine, self.machine = self.machine, None  # type: ignore[assignment]
-        root = self._machine(machine)
-        uses = [self._use(u) for u in machine.uses]  # the `use` lines before the machine
+        # the machine's items are printed one at a time, each let go once its shape is made (the caller
+        # keeps no other reference): the tree and its printed shape are never both held whole
+        span, header, after_header = machine.span, f"machine {machine.name.value}", machine.name.span.end
+        items: list[ast.MachineItem | None] = list(machine.items)
+        use_decls = machine.uses
         del machine
+        children = []
+        for i, item in enumerate(items):
+            assert item is not None
+            items[i] = None
+            children.append(self._machine_item(item))
+            del item
+        root = self._block(span, header, after_header, children)
+        uses = [self._use(u) for u in use_decls]  # the `use` lines before the machine
+        del use_decls
         for comment in self.comments:
             if uses and comment.span.start < root.start:
                 self._attach_before_machine(uses, root, comment)
@@ -364,10 +376,6 @@ class _Layout:
         if use.names is not None:
             text += " { " + ", ".join(n.dotted for n in use.names) + " }" if use.names else " {}"
         return _line(use.span, text, "uses")
-
-    def _machine(self, m: ast.Machine) -> _Element:
-        children = [self._machine_item(item) for item in m.items]
-        return self._block(m.span, f"machine {m.name.value}", m.name.span.end, children)
 
     def _machine_item(self, item: ast.MachineItem) -> _Element:
         depth = 1
