@@ -38,8 +38,9 @@ class SymbolIndex:
     def __init__(self, occurrences: Iterable[Occurrence]) -> None:
         numbers: dict[Key, int] = {}
         self._keys: list[Key] = []  # by number
-        self._sources: list[SourceFile] = []  # the files of the spans (one, but for an index made by hand)
-        found_offsets, found_keys, found_flags = array("q"), array("q"), bytearray()
+        # the files of the spans: one, but for an index made by hand (127 at most: their number is in a byte)
+        self._sources: list[SourceFile] = []
+        found_offsets, found_keys, found_flags = array("q"), array("i"), bytearray()
         for o in occurrences:
             number = numbers.get(o.key)
             if number is None:
@@ -64,7 +65,7 @@ class SymbolIndex:
         order.sort()
         mask = (1 << shift) - 1
         # one per key and place, a declaration before a use of the same place
-        self._offsets, self._key_numbers, self._flags = array("q"), array("q"), bytearray()
+        self._offsets, self._key_numbers, self._flags = array("q"), array("i"), bytearray()
         place_offsets = -1
         place: list[int] = []  # the kept occurrences (their positions) of the place in hand
         for packed in order:
@@ -83,15 +84,14 @@ class SymbolIndex:
                 self._flags[known] = flags
         del order, found_offsets, found_keys, found_flags
         self._numbers = numbers
-        self._starts = array("q", [o & START_MASK for o in self._offsets])
         # each key's occurrences: by key number, then by place (counted into place, no sort)
-        self._first_of_key = array("q", bytes(8 * (len(self._keys) + 1)))
+        self._first_of_key = array("i", bytes(4 * (len(self._keys) + 1)))
         for number in self._key_numbers:
             self._first_of_key[number + 1] += 1
         for k in range(len(self._keys)):
             self._first_of_key[k + 1] += self._first_of_key[k]
-        self._by_key = array("q", bytes(8 * len(self._offsets)))
-        filled = array("q", self._first_of_key)
+        self._by_key = array("i", bytes(4 * len(self._offsets)))
+        filled = array("i", self._first_of_key)
         for i, number in enumerate(self._key_numbers):
             self._by_key[filled[number]] = i
             filled[number] += 1
@@ -108,8 +108,8 @@ class SymbolIndex:
 
     def at(self, offset: int) -> Occurrence | None:
         """The occurrence under a cursor at `offset` (its end counts: the cursor just after a name)."""
-        i = bisect.bisect_right(self._starts, offset) - 1
-        while i >= 0 and self._starts[i] <= offset:
+        i = bisect.bisect_right(self._offsets, offset, key=_start_of) - 1
+        while i >= 0 and self._offsets[i] & START_MASK <= offset:
             if offset <= self._offsets[i] >> END_SHIFT:
                 return self._occurrence(i)
             i -= 1
@@ -129,6 +129,10 @@ class SymbolIndex:
     def references(self, key: Key, *, include_definition: bool = True) -> list[Occurrence]:
         """The occurrences of `key`, by place."""
         return [self._occurrence(i) for i in self._of(key) if include_definition or not self._flags[i] & 1]
+
+
+def _start_of(offsets: int) -> int:
+    return offsets & START_MASK
 
 
 def build_index(machine: ast.Machine, symbols: Symbols | None) -> SymbolIndex:
