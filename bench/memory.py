@@ -12,15 +12,18 @@ and each is read by each face, each in a child process of its own:
     check      `statewright check FILE` (the CLI, in-process in the child)
     fmt        what `statewright fmt` does to the file (api.format_bytes)
     lsp        the language server's analysis of the open document, its symbol index included
-    designer   the designer's evaluation of a draft (compile_text as far as loading the machine, as
-               evaluate_attempt does before it runs the draft's tests)
+    designer   the designer's evaluation of a draft (compile_text as far as loading the machine, without
+               keeping the syntax tree, as evaluate_attempt does before it runs the draft's tests)
 
 The child first runs its face on a small spec, so that imports, the grammar and every cache are loaded,
 and takes its peak resident set size then as its baseline (VmHWM, Linux); it then runs the face on the
 large file. The ratio is (peak - baseline) / bytes of source. The target is at most 20 bytes per byte at
 every size. A valid draft's evaluation loads it: the generated module is compiled a few statements at a
-time (a syntax tree of the whole module took 250 bytes per byte of spec), which the designer face
-measures along with the check, the lowering and the code generation before it.
+time (a syntax tree of the whole module took 250 bytes per byte of spec), from its text rendered into
+UTF-8 bytes and let go as it is compiled (the text of many_states' module is some four times the spec),
+which the designer face measures along with the check, the lowering and the code generation before it.
+The loaded machine itself (its functions, pydantic classes, specs and source map) takes some 10 bytes a
+byte of many_states, so the designer face is the one farthest from the target on that shape.
 
     python bench/memory.py [--sizes 1,4,16] [--shapes ...] [--faces ...] [--designer-mb 16]
 
@@ -146,7 +149,7 @@ def run(path):
     if face == "designer":
         from statewright.designer.design import compile_text
         with open(path, encoding="utf-8") as f:
-            return len(compile_text(f.read(), path, stop_after="load").diagnostics)
+            return len(compile_text(f.read(), path, stop_after="load", keep_syntax=False).diagnostics)
     raise SystemExit(f"unknown face {face}")
 
 def peak():

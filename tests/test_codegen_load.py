@@ -76,6 +76,66 @@ def test_the_pieces_do_what_the_whole_module_does(example: Path) -> None:
     assert one["__doc__"] == other["__doc__"] and str(one["__doc__"]).startswith("Runner for the statewright")
 
 
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_the_bytes_loaded_are_the_text_encoded(example: Path) -> None:
+    """load_machine renders the module straight into UTF-8 bytes: the text `run` prints, encoded."""
+    from statewright.compiler.codegen import machine_module_text
+    from statewright.compiler.codegen.render import render_installed_utf8
+
+    compilation = api.check_text(example.read_text(encoding="utf-8"), str(example))
+    assert compilation.ok and compilation.source is not None
+    machine = api.optimize(compilation)
+    text = machine_module_text(machine, source_text=compilation.source.text, source_path=str(example))
+    assert render_installed_utf8(machine, source_text=compilation.source.text,
+                                 source_path=str(example)) == text.encode("utf-8")
+
+
+def test_a_module_of_any_characters_loads_from_its_bytes() -> None:
+    spec = ('machine wide {\n    description "Caf\u00e9 \u2014 \U0001f600, na\u00efve \u4e2d\u6587."\n'
+            '    agent w { prompt "Tu \u00e9cris \u2014 \U0001f600." }\n'
+            '    start state a { agent w\n do "\u00c9cris \u4e2d\u6587." -> b }\n    final state b\n}\n')
+    text = installed_text(spec, "wide.fsm")
+    module = load_machine_module(text.encode("utf-8"), "wide.fsm")
+    assert module.MACHINE.description == "Caf\u00e9 \u2014 \U0001f600, na\u00efve \u4e2d\u6587."
+    assert module.STATES["a"].instruction == "\u00c9cris \u4e2d\u6587."
+    assert load_machine_module(text, "wide.fsm") is module  # the same text as a str: the same module
+
+
+def test_a_bytearray_is_let_go_as_it_is_compiled_and_tracebacks_still_show_the_lines() -> None:
+    """load_machine hands the module's text over as a bytearray: it is emptied as its pieces compile (the
+    text is not held beside the module it makes), and linecache keeps it compressed for tracebacks."""
+    spec = (EXAMPLES[0].parent / "parallel_review.fsm").read_text(encoding="utf-8").replace(
+        "machine ", "machine handed_", 1)
+    text = installed_text(spec, "handed.fsm")
+    data = bytearray(text.encode("utf-8"))
+    module = load_machine_module(data, "handed.fsm")
+    assert not data  # emptied
+    pieces = executed(list(compiled_pieces(text, "m")), "statewright_load_test_handed")
+    assert sorted(k for k in module.__dict__ if not k.startswith("__")) == sorted(k for k in pieces
+                                                                                  if not k.startswith("__"))
+    assert list(module.STATES) == list(pieces["STATES"])  # type: ignore[call-overload]
+    try:
+        module.guard_reviews_0(None)
+    except AttributeError:
+        shown = traceback.format_exc()
+    else:
+        raise AssertionError("the guard read an output from None")
+    assert "return sum(1 for r in s.output if r.approve) >= 2" in shown
+
+
+def test_a_bytearray_that_compiles_only_whole_is_compiled_from_the_whole_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    from statewright.compiler.codegen import load
+
+    monkeypatch.setattr(load, "_STATEMENT_START", re.compile(rb"^(?=[A-Za-z_@#])", re.MULTILINE))
+    text = ("\nfrom __future__ import annotations\ncalls = []\ncalls.append(1)\ndef f():\n    x = 2\n# a note\n"
+            "    return x\n\nvalue = f()\n")
+    with pytest.raises(load.UncutModule) as raised:
+        list(load.compiled_pieces(bytearray(text.encode()), "m", lambda: text))
+    assert executed([raised.value.code], "statewright_load_test_whole")["value"] == 2
+    with pytest.raises(ValueError, match="give `whole`"):
+        list(load.compiled_pieces(bytearray(text.encode()), "m"))
+
+
 HOSTILE_LINES = [
     "STATES = None",
     "from __future__ import annotations",
@@ -164,7 +224,7 @@ def test_a_module_that_compiles_only_whole_is_run_whole(monkeypatch: pytest.Monk
     fresh namespace (here forced by cutting at comments, which may sit inside a block)."""
     from statewright.compiler.codegen import load
 
-    monkeypatch.setattr(load, "_STATEMENT_START", re.compile(r"^(?=[A-Za-z_@#])", re.MULTILINE))
+    monkeypatch.setattr(load, "_STATEMENT_START", re.compile(rb"^(?=[A-Za-z_@#])", re.MULTILINE))
     text = ("\nfrom __future__ import annotations\ncalls = []\ncalls.append(1)\ndef f():\n    x = 2\n# a note\n"
             "    return x\n\nvalue = f()\n")
     with pytest.raises(load.UncutModule):

@@ -105,6 +105,7 @@ def used_compilations(comp: Compilation) -> list[Compilation]:
 def check_bytes(data: bytes, path: str, project: Project | None = None) -> Compilation:
     diags = Diagnostics()
     source = read_source(path, data, diags)
+    del data  # decoded: the bytes are not held while the text is compiled (check_path hands them over)
     if source is None:
         return Compilation(None, None, [], None, diags.sorted())
     return check_source(source, project=project)
@@ -126,7 +127,9 @@ def check_path(path: str | Path, project: Project | None = None) -> Compilation:
     data, problems = read_spec(path)
     if data is None:
         return Compilation(None, None, [], None, problems)
-    return check_bytes(data, str(path), project)
+    handed = [data]
+    del data  # check_bytes holds the only reference, and lets the bytes go once they are decoded
+    return check_bytes(handed.pop(), str(path), project)
 
 
 def read_spec(path: str | Path) -> tuple[bytes | None, list[Diagnostic]]:
@@ -203,6 +206,7 @@ def format_bytes(data: bytes, path: str) -> FormatOutcome:
 
     diags = Diagnostics()
     source = read_source(path, data, diags)
+    del data  # decoded: the bytes are not held while the text is formatted
     if source is None:
         return FormatOutcome(None, diags.sorted())
     res = format_source(source)

@@ -30,7 +30,8 @@ T = TypeVar("T")
 
 def compile_source(source: SourceFile, *, stop_after: Stage = "lower", level: int = 1,
                    disabled: Sequence[str] = (), log: list[str] | None = None, project: Project | None = None,
-                   location: str | None = None, parsed: ParseResult | None = None) -> Compilation:
+                   location: str | None = None, parsed: ParseResult | None = None,
+                   keep_syntax: bool = True) -> Compilation:
     """Compile one source file as far as `stop_after`:
 
         parse   the syntax tree and its comments (syntax errors are diagnostics)
@@ -43,14 +44,19 @@ def compile_source(source: SourceFile, *, stop_after: Stage = "lower", level: in
     `project` holds the files already compiled (a new one by default: the used files are read from disk,
     relative to `location`, which is the source's path unless given; `parsed`, when the project parsed the
     source already). Every problem is a diagnostic, none is raised (an unknown pass name in `disabled`
-    excepted)."""
+    excepted).
+
+    `keep_syntax` False is for a caller that wants only the diagnostics, the IR and the machine (the
+    designer's evaluation of a draft): the syntax tree, its comments and the symbols are let go once the IR
+    is made, before code is generated and loaded (the Compilation holds none of them), so that the memory
+    they take is free for the code."""
     if stop_after not in STAGES:
         raise ValueError(f"unknown stage {stop_after!r}; the stages are {', '.join(STAGES)}")
     if project is None:
         from .project import Project
 
         return Project(compile_source).compile_source(source, location=location, stop_after=stop_after, level=level,
-                                        disabled=tuple(disabled), log=log)
+                                        disabled=tuple(disabled), log=log, keep_syntax=keep_syntax)
     from ..grammar.parser import paused_gc
 
     last = STAGES.index(stop_after)
@@ -66,18 +72,25 @@ def compile_source(source: SourceFile, *, stop_after: Stage = "lower", level: in
                 uses = project.resolve_uses(parsed.machine, source, location, diagnostics, "lower")
             symbols = _check(source, parsed.machine, diagnostics, uses)
             if symbols is not None and not diagnostics.has_errors and last >= STAGES.index("lower"):
-                checked = parsed.machine
-                ir = _stage("lowering", checked, diagnostics, lambda: _lower(checked, symbols))
+                checked, found = parsed.machine, symbols
+                ir = _stage("lowering", checked.name, diagnostics, lambda: _lower(checked, found))
+                del checked, found
+    tree: ast.Machine | None = parsed.machine
+    comments: list[ast.Comment] | None = parsed.comments
+    name = tree.name if tree is not None else None
+    if not keep_syntax:
+        project.forget_parsed(location)
+        parsed = tree = comments = symbols = None
     if ir is not None and last >= STAGES.index("passes"):
         from .passes import run_passes
 
         optimized = run_passes(ir, level=level, disabled=disabled, log=log)
         if last >= STAGES.index("load"):
             ready = optimized
-            machine = _stage("generating code for", parsed.machine, diagnostics, lambda: _load(ready, source))
+            machine = _stage("generating code for", name, diagnostics, lambda: _load(ready, source))
             ir = ir if machine is not None else None
-    return Compilation(source, parsed.machine, parsed.comments, ir, diagnostics.sorted(), symbols, optimized,
-                       machine, uses)
+    return Compilation(source, tree, comments if comments is not None else [], ir, diagnostics.sorted(), symbols,
+                       optimized, machine, uses)
 
 
 def _check(source: SourceFile, machine: ast.Machine, diagnostics: Diagnostics,
@@ -100,12 +113,13 @@ def _load(optimized: IRMachine, source: SourceFile) -> MachineSpec:
     return load_machine(optimized, source_text=source.text, source_path=source.path)  # type: ignore[no-any-return]
 
 
-def _stage(doing: str, machine: ast.Machine | None, diagnostics: Diagnostics, run: Callable[[], T]) -> T | None:
-    """A stage that must not fail for a checked machine: if it does, that is an SW9001 for this file."""
+def _stage(doing: str, name: ast.Name | None, diagnostics: Diagnostics, run: Callable[[], T]) -> T | None:
+    """A stage that must not fail for a checked machine (`name`, the machine's): if it does, that is an
+    SW9001 for this file."""
     try:
         return run()
     except Exception as e:  # noqa: BLE001 - reported as a diagnostic, as a failing check is
-        span = machine.name.span if machine is not None else None
+        span = name.span if name is not None else None
         diagnostics.report("SW9001", f"internal compiler error while {doing} this file: {type(e).__name__}: "
                            f"{str(e)[:200]}", span, label="the compiler failed here",
                            help="this is a bug in statewright; please report it with this file")

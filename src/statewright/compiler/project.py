@@ -133,17 +133,17 @@ class Project:
         return self._compile_bytes(self.reader(location), location, key, stop_after)
 
     def compile_source(self, source: SourceFile, *, location: str | None = None, stop_after: Stage = "lower",
-                       level: int = 1, disabled: tuple[str, ...] = (), log: list[str] | None = None
-                       ) -> Compilation:
+                       level: int = 1, disabled: tuple[str, ...] = (), log: list[str] | None = None,
+                       keep_syntax: bool = True) -> Compilation:
         """Compile a text given whole (not read through the project): the entry of a check of text, or
         of a document being edited. Its `use` lines are resolved from `location` (by default its path).
 
         The files it uses are compiled first, each before the files that use it, with a stack of our own
         (each file is parsed once, on the way down): a chain of files as long as a project can hold costs
-        no recursion."""
+        no recursion. `keep_syntax` is the pipeline's, for this file (the files it uses keep theirs)."""
         location = location if location is not None else source.path
         self._names.setdefault(self.key(location), source.path)
-        frames = [_Frame(location, source, stop_after, level, tuple(disabled), log)]
+        frames = [_Frame(location, source, stop_after, level, tuple(disabled), log, keep_syntax)]
         compilation = None
         while frames:
             frame = frames[-1]
@@ -166,8 +166,10 @@ class Project:
         return compilation
 
     def _compile_frame(self, frame: _Frame) -> Compilation:
+        parsed, frame.parsed = frame.parsed, None  # the pipeline's from here: it may let the tree go
         return self.compile_file(frame.source, stop_after=frame.stop_after, level=frame.level, disabled=frame.disabled,
-                              log=frame.log, project=self, location=frame.location, parsed=frame.parsed)
+                                 log=frame.log, project=self, location=frame.location, parsed=parsed,
+                                 keep_syntax=frame.keep_syntax)
 
     def _next_used(self, frame: _Frame) -> _Frame | None:
         """The next file `frame`'s file uses that is still to be compiled (read and decoded here; one that
@@ -361,14 +363,19 @@ class Project:
         self._parsed[key] = machine
         self._locations[key] = location
 
+    def forget_parsed(self, location: str) -> None:
+        """The pipeline lets go of the syntax tree of the file at `location` (no file compiled after it
+        names a cycle back to it: its own uses are compiled)."""
+        self._parsed.pop(self.key(location), None)
+
 
 class _Frame:
     """One file on the way down a project: compiled once the files it uses are."""
 
     def __init__(self, location: str, source: SourceFile, stop_after: Stage, level: int = 1,
-                 disabled: tuple[str, ...] = (), log: list[str] | None = None) -> None:
+                 disabled: tuple[str, ...] = (), log: list[str] | None = None, keep_syntax: bool = True) -> None:
         self.location, self.source, self.stop_after = location, source, stop_after
-        self.level, self.disabled, self.log = level, disabled, log
+        self.level, self.disabled, self.log, self.keep_syntax = level, disabled, log, keep_syntax
         self.parsed: ParseResult | None = None
         self.entered = False
         self.tried: set[str] = set()

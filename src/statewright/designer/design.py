@@ -393,7 +393,7 @@ def extract_json_object(text: str) -> str:
 
 def evaluate_attempt(text: str, path: str, number: int = 1) -> Attempt:
     """Check one version of the source as `statewright check` does, then run its test blocks."""
-    compilation = compile_text(text, path, stop_after="load")
+    compilation = compile_text(text, path, stop_after="load", keep_syntax=False)
     attempt = Attempt(number, text, [diagnostic_to_json(d) for d in compilation.diagnostics])
     if not compilation.ok:
         return attempt
@@ -405,13 +405,15 @@ def evaluate_attempt(text: str, path: str, number: int = 1) -> Attempt:
     return attempt
 
 
-def compile_text(text: str, path: str, *, stop_after: Stage = "lower") -> Compilation:
+def compile_text(text: str, path: str, *, stop_after: Stage = "lower", keep_syntax: bool = True) -> Compilation:
     """One source text through the compiler's front door; with "load", its machine is ready to test as
-    written (no optimization: the test blocks script the states the text declares)."""
+    written (no optimization: the test blocks script the states the text declares). `keep_syntax` False
+    when only the diagnostics, the IR and the machine are wanted: the syntax tree and the symbols are let go
+    before the machine is generated and loaded (pipeline.compile_source)."""
     from ..compiler.pipeline import compile_source
     from ..diagnostics import SourceFile
 
-    return compile_source(SourceFile(path, text), stop_after=stop_after, level=0)
+    return compile_source(SourceFile(path, text), stop_after=stop_after, level=0, keep_syntax=keep_syntax)
 
 
 def failing_tests(compilation: Compilation) -> list[str]:
@@ -463,7 +465,7 @@ def _finish(source: str, path: str, task: str, model: str, optimize: bool, log: 
         log.extend(notes)
         return plain
     candidate = _formatted(with_header(optimized, task, model), path)
-    checked = compile_text(candidate, path, stop_after="load")
+    checked = compile_text(candidate, path, stop_after="load", keep_syntax=False)
     if not checked.ok or checked.ir is None or not checked.ir.tests or failing_tests(checked):
         log.append("kept the machine as designed: the optimized version did not pass its tests")
         return plain

@@ -272,7 +272,7 @@ def _finish(report: MergeReport, text: str, current: str, path: str, skipped: in
 def _failing_tests(text: str, path: str) -> list[str]:
     from .design import run_test_blocks
 
-    compilation = compile_text(text, path, stop_after="load")
+    compilation = compile_text(text, path, stop_after="load", keep_syntax=False)
     if not compilation.ok:
         return []
     try:

@@ -158,7 +158,7 @@ def _everywhere(a: Analysis, key: Key) -> list[tuple[Analysis, Occurrence]]:
         if view.index is None:
             continue
         local = Key(want.kind, want.name) if want.file == view.path else want
-        found += [(view, o) for o in view.index.by_key.get(local, ())]
+        found += [(view, o) for o in view.index.references(local)]
     return found
 
 

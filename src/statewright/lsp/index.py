@@ -16,65 +16,123 @@ from __future__ import annotations
 import bisect
 from array import array
 from collections.abc import Iterable, Iterator
-from functools import lru_cache
 
 from ..compiler import ir
 from ..compiler.checks.resolve import Symbols
 from ..compiler.checks.testblocks import reply_variant
-from ..diagnostics import Span
+from ..diagnostics import SourceFile, Span
+from ..diagnostics.source import END_SHIFT, START_MASK
 from ..grammar import ast
 from .keys import Key, Occurrence
 from .project_index import foreign_occurrences, imported_from
 
 
 class SymbolIndex:
-    """Every occurrence of every declared name in one checked (or partly checked) file."""
+    """Every occurrence of every declared name in one checked (or partly checked) file.
+
+    Kept as numbers, not as an Occurrence each (a large file has hundreds of thousands): each kept
+    occurrence's packed span offsets, the number of its key and whether it is the declaration, in arrays
+    by place, and the places of each key's occurrences in one array (by key, then by place). The
+    Occurrence objects the features read are made when asked for."""
 
     def __init__(self, occurrences: Iterable[Occurrence]) -> None:
-        # by place (two stable sorts: no tuple per occurrence), then one per key and place, a declaration
-        # before a use of the same place
-        found = list(occurrences)
-        found.sort(key=_end)
-        found.sort(key=_start)
-        self.occurrences: list[Occurrence] = []
-        place: list[Occurrence] = []  # the kept occurrences of the place in hand
-        for o in found:
-            if place and (o.start != place[0].start or o.end != place[0].end):
+        numbers: dict[Key, int] = {}
+        self._keys: list[Key] = []  # by number
+        # the files of the spans: one, but for an index made by hand (127 at most: their number is in a byte)
+        self._sources: list[SourceFile] = []
+        found_offsets, found_keys, found_flags = array("q"), array("i"), bytearray()
+        for o in occurrences:
+            number = numbers.get(o.key)
+            if number is None:
+                number = numbers[o.key] = len(self._keys)
+                self._keys.append(o.key)
+            source = o._span_source  # type: ignore[attr-defined]  # the span as the node keeps it: no Span made
+            which = next((i for i, known in enumerate(self._sources) if known is source), None)
+            if which is None:
+                which = len(self._sources)
+                self._sources.append(source)
+            found_offsets.append(o._span_offsets)  # type: ignore[attr-defined]
+            found_keys.append(number)
+            found_flags.append(o.definition | which << 1)
+        count = len(found_offsets)
+        # by place (start, then end), the order found kept at one place: one int each to sort, the start above
+        # the length above the position, in as few bits as they take (an int of up to 60 bits is the smallest)
+        longest = max((o >> END_SHIFT) - (o & START_MASK) for o in found_offsets) if count else 0
+        shift = max(count.bit_length(), 1)
+        length_shift = shift + longest.bit_length()
+        order = [(o & START_MASK) << length_shift | ((o >> END_SHIFT) - (o & START_MASK)) << shift | i
+                 for i, o in enumerate(found_offsets)]
+        order.sort()
+        mask = (1 << shift) - 1
+        # one per key and place, a declaration before a use of the same place
+        self._offsets, self._key_numbers, self._flags = array("q"), array("i"), bytearray()
+        place_offsets = -1
+        place: list[int] = []  # the kept occurrences (their positions) of the place in hand
+        for packed in order:
+            i = packed & mask
+            offsets, number, flags = found_offsets[i], found_keys[i], found_flags[i]
+            if offsets != place_offsets:
+                place_offsets = offsets
                 place.clear()
-            known = next((i for i, p in enumerate(place) if p.key == o.key), None)
+            known = next((k for k in place if self._key_numbers[k] == number), None)
             if known is None:
-                place.append(o)
-                self.occurrences.append(o)
-            elif o.definition and not place[known].definition:
-                self.occurrences[len(self.occurrences) - len(place) + known] = place[known] = o
-        del found
-        self._starts = array("q", [o.start for o in self.occurrences])
-        self.by_key: dict[Key, list[Occurrence]] = {}
-        for o in self.occurrences:
-            self.by_key.setdefault(o.key, []).append(o)
+                place.append(len(self._offsets))
+                self._offsets.append(offsets)
+                self._key_numbers.append(number)
+                self._flags.append(flags)
+            elif flags & 1 and not self._flags[known] & 1:
+                self._flags[known] = flags
+        del order, found_offsets, found_keys, found_flags
+        self._numbers = numbers
+        # each key's occurrences: by key number, then by place (counted into place, no sort)
+        self._first_of_key = array("i", bytes(4 * (len(self._keys) + 1)))
+        for number in self._key_numbers:
+            self._first_of_key[number + 1] += 1
+        for k in range(len(self._keys)):
+            self._first_of_key[k + 1] += self._first_of_key[k]
+        self._by_key = array("i", bytes(4 * len(self._offsets)))
+        filled = array("i", self._first_of_key)
+        for i, number in enumerate(self._key_numbers):
+            self._by_key[filled[number]] = i
+            filled[number] += 1
+
+    def _occurrence(self, i: int) -> Occurrence:
+        flags = self._flags[i]
+        return Occurrence(self._keys[self._key_numbers[i]], Span.packed(self._sources[flags >> 1], self._offsets[i]),
+                          bool(flags & 1))
+
+    @property
+    def occurrences(self) -> list[Occurrence]:
+        """Every kept occurrence, by place."""
+        return [self._occurrence(i) for i in range(len(self._offsets))]
 
     def at(self, offset: int) -> Occurrence | None:
         """The occurrence under a cursor at `offset` (its end counts: the cursor just after a name)."""
-        i = bisect.bisect_right(self._starts, offset) - 1
-        while i >= 0 and self.occurrences[i].start <= offset:
-            if offset <= self.occurrences[i].end:
-                return self.occurrences[i]
+        i = bisect.bisect_right(self._offsets, offset, key=_start_of) - 1
+        while i >= 0 and self._offsets[i] & START_MASK <= offset:
+            if offset <= self._offsets[i] >> END_SHIFT:
+                return self._occurrence(i)
             i -= 1
         return None
 
+    def _of(self, key: Key) -> Iterator[int]:
+        """The positions of `key`'s occurrences, by place."""
+        number = self._numbers.get(key)
+        if number is None:
+            return
+        for k in range(self._first_of_key[number], self._first_of_key[number + 1]):
+            yield self._by_key[k]
+
     def definition(self, key: Key) -> Occurrence | None:
-        return next((o for o in self.by_key.get(key, ()) if o.definition), None)
+        return next((self._occurrence(i) for i in self._of(key) if self._flags[i] & 1), None)
 
     def references(self, key: Key, *, include_definition: bool = True) -> list[Occurrence]:
-        return [o for o in self.by_key.get(key, ()) if include_definition or not o.definition]
+        """The occurrences of `key`, by place."""
+        return [self._occurrence(i) for i in self._of(key) if include_definition or not self._flags[i] & 1]
 
 
-def _start(o: Occurrence) -> int:
-    return o.start
-
-
-def _end(o: Occurrence) -> int:
-    return o.end
+def _start_of(offsets: int) -> int:
+    return offsets & START_MASK
 
 
 def build_index(machine: ast.Machine, symbols: Symbols | None) -> SymbolIndex:
@@ -87,13 +145,7 @@ def build_index(machine: ast.Machine, symbols: Symbols | None) -> SymbolIndex:
 
 def _at(key: Key, span: Span | None, definition: bool = False) -> Iterator[Occurrence]:
     if span is not None:
-        yield Occurrence(_one_key(key), span, definition)
-
-
-@lru_cache(maxsize=65536)
-def _one_key(key: Key) -> Key:
-    """The one Key object for every occurrence of a name (a large file names a state thousands of times)."""
-    return key
+        yield Occurrence(key, span, definition)  # the index keeps one Key object for each key
 
 
 def _occurrences(machine: ast.Machine, symbols: Symbols | None) -> Iterator[Occurrence]:

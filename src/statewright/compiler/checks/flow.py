@@ -19,7 +19,7 @@ fail; unknown transition targets are skipped (SW2002 reports them). Every walk i
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +32,7 @@ _MAX_INT_BITS = int(MAX_INT_DIGITS * 3.3219)  # a constant guard's numbers stay 
 _PATHS_SHOWN = 50
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one for each transition: a large machine has tens of thousands
 class Edge:
     source: int
     target: int
@@ -595,11 +595,18 @@ def strongly_connected_components(
     Components come out in reverse topological order — each after every component it can reach — and
     each lists its members in ascending order. Nodes with `include[i]` false are left out.
     """
+    return list(each_strongly_connected_component(count, successors, include))
+
+
+def each_strongly_connected_component(
+    count: int, successors: Sequence[Sequence[int]], include: Sequence[bool] | None = None
+) -> Iterator[list[int]]:
+    """strongly_connected_components, each component given as it is found rather than kept: in a large
+    machine most states are a component of their own."""
     index = [-1] * count
     low = [0] * count
     on_stack = [False] * count
     stack: list[int] = []
-    components: list[list[int]] = []
     counter = 0
     for root in range(count):
         if index[root] != -1 or (include is not None and not include[root]):
@@ -639,5 +646,4 @@ def strongly_connected_components(
                     if m == node:
                         break
                 members.sort()
-                components.append(members)
-    return components
+                yield members

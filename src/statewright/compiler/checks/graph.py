@@ -11,10 +11,18 @@ the machine, so a generated machine of many thousands of states checks quickly a
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 
 from ...diagnostics import Diagnostics, quoted_list
 from ...grammar import ast
-from .flow import Edge, Flow, Known, known_value, strongly_connected_components
+from .flow import (
+    Edge,
+    Flow,
+    Known,
+    each_strongly_connected_component,
+    known_value,
+    strongly_connected_components,
+)
 
 __all__ = ["Known", "check_graph", "known_value", "transition_quote"]
 
@@ -273,15 +281,16 @@ def _check_cycles_bounded(flow: Flow, diagnostics: Diagnostics) -> None:
     looping = [
         not (flow.final[i] or flow.duplicated[i] or _has_visits(flow.states[i])) for i in range(n)
     ]
-    unbounded: list[list[Edge]] = [
+    # a state with no such edge (most of a large machine's) shares one empty tuple
+    unbounded: list[Sequence[Edge]] = [
         [
             e for e in flow.edges[i]
             if e.fires and e.transition.max is None and e.transition.kind != "stay" and looping[e.target]
-        ] if looping[i] else []
+        ] or () if looping[i] else ()
         for i in range(n)
     ]
-    successors = [[e.target for e in edges] for edges in unbounded]
-    for component in strongly_connected_components(n, successors, include=looping):
+    successors = [tuple(e.target for e in edges) for edges in unbounded]
+    for component in each_strongly_connected_component(n, successors, include=looping):
         first = component[0]
         if len(component) == 1 and not any(e.target == first for e in unbounded[first]):
             continue
@@ -338,7 +347,7 @@ def _visits_limit(t: ast.Transition, owner: str) -> tuple[str, str]:
     return owner, "N"
 
 
-def _cycle_through(first: int, members: set[int], edges: list[list[Edge]]) -> tuple[list[int], Edge]:
+def _cycle_through(first: int, members: set[int], edges: list[Sequence[Edge]]) -> tuple[list[int], Edge]:
     """A shortest cycle from `first` back to itself inside one component, and the edge that closes it.
 
     A self-loop is taken only when the component is that one state, so a larger cycle is named in full.

@@ -16,6 +16,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import re
+import sys
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -513,7 +514,9 @@ def _parse_simple(string: ast.String, text: str, normalized: tuple[str, OffsetMa
         # Jinja's lexer opens a tag at the first '{{', '{%' or '{#': it must be this one
         if _TAG_OPENING.search(text, pos, m.start() + 1) is not None:
             return None
-        path = m.group(2).split(".")
+        # interned, as the syntax tree's names are: a large machine's templates read the same inputs, states
+        # and fields thousands of times, and the parsed templates are kept
+        path = [sys.intern(part) for part in m.group(2).split(".")]
         if path[0] in _NOT_A_VARIABLE:
             return None
         if m.start() > pos:

@@ -43,8 +43,10 @@ def load_machine(machine: ir.Machine, *, source_text: str, source_path: str) -> 
     """The runtime MachineSpec of a checked machine: its `machine_module_text`, compiled and executed in
     memory."""
     from .load import load_machine_module
+    from .render import render_installed_utf8
 
-    return load_machine_module(machine_module_text(machine, source_text=source_text, source_path=source_path),
+    # the text as UTF-8 bytes, never as one str: see render_installed_utf8
+    return load_machine_module(render_installed_utf8(machine, source_text=source_text, source_path=source_path),
                                source_path).MACHINE
 
 

@@ -97,14 +97,28 @@ def render_runner(machine: ir.Machine, *, source_text: str, source_path: str,
 
     if runtime not in (*RUNTIME_FORMS, RUNTIME_INSTALLED):
         raise ValueError(f"unknown runtime {runtime!r}; choose one of {', '.join(RUNTIME_FORMS)}")
-    index = installed_runtime_index()
-    view = _RunnerView(machine, index, source_text, source_path, __version__, runtime)
+    view = _RunnerView(machine, installed_runtime_index(), source_text, source_path, __version__, runtime)
     text = layout_environment().get_template(LAYOUT).render(view.context())
     if runtime == RUNTIME_STANDALONE:
         from .standalone import fill_runtime
 
         text = fill_runtime(text, view.runtime_names)
     return text
+
+
+def render_installed_utf8(machine: ir.Machine, *, source_text: str, source_path: str) -> bytearray:
+    """`render_runner(..., runtime="installed")` encoded in UTF-8, written piece by piece into the bytes:
+    the text is never one str (which, for a module holding one character past Latin-1, takes two or four
+    bytes a character where its UTF-8 takes about one; the module of a machine of 1 MB is some 4 MB). A
+    bytearray, which load_machine_module lets go of as it compiles it."""
+    from ... import __version__
+
+    view = _RunnerView(machine, installed_runtime_index(), source_text, source_path, __version__,
+                       RUNTIME_INSTALLED)
+    out = bytearray()
+    for piece in layout_environment().get_template(LAYOUT).generate(view.context()):
+        out += piece.encode("utf-8")
+    return out
 
 
 # ---- the view: finished strings for the template ---------------------------------------------------
@@ -153,8 +167,14 @@ class _RunnerView:
         api = self._api()
         # The names the machine parts use, for their imports: the functions and classes are parsed; the
         # MACHINE literals, which are most of the text, are read from the values they were written from.
-        used = used_names("\n".join([c for p in parts for c in (*p["classes"], *p["rebuilds"])] + api))
-        used |= function_names("\n".join(f for p in parts for f in (*p["guards"], *p["arg_builders"])))
+        # A block at a time (each is whole statements): the names of all are the names of each, and no
+        # syntax tree or list of words is made for the whole module at once.
+        used: set[str] = set()
+        for block in [c for p in parts for c in (*p["classes"], *p["rebuilds"])] + api:
+            used |= used_names(block)
+        for p in parts:
+            for function in (*p["guards"], *p["arg_builders"]):
+                used |= function_names(function)
         for part in self.ordered:
             used |= literal_names(part.machine_call)
             used |= part.entry_names

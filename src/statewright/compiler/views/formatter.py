@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from ...diagnostics import Diagnostic, Diagnostics, SourceFile, Span
+from ...diagnostics.source import END_SHIFT, START_MASK
 from ...grammar import ast, parse_source
 from ...grammar.node import digest
 from ...grammar.parser import next_code
@@ -129,26 +130,56 @@ class _Comment:
     blank_before: bool = False
 
 
-@dataclass(slots=True)
 class _Element:
-    """One printed statement (a line) or block (`header {` ... `}`), with the comments attached to it."""
+    """One printed statement, a line (a `_Block` is a declaration), with the comments attached to it.
 
-    start: int  # source range of the whole statement, used to place comments
-    end: int
-    text: str  # a line's full text (may span lines: triple-quoted strings); a block's header
-    block: bool = False
-    open_pos: int = -1  # source offset of a block's opening bracket
-    opener: str = "{"
-    closer: str = "}"
+    `offsets` is the statement's source range, used to place comments, packed as a span packs it: the very
+    int its syntax-tree node holds, so the elements of a large file make no numbers of their own. The comment
+    lists are an empty tuple until one is attached (_add): most elements of a large file have none. A line
+    has slots only for what a line holds; what only a block has is read from the class."""
+
+    __slots__ = ("group", "inner", "leading", "offsets", "text", "trailing")
+
+    block = False
+    open_pos = -1  # source offset of a block's opening bracket
+    opener = "{"
+    closer = "}"
     children: Sequence[_Element] = ()  # a block's: a list (a line has none)
-    group: str = ""
-    # the comments attached to it: an empty tuple until one is (_add), so that the elements of a large file,
-    # most of which have none, do not hold five empty lists each
-    leading: Sequence[_Comment] = ()  # own-line comments before the element
-    inner: Sequence[_Comment] = ()  # comments that were inside a single statement
-    trailing: Sequence[str] = ()  # after the line, or after a block's opening bracket
     end_comments: Sequence[_Comment] = ()  # own-line comments before a block's closer
     close_trailing: Sequence[str] = ()
+
+    def __init__(self, offsets: int, text: str, group: str = "") -> None:
+        self.offsets = offsets
+        self.text = text  # a line's full text (may span lines: triple-quoted strings); a block's header
+        self.group = group
+        self.leading: Sequence[_Comment] = ()  # own-line comments before the element
+        self.inner: Sequence[_Comment] = ()  # comments that were inside a single statement
+        self.trailing: Sequence[str] = ()  # after the line, or after a block's opening bracket
+
+    @property
+    def start(self) -> int:
+        return self.offsets & START_MASK
+
+    @property
+    def end(self) -> int:
+        return self.offsets >> END_SHIFT
+
+
+class _Block(_Element):
+    """A `header {` ... `}` declaration (or a value written over lines, between other brackets)."""
+
+    __slots__ = ("children", "close_trailing", "closer", "end_comments", "open_pos", "opener")
+
+    block = True
+
+    def __init__(self, offsets: int, header: str, open_pos: int, children: Sequence[_Element], group: str = "",
+                 opener: str = "{", closer: str = "}") -> None:
+        super().__init__(offsets, header, group)
+        self.open_pos = open_pos
+        self.children = children
+        self.opener, self.closer = opener, closer
+        self.end_comments = ()
+        self.close_trailing = ()
 
 
 def _add(element: _Element, where: str, comment: object) -> None:
@@ -161,7 +192,7 @@ def _add(element: _Element, where: str, comment: object) -> None:
 
 
 def _line(node_span: Span, text: str, group: str = "") -> _Element:
-    return _Element(node_span.start, node_span.end, text, group=group)
+    return _Element(node_span.packed_offsets, text, group)
 
 
 class _Layout:
@@ -179,9 +210,21 @@ class _Layout:
         """The canonical text. The syntax tree is let go as soon as the printed shape is made from it: the
         shape and the text are all that printing needs (the caller keeps the tree's digest instead)."""
         machine, self.machine = self.machine, None  # type: ignore[assignment]
-        root = self._machine(machine)
-        uses = [self._use(u) for u in machine.uses]  # the `use` lines before the machine
+        # the machine's items are printed one at a time, each let go once its shape is made (the caller
+        # keeps no other reference): the tree and its printed shape are never both held whole
+        span, header, after_header = machine.span, f"machine {machine.name.value}", machine.name.span.end
+        items: list[ast.MachineItem | None] = list(machine.items)
+        use_decls = machine.uses
         del machine
+        children = []
+        for i, item in enumerate(items):
+            assert item is not None
+            items[i] = None
+            children.append(self._machine_item(item))
+            del item
+        root = self._block(span, header, after_header, children)
+        uses = [self._use(u) for u in use_decls]  # the `use` lines before the machine
+        del use_decls
         for comment in self.comments:
             if uses and comment.span.start < root.start:
                 self._attach_before_machine(uses, root, comment)
@@ -324,8 +367,7 @@ class _Layout:
                ) -> _Element:
         """A `header { ... }` declaration; its `{` is the first code after `after_header`."""
         open_pos = self._next_code(after_header)
-        return _Element(span.start, span.end, header, block=True, open_pos=open_pos, children=children,
-                        group=group)
+        return _Block(span.packed_offsets, header, open_pos, children, group)
 
     def _use(self, use: ast.UseDecl) -> _Element:
         text = f"use {self._string(use.path, 0)}"
@@ -334,10 +376,6 @@ class _Layout:
         if use.names is not None:
             text += " { " + ", ".join(n.dotted for n in use.names) + " }" if use.names else " {}"
         return _line(use.span, text, "uses")
-
-    def _machine(self, m: ast.Machine) -> _Element:
-        children = [self._machine_item(item) for item in m.items]
-        return self._block(m.span, f"machine {m.name.value}", m.name.span.end, children)
 
     def _machine_item(self, item: ast.MachineItem) -> _Element:
         depth = 1
@@ -584,8 +622,7 @@ class _Layout:
         else:
             children = [self._valued(v.span, "", v, depth + 1, suffix=",") for v in ast.list_items(value)]
             opener, closer = "[", "]"
-        return _Element(span.start, span.end, owner, block=True, open_pos=value.span.start, opener=opener,
-                        closer=closer + suffix, children=children, group=group)
+        return _Block(span.packed_offsets, owner, value.span.start, children, group, opener, closer + suffix)
 
     def _one_line(self, owner: str, value: ast.Value, depth: int, suffix: str) -> str | None:
         """`owner { key value, ... }` when it fits in LINE_WIDTH and nothing in the value needs a line of
