@@ -7,7 +7,7 @@ both read them, and so do the engine, the Temporal worker and `trace export`.
 from __future__ import annotations
 
 import os
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from functools import lru_cache
 from typing import Any
 
@@ -59,13 +59,21 @@ def otel_model_names(model: str, latest: bool) -> tuple[str, str]:
     return (prefix if name else "_OTHER"), model
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MICROSECOND = timedelta(microseconds=1)
+
+
 def otel_event_ns(text: Any) -> int | None:
     """An event's ISO `time` in nanoseconds since the epoch; None when it has none or it does not read."""
     if not isinstance(text, str):
         return None
     try:
-        return int(datetime.fromisoformat(text).timestamp() * 1_000_000_000)
-    except ValueError:
+        moment = datetime.fromisoformat(text)
+        if moment.tzinfo is None:  # (a time without its zone is local time, as timestamp() reads it)
+            moment = moment.astimezone()
+        # in whole microseconds, exactly (a float of seconds since 1970 would read .954 as .953999872)
+        return (moment - _EPOCH) // _MICROSECOND * 1000
+    except (ValueError, OverflowError, OSError):
         return None
 
 

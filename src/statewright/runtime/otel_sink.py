@@ -17,6 +17,7 @@ import asyncio
 import hashlib
 import threading
 import time
+from collections import deque
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -103,9 +104,9 @@ class OtelRunSink:
         self.calls: dict[str, OtelRunSink] = {}  # the machines the run runs, by path: each a sink of its own
         self.parent_span: Any = None  # a call's sink: the span of the caller's state that runs it
         # a local run's events, taken in batches (see `record`); None: each at once
-        self.pending: list[tuple[str, dict[str, Any], int]] | None = [] if batched and not content else None
+        self.pending: deque[tuple[str, dict[str, Any], int]] | None = deque() if batched and not content else None
         self.timer: Any = None
-        self.taking = threading.RLock()  # (the telemetry's flush may come from another thread)
+        self.taking = threading.RLock()  # one flush at a time (the telemetry may flush from another thread)
 
     # -- the listener ---------------------------------------------------------------------------------
 
@@ -120,18 +121,15 @@ class OtelRunSink:
         model calls, whose clients leave the processor's caches cold (it costs a third). An error in making
         a span (a span processor's) no longer stops the batch: the rest is taken, then the first error is
         raised where the batch was taken (at an event of the run, or in the event loop's handler)."""
-        if self.pending is None:
+        pending = self.pending
+        if pending is None:
             self.take(event, fields, at)
             return
         stamp = otel_event_ns(fields["time"]) if "time" in fields else None
-        at = stamp or at or time.time_ns()
-        with self.taking:
-            pending = self.pending
-            pending.append((event, fields, at))
-            if len(pending) == 1:
-                self.telemetry.batched.add(self)
-            now = event in _AT_ONCE or len(pending) >= _BATCH
-        if now:
+        pending.append((event, fields, stamp or at or time.time_ns()))  # (one step: safe beside a flush)
+        if len(pending) == 1:
+            self.telemetry.batched.add(self)
+        if event in _AT_ONCE or len(pending) >= _BATCH:
             self.flush()
         elif self.timer is None:
             try:
@@ -144,20 +142,25 @@ class OtelRunSink:
         self.flush()
 
     def flush(self) -> None:
-        """Take the events a batched sink keeps (from any thread; again from inside, as a span processor
-        flushing its telemetry would)."""
+        """Take the events a batched sink keeps, first kept first (from any thread, one at a time; again
+        from inside, as a span processor flushing its telemetry would). An event kept meanwhile by another
+        thread is taken too, or left kept (and the sink held) for the next flush."""
         with self.taking:
             pending = self.pending
             if not pending:
                 return
-            self.pending = []
-            self.telemetry.batched.discard(self)
+            batched = self.telemetry.batched
+            batched.discard(self)
+            take, first = self.take, pending.popleft
             error: Exception | None = None
-            for event, fields, at in pending:
+            while pending:
+                event, fields, at = first()
                 try:
-                    self.take(event, fields, at)
+                    take(event, fields, at)
                 except Exception as exc:  # noqa: BLE001 - raised once the rest of the batch is taken
                     error = error or exc
+            if pending:
+                batched.add(self)
             if error is not None:
                 raise error
 

@@ -24,9 +24,9 @@ if __package__:
     from .statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
 else:
     from statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
-if RUNTIME_SHA256 != "9953e1ae890930a4f1df94cd697c462871d4e6b36d3a17fa17a77beaf7cdc96c":
+if RUNTIME_SHA256 != "1f4a08b2ae53bbc9441d86b7a145fc49d0203ecda09989c577d77f727e5c1c8e":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 9953e1ae8909), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 1f4a08b2ae53), but "
         f"the statewright_runtime package it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile`, which "
         "rewrites the runtime too"
