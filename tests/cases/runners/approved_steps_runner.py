@@ -24,9 +24,9 @@ if __package__:
     from .statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
 else:
     from statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
-if RUNTIME_SHA256 != "1f4a08b2ae53bbc9441d86b7a145fc49d0203ecda09989c577d77f727e5c1c8e":
+if RUNTIME_SHA256 != "6a89634b83b1e436dc2c94fe35630539dece9b3ea212244c5f59065f110e19d6":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 1f4a08b2ae53), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 6a89634b83b1), but "
         f"the statewright_runtime package it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile`, which "
         "rewrites the runtime too"

@@ -556,17 +556,15 @@ def printed_names(source: str) -> tuple[Any, ...] | None:
     return tuple(pieces)
 
 
-def _render_printed(pieces: tuple[Any, ...], context: Mapping[str, Any]) -> str | None:
-    """The text of a `printed_names` template, or None when Jinja must render it: a name is not in the
-    context or a field is not one `_field` finds (Jinja's error, or what its sandbox finds), or the context
-    is not a dict of text keys (Jinja reads a copy made with dict(), which needs those).
-
-    The pieces are written as Jinja's compiled template yields them and `render` takes its chunks: each
-    non-empty text and each value in turn, the length checked, then the deadline."""
+def _printed_values(pieces: tuple[Any, ...], context: Mapping[str, Any]) -> list[Any] | None:
+    """The values the tags of a `printed_names` template print, or None when Jinja must render it: a name
+    is not in the context or a field is not one `_field` finds (Jinja's error, or what its sandbox finds),
+    or the context is not a dict of text keys (Jinja reads a copy made with dict(), which needs those).
+    (Reading a field has no effect: reading them all before printing any changes nothing.)"""
     if type(context) is not dict or not all(type(key) is str for key in context):
         return None
     values = []
-    for path in pieces[1::2]:  # (reading a field has no effect: reading them all first changes nothing)
+    for path in pieces[1::2]:
         if path[0] not in context:
             return None
         value = context[path[0]]
@@ -575,19 +573,28 @@ def _render_printed(pieces: tuple[Any, ...], context: Mapping[str, Any]) -> str 
             if value is _NO_FIELD:
                 return None
         values.append(value)
-    parts = []
-    size = 0
+    return values
+
+
+def _printed_chunks(pieces: tuple[Any, ...], values: list[Any]) -> Iterator[str]:
+    """The chunks of a `printed_names` template as Jinja's compiled template yields them: each non-empty
+    text and each value printed (`_finalize`, then str), in turn."""
     for index, piece in enumerate(pieces):
-        if index % 2 == 0:
-            if not piece:
-                continue
-            text = piece
-        else:
-            text = str(_finalize(values[index // 2]))
-        size += len(text)
+        if index % 2:
+            yield str(_finalize(values[index // 2]))
+        elif piece:
+            yield piece
+
+
+def _joined(chunks: Iterable[str]) -> str:
+    """A render's chunks joined, the length checked after each, then the deadline."""
+    parts: list[str] = []
+    size = 0
+    for chunk in chunks:
+        size += len(chunk)
         if size > MAX_RENDERED_CHARS:
             raise TemplateTooLarge(f"the rendered text is longer than {MAX_RENDERED_CHARS:,} characters")
-        parts.append(text)
+        parts.append(chunk)
         _check_deadline()
     return "".join(parts)
 
@@ -651,19 +658,10 @@ class TemplateSet:
         token = _deadline.set(deadline)
         try:
             if printed is not None:  # text and names only: no Jinja (a worker, a run may never import it)
-                text = _render_printed(printed, context)
-                if text is not None:
-                    return text
-            compiled = self.compile(source)
-            parts: list[str] = []
-            size = 0
-            for chunk in compiled.generate(context):
-                size += len(chunk)
-                if size > MAX_RENDERED_CHARS:
-                    raise TemplateTooLarge(f"the rendered text is longer than {MAX_RENDERED_CHARS:,} characters")
-                parts.append(chunk)
-                _check_deadline()
-            return "".join(parts)
+                values = _printed_values(printed, context)
+                if values is not None:
+                    return _joined(_printed_chunks(printed, values))
+            return _joined(self.compile(source).generate(context))
         except TemplateRenderError:
             raise
         except Exception as exc:  # noqa: BLE001 - any render error is the template's, reported as one
