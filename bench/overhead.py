@@ -7,7 +7,10 @@ median of RUNS runs each:
               model calls: what a general-purpose FSM library costs per transition. The engine's own cost
               (engine - plain) must be at most 3.5 us and at most 0.45x this
   engine      the engine with that client (the ModelClient seam): the engine's own overhead
-  litellm     the engine through litellm and the scripted provider (fewer transitions: litellm is slow)
+  litellm     the engine through litellm and the scripted provider (fewer transitions: litellm is slow);
+              traced against untraced in 41 short rounds (runs of 202 transitions, the two alternated, the
+              order swapped every round; the median of the rounds' ratios): a shared machine's speed
+              drifts by more than tracing costs within seconds
   native      the engine through the native client (`OpenAIHTTPClient`), each call a real HTTP exchange
               with bench/latency_server.py answering at once: what a transition costs with its model call
   checkpoint  the engine with a SQLite checkpoint committed after every transition
@@ -305,7 +308,8 @@ def span_floor_us(telemetry: object, transitions: int, runs: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--transitions", type=int, default=10_000)
-    parser.add_argument("--litellm-transitions", type=int, default=1_000)
+    parser.add_argument("--litellm-transitions", type=int, default=202)
+    parser.add_argument("--litellm-rounds", type=int, default=41)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--skip-litellm", action="store_true")
     parser.add_argument("--native-transitions", type=int, default=3_001)
@@ -352,7 +356,7 @@ def main() -> None:
     litellm_us = litellm_traced_us = None
     if not args.skip_litellm:
         m = args.litellm_transitions
-        litellm_us, litellm_traced_us = measure_litellm(loop_machine(m), m, max(runs, 15), otel=telemetry)
+        litellm_us, litellm_traced_us = measure_litellm(loop_machine(m), m, args.litellm_rounds, otel=telemetry)
 
     native_us = measure_native(loop_machine(args.native_transitions), args.native_transitions, runs)
 
