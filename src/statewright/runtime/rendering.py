@@ -520,11 +520,15 @@ def _new_environment() -> Any:
 
 # Jinja's own line breaks (its lexer's newline_re): it reads every one as "\n" and drops one at the very end
 _NEWLINES = re.compile(r"(\r\n|\r|\n)")
+# A name as a template reads it, and the words Jinja reads as something other than a variable of the
+# context (constants and operators where an expression begins, names its compiled templates give their
+# own values). The compiler's reader of such templates shares both (checks/template_source.py).
+TEMPLATE_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+NOT_A_VARIABLE = frozenset({"true", "false", "none", "True", "False", "None", "and", "or", "not", "in", "is",
+                            "if", "else", "elif", "for", "recursive", "self", "loop", "caller", "varargs",
+                            "kwargs", "super"})
 # `{{ name }}` or `{{ name.field.field }}`, nothing else in the tag
-_PRINTED_NAME = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)\s*\}\}")
-# names Jinja reads as something other than a variable of the context
-_JINJA_WORDS = frozenset({"true", "false", "none", "True", "False", "None", "self", "and", "or", "not", "in",
-                          "is", "if", "else", "loop", "caller", "varargs", "kwargs", "super"})
+_PRINTED_NAME = re.compile(rf"\{{\{{\s*({TEMPLATE_NAME}(?:\.{TEMPLATE_NAME})*)\s*\}}\}}")
 
 
 def printed_names(source: str) -> tuple[Any, ...] | None:
@@ -543,7 +547,7 @@ def printed_names(source: str) -> tuple[Any, ...] | None:
     at = 0
     for tag in _PRINTED_NAME.finditer(text):
         path = tuple(tag.group(1).split("."))
-        if path[0] in _JINJA_WORDS:
+        if path[0] in NOT_A_VARIABLE:
             return None
         pieces += [text[at:tag.start()], path]
         at = tag.end()

@@ -30,7 +30,7 @@ from jinja2.parser import Parser
 from ...diagnostics import Span
 from ...grammar import ast
 from ...grammar.strings import OffsetMap, literal_offsets
-from ...runtime.rendering import MAX_INT_DIGITS, template_environment_class
+from ...runtime.rendering import MAX_INT_DIGITS, NOT_A_VARIABLE, TEMPLATE_NAME, template_environment_class
 
 # Brackets, blocks and runs of unary operators nested deeper than this are refused before Jinja's
 # recursive parser sees them; a parsed tree deeper than MAX_TREE_DEPTH before Jinja's recursive compiler does.
@@ -497,12 +497,8 @@ def tokenize(text: str) -> list[Token]:
 # The shape most templates have: text and `{{ name }}` or `{{ name.field.field }}`, nothing else. These
 # are read here, to the same tokens and tree Jinja's lexer and parser give them (a property test holds the
 # two to that); every other template is Jinja's to read.
-_SIMPLE_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
-_SIMPLE_OUTPUT = re.compile(rf"\{{\{{([ \t\n]*)({_SIMPLE_NAME}(?:\.{_SIMPLE_NAME}){{0,20}})([ \t\n]*)\}}\}}")
+_SIMPLE_OUTPUT = re.compile(rf"\{{\{{([ \t\n]*)({TEMPLATE_NAME}(?:\.{TEMPLATE_NAME}){{0,20}})([ \t\n]*)\}}\}}")
 _TAG_OPENING = re.compile(r"\{[{%#]")
-# names Jinja reads as constants or operators where an expression begins
-_NOT_A_VARIABLE = frozenset({"true", "false", "none", "True", "False", "None", "and", "or", "not", "in",
-                             "is", "if", "else", "elif", "for", "recursive"})
 
 
 def _parse_simple(string: ast.String, text: str, normalized: tuple[str, OffsetMap] | None = None
@@ -517,7 +513,7 @@ def _parse_simple(string: ast.String, text: str, normalized: tuple[str, OffsetMa
         # interned, as the syntax tree's names are: a large machine's templates read the same inputs, states
         # and fields thousands of times, and the parsed templates are kept
         path = [sys.intern(part) for part in m.group(2).split(".")]
-        if path[0] in _NOT_A_VARIABLE:
+        if path[0] in NOT_A_VARIABLE:  # (words Jinja reads otherwise: the runtime's list)
             return None
         if m.start() > pos:
             built.data(text[pos : m.start()], pos)

@@ -93,9 +93,8 @@ class OtelTelemetry:
         `machine` names each state's agent; `content` adds content when this telemetry records none;
         `planned` (a workflow's own key) plans every span id from it; `batched` makes the spans a batch of
         events at a time (a local run's sink: OtelRunSink.record), taken when this telemetry is flushed."""
-        sink = OtelRunSink(self, run, machine, content=self.content or content,
+        return OtelRunSink(self, run, machine, content=self.content or content,
                            secrets=self.secrets if secrets is None else secrets, planned=planned, batched=batched)
-        return sink
 
     def start_client_span(self, name: str, attributes: Mapping[str, Any]) -> Any:
         """A span of a client that starts a run elsewhere (a Temporal workflow): the run's spans join it."""
