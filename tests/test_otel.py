@@ -98,6 +98,11 @@ def tree(spans: list[Any], unit: int = 1) -> list[tuple[int, str]]:
     return lines
 
 
+def timeline(spans: list[Any]) -> list[tuple[str, int, int]]:
+    """(name, start, end) of every span, the times in whole microseconds (a trace file's)."""
+    return sorted((s.name, s.start_time // 1000, s.end_time // 1000) for s in spans)
+
+
 def parallel_run(collected: Collected, test_index: int = 1, **options: Any) -> Any:
     machine = statewright.load(PARALLEL)
     test = machine.spec.tests[test_index]
@@ -274,7 +279,14 @@ def test_a_recorded_trace_exports_as_the_same_spans(tmp_path: Path) -> None:
     exported = Collected()
     events = [json.loads(line) for line in trace_file.read_text().splitlines()]
     assert _replay(events, exported.telemetry, content=False) == (1, [])
-    assert tree(exported.finished(), 1_000_000) == tree(live.finished(), 1_000_000)
+    # the trace and the spans were given one time for each event: exported, the spans start and end at
+    # the same microseconds as the run's own, so they are the same tree in the same order
+    assert tree(exported.finished(), 1000) == tree(live.finished(), 1000)
+    exported_times, live_times = timeline(exported.finished()), timeline(live.finished())
+    assert [name for name, _, _ in exported_times] == [name for name, _, _ in live_times]
+    for (name, *times), (_, *live_at) in zip(exported_times, live_times, strict=True):
+        # (a model call's or a tool's span starts its latency before its event: a microsecond apart at most)
+        assert all(abs(a - b) <= 1 for a, b in zip(times, live_at, strict=True)), (name, times, live_at)
     names = {s.name: dict(s.attributes) for s in exported.finished()}
     assert names["chat gpt-4o"]["gen_ai.usage.input_tokens"] > 0
 

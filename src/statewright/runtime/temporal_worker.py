@@ -163,7 +163,7 @@ class TemporalWorkflow(Performer):
         except InputError as exc:
             return self.finish(core.fail_input(run_id, given, workspace, Failure("input", str(exc)), emit))
         run.listen(emit, content=self.trace_content or (self.otel_sink is not None and self.otel_sink.content),
-                   stamp=lambda: workflow.now().isoformat(timespec="milliseconds"))
+                   stamp=lambda: workflow.now().isoformat(timespec="microseconds"))
         if spec.get("observe"):
             observed: list[list[Any]] = []
             self.observed = observed
@@ -490,7 +490,7 @@ class TemporalWorkflow(Performer):
                 from .otel_names import otel_without_content
 
                 fields = otel_without_content(event, fields)
-        record = {"event": event, "time": workflow.now().isoformat(timespec="milliseconds")}
+        record = {"event": event, "time": workflow.now().isoformat(timespec="microseconds")}
         record.update(fields)
         record["event"] = event
         self.events.append(redacted_json(record, self.hidden))

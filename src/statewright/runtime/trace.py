@@ -17,6 +17,16 @@ REDACTED = "[REDACTED]"
 # UTC spelled without `timezone.utc`: ruff asks for `datetime.UTC` there when a repo targets Python 3.11+,
 # which a runner (it supports 3.10) cannot use, and generated runners must lint clean in any repo.
 _UTC = timezone(timedelta(0))
+_EPOCH = datetime(1970, 1, 1, tzinfo=_UTC)
+
+
+def event_time(at_ns: int | None = None) -> str:
+    """An event's `time` as a trace writes it, ISO 8601 in UTC to the microsecond: of `at_ns` (ns since the
+    epoch, exactly: no float between) or of now. (Microseconds, not milliseconds: the state visits of a
+    scripted run start well within one millisecond of each other, and a trace read back later, by
+    `trace export` among others, orders them by these times.)"""
+    moment = datetime.now(_UTC) if at_ns is None else _EPOCH + timedelta(microseconds=at_ns // 1000)
+    return moment.isoformat(timespec="microseconds")
 _KEY_SHAPES = re.compile(
     r"\bsk-[A-Za-z0-9_\-]{12,}"  # OpenAI / Anthropic style keys
     r"|\bBearer\s+[A-Za-z0-9._~+/=\-]{8,}"
@@ -167,7 +177,7 @@ class Trace:
         elsewhere (a Temporal workflow's events carry the workflow's time)."""
         self._seq += 1
         record = {"event": event, "seq": self._seq,
-                  "time": at or datetime.now(_UTC).isoformat(timespec="milliseconds")}
+                  "time": at or event_time()}
         record.update(fields)
         record["event"], record["seq"] = event, self._seq  # fields never overwrite the line's identity
         line = redacted_json(record, self._secrets)

@@ -19,7 +19,6 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from .checkpoint import LEASE_SECONDS, CheckpointError, CheckpointStore
@@ -36,7 +35,7 @@ from .snapshot import Delta
 from .spec import InputSpec, MachineSpec
 from .sync import run_sync
 from .tool_secrets import SecretError, read_secrets
-from .trace import Trace, redact, redact_data, secret_forms
+from .trace import Trace, event_time, redact, redact_data, secret_forms
 
 # where a run's tools work when no workspace is given: a fresh directory per run, under the current one
 DEFAULT_WORKSPACE_ROOT = os.path.join(".statewright", "runs")
@@ -299,6 +298,8 @@ class Engine:
         if len(sinks) == 1 and not self.unsafe_tools:
             return sinks[0]
         unsafe = self.unsafe_tools
+        if trace is not None and otel_sink is not None:
+            return _one_time(sinks[0], sinks[1:-1], otel_sink.record, unsafe)
 
         def emit(event: str, fields: dict[str, Any]) -> None:
             if unsafe and event == "run_start":
@@ -320,14 +321,36 @@ def _redacting(hook: Callable[[str, dict[str, Any]], None], redactions: list[str
     return redacted
 
 
-def _without_content(hook: Listener) -> Listener:
-    """`hook` (a trace's) handed events without their content fields."""
+def _without_content(hook: Callable[..., None]) -> Callable[..., None]:
+    """`hook` (a trace's `record`) handed events without their content fields."""
     from .otel_names import otel_without_content
 
-    def plain(event: str, fields: dict[str, Any]) -> None:
-        hook(event, otel_without_content(event, fields))
+    def plain(event: str, fields: dict[str, Any], at: str | None = None) -> None:
+        hook(event, otel_without_content(event, fields), at)
 
     return plain
+
+
+def _one_time(trace: Callable[..., None], listeners: list[Listener], spans: Callable[..., None],
+              unsafe: bool) -> Listener:
+    """The emitter of a run with a trace file and spans both: each event is stamped once, and the trace
+    and the spans get that one time (the trace to the microsecond, the spans to the nanosecond), so a
+    trace exported later (`trace export`) gives the spans the run made, in the same order."""
+
+    def emit(event: str, fields: dict[str, Any]) -> None:
+        if unsafe and event == "run_start":
+            fields = {**fields, "unsafe_tools": True}
+        if "time" in fields:  # (an event a branch held back carries the time it happened at)
+            trace(event, fields)
+            at = None
+        else:
+            at = time.time_ns()
+            trace(event, fields, event_time(at))
+        for listener in listeners:
+            listener(event, fields)
+        spans(event, fields, at)
+
+    return emit
 
 
 def _redacted_result(result: RunResult, redactions: list[str]) -> RunResult:
@@ -470,12 +493,9 @@ def _monotonic() -> float:
     return time.monotonic()
 
 
-_EVENT_UTC = timezone(timedelta(0))
-
-
 def _event_time() -> str:
     """Now, as a trace writes an event's time (for the events branches hold back until their join)."""
-    return datetime.now(_EVENT_UTC).isoformat(timespec="milliseconds")
+    return event_time()
 
 
 def _ms_since(started: float) -> float:
