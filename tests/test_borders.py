@@ -293,6 +293,46 @@ def test_deep_case_lines_fail_with_kind_input_and_the_batch_goes_on(spec: Path, 
     assert len(out.read_text().splitlines()) == 6  # every line was settled: nothing runs again
 
 
+# what str.strip() and str.isspace() take for blank but JSON does not: separators, a vertical tab and a form
+# feed, C1's next line, Unicode's spaces and line separators
+NOT_JSON_SPACE = ["\x1c", "\x1d", "\x1e", "\x1f", "\x0b", "\x0c", "\x85", "\u2028", "\u2029", "\u3000", "\xa0"]
+
+
+def test_a_case_line_of_what_only_python_calls_blank_is_reported_not_skipped(spec: Path, tmp_path: Path) -> None:
+    script = script_file(tmp_path, [GOOD_REPLY])
+    cases = tmp_path / "cases.jsonl"
+    odd = [f"{char}" for char in NOT_JSON_SPACE] + [f'{NOT_JSON_SPACE[0]}{{"inputs": {{"amount": 9}}}}']
+    cases.write_text("\n".join([json.dumps({"inputs": {"amount": 1}}), " \t ", *odd, "\r"]) + "\n",
+                     encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    done = cli("batch", str(spec), "--inputs", str(cases), "--script", str(script), "--out", str(out), cwd=tmp_path,
+               timeout=120)
+    clean(done)
+    lines = {line["line"]: line for line in map(json.loads, out.read_text().splitlines())}
+    # JSON's own whitespace (line 2, the last) is a blank line; each of the others is text that is not a case
+    assert sorted(lines) == [1, *range(3, 3 + len(odd))]
+    assert lines[1]["status"] == "waiting"
+    for number in range(3, 3 + len(odd)):
+        assert lines[number]["status"] == "invalid" and "not a JSON object" in lines[number]["error"], lines[number]
+    assert f"invalid   {len(odd)} line(s) skipped" in done.stderr
+
+
+def test_trace_show_shows_a_line_of_what_only_python_calls_blank_as_unreadable(spec: Path, tmp_path: Path) -> None:
+    trace = tmp_path / "t.jsonl"
+    done = cli("run", str(spec), "--input", "amount=5", "--script", str(script_file(tmp_path, [GOOD_REPLY])),
+               "--trace", str(trace), cwd=tmp_path)
+    assert done.returncode == 4
+    lines = trace.read_text().splitlines()
+    trace.write_text("\n".join([lines[0], *NOT_JSON_SPACE, " \t", *lines[1:]]) + "\n", encoding="utf-8")
+    shown = cli("trace", "show", str(trace))
+    clean(shown)
+    assert shown.returncode == 0
+    for number in range(2, 2 + len(NOT_JSON_SPACE)):
+        assert f"      line {number} is unreadable: not JSON" in shown.stdout
+    assert f"line {2 + len(NOT_JSON_SPACE)} is" not in shown.stdout  # spaces and a tab: a blank line
+    assert "  check (visit 1)" in shown.stdout
+
+
 @pytest.mark.slow
 def test_a_case_line_over_the_size_limit_is_skipped_unread_and_fails_with_kind_input(
         spec: Path, tmp_path: Path) -> None:

@@ -384,7 +384,7 @@ def test_a_batch_settles_every_hostile_case_line_and_finishes(project: Path, lin
     _face_checks(done, folder)
     assert done.returncode in (0, 1, 4), done.stderr
     written = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
-    with_text = [n for n, raw in enumerate(cases.read_bytes().split(b"\n"), 1) if raw.strip()]
+    with_text = [n for n, raw in enumerate(cases.read_bytes().split(b"\n"), 1) if raw.strip(b" \t\r\n")]
     assert sorted(line["line"] for line in written) == with_text  # every case line settled: nothing lost
     for line in written:
         assert line["status"] in ("waiting", "failed", "invalid")

@@ -123,6 +123,12 @@ def test_arguments_may_come_as_the_json_text_a_model_sent(workspace: str, jail: 
         tools.call("std.python", '{"code": ')
     with pytest.raises(ToolError, match="must be a JSON object, not list"):
         tools.call("std.python", "[1, 2]")
+    # no arguments at all is JSON's whitespace alone; a separator or a Unicode space is text that is not JSON
+    with pytest.raises(ToolError, match="missing required argument"):
+        tools.call("std.python", " \t\r\n")
+    for odd in ("\x1c", "\x0b", "\u2028", "\xa0"):
+        with pytest.raises(ToolError, match="the arguments are not valid JSON"):
+            tools.call("std.python", odd)
 
 
 def test_a_nonpositive_timeout_is_refused(workspace: str) -> None:

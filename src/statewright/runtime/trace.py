@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from .structured import safe_json_dumps, to_jsonable
-from .untrusted import MAX_RECORD_CHARS, MAX_RECORD_DEPTH, BorderError, read_json, read_lines
+from .untrusted import JSON_SPACE, MAX_RECORD_CHARS, MAX_RECORD_DEPTH, BorderError, read_json, read_lines
 
 REDACTED = "[REDACTED]"
 # UTC spelled without `timezone.utc`: ruff asks for `datetime.UTC` there when a repo targets Python 3.11+,
@@ -220,7 +220,7 @@ def trace_lines(path: str) -> Iterator[tuple[int, dict[str, Any] | None, str]]:
                 others += 1
                 yield number, None, f"too large: more than {MAX_RECORD_CHARS:,} characters"
                 continue
-            line = line.strip()
+            line = line.strip(JSON_SPACE)
             if not line:
                 continue
             try:

@@ -35,6 +35,10 @@ from typing import IO, Any
 MAX_DEPTH = 100
 # Characters of one value (a reply, an answer, a tool's result, a case line, a script or inputs file).
 MAX_VALUE_CHARS = 64 * 1024 * 1024
+# The whitespace JSON allows around a value (RFC 8259). A line of JSON Lines that holds nothing else is
+# blank; str.strip() takes more (the separators \x1c-\x1f, \x85, \x0b, \x0c and Unicode's spaces), and a
+# line of those is text that is not JSON, to be reported, never skipped as if it were empty.
+JSON_SPACE = " \t\n\r"
 # What the runtime wrote itself and reads back (a checkpoint row, a trace line, a batch's result line):
 # a value at the limits above, with the record around it.
 MAX_RECORD_DEPTH = 2 * MAX_DEPTH

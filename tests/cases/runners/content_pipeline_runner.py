@@ -24,9 +24,9 @@ if __package__:
     from .statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
 else:
     from statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
-if RUNTIME_SHA256 != "3d66c91529b9d0407def7a73a245b3e9fd402ee64794ad5df9b74d47d555c37b":
+if RUNTIME_SHA256 != "06e806dc9b3ce5599da3629a7dc508fa8cd89f354e860bcbd4050df71b72d26e":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 3d66c91529b9), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 06e806dc9b3c), but "
         f"the statewright_runtime package it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile`, which "
         "rewrites the runtime too"

@@ -29,7 +29,15 @@ from .progress import wants_color
 from .result import RunResult
 from .structured import to_jsonable
 from .trace import Trace, printable, redacted_json
-from .untrusted import MAX_RECORD_CHARS, MAX_RECORD_DEPTH, MAX_VALUE_CHARS, BorderError, read_json, read_lines
+from .untrusted import (
+    JSON_SPACE,
+    MAX_RECORD_CHARS,
+    MAX_RECORD_DEPTH,
+    MAX_VALUE_CHARS,
+    BorderError,
+    read_json,
+    read_lines,
+)
 
 MATCH_MODES = ("exact", "text", "contains")
 # a case id must work as a run id and a file name: anything else is replaced
@@ -86,7 +94,7 @@ def read_cases(path: str) -> Iterator[BatchCase | BadLine | RefusedCase]:
                 yield RefusedCase(number, f"line {number} is too large: more than {MAX_VALUE_CHARS:,} characters, "
                                           "and at most that many are read")
                 continue
-            text = raw.strip()
+            text = raw.strip(JSON_SPACE)
             if not text:
                 continue
             case = _case(number, text)
@@ -488,9 +496,10 @@ async def _run(engine: Engine, case: BatchCase, trace_dir: str | None, trace_con
 
 
 def _count_lines(path: str) -> int | None:
+    """How many case lines `read_cases` will read (the lines with text, as it splits and strips them)."""
     try:
-        with open(path, "rb") as handle:
-            return sum(1 for raw in handle if raw.strip())
+        with open(path, encoding="utf-8", errors="surrogateescape") as handle:
+            return sum(1 for raw in read_lines(handle, MAX_VALUE_CHARS) if raw is None or raw.strip(JSON_SPACE))
     except OSError:
         return None
 

@@ -30,7 +30,7 @@ from .sync import run_sync
 from .tool_secrets import SECRETS_PARAMETER, SecretError, render_secret_template, secret_references
 from .tool_signatures import STD_TOOLS
 from .trace import redact, redact_data, secret_forms, secret_values
-from .untrusted import BorderError, check_value, read_json
+from .untrusted import JSON_SPACE, BorderError, check_value, read_json
 
 
 class ToolError(Exception):
@@ -612,7 +612,7 @@ class ToolRegistry:
             args = {}
         if isinstance(args, str):
             try:
-                args = read_json(args, "the arguments") if args.strip() else {}
+                args = read_json(args, "the arguments") if args.strip(JSON_SPACE) else {}
             except ValueError as exc:
                 raise ToolError(f"{entry.name}: the arguments are not valid JSON ({exc}); send a JSON object. "
                                 f"Call it as {entry.usage()}.", tool=entry.name) from exc
