@@ -56,29 +56,37 @@ def test_each_stage_adds_its_part_and_the_ones_after_it_do_not_run() -> None:
     assert loaded.machine is not None and loaded.machine.name == "m"
 
 
-def test_without_its_syntax_a_compilation_has_the_same_diagnostics_ir_and_machine(
+def test_without_its_syntax_a_compilation_has_the_same_diagnostics_and_machine(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """keep_syntax=False (the designer's evaluation of a draft) lets the tree, comments and symbols go
-    before loading; the rest is what a full compilation has, a failing load's SW9001 included."""
+    before loading, and the IR once the module is rendered; the rest is what a full compilation has, a
+    failing load's SW9001 included."""
     unknown = GOOD.replace('do "Write."', 'do "Write {{ nothing }}."')
     for text in (GOOD, unknown, GOOD.replace("-> done", "-> dnoe"), "machine m {"):
         source = SourceFile("m.fsm", text)
         full = compile_source(source, stop_after="load", level=0)
         lean = compile_source(source, stop_after="load", level=0, keep_syntax=False)
-        assert (lean.ast, lean.comments, lean.symbols) == (None, [], None)
-        assert lean.diagnostics == full.diagnostics and lean.ir == full.ir and lean.ok == full.ok
+        assert (lean.ast, lean.comments, lean.symbols, lean.ir, lean.optimized) == (None, [], None, None, None)
+        assert lean.diagnostics == full.diagnostics and lean.ok == full.ok
         assert (lean.machine is None) == (full.machine is None)
         if full.machine is not None:
             assert lean.machine is not None and lean.machine.states == full.machine.states
+            assert lean.machine.tests == full.machine.tests
+    # stopped before loading, it keeps the IR (there is no machine to stand for it)
+    lowered = compile_source(SourceFile("m.fsm", GOOD), stop_after="lower", keep_syntax=False)
+    assert lowered.ir is not None and lowered.ok and lowered.ast is None
 
     def broken(*args: object) -> None:
         raise KeyError("boom")
 
-    monkeypatch.setattr(pipeline, "_load", broken)
-    lean = _compile(GOOD, stop_after="load", keep_syntax=False)
-    [internal] = [d for d in lean.diagnostics if d.code == "SW9001"]
-    assert "while generating code for" in internal.message and internal.span is not None
-    assert internal.span.start == GOOD.index("machine m") + len("machine ")
+    for stage in ("_render", "_run"):  # the module's text, then its code
+        with monkeypatch.context() as patched:
+            patched.setattr(pipeline, stage, broken)
+            lean = _compile(GOOD, stop_after="load", keep_syntax=False)
+        [internal] = [d for d in lean.diagnostics if d.code == "SW9001"]
+        assert "while generating code for" in internal.message and internal.span is not None
+        assert internal.span.start == GOOD.index("machine m") + len("machine ")
+        assert lean.machine is None and not lean.ok
 
 
 def test_a_machine_with_errors_stops_after_its_checks_with_every_diagnostic() -> None:

@@ -26,7 +26,8 @@ class Compilation(Node, frozen=False):
 
     `ast` and `comments` come from parsing; `diagnostics` from every stage, sorted; `symbols` (the
     declarations by kind, and what the checks recorded) from checking; `ir` from lowering, when no error
-    was reported; `optimized` from the passes and `machine` (the runtime MachineSpec) from loading, when
+    was reported (let go once loaded, when the caller asked for the machine alone: pipeline.compile_source's
+    `keep_syntax`); `optimized` from the passes and `machine` (the runtime MachineSpec) from loading, when
     those stages were asked for. `uses` are the files its `use` lines name, each compiled once by the
     project (their diagnostics are their own, not in this file's)."""
 
@@ -42,4 +43,6 @@ class Compilation(Node, frozen=False):
 
     @property
     def ok(self) -> bool:
-        return self.ir is not None and not any(d.severity.value == "error" for d in self.diagnostics)
+        """Checked without an error, and lowered (loaded, for a compilation that let the IR go)."""
+        return ((self.ir is not None or self.machine is not None)
+                and not any(d.severity.value == "error" for d in self.diagnostics))

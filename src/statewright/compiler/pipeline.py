@@ -46,10 +46,11 @@ def compile_source(source: SourceFile, *, stop_after: Stage = "lower", level: in
     source already). Every problem is a diagnostic, none is raised (an unknown pass name in `disabled`
     excepted).
 
-    `keep_syntax` False is for a caller that wants only the diagnostics, the IR and the machine (the
-    designer's evaluation of a draft): the syntax tree, its comments and the symbols are let go once the IR
-    is made, before code is generated and loaded (the Compilation holds none of them), so that the memory
-    they take is free for the code."""
+    `keep_syntax` False is for a caller that wants only the diagnostics and the machine (the designer's
+    evaluation of a draft): the syntax tree, its comments and the symbols are let go once the IR is made,
+    and with "load" the IR too once the machine's module is rendered, before the module runs (the
+    Compilation holds none of them but the IR of a machine not loaded), so that the memory they take is
+    free for the code."""
     if stop_after not in STAGES:
         raise ValueError(f"unknown stage {stop_after!r}; the stages are {', '.join(STAGES)}")
     if project is None:
@@ -85,10 +86,18 @@ def compile_source(source: SourceFile, *, stop_after: Stage = "lower", level: in
         from .passes import run_passes
 
         optimized = run_passes(ir, level=level, disabled=disabled, log=log)
-        if last >= STAGES.index("load"):
+        if last >= STAGES.index("load") and keep_syntax:
             ready = optimized
             machine = _stage("generating code for", name, diagnostics, lambda: _load(ready, source))
             ir = ir if machine is not None else None
+        elif last >= STAGES.index("load"):
+            # the IR too is let go once the machine's module is rendered, before the module runs: what
+            # runs it is then free for the machine it makes (the Compilation holds the machine alone)
+            ready = optimized
+            module = _stage("generating code for", name, diagnostics, lambda: _render(ready, source))
+            ir = optimized = ready = None
+            if module is not None:
+                machine = _stage("generating code for", name, diagnostics, lambda: _run(module, source))
     return Compilation(source, tree, comments if comments is not None else [], ir, diagnostics.sorted(), symbols,
                        optimized, machine, uses)
 
@@ -111,6 +120,18 @@ def _load(optimized: IRMachine, source: SourceFile) -> MachineSpec:
     from .codegen import load_machine
 
     return load_machine(optimized, source_text=source.text, source_path=source.path)  # type: ignore[no-any-return]
+
+
+def _render(optimized: IRMachine, source: SourceFile) -> bytearray:
+    from .codegen.render import render_installed_utf8
+
+    return render_installed_utf8(optimized, source_text=source.text, source_path=source.path)
+
+
+def _run(module: bytearray, source: SourceFile) -> MachineSpec:
+    from .codegen.load import load_machine_module
+
+    return load_machine_module(module, source.path).MACHINE  # type: ignore[no-any-return]
 
 
 def _stage(doing: str, name: ast.Name | None, diagnostics: Diagnostics, run: Callable[[], T]) -> T | None:

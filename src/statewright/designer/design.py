@@ -397,7 +397,7 @@ def evaluate_attempt(text: str, path: str, number: int = 1) -> Attempt:
     attempt = Attempt(number, text, [diagnostic_to_json(d) for d in compilation.diagnostics])
     if not compilation.ok:
         return attempt
-    if compilation.ir is not None and not compilation.ir.tests:
+    if compilation.machine is not None and not compilation.machine.tests:
         attempt.test_failures.append("The machine has no test block. Add at least one `test` block that "
                                      "scripts the replies and states the expected path.")
         return attempt
@@ -466,7 +466,7 @@ def _finish(source: str, path: str, task: str, model: str, optimize: bool, log: 
         return plain
     candidate = _formatted(with_header(optimized, task, model), path)
     checked = compile_text(candidate, path, stop_after="load", keep_syntax=False)
-    if not checked.ok or checked.ir is None or not checked.ir.tests or failing_tests(checked):
+    if not checked.ok or checked.machine is None or not checked.machine.tests or failing_tests(checked):
         log.append("kept the machine as designed: the optimized version did not pass its tests")
         return plain
     log.extend(notes)
