@@ -20,10 +20,11 @@ import re
 import shlex
 import subprocess
 import sys
+import unicodedata
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from statewright import api
@@ -435,9 +436,15 @@ def test_literal_templates_render_to_their_text(text: str) -> None:
 
 
 @given(st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",))))
+@example("two lines\rand a carriage return\n")  # raw between triple quotes: SW1007
+@example("a line\u2028and a separator\n")
+@example("a line\n\x1b[2Jand an escape")
 def test_fsm_strings_read_back_as_their_value(text: str) -> None:
-    parsed = api.parse_text(f"machine m {{\n    description {fsm_string(text)}\n}}\n", "m.fsm")
-    assert parsed.machine is not None
+    written = fsm_string(text)
+    parsed = api.parse_text(f"machine m {{\n    description {written}\n}}\n", "m.fsm")
+    assert parsed.machine is not None, parsed.diagnostics.items
+    # no control character raw (invisible, or a line break of its own to an editor) but tabs and line feeds
+    assert all(ch in "\t\n" or unicodedata.category(ch) not in ("Cc", "Zl", "Zp") for ch in written), written
     description = next(i for i in parsed.machine.items if type(i).__name__ == "Description")
     assert description.text.value == text  # type: ignore[attr-defined]
 

@@ -85,6 +85,21 @@ def test_a_file_with_errors_gets_every_diagnostic_with_its_code_exact_range_seve
     run(scenario)
 
 
+def test_a_carriage_return_without_a_line_feed_is_shown_where_the_editor_shows_it() -> None:
+    text = PIPELINE.replace("    input topic: str\n", "    input topic: str  # the subject\r    input spare: str\n", 1)
+
+    async def scenario(s: Session) -> None:
+        s.open(URI, text)
+        [found] = await s.diagnostics(URI)
+        assert found.code == "SW1007" and found.severity == types.DiagnosticSeverity.Error
+        line, column = where(text, "\r")
+        assert found.range == types.Range(types.Position(line, column), types.Position(line, column + 1))
+        [expected] = api.check_text(text, "content_pipeline.fsm").diagnostics
+        assert expected.code == "SW1007" and expected.span.start_pos.line == line + 1
+
+    run(scenario)
+
+
 def test_editing_the_file_changes_its_diagnostics() -> None:
     broken = PIPELINE.replace("-> publish", "-> pubish")
 

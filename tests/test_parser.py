@@ -220,6 +220,23 @@ def test_positions_are_one_based_characters() -> None:
     assert (code, line, column) == ("SW1001", 2, 21)  # "é" is one column
 
 
+def test_a_carriage_return_without_a_line_feed_is_an_error_where_it_stands() -> None:
+    body = 'machine m {\n    agent w { prompt "You write." }\n    start state a { agent w do "x" -> b }\n    final state b\n}\n'
+    assert parse_text(body.replace("\n", "\r\n")).machine is not None  # CRLF: line breaks as LF
+    # a comment that an editor shows as ending at the CR; to the lexer it would take in the next line
+    hidden = body.replace("    agent w {", "    # the writer\r    agent w {")
+    code, message, line, column = only_error(hidden)
+    assert (code, line, column) == ("SW1007", 2, 17)
+    assert message == "a carriage return without a line feed"
+    # in a string, in a triple-quoted one, at the end of the file; counted after the first
+    for text in (body.replace('"x"', '"x\ry"'), body.replace('"x"', '"""\n  x\r  y\n"""'), body + "\r"):
+        assert only_error(text)[0] == "SW1007", text
+    code, message, line, _ = only_error(body.replace("\n", "\r").replace("\r", "\n", 1))
+    assert (code, line) == ("SW1007", 2) and message.endswith("(and 3 more after it)")
+    # what the escape means is still a carriage return, written as one
+    assert parse_text(body.replace('"x"', '"x\\ry"')).machine is not None
+
+
 def test_comments_are_collected_with_spans() -> None:
     result = parse_text("# head\nmachine m { # trailing\n}\n")
     assert [c.text for c in result.comments] == ["# head", "# trailing"]

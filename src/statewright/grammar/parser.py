@@ -333,11 +333,34 @@ def _internal_error(result: ParseResult, source: SourceFile, err: BaseException)
     return result
 
 
+_LONE_CR = re.compile("\r(?!\n)")
+
+
+def _lone_carriage_return(source: SourceFile, diagnostics: Diagnostics) -> bool:
+    """SW1007 at the first carriage return that no line feed follows (with how many more there are): a line
+    break to an editor and to the language server's client, none to the lexer, so what the file says and
+    what it shows would differ from there on (a comment would take in the code after it)."""
+    if "\r" not in source.text:
+        return False
+    found = _LONE_CR.search(source.text)
+    if found is None:
+        return False
+    more = sum(1 for _ in _LONE_CR.finditer(source.text, found.end()))
+    others = f" (and {more:,} more after it)" if more else ""
+    diagnostics.report("SW1007", f"a carriage return without a line feed{others}",
+                       source.span(found.start(), found.end()), label="a line break to an editor, not to statewright",
+                       help="save the file with LF or CRLF line endings (or, inside a double-quoted string, "
+                            "write the escape \\r)")
+    return True
+
+
 def parse_source(source: SourceFile) -> ParseResult:
     """Parse one source file. Never raises for bad input: problems come back as diagnostics."""
     result = ParseResult(source, None)
     if len(source.text) > MAX_FILE_CHARS:
         result.diagnostics.extend([file_too_large(source.path, len(source.text), "characters")])
+        return result
+    if _lone_carriage_return(source, result.diagnostics):
         return result
     try:
         with paused_gc():

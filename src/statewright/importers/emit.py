@@ -10,7 +10,7 @@ import re
 import textwrap
 
 from ..compiler.views.formatter import format_source
-from ..compiler.views.source_text import double_quoted
+from ..compiler.views.source_text import double_quoted, fits_triple_quotes
 from ..diagnostics import SourceFile
 from ..grammar.parser import decode_long_string
 from ..runtime.trace import printable
@@ -52,8 +52,10 @@ def placeholders(text: str) -> list[str]:
 
 
 def fsm_string(value: str) -> str:
-    """A string literal for `value`: triple-quoted when it spans lines and reads back unchanged that way."""
-    if "\n" in value:
+    """A string literal for `value`: triple-quoted when it spans lines, holds no control character a raw
+    string cannot show (a carriage return or a line separator would be a line break of its own to an
+    editor), and reads back unchanged that way."""
+    if "\n" in value and fits_triple_quotes(value):
         text = f'"""\n{value}\n"""'
         if _LONG_STRING.fullmatch(text) and decode_long_string(text) == value:
             return text

@@ -116,14 +116,21 @@ def double_quoted(value: str) -> str:
     return "".join(out)
 
 
+def fits_triple_quotes(value: str) -> bool:
+    """Whether `value` can be written raw between triple quotes: it holds no control character but tabs and
+    line feeds (any other would be invisible in the file, or a line break of its own to an editor: a
+    carriage return, a line or paragraph separator)."""
+    return not any(_is_control(ch) and ch not in "\t\n" for ch in value)
+
+
 def triple_quoted(value: str, depth: int, as_block: bool) -> str | None:
     """`value` as a \"\"\"triple-quoted\"\"\" string, or None when that would not read back as `value`.
 
     The block form puts the text one level deeper than the line that holds it and the closing quotes at
     that line's own indentation, which is exactly what the parser's dedenting undoes.
     """
-    if any(_is_control(ch) and ch not in "\t\n" for ch in value):
-        return None  # raw control characters would be invisible (or line breaks) in the file
+    if not fits_triple_quotes(value):
+        return None
     if as_block:
         inner = INDENT * (depth + 1)
         body = "\n".join(inner + line if line else "" for line in value.split("\n"))

@@ -28,6 +28,15 @@ CODES = [
        'Inside "double-quoted" strings, backslash escapes are \\\\ \\" \\n \\t \\r and \\uXXXX. '
        'Triple-quoted strings take backslashes literally.',
        r'do "C:\path"', r'do "C:\\path"'),
+    _e("SW1007", "carriage return without a line feed",
+       "A line of a statewright file ends with a line feed (LF), or a carriage return and a line feed (CRLF). "
+       "A carriage return alone (the line ending of old Mac files, or a stray '\\r' pasted into the text) "
+       "ends a line for editors, for code review and for the language server's client, but would not for the "
+       "compiler: a comment before it would take in the code after it, and every position after it would "
+       "point elsewhere. So it is an error, reported at the first one (with how many more there are); save "
+       "the file with LF or CRLF line endings, or write '\\r' as an escape inside a double-quoted string.",
+       "# the model's instructions\\r    agent writer { prompt \"You write.\" }   # one line to statewright",
+       "# the model's instructions\n    agent writer { prompt \"You write.\" }"),
     _e("SW1010", "'=' used as a comparison",
        "Guards compare with '=='. A single '=' is only used for input defaults and tool-call arguments.",
        "when output.status = \"ok\" -> done", "when output.status == \"ok\" -> done"),
