@@ -12,6 +12,7 @@ Never a RecursionError, a traceback, an internal error or a batch that cannot fi
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 import subprocess
 import sys
@@ -115,6 +116,41 @@ def test_a_deep_reply_then_a_good_one_goes_on(spec: Path, tmp_path: Path) -> Non
     assert result.status == "waiting" and result.path == ["check", "approve"]
     feedback = client.received[1]["messages"][-1]["content"]
     assert "nested too deeply" in feedback  # what the model was told on the retry
+
+
+def test_a_reply_with_nan_or_infinity_is_not_json_and_is_re_asked(spec: Path, tmp_path: Path) -> None:
+    # Python's json reads NaN and Infinity, JSON has neither: let in, `approved` could be compared with NaN
+    for bad in ('{"approved": true, "note": NaN}', '{"approved": true, "note": "x", "cost": -Infinity}'):
+        client = ScriptedClient(Script.from_json({"agent": {"check": [bad, GOOD_REPLY]}}))
+        result = statewright.load(spec).run({"amount": 5}, client=client, checkpoint=str(tmp_path / "r.db"))
+        assert result.status == "waiting" and result.path == ["check", "approve"]
+        feedback = client.received[1]["messages"][-1]["content"]
+        assert "is not a JSON number (JSON has no NaN or Infinity)" in feedback, feedback
+
+
+def test_a_case_line_with_nan_is_not_a_case_and_every_result_line_is_strict_json(spec: Path, tmp_path: Path) -> None:
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text('{"inputs": {"amount": NaN}}\n{"inputs": {"amount": 1, "tags": [Infinity]}}\n'
+                     '{"inputs": {"amount": 2}}\n', encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    done = cli("batch", str(spec), "--inputs", str(cases), "--script", str(script_file(tmp_path, [GOOD_REPLY])),
+               "--out", str(out), cwd=tmp_path, timeout=120)
+    clean(done)
+
+    def strict(name: str) -> Any:
+        raise AssertionError(f"{name} in a result line")
+
+    lines = [json.loads(line, parse_constant=strict) for line in out.read_text().splitlines()]
+    assert [(line["line"], line["status"]) for line in lines] == [(1, "invalid"), (2, "invalid"), (3, "waiting")]
+    assert "NaN is not a JSON number" in lines[0]["error"] and "Infinity is not a JSON number" in lines[1]["error"]
+
+
+def test_what_the_runtime_wrote_itself_reads_back_with_a_nan_a_python_caller_gave() -> None:
+    from statewright.runtime.untrusted import NotAJsonNumber, read_json, read_record
+
+    with pytest.raises(NotAJsonNumber, match="NaN is not a JSON number"):
+        read_json('{"x": NaN}', "a value")
+    assert math.isnan(read_record('{"x": NaN}', "a checkpoint row")["x"])  # a record it wrote: as written
 
 
 def test_a_batch_of_runs_whose_replies_are_too_deep_writes_every_line_and_resumes(spec: Path, tmp_path: Path) -> None:
@@ -233,6 +269,7 @@ def waiting(spec: Path, tmp_path: Path) -> Path:
                                        "- note: Input should be a valid string (got 5)")),
     ('{"approved": 1, "note": "x"}', "- approved: Input should be a valid boolean (got 1)"),
     ("yes", "the answer does not fit Decision"),
+    ('{"approved": true, "note": "x", "score": NaN}', "NaN is not a JSON number"),
 ])
 def test_an_answer_that_does_not_fit_is_refused_and_the_run_keeps_waiting(
         waiting: Path, tmp_path: Path, answer: str, said: str) -> None:

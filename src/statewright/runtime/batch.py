@@ -29,11 +29,11 @@ from .trace import Trace, printable, redacted_json
 from .untrusted import (
     JSON_SPACE,
     MAX_RECORD_CHARS,
-    MAX_RECORD_DEPTH,
     MAX_VALUE_CHARS,
     BorderError,
     read_json,
     read_lines,
+    read_record,
 )
 
 MATCH_MODES = ("exact", "text", "contains")
@@ -321,8 +321,7 @@ def _earlier(out_path: str) -> dict[str, dict[str, Any]]:
         with open(out_path, encoding="utf-8", errors="surrogateescape") as handle:
             for raw in read_lines(handle, MAX_RECORD_CHARS):
                 try:
-                    line = read_json(raw or "", "a result line", max_depth=MAX_RECORD_DEPTH,
-                                     max_chars=MAX_RECORD_CHARS)
+                    line = read_record(raw or "", "a result line")
                 except ValueError:
                     continue  # cut short by a crash, or not ours: the case runs again
                 if not isinstance(line, dict):

@@ -8,12 +8,12 @@ from collections.abc import Callable
 from json import encoder as json_encoder
 from typing import Any
 
-from .untrusted import check_text, json_depth_problem, scan_json_value
+from .untrusted import NotAJsonNumber, check_text, json_depth_problem, refuse_constant, scan_json_value
 
 _FENCE = re.compile(r"```[ \t]*(?:json|JSON|javascript)?[ \t]*\n?(.*?)```", re.DOTALL)
 _TRAILING_COMMA = re.compile(r",(\s*[}\]])")
-_DECODER = json.JSONDecoder()
-_LENIENT_DECODER = json.JSONDecoder(strict=False)  # control characters allowed inside strings
+_DECODER = json.JSONDecoder(parse_constant=refuse_constant)  # NaN and Infinity are no JSON numbers
+_LENIENT_DECODER = json.JSONDecoder(strict=False, parse_constant=refuse_constant)  # control characters too
 
 
 class ReplyError(Exception):
@@ -66,7 +66,7 @@ def _loads(text: str, repairs: list[str] | None = None) -> tuple[Any, list[str]]
     if json_depth_problem(text, "the reply's JSON") is not None:
         return None
     try:
-        return json.loads(text), repairs
+        return _DECODER.decode(text), repairs
     except ValueError:
         pass
     try:
@@ -89,6 +89,8 @@ def _not_json(text: str) -> ValueError:
     except json.JSONDecodeError as exc:
         return ValueError(f"the reply's JSON is not valid: {exc.msg} at line {exc.lineno}, column {exc.colno}; "
                           "reply with the JSON object only")
+    except NotAJsonNumber as exc:
+        return ValueError(f"the reply's JSON is not valid: {exc}; reply with the JSON object only")
     return ValueError("the reply holds no JSON object or array; reply with the JSON object only")
 
 

@@ -19,7 +19,7 @@ from .plan import StatePlan
 from .result import AnswerError, Failure, RunFailed, Waiting
 from .run_state import Question, Run, Steps, state_of_key
 from .structured import validate_typed
-from .untrusted import BorderError, check_value, read_json
+from .untrusted import BorderError, NotAJsonNumber, check_value, read_json
 
 TIMED_OUT = object()  # what a person's step gives when its deadline passed without an answer
 
@@ -109,11 +109,11 @@ class PersonSteps:
                 return given
             raise AnswerError(f"state '{plan.name}' takes text as its answer, not {type(given).__name__}")
         candidates = [given]
-        refused: BorderError | None = None
+        refused: ValueError | None = None
         if isinstance(given, str):
             try:
                 candidates.insert(0, read_json(given, "the answer"))
-            except BorderError as exc:
+            except (BorderError, NotAJsonNumber) as exc:
                 refused = exc  # unless the text itself fits (a text type), this is what is wrong
             except ValueError:
                 pass

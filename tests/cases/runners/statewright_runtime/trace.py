@@ -14,7 +14,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from .structured import safe_json_dumps, to_jsonable
-from .untrusted import JSON_SPACE, MAX_RECORD_CHARS, MAX_RECORD_DEPTH, BorderError, read_json, read_lines
+from .untrusted import JSON_SPACE, MAX_RECORD_CHARS, BorderError, read_lines, read_record
 
 REDACTED = "[REDACTED]"
 # UTC spelled without `timezone.utc`: ruff asks for `datetime.UTC` there when a repo targets Python 3.11+,
@@ -227,7 +227,7 @@ def trace_lines(path: str) -> Iterator[tuple[int, dict[str, Any] | None, str]]:
             if not line:
                 continue
             try:
-                event = read_json(line, f"line {number}", max_depth=MAX_RECORD_DEPTH, max_chars=MAX_RECORD_CHARS)
+                event = read_record(line, f"line {number}")
             except BorderError as exc:
                 event, why = None, str(exc).removeprefix(f"line {number} is ")
             except ValueError as exc:

@@ -176,24 +176,41 @@ def scan_json_value(text: str, start: int, what: str, max_depth: int = MAX_DEPTH
         expect = _NEXT
 
 
+class NotAJsonNumber(ValueError):
+    """`NaN`, `Infinity` or `-Infinity` in JSON text: Python's json reads them, JSON (RFC 8259) has no such
+    numbers. A value from outside that holds one is not JSON: let in, a NaN would make every comparison of
+    a guard false, and every JSON sink after it (a result line, stdout) text that strict readers refuse."""
+
+
+def refuse_constant(name: str) -> Any:
+    """json's `parse_constant`: NotAJsonNumber for the name it read."""
+    raise NotAJsonNumber(f"{name} is not a JSON number (JSON has no NaN or Infinity): write a number, or null")
+
+
 def read_json(text: str | bytes, what: str, *, max_depth: int = MAX_DEPTH, max_chars: int = MAX_VALUE_CHARS,
-              strict: bool = True, object_pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None = None) -> Any:
+              strict: bool = True, object_pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None = None,
+              constants: bool = False) -> Any:
     """`json.loads(text)` for untrusted text: BorderError when it is too large or nested too deeply, json's
-    own ValueError when it is not JSON. `strict=False` allows control characters inside strings;
-    `object_pairs_hook` is json's (each object as it is read: what a large file keeps of it)."""
+    own ValueError when it is not JSON (NotAJsonNumber for a NaN or an Infinity, unless `constants`: a
+    record the runtime wrote itself, which keeps what a Python caller gave it). `strict=False` allows
+    control characters inside strings; `object_pairs_hook` is json's (each object as it is read: what a
+    large file keeps of it)."""
     check_text(text, what, max_chars)
     problem = json_depth_problem(text, what, max_depth)
     if problem is not None:
         raise problem
     if isinstance(text, (bytes, bytearray)):
         text = bytes(text).decode("utf-8")
-    return json.loads(text, strict=strict, object_pairs_hook=object_pairs_hook)
+    if constants:
+        return json.loads(text, strict=strict, object_pairs_hook=object_pairs_hook)
+    return json.loads(text, strict=strict, object_pairs_hook=object_pairs_hook, parse_constant=refuse_constant)
 
 
 def read_record(text: str | bytes, what: str) -> Any:
     """`read_json` with the limits of a record the runtime wrote itself and reads back (a checkpoint row, a
-    trace line, a batch's result line, a Temporal run's event)."""
-    return read_json(text, what, max_depth=MAX_RECORD_DEPTH, max_chars=MAX_RECORD_CHARS)
+    trace line, a batch's result line, a Temporal run's event): a NaN a Python caller gave a run reads back
+    as it was written."""
+    return read_json(text, what, max_depth=MAX_RECORD_DEPTH, max_chars=MAX_RECORD_CHARS, constants=True)
 
 
 def read_json_file(path: str, what: str, *, max_depth: int = MAX_DEPTH, max_chars: int = MAX_VALUE_CHARS,
