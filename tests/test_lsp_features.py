@@ -4,6 +4,8 @@ diagnostic's own help, and completion and hover in the places the stdio tests do
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("lsprotocol")
 
@@ -217,3 +219,18 @@ def test_the_index_keeps_one_occurrence_per_name_and_place_the_declaration_first
     assert index.at(6) is not None and index.at(6).key in (a, other) and index.at(11).key == b  # type: ignore[union-attr]
     assert index.definition(a) is not None and index.definition(a).start == 0  # type: ignore[union-attr]
     assert len(index.references(a)) == 2 and index.references(b, include_definition=False)[0].start == 11
+
+
+@settings(max_examples=200, deadline=None)
+@given(spans=st.lists(st.tuples(st.integers(0, 3_000_000), st.integers(0, 40)), max_size=300))
+def test_the_index_orders_occurrences_by_place_as_a_sort_of_every_key_would(spans: list[tuple[int, int]]) -> None:
+    """The symbol index's order (buckets of starts, each sorted) is the order of one sort by start, then
+    end, then the order found: the same places in the same order, without a sort key per occurrence."""
+    from array import array
+
+    from statewright.diagnostics.source import END_SHIFT
+    from statewright.lsp.index import _by_place
+
+    offsets = array("q", [start | (start + length) << END_SHIFT for start, length in spans])
+    expected = sorted(range(len(spans)), key=lambda i: (spans[i][0], spans[i][1], i))
+    assert list(_by_place(offsets)) == expected

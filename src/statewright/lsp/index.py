@@ -54,22 +54,11 @@ class SymbolIndex:
             found_offsets.append(o._span_offsets)  # type: ignore[attr-defined]
             found_keys.append(number)
             found_flags.append(o.definition | which << 1)
-        count = len(found_offsets)
-        # by place (start, then end), the order found kept at one place: one int each to sort, the start above
-        # the length above the position, in as few bits as they take (an int of up to 60 bits is the smallest)
-        longest = max((o >> END_SHIFT) - (o & START_MASK) for o in found_offsets) if count else 0
-        shift = max(count.bit_length(), 1)
-        length_shift = shift + longest.bit_length()
-        order = [(o & START_MASK) << length_shift | ((o >> END_SHIFT) - (o & START_MASK)) << shift | i
-                 for i, o in enumerate(found_offsets)]
-        order.sort()
-        mask = (1 << shift) - 1
         # one per key and place, a declaration before a use of the same place
         self._offsets, self._key_numbers, self._flags = array("q"), array("i"), bytearray()
         place_offsets = -1
         place: list[int] = []  # the kept occurrences (their positions) of the place in hand
-        for packed in order:
-            i = packed & mask
+        for i in _by_place(found_offsets):
             offsets, number, flags = found_offsets[i], found_keys[i], found_flags[i]
             if offsets != place_offsets:
                 place_offsets = offsets
@@ -82,7 +71,7 @@ class SymbolIndex:
                 self._flags.append(flags)
             elif flags & 1 and not self._flags[known] & 1:
                 self._flags[known] = flags
-        del order, found_offsets, found_keys, found_flags
+        del found_offsets, found_keys, found_flags
         self._numbers = numbers
         # each key's occurrences: by key number, then by place (counted into place, no sort)
         self._first_of_key = array("i", bytes(4 * (len(self._keys) + 1)))
@@ -294,3 +283,37 @@ def _value_fields(value: ast.Value, t: ir.Type, symbols: Symbols) -> Iterator[Oc
                 if entry.key.value in fields:
                     yield from _at(Key("field", f"{t.name}.{entry.key.value}"), entry.key.span)
                     stack.append((entry.value, fields[entry.key.value]))
+
+
+_BUCKETS_BITS = 16  # at most 65,536 buckets of starts
+
+
+def _by_place(offsets: array[int]) -> Iterator[int]:
+    """The positions of packed span `offsets` by place: by start, then end (a shorter span first), the
+    order found kept at one place. Counted into buckets of nearby starts, then each bucket sorted: the
+    order is kept as an array of positions (4 bytes an occurrence), not as a list of sort keys (40 bytes
+    each, which for a file of many states was the language server's peak)."""
+    count = len(offsets)
+    if not count:
+        return
+    last = max(o & START_MASK for o in offsets)
+    shift = max(0, last.bit_length() - _BUCKETS_BITS)
+    buckets = (last >> shift) + 1
+    first = array("i", bytes(4 * (buckets + 1)))  # first[b]: where bucket b starts in `order`
+    for o in offsets:
+        first[((o & START_MASK) >> shift) + 1] += 1
+    for b in range(buckets):
+        first[b + 1] += first[b]
+    order = array("i", bytes(4 * count))
+    filled = array("i", first)
+    for i, o in enumerate(offsets):
+        b = (o & START_MASK) >> shift
+        order[filled[b]] = i
+        filled[b] += 1
+    del filled
+    for b in range(buckets):
+        low, high = first[b], first[b + 1]
+        if high - low == 1:
+            yield order[low]
+        elif high > low:  # (a stable sort: the order found stays at one place)
+            yield from sorted(order[low:high], key=lambda i: (offsets[i] & START_MASK, offsets[i] >> END_SHIFT))
