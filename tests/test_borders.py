@@ -354,12 +354,17 @@ def test_a_case_line_of_what_only_python_calls_blank_is_reported_not_skipped(spe
     assert f"invalid   {len(odd)} line(s) skipped" in done.stderr
 
 
-def test_trace_show_shows_a_line_of_what_only_python_calls_blank_as_unreadable(spec: Path, tmp_path: Path) -> None:
+def waiting_trace(spec: Path, tmp_path: Path) -> tuple[Path, list[str]]:
+    """The trace file of a run that waits for the person's answer, and its lines."""
     trace = tmp_path / "t.jsonl"
     done = cli("run", str(spec), "--input", "amount=5", "--script", str(script_file(tmp_path, [GOOD_REPLY])),
                "--trace", str(trace), cwd=tmp_path)
     assert done.returncode == 4
-    lines = trace.read_text().splitlines()
+    return trace, trace.read_text().splitlines()
+
+
+def test_trace_show_shows_a_line_of_what_only_python_calls_blank_as_unreadable(spec: Path, tmp_path: Path) -> None:
+    trace, lines = waiting_trace(spec, tmp_path)
     trace.write_text("\n".join([lines[0], *NOT_JSON_SPACE, " \t", *lines[1:]]) + "\n", encoding="utf-8")
     shown = cli("trace", "show", str(trace))
     clean(shown)
@@ -415,11 +420,7 @@ def test_a_checkpoint_record_that_is_not_an_object_is_damaged(waiting: Path, tmp
 
 
 def test_trace_show_shows_a_line_5000_deep_as_unreadable(spec: Path, tmp_path: Path) -> None:
-    trace = tmp_path / "t.jsonl"
-    done = cli("run", str(spec), "--input", "amount=5", "--script", str(script_file(tmp_path, [GOOD_REPLY])),
-               "--trace", str(trace), cwd=tmp_path)
-    assert done.returncode == 4
-    lines = trace.read_text().splitlines()
+    trace, lines = waiting_trace(spec, tmp_path)
     lines.insert(2, '{"event": "guard", "seq": 3, "value": ' + deep(5000) + "}")
     trace.write_text("\n".join(lines) + '\n{"event": "state_en', encoding="utf-8")
     shown = cli("trace", "show", str(trace))
