@@ -276,7 +276,7 @@ class Engine:
         if redactions and emit is not None:  # the run's secret values leave through no hook
             emit = _redacting(emit, redactions)
         content = (trace.content if trace is not None else False) or (sink is not None and sink.content)
-        run.listen(emit, content=content, save=save, stamp=_event_time)
+        run.listen(emit, content=content, save=save, stamp=event_time)  # (the time of a branch's event)
         run.observe = self.observe
 
     def _otel_sink(self, run: Run | None) -> Any:
@@ -488,11 +488,6 @@ async def _keep_lease(store: CheckpointStore, run_id: str) -> None:
 
 def _monotonic() -> float:
     return time.monotonic()
-
-
-def _event_time() -> str:
-    """Now, as a trace writes an event's time (for the events branches hold back until their join)."""
-    return event_time()
 
 
 def _ms_since(started: float) -> float:
