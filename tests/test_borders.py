@@ -128,10 +128,35 @@ def test_a_reply_with_nan_or_infinity_is_not_json_and_is_re_asked(spec: Path, tm
         assert "is not a JSON number (JSON has no NaN or Infinity)" in feedback, feedback
 
 
+@pytest.mark.parametrize("bad, said", [
+    ('{"approved": true, "note": "x", "cost": 1e400}', "1e400 is too large a number (it would read as infinity"),
+    ('{"approved": true, "note": "x", "cost": -1.5E+999}', "-1.5E+999 is too large a number"),
+    ('Here: {"approved": true, "note": "x", "cost": 1e400}', "1e400 is too large a number"),  # found in prose
+    ('{"approved": true, "note": "x", "n": ' + "9" * 5000 + "}", "is too long a number: 5,000 digits, and at most"),
+])
+def test_a_reply_with_a_number_beyond_range_is_re_asked(spec: Path, tmp_path: Path, bad: str, said: str) -> None:
+    # Python's json reads 1e400 as inf (an Infinity by another name), and refuses 5,000 digits with advice
+    # to raise its own limit: neither may pass for a number, or reach the model as Python's words
+    client = ScriptedClient(Script.from_json({"agent": {"check": [bad, GOOD_REPLY]}}))
+    result = statewright.load(spec).run({"amount": 5}, client=client, checkpoint=str(tmp_path / "r.db"))
+    assert result.status == "waiting" and result.path == ["check", "approve"]
+    feedback = client.received[1]["messages"][-1]["content"]
+    assert said in feedback and "set_int_max_str_digits" not in feedback, feedback
+
+
+def test_numbers_json_reads_within_range_are_read_as_they_are() -> None:
+    from statewright.runtime.untrusted import NotAJsonNumber, read_json
+
+    text = '[1e308, -1.7976931348623157e308, 1e-400, -0.0, "1e400", 12, ' + "7" * 4000 + "]"
+    assert read_json(text, "a value") == [1e308, -1.7976931348623157e308, 0.0, -0.0, "1e400", 12, int("7" * 4000)]
+    with pytest.raises(NotAJsonNumber, match="too large a number"):
+        read_json('{"x": [1, 2e308]}', "a value")
+
+
 def test_a_case_line_with_nan_is_not_a_case_and_every_result_line_is_strict_json(spec: Path, tmp_path: Path) -> None:
     cases = tmp_path / "cases.jsonl"
     cases.write_text('{"inputs": {"amount": NaN}}\n{"inputs": {"amount": 1, "tags": [Infinity]}}\n'
-                     '{"inputs": {"amount": 2}}\n', encoding="utf-8")
+                     '{"inputs": {"amount": 2}}\n{"inputs": {"amount": 3, "x": 1e400}}\n', encoding="utf-8")
     out = tmp_path / "out.jsonl"
     done = cli("batch", str(spec), "--inputs", str(cases), "--script", str(script_file(tmp_path, [GOOD_REPLY])),
                "--out", str(out), cwd=tmp_path, timeout=120)
@@ -140,9 +165,12 @@ def test_a_case_line_with_nan_is_not_a_case_and_every_result_line_is_strict_json
     def strict(name: str) -> Any:
         raise AssertionError(f"{name} in a result line")
 
-    lines = [json.loads(line, parse_constant=strict) for line in out.read_text().splitlines()]
-    assert [(line["line"], line["status"]) for line in lines] == [(1, "invalid"), (2, "invalid"), (3, "waiting")]
+    lines = sorted((json.loads(line, parse_constant=strict) for line in out.read_text().splitlines()),
+                   key=lambda line: line["line"])
+    assert [(line["line"], line["status"]) for line in lines] == [(1, "invalid"), (2, "invalid"), (3, "waiting"),
+                                                                  (4, "invalid")]
     assert "NaN is not a JSON number" in lines[0]["error"] and "Infinity is not a JSON number" in lines[1]["error"]
+    assert "1e400 is too large a number" in lines[3]["error"]
 
 
 def test_what_the_runtime_wrote_itself_reads_back_with_a_nan_a_python_caller_gave() -> None:
@@ -270,6 +298,7 @@ def waiting(spec: Path, tmp_path: Path) -> Path:
     ('{"approved": 1, "note": "x"}', "- approved: Input should be a valid boolean (got 1)"),
     ("yes", "the answer does not fit Decision"),
     ('{"approved": true, "note": "x", "score": NaN}', "NaN is not a JSON number"),
+    ('{"approved": true, "note": "x", "score": 1e400}', "1e400 is too large a number"),
 ])
 def test_an_answer_that_does_not_fit_is_refused_and_the_run_keeps_waiting(
         waiting: Path, tmp_path: Path, answer: str, said: str) -> None:

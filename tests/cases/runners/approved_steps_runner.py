@@ -24,9 +24,9 @@ if __package__:
     from .statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
 else:
     from statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
-if RUNTIME_SHA256 != "802d959190b292cc8c1c34ee62e6d9728e1414a7f64655602a31b807a397ca9f":
+if RUNTIME_SHA256 != "bc39b829d9e8345bee8eeb0273994dced03011e46336b15389f9f78d9972860a":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 802d959190b2), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 bc39b829d9e8), but "
         f"the statewright_runtime package it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile`, which "
         "rewrites the runtime too"
