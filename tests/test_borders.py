@@ -153,6 +153,77 @@ def test_numbers_json_reads_within_range_are_read_as_they_are() -> None:
         read_json('{"x": [1, 2e308]}', "a value")
 
 
+SCORED = textwrap.dedent("""\
+    machine scored {
+        input weight: float = 1.0
+        var total: float = 10.0
+
+        type Score {
+            score: float
+            marks: list[float?]
+        }
+
+        agent judge {
+            prompt "You score."
+        }
+
+        start state judge {
+            agent judge
+            do "Score it, weight {{ weight }}."
+            output Score
+            set total <- total * total * output.score
+            when output.score >= 85 -> good
+            -> judge max 20
+            otherwise -> good
+        }
+
+        final state good {
+            result "{{ total }}"
+        }
+    }
+""")
+
+
+@pytest.mark.parametrize("bad", ['{"score": "nan", "marks": []}', '{"score": 90, "marks": [1, "-Infinity"]}',
+                                 '{"score": "1e400", "marks": []}'])
+def test_a_float_is_a_finite_number_whatever_text_lax_validation_would_convert(tmp_path: Path, bad: str) -> None:
+    # pydantic's lax mode reads the text "nan", "inf" or "1e400" as a float: a reply's "nan" became a NaN
+    # output (stdout then printed `"score": NaN`), and `--input weight=nan` a NaN input
+    path = tmp_path / "scored.fsm"
+    path.write_text(SCORED, encoding="utf-8")
+    good = '{"score": 90.5, "marks": [1.5, null]}'
+    client = ScriptedClient(Script.from_json({"agent": {"judge": [bad, good]}}))
+    result = statewright.load(path).run({}, client=client)
+    assert result.status == "final" and result.path == ["judge", "good"], result.failure
+    feedback = client.received[1]["messages"][-1]["content"]
+    assert "Input should be a finite number" in feedback, feedback
+    # the same from the command line's text, and from a Python caller
+    (tmp_path / "script.json").write_text(json.dumps({"agent": {"judge": [good]}}), encoding="utf-8")
+    for value in ("nan", "inf", "-Infinity", "1e400"):
+        done = cli("run", str(path), "--script", "script.json", "--input", f"weight={value}", cwd=tmp_path)
+        clean(done)
+        assert done.returncode == 2 and "input 'weight': Input should be a finite number" in done.stderr, done.stderr
+    refused = statewright.load(path).run({"weight": math.inf}, script={"agent": {"judge": [good]}})
+    assert refused.failure is not None and refused.failure.kind == "input"
+
+
+def test_a_run_variable_a_guard_overflows_to_infinity_fails_with_kind_variable(tmp_path: Path) -> None:
+    path = tmp_path / "scored.fsm"
+    path.write_text(SCORED, encoding="utf-8")
+    (tmp_path / "script.json").write_text(json.dumps({"agent": {"judge": ['{"score": 10, "marks": []}'] * 20}}),
+                                          encoding="utf-8")
+    done = cli("run", str(path), "--script", "script.json", "--checkpoint", "runs.db", "--quiet", cwd=tmp_path)
+    clean(done)
+
+    def strict(name: str) -> Any:
+        raise AssertionError(f"{name} on stdout")
+
+    printed = json.loads(done.stdout, parse_constant=strict)
+    assert done.returncode == 1 and printed["failure"]["kind"] == "variable", done.stdout
+    assert "Input should be a finite number" in printed["failure"]["message"]
+    assert math.isfinite(printed["variables"]["total"])  # the last value that fit stays
+
+
 def test_a_case_line_with_nan_is_not_a_case_and_every_result_line_is_strict_json(spec: Path, tmp_path: Path) -> None:
     cases = tmp_path / "cases.jsonl"
     cases.write_text('{"inputs": {"amount": NaN}}\n{"inputs": {"amount": 1, "tags": [Infinity]}}\n'

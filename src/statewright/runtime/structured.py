@@ -170,6 +170,18 @@ def validate_typed(model: type, data: Any, wrapped: bool, *, strict: bool = Fals
     return instance.value if wrapped else instance
 
 
+def type_adapter(annotation: Any) -> Any:
+    """pydantic's TypeAdapter for a value of a declared annotation (an input's, a run variable's), taking
+    no NaN or infinity for a float, as the models of declared types take none (a float is a finite number:
+    the text "nan" or "1e400" pydantic's lax mode would convert is refused). A declared type's model has
+    its own configuration, which a TypeAdapter may not override."""
+    from pydantic import BaseModel, ConfigDict, TypeAdapter
+
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return TypeAdapter(annotation)
+    return TypeAdapter(annotation, config=ConfigDict(allow_inf_nan=False))
+
+
 def _variant_validator(model: Any) -> Any:
     """A variant output class's own validation (variants.VariantOutput), found on the class, so that this
     module need not import variants.py, which reads its errors from here."""

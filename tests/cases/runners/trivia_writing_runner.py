@@ -24,9 +24,9 @@ if __package__:
     from .statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
 else:
     from statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
-if RUNTIME_SHA256 != "bc39b829d9e8345bee8eeb0273994dced03011e46336b15389f9f78d9972860a":
+if RUNTIME_SHA256 != "77da2ddac5cd5ea0f0536a4eb3e052e44eb0007517fda9d9d1db19aef4815770":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 bc39b829d9e8), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 77da2ddac5cd), but "
         f"the statewright_runtime package it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile`, which "
         "rewrites the runtime too"

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .spec import InputSpec, MachineSpec
-from .structured import to_jsonable
+from .structured import to_jsonable, type_adapter
 from .untrusted import check_value
 
 
@@ -41,9 +41,7 @@ class InputValidator:
         except TypeError:  # an unhashable annotation: no caching
             adapter = None
         if adapter is None:
-            from pydantic import TypeAdapter
-
-            adapter = TypeAdapter(annotation)
+            adapter = type_adapter(annotation)
             try:
                 self._adapters[annotation] = adapter
             except TypeError:
