@@ -268,8 +268,9 @@ def to_jsonable(value: Any) -> Any:
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # What JSON leaves raw with ensure_ascii=False but a terminal may act on: DEL and the C1 controls (0x9b is
-# an escape sequence's introducer on some terminals), line and paragraph separators, bidi overrides.
-_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+# an escape sequence's introducer on some terminals), line and paragraph separators, bidi marks (U+061C,
+# U+200E, U+200F: Unicode's Bidi_Control with the overrides and isolates) and overrides.
+_UNSAFE = re.compile("[\x7f-\x9f\u061c\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def _encoder() -> Callable[[Any], str]:
