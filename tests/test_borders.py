@@ -555,6 +555,17 @@ def _run(command: list[str], args: list[str], cwd: Path) -> subprocess.Completed
     return subprocess.run([*command, *args], capture_output=True, text=True, cwd=cwd, timeout=120, check=False)
 
 
+def test_an_input_that_does_not_fit_is_quoted_in_short(spec: Path, tmp_path: Path) -> None:
+    # the whole value was quoted: an inputs file of a 200,000-character text for an int printed all of it
+    inputs = tmp_path / "inputs.json"
+    inputs.write_text(json.dumps({"amount": "x" * 200_000, "tags": [7] * 50_000}), encoding="utf-8")
+    done = cli("run", str(spec), "--inputs-file", str(inputs), "--script", str(script_file(tmp_path, [GOOD_REPLY])),
+               cwd=tmp_path)
+    clean(done)
+    assert done.returncode == 2 and len(done.stderr) < 1000, done.stderr[:2000]
+    assert '(got "xxxxxxxxxx' in done.stderr and 'xxx...)' in done.stderr and "(got [7, 7, 7" in done.stderr
+
+
 def test_an_input_given_as_a_deep_python_value_fails_the_run_with_kind_input(spec: Path, tmp_path: Path) -> None:
     value: Any = "x"
     for _ in range(100_000):

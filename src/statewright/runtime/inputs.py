@@ -19,6 +19,18 @@ class InputError(ValueError):
         self.problems = problems
 
 
+# how much of a value that does not fit an error quotes: an input may be 64 Mi characters long
+_SHOWN_CHARS = 80
+
+
+def _shown(value: Any) -> str:
+    """`value` as JSON for an error message, cut to `_SHOWN_CHARS` characters (a text is cut before it is
+    written, so a long one costs nothing)."""
+    data = value[:_SHOWN_CHARS + 1] if isinstance(value, str) else to_jsonable(value)
+    text = json.dumps(data, ensure_ascii=False)
+    return text if len(text) <= _SHOWN_CHARS else text[:_SHOWN_CHARS - 3] + "..."
+
+
 class InputValidator:
     """Checks values against input annotations with pydantic, one TypeAdapter per annotation."""
 
@@ -51,7 +63,7 @@ class InputValidator:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first.get("loc", ()))
             raise ValueError(f"{first.get('msg', 'invalid value')}{' at ' + where if where else ''} "
-                             f"(got {json.dumps(to_jsonable(value), ensure_ascii=False)})") from None
+                             f"(got {_shown(value)})") from None
 
     def prepare(self, machine: MachineSpec, given: Mapping[str, Any]) -> dict[str, Any]:
         """The run's inputs: given values validated, defaults filled. Raises InputError naming every problem."""

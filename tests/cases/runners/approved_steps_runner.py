@@ -24,9 +24,9 @@ if __package__:
     from .statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
 else:
     from statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
-if RUNTIME_SHA256 != "a54d5a100b32f34fa973e2089b1dca1dcaa933b320e68ba5591a6c7990d926df":
+if RUNTIME_SHA256 != "2c5ac8bcd62faa44c95bb8e656c9610c969e46a9780faf098e854288531b108f":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 a54d5a100b32), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 2c5ac8bcd62f), but "
         f"the statewright_runtime package it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile`, which "
         "rewrites the runtime too"
