@@ -128,10 +128,106 @@ def test_a_reply_with_nan_or_infinity_is_not_json_and_is_re_asked(spec: Path, tm
         assert "is not a JSON number (JSON has no NaN or Infinity)" in feedback, feedback
 
 
+@pytest.mark.parametrize("bad, said", [
+    ('{"approved": true, "note": "x", "cost": 1e400}', "1e400 is too large a number (it would read as infinity"),
+    ('{"approved": true, "note": "x", "cost": -1.5E+999}', "-1.5E+999 is too large a number"),
+    ('Here: {"approved": true, "note": "x", "cost": 1e400}', "1e400 is too large a number"),  # found in prose
+    ('{"approved": true, "note": "x", "n": ' + "9" * 5000 + "}", "is too long a number: 5,000 digits, and at most"),
+])
+def test_a_reply_with_a_number_beyond_range_is_re_asked(spec: Path, tmp_path: Path, bad: str, said: str) -> None:
+    # Python's json reads 1e400 as inf (an Infinity by another name), and refuses 5,000 digits with advice
+    # to raise its own limit: neither may pass for a number, or reach the model as Python's words
+    client = ScriptedClient(Script.from_json({"agent": {"check": [bad, GOOD_REPLY]}}))
+    result = statewright.load(spec).run({"amount": 5}, client=client, checkpoint=str(tmp_path / "r.db"))
+    assert result.status == "waiting" and result.path == ["check", "approve"]
+    feedback = client.received[1]["messages"][-1]["content"]
+    assert said in feedback and "set_int_max_str_digits" not in feedback, feedback
+
+
+def test_numbers_json_reads_within_range_are_read_as_they_are() -> None:
+    from statewright.runtime.untrusted import NotAJsonNumber, read_json
+
+    text = '[1e308, -1.7976931348623157e308, 1e-400, -0.0, "1e400", 12, ' + "7" * 4000 + "]"
+    assert read_json(text, "a value") == [1e308, -1.7976931348623157e308, 0.0, -0.0, "1e400", 12, int("7" * 4000)]
+    with pytest.raises(NotAJsonNumber, match="too large a number"):
+        read_json('{"x": [1, 2e308]}', "a value")
+
+
+SCORED = textwrap.dedent("""\
+    machine scored {
+        input weight: float = 1.0
+        var total: float = 10.0
+
+        type Score {
+            score: float
+            marks: list[float?]
+        }
+
+        agent judge {
+            prompt "You score."
+        }
+
+        start state judge {
+            agent judge
+            do "Score it, weight {{ weight }}."
+            output Score
+            set total <- total * total * output.score
+            when output.score >= 85 -> good
+            -> judge max 20
+            otherwise -> good
+        }
+
+        final state good {
+            result "{{ total }}"
+        }
+    }
+""")
+
+
+@pytest.mark.parametrize("bad", ['{"score": "nan", "marks": []}', '{"score": 90, "marks": [1, "-Infinity"]}',
+                                 '{"score": "1e400", "marks": []}'])
+def test_a_float_is_a_finite_number_whatever_text_lax_validation_would_convert(tmp_path: Path, bad: str) -> None:
+    # pydantic's lax mode reads the text "nan", "inf" or "1e400" as a float: a reply's "nan" became a NaN
+    # output (stdout then printed `"score": NaN`), and `--input weight=nan` a NaN input
+    path = tmp_path / "scored.fsm"
+    path.write_text(SCORED, encoding="utf-8")
+    good = '{"score": 90.5, "marks": [1.5, null]}'
+    client = ScriptedClient(Script.from_json({"agent": {"judge": [bad, good]}}))
+    result = statewright.load(path).run({}, client=client)
+    assert result.status == "final" and result.path == ["judge", "good"], result.failure
+    feedback = client.received[1]["messages"][-1]["content"]
+    assert "Input should be a finite number" in feedback, feedback
+    # the same from the command line's text, and from a Python caller
+    (tmp_path / "script.json").write_text(json.dumps({"agent": {"judge": [good]}}), encoding="utf-8")
+    for value in ("nan", "inf", "-Infinity", "1e400"):
+        done = cli("run", str(path), "--script", "script.json", "--input", f"weight={value}", cwd=tmp_path)
+        clean(done)
+        assert done.returncode == 2 and "input 'weight': Input should be a finite number" in done.stderr, done.stderr
+    refused = statewright.load(path).run({"weight": math.inf}, script={"agent": {"judge": [good]}})
+    assert refused.failure is not None and refused.failure.kind == "input"
+
+
+def test_a_run_variable_a_guard_overflows_to_infinity_fails_with_kind_variable(tmp_path: Path) -> None:
+    path = tmp_path / "scored.fsm"
+    path.write_text(SCORED, encoding="utf-8")
+    (tmp_path / "script.json").write_text(json.dumps({"agent": {"judge": ['{"score": 10, "marks": []}'] * 20}}),
+                                          encoding="utf-8")
+    done = cli("run", str(path), "--script", "script.json", "--checkpoint", "runs.db", "--quiet", cwd=tmp_path)
+    clean(done)
+
+    def strict(name: str) -> Any:
+        raise AssertionError(f"{name} on stdout")
+
+    printed = json.loads(done.stdout, parse_constant=strict)
+    assert done.returncode == 1 and printed["failure"]["kind"] == "variable", done.stdout
+    assert "Input should be a finite number" in printed["failure"]["message"]
+    assert math.isfinite(printed["variables"]["total"])  # the last value that fit stays
+
+
 def test_a_case_line_with_nan_is_not_a_case_and_every_result_line_is_strict_json(spec: Path, tmp_path: Path) -> None:
     cases = tmp_path / "cases.jsonl"
     cases.write_text('{"inputs": {"amount": NaN}}\n{"inputs": {"amount": 1, "tags": [Infinity]}}\n'
-                     '{"inputs": {"amount": 2}}\n', encoding="utf-8")
+                     '{"inputs": {"amount": 2}}\n{"inputs": {"amount": 3, "x": 1e400}}\n', encoding="utf-8")
     out = tmp_path / "out.jsonl"
     done = cli("batch", str(spec), "--inputs", str(cases), "--script", str(script_file(tmp_path, [GOOD_REPLY])),
                "--out", str(out), cwd=tmp_path, timeout=120)
@@ -140,9 +236,12 @@ def test_a_case_line_with_nan_is_not_a_case_and_every_result_line_is_strict_json
     def strict(name: str) -> Any:
         raise AssertionError(f"{name} in a result line")
 
-    lines = [json.loads(line, parse_constant=strict) for line in out.read_text().splitlines()]
-    assert [(line["line"], line["status"]) for line in lines] == [(1, "invalid"), (2, "invalid"), (3, "waiting")]
+    lines = sorted((json.loads(line, parse_constant=strict) for line in out.read_text().splitlines()),
+                   key=lambda line: line["line"])
+    assert [(line["line"], line["status"]) for line in lines] == [(1, "invalid"), (2, "invalid"), (3, "waiting"),
+                                                                  (4, "invalid")]
     assert "NaN is not a JSON number" in lines[0]["error"] and "Infinity is not a JSON number" in lines[1]["error"]
+    assert "1e400 is too large a number" in lines[3]["error"]
 
 
 def test_what_the_runtime_wrote_itself_reads_back_with_a_nan_a_python_caller_gave() -> None:
@@ -270,6 +369,7 @@ def waiting(spec: Path, tmp_path: Path) -> Path:
     ('{"approved": 1, "note": "x"}', "- approved: Input should be a valid boolean (got 1)"),
     ("yes", "the answer does not fit Decision"),
     ('{"approved": true, "note": "x", "score": NaN}', "NaN is not a JSON number"),
+    ('{"approved": true, "note": "x", "score": 1e400}', "1e400 is too large a number"),
 ])
 def test_an_answer_that_does_not_fit_is_refused_and_the_run_keeps_waiting(
         waiting: Path, tmp_path: Path, answer: str, said: str) -> None:
@@ -454,6 +554,17 @@ def test_scripts_inputs_files_and_inputs_too_deep_are_usage_errors(spec: Path, t
 
 def _run(command: list[str], args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*command, *args], capture_output=True, text=True, cwd=cwd, timeout=120, check=False)
+
+
+def test_an_input_that_does_not_fit_is_quoted_in_short(spec: Path, tmp_path: Path) -> None:
+    # the whole value was quoted: an inputs file of a 200,000-character text for an int printed all of it
+    inputs = tmp_path / "inputs.json"
+    inputs.write_text(json.dumps({"amount": "x" * 200_000, "tags": [7] * 50_000}), encoding="utf-8")
+    done = cli("run", str(spec), "--inputs-file", str(inputs), "--script", str(script_file(tmp_path, [GOOD_REPLY])),
+               cwd=tmp_path)
+    clean(done)
+    assert done.returncode == 2 and len(done.stderr) < 1000, done.stderr[:2000]
+    assert '(got "xxxxxxxxxx' in done.stderr and 'xxx...)' in done.stderr and "(got [7, 7, 7" in done.stderr
 
 
 def test_an_input_given_as_a_deep_python_value_fails_the_run_with_kind_input(spec: Path, tmp_path: Path) -> None:

@@ -267,6 +267,49 @@ GROW = '''machine grow {
 '''
 
 
+SQUARE = '''machine square {
+    input start: int = 2
+    var n: int = 2
+
+    agent worker {
+        prompt "You work."
+    }
+
+    start state grow {
+        agent worker
+        do "Again."
+        set n <- n * n
+        -> grow max 20
+        otherwise -> done
+    }
+
+    final state done {
+        result "{{ n }}"
+    }
+}
+'''
+
+
+def test_a_number_too_long_to_write_is_refused_where_a_run_would_hold_it(tmp_path: Path) -> None:
+    # 2 squared 13 times has 2,467 digits, 14 times 4,933: more than Python writes as text (4,300), so the
+    # checkpoint, the trace and the result could not be written (the run stopped with Python's ValueError)
+    path = spec_file(tmp_path, SQUARE, "square.fsm")
+    (tmp_path / "script.json").write_text(json.dumps({"agent": {"grow": ["ok"] * 21}}), encoding="utf-8")
+    done = cli("run", str(path), "--script", "script.json", "--checkpoint", "runs.db", "--trace", "t.jsonl",
+               "--quiet", cwd=tmp_path)
+    assert done.returncode == 1 and "Traceback" not in done.stderr and "ValueError" not in done.stderr, done.stderr
+    printed = json.loads(done.stdout)
+    assert printed["failure"]["kind"] == "variable" and printed["failure"]["state"] == "grow"
+    assert "holds a whole number of more than 4,300 digits" in printed["failure"]["message"]
+    assert len(str(printed["variables"]["n"])) == 2467  # the last value that fit stays
+    for line in (tmp_path / "t.jsonl").read_text(encoding="utf-8").splitlines():
+        json.loads(line)
+    # the same number given by a Python caller is refused as an input, before anything writes it
+    result = statewright.load(path).run({"start": 10 ** 5000}, script={"agent": {"grow": ["ok"]}})
+    assert result.failure is not None and result.failure.kind == "input", result.failure
+    assert "more than 4,300 digits" in result.failure.message
+
+
 def test_a_damaged_log_of_updates_is_a_damaged_checkpoint(tmp_path: Path) -> None:
     path = spec_file(tmp_path)
     db = tmp_path / "runs.db"

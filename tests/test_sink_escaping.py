@@ -16,15 +16,16 @@ from pathlib import Path
 import pytest
 from support.e2e_runs import cli, compile_runner, runner_process
 
-# sets the terminal's title, clears the screen, reverses the text that follows
-HOSTILE = "evil\x1b]0;PWNED\x07\x1b[2J\u202e\x9b"
-SHOWN = "evil\\x1b]0;PWNED\\x07\\x1b[2J\\u202e\\x9b"
+# sets the terminal's title, clears the screen, reverses the text that follows (and U+061C, the Arabic
+# letter mark: a bidi control as U+200F is)
+HOSTILE = "evil\x1b]0;PWNED\x07\x1b[2J\u202e\x9b\u061c"
+SHOWN = "evil\\x1b]0;PWNED\\x07\\x1b[2J\\u202e\\x9b\\u061c"
 
 
 def raw_controls(text: str) -> list[str]:
     """The characters of `text` a terminal would act on."""
     return [ch for ch in text if (ord(ch) < 0x20 and ch not in "\n\t") or 0x7F <= ord(ch) < 0xA0
-            or ch in "\u2028\u2029\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"]
+            or ch in "\u061c\u2028\u2029\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"]
 
 
 def test_trace_show_escapes_every_line_and_every_table(tmp_path: Path) -> None:

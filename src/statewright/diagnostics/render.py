@@ -168,7 +168,7 @@ def render_json(diags: Sequence[Diagnostic]) -> str:
 # What a terminal would act on: C0 controls (but the line breaks and tabs a message may hold), DEL, C1,
 # line and paragraph separators, bidirectional marks and overrides. The runtime's `printable` escapes the
 # same set for what a run prints; diagnostics depend on nothing, so the rule is written here once more.
-_TERMINAL_CONTROLS = frozenset([*range(0x20), 0x7F, *range(0x80, 0xA0), 0x2028, 0x2029, 0x200E, 0x200F,
+_TERMINAL_CONTROLS = frozenset([*range(0x20), 0x7F, *range(0x80, 0xA0), 0x061C, 0x2028, 0x2029, 0x200E, 0x200F,
                                 *range(0x202A, 0x202F), *range(0x2066, 0x206A)]) - {0x09, 0x0A}
 _ESCAPES = {code: f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" for code in _TERMINAL_CONTROLS}
 # in a shown source line a control character keeps its column: one as wide as it is counted stands in

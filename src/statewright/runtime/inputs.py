@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .spec import InputSpec, MachineSpec
-from .structured import to_jsonable
+from .structured import to_jsonable, type_adapter
 from .untrusted import check_value
 
 
@@ -17,6 +17,18 @@ class InputError(ValueError):
     def __init__(self, problems: list[str]) -> None:
         super().__init__("; ".join(problems))
         self.problems = problems
+
+
+# how much of a value that does not fit an error quotes: an input may be 64 Mi characters long
+_SHOWN_CHARS = 80
+
+
+def _shown(value: Any) -> str:
+    """`value` as JSON for an error message, cut to `_SHOWN_CHARS` characters (a text is cut before it is
+    written, so a long one costs nothing)."""
+    data = value[:_SHOWN_CHARS + 1] if isinstance(value, str) else to_jsonable(value)
+    text = json.dumps(data, ensure_ascii=False)
+    return text if len(text) <= _SHOWN_CHARS else text[:_SHOWN_CHARS - 3] + "..."
 
 
 class InputValidator:
@@ -38,9 +50,7 @@ class InputValidator:
         except TypeError:  # an unhashable annotation: no caching
             adapter = None
         if adapter is None:
-            from pydantic import TypeAdapter
-
-            adapter = TypeAdapter(annotation)
+            adapter = type_adapter(annotation)
             try:
                 self._adapters[annotation] = adapter
             except TypeError:
@@ -53,7 +63,7 @@ class InputValidator:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first.get("loc", ()))
             raise ValueError(f"{first.get('msg', 'invalid value')}{' at ' + where if where else ''} "
-                             f"(got {json.dumps(to_jsonable(value), ensure_ascii=False)})") from None
+                             f"(got {_shown(value)})") from None
 
     def prepare(self, machine: MachineSpec, given: Mapping[str, Any]) -> dict[str, Any]:
         """The run's inputs: given values validated, defaults filled. Raises InputError naming every problem."""

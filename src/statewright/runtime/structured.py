@@ -8,12 +8,10 @@ from collections.abc import Callable
 from json import encoder as json_encoder
 from typing import Any
 
-from .untrusted import NotAJsonNumber, check_text, json_depth_problem, refuse_constant, scan_json_value
+from .untrusted import NotAJsonNumber, check_text, json_decoder, json_depth_problem, scan_json_value
 
 _FENCE = re.compile(r"```[ \t]*(?:json|JSON|javascript)?[ \t]*\n?(.*?)```", re.DOTALL)
 _TRAILING_COMMA = re.compile(r",(\s*[}\]])")
-_DECODER = json.JSONDecoder(parse_constant=refuse_constant)  # NaN and Infinity are no JSON numbers
-_LENIENT_DECODER = json.JSONDecoder(strict=False, parse_constant=refuse_constant)  # control characters too
 
 
 class ReplyError(Exception):
@@ -66,11 +64,11 @@ def _loads(text: str, repairs: list[str] | None = None) -> tuple[Any, list[str]]
     if json_depth_problem(text, "the reply's JSON") is not None:
         return None
     try:
-        return _DECODER.decode(text), repairs
+        return json_decoder(text).decode(text), repairs
     except ValueError:
         pass
     try:
-        return _LENIENT_DECODER.decode(text), [*repairs, "control_characters"]
+        return json_decoder(text, strict=False).decode(text), [*repairs, "control_characters"]
     except ValueError:
         return None
 
@@ -85,7 +83,7 @@ def _not_json(text: str) -> ValueError:
     except ValueError as too_deep:
         return too_deep
     try:
-        _LENIENT_DECODER.raw_decode(text, start)
+        json_decoder(text, strict=False).raw_decode(text, start)
     except json.JSONDecodeError as exc:
         return ValueError(f"the reply's JSON is not valid: {exc.msg} at line {exc.lineno}, column {exc.colno}; "
                           "reply with the JSON object only")
@@ -104,12 +102,15 @@ def _first_embedded(text: str) -> tuple[Any, list[str]] | None:
     if repaired_text != text:
         candidates.append((repaired_text, ["prose", "trailing_comma"]))
     for candidate, repairs in candidates:
+        # NaN and Infinity refused, and numbers too large (untrusted.json_decoder): chosen once per candidate
+        decoders: tuple[tuple[json.JSONDecoder, list[str]], ...] = (
+            (json_decoder(candidate), []), (json_decoder(candidate, strict=False), ["control_characters"]))
         for match in re.finditer(r"[{\[]", candidate):
             if scan_json_value(candidate, match.start(), "the reply's JSON") is None:
                 continue  # no JSON value starts here: json would say so, at the cost of counting lines
             # strictly first, then leniently, at each bracket: an object whose string holds a raw line break
             # must not give way to a smaller object nested inside it
-            for decoder, extra in ((_DECODER, []), (_LENIENT_DECODER, ["control_characters"])):
+            for decoder, extra in decoders:
                 try:
                     value, _end = decoder.raw_decode(candidate, match.start())
                 except ValueError:
@@ -167,6 +168,18 @@ def validate_typed(model: type, data: Any, wrapped: bool, *, strict: bool = Fals
     except ValidationError as exc:
         raise ValueError(describe_validation_errors(exc, wrapped)) from None
     return instance.value if wrapped else instance
+
+
+def type_adapter(annotation: Any) -> Any:
+    """pydantic's TypeAdapter for a value of a declared annotation (an input's, a run variable's), taking
+    no NaN or infinity for a float, as the models of declared types take none (a float is a finite number:
+    the text "nan" or "1e400" pydantic's lax mode would convert is refused). A declared type's model has
+    its own configuration, which a TypeAdapter may not override."""
+    from pydantic import BaseModel, ConfigDict, TypeAdapter
+
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return TypeAdapter(annotation)
+    return TypeAdapter(annotation, config=ConfigDict(allow_inf_nan=False))
 
 
 def _variant_validator(model: Any) -> Any:
@@ -255,8 +268,9 @@ def to_jsonable(value: Any) -> Any:
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # What JSON leaves raw with ensure_ascii=False but a terminal may act on: DEL and the C1 controls (0x9b is
-# an escape sequence's introducer on some terminals), line and paragraph separators, bidi overrides.
-_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+# an escape sequence's introducer on some terminals), line and paragraph separators, bidi marks (U+061C,
+# U+200E, U+200F: Unicode's Bidi_Control with the overrides and isolates) and overrides.
+_UNSAFE = re.compile("[\x7f-\x9f\u061c\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def _encoder() -> Callable[[Any], str]:

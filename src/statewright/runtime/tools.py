@@ -355,7 +355,8 @@ def _args_model(model_name: str, params: list[tuple[_ToolParam, Any, str]]) -> t
     for param, annotation, doc in params:
         default = ... if param.required else param.default
         fields[param.field] = (annotation, Field(default, alias=param.name, description=doc or None))
-    config = ConfigDict(extra="forbid", populate_by_name=False, arbitrary_types_allowed=False)
+    # a float is a finite number: the "nan" or "1e400" a model may write for one is refused, not converted
+    config = ConfigDict(extra="forbid", populate_by_name=False, arbitrary_types_allowed=False, allow_inf_nan=False)
     return create_model(model_name, __config__=config, **fields)
 
 

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .spec import MachineSpec
-from .structured import to_jsonable
+from .structured import to_jsonable, type_adapter
 from .untrusted import BorderError, check_value
 
 REDUCERS = ("set", "append", "extend", "merge")
@@ -93,9 +93,7 @@ class VariableTypes:
     def _adapter(self, name: str) -> Any:
         adapter = self._adapters.get(name)
         if adapter is None:
-            from pydantic import TypeAdapter
-
-            adapter = self._adapters[name] = TypeAdapter(self.specs[name].annotation)
+            adapter = self._adapters[name] = type_adapter(self.specs[name].annotation)
         return adapter
 
     def typed(self, name: str, data: Any) -> Any:

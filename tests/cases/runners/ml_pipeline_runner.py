@@ -17,16 +17,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 # the statewright runtime, shared with the runners beside this file: the package statewright_runtime/
 if __package__:
     from .statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
 else:
     from statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
-if RUNTIME_SHA256 != "b31e9ba70ed1db52c44ab6cf83607c80abf20a988aa32fc06665da75abfc4bbc":
+if RUNTIME_SHA256 != "2a8074216ad33d8e616b4926051d5fa4929e23a6c66776d4ae15b8497c315dfe":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 b31e9ba70ed1), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 2a8074216ad3), but "
         f"the statewright_runtime package it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile`, which "
         "rewrites the runtime too"
@@ -69,12 +69,14 @@ class Analysis(BaseModel):
 
 
 class ModelReport(BaseModel):
+    model_config = ConfigDict(allow_inf_nan=False)
     approach: str = Field(description="the model family and the features used")
     script_path: str = Field(description="the training script written in the workspace")
     validation_score: float = Field(description="the score on the validation split, between 0 and 1")
 
 
 class Metric(BaseModel):
+    model_config = ConfigDict(allow_inf_nan=False)
     name: Literal["accuracy", "f1", "roc_auc"]
     value: float = Field(description="the score on the held-out test split, between 0 and 1")
     baseline: float = Field(description="the same metric for always predicting the most frequent class")

@@ -31,6 +31,7 @@ from .types_py import (
     NameAllocator,
     annotation_source,
     constraint_arguments,
+    holds_float,
     plan_models,
     py_string,
 )
@@ -366,8 +367,11 @@ class _MachinePart:
         elif plan.wrapper:
             lines.append(f"# the output of state `{_state_of(self.plans, plan)}`, wrapped in an object for the model")
         lines.append(f"class {plan.class_name}({base}):")
-        if plan.title != plan.class_name:
-            lines.append(f"{INDENT}model_config = ConfigDict(title={py_string(plan.title)})")
+        config = [f"title={py_string(plan.title)}"] if plan.title != plan.class_name else []
+        if any(holds_float(f.type) for f in plan.fields):
+            config.append("allow_inf_nan=False")  # a float is a finite number, whatever text pydantic converts
+        if config:
+            lines.append(f"{INDENT}model_config = ConfigDict({', '.join(config)})")
         for f in plan.fields:
             ann = annotation_source(f.type, self.plans.class_names, self.branch_classes)
             arguments: list[tuple[str, object]] = []

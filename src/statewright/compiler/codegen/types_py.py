@@ -50,6 +50,14 @@ class NameAllocator:
         return name in self._taken
 
 
+def holds_float(t: ir.Type) -> bool:
+    """Whether a field of type `t` holds a float of its own model's (not through a declared type, whose
+    model says for its own fields): `float`, `float?`, `list[float]`, ..."""
+    while isinstance(t, (ir.ListOf, ir.Optional_)):
+        t = t.item if isinstance(t, ir.ListOf) else t.inner
+    return isinstance(t, ir.Prim) and t.name == "float"
+
+
 def is_plain_attribute(name: str) -> bool:
     """Whether a field can be a pydantic attribute under its own name."""
     return (

@@ -25,9 +25,11 @@ For a caller at a new border (a model client reading a provider's body, say):
 from __future__ import annotations
 
 import json
+import math
 import operator
 import os
 import re
+import sys
 from array import array
 from collections.abc import Callable, Iterator
 from itertools import accumulate, repeat
@@ -179,7 +181,9 @@ def scan_json_value(text: str, start: int, what: str, max_depth: int = MAX_DEPTH
 class NotAJsonNumber(ValueError):
     """`NaN`, `Infinity` or `-Infinity` in JSON text: Python's json reads them, JSON (RFC 8259) has no such
     numbers. A value from outside that holds one is not JSON: let in, a NaN would make every comparison of
-    a guard false, and every JSON sink after it (a result line, stdout) text that strict readers refuse."""
+    a guard false, and every JSON sink after it (a result line, stdout) text that strict readers refuse.
+    So is a number beyond a float's range (`1e400`, which Python reads as infinity) and one of more digits
+    than Python converts (RFC 8259 lets a reader limit the range of its numbers)."""
 
 
 def refuse_constant(name: str) -> Any:
@@ -187,12 +191,62 @@ def refuse_constant(name: str) -> Any:
     raise NotAJsonNumber(f"{name} is not a JSON number (JSON has no NaN or Infinity): write a number, or null")
 
 
+def _number_shown(text: str) -> str:
+    return text if len(text) <= 24 else f"{text[:10]}...{text[-10:]} ({len(text):,} characters)"
+
+
+def int_digits_limit() -> int:
+    """The most digits Python converts between an int and its text (sys.get_int_max_str_digits, 4300
+    unless set otherwise); 0 when there is no limit (or no such limit on this Python)."""
+    get = getattr(sys, "get_int_max_str_digits", None)
+    return get() if get is not None else 0
+
+
+def read_float(text: str) -> float:
+    """json's `parse_float`: the number, or NotAJsonNumber for one beyond a float's range (`1e400`), which
+    Python reads as infinity: let in, it would be an Infinity by another name."""
+    value = float(text)
+    if math.isinf(value):
+        raise NotAJsonNumber(f"{_number_shown(text)} is too large a number (it would read as infinity, and JSON "
+                             "has no Infinity; a number is at most about 1.8e308): write a smaller number, or null")
+    return value
+
+
+def read_int(text: str) -> int:
+    """json's `parse_int`: the number, or NotAJsonNumber for one of more digits than Python converts (4300):
+    said as such, not as Python's advice to raise its limit."""
+    limit = int_digits_limit()
+    digits = len(text) - text.startswith("-")
+    if limit and digits > limit:
+        raise NotAJsonNumber(f"{_number_shown(text)} is too long a number: {digits:,} digits, and at most "
+                             f"{limit:,} are read; write a smaller number, or the digits as text")
+    return int(text)
+
+
+# Where text may hold a number `read_float` or `read_int` refuses: a run of 300 digits (from its start, so
+# a long run costs one pass), or an exponent of three digits. Only such text pays for json calling them back
+# for every number; the rest is read by json's own C code, and holds no number beyond a float's range.
+_LONG_NUMBER = re.compile(r"(?<![0-9])[0-9]{300}|[eE][-+]?[0-9]{3}")
+_NUMBER_HOOKS: dict[str, Any] = {"parse_float": read_float, "parse_int": read_int}
+_DECODERS = {(strict, hooked): json.JSONDecoder(strict=strict, parse_constant=refuse_constant,
+                                                **(_NUMBER_HOOKS if hooked else {}))
+             for strict in (True, False) for hooked in (True, False)}
+
+
+def json_decoder(text: str, *, strict: bool = True) -> json.JSONDecoder:
+    """The decoder of JSON from outside for `text`: NaN and Infinity refused (NotAJsonNumber), and so is a
+    number that would read as infinity (`1e400`) or has too many digits for Python to read. `strict=False`
+    allows control characters inside strings. Made once; chosen by whether `text` may hold such a number."""
+    return _DECODERS[strict, _LONG_NUMBER.search(text) is not None]
+
+
 def read_json(text: str | bytes, what: str, *, max_depth: int = MAX_DEPTH, max_chars: int = MAX_VALUE_CHARS,
               strict: bool = True, object_pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None = None,
               constants: bool = False) -> Any:
     """`json.loads(text)` for untrusted text: BorderError when it is too large or nested too deeply, json's
-    own ValueError when it is not JSON (NotAJsonNumber for a NaN or an Infinity, unless `constants`: a
-    record the runtime wrote itself, which keeps what a Python caller gave it). `strict=False` allows
+    own ValueError when it is not JSON (NotAJsonNumber for a NaN or an Infinity, a number beyond a float's
+    range or one of more digits than Python reads, unless `constants`: a record the runtime wrote itself,
+    which keeps what a Python caller gave it). `strict=False` allows
     control characters inside strings; `object_pairs_hook` is json's (each object as it is read: what a
     large file keeps of it)."""
     check_text(text, what, max_chars)
@@ -203,7 +257,11 @@ def read_json(text: str | bytes, what: str, *, max_depth: int = MAX_DEPTH, max_c
         text = bytes(text).decode("utf-8")
     if constants:
         return json.loads(text, strict=strict, object_pairs_hook=object_pairs_hook)
-    return json.loads(text, strict=strict, object_pairs_hook=object_pairs_hook, parse_constant=refuse_constant)
+    if object_pairs_hook is None:
+        return json_decoder(text, strict=strict).decode(text)
+    hooks = _NUMBER_HOOKS if _LONG_NUMBER.search(text) else {}
+    return json.loads(text, strict=strict, object_pairs_hook=object_pairs_hook, parse_constant=refuse_constant,
+                      **hooks)
 
 
 def read_record(text: str | bytes, what: str) -> Any:
@@ -228,7 +286,8 @@ def read_json_file(path: str, what: str, *, max_depth: int = MAX_DEPTH, max_char
 
 def check_value(value: Any, what: str, *, max_depth: int = MAX_DEPTH, max_chars: int = MAX_VALUE_CHARS) -> None:
     """BorderError when a Python value (a tool's result, an answer or an input given as data) nests deeper
-    than `max_depth` containers, or holds more than `max_chars` characters of text and items in all.
+    than `max_depth` containers, or holds more than `max_chars` characters of text and items in all, or a
+    whole number of more digits than Python writes as text (`int_too_long`: a guard's `n * n`, say).
     Mappings, sequences, sets and pydantic models are walked with a stack; anything else counts as one."""
     if isinstance(value, str):
         check_text(value, what, max_chars)
@@ -252,10 +311,25 @@ def check_value(value: Any, what: str, *, max_depth: int = MAX_DEPTH, max_chars:
             else:
                 stack.extend((member, depth) for member in members)
         else:
+            if isinstance(item, int) and item.bit_length() > _SHORT_INT_BITS and int_too_long(item):
+                limit = int_digits_limit()
+                raise BorderError(what, "size", f"{what} holds a whole number of more than {limit:,} digits, and "
+                                                f"at most {limit:,} can be written (as JSON, or as text)")
             size += 1
         if size > max_chars:
             raise BorderError(what, "size", f"{what} is too large: more than {max_chars:,} characters and items, "
                                             f"and at most {max_chars:,} are read")
+
+
+# An int of at most this many bits has fewer digits than any limit Python allows (640, its least but 0)
+_SHORT_INT_BITS = 2000
+
+
+def int_too_long(value: int) -> bool:
+    """Whether `value` has more digits than Python converts to text (int_digits_limit): such an int cannot
+    be written as JSON (a checkpoint, a trace, a result) or rendered, so a run never holds one."""
+    limit = int_digits_limit()
+    return bool(limit) and abs(value) >= 10 ** limit
 
 
 def refused_values(values: dict[str, Any]) -> dict[str, str]:
