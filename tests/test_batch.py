@@ -169,6 +169,34 @@ def test_a_results_file_is_never_overwritten_and_resume_skips_its_finished_cases
     assert len(out.read_text().splitlines()) == 3
 
 
+def test_case_ids_that_clean_to_one_name_or_are_too_long_for_one_run_each_in_a_file_of_its_own(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # "a/b" and "a b" both became the run id "a_b": the second case stopped the batch with an internal error
+    # (its run "already exists" in the checkpoint), and with --resume would have taken up the first's run;
+    # a 300-character id was a trace file name the system refused (another internal error).
+    ids = ["a/b", "a b", "a_b", "x" * 300, "../up"]
+    cases = write_lines(tmp_path / "cases.jsonl", *({"id": i, "inputs": {"subject": i}} for i in ids))
+    out, traces = tmp_path / "results.jsonl", tmp_path / "traces"
+    code, _, err = batch(tmp_path, capsys, "--inputs", str(cases), "--out", str(out), "--trace", str(traces),
+                         "--concurrency", "1")
+    assert code == 0, err
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [line["id"] for line in lines] == ids and all(line["status"] == "final" for line in lines)
+    run_ids = [line["run_id"] for line in lines]
+    assert len(set(run_ids)) == len(ids) and run_ids[2] == "a_b"  # a safe id is its own run id
+    assert all(len(r) <= 100 and "/" not in r and not r.startswith(".") for r in run_ids)
+    assert sorted(p.name for p in traces.iterdir()) == sorted(f"{r}.jsonl" for r in run_ids)
+    code, _, err = batch(tmp_path, capsys, "--inputs", str(cases), "--out", str(out), "--resume")
+    assert code == 0 and err.count("finished before, skipped") == len(ids)
+
+
+def test_an_id_written_as_another_cases_run_id_is_a_bad_line(tmp_path: Path) -> None:
+    taken = BatchCase(1, "a b", {}).run_id
+    cases = write_lines(tmp_path / "cases.jsonl", {"id": "a b", "inputs": {}}, {"id": taken, "inputs": {}})
+    read = list(read_cases(str(cases)))
+    assert isinstance(read[1], BadLine) and read[1].message == f"the id {taken!r} is the run id of line 1: choose another"
+
+
 def test_a_new_batch_never_takes_up_the_runs_an_earlier_one_left_in_its_checkpoint(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cases = write_lines(tmp_path / "cases.jsonl", *({"id": f"c{n}", "inputs": {"subject": "s"}} for n in range(4)))

@@ -90,3 +90,27 @@ def test_a_bug_exits_3_with_a_request_to_report_it_and_no_traceback(
     assert "internal error: RuntimeError: simulated compiler bug" in err
     assert "Please report it" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("command", ["test", "batch", "selftest"])
+def test_a_trace_directory_that_cannot_be_one_is_a_usage_error(command: str, tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    # `--trace DIR` naming a file (or a place no directory can be made) had stopped each command with an
+    # internal error (FileExistsError) once the first trace was to be written
+    spec = ROOT / "examples" / "trivia_writing.fsm"
+    taken = tmp_path / "taken"
+    taken.write_text("not a directory\n", encoding="utf-8")
+    if command == "test":
+        code = main(["test", str(spec), "--trace", str(taken)])
+    elif command == "batch":
+        cases = tmp_path / "cases.jsonl"
+        cases.write_text('{"inputs": {"theme": "x"}}\n', encoding="utf-8")
+        code = main(["batch", str(spec), "--inputs", str(cases), "--trace", str(taken)])
+    else:
+        from statewright.runtime.runner_cli import main as runner_main
+
+        code = runner_main(api.runtime_machine(api.check_file(spec)), ["--selftest", "--trace", str(taken)])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert f"cannot write traces into --trace {taken}: it is a file, not a directory" in err
+    assert "internal error" not in err and taken.read_text(encoding="utf-8") == "not a directory\n"

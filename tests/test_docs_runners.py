@@ -52,3 +52,15 @@ def test_the_options_in_the_runners_help_are_the_documented_ones(capsys: pytest.
 def test_the_default_workspace_is_the_documented_one() -> None:
     assert default_workspace("RUN_ID").endswith(os.path.join(".statewright", "runs", "RUN_ID", "workspace"))
     assert "`.statewright/runs/<run_id>/workspace`" in SECTION
+
+
+def test_run_ids_that_clean_to_one_name_never_share_a_workspace_nor_leave_the_runs_directory() -> None:
+    # "a/b" and "a_b" (and "..", ".", "run") had one workspace; a long id a directory name the system refused
+    ids = ["a/b", "a_b", "a b", "..", ".", "run", "../../etc", "x" * 5000, "\x00", "A\u2028"]
+    runs = os.path.abspath(os.path.join(".statewright", "runs"))
+    places = [default_workspace(i) for i in ids]
+    assert len(set(places)) == len(ids)
+    for place in places:
+        name = os.path.relpath(place, runs).split(os.sep)
+        assert len(name) == 2 and name[1] == "workspace" and len(name[0]) <= 100 and not name[0].startswith(".")
+    assert default_workspace("a_b").endswith(os.path.join("runs", "a_b", "workspace"))  # safe: unchanged

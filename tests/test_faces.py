@@ -43,7 +43,7 @@ from support.e2e_runs import EXAMPLES, ROOT
 from support.face_machines import random_machine, with_recorded_tests
 
 from statewright import api
-from statewright.runtime.testing import _file_name, format_outcome
+from statewright.runtime.testing import format_outcome, trace_file_names
 
 pytestmark = pytest.mark.slow
 
@@ -150,8 +150,9 @@ def observe(cases: list[Case], outcomes: dict[str, str], traces: Path) -> Observ
     seen: Observed = {}
     for case in cases:
         blocks = outcome_blocks(outcomes.get(case.name, ""))
+        files = trace_file_names(case.tests)
         for test in case.tests:
-            trace = read_trace(traces / case.name / f"{_file_name(test)}.jsonl")
+            trace = read_trace(traces / case.name / files[test])
             seen[(case.name, test)] = (blocks.get(test, "<no outcome>"), trace)
     return seen
 
@@ -184,8 +185,9 @@ def runner_face(cases: list[Case], form: str, directory: Path) -> Observed:
     for case in cases:
         printed = results.get(f"{case.name}_runner", {"stdout": "", "stderr": "not run", "status": -1})
         blocks = outcome_blocks(printed["stdout"] + (printed["stderr"] if printed["status"] == -1 else ""))
+        files = trace_file_names(case.tests)
         for test in case.tests:
-            trace = read_trace(traces / f"{case.name}_runner" / f"{_file_name(test)}.jsonl")
+            trace = read_trace(traces / f"{case.name}_runner" / files[test])
             seen[(case.name, test)] = (blocks.get(test, "<no outcome>: " + printed["stderr"][-300:]), trace)
     return seen
 

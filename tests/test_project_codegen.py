@@ -4,6 +4,7 @@ module` runners share the runtime; the in-memory machine is the written one."""
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -297,3 +298,20 @@ def test_a_runner_names_every_file_from_its_own_folder_whatever_path_a_use_gives
     assert str(tmp_path) not in text  # an absolute `use` path does not reach the runner
     assert "# ==== the machine `leaf`, from ../shared/leaf.fsm ====" in text
     assert '"agent worker": "../shared/leaf.fsm:' in text
+
+
+@pytest.mark.parametrize("form", [[], ["--standalone"]])
+def test_a_used_file_whose_name_holds_backslashes_and_quotes_cannot_break_the_runners_docstring(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], form: list[str]) -> None:
+    # The docstring names every file the runner includes: `\N`, `\x` or `"""` in a file name had ended it
+    # or been read as an escape it is not, and the runner was not Python.
+    name = 'leaf\\N\\x"""q\u2028.fsm'
+    (tmp_path / name).write_text(LEAF.format(name="leaf"), encoding="utf-8")
+    (tmp_path / "top.fsm").write_text(MIDDLE.format(name="top").replace(
+        'use "leaf.fsm"', 'use "leaf\\\\N\\\\x\\"\\"\\"q\\u2028.fsm"'), encoding="utf-8")
+    text = compile_runner(tmp_path / "top.fsm", tmp_path / "out" / "runner.py", *form)
+    capsys.readouterr()
+    docstring = ast.get_docstring(ast.parse(text))
+    assert docstring is not None and f"It runs `leaf` (../{name})" in docstring
+    done = run_runner(tmp_path / "out" / "runner.py", "--selftest")
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -403,6 +403,19 @@ def test_run_tests_filters_by_name_and_writes_one_trace_per_test(tmp_path):
     assert [o.name for o in run_tests(machine, name_filter="sent back")] == ["sent back once"]
 
 
+def test_tests_whose_names_clean_to_one_file_name_write_a_trace_each(tmp_path):
+    # "good draft" and "good-draft" (and "good draft!") had written into one file; a long name was a file name
+    # the system refused
+    names = ["good draft", "good-draft", "good draft!", "x" * 300]
+    machine = review_machine(*(block(n, expect_final="publish") for n in names))
+    outcomes = run_tests(machine, trace_dir=str(tmp_path / "traces"))
+    assert [o.passed for o in outcomes] == [True] * 4
+    files = sorted(p.name for p in (tmp_path / "traces").iterdir())
+    assert len(files) == 4 and "good-draft.jsonl" in files and all(len(f) <= 106 for f in files)
+    assert all(len(p.read_text().splitlines()) > 0 and p.read_text().count('"run_start"') == 1
+               for p in (tmp_path / "traces").iterdir())
+
+
 # --- isolation: every run answers from its own script -------------------------------------------------
 
 def test_two_concurrent_runs_with_different_scripts_each_get_their_own_replies():

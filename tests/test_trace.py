@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from pydantic import BaseModel
@@ -220,3 +221,32 @@ def test_every_key_shape_is_found_by_the_quick_test_before_its_pattern(prefix):
         assert _may_hold_a_key(text)
         assert key not in redacted_json({"reply": text}, [])
     assert not _may_hold_a_key("through the high thoughts of night")
+
+
+def test_a_trace_write_that_fails_is_raised_once_and_closing_does_not_raise_it_again():
+    # A full disk: the write of a line raises (the run stops and says why); close() flushed the same line
+    # again and raised too, and from the runner's `finally` that turned the run's error into an internal one.
+    if not os.path.exists("/dev/full"):
+        pytest.skip("needs /dev/full")
+    trace = Trace("/dev/full")
+    with pytest.raises(OSError):
+        trace.emit("run_start", machine="m")
+    trace.close()
+    trace.close()  # closed once; a second close is nothing
+
+
+def test_a_run_whose_trace_cannot_be_written_fails_with_its_own_error_not_an_internal_one(tmp_path, capsys):
+    if not os.path.exists("/dev/full"):
+        pytest.skip("needs /dev/full")
+    from statewright.cli import main as cli_main
+
+    spec = tmp_path / "echo.fsm"
+    spec.write_text('machine echo {\n    model "openai/m"\n    agent w { prompt "p" }\n'
+                    '    start state s { agent w do "Say hi." -> done }\n    final state done\n}\n', encoding="utf-8")
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"agent": {"s": ["hi"]}}), encoding="utf-8")
+    code = cli_main(["run", str(spec), "--script", str(script), "--trace", "/dev/full"])
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert "error: the run stopped: OSError: [Errno 28] No space left on device" in err
+    assert "internal error" not in err

@@ -216,8 +216,13 @@ def _test_files(args: argparse.Namespace, files: list[str], problems: Sequence[D
                 declared: list[tuple[str, str]], telemetry: Any) -> int:
     from .. import api
     from ..diagnostics import paint
+    from ..runtime.runner_options import RunnerUsageError, trace_directory
     from ..runtime.testing import format_outcome
 
+    try:
+        trace_directory(args.trace)
+    except RunnerUsageError as exc:
+        raise UsageError(str(exc)) from None
     color = color_for(args, sys.stdout)
     passed = failed = 0
     broken = len(problems)  # directories that could not be read

@@ -45,6 +45,7 @@ from .runner_options import (
     started_with,
     stopped_by_sigterm,
     temporal_options,
+    trace_directory,
 )
 from .runner_temporal import (
     RUNNER_TEMPORAL_COMMANDS,
@@ -238,6 +239,7 @@ def _selftest(machine: MachineSpec, trace_dir: str | None = None, trace_content:
 
     # (issue 24, front end) the test blocks of every machine the runner holds: the machine's own, then those
     # of each machine it runs, each machine once (a called machine is tested alone, by its own file's tests)
+    trace_directory(trace_dir)
     machines = list(every_machine(machine))
     total = sum(len(m.tests) for m in machines)
     if not total:
@@ -332,8 +334,7 @@ def _batch_main(machine: MachineSpec, args: argparse.Namespace) -> int:
         store = CheckpointStore(checkpoint) if checkpoint else None
     except Exception as exc:  # noqa: BLE001 - sqlite3 errors: not a database, unwritable directory
         raise RunnerUsageError(f"cannot open the checkpoint database {checkpoint}: {exc}") from None
-    if args.trace:
-        os.makedirs(args.trace, exist_ok=True)
+    trace_directory(args.trace)
     engine: Any
     telemetry = runner_otel(args)
     if args.temporal:

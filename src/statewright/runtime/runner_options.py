@@ -95,6 +95,19 @@ class RunnerUsageError(Exception):
     """The command line asks for something that cannot be done; exit status 2."""
 
 
+def trace_directory(path: str | None) -> None:
+    """Make `--trace DIR` (where tests and a batch's cases write their traces) before anything runs, or say
+    why it cannot be: a file there, or a directory that cannot be made, had been an internal error."""
+    if not path:
+        return
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise RunnerUsageError(f"cannot write traces into --trace {path}: it is a file, not a directory")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise RunnerUsageError(f"cannot write traces into --trace {path}: {exc.strerror or exc}") from None
+
+
 # Every option of `run_machine`/`arun_machine` (and of a generated runner's own `run`/`arun`, whose
 # signature and docstring are written from this table): name, annotation, default, what it does.
 RUN_OPTIONS: tuple[tuple[str, str, str, str], ...] = (

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from .client import ModelError, ModelRequest, ModelResponse, ToolCallRequest
 from .core import RunCore
 from .engine import DEFAULT_WORKSPACE_ROOT, new_run_id
+from .file_names import file_name_for
 from .plan import MachinePlan
 from .result import Failure, RunResult, Usage
 from .scripted import Script
@@ -272,8 +273,7 @@ def temporal_model_error_json(exc: ModelError) -> dict[str, Any]:
 
 def temporal_workspace(run_id: str) -> str:
     """A run's default workspace, relative: each worker resolves it against its own directory."""
-    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", run_id).strip(".") or "run"
-    return os.path.join(DEFAULT_WORKSPACE_ROOT, safe, "workspace")
+    return os.path.join(DEFAULT_WORKSPACE_ROOT, file_name_for(run_id, "run"), "workspace")
 
 
 def temporal_policy(spec: Mapping[str, Any]) -> dict[str, float]:
@@ -548,15 +548,16 @@ async def temporal_arun_tests(machine: MachineSpec, runner: TemporalRunner, *, t
                      trace_content: bool = False, name_filter: str | None = None) -> list[TestOutcome]:
     """The machine's test blocks, each a run on the cluster with its scripted replies in the workflow input;
     the outcomes `testing.run_tests` would give, in source order."""
-    from .testing import _file_name, crashed_test
+    from .testing import crashed_test, trace_file_names
 
     tests = [t for t in machine.tests if not name_filter or name_filter in t.name
              or fnmatch.fnmatchcase(t.name, name_filter)]
+    files = trace_file_names([t.name for t in machine.tests])
     if trace_dir:
         os.makedirs(trace_dir, exist_ok=True)
 
     async def one(test: TestSpec) -> TestOutcome:
-        path = os.path.join(trace_dir, _file_name(test.name) + ".jsonl") if trace_dir else None
+        path = os.path.join(trace_dir, files[test.name]) if trace_dir else None
         trace = Trace(path, content=trace_content) if path else None
         try:
             return await runner.arun_test(test, trace)

@@ -7,11 +7,13 @@ import json
 import os
 import re
 import tempfile
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from .engine import Engine
+from .file_names import MAX_NAME_CHARS, file_name_for
 from .result import Failure, RunResult
 from .scripted import Script, ScriptedClient, script_role_of_step
 from .spec import ExpectationSpec, MachineSpec, TestSpec
@@ -99,15 +101,16 @@ def run_tests(machine: MachineSpec, *, trace_dir: str | None = None, trace_conte
               name_filter: str | None = None, otel: Any = None) -> list[TestOutcome]:
     """Runs the machine's test blocks in source order; `name_filter` is a substring or glob of test names.
 
-    With `trace_dir`, each test writes its trace to `<trace_dir>/<test name>.jsonl`.
+    With `trace_dir`, each test writes its trace to `<trace_dir>/<test name>.jsonl` (trace_file_names).
     """
     outcomes = []
+    files = trace_file_names([t.name for t in machine.tests])
     if trace_dir:
         os.makedirs(trace_dir, exist_ok=True)
     for test in machine.tests:
         if name_filter and name_filter not in test.name and not fnmatch.fnmatchcase(test.name, name_filter):
             continue
-        trace_path = os.path.join(trace_dir, _file_name(test.name) + ".jsonl") if trace_dir else None
+        trace_path = os.path.join(trace_dir, files[test.name]) if trace_dir else None
         outcomes.append(run_test(machine, test, trace_path=trace_path, trace_content=trace_content, otel=otel))
     return outcomes
 
@@ -315,8 +318,15 @@ def _path_columns(expected: list[str], actual: list[str]) -> list[str]:
     return lines
 
 
-def _file_name(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-") or "test"
+def trace_file_names(names: Iterable[str]) -> dict[str, str]:
+    """The trace file of each test of a machine: its name with each run of other characters than letters,
+    digits, `.`, `_` and `-` one `-` (`good draft.jsonl` -> `good-draft.jsonl`); a name that another test's
+    shares that way (`a b`, `a-b`, `a!b`), or that is too long for a file name, keeps a hash of itself
+    (file_names.py), so no two tests write into one file."""
+    readable = {name: re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-") or "test" for name in names}
+    counts = Counter(readable.values())
+    return {name: (file if counts[file] == 1 and len(file) <= MAX_NAME_CHARS else file_name_for(name, "test", "-"))
+            + ".jsonl" for name, file in readable.items()}
 
 
 def _failure_text(failure: Failure) -> str:

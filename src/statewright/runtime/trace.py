@@ -168,6 +168,7 @@ class Trace:
         self._file = open(path, "a", encoding="utf-8", buffering=1) if path else None  # noqa: SIM115
         self._seq = 0
         self._secrets = secret_values()
+        self._failed = False  # a write raised (a full disk): closing fails the same way, and says nothing new
 
     def emit(self, event: str, **fields: Any) -> None:
         self.record(event, fields)
@@ -182,14 +183,26 @@ class Trace:
         record["event"], record["seq"] = event, self._seq  # fields never overwrite the line's identity
         line = redacted_json(record, self._secrets)
         if self._file is not None:
-            self._file.write(line + "\n")
+            try:
+                self._file.write(line + "\n")
+            except OSError:
+                self._failed = True
+                raise
         if self._sink is not None:
             self._sink.append(json.loads(line))
 
     def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        """Close the file. When a write failed already, that error was raised where it happened (and the run
+        reported it); the close, which tries to write the same line again, does not raise it a second time
+        (from a `finally`, that had replaced the run's own error with an internal one)."""
+        file, self._file = self._file, None
+        if file is None:
+            return
+        try:
+            file.close()
+        except OSError:
+            if not self._failed:
+                raise
 
 
 def sink_json(value: Any, **options: Any) -> str:

@@ -24,9 +24,9 @@ if __package__:
     from .statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
 else:
     from statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
-if RUNTIME_SHA256 != "2a8074216ad33d8e616b4926051d5fa4929e23a6c66776d4ae15b8497c315dfe":
+if RUNTIME_SHA256 != "6e6bf6fc67860d508a66474e617ec60a33701cd429be4d79c653690c5ee1b684":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 2a8074216ad3), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 6e6bf6fc6786), but "
         f"the statewright_runtime package it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile`, which "
         "rewrites the runtime too"

@@ -1,7 +1,7 @@
 """Python literals for generated code: any text a spec holds is safe in them, and they stay readable.
 
-Long strings are written in pieces and short collections on one line; json_string and comment_text write
-text into a JSON string or a comment.
+Long strings are written in pieces and short collections on one line; json_string, comment_text and
+docstring_text write text into a JSON string, a comment or a docstring.
 """
 
 from __future__ import annotations
@@ -34,6 +34,13 @@ def json_string(text: str) -> str:
 def comment_text(text: str) -> str:
     """Text safe inside a `#` comment: anything that could end the line is written as an escape."""
     return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
+def docstring_text(text: str) -> str:
+    """Text safe inside a (non-raw) triple-quoted docstring, reading back as itself: a backslash and a
+    double quote are escaped (`\\N`, `\\x` or `\"\"\"` in a file name would end the docstring or be
+    read as an escape it is not), and anything comment_text escapes too."""
+    return "".join('\\\\' if ch == "\\" else '\\"' if ch == '"' else comment_text(ch) for ch in text)
 
 
 @dataclass(frozen=True)

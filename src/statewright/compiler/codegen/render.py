@@ -22,7 +22,7 @@ from .. import ir
 from . import GENERATED_MARKER
 from .names_used import function_names, literal_names, used_names
 from .python_expr import ExprContext, GuardNames, each_names, guard_return, python_source, spec_source
-from .python_literals import Call, Position, Raw, comment_text, json_string, py_source
+from .python_literals import Call, Position, Raw, comment_text, docstring_text, json_string, py_source
 from .runtime_source import SPEC_IMPORTS, ModuleImport, RuntimeIndex, installed_runtime_index, reserved_names
 from .source_layout import INDENT, WIDTH, import_block, layout_environment, wrap_words
 from .types_py import (
@@ -220,7 +220,7 @@ class _RunnerView:
         lines = [f"Runner for the statewright machine `{self.machine.name}`."]
         called = [p for p in self.ordered if p.machine is not self.machine]
         if called:
-            lines += wrap_words("It runs " + ", ".join(f"`{p.machine.name}` ({comment_text(p.source_path)})"
+            lines += wrap_words("It runs " + ", ".join(f"`{p.machine.name}` ({docstring_text(p.source_path)})"
                                                        for p in called) + ", written below.", WIDTH)
         description = self.machine.description.strip()
         if description and _fits_docstring(description):

@@ -17,7 +17,6 @@ import asyncio
 import json
 import math
 import os
-import re
 import sys
 import time
 from collections.abc import Iterator, Mapping
@@ -25,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from .engine import Engine
+from .file_names import file_name_for
 from .progress import wants_color
 from .result import RunResult
 from .structured import to_jsonable
@@ -40,9 +40,6 @@ from .untrusted import (
 )
 
 MATCH_MODES = ("exact", "text", "contains")
-# a case id must work as a run id and a file name: anything else is replaced
-_ID_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
-
 
 class BatchError(Exception):
     """A batch that cannot start: unreadable cases file, an existing results file without `resume`."""
@@ -58,7 +55,8 @@ class BatchCase:
 
     @property
     def run_id(self) -> str:
-        return _ID_UNSAFE.sub("_", self.id).strip(".") or f"line-{self.line}"
+        """The case's id as a run id and a file name (file_names.py): itself when it is safe as one."""
+        return file_name_for(self.id, f"line-{self.line}")
 
 
 @dataclass(frozen=True)
@@ -83,7 +81,8 @@ class RefusedCase:
 def read_cases(path: str) -> Iterator[BatchCase | BadLine | RefusedCase]:
     """The cases of a JSON Lines file, streamed; each line that is not a case is a BadLine saying why, and
     each that is too large or too deep to read a RefusedCase."""
-    seen: dict[str, int] = {}
+    seen: dict[str, int] = {}  # each case's id, and its run id (file_names.py), -> its line
+    runs: dict[str, int] = {}
     try:
         handle = open(path, encoding="utf-8", errors="surrogateescape")  # noqa: SIM115 - closed below
     except OSError as exc:
@@ -101,8 +100,11 @@ def read_cases(path: str) -> Iterator[BatchCase | BadLine | RefusedCase]:
             if isinstance(case, BatchCase):
                 if case.id in seen:
                     case = BadLine(number, f"the id {case.id!r} is also the id of line {seen[case.id]}")
+                elif case.run_id in runs:  # an id written as another's run id (`a_b-<hash>`)
+                    case = BadLine(number, f"the id {case.id!r} is the run id of line {runs[case.run_id]}: "
+                                           "choose another")
                 else:
-                    seen[case.id] = number
+                    seen[case.id] = runs[case.run_id] = number
             yield case
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -26,6 +25,7 @@ from .client import ModelClient, ModelRequest, ModelResponse, rough_call_estimat
 from .core import RunCore
 from .effects import AwaitPerson, CallModel, CallTool, DescribeTools, EstimateCall, PersonReply, ToolOutcome
 from .executor import Performer, drive
+from .file_names import file_name_for
 from .inputs import InputError, InputValidator
 from .plan import MachinePlan
 from .result import AnswerError, Failure, RunResult
@@ -47,9 +47,9 @@ Listener = Callable[[str, dict[str, Any]], None]
 def default_workspace(run_id: str) -> str:
     """`.statewright/runs/<run_id>/workspace` under the current directory, as an absolute path.
 
-    A run id is only a name here: characters that could leave the runs directory are replaced."""
-    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", run_id).strip(".") or "run"
-    return os.path.abspath(os.path.join(DEFAULT_WORKSPACE_ROOT, safe, "workspace"))
+    A run id is only a name here: one that could leave the runs directory, share another's directory or be
+    too long for a file name is made a safe name of its own (file_names.py)."""
+    return os.path.abspath(os.path.join(DEFAULT_WORKSPACE_ROOT, file_name_for(run_id, "run"), "workspace"))
 
 
 def new_run_id() -> str:
