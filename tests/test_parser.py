@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from statewright.grammar import ast, build_parser, parse_text, syntax_errors
@@ -447,3 +449,13 @@ def test_a_small_spec_is_left_to_the_young_collections() -> None:
     with paused_gc():
         built = [[i] for i in range(2 * gc.get_threshold()[0])]
     assert id(built) not in {id(o) for o in gc.get_objects(generation=2)}
+
+
+def test_a_bad_byte_after_a_byte_order_mark_is_at_the_column_an_editor_shows(tmp_path: Path) -> None:
+    from statewright import api
+
+    for bom in (b"", b"\xef\xbb\xbf"):  # the mark is not content: the columns are the same with and without
+        path = tmp_path / "bom.fsm"
+        path.write_bytes(bom + b'machine m { description "caf\xe9" }\n')
+        [diag] = api.check_file(str(path)).diagnostics
+        assert diag.code == "SW1005" and (diag.span.start_pos.line, diag.span.start_pos.column) == (1, 29), bom

@@ -316,7 +316,9 @@ def read_source(path: str, data: bytes, diagnostics: Diagnostics) -> SourceFile 
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        prefix = data[: e.start].decode("utf-8", errors="replace")
+        # the text before the bad byte, as the file reads (without its byte-order mark, as below: the
+        # column of the byte is the column an editor shows)
+        prefix = data[: e.start].decode("utf-8", errors="replace").removeprefix("\ufeff")
         source = SourceFile(path, prefix + "\ufffd")
         diagnostics.report("SW1005", f"the file is not valid UTF-8 (byte 0x{data[e.start]:02x})",
                            source.span(len(prefix), len(prefix) + 1),
