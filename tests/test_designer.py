@@ -552,3 +552,26 @@ def test_the_docs_failed_design_runs_as_shown(tmp_path: Path) -> None:
     assert [str(done.returncode)] == outputs[1]
     read = subprocess.run(head, cwd=tmp_path, capture_output=True, text=True, check=True).stdout
     assert read.splitlines() == outputs[2]
+
+
+def test_a_drafts_use_lines_are_read_from_the_folder_it_is_written_to(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A draft was checked as if it lay in the working directory: a machine that uses teams/*.fsm was said to
+    check and pass its tests (and was written) where the working directory held teams/, though the file
+    written to another folder did not check; where only that folder held them, the design failed."""
+    import shutil
+
+    newsroom = ROOT / "examples" / "newsroom"
+    script = {"designer": {"agents": [json.dumps(AGENTS)], "machine": [fenced(
+        (newsroom / "newsroom.fsm").read_text(encoding="utf-8"))], "repair": []}}
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree(newsroom / "teams", tmp_path / "teams")  # beside the working directory only
+    (tmp_path / "out").mkdir()
+    failed = api.design(TASK, output="out/newsroom.fsm", script=script, max_repairs=0, optimize=False)
+    assert not failed.ok and not (tmp_path / "out" / "newsroom.fsm").exists()
+    assert {d["code"] for d in failed.attempts[-1].diagnostics} == {"SW2100"}
+    assert {d["file"] for d in failed.attempts[-1].diagnostics} == {"newsroom.fsm"}  # the model sees no path
+    shutil.move(tmp_path / "teams", tmp_path / "out" / "teams")  # beside the file written only
+    designed = api.design(TASK, output="out/newsroom.fsm", script=script, max_repairs=0)
+    assert designed.ok, designed.log
+    assert api.check_path(tmp_path / "out" / "newsroom.fsm").ok

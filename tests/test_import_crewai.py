@@ -285,3 +285,30 @@ def test_a_file_past_the_size_limit_is_one_positioned_error_and_is_not_read_whol
     [diag] = [d for d in outcome.diagnostics if d.code == "SW1021"]
     assert diag.path.endswith("tasks.yaml") and diag.span is not None
     assert peak < 3 * MAX_FILE_BYTES, f"peak {peak:,} bytes for a file of {big.stat().st_size:,}"
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "mkfifo"), reason="needs FIFOs")
+def test_a_python_file_beside_crew_py_that_is_no_regular_file_is_left_out(tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """Only crew.py's models are read from the other Python files: a folder named tools.py stopped the import
+    ("cannot read PROJECT: Is a directory", naming the project), and a FIFO named models.py (or main.py)
+    held it for ever, waiting for a writer."""
+    import os
+
+    root = tmp_path / "proj"
+    shutil.copytree(RESEARCH, root)
+    (root / "tools.py").mkdir()
+    os.mkfifo(root / "models.py")
+    (root / "main.py").unlink()
+    os.mkfifo(root / "main.py")
+    plain = tmp_path / "plain"  # the same project without main.py: its example inputs are all that is lost
+    shutil.copytree(RESEARCH, plain)
+    (plain / "main.py").unlink()
+    expected = api.import_file("crewai", plain).text
+    outcome = api.import_file("crewai", root)
+    assert outcome.text is not None and expected is not None
+    assert outcome.text[outcome.text.index("machine "):] == expected[expected.index("machine "):]
+    (root / "config" / "tasks.yaml").unlink()
+    os.mkfifo(root / "config" / "tasks.yaml")
+    assert main(["import", "crewai", str(root)]) == 2
+    assert "reads its tasks_config from config/tasks.yaml, which is not a regular file" in capsys.readouterr().err

@@ -5,6 +5,7 @@ capabilities the server advertises are the requests it answers."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from support.lsp_session import Session, run, uri_of
 
 from statewright import api
 from statewright.cli import main
+from statewright.lsp import running
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "support_triage.fsm"
@@ -261,6 +263,41 @@ def test_a_runner_source_counts_columns_in_utf16_like_the_editor(tmp_path: Path)
         assert found["range"]["start"] == {"line": line_of(text, "when any("), "character": 8}
         found = await s.command(RUNNER_SOURCE, uri_of(runner), agent_line)
         assert found["range"]["start"] == {"line": line_of(text, "agent triager {"), "character": 4}
+
+    run(scenario)
+
+
+def test_a_runner_source_counts_columns_in_the_encoding_the_client_agreed_on(tmp_path: Path) -> None:
+    # the column was counted in UTF-16 code units whatever the session had agreed on
+    (tmp_path / "wide.fsm").write_text("\u00e9\U0001d11ex\n", encoding="utf-8")
+    runner = tmp_path / "runner.py"
+    runner.write_text('SOURCE_MAP = {\n    "s": "wide.fsm:1:3",\n}\n', encoding="utf-8")
+    for encoding, character in (("utf-16", 3), ("utf-8", 6), ("utf-32", 2)):
+        found = running.runner_source(runner.as_uri(), 1, encoding)
+        assert found is not None and found.range.start == types.Position(0, character)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo") or not os.path.exists("/dev/zero"), reason="needs FIFOs and /dev/zero")
+def test_a_runner_or_spec_that_is_no_regular_file_is_refused_and_the_server_goes_on(tmp_path: Path) -> None:
+    # a NUL in the runner's URI was an internal error; /dev/zero named as the runner, or as the spec a
+    # runner maps to, was read until the server was killed for its memory; a FIFO held the runner thread
+    os.mkfifo(tmp_path / "pipe.py")
+    (tmp_path / "runner.py").write_text('SOURCE_MAP = {\n    "s": "/dev/zero:2:5",\n}\n', encoding="utf-8")
+    user = tmp_path / "user.fsm"
+    os.mkfifo(tmp_path / "pipe.fsm")
+
+    async def scenario(s: Session) -> None:
+        for uri, said in ((tmp_path.as_uri() + "/a%00b.py", "cannot hold the character NUL"),
+                          ("file:///dev/zero", "it is a device, not a regular file"),
+                          ((tmp_path / "pipe.py").as_uri(), "it is a FIFO (named pipe), not a regular file")):
+            assert await s.command(RUNNER_SOURCE, uri, 0) is None
+            kind, _ = await s.message(said)
+            assert kind == types.MessageType.Warning
+        found = await s.command(RUNNER_SOURCE, (tmp_path / "runner.py").as_uri(), 1)
+        assert found["uri"] == "file:///dev/zero" and found["range"]["start"] == {"line": 1, "character": 4}
+        s.open(uri_of(user), 'use "pipe.fsm"\n' + TEXT)
+        [problem] = [d for d in await s.diagnostics(uri_of(user)) if d.code == "SW2101"]
+        assert problem.message.startswith("cannot read 'pipe.fsm': it is a FIFO (named pipe), not a regular file")
 
     run(scenario)
 

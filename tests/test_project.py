@@ -202,6 +202,30 @@ def test_files_that_cannot_be_read_are_reported_at_the_use_and_against_themselve
     assert "it is a folder" in found[0].diagnostics[0].message
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo") or not os.path.exists("/dev/zero"), reason="needs FIFOs and /dev/zero")
+def test_a_use_of_a_fifo_a_device_a_nul_or_a_huge_file_is_reported_without_waiting_or_reading_it_all(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # a FIFO held up the check for ever (waiting for a writer), /dev/zero ran it out of memory (SW9001,
+    # and a language server was killed), a NUL in the path was an internal ValueError (SW9001)
+    write(tmp_path, {"a.fsm": caller("a", "pipe.fsm"), "b.fsm": caller("b", "zero.fsm"),
+                     "c.fsm": caller("c", "nul\\u0000.fsm"), "d.fsm": caller("d", "huge.fsm")})
+    os.mkfifo(tmp_path / "pipe.fsm")
+    (tmp_path / "zero.fsm").symlink_to("/dev/zero")
+    with open(tmp_path / "huge.fsm", "wb") as f:  # sparse: 4 GiB on paper, nothing on the disk
+        f.truncate(4 << 30)
+    found = {Path(c.diagnostics[0].path).name: c.diagnostics for c in api.check_files(
+        [str(tmp_path / f"{name}.fsm") for name in "abcd"])}
+    [fifo], [device], [nul] = found["a.fsm"], found["b.fsm"], found["c.fsm"]
+    assert fifo.code == "SW2101"
+    assert fifo.message == "cannot read 'pipe.fsm': it is a FIFO (named pipe), not a regular file"
+    assert (device.code, device.message) == ("SW2101", "cannot read 'zero.fsm': it is a device, not a regular file")
+    assert nul.code == "SW2101" and "cannot hold the character NUL" in nul.message and nul.help == "name a .fsm file"
+    assert [d.code for d in found["d.fsm"]] == ["SW2102"]
+    assert [d.code for d in found["huge.fsm"]] == ["SW1021"]
+    assert main(["check", str(tmp_path / "c.fsm")]) == 1
+    assert "internal" not in capsys.readouterr().out
+
+
 def test_a_hostile_path_cannot_reach_the_terminal_raw(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write(tmp_path, {"a.fsm": caller("a", "\\u001b[31mred\\u0007.fsm")})
     assert main(["check", str(tmp_path / "a.fsm")]) == 1

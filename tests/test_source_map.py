@@ -5,6 +5,7 @@ every example, in both runner forms, and a clear answer for lines that come from
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -129,6 +130,36 @@ def test_a_file_that_is_missing_or_is_not_a_runner_is_an_input_error(tmp_path: P
     assert "no SOURCE_MAP: not a runner statewright generated" in capsys.readouterr().err
     assert main(["source-map", f"{ROOT / 'examples' / 'support_triage.fsm'}:3"]) == 1
     assert "not a runner statewright generated: not Python" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo") or not os.path.exists("/dev/zero"), reason="needs FIFOs and /dev/zero")
+def test_a_file_that_is_no_regular_file_or_nests_too_deeply_is_an_input_error_not_an_internal_one(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # /dev/zero was read without end (an internal MemoryError here; a language server was killed), a FIFO
+    # waited for a writer for ever, and Python's parser giving up on deep nesting was an internal MemoryError
+    fifo = tmp_path / "pipe.py"
+    os.mkfifo(fifo)
+    deep = tmp_path / "deep.py"
+    deep.write_text("x = " + "-" * 1_000_000 + "1\n", encoding="utf-8")
+    for path, said in (("/dev/zero", "cannot read /dev/zero: it is a device, not a regular file"),
+                       (str(fifo), "it is a FIFO (named pipe), not a regular file"),
+                       (str(deep), "not a runner statewright generated: nested too deeply to read as Python")):
+        assert main(["source-map", f"{path}:1"]) == 1
+        err = capsys.readouterr().err
+        assert said in err and "internal" not in err
+
+
+@pytest.mark.parametrize("written", ["x.fsm:\u00b2:1", "x.fsm:" + "9" * 5000 + ":1", "x.fsm:0:0", "x.fsm:3:0",
+                                     "x.fsm:1234567890:1", "x.fsm:\u0663:1"])
+def test_a_position_a_runner_holds_that_code_generation_never_writes_maps_to_nothing(
+        written: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # "²" passed str.isdigit and then failed int() (an internal ValueError), so did 5000 digits; a line or a
+    # column 0 became a position before the file (the language server could not send it)
+    runner = tmp_path / "runner.py"
+    runner.write_text(f'SOURCE_MAP = {{\n    "s": "{written}",\n}}\n', encoding="utf-8")
+    assert api.runner_origin(runner, 2) is None
+    assert main(["source-map", f"{runner}:2"]) == 1
+    assert "comes from no one place of the spec" in capsys.readouterr().err
 
 
 def test_a_runner_whose_name_holds_a_colon_is_read_up_to_the_last_colon(tmp_path: Path) -> None:

@@ -383,10 +383,13 @@ def runner_origin(runner_path: str | Path, line: int) -> RunnerOrigin | None:
 
 def runner_map(runner_path: str | Path) -> RunnerMap:
     """A generated runner read once, to map any number of its lines back to the spec (`.origin(line)`)."""
-    from .compiler.codegen.source_map import RunnerMap
+    from .compiler.codegen.source_map import MAX_RUNNER_BYTES, NotARunner, RunnerMap
+    from .grammar.parser import read_named_file
 
-    text = Path(runner_path).read_text(encoding="utf-8", errors="replace")
-    return RunnerMap(text, str(runner_path))
+    data = read_named_file(str(runner_path), MAX_RUNNER_BYTES + 1)  # a regular file, never read without end
+    if len(data) > MAX_RUNNER_BYTES:
+        raise NotARunner(f"not a runner statewright generated: it has more than {MAX_RUNNER_BYTES:,} bytes")
+    return RunnerMap(data.decode("utf-8", errors="replace"), str(runner_path))
 
 
 def runtime_machine(comp: Compilation, *, level: int = 1, disabled: Sequence[str] = ()) -> MachineSpec:

@@ -206,8 +206,8 @@ def _import_project(args: argparse.Namespace, bound: int) -> ImportOutcome:
         return api.import_file(args.format, args.path, repair=args.repair, bound=bound, output=args.output)
     except MissingYamlReader as e:
         raise UsageError(str(e)) from None
-    except OSError as e:
-        raise UsageError(f"cannot read {args.path}: {e.strerror or e}") from None
+    except OSError as e:  # the file of the project that could not be read, when the error names one
+        raise UsageError(f"cannot read {e.filename or args.path}: {e.strerror or e}") from None
 
 
 def _finish_import(args: argparse.Namespace, outcome: ImportOutcome, name: str) -> int:

@@ -16,6 +16,7 @@ which files changed (`invalidate`), so only those and the files that use them ar
 
 from __future__ import annotations
 
+import errno
 import itertools
 import os
 from collections.abc import Callable, Iterator, Mapping
@@ -34,8 +35,11 @@ Reader = Callable[[str], bytes]
 
 
 def read_file(location: str) -> bytes:
-    with open(location, "rb") as f:
-        return f.read()
+    """A used file's bytes (to one past the size limit, which read_source refuses); OSError, with the reason,
+    for what is no regular file: a FIFO or a device behind a `use` line must not hold up the check."""
+    from ..grammar.parser import read_named_file
+
+    return read_named_file(location)
 
 
 @dataclass(frozen=True)
@@ -89,7 +93,12 @@ class Project:
 
     @staticmethod
     def key(location: str) -> str:
-        return location if is_pseudo_path(location) else os.path.realpath(location)
+        if is_pseudo_path(location):
+            return location
+        try:
+            return os.path.realpath(location)
+        except ValueError:  # a NUL: no file's name (reading it says so)
+            return os.path.abspath(location)
 
     def compilations(self) -> list[Compilation]:
         """Every file compiled so far, in the order each was finished (a used file before its user)."""
@@ -297,7 +306,7 @@ class Project:
         diagnostics.report("SW2101", f"cannot read '{written}': {reason}", decl.path.span,
                            label=f"{shown_text(name)} cannot be read",
                            help="name a .fsm file" if isinstance(e, IsADirectoryError)
-                           else "check that the file exists and that you may read it")
+                           or e.errno == errno.EINVAL else "check that the file exists and that you may read it")
 
     # -- cycles
 

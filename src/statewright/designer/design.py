@@ -127,7 +127,7 @@ def design(
     system = {"role": "system", "content": system_prompt or designer_system_prompt()}
     try:
         agents = _propose_agents(caller, system, task_text, log)
-        drafts = _Drafts(caller, constraint, Path(output).name, attempts, log)
+        drafts = _Drafts(caller, constraint, Path(output).name, output, attempts, log)
         drafts.until_valid(system, task_text, agents, max_repairs)
     except DesignError as e:
         log.append(f"error: the designer model failed: {e}")
@@ -140,7 +140,7 @@ def design(
         outcome = _failed(output, attempts, log, repairs=max_repairs)
         caller.emit("designer_end", ok=False, attempts=len(attempts))
         return outcome
-    source = _finish(final.source, Path(output).name, task_text, model, optimize, log)
+    source = _finish(final.source, Path(output).name, output, task_text, model, optimize, log)
     _write_design(output, source, len(attempts), log)
     caller.emit("designer_end", ok=True, attempts=len(attempts), output=output)
     return DesignOutcome(True, output, source, attempts, log)
@@ -164,6 +164,7 @@ class _Drafts:
     caller: _DesignerCalls
     constraint: Constraint  # whether drafts are held to the grammar
     name: str  # the file name the drafts are checked as
+    location: str  # where they will be written: their `use` lines are read from its folder
     attempts: list[Attempt]
     log: list[str]
 
@@ -177,7 +178,7 @@ class _Drafts:
         reply = self.caller.call("machine", conversation, extra_body=draft_fields, constraint=mode)
         for number in range(1, max_repairs + 2):
             text, finished = draft_source(reply, grammar)
-            attempt = evaluate_attempt(text, self.name, number)
+            attempt = evaluate_attempt(text, self.name, number, location=self.location)
             self.attempts.append(attempt)
             self._said(attempt, finished)
             if attempt.ok or number == max_repairs + 1:
@@ -391,9 +392,10 @@ def extract_json_object(text: str) -> str:
 # ---- checking an attempt -------------------------------------------------------------------------
 
 
-def evaluate_attempt(text: str, path: str, number: int = 1) -> Attempt:
-    """Check one version of the source as `statewright check` does, then run its test blocks."""
-    compilation = compile_text(text, path, stop_after="load", keep_syntax=False)
+def evaluate_attempt(text: str, path: str, number: int = 1, *, location: str | None = None) -> Attempt:
+    """Check one version of the source as `statewright check` does on the file at `location` (by default
+    `path`: its `use` lines are read from that file's folder), then run its test blocks."""
+    compilation = compile_text(text, path, stop_after="load", keep_syntax=False, location=location)
     attempt = Attempt(number, text, [diagnostic_to_json(d) for d in compilation.diagnostics])
     if not compilation.ok:
         return attempt
@@ -405,7 +407,8 @@ def evaluate_attempt(text: str, path: str, number: int = 1) -> Attempt:
     return attempt
 
 
-def compile_text(text: str, path: str, *, stop_after: Stage = "lower", keep_syntax: bool = True) -> Compilation:
+def compile_text(text: str, path: str, *, stop_after: Stage = "lower", keep_syntax: bool = True,
+                 location: str | None = None) -> Compilation:
     """One source text through the compiler's front door; with "load", its machine is ready to test as
     written (no optimization: the test blocks script the states the text declares). `keep_syntax` False
     when only the diagnostics, the IR and the machine are wanted: the syntax tree and the symbols are let go
@@ -413,7 +416,8 @@ def compile_text(text: str, path: str, *, stop_after: Stage = "lower", keep_synt
     from ..compiler.pipeline import compile_source
     from ..diagnostics import SourceFile
 
-    return compile_source(SourceFile(path, text), stop_after=stop_after, level=0, keep_syntax=keep_syntax)
+    return compile_source(SourceFile(path, text), stop_after=stop_after, level=0, keep_syntax=keep_syntax,
+                          location=location)
 
 
 def failing_tests(compilation: Compilation) -> list[str]:
@@ -452,20 +456,20 @@ def _keep_failed_attempt(output: str, attempt: Attempt) -> tuple[str, str]:
 # ---- the file that is written --------------------------------------------------------------------
 
 
-def _finish(source: str, path: str, task: str, model: str, optimize: bool, log: list[str]) -> str:
-    """Optimize (exact passes only), format and add the header. Every version must still check and pass its
-    tests; an optimization that breaks either is left out."""
+def _finish(source: str, path: str, location: str, task: str, model: str, optimize: bool, log: list[str]) -> str:
+    """Optimize (exact passes only), format and add the header. Every version must still check (as the file
+    at `location`) and pass its tests; an optimization that breaks either is left out."""
     plain = _formatted(with_header(source, task, model), path)
     if not optimize:
         return plain
     from .source_edit import apply_exact_passes_to_source
 
-    optimized, notes = apply_exact_passes_to_source(source, path)
+    optimized, notes = apply_exact_passes_to_source(source, location)
     if optimized == source:
         log.extend(notes)
         return plain
     candidate = _formatted(with_header(optimized, task, model), path)
-    checked = compile_text(candidate, path, stop_after="load", keep_syntax=False)
+    checked = compile_text(candidate, path, stop_after="load", keep_syntax=False, location=location)
     if not checked.ok or checked.machine is None or not checked.machine.tests or failing_tests(checked):
         log.append("kept the machine as designed: the optimized version did not pass its tests")
         return plain

@@ -10,8 +10,11 @@ reports them all.
 
 from __future__ import annotations
 
+import errno
 import gc
+import os
 import re
+import stat
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -36,7 +39,7 @@ from .strings import ESCAPE_CHARS, ESCAPING_TERMINAL, decode_long_string, decode
 __all__ = [  # what the rest of the package reads from here
     "ESCAPE_CHARS", "ESCAPING_TERMINAL", "MAX_FILE_BYTES", "MAX_FILE_CHARS", "MAX_NESTING", "MAX_NUMBER_DIGITS",
     "ParseResult", "build_parser", "decode_long_string", "decode_string", "file_too_large", "next_code",
-    "parse_source", "parse_text", "paused_gc", "read_limited", "read_source",
+    "parse_source", "parse_text", "paused_gc", "read_limited", "read_named_file", "read_source",
 ]
 
 GRAMMAR_PATH = Path(__file__).with_name("statewright.lark")
@@ -305,6 +308,28 @@ def read_limited(stream: BinaryIO) -> bytes:
     """A file's bytes, read up to one past the size limit: what is longer is refused (read_source) without
     being read to its end."""
     return stream.read(MAX_FILE_BYTES + 1)
+
+
+def read_named_file(location: str, limit: int = MAX_FILE_BYTES + 1) -> bytes:
+    """The bytes of a regular file that a file names (a `use` line, a runner's source map) or an editor
+    asks about, read no further than `limit` (read_source refuses what is past the size limit).
+
+    Raises OSError, with a reason to show, for anything else: a FIFO or a device (which could block the
+    read or never end), a folder (IsADirectoryError), and a name no file can have (a NUL character)."""
+    if "\0" in location:
+        raise OSError(errno.EINVAL, "a file name cannot hold the character NUL (U+0000)", location)
+    # O_NONBLOCK: opening a FIFO must not wait for a writer (what was opened is checked before it is read)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
+    descriptor = os.open(location, flags)
+    with os.fdopen(descriptor, "rb") as stream:
+        mode = os.fstat(descriptor).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), location)
+        if not stat.S_ISREG(mode):
+            kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+                    else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "of an unknown kind")
+            raise OSError(errno.EINVAL, f"it is {kind}, not a regular file", location)
+        return stream.read(limit)
 
 
 def read_source(path: str, data: bytes, diagnostics: Diagnostics) -> SourceFile | None:

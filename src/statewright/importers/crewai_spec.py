@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..diagnostics import Diagnostics, SourceFile, Span
-from ..grammar.parser import read_limited, read_source
+from ..grammar.parser import read_limited, read_named_file, read_source
 from .crewai_python import PyCall, PySource, call_name, parse_python, self_method
 from .json_source import JsonValue
 from .schema import JsonSchema, anchor, unknown
@@ -102,14 +102,16 @@ def locate(path: str) -> ProjectFiles:
         base, agents, tasks = given, given / "agents.yaml", given / "tasks.yaml"
     else:
         base, agents, tasks = given, given / "config" / "agents.yaml", given / "config" / "tasks.yaml"
-    python = sorted(p for p in base.glob("*.py") if p != crew and p.name != "main.py") if crew else []
+    # only regular files (a folder, a FIFO or a device named *.py is not Python to read)
+    python = sorted(p for p in base.glob("*.py") if p != crew and p.name != "main.py" and p.is_file()) if crew else []
     main = base / "main.py" if crew is not None and (base / "main.py").is_file() else None
     if crew is not None:
         text = _head_text(crew)
         for config, kind in ((agents, "agents_config"), (tasks, "tasks_config")):
             if not config.is_file() and f"{kind}[" in text.replace(" ", "").replace("self.", ""):
+                what = "not a regular file" if config.exists() else "not there"
                 raise FileNotFoundError(f"{crew} reads its {kind} from {os.path.relpath(config, base)}, which is "
-                                        "not there")
+                                        f"{what}")
     found = ProjectFiles(given, crew, agents if agents.is_file() else None, tasks if tasks.is_file() else None,
                          python, main)
     if found.crew is None and (found.agents is None or found.tasks is None):
@@ -185,8 +187,8 @@ def read_project(path: str, diags: Diagnostics) -> CrewSpec | None:
     def load(file: Path | None) -> SourceFile | None:
         if file is None:
             return None
-        with file.open("rb") as stream:  # read no further than the size limit (SW1021 past it)
-            source = read_source(display_path(file, files.root, path), read_limited(stream), diags)
+        # a regular file, read no further than the size limit (SW1021 past it); OSError names the file
+        source = read_source(display_path(file, files.root, path), read_named_file(str(file)), diags)
         if source is None:
             return None
         sources.append(source)
@@ -207,12 +209,18 @@ def read_project(path: str, diags: Diagnostics) -> CrewSpec | None:
         if py.class_name:
             spec.name = py.class_name
         for extra in files.python:
-            source = load(extra)
+            try:
+                source = load(extra)
+            except OSError:  # swapped for what cannot be read since it was found: it only hides its models
+                continue
             extra_py = parse_python(source, Diagnostics()) if source is not None else None
             if extra_py is not None:  # a sibling that does not parse only hides its models
                 spec.python.append(extra_py.tree)
         if files.main is not None:
-            main_source = load(files.main)
+            try:
+                main_source = load(files.main)
+            except OSError:  # as for the models: only its example inputs are lost
+                main_source = None
             main_py = parse_python(main_source, Diagnostics()) if main_source is not None else None
             if main_py is not None:
                 spec.example_inputs = _example_inputs(main_py.tree)

@@ -199,14 +199,16 @@ def _file_name(a: Analysis) -> str:
 # ---- a runner's line back to the spec ----------------------------------------------------------------------
 
 
-def runner_source(runner_uri: str, line: int) -> types.Location | None:
+def runner_source(runner_uri: str, line: int, encoding: str = "utf-16") -> types.Location | None:
     """The `.fsm` position that 0-based `line` of the runner at `runner_uri` was generated from, or None when
-    it comes from no one place of the spec. Raises CannotRun when the file is no runner or cannot be read."""
+    it comes from no one place of the spec. Raises CannotRun when the file is no runner or cannot be read.
+    The position's character counts the code units the client and server agreed on (`encoding`)."""
     parsed = urlparse(runner_uri)
     if parsed.scheme != "file":
         raise CannotRun(f"{runner_uri} is not a file: a runner is read from disk")
     path = unquote(parsed.path)
     from ..compiler.codegen.source_map import NotARunner
+    from ..grammar.parser import read_named_file
 
     try:
         found = api.runner_origin(path, line + 1)
@@ -217,11 +219,16 @@ def runner_source(runner_uri: str, line: int) -> types.Location | None:
     if found is None:
         return None
     spec_line, character = found.line - 1, found.column - 1
-    try:  # the column counts characters; the client counts UTF-16 code units
-        text = Path(found.path).read_text(encoding="utf-8")
-        lines = LineIndex(text)
+    try:  # the column counts characters; the client counts code units
+        text = read_named_file(found.path).decode("utf-8")  # what the runner names: a regular file, bounded
+        lines = LineIndex(text, encoding)
         spec_line, character = lines.position(lines.offset(spec_line, 0) + character)
     except (OSError, UnicodeDecodeError):
         pass  # the spec moved or is unreadable: its position as the runner wrote it
     at = types.Position(spec_line, character)
-    return types.Location(uri=Path(found.path).resolve().as_uri(), range=types.Range(at, at))
+    spec = Path(found.path)
+    try:
+        spec = spec.resolve()
+    except (OSError, ValueError):  # a name no file has (a NUL): the runner's word for it, made absolute
+        spec = spec.absolute()
+    return types.Location(uri=spec.as_uri(), range=types.Range(at, at))

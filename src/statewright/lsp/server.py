@@ -368,7 +368,7 @@ async def compile_runner(ls: StatewrightServer, uri: str) -> dict[str, Any]:
 async def runner_source(ls: StatewrightServer, runner_uri: str, line: int) -> types.Location | None:
     try:
         return await asyncio.get_running_loop().run_in_executor(
-            ls.runner, running.runner_source, runner_uri, int(line))
+            ls.runner, running.runner_source, runner_uri, int(line), ls.encoding())
     except running.CannotRun as e:
         ls.tell(str(e), types.MessageType.Warning)
         return None

@@ -14,9 +14,13 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 from dataclasses import dataclass
 
 SOURCE_MAP_NAME = "SOURCE_MAP"
+# The largest runner read back: a runner is a few times its spec (16 MiB at most), and a file that is not
+# one (a log, a device) must not be read without end
+MAX_RUNNER_BYTES = 128 * 1024 * 1024
 
 
 class NotARunner(ValueError):
@@ -63,6 +67,8 @@ class RunnerMap:
             raise NotARunner(f"not a runner statewright generated: not Python ({e.msg}, line {e.lineno})") from None
         except ValueError as e:  # a NUL character
             raise NotARunner(f"not a runner statewright generated: not Python ({e})") from None
+        except (RecursionError, MemoryError):  # nested deeper than Python's parser goes
+            raise NotARunner("not a runner statewright generated: nested too deeply to read as Python") from None
         table = _source_map(tree)
         if table is None:
             raise NotARunner(f"no {SOURCE_MAP_NAME}: not a runner statewright generated")
@@ -94,11 +100,16 @@ def _origin(runner_line: int, key: str, written: str, runner_path: str) -> Runne
 
 
 def _split_position(written: str) -> tuple[str, int, int]:
-    """("flows/review.fsm", 14, 9) from "flows/review.fsm:14:9"; ("", 0, 0) when it is not that shape."""
+    """("flows/review.fsm", 14, 9) from "flows/review.fsm:14:9"; ("", 0, 0) when it is not that shape: a
+    line and a column are numbers from 1 in ASCII digits, as code generation writes them (a runner handed
+    over may hold anything there: "²", a number of thousands of digits, 0)."""
     parts = written.rsplit(":", 2)
-    if len(parts) != 3 or not (parts[1].isdigit() and parts[2].isdigit()):
+    if len(parts) != 3 or not all(_POSITION_NUMBER.fullmatch(part) for part in parts[1:]):
         return "", 0, 0
     return parts[0], int(parts[1]), int(parts[2])
+
+
+_POSITION_NUMBER = re.compile(r"[1-9][0-9]{0,8}")  # a billion lines is far past any spec (16 MiB at most)
 
 
 def _source_map(tree: ast.Module) -> tuple[dict[str, str], list[_Extent]] | None:

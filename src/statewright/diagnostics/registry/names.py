@@ -103,7 +103,8 @@ CODES = [
        'use "team/research.fsm"   # the folder is teams/', 'use "teams/research.fsm"'),
     _e("SW2101", "file to use cannot be read",
        "The path of a 'use' line names something that cannot be read as a spec: a folder, a file this user "
-       "may not read, or one the system cannot open.",
+       "may not read, one the system cannot open, or something that is no regular file (a FIFO or a device, "
+       "which is never read: it could hold up the check or never end).",
        'use "teams"', 'use "teams/research.fsm"'),
     _e("SW2102", "used file has errors",
        "A file is used only when it checks: its own errors are reported against it (once, however many "
