@@ -308,6 +308,13 @@ def test_a_python_file_beside_crew_py_that_is_no_regular_file_is_left_out(tmp_pa
     outcome = api.import_file("crewai", root)
     assert outcome.text is not None and expected is not None
     assert outcome.text[outcome.text.index("machine "):] == expected[expected.index("machine "):]
+    # one too large to read (past the 16 MiB a source may have) only hides its models too
+    os.rmdir(root / "tools.py")
+    with open(root / "tools.py", "wb") as big:
+        big.truncate(17 * 2**20)
+    too_large = api.import_file("crewai", root)
+    assert too_large.text is not None and too_large.text[too_large.text.index("machine "):] == \
+        expected[expected.index("machine "):], [d.code for d in too_large.diagnostics]
     (root / "config" / "tasks.yaml").unlink()
     os.mkfifo(root / "config" / "tasks.yaml")
     assert main(["import", "crewai", str(root)]) == 2

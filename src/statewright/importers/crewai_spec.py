@@ -184,11 +184,12 @@ def read_project(path: str, diags: Diagnostics) -> CrewSpec | None:
     files = locate(path)
     sources: list[SourceFile] = []
 
-    def load(file: Path | None) -> SourceFile | None:
+    def load(file: Path | None, into: Diagnostics = diags) -> SourceFile | None:
         if file is None:
             return None
-        # a regular file, read no further than the size limit (SW1021 past it); OSError names the file
-        source = read_source(display_path(file, files.root, path), read_named_file(str(file)), diags)
+        # a regular file, read no further than the size limit (SW1021 past it, into `into`); OSError names
+        # the file
+        source = read_source(display_path(file, files.root, path), read_named_file(str(file)), into)
         if source is None:
             return None
         sources.append(source)
@@ -209,8 +210,8 @@ def read_project(path: str, diags: Diagnostics) -> CrewSpec | None:
         if py.class_name:
             spec.name = py.class_name
         for extra in files.python:
-            try:
-                source = load(extra)
+            try:  # (one too large to read, like one that does not parse, only hides its models)
+                source = load(extra, Diagnostics())
             except OSError:  # swapped for what cannot be read since it was found: it only hides its models
                 continue
             extra_py = parse_python(source, Diagnostics()) if source is not None else None
@@ -218,7 +219,7 @@ def read_project(path: str, diags: Diagnostics) -> CrewSpec | None:
                 spec.python.append(extra_py.tree)
         if files.main is not None:
             try:
-                main_source = load(files.main)
+                main_source = load(files.main, Diagnostics())
             except OSError:  # as for the models: only its example inputs are lost
                 main_source = None
             main_py = parse_python(main_source, Diagnostics()) if main_source is not None else None
