@@ -18,12 +18,12 @@ and each is read by each face, each in a child process of its own:
 The child first runs its face on a small file of the same shape (20 kB), so that imports, the grammar
 and every cache are loaded, and takes its peak resident set size then as its baseline (VmHWM, Linux); it then runs the face on the
 large file. The ratio is (peak - baseline) / bytes of source. The target is at most 20 bytes per byte at
-every size. A valid draft's evaluation loads it: the generated module is compiled a few statements at a
-time (a syntax tree of the whole module took 250 bytes per byte of spec), from its text rendered into
-UTF-8 bytes and let go as it is compiled (the text of many_states' module is some four times the spec),
-which the designer face measures along with the check, the lowering and the code generation before it.
-The loaded machine itself (its functions, pydantic classes, specs and source map) takes some 10 bytes a
-byte of many_states, so the designer face is the one farthest from the target on that shape.
+every size. A valid draft's evaluation loads it: the generated module is rendered as the template goes, compressed
+as it is written, and compiled a few statements at a time as it is read back (a syntax tree of the whole
+module took 250 bytes per byte of spec, and its text is some four times the spec), which the designer
+face measures along with the check, the lowering and the code generation before it. The syntax tree is
+let go before the module is rendered, and the IR before it runs: the loaded machine (its functions,
+pydantic classes, slotted specs and source map, some 8 bytes a byte of many_states) takes their place.
 
     python bench/memory.py [--sizes 1,4,16] [--shapes ...] [--faces ...] [--designer-mb 16]
 

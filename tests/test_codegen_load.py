@@ -78,16 +78,74 @@ def test_the_pieces_do_what_the_whole_module_does(example: Path) -> None:
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
 def test_the_bytes_loaded_are_the_text_encoded(example: Path) -> None:
-    """load_machine renders the module straight into UTF-8 bytes: the text `run` prints, encoded."""
+    """load_machine renders the module straight into chunks of UTF-8 bytes: the text `run` prints, encoded."""
     from statewright.compiler.codegen import machine_module_text
-    from statewright.compiler.codegen.render import render_installed_utf8
+    from statewright.compiler.codegen.render import render_installed_module
 
     compilation = api.check_text(example.read_text(encoding="utf-8"), str(example))
     assert compilation.ok and compilation.source is not None
     machine = api.optimize(compilation)
     text = machine_module_text(machine, source_text=compilation.source.text, source_path=str(example))
-    assert render_installed_utf8(machine, source_text=compilation.source.text,
-                                 source_path=str(example)) == text.encode("utf-8")
+    module = render_installed_module(machine, source_text=compilation.source.text, source_path=str(example))
+    assert bytes(module) == text.encode("utf-8")
+
+
+CHUNKINGS = [1, 2, 3, 7, 64, 4096]
+
+
+@pytest.mark.parametrize("size", CHUNKINGS)
+def test_a_module_read_in_chunks_compiles_as_its_whole_text(size: int) -> None:
+    """The loader reads a rendered module a chunk at a time: wherever the chunks end (in the future line,
+    in a character's UTF-8, between `el` and `se:` at the start of a line, in a string), the pieces are
+    the pieces of the whole text, line for line."""
+    from statewright.compiler.codegen import load
+
+    description = "\\n".join(["Intro \u00e9\u4e2d\U0001f600.", *HOSTILE_LINES[:-1], "End."])
+    spec = (f'machine chunked {{\n    description "{description}"\n'
+            '    agent w { prompt "Tu \u00e9cris \u2014 \U0001f600." }\n'
+            '    start state a { agent w\n do "\u00c9cris." -> b }\n    final state b\n}\n')
+    text = installed_text(spec, "chunked.fsm") + "if True:\n    x = 1\nelse:\n    x = 2\n"
+    data = text.encode("utf-8")
+    chunks = iter([data[i:i + size] for i in range(0, len(data), size)])
+    pieces = list(load._Pieces(chunks, "m", text.__str__).compiled())
+    expected = list(compiled_pieces(text, "m"))
+    assert [code_positions(p) for p in pieces] == [code_positions(p) for p in expected]
+    assert len(pieces) > 10
+    assert executed(pieces, "statewright_load_test_chunked")["x"] == 1
+
+
+def test_a_rendered_module_is_held_compressed_and_loads_as_its_text() -> None:
+    """load_machine's module text is compressed as it is rendered (never held whole), and gives back the
+    very text `run` prints, chunk by chunk; loaded, it is the module of that text."""
+    from statewright.compiler.codegen import load
+    from statewright.compiler.codegen.render import render_installed_module
+
+    spec = generate_machine(400).replace("machine scaling_400", "machine compressed_400")
+    compilation = api.check_text(spec, "compressed.fsm")
+    assert compilation.ok and compilation.source is not None
+    machine = api.optimize(compilation)
+    module_text = render_installed_module(machine, source_text=compilation.source.text, source_path="compressed.fsm")
+    text = api.runtime_machine_text(compilation)
+    packed = sum(len(data) for _, data in module_text.segments)
+    assert packed * 5 < len(text.encode("utf-8"))
+    assert all(len(chunk) <= load.CHUNK_BYTES for chunk in module_text.chunks())
+    assert bytes(module_text) == text.encode("utf-8") and module_text.text() == text
+    module = load_machine_module(module_text, "compressed.fsm")
+    assert load_machine_module(text, "compressed.fsm") is module  # the same text: the same module
+    assert list(module.STATES) == list(api.runtime_machine(compilation).states)
+
+
+def test_a_nul_outside_the_slots_of_a_module_is_refused() -> None:
+    """The slots of a rendered module (its imports, its SOURCE_MAP) are names between NULs, which no spec
+    text can put in the module (every one is escaped): should one get there, rendering fails loudly."""
+    from statewright.compiler.codegen import render
+
+    class View:
+        def context(self) -> dict[str, object]:
+            return {"header": ["# a\0b"], "docstring": "", "imports": "", "runtime": "", "parts": [], "api": []}
+
+    with pytest.raises(ValueError, match="NUL character outside the slots"):
+        render._rendered(View())  # type: ignore[arg-type]
 
 
 def test_a_module_of_any_characters_loads_from_its_bytes() -> None:

@@ -89,6 +89,35 @@ def test_without_its_syntax_a_compilation_has_the_same_diagnostics_and_machine(
         assert lean.machine is None and not lean.ok
 
 
+def test_without_its_syntax_no_syntax_tree_or_ir_is_alive_while_the_module_loads(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """What keep_syntax=False lets go is really gone (no frame of the project or the pipeline holds it)
+    when the machine's module runs: the memory is the machine's. A file that uses another is compiled
+    through the project's way down, which parsed it first."""
+    import gc
+
+    from statewright.compiler import ir as ir_module
+    from statewright.designer.design import compile_text
+    from statewright.grammar import ast
+
+    alive: list[tuple[int, int]] = []
+    run = pipeline._run
+    name = "let_go_while_loading"  # other tests' trees may live on in this process: only this one counts
+
+    def counting(module: object, source: SourceFile) -> object:
+        gc.collect()
+        objects = gc.get_objects()
+        alive.append((sum(isinstance(o, ast.Machine) and o.name.value == name for o in objects),
+                      sum(isinstance(o, ir_module.Machine) and o.name == name for o in objects)))
+        return run(module, source)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pipeline, "_run", counting)
+    text = GOOD.replace("machine m ", f"machine {name} ", 1)
+    assert text != GOOD
+    lean = compile_text(text, "m.fsm", stop_after="load", keep_syntax=False)
+    assert lean.machine is not None and lean.machine.name == name and alive == [(0, 0)]
+
+
 def test_a_machine_with_errors_stops_after_its_checks_with_every_diagnostic() -> None:
     c = _compile(GOOD.replace("-> done", "-> dnoe"), stop_after="load")
     assert c.ir is None and c.machine is None and not c.ok

@@ -374,7 +374,7 @@ def test_an_expected_failure_kind_passes_only_when_the_run_fails_that_way():
 def test_a_step_limit_failure_matches_the_limit_name():
     test = block("loops", SENT_BACK, expect_failure="steps", allow_unused=True)  # the limit stops it early
     machine = review_machine(test)
-    machine = MachineSpec(**{**machine.__dict__, "limits": LimitsSpec(steps=2)})
+    machine = replace(machine, limits=LimitsSpec(steps=2))
 
     outcome = run_test(machine, test)
 

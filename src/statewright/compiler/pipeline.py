@@ -15,12 +15,13 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from ..diagnostics import Diagnostics, SourceFile, suggestion_budget
-from ..grammar import ParseResult, ast, parse_source
+from ..grammar import ast, parse_source
 from .compilation import STAGES, Compilation, Stage
 
 if TYPE_CHECKING:
     from ..runtime.spec import MachineSpec
     from .checks.resolve import Symbols
+    from .codegen.load import ModuleText
     from .ir import Machine as IRMachine
     from .project import Project, UsedFile
 
@@ -30,8 +31,7 @@ T = TypeVar("T")
 
 def compile_source(source: SourceFile, *, stop_after: Stage = "lower", level: int = 1,
                    disabled: Sequence[str] = (), log: list[str] | None = None, project: Project | None = None,
-                   location: str | None = None, parsed: ParseResult | None = None,
-                   keep_syntax: bool = True) -> Compilation:
+                   location: str | None = None, keep_syntax: bool = True) -> Compilation:
     """Compile one source file as far as `stop_after`:
 
         parse   the syntax tree and its comments (syntax errors are diagnostics)
@@ -42,8 +42,8 @@ def compile_source(source: SourceFile, *, stop_after: Stage = "lower", level: in
         load    the machine part of its runner, compiled in memory: what run, test and the API execute
 
     `project` holds the files already compiled (a new one by default: the used files are read from disk,
-    relative to `location`, which is the source's path unless given; `parsed`, when the project parsed the
-    source already). Every problem is a diagnostic, none is raised (an unknown pass name in `disabled`
+    relative to `location`, which is the source's path unless given; the project hands over the source's
+    syntax tree when it parsed the source already, on its way down the files it uses). Every problem is a diagnostic, none is raised (an unknown pass name in `disabled`
     excepted).
 
     `keep_syntax` False is for a caller that wants only the diagnostics and the machine (the designer's
@@ -64,6 +64,7 @@ def compile_source(source: SourceFile, *, stop_after: Stage = "lower", level: in
     location = location if location is not None else source.path
     uses: list[UsedFile] = []
     with paused_gc():
+        parsed = project.take_parsed(location)
         parsed = parsed if parsed is not None else parse_source(source)
         diagnostics = parsed.diagnostics
         symbols = ir = optimized = machine = None
@@ -122,13 +123,13 @@ def _load(optimized: IRMachine, source: SourceFile) -> MachineSpec:
     return load_machine(optimized, source_text=source.text, source_path=source.path)  # type: ignore[no-any-return]
 
 
-def _render(optimized: IRMachine, source: SourceFile) -> bytearray:
-    from .codegen.render import render_installed_utf8
+def _render(optimized: IRMachine, source: SourceFile) -> ModuleText:
+    from .codegen.render import render_installed_module
 
-    return render_installed_utf8(optimized, source_text=source.text, source_path=source.path)
+    return render_installed_module(optimized, source_text=source.text, source_path=source.path)
 
 
-def _run(module: bytearray, source: SourceFile) -> MachineSpec:
+def _run(module: ModuleText, source: SourceFile) -> MachineSpec:
     from .codegen.load import load_machine_module
 
     return load_machine_module(module, source.path).MACHINE  # type: ignore[no-any-return]

@@ -87,6 +87,7 @@ class Project:
         self._users: dict[str, set[str]] = {}  # real path -> the files that use it (for invalidate)
         # the files parsed so far and where each is, for naming a cycle back to one of them
         self._parsed: dict[str, ast.Machine] = {}
+        self._handed: dict[str, ParseResult] = {}  # parsed on the way down, for the pipeline to take
         self._locations: dict[str, str] = {}
 
     # -- the files
@@ -175,10 +176,19 @@ class Project:
         return compilation
 
     def _compile_frame(self, frame: _Frame) -> Compilation:
-        parsed, frame.parsed = frame.parsed, None  # the pipeline's from here: it may let the tree go
+        # the tree parsed on the way down is handed to the pipeline through the project, not as an
+        # argument: a caller's frame would hold it for the whole compilation, where the pipeline may let
+        # it go before generating and loading the machine (keep_syntax False)
+        if frame.parsed is not None:
+            self._handed[self.key(frame.location)] = frame.parsed
+            frame.parsed = None
         return self.compile_file(frame.source, stop_after=frame.stop_after, level=frame.level, disabled=frame.disabled,
-                                 log=frame.log, project=self, location=frame.location, parsed=parsed,
-                                 keep_syntax=frame.keep_syntax)
+                                 log=frame.log, project=self, location=frame.location, keep_syntax=frame.keep_syntax)
+
+    def take_parsed(self, location: str) -> ParseResult | None:
+        """The parse of the file at `location` made on the way down, if there is one; the caller's alone
+        from here."""
+        return self._handed.pop(self.key(location), None)
 
     def _next_used(self, frame: _Frame) -> _Frame | None:
         """The next file `frame`'s file uses that is still to be compiled (read and decoded here; one that

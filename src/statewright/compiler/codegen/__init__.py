@@ -43,10 +43,10 @@ def load_machine(machine: ir.Machine, *, source_text: str, source_path: str) -> 
     """The runtime MachineSpec of a checked machine: its `machine_module_text`, compiled and executed in
     memory."""
     from .load import load_machine_module
-    from .render import render_installed_utf8
+    from .render import render_installed_module
 
-    # the text as UTF-8 bytes, never as one str: see render_installed_utf8
-    return load_machine_module(render_installed_utf8(machine, source_text=source_text, source_path=source_path),
+    # the text compressed as it is written, never whole: see render_installed_module
+    return load_machine_module(render_installed_module(machine, source_text=source_text, source_path=source_path),
                                source_path).MACHINE
 
 

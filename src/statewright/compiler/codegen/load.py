@@ -4,20 +4,23 @@ The text is a runner's machine part importing the installed runtime (`statewrigh
 compiled under a name that says where it came from, registered with linecache (so a traceback through a
 guard shows the generated line),
 and executed as a module of its own. Modules are kept per text: loading the same machine twice in a
-process compiles it once. The text is kept as UTF-8 bytes (codegen's load_machine renders it into bytes):
-a str holding one character past Latin-1 takes two or four bytes a character, and every generated
-module has one in its first line.
+process compiles it once. The text is kept as UTF-8 bytes, compressed (a ModuleText: codegen's
+load_machine renders it so, compressing as it writes): a str holding one character past Latin-1 takes
+two or four bytes a character, and every generated module has one in its first line; and the text of a
+large machine's module, held whole, would take four times its spec beside the machine it makes.
 
 A module is compiled and executed a few top-level statements at a time, in order, into one namespace:
 the same code, but CPython builds a syntax tree only for the statements in hand, not for the whole
 module at once (some 40 bytes of memory a byte of text, 180 MB for the runner of a 1 MB spec). The
 generated module writes each state, agent, tool and test as a statement of its own (render.py), so no
-piece grows with the machine.
+piece grows with the machine. The text is read a chunk at a time: a statement is compiled once the line
+after it has come.
 """
 
 from __future__ import annotations
 import __future__
 
+import collections
 import hashlib
 import linecache
 import re
@@ -30,12 +33,61 @@ from collections.abc import Callable, Iterator
 _MODULE_PREFIX = "statewright.machines.m_"
 
 
-def load_machine_module(text: str | bytes | bytearray, source_path: str) -> types.ModuleType:
-    """The module of `text` (a str, or its UTF-8 bytes), executed once in this process. A bytearray is
-    let go of as its statements are compiled (it ends empty): the caller hands the text over."""
-    data = text.encode("utf-8") if isinstance(text, str) else text
-    del text
-    digest = hashlib.sha256(data).hexdigest()[:20]
+CHUNK_BYTES = 1 << 16  # what a module's text is read in
+
+
+class ModuleText:
+    """A module's UTF-8 text in segments, each kept compressed (zlib) or as it is: codegen renders a
+    machine's module for loading into one (render.render_installed_module), compressed as it is written,
+    so that its text is never held whole; `chunks` gives it back a piece at a time, in order."""
+
+    __slots__ = ("segments",)
+
+    def __init__(self) -> None:
+        self.segments: list[tuple[bool, bytes]] = []  # (compressed, data)
+
+    @classmethod
+    def of(cls, data: bytes | bytearray) -> ModuleText:
+        text = cls()
+        text.segments.append((True, zlib.compress(data)))
+        return text
+
+    def chunks(self) -> Iterator[bytes]:
+        """The text, CHUNK_BYTES at most at a time."""
+        for compressed, data in self.segments:
+            if not compressed:
+                yield from (data[i:i + CHUNK_BYTES] for i in range(0, len(data), CHUNK_BYTES))
+                continue
+            unpacker = zlib.decompressobj()
+            rest = data
+            while rest:
+                yield unpacker.decompress(rest, CHUNK_BYTES)
+                rest = unpacker.unconsumed_tail
+            yield unpacker.flush()
+
+    def digest(self) -> str:
+        hashed = hashlib.sha256()
+        for chunk in self.chunks():
+            hashed.update(chunk)
+        return hashed.hexdigest()
+
+    def __bytes__(self) -> bytes:
+        return b"".join(self.chunks())
+
+    def text(self) -> str:
+        return bytes(self).decode("utf-8")
+
+
+def load_machine_module(text: str | bytes | bytearray | ModuleText, source_path: str) -> types.ModuleType:
+    """The module of `text` (a str, its UTF-8 bytes, or a ModuleText), executed once in this process. A
+    bytearray is emptied: the caller hands the text over."""
+    if not isinstance(text, ModuleText):
+        data = text.encode("utf-8") if isinstance(text, str) else text
+        text = ModuleText.of(data)
+        if isinstance(data, bytearray):
+            data.clear()
+        del data
+    digest = text.digest()[:20]
     name = _MODULE_PREFIX + digest
     module = _LOADED.get(name)
     if module is not None:
@@ -45,7 +97,7 @@ def load_machine_module(text: str | bytes | bytearray, source_path: str) -> type
     with _LOADING:
         module = _LOADED.get(name)
         if module is None:
-            module = _LOADED[name] = _load(data, source_path, name, digest)
+            module = _LOADED[name] = _load(text, source_path, name, digest)
     return module
 
 
@@ -53,21 +105,17 @@ _LOADED: dict[str, types.ModuleType] = {}  # by name: the modules whose every st
 _LOADING = threading.Lock()
 
 
-def _load(data: bytes | bytearray, source_path: str, name: str, digest: str) -> types.ModuleType:
+def _load(text: ModuleText, source_path: str, name: str, digest: str) -> types.ModuleType:
     # Not a <name>: linecache gives lines lazily only to other names. The text is kept compressed (a
     # generated module compresses to some twentieth of it), and decompressed, decoded and split into lines
     # when a traceback first asks (a list of lines takes three times the text's memory).
     filename = f"statewright-machine:{source_path}:{digest[:12]}"
-    kept = zlib.compress(data)
-
-    def whole() -> str:
-        return zlib.decompress(kept).decode("utf-8")
-
+    whole = text.text
     linecache.cache[filename] = (whole,)
     module = _module(name, source_path, filename)
     try:
         try:
-            for code in compiled_pieces(data, filename, whole):
+            for code in _Pieces(text.chunks(), filename, whole).compiled():
                 exec(code, module.__dict__)  # noqa: S102 - the module statewright itself generated from a checked spec
         except UncutModule as uncut:
             module = _module(name, source_path, filename)
@@ -111,65 +159,120 @@ def compiled_pieces(text: str | bytes | bytearray, filename: str,
     """The code of `text` (a str, or its UTF-8 bytes), a run of its top-level statements at a time, in
     order; executed one after another in one namespace they do what the whole module's code does. Line
     numbers are the module's. A bytearray is emptied as it goes (the text before the piece in hand is
-    deleted), so that the text is not held beside the module it makes: `whole` then gives the whole text,
-    should it be needed again (a module that compiles only whole).
+    deleted), so that the text is not held beside the module it makes: `whole` then gives the whole
+    text, should it be needed again (a module that compiles only whole). A module's loader reads a
+    ModuleText the same way, a chunk at a time.
 
     A piece is cut where a line could start a statement; one that does not compile alone (a line of a
     string that starts like a statement) takes in the next piece until it does — only then is it
     whole, since a cut inside a string or a bracket leaves it unfinished — and past _MOST_MERGES the rest
     of the text is one piece. Future imports hold for the pieces after them, as in one module.
 
-    The cuts are found in the bytes, each at the start of a line; a piece is decoded before it is compiled
-    (compiled as bytes, a comment in its first lines could name another encoding)."""
-    text = text.encode("utf-8") if isinstance(text, str) else text
+    The cuts are found in the bytes, each at the start of a line whose text has come; a piece is decoded
+    before it is compiled (compiled as bytes, a comment in its first lines could name another encoding)."""
+    if isinstance(text, str):
+        text = text.encode("utf-8")
     if whole is None:
         if isinstance(text, bytearray):
             raise ValueError("a bytearray is emptied as it is compiled: give `whole`")
         whole = bytes(text).decode
-    head = text.find(_FUTURE_LINE)
-    if head < 0:
-        yield compile(text.decode("utf-8"), filename, "exec", dont_inherit=True)
-        return
-    size = len(text)
-    cuts = [m.start() for m in _STATEMENT_START.finditer(text, head + len(_FUTURE_LINE))]
-    cuts.append(size)
-    i = 0  # cuts[i]: the first cut after the piece in hand
-    flags = start = line = 0
-    base = 0  # the offset in the whole text of text[0] (a bytearray's consumed part is deleted)
-    end = head + len(_FUTURE_LINE)
-    while True:
-        merges = 0
-        while True:
-            try:
-                code = compile(text[start - base:end - base].decode("utf-8"), filename, "exec", flags=flags,
-                               dont_inherit=True)
-                break
-            except SyntaxError:
-                if end == size:
-                    # the module's own error, at its own positions; or, should the text compile whole
-                    # where its pieces do not, its whole code for the caller to run afresh
-                    raise UncutModule(compile(whole(), filename, "exec", dont_inherit=True)) from None
-                merges += 1
-                if merges == _MOST_MERGES:
-                    end = size
-                else:
-                    while cuts[i] <= end:
-                        i += 1
-                    end = cuts[i]
-        flags |= code.co_flags & _FUTURE_FLAGS
-        yield _shifted(code, line)
-        if end == size:
-            if isinstance(text, bytearray):
-                text.clear()
+    if isinstance(text, bytearray):
+        return _Pieces(iter(()), filename, whole, text).compiled()
+    return _Pieces(iter((text,)), filename, whole).compiled()
+
+
+class _Pieces:
+    """The text of a module read a chunk at a time (into `buffer`, which may hold its start already), with
+    the places a statement may start in it."""
+
+    def __init__(self, chunks: Iterator[bytes], filename: str, whole: Callable[[], str],
+                 buffer: bytearray | None = None) -> None:
+        self.filename, self.whole = filename, whole
+        self.chunks, self.buffer = chunks, buffer if buffer is not None else bytearray()
+        self.base = 0  # the offset in the whole text of buffer[0] (the text before it is let go)
+        self.cuts: collections.deque[int] = collections.deque()  # offsets in the whole text, ascending
+        self.scanned = 0  # the cuts before this offset are found
+        self.ended = False
+
+    def more(self) -> bool:
+        """Take in the next chunk; False at the end of the text."""
+        for chunk in self.chunks:
+            self.buffer += chunk
+            return True
+        self.ended = True
+        return False
+
+    @property
+    def size(self) -> int:  # the offset of the end of the text come so far
+        return self.base + len(self.buffer)
+
+    def find_cuts(self) -> None:
+        """The cuts in the lines come whole since the last look (all of them once the text has ended: a
+        line's first word decides whether it starts a statement)."""
+        buffer, base = self.buffer, self.base
+        limit = len(buffer) if self.ended else buffer.rfind(b"\n", self.scanned - base) + 1
+        if limit <= self.scanned - base:
             return
-        line += text.count(b"\n", start - base, end - base)
-        start = end
-        if isinstance(text, bytearray):
-            del text[: start - base]
-            base = start
-        while cuts[i] <= start:
-            i += 1
-        end = cuts[i]
+        self.cuts.extend(m.start() + base for m in _STATEMENT_START.finditer(buffer, self.scanned - base, limit))
+        self.scanned = limit + base
+
+    def cut_after(self, offset: int) -> int:
+        """The first cut after `offset`, or the end of the text."""
+        while True:
+            cuts = self.cuts
+            while cuts and cuts[0] <= offset:
+                cuts.popleft()
+            if cuts:
+                return cuts[0]
+            if self.ended:
+                return self.size
+            self.more()
+            self.find_cuts()
+
+    def compiled(self) -> Iterator[types.CodeType]:
+        buffer = self.buffer
+        # the head: the text through the module's `from __future__` line (its header comments and docstring)
+        at = 0  # where the line may start that is not searched yet
+        while (head := buffer.find(_FUTURE_LINE, at)) < 0:
+            at = max(0, len(buffer) - len(_FUTURE_LINE) + 1)
+            if not self.more():
+                break
+        if head < 0:
+            yield compile(buffer.decode("utf-8"), self.filename, "exec", dont_inherit=True)
+            buffer.clear()
+            return
+        start = line = flags = 0
+        end = self.scanned = head + len(_FUTURE_LINE)
+        self.find_cuts()
+        while True:
+            merges = 0
+            while True:
+                try:
+                    code = compile(buffer[start - self.base:end - self.base].decode("utf-8"), self.filename, "exec",
+                                   flags=flags, dont_inherit=True)
+                    break
+                except SyntaxError:
+                    if self.ended and end == self.size:
+                        # the module's own error, at its own positions; or, should the text compile whole
+                        # where its pieces do not, its whole code for the caller to run afresh
+                        raise UncutModule(compile(self.whole(), self.filename, "exec", dont_inherit=True)) from None
+                    merges += 1
+                    if merges == _MOST_MERGES:
+                        while self.more():
+                            pass
+                        end = self.size
+                    else:
+                        end = self.cut_after(end)
+            flags |= code.co_flags & _FUTURE_FLAGS
+            yield _shifted(code, line)
+            if self.ended and end == self.size:
+                buffer.clear()
+                return
+            line += buffer.count(b"\n", start - self.base, end - self.base)
+            start = end
+            del buffer[: start - self.base]
+            self.base = start
+            end = self.cut_after(start)
 
 
 def _shifted(code: types.CodeType, lines: int) -> types.CodeType:

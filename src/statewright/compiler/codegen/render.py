@@ -11,7 +11,8 @@ import builtins
 import dataclasses
 import hashlib
 import textwrap
-from collections.abc import Iterator, Sequence
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import cache
 from typing import Any
 
@@ -20,6 +21,7 @@ from ...runtime import spec as runtime_spec
 from ...runtime.runner_options import RUN_OPTIONS
 from .. import ir
 from . import GENERATED_MARKER
+from .load import CHUNK_BYTES, ModuleText
 from .names_used import function_names, literal_names, used_names
 from .python_expr import ExprContext, GuardNames, each_names, guard_return, python_source, spec_source
 from .python_literals import Call, Position, Raw, comment_text, docstring_text, json_string, py_source
@@ -99,7 +101,7 @@ def render_runner(machine: ir.Machine, *, source_text: str, source_path: str,
     if runtime not in (*RUNTIME_FORMS, RUNTIME_INSTALLED):
         raise ValueError(f"unknown runtime {runtime!r}; choose one of {', '.join(RUNTIME_FORMS)}")
     view = _RunnerView(machine, installed_runtime_index(), source_text, source_path, __version__, runtime)
-    text = layout_environment().get_template(LAYOUT).render(view.context())
+    text = _rendered(view).text()
     if runtime == RUNTIME_STANDALONE:
         from .standalone import fill_runtime
 
@@ -107,19 +109,102 @@ def render_runner(machine: ir.Machine, *, source_text: str, source_path: str,
     return text
 
 
-def render_installed_utf8(machine: ir.Machine, *, source_text: str, source_path: str) -> bytearray:
-    """`render_runner(..., runtime="installed")` encoded in UTF-8, written piece by piece into the bytes:
-    the text is never one str (which, for a module holding one character past Latin-1, takes two or four
-    bytes a character where its UTF-8 takes about one; the module of a machine of 1 MB is some 4 MB). A
-    bytearray, which load_machine_module lets go of as it compiles it."""
+def render_installed_module(machine: ir.Machine, *, source_text: str, source_path: str) -> ModuleText:
+    """`render_runner(..., runtime="installed")` encoded in UTF-8 and compressed as it is written, for
+    load_machine_module: the text is never one str (which, for a module holding one character past
+    Latin-1, takes two or four bytes a character where its UTF-8 takes about one; the module of a machine
+    of 1 MB is some 4 MB), nor one block of bytes, nor held whole beside the machine it makes."""
     from ... import __version__
 
     view = _RunnerView(machine, installed_runtime_index(), source_text, source_path, __version__,
                        RUNTIME_INSTALLED)
-    out = bytearray()
+    return _rendered(view, compressed=True)
+
+
+_SLOT = "\0"  # a slot's name stands between two NULs, which appear nowhere else (every spec text is escaped)
+
+
+def _slot(name: str) -> str:
+    return f"{_SLOT}{name}{_SLOT}"
+
+
+class _Writer:
+    """The module's text as it is written: UTF-8, in segments (compressed, or as they are), with empty
+    segments for the slots."""
+
+    def __init__(self, compressed: bool) -> None:
+        self.compressed = compressed
+        self.module = ModuleText()
+        self.pending = bytearray()
+        self.packed: list[bytes] = []
+        self.packer = zlib.compressobj() if compressed else None
+
+    def write(self, text: str) -> None:
+        self.pending += text.encode("utf-8")
+        if len(self.pending) >= CHUNK_BYTES:
+            self._spill()
+
+    def _spill(self) -> None:
+        data = bytes(self.pending)
+        self.pending.clear()
+        self.packed.append(self.packer.compress(data) if self.packer is not None else data)
+
+    def _close_segment(self) -> None:
+        self._spill()
+        if self.packer is not None:
+            self.packed.append(self.packer.flush())
+            self.packer = zlib.compressobj()
+        data = b"".join(self.packed)
+        self.packed = []
+        if data:
+            self.module.segments.append((self.compressed, data))
+
+    def slot(self) -> int:
+        self._close_segment()
+        self.module.segments.append((False, b""))
+        return len(self.module.segments) - 1
+
+    def fill(self, index: int, lines: Iterable[str]) -> None:
+        """The slot's text: `lines`, a line break between each two."""
+        packer = zlib.compressobj() if self.compressed else None
+        packed = []
+        for i, line in enumerate(lines):
+            data = (b"\n" if i else b"") + line.encode("utf-8")
+            packed.append(packer.compress(data) if packer is not None else data)
+        if packer is not None:
+            packed.append(packer.flush())
+        self.module.segments[index] = (self.compressed, b"".join(packed))
+
+    def close(self) -> ModuleText:
+        self._close_segment()
+        return self.module
+
+
+def _rendered(view: _RunnerView, *, compressed: bool = False) -> ModuleText:
+    """The layout rendered with `view`, written as the template goes: the view makes each state's
+    statement when the template reaches it, and it is encoded (and compressed) and let go at once. What
+    the template places before the text it depends on (the imports, which name what the whole module
+    uses; each SOURCE_MAP, made as the statements after it are) is a slot, filled once the rest is
+    written."""
+    out = _Writer(compressed)
+    slots: list[tuple[int, str]] = []
     for piece in layout_environment().get_template(LAYOUT).generate(view.context()):
-        out += piece.encode("utf-8")
-    return out
+        if _SLOT not in piece:
+            out.write(piece)
+            continue
+        texts = piece.split(_SLOT)
+        if len(texts) % 2 == 0:  # a spec text written unescaped: a bug of code generation, caught here
+            raise ValueError("a NUL character outside the slots of a generated module")
+        for i, text in enumerate(texts):
+            if i % 2 == 0:
+                out.write(text)
+            else:
+                slots.append((out.slot(), text))
+    module = out.close()
+    view.finish()
+    for index, name in slots:
+        out.fill(index, view.slot_lines(name))
+    return module
 
 
 # ---- the view: finished strings for the template ---------------------------------------------------
@@ -164,41 +249,10 @@ class _RunnerView:
         self.ordered = [self.parts[id(m)] for m in machines]
 
     def context(self) -> dict[str, Any]:
-        parts = [part.context() for part in self.ordered]
-        api = self._api()
-        # The names the machine parts use, for their imports: the functions and classes are parsed; the
-        # MACHINE literals, which are most of the text, are read from the values they were written from.
-        # A block at a time (each is whole statements): the names of all are the names of each, and no
-        # syntax tree or list of words is made for the whole module at once.
-        used: set[str] = set()
-        for block in [c for p in parts for c in (*p["classes"], *p["rebuilds"])] + api:
-            used |= used_names(block)
-        for p in parts:
-            for function in (*p["guards"], *p["arg_builders"]):
-                used |= function_names(function)
-        for part in self.ordered:
-            used |= literal_names(part.machine_call)
-            used |= part.entry_names
-        used |= {"MACHINE", "SOURCE_MAP", "main"}
-        for name in sorted(used & self.index.defined_in.keys()):
-            self.runtime_names.setdefault(self.index.defined_in[name], []).append(name)
-        mode = self.runtime_mode
-        runtime = ""
-        if mode == RUNTIME_SHARED:
-            from .runtime_package import runtime_import_block
-
-            imports = import_block(SPEC_IMPORTS, used)
-            runtime = runtime_import_block(self.runtime_names)
-        elif mode == RUNTIME_STANDALONE:
-            from .standalone import PLACEHOLDER
-
-            imports = import_block(SPEC_IMPORTS, used)
-            runtime = "\n" + PLACEHOLDER  # the runtime's place: render_runner puts it there, knowing its line
-        else:
-            # each runtime name the machine part uses, from the installed module defining it
-            defined = [ModuleImport(f"{INSTALLED_RUNTIME}.{module}", name, name)
-                       for module, names in self.runtime_names.items() for name in names]
-            imports = import_block([*defined, *SPEC_IMPORTS], used)
+        """What the template places. The parts' statements are made as the template reaches them; the
+        imports (and a runner's import of its runtime) are slots, filled by `finish` once they are."""
+        self.part_contexts = [part.context() for part in self.ordered]
+        self.api = self._api()
         return {
             "header": [
                 f"{GENERATED_MARKER} {self.version} from {comment_text(self.source_path)} — do not edit.",
@@ -208,11 +262,59 @@ class _RunnerView:
                 "# fmt: off",
             ],
             "docstring": self._docstring(),
-            "imports": imports,
-            "runtime": runtime,
-            "parts": parts,
-            "api": api,
+            "imports": _slot("imports"),
+            "runtime": _slot("runtime") if self.runtime_mode != RUNTIME_INSTALLED else "",
+            "parts": self.part_contexts,
+            "api": self.api,
         }
+
+    def finish(self) -> None:
+        """Once the template is rendered: the names the machine parts use, for their imports. The functions
+        and classes are parsed; the MACHINE literals, which are most of the text, are read from the values
+        they were written from. A block at a time (each is whole statements): the names of all are the
+        names of each, and no syntax tree or list of words is made for the whole module at once."""
+        used: set[str] = set()
+        parts = self.part_contexts
+        for block in [c for p in parts for c in (*p["classes"], *p["rebuilds"])] + self.api:
+            used |= used_names(block)
+        for part in self.ordered:
+            used |= part.function_names
+            used |= literal_names(part.machine_call)
+            used |= part.entry_names
+        used |= {"MACHINE", "SOURCE_MAP", "main"}
+        for name in sorted(used & self.index.defined_in.keys()):
+            self.runtime_names.setdefault(self.index.defined_in[name], []).append(name)
+        mode = self.runtime_mode
+        self.runtime = ""
+        if mode == RUNTIME_SHARED:
+            from .runtime_package import runtime_import_block
+
+            self.imports = import_block(SPEC_IMPORTS, used)
+            self.runtime = runtime_import_block(self.runtime_names)
+        elif mode == RUNTIME_STANDALONE:
+            from .standalone import PLACEHOLDER
+
+            self.imports = import_block(SPEC_IMPORTS, used)
+            self.runtime = "\n" + PLACEHOLDER  # the runtime's place: render_runner puts it there, knowing its line
+        else:
+            # each runtime name the machine part uses, from the installed module defining it
+            defined = [ModuleImport(f"{INSTALLED_RUNTIME}.{module}", name, name)
+                       for module, names in self.runtime_names.items() for name in names]
+            self.imports = import_block([*defined, *SPEC_IMPORTS], used)
+        assert self.runtime or mode == RUNTIME_INSTALLED, "the template placed the runtime's slot"
+
+    def slot_lines(self, name: str) -> Iterator[str]:
+        """What stands in the slot `name` (after `finish`), in lines or blocks of lines."""
+        if name == "imports":
+            yield self.imports
+        elif name == "runtime":
+            yield self.runtime
+        else:
+            kind, _, literal = name.partition(" ")
+            part = next((p for p in self.ordered if p.literal_name == literal), None)
+            if kind != "source_map" or part is None:
+                raise ValueError(f"no slot {name!r} in a generated module")
+            yield from part.source_map_statements_text()
 
     # -- header
 
@@ -298,43 +400,50 @@ class _MachinePart:
         self.branch_classes = {name: p.class_name for name, p in self.plans.branches.items()}
         self.guard_names = GuardNames.of(machine)
         # Every source position of the machine, in one table: a change to the spec shifts the positions after
-        # it, and that shows as a change of this one block (and of the lines that changed), nowhere else.
-        self.source_map: dict[str, str] = {}
-        self.guards: list[str] = []
-        self.arg_builders: list[str] = []
+        # it, and that shows as a change of this one block (and of the lines that changed), nowhere else. Its
+        # statements (SOURCE_MAP_GROUP entries each) are written as the positions come, the last one open.
+        self.source_map_statements: list[bytes] = []
+        self.source_map_group: dict[str, str] = {}
+        self.function_names: set[str] = set()  # the names the functions written so far use
         self.guard_functions: dict[tuple[str, int], str] = {}
         self.args_names: dict[str, str] = {}
         self.run_args_names: dict[str, str] = {}  # run state -> the function that builds the callee's inputs
         self.join_names: dict[str, str] = {}  # parallel state -> its join guard's function
         self.items_names: dict[str, str] = {}  # map state -> the function that builds its list
         self.update_names: dict[tuple[str, int], str] = {}  # (state, index) -> the function of its update
-        # states that share another's work (the merge pass) are written after the states they share with
-        for state in sorted(machine.states, key=lambda s: s.shares is not None):
-            self._functions_for(state)
+        # The functions' names are claimed here, in order; their text is written when the template asks
+        for state in machine.states:
+            if state.shares is None:
+                self._name_functions(state)
+        # states that share another's work (the merge pass) use the functions of the states they share with
+        for state in machine.states:
+            if state.shares is not None:
+                self._shared_functions(state, state.shares)
         self.machine_call: Call | None = None
-        # The machine's agents, states, tools and tests, a statement each (in groups, by collection): the
-        # MACHINE literal names the collections. No statement grows with the machine, so the module is
-        # compiled a statement at a time when loaded in memory (load.py).
-        self.collections: list[list[str]] = []
-        self.entry_names: set[str] = set()  # the names the statements use
+        self.entry_names: set[str] = set()  # the names the statements of the collections use
 
     def context(self) -> dict[str, Any]:
         classes = [self._model_source(p) for p in self.plans.types]
         classes += [self._model_source(p) for p in self.plans.branches.values()]
         classes += [self._model_source(p) for p in self._wrappers()]
         rebuilds = [f"{p.class_name}.model_rebuild()" for p in self.plans.types if p.forward]
-        self.machine_call = self._machine_call()
         return {
             "machine_name": self.machine.name,
             "source_path": comment_text(self.source_path),
             "classes": classes,
             "rebuilds": rebuilds,
-            "guards": self.guards,
-            "arg_builders": self.arg_builders,
-            "source_map": self._source_map_source(),
-            "collections": self.collections,
-            "machine": f"{self.literal_name} = " + py_source(self.machine_call),
+            "guards": self._used_by_functions(self._guard_sources()),
+            "arg_builders": self._used_by_functions(self._arg_builder_sources()),
+            "source_map": _slot(f"source_map {self.literal_name}"),
+            "collections": self._collections(),
+            "machine": _Later(self._machine_source),
         }
+
+    def _machine_source(self) -> str:
+        """The MACHINE literal: made after the collections' statements (its variables' positions follow
+        theirs in SOURCE_MAP)."""
+        self.machine_call = self._machine_call()
+        return f"{self.literal_name} = " + py_source(self.machine_call)
 
     # -- types
 
@@ -394,47 +503,65 @@ class _MachinePart:
 
     # -- guards and tool arguments
 
-    def _functions_for(self, state: ir.State) -> None:
-        """The functions of a state's expressions — its join guard, its map's list, its guards, its updates,
-        its call's arguments — named in that order (so names are claimed the same way every time)."""
-        if state.shares is not None:
-            self._shared_functions(state, state.shares)
-            return
-        context = ExprContext(self.machine, self.plans, self.guard_names, state)
+    def _name_functions(self, state: ir.State) -> None:
+        """The names of the functions of a state's expressions — its join guard, its map's list, its guards,
+        its updates, its call's arguments — claimed in that order (so names are claimed the same way every
+        time)."""
+        claim = self.names.claim
         if state.parallel is not None and state.parallel.join.guard is not None:
-            guard = state.parallel.join.guard
-            name = self.names.claim(f"join_{state.name}")
-            self.join_names[state.name] = name
-            join_context = ExprContext(self.machine, self.plans, self.guard_names, state, join=True)
-            self.guards.append(
-                f"# {comment_text('join first where ' + spec_source(guard))}\n"
-                f"def {name}(s: Scope) -> bool:\n"
-                f"{INDENT}{guard_return(guard, join_context)}\n"
-            )
+            self.join_names[state.name] = claim(f"join_{state.name}")
         if state.each is not None:
-            listed = state.each.items
-            name = self.names.claim(f"items_{state.name}")
-            self.items_names[state.name] = name
-            self.arg_builders.append(
-                f"# {comment_text('for ... in ' + spec_source(listed))}\n"
-                f"def {name}(s: Scope) -> Any:\n"
-                f"{INDENT}return {python_source(listed, context)}\n"
-            )
+            self.items_names[state.name] = claim(f"items_{state.name}")
         for index, t in enumerate(state.transitions):
-            if t.kind != "guard" or t.guard is None:
-                continue
-            name = self.names.claim(f"guard_{state.name}_{index}")
-            self.guard_functions[(state.name, index)] = name
-            self.guards.append(
-                f"# {comment_text('when ' + spec_source(t.guard))}\n"
-                f"def {name}(s: Scope) -> bool:\n"
-                f"{INDENT}{guard_return(t.guard, context)}\n"
-            )
-        self._update_functions(state)
+            if t.kind == "guard" and t.guard is not None:
+                self.guard_functions[(state.name, index)] = claim(f"guard_{state.name}_{index}")
+        for index, _ in enumerate(state.updates):
+            self.update_names[(state.name, index)] = claim(f"update_{state.name}_{index}")
         if state.run is not None:
-            self._run_arguments(state, state.run)
+            self.run_args_names[state.name] = claim(f"run_args_{state.name}")
         if state.call is not None:
-            self._call_arguments(state, state.call)
+            self.args_names[state.name] = claim(f"args_{state.name}")
+
+    def _used_by_functions(self, sources: Iterator[str]) -> Iterator[str]:
+        for source in sources:
+            self.function_names |= function_names(source)
+            yield source
+
+    def _guard_sources(self) -> Iterator[str]:
+        """Each state's join guard and guards, as functions."""
+        for state in self.machine.states:
+            if state.shares is not None:
+                continue
+            context = ExprContext(self.machine, self.plans, self.guard_names, state)
+            if state.parallel is not None and state.parallel.join.guard is not None:
+                guard = state.parallel.join.guard
+                join_context = ExprContext(self.machine, self.plans, self.guard_names, state, join=True)
+                yield (f"# {comment_text('join first where ' + spec_source(guard))}\n"
+                       f"def {self.join_names[state.name]}(s: Scope) -> bool:\n"
+                       f"{INDENT}{guard_return(guard, join_context)}\n")
+            for index, t in enumerate(state.transitions):
+                if t.kind != "guard" or t.guard is None:
+                    continue
+                yield (f"# {comment_text('when ' + spec_source(t.guard))}\n"
+                       f"def {self.guard_functions[(state.name, index)]}(s: Scope) -> bool:\n"
+                       f"{INDENT}{guard_return(t.guard, context)}\n")
+
+    def _arg_builder_sources(self) -> Iterator[str]:
+        """Each state's map list, updates, and the arguments of its call or run, as functions."""
+        for state in self.machine.states:
+            if state.shares is not None:
+                continue
+            if state.each is not None:
+                listed = state.each.items
+                context = ExprContext(self.machine, self.plans, self.guard_names, state)
+                yield (f"# {comment_text('for ... in ' + spec_source(listed))}\n"
+                       f"def {self.items_names[state.name]}(s: Scope) -> Any:\n"
+                       f"{INDENT}return {python_source(listed, context)}\n")
+            yield from self._update_sources(state)
+            if state.run is not None:
+                yield self._run_arguments(state, state.run)
+            if state.call is not None:
+                yield self._call_arguments(state, state.call)
 
     def _shared_functions(self, state: ir.State, shares: str) -> None:
         """An equivalent state's functions do this state's work too (the merge pass)."""
@@ -453,10 +580,8 @@ class _MachinePart:
         for index, _ in enumerate(state.updates):
             self.update_names[(state.name, index)] = self.update_names[(shares, index)]
 
-    def _call_arguments(self, state: ir.State, call: ir.ToolCall) -> None:
+    def _call_arguments(self, state: ir.State, call: ir.ToolCall) -> str:
         """The function that builds a tool call's arguments (in a map it sees the element)."""
-        name = self.names.claim(f"args_{state.name}")
-        self.args_names[state.name] = name
         written = ", ".join(f"{a.name} = {spec_source(a.value)}" for a in call.args)
         items = ""
         call_context = ExprContext(self.machine, self.plans, self.guard_names, state,
@@ -465,57 +590,61 @@ class _MachinePart:
             code = python_source(a.value, call_context)
             items += INDENT * 2 + f"{py_string(a.name)}: {code},\n"
         body = f"{{\n{items}{INDENT}}}" if items else "{}"
-        self.arg_builders.append(
-            f"# {comment_text('call ' + call.tool + '(' + written + ')')}\n"
-            f"def {name}(s: Scope) -> dict[str, Any]:\n"
-            f"{INDENT}return {body}\n"
-        )
+        return (f"# {comment_text('call ' + call.tool + '(' + written + ')')}\n"
+                f"def {self.args_names[state.name]}(s: Scope) -> dict[str, Any]:\n"
+                f"{INDENT}return {body}\n")
 
-    def _update_functions(self, state: ir.State) -> None:
+    def _update_sources(self, state: ir.State) -> Iterator[str]:
         """One function per update: the value it gives, over the scope after the state's step (a map's
         element's: its output, its element and position)."""
+        if not state.updates:
+            return
         each = state.each is not None
         context = ExprContext(self.machine, self.plans, self.guard_names, state, join=each,
                               each=each_names(self.machine, state) if each else {})
         for index, update in enumerate(state.updates):
-            name = self.names.claim(f"update_{state.name}_{index}")
-            self.update_names[(state.name, index)] = name
-            self.arg_builders.append(
-                f"# {comment_text(update.reducer + ' ' + update.var + ' <- ' + spec_source(update.value))}\n"
-                f"def {name}(s: Scope) -> Any:\n"
-                f"{INDENT}return {python_source(update.value, context)}\n"
-            )
-    def _run_arguments(self, state: ir.State, run: ir.Run) -> None:
+            yield (f"# {comment_text(update.reducer + ' ' + update.var + ' <- ' + spec_source(update.value))}\n"
+                   f"def {self.update_names[(state.name, index)]}(s: Scope) -> Any:\n"
+                   f"{INDENT}return {python_source(update.value, context)}\n")
+
+    def _run_arguments(self, state: ir.State, run: ir.Run) -> str:
         """The function that builds a called machine's inputs, as a tool call's arguments are built (in a
         map of calls it sees the element)."""
-        name = self.names.claim(f"run_args_{state.name}")
-        self.run_args_names[state.name] = name
         written = ", ".join(f"{a.name} = {spec_source(a.value)}" for a in run.args)
         context = ExprContext(self.machine, self.plans, self.guard_names, state, each=each_names(self.machine, state))
         items = "".join(INDENT * 2 + f"{py_string(a.name)}: {python_source(a.value, context)},\n" for a in run.args)
         body = f"{{\n{items}{INDENT}}}" if items else "{}"
-        self.arg_builders.append(
-            f"# {comment_text('run ' + run.machine + '(' + written + ')')}\n"
-            f"def {name}(s: Scope) -> dict[str, Any]:\n"
-            f"{INDENT}return {body}\n"
-        )
+        return (f"# {comment_text('run ' + run.machine + '(' + written + ')')}\n"
+                f"def {self.run_args_names[state.name]}(s: Scope) -> dict[str, Any]:\n"
+                f"{INDENT}return {body}\n")
 
     def _position(self, key: str, span: Span | None) -> object:
-        """A construct's place in the source, as a reference into SOURCE_MAP ("" for IR with no source)."""
+        """A construct's place in the source, as a reference into SOURCE_MAP ("" for IR with no source).
+        Each key is made once (a construct's kind and its unique name or index)."""
         if span is None:
             return ""
-        self.source_map[key] = origin(span)
+        group = self.source_map_group
+        group[key] = origin(span)
+        if len(group) == SOURCE_MAP_GROUP:
+            self._close_source_map_group()
         return Position(f"{self.source_map_name}[{py_string(key)}]")
+
+    def _close_source_map_group(self) -> None:
+        name = self.source_map_name
+        head = f"{name} = " if not self.source_map_statements else f"{name}.update("
+        tail = "" if not self.source_map_statements else ")"
+        # kept compressed until the module is finished (a twentieth of their text)
+        self.source_map_statements.append(zlib.compress((head + py_source(self.source_map_group) + tail).encode()))
+        self.source_map_group = {}
 
     # -- the MachineSpec literal
 
     def _machine_call(self) -> Call:
         m = self.machine
-        # in the order of the source map: agents, states, tools, tests
-        agents = self._collection("agents", "AgentSpec", ((a.name, self._agent(a)) for a in m.agents))
-        states = self._collection("states", "StateSpec", ((s.name, self._state(s)) for s in m.states))
-        tools = self._collection("tools", "ToolSpec", ((t.name, self._tool(t)) for t in m.tools))
-        tests = self._collection("tests", "TestSpec", ((None, self._test(t, i)) for i, t in enumerate(m.tests)))
+        agents = self._collection("agents", m.agents)
+        states = self._collection("states", m.states)
+        tools = self._collection("tools", m.tools)
+        tests = self._collection("tests", m.tests)
         return _spec_call(runtime_spec.MachineSpec, [
             ("name", m.name),
             ("description", m.description),
@@ -541,30 +670,48 @@ class _MachinePart:
             ("variables", tuple(self._variable(v) for v in m.variables)),
         ])
 
-    def _source_map_source(self) -> str:
-        """SOURCE_MAP, a table of SOURCE_MAP_GROUP entries at most per statement (compiled a statement at a
-        time, see load.py)."""
-        name = self.source_map_name
-        keys = list(self.source_map)
-        groups = [{k: self.source_map[k] for k in keys[i:i + SOURCE_MAP_GROUP]}
-                  for i in range(0, len(keys), SOURCE_MAP_GROUP)] or [{}]
-        return "\n".join([f"{name} = " + py_source(groups[0]),
-                          *(f"{name}.update(" + py_source(group) + ")" for group in groups[1:])])
+    def source_map_statements_text(self) -> Iterator[str]:
+        """SOURCE_MAP, a statement of SOURCE_MAP_GROUP entries at most at a time (compiled a statement at a
+        time, see load.py); once the MACHINE literal is made."""
+        if self.source_map_group or not self.source_map_statements:
+            self._close_source_map_group()
+        for statement in self.source_map_statements:
+            yield zlib.decompress(statement).decode("utf-8")
 
-    def _collection(self, key: str, spec: str, entries: Iterator[tuple[str | None, Call]]) -> object:
+    def _collections(self) -> list[Iterator[str]]:
+        """The machine's agents, states, tools and tests, a statement each (in groups, by collection); the
+        MACHINE literal names the collections. No statement grows with the machine, so the module is
+        compiled a statement at a time when loaded in memory (load.py). Each statement is made when the
+        template asks for it."""
+        m = self.machine
+        collections = []
+        if m.agents:
+            collections.append(self._statements("agents", "AgentSpec", ((a.name, self._agent(a)) for a in m.agents)))
+        if m.states:
+            collections.append(self._statements("states", "StateSpec", ((s.name, self._state(s)) for s in m.states)))
+        if m.tools:
+            collections.append(self._statements("tools", "ToolSpec", ((t.name, self._tool(t)) for t in m.tools)))
+        if m.tests:
+            collections.append(self._statements("tests", "TestSpec",
+                                                ((None, self._test(t, i)) for i, t in enumerate(m.tests))))
+        return collections
+
+    def _statements(self, key: str, spec: str, entries: Iterator[tuple[str | None, Call]]) -> Iterator[str]:
         """The statements that fill one of the machine's collections (a dict by name, or for tests a list),
-        kept for the module, with the names they use; what the MachineSpec literal passes for it: the
-        collection's name, or an empty literal (the default, left out) when it holds nothing. Each entry's
-        literal is written and let go before the next is made."""
+        with the names they use."""
         name = self.collection_names[key]
-        statements = [f"{name}: list[{spec}] = []" if key == "tests" else f"{name}: dict[str, {spec}] = {{}}"]
+        yield f"{name}: list[{spec}] = []" if key == "tests" else f"{name}: dict[str, {spec}] = {{}}"
         for entry, call in entries:
             self.entry_names |= literal_names(call)
-            statements.append(f"{name}.append({py_source(call)})" if entry is None
-                              else f"{name}[{py_string(entry)}] = {py_source(call)}")
-        if len(statements) == 1:
+            yield (f"{name}.append({py_source(call)})" if entry is None
+                   else f"{name}[{py_string(entry)}] = {py_source(call)}")
+
+    def _collection(self, key: str, items: Sequence[object]) -> object:
+        """What the MachineSpec literal passes for a collection: its name, or an empty literal (the default,
+        left out) when it holds nothing."""
+        if not items:
             return () if key == "tests" else {}
-        self.collections.append(statements)
+        name = self.collection_names[key]
         return Raw(f"tuple({name})" if key == "tests" else name)
 
     def _variable(self, v: ir.Variable) -> Call:
@@ -727,6 +874,16 @@ class _MachinePart:
                 ("origin", self._position(f"expect {index}.var{i}", e.origin)),
             ]) for i, e in enumerate(t.expect_vars))),
         ])
+
+
+class _Later:
+    """A value of the template made when the template prints it."""
+
+    def __init__(self, make: Callable[[], str]) -> None:
+        self.make = make
+
+    def __str__(self) -> str:
+        return self.make()
 
 
 def _state_of(plans: ModelPlans, plan: ModelPlan) -> str:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-@dataclass
+@dataclass(slots=True)
 class Scope:
     """What a guard or a tool-call argument can see while a state's transitions are evaluated."""
 
@@ -30,7 +30,7 @@ class Scope:
 Guard = Callable[[Scope], Any]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TransitionSpec:
     """kind: "guard" | "condition" | "always" | "otherwise" | "stay" (target is then the state itself) |
     "timeout" (`after 24h -> s`: no answer from a person within `seconds`)."""
@@ -45,14 +45,14 @@ class TransitionSpec:
     origin: str = ""  # "path/to/spec.fsm:LINE:COL"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ToolCallSpec:
     tool: str
     args: Callable[[Scope], dict[str, Any]]  # builds the call's arguments from the scope
     origin: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CallSpec:
     """`run NAME(arg = ..., ...)`: the state runs machine NAME (a key of its machine's `machines`), with the
     inputs `args` builds from the scope."""
@@ -62,7 +62,7 @@ class CallSpec:
     origin: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class JoinSpec:
     """Which branches a parallel state waits for: "all", or the "first" `count` to finish — of those whose
     output makes `guard` true, when it has one (the guard sees one branch's output as `output`)."""
@@ -74,7 +74,7 @@ class JoinSpec:
     origin: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ParallelSpec:
     """The branches a parallel state starts at once, by their entry states, in the order written."""
 
@@ -83,7 +83,7 @@ class ParallelSpec:
     origin: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class EachSpec:
     """A state that runs once per element of the list `items` builds: `item` (and `index`, when named) are
     what its instruction and tool call see; at most `max` elements, `concurrency` at a time."""
@@ -97,7 +97,7 @@ class EachSpec:
     origin: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class UpdateSpec:
     """`set VAR <- EXPR` (reducer "set", "append", "extend" or "merge"): after the state's step, run variable
     `var` takes what the reducer makes of its value and the one `value` computes from the scope."""
@@ -109,7 +109,7 @@ class UpdateSpec:
     origin: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class VariableSpec:
     """A run variable: `annotation` is its type for pydantic's TypeAdapter, `initial` the value (JSON) every
     run starts it with."""
@@ -120,7 +120,7 @@ class VariableSpec:
     origin: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StateSpec:
     """kind: who does the step, "agent" | "action" | "human" (a person answers the question in
     `instruction`) | "parallel" (its branches, `parallel`) | "call" (it runs another machine, `run`; its
@@ -158,7 +158,7 @@ class StateSpec:
     tool_rounds: int | None = None  # the most rounds of tool calls the agent makes in one step (None: 8)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class AgentSpec:
     name: str
     prompt: str  # Jinja2 template source (rendered with the inputs)
@@ -171,7 +171,7 @@ class AgentSpec:
     origin: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ToolSpec:
     """A tool the machine enables: std.* by name, user tools by "pkg.mod:func".
 
@@ -187,7 +187,7 @@ class ToolSpec:
     origin: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class InputSpec:
     name: str
     annotation: Any  # a Python type for pydantic's TypeAdapter: str, int, list[str], Optional[...], Literal[...]
@@ -195,7 +195,7 @@ class InputSpec:
     default: Any = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LimitsSpec:
     steps: int = 100
     cost_usd: float | None = None
@@ -203,7 +203,7 @@ class LimitsSpec:
     seconds: float | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ExpectationSpec:
     """`expect output` (kind "output") or `expect instruction` (kind "instruction") of a test block: what
     `state` gave at its `visit` (1-based); with `contains`, `value` is text it must contain."""
@@ -216,7 +216,7 @@ class ExpectationSpec:
     origin: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class VarExpectationSpec:
     """`expect var NAME VALUE` of a test block: run variable `name`'s value when the run ended (an object
     checks only the fields it names)."""
@@ -226,7 +226,7 @@ class VarExpectationSpec:
     origin: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TestSpec:
     """A `test` block: inputs, the scripted replies and verdicts in source order, expectations."""
 
@@ -251,7 +251,7 @@ class TestSpec:
     expect_vars: tuple[VarExpectationSpec, ...] = ()  # `expect var NAME VALUE`, in source order
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class MachineSpec:
     name: str
     description: str
