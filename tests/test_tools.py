@@ -181,6 +181,10 @@ def best_hit(term: str) -> Hit:
     return Hit(term=term, score=0.5)
 
 
+def mean_of(values: list[float]) -> dict:
+    return {"mean": sum(values) / len(values) if values else float("nan"), "spread": [float("inf")] * len(values)}
+
+
 def first(text, /, count: int = 1):
     return text[:count]
 
@@ -267,6 +271,18 @@ def test_results_must_be_json_serialisable(workspace: str, user_module: str) -> 
     with pytest.raises(ToolError, match="returned a value of type 'object', which is not JSON-serialisable"):
         tools.call("opaque", {})
     assert tools.call("best_hit", {"term": "fsm"}) == {"term": "fsm", "score": 0.5}
+
+
+def test_a_result_holding_nan_or_infinity_is_a_tool_error(workspace: str, user_module: str) -> None:
+    """JSON has no NaN or Infinity: a result holding one would reach the model, the trace and the
+    checkpoint as Python's `NaN` token, which no JSON reader takes. The tool's call fails with why, as a
+    result that is not JSON does."""
+    tools = user_tools(workspace, user_module, "mean_of")
+    for values, shown in (([], "NaN"), ([1.0], "Infinity")):
+        with pytest.raises(ToolError) as caught:
+            tools.call("mean_of", {"values": values})
+        assert str(caught.value) == (f"tool 'mean_of' returned {shown}, which JSON cannot carry (JSON has no NaN "
+                                     "or Infinity): return a number, or None")
 
 
 def test_async_user_tools_work_from_sync_and_async_code(workspace: str, user_module: str, jail: None) -> None:
