@@ -308,3 +308,26 @@ def test_threads_loading_one_machine_at_once_get_it_whole_and_once() -> None:
         thread.join()
     assert len(found) == 4 and len({id(module) for module, _ in found}) == 1
     assert {count for _, count in found} == {122}  # every state, in every thread
+
+
+def test_a_source_path_holding_a_nul_loads_under_a_file_name_that_shows_it() -> None:
+    """A path given to the Python API may hold any character; a code object's file name cannot hold a NUL."""
+    spec = (EXAMPLES[0].parent / "parallel_review.fsm").read_text(encoding="utf-8").replace(
+        "machine ", "machine nul_path_", 1)
+    machine = api.load_text(spec, "a\0b.fsm")
+    assert machine.spec.states
+    module = sys.modules[next(name for name, m in sys.modules.items()
+                              if name.startswith("statewright.machines.m_") and "nul_path_" in str(m.__doc__))]
+    assert str(module.__file__).startswith("statewright-machine:a\\x00b.fsm:")
+
+
+def test_a_text_that_ends_with_its_future_line_makes_no_empty_piece() -> None:
+    """Read a chunk at a time, a text whose last line is its `from __future__` line gives its head and
+    nothing after it, as the whole text does."""
+    from statewright.compiler.codegen import load
+
+    text = '"""A module."""\nfrom __future__ import annotations\n'
+    for size in (1, 5, len(text)):
+        chunks = iter([text.encode()[i:i + size] for i in range(0, len(text), size)])
+        pieces = list(load._Pieces(chunks, "m", text.__str__).compiled())
+        assert len(pieces) == len(list(compiled_pieces(text, "m"))) == 1

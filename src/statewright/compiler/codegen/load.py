@@ -109,7 +109,9 @@ def _load(text: ModuleText, source_path: str, name: str, digest: str) -> types.M
     # Not a <name>: linecache gives lines lazily only to other names. The text is kept compressed (a
     # generated module compresses to some twentieth of it), and decompressed, decoded and split into lines
     # when a traceback first asks (a list of lines takes three times the text's memory).
-    filename = f"statewright-machine:{source_path}:{digest[:12]}"
+    # a NUL cannot stand in a code object's file name (a path given to the Python API may hold one)
+    shown_path = source_path.replace("\0", "\\x00")
+    filename = f"statewright-machine:{shown_path}:{digest[:12]}"
     whole = text.text
     linecache.cache[filename] = (whole,)
     module = _module(name, source_path, filename)
@@ -273,6 +275,8 @@ class _Pieces:
             del buffer[: start - self.base]
             self.base = start
             end = self.cut_after(start)
+            if end == start:  # the text ended with the piece before (known only once the last chunk was read)
+                return
 
 
 def _shifted(code: types.CodeType, lines: int) -> types.CodeType:

@@ -207,7 +207,7 @@ def _rendered(view: _RunnerView, *, compressed: bool = False) -> ModuleText:
     return module
 
 
-# ---- the view: finished strings for the template ---------------------------------------------------
+# ---- the view: finished source for the template, made as it asks ---------------------------------
 
 
 class _RunnerView:
