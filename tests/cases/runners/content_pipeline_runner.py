@@ -24,9 +24,9 @@ if __package__:
     from .statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
 else:
     from statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
-if RUNTIME_SHA256 != "79c7a0e567f805d9f34482bb5355fd45bd4b2467c527e0de44a3bc7b22b2d152":
+if RUNTIME_SHA256 != "321443da5c138b8a23e2d0856a825b527da8a05c6c3bb9c96b170179b7d8fe80":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 79c7a0e567f8), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 321443da5c13), but "
         f"the statewright_runtime package it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile`, which "
         "rewrites the runtime too"
