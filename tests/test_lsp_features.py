@@ -234,3 +234,19 @@ def test_the_index_orders_occurrences_by_place_as_a_sort_of_every_key_would(span
     offsets = array("q", [start | (start + length) << END_SHIFT for start, length in spans])
     expected = sorted(range(len(spans)), key=lambda i: (spans[i][0], spans[i][1], i))
     assert list(_by_place(offsets)) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=st.lists(st.integers(-(2**40), 2**40), max_size=300), data=st.data())
+def test_the_index_puts_its_columns_in_order_where_they_are(values: list[int], data: st.DataObject) -> None:
+    """The index orders its arrays in place, following the order's cycles (no second copy of them): each
+    column ends as the gather of the order, and the order is spent."""
+    from array import array
+
+    from statewright.lsp.index import _permute
+
+    order = data.draw(st.permutations(range(len(values))))
+    wide, narrow, flags = array("q", values), array("i", [v % 1000 for v in values]), bytearray(v % 256 for v in values)
+    _permute(array("i", order), wide, narrow, flags)
+    assert list(wide) == [values[k] for k in order]
+    assert list(narrow) == [values[k] % 1000 for k in order] and list(flags) == [values[k] % 256 for k in order]

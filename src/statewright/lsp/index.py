@@ -54,24 +54,26 @@ class SymbolIndex:
             found_offsets.append(o._span_offsets)  # type: ignore[attr-defined]
             found_keys.append(number)
             found_flags.append(o.definition | which << 1)
-        # one per key and place, a declaration before a use of the same place
-        self._offsets, self._key_numbers, self._flags = array("q"), array("i"), bytearray()
+        # by place (the arrays put in that order where they are), then one per key and place, a
+        # declaration before a use of the same place: compacted where they are, never copied
+        _permute(_by_place(found_offsets), found_offsets, found_keys, found_flags)
+        kept = 0
         place_offsets = -1
         place: list[int] = []  # the kept occurrences (their positions) of the place in hand
-        for i in _by_place(found_offsets):
+        for i in range(len(found_offsets)):
             offsets, number, flags = found_offsets[i], found_keys[i], found_flags[i]
             if offsets != place_offsets:
                 place_offsets = offsets
                 place.clear()
-            known = next((k for k in place if self._key_numbers[k] == number), None)
+            known = next((k for k in place if found_keys[k] == number), None)
             if known is None:
-                place.append(len(self._offsets))
-                self._offsets.append(offsets)
-                self._key_numbers.append(number)
-                self._flags.append(flags)
-            elif flags & 1 and not self._flags[known] & 1:
-                self._flags[known] = flags
-        del found_offsets, found_keys, found_flags
+                place.append(kept)
+                found_offsets[kept], found_keys[kept], found_flags[kept] = offsets, number, flags
+                kept += 1
+            elif flags & 1 and not found_flags[known] & 1:
+                found_flags[known] = flags
+        del found_offsets[kept:], found_keys[kept:], found_flags[kept:]
+        self._offsets, self._key_numbers, self._flags = found_offsets, found_keys, found_flags
         self._numbers = numbers
         # each key's occurrences: by key number, then by place (counted into place, no sort)
         self._first_of_key = array("i", bytes(4 * (len(self._keys) + 1)))
@@ -288,14 +290,15 @@ def _value_fields(value: ast.Value, t: ir.Type, symbols: Symbols) -> Iterator[Oc
 _BUCKETS_BITS = 16  # at most 65,536 buckets of starts
 
 
-def _by_place(offsets: array[int]) -> Iterator[int]:
+def _by_place(offsets: array[int]) -> array[int]:
     """The positions of packed span `offsets` by place: by start, then end (a shorter span first), the
     order found kept at one place. Counted into buckets of nearby starts, then each bucket sorted: the
     order is kept as an array of positions (4 bytes an occurrence), not as a list of sort keys (40 bytes
     each, which for a file of many states was the language server's peak)."""
     count = len(offsets)
+    order = array("i", bytes(4 * count))
     if not count:
-        return
+        return order
     last = max(o & START_MASK for o in offsets)
     shift = max(0, last.bit_length() - _BUCKETS_BITS)
     buckets = (last >> shift) + 1
@@ -304,7 +307,6 @@ def _by_place(offsets: array[int]) -> Iterator[int]:
         first[((o & START_MASK) >> shift) + 1] += 1
     for b in range(buckets):
         first[b + 1] += first[b]
-    order = array("i", bytes(4 * count))
     filled = array("i", first)
     for i, o in enumerate(offsets):
         b = (o & START_MASK) >> shift
@@ -313,7 +315,27 @@ def _by_place(offsets: array[int]) -> Iterator[int]:
     del filled
     for b in range(buckets):
         low, high = first[b], first[b + 1]
-        if high - low == 1:
-            yield order[low]
-        elif high > low:  # (a stable sort: the order found stays at one place)
-            yield from sorted(order[low:high], key=lambda i: (offsets[i] & START_MASK, offsets[i] >> END_SHIFT))
+        if high - low > 1:  # (a stable sort: the order found stays at one place)
+            order[low:high] = array("i", sorted(order[low:high], key=lambda i: (offsets[i] & START_MASK,
+                                                                                offsets[i] >> END_SHIFT)))
+    return order
+
+
+def _permute(order: array[int], *columns: array[int] | bytearray) -> None:
+    """Put each column in `order` where it is (column[j] becomes what column[order[j]] was), following
+    the permutation's cycles; `order` is spent (each position marked -1 once placed)."""
+    for start in range(len(order)):
+        if order[start] < 0:
+            continue
+        held = [column[start] for column in columns]
+        j = start
+        while True:
+            k = order[j]
+            order[j] = -1
+            if k == start:
+                for column, value in zip(columns, held, strict=True):
+                    column[j] = value
+                break
+            for column in columns:
+                column[j] = column[k]
+            j = k
