@@ -243,9 +243,13 @@ class _RunnerView:
                 "MACHINE" if entry else names.claim(f"MACHINE_{m.name}"),
                 "SOURCE_MAP" if entry else names.claim(f"SOURCE_MAP_{m.name}"),
                 {key: name if entry else names.claim(f"{name}_{m.name}") for key, name in COLLECTION_NAMES.items()})
+        # the names imports are chosen from: of the names the parts' code uses, only these are kept (a
+        # function's own name, say, never is)
+        importable = frozenset(index.defined_in) | {i.bound for i in SPEC_IMPORTS}
         for m in machines:
             part = self.parts[id(m)]
             part.callees = {name: self.parts[id(callee)].literal_name for name, callee in m.machines}
+            part.importable = importable
         self.ordered = [self.parts[id(m)] for m in machines]
 
     def context(self) -> dict[str, Any]:
@@ -404,7 +408,8 @@ class _MachinePart:
         # statements (SOURCE_MAP_GROUP entries each) are written as the positions come, the last one open.
         self.source_map_statements: list[bytes] = []
         self.source_map_group: dict[str, str] = {}
-        self.function_names: set[str] = set()  # the names the functions written so far use
+        self.importable: frozenset[str] = frozenset()  # the names imports are chosen from (the view's)
+        self.function_names: set[str] = set()  # those the functions written so far use
         self.guard_functions: dict[tuple[str, int], str] = {}
         self.args_names: dict[str, str] = {}
         self.run_args_names: dict[str, str] = {}  # run state -> the function that builds the callee's inputs
@@ -420,7 +425,7 @@ class _MachinePart:
             if state.shares is not None:
                 self._shared_functions(state, state.shares)
         self.machine_call: Call | None = None
-        self.entry_names: set[str] = set()  # the names the statements of the collections use
+        self.entry_names: set[str] = set()  # the importable names the statements of the collections use
 
     def context(self) -> dict[str, Any]:
         classes = [self._model_source(p) for p in self.plans.types]
@@ -524,7 +529,7 @@ class _MachinePart:
 
     def _used_by_functions(self, sources: Iterator[str]) -> Iterator[str]:
         for source in sources:
-            self.function_names |= function_names(source)
+            self.function_names |= function_names(source) & self.importable
             yield source
 
     def _guard_sources(self) -> Iterator[str]:
@@ -702,7 +707,7 @@ class _MachinePart:
         name = self.collection_names[key]
         yield f"{name}: list[{spec}] = []" if key == "tests" else f"{name}: dict[str, {spec}] = {{}}"
         for entry, call in entries:
-            self.entry_names |= literal_names(call)
+            self.entry_names |= literal_names(call) & self.importable
             yield (f"{name}.append({py_source(call)})" if entry is None
                    else f"{name}[{py_string(entry)}] = {py_source(call)}")
 
