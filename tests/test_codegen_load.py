@@ -248,7 +248,7 @@ def test_a_module_that_does_not_compile_raises_with_its_own_positions() -> None:
 
 def test_no_statement_grows_with_the_machine() -> None:
     """The pieces of the module of a machine ten times larger are no larger: each state, agent and test is
-    a statement, and SOURCE_MAP is written a thousand entries a statement."""
+    a statement, and SOURCE_MAP is written 250 entries a statement."""
     largest = []
     for states in (300, 3000):  # both with a full group of SOURCE_MAP entries
         text = installed_text(generate_machine(states), f"scaling_{states}.fsm")

@@ -184,7 +184,7 @@ def test_reading_a_runner_never_runs_it(tmp_path: Path) -> None:
 
 
 def test_a_table_written_in_groups_maps_every_entry(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A large machine's SOURCE_MAP is written a thousand entries a statement: a state whose key is in a
+    """A large machine's SOURCE_MAP is written 250 entries a statement: a state whose key is in a
     later `SOURCE_MAP.update({...})` maps to its spec line like the first ones (through the CLI too)."""
     sys.path.insert(0, str(ROOT / "bench"))
     from compile_scaling import generate_machine

@@ -42,7 +42,9 @@ LAYOUT = "runner.py.jinja"
 # The names of the dicts (and the list of tests) the entry machine's parts are put in; a machine it runs
 # gets them with its own name after them (STATES_review).
 COLLECTION_NAMES = {"agents": "AGENTS", "states": "STATES", "tools": "TOOLS", "tests": "TESTS"}
-SOURCE_MAP_GROUP = 1000  # entries of SOURCE_MAP per statement (`SOURCE_MAP.update({...})` after the first)
+# Entries of SOURCE_MAP per statement (`SOURCE_MAP.update({...})` after the first): the loader compiles a
+# statement at a time, and compiling a dict of a thousand entries took some 2 MB for its syntax tree
+SOURCE_MAP_GROUP = 250
 # Where the machine part of a module finds the runtime: in the package statewright_runtime/ beside it
 # (`statewright compile`, the default), in marked sections above it (`compile --standalone`, one file), or
 # in the installed statewright (`statewright run`, `test` and the Python API, compiled in memory).
