@@ -60,6 +60,19 @@ def test_offsets_and_positions_round_trip_in_every_encoding(encoding: str) -> No
     assert index.position(text.index("llo")) == (1, emoji_after)
 
 
+@settings(max_examples=200, deadline=None)
+@given(text=st.lists(st.sampled_from(["a", "é", "😀", "\n", "\r", "\r\n", "\u2028", " "]), max_size=60).map("".join))
+def test_a_document_shares_the_compilers_line_starts_and_they_are_its_own(text: str) -> None:
+    """An open document's line index uses the line starts its compilation made of the same text (a large
+    file has a line every few bytes): they are the ones it would make itself."""
+    from statewright.diagnostics import SourceFile
+
+    assert SourceFile("x.fsm", text).line_starts == LineIndex(text).starts
+    analysis = Analysis("file:///x.fsm", 1, text)
+    assert analysis.compilation.source is not None
+    assert analysis.lines.starts is analysis.compilation.source.line_starts
+
+
 def test_the_cursor_context_knows_its_block_its_string_and_its_template() -> None:
     text = SOURCE.replace('do "Write about {{ topic }}."', 'do "Write about {{ a.output.')
     context = cursor_context(text, text.index("a.output.") + len("a.output."))

@@ -56,6 +56,11 @@ class SourceFile:
         self._line_starts = array("q", [0])
         self._line_starts.extend(m.end() for m in _NEWLINE.finditer(text))
 
+    @property
+    def line_starts(self) -> array[int]:
+        """The offset each line starts at (after each `\n`): shared, not to be changed."""
+        return self._line_starts
+
     def position(self, offset: int) -> Position:
         offset = max(0, min(offset, len(self.text)))
         line = bisect.bisect_right(self._line_starts, offset) - 1

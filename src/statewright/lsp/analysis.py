@@ -36,7 +36,9 @@ class Analysis:
             self.compilation = project.compile_source(SourceFile(self.path, text), location=self.path)
         else:
             self.compilation = api.check_source(SourceFile(self.path, text))
-        self.lines = LineIndex(text, encoding)
+        source = self.compilation.source
+        # the compiler's line starts of this very text, shared (a large file has a line every 25 bytes)
+        self.lines = LineIndex(text, encoding, source.line_starts if source is not None and source.text is text else None)
         self._index: SymbolIndex | None = None
 
     @property

@@ -14,9 +14,13 @@ from array import array
 class LineIndex:
     """The line starts of one text, and conversions between offsets and (line, character) positions."""
 
-    def __init__(self, text: str, encoding: str = "utf-16") -> None:
+    def __init__(self, text: str, encoding: str = "utf-16", starts: array[int] | None = None) -> None:
+        """`starts`: the line starts of `text` made already (its SourceFile's, the same lines), shared."""
         self.text = text
         self.encoding = encoding
+        if starts is not None:
+            self.starts = starts
+            return
         self.starts = array("q", [0])  # numbers, not int objects: 8 bytes a line
         position = text.find("\n")
         while position >= 0:
