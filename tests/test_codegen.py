@@ -548,8 +548,8 @@ def test_the_names_found_in_guard_functions_without_parsing_are_the_parsed_names
     assert comp.ir is not None and comp.source is not None
     index = render.installed_runtime_index()
     view = render._RunnerView(comp.ir, index, comp.source.text, comp.source.path, "0", "standalone")
-    guards = [g for part in view.ordered for g in part._guard_sources()]
-    code = "\n".join([*guards, *(b for part in view.ordered for b in part._arg_builder_sources())])
+    guards = [g for part in view.ordered for g in part.functions.guard_sources()]
+    code = "\n".join([*guards, *(b for part in view.ordered for b in part.functions.arg_builder_sources())])
     if source is None:
         assert guards, "the machine has guard functions to read"
     parsed, found = names_used.used_names(code), names_used.function_names(code)

@@ -117,7 +117,7 @@ def test_a_module_read_in_chunks_compiles_as_its_whole_text(size: int) -> None:
 def test_a_rendered_module_is_held_compressed_and_loads_as_its_text() -> None:
     """load_machine's module text is compressed as it is rendered (never held whole), and gives back the
     very text `run` prints, chunk by chunk; loaded, it is the module of that text."""
-    from statewright.compiler.codegen import load
+    from statewright.compiler.codegen.module_text import CHUNK_BYTES
     from statewright.compiler.codegen.render import render_installed_module
 
     spec = generate_machine(400).replace("machine scaling_400", "machine compressed_400")
@@ -128,7 +128,7 @@ def test_a_rendered_module_is_held_compressed_and_loads_as_its_text() -> None:
     text = api.runtime_machine_text(compilation)
     packed = sum(len(data) for _, data in module_text.segments)
     assert packed * 5 < len(text.encode("utf-8"))
-    assert all(len(chunk) <= load.CHUNK_BYTES for chunk in module_text.chunks())
+    assert all(len(chunk) <= CHUNK_BYTES for chunk in module_text.chunks())
     assert bytes(module_text) == text.encode("utf-8") and module_text.text() == text
     module = load_machine_module(module_text, "compressed.fsm")
     assert load_machine_module(text, "compressed.fsm") is module  # the same text: the same module

@@ -27,67 +27,25 @@ import re
 import sys
 import threading
 import types
-import zlib
 from collections.abc import Callable, Iterator
 
+from .module_text import ModuleText
+
 _MODULE_PREFIX = "statewright.machines.m_"
-
-
-CHUNK_BYTES = 1 << 16  # what a module's text is read in
-
-
-class ModuleText:
-    """A module's UTF-8 text in segments, each kept compressed (zlib) or as it is: codegen renders a
-    machine's module for loading into one (render.render_installed_module), compressed as it is written,
-    so that its text is never held whole; `chunks` gives it back a piece at a time, in order."""
-
-    __slots__ = ("segments",)
-
-    def __init__(self) -> None:
-        self.segments: list[tuple[bool, bytes]] = []  # (compressed, data)
-
-    @classmethod
-    def of(cls, data: bytes | bytearray) -> ModuleText:
-        text = cls()
-        text.segments.append((True, zlib.compress(data)))
-        return text
-
-    def chunks(self) -> Iterator[bytes]:
-        """The text, CHUNK_BYTES at most at a time."""
-        for compressed, data in self.segments:
-            if not compressed:
-                yield from (data[i:i + CHUNK_BYTES] for i in range(0, len(data), CHUNK_BYTES))
-                continue
-            unpacker = zlib.decompressobj()
-            rest = data
-            while rest:
-                yield unpacker.decompress(rest, CHUNK_BYTES)
-                rest = unpacker.unconsumed_tail
-            yield unpacker.flush()
-
-    def digest(self) -> str:
-        hashed = hashlib.sha256()
-        for chunk in self.chunks():
-            hashed.update(chunk)
-        return hashed.hexdigest()
-
-    def __bytes__(self) -> bytes:
-        return b"".join(self.chunks())
-
-    def text(self) -> str:
-        return bytes(self).decode("utf-8")
 
 
 def load_machine_module(text: str | bytes | bytearray | ModuleText, source_path: str) -> types.ModuleType:
     """The module of `text` (a str, its UTF-8 bytes, or a ModuleText), executed once in this process. A
     bytearray is emptied: the caller hands the text over."""
-    if not isinstance(text, ModuleText):
+    if isinstance(text, ModuleText):
+        digest = text.digest()[:20]
+    else:
         data = text.encode("utf-8") if isinstance(text, str) else text
+        digest = hashlib.sha256(data).hexdigest()[:20]  # the same digest, without reading the text back
         text = ModuleText.of(data)
         if isinstance(data, bytearray):
             data.clear()
         del data
-    digest = text.digest()[:20]
     name = _MODULE_PREFIX + digest
     module = _LOADED.get(name)
     if module is not None:

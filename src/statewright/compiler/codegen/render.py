@@ -12,7 +12,7 @@ import dataclasses
 import hashlib
 import textwrap
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import cache
 from typing import Any
 
@@ -21,9 +21,10 @@ from ...runtime import spec as runtime_spec
 from ...runtime.runner_options import RUN_OPTIONS
 from .. import ir
 from . import GENERATED_MARKER
-from .load import CHUNK_BYTES, ModuleText
-from .names_used import function_names, literal_names, used_names
-from .python_expr import ExprContext, GuardNames, each_names, guard_return, python_source, spec_source
+from .functions import MachineFunctions
+from .module_text import ModuleText, ModuleWriter
+from .names_used import literal_names, used_names
+from .python_expr import spec_source
 from .python_literals import Call, Position, Raw, comment_text, docstring_text, json_string, py_source
 from .runtime_source import SPEC_IMPORTS, ModuleImport, RuntimeIndex, installed_runtime_index, reserved_names
 from .source_layout import INDENT, WIDTH, import_block, layout_environment, wrap_words
@@ -130,65 +131,13 @@ def _slot(name: str) -> str:
     return f"{_SLOT}{name}{_SLOT}"
 
 
-class _Writer:
-    """The module's text as it is written: UTF-8, in segments (compressed, or as they are), with empty
-    segments for the slots."""
-
-    def __init__(self, compressed: bool) -> None:
-        self.compressed = compressed
-        self.module = ModuleText()
-        self.pending = bytearray()
-        self.packed: list[bytes] = []
-        self.packer = zlib.compressobj() if compressed else None
-
-    def write(self, text: str) -> None:
-        self.pending += text.encode("utf-8")
-        if len(self.pending) >= CHUNK_BYTES:
-            self._spill()
-
-    def _spill(self) -> None:
-        data = bytes(self.pending)
-        self.pending.clear()
-        self.packed.append(self.packer.compress(data) if self.packer is not None else data)
-
-    def _close_segment(self) -> None:
-        self._spill()
-        if self.packer is not None:
-            self.packed.append(self.packer.flush())
-            self.packer = zlib.compressobj()
-        data = b"".join(self.packed)
-        self.packed = []
-        if data:
-            self.module.segments.append((self.compressed, data))
-
-    def slot(self) -> int:
-        self._close_segment()
-        self.module.segments.append((False, b""))
-        return len(self.module.segments) - 1
-
-    def fill(self, index: int, lines: Iterable[str]) -> None:
-        """The slot's text: `lines`, a line break between each two."""
-        packer = zlib.compressobj() if self.compressed else None
-        packed = []
-        for i, line in enumerate(lines):
-            data = (b"\n" if i else b"") + line.encode("utf-8")
-            packed.append(packer.compress(data) if packer is not None else data)
-        if packer is not None:
-            packed.append(packer.flush())
-        self.module.segments[index] = (self.compressed, b"".join(packed))
-
-    def close(self) -> ModuleText:
-        self._close_segment()
-        return self.module
-
-
 def _rendered(view: _RunnerView, *, compressed: bool = False) -> ModuleText:
     """The layout rendered with `view`, written as the template goes: the view makes each state's
     statement when the template reaches it, and it is encoded (and compressed) and let go at once. What
     the template places before the text it depends on (the imports, which name what the whole module
     uses; each SOURCE_MAP, made as the statements after it are) is a slot, filled once the rest is
     written."""
-    out = _Writer(compressed)
+    out = ModuleWriter(compressed)
     slots: list[tuple[int, str]] = []
     for piece in layout_environment().get_template(LAYOUT).generate(view.context()):
         if _SLOT not in piece:
@@ -236,6 +185,9 @@ class _RunnerView:
         # SOURCE_MAP with them).
         names = NameAllocator([*reserved, *(n for p in plans.values() for n in _class_names(p)),
                                *(s.name for m in machines for s in m.states)])
+        # the names imports are chosen from: of the names the parts' code uses, only these are kept (a
+        # function's own name, say, never is)
+        importable = frozenset(index.defined_in) | {i.bound for i in SPEC_IMPORTS}
         self.parts: dict[int, _MachinePart] = {}
         for m in (machines[-1], *machines[:-1]):
             entry = m is machine
@@ -244,14 +196,11 @@ class _RunnerView:
                 source_path if entry else (m.origin.path if m.origin else m.name),
                 "MACHINE" if entry else names.claim(f"MACHINE_{m.name}"),
                 "SOURCE_MAP" if entry else names.claim(f"SOURCE_MAP_{m.name}"),
-                {key: name if entry else names.claim(f"{name}_{m.name}") for key, name in COLLECTION_NAMES.items()})
-        # the names imports are chosen from: of the names the parts' code uses, only these are kept (a
-        # function's own name, say, never is)
-        importable = frozenset(index.defined_in) | {i.bound for i in SPEC_IMPORTS}
+                {key: name if entry else names.claim(f"{name}_{m.name}") for key, name in COLLECTION_NAMES.items()},
+                importable)
         for m in machines:
             part = self.parts[id(m)]
             part.callees = {name: self.parts[id(callee)].literal_name for name, callee in m.machines}
-            part.importable = importable
         self.ordered = [self.parts[id(m)] for m in machines]
 
     def context(self) -> dict[str, Any]:
@@ -284,7 +233,7 @@ class _RunnerView:
         for block in [c for p in parts for c in (*p["classes"], *p["rebuilds"])] + self.api:
             used |= used_names(block)
         for part in self.ordered:
-            used |= part.function_names
+            used |= part.functions.used
             used |= literal_names(part.machine_call)
             used |= part.entry_names
         used |= {"MACHINE", "SOURCE_MAP", "main"}
@@ -391,10 +340,9 @@ class _MachinePart:
 
     def __init__(self, machine: ir.Machine, plans: ModelPlans, names: NameAllocator, source_text: str,
                  source_path: str, literal_name: str, source_map_name: str,
-                 collection_names: dict[str, str]) -> None:
+                 collection_names: dict[str, str], importable: frozenset[str]) -> None:
         self.machine = machine
         self.plans = plans
-        self.names = names
         self.source_path = source_path
         self.sha256 = machine_digest(machine, source_text)
         self.literal_name = literal_name
@@ -404,28 +352,13 @@ class _MachinePart:
         # the branch class of each variant's type, for every annotation of a variant (one table for all of
         # them: a machine with thousands of variants has as many classes)
         self.branch_classes = {name: p.class_name for name, p in self.plans.branches.items()}
-        self.guard_names = GuardNames.of(machine)
         # Every source position of the machine, in one table: a change to the spec shifts the positions after
         # it, and that shows as a change of this one block (and of the lines that changed), nowhere else. Its
         # statements (SOURCE_MAP_GROUP entries each) are written as the positions come, the last one open.
         self.source_map_statements: list[bytes] = []
         self.source_map_group: dict[str, str] = {}
-        self.importable: frozenset[str] = frozenset()  # the names imports are chosen from (the view's)
-        self.function_names: set[str] = set()  # those the functions written so far use
-        self.guard_functions: dict[tuple[str, int], str] = {}
-        self.args_names: dict[str, str] = {}
-        self.run_args_names: dict[str, str] = {}  # run state -> the function that builds the callee's inputs
-        self.join_names: dict[str, str] = {}  # parallel state -> its join guard's function
-        self.items_names: dict[str, str] = {}  # map state -> the function that builds its list
-        self.update_names: dict[tuple[str, int], str] = {}  # (state, index) -> the function of its update
-        # The functions' names are claimed here, in order; their text is written when the template asks
-        for state in machine.states:
-            if state.shares is None:
-                self._name_functions(state)
-        # states that share another's work (the merge pass) use the functions of the states they share with
-        for state in machine.states:
-            if state.shares is not None:
-                self._shared_functions(state, state.shares)
+        self.importable = importable  # the names imports are chosen from (the view's)
+        self.functions = MachineFunctions(machine, plans, names, importable)
         self.machine_call: Call | None = None
         self.entry_names: set[str] = set()  # the importable names the statements of the collections use
 
@@ -439,8 +372,8 @@ class _MachinePart:
             "source_path": comment_text(self.source_path),
             "classes": classes,
             "rebuilds": rebuilds,
-            "guards": self._used_by_functions(self._guard_sources()),
-            "arg_builders": self._used_by_functions(self._arg_builder_sources()),
+            "guards": self.functions.guard_sources(),
+            "arg_builders": self.functions.arg_builder_sources(),
             "source_map": _slot(f"source_map {self.literal_name}"),
             "collections": self._collections(),
             "machine": _Later(self._machine_source),
@@ -509,121 +442,6 @@ class _MachinePart:
         return "\n".join(lines) + "\n"
 
     # -- guards and tool arguments
-
-    def _name_functions(self, state: ir.State) -> None:
-        """The names of the functions of a state's expressions — its join guard, its map's list, its guards,
-        its updates, its call's arguments — claimed in that order (so names are claimed the same way every
-        time)."""
-        claim = self.names.claim
-        if state.parallel is not None and state.parallel.join.guard is not None:
-            self.join_names[state.name] = claim(f"join_{state.name}")
-        if state.each is not None:
-            self.items_names[state.name] = claim(f"items_{state.name}")
-        for index, t in enumerate(state.transitions):
-            if t.kind == "guard" and t.guard is not None:
-                self.guard_functions[(state.name, index)] = claim(f"guard_{state.name}_{index}")
-        for index, _ in enumerate(state.updates):
-            self.update_names[(state.name, index)] = claim(f"update_{state.name}_{index}")
-        if state.run is not None:
-            self.run_args_names[state.name] = claim(f"run_args_{state.name}")
-        if state.call is not None:
-            self.args_names[state.name] = claim(f"args_{state.name}")
-
-    def _used_by_functions(self, sources: Iterator[str]) -> Iterator[str]:
-        for source in sources:
-            self.function_names |= function_names(source) & self.importable
-            yield source
-
-    def _guard_sources(self) -> Iterator[str]:
-        """Each state's join guard and guards, as functions."""
-        for state in self.machine.states:
-            if state.shares is not None:
-                continue
-            context = ExprContext(self.machine, self.plans, self.guard_names, state)
-            if state.parallel is not None and state.parallel.join.guard is not None:
-                guard = state.parallel.join.guard
-                join_context = ExprContext(self.machine, self.plans, self.guard_names, state, join=True)
-                yield (f"# {comment_text('join first where ' + spec_source(guard))}\n"
-                       f"def {self.join_names[state.name]}(s: Scope) -> bool:\n"
-                       f"{INDENT}{guard_return(guard, join_context)}\n")
-            for index, t in enumerate(state.transitions):
-                if t.kind != "guard" or t.guard is None:
-                    continue
-                yield (f"# {comment_text('when ' + spec_source(t.guard))}\n"
-                       f"def {self.guard_functions[(state.name, index)]}(s: Scope) -> bool:\n"
-                       f"{INDENT}{guard_return(t.guard, context)}\n")
-
-    def _arg_builder_sources(self) -> Iterator[str]:
-        """Each state's map list, updates, and the arguments of its call or run, as functions."""
-        for state in self.machine.states:
-            if state.shares is not None:
-                continue
-            if state.each is not None:
-                listed = state.each.items
-                context = ExprContext(self.machine, self.plans, self.guard_names, state)
-                yield (f"# {comment_text('for ... in ' + spec_source(listed))}\n"
-                       f"def {self.items_names[state.name]}(s: Scope) -> Any:\n"
-                       f"{INDENT}return {python_source(listed, context)}\n")
-            yield from self._update_sources(state)
-            if state.run is not None:
-                yield self._run_arguments(state, state.run)
-            if state.call is not None:
-                yield self._call_arguments(state, state.call)
-
-    def _shared_functions(self, state: ir.State, shares: str) -> None:
-        """An equivalent state's functions do this state's work too (the merge pass)."""
-        for index, _ in enumerate(state.transitions):
-            shared = self.guard_functions.get((shares, index))
-            if shared is not None:
-                self.guard_functions[(state.name, index)] = shared
-        if state.call is not None:
-            self.args_names[state.name] = self.args_names[shares]
-        if state.run is not None:
-            self.run_args_names[state.name] = self.run_args_names[shares]
-        if shares in self.join_names:
-            self.join_names[state.name] = self.join_names[shares]
-        if shares in self.items_names:
-            self.items_names[state.name] = self.items_names[shares]
-        for index, _ in enumerate(state.updates):
-            self.update_names[(state.name, index)] = self.update_names[(shares, index)]
-
-    def _call_arguments(self, state: ir.State, call: ir.ToolCall) -> str:
-        """The function that builds a tool call's arguments (in a map it sees the element)."""
-        written = ", ".join(f"{a.name} = {spec_source(a.value)}" for a in call.args)
-        items = ""
-        call_context = ExprContext(self.machine, self.plans, self.guard_names, state,
-                                   each=each_names(self.machine, state))
-        for a in call.args:
-            code = python_source(a.value, call_context)
-            items += INDENT * 2 + f"{py_string(a.name)}: {code},\n"
-        body = f"{{\n{items}{INDENT}}}" if items else "{}"
-        return (f"# {comment_text('call ' + call.tool + '(' + written + ')')}\n"
-                f"def {self.args_names[state.name]}(s: Scope) -> dict[str, Any]:\n"
-                f"{INDENT}return {body}\n")
-
-    def _update_sources(self, state: ir.State) -> Iterator[str]:
-        """One function per update: the value it gives, over the scope after the state's step (a map's
-        element's: its output, its element and position)."""
-        if not state.updates:
-            return
-        each = state.each is not None
-        context = ExprContext(self.machine, self.plans, self.guard_names, state, join=each,
-                              each=each_names(self.machine, state) if each else {})
-        for index, update in enumerate(state.updates):
-            yield (f"# {comment_text(update.reducer + ' ' + update.var + ' <- ' + spec_source(update.value))}\n"
-                   f"def {self.update_names[(state.name, index)]}(s: Scope) -> Any:\n"
-                   f"{INDENT}return {python_source(update.value, context)}\n")
-
-    def _run_arguments(self, state: ir.State, run: ir.Run) -> str:
-        """The function that builds a called machine's inputs, as a tool call's arguments are built (in a
-        map of calls it sees the element)."""
-        written = ", ".join(f"{a.name} = {spec_source(a.value)}" for a in run.args)
-        context = ExprContext(self.machine, self.plans, self.guard_names, state, each=each_names(self.machine, state))
-        items = "".join(INDENT * 2 + f"{py_string(a.name)}: {python_source(a.value, context)},\n" for a in run.args)
-        body = f"{{\n{items}{INDENT}}}" if items else "{}"
-        return (f"# {comment_text('run ' + run.machine + '(' + written + ')')}\n"
-                f"def {self.run_args_names[state.name]}(s: Scope) -> dict[str, Any]:\n"
-                f"{INDENT}return {body}\n")
 
     def _position(self, key: str, span: Span | None) -> object:
         """A construct's place in the source, as a reference into SOURCE_MAP ("" for IR with no source).
@@ -790,7 +608,7 @@ class _MachinePart:
 
     def _update_spec(self, s: ir.State, index: int, u: ir.Update) -> Call:
         return _spec_call(runtime_spec.UpdateSpec, [
-            ("reducer", u.reducer), ("var", u.var), ("value", Raw(self.update_names[(s.name, index)])),
+            ("reducer", u.reducer), ("var", u.var), ("value", Raw(self.functions.update_names[(s.name, index)])),
             ("text", spec_source(u.value)), ("origin", self._position(f"{s.name} update {index}", u.origin)),
         ])
 
@@ -799,12 +617,12 @@ class _MachinePart:
             return None
         return _spec_call(runtime_spec.ToolCallSpec, [
             ("tool", s.call.tool),
-            ("args", Raw(self.args_names[s.name])),
+            ("args", Raw(self.functions.args_names[s.name])),
             ("origin", self._position(f"{s.name} call", s.call.origin)),
         ])
 
     def _transition_spec(self, s: ir.State, index: int, t: ir.Transition) -> Call:
-        guard = self.guard_functions.get((s.name, index))
+        guard = self.functions.guard_functions.get((s.name, index))
         return _spec_call(runtime_spec.TransitionSpec, [
             ("kind", t.kind),
             ("target", t.target),
@@ -820,7 +638,7 @@ class _MachinePart:
         if s.parallel is None:
             return None
         join = s.parallel.join
-        join_guard = self.join_names.get(s.name)
+        join_guard = self.functions.join_names.get(s.name)
         return _spec_call(runtime_spec.ParallelSpec, [
             ("branches", s.parallel.branches),
             ("join", _spec_call(runtime_spec.JoinSpec, [
@@ -837,7 +655,7 @@ class _MachinePart:
             return None
         return _spec_call(runtime_spec.CallSpec, [
             ("machine", s.run.machine),
-            ("args", Raw(self.run_args_names[s.name])),
+            ("args", Raw(self.functions.run_args_names[s.name])),
             ("origin", self._position(f"{s.name} run", s.run.origin)),
         ])
 
@@ -846,7 +664,7 @@ class _MachinePart:
             return None
         return _spec_call(runtime_spec.EachSpec, [
             ("item", s.each.item),
-            ("items", Raw(self.items_names[s.name])),
+            ("items", Raw(self.functions.items_names[s.name])),
             ("max", s.each.max),
             ("index", s.each.index),
             ("concurrency", s.each.concurrency),
