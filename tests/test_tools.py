@@ -181,6 +181,10 @@ def best_hit(term: str) -> Hit:
     return Hit(term=term, score=0.5)
 
 
+def nan_hit() -> Hit:
+    return Hit(term="x", score=float("nan"))
+
+
 def mean_of(values: list[float]) -> dict:
     return {"mean": sum(values) / len(values) if values else float("nan"), "spread": [float("inf")] * len(values)}
 
@@ -277,12 +281,14 @@ def test_a_result_holding_nan_or_infinity_is_a_tool_error(workspace: str, user_m
     """JSON has no NaN or Infinity: a result holding one would reach the model, the trace and the
     checkpoint as Python's `NaN` token, which no JSON reader takes. The tool's call fails with why, as a
     result that is not JSON does."""
-    tools = user_tools(workspace, user_module, "mean_of")
+    tools = user_tools(workspace, user_module, "mean_of", "nan_hit")
     for values, shown in (([], "NaN"), ([1.0], "Infinity")):
         with pytest.raises(ToolError) as caught:
             tools.call("mean_of", {"values": values})
-        assert str(caught.value) == (f"tool 'mean_of' returned {shown}, which JSON cannot carry (JSON has no NaN "
-                                     "or Infinity): return a number, or None")
+        assert str(caught.value) == (f"the result of tool 'mean_of' holds {shown}, which JSON cannot carry (JSON "
+                                     "has no NaN or Infinity): return a number, or None")
+    with pytest.raises(ToolError, match="the result of tool 'nan_hit' holds NaN"):  # in a typed result too
+        tools.call("nan_hit", {})
 
 
 def test_async_user_tools_work_from_sync_and_async_code(workspace: str, user_module: str, jail: None) -> None:

@@ -71,9 +71,10 @@ _SKIP_CHUNK = 1024 * 1024
 
 
 class BorderError(ValueError):
-    """Untrusted data refused where it enters: nested too deep or too large. `what` names what was read
-    ("the reply", "line 7 of cases.jsonl"), `limit` is "depth" or "size"; the message says both, and how
-    far the limit is, in words a person or a model can act on."""
+    """Untrusted data refused where it enters: nested too deep or too large, or (`check_value(...,
+    finite=True)`) holding a number JSON has not. `what` names what was read ("the reply", "line 7 of
+    cases.jsonl"), `limit` is "depth", "size" or "number"; the message says both, and how far the limit
+    is, in words a person or a model can act on."""
 
     def __init__(self, what: str, limit: str, message: str) -> None:
         super().__init__(message)
@@ -281,10 +282,12 @@ def read_json_file(path: str, what: str, *, max_depth: int = MAX_DEPTH, max_char
     return read_json(text, what, max_depth=max_depth, max_chars=max_chars, object_pairs_hook=object_pairs_hook)
 
 
-def check_value(value: Any, what: str, *, max_depth: int = MAX_DEPTH, max_chars: int = MAX_VALUE_CHARS) -> None:
+def check_value(value: Any, what: str, *, max_depth: int = MAX_DEPTH, max_chars: int = MAX_VALUE_CHARS,
+                finite: bool = False) -> None:
     """BorderError when a Python value (a tool's result, an answer or an input given as data) nests deeper
     than `max_depth` containers, or holds more than `max_chars` characters of text and items in all, or a
-    whole number of more digits than Python writes as text (`int_too_long`: a guard's `n * n`, say).
+    whole number of more digits than Python writes as text (`int_too_long`: a guard's `n * n`, say), or,
+    with `finite`, a float that is NaN or infinite (for a value bound for JSON sinks: a tool's result).
     Mappings, sequences, sets and pydantic models are walked with a stack; anything else counts as one."""
     if isinstance(value, str):
         check_text(value, what, max_chars)
@@ -308,6 +311,10 @@ def check_value(value: Any, what: str, *, max_depth: int = MAX_DEPTH, max_chars:
             else:
                 stack.extend((member, depth) for member in members)
         else:
+            if finite and isinstance(item, float) and not math.isfinite(item):
+                shown = "NaN" if math.isnan(item) else ("Infinity" if item > 0 else "-Infinity")
+                raise BorderError(what, "number", f"{what} holds {shown}, which JSON cannot carry (JSON has no NaN "
+                                                  "or Infinity)")
             if isinstance(item, int) and item.bit_length() > _SHORT_INT_BITS and int_too_long(item):
                 limit = int_digits_limit()
                 raise BorderError(what, "size", f"{what} holds a whole number of more than {limit:,} digits, and "

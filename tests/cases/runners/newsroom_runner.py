@@ -26,9 +26,9 @@ if __package__:
     from .statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
 else:
     from statewright_runtime import RUNTIME_SHA256, RUNTIME_VERSION
-if RUNTIME_SHA256 != "321443da5c138b8a23e2d0856a825b527da8a05c6c3bb9c96b170179b7d8fe80":
+if RUNTIME_SHA256 != "7120c35ba884bd8d12bf4e218ba16e8c0f4d938317bc8f4ac4e96ab7bad3db75":
     raise ImportError(
-        "this runner was generated with the statewright 0.1.0 runtime (sha256 321443da5c13), but "
+        "this runner was generated with the statewright 0.1.0 runtime (sha256 7120c35ba884), but "
         f"the statewright_runtime package it imports is the statewright {RUNTIME_VERSION} runtime (sha256 "
         f"{RUNTIME_SHA256[:12]}): regenerate the runners beside it with `statewright compile`, which "
         "rewrites the runtime too"

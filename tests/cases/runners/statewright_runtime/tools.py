@@ -10,14 +10,13 @@ import difflib
 import importlib
 import inspect
 import json
-import math
 import os
 import re
 import secrets
 import stat
 import sys
 import typing
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -655,21 +654,16 @@ class ToolRegistry:
 
     def _json_ready(self, entry: _ToolEntry, result: Any) -> Any:
         try:
-            check_value(result, f"the result of tool {entry.name!r}")  # before anything recurses into it
+            # before anything recurses into it; JSON sinks (the model, the trace, the checkpoint) take it
+            check_value(result, f"the result of tool {entry.name!r}", finite=True)
         except BorderError as exc:
-            raise ToolError(str(exc), tool=entry.name) from None
+            hint = ": return a number, or None" if exc.limit == "number" else ""
+            raise ToolError(f"{exc}{hint}", tool=entry.name) from None
         if isinstance(result, BaseModel):
             result = result.model_dump(mode="json")
         try:
             json.dumps(result, allow_nan=False)
-        except ValueError as exc:
-            if "JSON compliant" not in str(exc):
-                raise ToolError(f"tool {entry.name!r} returned a value JSON cannot carry ({exc})",
-                                tool=entry.name) from exc
-            shown = next(_non_finite(result), "NaN or Infinity")
-            raise ToolError(f"tool {entry.name!r} returned {shown}, which JSON cannot carry (JSON has no NaN or "
-                            "Infinity): return a number, or None", tool=entry.name) from None
-        except TypeError as exc:
+        except (TypeError, ValueError) as exc:
             raise ToolError(f"tool {entry.name!r} returned a value of type {type(result).__name__!r}, which "
                             f"is not JSON-serialisable ({exc}); tools must return str, numbers, bools, None, "
                             "lists and dicts", tool=entry.name) from exc
@@ -762,15 +756,3 @@ class ToolRegistry:
                 raise ToolError(str(exc), tool=name) from None
         raise ToolError(f"{name!r} has no implementation in this runtime", tool=name)
 
-
-def _non_finite(value: Any) -> Iterator[str]:
-    """How JSON-like `value`'s non-finite floats are written (`NaN`, `Infinity`, `-Infinity`), in order."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, float) and not math.isfinite(item):
-            yield "NaN" if math.isnan(item) else ("Infinity" if item > 0 else "-Infinity")
-        elif isinstance(item, dict):
-            stack.extend(reversed([*item.keys(), *item.values()]))
-        elif isinstance(item, (list, tuple)):
-            stack.extend(reversed(item))
